@@ -1,0 +1,3 @@
+from frobozz.cli import main
+
+main()

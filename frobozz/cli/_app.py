@@ -1,0 +1,28 @@
+"""`frobozz`: one console script for the servers, the games and (later) the runner."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+
+from ._games import games
+from ._serve import serve
+
+app = typer.Typer(help="Frobozz: an MCP tool hub and headless game runner for Claude.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+app.add_typer(games, name="games")
+app.command()(serve)
+
+
+@app.callback()
+def _root(log_level: str = typer.Option("WARNING", envvar="FROBOZZ_LOG_LEVEL",
+                                        help="Logging level; logs always go to stderr.")) -> None:
+    logging.basicConfig(level=log_level.upper(), format="%(message)s",
+                        handlers=[RichHandler(console=Console(stderr=True), show_path=False)])
+
+
+def main() -> None:
+    app()

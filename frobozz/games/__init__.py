@@ -1,0 +1,30 @@
+"""Story-file catalogue, install and verification, and the jericho-backed game session."""
+
+from ._catalogue import CATALOGUE, CatalogueEntry
+from ._install import install
+from ._journal import replay as replay_journal
+from ._library import GameLibrary, GameListing, jericho_supports, walkthrough_for
+from ._map import GameMap, MapFormat, Passage
+from ._saves import SaveInfo
+from ._session import MAX_COMMAND_CHARS, GameSession, SessionState, check_command
+from ._story import StoryInfo, parse_story, read_story
+from ._turns import Turn
+from .exceptions import (
+    CommandError,
+    GameError,
+    GameNotFoundError,
+    InstallError,
+    InterpreterCrashedError,
+    SaveError,
+    SessionClosedError,
+    StoryFileError,
+)
+from .settings import GamesSettings
+
+__all__ = [
+    "CATALOGUE", "CatalogueEntry", "CommandError", "GameError", "GameLibrary", "GameListing", "GameMap",
+    "GameNotFoundError", "GameSession", "GamesSettings", "InstallError", "InterpreterCrashedError",
+    "MAX_COMMAND_CHARS", "MapFormat", "Passage", "SaveError", "SaveInfo", "SessionClosedError", "SessionState",
+    "StoryFileError", "StoryInfo", "Turn", "check_command", "install", "jericho_supports", "parse_story",
+    "read_story", "replay_journal", "walkthrough_for",
+]

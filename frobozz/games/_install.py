@@ -1,0 +1,78 @@
+"""Download a catalogued game, check it, and put it in the user's games directory."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import httpx
+
+from ._catalogue import CATALOGUE, CatalogueEntry
+from ._story import MAX_STORY_BYTES, StoryInfo, parse_story, read_story
+from .exceptions import InstallError, StoryFileError
+
+
+def catalogue_entry(name: str) -> CatalogueEntry:
+    try:
+        return CATALOGUE[name.strip().lower()]
+    except KeyError:
+        raise InstallError(f"no game {name[:80]!r} in the catalogue (known: {', '.join(CATALOGUE)})") from None
+
+
+async def download(url: str, *, client: httpx.AsyncClient | None = None, timeout: float = 30.0) -> bytes:
+    """The body at `url`, refused past MAX_STORY_BYTES without reading the rest."""
+    own = client is None
+    client = client or httpx.AsyncClient(timeout=timeout, follow_redirects=True)
+    try:
+        async with client.stream("GET", url) as response:
+            if response.status_code != 200:
+                raise InstallError(f"download of {url} failed: HTTP {response.status_code}")
+            chunks, size = [], 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > MAX_STORY_BYTES:
+                    raise InstallError(f"download of {url} is larger than any story file; refused")
+                chunks.append(chunk)
+            return b"".join(chunks)
+    except httpx.HTTPError as e:
+        raise InstallError(f"download of {url} failed: {e}") from e
+    finally:
+        if own:
+            await client.aclose()
+
+
+async def install(name: str, games_dir: Path, *, url: str | None = None,
+                  client: httpx.AsyncClient | None = None) -> StoryInfo:
+    """Install a catalogued game into `games_dir` (verified by md5); a no-op when already there."""
+    entry = catalogue_entry(name)
+    target = games_dir / entry.file_name
+    if target.is_file():
+        try:
+            story = read_story(target)
+            if story.md5 == entry.md5:
+                return story
+        except StoryFileError:
+            pass  # damaged: download it again
+    data = await download(url or entry.url, client=client)
+    got = hashlib.md5(data).hexdigest()
+    if got != entry.source_md5:
+        raise InstallError(f"{entry.name}: downloaded file has md5 {got}, the catalogue expects "
+                           f"{entry.source_md5}; nothing was installed")
+    data = entry.finish(data)
+    story = parse_story(data, target)
+    if story.md5 != entry.md5:
+        raise InstallError(f"{entry.name}: finished file has md5 {story.md5}, expected {entry.md5}")
+    games_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=games_dir, prefix=f".{entry.file_name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return story

@@ -1,0 +1,100 @@
+"""The caller's side of an interpreter worker: spawn it, call it, and survive its death."""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from .exceptions import GameError, InterpreterCrashedError
+
+_LEN = struct.Struct(">I")
+_STDERR_TAIL = 4000
+
+
+class WorkerProcess:
+    """One `frobozz.games._worker` child; calls are serialised, each bounded by a timeout."""
+
+    def __init__(self, *, timeout: float) -> None:
+        self.timeout = timeout
+        self._process: Process | None = None
+        self._reader: BufferedByteReceiveStream | None = None
+        self._stderr = tempfile.TemporaryFile()  # a file, so a chatty child can never block on it
+        self._lock = anyio.Lock()
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    async def start(self) -> None:
+        self._process = await anyio.open_process(
+            [sys.executable, "-m", "frobozz.games._worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
+        assert self._process.stdout is not None
+        self._reader = BufferedByteReceiveStream(self._process.stdout)
+
+    async def call(self, op: str, *args: Any) -> Any:
+        """Send one request and wait for its answer; a dead or hung child raises InterpreterCrashedError."""
+        async with self._lock:
+            if not self.alive:
+                await self.start()
+            process, reader = self._process, self._reader
+            assert process is not None and process.stdin is not None and reader is not None
+            data = pickle.dumps((op, args), protocol=pickle.HIGHEST_PROTOCOL)
+            try:
+                with anyio.fail_after(self.timeout):
+                    await process.stdin.send(_LEN.pack(len(data)) + data)
+                    (size,) = _LEN.unpack(await reader.receive_exactly(_LEN.size))
+                    status, value = pickle.loads(await reader.receive_exactly(size))
+            except TimeoutError:
+                await self._kill()
+                raise self._crashed(f"the interpreter did not answer within {self.timeout:g} s") from None
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.IncompleteRead,
+                    anyio.ClosedResourceError, OSError) as e:
+                await self._kill()
+                raise self._crashed("the interpreter process died") from e
+            if status != "ok":
+                raise GameError(f"the interpreter refused {op!r}: {value}")
+            return value
+
+    def _crashed(self, what: str) -> InterpreterCrashedError:
+        code = self._process.returncode if self._process else None
+        self._stderr.seek(0, 2)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - _STDERR_TAIL))
+        tail = self._stderr.read().decode("utf-8", "replace").strip()
+        detail = f" (exit code {code})" if code is not None else ""
+        return InterpreterCrashedError(f"{what}{detail}", exit_code=code, stderr=tail)
+
+    async def _kill(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if process.returncode is None:
+            process.kill()
+        with anyio.CancelScope(shield=True):
+            await process.wait()
+            await process.aclose()
+        self._process = process  # keep its return code for the report; `alive` is False now
+
+    async def aclose(self) -> None:
+        """Close stdin so the child exits by itself; kill it if it does not within a second."""
+        process, self._process = self._process, None
+        if process is not None:
+            with anyio.CancelScope(shield=True):
+                if process.stdin is not None:
+                    await process.stdin.aclose()
+                with anyio.move_on_after(1.0):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+                await process.aclose()
+        self._stderr.close()

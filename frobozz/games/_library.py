@@ -1,0 +1,100 @@
+"""Find story files by name in the games directories, and list what is there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._catalogue import CATALOGUE, by_md5
+from ._story import STORY_SUFFIXES, StoryInfo, read_story
+from .exceptions import GameNotFoundError, StoryFileError
+from .settings import GamesSettings
+
+_MAX_NAME = 255
+
+
+@dataclass(frozen=True)
+class GameListing:
+    name: str
+    title: str
+    file_name: str
+    installed: bool
+    path: str | None
+    license: str | None
+    max_score: int | None
+
+
+def jericho_supports(md5: str) -> bool:
+    """Whether jericho knows this exact story file (score, moves, walkthrough come from it)."""
+    from jericho import defines
+
+    return md5 in defines.BINDINGS_DICT
+
+
+def walkthrough_for(md5: str) -> list[str]:
+    """jericho's walkthrough for this exact story file, or [] when it has none."""
+    from jericho import defines
+
+    steps = defines.BINDINGS_DICT.get(md5, {}).get("walkthrough", "")
+    return steps.split("/") if steps else []
+
+
+class GameLibrary:
+    """Lookup order: an explicit path (when allowed), FROBOZZ_GAMES_DIR, then the data directory."""
+
+    def __init__(self, settings: GamesSettings) -> None:
+        self.settings = settings
+
+    @property
+    def directories(self) -> list[Path]:
+        dirs = [self.settings.games_dir] if self.settings.games_dir else []
+        return [d for d in (*dirs, self.settings.installed_games_dir) if d.is_dir()]
+
+    def find(self, name: str, *, allow_path: bool = False) -> StoryInfo:
+        """The validated story for a catalogue name or a file name (with or without extension)."""
+        if not isinstance(name, str) or not name.strip():
+            raise GameNotFoundError("no game named: give a catalogue name such as 'zork1' or a story file name")
+        name = name.strip()
+        if allow_path and ("/" in name or Path(name).is_file()):
+            return read_story(name)
+        if len(name) > _MAX_NAME or any(c in name for c in "/\\\0") or name.startswith(".") or \
+                any(ord(c) < 32 for c in name):
+            raise GameNotFoundError(
+                f"{name[:80]!r} is not a game name: give a catalogue name or the name of a story file "
+                "in the games directories, not a path")
+        entry = CATALOGUE.get(name.lower())
+        candidates = [entry.file_name] if entry else []
+        candidates += [name] + [name + suffix for suffix in STORY_SUFFIXES]
+        for directory in self.directories:
+            root = directory.resolve()
+            for candidate in candidates:
+                path = directory / candidate
+                if path.is_file():
+                    if not path.resolve().is_relative_to(root):
+                        raise StoryFileError(f"{candidate} points outside the games directory {directory}")
+                    return read_story(path)
+        hint = f"; `frobozz games install {entry.name}` downloads it" if entry else ""
+        where = ", ".join(str(d) for d in self.directories) or "no games directory exists yet"
+        raise GameNotFoundError(f"no game {name!r} found (looked in: {where}){hint}")
+
+    def listing(self) -> list[GameListing]:
+        """Catalogue entries, installed or not, then any other story files in the games directories."""
+        found: dict[str, Path] = {}
+        for directory in reversed(self.directories):  # earlier directories win
+            for path in directory.iterdir():
+                if path.suffix.lower() in STORY_SUFFIXES and path.is_file():
+                    found[path.name] = path
+        games = []
+        for entry in CATALOGUE.values():
+            path = found.pop(entry.file_name, None)
+            games.append(GameListing(entry.name, entry.title, entry.file_name, path is not None,
+                                     str(path) if path else None, entry.license, entry.max_score))
+        for file_name, path in sorted(found.items()):
+            try:
+                story = read_story(path)
+            except StoryFileError:
+                continue
+            known = by_md5(story.md5)
+            games.append(GameListing(path.stem, f"{path.name} ({story.describe()})", file_name, True, str(path),
+                                     known.license if known else None, known.max_score if known else None))
+        return games

@@ -1,0 +1,123 @@
+"""Named save slots on disk: one JSON file per slot, written atomically, per story file."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._turns import Turn
+from .exceptions import SaveError
+
+_SLOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class SaveInfo:
+    slot: str
+    saved_at: str
+    turn: int
+    score: int | None
+    moves: int | None
+    location: str | None
+
+
+@dataclass(frozen=True)
+class SaveRecord:
+    info: SaveInfo
+    turns: tuple[Turn, ...]
+    state: tuple
+
+
+def check_slot(slot: str) -> str:
+    if not isinstance(slot, str) or not _SLOT.fullmatch(slot):
+        raise SaveError(f"invalid save slot {slot[:80]!r}: use 1-64 letters, digits, '-' or '_', "
+                        "starting with a letter or digit")
+    return slot
+
+
+def _encode_state(state: tuple) -> dict[str, Any]:
+    ram, stack, pc, sp, fp, frame_count, opcode, rng, narrative = state
+    b64 = lambda b: base64.b64encode(bytes(b)).decode("ascii")  # noqa: E731
+    return {"ram": b64(ram), "stack": b64(stack), "pc": int(pc), "sp": int(sp), "fp": int(fp),
+            "frame_count": int(frame_count), "opcode": int(opcode), "rng": [int(x) for x in rng],
+            "narrative": b64(narrative)}
+
+
+def _decode_state(d: dict[str, Any]) -> tuple:
+    raw = lambda k: base64.b64decode(d[k], validate=True)  # noqa: E731
+    array = lambda k: np.frombuffer(raw(k), dtype=np.uint8).copy()  # noqa: E731
+    ints = [int(d[k]) for k in ("pc", "sp", "fp", "frame_count", "opcode")]
+    pc, sp, fp, frame_count, opcode = ints
+    return (array("ram"), array("stack"), pc, sp, fp, frame_count, opcode,
+            tuple(int(x) for x in d["rng"]), raw("narrative"))
+
+
+class SaveStore:
+    """The save slots of one story file (keyed by its md5, so a save never meets another game)."""
+
+    def __init__(self, root: Path, story_md5: str) -> None:
+        self.story_md5 = story_md5
+        self.dir = root / story_md5
+
+    def _path(self, slot: str) -> Path:
+        return self.dir / f"{check_slot(slot)}.json"
+
+    def write(self, slot: str, turns: list[Turn], state: tuple) -> SaveInfo:
+        last = turns[-1]
+        info = SaveInfo(slot=check_slot(slot), saved_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                        turn=last.number, score=last.score, moves=last.moves, location=last.location)
+        doc = {"format": _FORMAT, "story_md5": self.story_md5, "info": asdict(info),
+               "turns": [asdict(t) for t in turns], "state": _encode_state(state)}
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{slot}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._path(slot))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        dir_fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        return info
+
+    def read(self, slot: str) -> SaveRecord:
+        path = self._path(slot)
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            known = ", ".join(s.slot for s in self.list()) or "none yet"
+            raise SaveError(f"no save slot {slot!r} for this game (saved slots: {known})") from None
+        except (OSError, ValueError) as e:
+            raise SaveError(f"save slot {slot!r} cannot be read: {e}") from e
+        try:
+            if doc["format"] != _FORMAT or doc["story_md5"] != self.story_md5:
+                raise SaveError(f"save slot {slot!r} belongs to another story file or format")
+            return SaveRecord(info=SaveInfo(**doc["info"]), turns=tuple(Turn(**t) for t in doc["turns"]),
+                              state=_decode_state(doc["state"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise SaveError(f"save slot {slot!r} is corrupt ({type(e).__name__}: {e})") from e
+
+    def list(self) -> list[SaveInfo]:
+        infos = []
+        for path in sorted(self.dir.glob("*.json")):
+            try:
+                infos.append(SaveInfo(**json.loads(path.read_text(encoding="utf-8"))["info"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a damaged slot is reported when someone restores it
+        return infos

@@ -1,0 +1,125 @@
+"""The interpreter's own process: jericho behind a framed pickle pipe on stdin/stdout.
+
+Run as `python -m frobozz.games._worker`. A story file that crashes frotz takes only this process
+down. Requests are `(op, args)` tuples; answers are `("ok", value)` or `("error", message)`.
+The real stdout is moved aside first, so whatever the C library prints cannot corrupt a frame.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import sys
+import warnings
+from typing import Any, BinaryIO
+
+_LEN = struct.Struct(">I")
+
+
+def write_frame(stream: BinaryIO, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_LEN.pack(len(data)) + data)
+    stream.flush()
+
+
+def read_frame(stream: BinaryIO) -> Any:
+    head = stream.read(_LEN.size)
+    if len(head) < _LEN.size:
+        raise EOFError
+    (size,) = _LEN.unpack(head)
+    return pickle.loads(stream.read(size))
+
+
+class Interpreter:
+    """One jericho environment and the requests it answers."""
+
+    def __init__(self, path: str, seed: int | None) -> None:
+        import jericho
+
+        from ._zmachine import ZMemory
+
+        self._zmemory = ZMemory
+        with open(path, "rb") as f:
+            self.story = f.read()
+        self.env = jericho.FrotzEnv(path, seed=seed)
+        self.supported = bool(self.env.is_fully_supported)
+
+    # -- requests --------------------------------------------------------------------------
+    def load(self) -> dict[str, Any]:
+        text, _ = self.env.reset()
+        return {**self._observe(text), "supported": self.supported,
+                "max_score": self.env.get_max_score() if self.supported else None,
+                "walkthrough": self.env.get_walkthrough() if self.supported else []}
+
+    def step(self, command: str) -> dict[str, Any]:
+        text, _, _, _ = self.env.step(command)
+        return self._observe(text)
+
+    def peek(self, command: str) -> dict[str, Any]:
+        state = self.env.get_state()
+        try:
+            text, _, _, _ = self.env.step(command)
+            return self._observe(text, with_state=False)
+        finally:
+            self.env.set_state(state)
+
+    def set_state(self, state: tuple) -> dict[str, Any]:
+        self.env.set_state(state)
+        return self._observe("", with_state=False)
+
+    def valid_actions(self) -> list[str]:
+        import jericho.util
+
+        if "spacy_nlp" not in vars(jericho.util):  # offline: a blank pipeline, never a download
+            import spacy
+
+            jericho.util.spacy_nlp = spacy.blank("en")
+        return self.env.get_valid_actions(use_parallel=False)
+
+    # -- status ----------------------------------------------------------------------------
+    def _observe(self, text: str, *, with_state: bool = True) -> dict[str, Any]:
+        env = self.env
+        memory = self._zmemory(env._get_ram().tobytes(), self.story)
+        if self.supported:  # jericho knows where the player is; its short names drop words, so decode ours
+            location = env.get_player_location()
+            obs = {"score": env.get_score(), "moves": env.get_moves(),
+                   "location": memory.object_name(location.num) if location else None,
+                   "done": env.game_over() or env.victory(), "won": env.victory()}
+        else:
+            status = memory.status()
+            obs = {"score": status.score, "moves": status.moves, "location": status.location,
+                   "done": None, "won": None}
+        obs["text"] = text
+        obs["halted"] = env._emulator_halted()
+        if with_state:
+            obs["state"] = env.get_state()
+        return obs
+
+
+def main() -> None:
+    warnings.simplefilter("ignore")
+    proto_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything printed from here on goes to stderr, not into the protocol
+    proto_in = sys.stdin.buffer
+    interp: Interpreter | None = None
+    while True:
+        try:
+            op, args = read_frame(proto_in)
+        except EOFError:
+            return
+        try:
+            if op == "open":
+                interp = Interpreter(*args)
+                value: Any = interp.load()
+            elif interp is None:
+                raise RuntimeError("no story loaded")
+            else:
+                value = getattr(interp, op)(*args)
+            write_frame(proto_out, ("ok", value))
+        except Exception as e:  # an answer, never a dead pipe
+            write_frame(proto_out, ("error", f"{type(e).__name__}: {e}"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Headless play sessions: claude plays a Z-machine game through the engine."""

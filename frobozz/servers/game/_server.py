@@ -1,0 +1,157 @@
+"""The `game` MCP server: play Z-machine games through tools, several sessions at once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+from frobozz.games import GameError, GameSession, Turn
+
+from .._tools import annotations, tool_errors
+from ._models import (
+    EndedGame,
+    GameEntry,
+    GameList,
+    GameState,
+    History,
+    MapResult,
+    SaveList,
+    SaveSlot,
+    ValidActions,
+    turn_record,
+)
+from ._sessions import Sessions
+from .settings import Settings
+
+INSTRUCTIONS = """Play interactive fiction (Z-machine games such as Zork I).
+Start with new_game, then send one command per act call ('north', 'take lamp', 'open mailbox').
+look and inventory do not use up a move. undo goes back; save/restore keep named slots that
+survive restarts. In-game 'save', 'restore' and 'restart' typed into act are handled the same way."""
+
+SessionId = Annotated[str, Field(description="The session_id that new_game returned.", max_length=200)]
+Slot = Annotated[str, Field(description="Save slot name: letters, digits, '-' or '_'.", max_length=200)]
+
+
+def _state(session: GameSession, turn: Turn) -> GameState:
+    return GameState(session_id=session.id, text=turn.text, score=turn.score, max_score=session.max_score,
+                     moves=turn.moves, location=turn.location, done=turn.done, won=turn.won)
+
+
+def create_server(settings: Settings | None = None) -> MCPServer:
+    settings = settings or Settings()
+    sessions = Sessions(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await sessions.aclose()
+
+    server = MCPServer("frobozz-game", title="Frobozz games", instructions=INSTRUCTIONS, lifespan=lifespan)
+    reading = dict(read_only=True, idempotent=True)
+
+    @server.tool(annotations=annotations("List games", **reading))
+    def list_games() -> GameList:
+        """The games that can be started: catalogued ones (installed or not) and any story file found."""
+        with tool_errors(GameError, OSError):
+            return GameList(games=[GameEntry(name=g.name, title=g.title, file_name=g.file_name,
+                                             installed=g.installed, license=g.license, max_score=g.max_score)
+                                   for g in sessions.library.listing()])
+
+    @server.tool(annotations=annotations("Start a game", read_only=False))
+    async def new_game(
+        game: Annotated[str, Field(description="A catalogue name ('zork1') or a story file name "
+                                               "('zork1-r119.z3', 'mygame.z8').", max_length=1000)],
+    ) -> GameState:
+        """Start a new game session and return the game's opening text."""
+        with tool_errors(GameError):
+            session = await sessions.open(game)
+            return _state(session, session.current)
+
+    @server.tool(annotations=annotations("Give a command", read_only=False))
+    async def act(session_id: SessionId, command: Annotated[str, Field(
+            description="One command, as a player would type it: 'north', 'take lamp'.")]) -> GameState:
+        """Send one command to the game and return its answer."""
+        with tool_errors(GameError):
+            session = sessions.get(session_id)
+            return _state(session, await session.act(command))
+
+    @server.tool(annotations=annotations("Look around", **reading))
+    async def look(session_id: SessionId) -> GameState:
+        """Describe the current location without using up a move."""
+        with tool_errors(GameError):
+            session = sessions.get(session_id)
+            return _state(session, await session.peek("look"))
+
+    @server.tool(annotations=annotations("Inventory", **reading))
+    async def inventory(session_id: SessionId) -> GameState:
+        """List what the player carries, without using up a move."""
+        with tool_errors(GameError):
+            session = sessions.get(session_id)
+            return _state(session, await session.peek("inventory"))
+
+    @server.tool(annotations=annotations("Undo", read_only=False, destructive=True))
+    async def undo(session_id: SessionId, steps: Annotated[int, Field(ge=1, le=10_000)] = 1) -> GameState:
+        """Take back the last `steps` turns."""
+        with tool_errors(GameError):
+            session = sessions.get(session_id)
+            return _state(session, await session.undo(steps))
+
+    @server.tool(annotations=annotations("Save", read_only=False, destructive=True, idempotent=True))
+    async def save(session_id: SessionId, slot: Slot) -> SaveSlot:
+        """Save the game in a named slot (an existing slot of that name is replaced)."""
+        with tool_errors(GameError):
+            info = await sessions.get(session_id).save(slot)
+            return SaveSlot(**info.__dict__)
+
+    @server.tool(annotations=annotations("Restore", read_only=False, destructive=True, idempotent=True))
+    async def restore(session_id: SessionId, slot: Slot) -> GameState:
+        """Put the game back to a saved slot (saves survive server restarts)."""
+        with tool_errors(GameError):
+            session = sessions.get(session_id)
+            return _state(session, await session.restore(slot))
+
+    @server.tool(annotations=annotations("List saves", **reading))
+    def list_saves(session_id: SessionId) -> SaveList:
+        """The save slots of this session's game."""
+        with tool_errors(GameError):
+            session = sessions.get(session_id)
+            return SaveList(session_id=session.id, saves=[SaveSlot(**s.__dict__) for s in session.list_saves()])
+
+    @server.tool(annotations=annotations("Map", **reading))
+    def map(session_id: SessionId, format: Literal["text", "dot", "mermaid"] = "text") -> MapResult:  # noqa: A001, A002
+        """The rooms visited and the commands that connected them, as text, Graphviz DOT or Mermaid."""
+        with tool_errors(GameError):
+            game_map = sessions.get(session_id).map()
+            return MapResult(session_id=session_id, format=format, rooms=len(game_map.rooms),
+                             passages=len(game_map.passages), map=game_map.render(format))
+
+    @server.tool(annotations=annotations("History", **reading))
+    def history(session_id: SessionId, last: Annotated[int, Field(ge=1, le=10_000)] = 20) -> History:
+        """The last turns played: command, answer and status after each."""
+        with tool_errors(GameError):
+            session = sessions.get(session_id)
+            return History(session_id=session.id, turns=[turn_record(t) for t in session.history(last)])
+
+    @server.tool(annotations=annotations("Valid actions", **reading))
+    async def valid_actions(session_id: SessionId) -> ValidActions:
+        """Commands that would change the game here (only for games jericho knows; may take a second)."""
+        with tool_errors(GameError):
+            session = sessions.get(session_id)
+            return ValidActions(session_id=session.id, actions=await session.valid_actions())
+
+    @server.tool(annotations=annotations("End game", read_only=False, destructive=True))
+    async def end_game(session_id: SessionId) -> EndedGame:
+        """End the session and stop its interpreter (save first to keep the game)."""
+        with tool_errors(GameError):
+            session = await sessions.end(session_id)
+            turn = session.current
+            return EndedGame(session_id=session.id, turns=turn.number, score=turn.score,
+                             max_score=session.max_score, won=turn.won)
+
+    return server

@@ -1,0 +1,12 @@
+"""Settings of the game server: the games part's settings plus the server's own limits."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from frobozz.games import GamesSettings
+
+
+class Settings(GamesSettings):
+    max_sessions: int = Field(default=16, ge=1, le=256,
+                              description="Game sessions one server keeps at once (each is a process).")

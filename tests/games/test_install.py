@@ -1,0 +1,50 @@
+import pytest
+
+from frobozz.games import CATALOGUE, InstallError, install, read_story
+from tests.conftest import ZORK1, ZORK1_R119
+from tests.httpserver import serve
+
+
+def _zork1_as_published() -> bytes:
+    """The story as the source repository has it: jericho's copy without its padding."""
+    return ZORK1.read_bytes()[:84876]
+
+
+async def test_install_downloads_pads_and_verifies_zork1(tmp_path):
+    with serve({"/zork1.zip": (200, _zork1_as_published())}) as base:
+        story = await install("zork1", tmp_path, url=f"{base}/zork1.zip")
+    assert story.path == tmp_path / "zork1.z5"
+    assert read_story(story.path).md5 == CATALOGUE["zork1"].md5
+    assert story.path.read_bytes() == ZORK1.read_bytes()
+
+
+async def test_install_of_an_unpadded_release_keeps_it_as_it_is(tmp_path):
+    with serve({"/zork1.z3": (200, ZORK1_R119.read_bytes())}) as base:
+        story = await install("zork1-r119", tmp_path, url=f"{base}/zork1.z3")
+    assert story.md5 == CATALOGUE["zork1-r119"].md5
+
+
+async def test_install_is_a_no_op_when_the_game_is_already_there(tmp_path):
+    (tmp_path / "zork1.z5").write_bytes(ZORK1.read_bytes())
+    story = await install("zork1", tmp_path, url="http://127.0.0.1:9/unreachable")
+    assert story.md5 == CATALOGUE["zork1"].md5
+
+
+@pytest.mark.parametrize("status, body, message", [
+    (200, b"<html>not a story</html>", "md5"),
+    (404, b"", "HTTP 404"),
+    (500, b"oops", "HTTP 500"),
+    (200, b"\x03" * (600 * 1024), "larger than any story"),
+])
+async def test_a_bad_download_installs_nothing(tmp_path, status, body, message):
+    with serve({"/f": (status, body)}) as base:
+        with pytest.raises(InstallError, match=message):
+            await install("zork1", tmp_path, url=f"{base}/f")
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_an_unreachable_server_and_an_unknown_game_get_clear_errors(tmp_path):
+    with pytest.raises(InstallError, match="download of .* failed"):
+        await install("zork1", tmp_path, url="http://127.0.0.1:9/zork1.zip")
+    with pytest.raises(InstallError, match="no game 'zork9' in the catalogue"):
+        await install("zork9", tmp_path)

@@ -1,0 +1,58 @@
+import pytest
+
+from frobozz.games import GameLibrary, GameNotFoundError, GamesSettings, StoryFileError
+from tests.conftest import GAMES_DIR, ZORK1
+
+
+@pytest.mark.parametrize("name, file_name", [
+    ("zork1", "zork1.z5"), ("ZORK1", "zork1.z5"), ("zork1.z5", "zork1.z5"),
+    ("zork1-r119", "zork1-r119.z3"), ("zork1-r119.z3", "zork1-r119.z3"), (" zork1 ", "zork1.z5"),
+])
+def test_games_are_found_by_catalogue_name_or_file_name(settings, name, file_name):
+    assert GameLibrary(settings).find(name).path == GAMES_DIR / file_name
+
+
+@pytest.mark.parametrize("name", [
+    "../games/zork1.z5", "/etc/passwd", str(ZORK1), "..", ".hidden", "a\\b", "nul\0", "tab\tname", "x" * 300,
+])
+def test_paths_and_hostile_names_are_refused_as_game_names(settings, name):
+    with pytest.raises(GameNotFoundError, match="not a game name"):
+        GameLibrary(settings).find(name)
+
+
+def test_an_unknown_game_names_where_it_looked_and_how_to_install(settings):
+    with pytest.raises(GameNotFoundError, match="no game 'nope'.*looked in"):
+        GameLibrary(settings).find("nope")
+    with pytest.raises(GameNotFoundError, match="no game named"):
+        GameLibrary(settings).find("")
+
+
+def test_a_catalogued_game_not_installed_says_how_to_install_it(tmp_path):
+    library = GameLibrary(GamesSettings(games_dir=tmp_path / "empty", data_dir=tmp_path / "data"))
+    with pytest.raises(GameNotFoundError, match="frobozz games install zork1"):
+        library.find("zork1")
+
+
+def test_an_explicit_path_is_allowed_only_where_the_caller_says_so(settings):
+    assert GameLibrary(settings).find(str(ZORK1), allow_path=True).md5 == "b732a93a6244ddd92a9b9a3e3a46c687"
+
+
+def test_a_symlink_out_of_the_games_directory_is_refused(tmp_path):
+    games = tmp_path / "games"
+    games.mkdir()
+    (games / "sneaky.z5").symlink_to(ZORK1)
+    library = GameLibrary(GamesSettings(games_dir=games, data_dir=tmp_path / "data"))
+    with pytest.raises(StoryFileError, match="outside the games directory"):
+        library.find("sneaky")
+
+
+def test_the_listing_shows_the_catalogue_and_other_story_files(tmp_path):
+    games = tmp_path / "games"
+    games.mkdir()
+    (games / "mygame.z3").write_bytes((GAMES_DIR / "zork1-r119.z3").read_bytes())
+    (games / "broken.z5").write_bytes(b"not a story")
+    listing = GameLibrary(GamesSettings(games_dir=games, data_dir=tmp_path / "data")).listing()
+    by_name = {g.name: g for g in listing}
+    assert set(by_name) == {"zork1", "zork1-r119", "mygame"}
+    assert not by_name["zork1"].installed and by_name["mygame"].installed
+    assert by_name["mygame"].max_score == 350  # recognised by its md5

@@ -1,0 +1,247 @@
+import os
+import signal
+
+import anyio
+import pytest
+
+from frobozz.games import (
+    CommandError,
+    GameError,
+    GameLibrary,
+    GameSession,
+    InterpreterCrashedError,
+    SaveError,
+    SessionClosedError,
+    SessionState,
+    read_story,
+    replay_journal,
+    walkthrough_for,
+)
+from tests.conftest import ZORK1, ZORK1_R119
+from tests.games.stories import endless_loop_story, garbage_code_story
+
+
+@pytest.fixture
+async def zork(settings):
+    session = await GameSession.open(read_story(ZORK1), settings)
+    yield session
+    await session.aclose()
+
+
+async def test_the_walkthrough_wins_zork1_with_350_points(zork):
+    steps = walkthrough_for(zork.story.md5)
+    assert len(steps) == 396 and zork.walkthrough == steps
+    for command in steps:
+        turn = await zork.act(command)
+    assert (turn.score, zork.max_score, turn.done, turn.won) == (350, 350, True, True)
+    assert zork.state is SessionState.OVER
+    with pytest.raises(GameError, match="game is over"):
+        await zork.act("look")
+    assert (await zork.undo(1)).done is False and zork.state is SessionState.PLAYING
+
+
+async def test_the_opening_turn_reports_location_and_status(zork):
+    first = zork.current
+    assert first.number == 0 and first.command is None
+    assert "West of House" in first.text and first.location == "West of House"
+    assert (first.score, first.moves, first.done, first.won) == (0, 0, False, False)
+    assert zork.supported
+
+
+async def test_look_and_inventory_do_not_advance_the_game(zork):
+    await zork.act("open mailbox")
+    before = zork.current
+    look = await zork.peek("look")
+    assert "West of House" in look.text and look.moves == before.moves
+    inventory = await zork.peek("inventory")
+    assert "empty-handed" in inventory.text
+    after = await zork.act("take leaflet")
+    assert after.moves == before.moves + 1 and after.number == before.number + 1
+
+
+async def test_undo_goes_back_exactly_n_turns(zork):
+    for command in ["open mailbox", "take leaflet", "n", "e"]:
+        await zork.act(command)
+    turn = await zork.undo(2)
+    assert (turn.number, turn.location, turn.moves) == (2, "West of House", 2)
+    again = await zork.act("n")
+    assert again.location == "North of House"
+
+
+async def test_undo_past_the_start_is_refused_and_changes_nothing(zork):
+    await zork.act("n")
+    with pytest.raises(GameError, match="1 can be undone"):
+        await zork.undo(5)
+    with pytest.raises(CommandError):
+        await zork.undo(0)
+    assert zork.current.location == "North of House" and zork.current.number == 1
+
+
+async def test_a_save_survives_the_session_and_restores_in_a_new_one(settings, zork):
+    for command in ["open mailbox", "take leaflet", "n", "e", "open window", "w"]:
+        await zork.act(command)
+    info = await zork.save("kitchen")
+    assert (info.slot, info.turn, info.location) == ("kitchen", 6, "Kitchen")
+    await zork.aclose()
+
+    fresh = await GameSession.open(read_story(ZORK1), settings)
+    try:
+        assert [s.slot for s in fresh.list_saves()] == ["kitchen"]
+        turn = await fresh.restore("kitchen")
+        assert (turn.location, turn.moves, turn.number) == ("Kitchen", 6, 6)
+        assert [t.command for t in fresh.history(3)] == ["e", "open window", "w"]
+        assert "leaflet" in (await fresh.peek("inventory")).text
+        with pytest.raises(GameError, match="0 can be undone"):
+            await fresh.undo(1)  # the states before a save are not kept in it
+        await fresh.act("w")
+        assert (await fresh.undo(1)).location == "Kitchen"
+    finally:
+        await fresh.aclose()
+
+
+async def test_bad_save_slots_and_missing_saves_get_clear_errors(zork):
+    for slot in ["", "../escape", "a/b", "x" * 65, "with space", ".hidden", "nul\0"]:
+        with pytest.raises(SaveError, match="invalid save slot"):
+            await zork.save(slot)
+    with pytest.raises(SaveError, match="no save slot 'nothing'"):
+        await zork.restore("nothing")
+    assert zork.list_saves() == []
+
+
+async def test_a_corrupt_or_foreign_save_is_refused_and_the_game_is_unchanged(settings, zork):
+    await zork.act("n")
+    await zork.save("good")
+    slot_file = settings.saves_dir / zork.story.md5 / "good.json"
+    slot_file.write_text('{"format": 1, "story_md5": "', encoding="utf-8")
+    with pytest.raises(SaveError, match="cannot be read"):
+        await zork.restore("good")
+    slot_file.write_text('{"format": 1, "story_md5": "0000", "info": {}, "turns": [], "state": {}}')
+    with pytest.raises(SaveError, match="another story"):
+        await zork.restore("good")
+    assert zork.current.location == "North of House"
+
+
+async def test_in_game_meta_commands_become_session_actions(zork):
+    await zork.act("n")
+    saved = await zork.act("save")
+    assert "quicksave" in saved.text and [s.slot for s in zork.list_saves()] == ["quicksave"]
+    await zork.act("e")
+    restored = await zork.act("RESTORE quicksave")
+    assert restored.location == "North of House" and "Restored" in restored.text
+    await zork.act("e")
+    assert (await zork.act("undo")).location == "North of House"
+    restarted = await zork.act("restart")
+    assert restarted.number == 0 and restarted.location == "West of House"
+    for meta in ["quit", "q", "script"]:
+        with pytest.raises(CommandError, match="not sent to the game"):
+            await zork.act(meta)
+
+
+@pytest.mark.parametrize("command, message", [
+    ("", "empty command"),
+    ("   ", "empty command"),
+    ("x" * 1_000_000, "at most 198"),
+    ("look\nsave", "control characters"),
+    ("look\x1b[2J", "control characters"),
+    ("take caf\u00e9", "non-ASCII"),
+    ("\U0001f600", "non-ASCII"),
+])
+async def test_bad_commands_are_refused_and_change_nothing(zork, command, message):
+    before = zork.current
+    with pytest.raises(CommandError, match=message):
+        await zork.act(command)
+    assert zork.current == before
+
+
+async def test_the_unsupported_release_reports_score_moves_and_location_from_memory(settings):
+    session = await GameSession.open(read_story(ZORK1_R119), settings)
+    try:
+        assert not session.supported and session.max_score == 350
+        for command in ["open mailbox", "take leaflet", "n", "e", "open window", "w"]:
+            turn = await session.act(command)
+        assert (turn.location, turn.score, turn.moves) == ("Kitchen", 10, 6)
+        assert turn.text.startswith("Kitchen\nYou are in the kitchen")  # no echoed prompt or status line
+        assert "Score:" not in turn.text
+        turn = await session.act("take all")
+        assert turn.score == 10 and turn.moves == 7
+        assert (await session.undo(1)).moves == 6
+    finally:
+        await session.aclose()
+
+
+async def test_a_killed_interpreter_is_replaced_at_the_last_good_turn(zork):
+    for command in ["open mailbox", "take leaflet", "n"]:
+        await zork.act(command)
+    os.kill(zork._worker._process.pid, signal.SIGKILL)
+    with pytest.raises(InterpreterCrashedError, match="died.*put back to turn 3") as caught:
+        await zork.act("e")
+    assert caught.value.exit_code == -signal.SIGKILL
+    turn = await zork.act("e")
+    assert (turn.location, turn.number, turn.moves) == ("Behind House", 4, 4)
+    assert "leaflet" in (await zork.peek("inventory")).text
+
+
+async def test_a_story_with_junk_code_fails_cleanly_without_harming_the_caller(settings, tmp_path):
+    story = read_story(garbage_code_story(tmp_path / "junk.z3"))
+    try:
+        session = await GameSession.open(story, settings)
+    except GameError as e:
+        assert "junk.z3 could not be started" in str(e)
+    else:  # if the junk happens to run, whatever it does stays in its own process
+        try:
+            with pytest.raises(GameError):
+                for _ in range(5):
+                    await session.act("look")
+        finally:
+            await session.aclose()
+    healthy = await GameSession.open(read_story(ZORK1), settings)
+    assert healthy.current.location == "West of House"
+    await healthy.aclose()
+
+
+async def test_an_interpreter_that_never_answers_times_out(settings, tmp_path):
+    settings = settings.model_copy(update={"step_timeout": 1.0})
+    story = read_story(endless_loop_story(tmp_path / "loop.z3"))
+    with anyio.fail_after(30):
+        with pytest.raises(InterpreterCrashedError, match="did not answer within 1 s"):
+            await GameSession.open(story, settings)
+
+
+async def test_a_closed_session_refuses_further_play(zork):
+    await zork.aclose()
+    with pytest.raises(SessionClosedError):
+        await zork.act("look")
+    await zork.aclose()  # closing twice is harmless
+
+
+async def test_the_journal_replays_to_the_same_turns_and_map(settings, zork):
+    for command in ["n", "e", "open window", "w", "e"]:
+        await zork.act(command)
+    await zork.undo(1)
+    await zork.act("u")
+    _, turns = replay_journal(settings.sessions_dir / f"{zork.id}.jsonl")
+    assert tuple(turns) == zork.turns
+    game_map = zork.map()
+    assert game_map.rooms == ("West of House", "North of House", "Behind House", "Kitchen", "Attic")
+    assert game_map.passages[-1].command == "u"
+
+
+async def test_valid_actions_work_offline(zork):
+    assert set(await zork.valid_actions()) >= {"north", "open mailbox"}
+
+
+async def test_several_sessions_play_at_once_without_mixing(settings):
+    library = GameLibrary(settings)
+    sessions = [await GameSession.open(library.find("zork1"), settings) for _ in range(3)]
+    try:
+        async with anyio.create_task_group() as tg:
+            for i, session in enumerate(sessions):
+                async def play(s=session, n=i + 1):
+                    for _ in range(n):
+                        await s.act("n")
+                        await s.act("s")
+                tg.start_soon(play)
+        assert [s.current.moves for s in sessions] == [2, 4, 6]
+    finally:
+        for s in sessions:
+            await s.aclose()
