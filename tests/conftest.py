@@ -25,6 +25,12 @@ ZORK1 = GAMES_DIR / "zork1.z5"
 ZORK1_R119 = GAMES_DIR / "zork1-r119.z3"
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run under anyio's plugin (fixtures and test share one task) on asyncio."""
+    return "asyncio"
+
+
 @pytest.fixture(autouse=True)
 def frobozz_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own data directory, so nothing touches the user's games or saves."""

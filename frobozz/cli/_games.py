@@ -21,8 +21,6 @@ from frobozz.games import (
     replay_journal,
 )
 
-from ._walkthrough import play_walkthrough
-
 games = typer.Typer(help="Story files: list, install, verify; maps of played sessions.", no_args_is_help=True)
 out = Console()
 err = Console(stderr=True)
@@ -89,6 +87,8 @@ def show_map(session: str, format: str = typer.Option("text", help="text, dot or
 def walkthrough(game: str = typer.Argument("zork1"),
                 as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
     """Play a game's walkthrough through the game MCP server over stdio, and show the result."""
+    from ._walkthrough import play_walkthrough  # the MCP client: imported only for this command
+
     settings = GamesSettings()
     try:
         result = anyio.run(lambda: play_walkthrough(game, settings, progress=None if as_json else err))

@@ -12,8 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ._turns import Turn
 from .exceptions import SaveError
 
@@ -54,6 +52,8 @@ def _encode_state(state: tuple) -> dict[str, Any]:
 
 
 def _decode_state(d: dict[str, Any]) -> tuple:
+    import numpy as np  # jericho's state type; imported here so listing games stays quick
+
     raw = lambda k: base64.b64decode(d[k], validate=True)  # noqa: E731
     array = lambda k: np.frombuffer(raw(k), dtype=np.uint8).copy()  # noqa: E731
     ints = [int(d[k]) for k in ("pc", "sp", "fp", "frame_count", "opcode")]

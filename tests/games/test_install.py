@@ -4,6 +4,8 @@ from frobozz.games import CATALOGUE, InstallError, install, read_story
 from tests.conftest import ZORK1, ZORK1_R119
 from tests.httpserver import serve
 
+pytestmark = pytest.mark.anyio
+
 
 def _zork1_as_published() -> bytes:
     """The story as the source repository has it: jericho's copy without its padding."""

@@ -20,6 +20,8 @@ from frobozz.games import (
 from tests.conftest import ZORK1, ZORK1_R119
 from tests.games.stories import endless_loop_story, garbage_code_story
 
+pytestmark = pytest.mark.anyio
+
 
 @pytest.fixture
 async def zork(settings):
