@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 
 import httpx
 
 from ._catalogue import CATALOGUE, CatalogueEntry
+from ._saves import atomic_write
 from ._story import MAX_STORY_BYTES, StoryInfo, parse_story, read_story
 from .exceptions import InstallError, StoryFileError
 
@@ -64,15 +63,8 @@ async def install(name: str, games_dir: Path, *, url: str | None = None,
     story = parse_story(data, target)
     if story.md5 != entry.md5:
         raise InstallError(f"{entry.name}: finished file has md5 {story.md5}, expected {entry.md5}")
-    games_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=games_dir, prefix=f".{entry.file_name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        atomic_write(target, data)
+    except OSError as e:
+        raise InstallError(f"{entry.name} could not be written to {games_dir}: {e.strerror or e}") from e
     return story

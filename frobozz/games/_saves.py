@@ -62,6 +62,26 @@ def _decode_state(d: dict[str, Any]) -> tuple:
             tuple(int(x) for x in d["rng"]), raw("narrative"))
 
 
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that a crash leaves the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 class SaveStore:
     """The save slots of one story file (keyed by its md5, so a save never meets another game)."""
 
@@ -78,22 +98,10 @@ class SaveStore:
                         turn=last.number, score=last.score, moves=last.moves, location=last.location)
         doc = {"format": _FORMAT, "story_md5": self.story_md5, "info": asdict(info),
                "turns": [asdict(t) for t in turns], "state": _encode_state(state)}
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{slot}.", suffix=".tmp")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(doc, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self._path(slot))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            atomic_write(self._path(slot), json.dumps(doc).encode("utf-8"))
+        except OSError as e:
+            raise SaveError(f"save slot {slot!r} could not be written: {e.strerror or e}") from e
         return info
 
     def read(self, slot: str) -> SaveRecord:

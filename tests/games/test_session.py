@@ -247,3 +247,13 @@ async def test_several_sessions_play_at_once_without_mixing(settings):
     finally:
         for s in sessions:
             await s.aclose()
+
+
+async def test_a_save_that_cannot_be_written_is_a_clear_error_and_leaves_no_file(settings, zork):
+    await zork.act("n")
+    slot_dir = settings.saves_dir / zork.story.md5
+    (slot_dir / "blocked.json").mkdir(parents=True)  # the final rename onto it fails, as a full disk would
+    with pytest.raises(SaveError, match="could not be written"):
+        await zork.save("blocked")
+    assert [p.name for p in slot_dir.iterdir()] == ["blocked.json"]  # no temporary file left behind
+    assert (await zork.save("fine")).slot == "fine"

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from frobozz.games import Turn
+from frobozz.games import SaveInfo, Turn
 
 
 class GameState(BaseModel):
@@ -33,18 +33,9 @@ class GameList(BaseModel):
     games: list[GameEntry]
 
 
-class SaveSlot(BaseModel):
-    slot: str
-    saved_at: str
-    turn: int
-    score: int | None
-    moves: int | None
-    location: str | None
-
-
 class SaveList(BaseModel):
     session_id: str
-    saves: list[SaveSlot]
+    saves: list[SaveInfo]
 
 
 class MapResult(BaseModel):

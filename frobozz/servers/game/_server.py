@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
-from frobozz.games import GameError, GameSession, Turn
+from frobozz.games import GameError, GameSession, SaveInfo, Turn
 
 from .._tools import annotations, tool_errors
 from ._models import (
@@ -20,7 +20,6 @@ from ._models import (
     History,
     MapResult,
     SaveList,
-    SaveSlot,
     ValidActions,
     turn_record,
 )
@@ -103,11 +102,10 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             return _state(session, await session.undo(steps))
 
     @server.tool(annotations=annotations("Save", read_only=False, destructive=True, idempotent=True))
-    async def save(session_id: SessionId, slot: Slot) -> SaveSlot:
+    async def save(session_id: SessionId, slot: Slot) -> SaveInfo:
         """Save the game in a named slot (an existing slot of that name is replaced)."""
         with tool_errors(GameError):
-            info = await sessions.get(session_id).save(slot)
-            return SaveSlot(**info.__dict__)
+            return await sessions.get(session_id).save(slot)
 
     @server.tool(annotations=annotations("Restore", read_only=False, destructive=True, idempotent=True))
     async def restore(session_id: SessionId, slot: Slot) -> GameState:
@@ -121,7 +119,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         """The save slots of this session's game."""
         with tool_errors(GameError):
             session = sessions.get(session_id)
-            return SaveList(session_id=session.id, saves=[SaveSlot(**s.__dict__) for s in session.list_saves()])
+            return SaveList(session_id=session.id, saves=session.list_saves())
 
     @server.tool(annotations=annotations("Map", **reading))
     def map(session_id: SessionId, format: Literal["text", "dot", "mermaid"] = "text") -> MapResult:  # noqa: A001, A002
