@@ -1,1 +1,56 @@
-"""The claude CLI as a duplex session: producers, a queue, the subprocess, a router, observers."""
+"""The claude CLI as a duplex session: producers → queue → engine (claude) → router → observers.
+
+A general SDK for the claude CLI over stream-json; it imports nothing else of Frobozz.
+"""
+
+from ._control import Allow, Deny, PermissionCallback, PermissionContext
+from ._engine import Engine, EngineState
+from ._events import (
+    ApiRetry,
+    AssistantMessage,
+    Block,
+    CompactBoundary,
+    ErrorEvent,
+    Event,
+    McpServerStatus,
+    ProcessExit,
+    RateLimit,
+    Restarted,
+    Result,
+    StreamEvent,
+    SystemInit,
+    SystemMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UnknownEvent,
+    Usage,
+    UserMessage,
+    parse_event,
+)
+from ._options import EngineOptions, find_claude
+from ._pool import EnginePool, Sidecar
+from ._proxy import is_compaction_request
+from ._router import Observer, Router
+from ._session import Producer, Session, SessionState
+from ._transcripts import SessionInfo, list_sessions, transcript_path
+from .exceptions import (
+    CLINotFoundError,
+    ControlError,
+    ControlTimeoutError,
+    EngineError,
+    ProcessError,
+    SessionClosedError,
+)
+from .settings import EngineSettings
+
+__all__ = [
+    "Allow", "ApiRetry", "AssistantMessage", "Block", "CLINotFoundError", "CompactBoundary", "ControlError",
+    "ControlTimeoutError", "Deny", "Engine", "EngineError", "EngineOptions", "EnginePool", "EngineSettings",
+    "EngineState", "ErrorEvent", "Event", "McpServerStatus", "Observer", "PermissionCallback", "PermissionContext",
+    "ProcessError", "ProcessExit", "Producer", "RateLimit", "Restarted", "Result", "Router", "Session",
+    "SessionClosedError", "SessionInfo", "SessionState", "Sidecar", "StreamEvent", "SystemInit", "SystemMessage",
+    "TextBlock", "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage",
+    "find_claude", "is_compaction_request", "list_sessions", "parse_event", "transcript_path",
+]

@@ -1,0 +1,145 @@
+"""The control protocol: our requests matched to the CLI's answers by request_id (with timeouts),
+and the CLI's own requests (can_use_tool) answered by callbacks running as tasks, never in the
+reader. Reply shapes follow the official claude-agent-sdk.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .exceptions import ControlError, ControlTimeoutError, EngineError
+
+log = logging.getLogger("frobozz.engine")
+
+
+@dataclass(frozen=True)
+class Allow:
+    """Let the tool run, optionally with changed input or permission updates for the session."""
+
+    updated_input: Mapping[str, Any] | None = None
+    updated_permissions: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class Deny:
+    """Refuse the tool; the model reads `message`. `interrupt` also stops the turn."""
+
+    message: str = "denied"
+    interrupt: bool = False
+
+
+@dataclass(frozen=True)
+class PermissionContext:
+    tool_use_id: str | None = None
+    suggestions: list[dict[str, Any]] = field(default_factory=list)
+    description: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+PermissionCallback = Callable[[str, Mapping[str, Any], PermissionContext], Awaitable[Allow | Deny]]
+Writer = Callable[[str], Awaitable[None]]
+
+
+class ControlChannel:
+    def __init__(self, write: Writer, *, can_use_tool: PermissionCallback | None, timeout: float) -> None:
+        self._write = write
+        self._can_use_tool = can_use_tool
+        self.timeout = timeout
+        self._pending: dict[str, tuple[anyio.Event, list[Any]]] = {}
+        self._handlers: dict[str, anyio.CancelScope] = {}
+
+    async def request(self, subtype: str, *, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
+        """Send a control request and wait for its answer (ControlError, ControlTimeoutError)."""
+        request_id = f"req_{secrets.token_hex(8)}"
+        done, box = anyio.Event(), []
+        self._pending[request_id] = (done, box)
+        try:
+            await self._write(json.dumps({"type": "control_request", "request_id": request_id,
+                                          "request": {"subtype": subtype, **fields}}))
+            with anyio.fail_after(timeout or self.timeout):
+                await done.wait()
+        except TimeoutError:
+            raise ControlTimeoutError(f"claude did not answer {subtype!r} within {timeout or self.timeout:g} s") from None
+        finally:
+            self._pending.pop(request_id, None)
+        answer = box[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def on_response(self, message: Mapping[str, Any]) -> None:
+        response = message.get("response") or {}
+        pending = self._pending.get(response.get("request_id", ""))
+        if pending is None:
+            return  # an answer to a request we gave up on
+        done, box = pending
+        if response.get("subtype") == "error":
+            box.append(ControlError(f"claude refused the control request: {response.get('error')}"))
+        else:
+            box.append(response.get("response") or {})
+        done.set()
+
+    def on_request(self, message: Mapping[str, Any], task_group: TaskGroup) -> None:
+        task_group.start_soon(self._answer, message)
+
+    def on_cancel(self, message: Mapping[str, Any]) -> None:
+        scope = self._handlers.get(message.get("request_id", ""))
+        if scope is not None:
+            scope.cancel()
+
+    def fail_all(self, error: EngineError) -> None:
+        """The process is gone: nobody will answer what is still pending."""
+        for done, box in list(self._pending.values()):
+            if not done.is_set():
+                box.append(error)
+                done.set()
+
+    async def _answer(self, message: Mapping[str, Any]) -> None:
+        request_id = message.get("request_id", "")
+        request = message.get("request") or {}
+        with anyio.CancelScope() as scope:
+            self._handlers[request_id] = scope
+            try:
+                body = await self._handle(request)
+                reply = {"subtype": "success", "request_id": request_id, "response": body}
+            except Exception as e:  # an answer the CLI can act on, never a stuck turn
+                log.warning("control request %s failed: %s", request.get("subtype"), e)
+                reply = {"subtype": "error", "request_id": request_id, "error": str(e)}
+            finally:
+                self._handlers.pop(request_id, None)
+            try:
+                await self._write(json.dumps({"type": "control_response", "response": reply}))
+            except EngineError:
+                pass  # the process died while we were deciding
+
+    async def _handle(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        subtype = request.get("subtype")
+        if subtype != "can_use_tool":
+            raise ControlError(f"unsupported control request {subtype!r}")
+        if self._can_use_tool is None:
+            raise ControlError("no permission callback is configured")
+        tool_input = request.get("input") or {}
+        context = PermissionContext(tool_use_id=request.get("tool_use_id"),
+                                    suggestions=list(request.get("permission_suggestions") or []),
+                                    description=request.get("description"), raw=request)
+        decision = await self._can_use_tool(request.get("tool_name", ""), tool_input, context)
+        if isinstance(decision, Allow):
+            body: dict[str, Any] = {"behavior": "allow", "updatedInput": dict(
+                decision.updated_input if decision.updated_input is not None else tool_input)}
+            if decision.updated_permissions is not None:
+                body["updatedPermissions"] = decision.updated_permissions
+            return body
+        if isinstance(decision, Deny):
+            body = {"behavior": "deny", "message": decision.message}
+            if decision.interrupt:
+                body["interrupt"] = True
+            return body
+        raise TypeError(f"the permission callback must return Allow or Deny, not {type(decision).__name__}")

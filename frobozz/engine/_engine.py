@@ -1,0 +1,277 @@
+"""Engine: one claude process as a stream of typed events, with its control channel and proxy.
+
+`async with Engine(options) as engine: await engine.start()` spawns claude; `send()` writes a
+user message; `events()` yields everything claude says, plus what the engine notices (bad lines,
+API errors, usage from the proxy, exits, restarts). A crash restarts claude with `--resume` of the
+same session, up to `max_restarts` times; the events say so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import AsyncIterator, Mapping
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from . import _transcripts
+from ._control import ControlChannel
+from ._events import ErrorEvent, Event, ProcessExit, Restarted, Result, SystemInit, Usage, parse_event
+from ._options import EngineOptions, find_claude
+from ._process import CLIProcess, OversizedLine
+from ._proxy import Proxy, Rewrite
+from .exceptions import EngineError, ProcessError, SessionClosedError
+from .settings import EngineSettings
+
+log = logging.getLogger("frobozz.engine")
+
+
+class EngineState(Enum):
+    NEW = "new"
+    RUNNING = "running"
+    RESTARTING = "restarting"
+    CLOSED = "closed"
+    FAILED = "failed"
+
+
+class Engine:
+    def __init__(self, options: EngineOptions | None = None, settings: EngineSettings | None = None) -> None:
+        self.options = options or EngineOptions()
+        self.settings = settings or EngineSettings()
+        self.state = EngineState.NEW
+        self.session_id: str | None = None
+        self.init_response: dict[str, Any] = {}
+        self.restarts = 0
+        self.cwd = Path(self.options.cwd or os.getcwd())
+        self.env = self._child_env()
+        self._process: CLIProcess | None = None
+        self._control: ControlChannel | None = None
+        self._proxy: Proxy | None = None
+        self._tg: TaskGroup | None = None
+        self._closing = False
+        self._send_events: MemoryObjectSendStream[Event]
+        self._events: MemoryObjectReceiveStream[Event]
+        self._send_events, self._events = anyio.create_memory_object_stream[Event](self.options.event_buffer)
+        self._reader_done = anyio.Event()
+
+    def _child_env(self) -> dict[str, str]:
+        env = {**os.environ, **self.options.env}
+        env.pop("CLAUDECODE", None)  # a claude inside a claude session must not think it is nested
+        return env
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def __aenter__(self) -> Engine:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.close()
+        finally:
+            assert self._tg is not None
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+
+    async def start(self, session_id: str | None = None) -> None:
+        """Spawn claude. With `session_id`, first replay its transcript as events, then resume it."""
+        if self._tg is None:
+            raise EngineError("use the engine as `async with Engine(...) as engine`")
+        if self.state is not EngineState.NEW:
+            raise EngineError(f"the engine is already {self.state.value}")
+        if session_id is not None:
+            path = _transcripts.transcript_path(session_id, self.cwd, self.env)
+            if not path.is_file():
+                raise EngineError(f"no transcript for session {session_id} in {path.parent}")
+            for event in _transcripts.replay(path):
+                await self._emit(event)
+            self.session_id = session_id
+        if self.options.proxy:
+            self._proxy = Proxy(self.env.get("ANTHROPIC_BASE_URL"), self._on_usage)
+            await self._tg.start(self._proxy.run)
+            self.env["ANTHROPIC_BASE_URL"] = self._proxy.url
+        await self._spawn(resume=session_id)
+        self.state = EngineState.RUNNING
+
+    async def _spawn(self, *, resume: str | None) -> None:
+        assert self._tg is not None
+        command = [find_claude(self.options.cli_path or self.settings.claude_path),
+                   *self.options.arguments(resume=resume)]
+        process = CLIProcess(max_line_bytes=self.settings.max_line_bytes,
+                             stderr_tail_bytes=self.settings.stderr_tail_bytes)
+        await process.start(command, env=self.env, cwd=self.cwd, task_group=self._tg)
+        self._process = process
+        self._control = ControlChannel(process.write, can_use_tool=self.options.can_use_tool,
+                                       timeout=self.settings.control_timeout)
+        self._reader_done = anyio.Event()
+        self._tg.start_soon(self._read, process, self._control)
+        try:
+            self.init_response = await self._control.request("initialize", hooks=None)
+        except EngineError as e:
+            await process.close(self.settings.close_timeout)
+            raise ProcessError(f"claude did not start: {e}", exit_code=process.returncode,
+                               stderr=process.stderr_tail) from e
+
+    async def close(self) -> None:
+        """Close stdin and let claude finish; escalate to terminate and kill. Safe to call twice."""
+        if self.state in (EngineState.CLOSED, EngineState.FAILED) and self._process is None:
+            return
+        self._closing = True
+        process = self._process
+        if process is not None:
+            await process.close(self.settings.close_timeout)
+            with anyio.move_on_after(5, shield=True):
+                await self._reader_done.wait()
+        if self._proxy is not None:
+            await self._proxy.aclose()
+        self._process = None
+        if self.state is not EngineState.FAILED:
+            self.state = EngineState.CLOSED
+        self._send_events.close()
+
+    # -- talking ----------------------------------------------------------------------------------
+    async def send(self, content: str | list[dict[str, Any]]) -> None:
+        """Write one user message (text, or a list of content blocks) to claude."""
+        if self.state not in (EngineState.RUNNING, EngineState.RESTARTING) or self._process is None:
+            raise SessionClosedError(f"the engine is {self.state.value}")
+        message = {"type": "user", "message": {"role": "user", "content": content},
+                   "parent_tool_use_id": None, "session_id": self.session_id or "default"}
+        await self._process.write(json.dumps(message))
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Everything claude says, and what the engine notices. May be iterated again after a break."""
+        try:
+            while True:
+                yield await self._events.receive()
+        except anyio.EndOfStream:
+            return
+
+    async def interrupt(self) -> None:
+        await self._require_control().request("interrupt")
+
+    async def set_model(self, model: str | None) -> None:
+        await self._require_control().request("set_model", model=model)
+
+    async def set_permission_mode(self, mode: str) -> None:
+        await self._require_control().request("set_permission_mode", mode=mode)
+
+    def set_compaction_rewrite(self, rewrite: Rewrite | None) -> None:
+        """Have the proxy rewrite claude's compaction requests (needs the proxy on)."""
+        if self._proxy is None:
+            raise EngineError("compaction rewriting needs the engine's proxy (EngineOptions(proxy=True))")
+        self._proxy.rewrite = rewrite
+
+    @property
+    def context_high_water(self) -> int:
+        return self._proxy.high_water if self._proxy else 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def kill(self) -> None:
+        """Kill claude at once, as a crash would (it is restarted if restarts remain)."""
+        if self._process is not None:
+            self._process.kill()
+
+    def _has_transcript(self) -> bool:
+        if not self.session_id:
+            return False
+        try:
+            return _transcripts.transcript_path(self.session_id, self.cwd, self.env).is_file()
+        except EngineError:
+            return False
+
+    def _require_control(self) -> ControlChannel:
+        if self._control is None or self.state is not EngineState.RUNNING:
+            raise SessionClosedError(f"the engine is {self.state.value}")
+        return self._control
+
+    # -- reading ----------------------------------------------------------------------------------
+    async def _emit(self, event: Event) -> None:
+        try:
+            await self._send_events.send(event)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # nobody is listening any more
+
+    def _on_usage(self, usage: Usage) -> None:
+        try:
+            self._send_events.send_nowait(usage)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.debug("usage event dropped: the event stream is full or closed")
+
+    async def _read(self, process: CLIProcess, control: ControlChannel) -> None:
+        assert self._tg is not None
+        try:
+            async for line in process.lines():
+                if isinstance(line, OversizedLine):
+                    await self._emit(ErrorEvent(source="stdout", message=(
+                        f"a line longer than {process.max_line_bytes} bytes was dropped: {bytes(line[:80])!r}…")))
+                    continue
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    data = None
+                if not isinstance(data, dict):
+                    await self._emit(ErrorEvent(source="stdout", message=f"not a JSON object: {line[:200]!r}"))
+                    continue
+                kind = data.get("type")
+                if kind == "control_response":
+                    control.on_response(data)
+                elif kind == "control_request":
+                    control.on_request(data, self._tg)
+                elif kind == "control_cancel_request":
+                    control.on_cancel(data)
+                else:
+                    await self._dispatch(parse_event(data))
+            code = await process.wait()
+            stderr = process.stderr_tail
+            control.fail_all(ProcessError(f"claude exited with code {code}", exit_code=code, stderr=stderr))
+            expected = self._closing
+            await self._emit(ProcessExit(exit_code=code, stderr=stderr[-4000:], expected=expected))
+            if not expected:
+                await self._recover(code, stderr)
+        finally:
+            self._reader_done.set()
+
+    async def _dispatch(self, event: Event) -> None:
+        if isinstance(event, (SystemInit, Result)) and event.session_id:
+            self.session_id = event.session_id
+        await self._emit(event)
+        if isinstance(event, Result) and event.is_error and event.api_error_status:
+            await self._emit(ErrorEvent(source="api", status=event.api_error_status,
+                                        message=event.result or f"API error {event.api_error_status}"))
+
+    async def _recover(self, code: int | None, stderr: str) -> None:
+        """claude died under us: start it again on the same session, or give up and say why."""
+        while self.restarts < self.options.max_restarts and not self._closing:
+            self.restarts += 1
+            self.state = EngineState.RESTARTING
+            reason = f"claude exited with code {code}"
+            log.warning("%s; restarting (attempt %d)", reason, self.restarts)
+            resume = self.session_id if self._has_transcript() else None
+            try:
+                await self._spawn(resume=resume)
+            except EngineError as e:
+                code, stderr = e.exit_code, e.stderr
+                continue
+            self.state = EngineState.RUNNING
+            if resume is None:
+                self.session_id = None  # a new session: its id comes with the next init
+            await self._emit(Restarted(session_id=resume, attempt=self.restarts, reason=reason,
+                                       resumed=resume is not None))
+            return
+        if not self._closing:
+            self.state = EngineState.FAILED
+            self._process = None
+            await self._emit(ErrorEvent(source="process", message=(
+                f"claude exited with code {code} and was not restarted "
+                f"({self.restarts} of {self.options.max_restarts} restarts used): {stderr[-500:]}")))
+            self._send_events.close()

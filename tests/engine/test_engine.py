@@ -1,0 +1,207 @@
+"""The Engine against the real claude CLI, talking to a scripted Messages API on 127.0.0.1."""
+
+import os
+import stat
+
+import anyio
+import pytest
+
+from frobozz.engine import (
+    Allow,
+    AssistantMessage,
+    CLINotFoundError,
+    Deny,
+    Engine,
+    EngineOptions,
+    EngineState,
+    ErrorEvent,
+    ProcessExit,
+    Restarted,
+    Result,
+    StreamEvent,
+    SystemInit,
+    UserMessage,
+)
+from frobozz.engine.testing import ApiError, Reply, ScriptedModel, Text, ToolUse, replies
+from frobozz.engine import transcript_path
+from tests.engine.conftest import of, until, wait_for_file
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_text_replies_come_back_as_typed_events_with_the_session_id(make_options):
+    async with ScriptedModel(replies("Hello there.", "Again.")) as model:
+        async with Engine(make_options(model)) as engine:
+            await engine.start()
+            await engine.send("hi")
+            first = await until(engine.events(), Result)
+            await engine.send([{"type": "text", "text": "once more"}])
+            second = await until(engine.events(), Result)
+    init = of(first, SystemInit)[0]
+    assert init.session_id and engine.session_id == init.session_id
+    assert [m.text for m in of(first + second, AssistantMessage)] == ["Hello there.", "Again."]
+    results = of(first + second, Result)
+    assert [r.result for r in results] == ["Hello there.", "Again."] and not results[0].is_error
+    assert model.requests[1].last_user_text() == "once more"
+    assert engine.state is EngineState.CLOSED
+
+
+async def test_partial_messages_stream_text_deltas(make_options):
+    async with ScriptedModel(replies("a fairly long answer that arrives in several pieces")) as model:
+        async with Engine(make_options(model, include_partial_messages=True)) as engine:
+            await engine.start()
+            await engine.send("hi")
+            events = await until(engine.events(), Result)
+    deltas = "".join(e.text_delta for e in of(events, StreamEvent))
+    assert deltas == "a fairly long answer that arrives in several pieces"
+
+
+@pytest.mark.parametrize("status", [429, 500, 529])
+async def test_an_api_error_surfaces_as_an_error_event(make_options, status):
+    async with ScriptedModel(replies(ApiError(status, "api_error", "scripted trouble"), "recovered")) as model:
+        async with Engine(make_options(model)) as engine:
+            await engine.start()
+            await engine.send("hi")
+            events = await until(engine.events(), ErrorEvent)
+            await engine.send("again")
+            after = await until(engine.events(), Result)
+    error = of(events, ErrorEvent)[0]
+    assert (error.source, error.status) == ("api", status) and "scripted trouble" in error.message
+    assert of(events, Result)[0].is_error
+    assert of(after, Result)[0].result == "recovered"  # the session goes on
+
+
+async def test_a_permission_request_is_answered_by_the_callback(make_options, claude_home):
+    asked = []
+
+    async def can_use_tool(name, tool_input, context):
+        asked.append((name, dict(tool_input), context.tool_use_id))
+        return Deny("writing files is not allowed here")
+
+    target = claude_home / "x.txt"
+    script = replies(Reply((ToolUse("Write", {"file_path": str(target), "content": "hi"}, id="toolu_w1"),)), "ok")
+    async with ScriptedModel(script) as model:
+        async with Engine(make_options(model, can_use_tool=can_use_tool)) as engine:
+            await engine.start()
+            await engine.send("write a file")
+            events = await until(engine.events(), Result)
+    assert asked == [("Write", {"file_path": str(target), "content": "hi"}, "toolu_w1")]
+    result = of(events, UserMessage)[0].tool_results[0]
+    assert result.is_error and "writing files is not allowed here" in str(result.content)
+    assert not target.exists()
+    assert "writing files is not allowed here" in str(model.requests[1].tool_results()[0]["content"])
+
+
+async def test_an_allowing_callback_can_change_the_tool_input(make_options, claude_home):
+    async def can_use_tool(name, tool_input, context):
+        return Allow(updated_input={**tool_input, "content": "changed by the callback"})
+
+    target = claude_home / "y.txt"
+    script = replies(Reply((ToolUse("Write", {"file_path": str(target), "content": "original"}),)), "ok")
+    async with ScriptedModel(script) as model:
+        async with Engine(make_options(model, can_use_tool=can_use_tool)) as engine:
+            await engine.start()
+            await engine.send("write")
+            await until(engine.events(), Result)
+    assert target.read_text() == "changed by the callback"
+
+
+async def test_interrupt_ends_the_turn_and_the_next_one_works(make_options):
+    slow = Reply((Text("word " * 400),), delay=0.05)
+    async with ScriptedModel(replies(slow, "after")) as model:
+        async with Engine(make_options(model)) as engine:
+            await engine.start()
+            await engine.send("talk for a long time")
+            await until(engine.events(), SystemInit)
+            await engine.interrupt()
+            events = await until(engine.events(), Result, timeout=10)
+            await engine.send("next")
+            after = await until(engine.events(), Result)
+    assert of(events, Result)[0].subtype == "error_during_execution"
+    assert of(after, AssistantMessage)[-1].text == "after"  # the cut-off message may come late
+
+
+async def test_a_cli_killed_mid_turn_is_restarted_on_the_same_session(make_options):
+    slow = Reply((Text("slow " * 100),), delay=0.05)
+    async with ScriptedModel(replies("first", slow, "answered after the restart")) as model:
+        async with Engine(make_options(model)) as engine:
+            await engine.start()
+            await engine.send("one")
+            await until(engine.events(), Result)
+            session_id, pid = engine.session_id, engine.pid
+            await engine.send("two")
+            await until(engine.events(), SystemInit)
+            await wait_for_file(transcript_path(session_id, engine.cwd, engine.env))  # written lazily by claude
+            engine.kill()
+            events = await until(engine.events(), Restarted)
+            assert engine.pid != pid and engine.state is EngineState.RUNNING
+            await engine.send("two, again")
+            after = await until(engine.events(), Result)
+    exit_event = of(events, ProcessExit)[0]
+    assert not exit_event.expected and exit_event.exit_code != 0
+    restarted = of(events, Restarted)[0]
+    assert (restarted.session_id, restarted.attempt, restarted.resumed) == (session_id, 1, True)
+    assert of(after, Result)[0].session_id == session_id
+    assert any(m.get("content") == "one" or "one" in str(m.get("content")) for m in model.requests[-1].messages)
+
+
+async def test_a_crash_before_claude_wrote_its_transcript_restarts_as_a_new_session(make_options):
+    async with ScriptedModel(replies("first", "second")) as model:
+        async with Engine(make_options(model)) as engine:
+            await engine.start()
+            await engine.send("one")
+            await until(engine.events(), Result)
+            old_session = engine.session_id
+            if transcript_path(old_session, engine.cwd, engine.env).exists():
+                pytest.skip("claude wrote its transcript at once this time")
+            engine.kill()
+            events = await until(engine.events(), Restarted)
+            await engine.send("two")
+            after = await until(engine.events(), Result)
+    assert of(events, Restarted)[0].resumed is False
+    assert of(after, Result)[0].result == "second" and engine.session_id != old_session
+
+
+async def test_garbage_on_stdout_becomes_error_events_and_the_stream_goes_on(make_options, tmp_path):
+    real = (await anyio.to_thread.run_sync(lambda: EngineOptions().cli_path)) or None
+    from frobozz.engine import find_claude
+
+    wrapper = tmp_path / "noisy-claude"
+    wrapper.write_text(f"#!/bin/sh\necho 'Welcome! this is not JSON'\necho '[1, 2, 3]'\nexec {find_claude(real)} \"$@\"\n")
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    async with ScriptedModel(replies("fine")) as model:
+        async with Engine(make_options(model, cli_path=wrapper)) as engine:
+            await engine.start()
+            await engine.send("hi")
+            events = await until(engine.events(), Result)
+    errors = of(events, ErrorEvent)
+    assert [e.source for e in errors] == ["stdout", "stdout"]
+    assert "Welcome! this is not JSON" in errors[0].message and "[1, 2, 3]" in errors[1].message
+    assert of(events, AssistantMessage)[0].text == "fine"
+
+
+async def test_closing_ends_claude_cleanly_and_reports_an_expected_exit(make_options):
+    async with ScriptedModel(replies("x")) as model:
+        engine = Engine(make_options(model))
+        async with engine:
+            await engine.start()
+            pid = engine.pid
+        events = [e async for e in engine.events()]
+    exit_event = of(events, ProcessExit)[-1]
+    assert exit_event.expected and exit_event.exit_code == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+async def test_claudecode_is_removed_from_the_childs_environment(make_options, monkeypatch):
+    monkeypatch.setenv("CLAUDECODE", "1")
+    async with ScriptedModel(replies("x")) as model:
+        engine = Engine(make_options(model))
+    assert "CLAUDECODE" not in engine.env and engine.env["HOME"]
+
+
+async def test_a_missing_cli_is_a_clear_error(make_options, tmp_path):
+    async with ScriptedModel(replies("x")) as model:
+        async with Engine(make_options(model, cli_path=tmp_path / "no-claude-here")) as engine:
+            with pytest.raises(CLINotFoundError, match="no claude executable"):
+                await engine.start()
