@@ -244,10 +244,11 @@ class Engine:
     async def _dispatch(self, event: Event) -> None:
         if isinstance(event, (SystemInit, Result)) and event.session_id:
             self.session_id = event.session_id
-        await self._emit(event)
         if isinstance(event, Result) and event.is_error and event.api_error_status:
+            # before the Result, so a consumer that stops at the end of the turn has seen it
             await self._emit(ErrorEvent(source="api", status=event.api_error_status,
                                         message=event.result or f"API error {event.api_error_status}"))
+        await self._emit(event)
 
     async def _recover(self, code: int | None, stderr: str) -> None:
         """claude died under us: start it again on the same session, or give up and say why."""

@@ -84,13 +84,14 @@ class Session:
     async def __aexit__(self, *exc: object) -> None:
         self.state = SessionState.CLOSED
         self._queue_in.close()
-        with anyio.CancelScope(shield=True):
-            await self.engine.__aexit__(None, None, None)
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(None, None, None)
-        self.router.close()
-        self._consumer_in.close()
+        try:
+            await self.engine.__aexit__(None, None, None)  # shields its own process shutdown
+        finally:
+            assert self._tg is not None
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+            self.router.close()
+            self._consumer_in.close()
 
     # -- the public channel ----------------------------------------------------------------------
     async def send(self, content: Content) -> None:

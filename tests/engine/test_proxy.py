@@ -1,0 +1,75 @@
+"""The engine's HTTP channel, with the real CLI talking through it to the scripted Messages API."""
+
+import json
+import socket
+
+import pytest
+
+from frobozz.engine import CompactBoundary, Engine, ErrorEvent, Result, Usage, is_compaction_request
+from frobozz.engine.testing import Reply, ScriptedModel, Text, replies
+from tests.engine.conftest import of, until
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_usage_and_rate_limit_headers_reach_the_consumer_as_events(make_options):
+    limits = (("anthropic-ratelimit-unified-5h-utilization", "0.42"), ("anthropic-ratelimit-unified-7d-utilization", "0.1"))
+    script = replies(Reply((Text("small"),), input_tokens=1200, output_tokens=30, headers=limits),
+                     Reply((Text("bigger"),), input_tokens=5000, output_tokens=70), "smaller again")
+    async with ScriptedModel(script) as model:
+        async with Engine(make_options(model)) as engine:
+            await engine.start()
+            assert engine.env["ANTHROPIC_BASE_URL"] != model.url  # claude goes through the proxy
+            events = []
+            for text in ("one", "two", "three"):
+                await engine.send(text)
+                events += await until(engine.events(), Result)
+    usage = [u for u in of(events, Usage) if u.path.endswith("/v1/messages")]
+    assert [(u.input_tokens, u.output_tokens, u.context_tokens) for u in usage[:2]] == [(1200, 30, 1230), (5000, 70, 5070)]
+    assert [u.context_high_water for u in usage] == [1230, 5070, 5070]
+    assert usage[0].rate_limits == {"anthropic-ratelimit-unified-5h-utilization": "0.42",
+                                    "anthropic-ratelimit-unified-7d-utilization": "0.1"}
+    assert engine.context_high_water == 5070
+    assert [r.result for r in of(events, Result)] == ["small", "bigger", "smaller again"]  # streamed through intact
+
+
+async def test_a_registered_rewrite_changes_compaction_requests_only(make_options):
+    def script(request):
+        if is_compaction_request(request.body):
+            return "SUMMARY" + (" (rewritten)" if "FROBOZZ-INSTRUCTIONS" in json.dumps(request.body) else "")
+        return "a normal answer"
+
+    def rewrite(body):
+        body["messages"][-1]["content"] = [{"type": "text", "text": "FROBOZZ-INSTRUCTIONS: Your task is to "
+                                                                    "create a detailed summary of the game so far."}]
+        return body
+
+    async with ScriptedModel(script) as model:
+        async with Engine(make_options(model)) as engine:
+            await engine.start()
+            engine.set_compaction_rewrite(rewrite)
+            first = []
+            for text in ("hello", "tell me more", "and more"):  # claude compacts nothing shorter
+                await engine.send(text)
+                first += await until(engine.events(), Result)
+            await engine.send("/compact")
+            compacted = await until(engine.events(), Result)
+    assert not any(u.rewritten for u in of(first, Usage))
+    assert [u.rewritten for u in of(compacted, Usage)] == [True]
+    assert of(compacted, CompactBoundary)
+    seen = [r for r in model.requests if is_compaction_request(r.body)]
+    assert len(seen) == 1 and "FROBOZZ-INSTRUCTIONS" in json.dumps(seen[0].body)
+
+
+async def test_an_unreachable_upstream_becomes_an_api_error_not_a_hang(make_options):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead_port = s.getsockname()[1]
+    async with ScriptedModel(replies("unused")) as model:
+        options = make_options(model, env={"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{dead_port}"})
+        async with Engine(options) as engine:
+            await engine.start()
+            await engine.send("hello")
+            events = await until(engine.events(), Result)
+    assert of(events, Result)[0].is_error
+    assert of(events, ErrorEvent)[0].status == 502
