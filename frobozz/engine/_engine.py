@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -216,8 +217,8 @@ class Engine:
                         f"a line longer than {process.max_line_bytes} bytes was dropped: {bytes(line[:80])!r}…")))
                     continue
                 try:
-                    data = json.loads(line)
-                except ValueError:
+                    data = orjson.loads(line)
+                except orjson.JSONDecodeError:
                     data = None
                 if not isinstance(data, dict):
                     await self._emit(ErrorEvent(source="stdout", message=f"not a JSON object: {line[:200]!r}"))

@@ -27,8 +27,8 @@ def claude_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def make_options(claude_home: Path) -> Callable[..., EngineOptions]:
-    def make(model: ScriptedModel, *, env: dict[str, str] | None = None, **options: Any) -> EngineOptions:
-        full_env = {**model.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0", **(env or {})}
+    def make(scripted: ScriptedModel, *, env: dict[str, str] | None = None, **options: Any) -> EngineOptions:
+        full_env = {**scripted.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0", **(env or {})}
         return EngineOptions(env=full_env, cwd=claude_home, **options)
     return make
 
