@@ -11,11 +11,13 @@ from frobozz.engine import (
     AssistantMessage,
     ErrorEvent,
     Event,
+    Restarted,
     Result,
     Session,
     SystemInit,
     UserMessage,
     list_sessions,
+    transcript_path,
 )
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse, replies
 from tests.engine.conftest import of, until, wait_for_file
@@ -164,3 +166,27 @@ async def test_claude_calls_tools_of_a_real_mcp_server_from_the_mcp_config(make_
     results = [r for u in of(events, UserMessage) for r in u.tool_results]
     assert len(results) == 2 and not any(r.is_error for r in results)
     assert "leaflet" in of(events, Result)[0].result
+
+
+async def test_a_message_in_flight_when_claude_dies_is_sent_again_after_the_restart(make_options):
+    slow = Reply((Text("slow " * 200),), delay=0.05)
+    calls = []
+
+    def script(request):
+        calls.append(request.last_user_text())
+        return slow if len(calls) == 2 else f"echo: {request.last_user_text()}"
+
+    async with ScriptedModel(script) as model:
+        async with Session(make_options(model)) as session:
+            await session.send("first")
+            await until(session.events(), Result)
+            transcript = transcript_path(session.session_id, session.engine.cwd, session.engine.env)
+            await session.send("second")
+            await until(session.events(), SystemInit)
+            await wait_for_file(transcript)
+            session.engine.kill()
+            events = await until(session.events(), Result)
+            await session.wait_idle()
+    assert of(events, Restarted)[0].resumed
+    assert of(events, Result)[-1].result == "echo: second"  # the same message, answered after the restart
+    assert calls.count("second") == 2 and session.turns_completed == 2
