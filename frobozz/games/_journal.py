@@ -50,6 +50,6 @@ def replay(path: Path) -> tuple[dict[str, Any], list[Turn]]:
             turns.append(Turn(**record["turn"]))
         elif event == "undo":
             del turns[len(turns) - int(record["steps"]):]
-        elif event in ("restore", "restart"):
+        elif event in ("restore", "restart", "resume"):
             turns = [Turn(**t) for t in record["turns"]]
     return start, turns

@@ -43,7 +43,8 @@ def check_slot(slot: str) -> str:
     return slot
 
 
-def _encode_state(state: tuple) -> dict[str, Any]:
+def encode_state(state: tuple) -> dict[str, Any]:
+    """The interpreter's state as plain JSON (base64 for the memory), never pickle."""
     ram, stack, pc, sp, fp, frame_count, opcode, rng, narrative = state
     b64 = lambda b: base64.b64encode(bytes(b)).decode("ascii")  # noqa: E731
     return {"ram": b64(ram), "stack": b64(stack), "pc": int(pc), "sp": int(sp), "fp": int(fp),
@@ -51,7 +52,7 @@ def _encode_state(state: tuple) -> dict[str, Any]:
             "narrative": b64(narrative)}
 
 
-def _decode_state(d: dict[str, Any]) -> tuple:
+def decode_state(d: dict[str, Any]) -> tuple:
     import numpy as np  # jericho's state type; imported here so listing games stays quick
 
     raw = lambda k: base64.b64decode(d[k], validate=True)  # noqa: E731
@@ -97,7 +98,7 @@ class SaveStore:
         info = SaveInfo(slot=check_slot(slot), saved_at=datetime.now(UTC).isoformat(timespec="seconds"),
                         turn=last.number, score=last.score, moves=last.moves, location=last.location)
         doc = {"format": _FORMAT, "story_md5": self.story_md5, "info": asdict(info),
-               "turns": [asdict(t) for t in turns], "state": _encode_state(state)}
+               "turns": [asdict(t) for t in turns], "state": encode_state(state)}
         try:
             atomic_write(self._path(slot), json.dumps(doc).encode("utf-8"))
         except OSError as e:
@@ -117,7 +118,7 @@ class SaveStore:
             if doc["format"] != _FORMAT or doc["story_md5"] != self.story_md5:
                 raise SaveError(f"save slot {slot!r} belongs to another story file or format")
             return SaveRecord(info=SaveInfo(**doc["info"]), turns=tuple(Turn(**t) for t in doc["turns"]),
-                              state=_decode_state(doc["state"]))
+                              state=decode_state(doc["state"]))
         except (KeyError, TypeError, ValueError) as e:
             raise SaveError(f"save slot {slot!r} is corrupt ({type(e).__name__}: {e})") from e
 

@@ -8,7 +8,7 @@ interpreter's file prompts: they become the session's own actions or are refused
 from __future__ import annotations
 
 import secrets
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from enum import Enum
 
@@ -16,11 +16,11 @@ from ._catalogue import by_md5
 from ._interpreter import WorkerProcess
 from ._journal import Journal
 from ._map import GameMap
-from ._saves import SaveInfo, SaveStore
+from ._saves import SaveInfo, SaveStore, decode_state, encode_state
 from ._story import StoryInfo
 from ._text import clean_output, looks_like_game_over
 from ._turns import Turn
-from .exceptions import CommandError, GameError, InterpreterCrashedError, SessionClosedError
+from .exceptions import CommandError, GameError, InterpreterCrashedError, SaveError, SessionClosedError
 from .settings import GamesSettings
 
 MAX_COMMAND_CHARS = 198  # the interpreter's input buffer
@@ -183,6 +183,29 @@ class GameSession:
         self._journal.reset("restore", self._turns, slot=slot)
         self._set_state_from(self.current)
         return self.current
+
+    def snapshot(self) -> dict:
+        """The current turn and interpreter state as JSON, for a caller that keeps its own record."""
+        state = self._states[-1]
+        assert state is not None
+        return {"story_md5": self.story.md5, "turn": asdict(self.current), "state": encode_state(state)}
+
+    async def resume(self, snapshot: dict, turns: list[Turn]) -> Turn:
+        """Put the game back to `snapshot` (from `snapshot()`), with `turns` as its history."""
+        self._check_open()
+        if snapshot.get("story_md5") != self.story.md5:
+            raise SaveError("the snapshot belongs to another story file")
+        try:
+            state = decode_state(snapshot["state"])
+            last = Turn(**snapshot["turn"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise SaveError(f"the snapshot is corrupt ({type(e).__name__}: {e})") from e
+        await self._call("set_state", state)
+        self._turns = [t for t in turns if t.number < last.number] + [last]
+        self._states = [None] * (len(self._turns) - 1) + [state]
+        self._journal.reset("resume", self._turns)
+        self._set_state_from(last)
+        return last
 
     async def valid_actions(self) -> list[str]:
         self._check_open()
