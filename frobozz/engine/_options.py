@@ -20,6 +20,7 @@ class EngineOptions:
     model: str | None = None
     mcp_config: str | Path | Mapping[str, Any] | None = None  # a file, a JSON string, or a dict to send
     strict_mcp_config: bool = False
+    tools: Sequence[str] | None = None  # the built-in tools claude may use; () for none at all
     allowed_tools: Sequence[str] = ()
     disallowed_tools: Sequence[str] = ()
     permission_mode: str | None = None
@@ -45,6 +46,8 @@ class EngineOptions:
             args += ["--mcp-config", json.dumps(config) if isinstance(config, Mapping) else str(config)]
         if self.strict_mcp_config:
             args.append("--strict-mcp-config")
+        if self.tools is not None:
+            args += ["--tools", ",".join(self.tools)]
         if self.allowed_tools:
             args += ["--allowedTools", ",".join(self.allowed_tools)]
         if self.disallowed_tools:

@@ -1,6 +1,6 @@
 """Story-file catalogue, install and verification, and the jericho-backed game session."""
 
-from ._catalogue import CATALOGUE, CatalogueEntry
+from ._catalogue import CATALOGUE, CatalogueEntry, by_md5
 from ._install import install
 from ._journal import replay as replay_journal
 from ._library import GameLibrary, GameListing, jericho_supports, walkthrough_for
@@ -25,6 +25,6 @@ __all__ = [
     "CATALOGUE", "CatalogueEntry", "CommandError", "GameError", "GameLibrary", "GameListing", "GameMap",
     "GameNotFoundError", "GameSession", "GamesSettings", "InstallError", "InterpreterCrashedError",
     "MAX_COMMAND_CHARS", "MapFormat", "Passage", "SaveError", "SaveInfo", "SessionClosedError", "SessionState",
-    "StoryFileError", "StoryInfo", "Turn", "check_command", "install", "jericho_supports", "parse_story",
+    "StoryFileError", "StoryInfo", "Turn", "by_md5", "check_command", "install", "jericho_supports", "parse_story",
     "read_story", "replay_journal", "walkthrough_for",
 ]

@@ -78,7 +78,10 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         """Send one command to the game and return its answer."""
         with tool_errors(GameError):
             session = sessions.get(session_id)
-            return _state(session, await session.act(command))
+            turn = await session.act(command)
+            if settings.autosave_slot:  # so a runner can pick the game up again after a crash
+                await session.save(settings.autosave_slot)
+            return _state(session, turn)
 
     @server.tool(annotations=annotations("Look around", **reading))
     async def look(session_id: SessionId) -> GameState:

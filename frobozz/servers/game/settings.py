@@ -10,3 +10,5 @@ from frobozz.games import GamesSettings
 class Settings(GamesSettings):
     max_sessions: int = Field(default=16, ge=1, le=256,
                               description="Game sessions one server keeps at once (each is a process).")
+    autosave_slot: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
+                                      description="Save every game to this slot after each act (for runners).")

@@ -1,0 +1,96 @@
+"""What one run knows while it plays: its store, budgets and stop rules, and who to tell of a turn."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import anyio
+
+from frobozz.games import Turn
+
+from ._report import append_turn
+from ._store import RunStore, TurnRecord
+
+_DIED = re.compile(r"\*+\s*You have died\s*\*+", re.IGNORECASE)
+
+
+class RunContext:
+    def __init__(self, store: RunStore, *, max_score: int | None, correction_limit: int = 5,
+                 on_turn: Callable[[RunContext, TurnRecord], None] | None = None) -> None:
+        self.store = store
+        self.info = store.info
+        self.max_score = max_score
+        self.correction_limit = correction_limit
+        self.on_turn = on_turn
+        self.records: list[TurnRecord] = []
+        self.current: Turn | None = None
+        self.finished = anyio.Event()
+        self.started = time.monotonic()
+        self._cost_base = 0.0  # cost carried over from earlier claude processes of this run
+        self._last_total = 0.0
+
+    @property
+    def turn_number(self) -> int:
+        return self.info.turns
+
+    def budget_left(self) -> bool:
+        return self.info.max_turns is None or self.info.turns < self.info.max_turns
+
+    def add_cost(self, total_usd: float | None) -> None:
+        """claude reports a running total per process; a smaller total means a new process."""
+        if total_usd is None:
+            return
+        if total_usd < self._last_total:
+            self._cost_base += self._last_total
+        self._last_total = total_usd
+        self.info.cost_usd = round(self._cost_base + total_usd, 6)
+        if self.info.max_cost is not None and self.info.cost_usd >= self.info.max_cost:
+            self.finish("max cost")
+
+    def commit(self, command: str, turn: Turn, *, reply: str, snapshot: dict | None) -> TurnRecord:
+        """Record one played command before anything else happens; return its record."""
+        self.info.turns += 1
+        record = TurnRecord(turn=self.info.turns, command=command, text=turn.text, score=turn.score,
+                            moves=turn.moves, location=turn.location, done=turn.done, won=turn.won,
+                            reply=reply, cost_usd=self.info.cost_usd)
+        self.store.record(record, snapshot)
+        append_turn(self.store, record)
+        self.records.append(record)
+        self.current = turn
+        self.info.score, self.info.moves, self.info.won, self.info.done = turn.score, turn.moves, turn.won, turn.done
+        self.store.save_info()
+        if self.on_turn:
+            self.on_turn(self, record)
+        return record
+
+    def stop_reason(self, turn: Turn) -> str | None:
+        if turn.won:
+            return "won"
+        if turn.done:
+            return "game over"
+        if _DIED.search(turn.text):
+            return "died"
+        if not self.budget_left():
+            return "max turns"
+        return None
+
+    def finish(self, reason: str, status: str = "finished") -> None:
+        if not self.finished.is_set():
+            self.info.reason, self.info.status = reason, status
+            self.store.save_info()
+            self.finished.set()
+
+    def resume_from(self, records: list[TurnRecord]) -> None:
+        self.records = list(records)
+        self.info.turns = len(records)
+        self._cost_base = self.info.cost_usd
+        last = records[-1] if records else None
+        if last:
+            self.current = Turn(number=last.turn, command=last.command, text=last.text, score=last.score,
+                                moves=last.moves, location=last.location, done=last.done, won=last.won)
+
+    def current_or(self, opening: Turn) -> Turn:
+        return self.current or replace(opening)

@@ -1,0 +1,189 @@
+"""The play loop's two ends. Text mode: the game producer turns game output into user messages,
+and the reply collector hands each finished reply back to it. Tools mode: claude plays through
+the game server itself, and the tool watcher records what the game answered.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from frobozz.engine import AssistantMessage, ErrorEvent, Event, Result, Session, UserMessage
+from frobozz.games import CommandError, GameError, GameSession, Turn
+
+from ._context import RunContext
+from ._extract import extract_commands
+from ._prompts import correction, game_message, status_header
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    is_error: bool = False
+    error: str = ""
+
+
+class ReplyCollector:
+    """Observer: gathers claude's text for a turn and, when the turn ends, passes the reply on."""
+
+    name = "replies"
+
+    def __init__(self, context: RunContext) -> None:
+        self.context = context
+        self._texts: list[str] = []
+        self._send: MemoryObjectSendStream[Reply]
+        self._send, self.replies = anyio.create_memory_object_stream[Reply](math.inf)
+
+    def on_event(self, event: Event) -> None:
+        if event.is_replay:
+            return
+        if isinstance(event, AssistantMessage) and not event.parent_tool_use_id:
+            self._texts.append(event.text)
+        elif isinstance(event, Result):
+            self.context.add_cost(event.total_cost_usd)
+            text, self._texts = "\n".join(t for t in self._texts if t), []
+            self._send.send_nowait(Reply(text, event.is_error, event.result or event.subtype))
+        elif isinstance(event, ErrorEvent) and event.source == "process":
+            self._send.send_nowait(Reply("", True, event.message))
+
+
+class GameProducer:
+    """Producer: the game's answers as user messages, each with a status header; runs the commands."""
+
+    name = "game"
+
+    def __init__(self, game: GameSession, context: RunContext, replies: MemoryObjectReceiveStream[Reply], *,
+                 first_message: str, multi: bool) -> None:
+        self.game = game
+        self.context = context
+        self.replies = replies
+        self.first_message = first_message
+        self.multi = multi
+
+    def header(self) -> str:
+        info = self.context.info
+        return status_header(info.title, self.game.current, self.game.max_score, info.turns, info.max_turns)
+
+    async def run(self, session: Session) -> None:
+        context = self.context
+        await session.send(self.first_message)
+        async for reply in self.replies:
+            if reply.is_error:
+                context.finish(f"claude failed: {reply.error[:300]}", status="failed")
+                return
+            commands = extract_commands(reply.text, multi=self.multi)
+            if not commands:
+                context.info.corrections += 1
+                if context.info.corrections > context.correction_limit:
+                    context.finish("no command in replies")
+                    return
+                await session.send(correction(self.header(), "I could not find a command in that."))
+                continue
+            answers = []
+            for command in commands:
+                try:
+                    turn = await self.game.act(command)
+                except CommandError as e:  # a refused meta-command: tell the player, play on
+                    answers.append(f"[{e}]")
+                    continue
+                except GameError as e:
+                    answers.append(f"[{e}]")
+                    continue
+                context.commit(command, turn, reply=reply.text, snapshot=self.game.snapshot())
+                answers.append(turn.text if len(commands) == 1 else f"> {command}\n{turn.text}")
+                reason = context.stop_reason(turn)
+                if reason:
+                    context.finish(reason)
+                    return
+            await session.send(game_message(self.header(), "\n\n".join(answers)))
+
+
+class ToolWatcher:
+    """Observer (tools mode): pairs claude's game tool calls with their results and records each act."""
+
+    name = "game-tools"
+
+    def __init__(self, context: RunContext, title: str) -> None:
+        self.context = context
+        self.title = title
+        self._calls: dict[str, tuple[str, str | None]] = {}
+        self._texts: list[str] = []
+        self._send: MemoryObjectSendStream[Result]
+        self._send, self.turn_ends = anyio.create_memory_object_stream[Result](math.inf)
+
+    def on_event(self, event: Event) -> None:
+        if event.is_replay or self.context.finished.is_set():
+            return
+        if isinstance(event, AssistantMessage):
+            self._texts.append(event.text)
+            for use in event.tool_uses:
+                tool = use.name.rsplit("__", 1)[-1]
+                self._calls[use.id] = (tool, str(use.input.get("command", "")) if tool == "act" else None)
+        elif isinstance(event, UserMessage):
+            for result in event.tool_results:
+                tool, command = self._calls.pop(result.tool_use_id, ("", None))
+                state = _state(result.content)
+                if result.is_error or state is None or tool not in ("act", "new_game", "restore", "undo"):
+                    continue
+                turn = Turn(number=self.context.turn_number, command=command, text=state.get("text", ""),
+                            score=state.get("score"), moves=state.get("moves"), location=state.get("location"),
+                            done=bool(state.get("done")), won=bool(state.get("won")))
+                if tool != "act":
+                    self.context.current = turn
+                    continue
+                reply, self._texts = "\n".join(t for t in self._texts if t), []
+                self.context.commit(command or "", turn, reply=reply, snapshot=None)
+                reason = self.context.stop_reason(turn)
+                if reason:
+                    self.context.finish(reason)
+        elif isinstance(event, Result):
+            self.context.add_cost(event.total_cost_usd)
+            self._send.send_nowait(event)
+
+
+class ToolsProducer:
+    """Producer (tools mode): the instructions, then a nudge whenever claude stops before the game does."""
+
+    name = "game-instructions"
+
+    def __init__(self, context: RunContext, watcher: ToolWatcher, *, first_message: str, max_score: int | None) -> None:
+        self.context = context
+        self.watcher = watcher
+        self.first_message = first_message
+        self.max_score = max_score
+
+    async def run(self, session: Session) -> None:
+        await session.send(self.first_message)
+        async for result in self.watcher.turn_ends:
+            if self.context.finished.is_set():
+                return
+            if result.is_error:
+                self.context.finish(f"claude failed: {(result.result or result.subtype)[:300]}", status="failed")
+                return
+            self.context.info.corrections += 1
+            if self.context.info.corrections > self.context.correction_limit:
+                self.context.finish("stopped playing")
+                return
+            current = self.context.current
+            header = status_header(self.watcher.title, current, self.max_score, self.context.turn_number,
+                                   self.context.info.max_turns) if current else ""
+            await session.send(f"{header}\n\nThe game is not over: keep playing with the act tool.")
+
+
+def _state(content: Any) -> dict[str, Any] | None:
+    """The game state a game tool returned (its structured JSON, carried as text)."""
+    texts = [content] if isinstance(content, str) else [
+        b.get("text", "") for b in content or () if isinstance(b, dict) and b.get("type") == "text"]
+    for text in texts:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and "text" in value and "score" in value:
+            return value
+    return None

@@ -1,0 +1,141 @@
+"""Who plays: `claude` (the real CLI and model), or `walkthrough` / `script:FILE`, where a scripted
+model on 127.0.0.1 stands in for claude and answers each game message with the next command.
+The scripted player goes through the very same CLI, producer and observer as claude does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from frobozz.engine import CLINotFoundError, find_claude
+from frobozz.engine.testing import MessagesRequest, Reply, Text, ToolUse
+from frobozz.engine.testing._messages_api import Handler
+from frobozz.games import StoryInfo, walkthrough_for
+
+from ._prompts import turn_in
+
+STYLES = ("tag", "prompt", "command", "prose")
+
+
+class PlayerError(Exception):
+    """The player asked for cannot play here; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class PlayerSpec:
+    kind: Literal["claude", "walkthrough", "script"]
+    script: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return f"script:{self.script}" if self.script else self.kind
+
+    @classmethod
+    def parse(cls, text: str) -> PlayerSpec:
+        if text in ("claude", "walkthrough"):
+            return cls(text)  # type: ignore[arg-type]
+        if text.startswith("script:") and text[7:]:
+            return cls("script", Path(text[7:]))
+        raise PlayerError(f"unknown player {text!r}: use claude, walkthrough, or script:FILE")
+
+
+def commands_for(spec: PlayerSpec, story: StoryInfo) -> list[str]:
+    if spec.kind == "walkthrough":
+        steps = walkthrough_for(story.md5)
+        if not steps:
+            raise PlayerError(f"{story.path.name} has no known walkthrough: use --player script:FILE")
+        return steps
+    assert spec.script is not None
+    try:
+        lines = spec.script.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise PlayerError(f"cannot read the script {spec.script}: {e.strerror or e}") from e
+    steps = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    if not steps:
+        raise PlayerError(f"the script {spec.script} has no commands (one per line; # starts a comment)")
+    return steps
+
+
+def claude_readiness(cli_path: str | None = None) -> str | None:
+    """None when claude can play; else a plain sentence saying what is wrong and both fixes."""
+    offline = "or play offline with --player walkthrough"
+    try:
+        claude = find_claude(cli_path)
+    except CLINotFoundError as e:
+        return f"{e}; {offline}."
+    try:
+        done = subprocess.run([claude, "auth", "status"], capture_output=True, text=True, timeout=30)
+        status = json.loads(done.stdout or "{}")
+    except (OSError, subprocess.TimeoutExpired, ValueError) as e:
+        return f"claude could not be asked whether it is logged in ({e}); {offline}."
+    if not status.get("loggedIn"):
+        return ("claude is installed but not logged in: run `claude` once and use /login "
+                f"(or set ANTHROPIC_API_KEY), {offline}.")
+    return None
+
+
+# -- the scripted model ----------------------------------------------------------------------------
+def _styled(command: str, style: str, n: int) -> str:
+    if style == "tag":
+        return f"The obvious move here is this.\n<command>{command}</command>"
+    if style == "prompt":
+        return f"Let me think about where this leads.\n\n> {command}"
+    if style == "command":
+        return f"Considering the room description carefully.\nCOMMAND: {command}"
+    return f"I have a plan for turn {n}. Next I will do this:\n\n{command}"
+
+
+def text_handler(commands: list[str], styles: tuple[str, ...] = STYLES) -> Handler:
+    """Answers the game message for turn N with commands[N], in a rotating reply style."""
+    def handler(request: MessagesRequest) -> Reply | str:
+        n = turn_in(request.last_user_text())
+        if n is None or n >= len(commands):
+            return "I have no more commands to give."
+        return Reply((Text(_styled(commands[n], styles[n % len(styles)], n)),))
+    return handler
+
+
+_SLOT = re.compile(r"restore with slot '([^']+)'")
+
+
+def tool_handler(commands: list[str], game: str) -> Handler:
+    """Plays through the game tools: new_game, then act with commands[k] where k counts the acts so far."""
+    def handler(request: MessagesRequest) -> Reply | str:
+        uses = [b for m in request.messages if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+                for b in m["content"] if b.get("type") == "tool_use"]
+        acts = sum(u["name"].endswith("__act") for u in uses)
+        session = _latest_session(request)
+        slot = _SLOT.search(request.last_user_text())
+        if slot and not request.tool_results():  # told to pick the game up again after a stop
+            return Reply((ToolUse("mcp__game__new_game", {"game": game}),))
+        if session is None:
+            return Reply((Text("Starting the game."), ToolUse("mcp__game__new_game", {"game": game})))
+        last_use = uses[-1]["name"] if uses else ""
+        wanted = _SLOT.findall(" ".join(_texts(request)))
+        if wanted and last_use.endswith("__new_game"):
+            return Reply((ToolUse("mcp__game__restore", {"session_id": session, "slot": wanted[-1]}),))
+        if acts >= len(commands):
+            return "That was the last command I had."
+        return Reply((Text(f"Move {acts + 1}."), ToolUse("mcp__game__act",
+                                                        {"session_id": session, "command": commands[acts]})))
+    return handler
+
+
+def _texts(request: MessagesRequest) -> list[str]:
+    return [b.get("text", "") if isinstance(b, dict) else str(b) for m in request.messages if m.get("role") == "user"
+            for b in (m["content"] if isinstance(m["content"], list) else [{"text": m["content"]}])]
+
+
+def _latest_session(request: MessagesRequest) -> str | None:
+    for message in reversed(request.messages):
+        for block in reversed(message.get("content") if isinstance(message.get("content"), list) else []):
+            if block.get("type") == "tool_result":
+                found = re.search(r'"session_id"\s*:\s*"([0-9a-f]+)"', json.dumps(block.get("content")))
+                if found:
+                    return found.group(1)
+    return None

@@ -1,0 +1,210 @@
+"""One run: a game, a player, a mode, budgets; played to its end, recorded turn by turn, resumable."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import anyio
+from pydantic import BaseModel, Field
+
+from frobozz.engine import EngineOptions, Event, Session, SystemInit, transcript_path
+from frobozz.engine.testing import ScriptedModel
+from frobozz.engine.testing._messages_api import Handler
+from frobozz.games import GameLibrary, GameSession, StoryInfo, by_md5, read_story
+
+from . import _report
+from ._context import RunContext
+from ._loop import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
+from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for, text_handler, tool_handler
+from ._prompts import game_message, instructions, load_template, status_header
+from ._store import RunInfo, RunStore, TurnRecord, new_run_id
+from .settings import RunnerSettings
+
+GAME_TOOLS = ("new_game", "act", "look", "inventory", "undo", "save", "restore", "list_saves", "map", "history")
+
+
+class RunConfig(BaseModel):
+    game: str = "zork1"
+    player: str = "claude"
+    mode: Literal["text", "tools"] = "text"
+    model: str | None = None
+    max_turns: int | None = Field(default=None, ge=1)
+    max_cost: float | None = Field(default=None, gt=0)
+    max_seconds: float | None = Field(default=None, gt=0)
+    multi: bool = False
+    prompt_file: Path | None = None
+    resume: str | None = None
+
+
+class RunResult(BaseModel):
+    run_id: str
+    game: str
+    player: str
+    mode: str
+    score: int | None
+    max_score: int | None
+    moves: int | None
+    turns: int
+    won: bool
+    done: bool
+    reason: str | None
+    cost_usd: float
+    transcript: str
+
+
+class _SessionKeeper:
+    """Observer: remembers claude's session id in run.json, so --resume can continue it."""
+
+    name = "session-id"
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, SystemInit) and event.session_id and event.session_id != self.store.info.claude_session_id:
+            self.store.info.claude_session_id = event.session_id
+            self.store.save_info()
+
+
+def _title(story: StoryInfo) -> str:
+    known = by_md5(story.md5)
+    return known.title.split(" (")[0] if known else story.path.stem
+
+
+def _new_store(config: RunConfig, settings: RunnerSettings, player: PlayerSpec) -> RunStore:
+    story = GameLibrary(settings).find(config.game, allow_path=True)
+    run_id = new_run_id()
+    info = RunInfo(run_id=run_id, game=config.game, story=str(story.path), story_md5=story.md5, title=_title(story),
+                   player=player.name, mode=config.mode, model=config.model or settings.claude_model,
+                   max_turns=config.max_turns, max_cost=config.max_cost, max_seconds=config.max_seconds,
+                   multi=config.multi, prompt_file=str(config.prompt_file) if config.prompt_file else None,
+                   created=datetime.now(UTC).isoformat(timespec="seconds"),
+                   autosave_slot=f"run-{run_id}" if config.mode == "tools" else None)
+    return RunStore.create(settings.runs_dir, info)
+
+
+async def play(config: RunConfig, settings: RunnerSettings | None = None, *, handler: Handler | None = None,
+               on_turn: Callable[[RunContext, TurnRecord], None] | None = None,
+               handle_signals: bool = False, cli_path: str | None = None) -> RunResult:
+    """Play one run to its end. `handler` replaces the scripted player's model (tests, demos)."""
+    settings = settings or RunnerSettings()
+    if config.resume:
+        store = RunStore.open(settings.runs_dir, config.resume)
+        if store.info.status == "running" or store.info.reason in ("interrupted", "time limit", "max turns", "max cost"):
+            store.info.status, store.info.reason = "running", None
+            for name in ("max_turns", "max_cost", "max_seconds"):  # a resume may raise a budget
+                value = getattr(config, name)
+                if value is not None:
+                    setattr(store.info, name, value)
+        player = PlayerSpec.parse(store.info.player)
+    else:
+        player = PlayerSpec.parse(config.player)
+        store = None
+    if player.kind == "claude" and handler is None:
+        problem = claude_readiness(cli_path)
+        if problem:
+            raise PlayerError(problem)
+    if store is None:
+        store = _new_store(config, settings, player)
+    info = store.info
+    story = read_story(info.story)
+    if info.status != "running":
+        return _result(store)
+    scripted = handler or (None if player.kind == "claude" else (
+        text_handler(commands_for(player, story)) if info.mode == "text"
+        else tool_handler(commands_for(player, story), info.game)))
+    known = by_md5(story.md5)
+    context = RunContext(store, max_score=known.max_score if known else None,
+                         correction_limit=settings.correction_limit, on_turn=on_turn)
+    records = store.turns()
+    context.resume_from(records)
+    info.max_score = context.max_score
+    if not records and not (store.dir / "transcript.md").exists():
+        _report.start_transcript(store)
+
+    async with AsyncExitStack() as stack:
+        env: dict[str, str] = {}
+        if scripted is not None:
+            model = await stack.enter_async_context(ScriptedModel(scripted))
+            env.update(model.env())
+            env["CLAUDE_CONFIG_DIR"] = str(store.dir / "claude")  # the scripted player's sessions stay with the run
+        options = dict(model=info.model, env=env, cwd=store.dir, tools=(), cli_path=cli_path)
+        template = load_template(Path(info.prompt_file) if info.prompt_file else None, tools=info.mode == "tools")
+        intro = instructions(template, title=info.title, game=info.game, max_score=context.max_score, multi=info.multi)
+        resumed = bool(records)
+
+        if info.mode == "text":
+            game = await GameSession.open(story, settings)
+            stack.push_async_callback(game.aclose)
+            snapshot = store.snapshot()
+            if snapshot:
+                await game.resume({k: v for k, v in snapshot.items() if k != "record"}, [])
+            context.max_score = context.max_score or game.max_score
+            collector = ReplyCollector(context)
+            header = status_header(info.title, game.current, context.max_score, info.turns, info.max_turns)
+            note = "(The run was stopped and has now resumed. This is where you are.)\n\n" if resumed else ""
+            first = f"{intro}\n{game_message(header, note + game.current.text)}"
+            producers: list = [GameProducer(game, context, collector.replies, first_message=first, multi=info.multi)]
+            observers: list = [collector, _SessionKeeper(store)]
+            engine_options = EngineOptions(**options)
+        else:
+            watcher = ToolWatcher(context, info.title)
+            first = intro if not resumed else (
+                f"{intro}\nThe run was stopped and has resumed: call new_game with game \"{info.game}\", then "
+                f"restore with slot '{info.autosave_slot}', and keep playing.")
+            producers = [ToolsProducer(context, watcher, first_message=first, max_score=context.max_score)]
+            observers = [watcher, _SessionKeeper(store)]
+            engine_options = EngineOptions(**options, mcp_config=_game_server_config(settings, info),
+                                           strict_mcp_config=True,
+                                           allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS])
+
+        resume_id = info.claude_session_id if resumed and info.claude_session_id and transcript_path(
+            info.claude_session_id, store.dir, {**os.environ, **engine_options.env}).is_file() else None
+        async with Session(engine_options, producers=producers, observers=observers, resume=resume_id,
+                           consume=False) as session:
+            async with anyio.create_task_group() as tg:
+                if handle_signals:
+                    tg.start_soon(_stop_on_signal, context)
+                with anyio.move_on_after(info.max_seconds or float("inf")) as timer:
+                    await context.finished.wait()
+                if timer.cancelled_caught:
+                    context.finish("time limit")
+                tg.cancel_scope.cancel()
+            if info.mode == "tools":
+                with anyio.move_on_after(5):
+                    try:
+                        await session.interrupt()  # claude may be mid-turn, still calling tools
+                    except Exception:  # noqa: BLE001 - it may simply have nothing to interrupt
+                        pass
+    _report.finish(store, context.records, context.max_score)
+    return _result(store)
+
+
+def _game_server_config(settings: RunnerSettings, info: RunInfo) -> dict:
+    env = {"FROBOZZ_DATA_DIR": str(settings.data_dir)}
+    if settings.games_dir:
+        env["FROBOZZ_GAMES_DIR"] = str(settings.games_dir)
+    if info.autosave_slot:
+        env["FROBOZZ_AUTOSAVE_SLOT"] = info.autosave_slot
+    return {"mcpServers": {"game": {"command": sys.executable, "args": ["-m", "frobozz", "serve", "game"], "env": env}}}
+
+
+async def _stop_on_signal(context: RunContext) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            context.finish("interrupted", status="stopped")
+            return
+
+
+def _result(store: RunStore) -> RunResult:
+    info = store.info
+    return RunResult(run_id=info.run_id, game=info.game, player=info.player, mode=info.mode, score=info.score,
+                     max_score=info.max_score, moves=info.moves, turns=info.turns, won=info.won, done=info.done,
+                     reason=info.reason, cost_usd=info.cost_usd, transcript=str(store.transcript))

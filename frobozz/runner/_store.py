@@ -1,0 +1,144 @@
+"""A run's directory: written turn by turn, so a crash or a kill loses nothing already played.
+
+    run.json        the run's settings and its state (atomic rewrites)
+    turns.jsonl     one line per game turn, appended before the next turn starts
+    snapshot.json   the game after the last turn (atomic), in text mode
+    transcript.md   the readable transcript, appended turn by turn
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from frobozz.games._saves import atomic_write
+
+_RUN_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{4,}")
+
+
+class RunNotFoundError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    turn: int
+    command: str
+    text: str
+    score: int | None
+    moves: int | None
+    location: str | None
+    done: bool
+    won: bool
+    reply: str = ""
+    cost_usd: float = 0.0
+    at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+
+@dataclass
+class RunInfo:
+    run_id: str
+    game: str
+    story: str
+    story_md5: str
+    title: str
+    player: str
+    mode: str
+    model: str | None
+    max_turns: int | None
+    max_cost: float | None
+    max_seconds: float | None
+    multi: bool
+    prompt_file: str | None
+    created: str
+    claude_session_id: str | None = None
+    claude_config_dir: str | None = None
+    autosave_slot: str | None = None
+    status: str = "running"
+    reason: str | None = None
+    turns: int = 0
+    score: int | None = None
+    max_score: int | None = None
+    moves: int | None = None
+    won: bool = False
+    done: bool = False
+    cost_usd: float = 0.0
+    corrections: int = 0
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+class RunStore:
+    def __init__(self, directory: Path, info: RunInfo) -> None:
+        self.dir = directory
+        self.info = info
+
+    @classmethod
+    def create(cls, runs_dir: Path, info: RunInfo) -> RunStore:
+        directory = runs_dir / info.run_id
+        directory.mkdir(parents=True, exist_ok=False)
+        store = cls(directory, info)
+        store.save_info()
+        return store
+
+    @classmethod
+    def open(cls, runs_dir: Path, run_id: str) -> RunStore:
+        if not _RUN_ID.fullmatch(run_id or ""):
+            raise RunNotFoundError(f"{run_id[:80]!r} is not a run id (they look like 20261122-013000-a1b2c3)")
+        path = runs_dir / run_id / "run.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise RunNotFoundError(f"no run {run_id} in {runs_dir}") from None
+        except (OSError, ValueError) as e:
+            raise RunNotFoundError(f"run {run_id} cannot be read: {e}") from e
+        known = {f.name for f in fields(RunInfo)}
+        return cls(path.parent, RunInfo(**{k: v for k, v in data.items() if k in known}))
+
+    @property
+    def transcript(self) -> Path:
+        return self.dir / "transcript.md"
+
+    def save_info(self) -> None:
+        atomic_write(self.dir / "run.json", json.dumps(asdict(self.info), indent=2).encode())
+
+    def record(self, turn: TurnRecord, snapshot: dict[str, Any] | None) -> None:
+        """Commit one turn: the snapshot first (it carries the turn too), then the turn line."""
+        if snapshot is not None:
+            atomic_write(self.dir / "snapshot.json", json.dumps({"record": asdict(turn), **snapshot}).encode())
+        with (self.dir / "turns.jsonl").open("a", encoding="utf-8") as f:
+            f.write(json.dumps(asdict(turn)) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def turns(self) -> list[TurnRecord]:
+        """Every committed turn, including one whose line a crash cut off after its snapshot."""
+        records: dict[int, TurnRecord] = {}
+        path = self.dir / "turns.jsonl"
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = TurnRecord(**json.loads(line))
+                except (ValueError, TypeError):
+                    continue  # the torn last line of a crash
+                records[record.turn] = record
+        snapshot = self.snapshot()
+        if snapshot and "record" in snapshot:
+            last = TurnRecord(**snapshot["record"])
+            if last.turn not in records:
+                records[last.turn] = last
+                with path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(asdict(last)) + "\n")
+        return [records[k] for k in sorted(records)]
+
+    def snapshot(self) -> dict[str, Any] | None:
+        path = self.dir / "snapshot.json"
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None

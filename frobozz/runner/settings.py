@@ -1,0 +1,18 @@
+"""Runner settings: the games part's settings plus where runs are kept and the runner's limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from frobozz.games import GamesSettings
+
+
+class RunnerSettings(GamesSettings):
+    correction_limit: int = Field(default=5, ge=0, description="Replies without a command tolerated per run.")
+    claude_model: str | None = Field(default=None, description="The model claude plays with, unless --model.")
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.data_dir / "runs"
