@@ -9,12 +9,14 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from ._games import games
+from ._play import play
 from ._serve import serve
 
 app = typer.Typer(help="Frobozz: an MCP tool hub and headless game runner for Claude.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 app.add_typer(games, name="games")
 app.command()(serve)
+app.command()(play)
 
 
 @app.callback()

@@ -135,7 +135,10 @@ def _latest_session(request: MessagesRequest) -> str | None:
     for message in reversed(request.messages):
         for block in reversed(message.get("content") if isinstance(message.get("content"), list) else []):
             if block.get("type") == "tool_result":
-                found = re.search(r'"session_id"\s*:\s*"([0-9a-f]+)"', json.dumps(block.get("content")))
+                content = block.get("content")
+                text = content if isinstance(content, str) else " ".join(
+                    b.get("text", "") for b in content or () if isinstance(b, dict))
+                found = re.search(r'"session_id"\s*:\s*"([0-9a-f]+)"', text)
                 if found:
                     return found.group(1)
     return None

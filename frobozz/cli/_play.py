@@ -1,0 +1,84 @@
+"""`frobozz play GAME`: claude (or a scripted player) plays a game headless, with a live view."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import anyio
+import typer
+from rich.console import Console
+
+from frobozz.engine import EngineError
+from frobozz.games import GameError
+
+err = Console(stderr=True)
+out = Console()
+
+
+def play(
+    game: str = typer.Argument("zork1", help="A catalogue name, a story file name, or a path."),
+    player: str = typer.Option("claude", help="claude, walkthrough, script:FILE, or auto (claude when it "
+                                              "is installed and logged in, else the walkthrough)."),
+    mode: str = typer.Option("text", help="text (the runner reads commands from replies) or tools "
+                                          "(claude plays through the game server's tools)."),
+    model: str = typer.Option(None, help="The model claude plays with."),
+    max_turns: int = typer.Option(None, min=1, help="Stop after this many commands."),
+    max_cost: float = typer.Option(None, min=0.0001, help="Stop when claude's cost reaches this (USD)."),
+    max_time: float = typer.Option(None, min=0.1, help="Stop after this many seconds."),
+    multi: bool = typer.Option(False, help="Run several commands from one reply, in order."),
+    prompt_file: Path = typer.Option(None, exists=True, dir_okay=False, help="Play instructions to use instead."),
+    resume: str = typer.Option(None, help="Continue the run with this id after a crash or a stop."),
+    runs: int = typer.Option(1, min=1, max=64, help="How many runs."),
+    parallel: int = typer.Option(1, min=1, max=16, help="How many runs at once."),
+    as_json: bool = typer.Option(False, "--json", help="Print one final JSON object (a list for --runs)."),
+) -> None:
+    """Play GAME headless: claude drives the real CLI; the game answers each command."""
+    from frobozz.runner import PlayerError, RunConfig, RunNotFoundError, RunnerSettings, claude_readiness, play
+    from frobozz.runner._live import LiveView, summary_table
+
+    if mode not in ("text", "tools"):
+        raise typer.BadParameter("use text or tools", param_hint="--mode")
+    if player == "auto":
+        problem = claude_readiness()
+        player = "claude" if problem is None else "walkthrough"
+        err.print(f"[bold]playing with {player}[/bold]" + (f": {problem}" if problem else
+                                                          ": claude is installed and logged in"))
+    config = RunConfig(game=game, player=player, mode=mode, model=model, max_turns=max_turns, max_cost=max_cost,
+                       max_seconds=max_time, multi=multi, prompt_file=prompt_file, resume=resume)
+    settings = RunnerSettings()
+    live = runs == 1 and not as_json and sys.stdout.isatty()
+
+    async def one(index: int, limiter: anyio.CapacityLimiter, results: list) -> None:
+        async with limiter:
+            if live:
+                with LiveView(out) as view:
+                    results[index] = await play(config, settings, on_turn=view.on_turn, handle_signals=True)
+            else:
+                results[index] = await play(config, settings, handle_signals=runs == 1)
+            if not live and not as_json:
+                r = results[index]
+                err.print(f"run {r.run_id}: {r.reason}, score {r.score}/{r.max_score} in {r.turns} turns")
+
+    async def main() -> list:
+        results: list = [None] * runs
+        limiter = anyio.CapacityLimiter(parallel)
+        async with anyio.create_task_group() as tg:
+            for i in range(runs):
+                tg.start_soon(one, i, limiter, results)
+        return results
+
+    try:
+        results = anyio.run(main)
+    except* (PlayerError, RunNotFoundError, GameError, EngineError) as group:
+        for e in group.exceptions:
+            err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+    if as_json:
+        dumped = [r.model_dump() for r in results]
+        out.print_json(json.dumps(dumped[0] if runs == 1 else dumped))
+        return
+    out.print(summary_table(results))
+    for r in results:
+        out.print(f"transcript: {r.transcript}")
