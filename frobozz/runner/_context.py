@@ -69,10 +69,10 @@ class RunContext:
     def stop_reason(self, turn: Turn) -> str | None:
         if turn.won:
             return "won"
-        if turn.done:
-            return "game over"
         if _DIED.search(turn.text):
             return "died"
+        if turn.done:
+            return "game over"
         if not self.budget_left():
             return "max turns"
         return None

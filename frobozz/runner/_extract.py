@@ -44,8 +44,9 @@ def extract_commands(reply: str, *, multi: bool = False) -> list[str]:
     """The command(s) in `reply`: at most one unless `multi`; [] when there is no usable command."""
     text = _THINKING.sub("", reply)
     for pattern in (_TAG, _COMMAND_LINE, _PROMPT_LINE):
-        found = [c for c in (_clean(m) for m in pattern.findall(text)) if c]
-        if found:
+        matches = pattern.findall(text)
+        found = [c for c in (_clean(m) for m in matches) if c]
+        if found or (matches and pattern is _TAG):  # a reply that uses tags is judged by its tags alone
             return found if multi else found[:1]
     last = _last_imperative_line(text)
     return [last] if last else []

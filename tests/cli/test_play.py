@@ -1,0 +1,116 @@
+"""`frobozz play` as a user runs it: real processes, signals, exit codes and JSON on stdout."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from frobozz.engine.testing import ScriptedModel
+from frobozz.runner._prompts import turn_in
+
+
+def _env(tmp_path, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+    env.update(HOME=str(tmp_path / "home"), **extra)
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return env
+
+
+def _play(tmp_path, *args, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "frobozz", "play", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env or _env(tmp_path))
+
+
+def _start(tmp_path, *args):
+    return subprocess.Popen([sys.executable, "-m", "frobozz", "play", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(tmp_path), start_new_session=True)
+
+
+def _wait_for_turns(run_dir_parent, count, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for turns in run_dir_parent.glob("*/turns.jsonl"):
+            if len(turns.read_text().splitlines()) >= count:
+                return turns.parent
+        time.sleep(0.1)
+    raise AssertionError(f"no run reached {count} turns")
+
+
+def test_a_run_killed_halfway_resumes_to_the_same_final_score(frobozz_env, tmp_path):
+    process = _start(tmp_path, "zork1", "--player", "walkthrough", "--json")
+    run_dir = _wait_for_turns(frobozz_env / "runs", 150)
+    os.killpg(process.pid, signal.SIGKILL)  # the runner, claude, the interpreter: all at once
+    process.wait()
+    kept = len(run_dir.joinpath("turns.jsonl").read_text().splitlines())
+    done = _play(tmp_path, "--resume", run_dir.name, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["run_id"], result["score"], result["won"], result["turns"]) == (run_dir.name, 350, True, 396)
+    turns = [json.loads(line) for line in run_dir.joinpath("turns.jsonl").read_text().splitlines()]
+    assert [t["turn"] for t in turns] == list(range(1, 397)) and kept >= 150  # nothing lost, nothing twice
+
+
+def test_ctrl_c_stops_cleanly_with_everything_saved_and_the_run_resumes(frobozz_env, tmp_path):
+    process = _start(tmp_path, "zork1", "--player", "walkthrough", "--json")
+    run_dir = _wait_for_turns(frobozz_env / "runs", 20)
+    os.kill(process.pid, signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    result = json.loads(out)
+    assert result["reason"] == "interrupted" and result["turns"] >= 20
+    assert (run_dir / "score.png").exists() and "| reason | interrupted |" in (run_dir / "transcript.md").read_text()
+    more = json.loads(_play(tmp_path, "--resume", run_dir.name, "--max-turns", str(result["turns"] + 5), "--json").stdout)
+    assert (more["turns"], more["reason"]) == (result["turns"] + 5, "max turns")
+
+
+def test_claude_not_logged_in_is_said_plainly_with_both_fixes(tmp_path):
+    done = _play(tmp_path, "zork1")
+    assert done.returncode == 1
+    message = " ".join(done.stderr.split())
+    assert "not logged in" in message and "/login" in message and "--player walkthrough" in message
+    auto = _play(tmp_path, "zork1", "--player", "auto", "--max-turns", "2", "--json")
+    assert auto.returncode == 0 and "playing with walkthrough" in auto.stderr
+    assert json.loads(auto.stdout)["player"] == "walkthrough"
+
+
+def test_the_claude_player_plays_through_the_real_cli_and_its_api(tmp_path):
+    def model(request):
+        n = turn_in(request.last_user_text())
+        return f"<command>{['open mailbox', 'read leaflet', 'n'][n]}</command>" if n is not None and n < 3 else "?"
+
+    with ScriptedModel(model) as api:
+        env = _env(tmp_path, **api.env())
+        done = _play(tmp_path, "zork1", "--max-turns", "3", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["player"], result["turns"], result["reason"]) == ("claude", 3, "max turns")
+    assert result["cost_usd"] > 0
+
+
+def test_several_runs_in_parallel_get_a_combined_summary(tmp_path):
+    done = _play(tmp_path, "zork1", "--player", "walkthrough", "--runs", "3", "--parallel", "2", "--max-turns", "3",
+                 "--json")
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)
+    assert len({r["run_id"] for r in results}) == 3 and all(r["turns"] == 3 for r in results)
+    table = _play(tmp_path, "zork1", "--player", "walkthrough", "--runs", "2", "--max-turns", "2")
+    assert table.returncode == 0 and "Frobozz runs" in table.stdout and table.stdout.count("transcript:") == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--player", "robot"], "unknown player 'robot'"),
+    (["--mode", "telepathy"], "use text or tools"),
+    (["--resume", "../../etc"], "is not a run id"),
+    (["--resume", "20200101-000000-abcdef"], "no run 20200101-000000-abcdef"),
+    (["--player", "script:/no/such/file"], "cannot read the script"),
+    (["nosuchgame", "--player", "walkthrough"], "no game 'nosuchgame'"),
+    (["--max-turns", "0"], "greater than or equal to 1"),
+])
+def test_bad_play_arguments_are_clear_errors(tmp_path, args, message):
+    game = [] if not args[0].startswith("-") else ["zork1"]
+    done = _play(tmp_path, *game, *args, timeout=60)
+    assert done.returncode != 0 and message in " ".join(done.stderr.split())

@@ -1,0 +1,98 @@
+"""End to end: the runner drives the real claude CLI; a scripted model on 127.0.0.1 plays."""
+
+import json
+
+import pytest
+
+from frobozz.engine.testing import Reply, Text
+from frobozz.runner import RunConfig, RunStore, play
+from frobozz.runner._prompts import turn_in
+
+pytestmark = pytest.mark.anyio
+
+
+def _turns(settings, run_id):
+    return RunStore.open(settings.runs_dir, run_id).turns()
+
+
+async def test_both_modes_win_zork1_with_the_walkthrough_and_record_the_same_turns(runner_settings):
+    text = await play(RunConfig(game="zork1", player="walkthrough", mode="text"), runner_settings)
+    tools = await play(RunConfig(game="zork1", player="walkthrough", mode="tools"), runner_settings)
+    for result in (text, tools):
+        assert (result.score, result.max_score, result.won, result.reason, result.turns) == (350, 350, True, "won", 396)
+    same = lambda r: (r.turn, r.command, r.score, r.moves, r.location, r.text)  # noqa: E731
+    assert [same(r) for r in _turns(runner_settings, text.run_id)] == [same(r) for r in _turns(runner_settings, tools.run_id)]
+    run_dir = runner_settings.runs_dir / text.run_id
+    transcript = (run_dir / "transcript.md").read_text()
+    assert transcript.startswith("# Zork I: The Great Underground Empire: run ") and "| player | walkthrough |" in transcript
+    assert "## Turn 396: `" in transcript and "| reason | won |" in transcript
+    for image in ("score.png", "map.png"):
+        assert (run_dir / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Stone Barrow" in (run_dir / "map.dot").read_text()
+    # every reply style the scripted player uses was understood: tag, '>' line, COMMAND:, prose
+    replies = [r.reply for r in _turns(runner_settings, text.run_id)[:4]]
+    assert ["<command>" in replies[0], "\n> " in replies[1], "COMMAND:" in replies[2], "plan" in replies[3]] == [True] * 4
+
+
+async def test_a_reply_without_a_command_gets_a_correction_and_play_goes_on(runner_settings):
+    seen = []
+
+    def handler(request):
+        seen.append(request.last_user_text())
+        if len(seen) == 1:
+            return "Hmm, this is a lovely white house. I wonder who lives in it?"
+        return f"<command>{['n', 'e', 'open window'][turn_in(request.last_user_text()) % 3]}</command>"
+
+    result = await play(RunConfig(game="zork1", player="walkthrough", max_turns=3), runner_settings, handler=handler)
+    assert "could not find a command" in seen[1]
+    assert (result.turns, result.reason) == (3, "max turns")
+    assert RunStore.open(runner_settings.runs_dir, result.run_id).info.corrections == 1
+
+
+async def test_a_player_that_never_gives_a_command_is_stopped_not_left_stalling(runner_settings):
+    result = await play(RunConfig(game="zork1", player="walkthrough"), runner_settings, handler=lambda r: "I wonder.")
+    assert (result.turns, result.reason) == (0, "no command in replies")
+
+
+async def test_meta_commands_become_runner_actions_or_are_refused(runner_settings):
+    script = ["n", "save", "quit", "e", "restore", "look"]
+    seen = []
+
+    def handler(request):
+        seen.append(request.last_user_text())
+        return f"<command>{script[len(seen) - 1]}</command>" if len(seen) <= len(script) else "done"
+
+    result = await play(RunConfig(game="zork1", player="walkthrough", max_turns=5), runner_settings, handler=handler)
+    turns = _turns(runner_settings, result.run_id)
+    assert [t.command for t in turns] == ["n", "save", "e", "restore", "look"]
+    assert "Saved to slot 'quicksave'" in turns[1].text
+    assert "'quit' is not sent to the game" in seen[3]
+    assert turns[3].location == "North of House" and turns[4].location == "North of House"
+
+
+async def test_a_death_ends_the_run_and_is_reported_as_such(runner_settings, tmp_path):
+    script = tmp_path / "grue.txt"
+    script.write_text("# into the dark without a lamp\nn\ne\nopen window\nw\nw\nmove rug\nopen trap door\nd\nn\nn\n")
+    result = await play(RunConfig(game="zork1", player=f"script:{script}"), runner_settings)
+    assert (result.reason, result.turns) == ("died", 9)
+    assert "You have died" in _turns(runner_settings, result.run_id)[-1].text
+
+
+async def test_budgets_of_turns_cost_and_time_stop_the_run(runner_settings):
+    by_turns = await play(RunConfig(game="zork1", player="walkthrough", max_turns=4), runner_settings)
+    assert (by_turns.reason, by_turns.turns) == ("max turns", 4)
+    by_cost = await play(RunConfig(game="zork1", player="walkthrough", max_cost=0.0035), runner_settings)
+    assert by_cost.reason == "max cost" and by_cost.cost_usd >= 0.0035 and by_cost.turns < 10
+    slow = Reply((Text("<command>wait</command>"),), delay=0.3)
+    by_time = await play(RunConfig(game="zork1", player="walkthrough", max_seconds=3), runner_settings,
+                         handler=lambda r: slow)
+    assert by_time.reason == "time limit" and by_time.turns < 10
+
+
+async def test_a_finished_run_cannot_be_replayed_by_resume(runner_settings):
+    first = await play(RunConfig(game="zork1", player="walkthrough", max_turns=2), runner_settings)
+    again = await play(RunConfig(resume=first.run_id, max_turns=3), runner_settings)
+    assert (again.run_id, again.turns, again.reason) == (first.run_id, 3, "max turns")  # a raised budget goes on
+    turns = _turns(runner_settings, first.run_id)
+    assert [t.turn for t in turns] == [1, 2, 3] and [t.command for t in turns] == ["N", "N", "U"]
+    assert json.loads((runner_settings.runs_dir / first.run_id / "run.json").read_text())["turns"] == 3
