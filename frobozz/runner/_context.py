@@ -29,6 +29,7 @@ class RunContext:
         self.current: Turn | None = None
         self.finished = anyio.Event()
         self.started = time.monotonic()
+        self.own_seconds = 0.0  # the runner's own time between a reply and the next message (no model)
         self._cost_base = 0.0  # cost carried over from earlier claude processes of this run
         self._last_total = 0.0
 
@@ -52,16 +53,14 @@ class RunContext:
 
     def commit(self, command: str, turn: Turn, *, reply: str, snapshot: dict | None) -> TurnRecord:
         """Record one played command before anything else happens; return its record."""
-        self.info.turns += 1
-        record = TurnRecord(turn=self.info.turns, command=command, text=turn.text, score=turn.score,
+        record = TurnRecord(turn=self.info.turns + 1, command=command, text=turn.text, score=turn.score,
                             moves=turn.moves, location=turn.location, done=turn.done, won=turn.won,
                             reply=reply, cost_usd=self.info.cost_usd)
         self.store.record(record, snapshot)
         append_turn(self.store, record)
         self.records.append(record)
         self.current = turn
-        self.info.score, self.info.moves, self.info.won, self.info.done = turn.score, turn.moves, turn.won, turn.done
-        self.store.save_info()
+        self._take(record)  # run.json is rewritten at the end: turns.jsonl is the record of each turn
         if self.on_turn:
             self.on_turn(self, record)
         return record
@@ -83,14 +82,21 @@ class RunContext:
             self.store.save_info()
             self.finished.set()
 
+    def _take(self, record: TurnRecord) -> None:
+        info = self.info
+        info.turns, info.score, info.moves, info.won, info.done = (record.turn, record.score, record.moves,
+                                                                    record.won, record.done)
+
     def resume_from(self, records: list[TurnRecord]) -> None:
         self.records = list(records)
         self.info.turns = len(records)
-        self._cost_base = self.info.cost_usd
         last = records[-1] if records else None
         if last:
+            self._take(last)
+            self.info.cost_usd = max(self.info.cost_usd, last.cost_usd)
             self.current = Turn(number=last.turn, command=last.command, text=last.text, score=last.score,
                                 moves=last.moves, location=last.location, done=last.done, won=last.won)
+        self._cost_base = self.info.cost_usd
 
     def current_or(self, opening: Turn) -> Turn:
         return self.current or replace(opening)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +74,7 @@ class GameProducer:
         context = self.context
         await session.send(self.first_message)
         async for reply in self.replies:
+            started = time.perf_counter()
             if reply.is_error:
                 context.finish(f"claude failed: {reply.error[:300]}", status="failed")
                 return
@@ -100,7 +102,9 @@ class GameProducer:
                 if reason:
                     context.finish(reason)
                     return
-            await session.send(game_message(self.header(), "\n\n".join(answers)))
+            message = game_message(self.header(), "\n\n".join(answers))
+            context.own_seconds += time.perf_counter() - started
+            await session.send(message)
 
 
 class ToolWatcher:
