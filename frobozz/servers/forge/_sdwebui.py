@@ -1,0 +1,74 @@
+"""Stable Diffusion WebUI / Forge: POST /sdapi/v1/txt2img, progress from /sdapi/v1/progress."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import anyio
+import httpx
+
+from ._backend import (
+    Generated,
+    ImageRequest,
+    Progress,
+    check_multiple_of,
+    decode_b64,
+    http_errors,
+    while_following,
+)
+from .exceptions import BackendError
+
+log = logging.getLogger("frobozz.forge")
+
+
+class SdWebUI:
+    name = "sdwebui"
+
+    def __init__(self, client: httpx.AsyncClient, url: str, *, timeout: float, poll: float) -> None:
+        self.client, self.url, self.timeout, self.poll = client, url.rstrip("/"), timeout, poll
+
+    def check(self, request: ImageRequest) -> None:
+        check_multiple_of(request, 8)
+
+    async def generate(self, request: ImageRequest, progress: Progress) -> Generated:
+        payload = {"prompt": request.prompt, "negative_prompt": request.negative_prompt or "",
+                   "width": request.width, "height": request.height, "steps": request.steps or 20,
+                   "seed": request.seed if request.seed is not None else -1, "batch_size": 1, "n_iter": 1}
+        if request.model:
+            payload["override_settings"] = {"sd_model_checkpoint": request.model}
+        try:
+            with http_errors(self.url, self.timeout):
+                response = await while_following(
+                    lambda: self.client.post(f"{self.url}/sdapi/v1/txt2img", json=payload),
+                    lambda: self._follow(progress))
+                response.raise_for_status()
+                body = response.json()
+        except anyio.get_cancelled_exc_class():
+            with anyio.move_on_after(5, shield=True):  # stop the work we no longer want
+                try:
+                    await self.client.post(f"{self.url}/sdapi/v1/interrupt")
+                except httpx.HTTPError:
+                    log.info("could not interrupt %s", self.url)
+            raise
+        images = body.get("images") if isinstance(body, dict) else None
+        if not images or not isinstance(images[0], str):
+            raise BackendError("the WebUI answered without an image")
+        try:
+            info = json.loads(body.get("info") or "{}")
+        except (TypeError, ValueError):
+            info = {}
+        return Generated(decode_b64(images[0], "the WebUI"), info.get("seed", request.seed),
+                         info.get("sd_model_name") or request.model)
+
+    async def _follow(self, progress: Progress) -> None:
+        while True:
+            await anyio.sleep(self.poll)
+            try:
+                state = (await self.client.get(f"{self.url}/sdapi/v1/progress",
+                                               params={"skip_current_image": "true"})).json()
+                steps = state.get("state") or {}
+                await progress(float(state.get("progress") or 0.0),
+                               f"step {steps.get('sampling_step', '?')} of {steps.get('sampling_steps', '?')}")
+            except (httpx.HTTPError, ValueError, AttributeError):
+                continue  # progress is a courtesy; the image is what matters

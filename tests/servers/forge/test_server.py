@@ -1,0 +1,151 @@
+"""The forge server against real HTTP servers on 127.0.0.1 that speak each backend's protocol."""
+
+import base64
+import io
+import json
+import os
+import sys
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from PIL import Image
+
+from frobozz.servers.forge import Settings, create_server
+from frobozz.servers.forge.testing import FakeImageBackend
+
+pytestmark = pytest.mark.anyio
+
+
+def _settings(backend: FakeImageBackend, **extra) -> Settings:
+    return Settings(forge_backend=backend.kind, forge_url=backend.url, forge_api_key="sk-test",
+                    forge_poll_interval=0.05, **extra)
+
+
+def _image(result) -> Image.Image:
+    block = next(b for b in result.content if b.type == "image")
+    return Image.open(io.BytesIO(base64.b64decode(block.data)))
+
+
+def _files(settings: Settings) -> list[str]:
+    return sorted(p.name for p in settings.images_dir.glob("*")) if settings.images_dir.exists() else []
+
+
+@pytest.mark.parametrize("kind, size", [("sdwebui", (768, 512)), ("comfyui", (512, 512)), ("openai", (1024, 1536))])
+async def test_imagine_makes_a_real_png_with_a_preview_metadata_and_a_sidecar(frobozz_env, kind, size):
+    with FakeImageBackend(kind, delay=0.3) as backend:
+        settings = _settings(backend)
+        progress = []
+        async with Client(create_server(settings)) as client:
+            result = await client.call_tool("imagine", {"prompt": "a white house in a field", "width": size[0],
+                                                        "height": size[1], "seed": 42, "steps": 8},
+                                            progress_callback=lambda p, t, m: progress.append((p, m)) or anyio.sleep(0))
+    assert not result.is_error, result.content
+    meta = result.structured_content
+    assert (meta["width"], meta["height"], meta["backend"]) == (*size, kind)
+    assert meta["seed"] == (None if kind == "openai" else 42) and meta["elapsed_s"] > 0
+    preview = _image(result)
+    assert max(preview.size) <= settings.forge_preview_px
+    full = Image.open(meta["path"])
+    assert full.size == size and full.text["prompt"] == "a white house in a field"
+    assert json.loads(full.text["parameters"])["backend"] == kind
+    sidecar = json.loads(open(meta["path"].replace(".png", ".json")).read())
+    assert sidecar["id"] == meta["id"] and sidecar["prompt"] == "a white house in a field"
+    assert progress, "progress notifications while waiting"
+
+
+async def test_list_and_get_find_earlier_images(frobozz_env):
+    with FakeImageBackend("sdwebui") as backend:
+        async with Client(create_server(_settings(backend))) as client:
+            for prompt in ("a troll with an axe", "a brass lantern", "a troll bridge"):
+                await client.call_tool("imagine", {"prompt": prompt, "width": 256, "height": 256})
+            trolls = (await client.call_tool("list_images", {"query": "TROLL"})).structured_content["images"]
+            assert [i["prompt"] for i in trolls] == ["a troll bridge", "a troll with an axe"]
+            got = await client.call_tool("get_image", {"id": trolls[0]["id"], "size": 64})
+            assert _image(got).size == (64, 64) and got.structured_content["prompt"] == "a troll bridge"
+            one = await client.call_tool("list_images", {"limit": 1})
+            assert len(one.structured_content["images"]) == 1
+
+
+async def _error(client, tool, args):
+    result = await client.call_tool(tool, args)
+    assert result.is_error, f"{tool}({args}) should fail"
+    return result.content[0].text
+
+
+async def test_bad_input_is_refused_before_the_backend_and_writes_nothing(frobozz_env):
+    with FakeImageBackend("sdwebui") as backend:
+        settings = _settings(backend)
+        async with Client(create_server(settings)) as client:
+            assert "prompt is empty" in await _error(client, "imagine", {"prompt": "   "})
+            assert "at most 4000" in await _error(client, "imagine", {"prompt": "x" * 100_000})
+            assert "NUL" in await _error(client, "imagine", {"prompt": "a\0b"})
+            assert "multiple of 8" in await _error(client, "imagine", {"prompt": "p", "width": 1001})
+            assert (await client.call_tool("imagine", {"prompt": "p", "width": 10_000})).is_error
+            assert (await client.call_tool("imagine", {"prompt": "p", "steps": 0})).is_error
+            assert (await client.call_tool("imagine", {"prompt": "p", "seed": -5})).is_error
+            assert "not an image id" in await _error(client, "get_image", {"id": "../../etc/passwd"})
+            assert "no image" in await _error(client, "get_image", {"id": "20260101-000000-abcdef"})
+    assert backend.requests == [] and _files(settings) == []
+
+
+async def test_the_openai_backend_takes_only_its_sizes_and_needs_a_key(frobozz_env):
+    with FakeImageBackend("openai") as backend:
+        async with Client(create_server(_settings(backend))) as client:
+            assert "not a size this API makes" in await _error(client, "imagine", {"prompt": "p", "width": 640,
+                                                                                    "height": 480})
+        async with Client(create_server(_settings(backend).model_copy(update={"forge_api_key": None}))) as client:
+            assert "needs FROBOZZ_FORGE_API_KEY" in await _error(client, "imagine", {"prompt": "p"})
+
+
+@pytest.mark.parametrize("kind", ["sdwebui", "comfyui", "openai"])
+@pytest.mark.parametrize("fault, message", [(dict(fail=500), "HTTP 500"), (dict(not_image=True), "not an image")])
+async def test_a_failing_backend_is_a_clear_error_and_leaves_no_file(frobozz_env, kind, fault, message):
+    with FakeImageBackend(kind, **fault) as backend:
+        settings = _settings(backend)
+        async with Client(create_server(settings)) as client:
+            assert message in await _error(client, "imagine", {"prompt": "p", "width": 256, "height": 256})
+    assert _files(settings) == []
+
+
+async def test_a_backend_that_is_down_or_too_slow_is_a_clear_error(frobozz_env):
+    with FakeImageBackend("sdwebui") as backend:
+        down = _settings(backend)
+    async with Client(create_server(down)) as client:  # the server has stopped: nothing listens there
+        assert "not reachable (is it running?)" in await _error(client, "imagine", {"prompt": "p"})
+    with FakeImageBackend("sdwebui", delay=5) as backend:
+        async with Client(create_server(_settings(backend, forge_timeout=0.5))) as client:
+            assert "longer than 0.5 s" in await _error(client, "imagine", {"prompt": "p", "width": 256, "height": 256})
+        assert backend.interrupted.wait(5), "the timed-out job was interrupted on the backend"
+
+
+@pytest.mark.parametrize("kind", ["sdwebui", "comfyui"])
+async def test_a_cancelled_call_interrupts_the_backend_and_other_calls_go_on(frobozz_env, kind):
+    with FakeImageBackend(kind, delay=30) as backend:
+        settings = _settings(backend)
+        async with Client(create_server(settings)) as client:
+            with anyio.move_on_after(1.0):
+                await client.call_tool("imagine", {"prompt": "a slow one", "width": 256, "height": 256})
+            listed = await client.call_tool("list_images", {})  # not blocked by the generation
+            assert listed.structured_content == {"images": []}
+            assert await anyio.to_thread.run_sync(backend.interrupted.wait, 10)
+    assert _files(settings) == []
+
+
+async def test_the_server_makes_an_image_over_real_stdio(frobozz_env):
+    with FakeImageBackend("comfyui") as backend:
+        env = {"FROBOZZ_DATA_DIR": os.environ["FROBOZZ_DATA_DIR"], "FROBOZZ_FORGE_BACKEND": "comfyui",
+               "FROBOZZ_FORGE_URL": backend.url, "FROBOZZ_FORGE_POLL_INTERVAL": "0.05"}
+        params = StdioServerParameters(command=sys.executable, args=["-m", "frobozz", "serve", "forge"], env=env)
+        async with Client(params) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == {"imagine", "list_images", "get_image"}
+            for tool in tools.values():
+                a = tool.annotations
+                assert a.title and None not in (a.read_only_hint, a.destructive_hint, a.idempotent_hint,
+                                                a.open_world_hint) and tool.output_schema
+            result = await client.call_tool("imagine", {"prompt": "over stdio", "width": 320, "height": 240})
+    assert not result.is_error and _image(result).size == (320, 240)
+    workflow = next(body for method, path, body in backend.requests if path == "/prompt")["prompt"]
+    assert workflow["6"]["inputs"]["text"] == "over stdio" and workflow["5"]["inputs"]["width"] == 320
