@@ -184,6 +184,9 @@ async def test_a_message_in_flight_when_claude_dies_is_sent_again_after_the_rest
             await session.send("second")
             await until(session.events(), SystemInit)
             await wait_for_file(transcript)
+            with anyio.fail_after(30):
+                while len(calls) < 2:  # kill it mid-turn: while the model is answering "second"
+                    await anyio.sleep(0.01)
             session.engine.kill()
             events = await until(session.events(), Result)
             await session.wait_idle()
