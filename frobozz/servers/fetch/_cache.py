@@ -1,0 +1,60 @@
+"""An on-disk cache of successful fetches: fresh for a TTL, then revalidated with ETag/Last-Modified."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from ._http import Fetched
+
+
+class Cache:
+    def __init__(self, directory: Path, ttl: float) -> None:
+        self.dir = directory
+        self.ttl = ttl
+
+    def _paths(self, url: str, accept: str) -> tuple[Path, Path]:
+        key = hashlib.sha256(f"{accept}\n{url}".encode()).hexdigest()
+        return self.dir / f"{key}.json", self.dir / f"{key}.body"
+
+    def load(self, url: str, accept: str) -> tuple[Fetched, float] | None:
+        """A cached response and its age in seconds, or None."""
+        meta_path, body_path = self._paths(url, accept)
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            body = body_path.read_bytes()
+        except (OSError, ValueError):
+            return None
+        fetched = Fetched(url=url, final_url=meta["final_url"], status=meta["status"], headers=meta["headers"],
+                          body=body, capped=meta.get("capped", False), from_cache=True)
+        return fetched, time.time() - meta["stored"]
+
+    def store(self, fetched: Fetched, accept: str) -> None:
+        if fetched.status != 200:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta_path, body_path = self._paths(fetched.url, accept)
+        meta = {"final_url": fetched.final_url, "status": fetched.status, "headers": fetched.headers,
+                "capped": fetched.capped, "stored": time.time()}
+        for path, data in ((body_path, fetched.body), (meta_path, json.dumps(meta).encode())):
+            fd, tmp = tempfile.mkstemp(dir=self.dir, suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+
+    def touch(self, fetched: Fetched, accept: str) -> None:
+        """A 304 said the copy is still good: it is fresh again from now."""
+        self.store(fetched, accept)
+
+    @staticmethod
+    def validators(fetched: Fetched) -> dict[str, str]:
+        headers = {}
+        if "etag" in fetched.headers:
+            headers["If-None-Match"] = fetched.headers["etag"]
+        if "last-modified" in fetched.headers:
+            headers["If-Modified-Since"] = fetched.headers["last-modified"]
+        return headers

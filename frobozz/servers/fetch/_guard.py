@@ -1,0 +1,60 @@
+"""The network guard: which addresses a fetch may reach. Checked after DNS resolution and again on
+every redirect hop; the connection then goes to the very address that was checked."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import anyio
+import httpx
+
+from .exceptions import BlockedError, FetchError
+from .settings import Settings
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+_METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254"),
+             ipaddress.ip_address("100.100.100.200")}
+
+
+def is_public(ip: Address) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return not (ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_reserved
+                or ip.is_unspecified or ip in _METADATA or ip in ipaddress.ip_network("100.64.0.0/10"))
+
+
+def _allowlisted(host: str, ip: Address, settings: Settings) -> bool:
+    for entry in settings.fetch_allowlist:
+        if entry.lower() == host.lower():
+            return True
+        try:
+            if ip in ipaddress.ip_network(entry, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def check_url(url: httpx.URL) -> None:
+    if url.scheme not in ("http", "https"):
+        raise BlockedError(f"only http and https URLs can be fetched, not {url.scheme or 'no scheme'}:")
+    if not url.host:
+        raise FetchError(f"the URL {str(url)[:200]} has no host")
+
+
+async def resolve(url: httpx.URL, settings: Settings) -> Address:
+    """The address to connect to for `url`, or BlockedError if the guard forbids all of them."""
+    check_url(url)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        infos = await anyio.getaddrinfo(url.host, port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise FetchError(f"cannot resolve {url.host}: {e.strerror or e}") from e
+    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    for ip in addresses:
+        if settings.fetch_allow_private or is_public(ip) or _allowlisted(url.host, ip, settings):
+            return ip
+    raise BlockedError(
+        f"{url.host} resolves to {', '.join(sorted({str(a) for a in addresses}))}, a private, loopback, "
+        "link-local or metadata address; set FROBOZZ_FETCH_ALLOW_PRIVATE=1 or FROBOZZ_FETCH_ALLOWLIST to allow it")

@@ -1,0 +1,117 @@
+"""The `fetch` MCP server: read a web page, feed, PDF, JSON, text or image, safely."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+import httpx
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, ImageContent, TextContent
+from pydantic import BaseModel, Field
+
+from .._tools import annotations, tool_errors
+from ._cache import Cache
+from ._convert import convert, github_raw, markdown_alternate, page
+from ._http import Fetched, Http
+from .exceptions import FetchError
+from .settings import Settings
+
+log = logging.getLogger("frobozz.fetch")
+ACCEPT = "text/markdown, text/html;q=0.9, application/xhtml+xml;q=0.9, */*;q=0.8"
+
+
+class FetchResult(BaseModel):
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    title: str | None
+    length: int = Field(description="Characters of text in the whole document.")
+    truncated: bool
+    next_start_index: int | None = Field(description="Pass as start_index to read on; null at the end.")
+
+
+def create_server(settings: Settings | None = None) -> MCPServer:
+    settings = settings or Settings()
+    http = Http(settings)
+    cache = Cache(settings.cache_dir, settings.fetch_cache_ttl) if settings.fetch_cache else None
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer):  # type: ignore[no-untyped-def]
+        try:
+            yield
+        finally:
+            await http.aclose()
+
+    server = MCPServer("frobozz-fetch", title="Frobozz fetch", lifespan=lifespan,
+                       instructions="Read the web: pages as Markdown, feeds, PDFs, JSON, text and images.")
+
+    async def get(url: str, accept: str = ACCEPT) -> Fetched:
+        if cache is None:
+            return await http.get(url, accept=accept)
+        cached = cache.load(url, accept)
+        if cached and cached[1] < cache.ttl:
+            return cached[0]
+        fetched = await http.get(url, accept=accept, headers=Cache.validators(cached[0]) if cached else None)
+        if fetched.status == 304 and cached:
+            cache.touch(cached[0], accept)
+            return cached[0]
+        cache.store(fetched, accept)
+        return fetched
+
+    @server.tool(annotations=annotations("Fetch a URL", read_only=True, idempotent=True, open_world=True))
+    async def fetch(
+        url: Annotated[str, Field(description="An http(s) URL.", max_length=8192)],
+        max_length: Annotated[int, Field(ge=1, le=1_000_000, description="Characters to return at most.")] = 20000,
+        start_index: Annotated[int, Field(ge=0, description="Where to start, for the next part of a long text.")] = 0,
+        raw: Annotated[bool, Field(description="The page's HTML (or the text) as it is, not converted.")] = False,
+    ) -> Annotated[CallToolResult, FetchResult]:
+        """Fetch a URL and return its content for reading: pages as Markdown, RSS/Atom feeds as lists,
+        PDFs as text with page markers, JSON pretty-printed, images as pictures. GitHub file and
+        repository links give the raw file or README. Long texts come in parts (see next_start_index)."""
+        with tool_errors(FetchError):
+            try:
+                target = httpx.URL(url.strip())
+            except (httpx.InvalidURL, ValueError) as e:
+                raise FetchError(f"not a URL: {url[:200]!r} ({e})") from e
+            source = github_raw(str(target), settings.fetch_github_url, settings.fetch_github_raw_url)
+            fetched = await get(source[0] if source else str(target))
+            if fetched.status >= 400:
+                raise FetchError(f"{fetched.final_url[:300]} answered HTTP {fetched.status}"
+                                 + (": not found" if fetched.status == 404 else "")
+                                 + ("; try again later" if fetched.status >= 500 else ""))
+            if fetched.content_type in ("text/html", "application/xhtml+xml") and not raw:
+                alternate = markdown_alternate(fetched.body[:65536].decode("utf-8", "replace"), fetched.final_url)
+                if alternate:
+                    try:
+                        markdown = await get(alternate)
+                        if markdown.status == 200 and "markdown" in markdown.content_type:
+                            fetched = markdown
+                    except FetchError as e:
+                        log.info("the page's Markdown version at %s failed: %s", alternate, e)
+            converted = convert(fetched, raw=raw, image_px=settings.fetch_image_px)
+            if converted.image is not None:
+                result = FetchResult(url=url, final_url=fetched.final_url, status=fetched.status,
+                                     content_type=fetched.content_type, title=None, length=0, truncated=False,
+                                     next_start_index=None)
+                picture = ImageContent(type="image", data=base64.b64encode(converted.image).decode(),
+                                       mime_type=converted.image_mime or "image/png")
+                return CallToolResult(content=[picture, TextContent(type="text", text=converted.text)],
+                                      structured_content=result.model_dump())
+            text = converted.text
+            if fetched.capped:
+                text += (f"\n\n[The body was cut at {settings.fetch_max_bytes} bytes, the most this server reads.]")
+            part, next_start = page(text, start_index, max_length)
+            if next_start is not None:
+                part += f"\n\n[Content truncated: call fetch with start_index={next_start} to read on.]"
+            elif start_index and not part:
+                part = f"[No more content: the text has {len(text)} characters.]"
+            result = FetchResult(url=url, final_url=fetched.final_url, status=fetched.status,
+                                 content_type=fetched.content_type, title=converted.title, length=len(text),
+                                 truncated=next_start is not None or fetched.capped, next_start_index=next_start)
+            return CallToolResult(content=[TextContent(type="text", text=part)], structured_content=result.model_dump())
+
+    return server
