@@ -43,6 +43,26 @@ def check_url(url: httpx.URL) -> None:
         raise FetchError(f"the URL {str(url)[:200]} has no host")
 
 
+def _pick(url: httpx.URL, infos: list, settings: Settings) -> Address:
+    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    for ip in addresses:
+        if settings.fetch_allow_private or is_public(ip) or _allowlisted(url.host, ip, settings):
+            return ip
+    raise BlockedError(
+        f"{url.host} resolves to {', '.join(sorted({str(a) for a in addresses}))}, a private, loopback, "
+        "link-local or metadata address; set FROBOZZ_FETCH_ALLOW_PRIVATE=1 or FROBOZZ_FETCH_ALLOWLIST to allow it")
+
+
+def resolve_sync(url: httpx.URL, settings: Settings) -> Address:
+    """`resolve` for code that runs in a thread (the YouTube client)."""
+    check_url(url)
+    try:
+        infos = socket.getaddrinfo(url.host, url.port or (443 if url.scheme == "https" else 80), type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise FetchError(f"cannot resolve {url.host}: {e.strerror or e}") from e
+    return _pick(url, infos, settings)
+
+
 async def resolve(url: httpx.URL, settings: Settings) -> Address:
     """The address to connect to for `url`, or BlockedError if the guard forbids all of them."""
     check_url(url)
@@ -51,10 +71,4 @@ async def resolve(url: httpx.URL, settings: Settings) -> Address:
         infos = await anyio.getaddrinfo(url.host, port, type=socket.SOCK_STREAM)
     except OSError as e:
         raise FetchError(f"cannot resolve {url.host}: {e.strerror or e}") from e
-    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
-    for ip in addresses:
-        if settings.fetch_allow_private or is_public(ip) or _allowlisted(url.host, ip, settings):
-            return ip
-    raise BlockedError(
-        f"{url.host} resolves to {', '.join(sorted({str(a) for a in addresses}))}, a private, loopback, "
-        "link-local or metadata address; set FROBOZZ_FETCH_ALLOW_PRIVATE=1 or FROBOZZ_FETCH_ALLOWLIST to allow it")
+    return _pick(url, infos, settings)

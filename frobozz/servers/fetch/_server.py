@@ -16,6 +16,7 @@ from .._tools import annotations, tool_errors
 from ._cache import Cache
 from ._convert import convert, github_raw, markdown_alternate, page
 from ._http import Fetched, Http
+from ._youtube import transcript, video_id
 from .exceptions import FetchError
 from .settings import Settings
 
@@ -32,6 +33,19 @@ class FetchResult(BaseModel):
     length: int = Field(description="Characters of text in the whole document.")
     truncated: bool
     next_start_index: int | None = Field(description="Pass as start_index to read on; null at the end.")
+
+
+def _text_result(url: str, final_url: str, status: int, content_type: str, title: str | None, text: str,
+                 start_index: int, max_length: int, *, capped: bool = False) -> CallToolResult:
+    """One part of a text, with where the next part starts, as the tool's result."""
+    part, next_start = page(text, start_index, max_length)
+    if next_start is not None:
+        part += f"\n\n[Content truncated: call fetch with start_index={next_start} to read on.]"
+    elif start_index and not part:
+        part = f"[No more content: the text has {len(text)} characters.]"
+    result = FetchResult(url=url, final_url=final_url, status=status, content_type=content_type, title=title,
+                         length=len(text), truncated=next_start is not None or capped, next_start_index=next_start)
+    return CallToolResult(content=[TextContent(type="text", text=part)], structured_content=result.model_dump())
 
 
 def create_server(settings: Settings | None = None) -> MCPServer:
@@ -77,6 +91,13 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                 target = httpx.URL(url.strip())
             except (httpx.InvalidURL, ValueError) as e:
                 raise FetchError(f"not a URL: {url[:200]!r} ({e})") from e
+            video = video_id(str(target), settings.fetch_youtube_url)
+            if video:
+                try:
+                    text, title = await transcript(video, settings)
+                except TimeoutError:
+                    raise FetchError(f"YouTube took longer than {settings.fetch_total_timeout:g} s") from None
+                return _text_result(url, str(target), 200, "text/x-transcript", title, text, start_index, max_length)
             source = github_raw(str(target), settings.fetch_github_url, settings.fetch_github_raw_url)
             fetched = await get(source[0] if source else str(target))
             if fetched.status >= 400:
@@ -104,14 +125,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             text = converted.text
             if fetched.capped:
                 text += (f"\n\n[The body was cut at {settings.fetch_max_bytes} bytes, the most this server reads.]")
-            part, next_start = page(text, start_index, max_length)
-            if next_start is not None:
-                part += f"\n\n[Content truncated: call fetch with start_index={next_start} to read on.]"
-            elif start_index and not part:
-                part = f"[No more content: the text has {len(text)} characters.]"
-            result = FetchResult(url=url, final_url=fetched.final_url, status=fetched.status,
-                                 content_type=fetched.content_type, title=converted.title, length=len(text),
-                                 truncated=next_start is not None or fetched.capped, next_start_index=next_start)
-            return CallToolResult(content=[TextContent(type="text", text=part)], structured_content=result.model_dump())
+            return _text_result(url, fetched.final_url, fetched.status, fetched.content_type, converted.title, text,
+                                start_index, max_length, capped=fetched.capped)
 
     return server

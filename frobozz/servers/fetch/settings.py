@@ -25,6 +25,7 @@ class Settings(BaseSettings):
     fetch_image_px: int = Field(default=1024, ge=64, le=4096, description="Longest side of an image sent back.")
     fetch_cache: bool = True
     fetch_cache_ttl: float = Field(default=300.0, ge=0)
+    fetch_youtube_url: str = "https://www.youtube.com"
     fetch_github_url: str = "https://github.com"
     fetch_github_raw_url: str = "https://raw.githubusercontent.com"
 

@@ -154,6 +154,22 @@ class Site:
             if request.headers.get("if-none-match") == '"v1"':
                 return Response(status_code=304, headers={"ETag": '"v1"'})
             return html(PAGE, headers={"ETag": '"v1"'})
+        if path == "/yt/watch":
+            return html('<html><head><title>The Making of Zork - YouTube</title></head><body><script>'
+                        'var ytcfg = {"INNERTUBE_API_KEY": "testkey"};</script></body></html>')
+        if path == "/yt/youtubei/v1/player":
+            body = await request.json()
+            if body.get("videoId") == "nocaptions0":
+                return JSONResponse({"playabilityStatus": {"status": "OK"}, "captions": {}})
+            track = {"baseUrl": f"{self.url}/yt/timedtext?v={body.get('videoId')}", "languageCode": "en",
+                     "name": {"runs": [{"text": "English"}]}, "isTranslatable": False}
+            return JSONResponse({"playabilityStatus": {"status": "OK"},
+                                 "captions": {"playerCaptionsTracklistRenderer": {"captionTracks": [track]}}})
+        if path == "/yt/timedtext":
+            return Response('<?xml version="1.0" encoding="utf-8" ?><transcript>'
+                            '<text start="0.5" dur="2.0">Welcome to the Great Underground Empire.</text>'
+                            '<text start="65.2" dur="3.1">Beware of the grue &amp; the thief.</text>'
+                            '</transcript>', media_type="text/xml")
         if path == "/raw/zork/zork1/HEAD/README.md":
             return PlainTextResponse("# zork1\n\nThe Great Underground Empire, in ZIL.")
         if path == "/raw/zork/zork1/main/src/1dungeon.zil":
@@ -164,7 +180,7 @@ class Site:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
-        app = Starlette(routes=[Route("/{path:path}", self.route)])
+        app = Starlette(routes=[Route("/{path:path}", self.route, methods=["GET", "POST"])])
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()

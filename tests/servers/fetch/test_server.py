@@ -12,6 +12,7 @@ from mcp.client.stdio import StdioServerParameters
 from PIL import Image
 
 from frobozz.servers.fetch import Settings, create_server
+from frobozz.servers.fetch._youtube import video_id
 from tests.servers.fetch.site import Site, bomb
 
 pytestmark = pytest.mark.anyio
@@ -113,6 +114,31 @@ async def test_github_links_give_the_raw_file_or_the_readme(frobozz_env, site):
     assert readme[0].text.startswith("# zork1") and meta["final_url"].endswith("/raw/zork/zork1/HEAD/README.md")
     source, _ = await _ok(settings, url=f"{site.url}/github/zork/zork1/blob/main/src/1dungeon.zil")
     assert source[0].text == '<ROOM WEST-OF-HOUSE (DESC "West of House")>'
+
+
+async def test_youtube_links_give_the_transcript_with_title_and_timestamps(frobozz_env, site):
+    settings = _settings(fetch_youtube_url=f"{site.url}/yt")
+    content, meta = await _ok(settings, url=f"{site.url}/yt/watch?v=abcdefghijk")
+    assert content[0].text == ("# The Making of Zork\n\nTranscript (English):\n\n"
+                               "[00:00] Welcome to the Great Underground Empire.\n"
+                               "[01:05] Beware of the grue & the thief.")
+    assert (meta["title"], meta["content_type"]) == ("The Making of Zork", "text/x-transcript")
+    assert "no transcript for YouTube video nocaptions0" in await _error(
+        settings, url=f"{site.url}/yt/watch?v=nocaptions0")
+    guarded = _settings(fetch_youtube_url=f"{site.url}/yt", fetch_allow_private=False)
+    assert "loopback" in await _error(guarded, url=f"{site.url}/yt/watch?v=abcdefghijk")
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("https://www.youtube.com/watch?v=dQw4w9WgXcQ&t=42", "dQw4w9WgXcQ"),
+    ("https://youtu.be/dQw4w9WgXcQ", "dQw4w9WgXcQ"),
+    ("https://m.youtube.com/shorts/dQw4w9WgXcQ", "dQw4w9WgXcQ"),
+    ("https://www.youtube.com/watch?v=short", None),
+    ("https://www.youtube.com/channel/abc", None),
+    ("https://example.org/watch?v=dQw4w9WgXcQ", None),
+])
+def test_youtube_video_ids_are_found_in_the_usual_link_shapes(url, expected):
+    assert video_id(url, "https://www.youtube.com") == expected
 
 
 async def test_private_addresses_are_refused_unless_allowed_and_on_every_redirect(frobozz_env, site):
