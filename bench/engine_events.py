@@ -19,7 +19,7 @@ import time
 import anyio
 import orjson
 
-from frobozz.engine import Engine, EngineOptions, Result, Router, Session, find_claude, parse_event
+from frobozz.engine import EngineOptions, Result, Router, Session, find_claude, parse_event
 from frobozz.engine.testing import ScriptedModel
 
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from enum import Enum
 from pathlib import Path
 from typing import Any

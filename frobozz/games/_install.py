@@ -7,8 +7,9 @@ from pathlib import Path
 
 import httpx
 
+from frobozz._files import atomic_write
+
 from ._catalogue import CATALOGUE, CatalogueEntry
-from ._saves import atomic_write
 from ._story import MAX_STORY_BYTES, StoryInfo, parse_story, read_story
 from .exceptions import InstallError, StoryFileError
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from frobozz._files import atomic_write
 
 from ._turns import Turn
 from .exceptions import SaveError
@@ -61,26 +61,6 @@ def decode_state(d: dict[str, Any]) -> tuple:
     pc, sp, fp, frame_count, opcode = ints
     return (array("ram"), array("stack"), pc, sp, fp, frame_count, opcode,
             tuple(int(x) for x in d["rng"]), raw("narrative"))
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that a crash leaves the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class SaveStore:

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from frobozz.games._saves import atomic_write
+from frobozz._files import atomic_write
 
 _RUN_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{4,}")
 

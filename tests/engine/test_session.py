@@ -19,7 +19,7 @@ from frobozz.engine import (
     list_sessions,
     transcript_path,
 )
-from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse, replies
+from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from tests.engine.conftest import of, until, wait_for_file
 
 pytestmark = pytest.mark.anyio

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
+
+from frobozz._files import atomic_write
 
 from ._http import Fetched
 
@@ -40,11 +40,8 @@ class Cache:
         meta_path, body_path = self._paths(fetched.url, accept)
         meta = {"final_url": fetched.final_url, "status": fetched.status, "headers": fetched.headers,
                 "capped": fetched.capped, "stored": time.time()}
-        for path, data in ((body_path, fetched.body), (meta_path, json.dumps(meta).encode())):
-            fd, tmp = tempfile.mkstemp(dir=self.dir, suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
+        atomic_write(body_path, fetched.body)
+        atomic_write(meta_path, json.dumps(meta).encode())  # last: a meta file always has its body
 
     def touch(self, fetched: Fetched, accept: str) -> None:
         """A 304 said the copy is still good: it is fresh again from now."""

@@ -57,6 +57,6 @@ class OpenAIImages:
         """The API says nothing until it is done: tell the client it is still working."""
         started = time.monotonic()
         while True:
-            await anyio.sleep(max(self.poll, 1.0))
+            await anyio.sleep(self.poll)
             elapsed = time.monotonic() - started
             await progress(min(0.95, elapsed / self.timeout), f"generating ({elapsed:.0f} s)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from dataclasses import asdict
 import secrets
 import time
 from typing import Annotated
@@ -37,18 +38,8 @@ class ImageResult(BaseModel):
     elapsed_s: float
 
 
-class ImageInfo(BaseModel):
-    id: str
-    path: str
-    width: int
-    height: int
-    created: str
-    prompt: str
-    parameters: dict
-
-
 class ImageList(BaseModel):
-    images: list[ImageInfo]
+    images: list[StoredImage]
 
 
 def make_backend(settings: Settings, client: httpx.AsyncClient) -> Backend:
@@ -59,10 +50,6 @@ def make_backend(settings: Settings, client: httpx.AsyncClient) -> Backend:
         return ComfyUI(client, settings.forge_url, model=settings.forge_model, **common)
     key = settings.forge_api_key.get_secret_value() if settings.forge_api_key else None
     return OpenAIImages(client, settings.forge_url, api_key=key, model=settings.forge_model, **common)
-
-
-def _info(stored: StoredImage) -> ImageInfo:
-    return ImageInfo(**{k: getattr(stored, k) for k in ImageInfo.model_fields})
 
 
 def _picture(png: bytes) -> ImageContent:
@@ -136,11 +123,11 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                     query: Annotated[str | None, Field(max_length=1000)] = None) -> ImageList:
         """Images made so far, newest first; `query` keeps those whose prompt contains it."""
         with tool_errors(ForgeError, OSError):
-            return ImageList(images=[_info(s) for s in store.list(limit, query)])
+            return ImageList(images=store.list(limit, query))
 
     @server.tool(annotations=annotations("Get an image", read_only=True, idempotent=True))
     async def get_image(id: Annotated[str, Field(max_length=100)],  # noqa: A002 - the tool's contract
-                        size: Annotated[int, Field(ge=64, le=2048)] = 512) -> Annotated[CallToolResult, ImageInfo]:
+                        size: Annotated[int, Field(ge=64, le=2048)] = 512) -> Annotated[CallToolResult, StoredImage]:
         """An image made earlier, at most `size` pixels on its longest side, with its prompt and parameters."""
         with tool_errors(ForgeError):
             stored = store.get(id)
@@ -150,6 +137,6 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                 raise ForgeError(f"image {stored.id}'s file is missing: {e.strerror}") from e
             image = await anyio.to_thread.run_sync(open_image, data)
             preview = await anyio.to_thread.run_sync(preview_png, image, size)
-            return CallToolResult(content=[_picture(preview)], structured_content=_info(stored).model_dump())
+            return CallToolResult(content=[_picture(preview)], structured_content=asdict(stored))
 
     return server

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import secrets
-import tempfile
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from PIL import Image, PngImagePlugin, UnidentifiedImageError
+
+from frobozz._files import atomic_write
 
 from .exceptions import BackendError, ForgeError
 
@@ -31,19 +31,6 @@ class StoredImage:
     created: str
     prompt: str
     parameters: dict[str, Any]
-
-
-def _atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def open_image(data: bytes) -> Image.Image:
@@ -83,8 +70,8 @@ class ImageStore:
         stored = StoredImage(id=image_id, path=str(self.root / f"{image_id}.png"), width=image.width,
                              height=image.height, created=now.isoformat(timespec="microseconds"), prompt=prompt,
                              parameters=parameters)
-        _atomic(self.root / f"{image_id}.png", out.getvalue())
-        _atomic(self.root / f"{image_id}.json", json.dumps(asdict(stored), indent=2).encode())
+        atomic_write(self.root / f"{image_id}.png", out.getvalue())
+        atomic_write(self.root / f"{image_id}.json", json.dumps(asdict(stored), indent=2).encode())
         return stored
 
     def get(self, image_id: str) -> StoredImage:

@@ -8,18 +8,18 @@ import base64
 import io
 import json
 import secrets
-import socket
 import threading
 import time
 from typing import Literal
 
 import anyio
-import uvicorn
 from PIL import Image
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from frobozz._loopback import LoopbackServer
 
 Kind = Literal["sdwebui", "comfyui", "openai"]
 
@@ -40,7 +40,7 @@ class FakeImageBackend:
         self.interrupted = threading.Event()
         self._jobs: dict[str, tuple[float, dict]] = {}
         self._started = 0.0
-        self._server: uvicorn.Server | None = None
+        self._server: LoopbackServer | None = None
         self.port = 0
 
     @property
@@ -156,18 +156,11 @@ class FakeImageBackend:
         return Starlette(routes=routes)
 
     def __enter__(self) -> FakeImageBackend:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn.Config(self._app(), log_level="warning", lifespan="off"))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self._thread.start()
-        while not self._server.started:
-            time.sleep(0.005)
+        self._server = LoopbackServer(self._app())
+        self._server.start()
+        self.port = self._server.port
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._server is not None:
-            self._server.should_exit = True
-            self._server.force_exit = True  # do not wait for slow requests still in flight
-            self._thread.join(timeout=10)
+            self._server.stop()

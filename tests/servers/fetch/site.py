@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import functools
 import io
-import socket
-import threading
-import time
 import zlib
 
 import anyio
-import uvicorn
 from PIL import Image
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from frobozz._loopback import LoopbackServer
 
 ARTICLE = "".join(f"<p>Paragraph {i} of the article about the Great Underground Empire and its brass lantern.</p>"
                   for i in range(12))
@@ -70,7 +68,7 @@ class Site:
     def __init__(self) -> None:
         self.hits: dict[str, int] = {}
         self.port = 0
-        self._server: uvicorn.Server | None = None
+        self._server: LoopbackServer
 
     @property
     def url(self) -> str:
@@ -177,21 +175,13 @@ class Site:
         return PlainTextResponse("not found", status_code=404)
 
     def __enter__(self) -> Site:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        app = Starlette(routes=[Route("/{path:path}", self.route, methods=["GET", "POST"])])
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self._thread.start()
-        while not self._server.started:
-            time.sleep(0.005)
+        self._server = LoopbackServer(Starlette(routes=[Route("/{path:path}", self.route, methods=["GET", "POST"])]))
+        self._server.start()
+        self.port = self._server.port
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.should_exit = self._server.force_exit = True
-        self._thread.join(timeout=10)
+        self._server.stop()
 
 
 @functools.cache

@@ -1,0 +1,43 @@
+"""An ASGI app served on 127.0.0.1 from a thread: for the servers' test doubles and the tests' sites.
+A leaf module: it imports nothing of Frobozz."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+
+class LoopbackServer:
+    """`with LoopbackServer(app) as server: server.url` — started on a free port, stopped on exit."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.port = 0
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self._thread.start()
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("the loopback server did not start")
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = self._server.force_exit = True  # do not wait for slow requests
+            self._thread.join(timeout=10)
+            self._server = None
