@@ -175,6 +175,8 @@ async def test_error_statuses_and_bad_urls_get_clear_messages(frobozz_env, site)
     assert "has no host" in await _error(settings, url="http:///nohost")
     assert "cannot connect" in await _error(settings, url="http://127.0.0.1:9/")
     assert "cannot resolve" in await _error(settings, url="http://no-such-host.invalid/")
+    tls = await _error(settings, url=f"https://127.0.0.1:{site.port}/page.html")  # TLS to a plain HTTP server
+    assert "cannot connect to 127.0.0.1" in tls and "SSL" in tls
     assert (await _fetch(settings, url="x" * 9000)).is_error
     assert (await _fetch(settings, url=f"{site.url}/page.html", max_length=0)).is_error
 
