@@ -1,0 +1,83 @@
+"""The database: the URL given, or a private Postgres with pgvector (pgserver) in the data directory,
+reused across runs; a pool with pgvector's codec; migrations applied under an advisory lock."""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+
+import anyio
+import asyncpg
+from pgvector.asyncpg import register_vector
+
+from .exceptions import DatabaseError
+from .settings import Settings
+
+log = logging.getLogger("frobozz.cortex")
+_LOCK = 0x636F7274  # "cort": one migration at a time, whichever server starts first
+
+
+def embedded_url(settings: Settings) -> str:
+    """Start (or reuse) the embedded Postgres; its URI uses a Unix socket in its data directory."""
+    import pgserver
+
+    settings.postgres_dir.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(settings.postgres_dir, cleanup_mode=None)  # left running for the next start
+    return server.get_uri()
+
+
+async def database_url(settings: Settings) -> str:
+    if settings.database_url is not None:
+        return settings.database_url.get_secret_value()
+    return await anyio.to_thread.run_sync(embedded_url, settings)
+
+
+async def _init(connection: asyncpg.Connection) -> None:
+    await register_vector(connection)
+    await connection.execute("SET hnsw.ef_search = 100")  # filtered kNN keeps enough candidates
+
+
+async def connect(url: str, size: int) -> asyncpg.Pool:
+    """A pool whose connections know pgvector's type. The extension is created first if missing,
+    under the migration lock: two servers starting at once must not both create it."""
+    try:
+        first = await asyncpg.connect(url)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+        raise DatabaseError(f"cannot reach the database: {e}") from e
+    try:
+        async with first.transaction():
+            await first.execute("SELECT pg_advisory_xact_lock($1)", _LOCK)
+            await first.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except asyncpg.PostgresError as e:
+        raise DatabaseError(f"the database cannot provide pgvector: {e}") from e
+    finally:
+        await first.close()
+    try:
+        return await asyncpg.create_pool(url, min_size=1, max_size=size, init=_init)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+        raise DatabaseError(f"cannot reach the database: {e}") from e
+
+
+def _migrations() -> list[tuple[int, str, str]]:
+    folder = resources.files(__package__) / "migrations"
+    found = []
+    for item in folder.iterdir():
+        if item.name.endswith(".sql"):
+            number = int(item.name.split("_", 1)[0])
+            found.append((number, item.name, item.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+async def migrate(pool: asyncpg.Pool, *, dim: int, model: str) -> None:
+    """Apply pending migrations in one transaction, under a lock, so two servers never race."""
+    async with pool.acquire() as connection, connection.transaction():
+        await connection.execute("SELECT pg_advisory_xact_lock($1)", _LOCK)
+        await connection.execute("CREATE TABLE IF NOT EXISTS cortex_migrations (version int PRIMARY KEY, "
+                                 "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+        done = {r["version"] for r in await connection.fetch("SELECT version FROM cortex_migrations")}
+        for version, name, sql in _migrations():
+            if version in done:
+                continue
+            log.info("applying migration %s", name)
+            await connection.execute(sql.replace("{dim}", str(int(dim))).replace("{model}", model.replace("'", "''")))
+            await connection.execute("INSERT INTO cortex_migrations (version, name) VALUES ($1, $2)", version, name)

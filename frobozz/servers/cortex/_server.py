@@ -1,0 +1,160 @@
+"""The `cortex` MCP server: long-term memory on Postgres + pgvector (store, search, recent, …)."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import anyio
+import asyncpg
+from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel, Field
+
+from .._tools import annotations, tool_errors
+from ._database import connect, database_url, migrate
+from ._embeddings import make_embedder
+from ._store import Memory, MemoryStore
+from .exceptions import CortexError
+from .settings import Settings
+
+
+class Stored(BaseModel):
+    id: int
+    created_at: datetime
+    duplicate_of: int | None = Field(description="Set when the exact text was already stored: nothing new was kept.")
+
+
+class MemoryOut(BaseModel):
+    id: int
+    content: str
+    created_at: datetime
+    updated_at: datetime
+    metadata: dict[str, Any]
+    namespace: str
+    source: str | None
+
+
+class SearchHit(BaseModel):
+    id: int
+    content: str
+    score: float
+    created_at: datetime
+    metadata: dict[str, Any]
+    parts: dict[str, float] | None = Field(default=None, description="The score's parts, when explain is true.")
+
+
+class SearchResults(BaseModel):
+    results: list[SearchHit]
+
+
+class Memories(BaseModel):
+    memories: list[MemoryOut]
+
+
+class Forgotten(BaseModel):
+    id: int
+    forgotten: bool
+
+
+Namespace = Annotated[str | None, Field(max_length=100, description="Keeps agents' memories apart.")]
+MemoryId = Annotated[int, Field(ge=1, le=2**62)]
+
+
+def _out(m: Memory) -> MemoryOut:
+    return MemoryOut(id=m.id, content=m.content, created_at=m.created_at, updated_at=m.updated_at,
+                     metadata=m.metadata, namespace=m.namespace, source=m.source)
+
+
+class Cortex:
+    """The store, made on first use (and again after a failure), so a database that is down at
+    start or goes away does not stop the server: the next call tries again."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.embedder = make_embedder(settings)
+        self._store: MemoryStore | None = None
+        self._pool: asyncpg.Pool | None = None
+        self._lock = anyio.Lock()
+
+    async def store(self) -> MemoryStore:
+        async with self._lock:
+            if self._store is None:
+                pool = await connect(await database_url(self.settings), self.settings.cortex_pool_size)
+                try:
+                    await migrate(pool, dim=self.embedder.dim, model=self.embedder.model)
+                    store = MemoryStore(pool, self.embedder, default_namespace=self.settings.cortex_default_namespace,
+                                        max_chars=self.settings.cortex_max_content_chars)
+                    await store.check_model()
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool, self._store = pool, store
+            return self._store
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+
+
+def create_server(settings: Settings | None = None) -> MCPServer:
+    settings = settings or Settings()
+    cortex = Cortex(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer):  # type: ignore[no-untyped-def]
+        try:
+            yield
+        finally:
+            await cortex.aclose()
+
+    server = MCPServer("frobozz-cortex", title="Frobozz cortex", lifespan=lifespan,
+                       instructions="Long-term memory: store what matters, search it later (hybrid by default).")
+
+    @server.tool(annotations=annotations("Store a memory", read_only=False))
+    async def store(content: Annotated[str, Field(description="What to remember.")],
+                    metadata: dict[str, Any] | None = None, namespace: Namespace = None) -> Stored:
+        """Remember `content` (returns once it is committed); the exact same text is not stored twice."""
+        with tool_errors(CortexError):
+            memory, duplicate = await (await cortex.store()).store(content, metadata, namespace, source="mcp")
+            return Stored(id=memory.id, created_at=memory.created_at, duplicate_of=duplicate)
+
+    @server.tool(annotations=annotations("Search memories", read_only=True, idempotent=True))
+    async def search(query: Annotated[str, Field(description="What to look for, in words.")],
+                     limit: Annotated[int, Field(ge=1, le=200)] = 10, since: datetime | None = None,
+                     until: datetime | None = None, namespace: Namespace = None,
+                     mode: Literal["hybrid", "semantic", "keyword"] = "hybrid", explain: bool = False) -> SearchResults:
+        """Memories ranked by meaning and words (hybrid), meaning only (semantic) or words only (keyword)."""
+        with tool_errors(CortexError):
+            hits = await (await cortex.store()).search(query, limit=limit, since=since, until=until,
+                                                       namespace=namespace, mode=mode)
+            return SearchResults(results=[SearchHit(id=h.memory.id, content=h.memory.content, score=round(h.score, 6),
+                                                    created_at=h.memory.created_at, metadata=h.memory.metadata,
+                                                    parts=h.parts if explain else None) for h in hits])
+
+    @server.tool(annotations=annotations("Recent memories", read_only=True, idempotent=True))
+    async def recent(limit: Annotated[int, Field(ge=1, le=500)] = 10, namespace: Namespace = None) -> Memories:
+        """The newest memories first."""
+        with tool_errors(CortexError):
+            return Memories(memories=[_out(m) for m in await (await cortex.store()).recent(limit, namespace)])
+
+    @server.tool(annotations=annotations("Get a memory", read_only=True, idempotent=True))
+    async def get(id: MemoryId) -> MemoryOut:  # noqa: A002 - the tool's contract
+        """One memory by its id."""
+        with tool_errors(CortexError):
+            return _out(await (await cortex.store()).get(id))
+
+    @server.tool(annotations=annotations("Update a memory", read_only=False, destructive=True, idempotent=True))
+    async def update(id: MemoryId, content: str | None = None,  # noqa: A002
+                     metadata: dict[str, Any] | None = None) -> MemoryOut:
+        """Change a memory's text (it is embedded again) or its metadata."""
+        with tool_errors(CortexError):
+            return _out(await (await cortex.store()).update(id, content, metadata))
+
+    @server.tool(annotations=annotations("Forget a memory", read_only=False, destructive=True, idempotent=False))
+    async def forget(id: MemoryId) -> Forgotten:  # noqa: A002
+        """Forget a memory (soft deletion: it no longer appears anywhere)."""
+        with tool_errors(CortexError):
+            return Forgotten(id=(await (await cortex.store()).forget(id)).id, forgotten=True)
+
+    return server

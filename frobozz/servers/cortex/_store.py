@@ -1,0 +1,212 @@
+"""All of cortex's SQL: storing, searching, listing and changing memories (parameterised only).
+
+Search fetches its candidates through the indexes (HNSW for vectors, GIN for full text) and, in
+hybrid mode, fuses cosine similarity (0.7) with a normalised keyword rank (0.3), plus a boost
+when the query's exact phrase appears; every score can be explained by its parts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import asyncpg
+
+from ._embeddings import Embedder
+from .exceptions import CortexError, DatabaseError, EmbeddingMismatchError
+
+Mode = Literal["hybrid", "semantic", "keyword"]
+_NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
+COSINE_WEIGHT, KEYWORD_WEIGHT, PHRASE_BOOST = 0.7, 0.3, 0.1
+_COLUMNS = "id, namespace, content, metadata, source, created_at, updated_at"
+_DOWN = (OSError, asyncpg.InterfaceError, asyncpg.CannotConnectNowError, asyncpg.ConnectionDoesNotExistError,
+         asyncpg.PostgresConnectionError)
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: int
+    namespace: str
+    content: str
+    metadata: dict[str, Any]
+    source: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Hit:
+    memory: Memory
+    score: float
+    parts: dict[str, float] = field(default_factory=dict)
+
+
+def _memory(row: asyncpg.Record) -> Memory:
+    metadata = row["metadata"]
+    return Memory(id=row["id"], namespace=row["namespace"], content=row["content"],
+                  metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata or {}),
+                  source=row["source"], created_at=row["created_at"], updated_at=row["updated_at"])
+
+
+def content_hash(content: str) -> str:
+    return hashlib.sha256(" ".join(content.split()).encode()).hexdigest()
+
+
+class MemoryStore:
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, *, default_namespace: str, max_chars: int) -> None:
+        self.pool = pool
+        self.embedder = embedder
+        self.default_namespace = default_namespace
+        self.max_chars = max_chars
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        try:
+            async with self.pool.acquire() as connection:
+                yield connection
+        except _DOWN as e:
+            raise DatabaseError(f"the database is not reachable right now ({type(e).__name__}); nothing was "
+                                "changed: try again when it is back") from e
+
+    async def check_model(self) -> None:
+        async with self._connection() as c:
+            meta = {r["key"]: r["value"] for r in await c.fetch("SELECT key, value FROM cortex_meta")}
+        if meta.get("embedding_model") != self.embedder.model or int(meta.get("embedding_dim", 0)) != self.embedder.dim:
+            raise EmbeddingMismatchError(
+                f"the memories were embedded with {meta.get('embedding_model')} ({meta.get('embedding_dim')} dims) "
+                f"but {self.embedder.model} ({self.embedder.dim} dims) is configured: configure the same model, "
+                "or re-embed every memory with the new one before searching")
+
+    # -- checks ------------------------------------------------------------------------------------
+    def namespace(self, value: str | None) -> str:
+        ns = self.default_namespace if value is None else value
+        if not _NAMESPACE.fullmatch(ns):
+            raise CortexError(f"invalid namespace {ns[:80]!r}: 1-100 letters, digits, '_', '.', ':' or '-'")
+        return ns
+
+    def content(self, value: str) -> str:
+        if not value or not value.strip():
+            raise CortexError("the memory is empty: give it some text")
+        if len(value) > self.max_chars:
+            raise CortexError(f"the memory is {len(value)} characters; at most {self.max_chars} are kept")
+        if "\0" in value:
+            raise CortexError("the memory contains a NUL character, which Postgres text cannot hold")
+        return value
+
+    @staticmethod
+    def metadata(value: dict[str, Any] | None) -> str:
+        try:
+            encoded = json.dumps(value or {})
+        except (TypeError, ValueError) as e:
+            raise CortexError(f"metadata must be JSON: {e}") from e
+        if len(encoded) > 65536 or "\\u0000" in encoded:
+            raise CortexError("metadata must be JSON of at most 64 kB, without NUL characters")
+        return encoded
+
+    # -- writing -----------------------------------------------------------------------------------
+    async def store(self, content: str, metadata: dict[str, Any] | None = None, namespace: str | None = None,
+                    source: str | None = None) -> tuple[Memory, int | None]:
+        """The stored memory, and the id of the memory it duplicates (then nothing new is stored)."""
+        content, ns, meta = self.content(content), self.namespace(namespace), self.metadata(metadata)
+        digest = content_hash(content)
+        async with self._connection() as c:
+            existing = await c.fetchrow(f"SELECT {_COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 "
+                                        "AND deleted_at IS NULL", ns, digest)
+        if existing:
+            return _memory(existing), existing["id"]
+        [vector] = await self.embedder.embed([content])
+        async with self._connection() as c:
+            row = await c.fetchrow(
+                "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding) "
+                "VALUES ($1, $2, $3, $4::jsonb, $5, $6) ON CONFLICT (namespace, content_hash) "
+                f"WHERE deleted_at IS NULL DO NOTHING RETURNING {_COLUMNS}", ns, content, digest, meta, source, vector)
+            if row is None:  # another client stored the same text a moment ago
+                row = await c.fetchrow(f"SELECT {_COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 "
+                                       "AND deleted_at IS NULL", ns, digest)
+                return _memory(row), row["id"]
+        return _memory(row), None
+
+    async def update(self, memory_id: int, content: str | None, metadata: dict[str, Any] | None) -> Memory:
+        current = await self.get(memory_id)
+        new_content = self.content(content) if content is not None else current.content
+        meta = self.metadata(metadata if metadata is not None else current.metadata)
+        vector = (await self.embedder.embed([new_content]))[0] if content is not None else None
+        async with self._connection() as c:
+            try:
+                row = await c.fetchrow(
+                    "UPDATE memories SET content = $2, content_hash = $3, metadata = $4::jsonb, "
+                    "embedding = COALESCE($5, embedding), updated_at = now() WHERE id = $1 AND deleted_at IS NULL "
+                    f"RETURNING {_COLUMNS}", memory_id, new_content, content_hash(new_content), meta, vector)
+            except asyncpg.UniqueViolationError:
+                raise CortexError("another memory in this namespace already has that exact text") from None
+        if row is None:
+            raise CortexError(f"no memory {memory_id}")
+        return _memory(row)
+
+    async def forget(self, memory_id: int) -> Memory:
+        async with self._connection() as c:
+            row = await c.fetchrow(f"UPDATE memories SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL "
+                                   f"RETURNING {_COLUMNS}", memory_id)
+        if row is None:
+            raise CortexError(f"no memory {memory_id} (it may already be forgotten)")
+        return _memory(row)
+
+    # -- reading -----------------------------------------------------------------------------------
+    async def get(self, memory_id: int) -> Memory:
+        async with self._connection() as c:
+            row = await c.fetchrow(f"SELECT {_COLUMNS} FROM memories WHERE id = $1 AND deleted_at IS NULL", memory_id)
+        if row is None:
+            raise CortexError(f"no memory {memory_id}")
+        return _memory(row)
+
+    async def recent(self, limit: int, namespace: str | None) -> list[Memory]:
+        async with self._connection() as c:
+            rows = await c.fetch(f"SELECT {_COLUMNS} FROM memories WHERE namespace = $1 AND deleted_at IS NULL "
+                                 "ORDER BY created_at DESC, id DESC LIMIT $2", self.namespace(namespace), limit)
+        return [_memory(r) for r in rows]
+
+    async def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
+                     until: datetime | None = None, namespace: str | None = None, mode: Mode = "hybrid") -> list[Hit]:
+        if not query or not query.strip():
+            raise CortexError("the query is empty: say what to look for")
+        if len(query) > 10_000:
+            raise CortexError("the query is longer than 10,000 characters")
+        ns = self.namespace(namespace)
+        where = "namespace = $2 AND deleted_at IS NULL AND ($3::timestamptz IS NULL OR created_at >= $3) " \
+                "AND ($4::timestamptz IS NULL OR created_at < $4)"
+        pool = max(limit * 4, 40)
+        vector = (await self.embedder.embed([query]))[0] if mode != "keyword" else None
+        async with self._connection() as c:
+            semantic = [] if vector is None else await c.fetch(
+                f"SELECT {_COLUMNS}, 1 - (embedding <=> $1) AS cosine FROM memories WHERE {where} "
+                "ORDER BY embedding <=> $1 LIMIT $5", vector, ns, since, until, pool)
+            keyword = [] if mode == "semantic" else await c.fetch(
+                f"SELECT {_COLUMNS}, ts_rank_cd(fts, q) AS rank"
+                + (", 1 - (embedding <=> $6) AS cosine" if vector is not None else "")
+                + f" FROM memories, websearch_to_tsquery('english', $1) q WHERE fts @@ q AND {where} "
+                "ORDER BY rank DESC LIMIT $5", query, ns, since, until, pool, *([vector] if vector is not None else []))
+        phrase = " ".join(query.lower().split())
+        hits: dict[int, Hit] = {}
+        for position, row in enumerate(keyword):
+            kw = 1.0 - position / max(len(keyword), 1)
+            cosine = float(row["cosine"]) if vector is not None else 0.0
+            hits[row["id"]] = self._hit(row, mode, cosine, kw, phrase)
+        for row in semantic:
+            if row["id"] not in hits:
+                hits[row["id"]] = self._hit(row, mode, float(row["cosine"]), 0.0, phrase)
+        return sorted(hits.values(), key=lambda h: (-h.score, -h.memory.id))[:limit]
+
+    @staticmethod
+    def _hit(row: asyncpg.Record, mode: Mode, cosine: float, kw: float, phrase: str) -> Hit:
+        boost = PHRASE_BOOST if len(phrase) >= 3 and phrase in " ".join(row["content"].lower().split()) else 0.0
+        if mode == "semantic":
+            return Hit(_memory(row), cosine, {"cosine": cosine})
+        if mode == "keyword":
+            return Hit(_memory(row), kw + boost, {"keyword": kw, "phrase": boost})
+        score = COSINE_WEIGHT * cosine + KEYWORD_WEIGHT * kw + boost
+        return Hit(_memory(row), score, {"cosine": cosine, "keyword": kw, "phrase": boost})
