@@ -43,3 +43,31 @@ def frobozz_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def settings(frobozz_env: Path) -> GamesSettings:
     return GamesSettings()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory):
+    """One embedded Postgres with pgvector (pgserver) for the whole session."""
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield server
+    server.cleanup()
+
+
+def database_url(server, name: str) -> str:
+    """The URL of database `name` on the embedded server (its URI uses a Unix socket)."""
+    base, _, query = server.get_uri().partition("?")
+    return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+
+@pytest.fixture
+def cortex_settings(postgres, frobozz_env: Path):
+    """cortex's settings on a fresh database of its own."""
+    import secrets
+
+    from frobozz.servers.cortex import Settings
+
+    name = f"t_{secrets.token_hex(6)}"
+    postgres.psql(f"CREATE DATABASE {name};")
+    return Settings(database_url=database_url(postgres, name))

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
+from ._cortex import cortex
 from ._games import games
 from ._play import play
 from ._serve import serve
@@ -15,6 +16,7 @@ from ._serve import serve
 app = typer.Typer(help="Frobozz: an MCP tool hub and headless game runner for Claude.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 app.add_typer(games, name="games")
+app.add_typer(cortex, name="cortex")
 app.command()(serve)
 app.command()(play)
 

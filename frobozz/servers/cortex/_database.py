@@ -4,6 +4,7 @@ reused across runs; a pool with pgvector's codec; migrations applied under an ad
 from __future__ import annotations
 
 import logging
+import warnings
 from importlib import resources
 
 import anyio
@@ -22,7 +23,9 @@ def embedded_url(settings: Settings) -> str:
     import pgserver
 
     settings.postgres_dir.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(settings.postgres_dir, cleanup_mode=None)  # left running for the next start
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
+        server = pgserver.get_server(settings.postgres_dir, cleanup_mode=None)  # left running for the next start
     return server.get_uri()
 
 

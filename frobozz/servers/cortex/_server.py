@@ -77,7 +77,8 @@ class Cortex:
         self._pool: asyncpg.Pool | None = None
         self._lock = anyio.Lock()
 
-    async def store(self) -> MemoryStore:
+    async def store(self, *, check_model: bool = True) -> MemoryStore:
+        """The store; `check_model=False` only for re-embedding, which is how a mismatch is mended."""
         async with self._lock:
             if self._store is None:
                 pool = await connect(await database_url(self.settings), self.settings.cortex_pool_size)
@@ -85,7 +86,8 @@ class Cortex:
                     await migrate(pool, dim=self.embedder.dim, model=self.embedder.model)
                     store = MemoryStore(pool, self.embedder, default_namespace=self.settings.cortex_default_namespace,
                                         max_chars=self.settings.cortex_max_content_chars)
-                    await store.check_model()
+                    if check_model:
+                        await store.check_model()
                 except BaseException:
                     await pool.close()
                     raise

@@ -93,3 +93,31 @@ async def test_a_failing_or_wrong_sized_embedding_service_is_a_clear_error(corte
 def test_a_remote_provider_without_its_settings_is_refused_with_what_to_set(cortex_settings):
     with pytest.raises(Exception, match="needs FROBOZZ_EMBEDDING_URL"):
         create_server(cortex_settings.model_copy(update={"embedding_provider": "openai"}))
+
+
+async def test_switching_models_is_an_error_until_reembed_moves_every_memory(cortex_settings):
+    from frobozz.servers.cortex._server import Cortex
+    from frobozz.servers.cortex._store import BulkStore
+
+    async with Client(create_server(cortex_settings)) as client:  # the local model, 384 dims
+        for text in ("the brass lantern is in the living room", "the troll guards the bridge"):
+            await client.call_tool("store", {"content": text})
+    service = EmbeddingService()
+    server = LoopbackServer(service.app())
+    server.start()
+    try:
+        switched = cortex_settings.model_copy(update={"embedding_provider": "ollama", "embedding_url": server.url,
+                                                      "embedding_model": "fake-embed", "embedding_dim": DIM})
+        async with Client(create_server(switched)) as client:
+            refused = await client.call_tool("search", {"query": "lantern"})
+        assert refused.is_error and "frobozz cortex reembed" in refused.content[0].text
+        opened = Cortex(switched)
+        try:
+            assert await BulkStore(await opened.store(check_model=False)).reembed(batch=1) == 2
+        finally:
+            await opened.aclose()
+        async with Client(create_server(switched)) as client:
+            found = await client.call_tool("search", {"query": "where is the lantern", "mode": "semantic"})
+    finally:
+        server.stop()
+    assert found.structured_content["results"][0]["content"] == "the brass lantern is in the living room"

@@ -10,7 +10,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from frobozz.servers.cortex import Settings, create_server
-from tests.servers.cortex.conftest import database_url
+from tests.conftest import database_url
 
 pytestmark = pytest.mark.anyio
 

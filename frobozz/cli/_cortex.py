@@ -1,0 +1,188 @@
+"""`frobozz cortex …`: the memory store from the command line, with JSONL import/export and reembed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+cortex = typer.Typer(help="Long-term memory: store, search, recent, get, forget, import, export, reembed.",
+                     no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+
+
+def _run(work: Callable[[Any], Awaitable[T]], *, check_model: bool = True) -> T:
+    """Open the store (the configured database, or the embedded one), run `work`, close; errors plainly."""
+    from frobozz.servers.cortex import Settings
+    from frobozz.servers.cortex._server import Cortex
+    from frobozz.servers.cortex.exceptions import CortexError
+
+    async def main() -> T:
+        opened = Cortex(Settings())
+        try:
+            return await work(await opened.store(check_model=check_model))
+        finally:
+            await opened.aclose()
+
+    try:
+        return anyio.run(main)
+    except CortexError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                    console=err, transient=True)
+
+
+def _print(rows: list[dict[str, Any]], as_json: bool, columns: tuple[str, ...]) -> None:
+    if as_json:
+        out.print_json(json.dumps(rows, default=str))
+        return
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*(str(row.get(c, ""))[:200] for c in columns))
+    out.print(table)
+
+
+@cortex.command("store")
+def store_cmd(content: str, namespace: str = typer.Option(None), metadata: str = typer.Option(None, help="JSON.")) -> None:
+    """Remember CONTENT."""
+    try:
+        meta = json.loads(metadata) if metadata else None
+    except ValueError as e:
+        raise typer.BadParameter(f"not JSON: {e}", param_hint="--metadata") from None
+
+    async def work(store):  # type: ignore[no-untyped-def]
+        return await store.store(content, meta, namespace, source="cli")
+
+    memory, duplicate = _run(work)
+    out.print(f"stored {memory.id}" if duplicate is None else f"already stored as {duplicate}")
+
+
+@cortex.command("search")
+def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: str = typer.Option("hybrid"),
+               namespace: str = typer.Option(None), as_json: bool = typer.Option(False, "--json")) -> None:
+    """Memories matching QUERY (hybrid, semantic or keyword)."""
+    if mode not in ("hybrid", "semantic", "keyword"):
+        raise typer.BadParameter("use hybrid, semantic or keyword", param_hint="--mode")
+
+    async def work(store):  # type: ignore[no-untyped-def]
+        return await store.search(query, limit=limit, namespace=namespace, mode=mode)  # type: ignore[arg-type]
+
+    hits = _run(work)
+    _print([{"id": h.memory.id, "score": round(h.score, 4), "created_at": h.memory.created_at.isoformat(timespec="seconds"),
+             "content": h.memory.content} for h in hits], as_json, ("id", "score", "created_at", "content"))
+
+
+@cortex.command("recent")
+def recent_cmd(limit: int = typer.Option(10, min=1, max=500), namespace: str = typer.Option(None),
+               as_json: bool = typer.Option(False, "--json")) -> None:
+    """The newest memories."""
+    async def work(store):  # type: ignore[no-untyped-def]
+        return await store.recent(limit, namespace)
+
+    _print([{"id": m.id, "created_at": m.created_at.isoformat(timespec="seconds"), "content": m.content}
+            for m in _run(work)], as_json, ("id", "created_at", "content"))
+
+
+@cortex.command("get")
+def get_cmd(memory_id: int) -> None:
+    """One memory, as JSON."""
+    async def work(store):  # type: ignore[no-untyped-def]
+        return await store.get(memory_id)
+
+    m = _run(work)
+    out.print_json(json.dumps({"id": m.id, "namespace": m.namespace, "content": m.content, "metadata": m.metadata,
+                               "source": m.source, "created_at": m.created_at.isoformat(),
+                               "updated_at": m.updated_at.isoformat()}))
+
+
+@cortex.command("forget")
+def forget_cmd(memory_id: int) -> None:
+    """Forget a memory."""
+    async def work(store):  # type: ignore[no-untyped-def]
+        return await store.forget(memory_id)
+
+    out.print(f"forgot {_run(work).id}")
+
+
+@cortex.command("import")
+def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL: one memory per line."),
+               namespace: str = typer.Option(None, help="For lines that do not name one."),
+               batch: int = typer.Option(64, min=1, max=1024)) -> None:
+    """Import memories from JSONL ({content, metadata?, namespace?, created_at?} per line)."""
+    from frobozz.servers.cortex._store import BulkStore
+
+    lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = []
+    for number, line in enumerate(lines, 1):
+        try:
+            records.append(json.loads(line))
+        except ValueError as e:
+            err.print(f"[red]error:[/red] line {number} is not JSON ({e}); nothing was imported")
+            raise typer.Exit(1) from None
+
+    async def work(store):  # type: ignore[no-untyped-def]
+        bulk, stored, duplicates = BulkStore(store), 0, 0
+        with _progress() as progress:
+            task = progress.add_task("importing", total=len(records))
+            for start in range(0, len(records), batch):
+                s, d = await bulk.import_batch(records[start:start + batch], namespace)
+                stored, duplicates = stored + s, duplicates + d
+                progress.advance(task, s + d)
+        return stored, duplicates
+
+    stored, duplicates = _run(work)
+    out.print(f"imported {stored} memories ({duplicates} already there)")
+
+
+@cortex.command("export")
+def export_cmd(output: Path = typer.Option(None, help="Write here instead of stdout."),
+               namespace: str = typer.Option(None)) -> None:
+    """Export memories as JSONL (to back them up or move them)."""
+    from frobozz.servers.cortex._store import BulkStore
+
+    async def work(store):  # type: ignore[no-untyped-def]
+        bulk = BulkStore(store)
+        total = await bulk.count(namespace)
+        sink = output.open("w", encoding="utf-8") if output else sys.stdout
+        try:
+            with _progress() as progress:
+                task = progress.add_task("exporting", total=total)
+                async for record in bulk.export(namespace):
+                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    progress.advance(task)
+        finally:
+            if output:
+                sink.close()
+        return total
+
+    total = _run(work)
+    if output:
+        out.print(f"exported {total} memories to {output}")
+
+
+@cortex.command("reembed")
+def reembed_cmd() -> None:
+    """Embed every memory again with the configured model (after changing FROBOZZ_EMBEDDING_*)."""
+    from frobozz.servers.cortex._store import BulkStore
+
+    async def work(store):  # type: ignore[no-untyped-def]
+        bulk = BulkStore(store)
+        with _progress() as progress:
+            task = progress.add_task("re-embedding", total=await bulk.count())
+            return await bulk.reembed(lambda n: progress.advance(task, n))
+
+    out.print(f"re-embedded {_run(work, check_model=False)} memories")

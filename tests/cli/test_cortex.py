@@ -1,0 +1,59 @@
+"""`frobozz cortex` as a user runs it: real processes, a real (embedded or given) Postgres."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.fixture
+def cortex_env(cortex_settings, frobozz_env):
+    import os
+
+    return {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
+
+
+def cortex(env, *args, check=True):
+    done = subprocess.run([sys.executable, "-m", "frobozz", "cortex", *args], capture_output=True, text=True,
+                          timeout=180, env=env)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_memories_can_be_stored_searched_exported_and_imported_elsewhere(cortex_env, tmp_path, postgres):
+    from tests.conftest import database_url
+
+    assert "stored 1" in cortex(cortex_env, "store", "The brass lantern is in the living room.",
+                                "--metadata", '{"room": "living"}').stdout
+    assert "already stored as 1" in cortex(cortex_env, "store", "The brass lantern is in the living room.").stdout
+    lines = tmp_path / "in.jsonl"
+    lines.write_text("\n".join(json.dumps(r) for r in [
+        {"content": "The troll guards the bridge.", "created_at": "2020-05-01T12:00:00+00:00"},
+        {"content": "Agent B's note.", "namespace": "b"}]) + "\n")
+    assert "imported 2 memories (0 already there)" in cortex(cortex_env, "import", str(lines)).stdout
+    hits = json.loads(cortex(cortex_env, "search", "where is the lamp", "--json", "--limit", "1").stdout)
+    assert hits[0]["content"] == "The brass lantern is in the living room."
+    backup = tmp_path / "backup.jsonl"
+    cortex(cortex_env, "export", "--output", str(backup))
+    exported = [json.loads(line) for line in backup.read_text().splitlines()]
+    assert [r["content"] for r in exported] == ["The brass lantern is in the living room.",
+                                                "The troll guards the bridge.", "Agent B's note."]
+    assert exported[0]["metadata"] == {"room": "living"} and exported[1]["created_at"].startswith("2020-05-01")
+    postgres.psql("CREATE DATABASE restored;")
+    elsewhere = {**cortex_env, "FROBOZZ_DATABASE_URL": database_url(postgres, "restored")}
+    assert "imported 3 memories" in cortex(elsewhere, "import", str(backup)).stdout
+    again = [json.loads(line) for line in cortex(elsewhere, "export").stdout.splitlines()]
+    assert [(r["content"], r["namespace"], r["created_at"]) for r in again] == \
+        [(r["content"], r["namespace"], r["created_at"]) for r in exported]
+    assert "forgot 1" in cortex(cortex_env, "forget", "1").stdout
+    assert "no memory 1" in cortex(cortex_env, "get", "1", check=False).stderr
+
+
+def test_a_bad_import_file_imports_nothing(cortex_env, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"content": "fine"}\n{not json\n')
+    done = cortex(cortex_env, "import", str(bad), check=False)
+    assert done.returncode == 1 and "line 2 is not JSON" in done.stderr
+    assert json.loads(cortex(cortex_env, "recent", "--json").stdout) == []
