@@ -1,0 +1,106 @@
+"""cortex benchmark: load N memories (bulk path: batched embedding, COPY, then the HNSW index), then
+store latency, search p50/p95 for each mode (query embedding included), and HNSW recall@10 against
+exact kNN, in one run, on the embedded Postgres.
+
+Run: .venv/bin/python bench/cortex.py [--count 100000]
+Targets (issue 8): hybrid search p50 under 30 ms at 100k memories; HNSW recall@10 at least 0.95 of exact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+from frobozz.servers.cortex import Settings
+from frobozz.servers.cortex._server import Cortex
+from frobozz.servers.cortex._store import content_hash
+
+SUBJECTS = ["the user", "my sister", "the team", "our landlord", "the doctor", "Grandpa", "the new intern", "Alice",
+            "the client in Lyon", "the band"]
+VERBS = ["mentioned", "decided", "forgot", "promised", "asked about", "complained about", "booked", "cancelled",
+         "recommended", "bought"]
+OBJECTS = ["the trip to Kyoto", "a blue bicycle", "the quarterly report", "sourdough bread", "the dentist appointment",
+           "a jazz concert", "the server migration", "piano lessons", "the garden fence", "a vintage camera",
+           "the tax return", "a hiking boot sale", "the birthday party", "a chess tournament", "the car insurance"]
+WHEN = ["on Monday", "last week", "in March", "yesterday", "before the holidays", "after lunch", "at the weekend"]
+
+
+def memory(rng: random.Random, n: int) -> str:
+    return (f"{rng.choice(SUBJECTS).capitalize()} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(WHEN)}; "
+            f"reference {rng.randrange(10**6):06d}, note {n}.")
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
+
+
+async def main(count: int, queries: int) -> None:
+    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="frobozz-cortex-bench-")))
+    cortex = Cortex(settings)
+    store = await cortex.store()
+    rng = random.Random(7)
+    texts = [memory(rng, n) for n in range(count)]
+
+    t0 = time.perf_counter()
+    vectors: list[list[float]] = []
+    for start in range(0, count, 512):
+        vectors += await store.embedder.embed(texts[start:start + 512])
+    embedded = time.perf_counter() - t0
+    async with store.pool.acquire() as c:
+        await c.execute("DROP INDEX memories_embedding")
+        t1 = time.perf_counter()
+        await c.copy_records_to_table("memories", columns=["namespace", "content", "content_hash", "embedding"], records=[
+            ("default", text, content_hash(text), vector) for text, vector in zip(texts, vectors, strict=True)])
+        copied = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        await c.execute("SET maintenance_work_mem = '512MB'")
+        await c.execute("CREATE INDEX memories_embedding ON memories USING hnsw (embedding vector_cosine_ops)")
+        await c.execute("ANALYZE memories")
+        indexed = time.perf_counter() - t2
+    print(f"loaded {count} memories: embedding {embedded:.1f} s ({count / embedded:.0f}/s), COPY {copied:.1f} s, "
+          f"HNSW index {indexed:.1f} s")
+
+    store_ms = []
+    for n in range(50):
+        t = time.perf_counter()
+        await store.store(f"A freshly stored memory about {rng.choice(OBJECTS)}, number {n}.")
+        store_ms.append(1000 * (time.perf_counter() - t))
+    print(f"store latency (embedding + commit): p50 {pct(store_ms, 50):.1f} ms, p95 {pct(store_ms, 95):.1f} ms")
+
+    probes = [f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}" for _ in range(queries)]
+    for mode in ("hybrid", "semantic", "keyword"):
+        times = []
+        for query in probes:
+            t = time.perf_counter()
+            await store.search(query, limit=10, mode=mode)  # type: ignore[arg-type]
+            times.append(1000 * (time.perf_counter() - t))
+        target = "   (target: hybrid p50 < 30 ms)" if mode == "hybrid" else ""
+        print(f"search {mode:8}: p50 {pct(times, 50):6.1f} ms, p95 {pct(times, 95):6.1f} ms{target}")
+
+    recalls = []
+    async with store.pool.acquire() as c:
+        for query in probes[:50]:
+            [vector] = await store.embedder.embed([query])
+            approx = [r["id"] for r in await c.fetch(
+                "SELECT id FROM memories ORDER BY embedding <=> $1 LIMIT 10", vector)]
+            async with c.transaction():
+                await c.execute("SET LOCAL enable_indexscan = off")
+                exact = [r["id"] for r in await c.fetch(
+                    "SELECT id FROM memories ORDER BY embedding <=> $1 LIMIT 10", vector)]
+            recalls.append(len(set(approx) & set(exact)) / 10)
+    print(f"HNSW recall@10 against exact kNN: {statistics.mean(recalls):.3f}   (target >= 0.95)")
+    await cortex.aclose()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    anyio.run(main, args.count, args.queries)
