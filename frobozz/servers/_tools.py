@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -27,3 +28,15 @@ def tool_errors(*expected: type[Exception]) -> Iterator[None]:
     except expected as e:
         log.info("tool error: %s", e)
         raise ToolError(str(e)) from e
+
+
+def closing(*closers: Callable[[], Awaitable[None]]) -> Callable[[Any], Any]:
+    """A server lifespan that closes what the server opened (clients, pools, sessions) when it stops."""
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            for close in closers:
+                await close()
+    return lifespan

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -11,7 +10,7 @@ import asyncpg
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
-from .._tools import annotations, tool_errors
+from .._tools import annotations, closing, tool_errors
 from ._database import connect, database_url, migrate
 from ._embeddings import make_embedder
 from ._store import Memory, MemoryStore
@@ -103,14 +102,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     settings = settings or Settings()
     cortex = Cortex(settings)
 
-    @asynccontextmanager
-    async def lifespan(_: MCPServer):  # type: ignore[no-untyped-def]
-        try:
-            yield
-        finally:
-            await cortex.aclose()
-
-    server = MCPServer("frobozz-cortex", title="Frobozz cortex", lifespan=lifespan,
+    server = MCPServer("frobozz-cortex", title="Frobozz cortex", lifespan=closing(cortex.aclose),
                        instructions="Long-term memory: store what matters, search it later (hybrid by default).")
 
     @server.tool(annotations=annotations("Store a memory", read_only=False))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import logging
-from contextlib import asynccontextmanager
 from typing import Annotated
 
 import httpx
@@ -12,7 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field
 
-from .._tools import annotations, tool_errors
+from .._tools import annotations, closing, tool_errors
 from ._cache import Cache
 from ._convert import convert, github_raw, markdown_alternate, page
 from ._http import Fetched, Http
@@ -53,14 +52,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     http = Http(settings)
     cache = Cache(settings.cache_dir, settings.fetch_cache_ttl) if settings.fetch_cache else None
 
-    @asynccontextmanager
-    async def lifespan(_: MCPServer):  # type: ignore[no-untyped-def]
-        try:
-            yield
-        finally:
-            await http.aclose()
-
-    server = MCPServer("frobozz-fetch", title="Frobozz fetch", lifespan=lifespan,
+    server = MCPServer("frobozz-fetch", title="Frobozz fetch", lifespan=closing(http.aclose),
                        instructions="Read the web: pages as Markdown, feeds, PDFs, JSON, text and images.")
 
     async def get(url: str, accept: str = ACCEPT) -> Fetched:

@@ -15,7 +15,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field
 
-from .._tools import annotations, tool_errors
+from .._tools import annotations, closing, tool_errors
 from ._backend import Backend, ImageRequest
 from ._comfyui import ComfyUI
 from ._openai import OpenAIImages
@@ -61,7 +61,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     store = ImageStore(settings.images_dir)
     client = httpx.AsyncClient(timeout=httpx.Timeout(settings.forge_timeout, connect=10.0))
     backend = make_backend(settings, client)
-    server = MCPServer("frobozz-forge", title="Frobozz forge",
+    server = MCPServer("frobozz-forge", title="Frobozz forge", lifespan=closing(client.aclose),
                        instructions="Make images with imagine; list_images and get_image show earlier ones.")
 
     def check(prompt: str, negative: str | None, model: str | None) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -11,7 +9,7 @@ from pydantic import Field
 
 from frobozz.games import GameError, GameSession, SaveInfo, Turn
 
-from .._tools import annotations, tool_errors
+from .._tools import annotations, closing, tool_errors
 from ._models import (
     EndedGame,
     GameEntry,
@@ -44,14 +42,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     settings = settings or Settings()
     sessions = Sessions(settings)
 
-    @asynccontextmanager
-    async def lifespan(_: MCPServer) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            await sessions.aclose()
-
-    server = MCPServer("frobozz-game", title="Frobozz games", instructions=INSTRUCTIONS, lifespan=lifespan)
+    server = MCPServer("frobozz-game", title="Frobozz games", instructions=INSTRUCTIONS, lifespan=closing(sessions.aclose))
     reading = dict(read_only=True, idempotent=True)
 
     @server.tool(annotations=annotations("List games", **reading))
