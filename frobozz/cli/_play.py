@@ -11,10 +11,21 @@ import typer
 from rich.console import Console
 
 from frobozz.engine import EngineError
-from frobozz.games import GameError
+from frobozz.games import CATALOGUE, GameError, GameLibrary, GameNotFoundError, GamesSettings, install
 
 err = Console(stderr=True)
 out = Console()
+
+
+def ensure_game(game: str, settings: GamesSettings, *, url: str | None = None) -> None:
+    """A catalogued game that is nowhere to be found is installed first (downloaded, md5-checked)."""
+    try:
+        GameLibrary(settings).find(game, allow_path=True)
+    except GameNotFoundError:
+        if game.strip().lower() not in CATALOGUE:
+            raise
+        err.print(f"{game} is not installed: installing it into {settings.installed_games_dir}")
+        anyio.run(lambda: install(game, settings.installed_games_dir, url=url))
 
 
 def play(
@@ -48,6 +59,12 @@ def play(
     config = RunConfig(game=game, player=player, mode=mode, model=model, max_turns=max_turns, max_cost=max_cost,
                        max_seconds=max_time, multi=multi, prompt_file=prompt_file, resume=resume)
     settings = RunnerSettings()
+    if resume is None:
+        try:
+            ensure_game(game, settings)
+        except GameError as e:
+            err.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(1) from None
     live = runs == 1 and not as_json and sys.stdout.isatty()
 
     async def one(index: int, limiter: anyio.CapacityLimiter, results: list) -> None:

@@ -114,3 +114,18 @@ def test_bad_play_arguments_are_clear_errors(tmp_path, args, message):
     game = [] if not args[0].startswith("-") else ["zork1"]
     done = _play(tmp_path, *game, *args, timeout=60)
     assert done.returncode != 0 and message in " ".join(done.stderr.split())
+
+
+def test_a_catalogued_game_that_is_missing_is_installed_before_play(tmp_path):
+    from frobozz.cli._play import ensure_game
+    from frobozz.games import GamesSettings
+    from tests.conftest import ZORK1_R119
+    from tests.httpserver import serve
+
+    settings = GamesSettings(games_dir=tmp_path / "empty", data_dir=tmp_path / "data")
+    with serve({"/zork1.z3": (200, ZORK1_R119.read_bytes())}) as base:
+        ensure_game("zork1-r119", settings, url=f"{base}/zork1.z3")
+    assert (settings.installed_games_dir / "zork1-r119.z3").read_bytes() == ZORK1_R119.read_bytes()
+    ensure_game("zork1-r119", settings, url="http://127.0.0.1:9/never-asked")  # already there: no download
+    with pytest.raises(Exception, match="no game 'mygame'"):
+        ensure_game("mygame", settings)
