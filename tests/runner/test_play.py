@@ -96,3 +96,14 @@ async def test_a_finished_run_cannot_be_replayed_by_resume(runner_settings):
     turns = _turns(runner_settings, first.run_id)
     assert [t.turn for t in turns] == [1, 2, 3] and [t.command for t in turns] == ["N", "N", "U"]
     assert json.loads((runner_settings.runs_dir / first.run_id / "run.json").read_text())["turns"] == 3
+
+
+async def test_a_tools_mode_run_resumes_from_the_game_servers_autosave(runner_settings):
+    first = await play(RunConfig(game="zork1", player="walkthrough", mode="tools", max_turns=6), runner_settings)
+    assert (first.turns, first.reason) == (6, "max turns")
+    resumed = await play(RunConfig(resume=first.run_id, max_turns=12), runner_settings)
+    assert (resumed.run_id, resumed.turns, resumed.reason) == (first.run_id, 12, "max turns")
+    straight = await play(RunConfig(game="zork1", player="walkthrough", mode="text", max_turns=12), runner_settings)
+    same = lambda r: (r.turn, r.command, r.score, r.moves, r.location)  # noqa: E731
+    assert [same(r) for r in _turns(runner_settings, first.run_id)] == \
+        [same(r) for r in _turns(runner_settings, straight.run_id)]  # the game went on where it stopped
