@@ -27,7 +27,9 @@ from ._events import (
     UnknownEvent,
     Usage,
     UserMessage,
+    parse_blocks,
     parse_event,
+    text_of,
 )
 from ._options import EngineOptions, find_claude
 from ._pool import EnginePool, Sidecar
@@ -52,5 +54,5 @@ __all__ = [
     "ProcessError", "ProcessExit", "Producer", "RateLimit", "Restarted", "Result", "Router", "Session",
     "SessionClosedError", "SessionInfo", "SessionState", "Sidecar", "StreamEvent", "SystemInit", "SystemMessage",
     "TextBlock", "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage",
-    "find_claude", "is_compaction_request", "list_sessions", "parse_event", "transcript_path",
+    "find_claude", "is_compaction_request", "list_sessions", "parse_blocks", "parse_event", "text_of", "transcript_path",
 ]

@@ -220,6 +220,11 @@ def parse_blocks(content: Any) -> tuple[Block, ...]:
     return tuple(blocks)
 
 
+def text_of(content: Any) -> str:
+    """The text of a message content: a string, or the text blocks of a block list, joined by spaces."""
+    return " ".join(b.text for b in parse_blocks(content) if isinstance(b, TextBlock))
+
+
 def _system(d: dict[str, Any], replay: bool) -> Event:
     subtype = d.get("subtype")
     if subtype == "init":

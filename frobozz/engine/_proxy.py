@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from ._events import Usage
+from ._events import Usage, text_of
 
 log = logging.getLogger("frobozz.engine.proxy")
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
@@ -39,10 +39,7 @@ def is_compaction_request(body: dict[str, Any]) -> bool:
     messages = body.get("messages") or []
     if not messages or messages[-1].get("role") != "user":
         return False
-    content = messages[-1].get("content")
-    text = content if isinstance(content, str) else " ".join(
-        b.get("text", "") for b in content or () if isinstance(b, dict))
-    return _COMPACTION_MARK in text
+    return _COMPACTION_MARK in text_of(messages[-1].get("content"))
 
 
 class _QuietServer(uvicorn.Server):

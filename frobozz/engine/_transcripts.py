@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._events import Event, parse_event
+from ._events import Event, parse_event, text_of
 from .exceptions import EngineError
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
@@ -65,10 +65,7 @@ def replay(path: Path) -> Iterator[Event]:
 
 
 def _preview(record: dict) -> str:
-    content = (record.get("message") or {}).get("content")
-    text = content if isinstance(content, str) else " ".join(
-        b.get("text", "") for b in content or () if isinstance(b, dict) and b.get("type") == "text")
-    return " ".join(text.split())[:120]
+    return " ".join(text_of((record.get("message") or {}).get("content")).split())[:120]
 
 
 def session_info(path: Path) -> SessionInfo:

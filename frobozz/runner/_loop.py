@@ -14,7 +14,16 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from frobozz.engine import AssistantMessage, ErrorEvent, Event, Result, Session, UserMessage
+from frobozz.engine import (
+    AssistantMessage,
+    ErrorEvent,
+    Event,
+    Result,
+    Session,
+    TextBlock,
+    UserMessage,
+    parse_blocks,
+)
 from frobozz.games import CommandError, GameError, GameSession, Turn
 
 from ._context import RunContext
@@ -181,11 +190,11 @@ class ToolsProducer:
 
 def _state(content: Any) -> dict[str, Any] | None:
     """The game state a game tool returned (its structured JSON, carried as text)."""
-    texts = [content] if isinstance(content, str) else [
-        b.get("text", "") for b in content or () if isinstance(b, dict) and b.get("type") == "text"]
-    for text in texts:
+    for block in parse_blocks(content):
+        if not isinstance(block, TextBlock):
+            continue
         try:
-            value = json.loads(text)
+            value = json.loads(block.text)
         except ValueError:
             continue
         if isinstance(value, dict) and "text" in value and "score" in value:

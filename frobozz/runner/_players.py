@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from frobozz.engine import CLINotFoundError, find_claude
+from frobozz.engine import CLINotFoundError, find_claude, text_of
 from frobozz.engine.testing import MessagesRequest, Reply, Text, ToolUse
 from frobozz.engine.testing._messages_api import Handler
 from frobozz.games import StoryInfo, walkthrough_for
@@ -116,7 +116,7 @@ def tool_handler(commands: list[str], game: str) -> Handler:
         if session is None:
             return Reply((Text("Starting the game."), ToolUse("mcp__game__new_game", {"game": game})))
         last_use = uses[-1]["name"] if uses else ""
-        wanted = _SLOT.findall(" ".join(_texts(request)))
+        wanted = _SLOT.findall(" ".join(text_of(m.get("content")) for m in request.messages if m.get("role") == "user"))
         if wanted and last_use.endswith("__new_game"):
             return Reply((ToolUse("mcp__game__restore", {"session_id": session, "slot": wanted[-1]}),))
         if acts >= len(commands):
@@ -126,19 +126,11 @@ def tool_handler(commands: list[str], game: str) -> Handler:
     return handler
 
 
-def _texts(request: MessagesRequest) -> list[str]:
-    return [b.get("text", "") if isinstance(b, dict) else str(b) for m in request.messages if m.get("role") == "user"
-            for b in (m["content"] if isinstance(m["content"], list) else [{"text": m["content"]}])]
-
-
 def _latest_session(request: MessagesRequest) -> str | None:
     for message in reversed(request.messages):
         for block in reversed(message.get("content") if isinstance(message.get("content"), list) else []):
             if block.get("type") == "tool_result":
-                content = block.get("content")
-                text = content if isinstance(content, str) else " ".join(
-                    b.get("text", "") for b in content or () if isinstance(b, dict))
-                found = re.search(r'"session_id"\s*:\s*"([0-9a-f]+)"', text)
+                found = re.search(r'"session_id"\s*:\s*"([0-9a-f]+)"', text_of(block.get("content")))
                 if found:
                     return found.group(1)
     return None
