@@ -14,8 +14,9 @@ import uvicorn
 class LoopbackServer:
     """`with LoopbackServer(app) as server: server.url` — started on a free port, stopped on exit."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, *, lifespan: str = "off") -> None:
         self.app = app
+        self.lifespan = lifespan
         self.port = 0
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -28,7 +29,8 @@ class LoopbackServer:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off", access_log=False))
+        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan=self.lifespan,
+                                                      access_log=False))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()
         while not self._server.started:
@@ -41,3 +43,10 @@ class LoopbackServer:
             self._server.should_exit = self._server.force_exit = True  # do not wait for slow requests
             self._thread.join(timeout=10)
             self._server = None
+
+    def __enter__(self) -> LoopbackServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,14 +1,48 @@
-"""`frobozz serve NAME`: run one MCP server over stdio."""
+"""`frobozz serve NAME`: run one MCP server over stdio; `frobozz serve all --http`: all of them in one
+process over streamable HTTP."""
 
 from __future__ import annotations
 
+import sys
+
 import typer
+from rich.console import Console
 
 from frobozz.servers import SERVERS, load_server
 
 
-def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)}.")) -> None:
-    """Run an MCP server over stdio (as `claude --mcp-config` launches it)."""
-    if name not in SERVERS:
-        raise typer.BadParameter(f"no server {name!r}; known: {', '.join(SERVERS)}", param_hint="NAME")
-    load_server(name).run("stdio")
+def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)}, or 'all' (with --http)."),
+          http: bool = typer.Option(False, "--http", help="Serve over streamable HTTP instead of stdio."),
+          host: str = typer.Option("127.0.0.1", help="The address to listen on (with --http)."),
+          port: int = typer.Option(8765, min=1, max=65535, help="The port to listen on (with --http)."),
+          token: str | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKEN", show_default=False,
+                                           help="The bearer token clients must send; generated when unset.")) -> None:
+    """Run an MCP server over stdio (as `claude --mcp-config` launches it), or every server over HTTP."""
+    names = list(SERVERS) if name == "all" else [name]
+    if any(n not in SERVERS for n in names):
+        raise typer.BadParameter(f"no server {name!r}; known: {', '.join(SERVERS)}, all", param_hint="NAME")
+    if not http:
+        if name == "all":
+            raise typer.BadParameter("'all' needs --http: over stdio a client starts each server itself",
+                                     param_hint="NAME")
+        load_server(name).run("stdio")
+        return
+    import uvicorn
+
+    from frobozz.servers._http import hub_app, new_token
+
+    generated = token is None
+    token = token or new_token()
+    try:
+        app = hub_app(names, token, host=host)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--token") from e
+    base = f"http://{host}:{port}"
+    say = Console(stderr=True, soft_wrap=True).print  # whole lines: the token must be copyable
+    say(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names))
+    if generated:
+        say(f"bearer token (generated; set FROBOZZ_HUB_TOKEN to keep one): {token}", highlight=False)
+    say(f"claude: claude mcp add --transport http {names[0]} {base}/{names[0]}/mcp --header "
+        f"\"Authorization: Bearer {token if generated else '$FROBOZZ_HUB_TOKEN'}\"", highlight=False)
+    sys.stderr.flush()
+    uvicorn.run(app, host=host, port=port, log_level="warning")

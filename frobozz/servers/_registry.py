@@ -24,6 +24,7 @@ SERVERS: dict[str, ServerSpec] = {s.name: s for s in (
     ServerSpec("cortex", "frobozz.servers.cortex", "long-term memory on Postgres + pgvector"),
     ServerSpec("fetch", "frobozz.servers.fetch", "read the web: pages, feeds, PDFs, JSON, images"),
     ServerSpec("forge", "frobozz.servers.forge", "make images on SD WebUI, ComfyUI or an OpenAI-compatible API"),
+    ServerSpec("handoff", "frobozz.servers.handoff", "pass work to the next context window (letters in cortex's Postgres)"),
 )}
 
 

@@ -2,5 +2,6 @@
 
 from ._archive import TranscriptArchive
 from ._broadcast import Broadcast
+from ._handoff import HandoffLetter, HandoffRelay
 
-__all__ = ["Broadcast", "TranscriptArchive"]
+__all__ = ["Broadcast", "HandoffLetter", "HandoffRelay", "TranscriptArchive"]

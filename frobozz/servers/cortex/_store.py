@@ -1,8 +1,9 @@
 """All of cortex's SQL: storing, searching, listing and changing memories (parameterised only).
 
-Search fetches its candidates through the indexes (HNSW for vectors, GIN for full text) and, in
-hybrid mode, fuses cosine similarity (0.7) with a normalised keyword rank (0.3), plus a boost
-when the query's exact phrase appears; every score can be explained by its parts."""
+Search fetches its candidates through the indexes (HNSW for vectors, GIN for full text, matching
+any of the query's words) and, in hybrid mode, fuses min-max normalised cosine (0.7) and full-text
+rank (0.3), plus a boost when the query's exact phrase appears (see `Fusion`); every score can be
+explained by its parts."""
 
 from __future__ import annotations
 
@@ -181,35 +182,60 @@ class MemoryStore:
                 "AND ($4::timestamptz IS NULL OR created_at < $4)"
         pool = max(limit * 4, 40)
         vector = (await self.embedder.embed([query]))[0] if mode != "keyword" else None
+        words = any_word(query)
         async with self._connection() as c:
-            semantic = [] if vector is None else await c.fetch(
-                f"SELECT {_COLUMNS}, 1 - (embedding <=> $1) AS cosine FROM memories WHERE {where} "
-                "ORDER BY embedding <=> $1 LIMIT $5", vector, ns, since, until, pool)
+            semantic = [] if vector is None else await c.fetch(  # with their word rank: a near memory may match too
+                f"SELECT {_COLUMNS}, 1 - (embedding <=> $1) AS cosine, "
+                "coalesce(ts_rank_cd(fts, websearch_to_tsquery('english', $6)), 0) AS rank FROM memories "
+                f"WHERE {where} ORDER BY embedding <=> $1 LIMIT $5", vector, ns, since, until, pool, words)
             keyword = [] if mode == "semantic" else await c.fetch(
                 f"SELECT {_COLUMNS}, ts_rank_cd(fts, q) AS rank"
                 + (", 1 - (embedding <=> $6) AS cosine" if vector is not None else "")
                 + f" FROM memories, websearch_to_tsquery('english', $1) q WHERE fts @@ q AND {where} "
-                "ORDER BY rank DESC LIMIT $5", query, ns, since, until, pool, *([vector] if vector is not None else []))
-        phrase = " ".join(query.lower().split())
-        hits: dict[int, Hit] = {}
-        for position, row in enumerate(keyword):
-            kw = 1.0 - position / max(len(keyword), 1)
-            cosine = float(row["cosine"]) if vector is not None else 0.0
-            hits[row["id"]] = self._hit(row, mode, cosine, kw, phrase)
-        for row in semantic:
-            if row["id"] not in hits:
-                hits[row["id"]] = self._hit(row, mode, float(row["cosine"]), 0.0, phrase)
-        return sorted(hits.values(), key=lambda h: (-h.score, -h.memory.id))[:limit]
+                "ORDER BY rank DESC LIMIT $5", words, ns, since, until, pool,
+                *([vector] if vector is not None else []))
+        rows = {r["id"]: r for r in semantic} | {r["id"]: r for r in keyword}
+        ranks = [float(r["rank"]) for r in rows.values()]
+        cosines = [float(r["cosine"]) for r in rows.values()] if vector is not None else [0.0]
+        fusion = Fusion(top_rank=max(ranks, default=0.0) or 1.0, low=min(cosines), high=max(cosines),
+                        phrase=" ".join(query.lower().split()))
+        hits = [fusion.hit(row, mode) for row in rows.values()]
+        return sorted(hits, key=lambda h: (-h.score, -h.memory.id))[:limit]
 
-    @staticmethod
-    def _hit(row: asyncpg.Record, mode: Mode, cosine: float, kw: float, phrase: str) -> Hit:
-        boost = PHRASE_BOOST if len(phrase) >= 3 and phrase in " ".join(row["content"].lower().split()) else 0.0
+
+def any_word(query: str) -> str:
+    """The query as `websearch_to_tsquery` input asking for any of its words, not all: questions
+    ("which restaurant did we pick?") rarely share every word with their answer. Only word
+    characters pass, so nothing in the text is read as search syntax."""
+    words = list(dict.fromkeys(w.lower() for w in re.findall(r"\w+", query)))[:64]
+    return " or ".join(w for w in words if w != "or")
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """Hybrid scoring, chosen by bench/cortex_quality.py: cosine and the full-text rank, each
+    min-max normalised over the candidates, weighted 0.7 and 0.3, plus a boost for the exact phrase.
+    Normalising scores rather than ranks keeps a weak word match from counting as much as a strong one."""
+
+    top_rank: float
+    low: float
+    high: float
+    phrase: str
+
+    def hit(self, row: asyncpg.Record, mode: Mode) -> Hit:
+        content = " ".join(row["content"].lower().split())
+        boost = PHRASE_BOOST if len(self.phrase) >= 3 and self.phrase in content else 0.0
+        rank = float(row["rank"])
+        keyword = rank / self.top_rank
+        if mode == "keyword":
+            return Hit(_memory(row), keyword + boost, {"keyword": keyword, "rank": rank, "phrase": boost})
+        cosine = float(row["cosine"])
         if mode == "semantic":
             return Hit(_memory(row), cosine, {"cosine": cosine})
-        if mode == "keyword":
-            return Hit(_memory(row), kw + boost, {"keyword": kw, "phrase": boost})
-        score = COSINE_WEIGHT * cosine + KEYWORD_WEIGHT * kw + boost
-        return Hit(_memory(row), score, {"cosine": cosine, "keyword": kw, "phrase": boost})
+        closeness = (cosine - self.low) / ((self.high - self.low) or 1.0)
+        score = COSINE_WEIGHT * closeness + KEYWORD_WEIGHT * keyword + boost
+        return Hit(_memory(row), score, {"cosine": cosine, "closeness": closeness, "keyword": keyword, "rank": rank,
+                                         "phrase": boost})
 
 
 class BulkStore:

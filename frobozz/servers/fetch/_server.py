@@ -32,6 +32,8 @@ class FetchResult(BaseModel):
     length: int = Field(description="Characters of text in the whole document.")
     truncated: bool
     next_start_index: int | None = Field(description="Pass as start_index to read on; null at the end.")
+    content: str = Field(description="This part of the text (clients that show only structured output, as claude "
+                                     "does, read it here).")
 
 
 def _text_result(url: str, final_url: str, status: int, content_type: str, title: str | None, text: str,
@@ -43,7 +45,8 @@ def _text_result(url: str, final_url: str, status: int, content_type: str, title
     elif start_index and not part:
         part = f"[No more content: the text has {len(text)} characters.]"
     result = FetchResult(url=url, final_url=final_url, status=status, content_type=content_type, title=title,
-                         length=len(text), truncated=next_start is not None or capped, next_start_index=next_start)
+                         length=len(text), truncated=next_start is not None or capped, next_start_index=next_start,
+                         content=part)
     return CallToolResult(content=[TextContent(type="text", text=part)], structured_content=result.model_dump())
 
 
@@ -109,7 +112,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             if converted.image is not None:
                 result = FetchResult(url=url, final_url=fetched.final_url, status=fetched.status,
                                      content_type=fetched.content_type, title=None, length=0, truncated=False,
-                                     next_start_index=None)
+                                     next_start_index=None, content=converted.text)
                 picture = ImageContent(type="image", data=base64.b64encode(converted.image).decode(),
                                        mime_type=converted.image_mime or "image/png")
                 return CallToolResult(content=[picture, TextContent(type="text", text=converted.text)],

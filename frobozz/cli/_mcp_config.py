@@ -1,0 +1,37 @@
+"""`frobozz mcp-config`: an MCP config with absolute paths for this install, printed, written, or
+merged into a project's `.mcp.json`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from frobozz.servers._configs import BUNDLES, ConfigError, check_names, config_for, install, write
+
+
+def mcp_config(
+    servers: str = typer.Option("frobozz", "--servers", "-s",
+                                help=f"Server names, comma-separated, or a bundle: {', '.join(BUNDLES)}."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write the config to this file."),
+    install_to: bool = typer.Option(False, "--install", help="Add the servers to the project's .mcp.json, "
+                                                            "as `claude mcp add --scope project` would."),
+    project: Path = typer.Option(Path("."), "--project", help="The project directory for --install."),
+) -> None:
+    """Print (or write, or install) an MCP config for claude or any MCP client."""
+    names = list(BUNDLES.get(servers, [n.strip() for n in servers.split(",") if n.strip()]))
+    try:
+        config = config_for(check_names(names))
+        if install_to:
+            path, added = install(config, project)
+            typer.echo(f"added {', '.join(added)} to {path}", err=True)
+        if output is not None:
+            write(config, output)
+            typer.echo(f"wrote {output}", err=True)
+    except ConfigError as e:
+        raise typer.BadParameter(str(e)) from e
+    except OSError as e:
+        raise typer.BadParameter(f"cannot write: {e}") from e
+    if not install_to and output is None:
+        typer.echo(json.dumps(config, indent=2))

@@ -1,0 +1,121 @@
+"""Hand-off between context windows, driven from outside the model.
+
+The relay watches the stream: when the model calls its `handoff` tool (any MCP server's tool of
+that name), the relay waits for the turn to end, then sends `/compact` with the letter as the
+compaction instructions, and makes the next window's first user message an orientation that
+carries the letter. From the proxy's `Usage` events it also knows how full the context is, and
+past a threshold it asks the model, once per window, to hand off.
+
+It is an observer (it watches) and a producer (it sends): pass the same object in both lists.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._events import AssistantMessage, CompactBoundary, Event, Result, ToolUseBlock, Usage, UserMessage
+
+if TYPE_CHECKING:
+    from .._session import Session
+
+
+@dataclass(frozen=True)
+class HandoffLetter:
+    summary: str
+    next_steps: tuple[str, ...] = ()
+    memories: tuple[str, ...] = ()
+
+    @classmethod
+    def from_input(cls, arguments: Mapping[str, Any]) -> HandoffLetter:
+        def items(key: str) -> tuple[str, ...]:
+            value = arguments.get(key) or ()
+            return tuple(str(v) for v in value) if isinstance(value, list | tuple) else (str(value),)
+        return cls(str(arguments.get("summary") or ""), items("next_steps"), items("memories"))
+
+    def text(self) -> str:
+        parts = [f"Summary: {self.summary}"]
+        if self.next_steps:
+            parts.append("Next steps:\n" + "\n".join(f"- {s}" for s in self.next_steps))
+        if self.memories:
+            parts.append("Remember:\n" + "\n".join(f"- {m}" for m in self.memories))
+        return "\n\n".join(parts)
+
+
+def compact_command(letter: HandoffLetter) -> str:
+    return ("/compact Keep the hand-off letter below whole at the top of the summary; it is what the next "
+            f"context window most needs.\n\n{letter.text()}")
+
+
+def orientation(letter: HandoffLetter) -> str:
+    return ("A new context window begins. Your previous window handed its work to you with this letter "
+            f"(latest_handoff has it too):\n\n{letter.text()}\n\nCarry on from the next steps.")
+
+
+def ask_to_hand_off(used: int, window: int) -> str:
+    return (f"Your context window is {100 * used // window}% full ({used:,} of {window:,} tokens). Call the handoff "
+            "tool now with a summary of where things stand, the next steps, and anything worth remembering; "
+            "the conversation will be compacted after this turn.")
+
+
+@dataclass
+class HandoffRelay:
+    tool: str = "handoff"
+    threshold: float = 0.75  # of the context window, as the proxy measures it
+    context_window: int = 200_000
+    compact: Callable[[HandoffLetter], str] = compact_command
+    orient: Callable[[HandoffLetter], str] = orientation
+    ask: Callable[[int, int], str] = ask_to_hand_off
+    name: str = "handoff"
+    letters: list[HandoffLetter] = field(default_factory=list)  # every letter relayed, in order
+
+    def __post_init__(self) -> None:
+        self._calls: dict[str, HandoffLetter] = {}  # tool-use id → the letter it carries
+        self._letter: HandoffLetter | None = None  # written this turn, and the tool said yes
+        self._context = 0
+        self._asked = False
+        self._out, self._in = anyio.create_memory_object_stream[tuple[str, ...]](math.inf)
+
+    @property
+    def context_used(self) -> float:
+        return self._context / self.context_window
+
+    def is_handoff(self, name: str) -> bool:
+        return name == self.tool or name.endswith(f"__{self.tool}")  # mcp__<server>__handoff
+
+    # -- observer -------------------------------------------------------------------------------
+    def on_event(self, event: Event) -> None:
+        if event.is_replay:
+            return
+        if isinstance(event, AssistantMessage):
+            for block in event.content:
+                if isinstance(block, ToolUseBlock) and self.is_handoff(block.name):
+                    self._calls[block.id] = HandoffLetter.from_input(block.input)
+        elif isinstance(event, UserMessage):
+            for block in event.content:
+                letter = self._calls.pop(getattr(block, "tool_use_id", ""), None)
+                if letter is not None and not getattr(block, "is_error", True):
+                    self._letter = letter  # only a letter the server accepted is relayed
+        elif isinstance(event, Usage) and event.status == 200 and not event.rewritten:
+            self._context = max(self._context, event.context_tokens)  # side requests are smaller
+        elif isinstance(event, CompactBoundary):
+            self._asked, self._context = False, 0
+        elif isinstance(event, Result):
+            self._calls.clear()
+            if self._letter is not None:
+                letter, self._letter = self._letter, None
+                self.letters.append(letter)
+                self._out.send_nowait((self.compact(letter), self.orient(letter)))
+            elif not self._asked and self._context >= self.threshold * self.context_window:
+                self._asked = True
+                self._out.send_nowait((self.ask(self._context, self.context_window),))
+
+    # -- producer -------------------------------------------------------------------------------
+    async def run(self, session: Session) -> None:
+        async for messages in self._in:
+            for message in messages:  # queued together: the orientation is the new window's first message
+                await session.send(message)

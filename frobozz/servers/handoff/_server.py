@@ -1,0 +1,109 @@
+"""The `handoff` MCP server: when a context window is nearly full or a session ends, the model
+writes its next self a letter (what was done, what comes next, what to remember); the next
+window reads it. Letters live in cortex's Postgres, keyed by claude's session id and namespace."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel, Field
+
+from .._tools import annotations, closing, tool_errors
+from ..cortex._server import Cortex
+from ..cortex.exceptions import CortexError
+from ._store import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter
+from .settings import Settings
+
+
+class HandedOff(BaseModel):
+    handoff_id: int
+    memory_ids: list[int] = Field(description="The cortex memories the letter's `memories` became.")
+
+
+class RememberedOut(BaseModel):
+    id: int
+    content: str
+
+
+class LetterOut(BaseModel):
+    id: int
+    namespace: str
+    session_id: str | None
+    summary: str
+    next_steps: list[str]
+    memories: list[RememberedOut]
+    created_at: datetime
+
+
+class Latest(BaseModel):
+    handoff: LetterOut | None = Field(description="The newest letter, or null when none was written yet.")
+
+
+class LetterBrief(BaseModel):
+    id: int
+    session_id: str | None
+    created_at: datetime
+    summary: str = Field(description="The summary's first 300 characters.")
+    next_steps: int
+    memories: int
+
+
+class Letters(BaseModel):
+    handoffs: list[LetterBrief]
+
+
+Namespace = Annotated[str | None, Field(max_length=100, description="Keeps agents' letters apart.")]
+Items = Annotated[list[Annotated[str, Field(max_length=MAX_ITEM_CHARS)]] | None, Field(max_length=MAX_ITEMS)]
+
+
+def _out(letter: Letter) -> LetterOut:
+    return LetterOut(id=letter.id, namespace=letter.namespace, session_id=letter.session_id, summary=letter.summary,
+                     next_steps=letter.next_steps, created_at=letter.created_at,
+                     memories=[RememberedOut(id=m.id, content=m.content) for m in letter.memories])
+
+
+def create_server(settings: Settings | None = None) -> MCPServer:
+    settings = settings or Settings()
+    cortex = Cortex(settings)
+
+    async def letters() -> HandoffStore:
+        return HandoffStore(await cortex.store(), max_chars=settings.handoff_max_chars)
+
+    server = MCPServer("frobozz-handoff", title="Frobozz handoff", lifespan=closing(cortex.aclose),
+                       instructions="Before your context window fills up or the session ends, call `handoff` with a "
+                                    "letter to your next self; at the start of a new window, `latest_handoff` reads it.")
+
+    @server.tool(annotations=annotations("Hand off to the next context window", read_only=False))
+    async def handoff(summary: Annotated[str, Field(description="What was done and where things stand.")],
+                      next_steps: Items = None, memories: Items = None, namespace: Namespace = None) -> HandedOff:
+        """Write the letter your next context window reads first; each of `memories` is also stored in cortex."""
+        with tool_errors(CortexError):
+            letter_id, memory_ids = await (await letters()).write(summary, next_steps, memories, namespace,
+                                                                  settings.session_id)
+            return HandedOff(handoff_id=letter_id, memory_ids=memory_ids)
+
+    @server.tool(annotations=annotations("Read the latest handoff", read_only=True, idempotent=True))
+    async def latest_handoff(namespace: Namespace = None) -> Latest:
+        """The newest letter in the namespace (from any session), with its memories."""
+        with tool_errors(CortexError):
+            letter = await (await letters()).latest(namespace)
+            return Latest(handoff=_out(letter) if letter else None)
+
+    @server.tool(annotations=annotations("Read a handoff", read_only=True, idempotent=True))
+    async def read_handoff(id: Annotated[int, Field(ge=1, le=2**62)]) -> LetterOut:  # noqa: A002 - the contract
+        """One letter by its id."""
+        with tool_errors(CortexError):
+            return _out(await (await letters()).read(id))
+
+    @server.tool(annotations=annotations("List handoffs", read_only=True, idempotent=True))
+    async def list_handoffs(limit: Annotated[int, Field(ge=1, le=200)] = 10, namespace: Namespace = None) -> Letters:
+        """The newest letters first, briefly; read_handoff gives one whole."""
+        with tool_errors(CortexError):
+            return Letters(handoffs=[
+                LetterBrief(id=x.id, session_id=x.session_id, created_at=x.created_at, summary=x.summary[:300],
+                            next_steps=len(x.next_steps), memories=len(x.memories))
+                for x in await (await letters()).recent(limit, namespace)])
+
+    return server

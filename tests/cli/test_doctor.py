@@ -1,0 +1,33 @@
+"""`frobozz doctor` as a user runs it, on a good install and on a broken one."""
+
+import os
+import subprocess
+import sys
+
+
+def doctor(env):
+    return subprocess.run([sys.executable, "-m", "frobozz", "doctor"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "250", **env})
+
+
+def test_a_good_install_passes_every_check(frobozz_env, cortex_settings):
+    done = doctor({"FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()})
+    assert done.returncode == 0, done.stdout + done.stderr
+    for found in ("Claude Code", "Postgres 16", "pgvector 0.6", "all-MiniLM-L6-v2 (384 dims", "zork1",
+                  "played a turn of zork1: 'West of House'"):
+        assert found in done.stdout
+    assert "FAIL" not in done.stdout
+
+
+def test_a_broken_install_says_what_is_wrong_and_how_to_fix_each_part(frobozz_env, tmp_path):
+    empty = tmp_path / "no-games"
+    empty.mkdir()
+    done = doctor({"FROBOZZ_CLAUDE_PATH": str(tmp_path / "no-claude"), "FROBOZZ_GAMES_DIR": str(empty),
+                   "FROBOZZ_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/nothing",
+                   "FROBOZZ_EMBEDDING_PROVIDER": "ollama", "FROBOZZ_EMBEDDING_URL": "http://127.0.0.1:1",
+                   "FROBOZZ_EMBEDDING_MODEL": "nomic-embed-text", "FROBOZZ_EMBEDDING_DIM": "768"})
+    assert done.returncode == 1
+    assert done.stdout.count("FAIL") == 5 and "5 problem(s)" in done.stderr
+    for fix in ("npm install -g @anthropic-ai/claude-code", "FROBOZZ_DATABASE_URL is right",
+                "check FROBOZZ_EMBEDDING_URL", "frobozz games install zork1", "install a game first"):
+        assert fix in done.stdout

@@ -1,0 +1,129 @@
+"""The hub as a user sets it up: the real claude CLI with mcp-config/frobozz.json as shipped
+(`frobozz` from PATH), each server a real stdio process; `frobozz mcp-config`; `serve all --http`."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from frobozz.engine import Result, Session, SystemInit, UserMessage
+from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
+from frobozz.servers.forge.testing import FakeImageBackend
+from tests.engine.conftest import claude_home, make_options, of, until  # noqa: F401 - fixtures
+from tests.httpserver import serve
+
+ROOT = Path(__file__).parents[2]
+SERVERS = ["cortex", "fetch", "forge", "handoff", "game"]
+
+
+def frobozz(*args, env=None, check=True):
+    done = subprocess.run([sys.executable, "-m", "frobozz", *args], capture_output=True, text=True, timeout=120,
+                          env=env or os.environ)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.mark.anyio
+async def test_claude_connects_all_five_servers_from_the_shipped_config_and_calls_one_tool_of_each(
+        make_options, frobozz_env, cortex_settings):
+    with serve({"/page": (200, b"<html><title>Hub page</title><body><p>The hub fetched this.</p></body></html>")}) \
+            as site, FakeImageBackend("sdwebui") as images:
+        calls = [ToolUse("mcp__cortex__store", {"content": "Stored through the hub."}),
+                 ToolUse("mcp__fetch__fetch", {"url": f"{site}/page"}),
+                 ToolUse("mcp__forge__imagine", {"prompt": "a white house", "width": 64, "height": 64}),
+                 ToolUse("mcp__handoff__handoff", {"summary": "Every server answered."}),
+                 ToolUse("mcp__game__new_game", {"game": "zork1"})]
+
+        def script(request):
+            done = sum(1 for m in request.messages for b in (m["content"] if isinstance(m["content"], list) else [])
+                       if b.get("type") == "tool_result")
+            if request.last_user_text() == "ping" or done == len(calls):
+                return "pong" if request.last_user_text() == "ping" else "All five answered."
+            return Reply((Text(f"Calling {calls[done].name}."), calls[done]))
+
+        env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # `frobozz` as installed
+               "FROBOZZ_DATA_DIR": str(frobozz_env), "FROBOZZ_GAMES_DIR": os.environ["FROBOZZ_GAMES_DIR"],
+               "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
+               "FROBOZZ_FETCH_ALLOW_PRIVATE": "true", "FROBOZZ_FETCH_RESPECT_ROBOTS": "false",
+               "FROBOZZ_FORGE_URL": images.url, "FROBOZZ_FORGE_API_KEY": "sk-test"}
+        async with ScriptedModel(script) as model:
+            options = make_options(model, env=env, mcp_config=ROOT / "mcp-config" / "frobozz.json",
+                                   strict_mcp_config=True, allowed_tools=[c.name for c in calls])
+            async with Session(options) as session:
+                with anyio.fail_after(120):  # servers start in parallel; init reports them "pending" until then
+                    while True:
+                        await session.send("ping")
+                        init = of(await until(session.events(), Result), SystemInit)[-1]
+                        if all(s.status == "connected" for s in init.mcp_servers) and len(init.mcp_servers) == 5:
+                            break
+                await session.send("use one tool of each server")
+                events = await until(session.events(), Result, timeout=180)
+    assert sorted(s.name for s in init.mcp_servers) == sorted(SERVERS)
+    assert {c.name for c in calls} <= set(init.tools)
+    results = [r for u in of(events, UserMessage) for r in u.tool_results]
+    assert len(results) == 5 and not [r.content for r in results if r.is_error]
+    text = json.dumps([r.content for r in results])
+    assert "The hub fetched this." in text and "West of House" in text and "handoff_id" in text
+    assert of(events, Result)[-1].result == "All five answered."
+
+
+def test_mcp_config_prints_writes_and_installs_a_config_for_this_install(tmp_path):
+    printed = json.loads(frobozz("mcp-config", "--servers", "memory").stdout)
+    assert list(printed["mcpServers"]) == ["cortex", "handoff"]
+    assert printed["mcpServers"]["cortex"]["command"] == sys.executable
+    frobozz("mcp-config", "--servers", "game,fetch", "--output", str(tmp_path / "mine.json"))
+    assert list(json.loads((tmp_path / "mine.json").read_text())["mcpServers"]) == ["game", "fetch"]
+    project = tmp_path / "project"
+    project.mkdir()
+    frobozz("mcp-config", "--install", "--project", str(project))
+    assert list(json.loads((project / ".mcp.json").read_text())["mcpServers"]) == SERVERS
+    wrong = frobozz("mcp-config", "--servers", "cortex,telepathy", check=False)
+    assert wrong.returncode == 2 and "telepathy" in wrong.stderr
+
+
+def test_serve_all_needs_http_and_an_unknown_server_is_named():
+    assert "needs --http" in frobozz("serve", "all", check=False).stderr
+    assert "no server 'nope'" in frobozz("serve", "nope", check=False).stderr
+
+
+@pytest.mark.anyio
+async def test_serve_all_over_http_prints_a_generated_token_that_clients_then_use(frobozz_env, cortex_settings):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
+    env.pop("FROBOZZ_HUB_TOKEN", None)
+    hub = subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)],
+                           stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        token = None
+        with anyio.fail_after(60):
+            while token is None:
+                line = await anyio.to_thread.run_sync(hub.stderr.readline)
+                assert line, "the hub exited before printing its token"
+                if "bearer token" in line:
+                    token = line.rsplit(" ", 1)[1].strip()
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    await anyio.sleep(0.1)
+        assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 401
+        client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+        async with Client(streamable_http_client(f"http://127.0.0.1:{port}/cortex/mcp", http_client=client)) as mcp:
+            stored = await mcp.call_tool("store", {"content": "Stored through serve all --http."})
+        assert not stored.is_error
+    finally:
+        hub.terminate()
+        hub.wait(timeout=30)

@@ -1,0 +1,79 @@
+import json
+import sys
+
+import asyncpg
+import pytest
+
+from frobozz.engine import CompactBoundary, Result, Session, Usage, is_compaction_request
+from frobozz.engine.observers import HandoffLetter, HandoffRelay
+from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
+from tests.engine.conftest import of, until
+
+pytestmark = pytest.mark.anyio
+
+LETTER = {"summary": "Mapped the white house; the lamp is lit.", "next_steps": ["open the trap door"],
+          "memories": ["The troll takes the sword only once."]}
+
+
+def handoff_server(frobozz_env, cortex_settings) -> dict:
+    """The real handoff MCP server, on a fresh database of the test Postgres."""
+    return {"mcpServers": {"handoff": {"command": sys.executable, "args": ["-m", "frobozz", "serve", "handoff"], "env": {
+        "FROBOZZ_DATA_DIR": str(frobozz_env), "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}}}}
+
+
+async def test_a_session_hands_off_compacts_and_the_next_window_opens_with_the_letter(
+        make_options, frobozz_env, cortex_settings):
+    def script(request):
+        if is_compaction_request(request.body):
+            return "The summary of the first window."
+        if request.tool_results():
+            return "Letter written."
+        if request.last_user_text() == "wrap up":
+            return Reply((ToolUse("mcp__handoff__handoff", LETTER),))
+        return f"noted: {request.last_user_text()}"
+
+    relay = HandoffRelay()
+    async with ScriptedModel(script) as model:
+        options = make_options(model, mcp_config=handoff_server(frobozz_env, cortex_settings), strict_mcp_config=True,
+                               allowed_tools=["mcp__handoff__handoff"])
+        async with Session(options, producers=[relay], observers=[relay]) as session:
+            for text in ("hello", "tell me more", "wrap up"):  # claude compacts nothing shorter
+                await session.send(text)
+            events = await until(session.events(), Result, count=5, timeout=180)  # 3 turns, /compact, orientation
+            await session.wait_idle()
+    assert relay.letters == [HandoffLetter(LETTER["summary"], tuple(LETTER["next_steps"]), tuple(LETTER["memories"]))]
+    results = [r for request in model.requests for r in request.tool_results()]
+    assert results and "handoff_id" in json.dumps(results[0]) and not results[0].get("is_error")
+    compaction = [n for n, r in enumerate(model.requests) if is_compaction_request(r.body)]
+    assert len(compaction) == 1 and "open the trap door" in model.requests[compaction[0]].last_user_text()
+    assert of(events, CompactBoundary)
+    next_window = [r for r in model.requests[compaction[0] + 1:] if r.body.get("tools")][0]
+    first_user = json.dumps(next_window.messages)
+    assert "A new context window begins" in first_user and LETTER["summary"] in first_user
+    assert "wrap up" not in first_user  # the old window is gone: only the summary and the orientation remain
+    db = await asyncpg.connect(cortex_settings.database_url.get_secret_value())
+    try:
+        stored = await db.fetchrow("SELECT session_id, summary FROM handoffs")
+    finally:
+        await db.close()
+    assert tuple(stored) == (session.session_id, LETTER["summary"])  # keyed by claude's own session id
+
+
+async def test_past_the_threshold_the_model_is_asked_once_to_hand_off(make_options):
+    async with ScriptedModel(lambda request: Reply((Text("fine"),), input_tokens=160_000)) as model:
+        relay = HandoffRelay(threshold=0.75, context_window=200_000)
+        async with Session(make_options(model), producers=[relay], observers=[relay]) as session:
+            await session.send("hello")
+            events = await until(session.events(), Result, count=2)
+            await session.send("and again")
+            events += await until(session.events(), Result)
+            await session.wait_idle()
+    asks = [r.last_user_text() for r in model.requests if "Call the handoff tool now" in r.last_user_text()]
+    assert len(asks) == 1 and "80% full" in asks[0]
+    assert relay.context_used >= 0.8 and of(events, Usage)
+
+
+def test_a_letter_reads_from_any_tool_input():
+    letter = HandoffLetter.from_input({"summary": "s", "next_steps": "one step", "memories": None})
+    assert letter == HandoffLetter("s", ("one step",), ())
+    assert "Next steps:\n- one step" in letter.text() and "Remember" not in letter.text()

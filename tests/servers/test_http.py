@@ -1,0 +1,75 @@
+"""`serve all --http`: every server in one ASGI app behind a bearer token, on real loopback HTTP."""
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from frobozz._loopback import LoopbackServer
+from frobozz.servers import SERVERS
+from frobozz.servers._http import hub_app, new_token
+from frobozz.servers.forge.testing import FakeImageBackend
+from tests.servers.mcp import assert_conventions, call
+
+pytestmark = pytest.mark.anyio
+TOKEN = new_token()
+
+
+def hub_client(url: str, token: str = TOKEN) -> Client:
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"}, timeout=120)))
+
+
+@pytest.fixture
+def overrides(cortex_settings):
+    url = cortex_settings.database_url.get_secret_value()
+    return {"cortex": {"database_url": url}, "handoff": {"database_url": url, "session_id": "over-http"}}
+
+
+async def test_every_server_answers_at_its_own_path_with_the_token(overrides):
+    with FakeImageBackend("sdwebui") as backend, LoopbackServer(hub_app(
+            list(SERVERS), TOKEN, forge={"forge_url": backend.url}, **overrides), lifespan="on") as hub:
+        for name in SERVERS:
+            async with hub_client(f"{hub.url}/{name}/mcp") as client:
+                tools = (await client.list_tools()).tools
+                assert tools, name
+                assert_conventions(tools)
+        async with hub_client(f"{hub.url}/game/mcp") as client:
+            game = await call(client, "new_game", game="zork1")
+            assert "West of House" in (await call(client, "act", session_id=game["session_id"], command="look"))["text"]
+        listing = httpx.get(f"{hub.url}/", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert set(listing["servers"]) == set(SERVERS) and listing["servers"]["cortex"]["endpoint"] == "/cortex/mcp"
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong-token-wrong-token"},
+                                     {"Authorization": f"bearer {TOKEN}"}, {"Authorization": TOKEN}])
+async def test_requests_without_the_right_token_are_refused_and_health_is_open(overrides, headers):
+    with LoopbackServer(hub_app(["cortex"], TOKEN, **overrides), lifespan="on") as hub:
+        refused = httpx.post(f"{hub.url}/cortex/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1,
+                                                                            "method": "tools/list"})
+        health = httpx.get(f"{hub.url}/healthz")
+    assert refused.status_code == 401 and "Bearer" in refused.headers["www-authenticate"]
+    assert "Authorization: Bearer TOKEN" in refused.json()["error"]
+    assert health.text == "ok"
+
+
+def test_a_short_token_is_refused():
+    with pytest.raises(ValueError, match="at least 16"):
+        hub_app(["fetch"], "short")
+
+
+async def test_two_hub_processes_share_one_memory_through_postgres(overrides):
+    """What one hub writes, another (a second process behind a load balancer) reads."""
+    with LoopbackServer(hub_app(["cortex", "handoff"], TOKEN, **overrides), lifespan="on") as one, \
+            LoopbackServer(hub_app(["cortex", "handoff"], TOKEN, **overrides), lifespan="on") as two:
+        async with hub_client(f"{one.url}/cortex/mcp") as client:
+            stored = await call(client, "store", content="The hub on machine one stored this.")
+        async with hub_client(f"{one.url}/handoff/mcp") as client:
+            letter = await call(client, "handoff", summary="Handed over from machine one.")
+        async with hub_client(f"{two.url}/cortex/mcp") as client:
+            found = await call(client, "search", query="what did machine one store?")
+        async with hub_client(f"{two.url}/handoff/mcp") as client:
+            latest = (await call(client, "latest_handoff"))["handoff"]
+    assert found["results"][0]["id"] == stored["id"]
+    assert latest["id"] == letter["handoff_id"] and latest["session_id"] == "over-http"
