@@ -1,12 +1,17 @@
-"""Fixtures for every test: a private data directory, and the story files shipped beside the checkout."""
+"""Fixtures for every test: a private data directory, the story files shipped beside the checkout, the
+embedded Postgres, and claude run offline in its own HOME against a scripted Messages API."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from frobozz.engine import EngineOptions
+from frobozz.engine.testing import ScriptedModel
 from frobozz.games import GamesSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,3 +76,21 @@ def cortex_settings(postgres, frobozz_env: Path):
     name = f"t_{secrets.token_hex(6)}"
     postgres.psql(f"CREATE DATABASE {name};")
     return Settings(database_url=database_url(postgres, name))
+
+
+# -- the real claude CLI against a scripted Messages API ----------------------------------------
+@pytest.fixture
+def claude_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in ("CLAUDE_CONFIG_DIR", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDECODE"):
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    return home
+
+
+@pytest.fixture
+def make_options(claude_home: Path) -> Callable[..., EngineOptions]:
+    def make(scripted: ScriptedModel, *, env: dict[str, str] | None = None, **options: Any) -> EngineOptions:
+        full_env = {**scripted.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0", **(env or {})}
+        return EngineOptions(env=full_env, cwd=claude_home, **options)
+    return make

@@ -71,6 +71,32 @@ class GameSession:
 
     @classmethod
     async def open(cls, story: StoryInfo, settings: GamesSettings, *, seed: int | None = None) -> GameSession:
+        self, raw = await cls._start(story, settings, seed, None)
+        self._journal.write("start", session=self.id, story=str(story.path), md5=story.md5,
+                            started=datetime.now(UTC).isoformat(timespec="seconds"))
+        self._push(self._turn(raw, None))
+        self._states[-1] = raw["state"]
+        self._opening = (self._turns[0], raw["state"])  # restart goes here, whatever was restored since
+        return self
+
+    @classmethod
+    async def reopen(cls, story: StoryInfo, settings: GamesSettings, session_id: str, snapshot: dict,
+                     turns: list[Turn]) -> GameSession:
+        """Session `session_id`, begun by another process (its journal is already written), picked up
+        here at `snapshot`; nothing is journalled twice."""
+        self, raw = await cls._start(story, settings, None, session_id)
+        opening = self._turn(raw, None)
+        self._opening = (opening, raw["state"])
+        try:
+            await self.resume(snapshot, turns or [opening], journal=False)
+        except BaseException:
+            await self.aclose(journal=False)
+            raise
+        return self
+
+    @classmethod
+    async def _start(cls, story: StoryInfo, settings: GamesSettings, seed: int | None,
+                     session_id: str | None) -> tuple[GameSession, dict]:
         worker = WorkerProcess(timeout=settings.step_timeout)
         try:
             raw = await worker.call("open", str(story.path), seed)
@@ -80,17 +106,12 @@ class GameSession:
         except BaseException:
             await worker.aclose()
             raise
-        self = cls(story, settings, worker, seed=seed)
+        self = cls(story, settings, worker, seed=seed, session_id=session_id)
         self.supported = raw["supported"]
         known = by_md5(story.md5)
         self.max_score = raw["max_score"] or (known.max_score if known else None)
         self.walkthrough = raw["walkthrough"]
-        self._journal.write("start", session=self.id, story=str(story.path), md5=story.md5,
-                            started=datetime.now(UTC).isoformat(timespec="seconds"))
-        self._push(self._turn(raw, None))
-        self._states[-1] = raw["state"]
-        self._opening = (self._turns[0], raw["state"])  # restart goes here, whatever was restored since
-        return self
+        return self, raw
 
     # -- reading -----------------------------------------------------------------------------
     @property
@@ -184,37 +205,47 @@ class GameSession:
         self._set_state_from(self.current)
         return self.current
 
-    def snapshot(self) -> dict:
-        """The current turn and interpreter state as JSON, for a caller that keeps its own record."""
+    def snapshot(self, *, undo: int = 0) -> dict:
+        """The current turn and interpreter state as JSON, for a caller that keeps its own record;
+        with `undo`, the kept states of up to that many turns before it too, so undo works after a resume."""
         state = self._states[-1]
         assert state is not None
-        return {"story_md5": self.story.md5, "turn": asdict(self.current), "state": encode_state(state)}
+        earlier = [{"turn": t.number, "state": encode_state(s)}
+                   for t, s in zip(self._turns[-1 - undo:-1], self._states[-1 - undo:-1], strict=True)
+                   if s is not None] if undo else []
+        return {"story_md5": self.story.md5, "turn": asdict(self.current), "state": encode_state(state),
+                **({"undo": earlier} if earlier else {})}
 
-    async def resume(self, snapshot: dict, turns: list[Turn]) -> Turn:
-        """Put the game back to `snapshot` (from `snapshot()`), with `turns` as its history."""
+    async def resume(self, snapshot: dict, turns: list[Turn], *, journal: bool = True) -> Turn:
+        """Put the game back to `snapshot` (from `snapshot()`), with `turns` as its history;
+        `journal=False` when the journal already says so (another process wrote it)."""
         self._check_open()
         if snapshot.get("story_md5") != self.story.md5:
             raise SaveError("the snapshot belongs to another story file")
         try:
             state = decode_state(snapshot["state"])
             last = Turn(**snapshot["turn"])
+            earlier = {int(u["turn"]): decode_state(u["state"]) for u in snapshot.get("undo", [])}
         except (KeyError, TypeError, ValueError) as e:
             raise SaveError(f"the snapshot is corrupt ({type(e).__name__}: {e})") from e
         await self._call("set_state", state)
         self._turns = [t for t in turns if t.number < last.number] + [last]
-        self._states = [None] * (len(self._turns) - 1) + [state]
-        self._journal.reset("resume", self._turns)
+        self._states = [earlier.get(t.number) for t in self._turns[:-1]] + [state]
         self._set_state_from(last)
+        if journal:
+            self._journal.reset("resume", self._turns)
         return last
 
     async def valid_actions(self) -> list[str]:
         self._check_open()
         return list(await self._call("valid_actions"))
 
-    async def aclose(self) -> None:
+    async def aclose(self, *, journal: bool = True) -> None:
+        """Stop the interpreter; `journal=False` when the session goes on elsewhere."""
         if self.state is not SessionState.CLOSED:
             self.state = SessionState.CLOSED
-            self._journal.write("end")
+            if journal:
+                self._journal.write("end")
             self._journal.close()
             await self._worker.aclose()
 

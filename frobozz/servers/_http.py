@@ -1,8 +1,8 @@
 """`frobozz serve all --http`: every server from one process over streamable HTTP, each at
 `/NAME/mcp`, behind one bearer token, so other MCP clients and claude sessions on other machines
 share one memory. MCP sessions are stateless (any process can answer any request), and what the
-servers keep lives in Postgres or the data directory, so several such processes can run behind a
-load balancer against one database."""
+servers keep lives in Postgres or the data directory (game sessions too: each change is shared
+there), so several such processes can run behind a load balancer against one database."""
 
 from __future__ import annotations
 
@@ -51,6 +51,7 @@ class BearerToken:
 
 def hub_app(names: list[str], token: str, *, host: str = "127.0.0.1", **overrides: Any) -> ASGIApp:
     """One ASGI app with each named server mounted at `/NAME` (its endpoint `/NAME/mcp`)."""
+    overrides = {**overrides, "game": {"game_shared_sessions": True, **overrides.get("game", {})}}
     servers = {name: load_server(name, **overrides.get(name, {})) for name in names}
     apps = {name: server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, host=host)
             for name, server in servers.items()}

@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from frobozz.engine import Result, Session, SystemInit, UserMessage
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.servers.forge.testing import FakeImageBackend
-from tests.engine.conftest import claude_home, make_options, of, until  # noqa: F401 - fixtures
+from tests.engine.conftest import of, until
 from tests.httpserver import serve
 
 ROOT = Path(__file__).parents[2]

@@ -1,36 +1,17 @@
-"""Engine tests run the real claude CLI (installed by the README's set-up) against a scripted
-Messages API on 127.0.0.1, each test in its own HOME so sessions never mix."""
+"""Helpers for tests that run the real claude CLI (installed by the README's set-up) against a
+scripted Messages API on 127.0.0.1 (the fixtures are in tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
-import pytest
 
-from frobozz.engine import EngineOptions, Event
-from frobozz.engine.testing import ScriptedModel
+from frobozz.engine import Event
 
 E = TypeVar("E", bound=Event)
-
-
-@pytest.fixture
-def claude_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in ("CLAUDE_CONFIG_DIR", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDECODE"):
-        monkeypatch.delenv(name, raising=False)
-    home = tmp_path / "home"
-    home.mkdir()
-    return home
-
-
-@pytest.fixture
-def make_options(claude_home: Path) -> Callable[..., EngineOptions]:
-    def make(scripted: ScriptedModel, *, env: dict[str, str] | None = None, **options: Any) -> EngineOptions:
-        full_env = {**scripted.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0", **(env or {})}
-        return EngineOptions(env=full_env, cwd=claude_home, **options)
-    return make
 
 
 async def until(events: AsyncIterator[Event], kind: type[E], *, count: int = 1, timeout: float = 60) -> list[Event]:

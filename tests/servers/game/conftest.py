@@ -2,7 +2,6 @@ import pytest
 from mcp import Client
 
 from frobozz.servers.game import Settings, create_server
-from tests.servers.mcp import call, error  # noqa: F401 - the game tests import them from here
 
 
 @pytest.fixture

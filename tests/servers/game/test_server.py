@@ -4,7 +4,7 @@ from mcp import Client
 
 from frobozz.games import walkthrough_for
 from frobozz.servers.game import Settings, create_server
-from tests.servers.game.conftest import call, error
+from tests.servers.mcp import call, error
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.servers.game.conftest import call, error
+from tests.servers.mcp import call, error
 
 pytestmark = pytest.mark.anyio
 
