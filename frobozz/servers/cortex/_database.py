@@ -37,7 +37,7 @@ async def database_url(settings: Settings) -> str:
 
 async def _init(connection: asyncpg.Connection) -> None:
     await register_vector(connection)
-    await connection.execute("SET hnsw.ef_search = 100")  # filtered kNN keeps enough candidates
+    await connection.execute("SET hnsw.ef_search = 200")  # enough candidates for filtered kNN and clustered memories
 
 
 async def connect(url: str, size: int) -> asyncpg.Pool:

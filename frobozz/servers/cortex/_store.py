@@ -1,7 +1,7 @@
 """All of cortex's SQL: storing, searching, listing and changing memories (parameterised only).
 
 Search fetches its candidates through the indexes (HNSW for vectors, GIN for full text, matching
-any of the query's words) and, in hybrid mode, fuses min-max normalised cosine (0.7) and full-text
+every word of the query or any uncommon one) and, in hybrid mode, fuses min-max normalised cosine (0.7) and full-text
 rank (0.3), plus a boost when the query's exact phrase appears (see `Fusion`); every score can be
 explained by its parts."""
 
@@ -18,12 +18,15 @@ from typing import Any, Literal
 
 import asyncpg
 
+from ..._tasks import both
 from ._embeddings import Embedder
 from .exceptions import CortexError, DatabaseError, EmbeddingMismatchError
 
 Mode = Literal["hybrid", "semantic", "keyword"]
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 COSINE_WEIGHT, KEYWORD_WEIGHT, PHRASE_BOOST = 0.7, 0.3, 0.1
+COMMON_WORD = 0.02  # share of all memories above which a word is too common to fetch a memory alone
+_LEXEME = re.compile(r"\w+")
 _COLUMNS = "id, namespace, content, metadata, source, created_at, updated_at"
 _DOWN = (OSError, asyncpg.InterfaceError, asyncpg.CannotConnectNowError, asyncpg.ConnectionDoesNotExistError,
          asyncpg.PostgresConnectionError)
@@ -181,20 +184,31 @@ class MemoryStore:
         where = "namespace = $2 AND deleted_at IS NULL AND ($3::timestamptz IS NULL OR created_at >= $3) " \
                 "AND ($4::timestamptz IS NULL OR created_at < $4)"
         pool = max(limit * 4, 40)
-        vector = (await self.embedder.embed([query]))[0] if mode != "keyword" else None
-        words = any_word(query)
-        async with self._connection() as c:
-            semantic = [] if vector is None else await c.fetch(  # with their word rank: a near memory may match too
-                f"SELECT {_COLUMNS}, 1 - (embedding <=> $1) AS cosine, "
-                "coalesce(ts_rank_cd(fts, websearch_to_tsquery('english', $6)), 0) AS rank FROM memories "
-                f"WHERE {where} ORDER BY embedding <=> $1 LIMIT $5", vector, ns, since, until, pool, words)
-            keyword = [] if mode == "semantic" else await c.fetch(
-                f"SELECT {_COLUMNS}, ts_rank_cd(fts, q) AS rank"
-                + (", 1 - (embedding <=> $6) AS cosine" if vector is not None else "")
-                + f" FROM memories, websearch_to_tsquery('english', $1) q WHERE fts @@ q AND {where} "
-                "ORDER BY rank DESC LIMIT $5", words, ns, since, until, pool,
-                *([vector] if vector is not None else []))
-        rows = {r["id"]: r for r in semantic} | {r["id"]: r for r in keyword}
+
+        async def embed() -> list[float] | None:
+            return (await self.embedder.embed([query]))[0] if mode != "keyword" else None
+
+        async def by_words() -> tuple[str, list[asyncpg.Record]]:
+            async with self._connection() as c:
+                match, rank = await _word_queries(c, query)
+                if mode == "semantic" or not match:
+                    return rank, []
+                return rank, await c.fetch(
+                    f"SELECT {_COLUMNS}, ts_rank_cd(fts, $6::tsquery) AS rank FROM memories "
+                    f"WHERE fts @@ $1::tsquery AND {where} ORDER BY rank DESC LIMIT $5",
+                    match, ns, since, until, pool, rank)
+
+        vector, (rank, keyword) = await both(embed, by_words)  # the CPU embeds while Postgres finds the words
+        semantic = []
+        if vector is not None:  # the nearest memories, and the cosine of those the words found
+            async with self._connection() as c:
+                semantic = await c.fetch(
+                    f"WITH near AS (SELECT id FROM memories WHERE {where} ORDER BY embedding <=> $1 LIMIT $5) "
+                    f"SELECT {_COLUMNS}, 1 - (embedding <=> $1) AS cosine, "
+                    "coalesce(ts_rank_cd(fts, $6::tsquery), 0) AS rank FROM memories "
+                    "WHERE id IN (SELECT id FROM near UNION ALL SELECT unnest($7::bigint[]))",
+                    vector, ns, since, until, pool, rank or None, [r["id"] for r in keyword])
+        rows = {r["id"]: r for r in keyword} | {r["id"]: r for r in semantic}
         ranks = [float(r["rank"]) for r in rows.values()]
         cosines = [float(r["cosine"]) for r in rows.values()] if vector is not None else [0.0]
         fusion = Fusion(top_rank=max(ranks, default=0.0) or 1.0, low=min(cosines), high=max(cosines),
@@ -203,12 +217,32 @@ class MemoryStore:
         return sorted(hits, key=lambda h: (-h.score, -h.memory.id))[:limit]
 
 
-def any_word(query: str) -> str:
-    """The query as `websearch_to_tsquery` input asking for any of its words, not all: questions
-    ("which restaurant did we pick?") rarely share every word with their answer. Only word
+_LEXEMES = """
+WITH q AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', $1))),
+common AS (SELECT u.e FROM pg_stats s,
+           unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS u(e, f)
+           WHERE s.schemaname = current_schema() AND s.tablename = 'memories' AND s.attname = 'fts' AND u.f > $2)
+SELECT array(SELECT lexeme FROM q ORDER BY lexeme) AS words,
+       array(SELECT lexeme FROM q WHERE lexeme NOT IN (SELECT e FROM common WHERE e IS NOT NULL)) AS uncommon"""
+
+
+async def _word_queries(c: asyncpg.Connection, query: str) -> tuple[str, str]:
+    """Two tsqueries (as text) from the query's words: which memories to fetch, and how to rank them.
+
+    Questions ("which restaurant did we pick?") rarely share every word with their answer, so a
+    memory is fetched when it has every word or any uncommon one; a word in more than COMMON_WORD
+    of all memories only counts beside the others (Postgres's own column statistics say which
+    those are: BM25's inverse document frequency, in effect). Ranking counts any word. Only word
     characters pass, so nothing in the text is read as search syntax."""
-    words = list(dict.fromkeys(w.lower() for w in re.findall(r"\w+", query)))[:64]
-    return " or ".join(w for w in words if w != "or")
+    text = " ".join(dict.fromkeys(w.lower() for w in re.findall(r"\w+", query[:10_000])))
+    row = await c.fetchrow(_LEXEMES, text, COMMON_WORD)
+    words = [w for w in row["words"] if _LEXEME.fullmatch(w)][:64]
+    if not words:
+        return "", ""
+    uncommon = set(row["uncommon"])
+    quoted = [f"'{w}'" for w in words]
+    match = "(" + " & ".join(quoted) + ")" + "".join(f" | '{w}'" for w in words if w in uncommon)
+    return match, " | ".join(quoted)
 
 
 @dataclass(frozen=True)

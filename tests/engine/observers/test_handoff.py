@@ -4,7 +4,17 @@ import sys
 import asyncpg
 import pytest
 
-from frobozz.engine import CompactBoundary, Result, Session, Usage, is_compaction_request
+from frobozz.engine import (
+    AssistantMessage,
+    CompactBoundary,
+    Result,
+    Session,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+    UserMessage,
+    is_compaction_request,
+)
 from frobozz.engine.observers import HandoffLetter, HandoffRelay
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from tests.engine.conftest import of, until
@@ -77,3 +87,21 @@ def test_a_letter_reads_from_any_tool_input():
     letter = HandoffLetter.from_input({"summary": "s", "next_steps": "one step", "memories": None})
     assert letter == HandoffLetter("s", ("one step",), ())
     assert "Next steps:\n- one step" in letter.text() and "Remember" not in letter.text()
+
+
+def _turn(relay: HandoffRelay, *, refused: bool) -> None:
+    relay.on_event(AssistantMessage(session_id="s", message_id="m", model=None, content=(
+        ToolUseBlock(id="t1", name="mcp__handoff__handoff", input=LETTER),)))
+    relay.on_event(UserMessage(session_id="s", content=(ToolResultBlock(tool_use_id="t1", content="x", is_error=refused),)))
+    relay.on_event(Result(subtype="success", is_error=False, result="", session_id="s", num_turns=1, duration_ms=1,
+                          total_cost_usd=0, usage={}))
+
+
+def test_a_letter_the_server_refused_is_not_relayed_and_replays_are_ignored():
+    relay = HandoffRelay()
+    _turn(relay, refused=True)
+    relay.on_event(AssistantMessage(session_id="s", message_id="m", model=None, is_replay=True, content=(
+        ToolUseBlock(id="t2", name="handoff", input=LETTER),)))
+    assert relay.letters == []
+    _turn(relay, refused=False)
+    assert [letter.summary for letter in relay.letters] == [LETTER["summary"]]
