@@ -35,9 +35,13 @@ async def database_url(settings: Settings) -> str:
     return await anyio.to_thread.run_sync(embedded_url, settings)
 
 
+# Enough candidates for filtered kNN and for clustered memories. Given at connection start, so it is
+# the session's default: a plain SET would be undone by the RESET ALL a pool runs on every release.
+SESSION = {"hnsw.ef_search": "200"}
+
+
 async def _init(connection: asyncpg.Connection) -> None:
     await register_vector(connection)
-    await connection.execute("SET hnsw.ef_search = 200")  # enough candidates for filtered kNN and clustered memories
 
 
 async def connect(url: str, size: int) -> asyncpg.Pool:
@@ -56,7 +60,7 @@ async def connect(url: str, size: int) -> asyncpg.Pool:
     finally:
         await first.close()
     try:
-        return await asyncpg.create_pool(url, min_size=1, max_size=size, init=_init)
+        return await asyncpg.create_pool(url, min_size=1, max_size=size, init=_init, server_settings=SESSION)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
         raise DatabaseError(f"cannot reach the database: {e}") from e
 

@@ -177,3 +177,16 @@ async def test_the_server_over_real_stdio_with_the_embedded_default(frobozz_env)
         found = await call(client, "search", query="embedded database stdio")
     assert found["results"][0]["id"] == stored["id"]
     assert (frobozz_env / "postgres").is_dir()
+
+
+async def test_every_pooled_connection_searches_with_the_wider_hnsw_candidate_list(cortex_settings):
+    from frobozz.servers.cortex._server import Cortex
+
+    cortex = Cortex(cortex_settings)
+    pool = (await cortex.store()).pool
+    try:
+        for _ in range(3):  # a released connection is reset: the setting must survive that
+            async with pool.acquire() as c:
+                assert await c.fetchval("SHOW hnsw.ef_search") == "200"
+    finally:
+        await cortex.aclose()
