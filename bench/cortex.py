@@ -18,6 +18,7 @@ from pathlib import Path
 import anyio
 
 from frobozz.servers.cortex import Settings
+from frobozz.servers.cortex._database import stop_embedded
 from frobozz.servers.cortex._server import Cortex
 from frobozz.servers.cortex._store import content_hash
 
@@ -103,6 +104,7 @@ async def main(count: int, queries: int) -> None:
             recalls.append(len(set(approx) & set(exact)) / 10)
     print(f"HNSW recall@10 against exact kNN: {statistics.mean(recalls):.3f}   (target >= 0.95)")
     await cortex.aclose()
+    stop_embedded(cortex.settings, delete=True)  # a scratch database: nothing is left running
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from cortex import memory as noise_memory  # noqa: E402
 from cortex_quality_data import CHATTER, FACTS, LEAD_INS, NEAR_MISSES  # noqa: E402
 
 from frobozz.servers.cortex import Settings  # noqa: E402
+from frobozz.servers.cortex._database import stop_embedded  # noqa: E402
 from frobozz.servers.cortex._server import Cortex  # noqa: E402
 from frobozz.servers.cortex._store import MemoryStore  # noqa: E402
 
@@ -209,6 +210,7 @@ async def main(copies: int, noise: int) -> None:
                 hits = [h.memory.id for h in await store.search(question, limit=10, namespace=namespace, mode=mode)]
                 table[name].append((recall(hits, evidence, 5), recall(hits, evidence, 10)))
     await cortex.aclose()
+    stop_embedded(cortex.settings, delete=True)  # a scratch database: nothing is left running
 
     baseline = statistics.mean(r10 for _, r10 in table[BASELINE])
     print(f"{len(FACTS)} questions x {copies} conversations of {memories // copies} turns ({len(CHATTER)} chatter "

@@ -4,7 +4,7 @@ embedded Postgres, and claude run offline in its own HOME against a scripted Mes
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +37,17 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def frobozz_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def frobozz_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every test gets its own data directory, so nothing touches the user's games or saves."""
     data_dir = tmp_path / "data"
     monkeypatch.setenv("FROBOZZ_DATA_DIR", str(data_dir))
     monkeypatch.setenv("FROBOZZ_GAMES_DIR", str(GAMES_DIR))
-    return data_dir
+    yield data_dir
+    if (data_dir / "postgres").is_dir():  # a test used the embedded default, which is left running by design
+        from frobozz.servers.cortex import Settings
+        from frobozz.servers.cortex._database import stop_embedded
+
+        stop_embedded(Settings(data_dir=data_dir))
 
 
 @pytest.fixture

@@ -29,6 +29,17 @@ def embedded_url(settings: Settings) -> str:
     return server.get_uri()
 
 
+def stop_embedded(settings: Settings, *, delete: bool = False) -> None:
+    """Stop the embedded Postgres (it is otherwise left running for the next start); `delete` removes
+    its files too, for scratch databases such as the benchmarks'."""
+    import pgserver
+
+    if (settings.postgres_dir / "PG_VERSION").exists():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pgserver.get_server(settings.postgres_dir, cleanup_mode="delete" if delete else "stop").cleanup()
+
+
 async def database_url(settings: Settings) -> str:
     if settings.database_url is not None:
         return settings.database_url.get_secret_value()
