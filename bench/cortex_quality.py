@@ -19,6 +19,7 @@ import argparse
 import math
 import re
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -211,6 +212,7 @@ async def main(copies: int, noise: int) -> None:
                 table[name].append((recall(hits, evidence, 5), recall(hits, evidence, 10)))
     await cortex.aclose()
     stop_embedded(cortex.settings, delete=True)  # a scratch database: nothing is left running
+    shutil.rmtree(cortex.settings.data_dir, ignore_errors=True)
 
     baseline = statistics.mean(r10 for _, r10 in table[BASELINE])
     print(f"{len(FACTS)} questions x {copies} conversations of {memories // copies} turns ({len(CHATTER)} chatter "

@@ -37,7 +37,9 @@ def stop_embedded(settings: Settings, *, delete: bool = False) -> None:
     if (settings.postgres_dir / "PG_VERSION").exists():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pgserver.get_server(settings.postgres_dir, cleanup_mode="delete" if delete else "stop").cleanup()
+            server = pgserver.get_server(settings.postgres_dir)  # this process's own handle, if it has one
+            server.cleanup_mode = "delete" if delete else "stop"
+            server.cleanup()
 
 
 async def database_url(settings: Settings) -> str:
