@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 
 from frobozz.servers.cortex import Settings
-from frobozz.servers.cortex._database import stop_embedded
+from frobozz.servers.cortex._database import HNSW_INDEX, stop_embedded
 from frobozz.servers.cortex._server import Cortex
 from frobozz.servers.cortex._store import content_hash
 
@@ -62,7 +62,7 @@ async def main(count: int, queries: int) -> None:
         copied = time.perf_counter() - t1
         t2 = time.perf_counter()
         await c.execute("SET maintenance_work_mem = '512MB'")
-        await c.execute("CREATE INDEX memories_embedding ON memories USING hnsw (embedding vector_cosine_ops)")
+        await c.execute(HNSW_INDEX)
         indexed = time.perf_counter() - t2
         await c.execute("VACUUM (ANALYZE) memories")  # measure the steady state, not autovacuum after a bulk load
         await c.execute("CHECKPOINT")

@@ -48,6 +48,9 @@ async def database_url(settings: Settings) -> str:
     return await anyio.to_thread.run_sync(embedded_url, settings)
 
 
+HNSW_INDEX = ("CREATE INDEX memories_embedding ON memories USING hnsw (embedding vector_cosine_ops) "
+              "WITH (m = 24, ef_construction = 128)")  # as migration 003 builds it
+
 # Enough candidates for filtered kNN and for clustered memories. Given at connection start, so it is
 # the session's default: a plain SET would be undone by the RESET ALL a pool runs on every release.
 SESSION = {"hnsw.ef_search": "200"}

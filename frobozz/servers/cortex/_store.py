@@ -19,6 +19,7 @@ from typing import Any, Literal
 import asyncpg
 
 from ..._tasks import both
+from ._database import HNSW_INDEX
 from ._embeddings import Embedder
 from .exceptions import CortexError, DatabaseError, EmbeddingMismatchError
 
@@ -338,7 +339,7 @@ class BulkStore:
             await c.execute("ALTER TABLE memories DROP COLUMN embedding")
             await c.execute("ALTER TABLE memories RENAME COLUMN embedding_next TO embedding")
             await c.execute("ALTER TABLE memories ALTER COLUMN embedding SET NOT NULL")
-            await c.execute("CREATE INDEX memories_embedding ON memories USING hnsw (embedding vector_cosine_ops)")
+            await c.execute(HNSW_INDEX)
             await c.execute("UPDATE cortex_meta SET value = $1 WHERE key = 'embedding_model'", embedder.model)
             await c.execute("UPDATE cortex_meta SET value = $1 WHERE key = 'embedding_dim'", str(embedder.dim))
         return len(ids)
