@@ -190,9 +190,11 @@ class MemoryStore:
             return (await self.embedder.embed([query]))[0] if mode != "keyword" else None
 
         async def by_words() -> tuple[str, list[asyncpg.Record]]:
+            if mode == "semantic":  # semantic scores are cosine alone: no words to look up
+                return "", []
             async with self._connection() as c:
                 match, rank = await _word_queries(c, query)
-                if mode == "semantic" or not match:
+                if not match:
                     return rank, []
                 return rank, await c.fetch(
                     f"SELECT {_COLUMNS}, ts_rank_cd(fts, $6::tsquery) AS rank FROM memories "
@@ -235,7 +237,7 @@ async def _word_queries(c: asyncpg.Connection, query: str) -> tuple[str, str]:
     of all memories only counts beside the others (Postgres's own column statistics say which
     those are: BM25's inverse document frequency, in effect). Ranking counts any word. Only word
     characters pass, so nothing in the text is read as search syntax."""
-    text = " ".join(dict.fromkeys(w.lower() for w in re.findall(r"\w+", query[:10_000])))
+    text = " ".join(dict.fromkeys(w.lower() for w in _LEXEME.findall(query[:10_000])))
     row = await c.fetchrow(_LEXEMES, text, COMMON_WORD)
     words = [w for w in row["words"] if _LEXEME.fullmatch(w)][:64]
     if not words:
