@@ -20,7 +20,7 @@ from frobozz.engine import (
     transcript_path,
 )
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
-from tests.engine.conftest import of, until, wait_for_file
+from tests.engine.conftest import of, until, until_connected, wait_for_file
 
 pytestmark = pytest.mark.anyio
 
@@ -138,7 +138,7 @@ async def test_a_resumed_session_replays_its_history_then_continues_with_it(make
 async def test_claude_calls_tools_of_a_real_mcp_server_from_the_mcp_config(make_options, frobozz_env):
     def script(request):
         results = request.tool_results()
-        if request.last_user_text() == "thanks":
+        if request.last_user_text() in ("thanks", "ping"):
             return "you are welcome"
         if not results:
             return Reply((Text("Starting a game."), ToolUse("mcp__game__new_game", {"game": "zork1"})))
@@ -155,6 +155,7 @@ async def test_claude_calls_tools_of_a_real_mcp_server_from_the_mcp_config(make_
         options = make_options(model, mcp_config=config, strict_mcp_config=True,
                                allowed_tools=["mcp__game__new_game", "mcp__game__act"])
         async with Session(options) as session:
+            await until_connected(session, {"game"})
             await session.send("play zork")
             events = await until(session.events(), Result)
             await session.send("thanks")

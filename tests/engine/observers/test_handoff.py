@@ -1,7 +1,6 @@
 import json
 import sys
 
-import anyio
 import asyncpg
 import pytest
 
@@ -10,7 +9,6 @@ from frobozz.engine import (
     CompactBoundary,
     Result,
     Session,
-    SystemInit,
     ToolResultBlock,
     ToolUseBlock,
     Usage,
@@ -19,7 +17,7 @@ from frobozz.engine import (
 )
 from frobozz.engine.observers import HandoffLetter, HandoffRelay
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
-from tests.engine.conftest import of, until
+from tests.engine.conftest import of, until, until_connected
 
 pytestmark = pytest.mark.anyio
 
@@ -49,12 +47,7 @@ async def test_a_session_hands_off_compacts_and_the_next_window_opens_with_the_l
         options = make_options(model, mcp_config=handoff_server(frobozz_env, cortex_settings), strict_mcp_config=True,
                                allowed_tools=["mcp__handoff__handoff"])
         async with Session(options, producers=[relay], observers=[relay]) as session:
-            with anyio.fail_after(120):  # the server may still be starting ("pending") on a busy machine
-                while True:
-                    await session.send("hello")
-                    init = of(await until(session.events(), Result), SystemInit)[-1]
-                    if [(s.name, s.status) for s in init.mcp_servers] == [("handoff", "connected")]:
-                        break
+            await until_connected(session, {"handoff"})
             for text in ("tell me more", "wrap up"):  # claude compacts nothing shorter
                 await session.send(text)
             events = await until(session.events(), Result, count=4, timeout=180)  # 2 turns, /compact, orientation
