@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from frobozz.engine import Result, Session, SystemInit, UserMessage
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.servers.forge.testing import FakeImageBackend
-from tests.engine.conftest import of, until
+from tests.engine.conftest import of, until, until_connected
 from tests.httpserver import serve
 
 ROOT = Path(__file__).parents[2]
@@ -60,12 +60,7 @@ async def test_claude_connects_all_five_servers_from_the_shipped_config_and_call
             options = make_options(model, env=env, mcp_config=ROOT / "mcp-config" / "frobozz.json",
                                    strict_mcp_config=True, allowed_tools=[c.name for c in calls])
             async with Session(options) as session:
-                with anyio.fail_after(120):  # servers start in parallel; init reports them "pending" until then
-                    while True:
-                        await session.send("ping")
-                        init = of(await until(session.events(), Result), SystemInit)[-1]
-                        if all(s.status == "connected" for s in init.mcp_servers) and len(init.mcp_servers) == 5:
-                            break
+                init = of(await until_connected(session, set(SERVERS)), SystemInit)[-1]
                 await session.send("use one tool of each server")
                 events = await until(session.events(), Result, timeout=180)
     assert sorted(s.name for s in init.mcp_servers) == sorted(SERVERS)
