@@ -36,11 +36,18 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Rebuildable files (the embedding model's ONNX export), made once per test session."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture(autouse=True)
-def frobozz_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def frobozz_env(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every test gets its own data directory, so nothing touches the user's games or saves."""
     data_dir = tmp_path / "data"
     monkeypatch.setenv("FROBOZZ_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("FROBOZZ_CACHE_DIR", str(cache_dir))
     monkeypatch.setenv("FROBOZZ_GAMES_DIR", str(GAMES_DIR))
     yield data_dir
     if (data_dir / "postgres").is_dir():  # a test used the embedded default, which is left running by design

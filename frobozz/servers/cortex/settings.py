@@ -14,6 +14,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore")
 
     data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path("frobozz", appauthor=False))
+    cache_dir: Path = Field(default_factory=lambda: platformdirs.user_cache_path("frobozz", appauthor=False),
+                            description="Rebuildable files: the local embedding model's ONNX export.")
     database_url: SecretStr | None = Field(default=None, description="Any Postgres with pgvector; unset: embedded.")
     embedding_provider: Literal["local", "ollama", "openai"] = "local"
     embedding_model: str | None = Field(default=None, description="The provider's model (local: all-MiniLM-L6-v2).")
