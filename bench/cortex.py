@@ -21,7 +21,7 @@ import anyio
 from frobozz.servers.cortex import Settings
 from frobozz.servers.cortex._database import HNSW_INDEX, stop_embedded
 from frobozz.servers.cortex._embeddings import LocalEmbedder
-from frobozz.servers.cortex._minilm import _weights
+from frobozz.servers.cortex._minilm import weights_dir
 from frobozz.servers.cortex._server import Cortex
 from frobozz.servers.cortex._store import content_hash
 
@@ -51,7 +51,7 @@ def torch_p50(probes: list[str]) -> float:
     from sentence_transformers import SentenceTransformer
 
     transformers.logging.disable_progress_bar()
-    model = SentenceTransformer(str(_weights()), device="cpu")
+    model = SentenceTransformer(str(weights_dir()), device="cpu")
     times = []
     for query in probes:
         t = time.perf_counter()

@@ -32,7 +32,12 @@ class LocalEmbedder:
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         with self._lock:
-            return load(self._cache_dir).encode(texts).tolist()
+            try:
+                model = load(self._cache_dir)
+            except OSError as e:
+                raise CortexError(f"the local embedding model could not be prepared in {self._cache_dir} ({e}): "
+                                  "set FROBOZZ_CACHE_DIR to a writable directory") from e
+            return model.encode(texts).tolist()
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         return await anyio.to_thread.run_sync(self._encode, texts)

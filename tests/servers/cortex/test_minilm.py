@@ -4,8 +4,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mcp import Client
 
-from frobozz.servers.cortex import _minilm
+from frobozz.servers.cortex import _minilm, create_server
+from tests.servers.mcp import call, error
 
 TEXTS = ["", "a", "The doctor recommended the dentist appointment on Monday.",
          "Café 🎉 東京 naïve Zürich " * 200,  # far past 256 tokens: truncated as sentence-transformers does
@@ -16,7 +18,7 @@ TEXTS = ["", "a", "The doctor recommended the dentist appointment on Monday.",
 def reference():  # type: ignore[no-untyped-def]
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(_minilm._weights()), device="cpu")
+    return SentenceTransformer(str(_minilm.weights_dir()), device="cpu")
 
 
 def test_the_onnx_model_embeds_like_sentence_transformers_across_batches_and_lengths(cache_dir: Path, reference):
@@ -39,3 +41,14 @@ def test_a_damaged_cached_export_is_made_again(tmp_path: Path, cache_dir: Path):
     assert damaged.stat().st_size > 10_000_000 and not list(damaged.parent.glob("*.part"))
     good = _minilm.load(cache_dir)
     assert np.allclose(model.encode(["the same weights"]), good.encode(["the same weights"]), atol=1e-6)
+
+
+@pytest.mark.anyio
+async def test_a_cache_directory_that_cannot_be_written_is_a_clear_error_and_stores_nothing(cortex_settings, tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    async with Client(create_server(cortex_settings.model_copy(update={"cache_dir": blocked}))) as client:
+        message = await error(client, "store", content="Remember the brass lantern.")
+        assert "FROBOZZ_CACHE_DIR" in message and "a-file" in message
+    async with Client(create_server(cortex_settings)) as client:
+        assert (await call(client, "recent"))["memories"] == []
