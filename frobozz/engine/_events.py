@@ -146,6 +146,13 @@ class Result(Event):
     usage: Mapping[str, Any]
     api_error_status: int | None = None
     stop_reason: str | None = None
+    model_usage: Mapping[str, Any] = field(default_factory=dict)  # per model, as claude reports it
+
+    @property
+    def context_window(self) -> int | None:
+        """The largest context window claude reports among the turn's models (side requests use smaller ones)."""
+        windows = [m.get("contextWindow") for m in self.model_usage.values() if isinstance(m, Mapping)]
+        return max((w for w in windows if isinstance(w, int) and w > 0), default=None)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -262,7 +269,7 @@ def parse_event(d: dict[str, Any], *, is_replay: bool = False) -> Event:
                       result=d.get("result"), session_id=d.get("session_id"), num_turns=d.get("num_turns"),
                       duration_ms=d.get("duration_ms"), total_cost_usd=d.get("total_cost_usd"),
                       usage=d.get("usage") or {}, api_error_status=d.get("api_error_status"),
-                      stop_reason=d.get("stop_reason"))
+                      stop_reason=d.get("stop_reason"), model_usage=d.get("modelUsage") or {})
     if kind == "system":
         return _system(d, is_replay)
     if kind == "rate_limit_event":

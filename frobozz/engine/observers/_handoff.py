@@ -3,8 +3,9 @@
 The relay watches the stream: when the model calls its `handoff` tool (any MCP server's tool of
 that name), the relay waits for the turn to end, then sends `/compact` with the letter as the
 compaction instructions, and makes the next window's first user message an orientation that
-carries the letter. From the proxy's `Usage` events it also knows how full the context is, and
-past a threshold it asks the model, once per window, to hand off.
+carries the letter. From the proxy's `Usage` events it also knows how full the context is (and
+from claude's results how large the model's window is), and past a threshold it asks the model,
+once per window, to hand off.
 
 It is an observer (it watches) and a producer (it sends): pass the same object in both lists.
 """
@@ -55,6 +56,8 @@ def orientation(letter: HandoffLetter) -> str:
     return ("A new context window begins. Your previous window handed its work to you with this letter "
             f"(latest_handoff has it too):\n\n{letter.text()}\n\nCarry on from the next steps.")
 
+DEFAULT_WINDOW = 200_000
+
 
 def ask_to_hand_off(used: int, window: int) -> str:
     return (f"Your context window is {100 * used // window}% full ({used:,} of {window:,} tokens). Call the handoff "
@@ -66,7 +69,7 @@ def ask_to_hand_off(used: int, window: int) -> str:
 class HandoffRelay:
     tool: str = "handoff"
     threshold: float = 0.75  # of the context window, as the proxy measures it
-    context_window: int = 200_000
+    context_window: int | None = None  # None: the window claude reports for its model (200k until it does)
     compact: Callable[[HandoffLetter], str] = compact_command
     orient: Callable[[HandoffLetter], str] = orientation
     ask: Callable[[int, int], str] = ask_to_hand_off
@@ -78,11 +81,12 @@ class HandoffRelay:
         self._letter: HandoffLetter | None = None  # written this turn, and the tool said yes
         self._context = 0
         self._asked = False
+        self._window = self.context_window or DEFAULT_WINDOW
         self._out, self._in = anyio.create_memory_object_stream[tuple[str, ...]](math.inf)
 
     @property
     def context_used(self) -> float:
-        return self._context / self.context_window
+        return self._context / self._window
 
     def is_handoff(self, name: str) -> bool:
         return name == self.tool or name.endswith(f"__{self.tool}")  # mcp__<server>__handoff
@@ -106,13 +110,15 @@ class HandoffRelay:
             self._asked, self._context = False, 0
         elif isinstance(event, Result):
             self._calls.clear()
+            if self.context_window is None and event.context_window:
+                self._window = event.context_window  # e.g. 1M for a model with the long context
             if self._letter is not None:
                 letter, self._letter = self._letter, None
                 self.letters.append(letter)
                 self._out.send_nowait((self.compact(letter), self.orient(letter)))
-            elif not self._asked and self._context >= self.threshold * self.context_window:
+            elif not self._asked and self._context >= self.threshold * self._window:
                 self._asked = True
-                self._out.send_nowait((self.ask(self._context, self.context_window),))
+                self._out.send_nowait((self.ask(self._context, self._window),))
 
     # -- producer -------------------------------------------------------------------------------
     async def run(self, session: Session) -> None:

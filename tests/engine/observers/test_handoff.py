@@ -84,6 +84,36 @@ async def test_past_the_threshold_the_model_is_asked_once_to_hand_off(make_optio
     assert relay.context_used >= 0.8 and of(events, Usage)
 
 
+async def test_the_window_is_the_one_claude_reports_for_its_model(make_options):
+    async with ScriptedModel(lambda request: Reply((Text("fine"),), input_tokens=160_000)) as model:
+        relay = HandoffRelay(threshold=0.75)
+        async with Session(make_options(model), producers=[relay], observers=[relay]) as session:
+            await session.send("hello")
+            [result] = of(await until(session.events(), Result), Result)
+            await session.wait_idle()
+    window = result.context_window
+    assert window and relay.context_used == pytest.approx(160_000 / window, rel=0.05)
+    asked = any("Call the handoff tool now" in r.last_user_text() for r in model.requests)
+    assert asked == (160_000 >= 0.75 * window)  # claude 2.1.197's default model has a 1M window: no ask
+
+
+def _result(**model_usage) -> Result:
+    return Result(subtype="success", is_error=False, result="", session_id="s", num_turns=1, duration_ms=1,
+                  total_cost_usd=0, usage={}, model_usage=model_usage)
+
+
+def test_a_window_given_is_kept_and_otherwise_the_largest_reported_is_used():
+    reported = _result(main={"contextWindow": 1_000_000}, side={"contextWindow": 200_000}, odd="not a mapping")
+    assert reported.context_window == 1_000_000 and _result().context_window is None
+    learned, fixed = HandoffRelay(), HandoffRelay(context_window=200_000)
+    for relay in (learned, fixed):
+        relay.on_event(Usage(path="/v1/messages", status=200, model="m", input_tokens=160_000, output_tokens=10,
+                             cache_creation_input_tokens=0, cache_read_input_tokens=0, context_tokens=160_000,
+                             context_high_water=160_000, rate_limits={}))
+        relay.on_event(reported)
+    assert learned.context_used == pytest.approx(0.16) and fixed.context_used == pytest.approx(0.8)
+
+
 def test_a_letter_reads_from_any_tool_input():
     letter = HandoffLetter.from_input({"summary": "s", "next_steps": "one step", "memories": None})
     assert letter == HandoffLetter("s", ("one step",), ())
