@@ -1,4 +1,4 @@
-"""Running two awaitables at once: a leaf module that imports nothing of Frobozz."""
+"""Running two awaitables at once, errors coming out plainly: a leaf module that imports nothing of Frobozz."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import anyio
 
 A = TypeVar("A")
 B = TypeVar("B")
+T = TypeVar("T")
 
 
 async def both(first: Callable[[], Awaitable[A]], second: Callable[[], Awaitable[B]]) -> tuple[A, B]:
@@ -30,3 +31,20 @@ async def both(first: Callable[[], Awaitable[A]], second: Callable[[], Awaitable
     if failures:
         raise failures[0]
     return results[0], results[1]
+
+
+async def while_following(request: Callable[[], Awaitable[T]], follow: Callable[[], Awaitable[None]]) -> T:
+    """`request`'s result, with `follow` (a progress loop) running beside it and cancelled when the
+    request ends; the request's error comes out plainly, as in `both`."""
+    outcome: list[T] = []
+    failure: list[Exception] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follow)
+        try:
+            outcome.append(await request())
+        except Exception as e:  # re-raised below, outside the task group
+            failure.append(e)
+        tg.cancel_scope.cancel()
+    if failure:
+        raise failure[0]
+    return outcome[0]

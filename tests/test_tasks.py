@@ -1,7 +1,7 @@
 import anyio
 import pytest
 
-from frobozz._tasks import both
+from frobozz._tasks import both, while_following
 
 pytestmark = pytest.mark.anyio
 
@@ -32,3 +32,33 @@ async def test_the_first_error_comes_out_plainly_and_stops_the_other():
     with pytest.raises(KeyError, match="no such memory"):
         await both(forever, fail)
     assert stopped.is_set()
+
+
+async def test_the_follower_runs_beside_the_request_and_stops_when_it_ends():
+    polls: list[int] = []
+    stopped = anyio.Event()
+    polled = anyio.Event()
+
+    async def follow():
+        try:
+            while True:
+                polls.append(len(polls))
+                polled.set()
+                await anyio.sleep(0)
+        finally:
+            stopped.set()
+
+    async def request():
+        await polled.wait()
+        return "image"
+
+    assert await while_following(request, follow) == "image"
+    assert polls and stopped.is_set()
+
+
+async def test_the_requests_error_comes_out_plainly_from_while_following():
+    async def fail():
+        raise TimeoutError("the backend did not answer")
+
+    with pytest.raises(TimeoutError, match="did not answer"):
+        await while_following(fail, anyio.sleep_forever)

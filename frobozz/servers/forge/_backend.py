@@ -7,15 +7,12 @@ import binascii
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
-
-import anyio
+from typing import Protocol
 
 import httpx
 
 from .exceptions import BackendError, BadRequestError
 
-T = TypeVar("T")
 Progress = Callable[[float, str], Awaitable[None]]  # (fraction done 0..1, what is happening)
 
 
@@ -57,23 +54,6 @@ def decode_b64(data: str, where: str) -> bytes:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError, TypeError) as e:
         raise BackendError(f"{where} returned an image that is not valid base64") from e
-
-
-async def while_following(request: Callable[[], Awaitable[T]], follow: Callable[[], Awaitable[None]]) -> T:
-    """Await `request` while `follow` reports progress beside it; its error comes out plainly,
-    not wrapped in a task group's ExceptionGroup."""
-    outcome: list[T] = []
-    failure: list[Exception] = []
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(follow)
-        try:
-            outcome.append(await request())
-        except Exception as e:  # re-raised below, outside the task group
-            failure.append(e)
-        tg.cancel_scope.cancel()
-    if failure:
-        raise failure[0]
-    return outcome[0]
 
 
 @contextmanager

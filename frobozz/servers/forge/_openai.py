@@ -7,7 +7,8 @@ import time
 import anyio
 import httpx
 
-from ._backend import Generated, ImageRequest, Progress, decode_b64, http_errors, while_following
+from ..._tasks import while_following
+from ._backend import Generated, ImageRequest, Progress, decode_b64, http_errors
 from .exceptions import BackendError, BadRequestError
 
 SIZES = {(256, 256), (512, 512), (1024, 1024), (1024, 1536), (1536, 1024), (1792, 1024), (1024, 1792)}

@@ -8,6 +8,7 @@ import logging
 import anyio
 import httpx
 
+from ..._tasks import while_following
 from ._backend import (
     Generated,
     ImageRequest,
@@ -15,7 +16,6 @@ from ._backend import (
     check_multiple_of,
     decode_b64,
     http_errors,
-    while_following,
 )
 from .exceptions import BackendError
 
