@@ -42,6 +42,7 @@ from .exceptions import (
     ControlError,
     ControlTimeoutError,
     EngineError,
+    McpServerError,
     ProcessError,
     SessionClosedError,
 )
@@ -50,7 +51,7 @@ from .settings import EngineSettings
 __all__ = [
     "Allow", "ApiRetry", "AssistantMessage", "Block", "CLINotFoundError", "CompactBoundary", "ControlError",
     "ControlTimeoutError", "Deny", "Engine", "EngineError", "EngineOptions", "EnginePool", "EngineSettings",
-    "EngineState", "ErrorEvent", "Event", "McpServerStatus", "Observer", "PermissionCallback", "PermissionContext",
+    "EngineState", "ErrorEvent", "Event", "McpServerError", "McpServerStatus", "Observer", "PermissionCallback", "PermissionContext",
     "ProcessError", "ProcessExit", "Producer", "RateLimit", "Restarted", "Result", "Router", "Session",
     "SessionClosedError", "SessionInfo", "SessionState", "Sidecar", "StreamEvent", "SystemInit", "SystemMessage",
     "TextBlock", "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,11 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from . import _transcripts
 from ._control import ControlChannel
-from ._events import ErrorEvent, Event, ProcessExit, Restarted, Result, SystemInit, Usage, parse_event
+from ._events import ErrorEvent, Event, McpServerStatus, ProcessExit, Restarted, Result, SystemInit, Usage, parse_event
 from ._options import EngineOptions, find_claude
 from ._process import CLIProcess, OversizedLine
 from ._proxy import Proxy, Rewrite
-from .exceptions import EngineError, ProcessError, SessionClosedError
+from .exceptions import EngineError, McpServerError, ProcessError, SessionClosedError
 from .settings import EngineSettings
 
 log = logging.getLogger("frobozz.engine")
@@ -155,6 +155,34 @@ class Engine:
 
     async def interrupt(self) -> None:
         await self._require_control().request("interrupt")
+
+    async def mcp_status(self) -> tuple[McpServerStatus, ...]:
+        """What claude says of each MCP server from the config, now."""
+        answer = await self._require_control().request("mcp_status")
+        return tuple(McpServerStatus.parse(s) for s in answer.get("mcpServers") or () if isinstance(s, Mapping))
+
+    async def wait_for_mcp(self, names: Iterable[str] | None = None, *, timeout: float = 120,
+                           poll: float = 0.1) -> tuple[McpServerStatus, ...]:
+        """Until claude has started the MCP servers (those named, or all): a turn that begins while a
+        server is still "pending" runs without its tools. McpServerError names each one that failed,
+        is missing from the config, or was still starting after `timeout` seconds."""
+        wanted = None if names is None else set(names)
+
+        async def status() -> list[McpServerStatus]:
+            return [s for s in await self.mcp_status() if wanted is None or s.name in wanted]
+
+        servers = await status()
+        with anyio.move_on_after(timeout):
+            while any(s.status == "pending" for s in servers):  # claude has no event for this: ask again
+                await anyio.sleep(poll)
+                servers = await status()
+        problems = [f"{s.name}: {s.status}" + (f" ({s.error})" if s.error else "")
+                    for s in servers if s.status != "connected"]
+        problems += [f"{name}: not in the MCP config" for name in sorted((wanted or set()) - {s.name for s in servers})]
+        if problems:
+            late = f" after {timeout:g} s" if any(s.status == "pending" for s in servers) else ""
+            raise McpServerError(f"MCP servers not connected{late}: " + "; ".join(problems))
+        return tuple(servers)
 
     async def set_model(self, model: str | None) -> None:
         await self._require_control().request("set_model", model=model)

@@ -47,7 +47,14 @@ class Event:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class McpServerStatus:
     name: str
-    status: str
+    status: str  # "pending" while claude starts it, then "connected" or "failed" (and others claude may add)
+    error: str | None = None
+    tools: tuple[str, ...] = ()  # the server's own tool names (claude's mcp_status says them; init does not)
+
+    @classmethod
+    def parse(cls, d: Mapping[str, Any]) -> McpServerStatus:
+        return cls(name=str(d.get("name", "")), status=str(d.get("status", "")), error=d.get("error"),
+                   tools=tuple(str(t.get("name", "")) for t in d.get("tools") or () if isinstance(t, Mapping)))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -235,8 +242,7 @@ def text_of(content: Any) -> str:
 def _system(d: dict[str, Any], replay: bool) -> Event:
     subtype = d.get("subtype")
     if subtype == "init":
-        servers = tuple(McpServerStatus(name=s.get("name", ""), status=s.get("status", ""))
-                        for s in d.get("mcp_servers") or ())
+        servers = tuple(McpServerStatus.parse(s) for s in d.get("mcp_servers") or () if isinstance(s, Mapping))
         return SystemInit(raw=d, is_replay=replay, session_id=d.get("session_id"), model=d.get("model"),
                           cwd=d.get("cwd"), tools=tuple(d.get("tools") or ()), mcp_servers=servers,
                           permission_mode=d.get("permissionMode"), version=d.get("claude_code_version"))

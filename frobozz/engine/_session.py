@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from enum import Enum
 from typing import Any, Protocol
 
@@ -14,7 +14,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ._engine import Engine, EngineState
-from ._events import ErrorEvent, Event, ProcessExit, Restarted, Result
+from ._events import ErrorEvent, Event, McpServerStatus, ProcessExit, Restarted, Result
 from ._options import EngineOptions
 from ._router import Observer, Router, observer_name
 from .exceptions import EngineError, SessionClosedError
@@ -115,6 +115,11 @@ class Session:
 
     async def interrupt(self) -> None:
         await self.engine.interrupt()
+
+    async def wait_for_mcp(self, names: Iterable[str] | None = None, *,
+                           timeout: float = 120) -> tuple[McpServerStatus, ...]:
+        """Until claude has started the MCP servers (see `Engine.wait_for_mcp`): before a turn that needs them."""
+        return await self.engine.wait_for_mcp(names, timeout=timeout)
 
     # -- inside ---------------------------------------------------------------------------------
     def _report(self, event: Event) -> None:

@@ -28,5 +28,9 @@ class ControlTimeoutError(ControlError):
     """The CLI did not answer a control request in time."""
 
 
+class McpServerError(EngineError):
+    """An MCP server from the config failed to start, or was still starting when the wait ran out."""
+
+
 class SessionClosedError(EngineError):
     """The engine or session was closed; start a new one."""

@@ -16,6 +16,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from frobozz.engine import (
     AssistantMessage,
+    EngineError,
     ErrorEvent,
     Event,
     Result,
@@ -171,6 +172,11 @@ class ToolsProducer:
         self.max_score = max_score
 
     async def run(self, session: Session) -> None:
+        try:  # a first turn that starts before the game server is up has no game tools
+            await session.wait_for_mcp({"game"})
+        except EngineError as e:
+            self.context.finish(f"the game server did not start: {e}", status="failed")
+            return
         await session.send(self.first_message)
         async for result in self.watcher.turn_ends:
             if self.context.finished.is_set():

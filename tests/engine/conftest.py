@@ -37,17 +37,3 @@ async def wait_for_file(path: Path, timeout: float = 10) -> None:
     with anyio.fail_after(timeout):
         while not path.exists():
             await anyio.sleep(0.02)
-
-
-async def until_connected(session, names: set[str], *, timeout: float = 120) -> list[Event]:
-    """Send "ping" turns until claude's init reports every named MCP server connected: on a busy
-    machine a server can still be "pending" when the first turn starts. The last init's events."""
-    from frobozz.engine import Result, SystemInit
-
-    with anyio.fail_after(timeout):
-        while True:
-            await session.send("ping")
-            events = await until(session.events(), Result)
-            init = of(events, SystemInit)[-1]
-            if {s.name for s in init.mcp_servers if s.status == "connected"} == names:
-                return events

@@ -11,6 +11,7 @@ from frobozz.engine import (
     AssistantMessage,
     ErrorEvent,
     Event,
+    McpServerError,
     Restarted,
     Result,
     Session,
@@ -20,7 +21,7 @@ from frobozz.engine import (
     transcript_path,
 )
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
-from tests.engine.conftest import of, until, until_connected, wait_for_file
+from tests.engine.conftest import of, until, wait_for_file
 
 pytestmark = pytest.mark.anyio
 
@@ -138,7 +139,7 @@ async def test_a_resumed_session_replays_its_history_then_continues_with_it(make
 async def test_claude_calls_tools_of_a_real_mcp_server_from_the_mcp_config(make_options, frobozz_env):
     def script(request):
         results = request.tool_results()
-        if request.last_user_text() in ("thanks", "ping"):
+        if request.last_user_text() == "thanks":
             return "you are welcome"
         if not results:
             return Reply((Text("Starting a game."), ToolUse("mcp__game__new_game", {"game": "zork1"})))
@@ -155,18 +156,37 @@ async def test_claude_calls_tools_of_a_real_mcp_server_from_the_mcp_config(make_
         options = make_options(model, mcp_config=config, strict_mcp_config=True,
                                allowed_tools=["mcp__game__new_game", "mcp__game__act"])
         async with Session(options) as session:
-            await until_connected(session, {"game"})
+            [game] = await session.wait_for_mcp({"game"})
             await session.send("play zork")
             events = await until(session.events(), Result)
             await session.send("thanks")
             later = await until(session.events(), Result)
-    assert [s.name for s in of(events, SystemInit)[0].mcp_servers] == ["game"]  # may still be starting
+    assert (game.name, game.status) == ("game", "connected") and "act" in game.tools
     init = of(later, SystemInit)[0]
     assert [(s.name, s.status) for s in init.mcp_servers] == [("game", "connected")]
     assert "mcp__game__act" in init.tools
     results = [r for u in of(events, UserMessage) for r in u.tool_results]
     assert len(results) == 2 and not any(r.is_error for r in results)
     assert "leaflet" in of(events, Result)[0].result
+
+
+async def test_waiting_for_mcp_servers_names_each_that_failed_is_missing_or_is_still_starting(
+        make_options, frobozz_env):
+    config = {"mcpServers": {
+        "game": {"command": sys.executable, "args": ["-m", "frobozz", "serve", "game"]},
+        "broken": {"command": str(frobozz_env / "no-such-server"), "args": []},
+        "silent": {"command": "sleep", "args": ["600"]}}}  # never answers MCP's initialize: pending
+    async with ScriptedModel(lambda request: "ok") as model:
+        async with Session(make_options(model, mcp_config=config, strict_mcp_config=True)) as session:
+            [game] = await session.wait_for_mcp({"game"})
+            with pytest.raises(McpServerError) as failed:
+                await session.wait_for_mcp({"game", "broken", "telepathy"})
+            with pytest.raises(McpServerError, match=r"after 0.5 s: silent: pending"):
+                await session.wait_for_mcp({"silent"}, timeout=0.5)
+    assert game.status == "connected" and "new_game" in game.tools
+    message = str(failed.value)
+    assert "broken: failed" in message and "no-such-server" in message and "telepathy: not in the MCP config" in message
+    assert "game" not in message
 
 
 async def test_a_message_in_flight_when_claude_dies_is_sent_again_after_the_restart(make_options):

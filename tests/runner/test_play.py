@@ -98,6 +98,14 @@ async def test_a_finished_run_cannot_be_replayed_by_resume(runner_settings):
     assert json.loads((runner_settings.runs_dir / first.run_id / "run.json").read_text())["turns"] == 3
 
 
+async def test_a_tools_mode_run_whose_game_server_cannot_start_fails_saying_so(runner_settings, monkeypatch):
+    monkeypatch.setenv("FROBOZZ_MAX_SESSIONS", "lots")  # the game server (claude's child) refuses its settings
+    result = await play(RunConfig(game="zork1", player="walkthrough", mode="tools", max_turns=3), runner_settings)
+    info = json.loads((runner_settings.runs_dir / result.run_id / "run.json").read_text())
+    assert info["status"] == "failed" and result.turns == 0
+    assert result.reason.startswith("the game server did not start") and "game: failed" in result.reason
+
+
 async def test_a_tools_mode_run_resumes_from_the_game_servers_autosave(runner_settings):
     first = await play(RunConfig(game="zork1", player="walkthrough", mode="tools", max_turns=6), runner_settings)
     assert (first.turns, first.reason) == (6, "max turns")

@@ -17,7 +17,7 @@ from frobozz.engine import (
 )
 from frobozz.engine.observers import HandoffLetter, HandoffRelay
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
-from tests.engine.conftest import of, until, until_connected
+from tests.engine.conftest import of, until
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +47,7 @@ async def test_a_session_hands_off_compacts_and_the_next_window_opens_with_the_l
         options = make_options(model, mcp_config=handoff_server(frobozz_env, cortex_settings), strict_mcp_config=True,
                                allowed_tools=["mcp__handoff__handoff"])
         async with Session(options, producers=[relay], observers=[relay]) as session:
-            await until_connected(session, {"handoff"})
+            await session.wait_for_mcp({"handoff"})
             for text in ("tell me more", "wrap up"):  # claude compacts nothing shorter
                 await session.send(text)
             events = await until(session.events(), Result, count=4, timeout=180)  # 2 turns, /compact, orientation
