@@ -190,3 +190,10 @@ async def test_every_pooled_connection_searches_with_the_wider_hnsw_candidate_li
                 assert await c.fetchval("SHOW hnsw.ef_search") == "200"
     finally:
         await cortex.aclose()
+
+
+def test_reembed_and_the_bench_build_the_hnsw_index_as_the_latest_migration_does():
+    from frobozz.servers.cortex._database import HNSW_INDEX, _migrations
+
+    latest = [sql for _, _, sql in _migrations() if "INDEX memories_embedding" in sql][-1]
+    assert HNSW_INDEX in latest
