@@ -128,7 +128,8 @@ async def main(count: int, queries: int) -> None:
                     "SELECT id FROM memories ORDER BY embedding <=> $1 LIMIT 10", vector)]
             recalls.append(len(set(approx) & set(exact)) / 10)
     recall = statistics.mean(recalls)
-    print(f"HNSW recall@10 against exact kNN: {recall:.3f}   ({recall / TARGET_RECALL:.2f}x the target: >= {TARGET_RECALL})")
+    print(f"HNSW recall@10 against exact kNN: {recall:.3f}   "
+          f"({recall / TARGET_RECALL:.2f}x the target: >= {TARGET_RECALL})")
     await cortex.aclose()
     stop_embedded(cortex.settings, delete=True)  # a scratch database: nothing is left running
     shutil.rmtree(cortex.settings.data_dir, ignore_errors=True)

@@ -51,8 +51,8 @@ from .settings import EngineSettings
 __all__ = [
     "Allow", "ApiRetry", "AssistantMessage", "Block", "CLINotFoundError", "CompactBoundary", "ControlError",
     "ControlTimeoutError", "Deny", "Engine", "EngineError", "EngineOptions", "EnginePool", "EngineSettings",
-    "EngineState", "ErrorEvent", "Event", "McpServerError", "McpServerStatus", "Observer", "PermissionCallback", "PermissionContext",
-    "ProcessError", "ProcessExit", "Producer", "RateLimit", "Restarted", "Result", "Router", "Session",
+    "EngineState", "ErrorEvent", "Event", "McpServerError", "McpServerStatus", "Observer", "PermissionCallback",
+    "PermissionContext", "ProcessError", "ProcessExit", "Producer", "RateLimit", "Restarted", "Result", "Router", "Session",
     "SessionClosedError", "SessionInfo", "SessionState", "Sidecar", "StreamEvent", "SystemInit", "SystemMessage",
     "TextBlock", "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage",
     "find_claude", "is_compaction_request", "list_sessions", "parse_blocks", "parse_event", "text_of", "transcript_path",

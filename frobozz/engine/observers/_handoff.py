@@ -24,6 +24,8 @@ from .._events import AssistantMessage, CompactBoundary, Event, Result, ToolUseB
 if TYPE_CHECKING:
     from .._session import Session
 
+DEFAULT_WINDOW = 200_000  # tokens, until claude reports the model's own window
+
 
 @dataclass(frozen=True)
 class HandoffLetter:
@@ -56,7 +58,6 @@ def orientation(letter: HandoffLetter) -> str:
     return ("A new context window begins. Your previous window handed its work to you with this letter "
             f"(latest_handoff has it too):\n\n{letter.text()}\n\nCarry on from the next steps.")
 
-DEFAULT_WINDOW = 200_000
 
 
 def ask_to_hand_off(used: int, window: int) -> str:

@@ -11,7 +11,8 @@ from tests.servers.mcp import call, error
 
 TEXTS = ["", "a", "The doctor recommended the dentist appointment on Monday.",
          "Café 🎉 東京 naïve Zürich " * 200,  # far past 256 tokens: truncated as sentence-transformers does
-         "'; DROP TABLE memories; -- \\ % _ \x01", "short"] + [f"note {n} about piano lessons" * (n % 7) for n in range(70)]
+         "'; DROP TABLE memories; -- \\ % _ \x01", "short"] + [
+    f"note {n} about piano lessons" * (n % 7) for n in range(70)]
 
 
 @pytest.fixture(scope="module")
