@@ -73,13 +73,17 @@ def store_cmd(content: str, namespace: str = typer.Option(None), metadata: str =
 
 @cortex.command("search")
 def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: str = typer.Option("hybrid"),
-               namespace: str = typer.Option(None), as_json: bool = typer.Option(False, "--json")) -> None:
-    """Memories matching QUERY (hybrid, semantic or keyword)."""
+               namespace: str = typer.Option(None), as_json: bool = typer.Option(False, "--json"),
+               min_score: float = typer.Option(0.0, min=0.0, max=1.0, help="Leave out results scoring under this "
+                                               "(scores are absolute, in [0, 1]; 0.35 keeps what is likely relevant).")
+               ) -> None:
+    """Memories matching QUERY (hybrid, semantic or keyword); each score in [0, 1] means the same for every query."""
     if mode not in ("hybrid", "semantic", "keyword"):
         raise typer.BadParameter("use hybrid, semantic or keyword", param_hint="--mode")
 
     async def work(store):  # type: ignore[no-untyped-def]
-        return await store.search(query, limit=limit, namespace=namespace, mode=mode)  # type: ignore[arg-type]
+        return await store.search(query, limit=limit, namespace=namespace, mode=mode,  # type: ignore[arg-type]
+                                  min_score=min_score)
 
     hits = _run(work)
     _print([{"id": h.memory.id, "score": round(h.score, 4), "created_at": h.memory.created_at.isoformat(timespec="seconds"),
@@ -123,7 +127,7 @@ def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, hel
                namespace: str = typer.Option(None, help="For lines that do not name one."),
                batch: int = typer.Option(64, min=1, max=1024)) -> None:
     """Import memories from JSONL ({content, metadata?, namespace?, created_at?} per line)."""
-    from frobozz.servers.cortex._store import BulkStore
+    from frobozz.servers.cortex._bulk import BulkStore
 
     lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
     records = []
@@ -152,7 +156,7 @@ def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, hel
 def export_cmd(output: Path = typer.Option(None, help="Write here instead of stdout."),
                namespace: str = typer.Option(None)) -> None:
     """Export memories as JSONL (to back them up or move them)."""
-    from frobozz.servers.cortex._store import BulkStore
+    from frobozz.servers.cortex._bulk import BulkStore
 
     async def work(store):  # type: ignore[no-untyped-def]
         bulk = BulkStore(store)
@@ -177,7 +181,7 @@ def export_cmd(output: Path = typer.Option(None, help="Write here instead of std
 @cortex.command("reembed")
 def reembed_cmd() -> None:
     """Embed every memory again with the configured model (after changing FROBOZZ_EMBEDDING_*)."""
-    from frobozz.servers.cortex._store import BulkStore
+    from frobozz.servers.cortex._bulk import BulkStore
 
     async def work(store):  # type: ignore[no-untyped-def]
         bulk = BulkStore(store)

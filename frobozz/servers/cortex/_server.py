@@ -37,7 +37,7 @@ class MemoryOut(BaseModel):
 class SearchHit(BaseModel):
     id: int
     content: str
-    score: float
+    score: float = Field(description="In [0, 1], comparable across queries: near 1 an exact match, near 0 unrelated.")
     created_at: datetime
     metadata: dict[str, Any]
     parts: dict[str, float] | None = Field(default=None, description="The score's parts, when explain is true.")
@@ -58,6 +58,8 @@ class Forgotten(BaseModel):
 
 Namespace = Annotated[str | None, Field(max_length=100, description="Keeps agents' memories apart.")]
 MemoryId = Annotated[int, Field(ge=1, le=2**62)]
+MinScore = Annotated[float, Field(ge=0.0, le=1.0, description=(
+    "Leave out results scoring under this (scores are absolute, in [0, 1]; 0.35 keeps what is likely relevant)."))]
 
 
 def _out(m: Memory) -> MemoryOut:
@@ -117,11 +119,13 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     async def search(query: Annotated[str, Field(description="What to look for, in words.")],
                      limit: Annotated[int, Field(ge=1, le=200)] = 10, since: datetime | None = None,
                      until: datetime | None = None, namespace: Namespace = None,
-                     mode: Literal["hybrid", "semantic", "keyword"] = "hybrid", explain: bool = False) -> SearchResults:
-        """Memories ranked by meaning and words (hybrid), meaning only (semantic) or words only (keyword)."""
+                     mode: Literal["hybrid", "semantic", "keyword"] = "hybrid", explain: bool = False,
+                     min_score: MinScore = 0.0) -> SearchResults:
+        """Memories ranked by meaning and words (hybrid), meaning only (semantic) or words only (keyword).
+        Scores are absolute, in [0, 1]: about 0.35 and above is likely relevant, under 0.2 barely related."""
         with tool_errors(CortexError):
             hits = await (await cortex.store()).search(query, limit=limit, since=since, until=until,
-                                                       namespace=namespace, mode=mode)
+                                                       namespace=namespace, mode=mode, min_score=min_score)
             return SearchResults(results=[SearchHit(id=h.memory.id, content=h.memory.content, score=round(h.score, 6),
                                                     created_at=h.memory.created_at, metadata=h.memory.metadata,
                                                     parts=h.parts if explain else None) for h in hits])

@@ -59,27 +59,27 @@ class HandoffStore:
         for text in remember:
             memory, duplicate = await self.memories.store(text, metadata, ns, source="handoff")
             memory_ids.append(duplicate or memory.id)
-        async with self.memories._connection() as c:
+        async with self.memories.connection() as c:
             letter_id = await c.fetchval(
                 "INSERT INTO handoffs (namespace, session_id, summary, next_steps, memory_ids) "
                 "VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING id", ns, session_id, summary, json.dumps(steps), memory_ids)
         return letter_id, memory_ids
 
     async def latest(self, namespace: str | None) -> Letter | None:
-        async with self.memories._connection() as c:
+        async with self.memories.connection() as c:
             row = await c.fetchrow(f"SELECT {_COLUMNS} FROM handoffs WHERE namespace = $1 "
                                    "ORDER BY created_at DESC, id DESC LIMIT 1", self.memories.namespace(namespace))
         return None if row is None else await self._letter(row)
 
     async def read(self, letter_id: int) -> Letter:
-        async with self.memories._connection() as c:
+        async with self.memories.connection() as c:
             row = await c.fetchrow(f"SELECT {_COLUMNS} FROM handoffs WHERE id = $1", letter_id)
         if row is None:
             raise CortexError(f"no handoff {letter_id}: list_handoffs shows the ones there are")
         return await self._letter(row)
 
     async def recent(self, limit: int, namespace: str | None) -> list[Letter]:
-        async with self.memories._connection() as c:
+        async with self.memories.connection() as c:
             rows = await c.fetch(f"SELECT {_COLUMNS} FROM handoffs WHERE namespace = $1 "
                                  "ORDER BY created_at DESC, id DESC LIMIT $2", self.memories.namespace(namespace), limit)
         return [_letter(row, []) for row in rows]

@@ -97,7 +97,7 @@ def test_a_remote_provider_without_its_settings_is_refused_with_what_to_set(cort
 
 async def test_switching_models_is_an_error_until_reembed_moves_every_memory(cortex_settings):
     from frobozz.servers.cortex._server import Cortex
-    from frobozz.servers.cortex._store import BulkStore
+    from frobozz.servers.cortex._bulk import BulkStore
 
     async with Client(create_server(cortex_settings)) as client:  # the local model, 384 dims
         for text in ("the brass lantern is in the living room", "the troll guards the bridge"):

@@ -54,10 +54,10 @@ async def test_the_right_memory_wins_for_paraphrases_rare_tokens_and_both(cortex
     assert by_meaning["results"][0]["id"] == ids[0]
     assert by_token["results"][0]["id"] == ids[2] and len(by_token["results"]) == 1
     assert hybrid["results"][0]["id"] == ids[3] and set(hybrid["results"][0]["parts"]) == {
-        "cosine", "closeness", "keyword", "rank", "phrase"}
+        "cosine", "words", "coverage", "bm25"}
     top = phrase["results"][0]
-    assert top["id"] == ids[4] and top["parts"]["phrase"] > 0 and top["parts"]["keyword"] == 1.0
-    assert top["score"] == pytest.approx(0.7 * top["parts"]["closeness"] + 0.3 + top["parts"]["phrase"], abs=1e-5)
+    assert top["id"] == ids[4] and top["parts"]["words"] > 0.5
+    assert top["score"] == pytest.approx(0.6 * top["parts"]["words"] + 0.4 * top["parts"]["cosine"], abs=1e-5)
 
 
 async def test_a_question_sharing_only_some_words_with_its_answer_is_found_by_keyword(cortex_settings):

@@ -1,0 +1,44 @@
+"""What the store hands out: memories and search hits, made from database rows."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+COLUMNS = "id, namespace, content, metadata, source, created_at, updated_at"
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: int
+    namespace: str
+    content: str
+    metadata: dict[str, Any]
+    source: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A memory found by a search: `score` in [0, 1] (see `_search`), `parts` what it is made of."""
+
+    memory: Memory
+    score: float
+    parts: dict[str, float] = field(default_factory=dict)
+
+
+def memory(row: asyncpg.Record) -> Memory:
+    metadata = row["metadata"]
+    return Memory(id=row["id"], namespace=row["namespace"], content=row["content"],
+                  metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata or {}),
+                  source=row["source"], created_at=row["created_at"], updated_at=row["updated_at"])
+
+
+def content_hash(content: str) -> str:
+    return hashlib.sha256(" ".join(content.split()).encode()).hexdigest()

@@ -1,0 +1,139 @@
+-- Keyword search as BM25 over each memory's words in context (bench/cortex_quality.py chose it on
+-- the LoCoMo development split). A memory's searchable words are its own (weight A), its neighbours'
+-- (B: the memory just before and after it in its namespace, C: two away), so a reply ("yes, last
+-- week!") is found by the words of what it answers. Word statistics per namespace (how many
+-- memories hold each word, and their length) give BM25's inverse document frequency; statement
+-- triggers keep them, so every write path (store, import, forget, update, COPY) counts.
+
+-- The weight a position counts with: a word of the memory's own, of a neighbour, of one two away.
+CREATE FUNCTION cortex_weight(w text) RETURNS float8 IMMUTABLE PARALLEL SAFE LANGUAGE sql
+    RETURN CASE w WHEN 'A' THEN 1.0 WHEN 'B' THEN 0.5 WHEN 'C' THEN 0.25 ELSE 0.0 END;
+
+-- Every position of a tsvector, weighted: the document length BM25 normalises by.
+CREATE FUNCTION cortex_length(v tsvector) RETURNS float8 IMMUTABLE PARALLEL SAFE LANGUAGE sql
+    RETURN (SELECT coalesce(sum(cortex_weight(w)), 0) FROM unnest(v) u, unnest(u.weights) w);
+
+-- BM25 of one memory's words for the query's lexemes, each with its inverse document frequency.
+CREATE FUNCTION cortex_bm25(v tsvector, len float8, avglen float8, lexemes text[], idfs float8[],
+                            k1 float8, b float8) RETURNS float8 IMMUTABLE PARALLEL SAFE LANGUAGE sql
+    RETURN (SELECT coalesce(sum(q.idf * t.tf * (k1 + 1) / (t.tf + k1 * (1 - b + b * len / greatest(avglen, 1)))), 0)
+            FROM (SELECT u.lexeme, (SELECT sum(cortex_weight(w)) FROM unnest(u.weights) w) AS tf
+                  FROM unnest(v) u WHERE u.lexeme = ANY (lexemes)) t
+            JOIN unnest(lexemes, idfs) AS q(lexeme, idf) ON q.lexeme = t.lexeme);
+
+ALTER TABLE memories ADD COLUMN context tsvector NOT NULL DEFAULT ''::tsvector;
+ALTER TABLE memories ADD COLUMN words tsvector
+    GENERATED ALWAYS AS (setweight(to_tsvector('english', content), 'A') || context) STORED;
+ALTER TABLE memories ADD COLUMN words_length float8
+    GENERATED ALWAYS AS (cortex_length(setweight(to_tsvector('english', content), 'A') || context)) STORED;
+DROP INDEX IF EXISTS memories_fts;
+CREATE INDEX memories_words ON memories USING gin (words);
+CREATE INDEX memories_order ON memories (namespace, created_at, id) WHERE deleted_at IS NULL;
+
+-- The context of the live memories within two places of each anchor (a memory stored, changed or
+-- forgotten), from its neighbours in (created_at, id) order; forgotten memories give no words.
+CREATE FUNCTION cortex_refresh_context(ns text, anchors bigint[]) RETURNS void LANGUAGE sql
+BEGIN ATOMIC
+    WITH a AS (SELECT created_at, id FROM memories WHERE id = ANY (anchors) AND namespace = ns),
+    near AS (
+        SELECT n.id, min(n.distance) AS distance FROM a CROSS JOIN LATERAL (
+            SELECT m.id, 0 AS distance FROM memories m WHERE m.id = a.id AND m.deleted_at IS NULL
+            UNION ALL
+            SELECT b.id, row_number() OVER (ORDER BY b.created_at DESC, b.id DESC) FROM (
+                SELECT m.id, m.created_at FROM memories m
+                WHERE m.namespace = ns AND m.deleted_at IS NULL AND (m.created_at, m.id) < (a.created_at, a.id)
+                ORDER BY m.created_at DESC, m.id DESC LIMIT 4) b
+            UNION ALL
+            SELECT f.id, row_number() OVER (ORDER BY f.created_at, f.id) FROM (
+                SELECT m.id, m.created_at FROM memories m
+                WHERE m.namespace = ns AND m.deleted_at IS NULL AND (m.created_at, m.id) > (a.created_at, a.id)
+                ORDER BY m.created_at, m.id LIMIT 4) f) n
+        GROUP BY n.id),
+    ordered AS (
+        SELECT m.id, near.distance,
+               setweight(coalesce(lag(m.fts) OVER w, '') || coalesce(lead(m.fts) OVER w, ''), 'B')
+               || setweight(coalesce(lag(m.fts, 2) OVER w, '') || coalesce(lead(m.fts, 2) OVER w, ''), 'C') AS context
+        FROM memories m JOIN near ON near.id = m.id
+        WINDOW w AS (ORDER BY m.created_at, m.id))
+    UPDATE memories m SET context = o.context FROM ordered o
+    WHERE m.id = o.id AND o.distance <= 2 AND m.context IS DISTINCT FROM o.context;
+END;
+
+-- The whole namespace at once: for bulk loads and this migration.
+CREATE FUNCTION cortex_rebuild_context(ns text) RETURNS void LANGUAGE sql
+BEGIN ATOMIC
+    WITH ordered AS (
+        SELECT id, setweight(coalesce(lag(fts) OVER w, '') || coalesce(lead(fts) OVER w, ''), 'B')
+                   || setweight(coalesce(lag(fts, 2) OVER w, '') || coalesce(lead(fts, 2) OVER w, ''), 'C') AS context
+        FROM memories WHERE namespace = ns AND deleted_at IS NULL
+        WINDOW w AS (ORDER BY created_at, id))
+    UPDATE memories m SET context = o.context FROM ordered o
+    WHERE m.id = o.id AND m.context IS DISTINCT FROM o.context;
+END;
+
+CREATE TABLE memory_namespaces (
+    namespace text PRIMARY KEY,
+    memories bigint NOT NULL DEFAULT 0,  -- live memories
+    length float8 NOT NULL DEFAULT 0     -- their own words (positions), for the average length
+);
+CREATE TABLE memory_words (
+    namespace text NOT NULL,
+    lexeme text NOT NULL,
+    memories bigint NOT NULL,  -- live memories whose own text has the word
+    PRIMARY KEY (namespace, lexeme)
+);
+
+-- Count (+1) or uncount (-1) memories' own words; rows are locked in key order, namespace first,
+-- so concurrent writers queue instead of deadlocking.
+CREATE FUNCTION cortex_count(namespaces text[], vectors tsvector[], signs int[]) RETURNS void LANGUAGE sql
+BEGIN ATOMIC
+    INSERT INTO memory_namespaces AS s (namespace, memories, length)
+        SELECT c.ns, sum(c.sign), sum(c.sign * cortex_length(setweight(c.v, 'A')))
+        FROM unnest(namespaces, vectors, signs) AS c(ns, v, sign) GROUP BY c.ns ORDER BY c.ns
+        ON CONFLICT (namespace) DO UPDATE SET memories = s.memories + excluded.memories,
+                                              length = s.length + excluded.length;
+    INSERT INTO memory_words AS w (namespace, lexeme, memories)
+        SELECT c.ns, l.lexeme, sum(c.sign)
+        FROM unnest(namespaces, vectors, signs) AS c(ns, v, sign), unnest(tsvector_to_array(c.v)) AS l(lexeme)
+        GROUP BY c.ns, l.lexeme ORDER BY c.ns, l.lexeme
+        ON CONFLICT (namespace, lexeme) DO UPDATE SET memories = w.memories + excluded.memories;
+END;
+
+CREATE FUNCTION cortex_count_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM cortex_count(array_agg(namespace), array_agg(fts), array_agg(1))
+    FROM inserted WHERE deleted_at IS NULL HAVING count(*) > 0;
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION cortex_count_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM cortex_count(array_agg(namespace), array_agg(fts), array_agg(-1))
+    FROM deleted WHERE deleted_at IS NULL HAVING count(*) > 0;
+    RETURN NULL;
+END $$;
+
+-- An update counts when a memory is forgotten or its text (or namespace) changes; a new context does not.
+CREATE FUNCTION cortex_count_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM cortex_count(array_agg(c.ns), array_agg(c.v), array_agg(c.sign)) FROM (
+        SELECT o.namespace AS ns, o.fts AS v, -1 AS sign FROM before o JOIN after n USING (id)
+        WHERE o.deleted_at IS NULL AND (n.deleted_at IS NOT NULL OR o.content <> n.content OR o.namespace <> n.namespace)
+        UNION ALL
+        SELECT n.namespace, n.fts, 1 FROM before o JOIN after n USING (id)
+        WHERE n.deleted_at IS NULL AND (o.deleted_at IS NOT NULL OR o.content <> n.content OR o.namespace <> n.namespace)
+    ) c HAVING count(*) > 0;
+    RETURN NULL;
+END $$;
+
+INSERT INTO memory_namespaces (namespace) SELECT DISTINCT namespace FROM memories ORDER BY 1;
+SELECT cortex_count(array_agg(namespace), array_agg(fts), array_agg(1)) FROM memories WHERE deleted_at IS NULL
+HAVING count(*) > 0;
+SELECT cortex_rebuild_context(namespace) FROM memory_namespaces;
+
+CREATE TRIGGER memories_count_inserted AFTER INSERT ON memories REFERENCING NEW TABLE AS inserted
+    FOR EACH STATEMENT EXECUTE FUNCTION cortex_count_inserted();
+CREATE TRIGGER memories_count_deleted AFTER DELETE ON memories REFERENCING OLD TABLE AS deleted
+    FOR EACH STATEMENT EXECUTE FUNCTION cortex_count_deleted();
+CREATE TRIGGER memories_count_updated AFTER UPDATE ON memories REFERENCING OLD TABLE AS before NEW TABLE AS after
+    FOR EACH STATEMENT EXECUTE FUNCTION cortex_count_updated();
