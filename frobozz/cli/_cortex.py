@@ -86,6 +86,9 @@ def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: 
                                   min_score=min_score)
 
     hits = _run(work)
+    if not hits and not as_json:
+        out.print("no memories found" + (f" scoring {min_score} or more" if min_score else ""))
+        return
     _print([{"id": h.memory.id, "score": round(h.score, 4), "created_at": h.memory.created_at.isoformat(timespec="seconds"),
              "content": h.memory.content} for h in hits], as_json, ("id", "score", "created_at", "content"))
 

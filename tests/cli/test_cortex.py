@@ -57,3 +57,25 @@ def test_a_bad_import_file_imports_nothing(cortex_env, tmp_path):
     done = cortex(cortex_env, "import", str(bad), check=False)
     assert done.returncode == 1 and "line 2 is not JSON" in done.stderr
     assert json.loads(cortex(cortex_env, "recent", "--json").stdout) == []
+
+
+def test_searching_a_fresh_store_finds_nothing_in_every_mode_without_an_error(frobozz_env):
+    import os
+
+    env = {**os.environ}
+    env.pop("FROBOZZ_DATABASE_URL", None)  # the embedded default, as on a fresh install
+    for mode in ("hybrid", "semantic", "keyword"):
+        done = cortex(env, "search", "where is the lamp", "--mode", mode)
+        assert "no memories found" in done.stdout and not done.stderr.strip()
+    assert json.loads(cortex(env, "search", "?!", "--json").stdout) == []
+
+
+def test_min_score_leaves_out_weaker_results_and_a_bad_one_is_refused(cortex_env):
+    cortex(cortex_env, "store", "The brass lantern is in the living room.")
+    cortex(cortex_env, "store", "The troll guards the bridge.")
+    every = json.loads(cortex(cortex_env, "search", "brass lantern living room", "--json").stdout)
+    strong = json.loads(cortex(cortex_env, "search", "brass lantern living room", "--json", "--min-score", "0.5").stdout)
+    assert len(strong) == 1 < len(every) and strong[0]["id"] == every[0]["id"] and strong[0]["score"] >= 0.5
+    assert "no memories found scoring 1.0 or more" in cortex(cortex_env, "search", "troll", "--min-score", "1").stdout
+    refused = cortex(cortex_env, "search", "troll", "--min-score", "1.5", check=False)
+    assert refused.returncode == 2 and "min-score" in refused.stderr

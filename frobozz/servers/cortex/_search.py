@@ -8,9 +8,15 @@ never against the other candidates, so a score means the same from one query to 
   two away at a quarter: migration 004), with per-namespace inverse document frequencies, divided
   by the sum of the query words' IDFs (a memory holding each query word once, at average length,
   scores about 1) and squashed into [0, 1) by tanh;
-- `cosine`: the embeddings' cosine similarity, below 0 taken as 0;
-- hybrid score = 0.6 x words + 0.4 x cosine, in [0, 1]: the weights, the neighbour weights and
-  BM25's k1 and b were chosen on the LoCoMo development split (bench/cortex_quality.py).
+- `closeness`: the embeddings' cosine similarity above what unrelated sentences get, scaled to
+  [0, 1]: (cosine - floor) / (1 - floor), with the floor 0.2 for MiniLM (pairs of turns from
+  different LoCoMo conversations: median cosine 0.12, 90th percentile 0.24);
+- hybrid score = 0.6 x words + 0.4 x closeness, in [0, 1]; semantic = closeness; keyword counts a
+  memory's own words only, as tanh(2 x coverage), so a memory holding every query word scores
+  about 0.96 (its neighbours' words, which would saturate it, do not count there).
+  A memory scoring 0 has nothing in common with the query and is never returned. The weights,
+  the neighbour weights, BM25's k1 and b and the floor were chosen on the LoCoMo development split
+  (bench/cortex_quality.py).
 """
 
 from __future__ import annotations
@@ -33,6 +39,11 @@ if TYPE_CHECKING:
 Mode = Literal["hybrid", "semantic", "keyword"]
 WORDS_WEIGHT, COSINE_WEIGHT = 0.6, 0.4
 K1, B = 1.5, 0.75
+KEYWORD_SCALE = 2.0  # keyword mode: own words only, so a memory with every query word scores ~0.96
+# The threshold for recalling memories unasked (the memory loop): on the LoCoMo development split, 97% of
+# the questions that find evidence in their top 10 keep it, and 91% of unrelated queries return nothing.
+RECALL_MIN_SCORE = 0.35
+COSINE_FLOOR = 0.2  # all-MiniLM-L6-v2's cosine for unrelated text; a setting, as other models differ
 WINDOW = 1 + 2 * 0.5 + 2 * 0.25  # a memory's words in context against its own: the neighbour weights (004)
 UNCOMMON_SHARE, UNCOMMON_FLOOR = 0.05, 100  # a word in fewer memories than this fetches memories alone
 MAX_QUERY_CHARS, MAX_QUERY_WORDS = 10_000, 64
@@ -54,7 +65,7 @@ class Words:
     own_length: float  # the average memory's own words
     idf: dict[str, float]
     counts: dict[str, int]
-    own: bool = False  # keyword mode: a memory's own words only, not its neighbours'
+    own: bool = False  # keyword mode: a memory's own words only (fts), not its neighbours'
 
     @classmethod
     def of(cls, row: asyncpg.Record, *, own: bool) -> Words:
@@ -69,17 +80,16 @@ class Words:
     def average_length(self) -> float:
         return self.own_length if self.own else WINDOW * self.own_length
 
-    def _term(self, word: str) -> str:
-        return f"'{word}':A" if self.own else f"'{word}'"
+    def every(self) -> str:
+        return " & ".join(f"'{w}'" for w in self.idf)
 
-    def match(self) -> str:
-        """Memories to fetch: those with every word, or any word rare enough to fetch them alone."""
+    def rare(self) -> str:
+        """The words rare enough to fetch a memory alone (in a small namespace, any word)."""
         rare = max(UNCOMMON_SHARE * self.memories, UNCOMMON_FLOOR)
-        every = "(" + " & ".join(map(self._term, self.idf)) + ")"
-        return every + "".join(f" | {self._term(w)}" for w, c in self.counts.items() if c <= rare)
+        return " | ".join(f"'{w}'" for w, c in self.counts.items() if c <= rare)
 
     def any(self) -> str:
-        return " | ".join(map(self._term, self.idf))
+        return " | ".join(f"'{w}'" for w in self.idf)
 
     def coverage(self, bm25: float) -> float:
         """BM25 against what a memory holding each query word once, at average length, scores."""
@@ -110,9 +120,9 @@ async def search(store: MemoryStore, query: str, *, limit: int, since: datetime 
     if not words.memories or (mode == "keyword" and not words.idf):
         return []
     rows = await _candidates(store, ns, since, until, vector, words if mode != "semantic" else None, limit)
-    hits = [_score(row, words, mode) for row in rows]
-    hits = [h for h in hits if h.score >= min_score and h.score > 0]
-    return sorted(hits, key=lambda h: (-h.score, -h.memory.id))[:limit]
+    scored = [(_score(row, words, mode, store.cosine_floor), row) for row in rows]
+    scored = sorted((s for s in scored if s[0][0] >= min_score and s[0][0] > 0), key=lambda s: (-s[0][0], -s[1]["id"]))
+    return [Hit(memory(row), score, parts) for (score, parts), row in scored[:limit]]
 
 
 async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until: datetime | None,
@@ -125,38 +135,58 @@ async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until
         args.append(value)
         return f"${len(args)}"
 
-    pools, cosine, bm25 = [], "NULL::float8", "0::float8"
+    pools, cosine, found, length = [], "NULL::float8", "''::text AS found", "0::float8 AS length"
     if vector is not None:
         v = arg(vector)
         pools.append(f"(SELECT id FROM memories WHERE {where} ORDER BY embedding <=> {v} LIMIT {arg(max(limit * 4, 40))})")
         cosine = f"1 - (embedding <=> {v})"
     if words is not None and words.idf:
-        pools.append(f"(SELECT id FROM memories WHERE words @@ {arg(words.match())}::tsquery AND {where} "
-                     f"ORDER BY ts_rank(words, {arg(words.any())}::tsquery) DESC LIMIT {arg(max(limit * 20, 200))})")
-        text, length = ("ts_filter(words, '{a}')", "cortex_length(ts_filter(words, '{a}'))") if words.own \
-            else ("words", "words_length")
-        bm25 = (f"cortex_bm25({text}, {length}, {arg(words.average_length)}, {arg(list(words.idf))}::text[], "
-                f"{arg(list(words.idf.values()))}::float8[], {K1}, {B})")
+        # fetched: a memory whose own words hold every query word (through memories_fts), or whose
+        # words (in context, unless keyword mode keeps to its own) hold a rare one (memories_words)
+        text, length = ("fts", "own_length") if words.own else ("words", "words_length")
+        match = f"fts @@ {arg(words.every())}::tsquery"
+        if words.rare():
+            match += f" OR {text} @@ {arg(words.rare())}::tsquery"
+        pools.append(f"(SELECT id FROM memories WHERE ({match}) AND {where} "
+                     f"ORDER BY ts_rank({text}, {arg(words.any())}::tsquery) DESC LIMIT {arg(max(limit * 20, 200))})")
+        lexemes = arg(list(words.idf))
+        found = f"ts_delete({text}, tsvector_to_array(ts_delete({text}, {lexemes}::text[])))::text"  # query's only
+        found, length = f"{found} AS found", f"{length} AS length"
     if not pools:
         return []
     async with store.connection() as c:
-        return await c.fetch(f"SELECT {COLUMNS}, {cosine} AS cosine, {bm25} AS bm25 FROM memories "
+        return await c.fetch(f"SELECT {COLUMNS}, {cosine} AS cosine, {found}, {length} FROM memories "
                              f"WHERE id IN ({' UNION '.join(pools)})", *args)
 
 
-def _score(row: asyncpg.Record, words: Words, mode: Mode) -> Hit:
-    bm25 = float(row["bm25"])
-    coverage = words.coverage(bm25)
+_POSITIONS = re.compile(r"'(\w+)':([0-9A-D,]+)")
+_WEIGHTS = {"B": 0.5, "C": 0.25}  # a neighbour's word, one two away (migration 004); its own (A, or none) count 1
+
+
+def bm25(found: str, length: float, words: Words) -> float:
+    """BM25 of a memory from its query words with their positions as Postgres prints them (`'lamp':3A,9B`):
+    computed here rather than in SQL, where a function per row cost ten times more."""
+    norm = K1 * (1 - B + B * length / max(words.average_length, 1.0))
+    total = 0.0
+    for lexeme, positions in _POSITIONS.findall(found):
+        tf = sum(_WEIGHTS.get(p[-1], 1.0) for p in positions.split(","))
+        total += words.idf.get(lexeme, 0.0) * tf * (K1 + 1) / (tf + norm)
+    return total
+
+
+def _score(row: asyncpg.Record, words: Words, mode: Mode, floor: float) -> tuple[float, dict[str, float]]:
+    bm25_ = bm25(row["found"] or "", float(row["length"] or 0.0), words)
+    coverage = words.coverage(bm25_)
     word_score = math.tanh(coverage)
     cosine = float(row["cosine"]) if row["cosine"] is not None else 0.0
-    closeness = max(cosine, 0.0)
+    closeness = min(max((cosine - floor) / (1 - floor), 0.0), 1.0)
     if mode == "keyword":
-        score = word_score
+        word_score = score = math.tanh(KEYWORD_SCALE * coverage)
     elif mode == "semantic":
         score = closeness
     else:
         score = WORDS_WEIGHT * word_score + COSINE_WEIGHT * closeness
-    parts = {"cosine": cosine} if mode == "semantic" else {"words": word_score, "coverage": coverage, "bm25": bm25}
-    if mode == "hybrid":
-        parts["cosine"] = cosine
-    return Hit(memory(row), min(max(score, 0.0), 1.0), parts)
+    parts = {} if mode == "semantic" else {"words": word_score, "coverage": coverage, "bm25": bm25_}
+    if mode != "keyword":
+        parts |= {"cosine": cosine, "closeness": closeness}
+    return min(max(score, 0.0), 1.0), parts

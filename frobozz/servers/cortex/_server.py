@@ -86,7 +86,8 @@ class Cortex:
                 try:
                     await migrate(pool, dim=self.embedder.dim, model=self.embedder.model)
                     store = MemoryStore(pool, self.embedder, default_namespace=self.settings.cortex_default_namespace,
-                                        max_chars=self.settings.cortex_max_content_chars)
+                                        max_chars=self.settings.cortex_max_content_chars,
+                                        cosine_floor=self.settings.cortex_cosine_floor)
                     if check_model:
                         await store.check_model()
                 except BaseException:

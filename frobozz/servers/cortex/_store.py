@@ -29,11 +29,13 @@ __all__ = ["Hit", "Memory", "MemoryStore", "Mode", "content_hash"]
 
 
 class MemoryStore:
-    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, *, default_namespace: str, max_chars: int) -> None:
+    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, *, default_namespace: str, max_chars: int,
+                 cosine_floor: float = _search.COSINE_FLOOR) -> None:
         self.pool = pool
         self.embedder = embedder
         self.default_namespace = default_namespace
         self.max_chars = max_chars
+        self.cosine_floor = cosine_floor
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:

@@ -11,19 +11,12 @@ from mcp.client.stdio import StdioServerParameters
 
 from frobozz.servers.cortex import Settings, create_server
 from tests.conftest import database_url
+from tests.servers.cortex import MEMORIES
 from tests.servers.mcp import assert_conventions, call, error
 
 pytestmark = pytest.mark.anyio
 
 
-MEMORIES = [
-    "The user's dog is called Biscuit and loves the beach.",
-    "Deployment uses the Kubernetes cluster in the Frankfurt region.",
-    "Invoice XQ-7731 from Grue Supplies was paid on 3 March.",
-    "The user prefers tea to coffee in the mornings.",
-    "Our quarterly planning meeting moved to Thursday afternoons.",
-    "The staging database password rotates every 30 days.",
-]
 
 
 async def _seed(client, namespace=None):

@@ -1,32 +1,28 @@
--- Keyword search as BM25 over each memory's words in context (bench/cortex_quality.py chose it on
+-- Keyword search as BM25 (scored in _search.py) over each memory's words in context (bench/cortex_quality.py chose it on
 -- the LoCoMo development split). A memory's searchable words are its own (weight A), its neighbours'
 -- (B: the memory just before and after it in its namespace, C: two away), so a reply ("yes, last
 -- week!") is found by the words of what it answers. Word statistics per namespace (how many
 -- memories hold each word, and their length) give BM25's inverse document frequency; statement
 -- triggers keep them, so every write path (store, import, forget, update, COPY) counts.
 
--- The weight a position counts with: a word of the memory's own, of a neighbour, of one two away.
-CREATE FUNCTION cortex_weight(w text) RETURNS float8 IMMUTABLE PARALLEL SAFE LANGUAGE sql
-    RETURN CASE w WHEN 'A' THEN 1.0 WHEN 'B' THEN 0.5 WHEN 'C' THEN 0.25 ELSE 0.0 END;
+-- A word's weighted count from its positions' weights: its own (A) 1, a neighbour's (B) 0.5, two away (C) 0.25.
+CREATE FUNCTION cortex_tf(weights text[]) RETURNS float8 IMMUTABLE PARALLEL SAFE LANGUAGE sql
+    RETURN cardinality(array_positions(weights, 'A')) + 0.5 * cardinality(array_positions(weights, 'B'))
+           + 0.25 * cardinality(array_positions(weights, 'C'));
 
 -- Every position of a tsvector, weighted: the document length BM25 normalises by.
 CREATE FUNCTION cortex_length(v tsvector) RETURNS float8 IMMUTABLE PARALLEL SAFE LANGUAGE sql
-    RETURN (SELECT coalesce(sum(cortex_weight(w)), 0) FROM unnest(v) u, unnest(u.weights) w);
-
--- BM25 of one memory's words for the query's lexemes, each with its inverse document frequency.
-CREATE FUNCTION cortex_bm25(v tsvector, len float8, avglen float8, lexemes text[], idfs float8[],
-                            k1 float8, b float8) RETURNS float8 IMMUTABLE PARALLEL SAFE LANGUAGE sql
-    RETURN (SELECT coalesce(sum(q.idf * t.tf * (k1 + 1) / (t.tf + k1 * (1 - b + b * len / greatest(avglen, 1)))), 0)
-            FROM (SELECT u.lexeme, (SELECT sum(cortex_weight(w)) FROM unnest(u.weights) w) AS tf
-                  FROM unnest(v) u WHERE u.lexeme = ANY (lexemes)) t
-            JOIN unnest(lexemes, idfs) AS q(lexeme, idf) ON q.lexeme = t.lexeme);
+    RETURN (SELECT coalesce(sum(cortex_tf(u.weights)), 0) FROM unnest(v) u);
 
 ALTER TABLE memories ADD COLUMN context tsvector NOT NULL DEFAULT ''::tsvector;
 ALTER TABLE memories ADD COLUMN words tsvector
     GENERATED ALWAYS AS (setweight(to_tsvector('english', content), 'A') || context) STORED;
 ALTER TABLE memories ADD COLUMN words_length float8
     GENERATED ALWAYS AS (cortex_length(setweight(to_tsvector('english', content), 'A') || context)) STORED;
-DROP INDEX IF EXISTS memories_fts;
+ALTER TABLE memories ADD COLUMN own_length float8
+    GENERATED ALWAYS AS (cortex_length(setweight(to_tsvector('english', content), 'A'))) STORED;
+-- memories_fts (own words) stays: a memory with every query word of its own is found through it;
+-- memories_words finds those whose words in context hold an uncommon one.
 CREATE INDEX memories_words ON memories USING gin (words);
 CREATE INDEX memories_order ON memories (namespace, created_at, id) WHERE deleted_at IS NULL;
 
