@@ -18,12 +18,12 @@ from pathlib import Path
 
 import anyio
 
-from frobozz.servers.cortex import Settings
-from frobozz.servers.cortex._database import HNSW_INDEX, stop_embedded
-from frobozz.servers.cortex._embeddings import LocalEmbedder
-from frobozz.servers.cortex._minilm import weights_dir
-from frobozz.servers.cortex._server import Cortex
-from frobozz.servers.cortex._store import content_hash
+from frobozz.memory import MemorySettings as Settings
+from frobozz.memory._database import HNSW_INDEX, stop_embedded
+from frobozz.memory._embeddings import LocalEmbedder
+from frobozz.memory._minilm import weights_dir
+from frobozz.memory import MemoryService
+from frobozz.memory._store import content_hash
 
 TARGET_MS, TARGET_RECALL = 30, 0.95  # issue 8: hybrid p50 at 100k, query embedding included; HNSW against exact
 SUBJECTS = ["the user", "my sister", "the team", "our landlord", "the doctor", "Grandpa", "the new intern", "Alice",
@@ -62,7 +62,7 @@ def torch_p50(probes: list[str]) -> float:
 
 async def main(count: int, queries: int) -> None:
     settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="frobozz-cortex-bench-")))
-    cortex = Cortex(settings)
+    cortex = MemoryService(settings)
     store = await cortex.store()
     rng = random.Random(7)
     texts = [memory(rng, n) for n in range(count)]

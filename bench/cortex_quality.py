@@ -35,11 +35,11 @@ from pathlib import Path
 import anyio
 import numpy as np
 
-from frobozz.servers.cortex import Settings
-from frobozz.servers.cortex._bulk import BulkStore
-from frobozz.servers.cortex._database import stop_embedded
-from frobozz.servers.cortex._server import Cortex
-from frobozz.servers.cortex._store import MemoryStore
+from frobozz.memory import MemorySettings as Settings
+from frobozz.memory import BulkStore
+from frobozz.memory._database import stop_embedded
+from frobozz.memory import MemoryService
+from frobozz.memory._store import MemoryStore
 
 TARGET, OUTSIDE_BASELINE = 0.72, 0.632  # issue 13: recall@10, and the weighted fusion measured outside
 LIMIT = 10
@@ -115,7 +115,7 @@ async def main(data: Path) -> None:
     conversations = [read(p) for p in sorted(data.glob("*.json"))]
     if not conversations:
         sys.exit(f"no conversations (*.json) in {data}")
-    cortex = Cortex(Settings(data_dir=Path(tempfile.mkdtemp(prefix="frobozz-cortex-quality-"))))
+    cortex = MemoryService(Settings(data_dir=Path(tempfile.mkdtemp(prefix="frobozz-cortex-quality-"))))
     try:
         store = await cortex.store()
         bulk = BulkStore(store)

@@ -51,8 +51,8 @@ def frobozz_env(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("FROBOZZ_GAMES_DIR", str(GAMES_DIR))
     yield data_dir
     if (data_dir / "postgres").is_dir():  # a test used the embedded default, which is left running by design
-        from frobozz.servers.cortex import Settings
-        from frobozz.servers.cortex._database import stop_embedded
+        from frobozz.memory import MemorySettings as Settings
+        from frobozz.memory._database import stop_embedded
 
         stop_embedded(Settings(data_dir=data_dir))
 
@@ -83,7 +83,7 @@ def cortex_settings(postgres, frobozz_env: Path):
     """cortex's settings on a fresh database of its own."""
     import secrets
 
-    from frobozz.servers.cortex import Settings
+    from frobozz.memory import MemorySettings as Settings
 
     name = f"t_{secrets.token_hex(6)}"
     postgres.psql(f"CREATE DATABASE {name};")

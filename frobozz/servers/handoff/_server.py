@@ -10,10 +10,8 @@ from typing import Annotated
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
+from ...memory import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter, MemoryService, MemoryStoreError
 from .._tools import annotations, closing, tool_errors
-from ..cortex._server import Cortex
-from ..cortex.exceptions import CortexError
-from ._store import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter
 from .settings import Settings
 
 
@@ -66,12 +64,12 @@ def _out(letter: Letter) -> LetterOut:
 
 def create_server(settings: Settings | None = None) -> MCPServer:
     settings = settings or Settings()
-    cortex = Cortex(settings)
+    memory = MemoryService(settings)
 
     async def letters() -> HandoffStore:
-        return HandoffStore(await cortex.store(), max_chars=settings.handoff_max_chars)
+        return await memory.handoffs(max_chars=settings.handoff_max_chars)
 
-    server = MCPServer("frobozz-handoff", title="Frobozz handoff", lifespan=closing(cortex.aclose),
+    server = MCPServer("frobozz-handoff", title="Frobozz handoff", lifespan=closing(memory.aclose),
                        instructions="Before your context window fills up or the session ends, call `handoff` with a "
                                     "letter to your next self; at the start of a new window, `latest_handoff` reads it.")
 
@@ -79,7 +77,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     async def handoff(summary: Annotated[str, Field(description="What was done and where things stand.")],
                       next_steps: Items = None, memories: Items = None, namespace: Namespace = None) -> HandedOff:
         """Write the letter your next context window reads first; each of `memories` is also stored in cortex."""
-        with tool_errors(CortexError):
+        with tool_errors(MemoryStoreError):
             letter_id, memory_ids = await (await letters()).write(summary, next_steps, memories, namespace,
                                                                   settings.session_id)
             return HandedOff(handoff_id=letter_id, memory_ids=memory_ids)
@@ -87,20 +85,20 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     @server.tool(annotations=annotations("Read the latest handoff", read_only=True, idempotent=True))
     async def latest_handoff(namespace: Namespace = None) -> Latest:
         """The newest letter in the namespace (from any session), with its memories."""
-        with tool_errors(CortexError):
+        with tool_errors(MemoryStoreError):
             letter = await (await letters()).latest(namespace)
             return Latest(handoff=_out(letter) if letter else None)
 
     @server.tool(annotations=annotations("Read a handoff", read_only=True, idempotent=True))
     async def read_handoff(id: Annotated[int, Field(ge=1, le=2**62)]) -> LetterOut:  # noqa: A002 - the contract
         """One letter by its id."""
-        with tool_errors(CortexError):
+        with tool_errors(MemoryStoreError):
             return _out(await (await letters()).read(id))
 
     @server.tool(annotations=annotations("List handoffs", read_only=True, idempotent=True))
     async def list_handoffs(limit: Annotated[int, Field(ge=1, le=200)] = 10, namespace: Namespace = None) -> Letters:
         """The newest letters first, briefly; read_handoff gives one whole."""
-        with tool_errors(CortexError):
+        with tool_errors(MemoryStoreError):
             return Letters(handoffs=[
                 LetterBrief(id=x.id, session_id=x.session_id, created_at=x.created_at, summary=x.summary[:300],
                             next_steps=len(x.next_steps), memories=len(x.memories))

@@ -1,14 +1,14 @@
-"""Settings of the handoff server: cortex's database and embedder, and the claude session it serves."""
+"""Settings of the handoff server: the memory store's database and embedder, and the claude session it serves."""
 
 from __future__ import annotations
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import SettingsConfigDict
 
-from ..cortex.settings import Settings as CortexSettings
+from ...memory import MemorySettings
 
 
-class Settings(CortexSettings):
+class Settings(MemorySettings):
     model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore", populate_by_name=True)
 
     session_id: str | None = Field(

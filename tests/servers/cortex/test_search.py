@@ -6,7 +6,7 @@ import pytest
 from mcp import Client
 
 from frobozz.servers.cortex import Settings, create_server
-from frobozz.servers.cortex._server import Cortex
+from frobozz.memory import MemoryService
 from tests.servers.cortex import MEMORIES
 from tests.servers.mcp import call, error
 
@@ -142,9 +142,9 @@ async def _statistics(store) -> tuple[list, list]:
 async def test_word_statistics_follow_every_write_path(cortex_settings):
     import anyio
 
-    from frobozz.servers.cortex._bulk import BulkStore
+    from frobozz.memory import BulkStore
 
-    cortex = Cortex(cortex_settings)
+    cortex = MemoryService(cortex_settings)
     try:
         store = await cortex.store()
         async with anyio.create_task_group() as tg:
@@ -163,7 +163,7 @@ async def test_word_statistics_follow_every_write_path(cortex_settings):
 
 
 async def test_migration_4_counts_words_and_builds_contexts_for_memories_already_stored(cortex_settings):
-    from frobozz.servers.cortex._database import _migrations, connect
+    from frobozz.memory._database import _migrations, connect
 
     pool = await connect(cortex_settings.database_url.get_secret_value(), 2)
     try:
@@ -180,7 +180,7 @@ async def test_migration_4_counts_words_and_builds_contexts_for_memories_already
                                 "VALUES ('default', $1, md5($1), array_fill(0.1, ARRAY[384])::vector)", text)
     finally:
         await pool.close()
-    cortex = Cortex(cortex_settings)
+    cortex = MemoryService(cortex_settings)
     try:
         store = await cortex.store()  # applies migration 4 and on
         kept, counted = await _statistics(store)

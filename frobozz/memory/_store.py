@@ -18,7 +18,7 @@ from . import _search
 from ._embeddings import Embedder
 from ._records import COLUMNS, Hit, Memory, content_hash, memory
 from ._search import Mode
-from .exceptions import CortexError, DatabaseError, EmbeddingMismatchError
+from .exceptions import MemoryStoreError, DatabaseError, EmbeddingMismatchError
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _DOWN = (OSError, asyncpg.InterfaceError, asyncpg.CannotConnectNowError, asyncpg.ConnectionDoesNotExistError,
@@ -59,16 +59,16 @@ class MemoryStore:
     def namespace(self, value: str | None) -> str:
         ns = self.default_namespace if value is None else value
         if not _NAMESPACE.fullmatch(ns):
-            raise CortexError(f"invalid namespace {ns[:80]!r}: 1-100 letters, digits, '_', '.', ':' or '-'")
+            raise MemoryStoreError(f"invalid namespace {ns[:80]!r}: 1-100 letters, digits, '_', '.', ':' or '-'")
         return ns
 
     def content(self, value: str) -> str:
         if not value or not value.strip():
-            raise CortexError("the memory is empty: give it some text")
+            raise MemoryStoreError("the memory is empty: give it some text")
         if len(value) > self.max_chars:
-            raise CortexError(f"the memory is {len(value)} characters; at most {self.max_chars} are kept")
+            raise MemoryStoreError(f"the memory is {len(value)} characters; at most {self.max_chars} are kept")
         if "\0" in value:
-            raise CortexError("the memory contains a NUL character, which Postgres text cannot hold")
+            raise MemoryStoreError("the memory contains a NUL character, which Postgres text cannot hold")
         return value
 
     @staticmethod
@@ -76,9 +76,9 @@ class MemoryStore:
         try:
             encoded = json.dumps(value or {})
         except (TypeError, ValueError) as e:
-            raise CortexError(f"metadata must be JSON: {e}") from e
+            raise MemoryStoreError(f"metadata must be JSON: {e}") from e
         if len(encoded) > 65536 or "\\u0000" in encoded:
-            raise CortexError("metadata must be JSON of at most 64 kB, without NUL characters")
+            raise MemoryStoreError("metadata must be JSON of at most 64 kB, without NUL characters")
         return encoded
 
     # -- writing -----------------------------------------------------------------------------------
@@ -120,11 +120,11 @@ class MemoryStore:
                     "embedding = COALESCE($5, embedding), updated_at = now() WHERE id = $1 AND deleted_at IS NULL "
                     f"RETURNING {COLUMNS}", memory_id, new_content, content_hash(new_content), meta, vector)
             except asyncpg.UniqueViolationError:
-                raise CortexError("another memory in this namespace already has that exact text") from None
+                raise MemoryStoreError("another memory in this namespace already has that exact text") from None
             if row is not None and content is not None:
                 await c.execute(REFRESH, row["namespace"], [memory_id])
         if row is None:
-            raise CortexError(f"no memory {memory_id}")
+            raise MemoryStoreError(f"no memory {memory_id}")
         return memory(row)
 
     async def forget(self, memory_id: int) -> Memory:
@@ -134,7 +134,7 @@ class MemoryStore:
             if row is not None:  # its words leave its neighbours' context too
                 await c.execute(REFRESH, row["namespace"], [memory_id])
         if row is None:
-            raise CortexError(f"no memory {memory_id} (it may already be forgotten)")
+            raise MemoryStoreError(f"no memory {memory_id} (it may already be forgotten)")
         return memory(row)
 
     # -- reading -----------------------------------------------------------------------------------
@@ -142,7 +142,7 @@ class MemoryStore:
         async with self.connection() as c:
             row = await c.fetchrow(f"SELECT {COLUMNS} FROM memories WHERE id = $1 AND deleted_at IS NULL", memory_id)
         if row is None:
-            raise CortexError(f"no memory {memory_id}")
+            raise MemoryStoreError(f"no memory {memory_id}")
         return memory(row)
 
     async def recent(self, limit: int, namespace: str | None) -> list[Memory]:

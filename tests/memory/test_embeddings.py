@@ -96,8 +96,8 @@ def test_a_remote_provider_without_its_settings_is_refused_with_what_to_set(cort
 
 
 async def test_switching_models_is_an_error_until_reembed_moves_every_memory(cortex_settings):
-    from frobozz.servers.cortex._server import Cortex
-    from frobozz.servers.cortex._bulk import BulkStore
+    from frobozz.memory import MemoryService
+    from frobozz.memory import BulkStore
 
     async with Client(create_server(cortex_settings)) as client:  # the local model, 384 dims
         for text in ("the brass lantern is in the living room", "the troll guards the bridge"):
@@ -111,7 +111,7 @@ async def test_switching_models_is_an_error_until_reembed_moves_every_memory(cor
         async with Client(create_server(switched)) as client:
             refused = await client.call_tool("search", {"query": "lantern"})
         assert refused.is_error and "frobozz cortex reembed" in refused.content[0].text
-        opened = Cortex(switched)
+        opened = MemoryService(switched)
         try:
             assert await BulkStore(await opened.store(check_model=False)).reembed(batch=1) == 2
         finally:

@@ -11,8 +11,8 @@ import anyio
 import httpx
 
 from ._minilm import DIM, MODEL, load
-from .exceptions import CortexError
-from .settings import Settings
+from .exceptions import MemoryStoreError
+from .settings import MemorySettings
 
 
 class Embedder(Protocol):
@@ -35,7 +35,7 @@ class LocalEmbedder:
             try:
                 model = load(self._cache_dir)
             except OSError as e:
-                raise CortexError(f"the local embedding model could not be prepared in {self._cache_dir} ({e}): "
+                raise MemoryStoreError(f"the local embedding model could not be prepared in {self._cache_dir} ({e}): "
                                   "set FROBOZZ_CACHE_DIR to a writable directory") from e
             return model.encode(texts).tolist()
 
@@ -63,18 +63,18 @@ class HttpEmbedder:
                 response.raise_for_status()
                 vectors = [item["embedding"] for item in sorted(response.json()["data"], key=lambda d: d["index"])]
         except (httpx.HTTPError, KeyError, TypeError, ValueError) as e:
-            raise CortexError(f"the {self.kind} embedding service at {self.url} failed: {e}") from e
+            raise MemoryStoreError(f"the {self.kind} embedding service at {self.url} failed: {e}") from e
         if len(vectors) != len(texts) or any(len(v) != self.dim for v in vectors):
-            raise CortexError(f"the {self.kind} embedding service returned vectors of the wrong size "
+            raise MemoryStoreError(f"the {self.kind} embedding service returned vectors of the wrong size "
                               f"(expected {len(texts)} of {self.dim})")
         return vectors
 
 
-def make_embedder(settings: Settings) -> Embedder:
+def make_embedder(settings: MemorySettings) -> Embedder:
     if settings.embedding_provider == "local":
         return LocalEmbedder(settings.cache_dir)
     if not (settings.embedding_url and settings.embedding_model and settings.embedding_dim):
-        raise CortexError(f"the {settings.embedding_provider} provider needs FROBOZZ_EMBEDDING_URL, "
+        raise MemoryStoreError(f"the {settings.embedding_provider} provider needs FROBOZZ_EMBEDDING_URL, "
                           "FROBOZZ_EMBEDDING_MODEL and FROBOZZ_EMBEDDING_DIM")
     key = settings.embedding_api_key.get_secret_value() if settings.embedding_api_key else None
     return HttpEmbedder(settings.embedding_provider, settings.embedding_url, settings.embedding_model,

@@ -12,13 +12,13 @@ import asyncpg
 from pgvector.asyncpg import register_vector
 
 from .exceptions import DatabaseError
-from .settings import Settings
+from .settings import MemorySettings
 
 log = logging.getLogger("frobozz.cortex")
 _LOCK = 0x636F7274  # "cort": one migration at a time, whichever server starts first
 
 
-def embedded_url(settings: Settings) -> str:
+def embedded_url(settings: MemorySettings) -> str:
     """Start (or reuse) the embedded Postgres; its URI uses a Unix socket in its data directory."""
     import pgserver
 
@@ -29,7 +29,7 @@ def embedded_url(settings: Settings) -> str:
     return server.get_uri()
 
 
-def stop_embedded(settings: Settings, *, delete: bool = False) -> None:
+def stop_embedded(settings: MemorySettings, *, delete: bool = False) -> None:
     """Stop the embedded Postgres (it is otherwise left running for the next start); `delete` removes
     its files too, for scratch databases such as the benchmarks'."""
     import pgserver
@@ -42,7 +42,7 @@ def stop_embedded(settings: Settings, *, delete: bool = False) -> None:
             server.cleanup()
 
 
-async def database_url(settings: Settings) -> str:
+async def database_url(settings: MemorySettings) -> str:
     if settings.database_url is not None:
         return settings.database_url.get_secret_value()
     return await anyio.to_thread.run_sync(embedded_url, settings)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from mcp import Client
 
-from frobozz.servers.cortex import _minilm, create_server
+from frobozz.memory import _minilm
+from frobozz.servers.cortex import create_server
 from tests.servers.mcp import call, error
 
 TEXTS = ["", "a", "The doctor recommended the dentist appointment on Monday.",

@@ -8,8 +8,8 @@ from datetime import datetime
 
 import asyncpg
 
-from ..cortex._store import Memory, MemoryStore
-from ..cortex.exceptions import CortexError
+from ._store import Memory, MemoryStore
+from .exceptions import MemoryStoreError
 
 MAX_ITEMS, MAX_ITEM_CHARS = 100, 10_000
 _COLUMNS = "id, namespace, session_id, summary, next_steps, memory_ids, created_at"
@@ -37,10 +37,10 @@ class HandoffStore:
     def _items(self, what: str, items: list[str] | None) -> list[str]:
         items = list(items or [])
         if len(items) > MAX_ITEMS:
-            raise CortexError(f"{len(items)} {what} given; at most {MAX_ITEMS} fit in one letter")
+            raise MemoryStoreError(f"{len(items)} {what} given; at most {MAX_ITEMS} fit in one letter")
         for item in items:
             if not item.strip() or len(item) > MAX_ITEM_CHARS or "\0" in item:
-                raise CortexError(f"each of the {what} must be 1-{MAX_ITEM_CHARS} characters of text, "
+                raise MemoryStoreError(f"each of the {what} must be 1-{MAX_ITEM_CHARS} characters of text, "
                                   f"without NUL characters: {item[:60]!r} is not")
         return items
 
@@ -49,9 +49,9 @@ class HandoffStore:
         """Everything is checked before anything is written; the memories are stored first (a retry
         after a failure finds them as duplicates), then the letter naming them, which is the commit."""
         if not summary or not summary.strip():
-            raise CortexError("the summary is empty: say what was done and where things stand")
+            raise MemoryStoreError("the summary is empty: say what was done and where things stand")
         if len(summary) > self.max_chars or "\0" in summary:
-            raise CortexError(f"the summary must be at most {self.max_chars} characters, without NUL characters")
+            raise MemoryStoreError(f"the summary must be at most {self.max_chars} characters, without NUL characters")
         steps, remember = self._items("next steps", next_steps), self._items("memories", memories)
         ns = self.memories.namespace(namespace)
         metadata = {"handoff_session": session_id} if session_id else {}
@@ -75,7 +75,7 @@ class HandoffStore:
         async with self.memories.connection() as c:
             row = await c.fetchrow(f"SELECT {_COLUMNS} FROM handoffs WHERE id = $1", letter_id)
         if row is None:
-            raise CortexError(f"no handoff {letter_id}: list_handoffs shows the ones there are")
+            raise MemoryStoreError(f"no handoff {letter_id}: list_handoffs shows the ones there are")
         return await self._letter(row)
 
     async def recent(self, limit: int, namespace: str | None) -> list[Letter]:
@@ -89,7 +89,7 @@ class HandoffStore:
         for memory_id in row["memory_ids"]:
             try:
                 memories.append(await self.memories.get(memory_id))
-            except CortexError:
+            except MemoryStoreError:
                 pass  # forgotten since the letter was written
         return _letter(row, memories)
 

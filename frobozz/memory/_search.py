@@ -1,8 +1,9 @@
 """Search: candidates through the indexes, then one absolute score per memory.
 
-Candidates are the nearest memories by vector (HNSW) and those whose words in context match
-(GIN: every word of the query, or any uncommon one). Each is scored against the query alone,
-never against the other candidates, so a score means the same from one query to the next:
+Candidates are the nearest memories by vector (HNSW), those whose own words hold every word of the
+query (GIN on `fts`), and those whose words in context hold any uncommon one (GIN on `words`; in a
+namespace of a few hundred memories, any word). Each is scored against the query alone, never
+against the other candidates, so a score means the same from one query to the next:
 
 - `words`: BM25 of the memory's words in context (its own, its neighbours' at half weight and
   two away at a quarter: migration 004), with per-namespace inverse document frequencies, divided
@@ -29,9 +30,9 @@ from typing import TYPE_CHECKING, Literal
 
 import asyncpg
 
-from ..._tasks import both
+from .._tasks import both
 from ._records import COLUMNS, Hit, memory
-from .exceptions import CortexError
+from .exceptions import MemoryStoreError
 
 if TYPE_CHECKING:
     from ._store import MemoryStore
@@ -100,11 +101,11 @@ class Words:
 async def search(store: MemoryStore, query: str, *, limit: int, since: datetime | None, until: datetime | None,
                  namespace: str | None, mode: Mode, min_score: float) -> list[Hit]:
     if not isinstance(query, str) or not query.strip():
-        raise CortexError("the query is empty: say what to look for")
+        raise MemoryStoreError("the query is empty: say what to look for")
     if len(query) > MAX_QUERY_CHARS:
-        raise CortexError(f"the query is longer than {MAX_QUERY_CHARS:,} characters")
+        raise MemoryStoreError(f"the query is longer than {MAX_QUERY_CHARS:,} characters")
     if not 0.0 <= min_score <= 1.0:
-        raise CortexError("min_score is a score between 0 and 1")
+        raise MemoryStoreError("min_score is a score between 0 and 1")
     ns = store.namespace(namespace)
     if not _WORD.search(query):  # only punctuation or symbols: nothing to look for
         return []

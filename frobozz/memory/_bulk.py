@@ -9,7 +9,7 @@ from typing import Any
 from ._database import HNSW_INDEX
 from ._records import COLUMNS, content_hash, memory
 from ._store import REFRESH, MemoryStore
-from .exceptions import CortexError
+from .exceptions import MemoryStoreError
 
 
 class BulkStore:
@@ -24,7 +24,7 @@ class BulkStore:
         rows = []
         for record in records:
             if not isinstance(record, dict) or not isinstance(record.get("content"), str):
-                raise CortexError("each line must be a JSON object with a text 'content'")
+                raise MemoryStoreError("each line must be a JSON object with a text 'content'")
             created = record.get("created_at")
             rows.append((s.namespace(record.get("namespace") or default_namespace), s.content(record["content"]),
                          s.metadata(record.get("metadata")), record.get("source") or "import",

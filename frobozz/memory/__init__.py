@@ -1,0 +1,17 @@
+"""Long-term memory on Postgres + pgvector, with no MCP in it: the store (write, read, search with
+absolute scores), embeddings, migrations, hand-off letters, and the memory loop's sessions and archive. The cortex and handoff servers wrap
+it, as the game server wraps `frobozz.games`; the memory loop uses it directly."""
+
+from ._bulk import BulkStore
+from ._handoffs import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter
+from ._records import Hit, Memory, content_hash
+from ._search import RECALL_MIN_SCORE, Mode
+from ._service import MemoryService
+from ._sessions import ArchiveEntry, Capsule, LoopSession, SessionStore
+from ._store import MemoryStore
+from .exceptions import DatabaseError, EmbeddingMismatchError, MemoryStoreError
+from .settings import MemorySettings
+
+__all__ = ["MAX_ITEMS", "MAX_ITEM_CHARS", "RECALL_MIN_SCORE", "ArchiveEntry", "BulkStore", "Capsule", "DatabaseError",
+           "EmbeddingMismatchError", "HandoffStore", "Hit", "Letter", "LoopSession", "Memory", "MemoryService",
+           "MemorySettings", "MemoryStore", "MemoryStoreError", "Mode", "SessionStore", "content_hash"]

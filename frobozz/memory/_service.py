@@ -1,0 +1,56 @@
+"""The memory store for a long-running process (a server, the memory loop): opened on first use and
+again after a failure, so a database that is down at start or goes away stops nothing: the next
+call tries again."""
+
+from __future__ import annotations
+
+import anyio
+import asyncpg
+
+from ._database import connect, database_url, migrate
+from ._embeddings import make_embedder
+from ._handoffs import HandoffStore
+from ._sessions import SessionStore
+from ._store import MemoryStore
+from .settings import MemorySettings
+
+
+class MemoryService:
+    """`await service.store()` is the store, opened now or before; `aclose()` closes its pool."""
+
+    def __init__(self, settings: MemorySettings) -> None:
+        self.settings = settings
+        self.embedder = make_embedder(settings)
+        self._store: MemoryStore | None = None
+        self._pool: asyncpg.Pool | None = None
+        self._lock = anyio.Lock()
+
+    async def store(self, *, check_model: bool = True) -> MemoryStore:
+        """The store; `check_model=False` only for re-embedding, which is how a mismatch is mended."""
+        async with self._lock:
+            if self._store is None:
+                pool = await connect(await database_url(self.settings), self.settings.cortex_pool_size)
+                try:
+                    await migrate(pool, dim=self.embedder.dim, model=self.embedder.model)
+                    store = MemoryStore(pool, self.embedder, default_namespace=self.settings.cortex_default_namespace,
+                                        max_chars=self.settings.cortex_max_content_chars,
+                                        cosine_floor=self.settings.cortex_cosine_floor)
+                    if check_model:
+                        await store.check_model()
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool, self._store = pool, store
+            return self._store
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+
+    async def handoffs(self, *, max_chars: int = 100_000) -> HandoffStore:
+        """The hand-off letters, beside the memories they name."""
+        return HandoffStore(await self.store(), max_chars=max_chars)
+
+    async def sessions(self) -> SessionStore:
+        """The memory loop's sessions, archive, seen-set, suggestions and capsules."""
+        return SessionStore(await self.store())

@@ -1,0 +1,54 @@
+"""The arrows of shared/design.md hold: each part imports only the parts it may."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "frobozz"
+# part -> the parts of Frobozz it may import (its own modules always, and the small shared helpers, frobozz/_*.py)
+ALLOWED = {
+    "engine": set(),
+    "games": set(),
+    "memory": set(),
+    "servers": {"games", "memory"},
+    "runner": {"engine", "games"},
+}
+LEAVES = {p.stem for p in PACKAGE.glob("_*.py")} - {"__init__", "__main__"}
+
+
+def _imported_parts(path: Path) -> set[str]:
+    """The top-level parts of frobozz that a module imports, absolute or relative."""
+    module = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    parts = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = module[:len(module) - node.level]
+            target = [*base, *(node.module or "").split(".")] if node.module else list(base)
+            names = [target] if node.module or len(target) > 1 else [[*target, a.name] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module.split(".")]
+        elif isinstance(node, ast.Import):
+            names = [a.name.split(".") for a in node.names]
+        else:
+            continue
+        parts |= {n[1] for n in names if len(n) > 1 and n[0] == "frobozz"}
+    return parts
+
+
+@pytest.mark.parametrize("part", sorted(ALLOWED))
+def test_each_part_imports_only_the_parts_the_design_allows(part):
+    for path in (PACKAGE / part).rglob("*.py"):
+        wrong = _imported_parts(path) - ALLOWED[part] - LEAVES - {part}
+        assert not wrong, f"{path.relative_to(PACKAGE)} imports frobozz.{', frobozz.'.join(sorted(wrong))}"
+
+
+def test_the_servers_stand_alone_and_share_only_their_helpers():
+    servers = PACKAGE / "servers"
+    names = {p.name for p in servers.iterdir() if p.is_dir() and not p.name.startswith("_")}
+    for path in servers.glob("*/**/*.py"):  # the shared helpers (servers/_*.py) may name every server
+        own = path.relative_to(servers).parts[0]
+        text = path.read_text(encoding="utf-8")
+        for other in names - {own}:
+            assert f"from ..{other}" not in text and f"frobozz.servers.{other}" not in text, \
+                f"{path.relative_to(PACKAGE)} imports the {other} server"
