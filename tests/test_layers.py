@@ -11,6 +11,7 @@ ALLOWED = {
     "engine": set(),
     "games": set(),
     "memory": set(),
+    "loop": {"engine", "memory"},
     "servers": {"games", "memory"},
     "runner": {"engine", "games"},
 }
