@@ -1,8 +1,8 @@
 """Search: candidates through the indexes, then one absolute score per memory.
 
 Candidates are the nearest memories by vector (HNSW), those whose own words hold every word of the
-query (GIN on `fts`), and those whose words in context hold any uncommon one (GIN on `words`; in a
-namespace of a few hundred memories, any word). Each is scored against the query alone, never
+query (GIN on `fts`), and those whose words in context hold any uncommon one (GIN on
+`memory_context.words`; in a namespace of a few hundred memories, any word). Each is scored against the query alone, never
 against the other candidates, so a score means the same from one query to the next:
 
 - `words`: BM25 of the memory's words in context (its own, its neighbours' at half weight and
@@ -128,8 +128,8 @@ async def search(store: MemoryStore, query: str, *, limit: int, since: datetime 
 
 async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until: datetime | None,
                       vector: list[float] | None, words: Words | None, limit: int) -> list[asyncpg.Record]:
-    where = ("namespace = $1 AND deleted_at IS NULL AND ($2::timestamptz IS NULL OR created_at >= $2) "
-             "AND ($3::timestamptz IS NULL OR created_at < $3)")
+    where = ("m.namespace = $1 AND m.deleted_at IS NULL AND ($2::timestamptz IS NULL OR m.created_at >= $2) "
+             "AND ($3::timestamptz IS NULL OR m.created_at < $3)")
     args: list[object] = [ns, since, until]
 
     def arg(value: object) -> str:
@@ -139,25 +139,35 @@ async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until
     pools, cosine, found, length = [], "NULL::float8", "''::text AS found", "0::float8 AS length"
     if vector is not None:
         v = arg(vector)
-        pools.append(f"(SELECT id FROM memories WHERE {where} ORDER BY embedding <=> {v} LIMIT {arg(max(limit * 4, 40))})")
-        cosine = f"1 - (embedding <=> {v})"
+        pools.append(f"(SELECT m.id FROM memories m WHERE {where} ORDER BY m.embedding <=> {v} "
+                     f"LIMIT {arg(max(limit * 4, 40))})")
+        cosine = f"1 - (m.embedding <=> {v})"
     if words is not None and words.idf:
-        # fetched: a memory whose own words hold every query word (through memories_fts), or whose
-        # words (in context, unless keyword mode keeps to its own) hold a rare one (memories_words)
-        text, length = ("fts", "own_length") if words.own else ("words", "words_length")
-        match = f"fts @@ {arg(words.every())}::tsquery"
-        if words.rare():
-            match += f" OR {text} @@ {arg(words.rare())}::tsquery"
-        pools.append(f"(SELECT id FROM memories WHERE ({match}) AND {where} "
-                     f"ORDER BY ts_rank({text}, {arg(words.any())}::tsquery) DESC LIMIT {arg(max(limit * 20, 200))})")
+        # a memory whose own words hold every query word (memories_fts), and those whose words (in context,
+        # unless keyword mode keeps to their own) hold a rare one (memory_context_words)
+        many, ranked = arg(max(limit * 20, 200)), arg(words.any())
+        pools.append(f"(SELECT m.id FROM memories m WHERE m.fts @@ {arg(words.every())}::tsquery AND {where} "
+                     f"ORDER BY ts_rank(m.fts, {ranked}::tsquery) DESC LIMIT {many})")
+        if words.rare() and words.own:
+            pools.append(f"(SELECT m.id FROM memories m WHERE m.fts @@ {arg(words.rare())}::tsquery AND {where} "
+                         f"ORDER BY ts_rank(m.fts, {ranked}::tsquery) DESC LIMIT {many})")
+        elif words.rare():
+            pools.append(f"(SELECT m.id FROM memory_context c JOIN memories m USING (id) WHERE c.namespace = $1 "
+                         f"AND c.words @@ {arg(words.rare())}::tsquery AND {where} "
+                         f"ORDER BY ts_rank(c.words, {ranked}::tsquery) DESC LIMIT {many})")
+        # own words: the memory's fts (unweighted positions count 1); in context: memory_context, or the
+        # memory's own words while it has none (a bulk load not yet refreshed)
+        text, length = ("m.fts", "m.own_length") if words.own else \
+            ("coalesce(c.words, setweight(m.fts, 'A'))", "coalesce(c.words_length, m.own_length)")
         lexemes = arg(list(words.idf))
         found = f"ts_delete({text}, tsvector_to_array(ts_delete({text}, {lexemes}::text[])))::text"  # query's only
         found, length = f"{found} AS found", f"{length} AS length"
     if not pools:
         return []
+    columns = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
     async with store.connection() as c:
-        return await c.fetch(f"SELECT {COLUMNS}, {cosine} AS cosine, {found}, {length} FROM memories "
-                             f"WHERE id IN ({' UNION '.join(pools)})", *args)
+        return await c.fetch(f"SELECT {columns}, {cosine} AS cosine, {found}, {length} FROM memories m "
+                             f"LEFT JOIN memory_context c USING (id) WHERE m.id IN ({' UNION '.join(pools)})", *args)
 
 
 _POSITIONS = re.compile(r"'(\w+)':([0-9A-D,]+)")

@@ -14,22 +14,29 @@ CREATE FUNCTION cortex_tf(weights text[]) RETURNS float8 IMMUTABLE PARALLEL SAFE
 CREATE FUNCTION cortex_length(v tsvector) RETURNS float8 IMMUTABLE PARALLEL SAFE LANGUAGE sql
     RETURN (SELECT coalesce(sum(cortex_tf(u.weights)), 0) FROM unnest(v) u);
 
-ALTER TABLE memories ADD COLUMN context tsvector NOT NULL DEFAULT ''::tsvector;
-ALTER TABLE memories ADD COLUMN words tsvector
-    GENERATED ALWAYS AS (setweight(to_tsvector('english', content), 'A') || context) STORED;
-ALTER TABLE memories ADD COLUMN words_length float8
-    GENERATED ALWAYS AS (cortex_length(setweight(to_tsvector('english', content), 'A') || context)) STORED;
+-- A memory's own length is fixed at insert; its words in context live in a table of their own, so
+-- refreshing a neighbour's context rewrites a small row, never the memory's (whose every update
+-- would insert its vector into the HNSW graph again).
 ALTER TABLE memories ADD COLUMN own_length float8
     GENERATED ALWAYS AS (cortex_length(setweight(to_tsvector('english', content), 'A'))) STORED;
--- memories_fts (own words) stays: a memory with every query word of its own is found through it;
--- memories_words finds those whose words in context hold an uncommon one.
-CREATE INDEX memories_words ON memories USING gin (words);
 CREATE INDEX memories_order ON memories (namespace, created_at, id) WHERE deleted_at IS NULL;
+CREATE TABLE memory_context (
+    id bigint PRIMARY KEY REFERENCES memories ON DELETE CASCADE,
+    namespace text NOT NULL,
+    words tsvector NOT NULL,      -- its own words (A), its neighbours' (B), two away (C)
+    words_length float8 NOT NULL  -- cortex_length(words)
+);
+-- memories_fts (own words) finds a memory with every query word of its own; memory_context_words
+-- those whose words in context hold an uncommon one.
+CREATE INDEX memory_context_words ON memory_context USING gin (words);
 
--- The context of the live memories within two places of each anchor (a memory stored, changed or
--- forgotten), from its neighbours in (created_at, id) order; forgotten memories give no words.
+-- The words in context of the live memories within two places of each anchor (a memory stored,
+-- changed or forgotten), from their neighbours in (created_at, id) order; a forgotten memory's
+-- own row goes, and its words leave its neighbours'.
 CREATE FUNCTION cortex_refresh_context(ns text, anchors bigint[]) RETURNS void LANGUAGE sql
 BEGIN ATOMIC
+    DELETE FROM memory_context c USING memories m
+    WHERE c.id = m.id AND m.id = ANY (anchors) AND m.deleted_at IS NOT NULL;
     WITH a AS (SELECT created_at, id FROM memories WHERE id = ANY (anchors) AND namespace = ns),
     near AS (
         SELECT n.id, min(n.distance) AS distance FROM a CROSS JOIN LATERAL (
@@ -46,25 +53,31 @@ BEGIN ATOMIC
                 ORDER BY m.created_at, m.id LIMIT 4) f) n
         GROUP BY n.id),
     ordered AS (
-        SELECT m.id, near.distance,
-               setweight(coalesce(lag(m.fts) OVER w, '') || coalesce(lead(m.fts) OVER w, ''), 'B')
-               || setweight(coalesce(lag(m.fts, 2) OVER w, '') || coalesce(lead(m.fts, 2) OVER w, ''), 'C') AS context
+        SELECT m.id, near.distance, setweight(m.fts, 'A')
+               || setweight(coalesce(lag(m.fts) OVER w, '') || coalesce(lead(m.fts) OVER w, ''), 'B')
+               || setweight(coalesce(lag(m.fts, 2) OVER w, '') || coalesce(lead(m.fts, 2) OVER w, ''), 'C') AS words
         FROM memories m JOIN near ON near.id = m.id
         WINDOW w AS (ORDER BY m.created_at, m.id))
-    UPDATE memories m SET context = o.context FROM ordered o
-    WHERE m.id = o.id AND o.distance <= 2 AND m.context IS DISTINCT FROM o.context;
+    INSERT INTO memory_context (id, namespace, words, words_length)
+    SELECT o.id, ns, o.words, cortex_length(o.words) FROM ordered o WHERE o.distance <= 2
+    ON CONFLICT (id) DO UPDATE SET words = excluded.words, words_length = excluded.words_length
+    WHERE memory_context.words IS DISTINCT FROM excluded.words;
 END;
 
 -- The whole namespace at once: for bulk loads and this migration.
 CREATE FUNCTION cortex_rebuild_context(ns text) RETURNS void LANGUAGE sql
 BEGIN ATOMIC
+    DELETE FROM memory_context c USING memories m WHERE c.id = m.id AND m.namespace = ns AND m.deleted_at IS NOT NULL;
     WITH ordered AS (
-        SELECT id, setweight(coalesce(lag(fts) OVER w, '') || coalesce(lead(fts) OVER w, ''), 'B')
-                   || setweight(coalesce(lag(fts, 2) OVER w, '') || coalesce(lead(fts, 2) OVER w, ''), 'C') AS context
+        SELECT id, setweight(fts, 'A')
+               || setweight(coalesce(lag(fts) OVER w, '') || coalesce(lead(fts) OVER w, ''), 'B')
+               || setweight(coalesce(lag(fts, 2) OVER w, '') || coalesce(lead(fts, 2) OVER w, ''), 'C') AS words
         FROM memories WHERE namespace = ns AND deleted_at IS NULL
         WINDOW w AS (ORDER BY created_at, id))
-    UPDATE memories m SET context = o.context FROM ordered o
-    WHERE m.id = o.id AND m.context IS DISTINCT FROM o.context;
+    INSERT INTO memory_context (id, namespace, words, words_length)
+    SELECT o.id, ns, o.words, cortex_length(o.words) FROM ordered o
+    ON CONFLICT (id) DO UPDATE SET words = excluded.words, words_length = excluded.words_length
+    WHERE memory_context.words IS DISTINCT FROM excluded.words;
 END;
 
 CREATE TABLE memory_namespaces (
@@ -109,7 +122,7 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- An update counts when a memory is forgotten or its text (or namespace) changes; a new context does not.
+-- An update counts when a memory is forgotten or its text (or namespace) changes; other updates do not.
 CREATE FUNCTION cortex_count_updated() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM cortex_count(array_agg(c.ns), array_agg(c.v), array_agg(c.sign)) FROM (

@@ -158,6 +158,9 @@ async def test_word_statistics_follow_every_write_path(cortex_settings):
                                              {"content": "Imported elsewhere.", "namespace": "other"}], None)
         kept, counted = await _statistics(store)
         assert kept == counted and ("ns0", "lantern", 10) in kept and not any(w == "thief" for _, w, _ in kept)
+        async with store.connection() as c:  # every live memory has its words in context, and only those
+            assert await c.fetchval("SELECT count(*) FROM memories m FULL JOIN memory_context c USING (id) "
+                                    "WHERE (m.deleted_at IS NULL) IS DISTINCT FROM (c.id IS NOT NULL)") == 0
     finally:
         await cortex.aclose()
 
