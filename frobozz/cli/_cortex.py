@@ -73,7 +73,7 @@ def store_cmd(content: str, namespace: str = typer.Option(None), metadata: str =
 def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: str = typer.Option("hybrid"),
                namespace: str = typer.Option(None), as_json: bool = typer.Option(False, "--json"),
                min_score: float = typer.Option(0.0, min=0.0, max=1.0, help="Leave out results scoring under this "
-                                               "(scores are absolute, in [0, 1]; 0.35 keeps what is likely relevant).")
+                                               "(scores are absolute, in [0, 1]; 0.3 keeps what is likely relevant).")
                ) -> None:
     """Memories matching QUERY (hybrid, semantic or keyword); each score in [0, 1] means the same for every query."""
     if mode not in ("hybrid", "semantic", "keyword"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import frontmatter
 
-from ..memory import HandoffStore, MemoryStore, SessionStore
+from ..memory import RECALL_MIN_SCORE, HandoffStore, MemoryStore, SessionStore
 
 log = logging.getLogger("frobozz.loop")
 MAX_FILE_CHARS = 20_000  # a context file autoloaded whole is cut here
@@ -135,7 +135,7 @@ def capsules(sessions: SessionStore, periods: Sequence[str] = ("the last session
     return provide
 
 
-def memories(store: MemoryStore, *, recent: int = 5, relevant: int = 5, min_score: float = 0.35) -> Provider:
+def memories(store: MemoryStore, *, recent: int = 5, relevant: int = 5, min_score: float = RECALL_MIN_SCORE) -> Provider:
     """The newest few memories, and the few most relevant to the window's topic."""
 
     async def provide(window: Window) -> Section | None:

@@ -41,9 +41,9 @@ Mode = Literal["hybrid", "semantic", "keyword"]
 WORDS_WEIGHT, COSINE_WEIGHT = 0.6, 0.4
 K1, B = 1.5, 0.75
 KEYWORD_SCALE = 2.0  # keyword mode: own words only, so a memory with every query word scores ~0.96
-# The threshold for recalling memories unasked (the memory loop): on the LoCoMo development split, 97% of
-# the questions that find evidence in their top 10 keep it, and 91% of unrelated queries return nothing.
-RECALL_MIN_SCORE = 0.35
+# The threshold for recalling memories unasked (the memory loop): on the LoCoMo development split, 96% of
+# the questions that find evidence in their top 10 keep it, and 93% of unrelated queries return nothing.
+RECALL_MIN_SCORE = 0.3
 COSINE_FLOOR = 0.2  # all-MiniLM-L6-v2's cosine for unrelated text; a setting, as other models differ
 WINDOW = 1 + 2 * 0.5 + 2 * 0.25  # a memory's words in context against its own: the neighbour weights (004)
 UNCOMMON_SHARE, UNCOMMON_FLOOR = 0.05, 100  # a word in fewer memories than this fetches memories alone

@@ -54,7 +54,7 @@ class Forgotten(BaseModel):
 Namespace = Annotated[str | None, Field(max_length=100, description="Keeps agents' memories apart.")]
 MemoryId = Annotated[int, Field(ge=1, le=2**62)]
 MinScore = Annotated[float, Field(ge=0.0, le=1.0, description=(
-    "Leave out results scoring under this (scores are absolute, in [0, 1]; 0.35 keeps what is likely relevant)."))]
+    "Leave out results scoring under this (scores are absolute, in [0, 1]; 0.3 keeps what is likely relevant)."))]
 
 
 def _out(m: Memory) -> MemoryOut:
@@ -84,7 +84,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                      mode: Literal["hybrid", "semantic", "keyword"] = "hybrid", explain: bool = False,
                      min_score: MinScore = 0.0) -> SearchResults:
         """Memories ranked by meaning and words (hybrid), meaning only (semantic) or words only (keyword).
-        Scores are absolute, in [0, 1]: about 0.35 and above is likely relevant, under 0.2 barely related."""
+        Scores are absolute, in [0, 1]: about 0.3 and above is likely relevant, under 0.2 barely related."""
         with tool_errors(MemoryStoreError):
             hits = await (await cortex.store()).search(query, limit=limit, since=since, until=until,
                                                        namespace=namespace, mode=mode, min_score=min_score)
