@@ -1,10 +1,11 @@
-"""The memory loop around claude turns: orientation at the start of every context window and recall
-before each user turn (so far; suggest, the archive observer and `frobozz chat` are to come), on
-`frobozz.memory`."""
+"""The memory loop around claude turns, on `frobozz.memory`: orientation at the start of every context
+window, recall before each user turn, and the archive of everything said (an engine observer). Still
+to come: suggest after each turn, the session that ties them together, and `frobozz chat`."""
 
+from ._archive import ArchiveObserver
 from ._orientation import (Provider, Section, Window, capsules, context_files, here_and_now, latest_letter, memories,
                            orientation)
 from ._recall import Recall, recalled_blocks
 
-__all__ = ["Provider", "Recall", "Section", "Window", "capsules", "context_files", "here_and_now", "latest_letter",
+__all__ = ["ArchiveObserver", "Provider", "Recall", "Section", "Window", "capsules", "context_files", "here_and_now", "latest_letter",
            "memories", "orientation", "recalled_blocks"]

@@ -1,0 +1,69 @@
+"""The archive observer: everything a session says and does goes to Postgres as it happens (the
+assistant's text, tool calls and results in brief, each turn's usage), so a claude that crashes
+mid-turn loses nothing that was seen. The user's own words are archived by whoever sends them
+(`archive_user`), before claude sees them. It also notices the model storing a memory through
+cortex, which empties the session's suggestion buffer."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import anyio
+
+from ..engine import AssistantMessage, Event, Result, UserMessage, text_of
+from ..memory import SessionStore
+
+log = logging.getLogger("frobozz.loop")
+BRIEF = 500  # characters of a tool call's input or result kept in the archive
+STORE_TOOLS = ("mcp__cortex__store", "mcp__frobozz-cortex__store")
+
+
+def _brief(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= BRIEF else text[:BRIEF] + f"… ({len(text)} characters)"
+
+
+class ArchiveObserver:
+    """An engine observer (async: each event is committed before the next is taken)."""
+
+    name = "memory archive"
+
+    def __init__(self, sessions: SessionStore, session_id: str, *, turn: int = 1) -> None:
+        self.sessions, self.session_id = sessions, session_id
+        self.turn = turn
+        self._settled = anyio.Event()  # the last turn's result is archived: the next user message may follow
+        self._settled.set()
+
+    async def archive_user(self, text: str, *, settle: float = 5.0) -> None:
+        """Archive what the user says next, after the last turn's own entries (the observer runs on
+        a task of its own, and may still be writing them), waiting at most `settle` seconds."""
+        with anyio.move_on_after(settle):
+            await self._settled.wait()
+        self._settled = anyio.Event()
+        await self.sessions.archive(self.session_id, self.turn, "user", text)
+
+    async def on_event(self, event: Event) -> None:
+        if event.is_replay:  # a resumed session's history: archived when it happened
+            return
+        if isinstance(event, AssistantMessage) and not event.parent_tool_use_id:
+            if event.text.strip():
+                await self.sessions.archive(self.session_id, self.turn, "assistant", event.text)
+            for use in event.tool_uses:
+                await self.sessions.archive(self.session_id, self.turn, "tool_use",
+                                            f"{use.name} {_brief(dict(use.input))}", {"id": use.id, "tool": use.name})
+                if use.name in STORE_TOOLS or use.name.endswith("cortex__store"):
+                    await self.sessions.clear_suggestions(self.session_id)
+        elif isinstance(event, UserMessage) and not event.parent_tool_use_id:
+            for result in event.tool_results:
+                await self.sessions.archive(self.session_id, self.turn, "tool_result", _brief(text_of(result.content)),
+                                            {"id": result.tool_use_id, "is_error": result.is_error})
+        elif isinstance(event, Result):
+            usage = {k: v for k, v in event.usage.items() if isinstance(v, int | float)}
+            await self.sessions.archive(self.session_id, self.turn, "usage", event.result or "",
+                                        {**usage, "cost_usd": event.total_cost_usd or 0.0, "is_error": event.is_error})
+            if event.session_id:
+                await self.sessions.set_claude_session(self.session_id, event.session_id)
+            self.turn += 1
+            self._settled.set()
