@@ -1,0 +1,57 @@
+"""Suggest: facts from the last exchange wait in the buffer and come back as one nudge."""
+
+import logging
+
+import pytest
+
+from frobozz.loop._suggest import Suggester, nudge_blocks
+from frobozz.memory import MemoryService
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def sessions(cortex_settings):
+    service = MemoryService(cortex_settings)
+    try:
+        yield await service.sessions()
+    finally:
+        await service.aclose()
+
+
+async def test_no_facts_means_no_nudge(sessions):
+    session = await sessions.open("chat")
+
+    async def nothing(prompt):
+        return "NONE."
+
+    assert await Suggester(sessions, nothing)(session.id, "hi", "hello!") == []
+    assert await nudge_blocks(sessions, session.id) == []
+
+
+async def test_proposed_facts_wait_for_the_next_turn_and_go_once_cleared(sessions):
+    session = await sessions.open("chat")
+    prompts = []
+
+    async def sidecar(prompt):
+        prompts.append(prompt)
+        return "- The user's sister is called Ana.\n- Ana lives in Porto.\n\n- Ana teaches cello.\n- One too many."
+
+    facts = await Suggester(sessions, sidecar)(session.id, "My sister Ana moved to Porto.", "How exciting!")
+    assert facts == ["The user's sister is called Ana.", "Ana lives in Porto.", "Ana teaches cello."]
+    assert "User: My sister Ana moved to Porto." in prompts[0] and "Assistant: How exciting!" in prompts[0]
+    [block] = await nudge_blocks(sessions, session.id)
+    assert "- Ana lives in Porto." in block["text"] and "store it with cortex" in block["text"]
+    await sessions.clear_suggestions(session.id)
+    assert await nudge_blocks(sessions, session.id) == []
+
+
+async def test_a_failing_sidecar_is_logged_and_nothing_is_buffered(sessions, caplog):
+    session = await sessions.open("chat")
+
+    async def broken(prompt):
+        raise RuntimeError("the sidecar's claude stopped")
+
+    with caplog.at_level(logging.WARNING, logger="frobozz.loop"):
+        assert await Suggester(sessions, broken)(session.id, "hi", "hello") == []
+    assert "the sidecar's claude stopped" in caplog.text and await sessions.suggestions(session.id) == []
