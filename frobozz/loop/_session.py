@@ -1,0 +1,159 @@
+"""A claude session with memory around every turn: the engine's pool (primary and sidecar) plus the
+loop's parts. Before a user message: the orientation when a context window begins (at start and
+after each compaction), recalled memories, the nudge of facts waiting to be stored. During the
+turn: the archive observer. After it: suggestions, in the background."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..engine import (AssistantMessage, CompactBoundary, EngineOptions, EnginePool, EngineSettings, Event, Observer,
+                      Producer, Result)
+from ..memory import HandoffStore, MemoryService, MemoryStore, SessionStore
+from ._archive import ArchiveObserver
+from ._orientation import Provider, Window, here_and_now, latest_letter, memories, orientation
+from ._recall import Recall, recalled_blocks
+from ._suggest import Suggester, nudge_blocks
+
+log = logging.getLogger("frobozz.loop")
+SETTLE = 10.0  # seconds a closing session waits for its background suggestions
+Providers = Callable[[MemoryStore, SessionStore, HandoffStore], Sequence[Provider]]
+
+
+def default_providers(client: str) -> Providers:
+    def make(store: MemoryStore, sessions: SessionStore, handoffs: HandoffStore) -> list[Provider]:
+        return [here_and_now(client), latest_letter(handoffs), memories(store)]
+    return make
+
+
+class _Watcher:
+    """Sees windows begin (compaction) and turns end (time to suggest)."""
+
+    name = "memory loop"
+
+    def __init__(self, loop: MemorySession) -> None:
+        self.loop = loop
+        self._said: list[str] = []
+
+    def on_event(self, event: Event) -> None:
+        if event.is_replay:
+            return
+        if isinstance(event, CompactBoundary):
+            self.loop.needs_orientation = True
+        elif isinstance(event, AssistantMessage) and not event.parent_tool_use_id and event.text.strip():
+            self._said.append(event.text)
+        elif isinstance(event, Result):
+            said, self._said = "\n".join(self._said), []
+            if not event.is_error and said:
+                self.loop.after_turn(said)
+
+
+class MemorySession:
+    """`async with MemorySession(options, memory, namespace="chat") as s: await s.send("hi")`, then read
+    `s.events()`. `resume=` a loop session id takes up its claude session, archive and seen-set."""
+
+    def __init__(self, options: EngineOptions, memory: MemoryService, *, namespace: str | None = None,
+                 client: str = "frobozz", resume: str | None = None, sidecar: EngineOptions | None = None,
+                 providers: Providers | None = None, recall: bool = True, suggest: bool = True,
+                 observers: Sequence[Observer] = (), producers: Sequence[Producer] = (),
+                 settings: EngineSettings | None = None, deadline: float = 1.5) -> None:
+        self.options, self.memory, self.namespace, self.client = options, memory, namespace, client
+        self.resume, self.sidecar_options, self.settings = resume, sidecar, settings
+        self.providers = providers or default_providers(client)
+        self.use_recall, self.use_suggest, self.deadline = recall, suggest, deadline
+        self.extra_observers, self.extra_producers = list(observers), list(producers)
+        self.needs_orientation = True
+        self._windows = 0
+        self._last_user = ""
+        self._tg: TaskGroup | None = None
+        self._background = 0
+        self._settled = anyio.Event()
+        self._settled.set()
+
+    async def __aenter__(self) -> MemorySession:
+        store, self.sessions = await self.memory.store(), await self.memory.sessions()
+        handoffs = await self.memory.handoffs()
+        self.record = await self.sessions.open(self.namespace, client=self.client, session_id=self.resume)
+        turns = await self.sessions.transcript(self.record.id)
+        self.archive = ArchiveObserver(self.sessions, self.record.id, turn=max((e.turn for e in turns), default=0) + 1)
+        self.pool = EnginePool(self.options, self.sidecar_options, settings=self.settings,
+                               resume=self.record.claude_session_id if self.resume else None,
+                               observers=[self.archive, _Watcher(self), *self.extra_observers],
+                               producers=self.extra_producers)
+        self._providers = list(self.providers(store, self.sessions, handoffs))
+        self._recall = Recall(store, self.sessions, ask=self.pool.sidecar.ask, deadline=self.deadline)
+        self._suggest = Suggester(self.sessions, self.pool.sidecar.ask)
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        try:
+            await self.pool.__aenter__()
+        except BaseException:
+            await self._tg.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with anyio.move_on_after(SETTLE):  # the last turn's suggestions, while the sidecar is still there
+            await self.settled()
+        try:
+            await self.pool.__aexit__(*exc)
+        finally:
+            assert self._tg is not None
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    async def message(self, text: str) -> list[dict[str, Any]]:
+        """The content of the next user message: orientation (if a window begins), recall, nudge, text."""
+        blocks: list[dict[str, Any]] = []
+        if self.needs_orientation:  # a new session has no window before this one; a resumed one has
+            previous = self.record.window_started_at if self._windows or self.resume else None
+            await self.sessions.new_window(self.record.id)
+            self.record, self._windows = await self.sessions.get(self.record.id), self._windows + 1
+            window = Window(self.record.namespace, self.record.id, previous_start=previous, topic=text)
+            oriented = await orientation(self._providers, window, deadline=self.deadline)
+            if oriented:
+                blocks.append({"type": "text", "text": oriented})
+            self.needs_orientation = False
+        if self.use_recall:
+            blocks += recalled_blocks(await self._recall(self.record.id, self.record.namespace, text))
+        blocks += await nudge_blocks(self.sessions, self.record.id)
+        return [*blocks, {"type": "text", "text": text}]
+
+    async def send(self, text: str) -> None:
+        """Archive the user's words, then send them with what memory adds."""
+        content = await self.message(text)
+        await self.archive.archive_user(text)
+        self._last_user = text
+        await self.pool.primary.send(content)
+
+    def events(self) -> AsyncIterator[Event]:
+        return self.pool.primary.events()
+
+    def after_turn(self, said: str) -> None:
+        """Fire-and-forget: suggestions from the exchange just ended."""
+        if not self.use_suggest or self._tg is None:
+            return
+        self._background += 1
+        self._settled = anyio.Event() if self._settled.is_set() else self._settled
+        self._tg.start_soon(self._suggest_in_background, self._last_user, said)
+
+    async def _suggest_in_background(self, user: str, said: str) -> None:
+        try:
+            await self._suggest(self.record.id, user, said)
+        finally:
+            self._background -= 1
+            if not self._background:
+                self._settled.set()
+
+    async def settled(self) -> None:
+        """Wait until the background work of the turns so far (suggestions) is done."""
+        await self._settled.wait()

@@ -1,0 +1,98 @@
+"""The memory loop around a real claude CLI: the scripted model answers as primary and as sidecar."""
+
+import json
+
+import anyio
+import pytest
+
+from frobozz.engine import CompactBoundary, Result
+from frobozz.engine.testing import ScriptedModel
+from frobozz.loop import MemorySession, context_files, here_and_now, latest_letter, memories
+from frobozz.memory import MemoryService
+from tests.engine.conftest import of, until
+
+pytestmark = pytest.mark.anyio
+SISTER = "The user's sister Ana lives in Porto and teaches the cello."
+
+
+def script(request):
+    """The sidecar's two questions, the compaction, and otherwise an echo."""
+    text = request.last_user_text()
+    if text.startswith("Write up to"):
+        return "Ana the sister\ncello lessons"
+    if text.startswith("Here is the last exchange"):
+        return "The user is learning the cello." if "learning the cello" in text else "NONE"
+    if "summar" in json.dumps(request.body.get("system", "")).lower() and not request.body.get("tools"):
+        return "Summary: we talked about Ana."
+    return f"echo: {text.splitlines()[-1]}"
+
+
+def primary_messages(model):
+    """What the primary was sent (its requests carry tools; the sidecar's are the same CLI too, so
+    the sidecar's prompts are told apart by their text)."""
+    return [r.last_user_text() for r in model.requests
+            if not r.last_user_text().startswith(("Write up to", "Here is the last exchange"))]
+
+
+@pytest.fixture
+async def service(cortex_settings):
+    service = MemoryService(cortex_settings)
+    try:
+        yield service
+    finally:
+        await service.aclose()
+
+
+def providers(folder):
+    def make(store, sessions, handoffs):
+        return [context_files(folder), here_and_now("test client"), latest_letter(handoffs), memories(store)]
+    return make
+
+
+async def test_orientation_recall_and_suggestions_around_each_turn_and_again_after_a_compaction(
+        make_options, service, tmp_path):
+    store = await service.store()
+    await store.store(SISTER, namespace="chat")
+    (tmp_path / "who.md").write_text("---\nautoload: all\n---\nYou help the user remember things.\n")
+    async with ScriptedModel(script) as model:
+        options = make_options(model)
+        async with MemorySession(options, service, namespace="chat", sidecar=options,
+                                 providers=providers(tmp_path)) as loop:
+            await loop.send("What does my sister Ana teach?")
+            await until(loop.events(), Result)
+            await loop.send("I am learning the cello myself now.")
+            await until(loop.events(), Result)
+            with anyio.fail_after(60):
+                await loop.settled()
+            await loop.send("Any tips?")
+            await until(loop.events(), Result)
+            await loop.pool.primary.send("/compact")
+            events = await until(loop.events(), Result)
+            await loop.send("Where does Ana live?")
+            await until(loop.events(), Result)
+    sent = primary_messages(model)
+    first, second, third, after = sent[0], sent[1], sent[2], sent[-1]
+    assert first.startswith("# Orientation") and "You help the user remember things." in first
+    assert "Client: test client." in first and SISTER in first and "<recalled-memories>" in first
+    assert "# Orientation" not in second and "<recalled-memories>" not in second  # shown once, not again
+    assert "<memory-nudge>" in third and "The user is learning the cello." in third
+    assert of(events, CompactBoundary) and "# Orientation" in after and after.endswith("Where does Ana live?")
+    assert after.index("# Orientation") > after.index("<local-command")  # the new window's first message
+    entries = await (await service.sessions()).transcript(loop.id)
+    assert [e.content for e in entries if e.kind == "user"] == [
+        "What does my sister Ana teach?", "I am learning the cello myself now.", "Any tips?", "Where does Ana live?"]
+
+
+async def test_without_recall_or_a_namespace_with_memories_the_message_is_the_orientation_and_the_text(
+        make_options, service, tmp_path):
+    async with ScriptedModel(script) as model:
+        options = make_options(model)
+        async with MemorySession(options, service, namespace="empty", sidecar=options, recall=False,
+                                 suggest=False, providers=providers(tmp_path / "none")) as loop:
+            await loop.send("hello")
+            await until(loop.events(), Result)
+            await loop.send("again")
+            await until(loop.events(), Result)
+    sent = primary_messages(model)
+    assert sent[0].startswith("# Orientation\n\n## Here and now") and sent[0].endswith("hello")
+    assert sent[1] == "again"
