@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
+from ._chat import chat
 from ._cortex import cortex
 from ._doctor import doctor
 from ._games import games
@@ -22,6 +23,7 @@ app.add_typer(games, name="games")
 app.add_typer(cortex, name="cortex")
 app.command()(serve)
 app.command()(play)
+app.command()(chat)
 app.command("mcp-config")(mcp_config)
 app.command()(doctor)
 

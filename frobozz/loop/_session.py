@@ -90,6 +90,7 @@ class MemorySession:
         self._suggest = Suggester(self.sessions, self.pool.sidecar.ask)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        self._tg.start_soon(self._warm, store)  # the embedding model loads while claude starts
         try:
             await self.pool.__aenter__()
         except BaseException:
@@ -106,6 +107,12 @@ class MemorySession:
             assert self._tg is not None
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
+
+    async def _warm(self, store: MemoryStore) -> None:
+        try:
+            await store.embedder.embed(["warming up"])
+        except Exception as e:  # recall and orientation report it on their own
+            log.warning("the embedding model did not load: %s", e)
 
     @property
     def id(self) -> str:

@@ -1,0 +1,189 @@
+"""`frobozz chat`: a terminal chat on the memory loop, the reply streamed as it arrives, with the hub's
+MCP servers attached (cortex, fetch, forge, handoff) and the hand-off relay on. Ctrl-C interrupts
+the turn; a second Ctrl-C (or one at the prompt) exits, everything already archived."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+import typer
+from rich.console import Console
+from rich.table import Table
+
+out = Console(highlight=False)
+err = Console(stderr=True)
+SERVERS = ["cortex", "fetch", "forge", "handoff"]
+PROMPT = "you> "
+
+
+def scripted_reply(request: Any) -> str:
+    """The offline stand-in for claude (`--model scripted`): it answers the sidecar's questions and
+    otherwise says what it was told and what memory gave it."""
+    text = request.last_user_text()
+    if text.startswith("Write up to"):
+        return text.rsplit("\n", 1)[-1][:200]
+    if text.startswith("Here is the last exchange"):
+        return "NONE"
+    said = text.rsplit("\n", 1)[-1]
+    recalled = text.count("[memory ")
+    return f"(scripted) You said: {said}" + (f" — I was reminded of {recalled} memories." if recalled else "")
+
+
+def _stdin_lines() -> MemoryObjectReceiveStream[str]:
+    """Standard input's lines, read by a daemon thread: a reader blocked at the prompt never keeps
+    the program from exiting."""
+    send, receive = anyio.create_memory_object_stream[str](math.inf)
+    loop = asyncio.get_running_loop()
+
+    def read() -> None:
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(send.send_nowait, line)
+        loop.call_soon_threadsafe(send.close)
+
+    threading.Thread(target=read, name="chat-stdin", daemon=True).start()
+    return receive
+
+
+def _sessions_table(namespace: str | None) -> None:
+    from frobozz.memory import MemoryService, MemorySettings
+
+    async def main() -> list:
+        service = MemoryService(MemorySettings())
+        try:
+            return await (await service.sessions()).list(namespace)
+        finally:
+            await service.aclose()
+
+    found = anyio.run(main)
+    if not found:
+        out.print("no sessions yet")
+        return
+    table = Table("id", "namespace", "created", "last activity", "preview")
+    for s in found:
+        table.add_row(s.id, s.namespace, f"{s.created_at:%Y-%m-%d %H:%M}", f"{s.last_active_at:%Y-%m-%d %H:%M}",
+                      s.preview[:60])
+    out.print(table)
+
+
+def chat(
+    namespace: str = typer.Option("chat", "--namespace", "-n", help="Whose memory: sessions, recall and archive."),
+    system_prompt_file: Path | None = typer.Option(None, exists=True, dir_okay=False,
+                                                   help="The session's fixed identity (a system prompt)."),
+    context_dir: list[Path] = typer.Option([], "--context-dir", help="Markdown files with front matter (autoload)."),
+    resume: str | None = typer.Option(None, help="Take up a past session (see --list)."),
+    list_sessions: bool = typer.Option(False, "--list", help="List past sessions and exit."),
+    no_recall: bool = typer.Option(False, "--no-recall", help="Do not recall memories before each turn."),
+    no_suggest: bool = typer.Option(False, "--no-suggest", help="Do not suggest facts to remember."),
+    model: str | None = typer.Option(None, help="claude's model; `scripted` runs offline on the project's "
+                                                "scripted model."),
+) -> None:
+    """Chat with claude, with long-term memory around every turn."""
+    if list_sessions:
+        _sessions_table(namespace)
+        return
+    if model != "scripted":
+        from frobozz.runner._players import claude_readiness
+
+        problem = claude_readiness()
+        if problem:
+            err.print(f"[red]error:[/red] {problem.replace('--player walkthrough', '--model scripted')}")
+            raise typer.Exit(1)
+    system = system_prompt_file.read_text(encoding="utf-8") if system_prompt_file else None
+    try:
+        anyio.run(_chat, namespace, system, context_dir, resume, not no_recall, not no_suggest, model)
+    except KeyboardInterrupt:
+        pass
+
+
+async def _chat(namespace: str, system: str | None, context_dirs: list[Path], resume: str | None, recall: bool,
+                suggest: bool, model: str | None) -> None:
+    from frobozz.engine import AssistantMessage, EngineOptions, Result, StreamEvent
+    from frobozz.engine.observers import HandoffRelay
+    from frobozz.engine.testing import ScriptedModel
+    from frobozz.loop import MemorySession, context_files, here_and_now, latest_letter, memories
+    from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError
+    from frobozz.servers._configs import config_for
+
+    def providers(store, sessions, handoffs):  # type: ignore[no-untyped-def]
+        return [context_files(*context_dirs), here_and_now("frobozz chat"), latest_letter(handoffs),
+                memories(store)]
+
+    async def run(options: EngineOptions, sidecar: EngineOptions) -> None:
+        """The chat on `options`; the sidecar (quick stateless asks) runs bare: no MCP servers, no tools."""
+        relay = HandoffRelay()
+        service = MemoryService(MemorySettings())
+        try:
+            async with MemorySession(options, service, namespace=namespace, client="frobozz chat", resume=resume,
+                                     sidecar=sidecar,
+                                     providers=providers, recall=recall, suggest=suggest, observers=[relay],
+                                     producers=[relay]) as loop:
+                err.print(f"session {loop.id} (namespace {loop.record.namespace}); Ctrl-C interrupts a reply, "
+                          "twice exits")
+                await converse(loop)
+        except MemoryStoreError as e:
+            err.print(f"[red]error:[/red] {e}")
+        finally:
+            await service.aclose()
+
+    async def converse(loop: MemorySession) -> None:
+        turn_running = False
+        interrupts = 0
+        async with anyio.create_task_group() as tg:
+            async def on_signals() -> None:
+                nonlocal interrupts
+                with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                    async for _ in signals:
+                        interrupts += 1
+                        if turn_running and interrupts == 1:
+                            err.print("\n[interrupted: Ctrl-C again to exit]")
+                            await loop.pool.primary.interrupt()
+                        else:
+                            err.print("\n[saved; bye]")
+                            tg.cancel_scope.cancel()
+
+            tg.start_soon(on_signals)
+            lines = _stdin_lines()
+            while True:
+                sys.stdout.write(PROMPT)
+                sys.stdout.flush()
+                try:
+                    line = await lines.receive()
+                except anyio.EndOfStream:
+                    break
+                if not line.strip():
+                    continue
+                turn_running, interrupts = True, 0
+                await loop.send(line.rstrip("\n"))
+                streamed = False
+                async for event in loop.events():
+                    if isinstance(event, StreamEvent) and event.text_delta:
+                        sys.stdout.write(event.text_delta)
+                        sys.stdout.flush()
+                        streamed = True
+                    elif isinstance(event, AssistantMessage) and not streamed and event.text:
+                        sys.stdout.write(event.text)
+                    elif isinstance(event, Result):
+                        if event.is_error and event.result:
+                            err.print(f"[red]{event.result}[/red]")
+                        break
+                sys.stdout.write("\n")
+                turn_running = False
+            tg.cancel_scope.cancel()
+
+    mcp = config_for(SERVERS)
+    common = dict(system_prompt=system, mcp_config=mcp, strict_mcp_config=True, include_partial_messages=True,
+                  allowed_tools=[f"mcp__{name}" for name in SERVERS])
+    if model == "scripted":
+        async with ScriptedModel(scripted_reply) as scripted:
+            await run(EngineOptions(env=scripted.env(), **common),  # type: ignore[arg-type]
+                      EngineOptions(env=scripted.env(), tools=()))
+    else:
+        await run(EngineOptions(model=model, **common), EngineOptions(model=model, tools=()))  # type: ignore[arg-type]
