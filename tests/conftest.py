@@ -90,6 +90,24 @@ def cortex_settings(postgres, frobozz_env: Path):
     return Settings(database_url=database_url(postgres, name))
 
 
+@pytest.fixture
+async def memory_service(cortex_settings):
+    """The memory library on a fresh database, closed after the test."""
+    from frobozz.memory import MemoryService
+
+    service = MemoryService(cortex_settings)
+    try:
+        yield service
+    finally:
+        await service.aclose()
+
+
+@pytest.fixture
+async def sessions(memory_service):
+    """The memory loop's session store on a fresh database."""
+    return await memory_service.sessions()
+
+
 # -- the real claude CLI against a scripted Messages API ----------------------------------------
 @pytest.fixture
 def claude_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

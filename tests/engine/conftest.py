@@ -37,3 +37,19 @@ async def wait_for_file(path: Path, timeout: float = 10) -> None:
     with anyio.fail_after(timeout):
         while not path.exists():
             await anyio.sleep(0.02)
+
+
+async def send_and_kill_mid_turn(session, text: str, calls: list, answering: int) -> list[Event]:
+    """Send `text` and kill claude while the model answers it (once `calls` has `answering` entries),
+    after claude has written its transcript (so it can be resumed); the events up to the turn's Result."""
+    from frobozz.engine import Result, SystemInit, transcript_path
+
+    transcript = transcript_path(session.session_id, session.engine.cwd, session.engine.env)
+    await session.send(text)
+    await until(session.events(), SystemInit)
+    await wait_for_file(transcript)
+    with anyio.fail_after(30):
+        while len(calls) < answering:
+            await anyio.sleep(0.01)
+    session.engine.kill()
+    return await until(session.events(), Result)

@@ -18,10 +18,9 @@ from frobozz.engine import (
     SystemInit,
     UserMessage,
     list_sessions,
-    transcript_path,
 )
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
-from tests.engine.conftest import of, until, wait_for_file
+from tests.engine.conftest import of, send_and_kill_mid_turn, until, wait_for_file
 
 pytestmark = pytest.mark.anyio
 
@@ -201,15 +200,7 @@ async def test_a_message_in_flight_when_claude_dies_is_sent_again_after_the_rest
         async with Session(make_options(model)) as session:
             await session.send("first")
             await until(session.events(), Result)
-            transcript = transcript_path(session.session_id, session.engine.cwd, session.engine.env)
-            await session.send("second")
-            await until(session.events(), SystemInit)
-            await wait_for_file(transcript)
-            with anyio.fail_after(30):
-                while len(calls) < 2:  # kill it mid-turn: while the model is answering "second"
-                    await anyio.sleep(0.01)
-            session.engine.kill()
-            events = await until(session.events(), Result)
+            events = await send_and_kill_mid_turn(session, "second", calls, answering=2)
             await session.wait_idle()
     assert of(events, Restarted)[0].resumed
     assert of(events, Result)[-1].result == "echo: second"  # the same message, answered after the restart

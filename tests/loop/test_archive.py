@@ -1,24 +1,14 @@
 """The archive observer on a real claude CLI (scripted model) and a real Postgres."""
 
-import anyio
 import pytest
 
-from frobozz.engine import Restarted, Result, Session, SystemInit, transcript_path
+from frobozz.engine import Restarted, Result, Session
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.loop._archive import ArchiveObserver
-from frobozz.memory import MemoryService
-from tests.engine.conftest import of, until, wait_for_file
+from tests.engine.conftest import of, send_and_kill_mid_turn, until
 
 pytestmark = pytest.mark.anyio
 
-
-@pytest.fixture
-async def sessions(cortex_settings):
-    service = MemoryService(cortex_settings)
-    try:
-        yield await service.sessions()
-    finally:
-        await service.aclose()
 
 
 async def test_every_turn_is_archived_even_when_claude_is_killed_mid_turn_and_restarted(make_options, sessions):
@@ -36,16 +26,8 @@ async def test_every_turn_is_archived_even_when_claude_is_killed_mid_turn_and_re
             await archive.archive_user("first")
             await session.send("first")
             await until(session.events(), Result)
-            transcript = transcript_path(session.session_id, session.engine.cwd, session.engine.env)
             await archive.archive_user("second")
-            await session.send("second")
-            await until(session.events(), SystemInit)
-            await wait_for_file(transcript)
-            with anyio.fail_after(30):
-                while len(calls) < 2:  # kill it mid-turn: while the model is answering "second"
-                    await anyio.sleep(0.01)
-            session.engine.kill()
-            events = await until(session.events(), Result)
+            events = await send_and_kill_mid_turn(session, "second", calls, answering=2)
             await session.wait_idle()
     assert of(events, Restarted)[0].resumed
     entries = await sessions.transcript(loop_session.id)

@@ -8,31 +8,22 @@ import pytest
 
 from frobozz.loop import (Section, Window, capsules, context_files, here_and_now, latest_letter, memories,
                           orientation)
-from frobozz.memory import MemoryService
 
 pytestmark = pytest.mark.anyio
 WINDOW = Window(namespace="chat", session_id="s1", previous_start=None, topic="the brass lantern")
 
 
-@pytest.fixture
-async def service(cortex_settings):
-    service = MemoryService(cortex_settings)
-    try:
-        yield service
-    finally:
-        await service.aclose()
 
-
-async def test_with_nothing_to_say_the_orientation_is_empty(service, tmp_path):
-    store, handoffs, sessions = await service.store(), await service.handoffs(), await service.sessions()
+async def test_with_nothing_to_say_the_orientation_is_empty(memory_service, tmp_path):
+    store, handoffs, sessions = await memory_service.store(), await memory_service.handoffs(), await memory_service.sessions()
     providers = [context_files(tmp_path / "missing", tmp_path), latest_letter(handoffs), capsules(sessions),
                  memories(store)]
     assert await orientation(providers, WINDOW) == ""
     assert await orientation([], WINDOW) == ""
 
 
-async def test_every_section_comes_from_its_provider_in_order(service, tmp_path):
-    store, handoffs, sessions = await service.store(), await service.handoffs(), await service.sessions()
+async def test_every_section_comes_from_its_provider_in_order(memory_service, tmp_path):
+    store, handoffs, sessions = await memory_service.store(), await memory_service.handoffs(), await memory_service.sessions()
     (tmp_path / "identity.md").write_text("---\nautoload: all\n---\nYou are the house's assistant.\n")
     (tmp_path / "maps.md").write_text("---\nautoload: when\nwhen: maps, Zork's rooms\n---\nWest of House...\n")
     (tmp_path / "never.md").write_text("---\nautoload: never\n---\nSecret.\n")
@@ -54,8 +45,8 @@ async def test_every_section_comes_from_its_provider_in_order(service, tmp_path)
     assert "The brass lantern is in the living room." in text
 
 
-async def test_a_letter_already_seen_in_the_last_window_is_not_shown_again(service):
-    handoffs = await service.handoffs()
+async def test_a_letter_already_seen_in_the_last_window_is_not_shown_again(memory_service):
+    handoffs = await memory_service.handoffs()
     await handoffs.write("Old news.", None, None, "chat", None)
     later = Window("chat", "s1", previous_start=datetime.now(UTC) + timedelta(seconds=1))
     assert await latest_letter(handoffs)(later) is None

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from frobozz.loop import Recall, recalled_blocks
-from frobozz.memory import MemoryService
+from tests.loop import answering
 
 pytestmark = pytest.mark.anyio
 NOTES = ["The user's sister Ana lives in Porto and teaches the cello.",
@@ -16,15 +16,11 @@ NOTES = ["The user's sister Ana lives in Porto and teaches the cello.",
 
 
 @pytest.fixture
-async def stores(cortex_settings):
-    service = MemoryService(cortex_settings)
-    try:
-        store, sessions = await service.store(), await service.sessions()
-        for note in NOTES:
-            await store.store(note, namespace="chat")
-        yield store, sessions
-    finally:
-        await service.aclose()
+async def stores(memory_service):
+    store, sessions = await memory_service.store(), await memory_service.sessions()
+    for note in NOTES:
+        await store.store(note, namespace="chat")
+    return store, sessions
 
 
 async def test_nothing_is_recalled_from_an_empty_namespace_or_for_an_empty_message(stores):
@@ -52,11 +48,7 @@ async def test_a_relevant_memory_is_recalled_once_and_an_unrelated_message_recal
 async def test_the_sidecars_queries_find_what_the_message_alone_does_not(stores):
     store, sessions = stores
     session = await sessions.open("chat")
-    asked = []
-
-    async def sidecar(prompt):
-        asked.append(prompt)
-        return "- peanut allergy\n- food the user cannot eat\n"
+    sidecar, asked = answering("- peanut allergy\n- food the user cannot eat\n")
 
     plain = await Recall(store, sessions)(session.id, "chat", "Can you plan tonight's dinner menu?")
     helped = await Recall(store, sessions, ask=sidecar)(session.id, "chat", "Can you plan tonight's dinner menu?")

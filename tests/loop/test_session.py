@@ -8,7 +8,6 @@ import pytest
 from frobozz.engine import CompactBoundary, Result
 from frobozz.engine.testing import ScriptedModel
 from frobozz.loop import MemorySession, context_files, here_and_now, latest_letter, memories
-from frobozz.memory import MemoryService
 from tests.engine.conftest import of, until
 
 pytestmark = pytest.mark.anyio
@@ -34,14 +33,6 @@ def primary_messages(model):
             if not r.last_user_text().startswith(("Write up to", "Here is the last exchange"))]
 
 
-@pytest.fixture
-async def service(cortex_settings):
-    service = MemoryService(cortex_settings)
-    try:
-        yield service
-    finally:
-        await service.aclose()
-
 
 def providers(folder):
     def make(store, sessions, handoffs):
@@ -50,13 +41,13 @@ def providers(folder):
 
 
 async def test_orientation_recall_and_suggestions_around_each_turn_and_again_after_a_compaction(
-        make_options, service, tmp_path):
-    store = await service.store()
+        make_options, memory_service, tmp_path):
+    store = await memory_service.store()
     await store.store(SISTER, namespace="chat")
     (tmp_path / "who.md").write_text("---\nautoload: all\n---\nYou help the user remember things.\n")
     async with ScriptedModel(script) as model:
         options = make_options(model)
-        async with MemorySession(options, service, namespace="chat", sidecar=options,
+        async with MemorySession(options, memory_service, namespace="chat", sidecar=options,
                                  providers=providers(tmp_path)) as loop:
             await loop.send("What does my sister Ana teach?")
             await until(loop.events(), Result)
@@ -78,16 +69,16 @@ async def test_orientation_recall_and_suggestions_around_each_turn_and_again_aft
     assert "<memory-nudge>" in third and "The user is learning the cello." in third
     assert of(events, CompactBoundary) and "# Orientation" in after and after.endswith("Where does Ana live?")
     assert after.index("# Orientation") > after.index("<local-command")  # the new window's first message
-    entries = await (await service.sessions()).transcript(loop.id)
+    entries = await (await memory_service.sessions()).transcript(loop.id)
     assert [e.content for e in entries if e.kind == "user"] == [
         "What does my sister Ana teach?", "I am learning the cello myself now.", "Any tips?", "Where does Ana live?"]
 
 
 async def test_without_recall_or_a_namespace_with_memories_the_message_is_the_orientation_and_the_text(
-        make_options, service, tmp_path):
+        make_options, memory_service, tmp_path):
     async with ScriptedModel(script) as model:
         options = make_options(model)
-        async with MemorySession(options, service, namespace="empty", sidecar=options, recall=False,
+        async with MemorySession(options, memory_service, namespace="empty", sidecar=options, recall=False,
                                  suggest=False, providers=providers(tmp_path / "none")) as loop:
             await loop.send("hello")
             await until(loop.events(), Result)

@@ -5,18 +5,10 @@ import logging
 import pytest
 
 from frobozz.loop._suggest import Suggester, nudge_blocks
-from frobozz.memory import MemoryService
+from tests.loop import answering
 
 pytestmark = pytest.mark.anyio
 
-
-@pytest.fixture
-async def sessions(cortex_settings):
-    service = MemoryService(cortex_settings)
-    try:
-        yield await service.sessions()
-    finally:
-        await service.aclose()
 
 
 async def test_no_facts_means_no_nudge(sessions):
@@ -31,11 +23,8 @@ async def test_no_facts_means_no_nudge(sessions):
 
 async def test_proposed_facts_wait_for_the_next_turn_and_go_once_cleared(sessions):
     session = await sessions.open("chat")
-    prompts = []
-
-    async def sidecar(prompt):
-        prompts.append(prompt)
-        return "- The user's sister is called Ana.\n- Ana lives in Porto.\n\n- Ana teaches cello.\n- One too many."
+    sidecar, prompts = answering(
+        "- The user's sister is called Ana.\n- Ana lives in Porto.\n\n- Ana teaches cello.\n- One too many.")
 
     facts = await Suggester(sessions, sidecar)(session.id, "My sister Ana moved to Porto.", "How exciting!")
     assert facts == ["The user's sister is called Ana.", "Ana lives in Porto.", "Ana teaches cello."]

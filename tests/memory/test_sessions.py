@@ -5,18 +5,10 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import pytest
 
-from frobozz.memory import MemoryService, MemoryStoreError
+from frobozz.memory import MemoryStoreError
 
 pytestmark = pytest.mark.anyio
 
-
-@pytest.fixture
-async def sessions(cortex_settings):
-    service = MemoryService(cortex_settings)
-    try:
-        yield await service.sessions()
-    finally:
-        await service.aclose()
 
 
 async def test_everything_is_empty_before_anything_is_said(sessions):
