@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -69,11 +70,18 @@ def store_cmd(content: str, namespace: str = typer.Option(None), metadata: str =
     out.print(f"stored {memory.id}" if duplicate is None else f"already stored as {duplicate}")
 
 
+def _aware(moment: datetime | None) -> datetime | None:
+    """A time given without a zone is the local time."""
+    return moment.astimezone() if moment is not None and moment.tzinfo is None else moment
+
+
 @cortex.command("search")
 def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: str = typer.Option("hybrid"),
                namespace: str = typer.Option(None), as_json: bool = typer.Option(False, "--json"),
                min_score: float = typer.Option(0.0, min=0.0, max=1.0, help="Leave out results scoring under this "
-                                               "(scores are absolute, in [0, 1]; 0.3 keeps what is likely relevant).")
+                                               "(scores are absolute, in [0, 1]; 0.3 keeps what is likely relevant)."),
+               since: datetime | None = typer.Option(None, help="Only memories stored at or after this time."),
+               until: datetime | None = typer.Option(None, help="Only memories stored before this time."),
                ) -> None:
     """Memories matching QUERY (hybrid, semantic or keyword); each score in [0, 1] means the same for every query."""
     if mode not in ("hybrid", "semantic", "keyword"):
@@ -81,7 +89,7 @@ def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: 
 
     async def work(store):  # type: ignore[no-untyped-def]
         return await store.search(query, limit=limit, namespace=namespace, mode=mode,  # type: ignore[arg-type]
-                                  min_score=min_score)
+                                  min_score=min_score, since=_aware(since), until=_aware(until))
 
     hits = _run(work)
     if not hits and not as_json:

@@ -79,3 +79,16 @@ def test_min_score_leaves_out_weaker_results_and_a_bad_one_is_refused(cortex_env
     assert "no memories found scoring 1.0 or more" in cortex(cortex_env, "search", "troll", "--min-score", "1").stdout
     refused = cortex(cortex_env, "search", "troll", "--min-score", "1.5", check=False)
     assert refused.returncode == 2 and "min-score" in refused.stderr
+
+
+def test_every_mode_finds_nothing_in_an_empty_namespace_window_or_among_forgotten_memories(cortex_env):
+    stored = cortex(cortex_env, "store", "The brass lantern is in the living room.").stdout.split()[-1]
+    cortex(cortex_env, "store", "The troll guards the bridge.", "--namespace", "gone")
+    cortex(cortex_env, "forget", "2")
+    for mode in ("hybrid", "semantic", "keyword"):
+        for args in (["brass lantern", "--namespace", "empty"], ["brass lantern", "--since", "2999-01-01"],
+                     ["brass lantern", "--until", "2000-01-01T00:00:00+00:00"], ["troll bridge", "--namespace", "gone"],
+                     ["🐉🔦"], ["zqxj vbnm wkpf"]):
+            assert json.loads(cortex(cortex_env, "search", *args, "--mode", mode, "--json").stdout) == [], (mode, args)
+    assert json.loads(cortex(cortex_env, "search", "brass lantern", "--since", "2000-01-01", "--json").stdout)[0][
+        "id"] == int(stored)
