@@ -19,12 +19,12 @@ from rich.console import Console
 from rich.table import Table
 
 out = Console(highlight=False)
-err = Console(stderr=True)
+err = Console(stderr=True, highlight=False)
 SERVERS = ["cortex", "fetch", "forge", "handoff"]
 PROMPT = "you> "
 
 
-def scripted_reply(request: Any) -> str:
+def scripted_reply(request: Any) -> Any:
     """The offline stand-in for claude (`--model scripted`): it answers the sidecar's questions and
     otherwise says what it was told and what memory gave it."""
     text = request.last_user_text()
@@ -33,6 +33,10 @@ def scripted_reply(request: Any) -> str:
     if text.startswith("Here is the last exchange"):
         return "NONE"
     said = text.rsplit("\n", 1)[-1]
+    if "story" in said.lower():  # a long reply, streamed slowly: something to interrupt with Ctrl-C
+        from frobozz.engine.testing import Reply, Text
+
+        return Reply((Text("(scripted) Once upon a time, " + "the story went on, " * 400 + "the end."),), delay=0.02)
     recalled = text.count("[memory ")
     return f"(scripted) You said: {said}" + (f" — I was reminded of {recalled} memories." if recalled else "")
 
@@ -143,10 +147,10 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
                     async for _ in signals:
                         interrupts += 1
                         if turn_running and interrupts == 1:
-                            err.print("\n[interrupted: Ctrl-C again to exit]")
+                            err.print("\n(interrupted: Ctrl-C again to exit)", markup=False)
                             await loop.pool.primary.interrupt()
                         else:
-                            err.print("\n[saved; bye]")
+                            err.print("\n(saved; bye)", markup=False)
                             tg.cancel_scope.cancel()
 
             tg.start_soon(on_signals)

@@ -20,7 +20,7 @@ def spawn(env, *args):
     return child, child.match.group(1)
 
 
-def test_two_turns_then_the_list_and_a_resumed_session(chat_env):
+def test_two_turns_a_ctrl_c_then_the_list_and_a_resumed_session(chat_env):
     child, session = spawn(chat_env, "--namespace", "pty")
     child.expect_exact("you> ")
     child.sendline("The brass lantern is in the attic.")
@@ -29,7 +29,16 @@ def test_two_turns_then_the_list_and_a_resumed_session(chat_env):
     child.sendline("Where is the lantern?")
     child.expect_exact("(scripted) You said: Where is the lantern?")
     child.expect_exact("you> ")
-    child.sendeof()  # end of input: the chat ends, everything already archived
+    child.sendline("Tell me a long story.")
+    child.expect_exact("the story went on,")
+    child.sendintr()  # Ctrl-C during a reply: the turn stops, the chat goes on
+    child.expect_exact("(interrupted: Ctrl-C again to exit)")
+    child.expect_exact("you> ")
+    child.sendline("Still there?")
+    child.expect_exact("(scripted) You said: Still there?")
+    child.expect_exact("you> ")
+    child.sendintr()  # Ctrl-C at the prompt: the chat ends, everything already archived
+    child.expect_exact("(saved; bye)")
     child.expect(pexpect.EOF)
 
     listed = pexpect.run(f"{sys.executable} -m frobozz chat --list --namespace pty", env=chat_env,
