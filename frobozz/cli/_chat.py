@@ -32,6 +32,8 @@ def scripted_reply(request: Any) -> Any:
         return text.rsplit("\n", 1)[-1][:200]
     if text.startswith("Here is the last exchange"):
         return "NONE"
+    if text.startswith("Summarise this conversation"):
+        return "(scripted) An earlier chat."
     said = text.rsplit("\n", 1)[-1]
     if "story" in said.lower():  # a long reply, streamed slowly: something to interrupt with Ctrl-C
         from frobozz.engine.testing import Reply, Text
@@ -112,13 +114,13 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
     from frobozz.engine import AssistantMessage, EngineOptions, Result, StreamEvent
     from frobozz.engine.observers import HandoffRelay
     from frobozz.engine.testing import ScriptedModel
-    from frobozz.loop import MemorySession, context_files, here_and_now, latest_letter, memories
+    from frobozz.loop import MemorySession, capsules, context_files, here_and_now, latest_letter, memories
     from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError
     from frobozz.servers._configs import config_for
 
     def providers(store, sessions, handoffs):  # type: ignore[no-untyped-def]
         return [context_files(*context_dirs), here_and_now("frobozz chat"), latest_letter(handoffs),
-                memories(store)]
+                capsules(sessions), memories(store)]
 
     async def run(options: EngineOptions, sidecar: EngineOptions) -> None:
         """The chat on `options`; the sidecar (quick stateless asks) runs bare: no MCP servers, no tools."""

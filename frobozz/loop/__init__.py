@@ -1,8 +1,10 @@
 """The memory loop around claude turns, on `frobozz.memory`: orientation at the start of every context
 window, recall before each user turn, suggestions after it, the archive of everything said (an engine
-observer), and MemorySession, which puts them around a claude session (primary and sidecar)."""
+observer), capsules of earlier conversation, and MemorySession, which puts them around a claude
+session (primary and sidecar)."""
 
 from ._archive import ArchiveObserver
+from ._capsules import refresh_capsules
 from ._orientation import (Provider, Section, Window, capsules, context_files, here_and_now, latest_letter, memories,
                            orientation)
 from ._recall import Recall, recalled_blocks
@@ -10,4 +12,5 @@ from ._session import MemorySession
 from ._suggest import Suggester, nudge_blocks
 
 __all__ = ["ArchiveObserver", "MemorySession", "Provider", "Recall", "Section", "Suggester", "Window", "capsules", "context_files",
-           "here_and_now", "latest_letter", "memories", "nudge_blocks", "orientation", "recalled_blocks"]
+           "here_and_now", "latest_letter", "memories", "nudge_blocks", "orientation", "recalled_blocks",
+           "refresh_capsules"]

@@ -1,12 +1,13 @@
 """A claude session with memory around every turn: the engine's pool (primary and sidecar) plus the
 loop's parts. Before a user message: the orientation when a context window begins (at start and
 after each compaction), recalled memories, the nudge of facts waiting to be stored. During the
-turn: the archive observer. After it: suggestions, in the background."""
+turn: the archive observer. After it: suggestions, in the background; and at start, the capsules
+of earlier conversation brought up to date."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -16,7 +17,8 @@ from ..engine import (AssistantMessage, CompactBoundary, EngineOptions, EnginePo
                       Producer, Result)
 from ..memory import HandoffStore, MemoryService, MemoryStore, SessionStore
 from ._archive import ArchiveObserver
-from ._orientation import Provider, Window, here_and_now, latest_letter, memories, orientation
+from ._capsules import refresh_capsules
+from ._orientation import Provider, Window, capsules, here_and_now, latest_letter, memories, orientation
 from ._recall import Recall, recalled_blocks
 from ._suggest import Suggester, nudge_blocks
 
@@ -27,7 +29,7 @@ Providers = Callable[[MemoryStore, SessionStore, HandoffStore], Sequence[Provide
 
 def default_providers(client: str) -> Providers:
     def make(store: MemoryStore, sessions: SessionStore, handoffs: HandoffStore) -> list[Provider]:
-        return [here_and_now(client), latest_letter(handoffs), memories(store)]
+        return [here_and_now(client), latest_letter(handoffs), capsules(sessions), memories(store)]
     return make
 
 
@@ -96,6 +98,8 @@ class MemorySession:
         except BaseException:
             await self._tg.__aexit__(None, None, None)
             raise
+        self._tg.start_soon(self._background_work, refresh_capsules(self.sessions, self.record.namespace,
+                                                                    self.record.id, self.pool.sidecar.ask))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -147,20 +151,21 @@ class MemorySession:
 
     def after_turn(self, said: str) -> None:
         """Fire-and-forget: suggestions from the exchange just ended."""
-        if not self.use_suggest or self._tg is None:
-            return
+        if self.use_suggest and self._tg is not None:
+            self._tg.start_soon(self._background_work, self._suggest(self.record.id, self._last_user, said))
+
+    async def _background_work(self, work: Awaitable[object]) -> None:
         self._background += 1
         self._settled = anyio.Event() if self._settled.is_set() else self._settled
-        self._tg.start_soon(self._suggest_in_background, self._last_user, said)
-
-    async def _suggest_in_background(self, user: str, said: str) -> None:
         try:
-            await self._suggest(self.record.id, user, said)
+            await work
+        except Exception as e:  # background work never stops the conversation
+            log.warning("memory loop: background work failed (%s: %s)", type(e).__name__, e)
         finally:
             self._background -= 1
             if not self._background:
                 self._settled.set()
 
     async def settled(self) -> None:
-        """Wait until the background work of the turns so far (suggestions) is done."""
+        """Wait until the background work so far (capsules, suggestions) is done."""
         await self._settled.wait()

@@ -30,7 +30,7 @@ def primary_messages(model):
     """What the primary was sent (its requests carry tools; the sidecar's are the same CLI too, so
     the sidecar's prompts are told apart by their text)."""
     return [r.last_user_text() for r in model.requests
-            if not r.last_user_text().startswith(("Write up to", "Here is the last exchange"))]
+            if not r.last_user_text().startswith(("Write up to", "Here is the last exchange", "Summarise"))]
 
 
 
