@@ -60,13 +60,9 @@ def torch_p50(probes: list[str]) -> float:
     return pct(times[10:], 50)
 
 
-async def main(count: int, queries: int) -> None:
-    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="frobozz-cortex-bench-")))
-    cortex = MemoryService(settings)
-    store = await cortex.store()
-    rng = random.Random(7)
+async def load(store, count: int, rng: random.Random, namespace: str = "default") -> str:
+    """The bulk path: batched embedding, COPY, the words in context, then the HNSW index; a summary line."""
     texts = [memory(rng, n) for n in range(count)]
-
     t0 = time.perf_counter()
     vectors: list[list[float]] = []
     for start in range(0, count, 512):
@@ -76,10 +72,10 @@ async def main(count: int, queries: int) -> None:
         await c.execute("DROP INDEX memories_embedding")
         t1 = time.perf_counter()
         await c.copy_records_to_table("memories", columns=["namespace", "content", "content_hash", "embedding"], records=[
-            ("default", text, content_hash(text), vector) for text, vector in zip(texts, vectors, strict=True)])
+            (namespace, text, content_hash(text), vector) for text, vector in zip(texts, vectors, strict=True)])
         copied = time.perf_counter() - t1
         t3 = time.perf_counter()
-        await c.execute("SELECT cortex_rebuild_context('default')")  # the words in context that import refreshes
+        await c.execute("SELECT cortex_rebuild_context($1)", namespace)  # the words in context that import refreshes
         context = time.perf_counter() - t3
         t2 = time.perf_counter()
         await c.execute("SET maintenance_work_mem = '512MB'")
@@ -87,8 +83,16 @@ async def main(count: int, queries: int) -> None:
         indexed = time.perf_counter() - t2
         await c.execute("VACUUM (ANALYZE) memories")  # measure the steady state, not autovacuum after a bulk load
         await c.execute("CHECKPOINT")
-    print(f"loaded {count} memories: embedding {embedded:.1f} s ({count / embedded:.0f}/s), COPY {copied:.1f} s, "
-          f"words in context {context:.1f} s, HNSW index {indexed:.1f} s")
+    return (f"loaded {count} memories: embedding {embedded:.1f} s ({count / embedded:.0f}/s), COPY {copied:.1f} s, "
+            f"words in context {context:.1f} s, HNSW index {indexed:.1f} s")
+
+
+async def main(count: int, queries: int) -> None:
+    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="frobozz-cortex-bench-")))
+    cortex = MemoryService(settings)
+    store = await cortex.store()
+    rng = random.Random(7)
+    print(await load(store, count, rng))
 
     store_ms = []
     for n in range(50):

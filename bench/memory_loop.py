@@ -1,0 +1,124 @@
+"""The memory loop's cost, in one run: the time it adds before a turn is sent (orientation, recall
+with the sidecar's queries) and after it (archive, suggest), against the same turn sent bare through
+the engine, on the real claude CLI answering from the project's scripted model, with N memories
+in cortex (embedded Postgres, scratch).
+
+Run: .venv/bin/python bench/memory_loop.py [--count 100000] [--turns 30]
+Target (issue 14): recall adds under 50 ms p50 with a warm sidecar (the sidecar's own model time
+excluded, and printed apart); archive and suggest add nothing to the time between turns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cortex import OBJECTS, SUBJECTS, VERBS, load  # noqa: E402
+
+from frobozz.engine import EngineOptions, Result, Session  # noqa: E402
+from frobozz.engine.testing import ScriptedModel  # noqa: E402
+from frobozz.loop import MemorySession  # noqa: E402
+from frobozz.memory import MemoryService, MemorySettings  # noqa: E402
+from frobozz.memory._database import stop_embedded  # noqa: E402
+
+TARGET_MS = 50
+
+
+def pct(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
+
+
+def reply(request) -> str:  # noqa: ANN001 - the scripted model's handler
+    text = request.last_user_text()
+    if text.startswith("Write up to"):
+        return "the quarterly report\nthe jazz concert"
+    if text.startswith("Here is the last exchange"):
+        return "The user asked about their notes."
+    if text.startswith("Summarise"):
+        return "An earlier talk."
+    return "Noted."
+
+
+async def turn(send, events) -> float:  # noqa: ANN001
+    t = time.perf_counter()
+    await send()
+    async for event in events():
+        if isinstance(event, Result):
+            break
+    return 1000 * (time.perf_counter() - t)
+
+
+async def main(count: int, turns: int) -> None:
+    settings = MemorySettings(data_dir=Path(tempfile.mkdtemp(prefix="frobozz-loop-bench-")))
+    service = MemoryService(settings)
+    rng = random.Random(11)
+    try:
+        print(await load(await service.store(), count, rng, namespace="bench"))
+        messages = [f"What did {rng.choice(SUBJECTS)} say when they {rng.choice(VERBS)} {rng.choice(OBJECTS)}?"
+                    for _ in range(turns)]
+        home = Path(tempfile.mkdtemp(prefix="frobozz-loop-home-"))
+        async with ScriptedModel(reply) as model:
+            options = EngineOptions(env={**model.env(), "HOME": str(home)}, cwd=home, tools=())
+            bare = []
+            async with Session(options) as session:
+                for text in messages:
+                    bare.append(await turn(lambda: session.send(text), session.events))
+            asked: list[float] = []
+            async with MemorySession(options, service, namespace="bench", sidecar=options) as loop:
+                ask = loop.pool.sidecar.ask
+
+                async def timed_ask(prompt: str) -> str:
+                    t = time.perf_counter()
+                    try:
+                        return await ask(prompt)
+                    finally:
+                        asked.append(1000 * (time.perf_counter() - t))
+
+                loop._recall.ask = timed_ask  # the sidecar's own time, reported apart
+                before, whole, sidecar_in_recall = [], [], []
+                for text in messages:
+                    seen = len(asked)
+                    t = time.perf_counter()
+                    content = await loop.message(text)
+                    before.append(1000 * (time.perf_counter() - t))
+                    sidecar_in_recall.append(asked[seen] if len(asked) > seen else 0.0)
+                    await loop.archive.archive_user(text)
+                    whole.append(await turn(lambda: loop.pool.primary.send(content), loop.events))
+                with anyio.fail_after(120):
+                    await loop.settled()
+                archived = len(await loop.sessions.transcript(loop.id))
+    finally:
+        await service.aclose()
+        stop_embedded(settings, delete=True)
+        shutil.rmtree(settings.data_dir, ignore_errors=True)
+
+    own = [b - s for b, s in zip(before[1:], sidecar_in_recall[1:], strict=True)]  # the first carries orientation
+    print(f"{turns} turns, {count} memories in cortex, claude on the scripted model")
+    print(f"bare turn through the engine     : p50 {pct(bare, 50):7.1f} ms, p95 {pct(bare, 95):7.1f} ms")
+    print(f"turn with the loop (send→result) : p50 {pct(whole, 50):7.1f} ms, p95 {pct(whole, 95):7.1f} ms "
+          "(archive and suggest run beside it)")
+    print(f"before the turn, first (orientation + recall): {before[0]:.1f} ms")
+    print(f"before the turn, recall with the sidecar     : p50 {pct(before[1:], 50):7.1f} ms, "
+          f"p95 {pct(before[1:], 95):7.1f} ms")
+    print(f"  the sidecar's own time (reported apart)    : p50 {pct(sidecar_in_recall[1:], 50):7.1f} ms")
+    print(f"  recall's own time, sidecar excluded        : p50 {pct(own, 50):7.1f} ms, p95 {pct(own, 95):7.1f} ms "
+          f"({pct(own, 50) / TARGET_MS:.2f}x the target: p50 < {TARGET_MS} ms)")
+    print(f"after the turn: {archived} archive entries written by the observer, suggestions in the background; "
+          f"time between turns added: {pct(whole, 50) - pct(bare, 50):+.1f} ms p50 against bare")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument("--turns", type=int, default=30)
+    args = parser.parse_args()
+    anyio.run(main, args.count, args.turns)
