@@ -26,10 +26,15 @@ class _Warm:
 
 
 class Sidecar:
-    def __init__(self, options: EngineOptions, settings: EngineSettings | None = None, *, timeout: float = 300) -> None:
+    """`warm` engines are kept ready, so questions asked close together (recall's and suggest's in the
+    memory loop) each find one warm instead of waiting for a cold start."""
+
+    def __init__(self, options: EngineOptions, settings: EngineSettings | None = None, *, timeout: float = 300,
+                 warm: int = 1) -> None:
         self.options = options
         self.settings = settings
         self.timeout = timeout
+        self.warm = max(warm, 1)
         self.answered = 0
         self._ready_in, self._ready_out = anyio.create_memory_object_stream[_Warm | BaseException](math.inf)
         self._lock = anyio.Lock()
@@ -50,17 +55,17 @@ class Sidecar:
 
     async def ask(self, prompt: str) -> str:
         """One question, one answer (the text of the reply), on a fresh context."""
-        async with self._lock:
-            if self._closed:
-                raise SessionClosedError("the sidecar is closed")
-            with anyio.fail_after(self.timeout):
+        if self._closed:
+            raise SessionClosedError("the sidecar is closed")
+        with anyio.fail_after(self.timeout):
+            async with self._lock:  # one warm engine per question, taken in turn; the questions run at once
                 warm = await self._ready_out.receive()
-                if isinstance(warm, BaseException):
-                    raise EngineError(f"the sidecar's claude could not start: {warm}") from warm
-                try:
-                    return await self._ask(warm.engine, prompt)
-                finally:
-                    warm.used.set()  # this engine is closed and replaced in the background
+            if isinstance(warm, BaseException):
+                raise EngineError(f"the sidecar's claude could not start: {warm}") from warm
+            try:
+                return await self._ask(warm.engine, prompt)
+            finally:
+                warm.used.set()  # this engine is closed and replaced in the background
 
     async def _ask(self, engine: Engine, prompt: str) -> str:
         await engine.send(prompt)
@@ -86,15 +91,16 @@ class EnginePool:
     (a Session) and `pool.sidecar` (a Sidecar with `ask()`)."""
 
     def __init__(self, primary: EngineOptions, sidecar: EngineOptions | None = None, *,
-                 settings: EngineSettings | None = None, **session_kwargs: object) -> None:
+                 settings: EngineSettings | None = None, sidecars: int = 1, **session_kwargs: object) -> None:
         self.primary = Session(primary, settings=settings, **session_kwargs)  # type: ignore[arg-type]
-        self.sidecar = Sidecar(sidecar or primary, settings)
+        self.sidecar = Sidecar(sidecar or primary, settings, warm=sidecars)
         self._tg: TaskGroup | None = None
 
     async def __aenter__(self) -> EnginePool:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._tg.start_soon(self.sidecar.keep_warm)
+        for _ in range(self.sidecar.warm):
+            self._tg.start_soon(self.sidecar.keep_warm)
         try:
             await self.primary.__aenter__()
         except BaseException:

@@ -24,6 +24,7 @@ from ._suggest import Suggester, nudge_blocks
 
 log = logging.getLogger("frobozz.loop")
 SETTLE = 10.0  # seconds a closing session waits for its background suggestions
+SIDECARS = 2  # warm sidecar engines: recall's question and the last turn's suggestions each find one
 Providers = Callable[[MemoryStore, SessionStore, HandoffStore], Sequence[Provider]]
 
 
@@ -83,7 +84,7 @@ class MemorySession:
         self.record = await self.sessions.open(self.namespace, client=self.client, session_id=self.resume)
         turns = await self.sessions.transcript(self.record.id)
         self.archive = ArchiveObserver(self.sessions, self.record.id, turn=max((e.turn for e in turns), default=0) + 1)
-        self.pool = EnginePool(self.options, self.sidecar_options, settings=self.settings,
+        self.pool = EnginePool(self.options, self.sidecar_options, settings=self.settings, sidecars=SIDECARS,
                                resume=self.record.claude_session_id if self.resume else None,
                                observers=[self.archive, _Watcher(self), *self.extra_observers],
                                producers=self.extra_producers)
