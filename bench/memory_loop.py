@@ -86,6 +86,8 @@ async def main(count: int, turns: int) -> None:
                 loop._recall.ask = timed_ask  # the sidecar's own time, reported apart
                 before, whole, sidecar_in_recall = [], [], []
                 for text in messages:
+                    with anyio.fail_after(120):  # the last turn's suggestions are in: the sidecars are idle and
+                        await loop.settled()     # warm, as between a person's messages
                     seen = len(asked)
                     t = time.perf_counter()
                     content = await loop.message(text)

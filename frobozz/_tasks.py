@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -15,7 +15,13 @@ T = TypeVar("T")
 async def both(first: Callable[[], Awaitable[A]], second: Callable[[], Awaitable[B]]) -> tuple[A, B]:
     """Both results, computed at once; the first error stops the other and comes out plainly (not
     wrapped in a task group's ExceptionGroup), so callers catch their own error types as usual."""
-    results: list[Any] = [None, None]
+    a, b = await every([first, second])
+    return a, b
+
+
+async def every(calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
+    """Each call's result, in order, all computed at once; errors come out as in `both`."""
+    results: list[Any] = [None] * len(calls)
     failures: list[Exception] = []
 
     async def run(index: int, call: Callable[[], Awaitable[Any]], scope: anyio.CancelScope) -> None:
@@ -26,11 +32,11 @@ async def both(first: Callable[[], Awaitable[A]], second: Callable[[], Awaitable
             scope.cancel()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(run, 0, first, tg.cancel_scope)
-        await run(1, second, tg.cancel_scope)
+        for index, call in enumerate(calls):
+            tg.start_soon(run, index, call, tg.cancel_scope)
     if failures:
         raise failures[0]
-    return results[0], results[1]
+    return results
 
 
 async def while_following(request: Callable[[], Awaitable[T]], follow: Callable[[], Awaitable[None]]) -> T:

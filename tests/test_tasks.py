@@ -1,7 +1,7 @@
 import anyio
 import pytest
 
-from frobozz._tasks import both, while_following
+from frobozz._tasks import both, every, while_following
 
 pytestmark = pytest.mark.anyio
 
@@ -62,3 +62,12 @@ async def test_the_requests_error_comes_out_plainly_from_while_following():
 
     with pytest.raises(TimeoutError, match="did not answer"):
         await while_following(fail, anyio.sleep_forever)
+
+
+async def test_every_gives_each_result_in_the_order_asked_and_nothing_for_nothing():
+    async def after(delay, value):
+        await anyio.sleep(delay)
+        return value
+
+    assert await every([lambda: after(0.02, "a"), lambda: after(0, "b"), lambda: after(0.01, "c")]) == ["a", "b", "c"]
+    assert await every([]) == []

@@ -33,20 +33,20 @@ class Recall:
         """The memories to show before `message`, best first; they are marked seen."""
         found: dict[int, Hit] = {}
 
-        async def search(query: str) -> None:
-            for hit in await self.store.search(query[:10_000], limit=self.limit, namespace=namespace,
-                                               min_score=self.min_score):
-                if hit.memory.id not in found or found[hit.memory.id].score < hit.score:
-                    found[hit.memory.id] = hit
+        async def search(*queries: str) -> None:
+            for hits in await self.store.search_many([q[:10_000] for q in queries], limit=self.limit,
+                                                     namespace=namespace, min_score=self.min_score):
+                for hit in hits:
+                    if hit.memory.id not in found or found[hit.memory.id].score < hit.score:
+                        found[hit.memory.id] = hit
 
         async def with_sidecar() -> None:
             if self.ask is None:
                 return
             answer = await self.ask(QUERIES_PROMPT.format(n=MAX_QUERIES, message=message[:4_000]))
             queries = [q.strip(" -*\t") for q in answer.splitlines() if q.strip(" -*\t")][:MAX_QUERIES]
-            async with anyio.create_task_group() as tg:
-                for query in queries:
-                    tg.start_soon(guarded, search, query)
+            if queries:
+                await search(*queries)  # one batch: one model run embeds them all
 
         async def guarded(work: Callable[..., Awaitable[None]], *args: Any) -> None:
             try:

@@ -77,6 +77,9 @@ class MiniLM:
 
         options = onnxruntime.SessionOptions()
         options.inter_op_num_threads = 1
+        # idle threads sleep rather than spin: beside a busy claude, a query embeds in 7 ms instead of 16
+        # (and 5.7 instead of 7.6 alone), at the same bulk throughput
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3  # errors only
         self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self._tokenizer = Tokenizer.from_file(str(weights_dir() / "tokenizer.json"))

@@ -22,15 +22,17 @@ against the other candidates, so a score means the same from one query to the ne
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 import asyncpg
 
-from .._tasks import both
+from .._tasks import both, every
 from ._records import COLUMNS, Hit, memory
 from .exceptions import MemoryStoreError
 
@@ -98,32 +100,42 @@ class Words:
         return bm25 / total if total else 0.0
 
 
-async def search(store: MemoryStore, query: str, *, limit: int, since: datetime | None, until: datetime | None,
-                 namespace: str | None, mode: Mode, min_score: float) -> list[Hit]:
-    if not isinstance(query, str) or not query.strip():
-        raise MemoryStoreError("the query is empty: say what to look for")
-    if len(query) > MAX_QUERY_CHARS:
-        raise MemoryStoreError(f"the query is longer than {MAX_QUERY_CHARS:,} characters")
+async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, since: datetime | None,
+                 until: datetime | None, namespace: str | None, mode: Mode, min_score: float) -> list[list[Hit]]:
+    """The hits of each query, in order. Several queries are embedded in one batch and looked up side by
+    side: the memory loop's recall asks a few at once, and one model run for all costs less than one each."""
+    for query in queries:
+        if not isinstance(query, str) or not query.strip():
+            raise MemoryStoreError("the query is empty: say what to look for")
+        if len(query) > MAX_QUERY_CHARS:
+            raise MemoryStoreError(f"the query is longer than {MAX_QUERY_CHARS:,} characters")
     if not 0.0 <= min_score <= 1.0:
         raise MemoryStoreError("min_score is a score between 0 and 1")
     ns = store.namespace(namespace)
-    if not _WORD.search(query):  # only punctuation or symbols: nothing to look for
-        return []
+    live = [q for q in queries if _WORD.search(q)]  # only punctuation or symbols: nothing to look for
+    if not live:
+        return [[] for _ in queries]
 
-    async def embed() -> list[float] | None:
-        return (await store.embedder.embed([query]))[0] if mode != "keyword" else None
+    async def embed() -> Sequence[list[float] | None]:
+        return await store.embedder.embed(live) if mode != "keyword" else [None] * len(live)
 
-    async def stats() -> Words:
+    async def stats() -> list[Words]:
         async with store.connection() as c:
-            return Words.of(await c.fetchrow(_WORD_STATS, query, ns), own=mode == "keyword")
+            return [Words.of(await c.fetchrow(_WORD_STATS, q, ns), own=mode == "keyword") for q in live]
 
-    vector, words = await both(embed, stats)  # the CPU embeds while Postgres counts the words
-    if not words.memories or (mode == "keyword" and not words.idf):
-        return []
-    rows = await _candidates(store, ns, since, until, vector, words if mode != "semantic" else None, limit)
-    scored = [(_score(row, words, mode, store.cosine_floor), row) for row in rows]
-    scored = sorted((s for s in scored if s[0][0] >= min_score and s[0][0] > 0), key=lambda s: (-s[0][0], -s[1]["id"]))
-    return [Hit(memory(row), score, parts) for (score, parts), row in scored[:limit]]
+    vectors, words = await both(embed, stats)  # the CPU embeds while Postgres counts the words
+
+    async def one(vector: list[float] | None, query_words: Words) -> list[Hit]:
+        if not query_words.memories or (mode == "keyword" and not query_words.idf):
+            return []
+        rows = await _candidates(store, ns, since, until, vector, query_words if mode != "semantic" else None, limit)
+        scored = [(_score(row, query_words, mode, store.cosine_floor), row) for row in rows]
+        scored = sorted((s for s in scored if s[0][0] >= min_score and s[0][0] > 0),
+                        key=lambda s: (-s[0][0], -s[1]["id"]))
+        return [Hit(memory(row), score, parts) for (score, parts), row in scored[:limit]]
+
+    found = iter(await every([functools.partial(one, v, w) for v, w in zip(vectors, words, strict=True)]))
+    return [next(found) if _WORD.search(q) else [] for q in queries]
 
 
 async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until: datetime | None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -156,5 +156,13 @@ class MemoryStore:
                      min_score: float = 0.0) -> list[Hit]:
         """The best `limit` memories for `query`, each scored in [0, 1] whatever else was found
         (`_search` says how); those under `min_score` are left out. Nothing found is an empty list."""
-        return await _search.search(self, query, limit=limit, since=since, until=until, namespace=namespace,
+        [hits] = await self.search_many([query], limit=limit, since=since, until=until, namespace=namespace,
+                                        mode=mode, min_score=min_score)
+        return hits
+
+    async def search_many(self, queries: Sequence[str], *, limit: int = 10, since: datetime | None = None,
+                          until: datetime | None = None, namespace: str | None = None, mode: Mode = "hybrid",
+                          min_score: float = 0.0) -> list[list[Hit]]:
+        """`search` for each query, in order, embedded in one batch and looked up side by side."""
+        return await _search.search(self, queries, limit=limit, since=since, until=until, namespace=namespace,
                                     mode=mode, min_score=min_score)

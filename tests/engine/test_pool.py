@@ -1,7 +1,7 @@
 import pytest
 
-from frobozz.engine import EnginePool, Result
-from frobozz.engine.testing import ScriptedModel
+from frobozz.engine import EngineError, EnginePool, Result
+from frobozz.engine.testing import ApiError, ScriptedModel
 from tests.engine.conftest import until
 
 pytestmark = pytest.mark.anyio
@@ -22,6 +22,48 @@ async def test_the_sidecar_answers_each_question_on_a_fresh_warm_process(make_op
     assert second == "answer to: and 3+3? (0 earlier answers in context)"  # nothing carried over
     assert primary[-1].result == "answer to: hello primary (0 earlier answers in context)"
     assert pool.sidecar.answered == 2
+
+
+async def test_the_sidecar_keeps_one_claude_for_question_after_question_and_clears_it_between(make_options):
+    contexts = []
+
+    def script(request):
+        contexts.append(sum(m["role"] == "assistant" for m in request.messages))
+        return f"answer to: {request.last_user_text()}"
+
+    async with ScriptedModel(script) as model:
+        async with EnginePool(make_options(model), make_options(model)) as pool:
+            answers = [await pool.sidecar.ask(f"question {n}?") for n in range(4)]
+            started = pool.sidecar.started
+    assert answers == [f"answer to: question {n}?" for n in range(4)]
+    assert started == 1  # no cold start after the first
+    assert contexts == [0, 0, 0, 0]  # no earlier answer in any context: /clear left nothing behind
+
+
+async def test_a_question_that_fails_takes_its_claude_with_it_and_the_next_gets_a_new_one(make_options):
+    def script(request):
+        if "fail" in request.last_user_text():
+            return ApiError(400, "invalid_request_error", "scripted refusal")
+        return f"answer to: {request.last_user_text()}"
+
+    async with ScriptedModel(script) as model:
+        async with EnginePool(make_options(model), make_options(model)) as pool:
+            assert await pool.sidecar.ask("first?") == "answer to: first?"
+            with pytest.raises(EngineError, match="scripted refusal"):
+                await pool.sidecar.ask("please fail")
+            assert await pool.sidecar.ask("after?") == "answer to: after?"
+            started = pool.sidecar.started
+    assert started == 2 and pool.sidecar.answered == 2
+
+
+async def test_a_sidecar_claude_is_replaced_after_its_share_of_questions(make_options):
+    async with ScriptedModel(lambda request: f"answer to: {request.last_user_text()}") as model:
+        pool = EnginePool(make_options(model), make_options(model))
+        pool.sidecar.reuse = 2
+        async with pool:
+            answers = [await pool.sidecar.ask(f"q{n}") for n in range(5)]
+            started = pool.sidecar.started
+    assert answers == [f"answer to: q{n}" for n in range(5)] and started == 3
 
 
 async def test_questions_asked_at_once_each_take_a_warm_sidecar_and_run_side_by_side(make_options):

@@ -68,7 +68,9 @@ async def test_orientation_recall_and_suggestions_around_each_turn_and_again_aft
     assert "# Orientation" not in second and "<recalled-memories>" not in second  # shown once, not again
     assert "<memory-nudge>" in third and "The user is learning the cello." in third
     assert of(events, CompactBoundary) and "# Orientation" in after and after.endswith("Where does Ana live?")
-    assert after.index("# Orientation") > after.index("<local-command")  # the new window's first message
+    window = [r for r in model.requests if "# Orientation" in r.last_user_text()][-1]
+    raw = "".join(block.get("text", "") for block in window.last_user_blocks())
+    assert raw.index("# Orientation") > raw.index("<local-command")  # the new window's first message
     entries = await (await memory_service.sessions()).transcript(loop.id)
     assert [e.content for e in entries if e.kind == "user"] == [
         "What does my sister Ana teach?", "I am learning the cello myself now.", "Any tips?", "Where does Ana live?"]

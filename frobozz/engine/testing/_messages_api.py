@@ -68,6 +68,9 @@ class ApiError:
     message: str = "scripted failure"
 
 
+_ADDED_BY_THE_CLI = ("<system-reminder>", "<local-command-caveat>", "<command-name>", "<local-command-stdout>")
+
+
 @dataclass(frozen=True)
 class MessagesRequest:
     """One request as the CLI sent it, with the parts a script usually looks at."""
@@ -97,9 +100,10 @@ class MessagesRequest:
         return []
 
     def last_user_text(self) -> str:
-        """The text of the last user message (system reminders the CLI adds are left out)."""
+        """The text of the last user message (what the CLI adds, system reminders and the trace of a local
+        command such as `/clear`, is left out)."""
         texts = [b.get("text", "") for b in self.last_user_blocks() if b.get("type") == "text"]
-        return "\n".join(t for t in texts if not t.lstrip().startswith("<system-reminder>"))
+        return "\n".join(t for t in texts if not t.lstrip().startswith(_ADDED_BY_THE_CLI))
 
     def tool_results(self) -> list[dict[str, Any]]:
         return [b for b in self.last_user_blocks() if b.get("type") == "tool_result"]

@@ -1,0 +1,35 @@
+"""Several queries at once (the memory loop's recall): one embedding batch, each query's own hits."""
+
+import pytest
+
+from frobozz.memory import MemoryStoreError
+
+pytestmark = pytest.mark.anyio
+NOTES = ["The user's sister Ana lives in Porto and teaches the cello.",
+         "The user is allergic to peanuts.",
+         "The user's car is a green 2009 Volvo estate."]
+
+
+async def test_several_queries_on_nothing_find_nothing_each(memory_service):
+    store = await memory_service.store()
+    assert await store.search_many([], namespace="chat") == []
+    assert await store.search_many(["the cello", "?!", "peanuts"], namespace="chat") == [[], [], []]
+
+
+async def test_several_queries_at_once_find_what_each_finds_alone_in_the_order_asked(memory_service):
+    store = await memory_service.store()
+    for note in NOTES:
+        await store.store(note, namespace="chat")
+    queries = ["peanut allergy", "🎻?!", "Ana teaches the cello in Porto", "a green Volvo"]
+    together = await store.search_many(queries, namespace="chat", limit=2, min_score=0.3)
+    alone = [await store.search(q, namespace="chat", limit=2, min_score=0.3) for q in queries]
+    assert [[(h.memory.id, round(h.score, 6)) for h in hits] for hits in together] == \
+        [[(h.memory.id, round(h.score, 6)) for h in hits] for hits in alone]
+    assert [hits[0].memory.content if hits else None for hits in together] == [NOTES[1], None, NOTES[0], NOTES[2]]
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 10_001])
+async def test_one_bad_query_among_several_is_a_clear_error(memory_service, bad):
+    store = await memory_service.store()
+    with pytest.raises(MemoryStoreError, match="query"):
+        await store.search_many(["the cello", bad], namespace="chat")
