@@ -2,8 +2,9 @@
 
 Candidates are the nearest memories by vector (HNSW), those whose own words hold every word of the
 query (GIN on `fts`), and those whose words in context hold any uncommon one (GIN on
-`memory_context.words`; in a namespace of a few hundred memories, any word). Each is scored against the query alone, never
-against the other candidates, so a score means the same from one query to the next:
+`memory_context.words`; in a namespace of a few hundred memories, any word). Each is scored against
+the query alone, never against the other candidates, so a score means the same from one query to the
+next:
 
 - `words`: BM25 of the memory's words in context (its own, its neighbours' at half weight and
   two away at a quarter: migration 004), with per-namespace inverse document frequencies, divided
