@@ -4,6 +4,7 @@ embedded Postgres, and claude run offline in its own HOME against a scripted Mes
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,13 @@ async def memory_service(cortex_settings):
 async def sessions(memory_service):
     """The memory loop's session store on a fresh database."""
     return await memory_service.sessions()
+
+
+def hub_servers(names, frobozz_env: Path, cortex_settings, **env: str) -> dict:
+    """The hub's real MCP servers, for claude's --mcp-config, on the test's database and data folder."""
+    base = {"FROBOZZ_DATA_DIR": str(frobozz_env), "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
+    return {"mcpServers": {name: {"command": sys.executable, "args": ["-m", "frobozz", "serve", name],
+                                  "env": {**base, **env}} for name in names}}
 
 
 # -- the real claude CLI against a scripted Messages API ----------------------------------------

@@ -22,19 +22,27 @@ out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 SERVERS = ["cortex", "fetch", "forge", "handoff"]
 PROMPT = "you> "
+MCP_WAIT = 60  # seconds the hub's servers get to start before the first prompt
 
 
 def scripted_reply(request: Any) -> Any:
-    """The offline stand-in for claude (`--model scripted`): it answers the sidecar's questions and
-    otherwise says what it was told and what memory gave it."""
+    """The offline stand-in for claude (`--model scripted`): it answers the sidecar's questions, stores
+    what it is told to (`remember: …`) with cortex as claude would, and otherwise says what it was told
+    and how many memories came with it."""
     text = request.last_user_text()
+    said = text.rsplit("\n", 1)[-1]
+    if request.tool_results():
+        return f"(scripted) Done: {str(request.tool_results()[0].get('content'))[:200]}"
     if text.startswith("Write up to"):
         return text.rsplit("\n", 1)[-1][:200]
     if text.startswith("Here is the last exchange"):
         return "NONE"
     if text.startswith("Summarise this conversation"):
         return "(scripted) An earlier chat."
-    said = text.rsplit("\n", 1)[-1]
+    if said.lower().startswith("remember:"):  # the model stores it with cortex, as claude would
+        from frobozz.engine.testing import Reply, ToolUse
+
+        return Reply((ToolUse("mcp__cortex__store", {"content": said.split(":", 1)[1].strip()}),))
     if "story" in said.lower():  # a long reply, streamed slowly: something to interrupt with Ctrl-C
         from frobozz.engine.testing import Reply, Text
 
@@ -111,7 +119,7 @@ def chat(
 
 async def _chat(namespace: str, system: str | None, context_dirs: list[Path], resume: str | None, recall: bool,
                 suggest: bool, model: str | None) -> None:
-    from frobozz.engine import AssistantMessage, EngineOptions, Result, StreamEvent
+    from frobozz.engine import AssistantMessage, EngineOptions, McpServerError, Result, StreamEvent
     from frobozz.engine.observers import HandoffRelay
     from frobozz.engine.testing import ScriptedModel
     from frobozz.loop import MemorySession, capsules, context_files, here_and_now, latest_letter, memories
@@ -120,19 +128,33 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
 
     def providers(store, sessions, handoffs):  # type: ignore[no-untyped-def]
         return [context_files(*context_dirs), here_and_now("frobozz chat"), latest_letter(handoffs),
-                capsules(sessions), memories(store)]
+                capsules(sessions), memories(store, sessions)]
 
-    async def run(options: EngineOptions, sidecar: EngineOptions) -> None:
-        """The chat on `options`; the sidecar (quick stateless asks) runs bare: no MCP servers, no tools."""
+    async def run(env: dict[str, str]) -> None:
+        """The chat on the hub's servers, whose memory defaults to the session's namespace (what the model
+        stores is what recall finds); the sidecar (quick stateless asks) runs bare: no MCP servers, no tools."""
         relay = HandoffRelay()
         service = MemoryService(MemorySettings())
         try:
-            async with MemorySession(options, service, namespace=namespace, client="frobozz chat", resume=resume,
+            ns = (await (await service.sessions()).get(resume)).namespace if resume else namespace
+            mcp = config_for(SERVERS)
+            for server in mcp["mcpServers"].values():
+                server["env"]["FROBOZZ_CORTEX_DEFAULT_NAMESPACE"] = ns
+            options = EngineOptions(model=claude_model, env=env, system_prompt=system, mcp_config=mcp,
+                                    strict_mcp_config=True, include_partial_messages=True,
+                                    allowed_tools=[f"mcp__{name}" for name in SERVERS])
+            sidecar = EngineOptions(model=claude_model, env=env, tools=())
+            async with MemorySession(options, service, namespace=ns, client="frobozz chat", resume=resume,
                                      sidecar=sidecar,
                                      providers=providers, recall=recall, suggest=suggest, observers=[relay],
                                      producers=[relay]) as loop:
-                err.print(f"session {loop.id} (namespace {loop.record.namespace}); Ctrl-C interrupts a reply, "
-                          "twice exits")
+                try:  # a first turn sent while a server starts would go without its tools
+                    servers = await loop.pool.primary.wait_for_mcp(timeout=MCP_WAIT)
+                    connected = ", ".join(s.name for s in servers)
+                except McpServerError as e:
+                    connected = f"not all: {e}"
+                err.print(f"session {loop.id} (namespace {loop.record.namespace}; servers {connected}); "
+                          "Ctrl-C interrupts a reply, twice exits", markup=False)
                 await converse(loop)
         except MemoryStoreError as e:
             err.print(f"[red]error:[/red] {e}")
@@ -184,12 +206,9 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
                 turn_running = False
             tg.cancel_scope.cancel()
 
-    mcp = config_for(SERVERS)
-    common = dict(system_prompt=system, mcp_config=mcp, strict_mcp_config=True, include_partial_messages=True,
-                  allowed_tools=[f"mcp__{name}" for name in SERVERS])
+    claude_model = None if model == "scripted" else model
     if model == "scripted":
         async with ScriptedModel(scripted_reply) as scripted:
-            await run(EngineOptions(env=scripted.env(), **common),  # type: ignore[arg-type]
-                      EngineOptions(env=scripted.env(), tools=()))
+            await run(scripted.env())
     else:
-        await run(EngineOptions(model=model, **common), EngineOptions(model=model, tools=()))  # type: ignore[arg-type]
+        await run({})

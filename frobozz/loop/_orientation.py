@@ -117,7 +117,7 @@ def latest_letter(handoffs: HandoffStore) -> Provider:
         if letter.next_steps:
             lines.append("Next steps:\n" + "\n".join(f"- {step}" for step in letter.next_steps))
         if letter.memories:
-            lines.append("Remembered:\n" + "\n".join(f"- [{m.id}] {m.content}" for m in letter.memories))
+            lines.append("Remembered:\n" + "\n".join(f"- [memory {m.id}] {m.content}" for m in letter.memories))
         return Section(f"Hand-off letter ({letter.created_at:%Y-%m-%d %H:%M})", "\n".join(lines))
 
     provide.__name__ = "hand-off letter"
@@ -135,8 +135,10 @@ def capsules(sessions: SessionStore, periods: Sequence[str] = ("the last session
     return provide
 
 
-def memories(store: MemoryStore, *, recent: int = 5, relevant: int = 5, min_score: float = RECALL_MIN_SCORE) -> Provider:
-    """The newest few memories, and the few most relevant to the window's topic."""
+def memories(store: MemoryStore, seen: SessionStore | None = None, *, recent: int = 5, relevant: int = 5,
+             min_score: float = RECALL_MIN_SCORE) -> Provider:
+    """The newest few memories, and the few most relevant to the window's topic; with `seen`, they join
+    the session's seen-set, so recall does not show them again right after."""
 
     async def provide(window: Window) -> Section | None:
         newest = await store.recent(recent, window.namespace)
@@ -145,7 +147,9 @@ def memories(store: MemoryStore, *, recent: int = 5, relevant: int = 5, min_scor
         shown = {m.id: m for m in [*best, *newest]}
         if not shown:
             return None
-        return Section("Memories", "\n".join(f"- [{m.id}, {m.created_at:%Y-%m-%d}] {m.content}"
+        if seen is not None:
+            await seen.mark_seen(window.session_id, list(shown))
+        return Section("Memories", "\n".join(f"- [memory {m.id}, {m.created_at:%Y-%m-%d}] {m.content}"
                                              for m in shown.values()))
 
     provide.__name__ = "memories"

@@ -30,7 +30,7 @@ Providers = Callable[[MemoryStore, SessionStore, HandoffStore], Sequence[Provide
 
 def default_providers(client: str) -> Providers:
     def make(store: MemoryStore, sessions: SessionStore, handoffs: HandoffStore) -> list[Provider]:
-        return [here_and_now(client), latest_letter(handoffs), capsules(sessions), memories(store)]
+        return [here_and_now(client), latest_letter(handoffs), capsules(sessions), memories(store, sessions)]
     return make
 
 

@@ -66,3 +66,23 @@ def test_listing_sessions_of_an_empty_namespace_says_there_are_none(chat_env):
     listed = pexpect.run(f"{sys.executable} -m frobozz chat --list --namespace nobody", env=chat_env,
                          encoding="utf-8", timeout=120)
     assert "no sessions yet" in listed
+
+
+def test_the_hubs_servers_connect_and_what_the_model_stores_in_one_chat_is_recalled_in_the_next(chat_env):
+    child, _ = spawn(chat_env, "--namespace", "attic")
+    child.expect(r"servers ([a-z, ]+)\)")
+    assert sorted(child.match.group(1).split(", ")) == ["cortex", "fetch", "forge", "handoff"]
+    child.expect_exact("you> ")
+    child.sendline("remember: The brass lantern is in the attic.")
+    child.expect_exact("(scripted) Done:")  # the model's cortex store went through the cortex server
+    child.expect_exact("you> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+
+    child, _ = spawn(chat_env, "--namespace", "attic")
+    child.expect_exact("you> ")
+    child.sendline("Where is the brass lantern?")
+    child.expect_exact("(scripted) You said: Where is the brass lantern? — I was reminded of 1 memories.")
+    child.expect_exact("you> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)

@@ -6,8 +6,9 @@ import anyio
 import pytest
 
 from frobozz.engine import CompactBoundary, Result
-from frobozz.engine.testing import ScriptedModel
+from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.loop import MemorySession, context_files, here_and_now, latest_letter, memories
+from tests.conftest import hub_servers
 from tests.engine.conftest import of, until
 
 pytestmark = pytest.mark.anyio
@@ -33,10 +34,9 @@ def primary_messages(model):
             if not r.last_user_text().startswith(("Write up to", "Here is the last exchange", "Summarise"))]
 
 
-
 def providers(folder):
     def make(store, sessions, handoffs):
-        return [context_files(folder), here_and_now("test client"), latest_letter(handoffs), memories(store)]
+        return [context_files(folder), here_and_now("test client"), latest_letter(handoffs), memories(store, sessions)]
     return make
 
 
@@ -64,8 +64,8 @@ async def test_orientation_recall_and_suggestions_around_each_turn_and_again_aft
     sent = primary_messages(model)
     first, second, third, after = sent[0], sent[1], sent[2], sent[-1]
     assert first.startswith("# Orientation") and "You help the user remember things." in first
-    assert "Client: test client." in first and SISTER in first and "<recalled-memories>" in first
-    assert "# Orientation" not in second and "<recalled-memories>" not in second  # shown once, not again
+    assert "Client: test client." in first and first.count(SISTER) == 1  # in the orientation, so not recalled too
+    assert "# Orientation" not in second and SISTER not in second  # shown once, not again
     assert "<memory-nudge>" in third and "The user is learning the cello." in third
     assert of(events, CompactBoundary) and "# Orientation" in after and after.endswith("Where does Ana live?")
     window = [r for r in model.requests if "# Orientation" in r.last_user_text()][-1]
@@ -89,3 +89,60 @@ async def test_without_recall_or_a_namespace_with_memories_the_message_is_the_or
     sent = primary_messages(model)
     assert sent[0].startswith("# Orientation\n\n## Here and now") and sent[0].endswith("hello")
     assert sent[1] == "again"
+
+
+LOCKER = "The user's locker code is 4417."
+
+
+def only_here_and_now(store, sessions, handoffs):
+    """No memories in the orientation: what the first message holds of memory, recall put there."""
+    return [here_and_now("test client")]
+
+
+async def test_a_memory_the_model_stores_in_one_session_is_recalled_in_a_later_one_once_and_not_when_unrelated(
+        make_options, memory_service, frobozz_env, cortex_settings):
+    def storing(request):
+        text = request.last_user_text()
+        if request.tool_results():
+            return "Stored."
+        if text.endswith("remember it.") and not text.startswith(("Write up to", "Here is the last exchange")):
+            return Reply((ToolUse("mcp__cortex__store", {"content": LOCKER}),))
+        return script(request)
+
+    async with ScriptedModel(storing) as model:
+        cortex = hub_servers(["cortex"], frobozz_env, cortex_settings, FROBOZZ_CORTEX_DEFAULT_NAMESPACE="chat")
+        options = make_options(model, mcp_config=cortex, strict_mcp_config=True, allowed_tools=["mcp__cortex"])
+        async with MemorySession(options, memory_service, namespace="chat", sidecar=make_options(model),
+                                 providers=only_here_and_now) as first:
+            await first.pool.primary.wait_for_mcp({"cortex"})
+            await first.send("My locker code is 4417, remember it.")
+            await until(first.events(), Result)
+        model.requests.clear()
+        async with MemorySession(make_options(model), memory_service, namespace="chat", sidecar=make_options(model),
+                                 providers=only_here_and_now) as later:
+            for text in ("What is my locker code?", "Tell me my locker code again.", "How do I bake sourdough bread?"):
+                await later.send(text)
+                await until(later.events(), Result)
+    [stored] = await (await memory_service.store()).recent(5, "chat")
+    assert (stored.content, stored.source) == (LOCKER, "mcp")  # stored by the model, through the cortex server
+    asked, again, unrelated = primary_messages(model)
+    assert "<recalled-memories>" in asked and f"[memory {stored.id}, " in asked and LOCKER in asked
+    assert LOCKER not in again and "<recalled-memories>" not in unrelated  # shown once; nothing for the unrelated
+
+
+async def test_a_slow_sidecar_does_not_hold_the_turn_past_the_recall_deadline(make_options, memory_service):
+    def slow_queries(request):
+        if request.last_user_text().startswith("Write up to"):
+            return Reply((Text("the cello " * 200),), delay=0.5)  # 50 pieces, half a second each
+        return script(request)
+
+    await (await memory_service.store()).store(SISTER, namespace="chat")
+    async with ScriptedModel(slow_queries) as model:
+        async with MemorySession(make_options(model), memory_service, namespace="chat", sidecar=make_options(model),
+                                 providers=only_here_and_now, deadline=1.0) as loop:
+            with anyio.fail_after(10):  # the sidecar would take 25 s
+                await loop.send("What does my sister Ana teach?")
+            await until(loop.events(), Result)
+    [sent] = primary_messages(model)
+    assert SISTER in sent  # the message's own search made the deadline; the sidecar's queries did not
+    assert any(r.last_user_text().startswith("Write up to") for r in model.requests)

@@ -1,5 +1,4 @@
 import json
-import sys
 
 import asyncpg
 import pytest
@@ -17,18 +16,13 @@ from frobozz.engine import (
 )
 from frobozz.engine.observers import HandoffLetter, HandoffRelay
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
+from tests.conftest import hub_servers
 from tests.engine.conftest import of, until
 
 pytestmark = pytest.mark.anyio
 
 LETTER = {"summary": "Mapped the white house; the lamp is lit.", "next_steps": ["open the trap door"],
           "memories": ["The troll takes the sword only once."]}
-
-
-def handoff_server(frobozz_env, cortex_settings) -> dict:
-    """The real handoff MCP server, on a fresh database of the test Postgres."""
-    return {"mcpServers": {"handoff": {"command": sys.executable, "args": ["-m", "frobozz", "serve", "handoff"], "env": {
-        "FROBOZZ_DATA_DIR": str(frobozz_env), "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}}}}
 
 
 async def test_a_session_hands_off_compacts_and_the_next_window_opens_with_the_letter(
@@ -44,8 +38,8 @@ async def test_a_session_hands_off_compacts_and_the_next_window_opens_with_the_l
 
     relay = HandoffRelay()
     async with ScriptedModel(script) as model:
-        options = make_options(model, mcp_config=handoff_server(frobozz_env, cortex_settings), strict_mcp_config=True,
-                               allowed_tools=["mcp__handoff__handoff"])
+        options = make_options(model, mcp_config=hub_servers(["handoff"], frobozz_env, cortex_settings),
+                               strict_mcp_config=True, allowed_tools=["mcp__handoff__handoff"])
         async with Session(options, producers=[relay], observers=[relay]) as session:
             await session.wait_for_mcp({"handoff"})
             for text in ("tell me more", "wrap up"):  # claude compacts nothing shorter
