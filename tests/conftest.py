@@ -111,7 +111,8 @@ async def sessions(memory_service):
 
 def hub_servers(names, frobozz_env: Path, cortex_settings, **env: str) -> dict:
     """The hub's real MCP servers, for claude's --mcp-config, on the test's database and data folder."""
-    base = {"FROBOZZ_DATA_DIR": str(frobozz_env), "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
+    base = {"FROBOZZ_DATA_DIR": str(frobozz_env),
+            "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
     return {"mcpServers": {name: {"command": sys.executable, "args": ["-m", "frobozz", "serve", name],
                                   "env": {**base, **env}} for name in names}}
 
