@@ -60,10 +60,12 @@ class ArchiveObserver:
                 await self.sessions.archive(self.session_id, self.turn, "tool_result", _brief(text_of(result.content)),
                                             {"id": result.tool_use_id, "is_error": result.is_error})
         elif isinstance(event, Result):
-            usage = {k: v for k, v in event.usage.items() if isinstance(v, int | float)}
-            await self.sessions.archive(self.session_id, self.turn, "usage", event.result or "",
-                                        {**usage, "cost_usd": event.total_cost_usd or 0.0, "is_error": event.is_error})
-            if event.session_id:
-                await self.sessions.set_claude_session(self.session_id, event.session_id)
-            self.turn += 1
-            self._settled.set()
+            try:
+                usage = {k: v for k, v in event.usage.items() if isinstance(v, int | float)}
+                await self.sessions.archive(self.session_id, self.turn, "usage", event.result or "", {
+                    **usage, "cost_usd": event.total_cost_usd or 0.0, "is_error": event.is_error})
+                if event.session_id:
+                    await self.sessions.set_claude_session(self.session_id, event.session_id)
+            finally:  # the turn ends even when the database could not take its entries
+                self.turn += 1
+                self._settled.set()

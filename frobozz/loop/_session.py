@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
 
 from ..engine import (AssistantMessage, CompactBoundary, EngineOptions, EnginePool, EngineSettings, Event, Observer,
                       Producer, Result)
-from ..memory import HandoffStore, MemoryService, MemoryStore, SessionStore
+from ..memory import HandoffStore, MemoryService, MemoryStore, MemoryStoreError, SessionStore
 from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules
 from ._orientation import Provider, Window, capsules, here_and_now, latest_letter, memories, orientation
@@ -23,7 +23,9 @@ from ._recall import Recall, recalled_blocks
 from ._suggest import Suggester, nudge_blocks
 
 log = logging.getLogger("frobozz.loop")
+T = TypeVar("T")
 SETTLE = 10.0  # seconds a closing session waits for its background suggestions
+ARCHIVE_WAIT = 10.0  # seconds the user's words may take to be archived before the turn goes without
 SIDECARS = 2  # warm sidecar engines: recall's question and the last turn's suggestions each find one
 Providers = Callable[[MemoryStore, SessionStore, HandoffStore], Sequence[Provider]]
 
@@ -124,26 +126,45 @@ class MemorySession:
         return self.record.id
 
     async def message(self, text: str) -> list[dict[str, Any]]:
-        """The content of the next user message: orientation (if a window begins), recall, nudge, text."""
+        """The content of the next user message: orientation (if a window begins), recall, nudge, text.
+        Memory is help, never a gate: a part that fails or is slow (the database away) is left out with
+        a log line, and the user's text always goes."""
         blocks: list[dict[str, Any]] = []
         if self.needs_orientation:  # a new session has no window before this one; a resumed one has
             previous = self.record.window_started_at if self._windows or self.resume else None
-            await self.sessions.new_window(self.record.id)
-            self.record, self._windows = await self.sessions.get(self.record.id), self._windows + 1
+            await self._quietly("the new window's record", self._new_window(), None)
             window = Window(self.record.namespace, self.record.id, previous_start=previous, topic=text)
             oriented = await orientation(self._providers, window, deadline=self.deadline)
             if oriented:
                 blocks.append({"type": "text", "text": oriented})
             self.needs_orientation = False
         if self.use_recall:
-            blocks += recalled_blocks(await self._recall(self.record.id, self.record.namespace, text))
-        blocks += await nudge_blocks(self.sessions, self.record.id)
+            blocks += recalled_blocks(await self._quietly("recall", self._recall(
+                self.record.id, self.record.namespace, text), []))
+        blocks += await self._quietly("the nudge", nudge_blocks(self.sessions, self.record.id), [])
         return [*blocks, {"type": "text", "text": text}]
+
+    async def _new_window(self) -> None:
+        await self.sessions.new_window(self.record.id)
+        self.record, self._windows = await self.sessions.get(self.record.id), self._windows + 1
+
+    async def _quietly(self, part: str, work: Awaitable[T], default: T, *, within: float | None = None) -> T:
+        """`work`'s result, or `default` when it fails or outlasts `within` seconds (with a log line);
+        recall keeps its own deadline, so the default here, a little longer, is only the backstop."""
+        within = self.deadline + 0.5 if within is None else within
+        with anyio.move_on_after(within):
+            try:
+                return await work
+            except MemoryStoreError as e:
+                log.warning("memory loop: %s was left out (%s)", part, e)
+                return default
+        log.warning("memory loop: %s was left out (slower than %.1f s)", part, within)
+        return default
 
     async def send(self, text: str) -> None:
         """Archive the user's words, then send them with what memory adds."""
         content = await self.message(text)
-        await self.archive.archive_user(text)
+        await self._quietly("archiving the user's words", self.archive.archive_user(text), None, within=ARCHIVE_WAIT)
         self._last_user = text
         await self.pool.primary.send(content)
 

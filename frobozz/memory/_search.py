@@ -51,6 +51,12 @@ COSINE_FLOOR = 0.2  # all-MiniLM-L6-v2's cosine for unrelated text; a setting, a
 WINDOW = 1 + 2 * 0.5 + 2 * 0.25  # a memory's words in context against its own: the neighbour weights (004)
 UNCOMMON_SHARE, UNCOMMON_FLOOR = 0.05, 100  # a word in fewer memories than this fetches memories alone
 MAX_QUERY_CHARS, MAX_QUERY_WORDS = 10_000, 64
+# A word pool is ranked (ts_rank, which reads every match from the heap) only when it can hold at most this
+# many memories; a larger one gives its first matches unranked, and the vector pool carries the query. In a
+# namespace of up to RANK_CAP memories (LoCoMo's are ~600) every pool is ranked. At 100k memories, ranking
+# the 6,500 holders of "quarterly report" took 17 ms of a 25 ms lookup.
+RANK_CAP = 2_000
+CONTEXT_SPAN = 5  # a memory's words are in the context of itself and four neighbours (migration 004)
 _WORD = re.compile(r"\w+")
 
 _WORD_STATS = """
@@ -94,6 +100,15 @@ class Words:
 
     def any(self) -> str:
         return " | ".join(f"'{w}'" for w in self.idf)
+
+    def every_bound(self) -> int:
+        """At most this many memories hold every query word (the rarest word's count)."""
+        return min(min(self.counts.values(), default=0), self.memories)
+
+    def rare_bound(self) -> int:
+        """At most this many memories hold a rare word in their words in context."""
+        rare = max(UNCOMMON_SHARE * self.memories, UNCOMMON_FLOOR)
+        return min(CONTEXT_SPAN * sum(c for c in self.counts.values() if c <= rare), self.memories)
 
     def coverage(self, bm25: float) -> float:
         """BM25 against what a memory holding each query word once, at average length, scores."""
@@ -158,16 +173,20 @@ async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until
     if words is not None and words.idf:
         # a memory whose own words hold every query word (memories_fts), and those whose words (in context,
         # unless keyword mode keeps to their own) hold a rare one (memory_context_words)
-        many, ranked = arg(max(limit * 20, 200)), arg(words.any())
+        many = arg(max(limit * 20, 200))
+
+        def order(column: str, bound: int) -> str:
+            return f"ORDER BY ts_rank({column}, {arg(words.any())}::tsquery) DESC " if bound <= RANK_CAP else ""
+
         pools.append(f"(SELECT m.id FROM memories m WHERE m.fts @@ {arg(words.every())}::tsquery AND {where} "
-                     f"ORDER BY ts_rank(m.fts, {ranked}::tsquery) DESC LIMIT {many})")
+                     f"{order('m.fts', words.every_bound())}LIMIT {many})")
         if words.rare() and words.own:
             pools.append(f"(SELECT m.id FROM memories m WHERE m.fts @@ {arg(words.rare())}::tsquery AND {where} "
-                         f"ORDER BY ts_rank(m.fts, {ranked}::tsquery) DESC LIMIT {many})")
+                         f"{order('m.fts', words.rare_bound())}LIMIT {many})")
         elif words.rare():
             pools.append(f"(SELECT m.id FROM memory_context c JOIN memories m USING (id) WHERE c.namespace = $1 "
                          f"AND c.words @@ {arg(words.rare())}::tsquery AND {where} "
-                         f"ORDER BY ts_rank(c.words, {ranked}::tsquery) DESC LIMIT {many})")
+                         f"{order('c.words', words.rare_bound())}LIMIT {many})")
         # own words: the memory's fts (unweighted positions count 1); in context: memory_context, or the
         # memory's own words while it has none (a bulk load not yet refreshed)
         text, length = ("m.fts", "m.own_length") if words.own else \

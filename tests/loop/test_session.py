@@ -146,3 +146,34 @@ async def test_a_slow_sidecar_does_not_hold_the_turn_past_the_recall_deadline(ma
     [sent] = primary_messages(model)
     assert SISTER in sent  # the message's own search made the deadline; the sidecar's queries did not
     assert any(r.last_user_text().startswith("Write up to") for r in model.requests)
+
+
+async def test_with_the_database_away_the_turn_still_goes_and_the_archive_takes_up_again_when_it_is_back(
+        make_options, frobozz_env, tmp_path, caplog):
+    import pgserver
+
+    from frobozz.memory import MemoryService, MemorySettings
+
+    server = pgserver.get_server(tmp_path / "pg-flaky", cleanup_mode="stop")
+    service = MemoryService(MemorySettings(database_url=server.get_uri()))
+    try:
+        async with ScriptedModel(script) as model:
+            async with MemorySession(make_options(model), service, namespace="chat", sidecar=make_options(model),
+                                     providers=only_here_and_now, suggest=False) as loop:
+                await loop.send("before the outage")
+                await until(loop.events(), Result)
+                server.cleanup()  # the database stops
+                with anyio.fail_after(30):
+                    await loop.send("during the outage")
+                    during = await until(loop.events(), Result)
+                server = pgserver.get_server(tmp_path / "pg-flaky", cleanup_mode="stop")  # and comes back
+                await loop.send("after the outage")
+                await until(loop.events(), Result)
+        entries = await (await service.sessions()).transcript(loop.id)
+    finally:
+        await service.aclose()
+        server.cleanup()
+    assert of(during, Result)[0].result == "echo: during the outage"  # memory is help, never a gate
+    assert "archiving the user's words was left out" in caplog.text and "recall" in caplog.text
+    assert [e.content for e in entries if e.kind == "user"] == ["before the outage", "after the outage"]
+    assert [e.turn for e in entries if e.kind == "user"] == [1, 3]  # nothing written before was lost

@@ -33,3 +33,17 @@ async def test_one_bad_query_among_several_is_a_clear_error(memory_service, bad)
     store = await memory_service.store()
     with pytest.raises(MemoryStoreError, match="query"):
         await store.search_many(["the cello", bad], namespace="chat")
+
+
+async def test_a_word_pool_too_large_to_rank_gives_its_matches_unranked_and_the_same_scores(memory_service, monkeypatch):
+    from frobozz.memory import _search
+
+    store = await memory_service.store()
+    for n in range(8):
+        await store.store(f"Lantern note {n}: the lantern was seen in room {n}.", namespace="chat")
+    await store.store("The brass lantern is in the attic.", namespace="chat")
+    ranked = await store.search("brass lantern", namespace="chat", limit=3)
+    monkeypatch.setattr(_search, "RANK_CAP", 2)  # every pool here holds more: none is ranked
+    unranked = await store.search("brass lantern", namespace="chat", limit=3)
+    assert [(h.memory.id, h.score) for h in unranked] == [(h.memory.id, h.score) for h in ranked]
+    assert unranked[0].memory.content == "The brass lantern is in the attic."
