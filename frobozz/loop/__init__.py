@@ -11,6 +11,6 @@ from ._recall import Recall, recalled_blocks
 from ._session import MemorySession
 from ._suggest import Suggester, nudge_blocks
 
-__all__ = ["ArchiveObserver", "MemorySession", "Provider", "Recall", "Section", "Suggester", "Window", "capsules", "context_files",
-           "here_and_now", "latest_letter", "memories", "nudge_blocks", "orientation", "recalled_blocks",
-           "refresh_capsules"]
+__all__ = ["ArchiveObserver", "MemorySession", "Provider", "Recall", "Section", "Suggester", "Window", "capsules",
+           "context_files", "here_and_now", "latest_letter", "memories", "nudge_blocks", "orientation",
+           "recalled_blocks", "refresh_capsules"]

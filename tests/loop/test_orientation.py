@@ -15,7 +15,8 @@ WINDOW = Window(namespace="chat", session_id="s1", previous_start=None, topic="t
 
 
 async def test_with_nothing_to_say_the_orientation_is_empty(memory_service, tmp_path):
-    store, handoffs, sessions = await memory_service.store(), await memory_service.handoffs(), await memory_service.sessions()
+    store, handoffs = await memory_service.store(), await memory_service.handoffs()
+    sessions = await memory_service.sessions()
     providers = [context_files(tmp_path / "missing", tmp_path), latest_letter(handoffs), capsules(sessions),
                  memories(store)]
     assert await orientation(providers, WINDOW) == ""
@@ -23,7 +24,8 @@ async def test_with_nothing_to_say_the_orientation_is_empty(memory_service, tmp_
 
 
 async def test_every_section_comes_from_its_provider_in_order(memory_service, tmp_path):
-    store, handoffs, sessions = await memory_service.store(), await memory_service.handoffs(), await memory_service.sessions()
+    store, handoffs = await memory_service.store(), await memory_service.handoffs()
+    sessions = await memory_service.sessions()
     (tmp_path / "identity.md").write_text("---\nautoload: all\n---\nYou are the house's assistant.\n")
     (tmp_path / "maps.md").write_text("---\nautoload: when\nwhen: maps, Zork's rooms\n---\nWest of House...\n")
     (tmp_path / "never.md").write_text("---\nautoload: never\n---\nSecret.\n")

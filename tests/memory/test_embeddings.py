@@ -42,7 +42,8 @@ class EmbeddingService:
         body = await request.json()
         if request.headers.get("authorization") != "Bearer sk-embed":
             return JSONResponse({"error": {"message": "bad key"}}, status_code=401)
-        data = [{"object": "embedding", "index": i, "embedding": vector(t, self.dim)} for i, t in enumerate(body["input"])]
+        data = [{"object": "embedding", "index": i, "embedding": vector(t, self.dim)}
+                for i, t in enumerate(body["input"])]
         return JSONResponse({"data": list(reversed(data)), "model": body["model"]})  # order by index, not position
 
     def app(self):

@@ -35,7 +35,8 @@ async def test_one_bad_query_among_several_is_a_clear_error(memory_service, bad)
         await store.search_many(["the cello", bad], namespace="chat")
 
 
-async def test_a_word_pool_too_large_to_rank_gives_its_matches_unranked_and_the_same_scores(memory_service, monkeypatch):
+async def test_a_word_pool_too_large_to_rank_gives_its_matches_unranked_and_the_same_scores(
+        memory_service, monkeypatch):
     from frobozz.memory import _search
 
     store = await memory_service.store()
