@@ -11,12 +11,16 @@ excluded, and printed apart); archive and suggest add nothing to the time betwee
 from __future__ import annotations
 
 import argparse
+import contextlib
+import multiprocessing
 import random
 import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -31,6 +35,7 @@ from frobozz.memory import MemoryService, MemorySettings  # noqa: E402
 from frobozz.memory._database import stop_embedded  # noqa: E402
 
 TARGET_MS = 50
+THINK = 1.0  # seconds between a reply and the next message (a person reading it)
 
 
 def pct(values: list[float], q: int) -> float:
@@ -46,6 +51,26 @@ def reply(request) -> str:  # noqa: ANN001 - the scripted model's handler
     if text.startswith("Summarise"):
         return "An earlier talk."
     return "Noted."
+
+
+def serve_model(found: multiprocessing.Queue) -> None:
+    """The scripted model in a process of its own: its HTTP serving would otherwise share this
+    interpreter (and its lock) with the loop being measured, which a remote model never does."""
+    with ScriptedModel(reply) as model:
+        found.put(model.env())
+        threading.Event().wait()
+
+
+@contextlib.contextmanager
+def model_process() -> Iterator[dict[str, str]]:
+    found: multiprocessing.Queue = multiprocessing.get_context("spawn").Queue()
+    process = multiprocessing.get_context("spawn").Process(target=serve_model, args=(found,), daemon=True)
+    process.start()
+    try:
+        yield found.get(timeout=60)
+    finally:
+        process.terminate()
+        process.join(5)
 
 
 async def turn(send, events) -> float:  # noqa: ANN001
@@ -66,11 +91,12 @@ async def main(count: int, turns: int) -> None:
         messages = [f"What did {rng.choice(SUBJECTS)} say when they {rng.choice(VERBS)} {rng.choice(OBJECTS)}?"
                     for _ in range(turns)]
         home = Path(tempfile.mkdtemp(prefix="frobozz-loop-home-"))
-        async with ScriptedModel(reply) as model:
-            options = EngineOptions(env={**model.env(), "HOME": str(home)}, cwd=home, tools=())
+        with model_process() as model_env:
+            options = EngineOptions(env={**model_env, "HOME": str(home)}, cwd=home, tools=())
             bare = []
             async with Session(options) as session:
                 for text in messages:
+                    await anyio.sleep(THINK)  # the same pause as with the loop: claude idle before each turn
                     bare.append(await turn(lambda: session.send(text), session.events))
             asked: list[float] = []
             async with MemorySession(options, service, namespace="bench", sidecar=options) as loop:
@@ -86,8 +112,9 @@ async def main(count: int, turns: int) -> None:
                 loop._recall.ask = timed_ask  # the sidecar's own time, reported apart
                 before, whole, sidecar_in_recall = [], [], []
                 for text in messages:
-                    with anyio.fail_after(120):  # the last turn's suggestions are in: the sidecars are idle and
-                        await loop.settled()     # warm, as between a person's messages
+                    with anyio.fail_after(120):  # the last turn's suggestions are in, and a person reads the
+                        await loop.settled()     # reply: the sidecars are idle and warm, as between messages
+                    await anyio.sleep(THINK)
                     seen = len(asked)
                     t = time.perf_counter()
                     content = await loop.message(text)
@@ -104,7 +131,7 @@ async def main(count: int, turns: int) -> None:
         shutil.rmtree(settings.data_dir, ignore_errors=True)
 
     own = [b - s for b, s in zip(before[1:], sidecar_in_recall[1:], strict=True)]  # the first carries orientation
-    print(f"{turns} turns, {count} memories in cortex, claude on the scripted model")
+    print(f"{turns} turns, {count} memories in cortex, claude on the scripted model (a process of its own)")
     print(f"bare turn through the engine     : p50 {pct(bare, 50):7.1f} ms, p95 {pct(bare, 95):7.1f} ms")
     print(f"turn with the loop (send→result) : p50 {pct(whole, 50):7.1f} ms, p95 {pct(whole, 95):7.1f} ms "
           "(archive and suggest run beside it)")
