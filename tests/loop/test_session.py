@@ -13,6 +13,7 @@ from tests.engine.conftest import of, until
 
 pytestmark = pytest.mark.anyio
 SISTER = "The user's sister Ana lives in Porto and teaches the cello."
+IDENTITY = "You are the household's long-lived assistant."
 
 
 def script(request):
@@ -46,8 +47,8 @@ async def test_orientation_recall_and_suggestions_around_each_turn_and_again_aft
     await store.store(SISTER, namespace="chat")
     (tmp_path / "who.md").write_text("---\nautoload: all\n---\nYou help the user remember things.\n")
     async with ScriptedModel(script) as model:
-        options = make_options(model)
-        async with MemorySession(options, memory_service, namespace="chat", sidecar=options,
+        options = make_options(model, system_prompt=IDENTITY)
+        async with MemorySession(options, memory_service, namespace="chat", sidecar=make_options(model),
                                  providers=providers(tmp_path)) as loop:
             await loop.send("What does my sister Ana teach?")
             await until(loop.events(), Result)
@@ -71,6 +72,8 @@ async def test_orientation_recall_and_suggestions_around_each_turn_and_again_aft
     window = [r for r in model.requests if "# Orientation" in r.last_user_text()][-1]
     raw = "".join(block.get("text", "") for block in window.last_user_blocks())
     assert raw.index("# Orientation") > raw.index("<local-command")  # the new window's first message
+    turns = [r for r in model.requests if r.last_user_text() in sent]
+    assert len(turns) == 5 and all(IDENTITY in r.system for r in turns)  # the same identity, before and after
     entries = await (await memory_service.sessions()).transcript(loop.id)
     assert [e.content for e in entries if e.kind == "user"] == [
         "What does my sister Ana teach?", "I am learning the cello myself now.", "Any tips?", "Where does Ana live?"]
