@@ -27,6 +27,9 @@ class WorkerProcess:
         self._process: Process | None = None
         self._reader: BufferedByteReceiveStream | None = None
         self._stderr = tempfile.TemporaryFile()  # a file, so a chatty child can never block on it
+        # the child's working folder: a story's own SAVE (or junk code that reaches the opcode) writes
+        # `<story>.qzl` where it runs, which must never be the caller's folder
+        self._scratch = tempfile.TemporaryDirectory(prefix="frobozz-game-")
         self._lock = anyio.Lock()
 
     @property
@@ -35,7 +38,7 @@ class WorkerProcess:
 
     async def start(self) -> None:
         self._process = await anyio.open_process(
-            [sys.executable, "-m", "frobozz.games._worker"],
+            [sys.executable, "-m", "frobozz.games._worker"], cwd=self._scratch.name,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
         assert self._process.stdout is not None
         self._reader = BufferedByteReceiveStream(self._process.stdout)
@@ -98,3 +101,4 @@ class WorkerProcess:
                     await process.wait()
                 await process.aclose()
         self._stderr.close()
+        self._scratch.cleanup()

@@ -11,6 +11,7 @@ import secrets
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from enum import Enum
+from pathlib import Path
 
 from ._catalogue import by_md5
 from ._interpreter import WorkerProcess
@@ -99,7 +100,7 @@ class GameSession:
                      session_id: str | None) -> tuple[GameSession, dict]:
         worker = WorkerProcess(timeout=settings.step_timeout)
         try:
-            raw = await worker.call("open", str(story.path), seed)
+            raw = await worker.call("open", str(Path(story.path).resolve()), seed)
         except GameError as e:
             await worker.aclose()
             raise type(e)(f"{story.path.name} could not be started: {e}") from e
@@ -267,7 +268,7 @@ class GameSession:
         """Start a new interpreter at the last kept state; if even that fails, close the session."""
         state = self._states[-1]
         try:
-            await self._worker.call("open", str(self.story.path), self.seed)
+            await self._worker.call("open", str(Path(self.story.path).resolve()), self.seed)
             if state is not None:
                 await self._worker.call("set_state", state)
         except GameError:

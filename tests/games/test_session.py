@@ -183,7 +183,10 @@ async def test_a_killed_interpreter_is_replaced_at_the_last_good_turn(zork):
     assert "leaflet" in (await zork.peek("inventory")).text
 
 
-async def test_a_story_with_junk_code_fails_cleanly_without_harming_the_caller(settings, tmp_path):
+async def test_a_story_with_junk_code_fails_cleanly_without_harming_the_caller(settings, tmp_path, monkeypatch):
+    here = tmp_path / "callers-folder"
+    here.mkdir()
+    monkeypatch.chdir(here)  # the junk reaches SAVE, which wrote junk.qzl where the interpreter ran
     story = read_story(garbage_code_story(tmp_path / "junk.z3"))
     try:
         session = await GameSession.open(story, settings)
@@ -198,6 +201,7 @@ async def test_a_story_with_junk_code_fails_cleanly_without_harming_the_caller(s
             await session.aclose()
     healthy = await GameSession.open(read_story(ZORK1), settings)
     assert healthy.current.location == "West of House"
+    assert list(here.iterdir()) == []  # nothing written in the caller's folder
     await healthy.aclose()
 
 
