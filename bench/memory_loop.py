@@ -18,7 +18,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,7 +57,9 @@ def serve_model(found: multiprocessing.Queue) -> None:
     interpreter (and its lock) with the loop being measured, which a remote model never does."""
     with ScriptedModel(reply) as model:
         found.put(model.env())
-        threading.Event().wait()
+        parent = multiprocessing.parent_process()
+        assert parent is not None
+        parent.join()  # until the bench ends, or is killed: never outlive it
 
 
 @contextlib.contextmanager
