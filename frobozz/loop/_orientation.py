@@ -15,6 +15,7 @@ import anyio
 import frontmatter
 
 from ..memory import RECALL_MIN_SCORE, HandoffStore, MemoryStore, SessionStore
+from ._recall import memory_line
 
 log = logging.getLogger("frobozz.loop")
 MAX_FILE_CHARS = 20_000  # a context file autoloaded whole is cut here
@@ -149,8 +150,7 @@ def memories(store: MemoryStore, seen: SessionStore | None = None, *, recent: in
             return None
         if seen is not None:
             await seen.mark_seen(window.session_id, list(shown))
-        return Section("Memories", "\n".join(f"- [memory {m.id}, {m.created_at:%Y-%m-%d}] {m.content}"
-                                             for m in shown.values()))
+        return Section("Memories", "\n".join(memory_line(m) for m in shown.values()))
 
     provide.__name__ = "memories"
     return provide

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 
-from ..memory import RECALL_MIN_SCORE, Hit, MemoryStore, SessionStore
+from ..memory import RECALL_MIN_SCORE, Hit, Memory, MemoryStore, SessionStore
 
 log = logging.getLogger("frobozz.loop")
 Ask = Callable[[str], Awaitable[str]]
@@ -72,10 +72,15 @@ class Recall:
         return []
 
 
+def memory_line(memory: Memory) -> str:
+    """How a memory is shown to the model, in recall and in the orientation alike: its id and date."""
+    return f"- [memory {memory.id}, {memory.created_at:%Y-%m-%d}] {memory.content}"
+
+
 def recalled_blocks(hits: list[Hit]) -> list[dict[str, Any]]:
     """Content blocks to put before the user's text: one per memory, with its id and date."""
     if not hits:
         return []
-    lines = "\n".join(f"- [memory {h.memory.id}, {h.memory.created_at:%Y-%m-%d}] {h.memory.content}" for h in hits)
+    lines = "\n".join(memory_line(h.memory) for h in hits)
     return [{"type": "text", "text": f"<recalled-memories>\nFrom long-term memory (may help, may not):\n{lines}\n"
                                      "</recalled-memories>"}]

@@ -7,6 +7,7 @@ of earlier conversation brought up to date."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -145,8 +146,8 @@ class MemorySession:
         return [*blocks, {"type": "text", "text": text}]
 
     async def _new_window(self) -> None:
-        await self.sessions.new_window(self.record.id)
-        self.record, self._windows = await self.sessions.get(self.record.id), self._windows + 1
+        started = await self.sessions.new_window(self.record.id)
+        self.record, self._windows = replace(self.record, window_started_at=started), self._windows + 1
 
     async def _quietly(self, part: str, work: Awaitable[T], default: T, *, within: float | None = None) -> T:
         """`work`'s result, or `default` when it fails or outlasts `within` seconds (with a log line);
@@ -164,7 +165,8 @@ class MemorySession:
     async def send(self, text: str) -> None:
         """Archive the user's words, then send them with what memory adds."""
         content = await self.message(text)
-        await self._quietly("archiving the user's words", self.archive.archive_user(text), None, within=ARCHIVE_WAIT)
+        await self._quietly("archiving the user's words", self.archive.archive_user(text), None,
+                            within=ARCHIVE_WAIT)
         self._last_user = text
         await self.pool.primary.send(content)
 

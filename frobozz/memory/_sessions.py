@@ -10,7 +10,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import asyncpg
 
@@ -18,7 +18,7 @@ from ._store import MemoryStore
 from .exceptions import MemoryStoreError
 
 Kind = Literal["user", "assistant", "tool_use", "tool_result", "usage", "note"]
-KINDS = ("user", "assistant", "tool_use", "tool_result", "usage", "note")
+KINDS: tuple[str, ...] = get_args(Kind)
 MAX_ENTRY_CHARS = 200_000
 PREVIEW_CHARS = 120
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
