@@ -13,7 +13,7 @@ ALLOWED = {
     "memory": set(),
     "loop": {"engine", "memory"},
     "servers": {"games", "memory"},
-    "runner": {"engine", "games"},
+    "runner": {"engine", "games", "loop", "memory"},
 }
 LEAVES = {p.stem for p in PACKAGE.glob("_*.py")} - {"__init__", "__main__"}
 

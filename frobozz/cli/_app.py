@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 
 import typer
@@ -36,5 +37,19 @@ def _root(log_level: str = typer.Option("WARNING", envvar="FROBOZZ_LOG_LEVEL",
                         handlers=[RichHandler(console=Console(stderr=True), show_path=False)])
 
 
+BARE_VALUES = {"--memory": ""}  # options whose value may be left out: `--memory` or `--memory NAMESPACE`
+
+
+def bare_values(args: list[str]) -> list[str]:
+    """typer's parser has no options with an optional value: a bare one (at the end, or before another
+    option) is given its value here, as click's own parser would."""
+    out = []
+    for i, arg in enumerate(args):
+        following = args[i + 1] if i + 1 < len(args) else None
+        bare = arg in BARE_VALUES and (following is None or (following.startswith("-") and len(following) > 1))
+        out.append(f"{arg}={BARE_VALUES[arg]}" if bare else arg)
+    return out
+
+
 def main() -> None:
-    app()
+    app(args=bare_values(sys.argv[1:]))

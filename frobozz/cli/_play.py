@@ -44,6 +44,9 @@ def play(
     runs: int = typer.Option(1, min=1, max=64, help="How many runs."),
     parallel: int = typer.Option(1, min=1, max=16, help="How many runs at once."),
     as_json: bool = typer.Option(False, "--json", help="Print one final JSON object (a list for --runs)."),
+    memory: str = typer.Option(None, "--memory", is_flag=False, flag_value="", metavar="[NAMESPACE]", help=(
+        "Play with long-term memory (cortex and handoff as tools, orientation, recall, hand-off, lessons kept "
+        "for the next run), in NAMESPACE (default: the game's name, shared by all its runs).")),
 ) -> None:
     """Play GAME headless: claude drives the real CLI; the game answers each command."""
     from frobozz.runner import PlayerError, RunConfig, RunNotFoundError, RunnerSettings, claude_readiness, play
@@ -56,8 +59,14 @@ def play(
         player = "claude" if problem is None else "walkthrough"
         err.print(f"[bold]playing with {player}[/bold]" + (f": {problem}" if problem else
                                                           ": claude is installed and logged in"))
-    config = RunConfig(game=game, player=player, mode=mode, model=model, max_turns=max_turns, max_cost=max_cost,
-                       max_seconds=max_time, multi=multi, prompt_file=prompt_file, resume=resume)
+    from pydantic import ValidationError
+
+    try:
+        config = RunConfig(game=game, player=player, mode=mode, model=model, max_turns=max_turns, max_cost=max_cost,
+                           max_seconds=max_time, multi=multi, prompt_file=prompt_file, resume=resume, memory=memory)
+    except ValidationError:
+        raise typer.BadParameter(f"{memory[:80]!r} is not a namespace: 1-100 letters, digits, '_', '.', ':' or "
+                                 "'-', starting with a letter or digit", param_hint="--memory") from None
     settings = RunnerSettings()
     if resume is None:
         try:

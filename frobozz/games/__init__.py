@@ -4,7 +4,7 @@ from ._catalogue import CATALOGUE, CatalogueEntry, by_md5
 from ._install import install
 from ._journal import replay as replay_journal
 from ._library import GameLibrary, GameListing, jericho_supports, walkthrough_for
-from ._map import GameMap, MapFormat, Passage
+from ._map import GameMap, MapFormat, Passage, direction, mentioned_exits
 from ._saves import SaveInfo
 from ._session import MAX_COMMAND_CHARS, GameSession, SessionState, check_command
 from ._story import StoryInfo, parse_story, read_story
@@ -26,5 +26,5 @@ __all__ = [
     "GameNotFoundError", "GameSession", "GamesSettings", "InstallError", "InterpreterCrashedError",
     "MAX_COMMAND_CHARS", "MapFormat", "Passage", "SaveError", "SaveInfo", "SessionClosedError", "SessionState",
     "StoryFileError", "StoryInfo", "Turn", "by_md5", "check_command", "install", "jericho_supports", "parse_story",
-    "read_story", "replay_journal", "walkthrough_for",
+    "read_story", "replay_journal", "walkthrough_for", "direction", "mentioned_exits",
 ]

@@ -7,7 +7,7 @@ and the turn is never late."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -29,8 +29,9 @@ class Recall:
         self.store, self.sessions, self.ask = store, sessions, ask
         self.min_score, self.limit, self.deadline = min_score, limit, deadline
 
-    async def __call__(self, session_id: str, namespace: str, message: str) -> list[Hit]:
-        """The memories to show before `message`, best first; they are marked seen."""
+    async def __call__(self, session_id: str, namespace: str, message: str, *, extra: Sequence[str] = ()) -> list[Hit]:
+        """The memories to show before `message`, best first; they are marked seen. `extra` queries are
+        searched with the message, in the same batch (a game searches its room's name and each sentence)."""
         found: dict[int, Hit] = {}
 
         async def search(*queries: str) -> None:
@@ -59,7 +60,7 @@ class Recall:
         end = anyio.current_time() + self.deadline  # searching may take all but the seen-set's share
         with anyio.CancelScope(deadline=end - min(SEEN_SHARE, self.deadline / 2)) as scope:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(guarded, search, message)
+                tg.start_soon(guarded, search, message, *[q for q in extra if q.strip()])
                 tg.start_soon(guarded, with_sidecar)
         if scope.cancelled_caught:
             log.info("recall: the deadline (%.1f s) passed; the turn goes with what was found", self.deadline)

@@ -145,10 +145,12 @@ class MemoryStore:
             raise MemoryStoreError(f"no memory {memory_id}")
         return memory(row)
 
-    async def recent(self, limit: int, namespace: str | None) -> list[Memory]:
+    async def recent(self, limit: int, namespace: str | None, *, metadata: dict[str, Any] | None = None) -> list[Memory]:
+        """The newest memories; with `metadata`, only those whose metadata holds all of it."""
         async with self.connection() as c:
             rows = await c.fetch(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND deleted_at IS NULL "
-                                 "ORDER BY created_at DESC, id DESC LIMIT $2", self.namespace(namespace), limit)
+                                 "AND metadata @> $3::jsonb ORDER BY created_at DESC, id DESC LIMIT $2",
+                                 self.namespace(namespace), limit, self.metadata(metadata or {}))
         return [memory(r) for r in rows]
 
     async def search(self, query: str, *, limit: int = 10, since: datetime | None = None,

@@ -11,6 +11,7 @@ import anyio
 
 from frobozz.games import Turn
 
+from ._memory import TurnNotes
 from ._report import append_turn
 from ._store import RunStore, TurnRecord
 
@@ -51,11 +52,15 @@ class RunContext:
         if self.info.max_cost is not None and self.info.cost_usd >= self.info.max_cost:
             self.finish("max cost")
 
-    def commit(self, command: str, turn: Turn, *, reply: str, snapshot: dict | None) -> TurnRecord:
-        """Record one played command before anything else happens; return its record."""
+    def commit(self, command: str, turn: Turn, *, reply: str, snapshot: dict | None,
+               notes: TurnNotes | None = None) -> TurnRecord:
+        """Record one played command before anything else happens (with what memory did around it);
+        return its record."""
+        noted = {} if notes is None else dict(recalled=notes.recalled, stored=notes.stored,
+                                              compacted=notes.compacted, handoff=notes.handoff)
         record = TurnRecord(turn=self.info.turns + 1, command=command, text=turn.text, score=turn.score,
                             moves=turn.moves, location=turn.location, done=turn.done, won=turn.won,
-                            reply=reply, cost_usd=self.info.cost_usd)
+                            reply=reply, cost_usd=self.info.cost_usd, **noted)
         self.store.record(record, snapshot)
         append_turn(self.store, record)
         self.records.append(record)
@@ -86,13 +91,21 @@ class RunContext:
         info = self.info
         info.turns, info.score, info.moves, info.won, info.done = (record.turn, record.score, record.moves,
                                                                     record.won, record.done)
+        info.memories_recalled += len(record.recalled)
+        info.memories_stored += len(record.stored)
+        info.compactions += record.compacted
+        info.handoffs += record.handoff is not None
 
     def resume_from(self, records: list[TurnRecord]) -> None:
         self.records = list(records)
         self.info.turns = len(records)
+        info = self.info
+        info.memories_recalled = info.compactions = info.handoffs = 0
+        info.memories_stored = info.lessons  # kept at the end of an earlier stretch of the run
+        for record in records:
+            self._take(record)
         last = records[-1] if records else None
         if last:
-            self._take(last)
             self.info.cost_usd = max(self.info.cost_usd, last.cost_usd)
             self.current = Turn(number=last.turn, command=last.command, text=last.text, score=last.score,
                                 moves=last.moves, location=last.location, done=last.done, won=last.won)

@@ -37,9 +37,13 @@ class LiveView:
 
 
 def summary_table(results: list) -> Table:
-    table = Table("run", "player", "mode", "score", "moves", "turns", "won", "reason", "cost", title="Frobozz runs")
+    memory = any(r.memory_namespace for r in results)
+    table = Table("run", "player", "mode", "score", "moves", "turns", "won", "reason", "cost",
+                  *(["memory", "recalled", "stored", "compactions", "handoffs"] if memory else []), title="Frobozz runs")
     for r in results:
         score = f"{r.score}/{r.max_score}" if r.max_score else str(r.score)
+        noted = [r.memory_namespace or "-", *map(str, (r.memories_recalled, r.memories_stored, r.compactions,
+                                                        r.handoffs))] if memory else []
         table.add_row(r.run_id, r.player, r.mode, score, str(r.moves), str(r.turns), "yes" if r.won else "no",
-                      r.reason or "", f"${r.cost_usd:.4f}")
+                      r.reason or "", f"${r.cost_usd:.4f}", *noted)
     return table

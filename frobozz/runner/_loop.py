@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,8 @@ from frobozz.games import CommandError, GameError, GameSession, Turn
 
 from ._context import RunContext
 from ._extract import extract_commands
+from ._memory import RunMemory
+from ._orient import GameView
 from ._prompts import correction, game_message, status_header
 
 
@@ -44,8 +47,9 @@ class ReplyCollector:
 
     name = "replies"
 
-    def __init__(self, context: RunContext) -> None:
+    def __init__(self, context: RunContext, memory: RunMemory | None = None) -> None:
         self.context = context
+        self.memory = memory
         self._texts: list[str] = []
         self._send: MemoryObjectSendStream[Reply]
         self._send, self.replies = anyio.create_memory_object_stream[Reply](math.inf)
@@ -53,6 +57,8 @@ class ReplyCollector:
     def on_event(self, event: Event) -> None:
         if event.is_replay:
             return
+        if self.memory is not None:  # first: memory knows what the reply carried before the producer reads it
+            self.memory.watch.on_event(event)
         if isinstance(event, AssistantMessage) and not event.parent_tool_use_id:
             self._texts.append(event.text)
         elif isinstance(event, Result):
@@ -69,20 +75,44 @@ class GameProducer:
     name = "game"
 
     def __init__(self, game: GameSession, context: RunContext, replies: MemoryObjectReceiveStream[Reply], *,
-                 first_message: str, multi: bool) -> None:
+                 first_message: str, multi: bool, memory: RunMemory | None = None, instructions: str = "",
+                 note: str = "") -> None:
         self.game = game
         self.context = context
         self.replies = replies
         self.first_message = first_message
         self.multi = multi
+        self.memory = memory
+        self.instructions = instructions
+        self.note = note  # before the game's text in the first message (a resumed run says so)
 
     def header(self) -> str:
         info = self.context.info
         return status_header(info.title, self.game.current, self.game.max_score, info.turns, info.max_turns)
 
+    async def view(self, text: str) -> GameView:
+        """What the orientation shows of the game; the inventory is peeked (it costs no move)."""
+        try:
+            inventory: str | None = (await self.game.peek("inventory")).text
+        except GameError:
+            inventory = None
+        opening = self.game.turns[0] if self.game.turns[0].number == 0 else None
+        return GameView(self.instructions, self.header(), text, self.game.current.location, inventory,
+                        tuple(self.context.records), opening)
+
+    async def send(self, session: Session, message: str) -> None:
+        if self.memory is not None:
+            await self.memory.archive_user(message)
+        await session.send(message)
+
     async def run(self, session: Session) -> None:
         context = self.context
-        await session.send(self.first_message)
+        first = self.first_message
+        if self.memory is not None:
+            started = time.perf_counter()
+            first = await self.memory.orientation(await self.view(self.note + self.game.current.text))
+            context.own_seconds += time.perf_counter() - started
+        await self.send(session, first)
         async for reply in self.replies:
             started = time.perf_counter()
             if reply.is_error:
@@ -94,7 +124,7 @@ class GameProducer:
                 if context.info.corrections > context.correction_limit:
                     context.finish("no command in replies")
                     return
-                await session.send(correction(self.header(), "I could not find a command in that."))
+                await self.send(session, correction(self.header(), "I could not find a command in that."))
                 continue
             answers = []
             for command in commands:
@@ -106,15 +136,24 @@ class GameProducer:
                 except GameError as e:
                     answers.append(f"[{e}]")
                     continue
-                context.commit(command, turn, reply=reply.text, snapshot=self.game.snapshot())
+                context.commit(command, turn, reply=reply.text, snapshot=self.game.snapshot(),
+                               notes=self.memory.notes() if self.memory else None)
                 answers.append(turn.text if len(commands) == 1 else f"> {command}\n{turn.text}")
                 reason = context.stop_reason(turn)
                 if reason:
                     context.finish(reason)
                     return
-            message = game_message(self.header(), "\n\n".join(answers))
+            text = "\n\n".join(answers)
+            if self.memory is None:
+                message = game_message(self.header(), text)
+            else:
+                context.own_seconds += time.perf_counter() - started
+                await self.memory.between_turns(session, self.replies.receive)  # the model's time: not counted
+                started = time.perf_counter()
+                message = await self.memory.message(self.header(), text, self.game.current.location,
+                                                    lambda: self.view(text))
+            await self.send(session, message)
             context.own_seconds += time.perf_counter() - started
-            await session.send(message)
 
 
 class ToolWatcher:
@@ -122,16 +161,21 @@ class ToolWatcher:
 
     name = "game-tools"
 
-    def __init__(self, context: RunContext, title: str) -> None:
+    def __init__(self, context: RunContext, title: str, memory: RunMemory | None = None) -> None:
         self.context = context
         self.title = title
+        self.memory = memory
         self._calls: dict[str, tuple[str, str | None]] = {}
         self._texts: list[str] = []
         self._send: MemoryObjectSendStream[Result]
         self._send, self.turn_ends = anyio.create_memory_object_stream[Result](math.inf)
 
     def on_event(self, event: Event) -> None:
-        if event.is_replay or self.context.finished.is_set():
+        if event.is_replay:
+            return
+        if self.memory is not None:  # first, as in text mode; also after the end (the lessons' answer)
+            self.memory.watch.on_event(event)
+        if self.context.finished.is_set():
             return
         if isinstance(event, AssistantMessage):
             self._texts.append(event.text)
@@ -151,7 +195,8 @@ class ToolWatcher:
                     self.context.current = turn
                     continue
                 reply, self._texts = "\n".join(t for t in self._texts if t), []
-                self.context.commit(command or "", turn, reply=reply, snapshot=None)
+                self.context.commit(command or "", turn, reply=reply, snapshot=None,
+                                    notes=self.memory.notes() if self.memory else None)
                 reason = self.context.stop_reason(turn)
                 if reason:
                     self.context.finish(reason)
@@ -165,19 +210,39 @@ class ToolsProducer:
 
     name = "game-instructions"
 
-    def __init__(self, context: RunContext, watcher: ToolWatcher, *, first_message: str, max_score: int | None) -> None:
+    def __init__(self, context: RunContext, watcher: ToolWatcher, *, first_message: str, max_score: int | None,
+                 memory: RunMemory | None = None, instructions: str = "",
+                 inventory: Callable[[], Awaitable[str | None]] | None = None) -> None:
         self.context = context
         self.watcher = watcher
         self.first_message = first_message
         self.max_score = max_score
+        self.memory = memory
+        self.instructions = instructions
+        self.inventory = inventory  # read from the game server's autosave, when there is one
+
+    def header(self) -> str:
+        current = self.context.current
+        return status_header(self.watcher.title, current, self.max_score, self.context.turn_number,
+                             self.context.info.max_turns) if current else ""
+
+    async def view(self) -> GameView:
+        current = self.context.current
+        inventory = await self.inventory() if self.inventory and current else None
+        return GameView(self.instructions, self.header() or "[the game has not started: call new_game]",
+                        current.text if current else "", current.location if current else None, inventory,
+                        tuple(self.context.records))
 
     async def run(self, session: Session) -> None:
         try:  # a first turn that starts before the game server is up has no game tools
-            await session.wait_for_mcp({"game"})
+            await session.wait_for_mcp({"game", *(["cortex", "handoff"] if self.memory else [])})
         except EngineError as e:
             self.context.finish(f"the game server did not start: {e}", status="failed")
             return
-        await session.send(self.first_message)
+        first = self.first_message
+        if self.memory is not None:
+            first = f"{await self.memory.orientation(await self.view())}\n\n{self.first_message}"
+        await session.send(first)
         async for result in self.watcher.turn_ends:
             if self.context.finished.is_set():
                 return
@@ -188,10 +253,16 @@ class ToolsProducer:
             if self.context.info.corrections > self.context.correction_limit:
                 self.context.finish("stopped playing")
                 return
-            current = self.context.current
-            header = status_header(self.watcher.title, current, self.max_score, self.context.turn_number,
-                                   self.context.info.max_turns) if current else ""
-            await session.send(f"{header}\n\nThe game is not over: keep playing with the act tool.")
+            nudge = "The game is not over: keep playing with the act tool."
+            if self.memory is None:
+                await session.send(f"{self.header()}\n\n{nudge}")
+                continue
+            await self.memory.between_turns(session, self.watcher.turn_ends.receive)
+            if self.memory.watch.compacted:
+                await session.send(f"{await self.memory.orientation(await self.view())}\n\n{nudge}")
+            else:
+                ask = self.memory.take_ask()
+                await session.send(f"{self.header()}\n\n{nudge}" + (f"\n\n({ask})" if ask else ""))
 
 
 def _state(content: Any) -> dict[str, Any] | None:

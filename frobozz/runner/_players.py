@@ -91,13 +91,41 @@ def _styled(command: str, style: str, n: int) -> str:
 
 
 def text_handler(commands: list[str], styles: tuple[str, ...] = STYLES) -> Handler:
-    """Answers the game message for turn N with commands[N], in a rotating reply style."""
+    """Answers the game message for turn N with commands[N], in a rotating reply style; with memory, it
+    writes a hand-off letter when asked (then gives the command), and answers the lessons question."""
     def handler(request: MessagesRequest) -> Reply | str:
-        n = turn_in(request.last_user_text())
+        text = request.last_user_text()
+        if is_compaction(request):
+            return "Summary: the scripted player is following its walkthrough."
+        if "lessons worth keeping" in text:
+            return f"The scripted player knows {len(commands)} commands.\nIt follows them in order."
+        n = turn_of(request)
         if n is None or n >= len(commands):
             return "I have no more commands to give."
+        if HANDOFF_ASK in text and not request.tool_results():
+            return Reply((ToolUse("mcp__handoff__handoff", {
+                "summary": f"Following the walkthrough: {n} commands done.",
+                "next_steps": [f"next command: {commands[n]}"]}),))
         return Reply((Text(_styled(commands[n], styles[n % len(styles)], n)),))
     return handler
+
+
+HANDOFF_ASK = "Call the handoff tool now"
+
+
+def is_compaction(request: MessagesRequest) -> bool:
+    """claude's own request for a summary of the conversation so far (a compaction, /compact or automatic)."""
+    return "summary of the conversation" in request.last_user_text().lower()
+
+
+def turn_of(request: MessagesRequest) -> int | None:
+    """The turn of the latest game message (a tool's result may have come after it)."""
+    for message in reversed(request.messages):
+        if message.get("role") == "user":
+            n = turn_in(text_of(message.get("content")))
+            if n is not None:
+                return n
+    return None
 
 
 _SLOT = re.compile(r"restore with slot '([^']+)'")

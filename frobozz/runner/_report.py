@@ -16,7 +16,7 @@ def start_transcript(store: RunStore) -> None:
     info = asdict(store.info)
     rows = "\n".join(f"| {k} | {v} |" for k, v in info.items()
                      if k in ("run_id", "game", "title", "player", "mode", "model", "max_turns", "max_cost",
-                              "max_seconds", "multi", "prompt_file", "created"))
+                              "max_seconds", "multi", "prompt_file", "memory_namespace", "created"))
     store.transcript.write_text(f"# {store.info.title}: run {store.info.run_id}\n\n| setting | value |\n|---|---|\n"
                                 f"{rows}\n\n", encoding="utf-8")
 
@@ -24,9 +24,19 @@ def start_transcript(store: RunStore) -> None:
 def append_turn(store: RunStore, record: TurnRecord) -> None:
     reply = "\n".join(f"> {line}" for line in record.reply.strip().splitlines()) if record.reply.strip() else ""
     status = f"score {record.score} · moves {record.moves} · {record.location}"
-    block = f"## Turn {record.turn}: `{record.command}`\n\n{reply}\n\n```\n{record.text}\n```\n*{status}*\n\n"
+    block = f"## Turn {record.turn}: `{record.command}`\n\n{_memory_lines(record)}{reply}\n\n```\n{record.text}\n```\n*{status}*\n\n"
     with store.transcript.open("a", encoding="utf-8") as f:
         f.write(block)
+
+
+def _memory_lines(record: TurnRecord) -> str:
+    """What memory did before this reply, so a reader sees why the move was made."""
+    lines = ["*A new context window began here (the conversation was compacted).*"] if record.compacted else []
+    lines += [f"*Recalled:* {line}" for line in record.recalled]
+    lines += [f"*Stored:* {line}" for line in record.stored]
+    if record.handoff:
+        lines.append("*Hand-off letter:* " + " ".join(record.handoff.split()))
+    return "".join(f"{line}\n\n" for line in lines)
 
 
 def game_map(records: Sequence[TurnRecord]) -> GameMap:
@@ -38,7 +48,10 @@ def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None
     info = store.info
     summary = (f"## Summary\n\n| | |\n|---|---|\n| reason | {info.reason} |\n| score | {info.score}/{max_score} |\n"
                f"| moves | {info.moves} |\n| turns | {info.turns} |\n| won | {info.won} |\n"
-               f"| cost | ${info.cost_usd:.4f} |\n| corrections | {info.corrections} |\n\n"
+               f"| cost | ${info.cost_usd:.4f} |\n| corrections | {info.corrections} |\n"
+               + (f"| memory | {info.memory_namespace} |\n| memories recalled | {info.memories_recalled} |\n"
+                  f"| memories stored | {info.memories_stored} |\n| compactions | {info.compactions} |\n"
+                  f"| hand-offs | {info.handoffs} |\n" if info.memory_namespace else "") + "\n"
                "![score over turns](score.png)\n\n![explored map](map.png)\n")
     with store.transcript.open("a", encoding="utf-8") as f:
         f.write(summary)

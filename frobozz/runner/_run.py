@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -17,11 +18,13 @@ from pydantic import BaseModel, Field
 from frobozz.engine import EngineOptions, Event, Session, SystemInit, transcript_path
 from frobozz.engine.testing import ScriptedModel
 from frobozz.engine.testing._messages_api import Handler
-from frobozz.games import GameLibrary, GameSession, StoryInfo, by_md5, read_story
+from frobozz.games import GameError, GameLibrary, GameSession, StoryInfo, by_md5, read_story
+from frobozz.memory import MemorySettings, MemoryStoreError
 
 from . import _report
 from ._context import RunContext
 from ._loop import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
+from ._memory import TOOLS, TOOLS_NOTE, RunMemory
 from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for, text_handler, tool_handler
 from ._prompts import game_message, instructions, load_template, status_header
 from ._store import RunInfo, RunStore, TurnRecord, new_run_id
@@ -41,6 +44,8 @@ class RunConfig(BaseModel):
     multi: bool = False
     prompt_file: Path | None = None
     resume: str | None = None
+    memory: str | None = Field(default=None, pattern=r"^([A-Za-z0-9][A-Za-z0-9_.:-]{0,99})?$", description=(
+        "Play with memory in this namespace ('': the game's own); None: without memory."))
 
 
 class RunResult(BaseModel):
@@ -57,6 +62,11 @@ class RunResult(BaseModel):
     reason: str | None
     cost_usd: float
     transcript: str
+    memory_namespace: str | None = None
+    memories_recalled: int = 0
+    memories_stored: int = 0
+    compactions: int = 0
+    handoffs: int = 0
 
 
 class _SessionKeeper:
@@ -78,6 +88,14 @@ def _title(story: StoryInfo) -> str:
     return known.title.split(" (")[0] if known else story.path.stem
 
 
+def game_namespace(story: StoryInfo) -> str:
+    """The memory every run of a game shares: its catalogue name without the release (zork1-r119 is
+    zork1 too), or its file's name made into a namespace."""
+    known = by_md5(story.md5)
+    name = known.name.split("-r")[0] if known else re.sub(r"[^A-Za-z0-9_.:-]+", "-", story.path.stem).strip("-.")
+    return (name or "game")[:100]
+
+
 def _new_store(config: RunConfig, settings: RunnerSettings, player: PlayerSpec) -> RunStore:
     story = GameLibrary(settings).find(config.game, allow_path=True)
     run_id = new_run_id()
@@ -86,7 +104,8 @@ def _new_store(config: RunConfig, settings: RunnerSettings, player: PlayerSpec) 
                    max_turns=config.max_turns, max_cost=config.max_cost, max_seconds=config.max_seconds,
                    multi=config.multi, prompt_file=str(config.prompt_file) if config.prompt_file else None,
                    created=datetime.now(UTC).isoformat(timespec="seconds"),
-                   autosave_slot=f"run-{run_id}" if config.mode == "tools" else None)
+                   autosave_slot=f"run-{run_id}" if config.mode == "tools" else None,
+                   memory_namespace=None if config.memory is None else config.memory or game_namespace(story))
     return RunStore.create(settings.runs_dir, info)
 
 
@@ -130,6 +149,7 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
         _report.start_transcript(store)
 
     async with AsyncExitStack() as stack:
+        memory = await _open_memory(stack, store, settings) if info.memory_namespace else None
         env: dict[str, str] = {}
         if scripted is not None:
             model = await stack.enter_async_context(ScriptedModel(scripted))
@@ -138,7 +158,10 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
         options = dict(model=info.model, env=env, cwd=store.dir, tools=(), cli_path=cli_path)
         template = load_template(Path(info.prompt_file) if info.prompt_file else None, tools=info.mode == "tools")
         intro = instructions(template, title=info.title, game=info.game, max_score=context.max_score, multi=info.multi)
+        if memory is not None:
+            intro = f"{intro.rstrip()}\n{TOOLS_NOTE}\n"
         resumed = bool(records)
+        servers = memory.servers(_paths(settings)) if memory is not None else {}
 
         if info.mode == "text":
             game = await GameSession.open(story, settings)
@@ -147,23 +170,33 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
             if snapshot:
                 await game.resume({k: v for k, v in snapshot.items() if k != "record"}, [])
             context.max_score = context.max_score or game.max_score
-            collector = ReplyCollector(context)
+            collector = ReplyCollector(context, memory)
             header = status_header(info.title, game.current, context.max_score, info.turns, info.max_turns)
             note = "(The run was stopped and has now resumed. This is where you are.)\n\n" if resumed else ""
             first = f"{intro}\n{game_message(header, note + game.current.text)}"
-            producers: list = [GameProducer(game, context, collector.replies, first_message=first, multi=info.multi)]
+            producers: list = [GameProducer(game, context, collector.replies, first_message=first, multi=info.multi,
+                                            memory=memory, instructions=intro, note=note)]
             observers: list = [collector, _SessionKeeper(store)]
-            engine_options = EngineOptions(**options)
+            engine_options = EngineOptions(**options, **({"mcp_config": {"mcpServers": servers},
+                                                         "strict_mcp_config": True, "allowed_tools": TOOLS}
+                                                        if memory is not None else {}))
         else:
-            watcher = ToolWatcher(context, info.title)
-            first = intro if not resumed else (
-                f"{intro}\nThe run was stopped and has resumed: call new_game with game \"{info.game}\", then "
-                f"restore with slot '{info.autosave_slot}', and keep playing.")
-            producers = [ToolsProducer(context, watcher, first_message=first, max_score=context.max_score)]
+            watcher = ToolWatcher(context, info.title, memory)
+            restart = ("" if not resumed else
+                       f"The run was stopped and has resumed: call new_game with game \"{info.game}\", then "
+                       f"restore with slot '{info.autosave_slot}', and keep playing.")
+            first = f"{intro}\n{restart}" if restart else intro
+            producers = [ToolsProducer(context, watcher, first_message=first if memory is None else restart or
+                                       "Start the game.", max_score=context.max_score, memory=memory,
+                                       instructions=intro, inventory=lambda: _saved_inventory(story, settings, info))]
             observers = [watcher, _SessionKeeper(store)]
-            engine_options = EngineOptions(**options, mcp_config=_game_server_config(settings, info),
-                                           strict_mcp_config=True,
-                                           allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS])
+            config_ = _game_server_config(settings, info)
+            config_["mcpServers"].update(servers)
+            engine_options = EngineOptions(**options, mcp_config=config_, strict_mcp_config=True,
+                                           allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS] + (
+                                               TOOLS if memory is not None else []))
+        if memory is not None and memory.archive is not None:
+            observers.append(memory.archive)
 
         resume_id = info.claude_session_id if resumed and info.claude_session_id and transcript_path(
             info.claude_session_id, store.dir, {**os.environ, **engine_options.env}).is_file() else None
@@ -177,7 +210,9 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
                 if timer.cancelled_caught:
                     context.finish("time limit")
                 tg.cancel_scope.cancel()
-            if info.mode == "tools":
+            if memory is not None and info.status == "finished":
+                await _keep_lessons(memory, session, context)
+            elif info.mode == "tools":
                 with anyio.move_on_after(5):
                     try:
                         await session.interrupt()  # claude may be mid-turn, still calling tools
@@ -187,10 +222,67 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
     return _result(store)
 
 
-def _game_server_config(settings: RunnerSettings, info: RunInfo) -> dict:
+async def _open_memory(stack: AsyncExitStack, store: RunStore, settings: RunnerSettings) -> RunMemory:
+    """The run's memory, its loop session kept in run.json (a resume takes up its seen-set)."""
+    info = store.info
+    try:
+        memory = await RunMemory.open(MemorySettings(), namespace=info.memory_namespace or "", run_id=info.run_id,
+                                      session_id=info.memory_session, threshold=settings.handoff_threshold,
+                                      context_window=settings.context_window)
+    except MemoryStoreError as e:
+        info.status, info.reason = "failed", f"memory could not be opened: {e}"
+        store.save_info()
+        raise PlayerError(f"--memory: {e}") from e
+    stack.push_async_callback(memory.aclose)
+    if info.memory_session != memory.session_id:
+        info.memory_session = memory.session_id
+        store.save_info()
+    return memory
+
+
+async def _keep_lessons(memory: RunMemory, session: Session, context: RunContext) -> None:
+    """At the end of a run (win, death, limits): the model's lessons, and where and how a death came."""
+    info = context.info
+    last = context.records[-1] if context.records else None
+    how = f"{info.reason}, score {info.score}/{context.max_score} after {info.turns} turns"
+    kept = await memory.lessons(session, how=how, score=info.score, turn=info.turns)
+    if info.reason == "died" and last is not None:
+        death = (f"{info.title}: died at {last.location} on turn {last.turn} after '{last.command}': "
+                 f"{' '.join(last.text.split())[:300]}")
+        if await memory.keep(death, {"kind": "lesson", "death": True, "run_id": info.run_id, "score": info.score,
+                                     "turn": last.turn, "location": last.location}):
+            kept.append(death)
+    info.lessons += len(kept)
+    info.memories_stored += len(kept)
+    store = context.store
+    with store.transcript.open("a", encoding="utf-8") as f:
+        f.write("## Kept for the next run\n\n" + ("".join(f"- {k}\n" for k in kept) or "(nothing)\n") + "\n")
+
+
+async def _saved_inventory(story: StoryInfo, settings: RunnerSettings, info: RunInfo) -> str | None:
+    """Tools mode: what the player carries, read from the game server's autosave (no move is spent)."""
+    if not info.autosave_slot:
+        return None
+    try:
+        game = await GameSession.open(story, settings)
+        try:
+            await game.restore(info.autosave_slot)
+            return (await game.peek("inventory")).text
+        finally:
+            await game.aclose(journal=False)
+    except GameError:
+        return None
+
+
+def _paths(settings: RunnerSettings) -> dict[str, str]:
     env = {"FROBOZZ_DATA_DIR": str(settings.data_dir)}
     if settings.games_dir:
         env["FROBOZZ_GAMES_DIR"] = str(settings.games_dir)
+    return env
+
+
+def _game_server_config(settings: RunnerSettings, info: RunInfo) -> dict:
+    env = _paths(settings)
     if info.autosave_slot:
         env["FROBOZZ_AUTOSAVE_SLOT"] = info.autosave_slot
     return {"mcpServers": {"game": {"command": sys.executable, "args": ["-m", "frobozz", "serve", "game"], "env": env}}}
@@ -207,4 +299,6 @@ def _result(store: RunStore) -> RunResult:
     info = store.info
     return RunResult(run_id=info.run_id, game=info.game, player=info.player, mode=info.mode, score=info.score,
                      max_score=info.max_score, moves=info.moves, turns=info.turns, won=info.won, done=info.done,
-                     reason=info.reason, cost_usd=info.cost_usd, transcript=str(store.transcript))
+                     reason=info.reason, cost_usd=info.cost_usd, transcript=str(store.transcript),
+                     memory_namespace=info.memory_namespace, memories_recalled=info.memories_recalled,
+                     memories_stored=info.memories_stored, compactions=info.compactions, handoffs=info.handoffs)

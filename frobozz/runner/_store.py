@@ -1,7 +1,8 @@
 """A run's directory: written turn by turn, so a crash or a kill loses nothing already played.
 
     run.json        the run's settings and its state (atomic rewrites)
-    turns.jsonl     one line per game turn, appended before the next turn starts
+    turns.jsonl     one line per game turn, appended before the next turn starts (with --memory, what
+                    memory recalled, stored, compacted and handed off around it)
     snapshot.json   the game after the last turn (atomic), in text mode
     transcript.md   the readable transcript, appended turn by turn
 """
@@ -39,6 +40,11 @@ class TurnRecord:
     reply: str = ""
     cost_usd: float = 0.0
     at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    # with --memory: what memory did around this turn, so a reader sees why a move was made
+    recalled: list[str] = field(default_factory=list)  # shown under the status line before this reply
+    stored: list[str] = field(default_factory=list)  # stored with cortex during this reply
+    compacted: bool = False  # a context window began before this reply
+    handoff: str | None = None  # the letter written during this reply, relayed to the next window
 
 
 @dataclass
@@ -70,6 +76,13 @@ class RunInfo:
     done: bool = False
     cost_usd: float = 0.0
     corrections: int = 0
+    memory_namespace: str | None = None  # None: played without memory
+    memory_session: str | None = None  # the memory loop's session: its seen-set and archive
+    memories_recalled: int = 0
+    memories_stored: int = 0  # with cortex during the turns, and the lessons
+    lessons: int = 0  # lessons kept at the end
+    compactions: int = 0
+    handoffs: int = 0
 
 
 def new_run_id() -> str:

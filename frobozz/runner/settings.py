@@ -12,6 +12,10 @@ from frobozz.games import GamesSettings
 class RunnerSettings(GamesSettings):
     correction_limit: int = Field(default=5, ge=0, description="Replies without a command tolerated per run.")
     claude_model: str | None = Field(default=None, description="The model claude plays with, unless --model.")
+    handoff_threshold: float = Field(default=0.75, gt=0, le=1, description=(
+        "With --memory: how full the context window may get before the player is asked to hand off."))
+    context_window: int | None = Field(default=None, ge=1000, description=(
+        "The context window's size in tokens; unset: the one claude reports for its model."))
 
     @property
     def runs_dir(self) -> Path:

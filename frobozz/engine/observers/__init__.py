@@ -2,6 +2,6 @@
 
 from ._archive import TranscriptArchive
 from ._broadcast import Broadcast
-from ._handoff import HandoffLetter, HandoffRelay
+from ._handoff import HandoffLetter, HandoffRelay, HandoffStep
 
-__all__ = ["Broadcast", "HandoffLetter", "HandoffRelay", "TranscriptArchive"]
+__all__ = ["Broadcast", "HandoffLetter", "HandoffRelay", "HandoffStep", "TranscriptArchive"]

@@ -59,11 +59,19 @@ def orientation(letter: HandoffLetter) -> str:
             f"(latest_handoff has it too):\n\n{letter.text()}\n\nCarry on from the next steps.")
 
 
-
 def ask_to_hand_off(used: int, window: int) -> str:
     return (f"Your context window is {100 * used // window}% full ({used:,} of {window:,} tokens). Call the handoff "
             "tool now with a summary of where things stand, the next steps, and anything worth remembering; "
             "the conversation will be compacted after this turn.")
+
+
+@dataclass(frozen=True)
+class HandoffStep:
+    """What the relay decided as a turn ended: compact with this letter, or (no letter) ask for one."""
+
+    letter: HandoffLetter | None = None
+    used: int = 0
+    window: int = DEFAULT_WINDOW
 
 
 @dataclass
@@ -83,7 +91,7 @@ class HandoffRelay:
         self._context = 0
         self._asked = False
         self._window = self.context_window or DEFAULT_WINDOW
-        self._out, self._in = anyio.create_memory_object_stream[tuple[str, ...]](math.inf)
+        self._out, self._in = anyio.create_memory_object_stream[HandoffStep](math.inf)
 
     @property
     def context_used(self) -> float:
@@ -116,13 +124,29 @@ class HandoffRelay:
             if self._letter is not None:
                 letter, self._letter = self._letter, None
                 self.letters.append(letter)
-                self._out.send_nowait((self.compact(letter), self.orient(letter)))
+                self._out.send_nowait(HandoffStep(letter, self._context, self._window))
             elif not self._asked and self._context >= self.threshold * self._window:
                 self._asked = True
-                self._out.send_nowait((self.ask(self._context, self._window),))
+                self._out.send_nowait(HandoffStep(None, self._context, self._window))
+
+    def messages(self, step: HandoffStep) -> tuple[str, ...]:
+        """The messages a step sends: the compaction and the new window's orientation, or the ask."""
+        if step.letter is not None:
+            return self.compact(step.letter), self.orient(step.letter)
+        return (self.ask(step.used, step.window),)
+
+    def steps(self) -> list[HandoffStep]:
+        """The steps decided and not yet taken, for a producer that takes them itself in its own order
+        (the game runner, between a command and the next game message) instead of running the relay."""
+        taken = []
+        while True:
+            try:
+                taken.append(self._in.receive_nowait())
+            except anyio.WouldBlock:
+                return taken
 
     # -- producer -------------------------------------------------------------------------------
     async def run(self, session: Session) -> None:
-        async for messages in self._in:
-            for message in messages:  # queued together: the orientation is the new window's first message
+        async for step in self._in:
+            for message in self.messages(step):  # queued together: the orientation is the new window's first
                 await session.send(message)

@@ -1,0 +1,287 @@
+"""A run's memory (`play --memory`): cortex and handoff as the player's tools, the orientation that opens
+every context window, recall under the status line, hand-off between windows, and the lessons kept for
+the next run. It is help, never a gate: a part that fails (the database away) is left out with a log
+line, and the game goes on as without memory."""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from frobozz.engine import AssistantMessage, CompactBoundary, Event, Result, Session, UserMessage
+from frobozz.engine.observers import HandoffLetter, HandoffRelay
+from frobozz.engine.observers._handoff import ask_to_hand_off
+from frobozz.loop import ArchiveObserver, Recall, Section, Window, memory_line, orientation, recalled_blocks
+from frobozz.memory import MemoryService, MemorySettings, MemoryStore, MemoryStoreError, SessionStore
+
+from ._orient import GameView, game_sections
+
+log = logging.getLogger("frobozz.runner")
+T = TypeVar("T")
+SERVERS = ("cortex", "handoff")
+TOOLS = [f"mcp__{name}" for name in SERVERS]
+RECALL_LIMIT = 3  # memories under one status line
+MAX_SENTENCES = 6  # of the game's answer, searched one by one beside the room's name
+LESSONS = 3
+LESSONS_WAIT = 120.0  # seconds the model gets to answer the lessons question
+COMPACT_WAIT = 600.0  # seconds a compaction may take
+TOOLS_NOTE = ("You also have long-term memory tools. cortex stores and searches notes that outlive this run: "
+              "store what a later run of this game should know (what worked, what killed you, where things are), "
+              "naming the room a note is about, and it comes back when you are there. handoff writes a letter "
+              "to your next context window when I ask for one.")
+LESSONS_PROMPT = ("The run has ended: {how}. Write up to {n} lessons worth keeping for the next run of this game, "
+                  "one per line and nothing else: what worked, what to avoid, where things are.")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def ask_with_command(used: int, window: int) -> str:
+    return ask_to_hand_off(used, window) + " Then give your next command as usual."
+
+
+class MemoryWatch:
+    """Fed every event in order by the run's observer (so it knows what a reply carried before the
+    producer reads it): the hand-off relay, the memories the model stored, compactions, each turn's text."""
+
+    def __init__(self, relay: HandoffRelay) -> None:
+        self.relay = relay
+        self.stored: list[str] = []  # stored with cortex since the last turn was recorded
+        self.compacted = False  # a compaction since the last orientation
+        self.compactions = 0
+        self.results = 0
+        self._result = anyio.Event()
+        self.letter: str | None = None  # written (and accepted) since the last turn was recorded
+        self._storing: dict[str, str] = {}
+        self._writing: dict[str, str] = {}
+        self._texts: list[str] = []
+        self._send: MemoryObjectSendStream[str]
+        self._send, self.said = anyio.create_memory_object_stream[str](math.inf)
+
+    def on_event(self, event: Event) -> None:
+        if event.is_replay:
+            return
+        self.relay.on_event(event)
+        if isinstance(event, AssistantMessage) and not event.parent_tool_use_id:
+            self._texts.append(event.text)
+            for use in event.tool_uses:
+                if use.name.endswith("cortex__store"):
+                    self._storing[use.id] = str(use.input.get("content", ""))
+                elif self.relay.is_handoff(use.name):
+                    self._writing[use.id] = HandoffLetter.from_input(use.input).text()
+        elif isinstance(event, UserMessage):
+            for result in event.tool_results:
+                content = self._storing.pop(result.tool_use_id, None)
+                letter = self._writing.pop(result.tool_use_id, None)
+                if result.is_error:
+                    continue
+                if content is not None:
+                    self.stored.append(content)
+                if letter is not None:
+                    self.letter = letter  # the relay compacts with it once the turn ends
+        elif isinstance(event, CompactBoundary):
+            self.compacted, self.compactions = True, self.compactions + 1
+        elif isinstance(event, Result):
+            said, self._texts = "\n".join(t for t in self._texts if t), []
+            self._send.send_nowait(said)
+            self.results += 1
+            self._result.set()
+            self._result = anyio.Event()
+
+    async def caught_up(self, results: int) -> None:
+        """Until this watch has seen `results` turns end (observers run a little behind the session)."""
+        while self.results < results:
+            await self._result.wait()
+
+
+@dataclass
+class TurnNotes:
+    """What memory did around one turn, for its record."""
+
+    recalled: list[str]
+    stored: list[str]
+    compacted: bool
+    handoff: str | None
+
+
+class RunMemory:
+    """`await RunMemory.open(settings, namespace=..., run_id=...)`; `session_id=` takes up a killed run's
+    loop session (its seen-set and archive)."""
+
+    def __init__(self, service: MemoryService, store: MemoryStore, sessions: SessionStore, *, namespace: str,
+                 session_id: str, run_id: str, threshold: float, context_window: int | None,
+                 deadline: float = 1.5) -> None:
+        self.service, self.store, self.sessions = service, store, sessions
+        self.namespace, self.session_id, self.run_id, self.deadline = namespace, session_id, run_id, deadline
+        self.watch = MemoryWatch(HandoffRelay(threshold=threshold, context_window=context_window,
+                                              ask=ask_with_command))
+        self.archive: ArchiveObserver | None = None
+        self.letter: str | None = None  # this run's latest hand-off letter
+        self._recall = Recall(store, sessions, limit=RECALL_LIMIT, deadline=deadline)
+        self._recalled: list[str] = []
+        self._ask = ""
+        self._compactions = 0
+
+    @classmethod
+    async def open(cls, settings: MemorySettings, *, namespace: str, run_id: str, session_id: str | None = None,
+                   threshold: float = 0.75, context_window: int | None = None) -> RunMemory:
+        service = MemoryService(settings)
+        try:
+            store, sessions = await service.store(), await service.sessions()
+            record = await sessions.open(store.namespace(namespace), client=f"frobozz play {run_id}",
+                                         session_id=session_id)
+        except BaseException:
+            await service.aclose()
+            raise
+        self = cls(service, store, sessions, namespace=record.namespace, session_id=record.id, run_id=run_id,
+                   threshold=threshold, context_window=context_window)
+        try:  # the embedding model loads now, not in the first orientation's time
+            await store.embedder.embed(["warming up"])
+        except Exception as e:  # noqa: BLE001 - recall and orientation say so on their own
+            log.warning("memory: the embedding model did not load: %s", e)
+        turns = await sessions.transcript(record.id)
+        self.archive = ArchiveObserver(sessions, record.id, turn=max((e.turn for e in turns), default=0) + 1)
+        return self
+
+    async def aclose(self) -> None:
+        await self.service.aclose()
+
+    def servers(self, env: dict[str, str]) -> dict[str, Any]:
+        """cortex and handoff for claude's --mcp-config, storing in this run's namespace by default."""
+        env = {**env, "FROBOZZ_CORTEX_DEFAULT_NAMESPACE": self.namespace}
+        return {name: {"command": sys.executable, "args": ["-m", "frobozz", "serve", name], "env": env}
+                for name in SERVERS}
+
+    async def quietly(self, part: str, work: Awaitable[T], default: T, *, within: float | None = None) -> T:
+        """`work`'s result, or `default` when it fails or is slow: memory never holds a turn up."""
+        with anyio.move_on_after(self.deadline + 0.5 if within is None else within):
+            try:
+                return await work
+            except MemoryStoreError as e:
+                log.warning("memory: %s was left out (%s)", part, e)
+                return default
+        log.warning("memory: %s was left out (too slow)", part)
+        return default
+
+    # -- before a message ---------------------------------------------------------------------------
+    async def message(self, header: str, text: str, location: str | None,
+                      view: Callable[[], Awaitable[GameView]]) -> str:
+        """The next game message: after a compaction, the orientation (it carries the status and the
+        game's answer); else the status line, what memory recalls for this room, and the answer; with
+        the ask to hand off when the window is full."""
+        if self.watch.compacted:
+            return await self.orientation(await view())
+        recalled = await self.recall(location, text)
+        ask = self.take_ask()
+        message = f"{header}\n{recalled}\n\n{text}" if recalled else f"{header}\n\n{text}"
+        return f"{message}\n\n({ask})" if ask else message
+
+    async def orientation(self, view: GameView) -> str:
+        """The first message of a context window: the game's sections, notes from earlier runs, this
+        run's latest hand-off letter."""
+        self.watch.compacted = False
+        topic = f"{view.location or ''}\n{view.text}"
+
+        async def notes(_: Window) -> Section | None:
+            lessons = await self.store.recent(LESSONS * 2, self.namespace, metadata={"kind": "lesson"})
+            relevant = [h.memory for h in await self.store.search(topic, limit=RECALL_LIMIT, namespace=self.namespace,
+                                                                  min_score=self._recall.min_score)]
+            shown = {m.id: m for m in [*relevant, *lessons]}
+            if not shown:
+                return None
+            await self.sessions.mark_seen(self.session_id, list(shown))  # recall does not repeat them
+            return Section("Notes from earlier runs", "\n".join(memory_line(m) for m in shown.values()))
+
+        window = Window(self.namespace, self.session_id, previous_start=None, topic=topic)
+        noted = await orientation([notes], window, deadline=self.deadline)
+        sections = [*game_sections(view)]
+        parts = [f"## {s.title}\n{s.text.strip()}" for s in sections if s.text.strip()]
+        if noted:
+            parts.append(noted.removeprefix("# Orientation\n\n"))
+        if self.letter:
+            parts.append(f"## This run's latest hand-off letter\n{self.letter}")
+        return "# Orientation\n\n" + "\n\n".join(parts)
+
+    async def recall(self, location: str | None, text: str) -> str:
+        """The memories for this room and text not shown before in this run, as a block, or ''."""
+        sentences = [s.strip() for s in _SENTENCE.split(text) if len(s.split()) >= 2][:MAX_SENTENCES]
+        query, extra = (location, sentences) if location else (sentences[0] if sentences else "", sentences[1:])
+        hits = await self.quietly("recall", self._recall(self.session_id, self.namespace, query, extra=extra), [])
+        self._recalled += [f"[memory {h.memory.id}] {h.memory.content}" for h in hits]
+        blocks = recalled_blocks(hits)
+        return blocks[0]["text"] if blocks else ""
+
+    async def archive_user(self, text: str) -> None:
+        if self.archive is not None:
+            await self.quietly("archiving the message", self.archive.archive_user(text), None, within=10)
+
+    # -- between turns --------------------------------------------------------------------------------
+    async def between_turns(self, session: Session, turn_end: Callable[[], Awaitable[object]]) -> None:
+        """Take the relay's steps: after a turn in which the model wrote a letter, compact with it and
+        wait for the compaction's turn to end (the next message is then the orientation); past the
+        threshold, the ask goes with the next message."""
+        letters: list[HandoffLetter] = []
+        for step in self.watch.relay.steps():
+            if step.letter is not None:
+                letters.append(step.letter)
+            else:
+                self._ask = self.watch.relay.messages(step)[0]
+        if letters:
+            self.letter = letters[-1].text()
+            self._ask = ""
+            await session.send(self.watch.relay.compact(letters[-1]))
+            with anyio.move_on_after(COMPACT_WAIT):
+                await turn_end()
+
+    def take_ask(self) -> str:
+        """The relay's ask to hand off, if there is one for the next message."""
+        ask, self._ask = self._ask, ""
+        return ask
+
+    def notes(self) -> TurnNotes:
+        """What memory did since the last turn was recorded (and forget it)."""
+        watch = self.watch
+        notes = TurnNotes(self._recalled, watch.stored, watch.compactions > self._compactions, watch.letter)
+        self._recalled, watch.stored, watch.letter = [], [], None
+        self._compactions = self.watch.compactions
+        return notes
+
+    # -- at the end -----------------------------------------------------------------------------------
+    async def lessons(self, session: Session, *, how: str, score: int | None, turn: int) -> list[str]:
+        """Ask the model once for lessons (after any turn still running) and keep them for the next run."""
+        with anyio.move_on_after(LESSONS_WAIT / 4):
+            try:
+                await session.interrupt()  # claude may be mid-turn (a time limit; tools mode)
+            except Exception as e:  # noqa: BLE001 - it may simply have nothing to interrupt
+                log.debug("nothing to interrupt before the lessons: %s", e)
+            await session.wait_idle()
+            await self.watch.caught_up(session.turns_completed)
+        while True:  # what the model said before this question is not its answer
+            try:
+                self.watch.said.receive_nowait()
+            except anyio.WouldBlock:
+                break
+        await session.send(LESSONS_PROMPT.format(how=how, n=LESSONS))
+        with anyio.move_on_after(LESSONS_WAIT):
+            answer = await self.watch.said.receive()
+            lines = [line.strip(" -*\t") for line in answer.splitlines() if line.strip(" -*\t")][:LESSONS]
+            metadata = {"kind": "lesson", "run_id": self.run_id, "score": score, "turn": turn}
+            return [line for line in lines if await self.keep(line, metadata)]
+        log.warning("memory: the model did not answer the lessons question in time")
+        return []
+
+    async def keep(self, content: str, metadata: dict[str, Any]) -> bool:
+        """Store one note in the run's namespace; False (with a log line) when it cannot be."""
+        try:
+            await self.store.store(content, metadata, self.namespace, source="frobozz play")
+            return True
+        except MemoryStoreError as e:
+            log.warning("memory: %r was not kept (%s)", content[:60], e)
+            return False
+

@@ -1,0 +1,135 @@
+"""`play --memory` end to end: the real claude CLI, the scripted player, the real cortex and handoff
+servers on a real Postgres."""
+
+import re
+
+import pytest
+
+from frobozz.engine.testing import Reply, ToolUse
+from frobozz.games import GameLibrary, walkthrough_for
+from frobozz.memory import MemoryService
+from frobozz.runner import RunConfig, RunStore, play
+from frobozz.runner._players import is_compaction, text_handler, turn_of
+
+pytestmark = pytest.mark.anyio
+TROLL = "In the Troll Room, the troll is killed with the sword."  # a note names its room, as asked
+
+
+@pytest.fixture
+def memory_env(runner_settings, cortex_settings, monkeypatch):
+    """The runner, and the servers claude starts for it, on the test's database."""
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
+    return runner_settings
+
+
+def walkthrough(settings):
+    return walkthrough_for(GameLibrary(settings).find("zork1").md5)
+
+
+class Recorder:
+    """The scripted walkthrough player, remembering every game message it was sent."""
+
+    def __init__(self, commands, *, store_at=None, big_at=None):
+        self.base, self.store_at, self.big_at = text_handler(commands), store_at, big_at
+        self.messages: list[str] = []
+        self.stored = False
+
+    def __call__(self, request):
+        text = request.last_user_text()
+        if text and not request.tool_results() and not is_compaction(request):
+            self.messages.append(text)
+        if self.store_at and f"· {self.store_at} ·" in text and not self.stored and not request.tool_results():
+            self.stored = True  # the model stores what it learnt, through cortex, as claude would
+            return Reply((ToolUse("mcp__cortex__store", {"content": TROLL}),))
+        reply = self.base(request)
+        if self.big_at is not None and turn_of(request) == self.big_at and isinstance(reply, Reply):
+            return Reply(reply.blocks, input_tokens=170_000)  # the context looks nearly full
+        return reply
+
+
+def located(messages, room):
+    return [m for m in messages if re.search(rf"^\[Zork I[^\]]*· {re.escape(room)} ·", m, re.MULTILINE)]
+
+
+async def test_a_fact_stored_in_one_run_is_recalled_in_the_next_where_it_matters_and_nowhere_else(memory_env):
+    commands = walkthrough(memory_env)
+    first = Recorder(commands, store_at="The Troll Room")
+    one = await play(RunConfig(player="walkthrough", max_turns=30, memory=""), memory_env, handler=first)
+    assert first.stored and (one.memory_namespace, one.turns) == ("zork1", 30)
+    assert one.memories_stored >= 2  # the fact, and the lessons kept at the end
+    second = Recorder(commands)
+    two = await play(RunConfig(player="walkthrough", max_turns=30, memory=""), memory_env, handler=second)
+    opening = second.messages[0]
+    assert opening.startswith("# Orientation") and "## Notes from earlier runs" in opening
+    assert "The scripted player knows" in opening and TROLL not in opening  # the lessons, not the troll here
+    at_troll = located(second.messages, "The Troll Room")
+    assert at_troll and TROLL in at_troll[0] and "<recalled-memories>" in at_troll[0]
+    assert sum(TROLL in m for m in second.messages) == 1  # there, once, and nowhere else
+    records = RunStore.open(memory_env.runs_dir, two.run_id).turns()
+    recalled = [r for r in records if r.recalled]
+    assert [TROLL in line for r in recalled for line in r.recalled] == [True] and two.memories_recalled == 1
+    stored = [r for r in RunStore.open(memory_env.runs_dir, one.run_id).turns() if r.stored]
+    assert [r.stored for r in stored] == [[TROLL]] and stored[0].location == "The Troll Room"
+    transcript = (memory_env.runs_dir / two.run_id / "transcript.md").read_text()
+    assert f"*Recalled:* [memory " in transcript and "| memories recalled | 1 |" in transcript
+
+
+async def test_a_full_window_is_handed_off_and_the_next_starts_oriented_and_plays_on_to_the_same_result(memory_env):
+    memory_env.context_window = 200_000
+    commands = walkthrough(memory_env)
+    player = Recorder(commands, big_at=12)
+    with_handoff = await play(RunConfig(player="walkthrough", max_turns=40, memory=""), memory_env, handler=player)
+    plain = await play(RunConfig(player="walkthrough", max_turns=40), memory_env)
+    asked = [m for m in player.messages if "Call the handoff tool now" in m]
+    assert len(asked) == 1 and "85% full" in asked[0]
+    window = [m for m in player.messages[1:] if m.startswith("# Orientation")]
+    assert len(window) == 1
+    for section in ("## Where you are", "## Inventory", "## Explored map", "## Score so far",
+                    "## This run's latest hand-off letter", "Following the walkthrough: 13 commands done."):
+        assert section in window[0]
+    assert "West of House" in window[0] and "unexplored:" in window[0]  # the map, with exits not yet taken
+    assert (with_handoff.handoffs, with_handoff.compactions) == (1, 1)
+    same = lambda r: (r.turn, r.command, r.score, r.location, r.text)  # noqa: E731
+    turns = RunStore.open(memory_env.runs_dir, with_handoff.run_id).turns()
+    assert [same(r) for r in turns] == [same(r) for r in RunStore.open(memory_env.runs_dir, plain.run_id).turns()]
+    assert [r.turn for r in turns if r.handoff] == [14] and [r.turn for r in turns if r.compacted] == [15]
+    assert (with_handoff.score, with_handoff.turns) == (plain.score, plain.turns) == (plain.score, 40)
+
+
+async def test_without_memory_a_run_is_what_it_was_and_with_an_empty_memory_it_plays_the_same(memory_env):
+    commands = walkthrough(memory_env)
+    bare, remembering = Recorder(commands), Recorder(commands)
+    without = await play(RunConfig(player="walkthrough", max_turns=25), memory_env, handler=bare)
+    with_empty = await play(RunConfig(player="walkthrough", max_turns=25, memory="empty-ns"), memory_env,
+                            handler=remembering)
+    assert bare.messages[0].startswith("You are playing Zork I") and "cortex" not in bare.messages[0]
+    assert not any("# Orientation" in m or "<recalled-memories>" in m for m in bare.messages)
+    assert without.memory_namespace is None and (without.memories_recalled, without.memories_stored) == (0, 0)
+    info = RunStore.open(memory_env.runs_dir, without.run_id).info
+    assert (info.memory_namespace, info.memory_session, info.lessons) == (None, None, 0)
+    # an empty namespace: an orientation with nothing from earlier runs, nothing recalled, the same game
+    assert "## Notes from earlier runs" not in remembering.messages[0] and "cortex" in remembering.messages[0]
+    assert not any("<recalled-memories>" in m for m in remembering.messages)
+    same = lambda r: (r.turn, r.command, r.score, r.text)  # noqa: E731
+    assert [same(r) for r in RunStore.open(memory_env.runs_dir, without.run_id).turns()] == \
+        [same(r) for r in RunStore.open(memory_env.runs_dir, with_empty.run_id).turns()]
+    assert with_empty.memory_namespace == "empty-ns" and with_empty.memories_recalled == 0
+
+
+async def test_with_the_database_gone_a_memory_run_fails_saying_so(runner_settings, monkeypatch):
+    from frobozz.runner import PlayerError
+
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", "postgresql://nobody@127.0.0.1:9/none")
+    with pytest.raises(PlayerError, match="--memory: "):
+        await play(RunConfig(player="walkthrough", max_turns=3, memory=""), runner_settings)
+
+
+async def test_lessons_keep_their_run_score_and_turn_in_their_metadata(memory_env, cortex_settings):
+    result = await play(RunConfig(player="walkthrough", max_turns=5, memory="lessons"), memory_env)
+    service = MemoryService(cortex_settings)
+    try:
+        kept = await (await service.store()).recent(10, "lessons", metadata={"kind": "lesson"})
+    finally:
+        await service.aclose()
+    assert kept and {m.metadata["run_id"] for m in kept} == {result.run_id}
+    assert {(m.metadata["score"], m.metadata["turn"]) for m in kept} == {(result.score, 5)}
