@@ -44,7 +44,7 @@ def play(
     runs: int = typer.Option(1, min=1, max=64, help="How many runs."),
     parallel: int = typer.Option(1, min=1, max=16, help="How many runs at once."),
     as_json: bool = typer.Option(False, "--json", help="Print one final JSON object (a list for --runs)."),
-    memory: str = typer.Option(None, "--memory", is_flag=False, flag_value="", metavar="[NAMESPACE]", help=(
+    memory: str = typer.Option(None, "--memory", metavar="[NAMESPACE]", help=(
         "Play with long-term memory (cortex and handoff as tools, orientation, recall, hand-off, lessons kept "
         "for the next run), in NAMESPACE (default: the game's name, shared by all its runs).")),
 ) -> None:

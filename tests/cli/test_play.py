@@ -109,6 +109,8 @@ def test_several_runs_in_parallel_get_a_combined_summary(tmp_path):
     (["--player", "script:/no/such/file"], "cannot read the script"),
     (["nosuchgame", "--player", "walkthrough"], "no game 'nosuchgame'"),
     (["--max-turns", "0"], "greater than or equal to 1"),
+    (["--memory", "bad namespace!"], "'bad namespace!' is not a namespace"),
+    (["--memory", "x" * 101], "is not a namespace"),
 ])
 def test_bad_play_arguments_are_clear_errors(tmp_path, args, message):
     game = [] if not args[0].startswith("-") else ["zork1"]
@@ -129,3 +131,47 @@ def test_a_catalogued_game_that_is_missing_is_installed_before_play(tmp_path):
     ensure_game("zork1-r119", settings, url="http://127.0.0.1:9/never-asked")  # already there: no download
     with pytest.raises(Exception, match="no game 'mygame'"):
         ensure_game("mygame", settings)
+
+
+def test_memory_takes_a_namespace_or_none_as_a_bare_option_does():
+    from frobozz.cli._app import bare_values
+
+    assert bare_values(["zork1", "--memory", "--max-turns", "3"]) == ["zork1", "--memory=", "--max-turns", "3"]
+    assert bare_values(["zork1", "--memory"]) == ["zork1", "--memory="]
+    assert bare_values(["zork1", "--memory", "mine", "--json"]) == ["zork1", "--memory", "mine", "--json"]
+    assert bare_values(["zork1", "--memory=mine"]) == ["zork1", "--memory=mine"]
+
+
+def test_a_killed_memory_run_resumes_with_its_seen_set_and_recalls_nothing_twice(frobozz_env, tmp_path, cortex_settings,
+                                                                                monkeypatch):
+    import anyio
+
+    from frobozz.memory import MemoryService
+
+    trophy = "In the Living Room, the trophy case holds the treasures you bring back."
+
+    async def remember() -> int:
+        service = MemoryService(cortex_settings)
+        try:
+            memory, _ = await (await service.store()).store(trophy, namespace="zork1")
+            return memory.id
+        finally:
+            await service.aclose()
+
+    memory_id = anyio.run(remember)
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
+    process = _start(tmp_path, "zork1", "--player", "walkthrough", "--memory", "--max-turns", "100", "--json")
+    run_dir = _wait_for_turns(frobozz_env / "runs", 30)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    kept = len(run_dir.joinpath("turns.jsonl").read_text().splitlines())
+    done = _play(tmp_path, "--resume", run_dir.name, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["turns"], result["memory_namespace"]) == (100, "zork1")
+    turns = [json.loads(line) for line in run_dir.joinpath("turns.jsonl").read_text().splitlines()]
+    shown = [t["turn"] for t in turns for line in t["recalled"] if line.startswith(f"[memory {memory_id}]")]
+    assert len(shown) == 1 and shown[0] <= kept  # recalled before the kill, in the Living Room
+    assert any(t["location"] == "Living Room" and t["turn"] > kept for t in turns)  # there again after: not repeated
+    info = json.loads(run_dir.joinpath("run.json").read_text())
+    assert info["memory_session"] and info["memories_recalled"] == sum(len(t["recalled"]) for t in turns)
