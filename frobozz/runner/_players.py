@@ -134,6 +134,10 @@ _SLOT = re.compile(r"restore with slot '([^']+)'")
 def tool_handler(commands: list[str], game: str) -> Handler:
     """Plays through the game tools: new_game, then act with commands[k] where k counts the acts so far."""
     def handler(request: MessagesRequest) -> Reply | str:
+        if is_compaction(request):
+            return "Summary: the scripted player is playing through the game tools."
+        if "lessons worth keeping" in request.last_user_text():
+            return f"The game tools take {len(commands)} commands of the walkthrough."
         uses = [b for m in request.messages if m.get("role") == "assistant" and isinstance(m.get("content"), list)
                 for b in m["content"] if b.get("type") == "tool_use"]
         acts = sum(u["name"].endswith("__act") for u in uses)

@@ -133,3 +133,24 @@ async def test_lessons_keep_their_run_score_and_turn_in_their_metadata(memory_en
         await service.aclose()
     assert kept and {m.metadata["run_id"] for m in kept} == {result.run_id}
     assert {(m.metadata["score"], m.metadata["turn"]) for m in kept} == {(result.score, 5)}
+
+
+async def test_in_tools_mode_memory_adds_its_tools_to_the_game_tools_and_opens_with_the_orientation(memory_env):
+    from frobozz.runner._players import tool_handler
+
+    requests = []
+    base = tool_handler(walkthrough(memory_env), "zork1")
+
+    def handler(request):
+        requests.append(request)
+        return base(request)
+
+    result = await play(RunConfig(player="walkthrough", mode="tools", max_turns=8, memory="tools-ns"), memory_env,
+                        handler=handler)
+    assert (result.turns, result.reason, result.memory_namespace) == (8, "max turns", "tools-ns")
+    tools = set(requests[0].tools)
+    assert {"mcp__game__act", "mcp__cortex__store", "mcp__cortex__search", "mcp__handoff__handoff"} <= tools
+    opening = requests[0].last_user_text()
+    assert opening.startswith("# Orientation") and "cortex stores and searches notes" in opening
+    assert "## Score so far\nThe game has not started yet." in opening
+    assert result.memories_stored == 1  # the lesson the scripted player gave at the end
