@@ -31,12 +31,17 @@ class RunContext:
         self.finished = anyio.Event()
         self.started = time.monotonic()
         self.own_seconds = 0.0  # the runner's own time between a reply and the next message (no model)
+        self.own_turns: list[float] = []  # the same, turn by turn (seconds)
         self._cost_base = 0.0  # cost carried over from earlier claude processes of this run
         self._last_total = 0.0
 
     @property
     def turn_number(self) -> int:
         return self.info.turns
+
+    def own_turn(self, seconds: float) -> None:
+        self.own_seconds += seconds
+        self.own_turns.append(seconds)
 
     def budget_left(self) -> bool:
         return self.info.max_turns is None or self.info.turns < self.info.max_turns

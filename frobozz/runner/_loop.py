@@ -107,12 +107,11 @@ class GameProducer:
 
     async def run(self, session: Session) -> None:
         context = self.context
-        first = self.first_message
+        first, started = self.first_message, time.perf_counter()
         if self.memory is not None:
-            started = time.perf_counter()
             first = await self.memory.orientation(await self.view(self.note + self.game.current.text))
-            context.own_seconds += time.perf_counter() - started
         await self.send(session, first)
+        context.own_turn(time.perf_counter() - started)
         async for reply in self.replies:
             started = time.perf_counter()
             if reply.is_error:
@@ -147,13 +146,13 @@ class GameProducer:
             if self.memory is None:
                 message = game_message(self.header(), text)
             else:
-                context.own_seconds += time.perf_counter() - started
+                paused = time.perf_counter()
                 await self.memory.between_turns(session, self.replies.receive)  # the model's time: not counted
-                started = time.perf_counter()
+                started += time.perf_counter() - paused
                 message = await self.memory.message(self.header(), text, self.game.current.location,
                                                     lambda: self.view(text))
             await self.send(session, message)
-            context.own_seconds += time.perf_counter() - started
+            context.own_turn(time.perf_counter() - started)
 
 
 class ToolWatcher:
