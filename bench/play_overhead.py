@@ -17,7 +17,6 @@ import statistics
 import subprocess
 import tempfile
 import time
-from pathlib import Path
 
 import anyio
 
@@ -97,10 +96,11 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="also play with memory on, and compare")
     parser.add_argument("--others", type=int, default=10_000, help="memories of other games in cortex")
     args = parser.parse_args()
-    data = Path(tempfile.mkdtemp(prefix="frobozz-bench-"))
-    os.environ["FROBOZZ_DATA_DIR"] = str(data)  # the runner, its memory and the servers claude starts
+    story = GameLibrary(RunnerSettings()).find("zork1")  # where it is installed
+    os.environ.setdefault("FROBOZZ_GAMES_DIR", str(story.path.parent))
+    os.environ["FROBOZZ_DATA_DIR"] = tempfile.mkdtemp(prefix="frobozz-bench-")  # runs, memory, servers' data
     settings = RunnerSettings()
-    commands = walkthrough_for(GameLibrary(settings).find("zork1").md5)
+    commands = walkthrough_for(story.md5)
     try:
         if args.memory:
             print(anyio.run(other_games, args.others))
@@ -122,7 +122,7 @@ def main() -> None:
         print(f"  difference per turn            {1000 * (wall - bare) / turns:8.2f} ms   "
               "(includes start-up, reports and images)")
     finally:
-        stop_embedded(MemorySettings())
+        stop_embedded(MemorySettings(), delete=True)
 
 
 if __name__ == "__main__":
