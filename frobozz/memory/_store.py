@@ -145,7 +145,8 @@ class MemoryStore:
             raise MemoryStoreError(f"no memory {memory_id}")
         return memory(row)
 
-    async def recent(self, limit: int, namespace: str | None, *, metadata: dict[str, Any] | None = None) -> list[Memory]:
+    async def recent(self, limit: int, namespace: str | None, *,
+                     metadata: dict[str, Any] | None = None) -> list[Memory]:
         """The newest memories; with `metadata`, only those whose metadata holds all of it."""
         async with self.connection() as c:
             rows = await c.fetch(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND deleted_at IS NULL "

@@ -39,7 +39,8 @@ class LiveView:
 def summary_table(results: list) -> Table:
     memory = any(r.memory_namespace for r in results)
     table = Table("run", "player", "mode", "score", "moves", "turns", "won", "reason", "cost",
-                  *(["memory", "recalled", "stored", "compactions", "handoffs"] if memory else []), title="Frobozz runs")
+                  *(["memory", "recalled", "stored", "compactions", "handoffs"] if memory else []),
+                  title="Frobozz runs")
     for r in results:
         score = f"{r.score}/{r.max_score}" if r.max_score else str(r.score)
         noted = [r.memory_namespace or "-", *map(str, (r.memories_recalled, r.memories_stored, r.compactions,

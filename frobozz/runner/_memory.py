@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 
 from frobozz.engine import AssistantMessage, CompactBoundary, Event, Result, Session, UserMessage
 from frobozz.engine.observers import HandoffLetter, HandoffRelay

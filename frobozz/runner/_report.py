@@ -24,7 +24,8 @@ def start_transcript(store: RunStore) -> None:
 def append_turn(store: RunStore, record: TurnRecord) -> None:
     reply = "\n".join(f"> {line}" for line in record.reply.strip().splitlines()) if record.reply.strip() else ""
     status = f"score {record.score} · moves {record.moves} · {record.location}"
-    block = f"## Turn {record.turn}: `{record.command}`\n\n{_memory_lines(record)}{reply}\n\n```\n{record.text}\n```\n*{status}*\n\n"
+    block = (f"## Turn {record.turn}: `{record.command}`\n\n{_memory_lines(record)}{reply}\n\n"
+             f"```\n{record.text}\n```\n*{status}*\n\n")
     with store.transcript.open("a", encoding="utf-8") as f:
         f.write(block)
 

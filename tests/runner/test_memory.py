@@ -71,7 +71,7 @@ async def test_a_fact_stored_in_one_run_is_recalled_in_the_next_where_it_matters
     stored = [r for r in RunStore.open(memory_env.runs_dir, one.run_id).turns() if r.stored]
     assert [r.stored for r in stored] == [[TROLL]] and stored[0].location == "The Troll Room"
     transcript = (memory_env.runs_dir / two.run_id / "transcript.md").read_text()
-    assert f"*Recalled:* [memory " in transcript and "| memories recalled | 1 |" in transcript
+    assert "*Recalled:* [memory " in transcript and "| memories recalled | 1 |" in transcript
 
 
 async def test_a_full_window_is_handed_off_and_the_next_starts_oriented_and_plays_on_to_the_same_result(memory_env):
