@@ -37,6 +37,19 @@ def default_providers(client: str) -> Providers:
     return make
 
 
+async def quietly(part: str, work: Awaitable[T], default: T, *, within: float) -> T:
+    """`work`'s result, or `default` when it fails or outlasts `within` seconds (with a log line):
+    memory is help, never a gate."""
+    with anyio.move_on_after(within):
+        try:
+            return await work
+        except MemoryStoreError as e:
+            log.warning("memory loop: %s was left out (%s)", part, e)
+            return default
+    log.warning("memory loop: %s was left out (slower than %.1f s)", part, within)
+    return default
+
+
 class _Watcher:
     """Sees windows begin (compaction) and turns end (time to suggest)."""
 
@@ -150,17 +163,8 @@ class MemorySession:
         self.record, self._windows = replace(self.record, window_started_at=started), self._windows + 1
 
     async def _quietly(self, part: str, work: Awaitable[T], default: T, *, within: float | None = None) -> T:
-        """`work`'s result, or `default` when it fails or outlasts `within` seconds (with a log line);
-        recall keeps its own deadline, so the default here, a little longer, is only the backstop."""
-        within = self.deadline + 0.5 if within is None else within
-        with anyio.move_on_after(within):
-            try:
-                return await work
-            except MemoryStoreError as e:
-                log.warning("memory loop: %s was left out (%s)", part, e)
-                return default
-        log.warning("memory loop: %s was left out (slower than %.1f s)", part, within)
-        return default
+        """recall keeps its own deadline, so the default here, a little longer, is only the backstop."""
+        return await quietly(part, work, default, within=self.deadline + 0.5 if within is None else within)
 
     async def send(self, text: str) -> None:
         """Archive the user's words, then send them with what memory adds."""

@@ -19,7 +19,8 @@ from anyio.streams.memory import MemoryObjectSendStream
 from frobozz.engine import AssistantMessage, CompactBoundary, Event, Result, Session, UserMessage
 from frobozz.engine.observers import HandoffLetter, HandoffRelay
 from frobozz.engine.observers._handoff import ask_to_hand_off
-from frobozz.loop import ArchiveObserver, Recall, Section, Window, memory_line, orientation, recalled_blocks
+from frobozz.loop import (ArchiveObserver, Recall, Section, Window, memory_line, orientation, quietly,
+                          recalled_blocks)
 from frobozz.memory import MemoryService, MemorySettings, MemoryStore, MemoryStoreError, SessionStore
 
 from ._orient import GameView, game_sections
@@ -159,15 +160,7 @@ class RunMemory:
                 for name in SERVERS}
 
     async def quietly(self, part: str, work: Awaitable[T], default: T, *, within: float | None = None) -> T:
-        """`work`'s result, or `default` when it fails or is slow: memory never holds a turn up."""
-        with anyio.move_on_after(self.deadline + 0.5 if within is None else within):
-            try:
-                return await work
-            except MemoryStoreError as e:
-                log.warning("memory: %s was left out (%s)", part, e)
-                return default
-        log.warning("memory: %s was left out (too slow)", part)
-        return default
+        return await quietly(part, work, default, within=self.deadline + 0.5 if within is None else within)
 
     # -- before a message ---------------------------------------------------------------------------
     async def message(self, header: str, text: str, location: str | None,
