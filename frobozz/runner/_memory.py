@@ -19,7 +19,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from frobozz.engine import AssistantMessage, CompactBoundary, Event, Result, Session, UserMessage
 from frobozz.engine.observers import HandoffLetter, HandoffRelay
 from frobozz.engine.observers._handoff import ask_to_hand_off
-from frobozz.loop import (ArchiveObserver, Recall, Section, Window, memory_line, orientation, quietly,
+from frobozz.loop import (ArchiveObserver, Provider, Recall, Section, Window, memory_line, orientation, quietly,
                           recalled_blocks)
 from frobozz.memory import MemoryService, MemorySettings, MemoryStore, MemoryStoreError, SessionStore
 
@@ -99,6 +99,14 @@ class MemoryWatch:
         """Until this watch has seen `results` turns end (observers run a little behind the session)."""
         while self.results < results:
             await self._result.wait()
+
+
+def _given(section: Section) -> Provider:
+    """A section known already, as an orientation provider (the loop renders every section alike)."""
+    async def provide(_: Window) -> Section:
+        return section
+    provide.__name__ = section.title
+    return provide
 
 
 @dataclass
@@ -191,15 +199,10 @@ class RunMemory:
             await self.sessions.mark_seen(self.session_id, list(shown))  # recall does not repeat them
             return Section("Notes from earlier runs", "\n".join(memory_line(m) for m in shown.values()))
 
+        letter = [Section("This run's latest hand-off letter", self.letter)] if self.letter else []
         window = Window(self.namespace, self.session_id, previous_start=None, topic=topic)
-        noted = await orientation([notes], window, deadline=self.deadline)
-        sections = [*game_sections(view)]
-        parts = [f"## {s.title}\n{s.text.strip()}" for s in sections if s.text.strip()]
-        if noted:
-            parts.append(noted.removeprefix("# Orientation\n\n"))
-        if self.letter:
-            parts.append(f"## This run's latest hand-off letter\n{self.letter}")
-        return "# Orientation\n\n" + "\n\n".join(parts)
+        return await orientation([*map(_given, game_sections(view)), notes, *map(_given, letter)], window,
+                                 deadline=self.deadline)
 
     async def recall(self, location: str | None, text: str) -> str:
         """The memories for this room and text not shown before in this run, as a block, or ''."""

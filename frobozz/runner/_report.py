@@ -30,6 +30,12 @@ def append_turn(store: RunStore, record: TurnRecord) -> None:
         f.write(block)
 
 
+def append_kept(store: RunStore, kept: Sequence[str]) -> None:
+    """What the run kept for the next run of the game (its lessons, a death)."""
+    with store.transcript.open("a", encoding="utf-8") as f:
+        f.write("## Kept for the next run\n\n" + ("".join(f"- {k}\n" for k in kept) or "(nothing)\n") + "\n")
+
+
 def _memory_lines(record: TurnRecord) -> str:
     """What memory did before this reply, so a reader sees why the move was made."""
     lines = ["*A new context window began here (the conversation was compacted).*"] if record.compacted else []

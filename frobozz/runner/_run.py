@@ -254,9 +254,7 @@ async def _keep_lessons(memory: RunMemory, session: Session, context: RunContext
             kept.append(death)
     info.lessons += len(kept)
     info.memories_stored += len(kept)
-    store = context.store
-    with store.transcript.open("a", encoding="utf-8") as f:
-        f.write("## Kept for the next run\n\n" + ("".join(f"- {k}\n" for k in kept) or "(nothing)\n") + "\n")
+    _report.append_kept(context.store, kept)
 
 
 async def _saved_inventory(story: StoryInfo, settings: RunnerSettings, info: RunInfo) -> str | None:
