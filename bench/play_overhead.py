@@ -1,6 +1,7 @@
 """Runner overhead: the runner's own time per turn (game step, commit, snapshot, transcript; with
 --memory also recall, orientation and archive; no model), and the whole walkthrough's wall time
-against the bare CLI doing the same turns, one run.
+against the bare CLI doing the same turns, one run. With --memory, also tools mode's part: the game
+server's act with recall on (the same queries and threshold, in the game server) against without.
 
 Run: bin/frobozz games list >/dev/null; .venv/bin/python bench/play_overhead.py [--memory] [--others 10000]
 Targets: runner overhead under 10 ms per turn (issue 4); memory adds under 30 ms per turn p50, with
@@ -77,6 +78,31 @@ async def other_games(count: int) -> str:
         await service.aclose()
 
 
+async def game_acts(commands: list[str], recall: bool) -> list[float]:
+    """Seconds per act through the game server (in process, as MCP), recalling in zork1's namespace or not."""
+    from mcp import Client
+
+    from frobozz.servers.game import Settings, create_server
+
+    session = None
+    if recall:
+        service = MemoryService(MemorySettings())
+        try:
+            session = (await (await service.sessions()).open("zork1", client="bench")).id
+        finally:
+            await service.aclose()
+    settings = Settings(game_recall_namespace="zork1" if recall else None, game_recall_session=session)
+    times = []
+    async with Client(create_server(settings)) as client:
+        sid = (await client.call_tool("new_game", {"game": "zork1"})).structured_content["session_id"]
+        await client.call_tool("look", {"session_id": sid})
+        for command in commands:
+            t0 = time.perf_counter()
+            await client.call_tool("act", {"session_id": sid, "command": command})
+            times.append(time.perf_counter() - t0)
+    return times
+
+
 async def runner(settings: RunnerSettings, memory: str | None) -> tuple[float, list[float], int]:
     contexts = []
     t0 = time.perf_counter()
@@ -116,6 +142,13 @@ def main() -> None:
             print(f"  memory adds per turn, p50      {added:8.2f} ms   ({added / TARGET_MEMORY_MS:.2f}x the "
                   f"{TARGET_MEMORY_MS} ms target; recall, archive, orientation)")
             print(f"  --memory whole run             {mwall:8.2f} s    {1000 * mwall / turns:6.1f} ms/turn")
+            plain_acts, recall_acts = anyio.run(game_acts, commands, False), anyio.run(game_acts, commands, True)
+            added = ms(recall_acts[1:], 50) - ms(plain_acts[1:], 50)
+            print(f"  tools mode: game server's act  p50 {ms(plain_acts, 50):8.2f} ms without recall, "
+                  f"{ms(recall_acts[1:], 50):.2f} ms with (p95 {ms(recall_acts[1:], 95):.2f}; first act "
+                  f"{1000 * recall_acts[0]:.0f} ms)")
+            print(f"  recall adds per act, p50       {added:8.2f} ms   ({added / TARGET_MEMORY_MS:.2f}x the "
+                  f"{TARGET_MEMORY_MS} ms target)")
         bare = bare_cli(commands, tempfile.mkdtemp())
         print(f"  whole run (runner + claude)    {wall:8.2f} s    {1000 * wall / turns:6.1f} ms/turn")
         print(f"  bare claude CLI, same turns    {bare:8.2f} s    {1000 * bare / turns:6.1f} ms/turn")

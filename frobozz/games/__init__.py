@@ -8,6 +8,7 @@ from ._map import GameMap, MapFormat, Passage, direction, mentioned_exits
 from ._saves import SaveInfo
 from ._session import MAX_COMMAND_CHARS, GameSession, SessionState, check_command
 from ._story import StoryInfo, parse_story, read_story
+from ._text import memory_queries
 from ._turns import Turn
 from .exceptions import (
     CommandError,
@@ -26,5 +27,5 @@ __all__ = [
     "GameNotFoundError", "GameSession", "GamesSettings", "InstallError", "InterpreterCrashedError",
     "MAX_COMMAND_CHARS", "MapFormat", "Passage", "SaveError", "SaveInfo", "SessionClosedError", "SessionState",
     "StoryFileError", "StoryInfo", "Turn", "by_md5", "check_command", "install", "jericho_supports", "parse_story",
-    "read_story", "replay_journal", "walkthrough_for", "direction", "mentioned_exits",
+    "read_story", "replay_journal", "walkthrough_for", "direction", "memory_queries", "mentioned_exits",
 ]

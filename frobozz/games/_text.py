@@ -30,3 +30,14 @@ def clean_output(text: str) -> str:
 def looks_like_game_over(text: str) -> bool:
     """True when the game offers to restart, restore or quit: how Infocom and Inform games end."""
     return bool(_GAME_OVER.search(text))
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+MAX_SENTENCES = 6  # of a game's answer, searched one by one beside the room's name
+
+
+def memory_queries(location: str | None, text: str) -> list[str]:
+    """What to search long-term memory with after a move: the room's name, then each sentence of the
+    game's answer (a note names the room it is about; an answer's sentences name its things)."""
+    sentences = [s.strip() for s in _SENTENCE.split(text) if len(s.split()) >= 2][:MAX_SENTENCES]
+    return [location, *sentences] if location else sentences

@@ -7,10 +7,10 @@ from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules
 from ._orientation import (Provider, Section, Window, capsules, context_files, here_and_now, latest_letter, memories,
                            orientation)
-from ._recall import Recall, memory_line, recalled_blocks
-from ._session import MemorySession, quietly
+from ._recall import recalled_blocks
+from ._session import MemorySession
 from ._suggest import Suggester, nudge_blocks
 
-__all__ = ["ArchiveObserver", "MemorySession", "Provider", "Recall", "Section", "Suggester", "Window", "capsules",
-           "context_files", "here_and_now", "latest_letter", "memories", "memory_line", "nudge_blocks", "orientation",
-           "quietly", "recalled_blocks", "refresh_capsules"]
+__all__ = ["ArchiveObserver", "MemorySession", "Provider", "Section", "Suggester", "Window", "capsules",
+           "context_files", "here_and_now", "latest_letter", "memories", "nudge_blocks", "orientation",
+           "recalled_blocks", "refresh_capsules"]

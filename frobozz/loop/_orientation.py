@@ -14,8 +14,7 @@ from pathlib import Path
 import anyio
 import frontmatter
 
-from ..memory import RECALL_MIN_SCORE, HandoffStore, MemoryStore, SessionStore
-from ._recall import memory_line
+from ..memory import RECALL_MIN_SCORE, HandoffStore, MemoryStore, SessionStore, memory_line
 
 log = logging.getLogger("frobozz.loop")
 MAX_FILE_CHARS = 20_000  # a context file autoloaded whole is cut here

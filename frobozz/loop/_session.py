@@ -16,11 +16,11 @@ from anyio.abc import TaskGroup
 
 from ..engine import (AssistantMessage, CompactBoundary, EngineOptions, EnginePool, EngineSettings, Event, Observer,
                       Producer, Result)
-from ..memory import HandoffStore, MemoryService, MemoryStore, MemoryStoreError, SessionStore
+from ..memory import HandoffStore, MemoryService, MemoryStore, Recall, SessionStore, quietly
 from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules
 from ._orientation import Provider, Window, capsules, here_and_now, latest_letter, memories, orientation
-from ._recall import Recall, recalled_blocks
+from ._recall import recalled_blocks
 from ._suggest import Suggester, nudge_blocks
 
 log = logging.getLogger("frobozz.loop")
@@ -35,19 +35,6 @@ def default_providers(client: str) -> Providers:
     def make(store: MemoryStore, sessions: SessionStore, handoffs: HandoffStore) -> list[Provider]:
         return [here_and_now(client), latest_letter(handoffs), capsules(sessions), memories(store, sessions)]
     return make
-
-
-async def quietly(part: str, work: Awaitable[T], default: T, *, within: float) -> T:
-    """`work`'s result, or `default` when it fails or outlasts `within` seconds (with a log line):
-    memory is help, never a gate."""
-    with anyio.move_on_after(within):
-        try:
-            return await work
-        except MemoryStoreError as e:
-            log.warning("memory loop: %s was left out (%s)", part, e)
-            return default
-    log.warning("memory loop: %s was left out (slower than %.1f s)", part, within)
-    return default
 
 
 class _Watcher:

@@ -4,6 +4,7 @@ it, as the game server wraps `frobozz.games`; the memory loop uses it directly."
 
 from ._bulk import BulkStore
 from ._handoffs import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter
+from ._recall import Recall, memory_line, quietly
 from ._records import Hit, Memory, content_hash
 from ._search import RECALL_MIN_SCORE, Mode
 from ._service import MemoryService
@@ -14,4 +15,5 @@ from .settings import MemorySettings
 
 __all__ = ["MAX_ITEMS", "MAX_ITEM_CHARS", "RECALL_MIN_SCORE", "ArchiveEntry", "BulkStore", "Capsule", "DatabaseError",
            "EmbeddingMismatchError", "HandoffStore", "Hit", "Letter", "LoopSession", "Memory", "MemoryService",
-           "MemorySettings", "MemoryStore", "MemoryStoreError", "Mode", "SessionStore", "content_hash"]
+           "MemorySettings", "MemoryStore", "MemoryStoreError", "Mode", "Recall", "SessionStore", "content_hash",
+           "memory_line", "quietly"]

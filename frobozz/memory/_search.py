@@ -117,9 +117,12 @@ class Words:
 
 
 async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, since: datetime | None,
-                 until: datetime | None, namespace: str | None, mode: Mode, min_score: float) -> list[list[Hit]]:
+                 until: datetime | None, namespace: str | None, mode: Mode, min_score: float,
+                 context: bool = True) -> list[list[Hit]]:
     """The hits of each query, in order. Several queries are embedded in one batch and looked up side by
-    side: the memory loop's recall asks a few at once, and one model run for all costs less than one each."""
+    side: the memory loop's recall asks a few at once, and one model run for all costs less than one each.
+    `context=False` scores a memory's own words only: for standalone notes (a game's), whose neighbours
+    are other notes, not the conversation around them."""
     for query in queries:
         if not isinstance(query, str) or not query.strip():
             raise MemoryStoreError("the query is empty: say what to look for")
@@ -137,7 +140,7 @@ async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, sinc
 
     async def stats() -> list[Words]:
         async with store.connection() as c:
-            return [Words.of(await c.fetchrow(_WORD_STATS, q, ns), own=mode == "keyword") for q in live]
+            return [Words.of(await c.fetchrow(_WORD_STATS, q, ns), own=mode == "keyword" or not context) for q in live]
 
     vectors, words = await both(embed, stats)  # the CPU embeds while Postgres counts the words
 

@@ -177,8 +177,11 @@ class SessionStore:
 
     async def mark_seen(self, session_id: str, memory_ids: list[int]) -> None:
         async with self.memories.connection() as c:
-            await c.execute("INSERT INTO loop_seen (session_id, memory_id) SELECT $1, unnest($2::bigint[]) "
-                            "ON CONFLICT DO NOTHING", self._id(session_id), memory_ids)
+            try:
+                await c.execute("INSERT INTO loop_seen (session_id, memory_id) SELECT $1, unnest($2::bigint[]) "
+                                "ON CONFLICT DO NOTHING", self._id(session_id), memory_ids)
+            except asyncpg.ForeignKeyViolationError as e:
+                raise MemoryStoreError(f"no loop session {session_id!r}: open one first") from e
 
     async def suggest(self, session_id: str, facts: list[str]) -> None:
         facts = [f.strip().replace("\0", "")[:2_000] for f in facts if f and f.strip()]

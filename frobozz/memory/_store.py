@@ -156,16 +156,17 @@ class MemoryStore:
 
     async def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                      until: datetime | None = None, namespace: str | None = None, mode: Mode = "hybrid",
-                     min_score: float = 0.0) -> list[Hit]:
+                     min_score: float = 0.0, context: bool = True) -> list[Hit]:
         """The best `limit` memories for `query`, each scored in [0, 1] whatever else was found
-        (`_search` says how); those under `min_score` are left out. Nothing found is an empty list."""
+        (`_search` says how); those under `min_score` are left out. Nothing found is an empty list.
+        `context=False`: a memory's own words only, not its neighbours' (standalone notes)."""
         [hits] = await self.search_many([query], limit=limit, since=since, until=until, namespace=namespace,
-                                        mode=mode, min_score=min_score)
+                                        mode=mode, min_score=min_score, context=context)
         return hits
 
     async def search_many(self, queries: Sequence[str], *, limit: int = 10, since: datetime | None = None,
                           until: datetime | None = None, namespace: str | None = None, mode: Mode = "hybrid",
-                          min_score: float = 0.0) -> list[list[Hit]]:
+                          min_score: float = 0.0, context: bool = True) -> list[list[Hit]]:
         """`search` for each query, in order, embedded in one batch and looked up side by side."""
         return await _search.search(self, queries, limit=limit, since=since, until=until, namespace=namespace,
-                                    mode=mode, min_score=min_score)
+                                    mode=mode, min_score=min_score, context=context)

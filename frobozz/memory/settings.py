@@ -25,6 +25,9 @@ class MemorySettings(BaseSettings):
     cortex_default_namespace: str = "default"
     cortex_max_content_chars: int = Field(default=200_000, ge=1)
     cortex_pool_size: int = Field(default=5, ge=1, le=100)
+    cortex_seen_session: str | None = Field(default=None, max_length=100, description=(
+        "A memory-loop session (`play --memory` sets it): what the cortex server stores is marked seen in it, "
+        "so recall does not hand the writer back its own note."))
     cortex_cosine_floor: float = Field(default=0.2, ge=0.0, lt=1.0, description=(
         "The cosine the embedding model gives unrelated text (0.2 for all-MiniLM-L6-v2): scores count only "
         "the closeness above it. Set it for another model."))

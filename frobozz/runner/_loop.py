@@ -166,8 +166,15 @@ class ToolWatcher:
         self.memory = memory
         self._calls: dict[str, tuple[str, str | None]] = {}
         self._texts: list[str] = []
+        self._settled = anyio.Event()  # no game call is waiting for its answer
+        self.session_id: str | None = None  # the game's, as the game server named it
         self._send: MemoryObjectSendStream[Result]
         self._send, self.turn_ends = anyio.create_memory_object_stream[Result](math.inf)
+
+    async def settled(self) -> None:
+        """Until every game call claude has made so far has its answer."""
+        while self._calls:
+            await self._settled.wait()
 
     def on_event(self, event: Event) -> None:
         if event.is_replay:
@@ -180,13 +187,18 @@ class ToolWatcher:
             self._texts.append(event.text)
             for use in event.tool_uses:
                 tool = use.name.rsplit("__", 1)[-1]
-                self._calls[use.id] = (tool, str(use.input.get("command", "")) if tool == "act" else None)
+                if use.name.startswith("mcp__game__"):
+                    self._calls[use.id] = (tool, str(use.input.get("command", "")) if tool == "act" else None)
+                    self._settled = anyio.Event() if self._settled.is_set() else self._settled
         elif isinstance(event, UserMessage):
             for result in event.tool_results:
                 tool, command = self._calls.pop(result.tool_use_id, ("", None))
                 state = _state(result.content)
                 if result.is_error or state is None or tool not in ("act", "new_game", "restore", "undo"):
                     continue
+                self.session_id = state.get("session_id") or self.session_id
+                if self.memory is not None and tool == "act":
+                    self.memory.recalled_by_game(state.get("recalled") or [])
                 turn = Turn(number=self.context.turn_number, command=command, text=state.get("text", ""),
                             score=state.get("score"), moves=state.get("moves"), location=state.get("location"),
                             done=bool(state.get("done")), won=bool(state.get("won")))
@@ -199,7 +211,11 @@ class ToolWatcher:
                 reason = self.context.stop_reason(turn)
                 if reason:
                     self.context.finish(reason)
+            if not self._calls:
+                self._settled.set()
         elif isinstance(event, Result):
+            self._calls.clear()  # a call the turn ended without answering will not be answered
+            self._settled.set()
             self.context.add_cost(event.total_cost_usd)
             self._send.send_nowait(event)
 
@@ -230,7 +246,7 @@ class ToolsProducer:
         inventory = await self.inventory() if self.inventory and current else None
         return GameView(self.instructions, self.header() or "[the game has not started: call new_game]",
                         current.text if current else "", current.location if current else None, inventory,
-                        tuple(self.context.records))
+                        tuple(self.context.records), session_id=self.watcher.session_id)
 
     async def run(self, session: Session) -> None:
         try:  # a first turn that starts before the game server is up has no game tools
@@ -239,29 +255,55 @@ class ToolsProducer:
             self.context.finish(f"the game server did not start: {e}", status="failed")
             return
         first = self.first_message
-        if self.memory is not None:
-            first = f"{await self.memory.orientation(await self.view())}\n\n{self.first_message}"
+        if self.memory is None:
+            await session.send(first)
+            await self._play(session)
+            return
+        first = f"{await self.memory.orientation(await self.view())}\n\n{self.first_message}"
         await session.send(first)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.memory.between_moves, session, self.view, self.watcher.settled)
+            await self._play(session)
+            tg.cancel_scope.cancel()
+
+    async def _play(self, session: Session) -> None:
+        """Each time claude ends its turn before the game ends: nudge it on (with memory: after the hand-off's
+        compaction, with the orientation; with what the mailbox still holds)."""
+        memory = self.memory
         async for result in self.watcher.turn_ends:
             if self.context.finished.is_set():
                 return
-            if result.is_error:
+            paused = memory is not None and memory.pausing  # we ended the turn, to compact with the letter
+            if result.is_error and not paused:
                 self.context.finish(f"claude failed: {(result.result or result.subtype)[:300]}", status="failed")
                 return
-            self.context.info.corrections += 1
-            if self.context.info.corrections > self.context.correction_limit:
-                self.context.finish("stopped playing")
-                return
+            if not paused:
+                self.context.info.corrections += 1
+                if self.context.info.corrections > self.context.correction_limit:
+                    self.context.finish("stopped playing")
+                    return
             nudge = "The game is not over: keep playing with the act tool."
-            if self.memory is None:
+            if memory is None:
                 await session.send(f"{self.header()}\n\n{nudge}")
                 continue
-            await self.memory.between_turns(session, self.watcher.turn_ends.receive)
-            if self.memory.watch.compacted:
-                await session.send(f"{await self.memory.orientation(await self.view())}\n\n{nudge}")
-            else:
-                ask = self.memory.take_ask()
-                await session.send(f"{self.header()}\n\n{nudge}" + (f"\n\n({ask})" if ask else ""))
+            memory.idle = True
+            try:
+                await self._answer(session, memory, nudge)
+            finally:
+                memory.idle = False
+
+    async def _answer(self, session: Session, memory: RunMemory, nudge: str) -> None:
+        """The message after a turn ended, with memory: the hand-off's compaction first, if one is due; the
+        orientation if the window is new, else the status; the notes the game had no answer to carry."""
+        await memory.between_turns(session, self.watcher.turn_ends.receive)
+        undelivered = memory.mailbox.take() if memory.mailbox else []
+        if memory.watch.compacted:
+            undelivered = [n for n in undelivered if not n.startswith("# Orientation")]  # a newer one follows
+            opening = await memory.orientation(await self.view())
+        else:
+            ask = memory.take_ask()
+            opening = self.header() + (f"\n\n({ask})" if ask else "")
+        await session.send("\n\n".join([opening, *undelivered, nudge]))
 
 
 def _state(content: Any) -> dict[str, Any] | None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -16,12 +15,14 @@ from typing import Any, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from frobozz.engine import AssistantMessage, CompactBoundary, Event, Result, Session, UserMessage
+from frobozz.engine import AssistantMessage, CompactBoundary, Event, Result, Session, Usage, UserMessage
 from frobozz.engine.observers import HandoffLetter, HandoffRelay
 from frobozz.engine.observers._handoff import ask_to_hand_off
-from frobozz.loop import (ArchiveObserver, Provider, Recall, Section, Window, memory_line, orientation, quietly,
-                          recalled_blocks)
-from frobozz.memory import MemoryService, MemorySettings, MemoryStore, MemoryStoreError, SessionStore
+from frobozz._mailbox import Mailbox
+from frobozz.games import memory_queries
+from frobozz.loop import ArchiveObserver, Provider, Section, Window, orientation, recalled_blocks
+from frobozz.memory import (MemoryService, MemorySettings, MemoryStore, MemoryStoreError, Recall, SessionStore,
+                            memory_line, quietly)
 
 from ._orient import GameView, game_sections
 
@@ -30,21 +31,25 @@ T = TypeVar("T")
 SERVERS = ("cortex", "handoff")
 TOOLS = [f"mcp__{name}" for name in SERVERS]
 RECALL_LIMIT = 3  # memories under one status line
-MAX_SENTENCES = 6  # of the game's answer, searched one by one beside the room's name
 LESSONS = 3
 LESSONS_WAIT = 120.0  # seconds the model gets to answer the lessons question
 COMPACT_WAIT = 600.0  # seconds a compaction may take
+PAUSE = ("The run pauses here for a new context window (your letter is kept): end your turn now, without another "
+         "game call; the game goes on right after")
 TOOLS_NOTE = ("You also have long-term memory tools. cortex stores and searches notes that outlive this run: "
               "store what a later run of this game should know (what worked, what killed you, where things are), "
               "naming the room a note is about, and it comes back when you are there. handoff writes a letter "
               "to your next context window when I ask for one.")
 LESSONS_PROMPT = ("The run has ended: {how}. Write up to {n} lessons worth keeping for the next run of this game, "
                   "one per line and nothing else: what worked, what to avoid, where things are.")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def ask_with_command(used: int, window: int) -> str:
     return ask_to_hand_off(used, window) + " Then give your next command as usual."
+
+
+def ask_mid_turn(used: int, window: int) -> str:
+    return ask_to_hand_off(used, window) + " Then go on playing."
 
 
 class MemoryWatch:
@@ -59,6 +64,8 @@ class MemoryWatch:
         self.results = 0
         self._result = anyio.Event()
         self.letter: str | None = None  # written (and accepted) since the last turn was recorded
+        self.letter_waiting = False  # accepted, and the window not yet compacted with it
+        self.wake = anyio.Event()  # set by whatever may call for a word mid-turn (tools mode)
         self._storing: dict[str, str] = {}
         self._writing: dict[str, str] = {}
         self._texts: list[str] = []
@@ -85,9 +92,13 @@ class MemoryWatch:
                 if content is not None:
                     self.stored.append(content)
                 if letter is not None:
-                    self.letter = letter  # the relay compacts with it once the turn ends
+                    self.letter, self.letter_waiting = letter, True  # the relay compacts with it once the turn ends
+                    self._wake()
         elif isinstance(event, CompactBoundary):
             self.compacted, self.compactions = True, self.compactions + 1
+            self._wake()
+        elif isinstance(event, Usage):
+            self._wake()  # the relay may find the window full
         elif isinstance(event, Result):
             said, self._texts = "\n".join(t for t in self._texts if t), []
             self._send.send_nowait(said)
@@ -95,10 +106,23 @@ class MemoryWatch:
             self._result.set()
             self._result = anyio.Event()
 
+    def _wake(self) -> None:
+        self.wake.set()
+        self.wake = anyio.Event()
+
     async def caught_up(self, results: int) -> None:
         """Until this watch has seen `results` turns end (observers run a little behind the session)."""
         while self.results < results:
             await self._result.wait()
+
+
+async def interrupt(session: Session) -> None:
+    """End claude's turn, if one is under way."""
+    with anyio.move_on_after(30):
+        try:
+            await session.interrupt()
+        except Exception as e:  # noqa: BLE001 - it may simply have nothing to interrupt
+            log.debug("nothing to interrupt: %s", e)
 
 
 def _given(section: Section) -> Provider:
@@ -132,8 +156,12 @@ class RunMemory:
                                               ask=ask_with_command))
         self.archive: ArchiveObserver | None = None
         self.letter: str | None = None  # this run's latest hand-off letter
-        self._recall = Recall(store, sessions, limit=RECALL_LIMIT, deadline=deadline)
+        self._recall = Recall(store, sessions, limit=RECALL_LIMIT, deadline=deadline,
+                             context=False)  # a game's notes stand alone
         self._recalled: list[str] = []
+        self.mailbox: Mailbox | None = None  # tools mode: notes for the game server's next answer
+        self.pausing = False  # tools mode: the turn is being ended to compact with a letter
+        self.idle = False  # tools mode: claude's turn has ended and the producer is answering it
         self._ask = ""
         self._compactions = 0
 
@@ -163,9 +191,19 @@ class RunMemory:
 
     def servers(self, env: dict[str, str]) -> dict[str, Any]:
         """cortex and handoff for claude's --mcp-config, storing in this run's namespace by default."""
-        env = {**env, "FROBOZZ_CORTEX_DEFAULT_NAMESPACE": self.namespace}
+        env = {**env, "FROBOZZ_CORTEX_DEFAULT_NAMESPACE": self.namespace,
+               "FROBOZZ_CORTEX_SEEN_SESSION": self.session_id}  # recall does not hand the model its own notes
         return {name: {"command": sys.executable, "args": ["-m", "frobozz", "serve", name], "env": env}
                 for name in SERVERS}
+
+    def game_server_env(self, mailbox: Mailbox) -> dict[str, str]:
+        """Tools mode: the game server recalls after each act, in this run's namespace and seen-set, and
+        passes on what the runner leaves in `mailbox` mid-turn."""
+        self.mailbox = mailbox
+        mailbox.resume()  # a run killed while paused is not paused any more
+        mailbox.take()  # nor are its stale notes still due
+        return {"FROBOZZ_GAME_RECALL_NAMESPACE": self.namespace, "FROBOZZ_GAME_RECALL_SESSION": self.session_id,
+                "FROBOZZ_GAME_MAILBOX": str(mailbox.folder)}
 
     async def quietly(self, part: str, work: Awaitable[T], default: T, *, within: float | None = None) -> T:
         return await quietly(part, work, default, within=self.deadline + 0.5 if within is None else within)
@@ -192,7 +230,9 @@ class RunMemory:
         async def notes(_: Window) -> Section | None:
             lessons = await self.store.recent(LESSONS * 2, self.namespace, metadata={"kind": "lesson"})
             relevant = [h.memory for h in await self.store.search(topic, limit=RECALL_LIMIT, namespace=self.namespace,
-                                                                  min_score=self._recall.min_score)]
+                                                                  min_score=self._recall.min_score,
+                                                                  context=False)] \
+                if topic.strip() else []  # tools mode, before the game has begun
             shown = {m.id: m for m in [*relevant, *lessons]}
             if not shown:
                 return None
@@ -206,12 +246,16 @@ class RunMemory:
 
     async def recall(self, location: str | None, text: str) -> str:
         """The memories for this room and text not shown before in this run, as a block, or ''."""
-        sentences = [s.strip() for s in _SENTENCE.split(text) if len(s.split()) >= 2][:MAX_SENTENCES]
-        query, extra = (location, sentences) if location else (sentences[0] if sentences else "", sentences[1:])
-        hits = await self.quietly("recall", self._recall(self.session_id, self.namespace, query, extra=extra), [])
+        queries = memory_queries(location, text) or [""]
+        hits = await self.quietly("recall", self._recall(self.session_id, self.namespace, queries[0],
+                                                         extra=queries[1:]), [])
         self._recalled += [f"[memory {h.memory.id}] {h.memory.content}" for h in hits]
         blocks = recalled_blocks(hits)
         return blocks[0]["text"] if blocks else ""
+
+    def recalled_by_game(self, lines: list[str]) -> None:
+        """Tools mode: what the game server recalled with an act's answer, for the turn's record."""
+        self._recalled += [line.removeprefix("- ") for line in lines if isinstance(line, str)]
 
     async def archive_user(self, text: str) -> None:
         if self.archive is not None:
@@ -230,10 +274,40 @@ class RunMemory:
                 self._ask = self.watch.relay.messages(step)[0]
         if letters:
             self.letter = letters[-1].text()
-            self._ask = ""
+            self._ask, self.watch.letter_waiting = "", False
             await session.send(self.watch.relay.compact(letters[-1]))
             with anyio.move_on_after(COMPACT_WAIT):
                 await turn_end()
+        if self.mailbox is not None:
+            self.pausing = False
+            self.mailbox.resume()
+
+    async def between_moves(self, session: Session, view: Callable[[], Awaitable[GameView]],
+                            settled: Callable[[], Awaitable[None]]) -> None:
+        """Tools mode, for the whole run: a turn is many game calls, so what cannot wait for its end goes
+        with the next game answer (through the mailbox): the orientation after claude compacted on its
+        own, the ask to hand off once the window is full. Once a letter is accepted, moves pause and the
+        turn is interrupted (after the game calls under way have answered), so that between_turns can
+        compact with it."""
+        watch, mailbox = self.watch, self.mailbox
+        assert mailbox is not None
+        while True:
+            wake = watch.wake
+            if self.idle:  # the producer answers the turn's end itself
+                await wake.wait()
+                continue
+            if watch.compacted:  # claude compacted on its own, mid-turn
+                mailbox.post(await self.orientation(await view()))
+            step = watch.relay.due()
+            if step is not None:
+                mailbox.post(ask_mid_turn(step.used, step.window))
+            if watch.letter_waiting and not self.pausing:
+                self.pausing = True
+                mailbox.pause(PAUSE)
+                with anyio.move_on_after(LESSONS_WAIT / 4):
+                    await settled()
+                await interrupt(session)
+            await wake.wait()
 
     def take_ask(self) -> str:
         """The relay's ask to hand off, if there is one for the next message."""
@@ -252,10 +326,7 @@ class RunMemory:
     async def lessons(self, session: Session, *, how: str, score: int | None, turn: int) -> list[str]:
         """Ask the model once for lessons (after any turn still running) and keep them for the next run."""
         with anyio.move_on_after(LESSONS_WAIT / 4):
-            try:
-                await session.interrupt()  # claude may be mid-turn (a time limit; tools mode)
-            except Exception as e:  # noqa: BLE001 - it may simply have nothing to interrupt
-                log.debug("nothing to interrupt before the lessons: %s", e)
+            await interrupt(session)  # claude may be mid-turn (a time limit; tools mode)
             await session.wait_idle()
             await self.watch.caught_up(session.turns_completed)
         while True:  # what the model said before this question is not its answer

@@ -24,6 +24,7 @@ class GameView:
     inventory: str | None  # None: not known without spending a move (the player can ask the game)
     records: Sequence[TurnRecord] = ()
     opening: Turn | None = None  # where the game began (the map starts there)
+    session_id: str | None = None  # tools mode: the game server's session, which every game call names
 
 
 def score_history(records: Sequence[TurnRecord]) -> str:
@@ -41,7 +42,10 @@ def score_history(records: Sequence[TurnRecord]) -> str:
 
 
 def game_sections(view: GameView) -> list[Section]:
-    sections = [Section("The game", view.instructions), Section("Where you are", f"{view.header}\n\n{view.text}")]
+    where = f"{view.header}\n\n{view.text}"
+    if view.session_id:
+        where += f"\n\nYour game is session_id {view.session_id} of the game tools: go on with it (no new_game)."
+    sections = [Section("The game", view.instructions), Section("Where you are", where)]
     sections.append(Section("Inventory", view.inventory if view.inventory is not None else
                             "Not known here: ask the game (inventory costs no move)."))
     if view.records:

@@ -132,21 +132,31 @@ _SLOT = re.compile(r"restore with slot '([^']+)'")
 
 
 def tool_handler(commands: list[str], game: str) -> Handler:
-    """Plays through the game tools: new_game, then act with commands[k] where k counts the acts so far."""
+    """Plays through the game tools: new_game, then act with the next command (the turn the latest status
+    line names, plus the acts answered since: a compacted window goes on where it was). With memory, it
+    writes a hand-off letter when a game answer asks, ends its turn when moves pause, and answers the
+    lessons question."""
     def handler(request: MessagesRequest) -> Reply | str:
         if is_compaction(request):
             return "Summary: the scripted player is playing through the game tools."
         if "lessons worth keeping" in request.last_user_text():
             return f"The game tools take {len(commands)} commands of the walkthrough."
-        uses = [b for m in request.messages if m.get("role") == "assistant" and isinstance(m.get("content"), list)
-                for b in m["content"] if b.get("type") == "tool_use"]
-        acts = sum(u["name"].endswith("__act") for u in uses)
+        answered = " ".join(text_of(r.get("content")) for r in request.tool_results())
+        if PAUSED in answered:
+            return "Ending my turn, as asked."
+        acts = _acts_done(request)
+        if HANDOFF_ASK in answered:
+            return Reply((ToolUse("mcp__handoff__handoff", {
+                "summary": f"Playing through the game tools: {acts} commands done.",
+                "next_steps": [f"next command: {commands[min(acts, len(commands) - 1)]}"]}),))
         session = _latest_session(request)
         slot = _SLOT.search(request.last_user_text())
         if slot and not request.tool_results():  # told to pick the game up again after a stop
             return Reply((ToolUse("mcp__game__new_game", {"game": game}),))
         if session is None:
             return Reply((Text("Starting the game."), ToolUse("mcp__game__new_game", {"game": game})))
+        uses = [b for m in request.messages if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+                for b in m["content"] if b.get("type") == "tool_use"]
         last_use = uses[-1]["name"] if uses else ""
         wanted = _SLOT.findall(" ".join(text_of(m.get("content")) for m in request.messages if m.get("role") == "user"))
         if wanted and last_use.endswith("__new_game"):
@@ -158,11 +168,36 @@ def tool_handler(commands: list[str], game: str) -> Handler:
     return handler
 
 
+PAUSED = "The run pauses here"
+
+
+def _acts_done(request: MessagesRequest) -> int:
+    """The turn the latest status line names, plus the acts played after it."""
+    names: dict[str, str] = {}
+    done = 0
+    for message in request.messages:
+        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        if message.get("role") == "assistant":
+            names.update({b["id"]: b.get("name", "") for b in blocks if b.get("type") == "tool_use"})
+            continue
+        said = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text") \
+            if blocks else text_of(message.get("content"))
+        turn = turn_in(said)
+        if turn is not None:
+            done = turn
+        done += sum(1 for b in blocks if b.get("type") == "tool_result"  # a paused act was not played
+                    and names.get(b.get("tool_use_id", ""), "").endswith("__act")
+                    and not (b.get("is_error") and PAUSED in text_of(b.get("content"))))
+    return done
+
+
 def _latest_session(request: MessagesRequest) -> str | None:
+    """The game's session id: from the latest game answer, or (a new window) as the orientation names it."""
     for message in reversed(request.messages):
-        for block in reversed(message.get("content") if isinstance(message.get("content"), list) else []):
-            if block.get("type") == "tool_result":
-                found = re.search(r'"session_id"\s*:\s*"([0-9a-f]+)"', text_of(block.get("content")))
-                if found:
-                    return found.group(1)
+        content = message.get("content")
+        for block in reversed(content if isinstance(content, list) else [{"type": "text", "text": content}]):
+            text = text_of(block.get("content")) if block.get("type") == "tool_result" else str(block.get("text", ""))
+            found = re.search(r'"session_id"\s*:\s*"([0-9a-f]+)"|session_id ([0-9a-f]{16})\b', text)
+            if found:
+                return found.group(1) or found.group(2)
     return None

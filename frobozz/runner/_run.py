@@ -15,6 +15,7 @@ from typing import Literal
 import anyio
 from pydantic import BaseModel, Field
 
+from frobozz._mailbox import Mailbox
 from frobozz.engine import EngineOptions, Event, Session, SystemInit, transcript_path
 from frobozz.engine.testing import ScriptedModel
 from frobozz.engine.testing._messages_api import Handler
@@ -24,7 +25,7 @@ from frobozz.memory import MemorySettings, MemoryStoreError
 from . import _report
 from ._context import RunContext
 from ._loop import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
-from ._memory import TOOLS, TOOLS_NOTE, RunMemory
+from ._memory import TOOLS, TOOLS_NOTE, RunMemory, interrupt
 from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for, text_handler, tool_handler
 from ._prompts import game_message, instructions, load_template, status_header
 from ._store import RunInfo, RunStore, TurnRecord, new_run_id
@@ -190,7 +191,8 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
                                        "Start the game.", max_score=context.max_score, memory=memory,
                                        instructions=intro, inventory=lambda: _saved_inventory(story, settings, info))]
             observers = [watcher, _SessionKeeper(store)]
-            config_ = _game_server_config(settings, info)
+            config_ = _game_server_config(settings, info, memory.game_server_env(Mailbox(store.dir / "mailbox"))
+                                          if memory is not None else {})
             config_["mcpServers"].update(servers)
             engine_options = EngineOptions(**options, mcp_config=config_, strict_mcp_config=True,
                                            allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS] + (
@@ -214,10 +216,7 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
                 await _keep_lessons(memory, session, context)
             elif info.mode == "tools":
                 with anyio.move_on_after(5):
-                    try:
-                        await session.interrupt()  # claude may be mid-turn, still calling tools
-                    except Exception:  # noqa: BLE001 - it may simply have nothing to interrupt
-                        pass
+                    await interrupt(session)  # claude may be mid-turn, still calling tools
     _report.finish(store, context.records, context.max_score)
     return _result(store)
 
@@ -279,8 +278,8 @@ def _paths(settings: RunnerSettings) -> dict[str, str]:
     return env
 
 
-def _game_server_config(settings: RunnerSettings, info: RunInfo) -> dict:
-    env = _paths(settings)
+def _game_server_config(settings: RunnerSettings, info: RunInfo, memory_env: dict[str, str]) -> dict:
+    env = {**_paths(settings), **memory_env}
     if info.autosave_slot:
         env["FROBOZZ_AUTOSAVE_SLOT"] = info.autosave_slot
     return {"mcpServers": {"game": {"command": sys.executable, "args": ["-m", "frobozz", "serve", "game"], "env": env}}}

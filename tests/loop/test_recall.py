@@ -5,7 +5,8 @@ import logging
 import anyio
 import pytest
 
-from frobozz.loop import Recall, recalled_blocks
+from frobozz.loop import recalled_blocks
+from frobozz.memory import Recall
 from tests.loop import answering
 
 pytestmark = pytest.mark.anyio

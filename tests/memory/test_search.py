@@ -48,3 +48,15 @@ async def test_a_word_pool_too_large_to_rank_gives_its_matches_unranked_and_the_
     unranked = await store.search("brass lantern", namespace="chat", limit=3)
     assert [(h.memory.id, h.score) for h in unranked] == [(h.memory.id, h.score) for h in ranked]
     assert unranked[0].memory.content == "The brass lantern is in the attic."
+
+
+async def test_without_context_a_note_is_found_by_its_own_words_and_not_by_its_neighbours(memory_service):
+    store = await memory_service.store()
+    for note in ("In the Kitchen, the brown sack holds garlic.", "The loud room's echo stops when you say echo.",
+                 "A grating in the clearing opens with the skeleton key."):
+        await store.store(note, {}, "notes")
+    assert await store.search("Kitchen", namespace="empty-notes", context=False) == []
+    in_context = await store.search("Kitchen", namespace="notes", min_score=0.3)
+    alone = await store.search("Kitchen", namespace="notes", min_score=0.3, context=False)
+    assert len(in_context) == 2  # the neighbour holds "Kitchen" in its words in context
+    assert [h.memory.content for h in alone] == ["In the Kitchen, the brown sack holds garlic."]

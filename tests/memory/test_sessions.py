@@ -96,3 +96,8 @@ async def test_concurrent_writers_lose_no_entry(sessions):
         for n in range(30):
             tg.start_soon(sessions.archive, session.id, n, "assistant", f"part {n}")
     assert sorted(e.turn for e in await sessions.transcript(session.id)) == list(range(30))
+
+
+async def test_marking_seen_in_a_session_that_does_not_exist_is_a_clear_error(sessions):
+    with pytest.raises(MemoryStoreError, match="no loop session 'gone': open one first"):
+        await sessions.mark_seen("gone", [1])

@@ -1,8 +1,10 @@
 """`play --memory` end to end: the real claude CLI, the scripted player, the real cortex and handoff
 servers on a real Postgres."""
 
+import json
 import re
 
+import anyio
 import pytest
 
 from frobozz.engine.testing import Reply, ToolUse
@@ -154,3 +156,122 @@ async def test_in_tools_mode_memory_adds_its_tools_to_the_game_tools_and_opens_w
     assert opening.startswith("# Orientation") and "cortex stores and searches notes" in opening
     assert "## Score so far\nThe game has not started yet." in opening
     assert result.memories_stored == 1  # the lesson the scripted player gave at the end
+
+
+def _answer(text):
+    """A game tool's answer, as the model read it (JSON), or {} for any other tool's."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class ToolsRecorder:
+    """The scripted tools player, remembering the game answers (tool results) and the user messages it saw."""
+
+    def __init__(self, commands, *, store_at=None, big_at=None):
+        from frobozz.runner._players import tool_handler
+
+        self.base, self.store_at, self.big_at = tool_handler(commands, "zork1"), store_at, big_at
+        self.answers: list[str] = []
+        self.messages: list[str] = []
+        self.stored = False
+
+    def __call__(self, request):
+        from frobozz.engine import text_of
+        from frobozz.runner._players import _acts_done
+
+        answers = [text_of(r.get("content")) for r in request.tool_results()]
+        if not is_compaction(request):
+            self.answers += answers
+            if request.last_user_text():  # after an interrupt, claude sends a tool's result with it
+                self.messages.append(request.last_user_text())
+        if self.store_at and not self.stored and any(_answer(a).get("location") == self.store_at for a in answers):
+            self.stored = True
+            return Reply((ToolUse("mcp__cortex__store", {"content": TROLL}),))
+        reply = self.base(request)
+        if self.big_at is not None and _acts_done(request) == self.big_at and isinstance(reply, Reply):
+            return Reply(reply.blocks, input_tokens=170_000)
+        return reply
+
+
+async def test_in_tools_mode_the_game_answer_carries_what_memory_recalls_for_its_room(memory_env):
+    commands = walkthrough(memory_env)
+    first = ToolsRecorder(commands, store_at="The Troll Room")
+    await play(RunConfig(player="walkthrough", mode="tools", max_turns=30, memory="tools-recall"), memory_env,
+               handler=first)
+    assert first.stored and not any('"recalled"' in a for a in first.answers)  # nothing to recall in run 1
+    second = ToolsRecorder(commands)
+    two = await play(RunConfig(player="walkthrough", mode="tools", max_turns=30, memory="tools-recall"), memory_env,
+                     handler=second)
+    carrying = [_answer(a) for a in second.answers if TROLL in a]
+    assert len(carrying) == 1 and carrying[0]["location"] == "The Troll Room"
+    assert [TROLL in line for line in carrying[0]["recalled"]] == [True]
+    records = RunStore.open(memory_env.runs_dir, two.run_id).turns()
+    assert [(r.location, TROLL in " ".join(r.recalled)) for r in records if r.recalled] == [("The Troll Room", True)]
+    assert two.memories_recalled == 1 and two.turns == 30
+
+
+async def test_in_tools_mode_a_full_window_is_handed_off_mid_turn_and_play_goes_on_to_the_same_result(memory_env):
+    memory_env.context_window = 200_000
+    commands = walkthrough(memory_env)
+    player = ToolsRecorder(commands, big_at=12)
+    with_handoff = await play(RunConfig(player="walkthrough", mode="tools", max_turns=40, memory="tools-handoff"),
+                              memory_env, handler=player)
+    plain = await play(RunConfig(player="walkthrough", mode="tools", max_turns=40), memory_env)
+    asked = [a for a in player.answers if "Call the handoff tool now" in a]
+    assert len(asked) == 1 and "85% full" in _answer(asked[0])["note"]  # it came with a game answer
+    window = [m for m in player.messages[1:] if "# Orientation" in m]
+    assert len(window) == 1 and window[0].rstrip().endswith("keep playing with the act tool.")
+    for section in ("## Where you are", "## Explored map", "## This run's latest hand-off letter",
+                    "Playing through the game tools: 13 commands done.", "session_id "):
+        assert section in window[0]
+    assert (with_handoff.handoffs, with_handoff.compactions) == (1, 1)
+    same = lambda r: (r.turn, r.command, r.score, r.location, r.text)  # noqa: E731
+    turns = RunStore.open(memory_env.runs_dir, with_handoff.run_id).turns()
+    assert [same(r) for r in turns] == [same(r) for r in RunStore.open(memory_env.runs_dir, plain.run_id).turns()]
+    assert (with_handoff.score, with_handoff.turns) == (plain.score, plain.turns) == (plain.score, 40)
+
+
+async def test_in_tools_mode_claude_compacting_on_its_own_mid_turn_sends_the_orientation_with_the_next_answer(
+        cortex_settings, tmp_path):
+    """claude's automatic compaction cannot be brought about here on demand; the runner's part is what
+    follows it: the orientation waits in the mailbox for the game server's next answer."""
+    from frobozz._mailbox import Mailbox
+    from frobozz.engine import CompactBoundary
+    from frobozz.runner._memory import RunMemory
+    from frobozz.runner._orient import GameView
+
+    class Posted(Mailbox):
+        posted = anyio.Event()
+
+        def post(self, text):
+            super().post(text)
+            self.posted.set()
+
+    memory = await RunMemory.open(cortex_settings, namespace="auto-compact", run_id="r1")
+    try:
+        mailbox = Posted(tmp_path / "mailbox")
+        env = memory.game_server_env(mailbox)
+        assert env["FROBOZZ_GAME_MAILBOX"] == str(tmp_path / "mailbox") and mailbox.take() == []
+
+        async def view():
+            return GameView("Play Zork I.", "[Zork I · score 0/350 · moves 4 · Attic · turn 4 of 40]", "Attic", "Attic",
+                            "A brass lantern", session_id="0123456789abcdef")
+
+        async def settled():
+            return None
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(memory.between_moves, None, view, settled)
+            memory.watch.on_event(CompactBoundary(trigger="auto", pre_tokens=190_000))
+            with anyio.fail_after(30):
+                await mailbox.posted.wait()
+            tg.cancel_scope.cancel()
+        notes = mailbox.take()
+    finally:
+        await memory.aclose()
+    assert len(notes) == 1 and notes[0].startswith("# Orientation")
+    assert "session_id 0123456789abcdef" in notes[0] and "A brass lantern" in notes[0]
+    assert not memory.watch.compacted and memory.watch.compactions == 1

@@ -129,6 +129,14 @@ class HandoffRelay:
                 self._asked = True
                 self._out.send_nowait(HandoffStep(None, self._context, self._window))
 
+    def due(self) -> HandoffStep | None:
+        """The ask, if it is due now (once per window): for a producer whose turns are many tool calls
+        and that passes it on mid-turn, instead of waiting for the turn to end."""
+        if self._asked or self._context < self.threshold * self._window:
+            return None
+        self._asked = True
+        return HandoffStep(None, self._context, self._window)
+
     def messages(self, step: HandoffStep) -> tuple[str, ...]:
         """The messages a step sends: the compaction and the new window's orientation, or the ask."""
         if step.letter is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -11,6 +12,8 @@ from pydantic import BaseModel, Field
 from ...memory import Memory, MemoryService, MemoryStoreError
 from .._tools import annotations, closing, tool_errors
 from .settings import Settings
+
+log = logging.getLogger("frobozz.servers.cortex")
 
 
 class Stored(BaseModel):
@@ -75,6 +78,12 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         """Remember `content` (returns once it is committed); the exact same text is not stored twice."""
         with tool_errors(MemoryStoreError):
             memory, duplicate = await (await cortex.store()).store(content, metadata, namespace, source="mcp")
+            if settings.cortex_seen_session:
+                try:
+                    await (await cortex.sessions()).mark_seen(settings.cortex_seen_session, [memory.id])
+                except MemoryStoreError as e:  # the memory is kept: recall may only show it once more
+                    log.warning("cortex: %s was not marked seen in session %s: %s", memory.id,
+                                settings.cortex_seen_session, e)
             return Stored(id=memory.id, created_at=memory.created_at, duplicate_of=duplicate)
 
     @server.tool(annotations=annotations("Search memories", read_only=True, idempotent=True))

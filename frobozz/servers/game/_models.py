@@ -18,6 +18,10 @@ class GameState(BaseModel):
     location: str | None
     done: bool = Field(description="The game has ended (won, or lost for good).")
     won: bool
+    recalled: list[str] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
+        "Notes from long-term memory about this room or answer, each shown once in a run (play --memory)."))
+    note: str | None = Field(default=None, exclude_if=lambda v: v is None, description=(
+        "A message from the runner that arrived since the last answer (play --memory)."))
 
 
 class GameEntry(BaseModel):

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from frobozz._mailbox import Mailbox
 from frobozz.games import GameError, GameSession, SaveInfo, Turn
 
-from .._tools import annotations, closing, tool_errors
+from .._tools import annotations, tool_errors
 from ._models import (
     EndedGame,
     GameEntry,
@@ -21,6 +26,7 @@ from ._models import (
     ValidActions,
     turn_record,
 )
+from ._recall import MoveRecall
 from ._sessions import Sessions
 from .settings import Settings
 
@@ -33,16 +39,38 @@ SessionId = Annotated[str, Field(description="The session_id that new_game retur
 Slot = Annotated[str, Field(description="Save slot name: letters, digits, '-' or '_'.", max_length=200)]
 
 
-def _state(session: GameSession, turn: Turn) -> GameState:
-    return GameState(session_id=session.id, text=turn.text, score=turn.score, max_score=session.max_score,
-                     moves=turn.moves, location=turn.location, done=turn.done, won=turn.won)
-
-
 def create_server(settings: Settings | None = None) -> MCPServer:
     settings = settings or Settings()
     sessions = Sessions(settings)
+    recall = MoveRecall(settings)
+    mailbox = Mailbox(settings.game_mailbox) if settings.game_mailbox else None
 
-    server = MCPServer("frobozz-game", title="Frobozz games", instructions=INSTRUCTIONS, lifespan=closing(sessions.aclose))
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(recall.start)  # the database and the embedding model, before the first act needs them
+                try:
+                    yield
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            await sessions.aclose()
+            await recall.aclose()
+
+    def _state(session: GameSession, turn: Turn, recalled: list[str] | None = None) -> GameState:
+        """A game answer, with the runner's notes waiting in the mailbox (play --memory in tools mode)."""
+        note = "\n\n".join(mailbox.take()) if mailbox else ""
+        return GameState(session_id=session.id, text=turn.text, score=turn.score, max_score=session.max_score,
+                         moves=turn.moves, location=turn.location, done=turn.done, won=turn.won,
+                         recalled=recalled or [], note=note or None)
+
+    def _unpaused() -> None:
+        reason = mailbox.paused() if mailbox else None
+        if reason:
+            raise ToolError(f"{reason} (nothing was done)")
+
+    server = MCPServer("frobozz-game", title="Frobozz games", instructions=INSTRUCTIONS, lifespan=lifespan)
     reading = dict(read_only=True, idempotent=True)
 
     @server.tool(annotations=annotations("List games", **reading))
@@ -67,13 +95,14 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     async def act(session_id: SessionId, command: Annotated[str, Field(
             description="One command, as a player would type it: 'north', 'take lamp'.")]) -> GameState:
         """Send one command to the game and return its answer."""
+        _unpaused()
         with tool_errors(GameError):
             session = await sessions.get(session_id)
             turn = await session.act(command)
             sessions.changed(session)
             if settings.autosave_slot:  # so a runner can pick the game up again after a crash
                 await session.save(settings.autosave_slot)
-            return _state(session, turn)
+            return _state(session, turn, await recall(turn.location, turn.text))
 
     @server.tool(annotations=annotations("Look around", **reading))
     async def look(session_id: SessionId) -> GameState:
@@ -92,6 +121,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     @server.tool(annotations=annotations("Undo", read_only=False, destructive=True))
     async def undo(session_id: SessionId, steps: Annotated[int, Field(ge=1, le=10_000)] = 1) -> GameState:
         """Take back the last `steps` turns."""
+        _unpaused()
         with tool_errors(GameError):
             session = await sessions.get(session_id)
             turn = await session.undo(steps)
@@ -107,6 +137,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     @server.tool(annotations=annotations("Restore", read_only=False, destructive=True, idempotent=True))
     async def restore(session_id: SessionId, slot: Slot) -> GameState:
         """Put the game back to a saved slot (saves survive server restarts)."""
+        _unpaused()
         with tool_errors(GameError):
             session = await sessions.get(session_id)
             turn = await session.restore(slot)

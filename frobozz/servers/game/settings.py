@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 
 from frobozz.games import GamesSettings
@@ -15,3 +17,12 @@ class Settings(GamesSettings):
     game_shared_sessions: bool = Field(
         default=False, description="Keep each session's state in the data directory, so any of several server "
                                    "processes (behind a load balancer) can answer for it. `serve all --http` sets it.")
+    game_recall_namespace: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$",
+        description="With game_recall_session: after each act, recall long-term memories of this namespace "
+                    "(`play --memory` in tools mode).")
+    game_recall_session: str | None = Field(
+        default=None, max_length=100, description="The memory-loop session whose seen-set recall keeps (no memory "
+                                                  "comes back twice in a run).")
+    game_mailbox: Path | None = Field(
+        default=None, description="A folder where the runner leaves notes for the next game answer, and pauses play.")

@@ -130,3 +130,17 @@ def test_a_letter_the_server_refused_is_not_relayed_and_replays_are_ignored():
     assert relay.letters == []
     _turn(relay, refused=False)
     assert [letter.summary for letter in relay.letters] == [LETTER["summary"]]
+
+
+def test_mid_turn_the_ask_is_due_once_past_the_threshold_and_not_again_when_the_turn_ends():
+    relay = HandoffRelay(context_window=200_000)
+    assert relay.due() is None  # nothing measured yet
+    relay.on_event(Usage(path="/v1/messages", status=200, model="m", input_tokens=170_000, output_tokens=10,
+                         cache_creation_input_tokens=0, cache_read_input_tokens=0, context_tokens=170_000,
+                         context_high_water=170_000, rate_limits={}))
+    step = relay.due()
+    assert step is not None and step.letter is None and (step.used, step.window) == (170_000, 200_000)
+    assert relay.due() is None
+    relay.on_event(Result(subtype="success", is_error=False, result="", session_id="s", num_turns=1, duration_ms=1,
+                          total_cost_usd=0, usage={}))
+    assert relay.steps() == []  # asked already in this window

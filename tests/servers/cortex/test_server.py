@@ -188,3 +188,17 @@ def test_reembed_and_the_bench_build_the_hnsw_index_as_the_latest_migration_does
 
     latest = [sql for _, _, sql in _migrations() if "INDEX memories_embedding" in sql][-1]
     assert HNSW_INDEX in latest
+
+
+async def test_what_a_loop_session_stores_is_seen_in_it_and_a_bad_session_does_not_lose_the_memory(
+        cortex_settings, memory_service):
+    sessions = await memory_service.sessions()
+    run = await sessions.open("default", client="test")
+    seen_by_run = cortex_settings.model_copy(update={"cortex_seen_session": run.id})
+    async with Client(create_server(seen_by_run)) as client:
+        kept = await call(client, "store", content="In the Kitchen, the sack holds garlic.")
+    assert await sessions.unseen(run.id, [kept["id"]]) == []  # recall will not hand it back to its writer
+    broken = cortex_settings.model_copy(update={"cortex_seen_session": "not-a-session"})
+    async with Client(create_server(broken)) as client:
+        other = await call(client, "store", content="The troll is killed with the sword.")
+        assert (await call(client, "get", id=other["id"]))["content"] == "The troll is killed with the sword."

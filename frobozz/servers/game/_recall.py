@@ -1,0 +1,68 @@
+"""Recall after each move (`play --memory` in tools mode): the game's answers reach the model as this
+server's tool results, so the memories for the room and the answer go with them, as they go under the
+status line in text mode: the same queries, the same threshold, the run's seen-set. Help, never a gate:
+with the database away an act answers without them."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from frobozz.games import memory_queries
+from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, Recall, memory_line, quietly
+
+from .settings import Settings
+
+log = logging.getLogger("frobozz.servers.game")
+LIMIT = 3  # memories with one answer
+DEADLINE = 1.5  # seconds recall may add to an act
+START_WAIT = 30.0  # seconds the first act waits for the database and the embedding model
+
+
+class MoveRecall:
+    def __init__(self, settings: Settings) -> None:
+        self.namespace, self.session_id = settings.game_recall_namespace, settings.game_recall_session
+        self._service: MemoryService | None = None
+        self._recall: Recall | None = None
+        self._started = anyio.Event()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.namespace and self.session_id)
+
+    async def start(self) -> None:
+        """Connect and load the embedding model (in the background, as the server starts)."""
+        try:
+            if not self.enabled:
+                return
+            service = self._service = MemoryService(MemorySettings())
+            try:
+                store = await service.store()
+                self._recall = Recall(store, await service.sessions(), limit=LIMIT, deadline=DEADLINE,
+                                      context=False)
+                await store.embedder.embed(["warming up"])
+            except (MemoryStoreError, OSError) as e:
+                log.warning("game: recall is off, memory could not be opened: %s", e)
+                self._recall = None
+        finally:
+            self._started.set()
+
+    async def __call__(self, location: str | None, text: str) -> list[str]:
+        """The memories for this room and answer not shown before in the run, as the model sees them."""
+        if not self.enabled:
+            return []
+        with anyio.move_on_after(START_WAIT):
+            await self._started.wait()
+        if self._recall is None or self.session_id is None or self.namespace is None:
+            return []
+        queries = memory_queries(location, text)
+        if not queries:
+            return []
+        hits = await quietly("recall", self._recall(self.session_id, self.namespace, queries[0], extra=queries[1:]),
+                             [], within=DEADLINE + 0.5)
+        return [memory_line(h.memory) for h in hits]
+
+    async def aclose(self) -> None:
+        if self._service is not None:
+            await self._service.aclose()
