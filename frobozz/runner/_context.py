@@ -20,8 +20,9 @@ _DIED = re.compile(r"\*+\s*You have died\s*\*+", re.IGNORECASE)
 
 class RunContext:
     def __init__(self, store: RunStore, *, max_score: int | None, correction_limit: int = 5,
-                 on_turn: Callable[[RunContext, TurnRecord], None] | None = None) -> None:
+                 on_turn: Callable[[RunContext, TurnRecord], None] | None = None, priced: bool = True) -> None:
         self.store = store
+        self.priced = priced  # False: a scripted model, which costs nothing (claude prices it as a paid one)
         self.info = store.info
         self.max_score = max_score
         self.correction_limit = correction_limit
@@ -48,7 +49,7 @@ class RunContext:
 
     def add_cost(self, total_usd: float | None) -> None:
         """claude reports a running total per process; a smaller total means a new process."""
-        if total_usd is None:
+        if total_usd is None or not self.priced:
             return
         if total_usd < self._last_total:
             self._cost_base += self._last_total

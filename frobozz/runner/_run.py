@@ -142,7 +142,7 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
         else tool_handler(commands_for(player, story), info.game)))
     known = by_md5(story.md5)
     context = RunContext(store, max_score=known.max_score if known else None,
-                         correction_limit=settings.correction_limit, on_turn=on_turn)
+                         correction_limit=settings.correction_limit, on_turn=on_turn, priced=scripted is None)
     records = store.turns()
     context.resume_from(records)
     info.max_score = context.max_score

@@ -4,8 +4,10 @@ import json
 
 import pytest
 
-from frobozz.engine.testing import Reply, Text
+from frobozz.engine.testing import Reply, ScriptedModel, Text
+from frobozz.games import GameLibrary, walkthrough_for
 from frobozz.runner import RunConfig, RunStore, play
+from frobozz.runner._players import text_handler
 from frobozz.runner._prompts import turn_in
 
 pytestmark = pytest.mark.anyio
@@ -78,10 +80,16 @@ async def test_a_death_ends_the_run_and_is_reported_as_such(runner_settings, tmp
     assert "You have died" in _turns(runner_settings, result.run_id)[-1].text
 
 
-async def test_budgets_of_turns_cost_and_time_stop_the_run(runner_settings):
+async def test_budgets_of_turns_cost_and_time_stop_the_run(runner_settings, monkeypatch, tmp_path):
     by_turns = await play(RunConfig(game="zork1", player="walkthrough", max_turns=4), runner_settings)
     assert (by_turns.reason, by_turns.turns) == ("max turns", 4)
-    by_cost = await play(RunConfig(game="zork1", player="walkthrough", max_cost=0.0035), runner_settings)
+    free = await play(RunConfig(game="zork1", player="walkthrough", max_turns=12, max_cost=0.0035), runner_settings)
+    assert (free.cost_usd, free.reason) == (0.0, "max turns")  # the scripted model costs nothing
+    story = GameLibrary(runner_settings).find("zork1")
+    async with ScriptedModel(text_handler(walkthrough_for(story.md5))) as api:  # claude, priced as a paid model
+        for name, value in {**api.env(), "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "c")}.items():
+            monkeypatch.setenv(name, value)
+        by_cost = await play(RunConfig(game="zork1", player="claude", max_cost=0.0035), runner_settings)
     assert by_cost.reason == "max cost" and by_cost.cost_usd >= 0.0035 and by_cost.turns < 10
     slow = Reply((Text("<command>wait</command>"),), delay=0.3)
     by_time = await play(RunConfig(game="zork1", player="walkthrough", max_seconds=3), runner_settings,
