@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process, TaskGroup
 
+from .._children import dying_with_parent
 from .exceptions import CLINotFoundError, ProcessError
 
 _LIVE: set[Process] = set()
@@ -62,7 +63,7 @@ class CLIProcess:
                     task_group: TaskGroup) -> None:
         try:
             self._process = await anyio.open_process(
-                list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                dying_with_parent(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=dict(env), cwd=cwd, start_new_session=True)
         except FileNotFoundError as e:
             raise CLINotFoundError(f"cannot run {command[0]}: {e.strerror}") from e

@@ -13,6 +13,7 @@ import anyio
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from .._children import dying_with_parent
 from .exceptions import GameError, InterpreterCrashedError
 
 _LEN = struct.Struct(">I")
@@ -38,7 +39,7 @@ class WorkerProcess:
 
     async def start(self) -> None:
         self._process = await anyio.open_process(
-            [sys.executable, "-m", "frobozz.games._worker"], cwd=self._scratch.name,
+            dying_with_parent([sys.executable, "-m", "frobozz.games._worker"]), cwd=self._scratch.name,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
         assert self._process.stdout is not None
         self._reader = BufferedByteReceiveStream(self._process.stdout)

@@ -1,10 +1,13 @@
 """`frobozz chat` through a pseudo-terminal (pexpect), offline on the scripted model."""
 
 import os
+import signal
 import sys
 
 import pexpect
 import pytest
+
+from tests.orphans import descendants, still_running
 
 
 @pytest.fixture
@@ -86,3 +89,13 @@ def test_the_hubs_servers_connect_and_what_the_model_stores_in_one_chat_is_recal
     child.expect_exact("you> ")
     child.sendeof()
     child.expect(pexpect.EOF)
+
+
+def test_a_chat_killed_with_sigkill_leaves_no_process_behind(chat_env):
+    child, _ = spawn(chat_env, "--namespace", "killed")
+    child.expect_exact("you> ")
+    children = descendants(child.pid)
+    assert any("claude" in " ".join(p.cmdline()) for p in children)
+    os.kill(child.pid, signal.SIGKILL)
+    child.expect(pexpect.EOF)
+    assert still_running(children, within=5) == []

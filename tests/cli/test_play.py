@@ -11,6 +11,7 @@ import pytest
 
 from frobozz.engine.testing import ScriptedModel
 from frobozz.runner._prompts import turn_in
+from tests.orphans import descendants, still_running
 
 
 def _env(tmp_path, **extra):
@@ -175,3 +176,17 @@ def test_a_killed_memory_run_resumes_with_its_seen_set_and_recalls_nothing_twice
     assert any(t["location"] == "Living Room" and t["turn"] > kept for t in turns)  # there again after: not repeated
     info = json.loads(run_dir.joinpath("run.json").read_text())
     assert info["memory_session"] and info["memories_recalled"] == sum(len(t["recalled"]) for t in turns)
+
+
+@pytest.mark.parametrize("mode", ["text", "tools"])
+def test_a_run_killed_with_sigkill_leaves_no_process_behind_and_resumes(frobozz_env, tmp_path, mode):
+    process = _start(tmp_path, "zork1", "--player", "walkthrough", "--mode", mode, "--json")
+    run_dir = _wait_for_turns(frobozz_env / "runs", 10)
+    children = descendants(process.pid)
+    assert any("claude" in " ".join(p.cmdline()) for p in children)
+    os.kill(process.pid, signal.SIGKILL)  # the runner alone: what it started must go with it
+    process.wait()
+    assert still_running(children, within=5) == []
+    done = _play(tmp_path, "--resume", run_dir.name, "--max-turns", "20", "--json")
+    assert done.returncode == 0, done.stderr
+    assert (json.loads(done.stdout)["turns"], json.loads(done.stdout)["reason"]) == (20, "max turns")
