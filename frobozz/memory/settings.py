@@ -9,6 +9,8 @@ import platformdirs
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from . import _model_download
+
 
 class MemorySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore")
@@ -22,6 +24,11 @@ class MemorySettings(BaseSettings):
     embedding_url: str | None = Field(default=None, description="The ollama or OpenAI-compatible base URL.")
     embedding_api_key: SecretStr | None = None
     embedding_dim: int | None = Field(default=None, ge=1, le=16000, description="For remote models: their size.")
+    embedding_onnx_url: str = Field(default=_model_download.URL, description=(
+        "local: where the pre-exported ONNX model is fetched from once (a tar.gz holding model.onnx and "
+        "tokenizer.json); empty: never fetch, export it here (needs the `export` extra)."))
+    embedding_onnx_sha256: str = Field(default=_model_download.SHA256, pattern=r"^[0-9a-fA-F]{64}$",
+                                       description="The SHA-256 the fetched archive must have.")
     cortex_default_namespace: str = "default"
     cortex_max_content_chars: int = Field(default=200_000, ge=1)
     cortex_pool_size: int = Field(default=5, ge=1, le=100)

@@ -1,13 +1,18 @@
 """The local embedding model on ONNX Runtime gives sentence-transformers' vectors for the same weights."""
 
+import hashlib
+import io
+import shutil
+import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from mcp import Client
 
-from frobozz.memory import _minilm
+from frobozz.memory import MemoryStoreError, _minilm
 from frobozz.servers.cortex import create_server
+from tests.httpserver import serve
 from tests.servers.mcp import call, error
 
 TEXTS = ["", "a", "The doctor recommended the dentist appointment on Monday.",
@@ -54,3 +59,81 @@ async def test_a_cache_directory_that_cannot_be_written_is_a_clear_error_and_sto
         assert "FROBOZZ_CACHE_DIR" in message and "a-file" in message
     async with Client(create_server(cortex_settings)) as client:
         assert (await call(client, "recent"))["memories"] == []
+
+
+def _archive(cache_dir: Path, *, tokenizer_as_link: bool = False) -> bytes:
+    """An archive laid out as Chroma's (onnx/model.onnx, onnx/tokenizer.json, more), from this machine's export."""
+    _minilm.load(cache_dir)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(_minilm.onnx_path(cache_dir), "onnx/model.onnx")
+        if tokenizer_as_link:
+            link = tarfile.TarInfo("onnx/tokenizer.json")
+            link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            tar.addfile(link)
+        else:
+            tar.add(_minilm.weights_dir() / "tokenizer.json", "onnx/tokenizer.json")
+        readme = tarfile.TarInfo("../../outside.txt")
+        readme.size = 2
+        tar.addfile(readme, io.BytesIO(b"no"))
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def light_install(monkeypatch):
+    """No exporter, as on a user's machine without PyTorch."""
+    def no_torch(target):
+        raise AssertionError("a light install has no PyTorch to export with")
+
+    monkeypatch.setattr(_minilm, "export", no_torch)
+    monkeypatch.setattr(_minilm, "onnx_path_if_exportable", lambda cache_dir: None)
+
+
+def test_a_light_install_fetches_the_pre_exported_model_once_checks_it_and_embeds_the_same(
+        cache_dir: Path, tmp_path: Path, light_install):
+    body = _archive(cache_dir)
+    digest = hashlib.sha256(body).hexdigest()
+    with serve({"/onnx.tar.gz": (200, body)}) as base:
+        model = _minilm.load(tmp_path / "c", f"{base}/onnx.tar.gz", digest)
+    folder = tmp_path / "c" / "models" / f"all-MiniLM-L6-v2-{digest[:16]}"
+    assert sorted(p.name for p in folder.iterdir()) == ["model.onnx", "tokenizer.json"]
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # nothing half-made, nothing outside
+    assert not (tmp_path / "outside.txt").exists()
+    again = _minilm.load(tmp_path / "c", "http://127.0.0.1:9/gone.tar.gz", digest)  # from disk: no network
+    reference = _minilm.load(cache_dir)
+    for loaded in (model, again):
+        assert np.abs(loaded.encode(TEXTS[:8]) - reference.encode(TEXTS[:8])).max() < 1e-6
+
+
+@pytest.mark.parametrize("case", ["checksum", "not found", "not an archive", "a link", "no network", "no url"])
+def test_a_fetch_that_fails_or_does_not_check_out_keeps_nothing_and_says_how_to_go_on(
+        cache_dir: Path, tmp_path: Path, light_install, case):
+    body = _archive(cache_dir, tokenizer_as_link=case == "a link")
+    routes = {"/good": (200, body), "/junk": (200, b"\x1f\x8b not gzip at all"), "/missing": (404, b"no")}
+    path, digest = {"checksum": ("/good", "0" * 64), "not found": ("/missing", None),
+                    "not an archive": ("/junk", None), "a link": ("/good", None)}.get(case, ("/good", None))
+    with serve(routes) as base:
+        url = {"no network": "http://127.0.0.1:9/onnx.tar.gz", "no url": None}.get(case, f"{base}{path}")
+        served = routes.get(path, (0, b""))[1]
+        with pytest.raises(MemoryStoreError, match=r"pip install 'frobozz\[export\]'") as raised:
+            _minilm.load(tmp_path / case, url, digest or hashlib.sha256(served).hexdigest())
+    assert {"checksum": "SHA-256", "not found": "404", "not an archive": "could not be read",
+            "a link": "no tokenizer.json", "no network": "could not be fetched",
+            "no url": "FROBOZZ_EMBEDDING_ONNX_URL"}[case] in str(raised.value)
+    models = tmp_path / case / "models"
+    assert not models.exists() or not any(models.iterdir())  # nothing kept, not even half
+
+
+def test_with_no_network_the_model_is_exported_here_when_the_exporter_is_installed(cache_dir: Path, tmp_path: Path,
+                                                                                  monkeypatch):
+    exported = []
+
+    def export(target):  # the real export takes seconds; the file it makes is the cached one's
+        exported.append(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_minilm.onnx_path(cache_dir), target)
+
+    _minilm.load(cache_dir)
+    monkeypatch.setattr(_minilm, "export", export)
+    model = _minilm.load(tmp_path, "http://127.0.0.1:9/onnx.tar.gz", "1" * 64)
+    assert exported == [_minilm.onnx_path(tmp_path)] and model.encode(["lamp"]).shape == (1, _minilm.DIM)
