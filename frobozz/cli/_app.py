@@ -16,13 +16,14 @@ from ._doctor import doctor
 from ._games import games
 from ._mcp_config import mcp_config
 from ._play import play
-from ._serve import serve
+from ._serve import hub_token, serve
 
 app = typer.Typer(help="Frobozz: an MCP tool hub and headless game runner for Claude.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 app.add_typer(games, name="games")
 app.add_typer(cortex, name="cortex")
 app.command()(serve)
+app.command("hub-token")(hub_token)
 app.command()(play)
 app.command()(chat)
 app.command("mcp-config")(mcp_config)

@@ -4,6 +4,7 @@ process over streamable HTTP."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -16,7 +17,10 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
           host: str = typer.Option("127.0.0.1", help="The address to listen on (with --http)."),
           port: int = typer.Option(8765, min=1, max=65535, help="The port to listen on (with --http)."),
           token: str | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKEN", show_default=False,
-                                           help="The bearer token clients must send; generated when unset.")) -> None:
+                                           help="The bearer token clients must send; generated when unset."),
+          tokens: Path | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKENS", show_default=False, help=(
+              "A TOML file of scoped tokens (each: a name, its servers, the namespaces it may read and write; "
+              "`frobozz hub-token` makes one), instead of the one token."))) -> None:
     """Run an MCP server over stdio (as `claude --mcp-config` launches it), or every server over HTTP."""
     names = list(SERVERS) if name == "all" else [name]
     if any(n not in SERVERS for n in names):
@@ -31,14 +35,27 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
 
     from frobozz.servers._http import hub_app, new_token
 
+    base = f"http://{host}:{port}"
+    say = Console(stderr=True, soft_wrap=True).print  # whole lines: the token must be copyable
+    if tokens is not None:
+        from frobozz.servers._grants import load_grants
+
+        try:
+            grants = load_grants(tokens)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="--tokens") from e
+        app = hub_app(names, None, host=host, grants=grants)
+        say(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names))
+        say(f"scoped tokens from {tokens}: " + ", ".join(g.name for g in grants), highlight=False)
+        sys.stderr.flush()
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+        return
     generated = token is None
     token = token or new_token()
     try:
         app = hub_app(names, token, host=host)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
-    base = f"http://{host}:{port}"
-    say = Console(stderr=True, soft_wrap=True).print  # whole lines: the token must be copyable
     say(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names))
     if generated:
         say(f"bearer token (generated; set FROBOZZ_HUB_TOKEN to keep one): {token}", highlight=False)
@@ -46,3 +63,26 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
         f"\"Authorization: Bearer {token if generated else '$FROBOZZ_HUB_TOKEN'}\"", highlight=False)
     sys.stderr.flush()
     uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def hub_token(name: str = typer.Argument(..., help="Who the token is for (shown in refusals)."),
+              servers: list[str] = typer.Option(["cortex", "handoff"], "--server",
+                                                help="A server it may use ('*': any)."),
+              read: list[str] = typer.Option([], "--read", help="A namespace it may read ('*': any)."),
+              write: list[str] = typer.Option([], "--write", help="A namespace it may write (and read).")) -> None:
+    """Make a scoped token: the token goes to its holder (shown once, here), the entry to FROBOZZ_HUB_TOKENS."""
+    from pydantic import ValidationError
+
+    from frobozz.servers._grants import Grant, hashed
+    from frobozz.servers._http import new_token
+
+    secret = new_token()
+    try:
+        grant = Grant(name=name, sha256=hashed(secret), servers=servers, read=read, write=write)
+    except ValidationError as e:
+        raise typer.BadParameter("; ".join(f"{err['loc'][0]}: {err['msg']}" for err in e.errors())) from e
+    Console(stderr=True).print(f"token for {name} (give it to them; it is not kept anywhere): {secret}",
+                               highlight=False, soft_wrap=True)
+    lists = {k: ", ".join(f'"{v}"' for v in getattr(grant, k)) for k in ("servers", "read", "write")}
+    print(f'[[token]]\nname = "{grant.name}"\nsha256 = "{grant.sha256}"\nservers = [{lists["servers"]}]\n'
+          f'read = [{lists["read"]}]\nwrite = [{lists["write"]}]')

@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ._grants import Grant, find_grant, granted
 from ._registry import SERVERS, load_server
 
 OPEN_PATHS = frozenset({"/healthz"})  # for load balancers' health checks
@@ -41,16 +42,49 @@ class BearerToken:
         if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self.expected):
-                body = json.dumps({"error": "unauthorized: send the hub's token as 'Authorization: Bearer TOKEN'"})
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="frobozz"')]})
-                await send({"type": "http.response.body", "body": body.encode()})
+                await _refuse(send, 401, "unauthorized: send the hub's token as 'Authorization: Bearer TOKEN'")
                 return
         await self.app(scope, receive, send)
 
 
-def hub_app(names: list[str], token: str, *, host: str = "127.0.0.1", **overrides: Any) -> ASGIApp:
-    """One ASGI app with each named server mounted at `/NAME` (its endpoint `/NAME/mcp`)."""
+async def _refuse(send: Send, status: int, message: str) -> None:
+    headers = [(b"content-type", b"application/json")]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="frobozz"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": json.dumps({"error": message}).encode()})
+
+
+class ScopedTokens:
+    """Pure ASGI, like BearerToken, for `FROBOZZ_HUB_TOKENS`: the caller's token picks its grant (hashes
+    compared in constant time; tokens are never logged); a server outside it is refused here, and the
+    tools see the grant (namespaces are checked there, before anything changes)."""
+
+    def __init__(self, app: ASGIApp, grants: list[Grant]) -> None:
+        self.app, self.grants = app, grants
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+        grant = find_grant(self.grants, given[7:]) if given.startswith("Bearer ") else None
+        if grant is None:
+            await _refuse(send, 401, "unauthorized: send your hub token as 'Authorization: Bearer TOKEN'")
+            return
+        server = scope["path"].strip("/").split("/")[0]
+        if server and not grant.may_use(server):
+            await _refuse(send, 403, f"token {grant.name!r} may not use the {server} server "
+                                     f"(it may use: {', '.join(grant.servers) or 'none'})")
+            return
+        with granted(grant):
+            await self.app(scope, receive, send)
+
+
+def hub_app(names: list[str], token: str | None, *, host: str = "127.0.0.1", grants: list[Grant] | None = None,
+            **overrides: Any) -> ASGIApp:
+    """One ASGI app with each named server mounted at `/NAME` (its endpoint `/NAME/mcp`), behind one token,
+    or behind scoped tokens (`grants`)."""
     overrides = {**overrides, "game": {"game_shared_sessions": True, **overrides.get("game", {})}}
     servers = {name: load_server(name, **overrides.get(name, {})) for name in names}
     apps = {name: server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, host=host)
@@ -70,4 +104,8 @@ def hub_app(names: list[str], token: str, *, host: str = "127.0.0.1", **override
         return PlainTextResponse("ok")
 
     routes = [Route("/", index), Route("/healthz", health), *(Mount(f"/{n}", app=a) for n, a in apps.items())]
-    return BearerToken(Starlette(routes=routes, lifespan=lifespan), token)
+    app = Starlette(routes=routes, lifespan=lifespan)
+    if grants is not None:
+        return ScopedTokens(app, grants)
+    assert token is not None
+    return BearerToken(app, token)

@@ -123,3 +123,18 @@ async def test_serve_all_over_http_prints_a_generated_token_that_clients_then_us
     finally:
         hub.terminate()
         hub.wait(timeout=30)
+
+
+def test_hub_token_makes_an_entry_the_hub_loads_and_a_bad_tokens_file_stops_serve(tmp_path):
+    from frobozz.servers._grants import find_grant, load_grants
+
+    made = frobozz("hub-token", "alice", "--server", "cortex", "--read", "team", "--write", "alice")
+    secret = made.stderr.split(": ")[-1].split()[0]
+    (tmp_path / "tokens.toml").write_text(made.stdout)
+    [grant] = load_grants(tmp_path / "tokens.toml")
+    assert secret not in made.stdout and find_grant([grant], secret) == grant
+    assert (grant.name, grant.servers, grant.read, grant.write) == ("alice", ["cortex"], ["team"], ["alice"])
+    assert "name: String should match" in frobozz("hub-token", "bad name!", check=False).stderr
+    (tmp_path / "bad.toml").write_text("[[token]]\nname = 'x'\n")
+    refused = frobozz("serve", "all", "--http", "--tokens", str(tmp_path / "bad.toml"), check=False)
+    assert refused.returncode != 0 and "FROBOZZ_HUB_TOKENS" in refused.stderr

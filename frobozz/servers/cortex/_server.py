@@ -10,6 +10,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
 from ...memory import Memory, MemoryService, MemoryStoreError
+from .._grants import check
 from .._tools import annotations, closing, tool_errors
 from .settings import Settings
 
@@ -77,7 +78,9 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                     metadata: dict[str, Any] | None = None, namespace: Namespace = None) -> Stored:
         """Remember `content` (returns once it is committed); the exact same text is not stored twice."""
         with tool_errors(MemoryStoreError):
-            memory, duplicate = await (await cortex.store()).store(content, metadata, namespace, source="mcp")
+            store_ = await cortex.store()
+            check(store_.namespace(namespace), write=True)
+            memory, duplicate = await store_.store(content, metadata, namespace, source="mcp")
             if settings.cortex_seen_session:
                 try:
                     await (await cortex.sessions()).mark_seen(settings.cortex_seen_session, [memory.id])
@@ -95,8 +98,10 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         """Memories ranked by meaning and words (hybrid), meaning only (semantic) or words only (keyword).
         Scores are absolute, in [0, 1]: about 0.3 and above is likely relevant, under 0.2 barely related."""
         with tool_errors(MemoryStoreError):
-            hits = await (await cortex.store()).search(query, limit=limit, since=since, until=until,
-                                                       namespace=namespace, mode=mode, min_score=min_score)
+            store_ = await cortex.store()
+            check(store_.namespace(namespace), write=False)
+            hits = await store_.search(query, limit=limit, since=since, until=until, namespace=namespace, mode=mode,
+                                       min_score=min_score)
             return SearchResults(results=[SearchHit(id=h.memory.id, content=h.memory.content, score=round(h.score, 6),
                                                     created_at=h.memory.created_at, metadata=h.memory.metadata,
                                                     parts=h.parts if explain else None) for h in hits])
@@ -105,25 +110,33 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     async def recent(limit: Annotated[int, Field(ge=1, le=500)] = 10, namespace: Namespace = None) -> Memories:
         """The newest memories first."""
         with tool_errors(MemoryStoreError):
-            return Memories(memories=[_out(m) for m in await (await cortex.store()).recent(limit, namespace)])
+            store_ = await cortex.store()
+            check(store_.namespace(namespace), write=False)
+            return Memories(memories=[_out(m) for m in await store_.recent(limit, namespace)])
 
     @server.tool(annotations=annotations("Get a memory", read_only=True, idempotent=True))
     async def get(id: MemoryId) -> MemoryOut:  # noqa: A002 - the tool's contract
         """One memory by its id."""
         with tool_errors(MemoryStoreError):
-            return _out(await (await cortex.store()).get(id))
+            memory = await (await cortex.store()).get(id)
+            check(memory.namespace, write=False, what=f"memory {id}")
+            return _out(memory)
 
     @server.tool(annotations=annotations("Update a memory", read_only=False, destructive=True, idempotent=True))
     async def update(id: MemoryId, content: str | None = None,  # noqa: A002
                      metadata: dict[str, Any] | None = None) -> MemoryOut:
         """Change a memory's text (it is embedded again) or its metadata."""
         with tool_errors(MemoryStoreError):
-            return _out(await (await cortex.store()).update(id, content, metadata))
+            store_ = await cortex.store()
+            check((await store_.get(id)).namespace, write=True, what=f"memory {id}")
+            return _out(await store_.update(id, content, metadata))
 
     @server.tool(annotations=annotations("Forget a memory", read_only=False, destructive=True, idempotent=False))
     async def forget(id: MemoryId) -> Forgotten:  # noqa: A002
         """Forget a memory (soft deletion: it no longer appears anywhere)."""
         with tool_errors(MemoryStoreError):
-            return Forgotten(id=(await (await cortex.store()).forget(id)).id, forgotten=True)
+            store_ = await cortex.store()
+            check((await store_.get(id)).namespace, write=True, what=f"memory {id}")
+            return Forgotten(id=(await store_.forget(id)).id, forgotten=True)
 
     return server

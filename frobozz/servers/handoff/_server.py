@@ -11,6 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
 from ...memory import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter, MemoryService, MemoryStoreError
+from .._grants import check
 from .._tools import annotations, closing, tool_errors
 from .settings import Settings
 
@@ -78,6 +79,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                       next_steps: Items = None, memories: Items = None, namespace: Namespace = None) -> HandedOff:
         """Write the letter your next context window reads first; each of `memories` is also stored in cortex."""
         with tool_errors(MemoryStoreError):
+            check((await letters()).memories.namespace(namespace), write=True)
             letter_id, memory_ids = await (await letters()).write(summary, next_steps, memories, namespace,
                                                                   settings.session_id)
             return HandedOff(handoff_id=letter_id, memory_ids=memory_ids)
@@ -86,6 +88,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     async def latest_handoff(namespace: Namespace = None) -> Latest:
         """The newest letter in the namespace (from any session), with its memories."""
         with tool_errors(MemoryStoreError):
+            check((await letters()).memories.namespace(namespace), write=False)
             letter = await (await letters()).latest(namespace)
             return Latest(handoff=_out(letter) if letter else None)
 
@@ -93,12 +96,15 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     async def read_handoff(id: Annotated[int, Field(ge=1, le=2**62)]) -> LetterOut:  # noqa: A002 - the contract
         """One letter by its id."""
         with tool_errors(MemoryStoreError):
-            return _out(await (await letters()).read(id))
+            letter = await (await letters()).read(id)
+            check(letter.namespace, write=False, what=f"hand-off letter {id}")
+            return _out(letter)
 
     @server.tool(annotations=annotations("List handoffs", read_only=True, idempotent=True))
     async def list_handoffs(limit: Annotated[int, Field(ge=1, le=200)] = 10, namespace: Namespace = None) -> Letters:
         """The newest letters first, briefly; read_handoff gives one whole."""
         with tool_errors(MemoryStoreError):
+            check((await letters()).memories.namespace(namespace), write=False)
             return Letters(handoffs=[
                 LetterBrief(id=x.id, session_id=x.session_id, created_at=x.created_at, summary=x.summary[:300],
                             next_steps=len(x.next_steps), memories=len(x.memories))
