@@ -24,7 +24,9 @@ T = TypeVar("T")
 
 def _run(work: Callable[[Any], Awaitable[T]], *, check_model: bool = True) -> T:
     """Open the store (the configured database, or the embedded one), run `work`, close; errors plainly."""
-    from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError
+    from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, stop_embedded_at_exit
+
+    stop_embedded_at_exit()  # one command: a Postgres it starts does not outlive it
 
     async def main() -> T:
         opened = MemoryService(MemorySettings())

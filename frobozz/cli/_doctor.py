@@ -144,6 +144,9 @@ async def run_checks() -> list[Outcome]:
 
 def doctor() -> None:
     """Check the install: claude, Postgres and pgvector, embeddings, games and jericho."""
+    from frobozz.memory import stop_embedded_at_exit
+
+    stop_embedded_at_exit()  # one command: a Postgres it starts does not outlive it
     outcomes = anyio.run(run_checks)
     table = Table("check", "", "found")
     for o in outcomes:

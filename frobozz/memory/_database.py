@@ -18,14 +18,28 @@ log = logging.getLogger("frobozz.cortex")
 _LOCK = 0x636F7274  # "cort": one migration at a time, whichever server starts first
 
 
+_ONE_SHOT = False
+
+
+def stop_embedded_at_exit() -> None:
+    """For a one-shot command (`frobozz cortex …`, `doctor`): an embedded Postgres this process has to
+    start is stopped when it exits (once no other process holds it: pgserver counts them). One already
+    running, as the servers and sessions leave it for the next start, is left as it is."""
+    global _ONE_SHOT
+    _ONE_SHOT = True
+
+
 def embedded_url(settings: MemorySettings) -> str:
-    """Start (or reuse) the embedded Postgres; its URI uses a Unix socket in its data directory."""
+    """Start (or reuse) the embedded Postgres; its URI uses a Unix socket in its data directory. It is
+    left running for the next start (MCP servers come and go with each claude session), but for a one-shot
+    command that started it."""
     import pgserver
 
     settings.postgres_dir.mkdir(parents=True, exist_ok=True)
+    started_here = _ONE_SHOT and not (settings.postgres_dir / "postmaster.pid").exists()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
-        server = pgserver.get_server(settings.postgres_dir, cleanup_mode=None)  # left running for the next start
+        server = pgserver.get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
     return server.get_uri()
 
 

