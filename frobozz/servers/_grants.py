@@ -99,6 +99,11 @@ def granted(grant: Grant | None) -> Iterator[None]:
         GRANT.reset(reset)
 
 
+def scoped() -> bool:
+    """Whether the caller came with a scoped token (else every namespace is open)."""
+    return GRANT.get() is not None
+
+
 def check(namespace: str, *, write: bool, what: str | None = None) -> None:
     """Refuse (ToolError, before anything changes) a namespace the caller's token may not read or write.
     `what` (a memory or letter asked for by id) is refused without naming its namespace."""

@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
-from ...memory import Memory, MemoryService, MemoryStoreError
-from .._grants import check
+from ...memory import Memory, MemoryService, MemoryStore, MemoryStoreError
+from .._grants import check, scoped
 from .._tools import annotations, closing, tool_errors
 from .settings import Settings
 
@@ -64,6 +64,18 @@ MinScore = Annotated[float, Field(ge=0.0, le=1.0, description=(
 def _out(m: Memory) -> MemoryOut:
     return MemoryOut(id=m.id, content=m.content, created_at=m.created_at, updated_at=m.updated_at,
                      metadata=m.metadata, namespace=m.namespace, source=m.source)
+
+
+async def writable(store: MemoryStore, memory_id: int) -> None:
+    """Under a scoped token: refuse a memory outside the namespaces it may write (one that does not exist,
+    or was forgotten, is left to the tool to report, as without a token)."""
+    if not scoped():
+        return
+    try:
+        memory = await store.get(memory_id)
+    except MemoryStoreError:
+        return
+    check(memory.namespace, write=True, what=f"memory {memory_id}")
 
 
 def create_server(settings: Settings | None = None) -> MCPServer:
@@ -128,7 +140,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         """Change a memory's text (it is embedded again) or its metadata."""
         with tool_errors(MemoryStoreError):
             store_ = await cortex.store()
-            check((await store_.get(id)).namespace, write=True, what=f"memory {id}")
+            await writable(store_, id)
             return _out(await store_.update(id, content, metadata))
 
     @server.tool(annotations=annotations("Forget a memory", read_only=False, destructive=True, idempotent=False))
@@ -136,7 +148,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         """Forget a memory (soft deletion: it no longer appears anywhere)."""
         with tool_errors(MemoryStoreError):
             store_ = await cortex.store()
-            check((await store_.get(id)).namespace, write=True, what=f"memory {id}")
+            await writable(store_, id)
             return Forgotten(id=(await store_.forget(id)).id, forgotten=True)
 
     return server
