@@ -3,9 +3,11 @@ reused across runs; a pool with pgvector's codec; migrations applied under an ad
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from importlib import resources
+from pathlib import Path
 
 import anyio
 import asyncpg
@@ -36,11 +38,29 @@ def embedded_url(settings: MemorySettings) -> str:
     import pgserver
 
     settings.postgres_dir.mkdir(parents=True, exist_ok=True)
+    _forget_dead_handles(settings.postgres_dir)
     started_here = _ONE_SHOT and not (settings.postgres_dir / "postmaster.pid").exists()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
         server = pgserver.get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
     return server.get_uri()
+
+
+def _forget_dead_handles(postgres_dir: Path) -> None:
+    """pgserver keeps the pids of the processes using its server in a file, and stops the server when the
+    last one leaves; a process that died without its exit handlers (SIGKILL, SIGTERM) stays listed for
+    ever, so the last never leaves. The dead are taken off the list."""
+    import psutil
+
+    handles = postgres_dir / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(pids, list):
+        alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
+        if alive != pids:
+            handles.write_text(json.dumps(alive))
 
 
 def stop_embedded(settings: MemorySettings, *, delete: bool = False) -> None:

@@ -69,6 +69,11 @@ def test_searching_a_fresh_store_finds_nothing_in_every_mode_without_an_error(fr
         assert "no memories found" in done.stdout and not done.stderr.strip()
     assert json.loads(cortex(env, "search", "?!", "--json").stdout) == []
     assert not (frobozz_env / "postgres" / "postmaster.pid").exists()  # a one-shot command's Postgres went with it
+    killed = subprocess.Popen([sys.executable, "-c", "pass"])
+    killed.wait()  # a pid no process has any more, as one killed while it held the server leaves behind
+    (frobozz_env / "postgres" / ".handle_pids.json").write_text(json.dumps([killed.pid]))
+    assert "no memories found" in cortex(env, "search", "lamp").stdout
+    assert not (frobozz_env / "postgres" / "postmaster.pid").exists()
 
 
 def test_a_one_shot_command_leaves_a_postgres_it_did_not_start_running(frobozz_env):
