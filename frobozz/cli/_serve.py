@@ -36,7 +36,6 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
     from frobozz.servers._http import hub_app, new_token
 
     base = f"http://{host}:{port}"
-    say = Console(stderr=True, soft_wrap=True).print  # whole lines: the token must be copyable
     if tokens is not None:
         from frobozz.servers._grants import load_grants
 
@@ -45,22 +44,21 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
         except ValueError as e:
             raise typer.BadParameter(str(e), param_hint="--tokens") from e
         app = hub_app(names, None, host=host, grants=grants)
-        say(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names))
-        say(f"scoped tokens from {tokens}: " + ", ".join(g.name for g in grants), highlight=False)
-        sys.stderr.flush()
-        uvicorn.run(app, host=host, port=port, log_level="warning")
-        return
-    generated = token is None
-    token = token or new_token()
-    try:
-        app = hub_app(names, token, host=host)
-    except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="--token") from e
+        notes = [f"scoped tokens from {tokens}: " + ", ".join(g.name for g in grants)]
+    else:
+        generated = token is None
+        token = token or new_token()
+        try:
+            app = hub_app(names, token, host=host)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="--token") from e
+        notes = [f"bearer token (generated; set FROBOZZ_HUB_TOKEN to keep one): {token}"] if generated else []
+        notes.append(f"claude: claude mcp add --transport http {names[0]} {base}/{names[0]}/mcp --header "
+                     f"\"Authorization: Bearer {token if generated else '$FROBOZZ_HUB_TOKEN'}\"")
+    say = Console(stderr=True, soft_wrap=True).print  # whole lines: the token must be copyable
     say(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names))
-    if generated:
-        say(f"bearer token (generated; set FROBOZZ_HUB_TOKEN to keep one): {token}", highlight=False)
-    say(f"claude: claude mcp add --transport http {names[0]} {base}/{names[0]}/mcp --header "
-        f"\"Authorization: Bearer {token if generated else '$FROBOZZ_HUB_TOKEN'}\"", highlight=False)
+    for note in notes:
+        say(note, highlight=False)
     sys.stderr.flush()
     uvicorn.run(app, host=host, port=port, log_level="warning")
 

@@ -11,6 +11,7 @@ import anyio
 import httpx
 
 from ._minilm import DIM, MODEL, load
+from ._model_download import SHA256, URL
 from .exceptions import MemoryStoreError
 from .settings import MemorySettings
 
@@ -26,14 +27,14 @@ class LocalEmbedder:
     dim = DIM
     _lock = threading.Lock()  # one batch at a time on the CPU, across every embedder in the process
 
-    def __init__(self, cache_dir: Path, url: str | None = None, sha256: str | None = None) -> None:
+    def __init__(self, cache_dir: Path, url: str | None = URL, sha256: str = SHA256) -> None:
         self.model = MODEL
         self._cache_dir, self._url, self._sha256 = cache_dir, url, sha256
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         with self._lock:
             try:
-                model = load(self._cache_dir, self._url, self._sha256) if self._sha256 else load(self._cache_dir)
+                model = load(self._cache_dir, self._url, self._sha256)
             except OSError as e:
                 raise MemoryStoreError(f"the local embedding model could not be prepared in {self._cache_dir} ({e}): "
                                   "set FROBOZZ_CACHE_DIR to a writable directory") from e

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import anyio
 
@@ -62,8 +62,7 @@ class RunContext:
                notes: TurnNotes | None = None) -> TurnRecord:
         """Record one played command before anything else happens (with what memory did around it);
         return its record."""
-        noted = {} if notes is None else dict(recalled=notes.recalled, stored=notes.stored,
-                                              compacted=notes.compacted, handoff=notes.handoff)
+        noted = {} if notes is None else asdict(notes)  # its fields are the record's
         record = TurnRecord(turn=self.info.turns + 1, command=command, text=turn.text, score=turn.score,
                             moves=turn.moves, location=turn.location, done=turn.done, won=turn.won,
                             reply=reply, cost_usd=self.info.cost_usd, **noted)

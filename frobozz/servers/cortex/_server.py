@@ -82,6 +82,13 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     settings = settings or Settings()
     cortex = MemoryService(settings)
 
+    async def memories(namespace: str | None = None, *, write: bool | None = None) -> MemoryStore:
+        """The store; with `write` given, once the caller's token may read (or write) `namespace`."""
+        store = await cortex.store()
+        if write is not None:
+            check(store.namespace(namespace), write=write)
+        return store
+
     server = MCPServer("frobozz-cortex", title="Frobozz cortex", lifespan=closing(cortex.aclose),
                        instructions="Long-term memory: store what matters, search it later (hybrid by default).")
 
@@ -90,9 +97,8 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                     metadata: dict[str, Any] | None = None, namespace: Namespace = None) -> Stored:
         """Remember `content` (returns once it is committed); the exact same text is not stored twice."""
         with tool_errors(MemoryStoreError):
-            store_ = await cortex.store()
-            check(store_.namespace(namespace), write=True)
-            memory, duplicate = await store_.store(content, metadata, namespace, source="mcp")
+            memory, duplicate = await (await memories(namespace, write=True)).store(content, metadata, namespace,
+                                                                                   source="mcp")
             if settings.cortex_seen_session:
                 try:
                     await (await cortex.sessions()).mark_seen(settings.cortex_seen_session, [memory.id])
@@ -110,10 +116,8 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         """Memories ranked by meaning and words (hybrid), meaning only (semantic) or words only (keyword).
         Scores are absolute, in [0, 1]: about 0.3 and above is likely relevant, under 0.2 barely related."""
         with tool_errors(MemoryStoreError):
-            store_ = await cortex.store()
-            check(store_.namespace(namespace), write=False)
-            hits = await store_.search(query, limit=limit, since=since, until=until, namespace=namespace, mode=mode,
-                                       min_score=min_score)
+            hits = await (await memories(namespace, write=False)).search(
+                query, limit=limit, since=since, until=until, namespace=namespace, mode=mode, min_score=min_score)
             return SearchResults(results=[SearchHit(id=h.memory.id, content=h.memory.content, score=round(h.score, 6),
                                                     created_at=h.memory.created_at, metadata=h.memory.metadata,
                                                     parts=h.parts if explain else None) for h in hits])
@@ -122,9 +126,8 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     async def recent(limit: Annotated[int, Field(ge=1, le=500)] = 10, namespace: Namespace = None) -> Memories:
         """The newest memories first."""
         with tool_errors(MemoryStoreError):
-            store_ = await cortex.store()
-            check(store_.namespace(namespace), write=False)
-            return Memories(memories=[_out(m) for m in await store_.recent(limit, namespace)])
+            return Memories(memories=[_out(m) for m in await (await memories(namespace, write=False)).recent(
+                limit, namespace)])
 
     @server.tool(annotations=annotations("Get a memory", read_only=True, idempotent=True))
     async def get(id: MemoryId) -> MemoryOut:  # noqa: A002 - the tool's contract

@@ -67,8 +67,12 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     settings = settings or Settings()
     memory = MemoryService(settings)
 
-    async def letters() -> HandoffStore:
-        return await memory.handoffs(max_chars=settings.handoff_max_chars)
+    async def letters(namespace: str | None = None, *, write: bool | None = None) -> HandoffStore:
+        """The letters; with `write` given, once the caller's token may read (or write) `namespace`."""
+        store = await memory.handoffs(max_chars=settings.handoff_max_chars)
+        if write is not None:
+            check(store.memories.namespace(namespace), write=write)
+        return store
 
     server = MCPServer("frobozz-handoff", title="Frobozz handoff", lifespan=closing(memory.aclose),
                        instructions="Before your context window fills up or the session ends, call `handoff` with a "
@@ -79,17 +83,15 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                       next_steps: Items = None, memories: Items = None, namespace: Namespace = None) -> HandedOff:
         """Write the letter your next context window reads first; each of `memories` is also stored in cortex."""
         with tool_errors(MemoryStoreError):
-            check((await letters()).memories.namespace(namespace), write=True)
-            letter_id, memory_ids = await (await letters()).write(summary, next_steps, memories, namespace,
-                                                                  settings.session_id)
+            letter_id, memory_ids = await (await letters(namespace, write=True)).write(
+                summary, next_steps, memories, namespace, settings.session_id)
             return HandedOff(handoff_id=letter_id, memory_ids=memory_ids)
 
     @server.tool(annotations=annotations("Read the latest handoff", read_only=True, idempotent=True))
     async def latest_handoff(namespace: Namespace = None) -> Latest:
         """The newest letter in the namespace (from any session), with its memories."""
         with tool_errors(MemoryStoreError):
-            check((await letters()).memories.namespace(namespace), write=False)
-            letter = await (await letters()).latest(namespace)
+            letter = await (await letters(namespace, write=False)).latest(namespace)
             return Latest(handoff=_out(letter) if letter else None)
 
     @server.tool(annotations=annotations("Read a handoff", read_only=True, idempotent=True))
@@ -104,10 +106,9 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     async def list_handoffs(limit: Annotated[int, Field(ge=1, le=200)] = 10, namespace: Namespace = None) -> Letters:
         """The newest letters first, briefly; read_handoff gives one whole."""
         with tool_errors(MemoryStoreError):
-            check((await letters()).memories.namespace(namespace), write=False)
             return Letters(handoffs=[
                 LetterBrief(id=x.id, session_id=x.session_id, created_at=x.created_at, summary=x.summary[:300],
                             next_steps=len(x.next_steps), memories=len(x.memories))
-                for x in await (await letters()).recent(limit, namespace)])
+                for x in await (await letters(namespace, write=False)).recent(limit, namespace)])
 
     return server
