@@ -11,20 +11,20 @@ def still_running(processes: list[psutil.Process], within: float) -> list[str]:
     """Those of `processes` still running after `within` seconds (a zombie has ended), as readable lines."""
     alive = processes
     for _ in range(max(1, int(within / 0.25))):
-        _, alive = psutil.wait_procs([p for p in alive if _running(p)], timeout=0.25)
-        if not [p for p in alive if _running(p)]:
+        _, alive = psutil.wait_procs([p for p in alive if running(p)], timeout=0.25)
+        if not [p for p in alive if running(p)]:
             return []
-    return [f"{p.pid} {' '.join(_cmdline(p))[:120]}" for p in alive if _running(p)]
+    return [f"{p.pid} {' '.join(command_line(p))[:120]}" for p in alive if running(p)]
 
 
-def _running(process: psutil.Process) -> bool:
+def running(process: psutil.Process) -> bool:
     try:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
 
 
-def _cmdline(process: psutil.Process) -> list[str]:
+def command_line(process: psutil.Process) -> list[str]:
     try:
         return process.cmdline()
     except psutil.Error:

@@ -25,7 +25,8 @@ _ONE_SHOT = False
 
 def stop_embedded_at_exit() -> None:
     """For a one-shot command (`frobozz cortex …`, `doctor`): an embedded Postgres this process has to
-    start is stopped when it exits (once no other process holds it: pgserver counts them). One already
+    start is stopped when it exits, or is killed (once no other process holds it: pgserver counts them,
+    and a guard process stands in for its exit handler after a SIGKILL). One already
     running, as the servers and sessions leave it for the next start, is left as it is."""
     global _ONE_SHOT
     _ONE_SHOT = True
@@ -38,15 +39,19 @@ def embedded_url(settings: MemorySettings) -> str:
     import pgserver
 
     settings.postgres_dir.mkdir(parents=True, exist_ok=True)
-    _forget_dead_handles(settings.postgres_dir)
+    forget_dead_handles(settings.postgres_dir)
     started_here = _ONE_SHOT and not (settings.postgres_dir / "postmaster.pid").exists()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
         server = pgserver.get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
+    if started_here:
+        from ._guard import guard
+
+        guard(server.pgdata)  # and stops it if the command is killed before its exit handler can
     return server.get_uri()
 
 
-def _forget_dead_handles(postgres_dir: Path) -> None:
+def forget_dead_handles(postgres_dir: Path) -> None:
     """pgserver keeps the pids of the processes using its server in a file, and stops the server when the
     last one leaves; a process that died without its exit handlers (SIGKILL, SIGTERM) stays listed for
     ever, so the last never leaves. The dead are taken off the list."""
@@ -69,6 +74,7 @@ def stop_embedded(settings: MemorySettings, *, delete: bool = False) -> None:
     import pgserver
 
     if (settings.postgres_dir / "PG_VERSION").exists():
+        forget_dead_handles(settings.postgres_dir)  # or a killed user would keep it running
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             server = pgserver.get_server(settings.postgres_dir)  # this process's own handle, if it has one

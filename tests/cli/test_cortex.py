@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from tests.orphans import command_line, running
+
 
 @pytest.fixture
 def cortex_env(cortex_settings, frobozz_env):
@@ -74,6 +76,84 @@ def test_searching_a_fresh_store_finds_nothing_in_every_mode_without_an_error(fr
     (frobozz_env / "postgres" / ".handle_pids.json").write_text(json.dumps([killed.pid]))
     assert "no memories found" in cortex(env, "search", "lamp").stdout
     assert not (frobozz_env / "postgres" / "postmaster.pid").exists()
+
+
+@pytest.fixture
+def holding_export(frobozz_env, tmp_path):
+    """`frobozz cortex export` into a FIFO nobody reads: it starts the embedded Postgres (and its guard), then
+    waits; yields (command, guard, postmaster.pid path). Killed at the end, whatever the test did."""
+    import os
+
+    import anyio
+    import psutil
+
+    env = {**os.environ}
+    env.pop("FROBOZZ_DATABASE_URL", None)
+    fifo = tmp_path / "backup.jsonl"
+    os.mkfifo(fifo)
+    command = subprocess.Popen([sys.executable, "-m", "frobozz", "cortex", "export", "--output", str(fifo)],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    postmaster = frobozz_env / "postgres" / "postmaster.pid"
+
+    def guard() -> psutil.Process | None:
+        found = [p for p in psutil.Process(command.pid).children() if "memory._guard" in " ".join(command_line(p))]
+        return found[0] if found and postmaster.exists() else None
+
+    async def started() -> psutil.Process:
+        with anyio.fail_after(120):
+            while (found := guard()) is None:
+                assert command.poll() is None
+                await anyio.sleep(0.05)
+        return found
+
+    try:
+        yield command, anyio.run(started), postmaster
+    finally:
+        command.kill()
+        command.wait()
+
+
+def test_a_one_shot_command_killed_with_sigkill_does_not_leave_the_postgres_it_started(holding_export):
+    import os
+
+    import anyio
+
+    command, _, postmaster = holding_export
+    server = psutil_process(postmaster)
+    command.kill()
+    command.wait()
+
+    async def stopped() -> None:
+        with anyio.fail_after(10):
+            while postmaster.exists() or running(server):
+                await anyio.sleep(0.05)
+
+    anyio.run(stopped)
+    env = {**os.environ}
+    env.pop("FROBOZZ_DATABASE_URL", None)
+    assert "no memories found" in cortex(env, "search", "lamp").stdout  # and it starts again as before
+
+
+def test_a_killed_one_shot_command_leaves_its_postgres_to_a_process_still_using_it(holding_export):
+    from frobozz.memory import MemorySettings
+    from frobozz.memory._database import embedded_url, stop_embedded
+
+    command, guard, postmaster = holding_export
+    settings = MemorySettings()
+    embedded_url(settings)  # a server joins, as the next claude session's cortex would
+    try:
+        command.kill()
+        command.wait()
+        guard.wait(timeout=30)
+        assert postmaster.exists() and running(psutil_process(postmaster))
+    finally:
+        stop_embedded(settings)
+
+
+def psutil_process(postmaster):
+    import psutil
+
+    return psutil.Process(int(postmaster.read_text().split()[0]))
 
 
 def test_a_one_shot_command_leaves_a_postgres_it_did_not_start_running(frobozz_env):
