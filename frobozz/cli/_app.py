@@ -16,6 +16,7 @@ from ._doctor import doctor
 from ._games import games
 from ._mcp_config import mcp_config
 from ._play import play
+from ._runs import leaderboard, runs, worker
 from ._serve import hub_token, serve
 
 app = typer.Typer(help="Frobozz: an MCP tool hub and headless game runner for Claude.", no_args_is_help=True,
@@ -25,6 +26,9 @@ app.add_typer(cortex, name="cortex")
 app.command()(serve)
 app.command("hub-token")(hub_token)
 app.command()(play)
+app.command()(worker)
+app.add_typer(runs, name="runs")
+app.command()(leaderboard)
 app.command()(chat)
 app.command("mcp-config")(mcp_config)
 app.command()(doctor)

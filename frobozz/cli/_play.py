@@ -47,6 +47,9 @@ def play(
     memory: str = typer.Option(None, "--memory", metavar="[NAMESPACE]", help=(
         "Play with long-term memory (cortex and handoff as tools, orientation, recall, hand-off, lessons kept "
         "for the next run), in NAMESPACE (default: the game's name, shared by all its runs).")),
+    queue: bool = typer.Option(False, "--queue", help=(
+        "Queue the runs in the database (FROBOZZ_DATABASE_URL, or the embedded one) for `frobozz worker`s "
+        "to play, and print their ids.")),
 ) -> None:
     """Play GAME headless: claude drives the real CLI; the game answers each command."""
     from frobozz.runner import PlayerError, RunConfig, RunNotFoundError, RunnerSettings, claude_readiness, play
@@ -68,6 +71,12 @@ def play(
         raise typer.BadParameter(f"{memory[:80]!r} is not a namespace: 1-100 letters, digits, '_', '.', ':' or "
                                  "'-', starting with a letter or digit", param_hint="--memory") from None
     settings = RunnerSettings()
+    if queue:
+        if resume is not None:
+            raise typer.BadParameter("a queued run starts afresh; a stopped queued run goes back to the queue "
+                                     "by itself", param_hint="--resume")
+        _enqueue(config, settings, runs, as_json)
+        return
     if resume is None:
         try:
             ensure_game(game, settings)
@@ -108,3 +117,39 @@ def play(
     out.print(summary_table(results))
     for r in results:
         out.print(f"transcript: {r.transcript}")
+
+
+def _enqueue(config, settings, runs: int, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    """Put `runs` runs of `config` in the queue; their ids, at once."""
+    from frobozz.memory import MemoryStoreError, stop_embedded_at_exit
+    from frobozz.runner import PlayerError, PlayerSpec, RunLedger, enqueue
+    from frobozz.runner._players import commands_for
+
+    try:
+        player = PlayerSpec.parse(config.player)
+        ensure_game(config.game, settings)
+        if player.kind != "claude":  # a scripted player's commands are checked now, not on a worker later
+            commands_for(player, GameLibrary(settings).find(config.game, allow_path=True))
+    except (GameError, PlayerError) as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+    stop_embedded_at_exit()  # a Postgres this starts goes with it (the runs are in it; workers start it again)
+
+    async def main() -> list[str]:
+        ledger = await RunLedger.open()
+        try:
+            return await enqueue(ledger, config, settings, runs)
+        finally:
+            await ledger.aclose()
+
+    try:
+        ids = anyio.run(main)
+    except MemoryStoreError as e:
+        err.print(f"[red]error:[/red] --queue: {e}")
+        raise typer.Exit(1) from None
+    if as_json:
+        out.print_json(json.dumps(ids))
+    else:
+        for run_id in ids:
+            out.print(run_id)
+        err.print(f"queued {len(ids)} run(s) of {config.game}: `frobozz worker` plays them, `frobozz runs` lists them")

@@ -121,8 +121,8 @@ async def connect(url: str, size: int) -> asyncpg.Pool:
         raise DatabaseError(f"cannot reach the database: {e}") from e
 
 
-def _migrations() -> list[tuple[int, str, str]]:
-    folder = resources.files(__package__) / "migrations"
+def _migrations(package: str) -> list[tuple[int, str, str]]:
+    folder = resources.files(package) / "migrations"
     found = []
     for item in folder.iterdir():
         if item.name.endswith(".sql"):
@@ -132,15 +132,26 @@ def _migrations() -> list[tuple[int, str, str]]:
 
 
 async def migrate(pool: asyncpg.Pool, *, dim: int, model: str) -> None:
-    """Apply pending migrations in one transaction, under a lock, so two servers never race."""
+    """cortex's tables, for memories of `dim` dimensions made by `model`."""
+    await apply_migrations(pool, __package__, "cortex_migrations", {"{dim}": str(int(dim)),
+                                                                    "{model}": model.replace("'", "''")})
+
+
+async def apply_migrations(pool: asyncpg.Pool, package: str, ledger: str,
+                           substitutions: dict[str, str] | None = None) -> None:
+    """Apply the pending migrations in `package`'s migrations folder (each part that owns tables has one,
+    and its own `ledger` table of what was applied), in one transaction, under a lock, so two processes
+    never race."""
     async with pool.acquire() as connection, connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1)", _LOCK)
-        await connection.execute("CREATE TABLE IF NOT EXISTS cortex_migrations (version int PRIMARY KEY, "
+        await connection.execute(f"CREATE TABLE IF NOT EXISTS {ledger} (version int PRIMARY KEY, "
                                  "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
-        done = {r["version"] for r in await connection.fetch("SELECT version FROM cortex_migrations")}
-        for version, name, sql in _migrations():
+        done = {r["version"] for r in await connection.fetch(f"SELECT version FROM {ledger}")}
+        for version, name, sql in _migrations(package):
             if version in done:
                 continue
             log.info("applying migration %s", name)
-            await connection.execute(sql.replace("{dim}", str(int(dim))).replace("{model}", model.replace("'", "''")))
-            await connection.execute("INSERT INTO cortex_migrations (version, name) VALUES ($1, $2)", version, name)
+            for key, value in (substitutions or {}).items():
+                sql = sql.replace(key, value)
+            await connection.execute(sql)
+            await connection.execute(f"INSERT INTO {ledger} (version, name) VALUES ($1, $2)", version, name)

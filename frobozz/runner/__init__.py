@@ -1,10 +1,14 @@
-"""Headless play: claude (or a scripted stand-in) plays a Z-machine game through the engine."""
+"""Headless play: claude (or a scripted stand-in) plays a Z-machine game through the engine; runs queued
+in Postgres for workers on many machines, with their results and a leaderboard."""
 
 from ._extract import extract_commands
+from ._ledger import STATUSES, RunLedger
 from ._players import PlayerError, PlayerSpec, claude_readiness
+from ._queue import Worker, enqueue
 from ._run import RunConfig, RunResult, play
 from ._store import RunInfo, RunNotFoundError, RunStore, TurnRecord
 from .settings import RunnerSettings
 
-__all__ = ["PlayerError", "PlayerSpec", "RunConfig", "RunInfo", "RunNotFoundError", "RunResult", "RunStore",
-           "RunnerSettings", "TurnRecord", "claude_readiness", "extract_commands", "play"]
+__all__ = ["STATUSES", "PlayerError", "PlayerSpec", "RunConfig", "RunInfo", "RunLedger", "RunNotFoundError",
+           "RunResult", "RunStore", "RunnerSettings", "TurnRecord", "Worker", "claude_readiness", "enqueue",
+           "extract_commands", "play"]

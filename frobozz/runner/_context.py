@@ -2,26 +2,39 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from typing import TYPE_CHECKING, Any
 
 import anyio
+import asyncpg
 
 from frobozz.games import Turn
+from frobozz.memory import DatabaseError
 
 from ._memory import TurnNotes
 from ._report import append_turn
 from ._store import RunStore, TurnRecord
+
+if TYPE_CHECKING:
+    from ._ledger import RunLedger
 
 _DIED = re.compile(r"\*+\s*You have died\s*\*+", re.IGNORECASE)
 
 
 class RunContext:
     def __init__(self, store: RunStore, *, max_score: int | None, correction_limit: int = 5,
-                 on_turn: Callable[[RunContext, TurnRecord], None] | None = None, priced: bool = True) -> None:
+                 on_turn: Callable[[RunContext, TurnRecord], None] | None = None, priced: bool = True,
+                 ledger: RunLedger | None = None) -> None:
         self.store = store
+        self.ledger = ledger  # a queued run: each turn is committed to the database too, in order
+        self._to_ledger, self._ledger_queue = anyio.create_memory_object_stream[
+            tuple[TurnRecord, dict[str, Any] | None]](math.inf)
+        self._pending = 0
+        self._written = anyio.Condition()
         self.priced = priced  # False: a scripted model, which costs nothing (claude prices it as a paid one)
         self.info = store.info
         self.max_score = max_score
@@ -67,6 +80,9 @@ class RunContext:
                             moves=turn.moves, location=turn.location, done=turn.done, won=turn.won,
                             reply=reply, cost_usd=self.info.cost_usd, **noted)
         self.store.record(record, snapshot)
+        if self.ledger is not None:
+            self._pending += 1
+            self._to_ledger.send_nowait((record, snapshot))
         append_turn(self.store, record)
         self.records.append(record)
         self.current = turn
@@ -74,6 +90,29 @@ class RunContext:
         if self.on_turn:
             self.on_turn(self, record)
         return record
+
+    async def keep_ledger(self) -> None:
+        """Commit the turns to the database in the order they were played (a task beside the run: the
+        observers that commit tools-mode turns cannot wait on the database)."""
+        assert self.ledger is not None
+        async for record, snapshot in self._ledger_queue:
+            try:
+                await self.ledger.record(self.info, record, snapshot)
+            except (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+                # the run stops where the database last has it (its directory has every turn)
+                self.ledger = None
+                self.finish(f"the database went away: {e}"[:300], status="stopped")
+            async with self._written:
+                self._pending = 0 if self.ledger is None else self._pending - 1
+                self._written.notify_all()
+            if self.ledger is None:
+                return
+
+    async def committed(self) -> None:
+        """Until every turn played so far is in the database too (text mode waits before the next turn)."""
+        async with self._written:
+            while self._pending:
+                await self._written.wait()
 
     def stop_reason(self, turn: Turn) -> str | None:
         if turn.won:

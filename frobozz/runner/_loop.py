@@ -137,6 +137,7 @@ class GameProducer:
                     continue
                 context.commit(command, turn, reply=reply.text, snapshot=self.game.snapshot(),
                                notes=self.memory.notes() if self.memory else None)
+                await context.committed()
                 answers.append(turn.text if len(commands) == 1 else f"> {command}\n{turn.text}")
                 reason = context.stop_reason(turn)
                 if reason:

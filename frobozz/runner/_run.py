@@ -24,6 +24,7 @@ from frobozz.memory import MemorySettings, MemoryStoreError
 
 from . import _report
 from ._context import RunContext
+from ._ledger import RunLedger
 from ._loop import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
 from ._memory import TOOLS, TOOLS_NOTE, RunMemory, interrupt
 from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for, text_handler, tool_handler
@@ -97,27 +98,31 @@ def game_namespace(story: StoryInfo) -> str:
     return (name or "game")[:100]
 
 
-def _new_store(config: RunConfig, settings: RunnerSettings, player: PlayerSpec) -> RunStore:
+def new_info(config: RunConfig, settings: RunnerSettings, player: PlayerSpec | None = None) -> RunInfo:
+    """A new run of `config`, not yet started (its game found, its player known)."""
+    player = player or PlayerSpec.parse(config.player)
     story = GameLibrary(settings).find(config.game, allow_path=True)
     run_id = new_run_id()
-    info = RunInfo(run_id=run_id, game=config.game, story=str(story.path), story_md5=story.md5, title=_title(story),
+    return RunInfo(run_id=run_id, game=config.game, story=str(story.path), story_md5=story.md5, title=_title(story),
                    player=player.name, mode=config.mode, model=config.model or settings.claude_model,
                    max_turns=config.max_turns, max_cost=config.max_cost, max_seconds=config.max_seconds,
                    multi=config.multi, prompt_file=str(config.prompt_file) if config.prompt_file else None,
                    created=datetime.now(UTC).isoformat(timespec="seconds"),
                    autosave_slot=f"run-{run_id}" if config.mode == "tools" else None,
                    memory_namespace=None if config.memory is None else config.memory or game_namespace(story))
-    return RunStore.create(settings.runs_dir, info)
 
 
 async def play(config: RunConfig, settings: RunnerSettings | None = None, *, handler: Handler | None = None,
                on_turn: Callable[[RunContext, TurnRecord], None] | None = None,
-               handle_signals: bool = False, cli_path: str | None = None) -> RunResult:
-    """Play one run to its end. `handler` replaces the scripted player's model (tests, demos)."""
+               handle_signals: bool = False, cli_path: str | None = None, ledger: RunLedger | None = None,
+               stop: anyio.Event | None = None) -> RunResult:
+    """Play one run to its end. `handler` replaces the scripted player's model (tests, demos); `ledger`
+    commits each turn to the database too (a queued run); `stop` set: stop at the next turn boundary."""
     settings = settings or RunnerSettings()
     if config.resume:
         store = RunStore.open(settings.runs_dir, config.resume)
-        if store.info.status == "running" or store.info.reason in ("interrupted", "time limit", "max turns", "max cost"):
+        if store.info.status in ("queued", "running") or store.info.reason in (
+                "interrupted", "time limit", "max turns", "max cost"):
             store.info.status, store.info.reason = "running", None
             for name in ("max_turns", "max_cost", "max_seconds"):  # a resume may raise a budget
                 value = getattr(config, name)
@@ -132,7 +137,7 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
         if problem:
             raise PlayerError(problem)
     if store is None:
-        store = _new_store(config, settings, player)
+        store = RunStore.create(settings.runs_dir, new_info(config, settings, player))
     info = store.info
     story = read_story(info.story)
     if info.status != "running":
@@ -142,7 +147,8 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
         else tool_handler(commands_for(player, story), info.game)))
     known = by_md5(story.md5)
     context = RunContext(store, max_score=known.max_score if known else None,
-                         correction_limit=settings.correction_limit, on_turn=on_turn, priced=scripted is None)
+                         correction_limit=settings.correction_limit, on_turn=on_turn, priced=scripted is None,
+                         ledger=ledger)
     records = store.turns()
     context.resume_from(records)
     info.max_score = context.max_score
@@ -207,10 +213,16 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
             async with anyio.create_task_group() as tg:
                 if handle_signals:
                     tg.start_soon(_stop_on_signal, context)
+                if stop is not None:
+                    tg.start_soon(_stop_on_event, context, stop)
+                if ledger is not None:
+                    tg.start_soon(context.keep_ledger)
                 with anyio.move_on_after(info.max_seconds or float("inf")) as timer:
                     await context.finished.wait()
                 if timer.cancelled_caught:
                     context.finish("time limit")
+                with anyio.move_on_after(60):
+                    await context.committed()  # the turns played are in the database before the run ends
                 tg.cancel_scope.cancel()
             if memory is not None and info.status == "finished":
                 await _keep_lessons(memory, session, context)
@@ -218,6 +230,8 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
                 with anyio.move_on_after(5):
                     await interrupt(session)  # claude may be mid-turn, still calling tools
     _report.finish(store, context.records, context.max_score)
+    if context.ledger is not None:  # (None after the database went away mid-run)
+        await context.ledger.save(info, ended_at=datetime.now(UTC))
     return _result(store)
 
 
@@ -283,6 +297,11 @@ def _game_server_config(settings: RunnerSettings, info: RunInfo, memory_env: dic
     if info.autosave_slot:
         env["FROBOZZ_AUTOSAVE_SLOT"] = info.autosave_slot
     return {"mcpServers": {"game": {"command": sys.executable, "args": ["-m", "frobozz", "serve", "game"], "env": env}}}
+
+
+async def _stop_on_event(context: RunContext, stop: anyio.Event) -> None:
+    await stop.wait()
+    context.finish("interrupted", status="stopped")
 
 
 async def _stop_on_signal(context: RunContext) -> None:

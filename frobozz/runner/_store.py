@@ -132,6 +132,15 @@ class RunStore:
             f.flush()
             os.fsync(f.fileno())
 
+    def rewrite(self, records: list[TurnRecord], snapshot: dict[str, Any] | None) -> None:
+        """Make the turns and the snapshot these (a run taken up from the database's record of it)."""
+        lines = "".join(json.dumps(asdict(r)) + "\n" for r in records)
+        atomic_write(self.dir / "turns.jsonl", lines.encode())
+        if snapshot is None:
+            (self.dir / "snapshot.json").unlink(missing_ok=True)
+        else:
+            atomic_write(self.dir / "snapshot.json", json.dumps(snapshot).encode())
+
     def turns(self) -> list[TurnRecord]:
         """Every committed turn, including one whose line a crash cut off after its snapshot."""
         records: dict[int, TurnRecord] = {}

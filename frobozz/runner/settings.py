@@ -17,6 +17,9 @@ class RunnerSettings(GamesSettings):
     context_window: int | None = Field(default=None, ge=1000, description=(
         "The context window's size in tokens; unset: the one claude reports for its model."))
 
+    worker_heartbeat: float = Field(default=30.0, ge=0.5, le=3600, description=(
+        "Seconds without a heartbeat after which a worker's run is given to another worker."))
+
     @property
     def runs_dir(self) -> Path:
         return self.data_dir / "runs"

@@ -173,7 +173,7 @@ async def test_migration_4_counts_words_and_builds_contexts_for_memories_already
         async with pool.acquire() as c:
             await c.execute("CREATE TABLE cortex_migrations (version int PRIMARY KEY, name text NOT NULL, "
                             "applied_at timestamptz NOT NULL DEFAULT now())")
-            for version, name, sql in _migrations():
+            for version, name, sql in _migrations("frobozz.memory"):
                 if version < 4:
                     await c.execute(sql.replace("{dim}", "384").replace("{model}", "all-MiniLM-L6-v2"))
                     await c.execute("INSERT INTO cortex_migrations VALUES ($1, $2)", version, name)

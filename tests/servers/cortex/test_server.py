@@ -186,7 +186,7 @@ async def test_every_pooled_connection_searches_with_the_wider_hnsw_candidate_li
 def test_reembed_and_the_bench_build_the_hnsw_index_as_the_latest_migration_does():
     from frobozz.memory._database import HNSW_INDEX, _migrations
 
-    latest = [sql for _, _, sql in _migrations() if "INDEX memories_embedding" in sql][-1]
+    latest = [sql for _, _, sql in _migrations("frobozz.memory") if "INDEX memories_embedding" in sql][-1]
     assert HNSW_INDEX in latest
 
 

@@ -1,0 +1,173 @@
+"""`frobozz worker`, `frobozz runs` and `frobozz leaderboard`: queued runs, played and looked back on."""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+out = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+
+
+def _with_ledger(work: Callable[[Any], Awaitable[T]], *, one_shot: bool = True, size: int = 4) -> T:
+    """Open the runs' database (FROBOZZ_DATABASE_URL, or the embedded one), run `work`, close; errors plainly."""
+    from frobozz.memory import MemoryStoreError, stop_embedded_at_exit
+    from frobozz.runner import RunLedger, RunNotFoundError
+
+    if one_shot:
+        stop_embedded_at_exit()  # a Postgres this command starts goes with it
+
+    async def main() -> T:
+        ledger = await RunLedger.open(size=size)
+        try:
+            return await work(ledger)
+        finally:
+            await ledger.aclose()
+
+    try:
+        return anyio.run(main)
+    except (MemoryStoreError, RunNotFoundError) as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+
+
+def worker(concurrency: int = typer.Option(1, min=1, max=16, help="How many runs at once."),
+           games: str = typer.Option(None, help="Comma-separated games this worker takes (default: every game "
+                                                "it has).")) -> None:
+    """Take queued runs (`play --queue`) and play them, until Ctrl-C or SIGTERM: the runs in hand then stop
+    at their next turn and go back to the queue, to be taken up from there."""
+    from frobozz.games import GameError
+    from frobozz.runner import RunnerSettings, Worker
+
+    settings = RunnerSettings()
+    names = [g.strip() for g in games.split(",") if g.strip()] if games else None
+    if games is not None and not names:
+        raise typer.BadParameter("name at least one game", param_hint="--games")
+
+    def finished(result: Any) -> None:
+        out.print(f"run {result.run_id}: {result.reason}, score {result.score}/{result.max_score} "
+                  f"in {result.turns} turns")
+
+    async def work(ledger: Any) -> None:
+        try:
+            taker = Worker(ledger, settings, concurrency=concurrency, games=names, on_finished=finished)
+        except GameError as e:
+            err.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(1) from None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_stop_on_signal, taker)
+            err.print(f"worker: taking runs of {len(taker.stories)} game(s), {concurrency} at a time")
+            await taker.run()
+            tg.cancel_scope.cancel()
+        err.print(f"worker: stopped after {len(taker.played)} run(s)")
+
+    _with_ledger(work, one_shot=False, size=2 * concurrency + 4)  # per run: its lock, its turns
+
+
+async def _stop_on_signal(taker: Any) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            err.print("worker: stopping; the runs in hand stop at their next turn and go back to the queue")
+            taker.stop()
+            return
+
+
+runs = typer.Typer(help="Runs in the database (queued and played by workers): list them, or show one.",
+                   invoke_without_command=True)
+
+
+@runs.callback()
+def runs_list(ctx: typer.Context, game: str = typer.Option(None), model: str = typer.Option(None),
+              status: str = typer.Option(None, help="queued, running, finished, stopped or failed."),
+              limit: int = typer.Option(50, min=1, max=10000),
+              as_json: bool = typer.Option(False, "--json")) -> None:
+    """The newest runs first."""
+    from frobozz.runner import STATUSES
+
+    if ctx.invoked_subcommand is not None:
+        return
+    if status is not None and status not in STATUSES:
+        raise typer.BadParameter(f"use one of: {', '.join(STATUSES)}", param_hint="--status")
+    rows = _with_ledger(lambda ledger: ledger.runs(game=game, model=model, status=status, limit=limit))
+    if as_json:
+        out.print_json(json.dumps(rows, default=str))
+        return
+    if not rows:
+        out.print("no runs" + (" matching" if game or model or status else " yet: `frobozz play GAME --queue` "
+                                                                           "queues some"))
+        return
+    table = Table("run", "game", "player", "mode", "model", "status", "score", "turns", "won", "reason", "cost")
+    for r in rows:
+        score = f"{r['score']}/{r['max_score']}" if r["max_score"] else str(r["score"] if r["score"] is not None else "")
+        table.add_row(r["run_id"], r["game"], r["player"], r["mode"], r["model"] or "", r["status"], score,
+                      str(r["turns"]), "yes" if r["won"] else "no", r["reason"] or "", f"${r['cost_usd']:.4f}")
+    out.print(table)
+
+
+@runs.command("show")
+def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
+    """One run: its settings and result, where it was played, its score chart and map."""
+    async def work(ledger: Any) -> dict[str, Any]:
+        row = await ledger.get(run_id.strip())
+        row["info"] = json.loads(row["info"])
+        row.pop("snapshot", None)
+        turns = await ledger.turns(row["run_id"])
+        row["last_turn"] = None if not turns else {"turn": turns[-1].turn, "command": turns[-1].command,
+                                                   "text": turns[-1].text}
+        where = Path(row["run_dir"]) if row["run_dir"] else None
+        row["files"] = {name: str(where / name) for name in ("transcript.md", "score.png", "map.png")
+                        if where is not None and (where / name).exists()}
+        return row
+
+    row = _with_ledger(work)
+    if as_json:
+        out.print_json(json.dumps(row, default=str))
+        return
+    info = row["info"]
+    table = Table.grid(padding=(0, 2))
+    score = f"{row['score']}/{row['max_score']}" if row["max_score"] else str(row["score"])
+    for name, value in (("run", row["run_id"]), ("game", f"{row['game']} ({info.get('title')})"),
+                        ("player", row["player"]), ("mode", row["mode"]), ("model", row["model"] or "(default)"),
+                        ("status", f"{row['status']}" + (f": {row['reason']}" if row["reason"] else "")),
+                        ("score", score), ("turns", row["turns"]), ("won", "yes" if row["won"] else "no"),
+                        ("cost", f"${row['cost_usd']:.4f}"), ("worker", row["worker"] or "(not taken yet)"),
+                        ("run directory", row["run_dir"] or "-"), ("queued", row["queued_at"]),
+                        ("started", row["started_at"]), ("ended", row["ended_at"])):
+        table.add_row(f"[bold]{name}[/bold]", str(value if value is not None else "-"))
+    for name, path in row["files"].items():
+        table.add_row(f"[bold]{name}[/bold]", path)
+    if row["run_dir"] and not row["files"]:
+        table.add_row("[bold]files[/bold]", f"on the worker's machine ({row['worker']}), not this one")
+    out.print(table)
+    if row["last_turn"]:
+        last = row["last_turn"]
+        out.print(f"\n[bold]turn {last['turn']}[/bold]: > {last['command']}\n{last['text'].strip()}")
+
+
+def leaderboard(game: str = typer.Option(None), as_json: bool = typer.Option(False, "--json")) -> None:
+    """One row per (model, player, game, mode) over the runs that ended: runs, mean and best score, wins,
+    mean turns to the end, cost per point."""
+    rows = _with_ledger(lambda ledger: ledger.leaderboard(game=game))
+    if as_json:
+        out.print_json(json.dumps(rows))
+        return
+    if not rows:
+        out.print("no finished runs" + (f" of {game}" if game else "") + " yet")
+        return
+    table = Table("model", "player", "game", "mode", "runs", "mean score", "best", "wins", "mean turns",
+                  "cost/point", title="Frobozz leaderboard")
+    for r in rows:
+        best = f"{r['best_score']}/{r['max_score']}" if r["max_score"] else str(r["best_score"])
+        per_point = "-" if r["cost_per_point"] is None else f"${r['cost_per_point']:.4f}"
+        table.add_row(r["model"] or "(default)", r["player"], r["game"], r["mode"], str(r["runs"]),
+                      f"{r['mean_score']:.1f}", best, str(r["wins"]), f"{r['mean_turns']:.1f}", per_point)
+    out.print(table)

@@ -1,0 +1,195 @@
+"""Runs as jobs: `play --queue` puts them in Postgres, `frobozz worker` on any machine with the same
+database takes them and plays them.
+
+The queue is pgqueuer's (asyncpg, the driver Frobozz already uses; procrastinate would bring psycopg as a
+second one): it hands each job to one worker at a time, wakes workers by LISTEN/NOTIFY, and gives a job
+whose worker stopped beating its heart (kill -9, a machine gone) to another. A run is a job with its id
+as payload, on the entrypoint of its story file (`play:<md5>`), so a worker takes only games it has.
+Over that, a session-level advisory lock per run makes "never played twice at once" hold even when a
+heartbeat is late: the lock goes with its holder's connection, so the next holder waits for it."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+
+import anyio
+from pgqueuer import Job, Queries, QueueManager, RetryRequested
+
+from frobozz.games import GameError, GameLibrary, read_story
+
+from ._ledger import RunLedger, worker_name
+from ._players import PlayerError
+from ._run import RunConfig, RunResult, new_info, play
+from ._store import RunNotFoundError
+from .settings import RunnerSettings
+
+log = logging.getLogger("frobozz.worker")
+_INSTALL_LOCK = 0x70677175  # "pgqu": one install of the queue's tables at a time
+
+
+def entrypoint(story_md5: str) -> str:
+    return f"play:{story_md5}"
+
+
+async def install(ledger: RunLedger) -> Queries:
+    """The queue's tables (pgqueuer's own schema), installed by whoever comes first."""
+    async with ledger.pool.acquire() as connection, connection.transaction():
+        await connection.execute("SELECT pg_advisory_xact_lock($1)", _INSTALL_LOCK)
+        queries = Queries.from_asyncpg_connection(connection)
+        if not await queries.schema_is_installed():
+            await queries.install()
+    return Queries.from_asyncpg_pool(ledger.pool)
+
+
+async def enqueue(ledger: RunLedger, config: RunConfig, settings: RunnerSettings, runs: int) -> list[str]:
+    """`runs` new runs of `config`, queued; their ids, in order."""
+    queries = await install(ledger)
+    infos = [new_info(config, settings) for _ in range(runs)]
+    for info in infos:
+        await ledger.add(info)
+    await queries.enqueue([entrypoint(i.story_md5) for i in infos], [i.run_id.encode() for i in infos],
+                          [0] * runs, dedupe_key=[i.run_id for i in infos])
+    return [i.run_id for i in infos]
+
+
+@dataclasses.dataclass
+class _Slots(QueueManager):
+    """pgqueuer's manager, holding at most `slots` runs of this worker at a time: its own per-worker budget
+    (enforced in the dequeue query) given directly, as `run` asks for twice the batch size, and a run is
+    a batch of one."""
+
+    slots: int = 1
+
+    def fetch_jobs(self, batch_size, global_concurrency_limit, heartbeat_timeout):  # type: ignore[no-untyped-def]
+        return super().fetch_jobs(batch_size, self.slots, heartbeat_timeout)
+
+
+class Worker:
+    """Takes queued runs of the games it has and plays them, `concurrency` at a time, until stopped."""
+
+    def __init__(self, ledger: RunLedger, settings: RunnerSettings, *, concurrency: int = 1,
+                 games: list[str] | None = None, cli_path: str | None = None,
+                 on_finished: Callable[[RunResult], None] | None = None) -> None:
+        self.ledger = ledger
+        self.on_finished = on_finished
+        self.settings = settings
+        self.concurrency = concurrency
+        self.cli_path = cli_path
+        self.stories = self._stories(games)  # md5 -> path
+        self.stopping = anyio.Event()
+        self.played: list[str] = []  # the runs this worker finished, in order
+
+    def _stories(self, games: list[str] | None) -> dict[str, str]:
+        library = GameLibrary(self.settings)
+        if games:
+            found = [library.find(g, allow_path=True) for g in games]
+        else:
+            found = []
+            for listing in library.listing():
+                if listing.path:
+                    try:
+                        found.append(read_story(listing.path))
+                    except GameError:
+                        continue
+        if not found:
+            raise GameError("this worker has no games to play: install one (frobozz games install zork1) "
+                            "or name story files with --games")
+        return {story.md5: str(story.path) for story in found}
+
+    async def run(self, *, ready: anyio.Event | None = None) -> None:
+        """Play runs until `stop()`; then the runs in hand stop at their next turn boundary and go back
+        to the queue (their turns committed), and this returns."""
+        queries = await install(self.ledger)
+        manager = _Slots(queries, slots=self.concurrency)
+        for md5 in self.stories:
+            manager.entrypoint(entrypoint(md5))(self._take)
+        heartbeat = timedelta(seconds=self.settings.worker_heartbeat)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._shutdown_when_stopping, manager)
+            if ready is not None:
+                ready.set()
+            await manager.run(batch_size=1, heartbeat_timeout=heartbeat, dequeue_timeout=heartbeat)
+            tg.cancel_scope.cancel()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    async def _shutdown_when_stopping(self, manager: QueueManager) -> None:
+        await self.stopping.wait()
+        manager.shutdown.set()
+
+    async def _take(self, job: Job) -> None:
+        run_id = (job.payload or b"").decode()
+        async with self._held(run_id):
+            try:
+                row = await self.ledger.get(run_id)
+            except RunNotFoundError:
+                log.warning("job %s names run %s, which is not in the database: dropped", job.id, run_id)
+                return
+            if row["status"] not in ("queued", "running"):
+                return  # played to its end by the worker that held it before
+            if self.stopping.is_set():
+                raise RetryRequested(reason="the worker is stopping")
+            await self._play(run_id, first=row["started_at"] is None)
+
+    async def _play(self, run_id: str, *, first: bool) -> None:
+        store = await self.ledger.checkout(run_id, self.settings.runs_dir)
+        info = store.info
+        extra = {"worker": worker_name(), "run_dir": str(store.dir)}
+        if first:
+            extra["started_at"] = datetime.now(UTC)
+        try:
+            info.story = self._story(info.story, info.story_md5)
+        except GameError as e:
+            info.status, info.reason = "failed", f"this worker cannot find the game: {e}"[:300]
+        store.save_info()
+        await self.ledger.save(info, **extra)
+        if info.status == "failed":
+            return
+        try:
+            result = await play(RunConfig(resume=run_id), self.settings, ledger=self.ledger, stop=self.stopping,
+                                cli_path=self.cli_path)
+        except (PlayerError, GameError) as e:
+            info = (await self.ledger.checkout(run_id, self.settings.runs_dir)).info
+            info.status, info.reason = "failed", str(e)[:300]
+            await self.ledger.save(info, ended_at=datetime.now(UTC))
+            return
+        if result.reason == "interrupted" and self.stopping.is_set():
+            info = await self.ledger.info(run_id)
+            info.status, info.reason = "queued", None
+            await self.ledger.save(info)
+            raise RetryRequested(reason="the worker stopped: the run goes on elsewhere from its last turn")
+        self.played.append(run_id)
+        if self.on_finished is not None:
+            self.on_finished(result)
+
+    def _story(self, path: str, md5: str) -> str:
+        """The run's story file on this machine: where the run was queued if it is the same file here,
+        else the one with the same checksum in this worker's games."""
+        try:
+            if read_story(path).md5 == md5:
+                return path
+        except GameError:
+            pass
+        if md5 in self.stories:
+            return self.stories[md5]
+        raise GameError(f"no story file with checksum {md5} here")
+
+    @asynccontextmanager
+    async def _held(self, run_id: str) -> AsyncIterator[None]:
+        """The run's lock, on a connection of its own (a lock dies with its connection, and so with its
+        worker): waited for while another worker still plays the run."""
+        async with self.ledger.pool.acquire() as connection:
+            while not await connection.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+                                                f"frobozz-run:{run_id}"):
+                await anyio.sleep(0.5)
+            try:
+                yield
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+                                             f"frobozz-run:{run_id}")

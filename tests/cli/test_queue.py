@@ -1,0 +1,147 @@
+"""Runs at scale as a user runs them: `play --queue`, `frobozz worker` processes on one database (real
+Postgres, the real claude CLI with the walkthrough player), `frobozz runs` and `frobozz leaderboard`."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.orphans import descendants, still_running
+
+WALKTHROUGH_TURNS = 396  # zork1's walkthrough, played to 350/350
+
+
+@pytest.fixture
+def queue_env(tmp_path, frobozz_env, cortex_settings):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+    (tmp_path / "home").mkdir(exist_ok=True)
+    env.update(HOME=str(tmp_path / "home"), FROBOZZ_DATABASE_URL=cortex_settings.database_url.get_secret_value(),
+               FROBOZZ_WORKER_HEARTBEAT="2")
+    return env
+
+
+def frobozz(env, *args, check=True, timeout=120):
+    done = subprocess.run([sys.executable, "-m", "frobozz", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def start_worker(env, *args, data_dir=None):
+    """A worker process in its own process group (on its own "machine" when `data_dir` is given)."""
+    env = {**env, **({"FROBOZZ_DATA_DIR": str(data_dir)} if data_dir else {})}
+    return subprocess.Popen([sys.executable, "-m", "frobozz", "worker", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+
+
+def runs(env, *args):
+    return json.loads(frobozz(env, "runs", "--json", *args).stdout)
+
+
+def wait_until(check, timeout=300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.25)
+    raise AssertionError("gave up waiting")
+
+
+def stop(worker):
+    worker.send_signal(signal.SIGTERM)
+    out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err
+    return out
+
+
+def test_runs_and_the_leaderboard_on_an_empty_database_say_so(queue_env):
+    assert "no runs yet" in frobozz(queue_env, "runs").stdout
+    assert runs(queue_env) == [] and runs(queue_env, "--status", "finished", "--game", "zork1") == []
+    assert "no finished runs yet" in frobozz(queue_env, "leaderboard").stdout
+    assert json.loads(frobozz(queue_env, "leaderboard", "--json").stdout) == []
+    missing = frobozz(queue_env, "runs", "show", "20261122-013000-a1b2c3", check=False)
+    assert missing.returncode == 1 and "no run '20261122-013000-a1b2c3'" in missing.stderr
+    assert frobozz(queue_env, "runs", "--status", "bogus", check=False).returncode == 2
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["nosuchgame"], 1, "no game 'nosuchgame'"),
+    (["zork1", "--player", "nobody"], 1, "unknown player"),
+    (["zork1", "--player", "script:/nonexistent/file"], 1, "cannot read the script"),
+    (["zork1", "--resume", "20261122-013000-a1b2c3"], 2, "starts afresh"),
+    (["zork1", "--runs", "0"], 2, "runs"),
+    (["zork1", "--runs", "100000"], 2, "runs"),
+    (["zork1", "--memory", "bad namespace!"], 2, "not a namespace"),
+])
+def test_bad_queue_arguments_are_clear_errors_and_queue_nothing(queue_env, args, code, message):
+    player = [] if "--player" in args else ["--player", "walkthrough"]
+    done = frobozz(queue_env, "play", "--queue", *player, *args, check=False)
+    assert done.returncode == code and message in done.stderr + done.stdout, done.stderr
+    assert runs(queue_env) == []
+
+
+def test_a_worker_with_no_game_it_can_find_refuses_to_start(queue_env):
+    done = frobozz(queue_env, "worker", "--games", "nosuchgame", check=False)
+    assert done.returncode == 1 and "no game 'nosuchgame'" in done.stderr
+    assert frobozz(queue_env, "worker", "--games", " , ", check=False).returncode == 2
+
+
+def test_six_queued_runs_on_two_workers_all_win_each_played_once_and_make_the_leaderboard(queue_env, tmp_path):
+    queued = frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--queue", "--runs", "6", "--json")
+    ids = json.loads(queued.stdout)
+    assert len(set(ids)) == 6 and {r["status"] for r in runs(queue_env)} == {"queued"}
+    workers = [start_worker(queue_env, "--concurrency", "2", data_dir=tmp_path / f"machine{i}") for i in (1, 2)]
+    try:
+        wait_until(lambda: len(runs(queue_env, "--status", "finished")) == 6, timeout=900)
+    finally:
+        outs = [stop(w) for w in workers]
+    played = [line.split()[1].rstrip(":") for out in outs for line in out.splitlines() if line.startswith("run ")]
+    assert sorted(played) == sorted(ids)  # each run played to its end by one worker, once
+    assert all(out.strip() for out in outs)  # both workers played
+    for run in runs(queue_env):
+        assert (run["score"], run["won"], run["turns"], run["reason"]) == (350, True, WALKTHROUGH_TURNS, "won")
+    shown = json.loads(frobozz(queue_env, "runs", "show", ids[0], "--json").stdout)
+    assert set(shown["files"]) == {"transcript.md", "score.png", "map.png"} and shown["last_turn"]["turn"] == 396
+    board = json.loads(frobozz(queue_env, "leaderboard", "--json").stdout)
+    assert board == [{"model": "", "player": "walkthrough", "game": "zork1", "mode": "text", "runs": 6,
+                      "mean_score": 350.0, "best_score": 350, "max_score": 350, "wins": 6,
+                      "mean_turns": float(WALKTHROUGH_TURNS), "cost_usd": 0.0, "cost_per_point": 0.0}]
+    assert "zork1" in frobozz(queue_env, "leaderboard").stdout
+    assert json.loads(frobozz(queue_env, "leaderboard", "--json", "--game", "zork2").stdout) == []
+
+
+def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_if_uninterrupted(queue_env, tmp_path):
+    first, second = json.loads(frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--queue", "--runs",
+                                       "2", "--json").stdout)
+    doomed = start_worker(queue_env, data_dir=tmp_path / "machine1")  # takes one run at a time
+    try:
+        taken = wait_until(lambda: next((r for r in runs(queue_env) if r["turns"] >= 30), None))
+        children = descendants(doomed.pid)
+    finally:
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.wait()
+    assert still_running(children, within=5) == []
+    cut = taken["turns"]
+    survivor = start_worker(queue_env, "--concurrency", "2", data_dir=tmp_path / "machine2")
+    try:
+        wait_until(lambda: len(runs(queue_env, "--status", "finished")) == 2, timeout=900)
+    finally:
+        out = stop(survivor)
+    assert sorted(line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("run ")) == \
+        sorted([first, second])
+    finals = {}
+    for run_id in (first, second):
+        shown = json.loads(frobozz(queue_env, "runs", "show", run_id, "--json").stdout)
+        assert shown["run_dir"].startswith(str(tmp_path / "machine2"))
+        lines = [json.loads(line) for line in open(os.path.join(shown["run_dir"], "turns.jsonl"))]
+        assert [t["turn"] for t in lines] == list(range(1, WALKTHROUGH_TURNS + 1))  # not a turn twice
+        finals[run_id] = (shown["score"], shown["won"], shown["turns"], lines[-1]["moves"], lines[-1]["location"],
+                          lines[-1]["text"])
+    assert finals[taken["run_id"]] == finals[second if taken["run_id"] == first else first]
+    assert finals[first][:3] == (350, True, WALKTHROUGH_TURNS) and cut >= 30
