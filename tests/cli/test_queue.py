@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 
 import pytest
 
@@ -126,8 +127,11 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
     finally:
         os.kill(doomed.pid, signal.SIGKILL)
         doomed.wait()
+    killed_at = datetime.now(UTC).isoformat(timespec="seconds")
     assert still_running(children, within=5) == []
     cut = taken["turns"]
+    session = json.loads(frobozz(queue_env, "runs", "show", taken["run_id"], "--json").stdout)["info"][
+        "claude_session_id"]
     survivor = start_worker(queue_env, "--concurrency", "2", data_dir=tmp_path / "machine2")
     try:
         wait_until(lambda: len(runs(queue_env, "--status", "finished")) == 2, timeout=900)
@@ -143,5 +147,29 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
         assert [t["turn"] for t in lines] == list(range(1, WALKTHROUGH_TURNS + 1))  # not a turn twice
         finals[run_id] = (shown["score"], shown["won"], shown["turns"], lines[-1]["moves"], lines[-1]["location"],
                           lines[-1]["text"])
+        if run_id == taken["run_id"]:  # taken up where the database had it, not played again from the start
+            assert all(t["at"] <= killed_at for t in lines[:cut]) and lines[-1]["at"] >= killed_at
+            # machine1's claude transcript is not reachable here: a new session, oriented where things stand
+            assert session and shown["info"]["claude_session_id"] not in (None, session)
     assert finals[taken["run_id"]] == finals[second if taken["run_id"] == first else first]
     assert finals[first][:3] == (350, True, WALKTHROUGH_TURNS) and cut >= 30
+
+
+def test_a_stopped_worker_puts_its_runs_back_and_the_next_goes_on_with_the_same_claude_session(queue_env, tmp_path):
+    (run_id,) = json.loads(frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--queue", "--max-turns",
+                                   "120", "--json").stdout)
+    worker = start_worker(queue_env, data_dir=tmp_path / "machine")
+    wait_until(lambda: runs(queue_env)[0]["turns"] >= 20)
+    assert "run " not in stop(worker)  # SIGTERM: the run in hand stopped at a turn, and was not finished
+    (stopped,) = runs(queue_env)
+    assert stopped["status"] == "queued" and stopped["turns"] >= 20
+    session = json.loads(frobozz(queue_env, "runs", "show", run_id, "--json").stdout)["info"]["claude_session_id"]
+    worker = start_worker(queue_env, data_dir=tmp_path / "machine")
+    try:
+        wait_until(lambda: runs(queue_env, "--status", "finished"))
+    finally:
+        assert f"run {run_id}: max turns" in stop(worker)
+    shown = json.loads(frobozz(queue_env, "runs", "show", run_id, "--json").stdout)
+    assert shown["info"]["claude_session_id"] == session  # its transcript is on this machine: resumed
+    lines = [json.loads(line) for line in open(os.path.join(shown["run_dir"], "turns.jsonl"))]
+    assert [t["turn"] for t in lines] == list(range(1, 121)) and shown["turns"] == 120
