@@ -51,8 +51,10 @@ async def enqueue(ledger: RunLedger, config: RunConfig, settings: RunnerSettings
     infos = [new_info(config, settings) for _ in range(runs)]
     for info in infos:
         await ledger.add(info)
-    await queries.enqueue([entrypoint(i.story_md5) for i in infos], [i.run_id.encode() for i in infos],
-                          [0] * runs, dedupe_key=[i.run_id for i in infos])
+    jobs = await queries.enqueue([entrypoint(i.story_md5) for i in infos], [i.run_id.encode() for i in infos],
+                                 [0] * runs, dedupe_key=[i.run_id for i in infos])
+    await ledger.pool.executemany("UPDATE runs SET job_id = $2 WHERE run_id = $1",
+                                  [(i.run_id, job) for i, job in zip(infos, jobs, strict=True)])
     return [i.run_id for i in infos]
 
 

@@ -17,6 +17,7 @@ CREATE TABLE runs (
     cost_usd    double precision NOT NULL DEFAULT 0,
     info        jsonb NOT NULL,
     snapshot    jsonb,
+    job_id      bigint,  -- the queue's job for it (pgqueuer's tables are the queue library's own)
     worker      text,
     run_dir     text,
     queued_at   timestamptz,
