@@ -97,65 +97,67 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         """Send one command to the game and return its answer."""
         _unpaused()
         with tool_errors(GameError):
-            session = await sessions.get(session_id)
-            turn = await session.act(command)
-            sessions.changed(session)
-            if settings.autosave_slot:  # so a runner can pick the game up again after a crash
-                await session.save(settings.autosave_slot)
+            async with sessions.hold(session_id) as session:
+                turn = await session.act(command)
+                await sessions.changed(session)
+                if settings.autosave_slot:  # so a runner can pick the game up again after a crash
+                    await session.save(settings.autosave_slot)
             return _state(session, turn, await recall(turn.location, turn.text))
 
     @server.tool(annotations=annotations("Look around", **reading))
     async def look(session_id: SessionId) -> GameState:
         """Describe the current location without using up a move."""
         with tool_errors(GameError):
-            session = await sessions.get(session_id)
-            return _state(session, await session.peek("look"))
+            async with sessions.hold(session_id) as session:
+                return _state(session, await session.peek("look"))
 
     @server.tool(annotations=annotations("Inventory", **reading))
     async def inventory(session_id: SessionId) -> GameState:
         """List what the player carries, without using up a move."""
         with tool_errors(GameError):
-            session = await sessions.get(session_id)
-            return _state(session, await session.peek("inventory"))
+            async with sessions.hold(session_id) as session:
+                return _state(session, await session.peek("inventory"))
 
     @server.tool(annotations=annotations("Undo", read_only=False, destructive=True))
     async def undo(session_id: SessionId, steps: Annotated[int, Field(ge=1, le=10_000)] = 1) -> GameState:
         """Take back the last `steps` turns."""
         _unpaused()
         with tool_errors(GameError):
-            session = await sessions.get(session_id)
-            turn = await session.undo(steps)
-            sessions.changed(session)
-            return _state(session, turn)
+            async with sessions.hold(session_id) as session:
+                turn = await session.undo(steps)
+                await sessions.changed(session)
+                return _state(session, turn)
 
     @server.tool(annotations=annotations("Save", read_only=False, destructive=True, idempotent=True))
     async def save(session_id: SessionId, slot: Slot) -> SaveInfo:
         """Save the game in a named slot (an existing slot of that name is replaced)."""
         with tool_errors(GameError):
-            return await (await sessions.get(session_id)).save(slot)
+            async with sessions.hold(session_id) as session:
+                return await session.save(slot)
 
     @server.tool(annotations=annotations("Restore", read_only=False, destructive=True, idempotent=True))
     async def restore(session_id: SessionId, slot: Slot) -> GameState:
         """Put the game back to a saved slot (saves survive server restarts)."""
         _unpaused()
         with tool_errors(GameError):
-            session = await sessions.get(session_id)
-            turn = await session.restore(slot)
-            sessions.changed(session)
-            return _state(session, turn)
+            async with sessions.hold(session_id) as session:
+                turn = await session.restore(slot)
+                await sessions.changed(session)
+                return _state(session, turn)
 
     @server.tool(annotations=annotations("List saves", **reading))
     async def list_saves(session_id: SessionId) -> SaveList:
         """The save slots of this session's game."""
         with tool_errors(GameError):
-            session = await sessions.get(session_id)
-            return SaveList(session_id=session.id, saves=session.list_saves())
+            async with sessions.hold(session_id) as session:
+                return SaveList(session_id=session.id, saves=session.list_saves())
 
     @server.tool(annotations=annotations("Map", **reading))
     async def map(session_id: SessionId, format: Literal["text", "dot", "mermaid"] = "text") -> MapResult:  # noqa: A001, A002
         """The rooms visited and the commands that connected them, as text, Graphviz DOT or Mermaid."""
         with tool_errors(GameError):
-            game_map = (await sessions.get(session_id)).map()
+            async with sessions.hold(session_id) as session:
+                game_map = session.map()
             return MapResult(session_id=session_id, format=format, rooms=len(game_map.rooms),
                              passages=len(game_map.passages), map=game_map.render(format))
 
@@ -163,15 +165,15 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     async def history(session_id: SessionId, last: Annotated[int, Field(ge=1, le=10_000)] = 20) -> History:
         """The last turns played: command, answer and status after each."""
         with tool_errors(GameError):
-            session = await sessions.get(session_id)
-            return History(session_id=session.id, turns=[turn_record(t) for t in session.history(last)])
+            async with sessions.hold(session_id) as session:
+                return History(session_id=session.id, turns=[turn_record(t) for t in session.history(last)])
 
     @server.tool(annotations=annotations("Valid actions", **reading))
     async def valid_actions(session_id: SessionId) -> ValidActions:
         """Commands that would change the game here (only for games jericho knows; may take a second)."""
         with tool_errors(GameError):
-            session = await sessions.get(session_id)
-            return ValidActions(session_id=session.id, actions=await session.valid_actions())
+            async with sessions.hold(session_id) as session:
+                return ValidActions(session_id=session.id, actions=await session.valid_actions())
 
     @server.tool(annotations=annotations("End game", read_only=False, destructive=True))
     async def end_game(session_id: SessionId) -> EndedGame:

@@ -1,25 +1,26 @@
 """The game sessions one server holds, each in its own interpreter process.
 
-With `game_shared_sessions` on (as `serve all --http` sets it), every change is written to the
-data directory, and a session this process does not hold, or holds at an older state than the
-one on disk, is picked up from there: any of several server processes can answer any call."""
+With `game_shared_sessions` on (as `serve all --http` sets it), every change is shared (in Postgres when
+a database is configured, else in the data directory), and a session this process does not hold, or
+holds at an older state than the shared one, is picked up from there: any of several server processes
+can answer any call. Each call on a session holds it (`hold`) from pick-up to share."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-from pathlib import Path
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
 
-from frobozz._files import atomic_write
-from frobozz.games import GameError, GameLibrary, GameSession, SessionState, read_story, replay_journal
+from frobozz.games import GameError, GameLibrary, GameSession, SessionState
 
+from ._shares import share_for
 from .settings import Settings
 
+__all__ = ["SessionLimitError", "Sessions"]
+
 _ID = re.compile(r"[0-9a-f]{16}")
-SHARED_UNDO = 10  # turns undo can reach back after another process picks a session up (~19 kB each)
 
 
 class SessionLimitError(GameError):
@@ -30,10 +31,10 @@ class Sessions:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.library = GameLibrary(settings)
+        self.share = share_for(settings, self.library)
         self._sessions: dict[str, GameSession] = {}
-        self._seen: dict[str, tuple[int, int]] = {}  # the shared file's (mtime, size) this process holds
+        self._seen: dict[str, object] = {}  # the shared copy's mark this process holds
         self._opening = 0
-        self._lock = anyio.Lock()
 
     async def open(self, game: str) -> GameSession:
         story = self.library.find(game)  # refused here, before any process starts
@@ -44,80 +45,75 @@ class Sessions:
         finally:
             self._opening -= 1
         self._sessions[session.id] = session
-        self.changed(session)
+        await self.changed(session)
         return session
 
-    async def get(self, session_id: str) -> GameSession:
-        session = self._sessions.get(session_id) if isinstance(session_id, str) else None
-        if self.settings.game_shared_sessions and isinstance(session_id, str) and _ID.fullmatch(session_id):
-            async with self._lock:
-                session = await self._fresh(session_id, session)
-        if session is None or session.state is SessionState.CLOSED:
-            running = ", ".join(self._sessions) or "none"
-            raise GameError(f"no game session {str(session_id)[:80]!r} (running: {running}); "
-                            "start one with new_game")
-        return session
+    @asynccontextmanager
+    async def hold(self, session_id: str) -> AsyncIterator[GameSession]:
+        """The session at its latest state, to this call alone until it has shared what it changed."""
+        if self.share is None or not isinstance(session_id, str) or not _ID.fullmatch(session_id):
+            yield self._held(session_id)
+            return
+        async with self.share.lock(session_id):
+            self._sessions[session_id] = session = await self._fresh(session_id)
+            yield session
 
-    def changed(self, session: GameSession) -> None:
-        """After a change: share the session's state, when sessions are shared."""
-        if self.settings.game_shared_sessions and session.state is not SessionState.CLOSED:
-            path = self._shared(session.id)
-            snapshot = session.snapshot(undo=SHARED_UNDO)
-            atomic_write(path, json.dumps({"story": str(session.story.path), "snapshot": snapshot}).encode())
-            self._seen[session.id] = _mark(path)
+    async def changed(self, session: GameSession) -> None:
+        """After a change (inside `hold`): share the session's state, when sessions are shared."""
+        if self.share is not None and session.state is not SessionState.CLOSED:
+            self._seen[session.id] = await self.share.save(session)
 
     async def end(self, session_id: str) -> GameSession:
-        session = await self.get(session_id)
-        del self._sessions[session_id]
-        self._shared(session_id).unlink(missing_ok=True)
-        await session.aclose()
-        return session
+        async with self.hold(session_id) as session:
+            del self._sessions[session_id]
+            if self.share is not None:
+                await self.share.delete(session_id)
+            await session.aclose()
+            return session
 
     async def aclose(self) -> None:
         sessions, self._sessions = list(self._sessions.values()), {}
         async with anyio.create_task_group() as tg:
             for session in sessions:
                 tg.start_soon(session.aclose)
+        if self.share is not None:
+            await self.share.aclose()
 
     # -- inside ---------------------------------------------------------------------------------
+    def _held(self, session_id: str) -> GameSession:
+        session = self._sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is None or session.state is SessionState.CLOSED:
+            running = ", ".join(self._sessions) or "none"
+            raise GameError(f"no game session {str(session_id)[:80]!r} (running: {running}); "
+                            "start one with new_game")
+        return session
+
     def _check_room(self) -> None:
         if len(self._sessions) + self._opening >= self.settings.max_sessions:
             raise SessionLimitError(f"{self.settings.max_sessions} games are already running: end one with "
                                     "end_game first")
 
-    def _shared(self, session_id: str) -> Path:
-        return self.settings.sessions_dir / f"{session_id}.live.json"
-
-    async def _fresh(self, session_id: str, session: GameSession | None) -> GameSession | None:
-        """The session at its latest shared state: as held, picked up, or None when it has ended."""
-        path = self._shared(session_id)
-        mark = _mark(path)
+    async def _fresh(self, session_id: str) -> GameSession:
+        """The session at its latest shared state: as held, or picked up; an error when it has ended."""
+        assert self.share is not None
+        session = self._sessions.get(session_id)
+        mark = await self.share.mark(session_id)
         if mark is None:  # ended (by whichever process), or never shared
             if session is not None:
                 del self._sessions[session_id]
                 await session.aclose(journal=False)
-            return None
+            return self._held(session_id)
         if session is not None and self._seen.get(session_id) == mark:
             return session
+        shared = await self.share.load(session_id)
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            _, turns = replay_journal(self.settings.sessions_dir / f"{session_id}.jsonl")
             if session is None:
                 self._check_room()
-                session = await GameSession.reopen(read_story(Path(record["story"])), self.settings, session_id,
-                                                   record["snapshot"], turns)
-                self._sessions[session_id] = session
+                session = await GameSession.reopen(shared.story, self.settings, session_id, shared.snapshot,
+                                                   shared.turns)
             else:
-                await session.resume(record["snapshot"], turns, journal=False)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise GameError(f"game session {session_id} could not be picked up from {path}: {e}") from e
-        self._seen[session_id] = mark
+                await session.resume(shared.snapshot, shared.turns, journal=False)
+        except (KeyError, TypeError, ValueError) as e:
+            raise GameError(f"game session {session_id} could not be picked up: {e}") from e
+        self._seen[session_id] = shared.mark
         return session
-
-
-def _mark(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_mtime_ns, st.st_size

@@ -1,6 +1,7 @@
-"""Game sessions shared through the data directory: two server processes behind a load balancer
-(here two servers in one test, each with its own interpreters) answer for the same game."""
+"""Game sessions shared through the data directory or Postgres: two server processes behind a load
+balancer (here two servers in one test, each with its own interpreters) answer for the same game."""
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -10,8 +11,17 @@ from tests.servers.mcp import call, error
 pytestmark = pytest.mark.anyio
 
 
-async def test_either_server_plays_on_where_the_other_stopped(frobozz_env):
-    settings = Settings(game_shared_sessions=True)
+@pytest.fixture(params=["files", "database"])
+def shared(request, frobozz_env, monkeypatch):
+    """Settings for shared sessions, in the data directory or (with a database configured) in Postgres."""
+    if request.param == "database":
+        settings = request.getfixturevalue("cortex_settings")
+        monkeypatch.setenv("FROBOZZ_DATABASE_URL", settings.database_url.get_secret_value())
+    return Settings(game_shared_sessions=True)
+
+
+async def test_either_server_plays_on_where_the_other_stopped(shared):
+    settings = shared
     async with Client(create_server(settings)) as one, Client(create_server(settings)) as two:
         game = await call(one, "new_game", game="zork1")
         sid = game["session_id"]
@@ -40,3 +50,32 @@ async def test_a_corrupt_shared_state_is_a_clear_error(frobozz_env):
         sid = (await call(one, "new_game", game="zork1"))["session_id"]
         (settings.sessions_dir / f"{sid}.live.json").write_text("{not json")
         assert "could not be picked up" in await error(two, "look", session_id=sid)
+
+
+async def test_in_the_database_no_file_is_shared_and_concurrent_acts_from_two_servers_are_serialised(
+        frobozz_env, cortex_settings, monkeypatch):
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
+    settings = Settings(game_shared_sessions=True)
+    async with Client(create_server(settings)) as one, Client(create_server(settings)) as two:
+        sid = (await call(one, "new_game", game="zork1"))["session_id"]
+        answers = []
+
+        async def wait(client):
+            answers.append((await call(client, "act", session_id=sid, command="wait"))["moves"])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(12):
+                tg.start_soon(wait, one if i % 2 else two)
+        # (waiting takes 3 moves in Zork) each act saw the one before it: none lost, none twice
+        assert sorted(answers) == [3 * n for n in range(1, 13)]
+        history = await call(two, "history", session_id=sid, last=100)
+        assert [t["moves"] for t in history["turns"]] == [3 * n for n in range(0, 13)]
+        assert not list(settings.sessions_dir.glob("*.live.json"))
+        await call(one, "end_game", session_id=sid)
+        assert "no game session" in await error(two, "act", session_id=sid, command="wait")
+
+
+async def test_a_database_that_cannot_be_reached_is_a_clear_error(frobozz_env, monkeypatch):
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    async with Client(create_server(Settings(game_shared_sessions=True))) as one:
+        assert "database cannot be reached" in await error(one, "new_game", game="zork1")

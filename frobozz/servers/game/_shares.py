@@ -1,0 +1,209 @@
+"""Where shared game sessions live between calls, so that any of several server processes can answer
+for any session: the data directory (one machine), or Postgres (many machines, when a database is
+configured). A holder knows a session's copy by its mark: it picks the session up again only when the
+mark has moved. Postgres also serialises the calls on one session across processes (an advisory lock
+held for the whole call); the directory can only do so within a process."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import asyncpg
+
+from frobozz._files import atomic_write
+from frobozz.games import GameError, GameLibrary, GameSession, StoryInfo, Turn, read_story, replay_journal
+from frobozz.memory import DatabaseError, MemorySettings, apply_migrations, database_url
+
+SHARED_UNDO = 10  # turns undo can reach back after another process picks a session up (~19 kB each)
+
+
+@dataclass(frozen=True)
+class Shared:
+    """A session as its latest holder left it."""
+
+    story: StoryInfo
+    snapshot: dict[str, Any]
+    turns: list[Turn]
+    mark: object
+
+
+class Share(Protocol):
+    def lock(self, session_id: str) -> Any: ...  # an async context manager
+    async def mark(self, session_id: str) -> object | None: ...
+    async def load(self, session_id: str) -> Shared: ...
+    async def save(self, session: GameSession) -> object: ...
+    async def delete(self, session_id: str) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+class _LocalLocks:
+    def __init__(self) -> None:
+        self._locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
+
+    @asynccontextmanager
+    async def lock(self, session_id: str) -> AsyncIterator[None]:
+        async with self._locks[session_id]:
+            yield
+
+
+class FileShare(_LocalLocks):
+    """`<sessions dir>/<id>.live.json` beside the session's journal; the mark is the file's (mtime, size)."""
+
+    def __init__(self, sessions_dir: Path) -> None:
+        super().__init__()
+        self.dir = sessions_dir
+
+    def _path(self, session_id: str) -> Path:
+        return self.dir / f"{session_id}.live.json"
+
+    async def mark(self, session_id: str) -> object | None:
+        try:
+            st = os.stat(self._path(session_id))
+        except FileNotFoundError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    async def load(self, session_id: str) -> Shared:
+        path = self._path(session_id)
+        try:
+            mark = await self.mark(session_id)
+            record = json.loads(path.read_text(encoding="utf-8"))
+            _, turns = replay_journal(self.dir / f"{session_id}.jsonl")
+            return Shared(read_story(Path(record["story"])), record["snapshot"], turns, mark)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise GameError(f"game session {session_id} could not be picked up from {path}: {e}") from e
+
+    async def save(self, session: GameSession) -> object:
+        snapshot = session.snapshot(undo=SHARED_UNDO)
+        atomic_write(self._path(session.id), json.dumps({"story": str(session.story.path),
+                                                         "snapshot": snapshot}).encode())
+        return await self.mark(session.id)
+
+    async def delete(self, session_id: str) -> None:
+        self._path(session_id).unlink(missing_ok=True)
+
+    async def aclose(self) -> None:
+        pass
+
+
+class DatabaseShare:
+    """Table `game_sessions`; the mark is the row's version. Opened at first use."""
+
+    def __init__(self, memory: MemorySettings, library: GameLibrary) -> None:
+        self.memory = memory
+        self.library = library
+        self._pool: asyncpg.Pool | None = None
+        self._opening = anyio.Lock()
+
+    async def _open(self) -> asyncpg.Pool:
+        async with self._opening:
+            if self._pool is None:
+                try:
+                    pool = await asyncpg.create_pool(await database_url(self.memory), min_size=1, max_size=8)
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+                    raise GameError(f"the game sessions' database cannot be reached: {e}") from e
+                try:
+                    await apply_migrations(pool, __package__, "game_migrations")
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool = pool
+        return self._pool
+
+    @asynccontextmanager
+    async def lock(self, session_id: str) -> AsyncIterator[None]:
+        """The session to this call alone, in every process on the database (the lock goes with its
+        connection: a process that dies mid-call lets go of it)."""
+        pool = await self._open()
+        async with _database_errors(), pool.acquire() as connection:
+            await connection.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", f"frobozz-game:{session_id}")
+            try:
+                yield
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+                                             f"frobozz-game:{session_id}")
+
+    async def mark(self, session_id: str) -> object | None:
+        pool = await self._open()
+        async with _database_errors():
+            return await pool.fetchval("SELECT version FROM game_sessions WHERE session_id = $1", session_id)
+
+    async def load(self, session_id: str) -> Shared:
+        pool = await self._open()
+        async with _database_errors():
+            row = await pool.fetchrow("SELECT * FROM game_sessions WHERE session_id = $1", session_id)
+        if row is None:
+            raise GameError(f"no game session {session_id!r} in the database")
+        try:
+            turns = [Turn(**t) for t in json.loads(row["turns"])]
+            return Shared(self._story(row["story"], row["story_md5"]), json.loads(row["snapshot"]), turns,
+                          row["version"])
+        except (ValueError, TypeError) as e:
+            raise GameError(f"game session {session_id} could not be picked up from the database: {e}") from e
+
+    async def save(self, session: GameSession) -> object:
+        pool = await self._open()
+        async with _database_errors():
+            return await pool.fetchval(
+                "INSERT INTO game_sessions (session_id, story, story_md5, snapshot, turns) VALUES ($1, $2, $3, $4, $5) "
+                "ON CONFLICT (session_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, turns = EXCLUDED.turns, "
+                "version = game_sessions.version + 1, updated = now() RETURNING version",
+                session.id, str(session.story.path), session.story.md5,
+                json.dumps(session.snapshot(undo=SHARED_UNDO)), json.dumps([asdict(t) for t in session.turns]))
+
+    async def delete(self, session_id: str) -> None:
+        pool = await self._open()
+        async with _database_errors():
+            await pool.execute("DELETE FROM game_sessions WHERE session_id = $1", session_id)
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    def _story(self, path: str, md5: str) -> StoryInfo:
+        """The session's story file here: at the path it was started from, or the same file among this
+        machine's games."""
+        try:
+            story = read_story(path)
+            if story.md5 == md5:
+                return story
+        except GameError:
+            pass
+        for listing in self.library.listing():
+            if listing.path:
+                try:
+                    story = read_story(listing.path)
+                except GameError:
+                    continue
+                if story.md5 == md5:
+                    return story
+        raise GameError(f"this server has no story file with checksum {md5} (the session's game)")
+
+
+@asynccontextmanager
+async def _database_errors() -> AsyncIterator[None]:
+    try:
+        yield
+    except (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+        raise GameError(f"the game sessions' database failed: {e}") from e
+
+
+def share_for(settings: Any, library: GameLibrary) -> Share | None:
+    """None when sessions stay in their process; else the database when one is configured
+    (FROBOZZ_DATABASE_URL), or the data directory."""
+    if not settings.game_shared_sessions:
+        return None
+    memory = MemorySettings()
+    if memory.database_url is not None:
+        return DatabaseShare(memory, library)
+    return FileShare(settings.sessions_dir)
