@@ -198,6 +198,7 @@ class ToolWatcher:
                 if result.is_error or state is None or tool not in ("act", "new_game", "restore", "undo"):
                     continue
                 self.session_id = state.get("session_id") or self.session_id
+                self.context.info.game_session = self.session_id  # a queued run's game, shared: taken up by id
                 if self.memory is not None and tool == "act":
                     self.memory.recalled_by_game(state.get("recalled") or [])
                 turn = Turn(number=self.context.turn_number, command=command, text=state.get("text", ""),

@@ -23,6 +23,7 @@ from frobozz.games import GameError, GameLibrary, GameSession, StoryInfo, by_md5
 from frobozz.memory import MemorySettings, MemoryStoreError
 
 from . import _report
+from ._catch_up import catch_up
 from ._context import RunContext
 from ._ledger import RunLedger
 from ._loop import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
@@ -189,7 +190,16 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
                                                         if memory is not None else {}))
         else:
             watcher = ToolWatcher(context, info.title, memory)
+            shared = ledger is not None  # a queued run's game session is shared: any machine's server has it
+            config_ = _game_server_config(settings, info, {
+                **(memory.game_server_env(Mailbox(store.dir / "mailbox")) if memory is not None else {}),
+                **({"FROBOZZ_GAME_SHARED_SESSIONS": "true"} if shared else {})})
+            if shared and resumed and info.game_session:
+                await catch_up(context, config_["mcpServers"]["game"])  # the game may be ahead of the record
             restart = ("" if not resumed else
+                       f"The run was stopped and has resumed. {_header(info, context)}: your game is session_id "
+                       f"{info.game_session}, just where you left it: keep playing it with act."
+                       if shared and info.game_session else
                        f"The run was stopped and has resumed: call new_game with game \"{info.game}\", then "
                        f"restore with slot '{info.autosave_slot}', and keep playing.")
             first = f"{intro}\n{restart}" if restart else intro
@@ -197,8 +207,6 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
                                        "Start the game.", max_score=context.max_score, memory=memory,
                                        instructions=intro, inventory=lambda: _saved_inventory(story, settings, info))]
             observers = [watcher, _SessionKeeper(store)]
-            config_ = _game_server_config(settings, info, memory.game_server_env(Mailbox(store.dir / "mailbox"))
-                                          if memory is not None else {})
             config_["mcpServers"].update(servers)
             engine_options = EngineOptions(**options, mcp_config=config_, strict_mcp_config=True,
                                            allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS] + (
@@ -283,6 +291,11 @@ async def _saved_inventory(story: StoryInfo, settings: RunnerSettings, info: Run
             await game.aclose(journal=False)
     except GameError:
         return None
+
+
+def _header(info: RunInfo, context: RunContext) -> str:
+    current = context.current
+    return status_header(info.title, current, context.max_score, info.turns, info.max_turns) if current else ""
 
 
 def _paths(settings: RunnerSettings) -> dict[str, str]:

@@ -66,6 +66,7 @@ class RunInfo:
     claude_session_id: str | None = None
     claude_config_dir: str | None = None
     autosave_slot: str | None = None
+    game_session: str | None = None  # tools mode: the game server's session (shared when the run is queued)
     status: str = "running"
     reason: str | None = None
     turns: int = 0

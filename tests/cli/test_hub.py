@@ -138,3 +138,58 @@ def test_hub_token_makes_an_entry_the_hub_loads_and_a_bad_tokens_file_stops_serv
     (tmp_path / "bad.toml").write_text("[[token]]\nname = 'x'\n")
     refused = frobozz("serve", "all", "--http", "--tokens", str(tmp_path / "bad.toml"), check=False)
     assert refused.returncode != 0 and "FROBOZZ_HUB_TOKENS" in refused.stderr
+
+
+@pytest.mark.anyio
+async def test_two_hubs_on_one_database_play_one_game_in_turns_to_its_end_and_serialise_concurrent_acts(
+        tmp_path, frobozz_env, cortex_settings):
+    from frobozz.games import CATALOGUE, walkthrough_for
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+    env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
+           "FROBOZZ_HUB_TOKEN": "two-hubs-one-database"}
+    hubs = [subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)],
+                             stderr=subprocess.DEVNULL, env={**env, "FROBOZZ_DATA_DIR": str(tmp_path / f"machine{i}")})
+            for i, port in enumerate(ports)]  # two machines: nothing shared but the database
+    try:
+        with anyio.fail_after(90):
+            for port in ports:
+                while True:
+                    try:
+                        if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                            break
+                    except httpx.TransportError:
+                        await anyio.sleep(0.1)
+        headers = {"Authorization": "Bearer two-hubs-one-database"}
+        async with Client(streamable_http_client(f"http://127.0.0.1:{ports[0]}/game/mcp", http_client=httpx2.AsyncClient(
+                headers=headers, timeout=120))) as one, Client(streamable_http_client(
+                f"http://127.0.0.1:{ports[1]}/game/mcp", http_client=httpx2.AsyncClient(headers=headers,
+                                                                                       timeout=120))) as two:
+            sid = (await one.call_tool("new_game", {"game": "zork1"})).structured_content["session_id"]
+            state = {}
+            for n, command in enumerate(walkthrough_for(CATALOGUE["zork1"].md5)):
+                answer = await (two if n % 2 == 0 else one).call_tool("act", {"session_id": sid, "command": command})
+                assert not answer.is_error, answer.content[0].text
+                state = answer.structured_content
+            assert (state["score"], state["won"]) == (350, True)
+
+            sid = (await two.call_tool("new_game", {"game": "zork1"})).structured_content["session_id"]
+            moves = []
+
+            async def wait(client):
+                moves.append((await client.call_tool("act", {"session_id": sid, "command": "wait"}))
+                             .structured_content["moves"])
+
+            async with anyio.create_task_group() as tg:
+                for n in range(10):
+                    tg.start_soon(wait, (one, two)[n % 2])
+            assert sorted(moves) == [3 * n for n in range(1, 11)]  # one after another, never from the same state
+    finally:
+        for hub in hubs:
+            hub.terminate()
+        for hub in hubs:
+            hub.wait(timeout=30)
