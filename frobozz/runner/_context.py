@@ -22,6 +22,7 @@ from ._store import RunStore, TurnRecord
 if TYPE_CHECKING:
     from ._ledger import RunLedger
 
+DATABASE_GONE = "the database went away"  # a queued run's reason when it stopped for want of its database
 _DIED = re.compile(r"\*+\s*You have died\s*\*+", re.IGNORECASE)
 
 
@@ -101,7 +102,7 @@ class RunContext:
             except (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
                 # the run stops where the database last has it (its directory has every turn)
                 self.ledger = None
-                self.finish(f"the database went away: {e}"[:300], status="stopped")
+                self.finish(f"{DATABASE_GONE}: {e}"[:300], status="stopped")
             async with self._written:
                 self._pending = 0 if self.ledger is None else self._pending - 1
                 self._written.notify_all()

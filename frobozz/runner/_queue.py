@@ -17,10 +17,13 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import anyio
+import asyncpg
 from pgqueuer import Job, Queries, QueueManager, RetryRequested
 
 from frobozz.games import GameError, GameLibrary, read_story
+from frobozz.memory import DatabaseError
 
+from ._context import DATABASE_GONE
 from ._ledger import RunLedger, worker_name
 from ._players import PlayerError
 from ._run import RunConfig, RunResult, new_info, play
@@ -104,7 +107,20 @@ class Worker:
 
     async def run(self, *, ready: anyio.Event | None = None) -> None:
         """Play runs until `stop()`; then the runs in hand stop at their next turn boundary and go back
-        to the queue (their turns committed), and this returns."""
+        to the queue (their turns committed), and this returns. A database that goes away stops the runs in
+        hand where it last had them (the queue gives them out again once it is back) and is waited for."""
+        delay = 0.5
+        while not self.stopping.is_set():
+            try:
+                await self._serve(ready)
+                return
+            except* (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError) as group:
+                log.warning("the queue's database failed (%s): trying again in %.1f s", group.exceptions[0], delay)
+            with anyio.move_on_after(delay):
+                await self.stopping.wait()
+            delay = min(delay * 2, 30)
+
+    async def _serve(self, ready: anyio.Event | None) -> None:
         queries = await install(self.ledger)
         manager = _Slots(queries, slots=self.concurrency)
         for md5 in self.stories:
@@ -160,6 +176,9 @@ class Worker:
             info.status, info.reason = "failed", str(e)[:300]
             await self.ledger.save(info, ended_at=datetime.now(UTC))
             return
+        if (result.reason or "").startswith(DATABASE_GONE):
+            await self._requeue_when_back(run_id)
+            raise RetryRequested(reason="the database went away: the run goes on from its last committed turn")
         if result.reason == "interrupted" and self.stopping.is_set():
             info = await self.ledger.info(run_id)
             info.status, info.reason = "queued", None
@@ -168,6 +187,21 @@ class Worker:
         self.played.append(run_id)
         if self.on_finished is not None:
             self.on_finished(result)
+
+    async def _requeue_when_back(self, run_id: str) -> None:
+        """The run stopped because its database went away: once it is back, the run goes back to the queue
+        as the database last had it (its turns there; what this machine played beyond them is played again)."""
+        delay = 0.5
+        while True:
+            try:
+                info = await self.ledger.info(run_id)
+                info.status, info.reason = "queued", None
+                await self.ledger.save(info)
+                return
+            except (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+                log.warning("run %s waits for its database: %s", run_id, e)
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 30)
 
     def _story(self, path: str, md5: str) -> str:
         """The run's story file on this machine: where the run was queued if it is the same file here,
@@ -193,5 +227,8 @@ class Worker:
                 yield
             finally:
                 with anyio.CancelScope(shield=True):
-                    await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))",
-                                             f"frobozz-run:{run_id}")
+                    try:
+                        await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+                                                 f"frobozz-run:{run_id}")
+                    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                        pass  # the connection is gone, and its lock with it
