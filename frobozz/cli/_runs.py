@@ -107,7 +107,7 @@ def runs_list(ctx: typer.Context, game: str = typer.Option(None), model: str = t
         return
     table = Table("run", "game", "player", "mode", "model", "status", "score", "turns", "won", "reason", "cost")
     for r in rows:
-        score = f"{r['score']}/{r['max_score']}" if r["max_score"] else str(r["score"] if r["score"] is not None else "")
+        score = "" if r["score"] is None else f"{r['score']}" + (f"/{r['max_score']}" if r["max_score"] else "")
         table.add_row(r["run_id"], r["game"], r["player"], r["mode"], r["model"] or "", r["status"], score,
                       str(r["turns"]), "yes" if r["won"] else "no", r["reason"] or "", f"${r['cost_usd']:.4f}")
     out.print(table)

@@ -16,5 +16,5 @@ from .settings import MemorySettings
 
 __all__ = ["MAX_ITEMS", "MAX_ITEM_CHARS", "RECALL_MIN_SCORE", "ArchiveEntry", "BulkStore", "Capsule", "DatabaseError",
            "EmbeddingMismatchError", "HandoffStore", "Hit", "Letter", "LoopSession", "Memory", "MemoryService",
-           "MemorySettings", "MemoryStore", "MemoryStoreError", "Mode", "Recall", "SessionStore", "apply_migrations", "content_hash", "database_url",
-           "memory_line", "quietly", "stop_embedded_at_exit"]
+           "MemorySettings", "MemoryStore", "MemoryStoreError", "Mode", "Recall", "SessionStore", "apply_migrations",
+           "content_hash", "database_url", "memory_line", "quietly", "stop_embedded_at_exit"]

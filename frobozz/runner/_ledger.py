@@ -8,17 +8,15 @@ one transaction with the turn, so the two never disagree."""
 from __future__ import annotations
 
 import json
-import socket
 import os
+import socket
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-from frobozz.memory import DatabaseError, MemorySettings
-from frobozz.memory import database_url as memory_database_url
-from frobozz.memory import apply_migrations
+from frobozz.memory import DatabaseError, MemorySettings, apply_migrations, database_url
 
 from ._store import RunInfo, RunNotFoundError, RunStore, TurnRecord
 
@@ -45,7 +43,7 @@ class RunLedger:
 
     @classmethod
     async def open(cls, settings: MemorySettings | None = None, *, size: int = 4) -> RunLedger:
-        url = await memory_database_url(settings or MemorySettings())
+        url = await database_url(settings or MemorySettings())
         try:
             pool = await asyncpg.create_pool(url, min_size=1, max_size=size)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:

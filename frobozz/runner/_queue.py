@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -69,7 +69,8 @@ class _Slots(QueueManager):
 
     slots: int = 1
 
-    def fetch_jobs(self, batch_size, global_concurrency_limit, heartbeat_timeout):  # type: ignore[no-untyped-def]
+    def fetch_jobs(self, batch_size: int, global_concurrency_limit: int | None,
+                   heartbeat_timeout: timedelta) -> AsyncGenerator[Job, None]:
         return super().fetch_jobs(batch_size, self.slots, heartbeat_timeout)
 
 
@@ -105,14 +106,14 @@ class Worker:
                             "or name story files with --games")
         return {story.md5: str(story.path) for story in found}
 
-    async def run(self, *, ready: anyio.Event | None = None) -> None:
+    async def run(self) -> None:
         """Play runs until `stop()`; then the runs in hand stop at their next turn boundary and go back
         to the queue (their turns committed), and this returns. A database that goes away stops the runs in
         hand where it last had them (the queue gives them out again once it is back) and is waited for."""
         delay = 0.5
         while not self.stopping.is_set():
             try:
-                await self._serve(ready)
+                await self._serve()
                 return
             except* (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError) as group:
                 log.warning("the queue's database failed (%s): trying again in %.1f s", group.exceptions[0], delay)
@@ -120,7 +121,7 @@ class Worker:
                 await self.stopping.wait()
             delay = min(delay * 2, 30)
 
-    async def _serve(self, ready: anyio.Event | None) -> None:
+    async def _serve(self) -> None:
         queries = await install(self.ledger)
         manager = _Slots(queries, slots=self.concurrency)
         for md5 in self.stories:
@@ -128,8 +129,6 @@ class Worker:
         heartbeat = timedelta(seconds=self.settings.worker_heartbeat)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._shutdown_when_stopping, manager)
-            if ready is not None:
-                ready.set()
             await manager.run(batch_size=1, heartbeat_timeout=heartbeat, dequeue_timeout=heartbeat)
             tg.cancel_scope.cancel()
 

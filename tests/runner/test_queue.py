@@ -63,3 +63,39 @@ async def test_a_run_whose_database_goes_away_stops_where_it_was_and_is_played_t
     assert [t.turn for t in await ledger.turns(run_id)] == list(range(1, 61))  # none lost, none twice
     assert (await ledger.get(run_id))["reason"] == "max turns"
 
+
+
+async def test_the_leaderboard_s_figures_are_the_runs_own_results(ledger, runner_settings):
+    import random
+    import statistics
+
+    from frobozz.runner._run import new_info
+
+    rng = random.Random(7)
+    for model in ("claude-a", "claude-b", None):
+        for mode in ("text", "tools"):
+            for _ in range(rng.randint(1, 4)):
+                info = new_info(RunConfig(game="zork1", player="walkthrough", mode=mode, model=model), runner_settings)
+                await ledger.add(info)
+                info.status = rng.choice(["finished", "finished", "finished", "stopped", "failed"])
+                info.score, info.max_score = rng.choice([0, 10, 35, 350]), 350
+                info.won, info.turns, info.cost_usd = info.score == 350, rng.randint(5, 400), rng.random()
+                await ledger.save(info)
+    rows = await ledger.runs(limit=1000)
+    board = await ledger.leaderboard()
+    ended = [r for r in rows if r["status"] == "finished"]
+    groups = {(r["model"] or "", r["player"], r["game"], r["mode"]) for r in ended}
+    assert {(b["model"], b["player"], b["game"], b["mode"]) for b in board} == groups
+    for b in board:
+        mine = [r for r in ended if (r["model"] or "", r["player"], r["game"], r["mode"]) ==
+                (b["model"], b["player"], b["game"], b["mode"])]
+        scores = [r["score"] for r in mine]
+        assert b["runs"] == len(mine) and b["wins"] == sum(r["won"] for r in mine)
+        assert b["mean_score"] == pytest.approx(statistics.mean(scores), abs=0.005) and b["best_score"] == max(scores)
+        assert b["mean_turns"] == pytest.approx(statistics.mean(r["turns"] for r in mine), abs=0.05)
+        cost = sum(r["cost_usd"] for r in mine)
+        assert b["cost_usd"] == pytest.approx(cost, abs=1e-6)
+        assert b["cost_per_point"] == (None if not sum(scores) else pytest.approx(cost / sum(scores), abs=1e-6))
+    means = [b["mean_score"] for b in board]
+    assert means == sorted(means, reverse=True)
+    assert await ledger.leaderboard(game="zork2") == []
