@@ -155,3 +155,19 @@ async def apply_migrations(pool: asyncpg.Pool, package: str, ledger: str,
                 sql = sql.replace(key, value)
             await connection.execute(sql)
             await connection.execute(f"INSERT INTO {ledger} (version, name) VALUES ($1, $2)", version, name)
+
+
+async def migrated_pool(settings: MemorySettings, package: str, ledger: str, *, size: int = 4) -> asyncpg.Pool:
+    """A pool on the configured database (or the embedded one) with `package`'s migrations applied: for a
+    part that keeps its own tables there (the run queue's ledger, shared game sessions)."""
+    url = await database_url(settings)
+    try:
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=size)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+        raise DatabaseError(f"cannot reach the database: {e}") from e
+    try:
+        await apply_migrations(pool, package, ledger)
+    except BaseException:
+        await pool.close()
+        raise
+    return pool

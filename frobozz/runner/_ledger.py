@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from frobozz.memory import DatabaseError, MemorySettings, apply_migrations, database_url
+from frobozz.memory import MemorySettings, migrated_pool
 
 from ._store import RunInfo, RunNotFoundError, RunStore, TurnRecord
 
@@ -43,17 +43,7 @@ class RunLedger:
 
     @classmethod
     async def open(cls, settings: MemorySettings | None = None, *, size: int = 4) -> RunLedger:
-        url = await database_url(settings or MemorySettings())
-        try:
-            pool = await asyncpg.create_pool(url, min_size=1, max_size=size)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
-            raise DatabaseError(f"cannot reach the database: {e}") from e
-        try:
-            await apply_migrations(pool, __package__, "runner_migrations")
-        except BaseException:
-            await pool.close()
-            raise
-        return cls(pool)
+        return cls(await migrated_pool(settings or MemorySettings(), __package__, "runner_migrations", size=size))
 
     async def aclose(self) -> None:
         await self.pool.close()

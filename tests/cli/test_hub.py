@@ -92,6 +92,16 @@ def test_serve_all_needs_http_and_an_unknown_server_is_named():
     assert "no server 'nope'" in frobozz("serve", "nope", check=False).stderr
 
 
+async def healthy(port: int) -> None:
+    """Until the hub on `port` answers its health check."""
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                return
+        except httpx.TransportError:
+            await anyio.sleep(0.1)
+
+
 @pytest.mark.anyio
 async def test_serve_all_over_http_prints_a_generated_token_that_clients_then_use(frobozz_env, cortex_settings):
     with socket.socket() as s:
@@ -109,12 +119,7 @@ async def test_serve_all_over_http_prints_a_generated_token_that_clients_then_us
                 assert line, "the hub exited before printing its token"
                 if "bearer token" in line:
                     token = line.rsplit(" ", 1)[1].strip()
-            while True:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    await anyio.sleep(0.1)
+            await healthy(port)
         assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 401
         client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
         async with Client(streamable_http_client(f"http://127.0.0.1:{port}/cortex/mcp", http_client=client)) as mcp:
@@ -158,12 +163,7 @@ async def test_two_hubs_on_one_database_play_one_game_in_turns_to_its_end_and_se
     try:
         with anyio.fail_after(90):
             for port in ports:
-                while True:
-                    try:
-                        if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        await anyio.sleep(0.1)
+                await healthy(port)
         headers = {"Authorization": "Bearer two-hubs-one-database"}
         async with Client(streamable_http_client(f"http://127.0.0.1:{ports[0]}/game/mcp", http_client=httpx2.AsyncClient(
                 headers=headers, timeout=120))) as one, Client(streamable_http_client(

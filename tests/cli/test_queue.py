@@ -83,21 +83,35 @@ def test_runs_and_the_leaderboard_on_an_empty_database_say_so(queue_env):
     missing = frobozz(queue_env, "runs", "show", "20261122-013000-a1b2c3", check=False)
     assert missing.returncode == 1 and "no run '20261122-013000-a1b2c3'" in missing.stderr
     assert frobozz(queue_env, "runs", "--status", "bogus", check=False).returncode == 2
+    hostile = "x'; DROP TABLE runs; --" + "\u202e" * 5000
+    refused = frobozz(queue_env, "runs", "show", hostile, check=False)
+    assert refused.returncode == 1 and "no run" in refused.stderr and len(refused.stderr) < 500
+    assert runs(queue_env, "--game", hostile, "--model", hostile) == []
+    assert json.loads(frobozz(queue_env, "leaderboard", "--json", "--game", hostile).stdout) == []
+    for bad in ("0", "17", "many"):
+        assert frobozz(queue_env, "worker", "--concurrency", bad, check=False).returncode == 2
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (["nosuchgame"], 1, "no game 'nosuchgame'"),
-    (["zork1", "--player", "nobody"], 1, "unknown player"),
-    (["zork1", "--player", "script:/nonexistent/file"], 1, "cannot read the script"),
-    (["zork1", "--resume", "20261122-013000-a1b2c3"], 2, "starts afresh"),
-    (["zork1", "--runs", "0"], 2, "runs"),
-    (["zork1", "--runs", "100000"], 2, "runs"),
-    (["zork1", "--memory", "bad namespace!"], 2, "not a namespace"),
-])
-def test_bad_queue_arguments_are_clear_errors_and_queue_nothing(queue_env, args, code, message):
-    player = [] if "--player" in args else ["--player", "walkthrough"]
-    done = frobozz(queue_env, "play", "--queue", *player, *args, check=False)
-    assert done.returncode == code and message in done.stderr + done.stdout, done.stderr
+def test_a_database_that_cannot_be_reached_is_a_clear_error_for_every_queue_command(queue_env):
+    env = {**queue_env, "FROBOZZ_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
+    for args in (["play", "zork1", "--player", "walkthrough", "--queue"], ["runs"], ["runs", "show", "x"],
+                 ["leaderboard"], ["worker"]):
+        done = frobozz(env, *args, check=False)
+        assert done.returncode == 1 and "cannot reach the database" in done.stderr, (args, done.stderr)
+
+
+def test_bad_queue_arguments_are_clear_errors_and_queue_nothing(queue_env):
+    for args, code, message in [
+            (["nosuchgame"], 1, "no game 'nosuchgame'"),
+            (["zork1", "--player", "nobody"], 1, "unknown player"),
+            (["zork1", "--player", "script:/nonexistent/file"], 1, "cannot read the script"),
+            (["zork1", "--resume", "20261122-013000-a1b2c3"], 2, "starts afresh"),
+            (["zork1", "--runs", "0"], 2, "runs"),
+            (["zork1", "--runs", "100000"], 2, "runs"),
+            (["zork1", "--memory", "bad namespace!"], 2, "not a namespace")]:
+        player = [] if "--player" in args else ["--player", "walkthrough"]
+        done = frobozz(queue_env, "play", "--queue", *player, *args, check=False)
+        assert done.returncode == code and message in done.stderr + done.stdout, (args, done.stderr)
     assert runs(queue_env) == []
 
 
@@ -131,7 +145,7 @@ def test_six_queued_runs_on_two_workers_all_win_each_played_once_and_make_the_le
     assert json.loads(frobozz(queue_env, "leaderboard", "--json", "--game", "zork2").stdout) == []
 
 
-@pytest.mark.parametrize("mode, turns", [("text", 200), ("tools", 60)])
+@pytest.mark.parametrize("mode, turns", [("text", 120), ("tools", 60)])
 def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_if_uninterrupted(
         queue_env, tmp_path, mode, turns):
     """In tools mode the game itself is taken up too: the game server's session is shared in the database."""
@@ -178,7 +192,7 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
 
 def test_a_stopped_worker_puts_its_runs_back_and_the_next_goes_on_with_the_same_claude_session(queue_env, tmp_path):
     (run_id,) = json.loads(frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--queue", "--max-turns",
-                                   "120", "--json").stdout)
+                                   "80", "--json").stdout)
     worker = start_worker(queue_env, data_dir=tmp_path / "machine")
     wait_until(lambda: runs(queue_env)[0]["turns"] >= 20)
     assert "run " not in stop(worker)  # SIGTERM: the run in hand stopped at a turn, and was not finished
@@ -193,4 +207,4 @@ def test_a_stopped_worker_puts_its_runs_back_and_the_next_goes_on_with_the_same_
     shown = json.loads(frobozz(queue_env, "runs", "show", run_id, "--json").stdout)
     assert shown["info"]["claude_session_id"] == session  # its transcript is on this machine: resumed
     lines = [json.loads(line) for line in open(os.path.join(shown["run_dir"], "turns.jsonl"))]
-    assert [t["turn"] for t in lines] == list(range(1, 121)) and shown["turns"] == 120
+    assert [t["turn"] for t in lines] == list(range(1, 81)) and shown["turns"] == 80

@@ -20,7 +20,7 @@ import asyncpg
 
 from frobozz._files import atomic_write
 from frobozz.games import GameError, GameLibrary, GameSession, StoryInfo, Turn, read_story, replay_journal
-from frobozz.memory import DatabaseError, MemorySettings, apply_migrations, database_url
+from frobozz.memory import DatabaseError, MemorySettings, migrated_pool
 
 SHARED_UNDO = 10  # turns undo can reach back after another process picks a session up (~19 kB each)
 
@@ -107,15 +107,9 @@ class DatabaseShare:
         async with self._opening:
             if self._pool is None:
                 try:
-                    pool = await asyncpg.create_pool(await database_url(self.memory), min_size=1, max_size=8)
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
-                    raise GameError(f"the game sessions' database cannot be reached: {e}") from e
-                try:
-                    await apply_migrations(pool, __package__, "game_migrations")
-                except BaseException:
-                    await pool.close()
-                    raise
-                self._pool = pool
+                    self._pool = await migrated_pool(self.memory, __package__, "game_migrations", size=8)
+                except DatabaseError as e:
+                    raise GameError(f"the game sessions' database: {e}") from e
         return self._pool
 
     @asynccontextmanager

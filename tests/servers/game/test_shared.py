@@ -78,4 +78,4 @@ async def test_in_the_database_no_file_is_shared_and_concurrent_acts_from_two_se
 async def test_a_database_that_cannot_be_reached_is_a_clear_error(frobozz_env, monkeypatch):
     monkeypatch.setenv("FROBOZZ_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
     async with Client(create_server(Settings(game_shared_sessions=True))) as one:
-        assert "database cannot be reached" in await error(one, "new_game", game="zork1")
+        assert "database: cannot reach the database" in await error(one, "new_game", game="zork1")
