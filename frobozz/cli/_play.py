@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import typer
@@ -85,13 +86,14 @@ def play(
             raise typer.Exit(1) from None
     live = runs == 1 and not as_json and sys.stdout.isatty()
 
-    async def one(index: int, limiter: anyio.CapacityLimiter, results: list) -> None:
+    async def one(index: int, limiter: anyio.CapacityLimiter, results: list, ledger: Any) -> None:
         async with limiter:
             if live:
                 with LiveView(out) as view:
-                    results[index] = await play(config, settings, on_turn=view.on_turn, handle_signals=True)
+                    results[index] = await play(config, settings, on_turn=view.on_turn, handle_signals=True,
+                                                ledger=ledger)
             else:
-                results[index] = await play(config, settings, handle_signals=runs == 1)
+                results[index] = await play(config, settings, handle_signals=runs == 1, ledger=ledger)
             if not live and not as_json:
                 r = results[index]
                 err.print(f"run {r.run_id}: {r.reason}, score {r.score}/{r.max_score} in {r.turns} turns")
@@ -99,9 +101,14 @@ def play(
     async def main() -> list:
         results: list = [None] * runs
         limiter = anyio.CapacityLimiter(parallel)
-        async with anyio.create_task_group() as tg:
-            for i in range(runs):
-                tg.start_soon(one, i, limiter, results)
+        ledger = await _ledger(size=2 * parallel + 2)
+        try:
+            async with anyio.create_task_group() as tg:
+                for i in range(runs):
+                    tg.start_soon(one, i, limiter, results, ledger)
+        finally:
+            if ledger is not None:
+                await ledger.aclose()
         return results
 
     try:
@@ -117,6 +124,21 @@ def play(
     out.print(summary_table(results))
     for r in results:
         out.print(f"transcript: {r.transcript}")
+
+
+async def _ledger(size: int) -> Any:
+    """The runs' tables, when a database is configured (FROBOZZ_DATABASE_URL), so that `frobozz runs` and the
+    leaderboard have the runs played here too; none otherwise (plain play needs no database)."""
+    from frobozz.memory import MemorySettings, MemoryStoreError
+    from frobozz.runner import RunLedger
+
+    if MemorySettings().database_url is None:
+        return None
+    try:
+        return await RunLedger.open(size=size)
+    except MemoryStoreError as e:
+        err.print(f"[yellow]warning:[/yellow] the runs are not recorded in the database: {e}")
+        return None
 
 
 def _enqueue(config, settings, runs: int, as_json: bool) -> None:  # type: ignore[no-untyped-def]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
@@ -22,6 +23,7 @@ from ._store import RunStore, TurnRecord
 if TYPE_CHECKING:
     from ._ledger import RunLedger
 
+log = logging.getLogger("frobozz.runner")
 DATABASE_GONE = "the database went away"  # a queued run's reason when it stopped for want of its database
 _DIED = re.compile(r"\*+\s*You have died\s*\*+", re.IGNORECASE)
 
@@ -29,9 +31,10 @@ _DIED = re.compile(r"\*+\s*You have died\s*\*+", re.IGNORECASE)
 class RunContext:
     def __init__(self, store: RunStore, *, max_score: int | None, correction_limit: int = 5,
                  on_turn: Callable[[RunContext, TurnRecord], None] | None = None, priced: bool = True,
-                 ledger: RunLedger | None = None) -> None:
+                 ledger: RunLedger | None = None, ledger_required: bool = True) -> None:
         self.store = store
-        self.ledger = ledger  # a queued run: each turn is committed to the database too, in order
+        self.ledger = ledger  # each turn is committed to the database too, in order
+        self.ledger_required = ledger_required  # a queued run stops without its database; one played here goes on
         self._to_ledger, self._ledger_queue = anyio.create_memory_object_stream[
             tuple[TurnRecord, dict[str, Any] | None]](math.inf)
         self._pending = 0
@@ -100,9 +103,12 @@ class RunContext:
             try:
                 await self.ledger.record(self.info, record, snapshot)
             except (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
-                # the run stops where the database last has it (its directory has every turn)
                 self.ledger = None
-                self.finish(f"{DATABASE_GONE}: {e}"[:300], status="stopped")
+                if self.ledger_required:  # the run stops where the database last has it (its directory: all)
+                    self.finish(f"{DATABASE_GONE}: {e}"[:300], status="stopped")
+                else:
+                    log.warning("the database went away (%s): run %s goes on, recorded in its directory only",
+                                e, self.info.run_id)
             async with self._written:
                 self._pending = 0 if self.ledger is None else self._pending - 1
                 self._written.notify_all()

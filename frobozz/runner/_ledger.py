@@ -48,14 +48,15 @@ class RunLedger:
     async def aclose(self) -> None:
         await self.pool.close()
 
-    async def add(self, info: RunInfo, *, status: str = "queued") -> None:
-        """A new run, waiting for a worker."""
-        info.status = status
+    async def add(self, info: RunInfo, *, queued: bool = True) -> None:
+        """A new run: waiting for a worker (`queued`), or played here, recorded as it starts (or resumes)."""
+        if queued:
+            info.status = "queued"
         values = [getattr(info, c) for c in _COLUMNS]
         await self.pool.execute(
-            f"INSERT INTO runs (run_id, {', '.join(_COLUMNS)}, info, queued_at) "
-            f"VALUES ($1, {', '.join(f'${i + 2}' for i in range(len(_COLUMNS)))}, ${len(_COLUMNS) + 2}, now())",
-            info.run_id, *values, json.dumps(asdict(info)))
+            f"INSERT INTO runs (run_id, {', '.join(_COLUMNS)}, info, {'queued_at' if queued else 'started_at'}) "
+            f"VALUES ($1, {', '.join(f'${i + 2}' for i in range(len(_COLUMNS)))}, ${len(_COLUMNS) + 2}, now()) "
+            "ON CONFLICT (run_id) DO NOTHING", info.run_id, *values, json.dumps(asdict(info)))
 
     async def save(self, info: RunInfo, **extra: Any) -> None:
         """The run's state as run.json has it (and `extra` columns: worker, run_dir, started_at…)."""

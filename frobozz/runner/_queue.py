@@ -168,8 +168,8 @@ class Worker:
         if info.status == "failed":
             return
         try:
-            result = await play(RunConfig(resume=run_id), self.settings, ledger=self.ledger, stop=self.stopping,
-                                cli_path=self.cli_path)
+            result = await play(RunConfig(resume=run_id), self.settings, ledger=self.ledger, queued=True,
+                                stop=self.stopping, cli_path=self.cli_path)
         except (PlayerError, GameError) as e:
             info = (await self.ledger.checkout(run_id, self.settings.runs_dir)).info
             info.status, info.reason = "failed", str(e)[:300]

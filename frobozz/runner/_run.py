@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
+import asyncpg
 from pydantic import BaseModel, Field
 
 from frobozz._mailbox import Mailbox
@@ -33,6 +35,7 @@ from ._prompts import game_message, instructions, load_template, status_header
 from ._store import RunInfo, RunStore, TurnRecord, new_run_id
 from .settings import RunnerSettings
 
+log = logging.getLogger("frobozz.runner")
 GAME_TOOLS = ("new_game", "act", "look", "inventory", "undo", "save", "restore", "list_saves", "map", "history")
 
 
@@ -116,9 +119,10 @@ def new_info(config: RunConfig, settings: RunnerSettings, player: PlayerSpec | N
 async def play(config: RunConfig, settings: RunnerSettings | None = None, *, handler: Handler | None = None,
                on_turn: Callable[[RunContext, TurnRecord], None] | None = None,
                handle_signals: bool = False, cli_path: str | None = None, ledger: RunLedger | None = None,
-               stop: anyio.Event | None = None) -> RunResult:
+               queued: bool = False, stop: anyio.Event | None = None) -> RunResult:
     """Play one run to its end. `handler` replaces the scripted player's model (tests, demos); `ledger`
-    commits each turn to the database too (a queued run); `stop` set: stop at the next turn boundary."""
+    records the run and commits each turn to the database too (`queued`: a worker's run, which the database
+    holds, so it stops when the database goes away); `stop` set: stop at the next turn boundary."""
     settings = settings or RunnerSettings()
     if config.resume:
         store = RunStore.open(settings.runs_dir, config.resume)
@@ -149,7 +153,9 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
     known = by_md5(story.md5)
     context = RunContext(store, max_score=known.max_score if known else None,
                          correction_limit=settings.correction_limit, on_turn=on_turn, priced=scripted is None,
-                         ledger=ledger)
+                         ledger=ledger, ledger_required=queued)
+    if ledger is not None and not queued:
+        await _recorded(ledger, context)
     records = store.turns()
     context.resume_from(records)
     info.max_score = context.max_score
@@ -190,7 +196,7 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
                                                         if memory is not None else {}))
         else:
             watcher = ToolWatcher(context, info.title, memory)
-            shared = ledger is not None  # a queued run's game session is shared: any machine's server has it
+            shared = queued  # a queued run's game session is shared: any machine's server has it
             config_ = _game_server_config(settings, info, {
                 **(memory.game_server_env(Mailbox(store.dir / "mailbox")) if memory is not None else {}),
                 **({"FROBOZZ_GAME_SHARED_SESSIONS": "true"} if shared else {})})
@@ -239,8 +245,23 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
                     await interrupt(session)  # claude may be mid-turn, still calling tools
     _report.finish(store, context.records, context.max_score)
     if context.ledger is not None:  # (None after the database went away mid-run)
-        await context.ledger.save(info, ended_at=datetime.now(UTC))
+        try:
+            await context.ledger.save(info, ended_at=datetime.now(UTC))
+        except (OSError, MemoryStoreError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            if queued:
+                raise
+            log.warning("run %s's end is not recorded in the database: %s", info.run_id, e)
     return _result(store)
+
+
+async def _recorded(ledger: RunLedger, context: RunContext) -> None:
+    """A run played here, recorded in the database too (for `frobozz runs` and the leaderboard) when one is
+    configured; the database is help here, not a gate."""
+    try:
+        await ledger.add(context.info, queued=False)
+    except (OSError, MemoryStoreError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+        context.ledger = None
+        log.warning("run %s is not recorded in the database: %s", context.info.run_id, e)
 
 
 async def _open_memory(stack: AsyncExitStack, store: RunStore, settings: RunnerSettings) -> RunMemory:

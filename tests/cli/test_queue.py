@@ -88,8 +88,7 @@ def test_runs_and_the_leaderboard_on_an_empty_database_say_so(queue_env):
     assert refused.returncode == 1 and "no run" in refused.stderr and len(refused.stderr) < 500
     assert runs(queue_env, "--game", hostile, "--model", hostile) == []
     assert json.loads(frobozz(queue_env, "leaderboard", "--json", "--game", hostile).stdout) == []
-    for bad in ("0", "17", "many"):
-        assert frobozz(queue_env, "worker", "--concurrency", bad, check=False).returncode == 2
+    assert frobozz(queue_env, "worker", "--concurrency", "0", check=False).returncode == 2
 
 
 def test_a_database_that_cannot_be_reached_is_a_clear_error_for_every_queue_command(queue_env):
@@ -145,7 +144,7 @@ def test_six_queued_runs_on_two_workers_all_win_each_played_once_and_make_the_le
     assert json.loads(frobozz(queue_env, "leaderboard", "--json", "--game", "zork2").stdout) == []
 
 
-@pytest.mark.parametrize("mode, turns", [("text", 120), ("tools", 60)])
+@pytest.mark.parametrize("mode, turns", [("text", 80), ("tools", 45)])
 def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_if_uninterrupted(
         queue_env, tmp_path, mode, turns):
     """In tools mode the game itself is taken up too: the game server's session is shared in the database."""
@@ -153,7 +152,7 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
                                        "2", "--mode", mode, "--max-turns", str(turns), "--json").stdout)
     doomed = start_worker(queue_env, data_dir=tmp_path / "machine1")  # takes one run at a time
     try:
-        taken = wait_until(lambda: next((r for r in runs(queue_env) if r["turns"] >= 20), None))
+        taken = wait_until(lambda: next((r for r in runs(queue_env) if r["turns"] >= 15), None))
         children = descendants(doomed.pid)
     finally:
         os.kill(doomed.pid, signal.SIGKILL)
@@ -187,7 +186,7 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
             # machine1's claude transcript is not reachable here: a new session, oriented where things stand
             assert session and shown["info"]["claude_session_id"] not in (None, session)
     assert finals[taken["run_id"]] == finals[second if taken["run_id"] == first else first]
-    assert finals[first][2] == turns and taken["turns"] >= 20
+    assert finals[first][2] == turns and taken["turns"] >= 15
 
 
 def test_a_stopped_worker_puts_its_runs_back_and_the_next_goes_on_with_the_same_claude_session(queue_env, tmp_path):
@@ -208,3 +207,16 @@ def test_a_stopped_worker_puts_its_runs_back_and_the_next_goes_on_with_the_same_
     assert shown["info"]["claude_session_id"] == session  # its transcript is on this machine: resumed
     lines = [json.loads(line) for line in open(os.path.join(shown["run_dir"], "turns.jsonl"))]
     assert [t["turn"] for t in lines] == list(range(1, 81)) and shown["turns"] == 80
+
+
+def test_a_run_played_here_with_a_database_configured_is_listed_and_ranked_too(queue_env):
+    result = json.loads(frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--max-turns", "10",
+                                "--json").stdout)
+    (run,) = runs(queue_env)
+    assert (run["run_id"], run["status"], run["reason"], run["turns"], run["score"]) == \
+        (result["run_id"], "finished", "max turns", 10, result["score"])
+    (row,) = json.loads(frobozz(queue_env, "leaderboard", "--json").stdout)
+    assert (row["runs"], row["best_score"], row["mean_turns"]) == (1, result["score"], 10.0)
+    away = {**queue_env, "FROBOZZ_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
+    done = frobozz(away, "play", "zork1", "--player", "walkthrough", "--max-turns", "3", "--json")
+    assert json.loads(done.stdout)["turns"] == 3 and "not recorded in the database" in done.stderr
