@@ -77,6 +77,18 @@ class GameLibrary:
         where = ", ".join(str(d) for d in self.directories) or "no games directory exists yet"
         raise GameNotFoundError(f"no game {name!r} found (looked in: {where}){hint}")
 
+    def stories(self) -> list[StoryInfo]:
+        """Every readable story file in the games directories (catalogued or not): what a worker or a
+        server on this machine can play, whatever its file is called here."""
+        found = []
+        for listing in self.listing():
+            if listing.path:
+                try:
+                    found.append(read_story(listing.path))
+                except StoryFileError:
+                    continue
+        return found
+
     def listing(self) -> list[GameListing]:
         """Catalogue entries, installed or not, then any other story files in the games directories."""
         found: dict[str, Path] = {}

@@ -11,10 +11,9 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import asyncpg
 
 from frobozz.games import Turn
-from frobozz.memory import DatabaseError
+from frobozz.memory import DATABASE_ERRORS
 
 from ._memory import TurnNotes
 from ._report import append_turn
@@ -102,7 +101,7 @@ class RunContext:
         async for record, snapshot in self._ledger_queue:
             try:
                 await self.ledger.record(self.info, record, snapshot)
-            except (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            except DATABASE_ERRORS as e:
                 self.ledger = None
                 if self.ledger_required:  # the run stops where the database last has it (its directory: all)
                     self.finish(f"{DATABASE_GONE}: {e}"[:300], status="stopped")

@@ -17,11 +17,10 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import anyio
-import asyncpg
 from pgqueuer import Job, Queries, QueueManager, RetryRequested
 
 from frobozz.games import GameError, GameLibrary, read_story
-from frobozz.memory import DatabaseError
+from frobozz.memory import DATABASE_ERRORS
 
 from ._context import DATABASE_GONE
 from ._ledger import RunLedger, worker_name
@@ -91,16 +90,7 @@ class Worker:
 
     def _stories(self, games: list[str] | None) -> dict[str, str]:
         library = GameLibrary(self.settings)
-        if games:
-            found = [library.find(g, allow_path=True) for g in games]
-        else:
-            found = []
-            for listing in library.listing():
-                if listing.path:
-                    try:
-                        found.append(read_story(listing.path))
-                    except GameError:
-                        continue
+        found = [library.find(g, allow_path=True) for g in games] if games else library.stories()
         if not found:
             raise GameError("this worker has no games to play: install one (frobozz games install zork1) "
                             "or name story files with --games")
@@ -115,7 +105,7 @@ class Worker:
             try:
                 await self._serve()
                 return
-            except* (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError) as group:
+            except* DATABASE_ERRORS as group:
                 log.warning("the queue's database failed (%s): trying again in %.1f s", group.exceptions[0], delay)
             with anyio.move_on_after(delay):
                 await self.stopping.wait()
@@ -171,7 +161,7 @@ class Worker:
             result = await play(RunConfig(resume=run_id), self.settings, ledger=self.ledger, queued=True,
                                 stop=self.stopping, cli_path=self.cli_path)
         except (PlayerError, GameError) as e:
-            info = (await self.ledger.checkout(run_id, self.settings.runs_dir)).info
+            info = await self.ledger.info(run_id)
             info.status, info.reason = "failed", str(e)[:300]
             await self.ledger.save(info, ended_at=datetime.now(UTC))
             return
@@ -197,7 +187,7 @@ class Worker:
                 info.status, info.reason = "queued", None
                 await self.ledger.save(info)
                 return
-            except (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            except DATABASE_ERRORS as e:
                 log.warning("run %s waits for its database: %s", run_id, e)
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 30)
@@ -229,5 +219,5 @@ class Worker:
                     try:
                         await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))",
                                                  f"frobozz-run:{run_id}")
-                    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                    except DATABASE_ERRORS:
                         pass  # the connection is gone, and its lock with it

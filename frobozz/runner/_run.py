@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
-import asyncpg
 from pydantic import BaseModel, Field
 
 from frobozz._mailbox import Mailbox
@@ -22,7 +21,7 @@ from frobozz.engine import EngineOptions, Event, Session, SystemInit, transcript
 from frobozz.engine.testing import ScriptedModel
 from frobozz.engine.testing._messages_api import Handler
 from frobozz.games import GameError, GameLibrary, GameSession, StoryInfo, by_md5, read_story
-from frobozz.memory import MemorySettings, MemoryStoreError
+from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryStoreError
 
 from . import _report
 from ._catch_up import catch_up
@@ -247,7 +246,7 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
     if context.ledger is not None:  # (None after the database went away mid-run)
         try:
             await context.ledger.save(info, ended_at=datetime.now(UTC))
-        except (OSError, MemoryStoreError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+        except DATABASE_ERRORS as e:
             if queued:
                 raise
             log.warning("run %s's end is not recorded in the database: %s", info.run_id, e)
@@ -259,7 +258,7 @@ async def _recorded(ledger: RunLedger, context: RunContext) -> None:
     configured; the database is help here, not a gate."""
     try:
         await ledger.add(context.info, queued=False)
-    except (OSError, MemoryStoreError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+    except DATABASE_ERRORS as e:
         context.ledger = None
         log.warning("run %s is not recorded in the database: %s", context.info.run_id, e)
 

@@ -20,7 +20,7 @@ import asyncpg
 
 from frobozz._files import atomic_write
 from frobozz.games import GameError, GameLibrary, GameSession, StoryInfo, Turn, read_story, replay_journal
-from frobozz.memory import DatabaseError, MemorySettings, migrated_pool
+from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemorySettings, migrated_pool
 
 SHARED_UNDO = 10  # turns undo can reach back after another process picks a session up (~19 kB each)
 
@@ -173,14 +173,9 @@ class DatabaseShare:
                 return story
         except GameError:
             pass
-        for listing in self.library.listing():
-            if listing.path:
-                try:
-                    story = read_story(listing.path)
-                except GameError:
-                    continue
-                if story.md5 == md5:
-                    return story
+        for story in self.library.stories():
+            if story.md5 == md5:
+                return story
         raise GameError(f"this server has no story file with checksum {md5} (the session's game)")
 
 
@@ -188,7 +183,7 @@ class DatabaseShare:
 async def _database_errors() -> AsyncIterator[None]:
     try:
         yield
-    except (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+    except DATABASE_ERRORS as e:
         raise GameError(f"the game sessions' database failed: {e}") from e
 
 
