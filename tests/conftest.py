@@ -50,6 +50,8 @@ def frobozz_env(tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("FROBOZZ_DATA_DIR", str(data_dir))
     monkeypatch.setenv("FROBOZZ_CACHE_DIR", str(cache_dir))
     monkeypatch.setenv("FROBOZZ_GAMES_DIR", str(GAMES_DIR))
+    # Memory's deadlines are for people waiting on a turn; two test workers on two cores are not that.
+    monkeypatch.setenv("FROBOZZ_MEMORY_DEADLINE", "15")
     yield data_dir
     if (data_dir / "postgres").is_dir():  # a test used the embedded default, which is left running by design
         from frobozz.memory import MemorySettings as Settings

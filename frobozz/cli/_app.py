@@ -17,7 +17,7 @@ from ._games import games
 from ._mcp_config import mcp_config
 from ._play import play
 from ._runs import leaderboard, runs, worker
-from ._serve import hub_token, serve
+from ._serve import hub_token, serve, web
 
 app = typer.Typer(help="Frobozz: an MCP tool hub and headless game runner for Claude.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -29,6 +29,7 @@ app.command()(play)
 app.command()(worker)
 app.add_typer(runs, name="runs")
 app.command()(leaderboard)
+app.command()(web)
 app.command()(chat)
 app.command("mcp-config")(mcp_config)
 app.command()(doctor)

@@ -33,9 +33,54 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
         return
     import uvicorn
 
-    from frobozz.servers._http import hub_app, new_token
+    from frobozz.servers._http import hub_app
+    from frobozz.web import create_app
 
     base = f"http://{host}:{port}"
+    site = create_app() if name == "all" else None
+    grants, token, notes = _tokens(token, tokens)
+    try:
+        app = hub_app(names, token, host=host, grants=grants, site=site)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--token") from e
+    if token is not None:
+        notes.append(f"claude: claude mcp add --transport http {names[0]} {base}/{names[0]}/mcp --header "
+                     f"\"Authorization: Bearer {token if _generated(notes) else '$FROBOZZ_HUB_TOKEN'}\"")
+    if site is not None:
+        notes.append(f"web view: {_link(base, token, notes)}")
+    _announce(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names), notes)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def web(host: str = typer.Option("127.0.0.1", help="The address to listen on."),
+        port: int = typer.Option(8770, min=1, max=65535, help="The port to listen on."),
+        token: str | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKEN", show_default=False,
+                                         help="The token the browser must give; generated when unset."),
+        tokens: Path | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKENS", show_default=False, help=(
+            "A TOML file of scoped tokens (`frobozz hub-token --server web`): each sees the memory namespaces "
+            "it may read, and may forget only where it may write."))) -> None:
+    """Serve the web view alone: runs (live and past) and memory in the browser (`serve all --http` serves it
+    too, at /, beside the MCP servers)."""
+    import uvicorn
+
+    from frobozz.servers._auth import BearerToken, ScopedTokens
+    from frobozz.web import create_app
+
+    base = f"http://{host}:{port}"
+    grants, token, notes = _tokens(token, tokens)
+    try:
+        app = ScopedTokens(create_app(), grants, frozenset()) if grants is not None else \
+            BearerToken(create_app(), token or "")
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--token") from e
+    _announce(f"[bold]frobozz web[/] on {base}: {_link(base, token, notes)}", notes)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _tokens(token: str | None, tokens: Path | None) -> tuple[list | None, str | None, list[str]]:
+    """Scoped grants from `tokens`, or the one token (generated when unset), and what to tell the user."""
+    from frobozz.servers._http import new_token
+
     if tokens is not None:
         from frobozz.servers._grants import load_grants
 
@@ -43,24 +88,28 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
             grants = load_grants(tokens)
         except ValueError as e:
             raise typer.BadParameter(str(e), param_hint="--tokens") from e
-        app = hub_app(names, None, host=host, grants=grants)
-        notes = [f"scoped tokens from {tokens}: " + ", ".join(g.name for g in grants)]
-    else:
-        generated = token is None
-        token = token or new_token()
-        try:
-            app = hub_app(names, token, host=host)
-        except ValueError as e:
-            raise typer.BadParameter(str(e), param_hint="--token") from e
-        notes = [f"bearer token (generated; set FROBOZZ_HUB_TOKEN to keep one): {token}"] if generated else []
-        notes.append(f"claude: claude mcp add --transport http {names[0]} {base}/{names[0]}/mcp --header "
-                     f"\"Authorization: Bearer {token if generated else '$FROBOZZ_HUB_TOKEN'}\"")
+        return grants, None, [f"scoped tokens from {tokens}: " + ", ".join(g.name for g in grants)]
+    if token is not None:
+        return None, token, []
+    token = new_token()
+    return None, token, [f"bearer token (generated; set FROBOZZ_HUB_TOKEN to keep one): {token}"]
+
+
+def _generated(notes: list[str]) -> bool:
+    return any("(generated;" in note for note in notes)
+
+
+def _link(base: str, token: str | None, notes: list[str]) -> str:
+    """The web view's address; with a generated token, one that signs the browser in."""
+    return f"{base}/?token={token}" if token is not None and _generated(notes) else f"{base}/"
+
+
+def _announce(headline: str, notes: list[str]) -> None:
     say = Console(stderr=True, soft_wrap=True).print  # whole lines: the token must be copyable
-    say(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names))
+    say(headline)
     for note in notes:
         say(note, highlight=False)
     sys.stderr.flush()
-    uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 def hub_token(name: str = typer.Argument(..., help="Who the token is for (shown in refusals)."),

@@ -154,6 +154,12 @@ class MemoryStore:
                                  self.namespace(namespace), limit, self.metadata(metadata or {}))
         return [memory(r) for r in rows]
 
+    async def namespaces(self) -> dict[str, int]:
+        """Each namespace that holds memories, and how many."""
+        async with self.connection() as c:
+            rows = await c.fetch("SELECT namespace, memories FROM memory_namespaces WHERE memories > 0 ORDER BY 1")
+        return {r["namespace"]: r["memories"] for r in rows}
+
     async def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                      until: datetime | None = None, namespace: str | None = None, mode: Mode = "hybrid",
                      min_score: float = 0.0, context: bool = True) -> list[Hit]:

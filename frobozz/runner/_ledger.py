@@ -95,8 +95,9 @@ class RunLedger:
     async def info(self, run_id: str) -> RunInfo:
         return _info((await self.get(run_id))["info"])
 
-    async def turns(self, run_id: str) -> list[TurnRecord]:
-        rows = await self.pool.fetch("SELECT record FROM run_turns WHERE run_id = $1 ORDER BY turn", run_id)
+    async def turns(self, run_id: str, *, after: int = 0) -> list[TurnRecord]:
+        rows = await self.pool.fetch("SELECT record FROM run_turns WHERE run_id = $1 AND turn > $2 ORDER BY turn",
+                                     run_id, after)
         return [TurnRecord(**json.loads(r["record"])) for r in rows]
 
     async def runs(self, *, game: str | None = None, model: str | None = None, status: str | None = None,

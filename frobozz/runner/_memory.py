@@ -167,7 +167,7 @@ class RunMemory:
 
     @classmethod
     async def open(cls, settings: MemorySettings, *, namespace: str, run_id: str, session_id: str | None = None,
-                   threshold: float = 0.75, context_window: int | None = None) -> RunMemory:
+                   threshold: float = 0.75, context_window: int | None = None, deadline: float = 1.5) -> RunMemory:
         service = MemoryService(settings)
         try:
             store, sessions = await service.store(), await service.sessions()
@@ -177,7 +177,7 @@ class RunMemory:
             await service.aclose()
             raise
         self = cls(service, store, sessions, namespace=record.namespace, session_id=record.id, run_id=run_id,
-                   threshold=threshold, context_window=context_window)
+                   threshold=threshold, context_window=context_window, deadline=deadline)
         try:  # the embedding model loads now, not in the first orientation's time
             await store.embedder.embed(["warming up"])
         except Exception as e:  # noqa: BLE001 - recall and orientation say so on their own

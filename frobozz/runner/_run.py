@@ -269,7 +269,7 @@ async def _open_memory(stack: AsyncExitStack, store: RunStore, settings: RunnerS
     try:
         memory = await RunMemory.open(MemorySettings(), namespace=info.memory_namespace or "", run_id=info.run_id,
                                       session_id=info.memory_session, threshold=settings.handoff_threshold,
-                                      context_window=settings.context_window)
+                                      context_window=settings.context_window, deadline=settings.memory_deadline)
     except MemoryStoreError as e:
         info.status, info.reason = "failed", f"memory could not be opened: {e}"
         store.save_info()

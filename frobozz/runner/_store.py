@@ -142,8 +142,9 @@ class RunStore:
         else:
             atomic_write(self.dir / "snapshot.json", json.dumps(snapshot).encode())
 
-    def turns(self) -> list[TurnRecord]:
-        """Every committed turn, including one whose line a crash cut off after its snapshot."""
+    def turns(self, *, repair: bool = True) -> list[TurnRecord]:
+        """Every committed turn, including one whose line a crash cut off after its snapshot (written back to
+        turns.jsonl unless `repair=False`: a reader beside a live run must not write)."""
         records: dict[int, TurnRecord] = {}
         path = self.dir / "turns.jsonl"
         if path.exists():
@@ -158,8 +159,9 @@ class RunStore:
             last = TurnRecord(**snapshot["record"])
             if last.turn not in records:
                 records[last.turn] = last
-                with path.open("a", encoding="utf-8") as f:
-                    f.write(json.dumps(asdict(last)) + "\n")
+                if repair:
+                    with path.open("a", encoding="utf-8") as f:
+                        f.write(json.dumps(asdict(last)) + "\n")
         return [records[k] for k in sorted(records)]
 
     def snapshot(self) -> dict[str, Any] | None:

@@ -38,7 +38,7 @@ async def test_every_server_answers_at_its_own_path_with_the_token(overrides):
         async with hub_client(f"{hub.url}/game/mcp") as client:
             game = await call(client, "new_game", game="zork1")
             assert "West of House" in (await call(client, "act", session_id=game["session_id"], command="look"))["text"]
-        listing = httpx.get(f"{hub.url}/", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+        listing = httpx.get(f"{hub.url}/servers", headers={"Authorization": f"Bearer {TOKEN}"}).json()
     assert set(listing["servers"]) == set(SERVERS) and listing["servers"]["cortex"]["endpoint"] == "/cortex/mcp"
 
 

@@ -1,0 +1,173 @@
+"""The hub's token check, in front of everything it serves but the health check: MCP clients send the
+token as `Authorization: Bearer TOKEN`; a browser (the web view) signs in once, with the token in a form
+or in the link the hub prints (`/?token=…`), and then carries it in an HttpOnly, SameSite=Strict cookie.
+
+One token (`BearerToken`) may do anything. Scoped tokens (`ScopedTokens`, `FROBOZZ_HUB_TOKENS`) each
+have a grant: a server outside it is refused here, the tools check namespaces (`granted`), and the web
+view (any path that is not a server's) needs "web" among the grant's servers and reads the grant from
+`request.state.grant`. Both are pure ASGI: streams pass untouched."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Callable
+from html import escape
+from http.cookies import CookieError, SimpleCookie
+from urllib.parse import parse_qs, urlencode
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ._grants import Grant, find_grant, granted
+
+OPEN_PATHS = frozenset({"/healthz"})  # for load balancers' health checks
+COOKIE = "frobozz_token"
+LOGIN = "/login"
+_MAX_FORM = 4096
+
+
+class _Gate:
+    """Finds the caller's token (header, cookie, or the sign-in form or link), asks `admit` whether it may
+    have this path, and passes the request on, or refuses it: JSON for programs, a sign-in page for
+    browsers."""
+
+    def __init__(self, app: ASGIApp, admit: Callable[[str, str], tuple[bool, Grant | None, str]]) -> None:
+        self.app, self.admit = app, admit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] == LOGIN and scope["method"] == "POST":
+            await self._login(scope, receive, send)
+            return
+        linked = _query_token(scope)
+        if linked is not None and scope["method"] == "GET":  # the printed link: keep it as a cookie, drop it
+            allowed, _, _ = self.admit(linked, "")
+            if allowed:
+                await _redirect(send, _without_token(scope), linked)
+                return
+        token = _token(scope)
+        allowed, grant, why = self.admit(token, scope["path"]) if token is not None else (False, None, "")
+        if not allowed:
+            if token is not None and why and grant is not None:
+                await _refuse(scope, send, 403, why)
+            else:
+                await _refuse(scope, send, 401, "unauthorized: send the hub's token as 'Authorization: Bearer TOKEN'")
+            return
+        scope.setdefault("state", {})["grant"] = grant
+        with granted(grant):
+            await self.app(scope, receive, send)
+
+    async def _login(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if len(body) > _MAX_FORM:
+                await _refuse(scope, send, 413, "the sign-in form is too large")
+                return
+            if not message.get("more_body"):
+                break
+        form = parse_qs(body.decode("latin-1"))
+        token, next_path = form.get("token", [""])[0].strip(), form.get("next", ["/"])[0]
+        allowed, _, _ = self.admit(token, "") if token else (False, None, "")
+        if not allowed:
+            await _refuse(scope, send, 401, "that is not this hub's token", next_path=next_path)
+            return
+        await _redirect(send, next_path if next_path.startswith("/") and not next_path.startswith("//") else "/",
+                        token)
+
+
+def BearerToken(app: ASGIApp, token: str) -> ASGIApp:  # noqa: N802 - a middleware, named as one
+    """One token for everything."""
+    if len(token) < 16:
+        raise ValueError("the hub's bearer token must be at least 16 characters")
+    expected = token.encode()
+
+    def admit(given: str, _: str) -> tuple[bool, Grant | None, str]:
+        return hmac.compare_digest(given.encode(), expected), None, ""
+    return _Gate(app, admit)
+
+
+def ScopedTokens(app: ASGIApp, grants: list[Grant], servers: frozenset[str] | set[str]) -> ASGIApp:  # noqa: N802
+    """`FROBOZZ_HUB_TOKENS`: the caller's token picks its grant; `servers` are the paths that are MCP servers
+    (`/servers` lists them to any token; the rest is the web view, which the grant must name as "web")."""
+    def admit(given: str, path: str) -> tuple[bool, Grant | None, str]:
+        grant = find_grant(grants, given)
+        if grant is None:
+            return False, None, ""
+        first = path.strip("/").split("/")[0]
+        part = first if first in servers else "" if first == "servers" else "web"
+        if path and part and not grant.may_use(part):
+            return False, grant, (f"token {grant.name!r} may not use the {part} " + ("server" if part != "web" else
+                                  "view") + f" (it may use: {', '.join(grant.servers) or 'none'})")
+        return True, grant, ""
+    return _Gate(app, admit)
+
+
+def _headers(scope: Scope) -> dict[bytes, bytes]:
+    return dict(scope["headers"])
+
+
+def _token(scope: Scope) -> str | None:
+    """The Authorization header's token ('' when it is there but not `Bearer …`), else the cookie's."""
+    headers = _headers(scope)
+    if b"authorization" in headers:
+        given = headers[b"authorization"].decode("latin-1")
+        return given[7:] if given.startswith("Bearer ") else ""
+    try:
+        jar = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
+    except CookieError:
+        return None
+    return jar[COOKIE].value if COOKIE in jar else None
+
+
+def _query_token(scope: Scope) -> str | None:
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
+    return values[0] if values else None
+
+
+def _without_token(scope: Scope) -> str:
+    query = [(k, v) for k, vs in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()
+             for v in vs if k != "token"]
+    return scope.get("root_path", "") + scope["path"] + (f"?{urlencode(query)}" if query else "")
+
+
+async def _redirect(send: Send, location: str, token: str) -> None:
+    cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+    await send({"type": "http.response.start", "status": 303,
+                "headers": [(b"location", location.encode("latin-1", "replace")), (b"set-cookie", cookie.encode()),
+                            (b"cache-control", b"no-store")]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _wants_html(scope: Scope) -> bool:
+    return scope["method"] in ("GET", "POST") and b"text/html" in _headers(scope).get(b"accept", b"")
+
+
+async def _refuse(scope: Scope, send: Send, status: int, message: str, *, next_path: str | None = None) -> None:
+    if _wants_html(scope):
+        headers = [(b"content-type", b"text/html; charset=utf-8")]
+        body = _sign_in(message, next_path or _without_token(scope), status).encode()
+    else:
+        headers = [(b"content-type", b"application/json")]
+        body = json.dumps({"error": message}).encode()
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="frobozz"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _sign_in(message: str, next_path: str, status: int) -> str:
+    """The page a browser gets instead: what went wrong, and (for a missing token) a form to give it."""
+    form = "" if status != 401 else (
+        f'<form method="post" action="{LOGIN}"><input type="hidden" name="next" value="{escape(next_path)}">'
+        '<label>Hub token <input type="password" name="token" autocomplete="current-password" required '
+        'autofocus></label> <button type="submit">Open</button></form>'
+        "<p>The hub printed its token (and a link that signs in) when it started.</p>")
+    return ("<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport "
+            "content='width=device-width, initial-scale=1'><title>Frobozz: sign in</title><style>body{font:16px "
+            "system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}input,button{font:inherit;"
+            "padding:.3rem}</style></head><body><h1>Frobozz</h1>"
+            f'<p id="refused" role="alert">{escape(message)}</p>{form}</body></html>')

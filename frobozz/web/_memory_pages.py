@@ -1,0 +1,117 @@
+"""The memory pages: search cortex (the same hybrid search, its scores shown) by namespace and date, the
+newest memories and hand-off letters, one memory or letter, and forgetting one (after asking)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from datetime import UTC, date, datetime, time, timedelta
+from typing import TypeVar
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from frobozz.memory import DATABASE_ERRORS, Memory, MemoryStoreError
+
+from ._web import grant_of, same_origin, web_of
+
+T = TypeVar("T")
+MAX_QUERY = 2000
+
+
+async def _memory(work: Awaitable[T]) -> T:
+    """The store's answer; its refusals and a missing database as the pages' errors."""
+    try:
+        return await work
+    except MemoryStoreError as e:
+        raise HTTPException(404 if str(e).startswith("no ") else 400, str(e)) from None
+    except DATABASE_ERRORS as e:
+        raise HTTPException(503, f"the memory database is not reachable right now ({type(e).__name__}); "
+                                 "try again when it is back") from None
+
+
+def _may(request: Request, namespace: str, *, write: bool = False) -> bool:
+    grant = grant_of(request)
+    return grant is None or grant.may(namespace, write=write)
+
+
+def _day(value: str | None, name: str, *, end: bool = False) -> datetime | None:
+    if not value:
+        return None
+    try:
+        day = date.fromisoformat(value)
+    except ValueError:
+        raise HTTPException(400, f"{name} must be a date like 2026-11-23") from None
+    return datetime.combine(day + timedelta(days=1) if end else day, time(), UTC)
+
+
+async def memory_page(request: Request) -> HTMLResponse:
+    web = web_of(request)
+    store = await _memory(web.memory.store())
+    params = request.query_params
+    query = (params.get("q") or "").strip()
+    if len(query) > MAX_QUERY:
+        raise HTTPException(400, f"the search is {len(query)} characters; at most {MAX_QUERY}")
+    if "\0" in query:
+        raise HTTPException(400, "the search contains a NUL character")
+    namespaces = {ns: n for ns, n in (await _memory(store.namespaces())).items() if _may(request, ns)}
+    namespace = params.get("namespace") or store.default_namespace
+    if not _may(request, namespace):
+        raise HTTPException(403, f"this token may not read namespace {namespace[:100]!r}")
+    since, until = _day(params.get("since"), "since"), _day(params.get("until"), "until", end=True)
+    hits = None
+    if query:
+        hits = await _memory(store.search(query, limit=20, since=since, until=until, namespace=namespace))
+    recent = await _memory(store.recent(20, namespace))
+    letters = await _memory((await web.memory.handoffs()).recent(10, namespace))
+    return web.page(request, "memory.html", query=query, namespace=namespace, namespaces=namespaces, hits=hits,
+                    recent=recent, letters=letters, since=params.get("since") or "", until=params.get("until") or "",
+                    forgotten=params.get("forgotten"))
+
+
+async def _readable(request: Request) -> Memory:
+    web = web_of(request)
+    store = await _memory(web.memory.store())
+    found = await _memory(store.get(request.path_params["memory_id"]))
+    if not _may(request, found.namespace):
+        raise HTTPException(403, f"this token may not read memory {found.id}")
+    return found
+
+
+async def one_memory(request: Request) -> HTMLResponse:
+    found = await _readable(request)
+    return web_of(request).page(request, "memory_one.html", m=found, may_forget=_may(request, found.namespace,
+                                                                                     write=True))
+
+
+async def forget(request: Request) -> Response:
+    """GET asks first; POST (from that page) forgets."""
+    found = await _readable(request)
+    if not _may(request, found.namespace, write=True):
+        raise HTTPException(403, f"this token may not forget memories in namespace {found.namespace!r}")
+    web = web_of(request)
+    if request.method == "GET":
+        return web.page(request, "forget.html", m=found)
+    same_origin(request)
+    store = await _memory(web.memory.store())
+    await _memory(store.forget(found.id))
+    url = request.url_for("memory").include_query_params(namespace=found.namespace, forgotten=found.id)
+    return RedirectResponse(str(url), status_code=303)
+
+
+async def letter_page(request: Request) -> HTMLResponse:
+    web = web_of(request)
+    letters = await _memory(web.memory.handoffs())
+    letter = await _memory(letters.read(request.path_params["letter_id"]))
+    if not _may(request, letter.namespace):
+        raise HTTPException(403, f"this token may not read letter {letter.id}")
+    return web.page(request, "letter.html", letter=letter)
+
+
+routes = [
+    Route("/memory", memory_page, name="memory"),
+    Route("/memory/{memory_id:int}", one_memory, name="memory_one"),
+    Route("/memory/{memory_id:int}/forget", forget, methods=["GET", "POST"], name="forget"),
+    Route("/letters/{letter_id:int}", letter_page, name="letter"),
+]

@@ -1,0 +1,95 @@
+"""The runs pages: the table of runs (with the leaderboard when runs are in Postgres), and one run: its
+transcript turn by turn, score chart and map, updated live over server-sent events while it plays."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette import EventSourceResponse
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from frobozz.games import GameMap
+from frobozz.runner import STATUSES, RunNotFoundError, TurnRecord
+
+from ._chart import score_chart
+from ._map import layout
+from ._runs import RunView
+from ._web import Web, web_of
+
+FILTERS = ("game", "model", "mode", "player", "status")
+
+
+async def runs_page(request: Request) -> HTMLResponse:
+    web = web_of(request)
+    chosen = {name: request.query_params.get(name) or None for name in FILTERS}
+    if chosen["status"] is not None and chosen["status"] not in STATUSES:
+        raise HTTPException(400, f"status must be one of: {', '.join(STATUSES)}")
+    everything = await web.runs.rows()
+    rows = await web.runs.rows(**chosen) if any(chosen.values()) else everything
+    choices = {name: sorted({getattr(r, name) for r in everything if getattr(r, name)}) for name in FILTERS}
+    return web.page(request, "runs.html", rows=rows, chosen=chosen, choices=choices,
+                    leaderboard=await web.runs.leaderboard(), notice=web.runs.database_error)
+
+
+async def _view(web: Web, run_id: str, after: int = 0) -> RunView:
+    try:
+        return await web.runs.run(run_id, after=after)
+    except RunNotFoundError as e:
+        raise HTTPException(404, str(e)) from None
+
+
+def _figures(web: Web, request: Request, view: RunView, turns: list[TurnRecord]) -> str:
+    """The score chart and the map, as the page shows them (rendered again as turns arrive)."""
+    current = turns[-1].location if turns else None
+    explored = layout(GameMap.from_path((t.command, t.location) for t in turns), current)
+    template = web.templates.get_template("_figures.html")
+    return template.render(request=request, chart=score_chart(turns, view.info.max_score), map=explored,
+                           info=view.info)
+
+
+def _render(web: Web, request: Request, name: str, **context: Any) -> str:
+    return web.templates.get_template(name).render(request=request, **context)
+
+
+async def run_page(request: Request) -> HTMLResponse:
+    web = web_of(request)
+    view = await _view(web, request.path_params["run_id"])
+    return web.page(request, "run.html", info=view.info, turns=view.turns, live=view.live,
+                    figures=_figures(web, request, view, view.turns),
+                    last=view.turns[-1].turn if view.turns else 0, notice=web.runs.database_error)
+
+
+async def run_events(request: Request) -> Response:
+    """Server-sent events for a run's page: `turn` (a turn's HTML, its number as the event id), `figures` (the
+    chart and map again), `status` (the run's header), and `end` once the run has stopped. A reconnecting
+    browser sends the last id it saw and gets only what came after."""
+    web = web_of(request)
+    run_id = request.path_params["run_id"]
+    try:
+        after = int(request.headers.get("last-event-id") or request.query_params.get("after") or 0)
+    except ValueError:
+        raise HTTPException(400, "after must be a turn number") from None
+    everything = await _view(web, run_id)  # 404 now, before the stream starts
+    turns = [t for t in everything.turns if t.turn <= after]
+
+    async def events() -> AsyncIterator[dict[str, str]]:
+        async for view in web.runs.follow(run_id, after):
+            for turn in view.turns:
+                turns.append(turn)
+                yield {"event": "turn", "id": str(turn.turn), "data": _render(web, request, "_turn.html", t=turn)}
+            yield {"event": "figures", "data": _figures(web, request, view, turns)}
+            yield {"event": "status" if view.live else "end",
+                   "data": _render(web, request, "_status.html", info=view.info, live=view.live)}
+
+    return EventSourceResponse(events(), ping=15, send_timeout=30)
+
+
+routes = [
+    Route("/", runs_page, name="runs"),
+    Route("/runs/{run_id}", run_page, name="run"),
+    Route("/runs/{run_id}/events", run_events, name="run_events"),
+]

@@ -1,0 +1,185 @@
+"""Where the web view reads runs: the run directories on this machine, and the runs table in Postgres
+(runs queued and played by workers anywhere), merged by run id. Only reads: a page beside a live run
+never writes to it."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from frobozz.memory import DATABASE_ERRORS, MemoryStoreError
+from frobozz.runner import RunInfo, RunLedger, RunNotFoundError, RunStore, TurnRecord
+
+from .settings import WebSettings
+
+log = logging.getLogger("frobozz.web")
+LIVE = ("queued", "running")
+_RETRY_SECONDS = 5.0  # after the database could not be reached, pages go on without it this long
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run_id: str
+    game: str
+    title: str
+    player: str
+    model: str | None
+    mode: str
+    status: str
+    reason: str | None
+    score: int | None
+    max_score: int | None
+    turns: int
+    won: bool
+    cost_usd: float
+    created: str  # ISO time, UTC
+
+    @classmethod
+    def of(cls, info: RunInfo) -> RunRow:
+        return cls(info.run_id, info.game, info.title, info.player, info.model, info.mode, info.status, info.reason,
+                   info.score, info.max_score, info.turns, info.won, info.cost_usd, info.created)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A run as its page shows it: its state, and the turns committed so far."""
+
+    info: RunInfo
+    turns: list[TurnRecord]
+
+    @property
+    def live(self) -> bool:
+        return self.info.status in LIVE
+
+
+class Runs:
+    def __init__(self, settings: WebSettings) -> None:
+        self.settings = settings
+        self.database_error: str | None = None
+        self._ledger: RunLedger | None = None
+        self._failed_at = 0.0
+        self._lock = anyio.Lock()
+
+    async def aclose(self) -> None:
+        if self._ledger is not None:
+            await self._ledger.aclose()
+            self._ledger = None
+
+    async def ledger(self) -> RunLedger | None:
+        """The runs table, or None while the database cannot be reached (`database_error` says why)."""
+        async with self._lock:
+            if self._ledger is None and time.monotonic() - self._failed_at > _RETRY_SECONDS:
+                try:
+                    self._ledger = await RunLedger.open(self.settings, size=2)
+                    self.database_error = None
+                except (*DATABASE_ERRORS, MemoryStoreError) as e:
+                    self._failed_at = time.monotonic()
+                    self.database_error = f"the runs database is not reachable ({type(e).__name__}): only the runs " \
+                                          "played on this machine are shown"
+                    log.warning("web: %s: %s", self.database_error, e)
+            return self._ledger
+
+    async def _from_ledger(self, work: Any) -> Any:
+        """`work(ledger)`, or None when there is no database right now (it went away: the next call retries)."""
+        ledger = await self.ledger()
+        if ledger is None:
+            return None
+        try:
+            return await work(ledger)
+        except DATABASE_ERRORS as e:
+            async with self._lock:
+                self._ledger, self._failed_at = None, time.monotonic()
+                self.database_error = f"the runs database went away ({type(e).__name__}): only the runs played " \
+                                      "on this machine are shown"
+            await ledger.aclose()
+            return None
+
+    # -- the runs table --------------------------------------------------------------------------
+    async def rows(self, *, game: str | None = None, model: str | None = None, mode: str | None = None,
+                   player: str | None = None, status: str | None = None) -> list[RunRow]:
+        """Runs here and in the database, newest first, those matching every filter given."""
+        found = {info.run_id: RunRow.of(info) for info in self._local_infos()}
+        for row in await self._from_ledger(lambda ledger: ledger.runs(limit=self.settings.web_page_size * 4)) or []:
+            found.setdefault(row["run_id"], _row(row))
+        wanted = {"game": game, "model": model, "mode": mode, "player": player, "status": status}
+        rows = [r for r in found.values() if all(v in (None, "") or getattr(r, k) == v for k, v in wanted.items())]
+        rows.sort(key=lambda r: (r.created, r.run_id), reverse=True)
+        return rows[:self.settings.web_page_size]
+
+    async def leaderboard(self) -> list[dict[str, Any]] | None:
+        """The runs table's leaderboard; None without a database."""
+        return await self._from_ledger(lambda ledger: ledger.leaderboard())
+
+    def _local_infos(self) -> list[RunInfo]:
+        runs_dir = self.settings.runs_dir
+        if not runs_dir.is_dir():
+            return []
+        infos = []
+        for path in runs_dir.iterdir():
+            try:
+                infos.append(RunStore.open(runs_dir, path.name).info)
+            except RunNotFoundError:
+                continue  # not a run, or one being created right now
+        return infos
+
+    # -- one run ---------------------------------------------------------------------------------
+    async def run(self, run_id: str, *, after: int = 0) -> RunView:
+        """The run and its turns after `after`: from its directory here, else from the database."""
+        try:
+            store = RunStore.open(self.settings.runs_dir, run_id)
+        except RunNotFoundError:  # played elsewhere, or not at all: the database knows
+            found = await self._from_ledger(lambda ledger: _ledger_view(ledger, run_id, after))
+            if found is None:
+                raise
+            return found
+        return RunView(store.info, [t for t in store.turns(repair=False) if t.turn > after])
+
+    async def follow(self, run_id: str, after: int) -> AsyncIterator[RunView]:
+        """The run each time it changes (new turns after the last seen, a new state), until it has ended."""
+        seen: Any = None
+        while True:
+            mark = await self._mark(run_id)
+            if mark != seen:
+                seen = mark
+                view = await self.run(run_id, after=after)
+                if view.turns:
+                    after = view.turns[-1].turn
+                yield view
+                if not view.live:
+                    return
+            await anyio.sleep(self.settings.web_poll_seconds)
+
+    async def _mark(self, run_id: str) -> Any:
+        """Something that changes whenever the run does: its files' sizes and times, or its row's update time."""
+        directory = self.settings.runs_dir / run_id
+        if (directory / "run.json").exists():
+            return tuple(_stat(directory / name) for name in ("run.json", "turns.jsonl", "snapshot.json"))
+        return await self._from_ledger(lambda ledger: ledger.pool.fetchval(
+            "SELECT updated FROM runs WHERE run_id = $1", run_id))
+
+
+async def _ledger_view(ledger: RunLedger, run_id: str, after: int) -> RunView:
+    return RunView(await ledger.info(run_id), await ledger.turns(run_id, after=after))
+
+
+def _row(row: dict[str, Any]) -> RunRow:
+    created = row.get("created")
+    return RunRow(row["run_id"], row["game"], row["game"], row["player"], row["model"], row["mode"], row["status"],
+                  row["reason"], row["score"], row["max_score"], row["turns"], row["won"], row["cost_usd"],
+                  created.isoformat(timespec="seconds") if isinstance(created, datetime) else str(created or ""))
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_size, st.st_mtime_ns
+

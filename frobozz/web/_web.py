@@ -1,0 +1,54 @@
+"""What every page of the web view reads from (the settings, the runs, memory, the templates), and who is
+asking: a scoped token's grant arrives as `request.state.grant` from the token check in front of the app."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.templating import Jinja2Templates
+
+from frobozz.memory import MemoryService
+
+from ._runs import Runs
+from .settings import WebSettings
+
+
+class Web:
+    """What every page reads from: the settings, the runs, memory, and the templates."""
+
+    def __init__(self, settings: WebSettings) -> None:
+        self.settings = settings
+        self.runs = Runs(settings)
+        self.memory = MemoryService(settings)
+        env = Environment(loader=PackageLoader("frobozz.web"), autoescape=select_autoescape(default=True),
+                          trim_blocks=True, lstrip_blocks=True)
+        env.filters["when"] = lambda value: str(value or "")[:16].replace("T", " ")
+        self.templates = Jinja2Templates(env=env)
+
+    def page(self, request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        return self.templates.TemplateResponse(request, name, context, status_code=status_code)
+
+    async def aclose(self) -> None:
+        await self.runs.aclose()
+        await self.memory.aclose()
+
+
+def web_of(request: Request) -> Web:
+    return request.app.state.web
+
+
+def grant_of(request: Request) -> Any:
+    """The caller's scoped grant (`may(namespace, write=)`), or None: one token, which may do anything."""
+    return getattr(request.state, "grant", None)
+
+
+def same_origin(request: Request) -> None:
+    """A form that changes something must come from a page of this site (the cookie is SameSite=Strict too)."""
+    origin = request.headers.get("origin") or request.headers.get("referer")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+        raise HTTPException(403, "this form must be sent from Frobozz's own pages")
