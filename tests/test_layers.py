@@ -14,6 +14,7 @@ ALLOWED = {
     "loop": {"engine", "memory"},
     "servers": {"games", "memory"},
     "runner": {"engine", "games", "loop", "memory"},
+    "web": {"games", "memory", "runner"},  # reads runs and memory through their public APIs
 }
 LEAVES = {p.stem for p in PACKAGE.glob("_*.py")} - {"__init__", "__main__"}
 
@@ -53,3 +54,10 @@ def test_the_servers_stand_alone_and_share_only_their_helpers():
         for other in names - {own}:
             assert f"from ..{other}" not in text and f"frobozz.servers.{other}" not in text, \
                 f"{path.relative_to(PACKAGE)} imports the {other} server"
+
+
+def test_nothing_but_the_cli_imports_the_web_view():
+    for path in PACKAGE.rglob("*.py"):
+        part = path.relative_to(PACKAGE).parts[0]
+        if part not in ("cli", "web"):
+            assert "web" not in _imported_parts(path), f"{path.relative_to(PACKAGE)} imports frobozz.web"

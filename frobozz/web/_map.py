@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from frobozz.games import GameMap
-from frobozz.games._map import direction
+from frobozz.games import GameMap, direction
 
 # compass direction -> (dx, dy) in grid units, y downwards as on screen; up/down drawn as diagonals
 _STEP = {"n": (0, -1), "s": (0, 1), "e": (1, 0), "w": (-1, 0), "ne": (1, -1), "nw": (-1, -1), "se": (1, 1),
@@ -42,6 +41,8 @@ class MapLayout:
     links: tuple[Link, ...]
     width: float
     height: float
+    box_w: float = BOX_W  # each room's box
+    box_h: float = BOX_H
 
     @property
     def current(self) -> Room | None:

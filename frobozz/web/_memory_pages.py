@@ -36,6 +36,14 @@ def _may(request: Request, namespace: str, *, write: bool = False) -> bool:
     return grant is None or grant.may(namespace, write=write)
 
 
+def _id(request: Request, name: str) -> int:
+    """A memory's or letter's id from the path; one past what Postgres can hold is simply not there."""
+    value = request.path_params[name]
+    if value >= 2 ** 63:
+        raise HTTPException(404, f"no {name.removesuffix('_id')} {value}")
+    return value
+
+
 def _day(value: str | None, name: str, *, end: bool = False) -> datetime | None:
     if not value:
         return None
@@ -73,7 +81,7 @@ async def memory_page(request: Request) -> HTMLResponse:
 async def _readable(request: Request) -> Memory:
     web = web_of(request)
     store = await _memory(web.memory.store())
-    found = await _memory(store.get(request.path_params["memory_id"]))
+    found = await _memory(store.get(_id(request, "memory_id")))
     if not _may(request, found.namespace):
         raise HTTPException(403, f"this token may not read memory {found.id}")
     return found
@@ -103,7 +111,7 @@ async def forget(request: Request) -> Response:
 async def letter_page(request: Request) -> HTMLResponse:
     web = web_of(request)
     letters = await _memory(web.memory.handoffs())
-    letter = await _memory(letters.read(request.path_params["letter_id"]))
+    letter = await _memory(letters.read(_id(request, "letter_id")))
     if not _may(request, letter.namespace):
         raise HTTPException(403, f"this token may not read letter {letter.id}")
     return web.page(request, "letter.html", letter=letter)

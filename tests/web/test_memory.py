@@ -1,0 +1,114 @@
+"""The memory pages over real loopback HTTP on a real database: nothing first, then search with scores,
+namespaces and dates, one memory, hand-off letters, forgetting (asked first, from this site only), bad
+input, and scoped tokens that see only their namespaces."""
+
+import re
+
+import anyio
+import httpx
+import pytest
+
+from frobozz._loopback import LoopbackServer
+from frobozz.memory import MemoryService
+from frobozz.servers._auth import ScopedTokens
+from frobozz.servers._grants import Grant, hashed
+from frobozz.servers._http import new_token
+from frobozz.web import create_app
+
+TROLL = "The troll in the Troll Room is killed with the sword; the lantern must be lit first."
+
+
+def stored(settings, *items, letters=()):
+    """Store memories (content, namespace) and letters (summary, namespace) as cortex and handoff would."""
+    async def store():
+        service = MemoryService(settings)
+        try:
+            memories = await service.store()
+            ids = [(await memories.store(content, namespace=ns))[0].id for content, ns in items]
+            handoffs = await service.handoffs()
+            for summary, ns in letters:
+                await handoffs.write(summary, ["go east"], [TROLL], ns, "a-session")
+            return ids
+        finally:
+            await service.aclose()
+    return anyio.run(store)
+
+
+def test_an_empty_store_searches_to_nothing_and_lists_nothing(client):
+    page = client.get("/memory", params={"q": "troll"})
+    assert page.status_code == 200
+    assert 'id="no-hits"' in page.text and 'id="no-memories"' in page.text and 'id="no-letters"' in page.text
+    assert 'id="no-hits"' not in client.get("/memory").text  # no search: no results section
+
+
+def test_a_search_finds_the_memory_with_its_score_and_opens_it(client, web_settings):
+    troll, lamp = stored(web_settings, (TROLL, "zork1"), ("A brass lantern is in the living room.", "zork1"),
+                         ("The troll is friendly.", "elsewhere"))[:2]
+    page = client.get("/memory", params={"q": "how do I get past the troll", "namespace": "zork1"}).text
+    assert page.index(f"/memory/{troll}") < page.index("Newest in zork1")
+    assert 'class="score"' in page and "The troll is friendly" not in page.split("Newest in")[0]
+    assert "zork1 (2)" in page and "elsewhere (1)" in page  # the namespaces, with how many each holds
+    one = client.get(f"/memory/{troll}").text
+    assert TROLL in one and "zork1" in one and "Forget…" in one
+
+
+def test_dates_narrow_a_search_and_a_bad_date_or_query_is_a_clear_error(client, web_settings):
+    stored(web_settings, (TROLL, "default"))
+    assert "/memory/" in client.get("/memory", params={"q": "troll", "since": "2020-01-01"}).text.split("Newest")[0]
+    assert 'id="no-hits"' in client.get("/memory", params={"q": "troll", "until": "2020-01-01"}).text
+    for params in ({"since": "yesterday"}, {"q": "x" * 2001}, {"q": "troll\x00"}, {"namespace": "../etc"}):
+        bad = client.get("/memory", params=params)
+        assert bad.status_code == 400 and "<h1>" in bad.text, params
+    assert client.get("/memory/99999999999999999999999").status_code == 404
+    assert client.get("/memory/424242").status_code == 404 and "no memory 424242" in client.get("/memory/424242").text
+    assert client.get("/letters/424242").status_code == 404
+
+
+def test_forgetting_asks_first_then_forgets_and_a_form_from_another_site_changes_nothing(client, web_settings):
+    [troll] = stored(web_settings, (TROLL, "default"))
+    ask = client.get(f"/memory/{troll}/forget")
+    assert ask.status_code == 200 and "Forget memory" in ask.text and 'method="post"' in ask.text
+    assert TROLL in client.get(f"/memory/{troll}").text  # asking changed nothing
+    foreign = client.post(f"/memory/{troll}/forget", headers={"Origin": "https://evil.example"})
+    assert foreign.status_code == 403 and TROLL in client.get(f"/memory/{troll}").text
+    done = client.post(f"/memory/{troll}/forget", headers={"Origin": str(client.base_url).rstrip("/")})
+    assert done.status_code == 303 and f"forgotten={troll}" in done.headers["location"]
+    assert client.get(f"/memory/{troll}").status_code == 404
+    assert 'id="no-hits"' in client.get("/memory", params={"q": "troll"}).text
+    assert client.post(f"/memory/{troll}/forget").status_code == 404  # twice: nothing left to forget
+
+
+def test_hand_off_letters_are_listed_and_open_with_the_memories_they_name(client, web_settings):
+    stored(web_settings, letters=[("Reached the Troll Room with the sword and the lit lantern.", "default")])
+    page = client.get("/memory").text
+    assert "Reached the Troll Room" in page
+    [letter] = re.findall(r'href="[^"]*(/letters/[0-9]+)"', page)
+    opened = client.get(letter)
+    assert opened.status_code == 200 and "go east" in opened.text and TROLL in opened.text
+
+
+ALICE, BOB = new_token(), new_token()
+GRANTS = [Grant(name="alice", sha256=hashed(ALICE), servers=["web"], read=["team"], write=["alice"]),
+          Grant(name="bob", sha256=hashed(BOB), servers=["cortex"], write=["bob"])]
+
+
+@pytest.fixture
+def scoped(web_settings):
+    with LoopbackServer(ScopedTokens(create_app(web_settings), GRANTS, frozenset()), lifespan="on") as server:
+        yield server.url
+
+
+def test_a_scoped_token_sees_only_its_namespaces_and_forgets_only_where_it_may_write(scoped, web_settings):
+    mine, team, bobs = stored(web_settings, ("a note of alice", "alice"), ("a note of the team", "team"),
+                              ("a secret of bob", "bob"))
+    alice = httpx.Client(base_url=scoped, headers={"Authorization": f"Bearer {ALICE}"}, timeout=60)
+    page = alice.get("/memory", params={"namespace": "alice"}).text
+    assert "alice (1)" in page and "team (1)" in page and "bob" not in page
+    assert alice.get("/memory", params={"namespace": "bob"}).status_code == 403
+    assert alice.get(f"/memory/{bobs}").status_code == 403 and "a secret of bob" not in alice.get(f"/memory/{bobs}").text
+    assert "Forget…" not in alice.get(f"/memory/{team}").text  # read-only there
+    assert alice.post(f"/memory/{team}/forget").status_code == 403
+    assert "a note of the team" in alice.get(f"/memory/{team}").text
+    assert "Forget…" in alice.get(f"/memory/{mine}").text
+    bob = httpx.get(f"{scoped}/memory", headers={"Authorization": f"Bearer {BOB}"})
+    assert bob.status_code == 403 and "may not use the web view" in bob.json()["error"]

@@ -1,0 +1,158 @@
+"""The runs pages over real loopback HTTP: the table (empty first), filters, a run from this machine or only
+from the database, hostile run ids, the live event stream, and a database that cannot be reached."""
+
+import json
+
+import httpx
+import pytest
+
+from frobozz._loopback import LoopbackServer
+from frobozz.runner import RunLedger, RunStore
+from frobozz.servers._auth import BearerToken
+from frobozz.web import WebSettings, create_app
+from tests.web.conftest import TOKEN, new_run, play_turn
+
+
+def test_with_no_run_anywhere_the_table_says_how_to_play_one_and_the_leaderboard_is_empty(client):
+    page = client.get("/")
+    assert page.status_code == 200
+    assert "No runs yet" in page.text and "frobozz play zork1" in page.text
+    assert "No finished runs in the database yet" in page.text
+
+
+def test_runs_are_listed_newest_first_and_filtered(client, web_settings):
+    new_run(web_settings.runs_dir, "20261123-100000-aaaaaa", created="2026-11-23T10:00:00+00:00", status="finished",
+            player="walkthrough", reason="won", won=True, score=350)
+    new_run(web_settings.runs_dir, "20261123-110000-bbbbbb", created="2026-11-23T11:00:00+00:00", mode="tools")
+    page = client.get("/").text
+    assert page.index("20261123-110000-bbbbbb") < page.index("20261123-100000-aaaaaa")
+    only = client.get("/", params={"status": "finished"}).text
+    assert "20261123-100000-aaaaaa" in only and "20261123-110000-bbbbbb" not in only
+    assert "No runs match" in client.get("/", params={"game": "nothing-like-it"}).text
+    assert client.get("/", params={"status": "<script>"}).status_code == 400
+
+
+def test_a_run_page_shows_each_turn_its_reasoning_folded_the_chart_and_the_map(client, web_settings):
+    store = new_run(web_settings.runs_dir, status="finished", reason="max turns")
+    play_turn(store, 1, "north", "North of House", 0)
+    play_turn(store, 2, "east", "Behind House", 5, text="Behind House\n<b>a window</b> is slightly ajar.")
+    page = client.get(f"/runs/{store.info.run_id}").text
+    assert 'id="turn-1"' in page and 'id="turn-2"' in page and "&gt; east" in page
+    assert "<details class=\"reply\">" in page and "I should go east." in page
+    assert "&lt;b&gt;a window&lt;/b&gt;" in page  # the game's text is text, never markup
+    assert 'class="room current"' in page and 'id="current-room">Behind House<' in page
+    assert "<polyline" in page and "data-events" not in page  # finished: a static page
+
+
+def test_an_unknown_or_hostile_run_id_is_not_found_and_nothing_is_written(client, web_settings):
+    for run_id in ("20261123-000000-ffffff", "..%2F..%2Frun", "x" * 5000, "%2e%2e%2f%2e%2e%2fetc", "20261123-000000-ffffff%00"):
+        page = client.get(f"/runs/{run_id}")
+        assert page.status_code == 404, run_id
+        assert client.get(f"/runs/{run_id}/events").status_code == 404
+    assert not web_settings.runs_dir.exists() or not any(web_settings.runs_dir.iterdir())
+
+
+def test_a_run_known_only_to_the_database_is_listed_and_shown(client, web_settings):
+    import anyio
+
+    store = new_run(web_settings.runs_dir, "20261123-130000-cccccc", status="finished", reason="won", won=True)
+    record = play_turn(store, 1, "open mailbox", "West of House", 0)
+
+    async def record_it():
+        ledger = await RunLedger.open(web_settings)
+        try:
+            await ledger.add(store.info, queued=False)
+            await ledger.record(store.info, record, None)
+        finally:
+            await ledger.aclose()
+
+    anyio.run(record_it)
+    for path in store.dir.iterdir():  # played on another machine: nothing of it here
+        path.unlink()
+    store.dir.rmdir()
+    assert "20261123-130000-cccccc" in client.get("/").text
+    page = client.get("/runs/20261123-130000-cccccc").text
+    assert "&gt; open mailbox" in page and "West of House" in page
+    assert "Leaderboard" in client.get("/").text and "No finished runs" not in client.get("/").text
+
+
+def events(lines):
+    """Server-sent events as (event, id, data) from a stream's lines."""
+    event, ident, data = None, None, []
+    for line in lines:
+        if line == "":
+            if event or data:
+                yield event, ident, "\n".join(data)
+            event, ident, data = None, None, []
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("id:"):
+            ident = line[3:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+
+
+def test_a_live_run_streams_each_new_turn_then_the_figures_and_ends_when_the_run_does(client, web_settings):
+    store = new_run(web_settings.runs_dir)
+    play_turn(store, 1, "north", "North of House")
+    seen = []
+    with client.stream("GET", f"/runs/{store.info.run_id}/events", params={"after": 1}) as stream:
+        lines = stream.iter_lines()
+        for event, ident, data in events(lines):
+            seen.append((event, ident))
+            if event == "status" and len(seen) == 2:  # the first look: nothing new yet
+                play_turn(store, 2, "east", "Behind House", 5)
+                play_turn(store, 3, "open window", "Behind House", 5)
+            elif event == "status" and any(e == "turn" for e, _ in seen):
+                store.info.status, store.info.reason = "finished", "max turns"
+                store.save_info()
+            elif event == "turn":
+                assert f'id="turn-{ident}"' in data
+            elif event == "figures" and ident is None and len(seen) > 3:
+                assert "Behind House" in data and "<polyline" in data
+            if event == "end":
+                break
+    turns = [ident for event, ident in seen if event == "turn"]
+    assert turns == ["2", "3"] and seen[-1] == ("end", None)
+
+
+def test_a_reconnecting_browser_gets_only_the_turns_after_the_last_it_saw(client, web_settings):
+    store = new_run(web_settings.runs_dir, status="stopped", reason="interrupted")
+    for n in range(1, 5):
+        play_turn(store, n, "wait", "West of House")
+    with client.stream("GET", f"/runs/{store.info.run_id}/events", headers={"Last-Event-ID": "2"}) as stream:
+        seen = [(event, ident) for event, ident, _ in events(stream.iter_lines())]
+    assert seen == [("turn", "3"), ("turn", "4"), ("figures", None), ("end", None)]
+    assert client.get(f"/runs/{store.info.run_id}/events", params={"after": "many"}).status_code == 400
+
+
+def test_with_the_database_unreachable_the_runs_here_are_still_listed_and_it_says_why(frobozz_env, tmp_path):
+    settings = WebSettings(database_url="postgresql://nobody@127.0.0.1:1/nothing", web_poll_seconds=0.1)
+    new_run(settings.runs_dir, status="finished")
+    with LoopbackServer(BearerToken(create_app(settings), TOKEN), lifespan="on") as server:
+        page = httpx.get(f"{server.url}/", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+    assert page.status_code == 200 and "20261123-120000-abc123" in page.text
+    assert "not reachable" in page.text and "Leaderboard" not in page.text
+
+
+def test_a_reader_never_writes_to_a_live_runs_directory(client, web_settings):
+    store = new_run(web_settings.runs_dir)
+    record = play_turn(store, 1, "north", "North of House")
+    # the runner commits a turn's snapshot a moment before its line: a reader in between must not write it
+    from dataclasses import asdict, replace
+
+    from frobozz._files import atomic_write
+    later = replace(record, turn=2, command="east", location="Behind House")
+    atomic_write(store.dir / "snapshot.json", json.dumps({"record": asdict(later)}).encode())
+    before = (store.dir / "turns.jsonl").read_bytes()
+    assert 'id="turn-2"' in client.get(f"/runs/{store.info.run_id}").text
+    assert (store.dir / "turns.jsonl").read_bytes() == before
+    assert [t.turn for t in RunStore.open(web_settings.runs_dir, store.info.run_id).turns(repair=False)] == [1, 2]
+
+
+@pytest.mark.parametrize("path", ["/", "/runs/20261123-120000-abc123", "/memory", "/static/style.css"])
+def test_every_page_needs_the_token(site, path):
+    refused = httpx.get(f"{site}{path}")
+    assert refused.status_code == 401 and "Bearer" in refused.headers["www-authenticate"]
+    wrong = httpx.get(f"{site}{path}", headers={"Authorization": "Bearer not-the-token-at-all"})
+    assert wrong.status_code == 401
