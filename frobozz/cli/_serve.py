@@ -114,7 +114,7 @@ def _announce(headline: str, notes: list[str]) -> None:
 
 def hub_token(name: str = typer.Argument(..., help="Who the token is for (shown in refusals)."),
               servers: list[str] = typer.Option(["cortex", "handoff"], "--server",
-                                                help="A server it may use ('*': any)."),
+                                                help="A server it may use ('web': the web view; '*': any)."),
               read: list[str] = typer.Option([], "--read", help="A namespace it may read ('*': any)."),
               write: list[str] = typer.Option([], "--write", help="A namespace it may write (and read).")) -> None:
     """Make a scoped token: the token goes to its holder (shown once, here), the entry to FROBOZZ_HUB_TOKENS."""

@@ -13,8 +13,8 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Mount
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from . import _memory_pages, _run_pages
@@ -40,8 +40,11 @@ def create_app(settings: WebSettings | None = None) -> Starlette:
         detail = exc.detail if isinstance(exc, HTTPException) else "something went wrong; the server's log says what"
         return web.page(request, "error.html", status_code=status, status=status, detail=detail)
 
-    routes = [*_run_pages.routes, *_memory_pages.routes, Mount("/static", app=StaticFiles(directory=STATIC),
-                                                                  name="static")]
+    async def health(_: Request) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    routes = [*_run_pages.routes, *_memory_pages.routes, Route("/healthz", health),
+              Mount("/static", app=StaticFiles(directory=STATIC), name="static")]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: error, Exception: error})
     app.state.web = web
     return app

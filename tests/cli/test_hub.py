@@ -103,7 +103,8 @@ async def healthy(port: int) -> None:
 
 
 @pytest.mark.anyio
-async def test_serve_all_over_http_prints_a_generated_token_that_clients_then_use(frobozz_env, cortex_settings):
+async def test_serve_all_over_http_prints_a_generated_token_that_clients_and_the_web_view_then_use(
+        frobozz_env, cortex_settings):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -112,19 +113,25 @@ async def test_serve_all_over_http_prints_a_generated_token_that_clients_then_us
     hub = subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)],
                            stderr=subprocess.PIPE, text=True, env=env)
     try:
-        token = None
+        token = link = None
         with anyio.fail_after(60):
-            while token is None:
+            while token is None or link is None:
                 line = await anyio.to_thread.run_sync(hub.stderr.readline)
                 assert line, "the hub exited before printing its token"
                 if "bearer token" in line:
                     token = line.rsplit(" ", 1)[1].strip()
+                elif line.startswith("web view: "):
+                    link = line.split(" ", 2)[2].strip()
             await healthy(port)
         assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 401
         client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
         async with Client(streamable_http_client(f"http://127.0.0.1:{port}/cortex/mcp", http_client=client)) as mcp:
             stored = await mcp.call_tool("store", {"content": "Stored through serve all --http."})
         assert not stored.is_error
+        assert link == f"http://127.0.0.1:{port}/?token={token}"
+        with httpx.Client(follow_redirects=True, timeout=60) as browser:  # the web view, mounted at /
+            assert "<h1>Runs</h1>" in browser.get(link).text
+            assert "Stored through serve all --http." in browser.get(f"http://127.0.0.1:{port}/memory").text
     finally:
         hub.terminate()
         hub.wait(timeout=30)

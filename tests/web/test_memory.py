@@ -105,7 +105,8 @@ def test_a_scoped_token_sees_only_its_namespaces_and_forgets_only_where_it_may_w
     page = alice.get("/memory", params={"namespace": "alice"}).text
     assert "alice (1)" in page and "team (1)" in page and "bob" not in page
     assert alice.get("/memory", params={"namespace": "bob"}).status_code == 403
-    assert alice.get(f"/memory/{bobs}").status_code == 403 and "a secret of bob" not in alice.get(f"/memory/{bobs}").text
+    refused = alice.get(f"/memory/{bobs}")
+    assert refused.status_code == 403 and "a secret of bob" not in refused.text
     assert "Forget…" not in alice.get(f"/memory/{team}").text  # read-only there
     assert alice.post(f"/memory/{team}/forget").status_code == 403
     assert "a note of the team" in alice.get(f"/memory/{team}").text

@@ -45,7 +45,8 @@ def test_a_run_page_shows_each_turn_its_reasoning_folded_the_chart_and_the_map(c
 
 
 def test_an_unknown_or_hostile_run_id_is_not_found_and_nothing_is_written(client, web_settings):
-    for run_id in ("20261123-000000-ffffff", "..%2F..%2Frun", "x" * 5000, "%2e%2e%2f%2e%2e%2fetc", "20261123-000000-ffffff%00"):
+    for run_id in ("20261123-000000-ffffff", "..%2F..%2Frun", "x" * 5000, "%2e%2e%2f%2e%2e%2fetc",
+                   "20261123-000000-ffffff%00"):
         page = client.get(f"/runs/{run_id}")
         assert page.status_code == 404, run_id
         assert client.get(f"/runs/{run_id}/events").status_code == 404

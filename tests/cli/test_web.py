@@ -1,0 +1,59 @@
+"""`frobozz web` as a user runs it: a real process that prints a sign-in link, serves the runs of its data
+folder and memory from its database behind the token, stops on SIGTERM, and says what is wrong with its
+arguments."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import anyio
+import httpx
+import pytest
+
+from tests.cli.test_hub import frobozz, healthy
+from tests.web.conftest import new_run
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.anyio
+async def test_web_prints_a_link_that_signs_in_and_serves_this_machines_runs(frobozz_env, cortex_settings):
+    new_run(frobozz_env / "runs", status="finished", reason="won", won=True)
+    port = free_port()
+    env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
+    env.pop("FROBOZZ_HUB_TOKEN", None)
+    web = subprocess.Popen([sys.executable, "-m", "frobozz", "web", "--port", str(port)], stderr=subprocess.PIPE,
+                           text=True, env=env)
+    try:
+        with anyio.fail_after(60):
+            line = await anyio.to_thread.run_sync(web.stderr.readline)
+            await healthy(port)
+        link = line.rsplit(" ", 1)[1].strip()
+        assert link.startswith(f"http://127.0.0.1:{port}/?token=") and len(link.split("=", 1)[1]) >= 32
+        assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 401
+        with httpx.Client(follow_redirects=True, timeout=60) as browser:
+            page = browser.get(link)
+            assert page.status_code == 200 and "20261123-120000-abc123" in page.text
+            assert "token=" not in str(page.url)  # signed in, and the token is out of the address bar
+            assert browser.get(f"http://127.0.0.1:{port}/memory").status_code == 200
+        web.send_signal(signal.SIGTERM)
+        assert web.wait(timeout=30) in (0, -signal.SIGTERM)  # uvicorn shuts down, then re-raises the signal
+    finally:
+        web.kill()
+        web.wait()
+
+
+def test_bad_arguments_are_clear_errors(tmp_path):
+    (tmp_path / "bad.toml").write_text("[[token]]\nname = 1\n")
+    for args, message in ((["--tokens", str(tmp_path / "bad.toml")], "FROBOZZ_HUB_TOKENS"),
+                          (["--tokens", str(tmp_path / "missing.toml")], "cannot read"),
+                          (["--token", "short"], "at least 16"),
+                          (["--port", "0"], "--port"), (["--port", "http"], "--port")):
+        done = frobozz("web", *args, check=False)
+        assert done.returncode == 2 and message in done.stderr, (args, done.stderr)
