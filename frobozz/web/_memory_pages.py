@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from frobozz.memory import DATABASE_ERRORS, Memory, MemoryStoreError
+from frobozz.memory import DATABASE_ERRORS, EmbeddingMismatchError, Memory, MemoryStoreError
 
 from ._web import grant_of, same_origin, web_of
 
@@ -21,14 +21,16 @@ MAX_QUERY = 2000
 
 
 async def _memory(work: Awaitable[T]) -> T:
-    """The store's answer; its refusals and a missing database as the pages' errors."""
+    """The store's answer; a missing database, a model mismatch and the store's refusals as the pages' errors."""
     try:
         return await work
-    except MemoryStoreError as e:
-        raise HTTPException(404 if str(e).startswith("no ") else 400, str(e)) from None
     except DATABASE_ERRORS as e:
         raise HTTPException(503, f"the memory database is not reachable right now ({type(e).__name__}); "
                                  "try again when it is back") from None
+    except EmbeddingMismatchError as e:
+        raise HTTPException(503, str(e)) from None
+    except MemoryStoreError as e:
+        raise HTTPException(404 if str(e).startswith("no ") else 400, str(e)) from None
 
 
 def _may(request: Request, namespace: str, *, write: bool = False) -> bool:

@@ -102,16 +102,17 @@ class Runs:
             return None
 
     # -- the runs table --------------------------------------------------------------------------
-    async def rows(self, *, game: str | None = None, model: str | None = None, mode: str | None = None,
-                   player: str | None = None, status: str | None = None) -> list[RunRow]:
-        """Runs here and in the database, newest first, those matching every filter given."""
+    async def rows(self, **wanted: str | None) -> list[RunRow]:
+        """Runs here and in the database, newest first, those matching every filter given (game, model, mode,
+        player, status); at most `web_page_size`."""
+        wanted = {k: v for k, v in wanted.items() if v}
         found = {info.run_id: RunRow.of(info) for info in self._local_infos()}
-        for row in await self._from_ledger(lambda ledger: ledger.runs(limit=self.settings.web_page_size * 4)) or []:
+        limit = self.settings.web_page_size
+        query = {k: wanted.get(k) for k in ("game", "model", "status")}  # what the runs table filters itself
+        for row in await self._from_ledger(lambda ledger: ledger.runs(**query, limit=limit)) or []:
             found.setdefault(row["run_id"], _row(row))
-        wanted = {"game": game, "model": model, "mode": mode, "player": player, "status": status}
-        rows = [r for r in found.values() if all(v in (None, "") or getattr(r, k) == v for k, v in wanted.items())]
-        rows.sort(key=lambda r: (r.created, r.run_id), reverse=True)
-        return rows[:self.settings.web_page_size]
+        rows = [r for r in found.values() if all(getattr(r, k) == v for k, v in wanted.items())]
+        return sorted(rows, key=lambda r: (r.created, r.run_id), reverse=True)[:limit]
 
     async def leaderboard(self) -> list[dict[str, Any]] | None:
         """The runs table's leaderboard; None without a database."""
