@@ -3,9 +3,9 @@ newest memories and hand-off letters, one memory or letter, and forgetting one (
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, date, datetime, time, timedelta
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -80,24 +80,35 @@ async def memory_page(request: Request) -> HTMLResponse:
                     forgotten=params.get("forgotten"))
 
 
-async def _readable(request: Request) -> Memory:
-    web = web_of(request)
-    store = await _memory(web.memory.store())
-    found = await _memory(store.get(_id(request, "memory_id")))
+class _Kept(Protocol):
+    id: int
+    namespace: str
+
+
+K = TypeVar("K", bound=_Kept)
+
+
+async def _readable(request: Request, kind: str, read: Callable[[int], Awaitable[K]]) -> K:
+    """The memory or letter the path names, if the caller may read its namespace."""
+    found = await _memory(read(_id(request, f"{kind}_id")))
     if not _may(request, found.namespace):
-        raise HTTPException(403, f"this token may not read memory {found.id}")
+        raise HTTPException(403, f"this token may not read {kind} {found.id}")
     return found
 
 
+async def _memory_of(request: Request) -> Memory:
+    return await _readable(request, "memory", (await _memory(web_of(request).memory.store())).get)
+
+
 async def one_memory(request: Request) -> HTMLResponse:
-    found = await _readable(request)
+    found = await _memory_of(request)
     return web_of(request).page(request, "memory_one.html", m=found, may_forget=_may(request, found.namespace,
                                                                                      write=True))
 
 
 async def forget(request: Request) -> Response:
     """GET asks first; POST (from that page) forgets."""
-    found = await _readable(request)
+    found = await _memory_of(request)
     if not _may(request, found.namespace, write=True):
         raise HTTPException(403, f"this token may not forget memories in namespace {found.namespace!r}")
     web = web_of(request)
@@ -112,10 +123,7 @@ async def forget(request: Request) -> Response:
 
 async def letter_page(request: Request) -> HTMLResponse:
     web = web_of(request)
-    letters = await _memory(web.memory.handoffs())
-    letter = await _memory(letters.read(_id(request, "letter_id")))
-    if not _may(request, letter.namespace):
-        raise HTTPException(403, f"this token may not read letter {letter.id}")
+    letter = await _readable(request, "letter", (await _memory(web.memory.handoffs())).read)
     return web.page(request, "letter.html", letter=letter)
 
 
