@@ -31,6 +31,7 @@ from ._events import (
     parse_event,
     text_of,
 )
+from ._hooks import Hook, HookEvent, HookInput, HookMatcher, HookOutput, Hooks
 from ._options import EngineOptions, find_claude
 from ._pool import EnginePool, Sidecar
 from ._proxy import is_compaction_request
@@ -51,7 +52,8 @@ from .settings import EngineSettings
 __all__ = [
     "Allow", "ApiRetry", "AssistantMessage", "Block", "CLINotFoundError", "CompactBoundary", "ControlError",
     "ControlTimeoutError", "Deny", "Engine", "EngineError", "EngineOptions", "EnginePool", "EngineSettings",
-    "EngineState", "ErrorEvent", "Event", "McpServerError", "McpServerStatus", "Observer", "PermissionCallback",
+    "EngineState", "ErrorEvent", "Event", "Hook", "HookEvent", "HookInput", "HookMatcher", "HookOutput", "Hooks",
+    "McpServerError", "McpServerStatus", "Observer", "PermissionCallback",
     "PermissionContext", "ProcessError", "ProcessExit", "Producer", "RateLimit", "Restarted", "Result", "Router", "Session",
     "SessionClosedError", "SessionInfo", "SessionState", "Sidecar", "StreamEvent", "SystemInit", "SystemMessage",
     "TextBlock", "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage",

@@ -1,6 +1,6 @@
 """The control protocol: our requests matched to the CLI's answers by request_id (with timeouts),
-and the CLI's own requests (can_use_tool) answered by callbacks running as tasks, never in the
-reader. Reply shapes follow the official claude-agent-sdk.
+and the CLI's own requests (can_use_tool, hook_callback) answered by callbacks running as tasks,
+never in the reader. Reply shapes follow the official claude-agent-sdk.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from ._hooks import HookRegistry
 from .exceptions import ControlError, ControlTimeoutError, EngineError
 
 log = logging.getLogger("frobozz.engine")
@@ -49,9 +50,11 @@ Writer = Callable[[str], Awaitable[None]]
 
 
 class ControlChannel:
-    def __init__(self, write: Writer, *, can_use_tool: PermissionCallback | None, timeout: float) -> None:
+    def __init__(self, write: Writer, *, can_use_tool: PermissionCallback | None, timeout: float,
+                 hooks: HookRegistry | None = None) -> None:
         self._write = write
         self._can_use_tool = can_use_tool
+        self._hooks = hooks
         self.timeout = timeout
         self._pending: dict[str, tuple[anyio.Event, list[Any]]] = {}
         self._handlers: dict[str, anyio.CancelScope] = {}
@@ -122,6 +125,10 @@ class ControlChannel:
 
     async def _handle(self, request: Mapping[str, Any]) -> dict[str, Any]:
         subtype = request.get("subtype")
+        if subtype == "hook_callback":
+            if self._hooks is None:
+                raise ControlError("no hooks are registered")
+            return await self._hooks.answer(request)
         if subtype != "can_use_tool":
             raise ControlError(f"unsupported control request {subtype!r}")
         if self._can_use_tool is None:

@@ -24,6 +24,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from . import _transcripts
 from ._control import ControlChannel
 from ._events import ErrorEvent, Event, McpServerStatus, ProcessExit, Restarted, Result, SystemInit, Usage, parse_event
+from ._hooks import HookRegistry
 from ._options import EngineOptions, find_claude
 from ._process import CLIProcess, OversizedLine
 from ._proxy import Proxy, Rewrite
@@ -53,6 +54,7 @@ class Engine:
         self.env = self._child_env()
         self._process: CLIProcess | None = None
         self._control: ControlChannel | None = None
+        self._hooks = HookRegistry(self.options.hooks)
         self._proxy: Proxy | None = None
         self._tg: TaskGroup | None = None
         self._closing = False
@@ -109,11 +111,11 @@ class Engine:
         await process.start(command, env=self.env, cwd=self.cwd, task_group=self._tg)
         self._process = process
         self._control = ControlChannel(process.write, can_use_tool=self.options.can_use_tool,
-                                       timeout=self.settings.control_timeout)
+                                       timeout=self.settings.control_timeout, hooks=self._hooks)
         self._reader_done = anyio.Event()
         self._tg.start_soon(self._read, process, self._control)
         try:
-            self.init_response = await self._control.request("initialize", hooks=None)
+            self.init_response = await self._control.request("initialize", hooks=self._hooks.config())
         except EngineError as e:
             await process.close(self.settings.close_timeout)
             raise ProcessError(f"claude did not start: {e}", exit_code=process.returncode,

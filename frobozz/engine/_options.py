@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ._control import PermissionCallback
+from ._hooks import Hooks
 from .exceptions import CLINotFoundError
 
 
@@ -31,6 +32,7 @@ class EngineOptions:
     extra_args: Sequence[str] = ()
     include_partial_messages: bool = False
     can_use_tool: PermissionCallback | None = None
+    hooks: Hooks = field(default_factory=dict)  # event -> matchers (see _hooks), registered at initialize
     proxy: bool = True
     max_restarts: int = 3
     event_buffer: int = 10_000
