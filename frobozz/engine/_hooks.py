@@ -134,7 +134,8 @@ class HookRegistry:
             if output is not None and not isinstance(output, HookOutput):
                 raise TypeError(f"it must return a HookOutput or None, not {type(output).__name__}")
         except Exception as e:  # noqa: BLE001 - whatever a hook does, claude gets an answer
-            why = f"timed out after {timeout:g} s" if isinstance(e, TimeoutError) else f"failed: {type(e).__name__}: {e}"
+            why = (f"timed out after {timeout:g} s" if isinstance(e, TimeoutError)
+                   else f"failed: {type(e).__name__}: {e}")
             log.error("hook %s for %s %s", name, hook_input.event or event, why)
             if (hook_input.event or event) == "PreToolUse":
                 return HookOutput(permission="deny", reason=f"the {name} hook {why}").wire("PreToolUse")
