@@ -12,6 +12,7 @@ import json
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,7 @@ class Engine:
         command = [find_claude(self.options.cli_path or self.settings.claude_path),
                    *self.options.arguments(resume=resume)]
         process = CLIProcess(max_line_bytes=self.settings.max_line_bytes,
-                             stderr_tail_bytes=self.settings.stderr_tail_bytes)
+                             stderr_tail_bytes=self.settings.stderr_tail_bytes, on_stderr=self.options.stderr)
         await process.start(command, env=self.env, cwd=self.cwd, task_group=self._tg)
         self._process = process
         self._control = ControlChannel(process.write, can_use_tool=self.options.can_use_tool,
@@ -115,7 +116,8 @@ class Engine:
         self._reader_done = anyio.Event()
         self._tg.start_soon(self._read, process, self._control)
         try:
-            self.init_response = await self._control.request("initialize", hooks=self._hooks.config())
+            agents = {"agents": dict(self.options.agents)} if self.options.agents else {}
+            self.init_response = await self._control.request("initialize", hooks=self._hooks.config(), **agents)
         except EngineError as e:
             await process.close(self.settings.close_timeout)
             raise ProcessError(f"claude did not start: {e}", exit_code=process.returncode,
@@ -274,11 +276,25 @@ class Engine:
     async def _dispatch(self, event: Event) -> None:
         if isinstance(event, (SystemInit, Result)) and event.session_id:
             self.session_id = event.session_id
+        if isinstance(event, Result) and event.structured is not None:
+            event = await self._typed(event)
         if isinstance(event, Result) and event.is_error and event.api_error_status:
             # before the Result, so a consumer that stops at the end of the turn has seen it
             await self._emit(ErrorEvent(source="api", status=event.api_error_status,
                                         message=event.result or f"API error {event.api_error_status}"))
         await self._emit(event)
+
+    async def _typed(self, result: Result) -> Result:
+        """The structured answer as an instance of the pydantic model asked for (kept as JSON if it does not fit)."""
+        schema = self.options.output_schema
+        if schema is None or isinstance(schema, Mapping):
+            return result
+        try:
+            return replace(result, structured=schema.model_validate(result.structured))
+        except ValueError as e:  # pydantic's ValidationError is one
+            await self._emit(ErrorEvent(source="structured_output", message=f"the answer does not fit "
+                                                                             f"{schema.__name__}: {e}"))
+            return result
 
     async def _recover(self, code: int | None, stderr: str) -> None:
         """claude died under us: start it again on the same session, or give up and say why."""

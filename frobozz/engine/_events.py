@@ -154,6 +154,7 @@ class Result(Event):
     api_error_status: int | None = None
     stop_reason: str | None = None
     model_usage: Mapping[str, Any] = field(default_factory=dict)  # per model, as claude reports it
+    structured: Any = None  # with EngineOptions.output_schema: the answer in that shape (typed by a pydantic model)
 
     @property
     def context_window(self) -> int | None:
@@ -275,7 +276,8 @@ def parse_event(d: dict[str, Any], *, is_replay: bool = False) -> Event:
                       result=d.get("result"), session_id=d.get("session_id"), num_turns=d.get("num_turns"),
                       duration_ms=d.get("duration_ms"), total_cost_usd=d.get("total_cost_usd"),
                       usage=d.get("usage") or {}, api_error_status=d.get("api_error_status"),
-                      stop_reason=d.get("stop_reason"), model_usage=d.get("modelUsage") or {})
+                      stop_reason=d.get("stop_reason"), model_usage=d.get("modelUsage") or {},
+                      structured=d.get("structured_output"))
     if kind == "system":
         return _system(d, is_replay)
     if kind == "rate_limit_event":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,26 @@ class EngineOptions:
     proxy: bool = True
     max_restarts: int = 3
     event_buffer: int = 10_000
+    # what users of the official Agent SDK expect, each a flag of the CLI (agents go with initialize)
+    output_schema: Mapping[str, Any] | type | None = None  # a JSON Schema, or a pydantic model class: the
+    #   model answers in that shape, and the turn's Result carries it (an instance of the class) as `structured`
+    max_turns: int | None = None  # per turn of the session: the agentic loop stops after this many model turns
+    max_budget_usd: float | None = None  # claude stops spending past this many dollars
+    continue_conversation: bool = False  # take up the latest session in `cwd`
+    fork_session: bool = False  # with a resume or continue: go on under a new session id, the history copied
+    add_dirs: Sequence[str | Path] = ()  # more directories the tools may reach
+    setting_sources: Sequence[str] | None = None  # "user", "project", "local"; () for none at all
+    agents: Mapping[str, Mapping[str, Any]] | None = None  # custom subagents: name -> {description, prompt, …}
+    fallback_model: str | None = None  # when the model is overloaded
+    max_thinking_tokens: int | None = None
+    stderr: Callable[[str], None] | None = None  # each line claude writes to stderr, as it comes
+
+    def json_schema(self) -> dict[str, Any] | None:
+        """`output_schema` as a JSON Schema."""
+        schema = self.output_schema
+        if schema is None or isinstance(schema, Mapping):
+            return None if schema is None else dict(schema)
+        return schema.model_json_schema()  # a pydantic model class
 
     def arguments(self, *, resume: str | None = None) -> list[str]:
         args = ["-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
@@ -62,8 +82,27 @@ class EngineOptions:
             args += ["--system-prompt", self.system_prompt]
         if self.append_system_prompt is not None:
             args += ["--append-system-prompt", self.append_system_prompt]
+        schema = self.json_schema()
+        if schema is not None:
+            args += ["--json-schema", json.dumps(schema)]
+        if self.max_turns is not None:
+            args += ["--max-turns", str(self.max_turns)]
+        if self.max_budget_usd is not None:
+            args += ["--max-budget-usd", str(self.max_budget_usd)]
+        if self.fallback_model:
+            args += ["--fallback-model", self.fallback_model]
+        if self.max_thinking_tokens is not None:
+            args += ["--max-thinking-tokens", str(self.max_thinking_tokens)]
+        for directory in self.add_dirs:
+            args += ["--add-dir", str(directory)]
+        if self.setting_sources is not None:
+            args.append(f"--setting-sources={','.join(self.setting_sources)}")
         if resume:
             args += ["--resume", resume]
+        elif self.continue_conversation:
+            args.append("--continue")
+        if self.fork_session and (resume or self.continue_conversation):
+            args.append("--fork-session")
         return args + list(self.extra_args)
 
 

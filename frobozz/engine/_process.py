@@ -6,11 +6,12 @@ terminate → kill. Knows nothing of JSON or of what the lines mean.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import signal
 import subprocess
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
@@ -18,6 +19,8 @@ from anyio.abc import Process, TaskGroup
 
 from .._children import dying_with_parent
 from .exceptions import CLINotFoundError, ProcessError
+
+log = logging.getLogger("frobozz.engine")
 
 _LIVE: set[Process] = set()
 
@@ -38,8 +41,10 @@ class OversizedLine(bytes):
 
 
 class CLIProcess:
-    def __init__(self, *, max_line_bytes: int, stderr_tail_bytes: int) -> None:
+    def __init__(self, *, max_line_bytes: int, stderr_tail_bytes: int,
+                 on_stderr: Callable[[str], None] | None = None) -> None:
         self.max_line_bytes = max_line_bytes
+        self._on_stderr = on_stderr
         self._stderr_cap = stderr_tail_bytes
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
@@ -77,15 +82,30 @@ class CLIProcess:
     async def _drain_stderr(self) -> None:
         assert self._process is not None and self._process.stderr is not None
         try:
+            partial = b""
             async for chunk in self._process.stderr:
+                if self._on_stderr is not None:
+                    *lines, partial = (partial + chunk).split(b"\n")
+                    self._tell(lines)
                 self._stderr.append(chunk)
                 self._stderr_size += len(chunk)
                 while self._stderr_size > self._stderr_cap and len(self._stderr) > 1:
                     self._stderr_size -= len(self._stderr.popleft())
+            if partial:
+                self._tell([partial])
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
         finally:
             self._stderr_done.set()
+
+    def _tell(self, lines: list[bytes]) -> None:
+        """Each stderr line to the consumer's callback; one that raises is logged, not fatal to the drain."""
+        assert self._on_stderr is not None
+        for line in lines:
+            try:
+                self._on_stderr(line.decode("utf-8", "replace").rstrip("\r"))
+            except Exception:  # noqa: BLE001 - a consumer's callback must not stop the drain
+                log.exception("the stderr callback failed")
 
     async def write(self, line: str) -> None:
         """Write one line; a closed or dead process raises ProcessError."""
