@@ -1,5 +1,5 @@
 """The control protocol: our requests matched to the CLI's answers by request_id (with timeouts),
-and the CLI's own requests (can_use_tool, hook_callback) answered by callbacks running as tasks,
+and the CLI's own requests (can_use_tool, hook_callback, mcp_message) answered by callbacks running as tasks,
 never in the reader. Reply shapes follow the official claude-agent-sdk.
 """
 
@@ -16,6 +16,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ._hooks import HookRegistry
+from ._inprocess import InProcessServers
 from .exceptions import ControlError, ControlTimeoutError, EngineError
 
 log = logging.getLogger("frobozz.engine")
@@ -51,10 +52,11 @@ Writer = Callable[[str], Awaitable[None]]
 
 class ControlChannel:
     def __init__(self, write: Writer, *, can_use_tool: PermissionCallback | None, timeout: float,
-                 hooks: HookRegistry | None = None) -> None:
+                 hooks: HookRegistry | None = None, servers: InProcessServers | None = None) -> None:
         self._write = write
         self._can_use_tool = can_use_tool
         self._hooks = hooks
+        self._servers = servers
         self.timeout = timeout
         self._pending: dict[str, tuple[anyio.Event, list[Any]]] = {}
         self._handlers: dict[str, anyio.CancelScope] = {}
@@ -129,6 +131,11 @@ class ControlChannel:
             if self._hooks is None:
                 raise ControlError("no hooks are registered")
             return await self._hooks.answer(request)
+        if subtype == "mcp_message":
+            if self._servers is None:
+                raise ControlError("no in-process MCP servers are configured")
+            return {"mcp_response": await self._servers.handle(str(request.get("server_name")),
+                                                               request.get("message") or {})}
         if subtype != "can_use_tool":
             raise ControlError(f"unsupported control request {subtype!r}")
         if self._can_use_tool is None:

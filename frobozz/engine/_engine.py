@@ -19,13 +19,14 @@ from typing import Any
 
 import anyio
 import orjson
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from . import _transcripts
 from ._control import ControlChannel
 from ._events import ErrorEvent, Event, McpServerStatus, ProcessExit, Restarted, Result, SystemInit, Usage, parse_event
 from ._hooks import HookRegistry
+from ._inprocess import InProcessServers
 from ._options import EngineOptions, find_claude
 from ._process import CLIProcess, OversizedLine
 from ._proxy import Proxy, Rewrite
@@ -56,6 +57,7 @@ class Engine:
         self._process: CLIProcess | None = None
         self._control: ControlChannel | None = None
         self._hooks = HookRegistry(self.options.hooks)
+        self._servers_scope: anyio.CancelScope | None = None
         self._proxy: Proxy | None = None
         self._tg: TaskGroup | None = None
         self._closing = False
@@ -112,7 +114,8 @@ class Engine:
         await process.start(command, env=self.env, cwd=self.cwd, task_group=self._tg)
         self._process = process
         self._control = ControlChannel(process.write, can_use_tool=self.options.can_use_tool,
-                                       timeout=self.settings.control_timeout, hooks=self._hooks)
+                                       timeout=self.settings.control_timeout, hooks=self._hooks,
+                                       servers=await self._serve_in_process())
         self._reader_done = anyio.Event()
         self._tg.start_soon(self._read, process, self._control)
         try:
@@ -122,6 +125,24 @@ class Engine:
             await process.close(self.settings.close_timeout)
             raise ProcessError(f"claude did not start: {e}", exit_code=process.returncode,
                                stderr=process.stderr_tail) from e
+
+    async def _serve_in_process(self) -> InProcessServers | None:
+        """This claude process's in-process MCP servers, connected afresh (a restarted claude starts their
+        sessions again, as it would a subprocess server's)."""
+        if not self.options.in_process_servers:
+            return None
+        assert self._tg is not None
+        if self._servers_scope is not None:
+            self._servers_scope.cancel()
+        servers, scope = InProcessServers(self.options.in_process_servers), anyio.CancelScope()
+
+        async def serve(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            with scope:
+                await servers.serve(task_status=task_status)
+
+        await self._tg.start(serve)
+        self._servers_scope = scope
+        return servers
 
     async def close(self) -> None:
         """Close stdin and let claude finish; escalate to terminate and kill. Safe to call twice."""
@@ -169,8 +190,9 @@ class Engine:
                            poll: float = 0.1) -> tuple[McpServerStatus, ...]:
         """Until claude has started the MCP servers (those named, or all): a turn that begins while a
         server is still "pending" runs without its tools. McpServerError names each one that failed,
-        is missing from the config, or was still starting after `timeout` seconds."""
-        wanted = None if names is None else set(names)
+        is missing from the config, or was still starting after `timeout` seconds. In-process servers are
+        served as claude starts (its status answer leaves them out): there is nothing to wait for."""
+        wanted = None if names is None else set(names) - set(self.options.in_process_servers)
 
         async def status() -> list[McpServerStatus]:
             return [s for s in await self.mcp_status() if wanted is None or s.name in wanted]

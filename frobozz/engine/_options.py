@@ -20,6 +20,8 @@ class EngineOptions:
     cli_path: str | Path | None = None
     model: str | None = None
     mcp_config: str | Path | Mapping[str, Any] | None = None  # a file, a JSON string, or a dict to send
+    in_process_servers: Mapping[str, Any] = field(default_factory=dict)  # name -> an mcp MCPServer, served to
+    #   claude over the control channel (no subprocess)
     strict_mcp_config: bool = False
     tools: Sequence[str] | None = None  # the built-in tools claude may use; () for none at all
     allowed_tools: Sequence[str] = ()
@@ -66,6 +68,9 @@ class EngineOptions:
         if self.mcp_config is not None:
             config = self.mcp_config
             args += ["--mcp-config", json.dumps(config) if isinstance(config, Mapping) else str(config)]
+        if self.in_process_servers:
+            args += ["--mcp-config", json.dumps({"mcpServers": {name: {"type": "sdk", "name": name}
+                                                                for name in self.in_process_servers}})]
         if self.strict_mcp_config:
             args.append("--strict-mcp-config")
         if self.tools is not None:
