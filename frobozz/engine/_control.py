@@ -72,7 +72,8 @@ class ControlChannel:
             with anyio.fail_after(timeout or self.timeout):
                 await done.wait()
         except TimeoutError:
-            raise ControlTimeoutError(f"claude did not answer {subtype!r} within {timeout or self.timeout:g} s") from None
+            raise ControlTimeoutError(
+                f"claude did not answer {subtype!r} within {timeout or self.timeout:g} s") from None
         finally:
             self._pending.pop(request_id, None)
         answer = box[0]

@@ -41,7 +41,8 @@ async def test_an_in_process_server_is_listed_called_and_answers_as_over_stdio(m
     assert '"total":42' in str(told[0]["content"]).replace(" ", "") and not told[0].get("is_error")
     assert told[1]["is_error"] and "give at least one number" in str(told[1]["content"])
     assert told[2]["is_error"] and "Error executing tool crash" in str(told[2]["content"])  # its details stay here
-    stdio = {"mcpServers": {"calc": {"command": sys.executable, "args": [str(Path(__file__).parent / "calc_server.py")]}}}
+    script = str(Path(__file__).parent / "calc_server.py")
+    stdio = {"mcpServers": {"calc": {"command": sys.executable, "args": [script]}}}
     told_stdio, offered_stdio, _ = await play(make_options, mcp_config=stdio)
     assert offered == offered_stdio  # the same names, descriptions and schemas
     same = lambda results: [(r["content"], r.get("is_error")) for r in results]  # noqa: E731
@@ -55,7 +56,8 @@ async def test_a_bad_message_or_an_unknown_server_is_a_json_rpc_error_not_a_cras
         for junk in ({}, {"jsonrpc": "1.0", "id": 1, "method": "x"}, {"id": 2, "result": "no"}, {"jsonrpc": "2.0"}):
             answer = await servers.handle("calc", junk)
             assert answer["error"]["code"] == -32600, junk
-        assert (await servers.handle("abacus", {"jsonrpc": "2.0", "id": 3, "method": "ping"}))["error"]["code"] == -32601
+        nobody = await servers.handle("abacus", {"jsonrpc": "2.0", "id": 3, "method": "ping"})
+        assert nobody["error"]["code"] == -32601
         unknown = await servers.handle("calc", {"jsonrpc": "2.0", "id": 4, "method": "tools/teleport"})
         assert "error" in unknown and unknown["id"] == 4
         tg.cancel_scope.cancel()
