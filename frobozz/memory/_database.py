@@ -22,7 +22,8 @@ _LOCK = 0x636F7274  # "cort": one migration at a time, whichever server starts f
 
 _ONE_SHOT = False
 # what a database that is away, or goes away, raises: a part that keeps going without it catches these
-DATABASE_ERRORS = (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError)
+DATABASE_ERRORS = (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError,
+                   asyncpg.InternalClientError)
 
 
 def stop_embedded_at_exit() -> None:

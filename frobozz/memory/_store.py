@@ -22,7 +22,8 @@ from .exceptions import MemoryStoreError, DatabaseError, EmbeddingMismatchError
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _DOWN = (OSError, asyncpg.InterfaceError, asyncpg.CannotConnectNowError, asyncpg.ConnectionDoesNotExistError,
-         asyncpg.PostgresConnectionError)
+         asyncpg.PostgresConnectionError,
+         asyncpg.InternalClientError)  # a pooled connection whose server went away, caught mid-use
 REFRESH = "SELECT cortex_refresh_context($1, $2::bigint[])"
 
 __all__ = ["Hit", "Memory", "MemoryStore", "Mode", "content_hash"]

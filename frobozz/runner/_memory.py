@@ -278,6 +278,7 @@ class RunMemory:
             await session.send(self.watch.relay.compact(letters[-1]))
             with anyio.move_on_after(COMPACT_WAIT):
                 await turn_end()
+                await self.watch.caught_up(session.turns_completed)  # it has seen the compaction too
         if self.mailbox is not None:
             self.pausing = False
             self.mailbox.resume()

@@ -42,16 +42,17 @@ def start_worker(env, *args, data_dir=None):
 
 
 def psql(env, sql):
+    """Rows straight from the database (a poll much quicker than a `frobozz runs` process), or a change."""
     import asyncpg
 
     async def run():
         connection = await asyncpg.connect(env["FROBOZZ_DATABASE_URL"])
         try:
-            await connection.execute(sql)
+            return [dict(r) for r in await connection.fetch(sql)]
         finally:
             await connection.close()
 
-    anyio.run(run)
+    return anyio.run(run)
 
 
 def runs(env, *args):
@@ -152,7 +153,8 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
                                        "2", "--mode", mode, "--max-turns", str(turns), "--json").stdout)
     doomed = start_worker(queue_env, data_dir=tmp_path / "machine1")  # takes one run at a time
     try:
-        taken = wait_until(lambda: next((r for r in runs(queue_env) if r["turns"] >= 15), None))
+        taken = wait_until(lambda: next(iter(psql(queue_env, "SELECT run_id, turns FROM runs WHERE turns >= 15 "
+                                                          "AND status = 'running'")), None))
         children = descendants(doomed.pid)
     finally:
         os.kill(doomed.pid, signal.SIGKILL)
