@@ -5,7 +5,8 @@ overlap and rooms reached by `enter window` or a maze still land near where they
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from frobozz.games import GameMap, direction
 
@@ -51,29 +52,31 @@ class MapLayout:
 
 def layout(explored: GameMap, current: str | None) -> MapLayout:
     """Where each room of `explored` goes on the page, and the passages between them (one line for a pair
-    of rooms joined both ways)."""
+    of rooms joined both ways), with the `current` room marked. A live page asks after every turn; the
+    places are worked out once per map (most turns enter no new room)."""
+    placed = _placed(explored)
+    return replace(placed, rooms=tuple(replace(r, current=r.name == current) for r in placed.rooms))
+
+
+@lru_cache(maxsize=64)
+def _placed(explored: GameMap) -> MapLayout:
     if not explored.rooms:
         return MapLayout((), (), 0, 0)
-    grid = _compass_grid(explored)
-    spread = _spread(explored, grid)
-    xs = [x for x, _ in spread.values()]
-    ys = [y for _, y in spread.values()]
-    left, top = min(xs), min(ys)
+    spread = _spread(explored, _compass_grid(explored))
+    place = _apart({room: (x * CELL_W, y * CELL_H) for room, (x, y) in spread.items()})
     margin_x, margin_y = BOX_W / 2 + 10, BOX_H / 2 + 10
-    place = _apart({room: ((x - left) * CELL_W + margin_x, (y - top) * CELL_H + margin_y)
-                    for room, (x, y) in spread.items()})
-    xs = [x for x, _ in place.values()]
-    ys = [y for _, y in place.values()]
-    left, top = min(xs) - margin_x, min(ys) - margin_y
+    left = min(x for x, _ in place.values()) - margin_x
+    top = min(y for _, y in place.values()) - margin_y
     place = {room: (x - left, y - top) for room, (x, y) in place.items()}
-    rooms = tuple(Room(name, *place[name], current=name == current, lines=_wrap(name)) for name in explored.rooms)
+    rooms = tuple(Room(name, *place[name], current=False, lines=_wrap(name)) for name in explored.rooms)
     links: dict[frozenset[str], Link] = {}
     for p in explored.passages:
         if p.source == p.target or frozenset((p.source, p.target)) in links:
             continue
         (x1, y1), (x2, y2) = place[p.source], place[p.target]
         links[frozenset((p.source, p.target))] = Link(x1, y1, x2, y2, f"{p.source}: {p.command} → {p.target}")
-    width, height = max(xs) - left + margin_x, max(ys) - top + margin_y
+    width = max(x for x, _ in place.values()) + margin_x
+    height = max(y for _, y in place.values()) + margin_y
     return MapLayout(rooms, tuple(links.values()), width, height)
 
 
