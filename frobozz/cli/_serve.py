@@ -38,16 +38,16 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
 
     base = f"http://{host}:{port}"
     site = create_app() if name == "all" else None
-    grants, token, notes = _tokens(token, tokens)
+    grants, token, generated, notes = _tokens(token, tokens)
     try:
         app = hub_app(names, token, host=host, grants=grants, site=site)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     if token is not None:
         notes.append(f"claude: claude mcp add --transport http {names[0]} {base}/{names[0]}/mcp --header "
-                     f"\"Authorization: Bearer {token if _generated(notes) else '$FROBOZZ_HUB_TOKEN'}\"")
+                     f"\"Authorization: Bearer {token if generated else '$FROBOZZ_HUB_TOKEN'}\"")
     if site is not None:
-        notes.append(f"web view: {_link(base, token, notes)}")
+        notes.append(f"web view: {_link(base, token, generated)}")
     _announce(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names), notes)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
@@ -67,18 +67,19 @@ def web(host: str = typer.Option("127.0.0.1", help="The address to listen on."),
     from frobozz.web import create_app
 
     base = f"http://{host}:{port}"
-    grants, token, notes = _tokens(token, tokens)
+    grants, token, generated, notes = _tokens(token, tokens)
     try:
         app = ScopedTokens(create_app(), grants, frozenset()) if grants is not None else \
             BearerToken(create_app(), token or "")
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
-    _announce(f"[bold]frobozz web[/] on {base}: {_link(base, token, notes)}", notes)
+    _announce(f"[bold]frobozz web[/] on {base}: {_link(base, token, generated)}", notes)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
-def _tokens(token: str | None, tokens: Path | None) -> tuple[list | None, str | None, list[str]]:
-    """Scoped grants from `tokens`, or the one token (generated when unset), and what to tell the user."""
+def _tokens(token: str | None, tokens: Path | None) -> tuple[list | None, str | None, bool, list[str]]:
+    """Scoped grants from `tokens`, or the one token (generated when unset, and then said so), and what to
+    tell the user."""
     from frobozz.servers._http import new_token
 
     if tokens is not None:
@@ -88,20 +89,16 @@ def _tokens(token: str | None, tokens: Path | None) -> tuple[list | None, str | 
             grants = load_grants(tokens)
         except ValueError as e:
             raise typer.BadParameter(str(e), param_hint="--tokens") from e
-        return grants, None, [f"scoped tokens from {tokens}: " + ", ".join(g.name for g in grants)]
+        return grants, None, False, [f"scoped tokens from {tokens}: " + ", ".join(g.name for g in grants)]
     if token is not None:
-        return None, token, []
+        return None, token, False, []
     token = new_token()
-    return None, token, [f"bearer token (generated; set FROBOZZ_HUB_TOKEN to keep one): {token}"]
+    return None, token, True, [f"bearer token (generated; set FROBOZZ_HUB_TOKEN to keep one): {token}"]
 
 
-def _generated(notes: list[str]) -> bool:
-    return any("(generated;" in note for note in notes)
-
-
-def _link(base: str, token: str | None, notes: list[str]) -> str:
+def _link(base: str, token: str | None, generated: bool) -> str:
     """The web view's address; with a generated token, one that signs the browser in."""
-    return f"{base}/?token={token}" if token is not None and _generated(notes) else f"{base}/"
+    return f"{base}/?token={token}" if generated else f"{base}/"
 
 
 def _announce(headline: str, notes: list[str]) -> None:

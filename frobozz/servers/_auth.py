@@ -50,7 +50,7 @@ class _Gate:
         token = _token(scope)
         allowed, grant, why = self.admit(token, scope["path"]) if token is not None else (False, None, "")
         if not allowed:
-            if token is not None and why and grant is not None:
+            if why:  # a known token, outside its grant
                 await _refuse(scope, send, 403, why)
             else:
                 await _refuse(scope, send, 401, "unauthorized: send the hub's token as 'Authorization: Bearer TOKEN'")
