@@ -63,9 +63,11 @@ def web(host: str = typer.Option("127.0.0.1", help="The address to listen on."),
     too, at /, beside the MCP servers)."""
     import uvicorn
 
+    from frobozz.memory import stop_embedded_at_exit
     from frobozz.servers._auth import BearerToken, ScopedTokens
     from frobozz.web import create_app
 
+    stop_embedded_at_exit()  # an embedded Postgres it starts goes with it, even when it is killed with -9
     base = f"http://{host}:{port}"
     grants, token, generated, notes = _tokens(token, tokens)
     try:
