@@ -10,9 +10,11 @@ from ._events import (
     AssistantMessage,
     Block,
     CompactBoundary,
+    ContextUsage,
     ErrorEvent,
     Event,
     McpServerStatus,
+    MirrorError,
     ProcessExit,
     RateLimit,
     Restarted,
@@ -32,12 +34,13 @@ from ._events import (
     text_of,
 )
 from ._hooks import Hook, HookEvent, HookInput, HookMatcher, HookOutput, Hooks
-from ._options import EngineOptions, find_claude
+from ._options import EngineOptions, Thinking, find_claude
 from ._pool import EnginePool, Sidecar
 from ._proxy import is_compaction_request
 from ._router import Observer, Router
 from ._session import Producer, Session, SessionState
-from ._transcripts import SessionInfo, list_sessions, transcript_path
+from ._session_store import SessionKey, SessionStore
+from ._transcripts import SessionInfo, list_sessions, project_key, transcript_path
 from .exceptions import (
     CLINotFoundError,
     ControlError,
@@ -50,12 +53,13 @@ from .exceptions import (
 from .settings import EngineSettings
 
 __all__ = [
-    "Allow", "ApiRetry", "AssistantMessage", "Block", "CLINotFoundError", "CompactBoundary", "ControlError",
+    "Allow", "ApiRetry", "AssistantMessage", "Block", "CLINotFoundError", "CompactBoundary", "ContextUsage", "ControlError",
     "ControlTimeoutError", "Deny", "Engine", "EngineError", "EngineOptions", "EnginePool", "EngineSettings",
     "EngineState", "ErrorEvent", "Event", "Hook", "HookEvent", "HookInput", "HookMatcher", "HookOutput", "Hooks",
-    "McpServerError", "McpServerStatus", "Observer", "PermissionCallback", "PermissionContext", "ProcessError",
+    "McpServerError", "McpServerStatus", "MirrorError", "Observer", "PermissionCallback", "PermissionContext", "ProcessError",
     "ProcessExit", "Producer", "RateLimit", "Restarted", "Result", "Router", "Session", "SessionClosedError",
-    "SessionInfo", "SessionState", "Sidecar", "StreamEvent", "SystemInit", "SystemMessage", "TextBlock",
+    "SessionInfo", "SessionKey", "SessionState", "SessionStore", "Sidecar", "StreamEvent", "SystemInit", "SystemMessage", "TextBlock", "Thinking",
     "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage", "find_claude",
-    "is_compaction_request", "list_sessions", "parse_blocks", "parse_event", "text_of", "transcript_path",
+    "is_compaction_request", "list_sessions", "parse_blocks", "parse_event", "project_key", "text_of",
+    "transcript_path",
 ]

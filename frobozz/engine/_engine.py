@@ -24,9 +24,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from . import _transcripts
 from ._control import ControlChannel
-from ._events import ErrorEvent, Event, McpServerStatus, ProcessExit, Restarted, Result, SystemInit, Usage, parse_event
+from ._events import (ContextUsage, ErrorEvent, Event, McpServerStatus, MirrorError, ProcessExit, Restarted, Result, SystemInit, Usage,
+                      parse_event)
 from ._hooks import HookRegistry
 from ._inprocess import InProcessServers
+from ._mirror import TranscriptMirror
+from ._session_store import Materialized, SessionKey, latest, materialize
 from ._options import EngineOptions, find_claude
 from ._process import CLIProcess, OversizedLine
 from ._proxy import Proxy, Rewrite
@@ -65,9 +68,11 @@ class Engine:
         self._events: MemoryObjectReceiveStream[Event]
         self._send_events, self._events = anyio.create_memory_object_stream[Event](self.options.event_buffer)
         self._reader_done = anyio.Event()
+        self._mirror: TranscriptMirror | None = None
+        self._materialized: Materialized | None = None
 
     def _child_env(self) -> dict[str, str]:
-        env = {**os.environ, **self.options.env}
+        env = {**os.environ, **self.options.child_env(), **self.options.env}
         env.pop("CLAUDECODE", None)  # a claude inside a claude session must not think it is nested
         return env
 
@@ -91,6 +96,13 @@ class Engine:
             raise EngineError("use the engine as `async with Engine(...) as engine`")
         if self.state is not EngineState.NEW:
             raise EngineError(f"the engine is already {self.state.value}")
+        if self.options.session_store is not None:
+            session_id = await self._from_store(session_id)
+            self._mirror = TranscriptMirror(
+                self.options.session_store, projects_dir=_transcripts.config_dir(self.env) / "projects",
+                project_key=self.options.session_project, flush=self.options.session_store_flush,
+                timeout=self.options.session_store_timeout, on_error=self._on_mirror_error)
+            self._tg.start_soon(self._mirror.run)
         if session_id is not None:
             path = _transcripts.transcript_path(session_id, self.cwd, self.env)
             if not path.is_file():
@@ -104,6 +116,34 @@ class Engine:
             self.env["ANTHROPIC_BASE_URL"] = self._proxy.url
         await self._spawn(resume=session_id)
         self.state = EngineState.RUNNING
+
+    async def _from_store(self, session_id: str | None) -> str | None:
+        """The session to resume, loaded from the store into a private config directory when this machine
+        has no transcript of it (for `continue_conversation`, the store's latest when this machine has none)."""
+        store, project = self.options.session_store, self.options.session_project
+        assert store is not None
+        project = project or _transcripts.project_key(self.cwd)
+        timeout = self.options.session_store_timeout
+        if session_id is None and self.options.continue_conversation \
+                and not _transcripts.list_sessions(self.cwd, self.env):
+            session_id = await latest(store, project, timeout)
+        if session_id is None or _transcripts.transcript_path(session_id, self.cwd, self.env).is_file():
+            return session_id
+        self._materialized = await materialize(store, session_id, project_key=project, cwd=self.cwd, env=self.env,
+                                               timeout=timeout)
+        if self._materialized is None:
+            raise EngineError(f"no transcript for session {session_id} here or in the session store")
+        self.env["CLAUDE_CONFIG_DIR"] = str(self._materialized.config_dir)
+        return session_id
+
+    def _on_mirror_error(self, key: SessionKey | None, error: str) -> None:
+        session = key["session_id"] if key else ""
+        event = MirrorError(source="session_store", session_id=session, subpath=(key or {}).get("subpath"),
+                            message=f"the session store missed transcript entries of {session}: {error}")
+        try:
+            self._send_events.send_nowait(event)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.debug("mirror error event dropped: the event stream is full or closed")
 
     async def _spawn(self, *, resume: str | None) -> None:
         assert self._tg is not None
@@ -154,6 +194,15 @@ class Engine:
             await process.close(self.settings.close_timeout)
             with anyio.move_on_after(5, shield=True):
                 await self._reader_done.wait()
+        mirror, self._mirror = self._mirror, None
+        if mirror is not None:  # the last frames, then the writer stops
+            with anyio.CancelScope(shield=True):
+                if not await mirror.drain(self.options.session_store_timeout):
+                    log.warning("the session store was still writing when the engine closed")
+                mirror.close()
+        if self._materialized is not None:
+            self._materialized.remove()
+            self._materialized = None
         if self._proxy is not None:
             await self._proxy.aclose()
         self._process = None
@@ -209,6 +258,31 @@ class Engine:
             late = f" after {timeout:g} s" if any(s.status == "pending" for s in servers) else ""
             raise McpServerError(f"MCP servers not connected{late}: " + "; ".join(problems))
         return tuple(servers)
+
+    async def rewind_files(self, user_message_id: str) -> None:
+        """Put the files claude's tools changed back as they were at that user message (its `uuid`); needs
+        `EngineOptions(file_checkpointing=True)`."""
+        await self._require_control().request("rewind_files", user_message_id=user_message_id)
+
+    async def get_context_usage(self) -> ContextUsage:
+        """How full the context window is now, and with what."""
+        return ContextUsage.parse(await self._require_control().request("get_context_usage"))
+
+    async def reconnect_mcp_server(self, name: str) -> None:
+        """Start an MCP server of the config again (after it failed or was turned off)."""
+        await self._require_control().request("mcp_reconnect", serverName=name)
+
+    async def toggle_mcp_server(self, name: str, enabled: bool) -> None:
+        """Turn an MCP server of the config off (its tools go) or on again."""
+        await self._require_control().request("mcp_toggle", serverName=name, enabled=enabled)
+
+    async def stop_task(self, task_id: str) -> None:
+        """Stop a background task (a subagent or a shell) by the id its task events carry."""
+        await self._require_control().request("stop_task", task_id=task_id)
+
+    def get_server_info(self) -> dict[str, Any]:
+        """What claude answered to `initialize`: its commands, agents, output styles, models and account."""
+        return dict(self.init_response)
 
     async def set_model(self, model: str | None) -> None:
         await self._require_control().request("set_model", model=model)
@@ -283,6 +357,9 @@ class Engine:
                     control.on_request(data, self._tg)
                 elif kind == "control_cancel_request":
                     control.on_cancel(data)
+                elif kind == "transcript_mirror":
+                    if self._mirror is not None:
+                        self._mirror.enqueue(data)
                 else:
                     await self._dispatch(parse_event(data))
             code = await process.wait()
@@ -298,6 +375,8 @@ class Engine:
     async def _dispatch(self, event: Event) -> None:
         if isinstance(event, (SystemInit, Result)) and event.session_id:
             self.session_id = event.session_id
+        if isinstance(event, Result) and self._mirror is not None:
+            self._mirror.flush_soon()
         if isinstance(event, Result) and event.structured is not None:
             event = await self._typed(event)
         if isinstance(event, Result) and event.is_error and event.api_error_status:

@@ -58,6 +58,24 @@ class McpServerStatus:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ContextUsage:
+    """How full claude's context window is (its answer to get_context_usage), by category."""
+
+    total_tokens: int
+    max_tokens: int
+    percentage: float
+    categories: tuple[tuple[str, int], ...]  # (name, tokens): "System prompt", "Messages", "Free space", …
+    raw: Mapping[str, Any]
+
+    @classmethod
+    def parse(cls, d: Mapping[str, Any]) -> ContextUsage:
+        return cls(total_tokens=int(d.get("totalTokens") or 0), max_tokens=int(d.get("maxTokens") or 0),
+                   percentage=float(d.get("percentage") or 0),
+                   categories=tuple((str(c.get("name", "")), int(c.get("tokens") or 0))
+                                    for c in d.get("categories") or () if isinstance(c, Mapping)), raw=d)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SystemInit(Event):
     session_id: str | None
     model: str | None
@@ -116,6 +134,7 @@ class UserMessage(Event):
     content: tuple[Block, ...]
     parent_tool_use_id: str | None = None
     tool_use_result: Any = None
+    uuid: str | None = None  # the message's id in the transcript: what `Engine.rewind_files` takes
 
     @property
     def text(self) -> str:
@@ -195,6 +214,15 @@ class ErrorEvent(Event):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class MirrorError(ErrorEvent):
+    """A batch of transcript entries the session store did not take (after its retries): the store misses
+    them, claude's own transcript has them, and the conversation goes on."""
+
+    session_id: str
+    subpath: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ProcessExit(Event):
     exit_code: int | None
     stderr: str
@@ -270,7 +298,7 @@ def parse_event(d: dict[str, Any], *, is_replay: bool = False) -> Event:
         m = d.get("message") or {}
         return UserMessage(raw=d, is_replay=is_replay, session_id=d.get("session_id") or d.get("sessionId"),
                            content=parse_blocks(m.get("content")), parent_tool_use_id=d.get("parent_tool_use_id"),
-                           tool_use_result=d.get("tool_use_result"))
+                           tool_use_result=d.get("tool_use_result"), uuid=d.get("uuid"))
     if kind == "result":
         return Result(raw=d, is_replay=is_replay, subtype=d.get("subtype", ""), is_error=bool(d.get("is_error")),
                       result=d.get("result"), session_id=d.get("session_id"), num_turns=d.get("num_turns"),

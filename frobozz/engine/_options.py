@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from ._control import PermissionCallback
 from ._hooks import Hooks
+from ._mirror import FlushMode
+from ._session_store import SessionStore
 from .exceptions import CLINotFoundError
+
+_SKILL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+
+
+class Thinking(TypedDict, total=False):
+    type: Literal["adaptive", "enabled", "disabled"]
+    budget_tokens: int  # with "enabled"
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,24 @@ class EngineOptions:
     fallback_model: str | None = None  # when the model is overloaded
     max_thinking_tokens: int | None = None
     stderr: Callable[[str], None] | None = None  # each line claude writes to stderr, as it comes
+    # sessions that outlive the machine: the transcript mirrored into a store, and resumed from it
+    session_store: SessionStore | None = None
+    session_store_flush: FlushMode = "batched"  # "batched": once a turn; "eager": after every frame
+    session_project: str | None = None  # the project the store keeps the session under (default: claude's
+    #   folder name for `cwd`, which differs between machines whose paths differ)
+    session_store_timeout: float = 60.0  # seconds for each store call
+    # the rest of the official SDK's options
+    session_id: str | None = None  # the new session's id (a UUID), instead of one claude makes up
+    resume_session_at: str | None = None  # with a resume: only the history up to this assistant message's uuid
+    plugins: Sequence[str | Path] = ()  # plugin directories for this session
+    sandbox: Mapping[str, Any] | None = None  # claude's sandbox settings ({"enabled": True, …}), sent as --settings
+    skills: Literal["all"] | Sequence[str] | None = None  # the Skill tool for every skill, or for these; reads
+    #   user and project settings (where skills live) unless `setting_sources` says otherwise
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    thinking: Thinking | None = None  # adaptive, enabled with a budget, or disabled (over max_thinking_tokens)
+    task_budget: int | None = None  # tokens for the whole task
+    include_hook_events: bool = False  # hook lifecycle events (started, progress, response) in the stream
+    file_checkpointing: bool = False  # keep files' earlier states, for `Engine.rewind_files`
 
     def json_schema(self) -> dict[str, Any] | None:
         """`output_schema` as a JSON Schema."""
@@ -58,6 +86,33 @@ class EngineOptions:
         if schema is None or isinstance(schema, Mapping):
             return None if schema is None else dict(schema)
         return schema.model_json_schema()  # a pydantic model class
+
+    def child_env(self) -> dict[str, str]:
+        """What claude's environment gets from these options, beside `env`."""
+        return {"CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING": "true"} if self.file_checkpointing else {}
+
+    def _skill_tools(self) -> list[str]:
+        if self.skills is None:
+            return []
+        if self.skills == "all":
+            return ["Skill"]
+        bad = [s for s in self.skills if not isinstance(s, str) or not _SKILL.fullmatch(s)]
+        if bad:
+            raise ValueError(f"not a skill name: {bad[0]!r:.80}")
+        return [f"Skill({name})" for name in self.skills]
+
+    def _thinking(self) -> list[str]:
+        thinking = self.thinking
+        if thinking is None:
+            return [] if self.max_thinking_tokens is None else ["--max-thinking-tokens", str(self.max_thinking_tokens)]
+        kind = thinking.get("type")
+        if kind == "adaptive":
+            return ["--thinking", "adaptive"]
+        if kind == "disabled":
+            return ["--thinking", "disabled"]
+        if kind == "enabled" and isinstance(thinking.get("budget_tokens"), int):
+            return ["--max-thinking-tokens", str(thinking["budget_tokens"])]
+        raise ValueError(f"thinking is adaptive, disabled, or enabled with budget_tokens: {thinking!r:.120}")
 
     def arguments(self, *, resume: str | None = None) -> list[str]:
         args = ["-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
@@ -75,8 +130,9 @@ class EngineOptions:
             args.append("--strict-mcp-config")
         if self.tools is not None:
             args += ["--tools", ",".join(self.tools)]
-        if self.allowed_tools:
-            args += ["--allowedTools", ",".join(self.allowed_tools)]
+        allowed = [*self.allowed_tools, *self._skill_tools()]
+        if allowed:
+            args += ["--allowedTools", ",".join(allowed)]
         if self.disallowed_tools:
             args += ["--disallowedTools", ",".join(self.disallowed_tools)]
         if self.permission_mode:
@@ -96,16 +152,36 @@ class EngineOptions:
             args += ["--max-budget-usd", str(self.max_budget_usd)]
         if self.fallback_model:
             args += ["--fallback-model", self.fallback_model]
-        if self.max_thinking_tokens is not None:
-            args += ["--max-thinking-tokens", str(self.max_thinking_tokens)]
+        args += self._thinking()
+        if self.effort:
+            args += ["--effort", self.effort]
+        if self.task_budget is not None:
+            args += ["--task-budget", str(int(self.task_budget))]
         for directory in self.add_dirs:
             args += ["--add-dir", str(directory)]
-        if self.setting_sources is not None:
-            args.append(f"--setting-sources={','.join(self.setting_sources)}")
+        sources = self.setting_sources
+        if sources is None and self.skills is not None:
+            sources = ("user", "project")
+        if sources is not None:
+            args.append(f"--setting-sources={','.join(sources)}")
+        for plugin in self.plugins:
+            args += ["--plugin-dir", str(plugin)]
+        if self.sandbox is not None:
+            args += ["--settings", json.dumps({"sandbox": dict(self.sandbox)})]
+        if self.include_hook_events:
+            args.append("--include-hook-events")
+        if self.file_checkpointing:
+            args.append("--replay-user-messages")  # the user messages' uuids, which a rewind names
+        if self.session_store is not None:
+            args.append("--session-mirror")
         if resume:
-            args += ["--resume", resume]
+            args.append(f"--resume={resume}")  # one token: a value can never pass for a flag
+            if self.resume_session_at:
+                args.append(f"--resume-session-at={self.resume_session_at}")
         elif self.continue_conversation:
             args.append("--continue")
+        if self.session_id and not resume:
+            args.append(f"--session-id={self.session_id}")
         if self.fork_session and (resume or self.continue_conversation):
             args.append("--fork-session")
         return args + list(self.extra_args)

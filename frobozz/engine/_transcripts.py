@@ -17,6 +17,7 @@ from ._events import Event, parse_event, text_of
 from .exceptions import EngineError
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+_MAX_KEY = 200
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,30 @@ def config_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(env.get("HOME") or Path.home()) / ".claude"
 
 
+def _djb2(text: str) -> str:
+    """claude's 32-bit string hash (JavaScript's `(h << 5) - h + c | 0`), absolute, in base 36."""
+    h = 0
+    for char in text:
+        h = (h * 31 + ord(char)) & 0xFFFFFFFF
+    h = abs(h - 0x100000000 if h >= 0x80000000 else h)
+    digits = ""
+    while True:
+        h, rest = divmod(h, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[rest] + digits
+        if not h:
+            return digits
+
+
+def project_key(cwd: str | Path) -> str:
+    """The folder claude keeps a directory's sessions in: every non-alphanumeric character of its real
+    path made '-', and past 200 characters cut, with a hash of the whole path after it."""
+    path = os.path.realpath(cwd)
+    key = re.sub(r"[^A-Za-z0-9]", "-", path)
+    return key if len(key) <= _MAX_KEY else f"{key[:_MAX_KEY]}-{_djb2(path)}"
+
+
 def project_dir(cwd: str | Path, env: Mapping[str, str] | None = None) -> Path:
-    return config_dir(env) / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(Path(cwd).resolve()))
+    return config_dir(env) / "projects" / project_key(cwd)
 
 
 def transcript_path(session_id: str, cwd: str | Path, env: Mapping[str, str] | None = None) -> Path:

@@ -1,5 +1,5 @@
 """Long-term memory on Postgres + pgvector, with no MCP in it: the store (write, read, search with
-absolute scores), embeddings, migrations, hand-off letters, and the memory loop's sessions and archive. The cortex and handoff servers wrap
+absolute scores), embeddings, migrations, hand-off letters, the memory loop's sessions and archive, and claude's transcripts (a session store for the engine). The cortex and handoff servers wrap
 it, as the game server wraps `frobozz.games`; the memory loop uses it directly."""
 
 from ._bulk import BulkStore
@@ -11,10 +11,11 @@ from ._search import RECALL_MIN_SCORE, Mode
 from ._service import MemoryService
 from ._sessions import ArchiveEntry, Capsule, LoopSession, SessionStore
 from ._store import MemoryStore
+from .transcripts import TranscriptStore
 from .exceptions import DatabaseError, EmbeddingMismatchError, MemoryStoreError
 from .settings import MemorySettings
 
 __all__ = ["DATABASE_ERRORS", "MAX_ITEMS", "MAX_ITEM_CHARS", "RECALL_MIN_SCORE", "ArchiveEntry", "BulkStore", "Capsule", "DatabaseError",
            "EmbeddingMismatchError", "HandoffStore", "Hit", "Letter", "LoopSession", "Memory", "MemoryService",
-           "MemorySettings", "MemoryStore", "MemoryStoreError", "Mode", "Recall", "SessionStore", "apply_migrations",
+           "MemorySettings", "MemoryStore", "MemoryStoreError", "Mode", "Recall", "SessionStore", "TranscriptStore", "apply_migrations",
            "content_hash", "database_url", "memory_line", "migrated_pool", "quietly", "stop_embedded_at_exit"]

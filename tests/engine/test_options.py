@@ -28,7 +28,7 @@ def test_each_option_becomes_its_flag_and_nothing_is_sent_for_options_left_alone
     assert '"room"' in args[args.index("--json-schema") + 1] and "--max-turns 3" in joined
     assert "--max-budget-usd 0.5" in joined and "--fallback-model claude-haiku" in joined
     assert "--max-thinking-tokens 2048" in joined and f"--add-dir {tmp_path} --add-dir /srv" in joined
-    assert "--setting-sources=" in args and "--resume abc" in joined and args[-1] == "--fork-session"
+    assert "--setting-sources=" in args and "--resume=abc" in args and args[-1] == "--fork-session"
     assert "--fork-session" not in EngineOptions(fork_session=True).arguments()  # nothing to fork from
     assert EngineOptions(continue_conversation=True).arguments()[-1] == "--continue"
 

@@ -1,0 +1,119 @@
+"""The transcript mirror: what claude writes to its transcript (`--session-mirror` frames), appended to a
+session store by one background task, so the store never slows the event stream.
+
+Frames are buffered as they come and written in order: at the end of each turn (batched), or after every
+frame (eager), or when the buffer passes 500 entries or 1 MiB. A failed append is tried three times in
+all (0.2 s, then 0.8 s apart); a stalled one is given up after `timeout` and not retried (it may still
+land). Either way the batch is reported through `on_error`, and the conversation goes on: claude's own
+transcript on disk already holds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import orjson
+
+from ._session_store import Entry, SessionKey, SessionStore, key_for_path
+
+log = logging.getLogger("frobozz.engine.mirror")
+FlushMode = Literal["batched", "eager"]
+MAX_ENTRIES = 500
+MAX_BYTES = 1 << 20
+BACKOFF = (0.2, 0.8)
+
+
+class TranscriptMirror:
+    def __init__(self, store: SessionStore, *, projects_dir: Path, project_key: str | None = None,
+                 flush: FlushMode = "batched", timeout: float = 60.0,
+                 on_error: Callable[[SessionKey | None, str], None] = lambda key, error: None) -> None:
+        self.store = store
+        self.projects_dir = projects_dir
+        self.project_key = project_key
+        self.eager = flush == "eager"
+        self.timeout = timeout
+        self.on_error = on_error
+        self.appended = 0  # entries the store has taken
+        self._pending: list[tuple[str, list[Entry]]] = []
+        self._entries = self._bytes = 0
+        self._wake = anyio.Event()
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._closing = False
+
+    # -- from the read loop: never awaits the store -------------------------------------------------
+    def enqueue(self, frame: dict[str, Any]) -> None:
+        path, entries = frame.get("filePath"), frame.get("entries")
+        if not isinstance(path, str) or not isinstance(entries, list) or not entries:
+            return
+        self._pending.append((path, entries))
+        self._entries += len(entries)
+        self._bytes += len(orjson.dumps(entries))
+        self._idle = anyio.Event() if self._idle.is_set() else self._idle
+        if self.eager or self._entries > MAX_ENTRIES or self._bytes > MAX_BYTES:
+            self._wake.set()
+
+    def flush_soon(self) -> None:
+        """The turn ended: write what is buffered, in the background."""
+        if self._pending:
+            self._wake.set()
+
+    # -- the writer ---------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Write batches as they are asked for, in order, until closed (then once more)."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            await self._write_pending()
+            if self._closing:
+                return
+
+    async def drain(self, timeout: float) -> bool:
+        """Write everything buffered now; False if the store took longer than `timeout`."""
+        self.flush_soon()
+        with anyio.move_on_after(timeout):
+            await self._idle.wait()
+            return True
+        return False
+
+    def close(self) -> None:
+        self._closing = True
+        self._wake.set()
+
+    async def _write_pending(self) -> None:
+        batch, self._pending, self._entries, self._bytes = self._pending, [], 0, 0
+        by_path: dict[str, list[Entry]] = {}
+        for path, entries in batch:
+            by_path.setdefault(path, []).extend(entries)
+        for path, entries in by_path.items():
+            key = key_for_path(path, self.projects_dir, self.project_key)
+            if key is None:
+                log.warning("a mirrored transcript outside %s was not stored: %s", self.projects_dir, path)
+                continue
+            await self._append(key, entries)
+        if not self._pending:
+            self._idle.set()
+
+    async def _append(self, key: SessionKey, entries: list[Entry]) -> None:
+        error = ""
+        for attempt in range(len(BACKOFF) + 1):
+            if attempt:
+                await anyio.sleep(BACKOFF[attempt - 1])
+            try:
+                with anyio.fail_after(self.timeout if math.isfinite(self.timeout) else None):
+                    await self.store.append(key, entries)
+                self.appended += len(entries)
+                return
+            except TimeoutError:
+                error = f"the store did not answer within {self.timeout:g} s"
+                break  # it may still land: a retry could write it twice
+            except Exception as e:  # noqa: BLE001 - the store is the caller's code
+                error = f"{type(e).__name__}: {e}"
+                log.debug("append to the session store failed (attempt %d): %s", attempt + 1, error)
+        log.error("%d transcript entries of session %s were not stored: %s", len(entries), key["session_id"], error)
+        self.on_error(key, error)

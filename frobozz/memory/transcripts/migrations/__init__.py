@@ -1,0 +1,1 @@
+"""Migrations of the claude transcripts store (ledger: transcript_migrations)."""
