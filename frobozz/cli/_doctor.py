@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from frobozz.engine import CLINotFoundError, EngineSettings, find_claude
+from frobozz.engine import CLINotFoundError, EngineSettings, find_claude, inspect_cli
 from frobozz.games import GameError, GameLibrary, GameSession, GamesSettings
 from frobozz.memory import MemorySettings
 
@@ -40,13 +40,10 @@ async def check_claude() -> str:
         claude = find_claude(EngineSettings().claude_path)
     except CLINotFoundError as e:
         raise Problem(str(e), fix) from e
-    try:
-        done = await anyio.run_process([claude, "--version"], check=False)
-    except OSError as e:
-        raise Problem(f"{claude} cannot run: {e}", fix) from e
-    if done.returncode != 0:
-        raise Problem(f"`{claude} --version` failed: {done.stderr.decode(errors='replace')[-300:]}", fix)
-    return f"{done.stdout.decode().strip()} at {claude}"
+    report = await anyio.to_thread.run_sync(inspect_cli, claude)
+    if report.problem or any(need.startswith("the engine itself") for _, need in report.lacking):
+        raise Problem(report.line(), fix)
+    return report.line()
 
 
 async def check_postgres(settings: MemorySettings) -> str:
@@ -153,6 +150,9 @@ def doctor() -> None:
         table.add_row(o.name, "[green]ok[/]" if o.ok else "[red]FAIL[/]", o.detail)
     console = Console(soft_wrap=True)  # fixes are commands: whole lines, so they can be copied
     console.print(table)
+    claude = outcomes[0]
+    if claude.ok and ("lacks" in claude.detail or "not a version" in claude.detail):
+        console.print(f"claude CLI: {claude.detail}", highlight=False)  # whole, on one line: what it lacks
     failed = [o for o in outcomes if not o.ok]
     for o in failed:
         console.print(f"[red]{o.name}[/]: {o.detail}\n  fix: {o.fix}", highlight=False)

@@ -41,6 +41,8 @@ from ._router import Observer, Router
 from ._session import Producer, Session, SessionState
 from ._session_store import SessionKey, SessionStore
 from ._transcripts import SessionInfo, list_sessions, project_key, transcript_path
+from ._versions import TESTED as TESTED_CLI_VERSIONS
+from ._versions import CLIReport, inspect_cli
 from .exceptions import (
     CLINotFoundError,
     ControlError,
@@ -53,13 +55,13 @@ from .exceptions import (
 from .settings import EngineSettings
 
 __all__ = [
-    "Allow", "ApiRetry", "AssistantMessage", "Block", "CLINotFoundError", "CompactBoundary", "ContextUsage", "ControlError",
+    "TESTED_CLI_VERSIONS", "Allow", "ApiRetry", "CLIReport", "AssistantMessage", "Block", "CLINotFoundError", "CompactBoundary", "ContextUsage", "ControlError",
     "ControlTimeoutError", "Deny", "Engine", "EngineError", "EngineOptions", "EnginePool", "EngineSettings",
     "EngineState", "ErrorEvent", "Event", "Hook", "HookEvent", "HookInput", "HookMatcher", "HookOutput", "Hooks",
     "McpServerError", "McpServerStatus", "MirrorError", "Observer", "PermissionCallback", "PermissionContext", "ProcessError",
     "ProcessExit", "Producer", "RateLimit", "Restarted", "Result", "Router", "Session", "SessionClosedError",
     "SessionInfo", "SessionKey", "SessionState", "SessionStore", "Sidecar", "StreamEvent", "SystemInit", "SystemMessage", "TextBlock", "Thinking",
-    "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage", "find_claude",
+    "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage", "find_claude", "inspect_cli",
     "is_compaction_request", "list_sessions", "parse_blocks", "parse_event", "project_key", "text_of",
     "transcript_path",
 ]

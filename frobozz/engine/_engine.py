@@ -251,8 +251,10 @@ class Engine:
             while any(s.status == "pending" for s in servers):  # claude has no event for this: ask again
                 await anyio.sleep(poll)
                 servers = await status()
-        problems = [f"{s.name}: {s.status}" + (f" ({s.error})" if s.error else "")
-                    for s in servers if s.status != "connected"]
+        commands = self.options.server_commands()
+        problems = [f"{s.name}: {s.status}" + (f" ({s.error})" if s.error else "") + (
+                    f" [command: {commands[s.name]}]" if s.name in commands and commands[s.name] not in (s.error or "")
+                    else "") for s in servers if s.status != "connected"]
         problems += [f"{name}: not in the MCP config" for name in sorted((wanted or set()) - {s.name for s in servers})]
         if problems:
             late = f" after {timeout:g} s" if any(s.status == "pending" for s in servers) else ""

@@ -87,6 +87,21 @@ class EngineOptions:
             return None if schema is None else dict(schema)
         return schema.model_json_schema()  # a pydantic model class
 
+    def server_commands(self) -> dict[str, str]:
+        """Each stdio MCP server's command, from `mcp_config` (claude's own errors name it in some versions
+        and not in others)."""
+        config: Any = self.mcp_config
+        try:
+            if isinstance(config, Path) or (isinstance(config, str) and not config.lstrip().startswith("{")):
+                config = json.loads(Path(config).read_text(encoding="utf-8"))
+            elif isinstance(config, str):
+                config = json.loads(config)
+        except (OSError, ValueError):
+            return {}
+        servers = config.get("mcpServers") if isinstance(config, Mapping) else None
+        return {str(name): str(server["command"]) for name, server in (servers or {}).items()
+                if isinstance(server, Mapping) and isinstance(server.get("command"), str)}
+
     def child_env(self) -> dict[str, str]:
         """What claude's environment gets from these options, beside `env`."""
         return {"CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING": "true"} if self.file_checkpointing else {}

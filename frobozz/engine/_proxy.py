@@ -32,6 +32,7 @@ _HOP_BY_HOP = {"host", "content-length", "transfer-encoding", "connection", "kee
 _COMPACTION_MARK = "Your task is to create a detailed summary of"
 
 Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
+SUMMARY_FORM = "Answer in plain text: an <analysis> block, then the summary itself in a <summary> block."
 
 
 def is_compaction_request(body: dict[str, Any]) -> bool:
@@ -40,6 +41,17 @@ def is_compaction_request(body: dict[str, Any]) -> bool:
     if not messages or messages[-1].get("role") != "user":
         return False
     return _COMPACTION_MARK in text_of(messages[-1].get("content"))
+
+
+def _keep_summary_form(body: dict[str, Any]) -> dict[str, Any]:
+    """A rewritten compaction still asks for the answer's form claude reads: its summary in a <summary>
+    block (claude from 2.1.3xx asks the model again when there is none: a second, paid request)."""
+    messages = body.get("messages") or []
+    if messages and "<summary>" not in text_of(messages[-1].get("content")):
+        content = messages[-1].get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        messages[-1]["content"] = [*blocks, {"type": "text", "text": SUMMARY_FORM}]
+    return body
 
 
 class _QuietServer(uvicorn.Server):
@@ -131,7 +143,7 @@ class Proxy:
             try:
                 payload = json.loads(body)
                 if self.is_compaction(payload):
-                    body = json.dumps(self.rewrite(payload)).encode()
+                    body = json.dumps(_keep_summary_form(self.rewrite(payload))).encode()
                     rewritten = True
             except ValueError:
                 pass

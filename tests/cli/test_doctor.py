@@ -13,7 +13,7 @@ def doctor(env):
 def test_a_good_install_passes_every_check(frobozz_env, cortex_settings):
     done = doctor({"FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()})
     assert done.returncode == 0, done.stdout + done.stderr
-    for found in ("Claude Code", "Postgres 16", "pgvector 0.6", "all-MiniLM-L6-v2 (384 dims", "zork1",
+    for found in ("one of the versions the engine was tested with", "Postgres 16", "pgvector 0.6", "all-MiniLM-L6-v2 (384 dims", "zork1",
                   "played a turn of zork1: 'West of House'"):
         assert found in done.stdout
     assert "FAIL" not in done.stdout
@@ -31,3 +31,28 @@ def test_a_broken_install_says_what_is_wrong_and_how_to_fix_each_part(frobozz_en
     for fix in ("npm install -g @anthropic-ai/claude-code", "FROBOZZ_DATABASE_URL is right",
                 "check FROBOZZ_EMBEDDING_URL", "frobozz games install zork1", "install a game first"):
         assert fix in done.stdout
+
+
+OLD_CLAUDE = """#!/bin/sh
+# a claude from before the engine's time (a unit-test double): an old version that refuses newer flags
+case " $* " in *" --version "*) echo "2.0.1 (Claude Code)"; exit 0;; esac
+for a in "$@"; do case "$a" in --session-mirror|--effort|--resume-session-at=*) echo "error: unknown option '$a'" >&2; exit 1;; esac; done
+exit 0
+"""
+
+
+def test_an_older_claude_is_named_with_what_it_lacks_in_one_line_and_no_traceback(frobozz_env, tmp_path):
+    old = tmp_path / "claude"
+    old.write_text(OLD_CLAUDE)
+    old.chmod(0o755)
+    done = doctor({"FROBOZZ_CLAUDE_PATH": str(old)})
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("claude CLI: claude 2.0.1")]
+    assert "not a version the engine was tested with (2.1.197, 2.1.330)" in line
+    assert "--session-mirror (session_store" in line and "--effort (effort)" in line
+    assert "--resume-session-at (resume_session_at)" in line and "--thinking" not in line
+    assert "Traceback" not in done.stdout + done.stderr
+    broken = tmp_path / "broken-claude"
+    broken.write_text("#!/bin/sh\necho 'segfault' >&2; exit 139\n")
+    broken.chmod(0o755)
+    done = doctor({"FROBOZZ_CLAUDE_PATH": str(broken)})
+    assert "`--version` failed: segfault" in done.stdout and "Traceback" not in done.stdout + done.stderr

@@ -48,23 +48,26 @@ async def test_context_usage_and_server_info_report_what_claude_has(make_options
 
 
 async def test_a_toggled_mcp_server_disappears_and_comes_back_and_a_reconnect_keeps_it(make_options):
-    async with ScriptedModel(replies("with calc", "without calc", "with calc again")) as model:
-        async with Engine(make_options(model, mcp_config=CALC, strict_mcp_config=True)) as engine:
+    add = Reply((ToolUse("mcp__calc__add", {"numbers": [2, 2]}),))
+    async with ScriptedModel(replies(add, "four", add, "gone", add, "four again")) as model:
+        async with Engine(make_options(model, mcp_config=CALC, strict_mcp_config=True,
+                                       allowed_tools=["mcp__calc__add"])) as engine:
             await engine.start()
             await engine.wait_for_mcp(["calc"])
-            statuses = []
+            statuses, results = [], []
             for enabled in (True, False, True):
                 if not enabled or statuses:
                     await engine.toggle_mcp_server("calc", enabled)
                 statuses.append({s.name: s.status for s in await engine.mcp_status()})
                 await engine.send("add two and two")
-                await until(engine.events(), Result)
+                events = await until(engine.events(), Result)
+                results += [r for e in events if isinstance(e, UserMessage) for r in e.tool_results]
             await engine.reconnect_mcp_server("calc")
             after = await engine.wait_for_mcp(["calc"])
             await engine.stop_task("no-such-task")  # an unknown task: answered, nothing stopped, nothing hangs
     assert statuses == [{"calc": "connected"}, {"calc": "disabled"}, {"calc": "connected"}]
-    offered = ["mcp__calc__add" in r.tools for r in model.requests]
-    assert offered == [True, False, True] and after[0].status == "connected"
+    assert [r.is_error for r in results] == [False, True, False]  # the tool went with its server, and came back
+    assert '"total":4' in str(results[0].content).replace(" ", "") and after[0].status == "connected"
 
 
 async def test_a_chosen_session_id_is_used_and_a_resume_can_stop_at_an_earlier_answer(make_options):

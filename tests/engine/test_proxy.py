@@ -59,6 +59,7 @@ async def test_a_registered_rewrite_changes_compaction_requests_only(make_option
     assert of(compacted, CompactBoundary)
     seen = [r for r in model.requests if is_compaction_request(r.body)]
     assert len(seen) == 1 and "FROBOZZ-INSTRUCTIONS" in json.dumps(seen[0].body)
+    assert "<summary> block" in seen[0].last_user_text()  # the form claude reads the answer in is still asked for
 
 
 async def test_an_unreachable_upstream_becomes_an_api_error_not_a_hang(make_options):

@@ -5,7 +5,7 @@ import json
 import anyio
 import pytest
 
-from frobozz.engine import CompactBoundary, Result
+from frobozz.engine import CompactBoundary, Result, is_compaction_request
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.loop import MemorySession, context_files, here_and_now, latest_letter, memories
 from tests.conftest import hub_servers
@@ -23,7 +23,7 @@ def script(request):
         return "Ana the sister\ncello lessons"
     if text.startswith("Here is the last exchange"):
         return "The user is learning the cello." if "learning the cello" in text else "NONE"
-    if "summar" in json.dumps(request.body.get("system", "")).lower() and not request.body.get("tools"):
+    if is_compaction_request(request.body):
         return "Summary: we talked about Ana."
     return f"echo: {text.splitlines()[-1]}"
 

@@ -14,7 +14,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -23,6 +23,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from .._proxy import is_compaction_request
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,15 @@ def _as_reply(answer: Reply | ApiError | str | Iterable[Block]) -> Reply | ApiEr
     return Reply(tuple(answer))
 
 
+def _as_summary(answer: Reply | ApiError) -> Reply | ApiError:
+    """A compaction answered as claude's compaction prompt asks a model to: the text in a <summary> block
+    (claude from 2.1.3xx asks again when the block is missing, as it would of a real model's answer)."""
+    if isinstance(answer, ApiError) or any(isinstance(b, Text) and "<summary>" in b.text for b in answer.blocks):
+        return answer
+    text = "\n".join(b.text for b in answer.blocks if isinstance(b, Text))
+    return replace(answer, blocks=(Text(f"<summary>\n{text}\n</summary>"),))
+
+
 def _sse(event: dict[str, Any]) -> bytes:
     return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
 
@@ -220,6 +231,8 @@ class ScriptedModel:
             answer: Reply | ApiError = Reply((Text(self.side_reply),))  # side calls: titles, quotas
         else:
             answer = _as_reply(await anyio.to_thread.run_sync(self.handler, seen))
+            if is_compaction_request(body):
+                answer = _as_summary(answer)
         if isinstance(answer, ApiError):
             return JSONResponse({"type": "error", "error": {"type": answer.type, "message": answer.message}},
                                 status_code=answer.status)
