@@ -27,8 +27,8 @@ MCP_WAIT = 60  # seconds the hub's servers get to start before the first prompt
 
 def scripted_reply(request: Any) -> Any:
     """The offline stand-in for claude (`--model scripted`): it answers the sidecar's questions, stores
-    what it is told to (`remember: …`) with cortex as claude would, and otherwise says what it was told
-    and how many memories came with it."""
+    what it is told to (`remember: …`) with cortex as claude would, says what came first in the
+    conversation when asked, and otherwise says what it was told and how many memories came with it."""
     text = request.last_user_text()
     said = text.rsplit("\n", 1)[-1]
     if request.tool_results():
@@ -47,6 +47,11 @@ def scripted_reply(request: Any) -> Any:
         from frobozz.engine.testing import Reply, Text
 
         return Reply((Text("(scripted) Once upon a time, " + "the story went on, " * 400 + "the end."),), delay=0.02)
+    if said.lower().startswith("what did i say first"):  # the conversation's history reached the model
+        from frobozz.engine import text_of
+
+        first = text_of(request.messages[0].get("content")).strip().rsplit("\n", 1)[-1]
+        return f"(scripted) First you said: {first}"
     recalled = text.count("[memory ")
     return f"(scripted) You said: {said}" + (f" — I was reminded of {recalled} memories." if recalled else "")
 
@@ -123,7 +128,7 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
     from frobozz.engine.observers import HandoffRelay
     from frobozz.engine.testing import ScriptedModel
     from frobozz.loop import MemorySession, capsules, context_files, here_and_now, latest_letter, memories
-    from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError
+    from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
     from frobozz.servers._configs import config_for
 
     def providers(store, sessions, handoffs):  # type: ignore[no-untyped-def]
@@ -135,12 +140,15 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
         stores is what recall finds); the sidecar (quick stateless asks) runs bare: no MCP servers, no tools."""
         relay = HandoffRelay()
         service = MemoryService(MemorySettings())
+        transcripts = None
         try:
+            transcripts = await TranscriptStore.open(size=2)  # claude's sessions, resumable from any machine
             ns = (await (await service.sessions()).get(resume)).namespace if resume else namespace
             mcp = config_for(SERVERS)
             for server in mcp["mcpServers"].values():
                 server["env"]["FROBOZZ_CORTEX_DEFAULT_NAMESPACE"] = ns
             options = EngineOptions(model=claude_model, env=env, system_prompt=system, mcp_config=mcp,
+                                    session_store=transcripts, session_project="frobozz-chat",
                                     strict_mcp_config=True, include_partial_messages=True,
                                     allowed_tools=[f"mcp__{name}" for name in SERVERS])
             sidecar = EngineOptions(model=claude_model, env=env, tools=())
@@ -159,6 +167,8 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
         except MemoryStoreError as e:
             err.print(f"[red]error:[/red] {e}")
         finally:
+            if transcripts is not None:
+                await transcripts.aclose()
             await service.aclose()
 
     async def converse(loop: MemorySession) -> None:

@@ -21,7 +21,7 @@ from frobozz.engine import EngineOptions, Event, Session, SystemInit, transcript
 from frobozz.engine.testing import ScriptedModel
 from frobozz.engine.testing._messages_api import Handler
 from frobozz.games import GameError, GameLibrary, GameSession, StoryInfo, by_md5, read_story
-from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryStoreError
+from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryStoreError, TranscriptStore
 
 from . import _report
 from ._catch_up import catch_up
@@ -31,7 +31,7 @@ from ._loop import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
 from ._memory import TOOLS, TOOLS_NOTE, RunMemory, interrupt
 from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for, text_handler, tool_handler
 from ._prompts import game_message, instructions, load_template, status_header
-from ._store import RunInfo, RunStore, TurnRecord, new_run_id
+from ._store import RunInfo, RunNotFoundError, RunStore, TurnRecord, new_run_id
 from .settings import RunnerSettings
 
 log = logging.getLogger("frobozz.runner")
@@ -124,7 +124,7 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
     holds, so it stops when the database goes away); `stop` set: stop at the next turn boundary."""
     settings = settings or RunnerSettings()
     if config.resume:
-        store = RunStore.open(settings.runs_dir, config.resume)
+        store = await _open_run(config.resume, settings, ledger)
         if store.info.status in ("queued", "running") or store.info.reason in (
                 "interrupted", "time limit", "max turns", "max cost"):
             store.info.status, store.info.reason = "running", None
@@ -168,7 +168,10 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
             model = await stack.enter_async_context(ScriptedModel(scripted))
             env.update(model.env())
             env["CLAUDE_CONFIG_DIR"] = str(store.dir / "claude")  # the scripted player's sessions stay with the run
-        options = dict(model=info.model, env=env, cwd=store.dir, tools=(), cli_path=cli_path)
+        transcripts = await _transcripts(context)
+        options = dict(model=info.model, env=env, cwd=store.dir, tools=(), cli_path=cli_path,
+                       session_store=transcripts, session_project=f"frobozz-run-{info.run_id}",
+                       session_store_flush="eager")  # in tools mode one claude turn is many game turns
         template = load_template(Path(info.prompt_file) if info.prompt_file else None, tools=info.mode == "tools")
         intro = instructions(template, title=info.title, game=info.game, max_score=context.max_score, multi=info.multi)
         if memory is not None:
@@ -219,8 +222,7 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
         if memory is not None and memory.archive is not None:
             observers.append(memory.archive)
 
-        resume_id = info.claude_session_id if resumed and info.claude_session_id and transcript_path(
-            info.claude_session_id, store.dir, {**os.environ, **engine_options.env}).is_file() else None
+        resume_id = await _resumable(info, engine_options) if resumed else None
         async with Session(engine_options, producers=producers, observers=observers, resume=resume_id,
                            consume=False) as session:
             async with anyio.create_task_group() as tg:
@@ -251,6 +253,48 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
                 raise
             log.warning("run %s's end is not recorded in the database: %s", info.run_id, e)
     return _result(store)
+
+
+async def _open_run(run_id: str, settings: RunnerSettings, ledger: RunLedger | None) -> RunStore:
+    """The run's directory here; on a machine that never had it, rebuilt from the database."""
+    try:
+        return RunStore.open(settings.runs_dir, run_id)
+    except RunNotFoundError:
+        if ledger is None:
+            raise
+    try:
+        return await ledger.checkout(run_id, settings.runs_dir)
+    except DATABASE_ERRORS as e:
+        raise RunNotFoundError(f"run {run_id} is not on this machine, and the database cannot say: {e}") from e
+
+
+async def _transcripts(context: RunContext) -> TranscriptStore | None:
+    """claude's transcripts mirrored into the run's database (when there is one), so the run's claude
+    session can be resumed on any machine that has the database."""
+    if context.ledger is None:
+        return None
+    try:
+        return await TranscriptStore.on(context.ledger.pool)
+    except DATABASE_ERRORS as e:
+        log.warning("run %s's claude session is kept on this machine only: %s", context.info.run_id, e)
+        return None
+
+
+async def _resumable(info: RunInfo, options: EngineOptions) -> str | None:
+    """The run's claude session, if it can be resumed: its transcript is here, or in the database."""
+    session = info.claude_session_id
+    if not session:
+        return None
+    if transcript_path(session, options.cwd or ".", {**os.environ, **options.env}).is_file():
+        return session
+    if options.session_store is None:
+        return None
+    try:
+        listed = await options.session_store.list_sessions(options.session_project or "")
+    except DATABASE_ERRORS as e:
+        log.warning("run %s: the database cannot say whether it has claude session %s: %s", info.run_id, session, e)
+        return None
+    return session if any(s["session_id"] == session for s in listed) else None
 
 
 async def _recorded(ledger: RunLedger, context: RunContext) -> None:

@@ -99,3 +99,23 @@ def test_a_chat_killed_with_sigkill_leaves_no_process_behind(chat_env):
     os.kill(child.pid, signal.SIGKILL)
     child.expect(pexpect.EOF)
     assert still_running(children, within=5) == []
+
+
+def test_a_session_resumed_on_another_machine_goes_on_from_the_database_with_its_history(chat_env, tmp_path):
+    child, session = spawn(chat_env, "--namespace", "far")
+    child.expect_exact("you> ")
+    child.sendline("The brass lantern is in the attic.")
+    child.expect_exact("(scripted) You said: The brass lantern is in the attic.")
+    child.expect_exact("you> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()  # a HOME with no claude transcript in it: the session comes from the database
+    child, resumed = spawn({**chat_env, "HOME": str(elsewhere)}, "--resume", session)
+    assert resumed == session
+    child.expect_exact("you> ")
+    child.sendline("What did I say first?")
+    child.expect(r"\(scripted\) First you said: [^\r\n]*The brass lantern is in the attic\.")
+    child.expect_exact("you> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)

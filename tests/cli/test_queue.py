@@ -168,7 +168,9 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
         cut -= 1
     session = json.loads(frobozz(queue_env, "runs", "show", taken["run_id"], "--json").stdout)["info"][
         "claude_session_id"]
-    survivor = start_worker(queue_env, "--concurrency", "2", data_dir=tmp_path / "machine2")
+    (tmp_path / "home2").mkdir()
+    survivor = start_worker({**queue_env, "HOME": str(tmp_path / "home2")}, "--concurrency", "2",
+                            data_dir=tmp_path / "machine2")  # another machine: its own HOME and data
     try:
         wait_until(lambda: len(runs(queue_env, "--status", "finished")) == 2, timeout=900)
     finally:
@@ -185,8 +187,18 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
                           lines[-1]["text"])
         if run_id == taken["run_id"]:  # taken up where the database had it, not played again from the start
             assert all(t["at"] <= killed_at for t in lines[:cut]) and lines[-1]["at"] >= killed_at
-            # machine1's claude transcript is not reachable here: a new session, oriented where things stand
-            assert session and shown["info"]["claude_session_id"] not in (None, session)
+            # machine1's claude transcript is not here, but the database has it: the same claude session goes on
+            assert session and shown["info"]["claude_session_id"] == session
+            stored = [json.loads(r["entry"]) for r in psql(queue_env, (
+                "SELECT entry::text FROM claude_transcript_entries WHERE project_key = 'frobozz-run-{}' "
+                "AND session_id = '{}' AND subpath = '' ORDER BY seq").format(run_id, session))]
+            by_uuid = {e["uuid"]: e for e in stored if e.get("uuid")}
+            told = next(e for e in stored if e.get("type") == "user" and "was stopped and has" in json.dumps(e["message"]))
+            chain, entry = [], told  # the request after the kill is built on this chain: the turns before it
+            while entry.get("parentUuid") in by_uuid:
+                entry = by_uuid[entry["parentUuid"]]
+                chain.append(entry)
+            assert len([e for e in chain if e.get("timestamp", "")[:19] <= killed_at[:19]]) >= cut
     assert finals[taken["run_id"]] == finals[second if taken["run_id"] == first else first]
     assert finals[first][2] == turns and taken["turns"] >= 15
 
@@ -222,3 +234,22 @@ def test_a_run_played_here_with_a_database_configured_is_listed_and_ranked_too(q
     away = {**queue_env, "FROBOZZ_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
     done = frobozz(away, "play", "zork1", "--player", "walkthrough", "--max-turns", "3", "--json")
     assert json.loads(done.stdout)["turns"] == 3 and "not recorded in the database" in done.stderr
+
+
+def test_play_resume_on_a_machine_with_only_the_database_goes_on_in_the_same_claude_session(queue_env, tmp_path):
+    first = {**queue_env, "FROBOZZ_DATA_DIR": str(tmp_path / "machine1")}
+    result = json.loads(frobozz(first, "play", "zork1", "--player", "walkthrough", "--max-turns", "8",
+                                "--json").stdout)
+    session = json.loads(frobozz(first, "runs", "show", result["run_id"], "--json").stdout)["info"][
+        "claude_session_id"]
+    (tmp_path / "home2").mkdir()
+    second = {**queue_env, "FROBOZZ_DATA_DIR": str(tmp_path / "machine2"), "HOME": str(tmp_path / "home2")}
+    assert not (tmp_path / "machine2").exists()  # neither the run's directory nor its claude transcript is here
+    resumed = json.loads(frobozz(second, "play", "--resume", result["run_id"], "--max-turns", "16", "--json").stdout)
+    assert (resumed["run_id"], resumed["turns"]) == (result["run_id"], 16)
+    shown = json.loads(frobozz(second, "runs", "show", result["run_id"], "--json").stdout)
+    assert shown["info"]["claude_session_id"] == session
+    lines = [json.loads(line) for line in open(tmp_path / "machine2" / "runs" / result["run_id"] / "turns.jsonl")]
+    assert [t["turn"] for t in lines] == list(range(1, 17))  # rebuilt from the database, then played on
+    done = frobozz(second, "play", "--resume", "no-such-run", check=False)
+    assert done.returncode == 1 and "no-such-run" in done.stderr and "Traceback" not in done.stderr

@@ -15,10 +15,11 @@ import asyncpg
 import orjson
 
 from ..._session_summary import fold_summary
-from .._database import DATABASE_ERRORS, migrated_pool
+from .._database import DATABASE_ERRORS, apply_migrations, migrated_pool
 from ..exceptions import DatabaseError, MemoryStoreError
 from ..settings import MemorySettings
 
+LEDGER = "transcript_migrations"
 _NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 
@@ -38,7 +39,17 @@ class TranscriptStore:
 
     @classmethod
     async def open(cls, settings: MemorySettings | None = None, *, size: int = 4) -> TranscriptStore:
-        return cls(await migrated_pool(settings or MemorySettings(), __package__, "transcript_migrations", size=size))
+        return cls(await migrated_pool(settings or MemorySettings(), __package__, LEDGER, size=size))
+
+    @classmethod
+    async def on(cls, pool: asyncpg.Pool) -> TranscriptStore:
+        """On a pool another part opened on the same database (the runs' ledger): its tables made first.
+        Closing it is the pool owner's business."""
+        try:
+            await apply_migrations(pool, __package__, LEDGER)
+        except DATABASE_ERRORS as e:
+            raise DatabaseError(f"the transcript store's tables could not be made: {e}") from e
+        return cls(pool)
 
     async def aclose(self) -> None:
         await self.pool.close()
