@@ -24,8 +24,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from . import _transcripts
 from ._control import ControlChannel
-from ._events import (ContextUsage, ErrorEvent, Event, McpServerStatus, MirrorError, ProcessExit, Restarted, Result, SystemInit, Usage,
-                      parse_event)
+from ._events import (ContextUsage, ErrorEvent, Event, McpServerStatus, MirrorError, ProcessExit, Restarted, Result,
+                      SystemInit, Usage, parse_event)
 from ._hooks import HookRegistry
 from ._inprocess import InProcessServers
 from ._mirror import TranscriptMirror

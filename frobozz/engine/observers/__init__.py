@@ -3,5 +3,6 @@
 from ._archive import TranscriptArchive
 from ._broadcast import Broadcast
 from ._handoff import HandoffLetter, HandoffRelay, HandoffStep
+from ._tool_log import ToolCall, ToolLog
 
-__all__ = ["Broadcast", "HandoffLetter", "HandoffRelay", "HandoffStep", "TranscriptArchive"]
+__all__ = ["Broadcast", "HandoffLetter", "HandoffRelay", "HandoffStep", "ToolCall", "ToolLog", "TranscriptArchive"]
