@@ -42,8 +42,7 @@ class TranscriptMirror:
         self._pending: list[tuple[str, list[Entry]]] = []
         self._entries = self._bytes = 0
         self._wake = anyio.Event()
-        self._idle = anyio.Event()
-        self._idle.set()
+        self._lock = anyio.Lock()  # one writer at a time: the background task, or a drain
         self._closing = False
 
     # -- from the read loop: never awaits the store -------------------------------------------------
@@ -54,7 +53,6 @@ class TranscriptMirror:
         self._pending.append((path, entries))
         self._entries += len(entries)
         self._bytes += len(orjson.dumps(entries))
-        self._idle = anyio.Event() if self._idle.is_set() else self._idle
         if self.eager or self._entries > MAX_ENTRIES or self._bytes > MAX_BYTES:
             self._wake.set()
 
@@ -69,15 +67,17 @@ class TranscriptMirror:
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
-            await self._write_pending()
+            async with self._lock:
+                await self._write_pending()
             if self._closing:
                 return
 
     async def drain(self, timeout: float) -> bool:
-        """Write everything buffered now; False if the store took longer than `timeout`."""
-        self.flush_soon()
+        """Write everything buffered, here and now (after a write under way; the background task may be
+        gone, cancelled with its task group); False if the store took longer than `timeout`."""
         with anyio.move_on_after(timeout):
-            await self._idle.wait()
+            async with self._lock:
+                await self._write_pending()
             return True
         return False
 
@@ -96,8 +96,6 @@ class TranscriptMirror:
                 log.warning("a mirrored transcript outside %s was not stored: %s", self.projects_dir, path)
                 continue
             await self._append(key, entries)
-        if not self._pending:
-            self._idle.set()
 
     async def _append(self, key: SessionKey, entries: list[Entry]) -> None:
         error = ""

@@ -1,0 +1,103 @@
+"""The agent service's records in Postgres: sessions, their event log and their tool log, so that after
+the service restarts a session is listed, replays what a client missed, and resumes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemorySettings, migrated_pool
+
+from ._events import Logged, from_data
+
+
+@dataclass
+class SessionRecord:
+    id: str
+    workspace: str
+    owner: str
+    options: dict[str, Any] = field(default_factory=dict)
+    preamble: str = ""
+    claude_session_id: str | None = None
+    status: str = "idle"
+    usage: dict[str, Any] = field(default_factory=dict)
+    cost_usd: float = 0.0
+    created_at: datetime | None = None
+    last_activity: datetime | None = None
+
+    @classmethod
+    def of(cls, row: asyncpg.Record) -> SessionRecord:
+        return cls(id=row["id"], workspace=row["workspace"], owner=row["owner"], options=json.loads(row["options"]),
+                   preamble=row["preamble"], claude_session_id=row["claude_session_id"], status=row["status"],
+                   usage=json.loads(row["usage"]), cost_usd=row["cost_usd"], created_at=row["created_at"],
+                   last_activity=row["last_activity"])
+
+
+_COLUMNS = "id, workspace, owner, options::text, preamble, claude_session_id, status, usage::text, cost_usd, " \
+           "created_at, last_activity"
+
+
+class AgentStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    @classmethod
+    async def open(cls, settings: MemorySettings | None = None, *, size: int = 8) -> AgentStore:
+        return cls(await migrated_pool(settings or MemorySettings(), __package__, "agent_migrations", size=size))
+
+    async def aclose(self) -> None:
+        await self.pool.close()
+
+    async def _do(self, method: str, sql: str, *args: Any) -> Any:
+        try:
+            return await getattr(self.pool, method)(sql, *args)
+        except DATABASE_ERRORS as e:
+            raise DatabaseError(f"the agent service's database failed: {e}") from e
+
+    async def add(self, record: SessionRecord) -> SessionRecord:
+        row = await self._do("fetchrow", f"INSERT INTO agent_sessions (id, workspace, owner, options, preamble) "
+                                         f"VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING {_COLUMNS}",
+                             record.id, record.workspace, record.owner, json.dumps(record.options), record.preamble)
+        return SessionRecord.of(row)
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        row = await self._do("fetchrow", f"SELECT {_COLUMNS} FROM agent_sessions WHERE id = $1", session_id)
+        return SessionRecord.of(row) if row else None
+
+    async def list(self, owners: list[str] | None = None) -> list[SessionRecord]:
+        rows = await self._do("fetch", f"SELECT {_COLUMNS} FROM agent_sessions WHERE ($1::text[] IS NULL OR "
+                                       "owner = ANY($1)) ORDER BY last_activity DESC, id", owners)
+        return [SessionRecord.of(r) for r in rows]
+
+    async def update(self, record: SessionRecord) -> None:
+        await self._do("execute", "UPDATE agent_sessions SET claude_session_id = $2, status = $3, usage = $4::jsonb, "
+                                  "cost_usd = $5, preamble = $6, last_activity = now() WHERE id = $1",
+                       record.id, record.claude_session_id, record.status, json.dumps(record.usage), record.cost_usd,
+                       record.preamble)
+
+    async def delete(self, session_id: str) -> None:
+        await self._do("execute", "DELETE FROM agent_sessions WHERE id = $1", session_id)
+
+    async def log(self, session_id: str, events: list[Logged]) -> None:
+        await self._do("executemany", "INSERT INTO agent_events (session_id, seq, kind, data) VALUES ($1, $2, $3, "
+                                      "$4::jsonb) ON CONFLICT DO NOTHING",
+                       [(session_id, e.seq, e.event.kind, json.dumps(e.event.data(), default=str)) for e in events])
+
+    async def events(self, session_id: str) -> list[Logged]:
+        rows = await self._do("fetch", "SELECT seq, kind, data::text FROM agent_events WHERE session_id = $1 "
+                                       "ORDER BY seq", session_id)
+        return [Logged(seq=r["seq"], event=from_data(r["kind"], json.loads(r["data"]))) for r in rows]
+
+    async def add_tool_call(self, session_id: str, n: int, call: dict[str, Any]) -> None:
+        await self._do("execute", "INSERT INTO agent_tool_calls (session_id, n, call) VALUES ($1, $2, $3::jsonb) "
+                                  "ON CONFLICT DO NOTHING", session_id, n, json.dumps(call))
+
+    async def tool_calls(self, session_id: str) -> list[dict[str, Any]]:
+        rows = await self._do("fetch", "SELECT call::text FROM agent_tool_calls WHERE session_id = $1 ORDER BY n",
+                              session_id)
+        return [json.loads(r[0]) for r in rows]
+

@@ -1,0 +1,155 @@
+"""Workspaces: `ROOT/<user>/<name>`, each with the MCP servers and skills of its hierarchy.
+
+MCP servers come from the platform directory's `.mcp.json`, then the user's, then the workspace's own,
+a later one replacing an earlier one of the same name; every stdio server gets the workspace's absolute
+path as WORKSPACE_PATH. Skills from the platform's and the user's `skills/*/` are copied into the
+workspace's `.claude/skills/` before a session starts: the workspace's own skills win, and a skill gone
+upstream is removed only if the sync put it there (a manifest says which).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .exceptions import WorkspaceError
+
+log = logging.getLogger("frobozz.agent.workspaces")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+MANIFEST = ".frobozz-synced.json"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    user: str
+    name: str
+    path: Path  # absolute and real
+    user_dir: Path
+
+    @property
+    def spec(self) -> str:
+        return f"{self.user}/{self.name}"
+
+    def owner(self) -> tuple[int, int]:
+        """(uid, gid) of the workspace directory: who its claude runs as when the service is root."""
+        stat = self.path.stat()
+        return stat.st_uid, stat.st_gid
+
+
+def _inside(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+class Workspaces:
+    def __init__(self, root: Path, platform_dir: Path | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.platform_dir = Path(platform_dir).resolve() if platform_dir else None
+
+    def resolve(self, spec: Any, *, create: bool = True) -> Workspace:
+        """`user/name` as a workspace under the root, made if missing; anything that would leave the root
+        (`..`, an absolute path, a symlink out, another user's folder) is refused, and nothing is made."""
+        if not isinstance(spec, str) or not spec:
+            raise WorkspaceError("a workspace is named `user/name`")
+        if spec.startswith(("/", "\\")) or os.path.isabs(spec):
+            raise WorkspaceError(f"a workspace is a path under the root, not an absolute path: {spec[:200]!r}")
+        parts = spec.split("/")
+        if ".." in parts or any(p in (".", "") for p in parts):
+            raise WorkspaceError(f"a workspace may not leave the root (no '..', '.' or empty parts): {spec[:200]!r}")
+        if len(parts) != 2 or not all(_NAME.fullmatch(p) for p in parts):
+            raise WorkspaceError(f"a workspace is named `user/name` (letters, digits, '_', '.', '-'): {spec[:200]!r}")
+        user, name = parts
+        user_dir, path = self.root / user, self.root / user / name
+        for found, parent in ((user_dir, self.root), (path, user_dir)):
+            if found.is_symlink() or (found.exists() and found.resolve() != parent.resolve() / found.name):
+                raise WorkspaceError(f"{found.relative_to(self.root)} is a link; a workspace stays under the root")
+        if path.exists() and not path.is_dir():
+            raise WorkspaceError(f"{spec} is not a folder")
+        if not _inside(path.resolve(), self.root):
+            raise WorkspaceError(f"{spec} resolves outside the root")
+        if not path.exists():
+            if not create:
+                raise WorkspaceError(f"no workspace {spec}")
+            path.mkdir(parents=True)
+        return Workspace(user=user, name=name, path=path.resolve(), user_dir=user_dir.resolve())
+
+    # -- MCP servers ------------------------------------------------------------------------------
+    def mcp_servers(self, workspace: Workspace) -> dict[str, dict[str, Any]]:
+        """The servers of the hierarchy, a later level replacing an earlier one by name."""
+        servers: dict[str, dict[str, Any]] = {}
+        for level in (self.platform_dir, workspace.user_dir, workspace.path):
+            if level is not None:
+                servers.update(_read_servers(level / ".mcp.json"))
+        for server in servers.values():
+            if "command" in server and server.get("type", "stdio") == "stdio":
+                env = dict(server.get("env") or {})
+                env.setdefault("WORKSPACE_PATH", str(workspace.path))
+                server["env"] = env
+        return servers
+
+    # -- skills -----------------------------------------------------------------------------------
+    def sync_skills(self, workspace: Workspace) -> list[str]:
+        """Copy the platform's and the user's skills into the workspace (the user's over the platform's,
+        the workspace's own over both); remove those the sync put there that are gone upstream. The names
+        the sync keeps, sorted."""
+        upstream: dict[str, Path] = {}
+        for level in (self.platform_dir, workspace.user_dir):
+            if level is not None and (level / "skills").is_dir():
+                for skill in sorted((level / "skills").iterdir()):
+                    if skill.is_dir() and not skill.is_symlink() and _NAME.fullmatch(skill.name):
+                        upstream[skill.name] = skill
+        target = workspace.path / ".claude" / "skills"
+        manifest_path = target / MANIFEST
+        synced: dict[str, str] = _read_json(manifest_path) or {}
+        kept: dict[str, str] = {}
+        for name, source in upstream.items():
+            there = target / name
+            if there.exists() and name not in synced:
+                continue  # the workspace's own skill of that name wins
+            digest = _digest(source)
+            if not there.exists() or synced.get(name) != digest:
+                if there.exists():
+                    shutil.rmtree(there)
+                shutil.copytree(source, there, symlinks=False)
+            kept[name] = digest
+        for name in set(synced) - set(kept):
+            there = target / name
+            if there.is_dir() and not there.is_symlink() and _inside(there.resolve(), target.resolve()):
+                shutil.rmtree(there)  # put there by the sync, gone upstream
+        if kept or synced:
+            target.mkdir(parents=True, exist_ok=True)
+            manifest_path.write_text(json.dumps(kept, indent=1, sort_keys=True), encoding="utf-8")
+        return sorted(kept)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise WorkspaceError(f"{path} is not readable JSON: {e}") from e
+
+
+def _read_servers(path: Path) -> dict[str, dict[str, Any]]:
+    data = _read_json(path)
+    if data is None:
+        return {}
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict) or not all(isinstance(v, dict) for v in servers.values()):
+        raise WorkspaceError(f"{path} has no `mcpServers` object of servers")
+    return {str(k): dict(v) for k, v in servers.items()}
+
+
+def _digest(folder: Path) -> str:
+    """A skill's content: its files' relative paths and bytes."""
+    h = hashlib.sha256()
+    for file in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        h.update(str(file.relative_to(folder)).encode() + b"\0" + file.read_bytes() + b"\0")
+    return h.hexdigest()

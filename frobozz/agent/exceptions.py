@@ -1,0 +1,31 @@
+"""The agent service's errors: one root, each with the HTTP status a client gets for it."""
+
+
+class AgentError(Exception):
+    """Root of every error the agent service raises on purpose; `status` is what HTTP answers."""
+
+    status = 500
+
+
+class WorkspaceError(AgentError):
+    """A workspace that is not under the root (`..`, an absolute path, a symlink out), or a bad name."""
+
+    status = 400
+
+
+class SessionNotFoundError(AgentError):
+    """No such session, or not under the workspace (or user) asked about."""
+
+    status = 404
+
+
+class QuestionError(AgentError):
+    """An answer to a question that is not waiting (unknown, already answered, timed out)."""
+
+    status = 409
+
+
+class InputError(AgentError):
+    """A request whose values are wrong (empty text, a bad history or attachment)."""
+
+    status = 400

@@ -1,0 +1,1 @@
+"""The agent service's migrations (ledger: agent_migrations)."""

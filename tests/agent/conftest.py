@@ -1,0 +1,67 @@
+"""The agent service on the real claude CLI, a scripted model that calls tools, and the real Postgres."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from frobozz.agent import Agent, AgentSettings
+from frobozz.engine import EngineOptions
+from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
+
+QUESTION = {"questions": [{"question": "Which colour for the lamp?", "header": "Colour", "multiSelect": False,
+                           "options": [{"label": "Red", "description": "warm"},
+                                       {"label": "Blue", "description": "cool"}]}]}
+
+
+def model_reply(request):
+    """The scripted model: what the last user message asks for, with a tool where it says so; after a tool
+    result, what the result said."""
+    results = request.tool_results()
+    if results:
+        return "The tool said: " + " ".join(str(r.get("content")) for r in results)[:300]
+    said = request.last_user_text().strip().rsplit("\n", 1)[-1]
+    if said.startswith("write "):  # "write PATH: TEXT"
+        path, _, content = said[len("write "):].partition(": ")
+        return Reply((ToolUse("Write", {"file_path": path, "content": content}),))
+    if said.startswith("run "):
+        return Reply((ToolUse("Bash", {"command": said[len("run "):]}),))
+    if said == "ask me":
+        return Reply((ToolUse("AskUserQuestion", QUESTION),))
+    if said == "slowly":
+        return Reply((Text("one two three four five six seven eight nine ten " * 6),), delay=0.05)
+    if said == "what came before?":
+        return "Before: " + json.dumps(request.messages)[:4000]
+    return Reply((Text(f"You said: {said}. " + "And a longer answer so that it streams in pieces. " * 3),))
+
+
+@pytest.fixture
+async def scripted():
+    async with ScriptedModel(model_reply) as model:
+        yield model
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> tuple[Path, Path]:
+    root, platform = tmp_path / "workspaces", tmp_path / "platform"
+    root.mkdir()
+    platform.mkdir()
+    return root, platform
+
+
+@pytest.fixture
+def make_agent(scripted, roots, cortex_settings, claude_home):
+    def make(home: Path | None = None, **settings) -> Agent:
+        root, platform = roots
+        env = {**scripted.env(), "HOME": str(home or claude_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
+        return Agent(AgentSettings(workspaces=root, platform_dir=platform, **settings),
+                     engine_options=EngineOptions(env=env), memory=cortex_settings)
+    return make
+
+
+@pytest.fixture
+async def agent(make_agent):
+    async with make_agent() as running:
+        yield running

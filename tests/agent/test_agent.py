@@ -1,0 +1,145 @@
+"""The agent's Python API through the real claude CLI, a scripted model and the real Postgres: a turn's events,
+history and attachments, the workspace guard and the tool log, questions, queued messages, a restart."""
+
+import json
+
+import anyio
+import pytest
+
+from frobozz.agent import (Done, InputError, Question, QuestionError, SessionNotFoundError, Status, TextDelta,
+                           ToolResult, WorkspaceError)
+
+pytestmark = pytest.mark.anyio
+
+
+async def turn(agent, session, text):
+    with anyio.fail_after(60):
+        return [event async for event in agent.send_message(session, text)]
+
+
+async def test_with_no_session_there_is_nothing_to_list_and_an_unknown_one_is_not_found(agent):
+    assert await agent.sessions() == []
+    for bad in ("0" * 32, "../x", "", "x" * 1000):
+        with pytest.raises(SessionNotFoundError):
+            await agent.session(bad)
+
+
+async def test_a_turn_streams_true_deltas_then_done_and_the_status_goes_idle_streaming_idle(agent, roots):
+    session = await agent.create_session("alice/notes")
+    events = await turn(agent, session, "hello there")
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    done = events[-1]
+    assert isinstance(done, Done) and not done.is_error and done.usage["output_tokens"] > 0
+    assert len(deltas) > 1 and "".join(deltas) == done.result  # each piece only what is new
+    assert all(not later.startswith(earlier) for earlier, later in zip(deltas, deltas[1:]))
+    states = [logged.event.state for logged in (await agent.session(session)).relay.log
+              if isinstance(logged.event, Status)]
+    assert states == ["idle", "streaming", "idle"]
+    [listed] = await agent.sessions()
+    assert listed["session_id"] == session and listed["workspace"] == str(roots[0].resolve() / "alice" / "notes")
+    assert listed["status"] == "idle" and listed["cost_usd"] > 0
+
+
+async def test_the_history_and_attached_documents_reach_the_model_before_the_first_message(agent, scripted):
+    history = [{"role": "user", "content": "My lamp is brass."}, {"role": "assistant", "content": "Noted: brass."}]
+    attached = [{"name": "small.txt", "content": "the key is under the mat"},
+                {"name": "../big report.md", "content": "chapter " * 5000}]
+    session = await agent.create_session("alice/notes", history=history, attached=attached)
+    await turn(agent, session, "what do you know?")
+    first = scripted.requests[-1].last_user_text()
+    assert "My lamp is brass." in first and "Noted: brass." in first and "the key is under the mat" in first
+    big = (await agent.session(session)).workspace.path / ".frobozz" / "attached" / "big-report.md"
+    assert big.read_text() == "chapter " * 5000 and str(big) in first and "chapter chapter" not in first
+    assert first.rstrip().endswith("what do you know?")
+    await turn(agent, session, "and now?")
+    assert "My lamp is brass." not in scripted.requests[-1].last_user_text()  # only before the first message
+    for bad in ([{"role": "system", "content": "x"}], [{"role": "user"}], "text"):
+        with pytest.raises(InputError):
+            await agent.create_session("alice/notes", history=bad)
+    with pytest.raises(InputError):
+        await agent.create_session("alice/notes", attached=[{"name": "", "content": "x"}])
+    with pytest.raises(WorkspaceError):
+        await agent.create_session("../alice")
+
+
+async def test_a_write_inside_lands_one_outside_is_denied_and_the_tool_log_says_so(agent, tmp_path):
+    session = await agent.create_session("alice/notes", allowed_tools=["Write", "Read"])
+    inside = (await agent.session(session)).workspace.path / "todo.md"
+    outside = tmp_path / "escape.md"
+    await turn(agent, session, f"write {inside}: buy oil")
+    events = await turn(agent, session, f"write {outside}: took over")
+    denied = [e for e in events if isinstance(e, ToolResult) and e.is_error]
+    events += await turn(agent, session, "run echo hi")  # Bash is not among the allowed tools
+    assert inside.read_text() == "buy oil" and not outside.exists()
+    assert "only change files inside the workspace" in str(denied[0].output)
+    assert any("not among the tools this session may use" in str(e.output) for e in events
+               if isinstance(e, ToolResult))
+    calls = await agent.tool_calls(session)
+    assert [(c["name"], c["outcome"]) for c in calls] == [("Write", "ok"), ("Write", "denied"), ("Bash", "denied")]
+    assert calls[0]["target"] == "todo.md" and calls[0]["input_size"] == "7 chars"
+
+
+async def test_a_question_waits_for_the_answer_which_reaches_the_model_and_a_second_answer_is_refused(
+        agent, scripted):
+    session = await agent.create_session("alice/notes")
+    live = await agent.session(session)
+    seen = []
+    async with anyio.create_task_group() as tg:
+        async def ask():
+            seen.extend(await turn(agent, session, "ask me"))
+        tg.start_soon(ask)
+        with anyio.fail_after(60):
+            async for logged in live.relay.follow():
+                if isinstance(logged.event, Question):
+                    question = logged.event
+                    break
+        assert live.state == "waiting"
+        await agent.answer(session, question.question_id, {"Which colour for the lamp?": "Blue"})
+        with pytest.raises(QuestionError):
+            await agent.answer(session, question.question_id, {"Which colour for the lamp?": "Red"})
+    assert question.questions[0]["question"] == "Which colour for the lamp?"
+    assert '"Which colour for the lamp?"="Blue"' in str(scripted.requests[-1].tool_results()[0].get("content"))
+    assert isinstance(seen[-1], Done) and "Blue" in seen[-1].result
+
+
+async def test_an_unanswered_question_times_out_with_a_clear_answer_to_the_model(make_agent, scripted):
+    async with make_agent(question_timeout=0.5) as agent:
+        session = await agent.create_session("alice/notes")
+        events = await turn(agent, session, "ask me")
+    assert any(isinstance(e, Question) for e in events)
+    assert "did not answer within 0.5 s" in str(scripted.requests[-1].tool_results()[0].get("content"))
+
+
+async def test_a_message_sent_while_a_turn_runs_is_queued_and_answered_after_it(agent):
+    session = await agent.create_session("alice/notes")
+    live = await agent.session(session)
+    first = agent.post_message(live, "slowly")
+    second = agent.post_message(live, "next please")
+    assert first != second
+    dones = []
+    with anyio.fail_after(60):
+        async for logged in live.relay.follow():
+            if isinstance(logged.event, Done):
+                dones.append(logged.event.result)
+                if len(dones) == 2:
+                    break
+    assert dones[0].startswith("one two three") and dones[1].startswith("You said: next please")
+    states = [e.event.state for e in live.relay.log if isinstance(e.event, Status)]
+    assert states == ["idle", "streaming", "idle", "streaming", "idle"]  # one turn after the other, not mixed
+
+
+async def test_after_a_restart_a_message_resumes_the_session_with_its_history_and_its_log(make_agent, scripted,
+                                                                                       tmp_path):
+    async with make_agent() as agent:
+        session = await agent.create_session("alice/notes")
+        await turn(agent, session, "the password is plugh")
+        before = [(e.seq, e.event) for e in (await agent.session(session)).relay.log]
+    elsewhere = tmp_path / "another-home"
+    elsewhere.mkdir()  # a service on another machine: no claude transcript here, the database has it
+    async with make_agent(home=elsewhere) as agent:
+        assert [s["session_id"] for s in await agent.sessions()] == [session]
+        assert [(e.seq, e.event) for e in (await agent.session(session)).relay.log] == before  # its log, replayed
+        events = await turn(agent, session, "what came before?")
+        with pytest.raises(SessionNotFoundError):
+            await agent.session(session, workspace="bob/notes")
+    assert "the password is plugh" in events[-1].result  # the model's request held the earlier turn
