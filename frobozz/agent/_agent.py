@@ -166,6 +166,7 @@ class Agent:
                 if record is None:
                     raise SessionNotFoundError(f"no session {session_id}")
                 session = self._open(record, await self.store.events(session_id))
+                session.message_count = len(await self.store.messages(session_id))
         if (workspace is not None and session.record.workspace != workspace) or \
                 (owners is not None and session.record.owner not in owners):
             raise SessionNotFoundError(f"no session {session_id} in that workspace")  # never says whose it is
@@ -178,7 +179,7 @@ class Agent:
         relay = Relay(history, persist=lambda batch: store.log(record.id, batch))
         session = AgentSession(record, self.workspaces.resolve(record.workspace), relay, workspaces=self.workspaces,
                                options=self._engine_options(), question_timeout=self.settings.question_timeout,
-                               on_change=self._changed, on_tool_call=self._tool_call)
+                               on_change=self._changed, on_tool_call=self._tool_call, on_message=self._message)
         self._live[record.id] = session
         self._tg.start_soon(relay.keep)
         self._tg.start_soon(session.drive, self._acquire, self._tg)
@@ -193,6 +194,17 @@ class Agent:
         assert self.store is not None
         session.record.status = session.state
         await self.store.update(session.record)
+
+    async def _message(self, session: AgentSession, role: str, content: str) -> None:
+        assert self.store is not None
+        session.message_count += 1
+        await self.store.add_message(session.id, session.message_count, role, content)
+
+    async def messages(self, session_id: str, *, owners: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """The conversation as people see it: what the user sent and what the agent answered, in order."""
+        await self.session(session_id, owners=owners)
+        assert self.store is not None
+        return await self.store.messages(session_id)
 
     def _tool_call(self, session: AgentSession, call: ToolCall) -> None:
         assert self._tg is not None and self.store is not None

@@ -44,7 +44,8 @@ class _Pending:
 class AgentSession:
     def __init__(self, record: SessionRecord, workspace: Workspace, relay: Relay, *, workspaces: Workspaces,
                  options: EngineOptions, question_timeout: float, on_change: Callable[[AgentSession], Any],
-                 on_tool_call: Callable[[AgentSession, ToolCall], Any]) -> None:
+                 on_tool_call: Callable[[AgentSession, ToolCall], Any],
+                 on_message: Callable[[AgentSession, str, str], Any]) -> None:
         self.record = record
         self.workspace = workspace
         self.workspaces = workspaces
@@ -52,6 +53,7 @@ class AgentSession:
         self.base_options = options
         self.question_timeout = question_timeout
         self.on_change = on_change
+        self.on_message = on_message  # (session, "user" or "agent", text): the conversation as people see it
         self.tool_log = ToolLog(cwd=workspace.path, on_call=lambda call: on_tool_call(self, call))
         self.engine: Engine | None = None
         self.last_used = anyio.current_time()
@@ -61,6 +63,7 @@ class AgentSession:
         self._engine_done = anyio.Event()
         self._engine_done.set()
         self._busy = False
+        self.message_count = 0  # the conversation's messages so far (the agent keeps them)
         self._turns: dict[str, tuple[anyio.Event, list[int]]] = {}  # message -> (its turn began, at which seq)
 
     @property
@@ -105,6 +108,7 @@ class AgentSession:
             at.append(self.relay.last_seq)
             began.set()
             try:
+                await self.on_message(self, "user", text)
                 if self.engine is None:
                     await acquire(self)
                     await self._start(task_group)
@@ -192,6 +196,7 @@ class AgentSession:
                 self.relay.publish(Done(usage=dict(event.usage), cost_usd=event.total_cost_usd,
                                         is_error=event.is_error, result=event.result))
                 self.relay.publish(Status(state="idle"))
+                await self.on_message(self, "agent", event.result or "")
                 await self.on_change(self)
                 return
         raise RuntimeError("claude's stream ended before the turn did")

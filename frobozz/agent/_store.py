@@ -101,3 +101,12 @@ class AgentStore:
                               session_id)
         return [json.loads(r[0]) for r in rows]
 
+
+    async def add_message(self, session_id: str, n: int, role: str, content: str) -> None:
+        await self._do("execute", "INSERT INTO agent_messages (session_id, n, role, content) VALUES ($1, $2, $3, $4) "
+                                  "ON CONFLICT DO NOTHING", session_id, n, role, content)
+
+    async def messages(self, session_id: str) -> list[dict[str, Any]]:
+        rows = await self._do("fetch", "SELECT n, role, content, at FROM agent_messages WHERE session_id = $1 "
+                                       "ORDER BY n", session_id)
+        return [{"id": r["n"], "role": r["role"], "content": r["content"], "time": r["at"].isoformat()} for r in rows]

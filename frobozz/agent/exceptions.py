@@ -29,3 +29,15 @@ class InputError(AgentError):
     """A request whose values are wrong (empty text, a bad history or attachment)."""
 
     status = 400
+
+
+class ForbiddenError(AgentError):
+    """A token whose grant does not name the workspace's user."""
+
+    status = 403
+
+
+class BusyError(AgentError):
+    """agentapi's rule: a message only while the agent is stable (our own route queues it instead)."""
+
+    status = 409

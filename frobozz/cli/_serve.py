@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -12,16 +13,34 @@ from rich.console import Console
 from frobozz.servers import SERVERS, load_server
 
 
-def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)}, or 'all' (with --http)."),
+def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)}, 'all' (with --http), or "
+                                                 "'agent' (the agent service, over HTTP)."),
           http: bool = typer.Option(False, "--http", help="Serve over streamable HTTP instead of stdio."),
           host: str = typer.Option("127.0.0.1", help="The address to listen on (with --http)."),
-          port: int = typer.Option(8765, min=1, max=65535, help="The port to listen on (with --http)."),
+          port: int = typer.Option(None, min=1, max=65535, show_default=False,
+                                   help="The port to listen on (with --http): 8765, or 8771 for the agent."),
+          workspaces: Path | None = typer.Option(None, envvar="FROBOZZ_AGENT_WORKSPACES", show_default=False,
+                                                 help="The agent's workspaces root (ROOT/<user>/<name>); with "
+                                                      "'all', the agent is mounted at /agent."),
+          platform_dir: Path | None = typer.Option(None, envvar="FROBOZZ_AGENT_PLATFORM_DIR", show_default=False,
+                                                   help="MCP servers (.mcp.json) and skills every workspace gets."),
+          idle_timeout: float = typer.Option(600, envvar="FROBOZZ_AGENT_IDLE_TIMEOUT", min=0.1,
+                                             help="Seconds an agent session's claude may idle before it is released."),
+          max_live: int = typer.Option(8, envvar="FROBOZZ_AGENT_MAX_LIVE", min=1,
+                                       help="claude processes the agent runs at once."),
           token: str | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKEN", show_default=False,
                                            help="The bearer token clients must send; generated when unset."),
           tokens: Path | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKENS", show_default=False, help=(
               "A TOML file of scoped tokens (each: a name, its servers, the namespaces it may read and write; "
               "`frobozz hub-token` makes one), instead of the one token."))) -> None:
-    """Run an MCP server over stdio (as `claude --mcp-config` launches it), or every server over HTTP."""
+    """Run an MCP server over stdio (as `claude --mcp-config` launches it), every server over HTTP, or the
+    agent service."""
+    agent = _agent_app(workspaces, platform_dir, idle_timeout, max_live) if name == "agent" or (
+        name == "all" and workspaces is not None) else None
+    if name == "agent":
+        _serve_agent(agent, host, port or 8771, token, tokens)
+        return
+    port = port or 8765
     names = list(SERVERS) if name == "all" else [name]
     if any(n not in SERVERS for n in names):
         raise typer.BadParameter(f"no server {name!r}; known: {', '.join(SERVERS)}, all", param_hint="NAME")
@@ -40,7 +59,7 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
     site = create_app() if name == "all" else None
     grants, token, generated, notes = _tokens(token, tokens)
     try:
-        app = hub_app(names, token, host=host, grants=grants, site=site)
+        app = hub_app(names, token, host=host, grants=grants, site=site, mounts={"agent": agent} if agent else None)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     if token is not None:
@@ -48,7 +67,38 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
                      f"\"Authorization: Bearer {token if generated else '$FROBOZZ_HUB_TOKEN'}\"")
     if site is not None:
         notes.append(f"web view: {_link(base, token, generated)}")
+    if agent is not None:
+        notes.append(f"agent service: {base}/agent/sessions")
     _announce(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names), notes)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def _agent_app(workspaces: Path | None, platform_dir: Path | None, idle_timeout: float, max_live: int) -> Any:
+    from frobozz.agent import Agent, AgentSettings, create_app
+
+    if workspaces is None:
+        raise typer.BadParameter("the agent service needs --workspaces ROOT (a workspace is ROOT/<user>/<name>)",
+                                 param_hint="--workspaces")
+    if platform_dir is not None and not platform_dir.is_dir():
+        raise typer.BadParameter(f"{platform_dir} is not a folder", param_hint="--platform-dir")
+    workspaces.mkdir(parents=True, exist_ok=True)
+    return create_app(Agent(AgentSettings(workspaces=workspaces, platform_dir=platform_dir, idle_timeout=idle_timeout,
+                                          max_live=max_live)))
+
+
+def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Path | None) -> None:
+    import uvicorn
+
+    from frobozz.memory import stop_embedded_at_exit
+    from frobozz.servers._auth import BearerToken, ScopedTokens
+
+    stop_embedded_at_exit()
+    grants, token, _, notes = _tokens(token, tokens)
+    try:
+        app = ScopedTokens(agent, grants, frozenset()) if grants is not None else BearerToken(agent, token or "")
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--token") from e
+    _announce(f"[bold]frobozz agent[/] on http://{host}:{port}/sessions", notes)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
@@ -115,7 +165,9 @@ def hub_token(name: str = typer.Argument(..., help="Who the token is for (shown 
               servers: list[str] = typer.Option(["cortex", "handoff"], "--server",
                                                 help="A server it may use ('web': the web view; '*': any)."),
               read: list[str] = typer.Option([], "--read", help="A namespace it may read ('*': any)."),
-              write: list[str] = typer.Option([], "--write", help="A namespace it may write (and read).")) -> None:
+              write: list[str] = typer.Option([], "--write", help="A namespace it may write (and read)."),
+              users: list[str] = typer.Option([], "--user", help="With --server agent: a user whose workspaces it "
+                                                                 "may use ('*': any).")) -> None:
     """Make a scoped token: the token goes to its holder (shown once, here), the entry to FROBOZZ_HUB_TOKENS."""
     from pydantic import ValidationError
 
@@ -124,11 +176,11 @@ def hub_token(name: str = typer.Argument(..., help="Who the token is for (shown 
 
     secret = new_token()
     try:
-        grant = Grant(name=name, sha256=hashed(secret), servers=servers, read=read, write=write)
+        grant = Grant(name=name, sha256=hashed(secret), servers=servers, read=read, write=write, users=users)
     except ValidationError as e:
         raise typer.BadParameter("; ".join(f"{err['loc'][0]}: {err['msg']}" for err in e.errors())) from e
     Console(stderr=True).print(f"token for {name} (give it to them; it is not kept anywhere): {secret}",
                                highlight=False, soft_wrap=True)
-    lists = {k: ", ".join(f'"{v}"' for v in getattr(grant, k)) for k in ("servers", "read", "write")}
+    lists = {k: ", ".join(f'"{v}"' for v in getattr(grant, k)) for k in ("servers", "read", "write", "users")}
     print(f'[[token]]\nname = "{grant.name}"\nsha256 = "{grant.sha256}"\nservers = [{lists["servers"]}]\n'
-          f'read = [{lists["read"]}]\nwrite = [{lists["write"]}]')
+          f'read = [{lists["read"]}]\nwrite = [{lists["write"]}]' + (f'\nusers = [{lists["users"]}]' if users else ""))

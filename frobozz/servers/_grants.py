@@ -9,6 +9,7 @@ The file (TOML) holds tokens hashed, never in clear:
     servers = ["cortex", "handoff"]     # "*": every server
     read = ["alice", "team"]            # namespaces it may read ("*": any)
     write = ["alice"]                   # namespaces it may write (and so read)
+    users = ["alice"]                   # the agent service: whose workspaces it may use ("*": any)
 
 The HTTP layer finds the caller's grant (comparing hashes in constant time) and refuses a server it
 may not use; the tools ask `check()` before they touch a namespace. Outside the hub (stdio, one token)
@@ -40,6 +41,7 @@ class Grant(BaseModel):
     servers: Names
     read: Names = []
     write: Names = []
+    users: Names = []  # the agent service: whose workspaces (ROOT/<user>/…) it may use ("*": anyone's)
 
     def may_use(self, server: str) -> bool:
         return "*" in self.servers or server in self.servers

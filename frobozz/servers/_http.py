@@ -27,9 +27,11 @@ def new_token() -> str:
 
 
 def hub_app(names: list[str], token: str | None, *, host: str = "127.0.0.1", grants: list[Grant] | None = None,
-            site: Starlette | None = None, **overrides: Any) -> ASGIApp:
-    """One ASGI app with each named server mounted at `/NAME` (its endpoint `/NAME/mcp`) and `site` (the web
-    view) at `/`, behind one token, or behind scoped tokens (`grants`)."""
+            site: Starlette | None = None, mounts: dict[str, Starlette] | None = None, **overrides: Any) -> ASGIApp:
+    """One ASGI app with each named server mounted at `/NAME` (its endpoint `/NAME/mcp`), `mounts` at their
+    `/NAME` (the agent service), and `site` (the web view) at `/`, behind one token, or behind scoped tokens
+    (`grants`; a mount is used only by a grant that names it)."""
+    mounts = mounts or {}
     overrides = {**overrides, "game": {"game_shared_sessions": True, **overrides.get("game", {})}}
     servers = {name: load_server(name, **overrides.get(name, {})) for name in names}
     apps = {name: server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, host=host)
@@ -40,8 +42,8 @@ def hub_app(names: list[str], token: str | None, *, host: str = "127.0.0.1", gra
         async with AsyncExitStack() as stack:  # each server's own lifespan, entered once, closed at the end
             for server in servers.values():
                 await stack.enter_async_context(server.session_manager.run())
-            if site is not None:
-                await stack.enter_async_context(site.router.lifespan_context(site))
+            for extra in [*mounts.values(), *([site] if site is not None else [])]:
+                await stack.enter_async_context(extra.router.lifespan_context(extra))
             yield
 
     async def index(_: Request) -> JSONResponse:
@@ -51,9 +53,10 @@ def hub_app(names: list[str], token: str | None, *, host: str = "127.0.0.1", gra
         return PlainTextResponse("ok")
 
     routes = [Route("/servers", index), Route("/healthz", health), *(Mount(f"/{n}", app=a) for n, a in apps.items()),
+              *(Mount(f"/{n}", app=a) for n, a in mounts.items()),
               *([Mount("/", app=site)] if site is not None else [])]
     app = Starlette(routes=routes, lifespan=lifespan)
     if grants is not None:
-        return ScopedTokens(app, grants, frozenset(apps))
+        return ScopedTokens(app, grants, frozenset(apps) | set(mounts))
     assert token is not None
     return BearerToken(app, token)

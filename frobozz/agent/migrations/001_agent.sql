@@ -30,3 +30,12 @@ CREATE TABLE agent_tool_calls (
     call jsonb NOT NULL,
     PRIMARY KEY (session_id, n)
 );
+
+CREATE TABLE agent_messages (            -- the conversation as the user and the app see it (agentapi's /messages)
+    session_id text NOT NULL REFERENCES agent_sessions ON DELETE CASCADE,
+    n int NOT NULL,
+    role text NOT NULL CHECK (role IN ('user', 'agent')),
+    content text NOT NULL,
+    at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (session_id, n)
+);

@@ -1,0 +1,184 @@
+"""The agent service over real HTTP on 127.0.0.1 (behind the hub's token), the real claude CLI, a scripted
+model that calls tools, and the real Postgres: two SSE clients on one session, questions, queued messages,
+replay of what a client missed, agentapi's routes, the token, and a restart of the service."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import anyio
+import httpx
+import pytest
+
+from frobozz._loopback import LoopbackServer
+from frobozz.agent import create_app
+from frobozz.servers._auth import BearerToken
+
+pytestmark = pytest.mark.anyio
+TOKEN = "agent-test-token-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+class Service:
+    """The agent's HTTP app on a loopback port, and a client that carries the token."""
+
+    def __init__(self, agent) -> None:
+        self.server = LoopbackServer(BearerToken(create_app(agent), TOKEN), lifespan="on")
+
+    def __enter__(self) -> httpx.AsyncClient:
+        self.server.start()
+        self.client = httpx.AsyncClient(base_url=self.server.url, headers=AUTH, timeout=60)
+        return self.client
+
+    def __exit__(self, *exc) -> None:
+        self.server.stop()
+
+
+async def sse(client: httpx.AsyncClient, path: str, *, until: str = "done", headers: dict | None = None,
+              into: list | None = None, count: int = 1) -> list[dict]:
+    """Server-sent events from `path` (id, event, data parsed), up to the `count`-th `until` event."""
+    events = [] if into is None else into
+    seen = 0
+    async with client.stream("GET", path, headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        event: dict = {}
+        async for line in response.aiter_lines():
+            if line.startswith(":"):
+                continue
+            if line == "":
+                if event:
+                    event["data"] = json.loads(event["data"])
+                    events.append(event)
+                    if event.get("event") == until:
+                        seen += 1
+                        if seen == count:
+                            return events
+                event = {}
+                continue
+            key, _, value = line.partition(":")
+            event[key] = value[1:] if value.startswith(" ") else value
+    return events
+
+
+async def test_without_the_token_nothing_is_served_and_with_it_an_empty_service_lists_nothing(make_agent):
+    with Service(make_agent()) as client:
+        for method, path in (("GET", "/sessions"), ("POST", "/sessions"), ("GET", "/sessions/abc/events")):
+            refused = await client.request(method, path, headers={"Authorization": "Bearer wrong-token-xxxxxxxx"})
+            assert refused.status_code == 401
+        assert (await client.get("/sessions")).json() == {"sessions": []}
+        assert (await client.get("/sessions/" + "a" * 32)).status_code == 404
+        for body in (b"not json", b"[1]", json.dumps({"workspace": "../x"}).encode(),
+                     json.dumps({"workspace": "/etc"}).encode(), json.dumps({}).encode()):
+            bad = await client.post("/sessions", content=body)
+            assert bad.status_code == 400 and bad.json()["error"]
+        huge = await client.post("/sessions", content=b'{"workspace": "' + b"a" * (17 * 1024 * 1024) + b'"}')
+        assert huge.status_code == 400
+
+
+async def test_two_clients_see_the_same_question_one_answers_and_both_follow_it_to_done(make_agent, scripted):
+    with Service(make_agent()) as client:
+        created = await client.post("/sessions", json={
+            "workspace": "alice/notes", "history": [{"role": "user", "content": "My lamp is brass."}],
+            "attached": [{"name": "map.txt", "content": "the cellar is below the kitchen"}]})
+        assert created.status_code == 201
+        session = created.json()["session_id"]
+        assert created.json()["workspace"].endswith("/alice/notes")
+        first, second = [], []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: sse(client, f"/sessions/{session}/events", into=first))
+            tg.start_soon(lambda: sse(client, f"/sessions/{session}/events", into=second))
+            assert (await client.post(f"/sessions/{session}/messages", json={"text": "ask me"})).status_code == 202
+            with anyio.fail_after(60):
+                while not any(e["event"] == "question" for e in second):
+                    await anyio.sleep(0.02)
+            question = next(e for e in second if e["event"] == "question")["data"]
+            answered = await client.post(f"/sessions/{session}/answers", json={
+                "question_id": question["question_id"], "answers": {"Which colour for the lamp?": "Blue"}})
+            again = await client.post(f"/sessions/{session}/answers", json={
+                "question_id": question["question_id"], "answers": {"Which colour for the lamp?": "Red"}})
+        assert answered.status_code == 200 and again.status_code == 409
+        assert first == second and first[-1]["event"] == "done"  # the same events, in the same order
+        assert [int(e["id"]) for e in first] == list(range(1, len(first) + 1))
+        states = [e["data"]["state"] for e in first if e["event"] == "status"]
+        assert states == ["idle", "streaming", "waiting", "streaming", "idle"] or states[:4] == [
+            "idle", "streaming", "waiting", "streaming"]
+        asked = scripted.requests[0].last_user_text()
+        assert "My lamp is brass." in asked and "the cellar is below the kitchen" in asked
+        assert '"Which colour for the lamp?"="Blue"' in str(scripted.requests[-1].tool_results()[0].get("content"))
+        described = (await client.get(f"/sessions/{session}")).json()
+        assert described["status"] == "idle" and described["cost_usd"] > 0 and described["usage"]
+        late = await sse(client, f"/sessions/{session}/events", headers={"Last-Event-ID": first[-3]["id"]})
+        assert late == first[-2:]  # a reconnecting client gets only what it missed
+        only = await sse(client, f"/sessions/{session}/events?after=0&types=question,done")
+        assert [e["event"] for e in only] == ["question", "done"]
+        assert (await client.get(f"/sessions/{session}/events?types=nonsense")).status_code == 400
+
+
+async def test_a_message_sent_while_one_streams_is_queued_and_the_tool_log_and_agentapi_see_the_turns(
+        make_agent, tmp_path):
+    with Service(make_agent()) as client:
+        session = (await client.post("/sessions", json={"workspace": "alice/notes",
+                                                          "allowed_tools": ["Write"]})).json()["session_id"]
+        ids = [(await client.post(f"/sessions/{session}/messages", json={"text": t})).json()["message_id"]
+               for t in ("slowly", f"write {tmp_path / 'out.md'}: nope", "write todo.md: lamp oil")]
+        assert len(set(ids)) == 3
+        busy = await client.post(f"/sessions/{session}/agentapi/message", json={"content": "hi", "type": "user"})
+        assert busy.status_code == 409 and busy.headers["content-type"] == "application/problem+json"
+        events = await sse(client, f"/sessions/{session}/events", count=3)
+        dones = [e["data"]["result"] for e in events if e["event"] == "done"]
+        assert dones[0].startswith("one two three") and "only change files inside" in dones[1]
+        tools = (await client.get(f"/sessions/{session}/tools")).json()["tools"]
+        assert [(t["name"], t["outcome"]) for t in tools] == [("Write", "denied"), ("Write", "ok")]
+        assert not (tmp_path / "out.md").exists()
+        assert (await client.get(f"/sessions/{session}/agentapi/status")).json() == {"agent_type": "claude",
+                                                                                      "status": "stable"}
+        messages = (await client.get(f"/sessions/{session}/agentapi/messages")).json()["messages"]
+        assert [m["role"] for m in messages] == ["user", "agent"] * 3 and messages[0]["content"] == "slowly"
+        updates: list = []
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:  # an agentapi client listening, then a message
+                tg.start_soon(lambda: sse(client, f"/sessions/{session}/agentapi/events", until="status_change",
+                                          count=3, into=updates))
+                while not any(u["event"] == "status_change" for u in updates):
+                    await anyio.sleep(0.02)
+                sent = await client.post(f"/sessions/{session}/message", json={"content": "hello", "type": "user"})
+                assert sent.json() == {"ok": True}
+        statuses = [u["data"]["status"] for u in updates if u["event"] == "status_change"]
+        assert statuses == ["stable", "running", "stable"] and len([u for u in updates if u["event"] ==
+                                                                     "message_update"]) >= 8
+        assert updates[0]["event"] == "message_update" and updates[0]["data"]["role"] == "user"
+        assert updates[-1]["data"] == {"agent_type": "claude", "status": "stable"}  # the turn ended, and so:
+        assert updates[-2]["event"] == "message_update" and updates[-2]["data"]["role"] == "agent"
+        assert updates[-2]["data"]["message"].startswith("You said: hello")
+        assert (await client.post(f"/sessions/{session}/message", json={"content": "x", "type": "raw"})
+                ).status_code == 400
+
+
+async def test_after_the_service_restarts_a_message_resumes_the_session_with_its_history(make_agent, scripted,
+                                                                                     tmp_path):
+    with Service(make_agent()) as client:
+        session = (await client.post("/sessions", json={"workspace": "bob/work"})).json()["session_id"]
+        await client.post(f"/sessions/{session}/messages", json={"text": "the password is xyzzy"})
+        before = await sse(client, f"/sessions/{session}/events")
+    elsewhere = tmp_path / "new-machine"
+    elsewhere.mkdir()
+    with Service(make_agent(home=elsewhere)) as client:
+        assert [s["session_id"] for s in (await client.get("/sessions")).json()["sessions"]] == [session]
+        replayed = await sse(client, f"/sessions/{session}/events")
+        assert replayed == before
+        await client.post(f"/sessions/{session}/messages", json={"text": "what came before?"})
+        after = await sse(client, f"/sessions/{session}/events", headers={"Last-Event-ID": before[-1]["id"]})
+        assert (await client.delete(f"/sessions/{session}")).status_code == 204
+        assert (await client.get(f"/sessions/{session}")).status_code == 404
+    assert "the password is xyzzy" in after[-1]["data"]["result"]
+
+
+def test_serve_agent_without_a_root_or_with_a_bad_one_is_a_clear_error(tmp_path):
+    for args, expected in (([], "needs --workspaces"), (["--workspaces", str(tmp_path), "--platform-dir",
+                                                         str(tmp_path / "none")], "is not a folder")):
+        done = subprocess.run([sys.executable, "-m", "frobozz", "serve", "agent", *args], capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "COLUMNS": "250"})
+        assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr
