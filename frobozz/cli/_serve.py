@@ -95,7 +95,8 @@ def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Pa
     stop_embedded_at_exit()
     grants, token, _, notes = _tokens(token, tokens)
     try:
-        app = ScopedTokens(agent, grants, frozenset()) if grants is not None else BearerToken(agent, token or "")
+        app = ScopedTokens(agent, grants, frozenset(), only="agent") if grants is not None else \
+            BearerToken(agent, token or "")
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     _announce(f"[bold]frobozz agent[/] on http://{host}:{port}/sessions", notes)

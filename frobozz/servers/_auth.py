@@ -90,18 +90,21 @@ def BearerToken(app: ASGIApp, token: str) -> ASGIApp:  # noqa: N802 - a middlewa
     return _Gate(app, admit)
 
 
-def ScopedTokens(app: ASGIApp, grants: list[Grant], servers: frozenset[str] | set[str]) -> ASGIApp:  # noqa: N802
+def ScopedTokens(app: ASGIApp, grants: list[Grant], servers: frozenset[str] | set[str], *,  # noqa: N802
+                 only: str | None = None) -> ASGIApp:
     """`FROBOZZ_HUB_TOKENS`: the caller's token picks its grant; `servers` are the paths that are MCP servers
-    (`/servers` lists them to any token; the rest is the web view, which the grant must name as "web")."""
+    (`/servers` lists them to any token; the rest is the web view, which the grant must name as "web");
+    `only`: every path is that part (an app served alone: the agent service)."""
     def admit(given: str, path: str) -> tuple[bool, Grant | None, str]:
         grant = find_grant(grants, given)
         if grant is None:
             return False, None, ""
         first = path.strip("/").split("/")[0]
-        part = first if first in servers else "" if first == "servers" else "web"
+        part = only or (first if first in servers else "" if first == "servers" else "web")
         if path and part and not grant.may_use(part):
-            return False, grant, (f"token {grant.name!r} may not use the {part} " + ("server" if part != "web" else
-                                  "view") + f" (it may use: {', '.join(grant.servers) or 'none'})")
+            return False, grant, (f"token {grant.name!r} may not use the {part} " + (
+                "view" if part == "web" else "service" if part == "agent" else "server") +
+                f" (it may use: {', '.join(grant.servers) or 'none'})")
         return True, grant, ""
     return _Gate(app, admit)
 

@@ -2,6 +2,7 @@
 history and attachments, the workspace guard and the tool log, questions, queued messages, a restart."""
 
 import json
+import sys
 
 import anyio
 import pytest
@@ -143,3 +144,27 @@ async def test_after_a_restart_a_message_resumes_the_session_with_its_history_an
         with pytest.raises(SessionNotFoundError):
             await agent.session(session, workspace="bob/notes")
     assert "the password is plugh" in events[-1].result  # the model's request held the earlier turn
+
+
+async def test_the_workspaces_mcp_server_overrides_the_platforms_and_skills_sync_in_before_the_session_starts(
+        agent, roots, scripted, tmp_path):
+    root, platform = roots
+    marker = tmp_path / "started.json"
+    probe = ("import json, os, sys; open(sys.argv[1], 'w').write(json.dumps("
+             "{'config': sys.argv[2], 'workspace': os.environ.get('WORKSPACE_PATH')}))")
+    (platform / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "probe": {"command": sys.executable, "args": ["-c", probe, str(marker), "platform"]}}}))
+    (platform / "skills" / "cartography").mkdir(parents=True)
+    (platform / "skills" / "cartography" / "SKILL.md").write_text(
+        "---\nname: cartography\ndescription: Draws maps of the underground\n---\nDraw the map.\n")
+    session = await agent.create_session("alice/notes")
+    workspace = (await agent.session(session)).workspace.path
+    (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "probe": {"command": sys.executable, "args": ["-c", probe, str(marker), "workspace"]}}}))
+    await turn(agent, session, "hello")
+    with anyio.fail_after(30):
+        while not marker.exists() or not marker.read_text():
+            await anyio.sleep(0.05)
+    assert json.loads(marker.read_text()) == {"config": "workspace", "workspace": str(workspace)}
+    assert (workspace / ".claude" / "skills" / "cartography" / "SKILL.md").is_file()
+    assert "Draws maps of the underground" in json.dumps(scripted.requests[-1].body)  # claude found the skill

@@ -182,3 +182,28 @@ def test_serve_agent_without_a_root_or_with_a_bad_one_is_a_clear_error(tmp_path)
         done = subprocess.run([sys.executable, "-m", "frobozz", "serve", "agent", *args], capture_output=True,
                               text=True, timeout=60, env={**os.environ, "COLUMNS": "250"})
         assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_a_scoped_token_uses_only_the_workspaces_of_the_users_its_grant_names(make_agent):
+    from frobozz.servers._auth import ScopedTokens
+    from frobozz.servers._grants import Grant, hashed
+
+    grants = [Grant(name="alice", sha256=hashed("alice-token-0123456789"), servers=["agent"], users=["alice"]),
+              Grant(name="admin", sha256=hashed("admin-token-0123456789"), servers=["agent"], users=["*"]),
+              Grant(name="reader", sha256=hashed("reader-token-012345678"), servers=["cortex"], users=["*"])]
+    server = LoopbackServer(ScopedTokens(create_app(make_agent()), grants, frozenset(), only="agent"), lifespan="on")
+    with server:
+        def as_(token):
+            return httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+        async with as_("alice-token-0123456789") as alice, as_("admin-token-0123456789") as admin, \
+                as_("reader-token-012345678") as reader:
+            mine = (await alice.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
+            theirs = (await admin.post("/sessions", json={"workspace": "bob/notes"})).json()["session_id"]
+            assert (await alice.post("/sessions", json={"workspace": "bob/notes"})).status_code == 403
+            assert [s["session_id"] for s in (await alice.get("/sessions")).json()["sessions"]] == [mine]
+            assert (await alice.get(f"/sessions/{theirs}")).status_code == 404  # not even told it exists
+            assert (await alice.post(f"/sessions/{theirs}/messages", json={"text": "hi"})).status_code == 404
+            assert len((await admin.get("/sessions")).json()["sessions"]) == 2
+            refused = await reader.get("/sessions")
+            assert refused.status_code == 403 and "may not use the agent service" in refused.json()["error"]
