@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from .._loopback import listener
 from ._events import Usage, text_of
 
 log = logging.getLogger("frobozz.engine.proxy")
@@ -117,9 +117,7 @@ class Proxy:
         return f"http://127.0.0.1:{self.port}"
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock = listener()  # with TCP_NODELAY: a streamed answer's chunks reach claude at once
         self.port = sock.getsockname()[1]
         app = Starlette(routes=[Route("/{path:path}", self._forward,
                                       methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])])

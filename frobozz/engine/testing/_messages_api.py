@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -24,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..._loopback import listener
 from .._proxy import is_compaction_request
 
 
@@ -261,9 +261,7 @@ class ScriptedModel:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> ScriptedModel:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock = listener()
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(self._app(), log_level="warning", lifespan="off", access_log=False)
         self._server = uvicorn.Server(config)
