@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import anyio
@@ -186,8 +186,6 @@ class Agent:
         return session
 
     def _engine_options(self) -> EngineOptions:
-        from dataclasses import replace
-
         return replace(self.engine_options, session_store=self.transcripts, session_store_flush="batched")
 
     async def _changed(self, session: AgentSession) -> None:

@@ -193,10 +193,11 @@ class AgentSession:
                 self.record.claude_session_id = event.session_id or engine.session_id
                 self.record.usage = _added(self.record.usage, event.usage)
                 self.record.cost_usd += event.total_cost_usd or 0.0
+                await self.on_message(self, "agent", event.result or "")  # kept before anyone hears of it
+                self._busy = False  # likewise: a status asked for after `done` says stable
                 self.relay.publish(Done(usage=dict(event.usage), cost_usd=event.total_cost_usd,
                                         is_error=event.is_error, result=event.result))
                 self.relay.publish(Status(state="idle"))
-                await self.on_message(self, "agent", event.result or "")
                 await self.on_change(self)
                 return
         raise RuntimeError("claude's stream ended before the turn did")
