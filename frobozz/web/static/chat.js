@@ -1,0 +1,121 @@
+// The chat page: a client of the agent service's HTTP API. Every tab on a session follows its event relay
+// (server-sent events), so all of them show the same conversation as it happens.
+(() => {
+  const root = document.getElementById("chat");
+  const base = root.dataset.agent, session = root.dataset.session;
+  const problem = document.getElementById("problem");
+  const say = (text) => { problem.textContent = text; problem.hidden = !text; };
+  const api = async (path, body) => {
+    const response = await fetch(base + path, body === undefined ? {} : {
+      method: "POST", headers: {"content-type": "application/json"}, body: JSON.stringify(body)});
+    if (response.status === 404 && path === "/sessions") throw new Error("the agent service is not served here: run `frobozz serve all --http --workspaces ROOT`");
+    const data = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error(data.error || data.detail || `${response.status}`);
+    return data;
+  };
+  const start = document.getElementById("start");
+  if (start) {
+    start.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      try {
+        const made = await api("/sessions", {workspace: start.workspace.value});
+        location.search = "?session=" + made.session_id;
+      } catch (error) { say(error.message); }
+    });
+    return;
+  }
+  const log = document.getElementById("log"), status = document.getElementById("status");
+  const send = document.getElementById("send");
+  let bubble = null, shownMessages = 0;
+  const add = (cls, text) => {
+    const div = document.createElement("div");
+    div.className = "msg " + cls;
+    if (text !== undefined) div.textContent = text;
+    log.appendChild(div);
+    div.scrollIntoView({block: "end"});
+    return div;
+  };
+  const agentBubble = () => {
+    if (!bubble) { bubble = add("agent"); bubble.appendChild(document.createElement("span")).className = "text"; }
+    return bubble;
+  };
+  const userMessages = async () => {  // what the user said (from any tab), in order
+    const {messages} = await api(`/sessions/${session}/messages`);
+    for (const m of messages.filter((m) => m.role === "user").slice(shownMessages)) {
+      add("user", m.content);
+      shownMessages += 1;
+    }
+  };
+  const handlers = {
+    status: (d) => {
+      status.textContent = d.state;
+      status.dataset.state = d.state;
+      if (d.state === "streaming") {
+        document.querySelectorAll(".question:not(.answered)").forEach((q) => q.classList.add("answered"));
+        document.querySelectorAll(".question.answered button").forEach((b) => { b.disabled = true; });
+      }
+    },
+    text_delta: (d) => {
+      const text = agentBubble().querySelector("span.text:last-of-type") || agentBubble().appendChild(document.createElement("span"));
+      text.textContent += d.text;
+    },
+    tool_use: (d) => {
+      const details = agentBubble().appendChild(document.createElement("details"));
+      details.className = "tool";
+      details.id = "tool-" + d.id;
+      details.innerHTML = "<summary></summary><pre class=input></pre><pre class=output></pre>";
+      details.querySelector("summary").textContent = "tool " + d.name;
+      details.querySelector(".input").textContent = JSON.stringify(d.input, null, 1);
+      agentBubble().appendChild(document.createElement("span")).className = "text";
+    },
+    tool_result: (d) => {
+      const details = document.getElementById("tool-" + d.tool_use_id);
+      if (!details) return;
+      details.querySelector(".output").textContent = typeof d.output === "string" ? d.output : JSON.stringify(d.output);
+      if (d.is_error) details.classList.add("error");
+    },
+    question: (d) => {
+      const box = agentBubble().appendChild(document.createElement("div"));
+      box.className = "question";
+      box.dataset.question = d.question_id;
+      for (const q of d.questions) {
+        box.appendChild(document.createElement("p")).textContent = q.question;
+        for (const option of q.options || []) {
+          const button = box.appendChild(document.createElement("button"));
+          button.type = "button";
+          button.textContent = option.label;
+          button.title = option.description || "";
+          button.addEventListener("click", async () => {
+            box.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+            button.classList.add("chosen");
+            try { await api(`/sessions/${session}/answers`, {question_id: d.question_id, answers: {[q.question]: option.label}}); }
+            catch (error) { say(error.message); }
+          });
+        }
+      }
+      agentBubble().appendChild(document.createElement("span")).className = "text";  // what follows the answer
+    },
+    done: (d) => {
+      if (d.is_error) say(d.result || "the turn failed");
+      if (bubble) bubble.classList.add("done");
+      bubble = null;
+    },
+    error: (d) => say(d.message),
+  };
+  const events = new EventSource(`${base}/sessions/${session}/events`);
+  for (const [name, handle] of Object.entries(handlers)) {
+    events.addEventListener(name, async (e) => {
+      const data = JSON.parse(e.data);
+      if (name === "status" && data.state === "streaming") await userMessages().catch((error) => say(error.message));
+      handle(data);
+      root.dataset.lastEvent = e.lastEventId;
+    });
+  }
+  events.onerror = () => { if (events.readyState === EventSource.CLOSED) say("the session's events stopped; reload to follow it again"); };
+  send.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const text = send.text.value;
+    send.text.value = "";
+    try { await api(`/sessions/${session}/messages`, {text}); } catch (error) { say(error.message); }
+  });
+})();

@@ -1,0 +1,77 @@
+"""The chat page on the agent service, in a real browser (Debian's chromium, driven by Playwright): a session
+started from the page, two tabs on it in step, text streamed in, a tool call folded, a question answered with
+a button in one tab and seen answered in both. Screenshots are checked not to be blank."""
+
+from __future__ import annotations
+
+import pytest
+
+from frobozz._loopback import LoopbackServer
+from frobozz.agent import Agent, AgentSettings
+from frobozz.agent import create_app as agent_app
+from frobozz.engine import EngineOptions
+from frobozz.engine.testing import ScriptedModel
+from frobozz.servers._http import hub_app
+from frobozz.web import create_app
+from tests.agent.conftest import model_reply
+from tests.web.conftest import TOKEN, screenshot
+
+
+@pytest.fixture
+def hub(web_settings, cortex_settings, tmp_path, claude_home):
+    """The web view at / and the agent service at /agent, behind one token, as `serve all --http` has them."""
+    model = ScriptedModel(model_reply).start()
+    env = {**model.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
+    agent = Agent(AgentSettings(workspaces=tmp_path / "workspaces"), engine_options=EngineOptions(env=env),
+                  memory=cortex_settings)
+    app = hub_app([], TOKEN, site=create_app(web_settings), mounts={"agent": agent_app(agent)})
+    try:
+        with LoopbackServer(app, lifespan="on") as server:
+            yield server.url
+    finally:
+        model.stop()
+
+
+def test_two_tabs_on_one_session_stream_the_same_turn_and_a_question_answered_in_one_is_answered_in_both(
+        browser, hub, tmp_path):
+    context = browser.new_context(viewport={"width": 1100, "height": 800})
+    one = context.new_page()
+    one.set_default_timeout(30_000)
+    one.goto(f"{hub}/chat?token={TOKEN}")
+    one.fill("input[name=workspace]", "alice/notes")
+    one.click("#start button")
+    one.wait_for_url("**/chat?session=*")
+    two = context.new_page()
+    two.set_default_timeout(30_000)
+    two.goto(one.url)
+    for tab in (one, two):
+        tab.wait_for_selector("#status[data-state=idle]")
+    one.fill("input[name=text]", "hello there")
+    one.press("input[name=text]", "Enter")
+    for tab in (one, two):
+        tab.wait_for_selector(".msg.agent.done")
+        assert tab.inner_text(".msg.user") == "hello there"
+        assert tab.inner_text(".msg.agent .text").startswith("You said: hello there.")
+    two.fill("input[name=text]", "ask me")
+    two.press("input[name=text]", "Enter")
+    for tab in (one, two):
+        tab.wait_for_selector(".question button:text('Blue')")
+        tab.wait_for_selector("#status[data-state=waiting]")
+    one.click(".question button:text('Blue')")
+    for tab in (one, two):
+        tab.wait_for_selector(".msg.agent.done >> nth=1")
+        assert tab.is_disabled(".question button:text('Red')")  # answered, in this tab or the other
+        assert tab.inner_text("details.tool summary") == "tool AskUserQuestion"
+        assert '"Which colour for the lamp?"="Blue"' in tab.inner_text(".msg.agent.done >> nth=1")
+        assert tab.eval_on_selector_all(".msg.user", "ms => ms.map(m => m.textContent)") == ["hello there", "ask me"]
+    screenshot(one, tmp_path / "chat-one.png")
+    screenshot(two, tmp_path / "chat-two.png")
+    context.close()
+
+
+def test_the_chat_page_without_the_agent_service_says_how_to_serve_it(page, site):
+    page.goto(f"{site}/chat")
+    page.fill("input[name=workspace]", "alice/notes")
+    page.click("#start button")
+    page.wait_for_selector("#problem:not([hidden])")
+    assert "serve all --http --workspaces ROOT" in page.inner_text("#problem")
