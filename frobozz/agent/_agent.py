@@ -123,6 +123,7 @@ class Agent:
 
     async def close_session(self, session_id: str, *, workspace: str | None = None) -> None:
         session = await self.session(session_id, workspace=workspace)
+        session.close()
         await session.release()
         session.relay.publish(Status(state="closed"))
         session.relay.close()

@@ -95,6 +95,10 @@ class AgentSession:
         pending.answers = dict(answers)
         pending.answered.set()
 
+    def close(self) -> None:
+        """No more messages: the driver ends once the turn in hand has."""
+        self._queue_in.close()
+
     async def interrupt(self) -> None:
         if self.engine is not None and self._busy:
             await self.engine.interrupt()
@@ -114,9 +118,10 @@ class AgentSession:
                     await self._start(task_group)
                 await self._turn(text)
             except Exception as e:  # noqa: BLE001 - a turn that fails says so; the session goes on
-                log.exception("session %s: the turn failed", self.id)
-                self.relay.publish(Error(message=f"{type(e).__name__}: {e}"))
-                self.relay.publish(Status(state="idle"))
+                if not self.relay.closed:  # (a session closed mid-turn ends its turn this way: nothing to say)
+                    log.exception("session %s: the turn failed", self.id)
+                    self.relay.publish(Error(message=f"{type(e).__name__}: {e}"))
+                    self.relay.publish(Status(state="idle"))
                 await self.release()
             finally:
                 self._busy = False

@@ -168,3 +168,20 @@ async def test_the_workspaces_mcp_server_overrides_the_platforms_and_skills_sync
     assert json.loads(marker.read_text()) == {"config": "workspace", "workspace": str(workspace)}
     assert (workspace / ".claude" / "skills" / "cartography" / "SKILL.md").is_file()
     assert "Draws maps of the underground" in json.dumps(scripted.requests[-1].body)  # claude found the skill
+
+
+async def test_a_session_closed_mid_turn_ends_quietly_and_the_service_goes_on(agent):
+    doomed = await agent.create_session("alice/notes")
+    live = await agent.session(doomed)
+    agent.post_message(live, "slowly")
+    with anyio.fail_after(60):
+        async for logged in live.relay.follow():
+            if isinstance(logged.event, TextDelta):
+                break
+    await agent.close_session(doomed)
+    assert live.relay.closed and live.relay.log[-1].event == Status(state="closed")
+    with pytest.raises(SessionNotFoundError):
+        await agent.session(doomed)
+    other = await agent.create_session("alice/other")
+    events = await turn(agent, other, "still there?")
+    assert isinstance(events[-1], Done) and events[-1].result.startswith("You said: still there?")
