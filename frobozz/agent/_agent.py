@@ -142,11 +142,8 @@ class Agent:
         found = []
         for record in await self.store.list(sorted(owners) if owners is not None else None):
             live = self._live.get(record.id)
-            found.append(live.describe() if live else {
-                "session_id": record.id, "workspace": str(self.workspaces.root / record.workspace),
-                "status": record.status, "usage": record.usage, "cost_usd": record.cost_usd,
-                "created_at": record.created_at.isoformat() if record.created_at else None,
-                "last_activity": record.last_activity.isoformat() if record.last_activity else None})
+            found.append(live.describe() if live else
+                         record.describe(str(self.workspaces.root / record.workspace), record.status))
         return found
 
     async def tool_calls(self, session_id: str, *, workspace: str | None = None) -> list[dict[str, Any]]:

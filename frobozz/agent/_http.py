@@ -61,6 +61,12 @@ def _json(handler: Handler, problem: bool = False) -> Handler:
     return wrapped
 
 
+def _update(n: int, message: dict[str, Any]) -> dict[str, str]:
+    """agentapi's message_update event for one message of the conversation."""
+    return {"id": str(n), "event": "message_update", "data": json.dumps(
+        {"id": message["id"], "message": message["content"], "role": message["role"], "time": message["time"]})}
+
+
 def create_app(agent: Agent) -> Starlette:
     """The API over `agent`, which the app's lifespan opens and closes."""
 
@@ -159,8 +165,7 @@ def create_app(agent: Agent) -> Starlette:
             n = 0
             for m in await agent.messages(session.id):
                 n += 1
-                yield {"id": str(n), "event": "message_update", "data": json.dumps(
-                    {"id": m["id"], "message": m["content"], "role": m["role"], "time": m["time"]})}
+                yield _update(n, m)
             n += 1
             yield {"id": str(n), "event": "status_change",
                    "data": json.dumps({"agent_type": AGENT_TYPE, "status": api_state(session)})}
@@ -169,8 +174,7 @@ def create_app(agent: Agent) -> Starlette:
                 if logged.event.state == "idle":
                     for m in (await agent.messages(session.id))[-2:]:
                         n += 1
-                        yield {"id": str(n), "event": "message_update", "data": json.dumps(
-                            {"id": m["id"], "message": m["content"], "role": m["role"], "time": m["time"]})}
+                        yield _update(n, m)
                 n += 1
                 yield {"id": str(n), "event": "status_change", "data": json.dumps(
                     {"agent_type": AGENT_TYPE, "status": "stable" if logged.event.state == "idle" else "running"})}

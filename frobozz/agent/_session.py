@@ -242,9 +242,7 @@ class AgentSession:
         return Allow(updated_input={**tool_input, "answers": pending.answers})
 
     def describe(self) -> dict[str, Any]:
-        r = self.record
-        return {"session_id": r.id, "workspace": str(self.workspace.path), "status": self.state, "usage": r.usage,
-                "cost_usd": r.cost_usd, "created_at": _iso(r.created_at), "last_activity": _iso(r.last_activity)}
+        return self.record.describe(str(self.workspace.path), self.state)
 
     @property
     def state(self) -> str:
@@ -263,7 +261,3 @@ def _added(total: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[key] = out.get(key, 0) + value
     return out
-
-
-def _iso(when: Any) -> str | None:
-    return when.isoformat() if when is not None else None

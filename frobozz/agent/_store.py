@@ -29,12 +29,22 @@ class SessionRecord:
     created_at: datetime | None = None
     last_activity: datetime | None = None
 
+    def describe(self, path: str, status: str) -> dict[str, Any]:
+        """What the API says of a session: its workspace's absolute `path` and its `status` now."""
+        return {"session_id": self.id, "workspace": path, "status": status, "usage": self.usage,
+                "cost_usd": self.cost_usd, "created_at": _iso(self.created_at),
+                "last_activity": _iso(self.last_activity)}
+
     @classmethod
     def of(cls, row: asyncpg.Record) -> SessionRecord:
         return cls(id=row["id"], workspace=row["workspace"], owner=row["owner"], options=json.loads(row["options"]),
                    preamble=row["preamble"], claude_session_id=row["claude_session_id"], status=row["status"],
                    usage=json.loads(row["usage"]), cost_usd=row["cost_usd"], created_at=row["created_at"],
                    last_activity=row["last_activity"])
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.isoformat() if when is not None else None
 
 
 _COLUMNS = "id, workspace, owner, options::text, preamble, claude_session_id, status, usage::text, cost_usd, " \
