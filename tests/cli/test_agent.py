@@ -1,0 +1,53 @@
+"""`frobozz serve agent` as a user runs it: killed with -9 mid-turn, it leaves no claude, no MCP server and no
+embedded Postgres behind."""
+
+import os
+import subprocess
+import sys
+
+import anyio
+import httpx
+import pytest
+
+from frobozz.engine.testing import ScriptedModel
+from tests.agent.conftest import model_reply
+from tests.cli.test_web import free_port
+from tests.orphans import descendants, still_running
+
+pytestmark = pytest.mark.anyio
+TOKEN = "an-agent-token-long-enough"
+
+
+async def test_the_agent_service_killed_with_sigkill_mid_turn_takes_its_claude_and_postgres_with_it(
+        frobozz_env, claude_home, tmp_path):
+    port = free_port()
+    async with ScriptedModel(model_reply) as model:
+        env = {**os.environ, **model.env(), "HOME": str(claude_home), "FROBOZZ_HUB_TOKEN": TOKEN}
+        env.pop("FROBOZZ_DATABASE_URL", None)  # the embedded default, as on a fresh install
+        service = subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "agent", "--workspaces",
+                                    str(tmp_path / "ws"), "--port", str(port)], stderr=subprocess.DEVNULL, env=env)
+        postmaster = frobozz_env / "postgres" / "postmaster.pid"
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60,
+                                         headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+                with anyio.fail_after(60):
+                    while True:
+                        try:
+                            if (await client.get("/sessions")).status_code == 200:
+                                break
+                        except httpx.TransportError:
+                            pass
+                        await anyio.sleep(0.1)
+                    session = (await client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
+                    await client.post(f"/sessions/{session}/messages", json={"text": "slowly"})
+                    while (await client.get(f"/sessions/{session}")).json()["status"] != "streaming":
+                        await anyio.sleep(0.05)
+            children = descendants(service.pid)
+            assert any("claude" in " ".join(p.cmdline()) for p in children) and postmaster.exists()
+        finally:
+            service.kill()
+            service.wait()
+        assert still_running(children, within=5) == []
+        with anyio.fail_after(15):
+            while postmaster.exists():
+                await anyio.sleep(0.1)
