@@ -10,6 +10,7 @@ Target (issue 21): the service adds under 10 ms p50 with 10 clients, and every c
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 from dataclasses import replace
 import tempfile
@@ -107,6 +108,7 @@ async def main(args: argparse.Namespace) -> None:
     import pgserver
 
     with tempfile.TemporaryDirectory() as scratch:
+        os.chmod(scratch, 0o755)  # run as root, the service runs claude as the workspace's owner: it must get in
         server = pgserver.get_server(Path(scratch) / "pg", cleanup_mode="delete")
         try:
             async with ScriptedModel(answer) as model:

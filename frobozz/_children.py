@@ -28,3 +28,12 @@ def dying_with_parent(command: Sequence[str]) -> list[str]:
     if setpriv and command and shutil.which(command[0]):
         return [setpriv, "--pdeathsig", "KILL", "--", *command]
     return list(command)
+
+
+def as_account(command: Sequence[str], uid: int, gid: int) -> list[str] | None:
+    """`command` run as uid:gid with no supplementary groups, dying with its parent, through setpriv (which
+    every event loop can start; uvloop takes no user= for a subprocess). None without setpriv."""
+    setpriv = _setpriv()
+    if not setpriv or not command or not shutil.which(command[0]):
+        return None
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--pdeathsig", "KILL", "--", *command]

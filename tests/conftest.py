@@ -4,7 +4,9 @@ embedded Postgres, and claude run offline in its own HOME against a scripted Mes
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -117,6 +119,18 @@ def hub_servers(names, frobozz_env: Path, cortex_settings, **env: str) -> dict:
             "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
     return {"mcpServers": {name: {"command": sys.executable, "args": ["-m", "frobozz", "serve", name],
                                   "env": {**base, **env}} for name in names}}
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A folder other accounts can reach (pytest's own is root's alone): where a claude run as a workspace's
+    owner, when the tests are root, works. Everyone may write in `open_dir / "drop"`."""
+    folder = Path(tempfile.mkdtemp(prefix="frobozz-open-"))
+    folder.chmod(0o755)
+    (folder / "drop").mkdir(mode=0o777)
+    (folder / "drop").chmod(0o1777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 # -- the real claude CLI against a scripted Messages API ----------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -21,7 +21,8 @@ from anyio.abc import TaskGroup
 
 from frobozz.engine import EngineOptions
 from frobozz.engine.observers import ToolCall
-from frobozz.memory import MemorySettings, TranscriptStore
+from frobozz.loop import MemorySession
+from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
 
 from ._context import preamble
 from ._events import AgentEvent, Done, Logged, Status
@@ -33,18 +34,24 @@ from .exceptions import AgentError, InputError, SessionNotFoundError
 from .settings import AgentSettings
 
 log = logging.getLogger("frobozz.agent")
-OPTIONS = ("model", "allowed_tools", "max_turns", "max_budget_usd")
+OPTIONS = ("model", "allowed_tools", "max_turns", "max_budget_usd", "memory")
+MemoryServers = Callable[[str], Mapping[str, Mapping[str, Any]]]  # a namespace -> MCP servers that store into it
 
 
 class Agent:
     def __init__(self, settings: AgentSettings | None = None, *, engine_options: EngineOptions | None = None,
-                 memory: MemorySettings | None = None) -> None:
+                 memory: MemorySettings | None = None, memory_servers: MemoryServers | None = None) -> None:
+        """`memory_servers`: the MCP servers (cortex) a session with memory on also gets, storing into its
+        namespace; without them the loop still orients and recalls, but suggests nothing to store."""
         self.settings = settings or AgentSettings()
         if self.settings.workspaces is None:
             raise AgentError("the agent service needs a workspaces root (--workspaces ROOT)")
-        self.workspaces = Workspaces(self.settings.workspaces, self.settings.platform_dir)
+        self.workspaces = Workspaces(self.settings.workspaces, self.settings.platform_dir,
+                                     first_uid=self.settings.first_uid)
         self.engine_options = engine_options or EngineOptions(model=self.settings.claude_model)
         self.memory = memory or MemorySettings()
+        self.memory_servers = memory_servers
+        self.memory_service = MemoryService(self.memory)
         self.store: AgentStore | None = None
         self.transcripts: TranscriptStore | None = None
         self._live: dict[str, AgentSession] = {}
@@ -76,15 +83,19 @@ class Agent:
             await self._tg.__aexit__(None, None, None)
             if self.store is not None:
                 await self.store.aclose()
+            await self.memory_service.aclose()
 
     # -- the API --------------------------------------------------------------------------------------
     async def create_session(self, workspace: str, history: Sequence[Mapping[str, Any]] | None = None,
                              attached: Sequence[Mapping[str, Any]] | None = None, **options: Any) -> str:
         """A new session in `user/name` (made if missing); `history` an app's own conversation to restore,
-        `attached` documents the user picked; options: model, allowed_tools, max_turns, max_budget_usd."""
+        `attached` documents the user picked; options: model, allowed_tools, max_turns, max_budget_usd, and
+        memory={"namespace": NS}, the memory loop around every turn."""
         unknown = set(options) - set(OPTIONS)
         if unknown:
             raise InputError(f"unknown session options: {', '.join(sorted(unknown))}")
+        if options.get("memory") is not None:
+            options["memory"] = await self._memory_option(options["memory"])
         space = self.workspaces.resolve(workspace)
         text = preamble(space, history, attached, inline_chars=self.settings.attach_inline_chars)
         assert self.store is not None
@@ -94,6 +105,14 @@ class Agent:
         session = self._open(record, [])
         session.relay.publish(Status(state="idle"))
         return record.id
+
+    async def _memory_option(self, memory: Any) -> dict[str, str]:
+        if not isinstance(memory, Mapping) or set(memory) != {"namespace"} or not isinstance(memory["namespace"], str):
+            raise InputError('memory is {"namespace": NAME}: the namespace the session remembers in')
+        try:
+            return {"namespace": (await self.memory_service.store()).namespace(memory["namespace"])}
+        except MemoryStoreError as e:
+            raise InputError(str(e)) from e
 
     async def send_message(self, session_id: str, text: str, *, workspace: str | None = None
                            ) -> AsyncIterator[AgentEvent]:
@@ -177,7 +196,8 @@ class Agent:
         relay = Relay(history, persist=lambda batch: store.log(record.id, batch))
         session = AgentSession(record, self.workspaces.resolve(record.workspace), relay, workspaces=self.workspaces,
                                options=self._engine_options(), question_timeout=self.settings.question_timeout,
-                               on_change=self._changed, on_tool_call=self._tool_call, on_message=self._message)
+                               on_change=self._changed, on_tool_call=self._tool_call, on_message=self._message,
+                               memory_loop=self._memory_loop)
         self._live[record.id] = session
         self._tg.start_soon(relay.keep)
         self._tg.start_soon(session.drive, self._acquire, self._tg)
@@ -185,6 +205,19 @@ class Agent:
 
     def _engine_options(self) -> EngineOptions:
         return replace(self.engine_options, session_store=self.transcripts, session_store_flush="batched")
+
+    def _memory_loop(self, options: EngineOptions, namespace: str, resume: str | None) -> MemorySession:
+        """The memory loop around a session's claude: orientation, recall, the archive, and (when the model can
+        store) suggestions. Its sidecar is a bare claude of the same account: no tools, no MCP servers."""
+        servers = dict(self.memory_servers(namespace)) if self.memory_servers else {}
+        if servers:
+            config = dict(options.mcp_config or {}) if isinstance(options.mcp_config, Mapping) else {}
+            options = replace(options, mcp_config={"mcpServers": {**config.get("mcpServers", {}), **servers}})
+        sidecar = replace(options, tools=(), mcp_config=None, strict_mcp_config=True, hooks={}, can_use_tool=None,
+                          allowed_tools=(), session_store=None, include_partial_messages=False, max_turns=None,
+                          max_budget_usd=None)
+        return MemorySession(options, self.memory_service, namespace=namespace, client="frobozz agent",
+                             resume=resume, sidecar=sidecar, suggest=bool(servers))
 
     async def _changed(self, session: AgentSession) -> None:
         assert self.store is not None

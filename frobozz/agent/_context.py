@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._workspaces import Workspace
+from ._workspaces import Workspace, folder_inside, write_inside
 from .exceptions import InputError
 
 ATTACHED = ".frobozz/attached"
@@ -45,10 +45,8 @@ def preamble(workspace: Workspace, history: Sequence[Mapping[str, Any]] | None,
                 inline.append(f"<document name=\"{name}\">\n{content}\n</document>")
             else:
                 safe = _FILE.sub("-", name).strip("-.")[:100] or "document"
-                folder = workspace.path / ATTACHED
-                folder.mkdir(parents=True, exist_ok=True)
-                path = folder / safe
-                path.write_text(content, encoding="utf-8")
+                path = folder_inside(workspace, *ATTACHED.split("/")) / safe
+                write_inside(workspace, path, content)
                 files.append(f"- {path} ({len(content)} characters): {name}")
         if inline:
             parts.append("<attached-documents>\n" + "\n".join(inline) + "\n</attached-documents>")

@@ -80,8 +80,10 @@ def create_app(agent: Agent) -> Starlette:
         if owners is not None and (not isinstance(workspace, str) or workspace.split("/")[0] not in owners):
             raise ForbiddenError(f"this token may not use {str(workspace)[:100]!r}")
         options = {k: body[k] for k in OPTIONS if body.get(k) is not None}
-        if body.get("memory") is not None:
-            raise InputError("memory for agent sessions is not here yet (the memory loop is not wired in)")
+        grant = getattr(request.state, "grant", None)
+        namespace = body["memory"].get("namespace") if isinstance(body.get("memory"), dict) else None
+        if grant is not None and isinstance(namespace, str) and not grant.may(namespace, write=True):
+            raise ForbiddenError(f"this token may not write to the memory namespace {namespace[:100]!r}")
         session_id = await agent.create_session(workspace, history=body.get("history"), attached=body.get("attached"),
                                                 **options)
         live = await agent.session(session_id)

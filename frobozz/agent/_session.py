@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
@@ -22,6 +23,7 @@ from anyio.abc import TaskGroup
 from frobozz.engine import (Allow, AssistantMessage, Deny, Engine, EngineOptions, ErrorEvent, HookInput, HookMatcher,
                             HookOutput, PermissionContext, Result, StreamEvent, UserMessage)
 from frobozz.engine.observers import ToolCall, ToolLog
+from frobozz.loop import MemorySession
 
 from ._events import Done, Error, Question, Status, TextDelta, ToolResult, ToolUse
 from ._relay import Relay
@@ -45,7 +47,8 @@ class AgentSession:
     def __init__(self, record: SessionRecord, workspace: Workspace, relay: Relay, *, workspaces: Workspaces,
                  options: EngineOptions, question_timeout: float, on_change: Callable[[AgentSession], Any],
                  on_tool_call: Callable[[AgentSession, ToolCall], Any],
-                 on_message: Callable[[AgentSession, str, str], Any]) -> None:
+                 on_message: Callable[[AgentSession, str, str], Any],
+                 memory_loop: Callable[[EngineOptions, str, str | None], MemorySession] | None = None) -> None:
         self.record = record
         self.workspace = workspace
         self.workspaces = workspaces
@@ -55,7 +58,9 @@ class AgentSession:
         self.on_change = on_change
         self.on_message = on_message  # (session, "user" or "agent", text): the conversation as people see it
         self.tool_log = ToolLog(cwd=workspace.path, on_call=lambda call: on_tool_call(self, call))
+        self.memory_loop = memory_loop  # (options, namespace, loop session to resume) -> the memory loop
         self.engine: Engine | None = None
+        self._channel: Engine | MemorySession | None = None  # where a turn's text goes and its events come from
         self.last_used = anyio.current_time()
         self._queue_in, self._queue_out = anyio.create_memory_object_stream[tuple[str, str]](math.inf)
         self._questions: dict[str, _Pending] = {}
@@ -131,20 +136,30 @@ class AgentSession:
         started, self._stop = anyio.Event(), anyio.Event()
         self._engine_done = anyio.Event()
         self.workspaces.sync_skills(self.workspace)
-        servers = self.workspaces.mcp_servers(self.workspace)
+        options = self._options(self.workspaces.mcp_servers(self.workspace))
         failure: list[BaseException] = []
+
+        memory = self.record.options.get("memory")
+
+        async def live(engine: Engine, channel: Engine | MemorySession) -> None:
+            self.engine, self._channel = engine, channel
+            started.set()
+            await self._stop.wait()  # then the engine closes as it should: its transcript stored
 
         async def run() -> None:
             try:
-                async with Engine(self._options(servers)) as engine:
-                    await engine.start(self.record.claude_session_id)
-                    self.engine = engine
-                    started.set()
-                    await self._stop.wait()  # then the engine closes as it should: its transcript stored
+                if memory and self.memory_loop is not None:
+                    async with self.memory_loop(options, memory["namespace"], self.record.memory_session) as loop:
+                        self.record.memory_session = loop.id
+                        await live(loop.pool.primary.engine, loop)
+                else:
+                    async with Engine(options) as engine:
+                        await engine.start(self.record.claude_session_id)
+                        await live(engine, engine)
             except Exception as e:  # noqa: BLE001 - said by the turn that wanted it
                 failure.append(e)
             finally:
-                self.engine = None
+                self.engine = self._channel = None
                 started.set()
                 self._engine_done.set()
 
@@ -162,6 +177,10 @@ class AgentSession:
     def _options(self, servers: dict[str, Any]) -> EngineOptions:
         opts = self.record.options
         base = self.base_options
+        if self.workspace.account is not None:  # the service is root: claude runs as the workspace's owner
+            uid, gid = self.workspace.account
+            home = self.workspaces.owners.home(uid, gid, {**os.environ, **base.env})
+            base = replace(base, user=uid, group=gid, env={**base.env, **home})
         return replace(base, cwd=self.workspace.path, include_partial_messages=True, strict_mcp_config=True,
                        mcp_config={"mcpServers": servers},
                        model=opts.get("model") or base.model, max_turns=opts.get("max_turns"),
@@ -171,13 +190,13 @@ class AgentSession:
                        session_project=f"frobozz-agent-{self.id}")
 
     async def _turn(self, text: str) -> None:
-        assert self.engine is not None
-        engine = self.engine
+        assert self.engine is not None and self._channel is not None
+        engine, channel = self.engine, self._channel
         if self.record.preamble:
             text = f"{self.record.preamble}\n\n{text}"
         self.relay.publish(Status(state="streaming"))
-        await engine.send(text)
-        async for event in engine.events():
+        await channel.send(text)  # with memory: orientation, recall and the nudge go before the text
+        async for event in channel.events():
             self.tool_log.on_event(event)
             if isinstance(event, StreamEvent):
                 delta = event.event.get("delta") or {}

@@ -23,6 +23,7 @@ class SessionRecord:
     options: dict[str, Any] = field(default_factory=dict)
     preamble: str = ""
     claude_session_id: str | None = None
+    memory_session: str | None = None  # the memory loop's session (its archive and windows), with memory on
     status: str = "idle"
     usage: dict[str, Any] = field(default_factory=dict)
     cost_usd: float = 0.0
@@ -31,14 +32,17 @@ class SessionRecord:
 
     def describe(self, path: str, status: str) -> dict[str, Any]:
         """What the API says of a session: its workspace's absolute `path` and its `status` now."""
+        memory = {"memory": {"namespace": self.options["memory"]["namespace"], "session": self.memory_session}} \
+            if self.options.get("memory") else {}
         return {"session_id": self.id, "workspace": path, "status": status, "usage": self.usage,
                 "cost_usd": self.cost_usd, "created_at": _iso(self.created_at),
-                "last_activity": _iso(self.last_activity)}
+                "last_activity": _iso(self.last_activity), **memory}
 
     @classmethod
     def of(cls, row: asyncpg.Record) -> SessionRecord:
         return cls(id=row["id"], workspace=row["workspace"], owner=row["owner"], options=json.loads(row["options"]),
-                   preamble=row["preamble"], claude_session_id=row["claude_session_id"], status=row["status"],
+                   preamble=row["preamble"], claude_session_id=row["claude_session_id"],
+                   memory_session=row["memory_session"], status=row["status"],
                    usage=json.loads(row["usage"]), cost_usd=row["cost_usd"], created_at=row["created_at"],
                    last_activity=row["last_activity"])
 
@@ -47,8 +51,8 @@ def _iso(when: datetime | None) -> str | None:
     return when.isoformat() if when is not None else None
 
 
-_COLUMNS = "id, workspace, owner, options::text, preamble, claude_session_id, status, usage::text, cost_usd, " \
-           "created_at, last_activity"
+_COLUMNS = "id, workspace, owner, options::text, preamble, claude_session_id, memory_session, status, usage::text, " \
+           "cost_usd, created_at, last_activity"
 
 
 class AgentStore:
@@ -85,9 +89,9 @@ class AgentStore:
 
     async def update(self, record: SessionRecord) -> None:
         await self._do("execute", "UPDATE agent_sessions SET claude_session_id = $2, status = $3, usage = $4::jsonb, "
-                                  "cost_usd = $5, preamble = $6, last_activity = now() WHERE id = $1",
-                       record.id, record.claude_session_id, record.status, json.dumps(record.usage), record.cost_usd,
-                       record.preamble)
+                                  "cost_usd = $5, preamble = $6, memory_session = $7, last_activity = now() "
+                                  "WHERE id = $1", record.id, record.claude_session_id, record.status,
+                       json.dumps(record.usage), record.cost_usd, record.preamble, record.memory_session)
 
     async def delete(self, session_id: str) -> None:
         await self._do("execute", "DELETE FROM agent_sessions WHERE id = $1", session_id)
@@ -110,7 +114,6 @@ class AgentStore:
         rows = await self._do("fetch", "SELECT call::text FROM agent_tool_calls WHERE session_id = $1 ORDER BY n",
                               session_id)
         return [json.loads(r[0]) for r in rows]
-
 
     async def add_message(self, session_id: str, n: int, role: str, content: str) -> None:
         await self._do("execute", "INSERT INTO agent_messages (session_id, n, role, content) VALUES ($1, $2, $3, $4) "

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._owners import Owners
 from .exceptions import WorkspaceError
 
 log = logging.getLogger("frobozz.agent.workspaces")
@@ -32,15 +33,11 @@ class Workspace:
     name: str
     path: Path  # absolute and real
     user_dir: Path
+    account: tuple[int, int] | None = None  # (uid, gid) its claude runs as; None: as the service
 
     @property
     def spec(self) -> str:
         return f"{self.user}/{self.name}"
-
-    def owner(self) -> tuple[int, int]:
-        """(uid, gid) of the workspace directory: who its claude runs as when the service is root."""
-        stat = self.path.stat()
-        return stat.st_uid, stat.st_gid
 
 
 def _inside(path: Path, parent: Path) -> bool:
@@ -48,9 +45,12 @@ def _inside(path: Path, parent: Path) -> bool:
 
 
 class Workspaces:
-    def __init__(self, root: Path, platform_dir: Path | None = None) -> None:
+    def __init__(self, root: Path, platform_dir: Path | None = None, *, first_uid: int = 2_000_000,
+                 accounts: bool | None = None) -> None:
+        """`accounts`: run each claude as its workspace's owner (default: when the service is root)."""
         self.root = Path(root).resolve()
         self.platform_dir = Path(platform_dir).resolve() if platform_dir else None
+        self.owners = Owners(self.root, first_uid=first_uid, active=accounts)
 
     def resolve(self, spec: Any, *, create: bool = True) -> Workspace:
         """`user/name` as a workspace under the root, made if missing; anything that would leave the root
@@ -76,8 +76,19 @@ class Workspaces:
         if not path.exists():
             if not create:
                 raise WorkspaceError(f"no workspace {spec}")
-            path.mkdir(parents=True)
-        return Workspace(user=user, name=name, path=path.resolve(), user_dir=user_dir.resolve())
+            self._make(user_dir, path, spec)
+        return Workspace(user=user, name=name, path=path.resolve(), user_dir=user_dir.resolve(),
+                         account=self.owners.of(path, spec))
+
+    def _make(self, user_dir: Path, path: Path, spec: str) -> None:
+        """A new workspace, its owner decided before anything is made: the user folder's, or a new user's own."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        owner = self.owners.of(user_dir, spec) if user_dir.exists() else self.owners.for_new_user()
+        if not user_dir.exists():
+            user_dir.mkdir(mode=0o700 if owner else 0o777)
+            self.owners.hand_over(user_dir, owner)
+        path.mkdir(mode=0o700 if owner else 0o777)
+        self.owners.hand_over(path, owner)
 
     # -- MCP servers ------------------------------------------------------------------------------
     def mcp_servers(self, workspace: Workspace) -> dict[str, dict[str, Any]]:
@@ -105,6 +116,8 @@ class Workspaces:
                     if skill.is_dir() and not skill.is_symlink() and _NAME.fullmatch(skill.name):
                         upstream[skill.name] = skill
         target = workspace.path / ".claude" / "skills"
+        if upstream or (target / MANIFEST).is_file():
+            target = folder_inside(workspace, ".claude", "skills")
         manifest_path = target / MANIFEST
         synced: dict[str, str] = _read_json(manifest_path) or {}
         kept: dict[str, str] = {}
@@ -114,7 +127,9 @@ class Workspaces:
                 continue  # the workspace's own skill of that name wins
             digest = _digest(source)
             if not there.exists() or synced.get(name) != digest:
-                if there.exists():
+                if there.is_symlink():
+                    there.unlink()
+                elif there.exists():
                     shutil.rmtree(there)
                 shutil.copytree(source, there, symlinks=False)
             kept[name] = digest
@@ -123,9 +138,39 @@ class Workspaces:
             if there.is_dir() and not there.is_symlink() and _inside(there.resolve(), target.resolve()):
                 shutil.rmtree(there)  # put there by the sync, gone upstream
         if kept or synced:
-            target.mkdir(parents=True, exist_ok=True)
-            manifest_path.write_text(json.dumps(kept, indent=1, sort_keys=True), encoding="utf-8")
+            write_inside(workspace, manifest_path, json.dumps(kept, indent=1, sort_keys=True))
+            self.owners.hand_over(target, workspace.account)
         return sorted(kept)
+
+
+def folder_inside(workspace: Workspace, *parts: str) -> Path:
+    """`workspace/parts…`, made a folder at a time (each given to the owner); a link on the way is refused."""
+    path = workspace.path
+    for part in parts:
+        path = path / part
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise WorkspaceError(f"{path} is a link or a file; the service writes there only into a folder of the "
+                                 f"workspace {workspace.spec}")
+        if not path.exists():
+            path.mkdir()
+            if workspace.account is not None:
+                os.chown(path, *workspace.account, follow_symlinks=False)
+    return path
+
+
+def write_inside(workspace: Workspace, path: Path, text: str) -> None:
+    """Write a file the service makes in a workspace: never through a link (the owner may have planted one to
+    have the service, perhaps root, write elsewhere), then give it to the workspace's owner."""
+    if not _inside(path.parent.resolve(), workspace.path):
+        raise WorkspaceError(f"{path.parent} leads out of the workspace {workspace.spec} (a link)")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        raise WorkspaceError(f"cannot write {path.name} in the workspace {workspace.spec}: {e.strerror}") from e
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    if workspace.account is not None:
+        os.chown(path, *workspace.account, follow_symlinks=False)
 
 
 def _read_json(path: Path) -> Any:

@@ -3,6 +3,7 @@ process over streamable HTTP."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,22 @@ def _agent_app(workspaces: Path | None, platform_dir: Path | None, idle_timeout:
         raise typer.BadParameter(f"{platform_dir} is not a folder", param_hint="--platform-dir")
     workspaces.mkdir(parents=True, exist_ok=True)
     return create_app(Agent(AgentSettings(workspaces=workspaces, platform_dir=platform_dir, idle_timeout=idle_timeout,
-                                          max_live=max_live)))
+                                          max_live=max_live), memory_servers=_memory_servers()))
+
+
+def _memory_servers() -> Any:
+    """cortex for sessions with memory, storing into their namespace. Not when the service is root: claude then
+    runs as each workspace's owner, and cortex's environment holds the database's password, every user's memory."""
+    from frobozz.servers._configs import config_for
+
+    if os.geteuid() == 0:
+        return None
+
+    def servers(namespace: str) -> dict[str, Any]:
+        config = config_for(["cortex"])["mcpServers"]
+        config["cortex"]["env"]["FROBOZZ_CORTEX_DEFAULT_NAMESPACE"] = namespace
+        return config
+    return servers
 
 
 def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Path | None) -> None:

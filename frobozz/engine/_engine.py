@@ -22,6 +22,7 @@ import orjson
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .._accounts import AccountError, account, hand_over
 from . import _transcripts
 from ._control import ControlChannel
 from ._events import (ContextUsage, ErrorEvent, Event, McpServerStatus, MirrorError, ProcessExit, Restarted, Result,
@@ -57,6 +58,10 @@ class Engine:
         self.restarts = 0
         self.cwd = Path(self.options.cwd or os.getcwd())
         self.env = self._child_env()
+        try:
+            self._account = account(self.options.user, self.options.group)
+        except AccountError as e:
+            raise EngineError(f"cannot run claude as that account: {e}") from e
         self._process: CLIProcess | None = None
         self._control: ControlChannel | None = None
         self._hooks = HookRegistry(self.options.hooks)
@@ -134,6 +139,9 @@ class Engine:
         if self._materialized is None:
             raise EngineError(f"no transcript for session {session_id} here or in the session store")
         self.env["CLAUDE_CONFIG_DIR"] = str(self._materialized.config_dir)
+        user, group = self._account
+        if user is not None:  # claude, as that account, writes its transcript there
+            hand_over(self._materialized.config_dir, user, group)
         return session_id
 
     def _on_mirror_error(self, key: SessionKey | None, error: str) -> None:
@@ -151,7 +159,8 @@ class Engine:
                    *self.options.arguments(resume=resume)]
         process = CLIProcess(max_line_bytes=self.settings.max_line_bytes,
                              stderr_tail_bytes=self.settings.stderr_tail_bytes, on_stderr=self.options.stderr)
-        await process.start(command, env=self.env, cwd=self.cwd, task_group=self._tg)
+        user, group = self._account
+        await process.start(command, env=self.env, cwd=self.cwd, task_group=self._tg, user=user, group=group)
         self._process = process
         self._control = ControlChannel(process.write, can_use_tool=self.options.can_use_tool,
                                        timeout=self.settings.control_timeout, hooks=self._hooks,

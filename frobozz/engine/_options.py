@@ -79,6 +79,10 @@ class EngineOptions:
     task_budget: int | None = None  # tokens for the whole task
     include_hook_events: bool = False  # hook lifecycle events (started, progress, response) in the stream
     file_checkpointing: bool = False  # keep files' earlier states, for `Engine.rewind_files`
+    # whose claude: run it as another account (a name or an id; only root may). Its supplementary groups are
+    #   dropped; `env` should name a HOME that account owns (claude keeps its config and sign-in there)
+    user: str | int | None = None
+    group: str | int | None = None  # default: the user's primary group
 
     def json_schema(self) -> dict[str, Any] | None:
         """`output_schema` as a JSON Schema."""

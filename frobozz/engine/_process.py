@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import Process, TaskGroup
 
-from .._children import dying_with_parent
+from .._children import as_account, dying_with_parent
 from .exceptions import CLINotFoundError, ProcessError
 
 log = logging.getLogger("frobozz.engine")
@@ -65,14 +65,22 @@ class CLIProcess:
         return b"".join(self._stderr).decode("utf-8", "replace")
 
     async def start(self, command: Sequence[str], *, env: Mapping[str, str], cwd: Path | None,
-                    task_group: TaskGroup) -> None:
+                    task_group: TaskGroup, user: int | None = None, group: int | None = None) -> None:
+        """Spawn `command`; with `user` (and `group`), as that account, with no supplementary groups."""
+        argv, switch = dying_with_parent(command), {}
+        if user is not None:
+            switched = as_account(command, user, user if group is None else group)
+            argv, switch = (switched, {}) if switched else (argv, {"user": user, "group": group, "extra_groups": []})
         try:
             self._process = await anyio.open_process(
-                dying_with_parent(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=dict(env), cwd=cwd, start_new_session=True)
-        except FileNotFoundError as e:
-            raise CLINotFoundError(f"cannot run {command[0]}: {e.strerror}") from e
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=dict(env), cwd=cwd, start_new_session=True, **switch)
         except PermissionError as e:
+            if user is not None:
+                raise ProcessError(f"cannot run {command[0]} as uid {user}: {e.strerror} (only root may switch "
+                                   "users, and that account must be able to reach the program and the cwd)") from e
+            raise CLINotFoundError(f"cannot run {command[0]}: {e.strerror}") from e
+        except FileNotFoundError as e:
             raise CLINotFoundError(f"cannot run {command[0]}: {e.strerror}") from e
         except OSError as e:
             raise ProcessError(f"cannot start {command[0]}: {e}") from e

@@ -172,6 +172,12 @@ def _write(path: Path, entries: list[Entry]) -> None:
             f.write(json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 
+def copy_sign_in(env: Mapping[str, str], target: Path) -> None:
+    """The sign-in of the claude that `env` describes (its HOME or CLAUDE_CONFIG_DIR), copied into the claude
+    config folder `target`: for a claude run elsewhere, or as another account."""
+    _copy_sign_in(_transcripts.config_dir(env), Path(env.get("HOME") or Path.home()), target, env)
+
+
 def _copy_sign_in(source: Path, home: Path, target: Path, env: Mapping[str, str]) -> None:
     """What claude needs to sign in and behave as configured: credentials (without the refresh token, so
     a copy never rotates the user's), `.claude.json` and the user's settings."""

@@ -44,8 +44,8 @@ async def scripted():
 
 
 @pytest.fixture
-def roots(tmp_path: Path) -> tuple[Path, Path]:
-    root, platform = tmp_path / "workspaces", tmp_path / "platform"
+def roots(open_dir: Path) -> tuple[Path, Path]:
+    root, platform = open_dir / "workspaces", open_dir / "platform"
     root.mkdir()
     platform.mkdir()
     return root, platform
@@ -53,11 +53,11 @@ def roots(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.fixture
 def make_agent(scripted, roots, cortex_settings, claude_home):
-    def make(home: Path | None = None, **settings) -> Agent:
+    def make(home: Path | None = None, memory_servers=None, **settings) -> Agent:
         root, platform = roots
         env = {**scripted.env(), "HOME": str(home or claude_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
         return Agent(AgentSettings(workspaces=root, platform_dir=platform, **settings),
-                     engine_options=EngineOptions(env=env), memory=cortex_settings)
+                     engine_options=EngineOptions(env=env), memory=cortex_settings, memory_servers=memory_servers)
     return make
 
 

@@ -2,6 +2,7 @@
 history and attachments, the workspace guard and the tool log, questions, queued messages, a restart."""
 
 import json
+import shutil
 import sys
 
 import anyio
@@ -63,10 +64,10 @@ async def test_the_history_and_attached_documents_reach_the_model_before_the_fir
         await agent.create_session("../alice")
 
 
-async def test_a_write_inside_lands_one_outside_is_denied_and_the_tool_log_says_so(agent, tmp_path):
+async def test_a_write_inside_lands_one_outside_is_denied_and_the_tool_log_says_so(agent, open_dir):
     session = await agent.create_session("alice/notes", allowed_tools=["Write", "Read"])
     inside = (await agent.session(session)).workspace.path / "todo.md"
-    outside = tmp_path / "escape.md"
+    outside = open_dir / "drop" / "escape.md"  # a folder claude could write in: only the guard stops it
     await turn(agent, session, f"write {inside}: buy oil")
     events = await turn(agent, session, f"write {outside}: took over")
     denied = [e for e in events if isinstance(e, ToolResult) and e.is_error]
@@ -147,20 +148,22 @@ async def test_after_a_restart_a_message_resumes_the_session_with_its_history_an
 
 
 async def test_the_workspaces_mcp_server_overrides_the_platforms_and_skills_sync_in_before_the_session_starts(
-        agent, roots, scripted, tmp_path):
+        agent, roots, scripted, open_dir):
     root, platform = roots
-    marker = tmp_path / "started.json"
+    marker = open_dir / "drop" / "started.json"  # written by the server, as the workspace's owner
+    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable  # one every account may run (this
+    #   test's may live in root's home: run as root, the service runs claude and its servers as the owner)
     probe = ("import json, os, sys; open(sys.argv[1], 'w').write(json.dumps("
              "{'config': sys.argv[2], 'workspace': os.environ.get('WORKSPACE_PATH')}))")
     (platform / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "probe": {"command": sys.executable, "args": ["-c", probe, str(marker), "platform"]}}}))
+        "probe": {"command": python, "args": ["-c", probe, str(marker), "platform"]}}}))
     (platform / "skills" / "cartography").mkdir(parents=True)
     (platform / "skills" / "cartography" / "SKILL.md").write_text(
         "---\nname: cartography\ndescription: Draws maps of the underground\n---\nDraw the map.\n")
     session = await agent.create_session("alice/notes")
     workspace = (await agent.session(session)).workspace.path
     (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "probe": {"command": sys.executable, "args": ["-c", probe, str(marker), "workspace"]}}}))
+        "probe": {"command": python, "args": ["-c", probe, str(marker), "workspace"]}}}))
     await turn(agent, session, "hello")
     with anyio.fail_after(30):
         while not marker.exists() or not marker.read_text():

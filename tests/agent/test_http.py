@@ -118,12 +118,12 @@ async def test_two_clients_see_the_same_question_one_answers_and_both_follow_it_
 
 
 async def test_a_message_sent_while_one_streams_is_queued_and_the_tool_log_and_agentapi_see_the_turns(
-        make_agent, tmp_path):
+        make_agent, open_dir):
     with Service(make_agent()) as client:
         session = (await client.post("/sessions", json={"workspace": "alice/notes",
                                                           "allowed_tools": ["Write"]})).json()["session_id"]
         ids = [(await client.post(f"/sessions/{session}/messages", json={"text": t})).json()["message_id"]
-               for t in ("slowly", f"write {tmp_path / 'out.md'}: nope", "write todo.md: lamp oil")]
+               for t in ("slowly", f"write {open_dir / 'drop' / 'out.md'}: nope", "write todo.md: lamp oil")]
         assert len(set(ids)) == 3
         busy = await client.post(f"/sessions/{session}/agentapi/message", json={"content": "hi", "type": "user"})
         assert busy.status_code == 409 and busy.headers["content-type"] == "application/problem+json"
@@ -132,7 +132,7 @@ async def test_a_message_sent_while_one_streams_is_queued_and_the_tool_log_and_a
         assert dones[0].startswith("one two three") and "only change files inside" in dones[1]
         tools = (await client.get(f"/sessions/{session}/tools")).json()["tools"]
         assert [(t["name"], t["outcome"]) for t in tools] == [("Write", "denied"), ("Write", "ok")]
-        assert not (tmp_path / "out.md").exists()
+        assert not (open_dir / "drop" / "out.md").exists()
         assert (await client.get(f"/sessions/{session}/agentapi/status")).json() == {"agent_type": "claude",
                                                                                       "status": "stable"}
         messages = (await client.get(f"/sessions/{session}/agentapi/messages")).json()["messages"]

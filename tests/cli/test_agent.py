@@ -19,13 +19,13 @@ TOKEN = "an-agent-token-long-enough"
 
 
 async def test_the_agent_service_killed_with_sigkill_mid_turn_takes_its_claude_and_postgres_with_it(
-        frobozz_env, claude_home, tmp_path):
+        frobozz_env, claude_home, open_dir):
     port = free_port()
     async with ScriptedModel(model_reply) as model:
         env = {**os.environ, **model.env(), "HOME": str(claude_home), "FROBOZZ_HUB_TOKEN": TOKEN}
         env.pop("FROBOZZ_DATABASE_URL", None)  # the embedded default, as on a fresh install
         service = subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "agent", "--workspaces",
-                                    str(tmp_path / "ws"), "--port", str(port)], stderr=subprocess.DEVNULL, env=env)
+                                    str(open_dir / "ws"), "--port", str(port)], stderr=subprocess.DEVNULL, env=env)
         postmaster = frobozz_env / "postgres" / "postmaster.pid"
         try:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60,
@@ -51,3 +51,14 @@ async def test_the_agent_service_killed_with_sigkill_mid_turn_takes_its_claude_a
         with anyio.fail_after(15):
             while postmaster.exists():
                 await anyio.sleep(0.1)
+
+
+def test_sessions_with_memory_get_cortex_on_their_namespace_but_not_from_a_root_service(monkeypatch):
+    from frobozz.cli._serve import _memory_servers
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert _memory_servers() is None  # claude runs as each workspace's owner: no database password for it
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    servers = _memory_servers()("garden")
+    assert list(servers) == ["cortex"] and servers["cortex"]["args"][-2:] == ["serve", "cortex"]
+    assert servers["cortex"]["env"]["FROBOZZ_CORTEX_DEFAULT_NAMESPACE"] == "garden"

@@ -18,11 +18,11 @@ from tests.web.conftest import TOKEN, screenshot
 
 
 @pytest.fixture
-def hub(web_settings, cortex_settings, tmp_path, claude_home):
+def hub(web_settings, cortex_settings, open_dir, claude_home):
     """The web view at / and the agent service at /agent, behind one token, as `serve all --http` has them."""
     model = ScriptedModel(model_reply).start()
     env = {**model.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
-    agent = Agent(AgentSettings(workspaces=tmp_path / "workspaces"), engine_options=EngineOptions(env=env),
+    agent = Agent(AgentSettings(workspaces=open_dir / "workspaces"), engine_options=EngineOptions(env=env),
                   memory=cortex_settings)
     app = hub_app([], TOKEN, site=create_app(web_settings), mounts={"agent": agent_app(agent)})
     try:

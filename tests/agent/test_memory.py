@@ -1,0 +1,96 @@
+"""A session with `memory: {namespace}`: the memory loop around its claude (orientation with what the namespace
+remembers, the archive of what was said, the loop's session kept with the agent's and resumed after a restart),
+the memory servers it gets storing into its namespace, bad memory options refused with nothing made, and a
+scoped token that may not write to the namespace refused."""
+
+import json
+import shutil
+import sys
+
+import anyio
+import httpx
+import pytest
+
+from frobozz._loopback import LoopbackServer
+from frobozz.agent import Done, InputError, create_app
+from tests.agent.test_agent import turn
+
+pytestmark = pytest.mark.anyio
+LAMP = "The brass lantern is kept in the trophy case."
+
+
+def primary_texts(scripted):
+    """What the session's claude was sent (the sidecar's prompts are the loop's own, told apart by their text)."""
+    return [r.last_user_text() for r in scripted.requests
+            if not r.last_user_text().startswith(("Write up to", "Here is the last exchange"))]
+
+
+async def test_with_memory_on_the_first_message_is_oriented_the_words_archived_and_a_restart_resumes_the_loop(
+        make_agent, memory_service, tmp_path, scripted):
+    await (await memory_service.store()).store(LAMP, namespace="house")
+    async with make_agent() as agent:
+        session = await agent.create_session("alice/notes", memory={"namespace": "house"})
+        events = await turn(agent, session, "Where is the lantern?")
+        assert isinstance(events[-1], Done) and not events[-1].is_error
+        described = (await agent.session(session)).describe()
+    first = primary_texts(scripted)[-1]
+    assert first.startswith("# Orientation") and LAMP in first and first.endswith("Where is the lantern?")
+    loop_id = described["memory"]["session"]
+    assert described["memory"]["namespace"] == "house" and loop_id
+    elsewhere = tmp_path / "another-home"
+    elsewhere.mkdir()
+    async with make_agent(home=elsewhere) as agent:  # the service restarted, on another HOME
+        assert (await agent.sessions())[0]["memory"] == {"namespace": "house", "session": loop_id}
+        events = await turn(agent, session, "what came before?")
+    assert "Where is the lantern?" in events[-1].result  # claude resumed its session
+    sessions = await memory_service.sessions()
+    words = [e.content for e in await sessions.transcript(loop_id) if e.kind == "user"]
+    assert words == ["Where is the lantern?", "what came before?"]  # one loop session, both turns archived
+    assert (await sessions.get(loop_id)).namespace == "house"
+
+
+async def test_the_memory_servers_start_with_the_sessions_namespace(make_agent, open_dir):
+    marker = open_dir / "drop" / "memory-server.json"
+    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    probe = ("import json, os, sys; open(sys.argv[1], 'w').write(json.dumps("
+             "{'namespace': os.environ.get('FROBOZZ_CORTEX_DEFAULT_NAMESPACE')}))")
+
+    def servers(namespace):
+        return {"cortex": {"command": python, "args": ["-c", probe, str(marker)],
+                           "env": {"FROBOZZ_CORTEX_DEFAULT_NAMESPACE": namespace}}}
+
+    async with make_agent(memory_servers=servers) as agent:
+        session = await agent.create_session("alice/notes", memory={"namespace": "garden"})
+        await turn(agent, session, "hello")
+        with anyio.fail_after(30):
+            while not marker.exists() or not marker.read_text():
+                await anyio.sleep(0.05)
+    assert json.loads(marker.read_text()) == {"namespace": "garden"}
+
+
+async def test_a_bad_memory_option_is_refused_and_nothing_is_made(agent, roots):
+    for bad in ("house", {"namespace": ""}, {"namespace": "../up"}, {"namespace": "x" * 500}, {"name": "house"},
+                {"namespace": "house", "extra": 1}, {"namespace": 7}):
+        with pytest.raises(InputError):
+            await agent.create_session("alice/notes", memory=bad)
+    assert await agent.sessions() == [] and not (roots[0] / "alice").exists()
+
+
+async def test_a_token_that_may_not_write_the_namespace_gets_403_and_one_that_may_gets_a_session(make_agent):
+    from frobozz.servers._auth import ScopedTokens
+    from frobozz.servers._grants import Grant, hashed
+
+    grants = [Grant(name="app", sha256=hashed("app-token-0123456789ab"), servers=["agent"], users=["*"],
+                    write=["house"], read=["garden"])]
+    server = LoopbackServer(ScopedTokens(create_app(make_agent()), grants, frozenset(), only="agent"), lifespan="on")
+    with server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60,
+                                     headers={"Authorization": "Bearer app-token-0123456789ab"}) as client:
+            refused = await client.post("/sessions", json={"workspace": "alice/notes", "memory": {"namespace": "garden"}})
+            assert refused.status_code == 403 and "garden" in refused.json()["error"]
+            bad = await client.post("/sessions", json={"workspace": "alice/notes", "memory": "house"})
+            assert bad.status_code == 400 and "namespace" in bad.json()["error"]
+            made = await client.post("/sessions", json={"workspace": "alice/notes", "memory": {"namespace": "house"}})
+            assert made.status_code == 201
+            described = (await client.get(f"/sessions/{made.json()['session_id']}")).json()
+            assert described["memory"] == {"namespace": "house", "session": None}  # the loop begins with a message

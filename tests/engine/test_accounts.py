@@ -1,0 +1,110 @@
+"""claude run as another account (a service that is root never runs it as root): the process, the files it
+writes, the resumed session's private config; and an account that does not exist, refused before anything
+starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from frobozz._accounts import AccountError, account, hand_over
+from frobozz.engine import Engine, EngineError, EngineOptions, Result, ToolResultBlock, UserMessage, find_claude
+from frobozz.engine.testing import InMemorySessionStore, Reply, ScriptedModel, ToolUse
+from tests.engine.conftest import of, until
+
+pytestmark = pytest.mark.anyio
+NOBODY = 65534
+
+
+def reachable_by_others(path: Path) -> bool:
+    """Whether another account can run `path`: every folder on the way searchable, the file executable."""
+    path = path.resolve()
+    return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root may run a child as another account")
+
+
+@pytest.fixture
+def place():
+    """A folder outside pytest's (which is root's alone), owned by nobody: the workspace and a HOME."""
+    if not reachable_by_others(Path(find_claude())):
+        pytest.fail(f"{find_claude()} cannot be run by another account: a folder on its path is private")
+    folder = Path(tempfile.mkdtemp(prefix="frobozz-account-"))
+    (folder / "home").mkdir()
+    (folder / "work").mkdir()
+    hand_over(folder, NOBODY, NOBODY)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def reply(request):
+    if request.tool_results():
+        return "done: " + " ".join(str(r.get("content")) for r in request.tool_results())
+    return Reply((ToolUse("Bash", {"command": "id -u; id -G; echo hi > made.txt"}),))
+
+
+def test_an_account_is_a_name_or_an_id_and_an_unknown_one_is_a_clear_error():
+    assert account(None) == (None, None)
+    assert account("nobody") == (NOBODY, NOBODY) and account(NOBODY) == (NOBODY, NOBODY)
+    assert account(4242) == (4242, 4242)  # an id with no passwd entry is its own group
+    assert account("nobody", "root") == (NOBODY, 0)
+    for bad, group in (("no-such-user-here", None), ("nobody", "no-such-group-here"), (-1, None), (True, None)):
+        with pytest.raises(AccountError):
+            account(bad, group)
+    with pytest.raises(AccountError, match="only with a user"):
+        account(None, "root")
+
+
+async def test_an_unknown_account_is_refused_before_claude_starts():
+    with pytest.raises(EngineError, match="no user 'no-such-user-here'"):
+        Engine(EngineOptions(user="no-such-user-here"))
+
+
+@needs_root
+async def test_claude_runs_as_the_account_with_no_root_groups_and_its_files_are_that_accounts(place):
+    async with ScriptedModel(reply) as model:
+        env = {**model.env(), "HOME": str(place / "home"), "CLAUDE_CODE_MAX_RETRIES": "0"}
+        options = EngineOptions(env=env, cwd=place / "work", user=NOBODY, allowed_tools=["Bash"],
+                                permission_mode="acceptEdits")
+        async with Engine(options) as engine:
+            await engine.start()
+            status = Path(f"/proc/{engine._process.pid}/status").read_text()
+            uids = next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1:]
+            assert set(uids) == {str(NOBODY)}
+            await engine.send("who are you?")
+            events = await until(engine.events(), Result)
+    said = " ".join(str(b.content) for m in of(events, UserMessage) for b in m.content
+                    if isinstance(b, ToolResultBlock))
+    assert f"{NOBODY}\n{NOBODY}" in said  # uid, then its only group: root's groups were dropped
+    made = place / "work" / "made.txt"
+    assert made.read_text() == "hi\n" and made.stat().st_uid == NOBODY
+    assert (place / "home" / ".claude").stat().st_uid == NOBODY  # claude's own config, in the account's HOME
+
+
+@needs_root
+async def test_a_session_resumed_from_the_store_runs_as_the_account_in_a_config_it_owns(place):
+    store = InMemorySessionStore()
+    async with ScriptedModel(lambda request: "noted") as model:
+        env = {**model.env(), "HOME": str(place / "home"), "CLAUDE_CODE_MAX_RETRIES": "0"}
+        options = EngineOptions(env=env, cwd=place / "work", user=NOBODY, session_store=store,
+                                session_project="accounts")
+        async with Engine(options) as engine:
+            await engine.start()
+            await engine.send("remember the lamp")
+            first = (await until(engine.events(), Result))[-1]
+        shutil.rmtree(place / "home" / ".claude")  # another machine: only the store has the session
+        async with Engine(options) as engine:
+            await engine.start(first.session_id)
+            config = Path(engine.env["CLAUDE_CONFIG_DIR"])
+            assert config.stat().st_uid == NOBODY
+            assert all(p.stat().st_uid == NOBODY for p in config.rglob("*"))
+            await engine.send("and now?")
+            second = [e for e in await until(engine.events(), Result) if isinstance(e, Result) and not e.is_replay]
+    assert second[-1].session_id == first.session_id and not second[-1].is_error
+    assert "remember the lamp" in json.dumps(model.requests[-1].messages)
