@@ -138,7 +138,6 @@ class AgentSession:
         self.workspaces.sync_skills(self.workspace)
         options = self._options(self.workspaces.mcp_servers(self.workspace))
         failure: list[BaseException] = []
-
         memory = self.record.options.get("memory")
 
         async def live(engine: Engine, channel: Engine | MemorySession) -> None:
@@ -150,7 +149,9 @@ class AgentSession:
             try:
                 if memory and self.memory_loop is not None:
                     async with self.memory_loop(options, memory["namespace"], self.record.memory_session) as loop:
-                        self.record.memory_session = loop.id
+                        if self.record.memory_session != loop.id:
+                            self.record.memory_session = loop.id
+                            await self.on_change(self)  # kept at once: a restart resumes this loop session
                         await live(loop.pool.primary.engine, loop)
                 else:
                     async with Engine(options) as engine:
