@@ -121,6 +121,20 @@ def hub_servers(names, frobozz_env: Path, cortex_settings, **env: str) -> dict:
                                   "env": {**base, **env}} for name in names}}
 
 
+def reachable_by_others(path: Path) -> bool:
+    """Whether another account can run `path`: every folder on the way searchable, the file executable."""
+    path = path.resolve()
+    return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
+
+
+def other_accounts_can_run_claude() -> bool:
+    """Run as root, the agent service runs claude as each workspace's owner: that needs a claude other accounts
+    can reach (a checkout under a private folder such as /root has none)."""
+    from frobozz.engine import find_claude
+
+    return os.geteuid() == 0 and reachable_by_others(Path(find_claude()))
+
+
 @pytest.fixture
 def open_dir() -> Iterator[Path]:
     """A folder other accounts can reach (pytest's own is root's alone): where a claude run as a workspace's

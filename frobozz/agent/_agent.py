@@ -40,14 +40,16 @@ MemoryServers = Callable[[str], Mapping[str, Mapping[str, Any]]]  # a namespace 
 
 class Agent:
     def __init__(self, settings: AgentSettings | None = None, *, engine_options: EngineOptions | None = None,
-                 memory: MemorySettings | None = None, memory_servers: MemoryServers | None = None) -> None:
+                 memory: MemorySettings | None = None, memory_servers: MemoryServers | None = None,
+                 accounts: bool | None = None) -> None:
         """`memory_servers`: the MCP servers (cortex) a session with memory on also gets, storing into its
-        namespace; without them the loop still orients and recalls, but suggests nothing to store."""
+        namespace; without them the loop still orients and recalls, but suggests nothing to store.
+        `accounts`: run each claude as its workspace's owner (None: when the service is root, as it must)."""
         self.settings = settings or AgentSettings()
         if self.settings.workspaces is None:
             raise AgentError("the agent service needs a workspaces root (--workspaces ROOT)")
         self.workspaces = Workspaces(self.settings.workspaces, self.settings.platform_dir,
-                                     first_uid=self.settings.first_uid)
+                                     first_uid=self.settings.first_uid, accounts=accounts)
         self.engine_options = engine_options or EngineOptions(model=self.settings.claude_model)
         self.memory = memory or MemorySettings()
         self.memory_servers = memory_servers

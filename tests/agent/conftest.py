@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,11 @@ import pytest
 from frobozz.agent import Agent, AgentSettings
 from frobozz.engine import EngineOptions
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
+from tests.conftest import other_accounts_can_run_claude
 
+# as root, claude runs as each workspace's owner: where no other account can reach this checkout's claude, the
+# tests run it as root instead (and the accounts' own tests are skipped)
+ACCOUNTS = None if other_accounts_can_run_claude() or os.geteuid() != 0 else False
 QUESTION = {"questions": [{"question": "Which colour for the lamp?", "header": "Colour", "multiSelect": False,
                            "options": [{"label": "Red", "description": "warm"},
                                        {"label": "Blue", "description": "cool"}]}]}
@@ -57,7 +62,8 @@ def make_agent(scripted, roots, cortex_settings, claude_home):
         root, platform = roots
         env = {**scripted.env(), "HOME": str(home or claude_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
         return Agent(AgentSettings(workspaces=root, platform_dir=platform, **settings),
-                     engine_options=EngineOptions(env=env), memory=cortex_settings, memory_servers=memory_servers)
+                     engine_options=EngineOptions(env=env), memory=cortex_settings, memory_servers=memory_servers,
+                     accounts=ACCOUNTS)
     return make
 
 

@@ -12,12 +12,16 @@ import pytest
 from frobozz.engine.testing import ScriptedModel
 from tests.agent.conftest import model_reply
 from tests.cli.test_web import free_port
+from tests.conftest import other_accounts_can_run_claude
 from tests.orphans import descendants, still_running
 
 pytestmark = pytest.mark.anyio
 TOKEN = "an-agent-token-long-enough"
 
 
+@pytest.mark.skipif(os.geteuid() == 0 and not other_accounts_can_run_claude(),
+                    reason="run as root, the service runs claude as the workspace's owner, who cannot reach this "
+                           "checkout's claude")
 async def test_the_agent_service_killed_with_sigkill_mid_turn_takes_its_claude_and_postgres_with_it(
         frobozz_env, claude_home, open_dir):
     port = free_port()

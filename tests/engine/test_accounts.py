@@ -13,28 +13,22 @@ from pathlib import Path
 import pytest
 
 from frobozz._accounts import AccountError, account, hand_over
-from frobozz.engine import Engine, EngineError, EngineOptions, Result, ToolResultBlock, UserMessage, find_claude
+from frobozz.engine import Engine, EngineError, EngineOptions, Result, ToolResultBlock, UserMessage
 from frobozz.engine.testing import InMemorySessionStore, Reply, ScriptedModel, ToolUse
+from tests.conftest import other_accounts_can_run_claude
 from tests.engine.conftest import of, until
 
 pytestmark = pytest.mark.anyio
 NOBODY = 65534
 
 
-def reachable_by_others(path: Path) -> bool:
-    """Whether another account can run `path`: every folder on the way searchable, the file executable."""
-    path = path.resolve()
-    return all(os.stat(p).st_mode & 0o001 for p in [path, *path.parents])
-
-
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root may run a child as another account")
+needs_root = pytest.mark.skipif(not other_accounts_can_run_claude(), reason="only root may run a child as another "
+                                "account, and only a claude other accounts can reach")
 
 
 @pytest.fixture
 def place():
     """A folder outside pytest's (which is root's alone), owned by nobody: the workspace and a HOME."""
-    if not reachable_by_others(Path(find_claude())):
-        pytest.fail(f"{find_claude()} cannot be run by another account: a folder on its path is private")
     folder = Path(tempfile.mkdtemp(prefix="frobozz-account-"))
     (folder / "home").mkdir()
     (folder / "work").mkdir()

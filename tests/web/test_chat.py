@@ -13,7 +13,7 @@ from frobozz.engine import EngineOptions
 from frobozz.engine.testing import ScriptedModel
 from frobozz.servers._http import hub_app
 from frobozz.web import create_app
-from tests.agent.conftest import model_reply
+from tests.agent.conftest import ACCOUNTS, model_reply
 from tests.web.conftest import TOKEN, screenshot
 
 
@@ -23,7 +23,7 @@ def hub(web_settings, cortex_settings, open_dir, claude_home):
     model = ScriptedModel(model_reply).start()
     env = {**model.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
     agent = Agent(AgentSettings(workspaces=open_dir / "workspaces"), engine_options=EngineOptions(env=env),
-                  memory=cortex_settings)
+                  memory=cortex_settings, accounts=ACCOUNTS)
     app = hub_app([], TOKEN, site=create_app(web_settings), mounts={"agent": agent_app(agent)})
     try:
         with LoopbackServer(app, lifespan="on") as server:
