@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ._workspaces import Workspace, folder_inside, write_inside
+from ._workspaces import Workspace, write_inside
 from .exceptions import InputError
 
 ATTACHED = ".frobozz/attached"
@@ -45,8 +45,7 @@ def preamble(workspace: Workspace, history: Sequence[Mapping[str, Any]] | None,
                 inline.append(f"<document name=\"{name}\">\n{content}\n</document>")
             else:
                 safe = _FILE.sub("-", name).strip("-.")[:100] or "document"
-                path = folder_inside(workspace, *ATTACHED.split("/")) / safe
-                write_inside(workspace, path, content)
+                path = write_inside(workspace, tuple(ATTACHED.split("/")), safe, content)
                 files.append(f"- {path} ({len(content)} characters): {name}")
         if inline:
             parts.append("<attached-documents>\n" + "\n".join(inline) + "\n</attached-documents>")

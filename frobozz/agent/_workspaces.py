@@ -14,11 +14,11 @@ import json
 import logging
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import _inside as inside
 from ._owners import Owners
 from .exceptions import WorkspaceError
 
@@ -111,66 +111,39 @@ class Workspaces:
         the sync keeps, sorted."""
         upstream: dict[str, Path] = {}
         for level in (self.platform_dir, workspace.user_dir):
-            if level is not None and (level / "skills").is_dir():
-                for skill in sorted((level / "skills").iterdir()):
+            skills = level / "skills" if level is not None else None
+            if skills is not None and skills.is_dir() and not skills.is_symlink():
+                for skill in sorted(skills.iterdir()):
                     if skill.is_dir() and not skill.is_symlink() and _NAME.fullmatch(skill.name):
                         upstream[skill.name] = skill
-        target = workspace.path / ".claude" / "skills"
-        if upstream or (target / MANIFEST).is_file():
-            target = folder_inside(workspace, ".claude", "skills")
-        manifest_path = target / MANIFEST
-        synced: dict[str, str] = _read_json(manifest_path) or {}
-        kept: dict[str, str] = {}
-        for name, source in upstream.items():
-            there = target / name
-            if there.exists() and name not in synced:
-                continue  # the workspace's own skill of that name wins
-            digest = _digest(source)
-            if not there.exists() or synced.get(name) != digest:
-                if there.is_symlink():
-                    there.unlink()
-                elif there.exists():
-                    shutil.rmtree(there)
-                shutil.copytree(source, there, symlinks=False)
-            kept[name] = digest
-        for name in set(synced) - set(kept):
-            there = target / name
-            if there.is_dir() and not there.is_symlink() and _inside(there.resolve(), target.resolve()):
-                shutil.rmtree(there)  # put there by the sync, gone upstream
-        if kept or synced:
-            write_inside(workspace, manifest_path, json.dumps(kept, indent=1, sort_keys=True))
-            self.owners.hand_over(target, workspace.account)
+        if not upstream and not (workspace.path / ".claude" / "skills" / MANIFEST).is_file():
+            return []  # nothing to sync, nothing synced before: the workspace is left as it is
+        owner = workspace.account
+        with inside.folder(workspace.path, (".claude", "skills"), owner) as target:
+            synced = inside.read_json(target, MANIFEST)
+            synced = synced if isinstance(synced, dict) else {}
+            kept: dict[str, str] = {}
+            for name, source in upstream.items():
+                there = inside.kind(target, name)
+                if there is not None and name not in synced:
+                    continue  # the workspace's own skill of that name wins
+                digest = _digest(source)
+                if there is None or synced.get(name) != digest:
+                    inside.remove(target, name)
+                    inside.copy_tree(source, target, name, owner)
+                kept[name] = digest
+            for name in set(synced) - set(kept):
+                if _NAME.fullmatch(str(name)):
+                    inside.remove(target, name)  # put there by the sync, gone upstream
+            inside.write(target, MANIFEST, json.dumps(kept, indent=1, sort_keys=True).encode(), owner)
         return sorted(kept)
 
 
-def folder_inside(workspace: Workspace, *parts: str) -> Path:
-    """`workspace/parts…`, made a folder at a time (each given to the owner); a link on the way is refused."""
-    path = workspace.path
-    for part in parts:
-        path = path / part
-        if path.is_symlink() or (path.exists() and not path.is_dir()):
-            raise WorkspaceError(f"{path} is a link or a file; the service writes there only into a folder of the "
-                                 f"workspace {workspace.spec}")
-        if not path.exists():
-            path.mkdir()
-            if workspace.account is not None:
-                os.chown(path, *workspace.account, follow_symlinks=False)
-    return path
-
-
-def write_inside(workspace: Workspace, path: Path, text: str) -> None:
-    """Write a file the service makes in a workspace: never through a link (the owner may have planted one to
-    have the service, perhaps root, write elsewhere), then give it to the workspace's owner."""
-    if not _inside(path.parent.resolve(), workspace.path):
-        raise WorkspaceError(f"{path.parent} leads out of the workspace {workspace.spec} (a link)")
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    except OSError as e:
-        raise WorkspaceError(f"cannot write {path.name} in the workspace {workspace.spec}: {e.strerror}") from e
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    if workspace.account is not None:
-        os.chown(path, *workspace.account, follow_symlinks=False)
+def write_inside(workspace: Workspace, parts: tuple[str, ...], name: str, text: str) -> Path:
+    """A file the service makes in a workspace (`parts…/name`), never written through a link; the owner's."""
+    with inside.folder(workspace.path, parts, workspace.account) as fd:
+        inside.write(fd, name, text.encode("utf-8"), workspace.account)
+    return workspace.path.joinpath(*parts, name)
 
 
 def _read_json(path: Path) -> Any:

@@ -1,6 +1,7 @@
 """Workspaces: what is refused (nothing made), the MCP servers of the hierarchy, and skills synced in."""
 
 import json
+import shutil
 
 import pytest
 
@@ -76,9 +77,44 @@ def test_skills_sync_in_with_the_workspace_winning_and_only_synced_ones_removed(
     skill(root / "alice" / "skills", "lamps", "alice's brighter lamps")
     spaces.sync_skills(space)
     assert "brighter" in (own / "lamps" / "SKILL.md").read_text()  # a changed skill is copied again
-    import shutil
+
 
     shutil.rmtree(root / "alice" / "skills" / "lamps")
     shutil.rmtree(platform / "skills")
     assert spaces.sync_skills(space) == []
     assert not (own / "lamps").exists() and (own / "notes").is_dir() and (own / "maps").is_dir()
+
+
+def test_the_sync_copies_no_link_and_writes_through_none_that_the_user_planted(tmp_path):
+    root, secret = tmp_path / "root", tmp_path / "secret.txt"
+    secret.write_text("root's secret")
+    spaces = Workspaces(root)
+    space = spaces.resolve("alice/notes")
+    skill(root / "alice" / "skills", "maps", "alice's maps")
+    (root / "alice" / "skills" / "maps" / "leak.txt").symlink_to(secret)  # the user's folder is the user's
+    (root / "alice" / "skills" / "maps" / "deeper").symlink_to(tmp_path)
+    assert spaces.sync_skills(space) == ["maps"]
+    synced = space.path / ".claude" / "skills" / "maps"
+    assert sorted(p.name for p in synced.iterdir()) == ["SKILL.md"]  # the links were left out, not followed
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(synced)
+    synced.symlink_to(elsewhere)  # planted where the sync will write again
+    skill(root / "alice" / "skills", "maps", "alice's newer maps")
+    spaces.sync_skills(space)
+    assert list(elsewhere.iterdir()) == [] and not synced.is_symlink()
+    assert "newer maps" in (synced / "SKILL.md").read_text()
+    shutil.rmtree(space.path / ".claude")
+    (space.path / ".claude").symlink_to(elsewhere)  # the whole folder a link: refused, nothing written there
+    with pytest.raises(WorkspaceError, match="is a link or a file"):
+        spaces.sync_skills(space)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_users_skills_folder_that_is_a_link_is_not_synced(tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    skill(outside, "stolen", "not alice's")
+    spaces = Workspaces(root)
+    space = spaces.resolve("alice/notes")
+    (root / "alice" / "skills").symlink_to(outside)
+    assert spaces.sync_skills(space) == [] and not (space.path / ".claude").exists()
