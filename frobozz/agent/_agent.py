@@ -244,12 +244,15 @@ class Agent:
 
     async def _acquire(self, session: AgentSession) -> None:
         """Room for one more claude: past --max-live, the least recently used idle one is let go first."""
-        while sum(1 for s in self._live.values() if s.engine is not None) >= self.settings.max_live:
+        need = min(session.claudes, self.settings.max_live)  # a session bigger than the bound runs alone
+        while sum(s.claudes for s in self._live.values() if s.engine is not None or s.reserved) + need \
+                > self.settings.max_live:
             idle = [s for s in self._live.values() if s.engine is not None and not s.busy and s is not session]
             if idle:
                 await min(idle, key=lambda s: s.last_used).release()
             else:
                 await anyio.sleep(0.05)  # every claude is mid-turn: wait for one to finish
+        session.reserved = True
 
     async def _reap_idle(self) -> None:
         every = max(0.05, min(5.0, self.settings.idle_timeout / 4))

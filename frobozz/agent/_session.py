@@ -60,6 +60,7 @@ class AgentSession:
         self.tool_log = ToolLog(cwd=workspace.path, on_call=lambda call: on_tool_call(self, call))
         self.memory_loop = memory_loop  # (options, namespace, loop session to resume) -> the memory loop
         self.engine: Engine | None = None
+        self.reserved = False  # room under --max-live is kept for this session while its claude starts
         self._channel: Engine | MemorySession | None = None  # where a turn's text goes and its events come from
         self.last_used = anyio.current_time()
         self._queue_in, self._queue_out = anyio.create_memory_object_stream[tuple[str, str]](math.inf)
@@ -74,6 +75,11 @@ class AgentSession:
     @property
     def id(self) -> str:
         return self.record.id
+
+    @property
+    def claudes(self) -> int:
+        """claude processes this session needs while live (with memory, the loop's sidecars too)."""
+        return MemorySession.CLAUDES if self.record.options.get("memory") and self.memory_loop else 1
 
     @property
     def busy(self) -> bool:
@@ -119,8 +125,11 @@ class AgentSession:
             try:
                 await self.on_message(self, "user", text)
                 if self.engine is None:
-                    await acquire(self)
-                    await self._start(task_group)
+                    await acquire(self)  # reserves room for this session's claudes until they are up
+                    try:
+                        await self._start(task_group)
+                    finally:
+                        self.reserved = False
                 await self._turn(text)
             except Exception as e:  # noqa: BLE001 - a turn that fails says so; the session goes on
                 if not self.relay.closed:  # (a session closed mid-turn ends its turn this way: nothing to say)

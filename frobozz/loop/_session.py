@@ -63,6 +63,8 @@ class MemorySession:
     """`async with MemorySession(options, memory, namespace="chat") as s: await s.send("hi")`, then read
     `s.events()`. `resume=` a loop session id takes up its claude session, archive and seen-set."""
 
+    CLAUDES = 1 + SIDECARS  # claude processes a live one runs: the primary and the warm sidecars
+
     def __init__(self, options: EngineOptions, memory: MemoryService, *, namespace: str | None = None,
                  client: str = "frobozz", resume: str | None = None, sidecar: EngineOptions | None = None,
                  providers: Providers | None = None, recall: bool = True, suggest: bool = True,

@@ -1,0 +1,74 @@
+"""Idle sessions let their claude go and take it up again on the next message; `max_live` bounds the claude
+processes at once (a session with memory counts its sidecars), the least recently used idle one let go first."""
+
+import os
+
+import anyio
+import pytest
+
+from frobozz.agent import Done
+from tests.agent.test_agent import turn
+
+pytestmark = pytest.mark.anyio
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+async def released(session) -> None:
+    with anyio.fail_after(30):
+        while session.engine is not None:
+            await anyio.sleep(0.02)
+
+
+async def test_an_idle_session_lets_its_claude_go_and_the_next_message_resumes_it(make_agent):
+    async with make_agent(idle_timeout=0.5) as agent:
+        session = await agent.create_session("alice/notes")
+        await turn(agent, session, "the password is plugh")
+        live = await agent.session(session)
+        pid = live.engine._process.pid
+        await released(live)
+        assert not alive(pid)
+        events = await turn(agent, session, "what came before?")
+    assert isinstance(events[-1], Done) and "the password is plugh" in events[-1].result
+
+
+async def test_max_live_bounds_the_claudes_and_lets_the_least_recently_used_idle_one_go(make_agent):
+    async with make_agent(max_live=2) as agent:
+        sessions = [await agent.create_session(f"alice/s{n}") for n in range(3)]
+        most = 0
+
+        async def watch() -> None:
+            nonlocal most
+            while True:
+                most = max(most, sum(1 for s in agent._live.values() if s.engine is not None))
+                await anyio.sleep(0.005)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            await turn(agent, sessions[0], "first: lamp")
+            await turn(agent, sessions[1], "second: rope")
+            await turn(agent, sessions[2], "third: garlic")  # the first, least recently used, is let go
+            lives = [await agent.session(s) for s in sessions]
+            assert lives[0].engine is None and lives[1].engine is not None and lives[2].engine is not None
+            events = await turn(agent, sessions[0], "what came before?")  # now the second goes
+            assert lives[1].engine is None
+            tg.cancel_scope.cancel()
+    assert most == 2
+    assert "first: lamp" in events[-1].result
+
+
+async def test_a_session_with_memory_counts_its_sidecars_against_max_live(make_agent):
+    async with make_agent(max_live=3) as agent:
+        remembering = await agent.create_session("alice/notes", memory={"namespace": "house"})
+        plain = await agent.create_session("alice/plain")
+        await turn(agent, remembering, "hello")
+        live = await agent.session(remembering)
+        assert live.claudes == 3 and live.engine is not None
+        events = await turn(agent, plain, "hi")  # 3 live + 1 is over the bound: the idle memory session goes
+        assert isinstance(events[-1], Done) and live.engine is None
