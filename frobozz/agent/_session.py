@@ -229,6 +229,7 @@ class AgentSession:
                 self.record.cost_usd += event.total_cost_usd or 0.0
                 await self.on_message(self, "agent", event.result or "")  # kept before anyone hears of it
                 self._busy = False  # likewise: a status asked for after `done` says stable
+                self.last_used = anyio.current_time()  # and --max-live, asked next, sees this turn as the latest
                 self.relay.publish(Done(usage=dict(event.usage), cost_usd=event.total_cost_usd,
                                         is_error=event.is_error, result=event.result))
                 self.relay.publish(Status(state="idle"))
