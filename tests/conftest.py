@@ -135,6 +135,12 @@ def other_accounts_can_run_claude() -> bool:
     return os.geteuid() == 0 and reachable_by_others(Path(find_claude()))
 
 
+def python_for_any_account() -> str:
+    """A Python every account may run, for a test's MCP server that claude starts as a workspace's owner (this
+    checkout's may live under root's private home)."""
+    return shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+
+
 @pytest.fixture
 def open_dir() -> Iterator[Path]:
     """A folder other accounts can reach (pytest's own is root's alone): where a claude run as a workspace's

@@ -29,7 +29,7 @@ from ._events import AgentEvent, Done, Logged, Status
 from ._relay import Relay
 from ._session import AgentSession
 from ._store import AgentStore, SessionRecord
-from ._workspaces import Workspaces
+from ._workspaces import Workspace, Workspaces
 from .exceptions import AgentError, InputError, SessionNotFoundError
 from .settings import AgentSettings
 
@@ -104,7 +104,7 @@ class Agent:
         record = await self.store.add(SessionRecord(id=secrets.token_hex(16), workspace=space.spec, owner=space.user,
                                                     options={k: v for k, v in options.items() if v is not None},
                                                     preamble=text))
-        session = self._open(record, [])
+        session = self._open(record, [], space)
         session.relay.publish(Status(state="idle"))
         return record.id
 
@@ -192,11 +192,13 @@ class Agent:
         return session
 
     # -- inside ---------------------------------------------------------------------------------------
-    def _open(self, record: SessionRecord, history: list[Logged]) -> AgentSession:
+    def _open(self, record: SessionRecord, history: list[Logged], space: Workspace | None = None) -> AgentSession:
+        """A session live in this service; `space` its workspace when the caller has just resolved it."""
         assert self._tg is not None and self.store is not None
         store = self.store
         relay = Relay(history, persist=lambda batch: store.log(record.id, batch))
-        session = AgentSession(record, self.workspaces.resolve(record.workspace), relay, workspaces=self.workspaces,
+        space = space or self.workspaces.resolve(record.workspace)
+        session = AgentSession(record, space, relay, workspaces=self.workspaces,
                                options=self._engine_options(), question_timeout=self.settings.question_timeout,
                                on_change=self._changed, on_tool_call=self._tool_call, on_message=self._message,
                                memory_loop=self._memory_loop)

@@ -12,7 +12,7 @@ from typing import Any
 from ._workspaces import Workspace, write_inside
 from .exceptions import InputError
 
-ATTACHED = ".frobozz/attached"
+ATTACHED = (".frobozz", "attached")  # under the workspace
 _FILE = re.compile(r"[^A-Za-z0-9_.-]+")
 MAX_HISTORY = 500
 MAX_ATTACHED = 50
@@ -45,7 +45,7 @@ def preamble(workspace: Workspace, history: Sequence[Mapping[str, Any]] | None,
                 inline.append(f"<document name=\"{name}\">\n{content}\n</document>")
             else:
                 safe = _FILE.sub("-", name).strip("-.")[:100] or "document"
-                path = write_inside(workspace, tuple(ATTACHED.split("/")), safe, content)
+                path = write_inside(workspace, ATTACHED, safe, content)
                 files.append(f"- {path} ({len(content)} characters): {name}")
         if inline:
             parts.append("<attached-documents>\n" + "\n".join(inline) + "\n</attached-documents>")

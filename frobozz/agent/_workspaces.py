@@ -40,7 +40,7 @@ class Workspace:
         return f"{self.user}/{self.name}"
 
 
-def _inside(path: Path, parent: Path) -> bool:
+def _under(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
 
 
@@ -71,7 +71,7 @@ class Workspaces:
                 raise WorkspaceError(f"{found.relative_to(self.root)} is a link; a workspace stays under the root")
         if path.exists() and not path.is_dir():
             raise WorkspaceError(f"{spec} is not a folder")
-        if not _inside(path.resolve(), self.root):
+        if not _under(path.resolve(), self.root):
             raise WorkspaceError(f"{spec} resolves outside the root")
         if not path.exists():
             if not create:

@@ -2,14 +2,13 @@
 history and attachments, the workspace guard and the tool log, questions, queued messages, a restart."""
 
 import json
-import shutil
-import sys
 
 import anyio
 import pytest
 
 from frobozz.agent import (Done, InputError, Question, QuestionError, SessionNotFoundError, Status, TextDelta,
                            ToolResult, WorkspaceError)
+from tests.conftest import python_for_any_account
 
 pytestmark = pytest.mark.anyio
 
@@ -151,8 +150,7 @@ async def test_the_workspaces_mcp_server_overrides_the_platforms_and_skills_sync
         agent, roots, scripted, open_dir):
     root, platform = roots
     marker = open_dir / "drop" / "started.json"  # written by the server, as the workspace's owner
-    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable  # one every account may run (this
-    #   test's may live in root's home: run as root, the service runs claude and its servers as the owner)
+    python = python_for_any_account()
     probe = ("import json, os, sys; open(sys.argv[1], 'w').write(json.dumps("
              "{'config': sys.argv[2], 'workspace': os.environ.get('WORKSPACE_PATH')}))")
     (platform / ".mcp.json").write_text(json.dumps({"mcpServers": {

@@ -4,8 +4,6 @@ the memory servers it gets storing into its namespace, bad memory options refuse
 scoped token that may not write to the namespace refused."""
 
 import json
-import shutil
-import sys
 
 import anyio
 import httpx
@@ -14,6 +12,7 @@ import pytest
 from frobozz._loopback import LoopbackServer
 from frobozz.agent import Done, InputError, create_app
 from tests.agent.test_agent import turn
+from tests.conftest import python_for_any_account
 
 pytestmark = pytest.mark.anyio
 LAMP = "The brass lantern is kept in the trophy case."
@@ -51,7 +50,7 @@ async def test_with_memory_on_the_first_message_is_oriented_the_words_archived_a
 
 async def test_the_memory_servers_start_with_the_sessions_namespace(make_agent, open_dir):
     marker = open_dir / "drop" / "memory-server.json"
-    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    python = python_for_any_account()
     probe = ("import json, os, sys; open(sys.argv[1], 'w').write(json.dumps("
              "{'namespace': os.environ.get('FROBOZZ_CORTEX_DEFAULT_NAMESPACE')}))")
 
