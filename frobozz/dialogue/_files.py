@@ -1,0 +1,190 @@
+"""The dialogue directory: what agents read and edit (`question.md`, `dialogue.json`, `summary.md`,
+`consensus_synthesis.md`) and what only the orchestrator touches (`.dialogue/`: the set-up, the ledger of
+finished steps, the last good copies, the restore records, each agent's tool log).
+
+Every write is atomic. Before a step the orchestrator keeps a checkpoint of the agents' files; a step that
+was cut off (a kill) is run again from it, so a finished step is never repeated and an unfinished one leaves
+no trace."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .._files import atomic_write
+from ._entries import Entry, dump, parse
+from ._roles import Role
+from .exceptions import DialogueFileError
+
+PENDING = "_pending_"  # the line a scribe replaces; the orchestrator writes it into each skeleton
+NOT_WRITTEN = "_(the scribe did not write this part)_"
+QUESTION, DIALOGUE, SUMMARY, SYNTHESIS = "question.md", "dialogue.json", "summary.md", "consensus_synthesis.md"
+SHARED = (DIALOGUE, SUMMARY, SYNTHESIS)  # what a step may change
+
+
+class RoleRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str
+    name: str
+    prompt: str
+    scribe: bool = False
+    session_id: str  # the claude session of this role, made up front so a resumed dialogue finds it
+
+
+class Ledger(BaseModel):
+    """`.dialogue/state.json`: the set-up, and how far the dialogue got."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = 1
+    rounds: int
+    model: str | None = None
+    roles: list[RoleRecord]
+    done: list[str] = []  # the keys of finished steps, in order
+    current: str | None = None  # the step under way, whose checkpoint is in .dialogue/checkpoint.json
+    consensus: dict[str, Any] | None = None  # {round, role, how}
+    state: str = "running"
+    stats: dict[str, dict[str, float]] = {}  # agent -> turns, tools, denied, seconds, cost_usd (finished steps)
+    restores: int = 0
+
+
+@dataclass(frozen=True)
+class Restore:
+    """A record of a file put back from its last good copy."""
+
+    file: str
+    step: str
+    reason: str
+
+
+class DialogueDir:
+    def __init__(self, path: Path) -> None:
+        self.path = path.resolve()
+        self.private = self.path / ".dialogue"
+
+    def __getitem__(self, name: str) -> Path:
+        return self.path / name
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.private / "state.json"
+
+    def exists(self) -> bool:
+        return self.ledger_path.exists() or self[DIALOGUE].exists()
+
+    # -- creating and reading the set-up --------------------------------------------------------
+    def create(self, question: str, roles: tuple[Role, ...], rounds: int, model: str | None) -> Ledger:
+        ledger = Ledger(rounds=rounds, model=model, roles=[
+            RoleRecord(agent=r.agent, name=r.name, prompt=r.prompt, scribe=r.scribe, session_id=str(uuid.uuid4()))
+            for r in roles])
+        self.private.mkdir(parents=True, exist_ok=True)
+        self.write(QUESTION, question)
+        self.write(DIALOGUE, dump([]))
+        if any(r.scribe for r in roles):
+            self.write(SUMMARY, "# Summary\n")
+        self.keep_good()
+        self.save(ledger)
+        return ledger
+
+    def load(self) -> Ledger:
+        try:
+            return Ledger.model_validate_json(self.ledger_path.read_bytes())
+        except FileNotFoundError as e:
+            raise DialogueFileError(f"{self.path} holds no dialogue to resume (no .dialogue/state.json)") from e
+        except (OSError, ValidationError, ValueError) as e:
+            raise DialogueFileError(f"{self.ledger_path} is broken: {str(e)[:300]}") from e
+
+    def save(self, ledger: Ledger) -> None:
+        atomic_write(self.ledger_path, ledger.model_dump_json(indent=2).encode())
+
+    # -- the agents' files ------------------------------------------------------------------------
+    def read(self, name: str) -> str | None:
+        try:
+            return self[name].read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def write(self, name: str, text: str) -> None:
+        atomic_write(self[name], text.encode())
+
+    def entries(self) -> list[Entry]:
+        """dialogue.json's entries, or DialogueFileError saying what is wrong."""
+        text = self.read(DIALOGUE)
+        if text is None:
+            raise DialogueFileError(f"{self[DIALOGUE]} is missing")
+        try:
+            return parse(text)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise DialogueFileError(f"{self[DIALOGUE]} is broken: {e}") from e
+
+    def write_entries(self, entries: list[Entry]) -> None:
+        self.write(DIALOGUE, dump(entries))
+
+    def good(self, name: str) -> str | None:
+        try:
+            return (self.private / "good" / name).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def keep_good(self) -> None:
+        """The agents' files as they are now become the last good copies."""
+        for name in SHARED:
+            text = self.read(name)
+            if text is not None:
+                atomic_write(self.private / "good" / name, text.encode())
+
+    def restore(self, name: str, step: str, reason: str) -> Restore:
+        """Put `name` back from its last good copy, with a record in `.dialogue/restores.jsonl`."""
+        good = self.good(name)
+        if good is None:
+            self[name].unlink(missing_ok=True)
+        else:
+            self.write(name, good)
+        record = Restore(file=name, step=step, reason=reason)
+        with (self.private / "restores.jsonl").open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"at": datetime.now(UTC).isoformat(timespec="seconds"), "file": name, "step": step,
+                                "reason": reason}) + "\n")
+        return record
+
+    # -- steps: a checkpoint before, the ledger after ---------------------------------------------
+    def begin(self, ledger: Ledger, step: str) -> None:
+        files = {name: self.read(name) for name in SHARED}
+        atomic_write(self.private / "checkpoint.json", json.dumps({"step": step, "files": files}).encode())
+        ledger.current = step
+        self.save(ledger)
+
+    def rewind(self, ledger: Ledger) -> str | None:
+        """A step cut off by a kill: its files put back as they were before it began (its key is returned)."""
+        step = ledger.current
+        if step is None:
+            return None
+        try:
+            checkpoint = json.loads((self.private / "checkpoint.json").read_bytes())
+        except (OSError, ValueError) as e:
+            raise DialogueFileError(f"the checkpoint of the unfinished step {step} is lost: {e}") from e
+        if checkpoint.get("step") != step:
+            raise DialogueFileError(f"the checkpoint is of step {checkpoint.get('step')}, not {step}")
+        for name, text in checkpoint["files"].items():
+            if text is None:
+                self[name].unlink(missing_ok=True)
+            else:
+                self.write(name, text)
+        ledger.current = None
+        self.keep_good()
+        self.save(ledger)
+        return step
+
+    def finish(self, ledger: Ledger, step: str) -> None:
+        ledger.done.append(step)
+        ledger.current = None
+        self.save(ledger)
+
+    def tool_log(self, agent: str) -> Path:
+        return self.private / f"tools-{agent}.log"

@@ -1,0 +1,267 @@
+"""The orchestrator: it owns the dialogue's structure. For each step it keeps a checkpoint, writes the
+skeleton (an entry with round, role and timestamp; a summary heading; the synthesis outline), tells the
+role's claude in one short instruction which files to read and which to edit (never what they hold),
+validates the files after the turn (restoring a broken one from its last good copy, with a record), looks
+for consensus, and writes the ledger. Each role keeps one claude session for the whole dialogue, resumed
+by id when the dialogue is."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+
+from ..engine import Engine, EngineError, EngineOptions, Result, Session, transcript_path
+from ._consensus import consensus_of
+from ._entries import Entry, metadata_changes, parse, skeleton
+from ._events import (ConsensusReached, DialogueEvent, DialogueState, FileRestored, Report, Resumed, RoleStats,
+                      Step, StepFinished, StepStarted, ToolDenied, ToolUsed)
+from ._files import (DIALOGUE, NOT_WRITTEN, PENDING, QUESTION, SUMMARY, SYNTHESIS, DialogueDir, Ledger,
+                     RoleRecord)
+from ._guard import Guard
+from ._roles import Role
+from ._tool_log import RoleToolLog
+from .exceptions import DialogueError, DialogueFileError, DialogueInputError, TurnError
+from .settings import DialogueSettings
+
+RULES = ("You take part in a written dialogue run by an orchestrator. Each turn it tells you which files to read "
+         "and which one to edit. Use Read, then Edit; change only what the instruction names.")
+
+
+class Dialogue:
+    """`await Dialogue.create(dir, question, roles, rounds=3, options=...).run()`, or `Dialogue.resume(dir, ...)`.
+    `options` is the template of every role's claude (model, env); the dialogue sets the rest."""
+
+    def __init__(self, directory: DialogueDir, ledger: Ledger, *, options: EngineOptions | None = None,
+                 settings: DialogueSettings | None = None,
+                 on_event: Callable[[DialogueEvent], None] | None = None) -> None:
+        self.dir = directory
+        self.ledger = ledger
+        self.options = options or EngineOptions()
+        self.settings = settings or DialogueSettings()
+        self.on_event = on_event or (lambda event: None)
+        self._sessions: dict[str, tuple[Session, RoleToolLog, Guard]] = {}
+        self.agents = [r for r in ledger.roles if not r.scribe]
+        self.scribe = next((r for r in ledger.roles if r.scribe), None)
+
+    # -- making one ---------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: Path, question: str, roles: tuple[Role, ...], *, rounds: int = 3,
+               options: EngineOptions | None = None, settings: DialogueSettings | None = None,
+               on_event: Callable[[DialogueEvent], None] | None = None) -> Dialogue:
+        settings = settings or DialogueSettings()
+        size = len(question.encode())
+        if not question.strip():
+            raise DialogueInputError("the question is empty")
+        if size > settings.max_question_bytes:
+            raise DialogueInputError(f"the question is {size} bytes; the limit is {settings.max_question_bytes} "
+                                     "(FROBOZZ_DIALOGUE_MAX_QUESTION_BYTES)")
+        if not 1 <= rounds <= 100:
+            raise DialogueInputError(f"rounds must be between 1 and 100, not {rounds}")
+        directory = DialogueDir(path)
+        if directory.exists():
+            raise DialogueInputError(f"{directory.path} already holds a dialogue: take it up with --resume")
+        if directory.path.exists() and not directory.path.is_dir():
+            raise DialogueInputError(f"{directory.path} is not a directory")
+        ledger = directory.create(question, roles, rounds, (options.model if options else None))
+        return cls(directory, ledger, options=options, settings=settings, on_event=on_event)
+
+    @classmethod
+    def resume(cls, path: Path, *, options: EngineOptions | None = None, settings: DialogueSettings | None = None,
+               on_event: Callable[[DialogueEvent], None] | None = None) -> Dialogue:
+        """A dialogue from its files. A broken `dialogue.json` is an error that changes nothing."""
+        directory = DialogueDir(path)
+        ledger = directory.load()
+        good = directory.good(DIALOGUE)
+        try:
+            now = directory.entries()
+            if good is not None and [_meta(e) for e in now] != [_meta(e) for e in parse(good)] \
+                    and ledger.current is None:
+                raise DialogueFileError(f"{directory[DIALOGUE]} does not match the orchestrator's record: "
+                                        f"{metadata_changes(parse(good), now) or 'its entries differ'}")
+        except DialogueFileError as e:
+            raise DialogueFileError(f"{e}. The last good copy is {directory.private / 'good' / DIALOGUE}: "
+                                    "put it back (or mend the file) and resume again") from e
+        dialogue = cls(directory, ledger, options=options, settings=settings, on_event=on_event)
+        rewound = directory.rewind(ledger)
+        dialogue.on_event(Resumed(done=len(ledger.done), rewound=rewound))
+        return dialogue
+
+    # -- running ------------------------------------------------------------------------------------
+    def plan(self) -> Iterator[Step]:
+        """Every step a full dialogue has, in order."""
+        for n in range(1, self.ledger.rounds + 1):
+            for agent in self.agents:
+                yield Step("agent", n, agent.name)
+            if self.scribe is not None:
+                yield Step("summary", n, self.scribe.name)
+        if self.scribe is not None:
+            yield Step("synthesis", self.ledger.rounds, self.scribe.name)
+
+    def _wanted(self, step: Step) -> bool:
+        if step.key in self.ledger.done:
+            return False
+        agreed = self.ledger.consensus
+        if agreed is None:
+            return True
+        return step.kind == "synthesis" or (step.kind == "summary" and step.round <= agreed["round"])
+
+    async def run(self) -> Report:
+        """The dialogue's remaining steps, one after another; the report at the end. TurnError (after the
+        ledger says so) when a turn cannot finish: the dialogue can be resumed."""
+        if self.ledger.state in (DialogueState.CONSENSUS.value, DialogueState.FINISHED.value):
+            return self.report()
+        self.ledger.state = DialogueState.RUNNING.value
+        async with AsyncExitStack() as stack:
+            try:
+                for step in self.plan():
+                    if self._wanted(step):
+                        await self._step(stack, step)
+            except (DialogueError, EngineError) as e:
+                self.ledger.state = DialogueState.FAILED.value
+                self.dir.save(self.ledger)
+                if isinstance(e, DialogueError):
+                    raise
+                raise TurnError(f"claude failed: {e}") from e
+        self.ledger.state = (DialogueState.CONSENSUS if self.ledger.consensus else DialogueState.FINISHED).value
+        self.dir.save(self.ledger)
+        return self.report()
+
+    async def _step(self, stack: AsyncExitStack, step: Step) -> None:
+        role = next(r for r in self.ledger.roles if r.name == step.role)
+        self.dir.begin(self.ledger, step.key)
+        target = self._skeleton(step)
+        self.dir.keep_good()
+        self.on_event(StepStarted(step))
+        session, tools, guard = await self._session(stack, role)
+        calls, denials, started = len(tools.calls), guard.denials, time.monotonic()
+        cost = await self._turn(session, self._instruction(step, target))
+        seconds = time.monotonic() - started
+        self._validate(step, target)
+        self.dir.keep_good()
+        stats = self.ledger.stats.setdefault(role.agent, {})
+        for name, value in (("turns", 1), ("tools", len(tools.calls) - calls), ("denied", guard.denials - denials),
+                            ("seconds", seconds), ("cost_usd", cost)):
+            stats[name] = stats.get(name, 0) + value
+        if step.kind == "agent":
+            how = consensus_of(self.dir.entries()[-1], self.settings.consensus_phrases)
+            if how is not None:
+                self.ledger.consensus = {"round": step.round, "role": step.role, "how": how}
+        self.dir.finish(self.ledger, step.key)
+        self.on_event(StepFinished(step, seconds, len(tools.calls) - calls, cost))
+        if step.kind == "agent" and self.ledger.consensus is not None:
+            self.on_event(ConsensusReached(step.round, step.role, self.ledger.consensus["how"]))
+
+    def _skeleton(self, step: Step) -> str:
+        """The orchestrator's part of the step, written before the turn; the file the role will edit."""
+        if step.kind == "agent":
+            self.dir.write_entries([*self.dir.entries(), skeleton(step.round, step.role)])
+            return DIALOGUE
+        if step.kind == "summary":
+            self.dir.write(SUMMARY, (self.dir.read(SUMMARY) or "# Summary\n").rstrip("\n")
+                           + f"\n\n## Round {step.round}\n\n{PENDING}\n")
+            return SUMMARY
+        agreed = self.ledger.consensus
+        outcome = (f"consensus in round {agreed['round']}, signalled by {agreed['role']}" if agreed
+                   else f"no consensus after {self.ledger.rounds} rounds")
+        entries = self.dir.entries()
+        self.dir.write(SYNTHESIS, f"# Consensus synthesis\n\n- Outcome: {outcome}\n- Entries: {len(entries)}\n"
+                                  f"- Participants: {', '.join(a.name for a in self.agents)}\n\n"
+                                  f"## Synthesis\n\n{PENDING}\n")
+        return SYNTHESIS
+
+    def _instruction(self, step: Step, target: str) -> str:
+        """One short instruction: which files to read, which to edit. Paths only, never their content."""
+        p = self.dir.__getitem__
+        if step.kind == "agent":
+            return (f"Round {step.round}, your turn as {step.role}. Read {p(QUESTION)}, {p(SUMMARY)} (if it exists) "
+                    f"and {p(DIALOGUE)}. Then Edit {p(DIALOGUE)}: fill the content field of its last entry with "
+                    "your contribution, and set its consensus field to true only if you agree with the other "
+                    "agents' position. Change nothing else.")
+        if step.kind == "summary":
+            return (f"Round {step.round} is over. Read {p(DIALOGUE)}, then Edit {p(SUMMARY)}: replace the line "
+                    f"{PENDING} under the heading 'Round {step.round}' with a short summary of that round.")
+        return (f"The dialogue has ended. Read {p(DIALOGUE)} and {p(SUMMARY)}, then Edit {p(SYNTHESIS)}: "
+                f"replace the line {PENDING} with the synthesis of the dialogue.")
+
+    async def _session(self, stack: AsyncExitStack, role: RoleRecord) -> tuple[Session, RoleToolLog, Guard]:
+        """The role's claude, started at its first step (resumed when it has a transcript already)."""
+        if role.name in self._sessions:
+            return self._sessions[role.name]
+        tools = RoleToolLog(self.dir.path, self.dir.tool_log(role.agent),
+                            on_line=lambda line: self.on_event(ToolUsed(role.name, line)))
+
+        def denied(tool_use_id: str | None, tool: str, file: str, reason: str) -> None:
+            tools.denied(tool_use_id)
+            self.on_event(ToolDenied(role.name, tool, file, reason))
+
+        guard = Guard(self.dir.path, scribe=role.scribe, on_deny=denied)
+        options = replace(self.options, cwd=self.dir.path, tools=("Read", "Edit"), allowed_tools=(),
+                          permission_mode="acceptEdits", system_prompt=f"{role.prompt.strip()}\n\n{RULES}",
+                          append_system_prompt=None, setting_sources=(), hooks={"PreToolUse": [guard.matcher()]},
+                          max_turns=self.settings.max_turns, session_id=role.session_id, mcp_config=None,
+                          strict_mcp_config=True)
+        env = Engine(options).env  # where claude keeps this role's transcript depends on its environment
+        resume = role.session_id if transcript_path(role.session_id, self.dir.path, env).is_file() else None
+        session = await stack.enter_async_context(Session(options, observers=[tools], resume=resume))
+        self._sessions[role.name] = (session, tools, guard)
+        return self._sessions[role.name]
+
+    async def _turn(self, session: Session, instruction: str) -> float:
+        """Send the instruction and wait for the turn's end; its cost."""
+        await session.send(instruction)
+        with anyio.fail_after(self.settings.turn_timeout):
+            async for event in session.events():
+                if isinstance(event, Result) and not event.is_replay:
+                    if event.is_error:
+                        raise TurnError(f"the turn ended in error ({event.subtype}): {(event.result or '')[:300]}")
+                    return event.total_cost_usd or 0.0
+        raise TurnError("claude stopped before the turn ended")
+
+    def _validate(self, step: Step, target: str) -> None:
+        """After the turn: dialogue.json must be the last good copy but for the last entry's content and
+        consensus; the scribe's file must be text. What is not is put back, with a record."""
+        good = parse(self.dir.good(DIALOGUE) or "[]")
+        try:
+            why = metadata_changes(good, self.dir.entries()) if step.kind == "agent" else (
+                None if self.dir.entries() == good else "only agents edit dialogue.json")
+        except DialogueFileError as e:
+            why = str(e)
+        if why is not None:
+            self._restored(step, DIALOGUE, why)
+        if target != DIALOGUE:
+            try:
+                text = self.dir.read(target)
+                why = None if text is not None else "it is missing"
+            except (UnicodeDecodeError, OSError) as e:
+                text, why = None, f"it cannot be read: {e}"
+            if why is not None:
+                self._restored(step, target, why)
+                text = self.dir.read(target)
+            if text is not None and PENDING in text:
+                self.dir.write(target, text.replace(PENDING, NOT_WRITTEN))
+
+    def _restored(self, step: Step, name: str, why: str) -> None:
+        self.dir.restore(name, step.key, why)
+        self.ledger.restores += 1
+        self.on_event(FileRestored(step, name, why))
+
+    # -- the end ------------------------------------------------------------------------------------
+    def report(self) -> Report:
+        entries = self.dir.entries()
+        agreed = self.ledger.consensus or {}
+        roles = tuple(RoleStats(role=r.name, agent=r.agent, turns=int(s.get("turns", 0)), tools=int(s.get("tools", 0)),
+                                denied=int(s.get("denied", 0)), seconds=s.get("seconds", 0.0),
+                                cost_usd=s.get("cost_usd", 0.0))
+                      for r in self.ledger.roles for s in [self.ledger.stats.get(r.agent, {})])
+        return Report(state=DialogueState(self.ledger.state), rounds=max((e.round for e in entries), default=0),
+                      roles=roles, consensus_round=agreed.get("round"), consensus_role=agreed.get("role"),
+                      consensus_how=agreed.get("how"), restores=self.ledger.restores, entries=len(entries))
+
+
+def _meta(entry: Entry) -> tuple[int, str, str]:
+    return entry.round, entry.role, entry.timestamp

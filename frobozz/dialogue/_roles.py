@@ -1,0 +1,70 @@
+"""Roles come from the prompt files' headers (`<Architect-1 Prompt: ...>` on the first line), never from what
+an agent writes: the orchestrator reads them once, checks them, and keeps them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .exceptions import DialogueInputError
+
+HEADER = re.compile(r"<\s*([A-Za-z][A-Za-z0-9_.-]{0,63})\s+Prompt\s*:[^<>\n]*>")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+
+
+@dataclass(frozen=True)
+class Role:
+    """One participant: `name` is the header's role, `agent` the short name it was given on the command line."""
+
+    agent: str
+    name: str
+    prompt: str
+    scribe: bool = False
+
+
+def role_of(text: str, source: str = "the prompt") -> str:
+    """The role named by the header on the prompt's first non-empty line."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    found = HEADER.match(first)
+    if found is None:
+        raise DialogueInputError(
+            f"{source} has no role header: its first line must be like `<Architect-1 Prompt: what the role does>`"
+            + (f" (it is {first[:60]!r})" if first else " (the file is empty)"))
+    return found.group(1)
+
+
+def read_prompt(path: Path, *, limit: int) -> str:
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise DialogueInputError(f"the prompt file {path} is {size} bytes; the limit is {limit}")
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DialogueInputError(f"the prompt file {path} is not UTF-8 text") from e
+    except OSError as e:
+        raise DialogueInputError(f"cannot read the prompt file {path}: {e.strerror or e}") from e
+
+
+def load_roles(agents: list[tuple[str, Path]], scribe: Path | None, *, limit: int) -> tuple[Role, ...]:
+    """The agents (in speaking order) and the scribe, last; each role named once."""
+    if len(agents) < 2:
+        raise DialogueInputError(f"a dialogue needs at least two agents (--agent NAME=PROMPT_FILE), not {len(agents)}")
+    roles = []
+    for agent, path in agents:
+        if not _NAME.fullmatch(agent):
+            raise DialogueInputError(f"the agent name {agent[:40]!r} is not a short name (letters, digits, - and _)")
+        text = read_prompt(path, limit=limit)
+        roles.append(Role(agent=agent, name=role_of(text, str(path)), prompt=text))
+    if scribe is not None:
+        text = read_prompt(scribe, limit=limit)
+        roles.append(Role(agent="scribe", name=role_of(text, str(scribe)), prompt=text, scribe=True))
+    seen: dict[str, str] = {}
+    for role in roles:
+        for key, what in ((role.name.lower(), "role"), ("agent:" + role.agent.lower(), "agent name")):
+            if key in seen:
+                shown = key.removeprefix("agent:")
+                raise DialogueInputError(f"two participants have the {what} {shown!r} ({seen[key]} and {role.agent}): "
+                                         "each must be different")
+            seen[key] = role.agent
+    return tuple(roles)
