@@ -9,7 +9,8 @@ import pytest
 
 from frobozz.dialogue import (ConsensusReached, DialogueState, ScriptedDialogue, StepFinished, ToolDenied,
                               ToolUsed)
-from frobozz.engine.testing import ScriptedModel
+from frobozz.dialogue._scripted import last_tool
+from frobozz.engine.testing import Reply, ScriptedModel, ToolUse
 from tests.dialogue.conftest import QUESTION, run_dialogue
 
 pytestmark = pytest.mark.anyio
@@ -60,18 +61,20 @@ async def test_two_agents_and_a_scribe_fill_three_rounds_the_orchestrator_writes
 async def test_an_agent_that_changes_a_role_or_adds_an_entry_is_denied_and_the_metadata_is_kept(
         make_options, roles, tmp_path):
     script = ScriptedDialogue()
+    rename = {"old_string": '"role": "Architect-2"', "new_string": '"role": "Architect-1"'}
+    add = {"old_string": "\n  }\n]", "new_string": '\n  },\n  {"round": 9, "role": "Architect-2", "timestamp": "now", '
+                                                  '"content": "mine", "consensus": true}\n]'}
 
     def hostile(request):
-        reply = script(request)
-        if "Architect-2 Prompt" in request.system and getattr(reply, "blocks", None) \
-                and reply.blocks[0].name == "Edit":
-            edit = dict(reply.blocks[0].input)
-            if '"round": 1' in json.dumps(request.messages):  # round 1: rename its own role; later: add an entry
-                edit["new_string"] = edit["new_string"]
-                edit["old_string"] = '"role": "Architect-2"'
-                edit["new_string"] = '"role": "Architect-1"'
-            return type(reply)((type(reply.blocks[0])("Edit", edit),))
-        return reply
+        """Architect-2 reads, then renames its role, then adds an entry of its own, then gives up."""
+        if "Architect-2 Prompt" not in request.system or last_tool(request) is None:
+            return script(request)
+        edits = [b for m in request.messages if m["role"] == "assistant" and isinstance(m["content"], list)
+                 for b in m["content"] if b.get("type") == "tool_use" and b["name"] == "Edit"]
+        if len(edits) < 2:
+            dialogue = str(tmp_path / "talk" / "dialogue.json")
+            return Reply((ToolUse("Edit", {"file_path": dialogue, **(add if edits else rename)}),))
+        return "I could not change it."
 
     path, events = tmp_path / "talk", []
     async with ScriptedModel(hostile) as model:
@@ -80,7 +83,33 @@ async def test_an_agent_that_changes_a_role_or_adds_an_entry_is_denied_and_the_m
     assert [(e["round"], e["role"], e["content"]) for e in entries] == [
         (1, "Architect-1", script.content("Architect-1", 1)), (1, "Architect-2", "")]
     denied = [e for e in events if isinstance(e, ToolDenied)]
-    assert denied and denied[0].role == "Architect-2" and "role is the orchestrator's" in denied[0].reason
+    assert [(d.role, d.tool) for d in denied] == [("Architect-2", "Edit")] * 2
+    assert "entry 2's role is the orchestrator's" in denied[0].reason
+    assert "entries are added by the orchestrator" in denied[1].reason
     told = [str(r.tool_results()[0]["content"]) for r in model.requests if r.tool_results()]
     assert any("Denied by the dialogue's orchestrator" in t for t in told)  # the model read why
-    assert {r.role: r.denied for r in report.roles}["Architect-2"] == 1
+    assert {r.role: r.denied for r in report.roles}["Architect-2"] == 2
+    assert "denied" in (path / ".dialogue" / "tools-a2.log").read_text()
+
+
+@pytest.mark.parametrize("phrase", [None, "We have reached consensus on the attic."])
+async def test_consensus_from_the_first_agent_in_round_two_ends_the_dialogue_after_that_turn(
+        make_options, roles, tmp_path, phrase):
+    """The field, or (with `phrase`) the fallback phrase in the content: the second agent does not speak in round
+    2, the scribe sums the round up and writes the synthesis."""
+    path, events = tmp_path / "talk", []
+    async with ScriptedModel(ScriptedDialogue(agree={(2, "Architect-1")}, phrase=phrase)) as model:
+        report = await run_dialogue(path, make_options(model), roles, events=events)
+    entries = json.loads((path / "dialogue.json").read_text())
+    assert [(e["round"], e["role"], e["consensus"]) for e in entries] == [
+        (1, "Architect-1", False), (1, "Architect-2", False), (2, "Architect-1", phrase is None)]
+    how = "field" if phrase is None else "phrase: we have reached consensus"
+    assert [e for e in events if isinstance(e, ConsensusReached)] == [ConsensusReached(2, "Architect-1", how)]
+    assert (report.state, report.consensus_round, report.consensus_role) == (DialogueState.CONSENSUS, 2,
+                                                                            "Architect-1")
+    synthesis = (path / "consensus_synthesis.md").read_text()
+    assert "consensus in round 2, signalled by Architect-1" in synthesis and "Scribe's synthesis" in synthesis
+    assert "## Round 2" in (path / "summary.md").read_text() and "## Round 3" not in (path / "summary.md").read_text()
+    assert [e.step.key for e in events if isinstance(e, StepFinished)] == [
+        "1:agent:Architect-1", "1:agent:Architect-2", "1:summary:Scribe", "2:agent:Architect-1", "2:summary:Scribe",
+        "synthesis"]
