@@ -12,6 +12,7 @@ from rich.logging import RichHandler
 
 from ._chat import chat
 from ._cortex import cortex
+from ._dialogue import dialogue
 from ._doctor import doctor
 from ._games import games
 from ._mcp_config import mcp_config
@@ -23,6 +24,7 @@ app = typer.Typer(help="Frobozz: an MCP tool hub and headless game runner for Cl
                   pretty_exceptions_enable=False)
 app.add_typer(games, name="games")
 app.add_typer(cortex, name="cortex")
+app.add_typer(dialogue, name="dialogue")
 app.command()(serve)
 app.command("hub-token")(hub_token)
 app.command()(play)

@@ -160,6 +160,13 @@ class DialogueDir:
         ledger.current = step
         self.save(ledger)
 
+    def checkpoint(self, name: str) -> str | None:
+        """`name` as it was before the step under way began (None: unknown, or it did not exist)."""
+        try:
+            return json.loads((self.private / "checkpoint.json").read_bytes())["files"].get(name)
+        except (OSError, ValueError, KeyError, AttributeError):
+            return None
+
     def rewind(self, ledger: Ledger) -> str | None:
         """A step cut off by a kill: its files put back as they were before it began (its key is returned)."""
         step = ledger.current

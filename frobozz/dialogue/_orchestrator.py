@@ -45,6 +45,7 @@ class Dialogue:
         self.settings = settings or DialogueSettings()
         self.on_event = on_event or (lambda event: None)
         self._sessions: dict[str, tuple[Session, RoleToolLog, Guard]] = {}
+        self._spent: dict[str, float] = {}  # role -> what its claude process has reported so far
         self.agents = [r for r in ledger.roles if not r.scribe]
         self.scribe = next((r for r in ledger.roles if r.scribe), None)
 
@@ -52,7 +53,9 @@ class Dialogue:
     @classmethod
     def create(cls, path: Path, question: str, roles: tuple[Role, ...], *, rounds: int = 3,
                options: EngineOptions | None = None, settings: DialogueSettings | None = None,
-               on_event: Callable[[DialogueEvent], None] | None = None) -> Dialogue:
+               on_event: Callable[[DialogueEvent], None] | None = None, model: str | None = None) -> Dialogue:
+        """A new dialogue in `path` (which must not hold one). `model` is recorded for a resume (default: the
+        options' model)."""
         settings = settings or DialogueSettings()
         size = len(question.encode())
         if not question.strip():
@@ -67,8 +70,13 @@ class Dialogue:
             raise DialogueInputError(f"{directory.path} already holds a dialogue: take it up with --resume")
         if directory.path.exists() and not directory.path.is_dir():
             raise DialogueInputError(f"{directory.path} is not a directory")
-        ledger = directory.create(question, roles, rounds, (options.model if options else None))
+        ledger = directory.create(question, roles, rounds, model or (options.model if options else None))
         return cls(directory, ledger, options=options, settings=settings, on_event=on_event)
+
+    @staticmethod
+    def model_of(path: Path) -> str | None:
+        """The model a dialogue was started with (what its resume uses unless told otherwise)."""
+        return DialogueDir(path).load().model
 
     @classmethod
     def resume(cls, path: Path, *, options: EngineOptions | None = None, settings: DialogueSettings | None = None,
@@ -76,13 +84,17 @@ class Dialogue:
         """A dialogue from its files. A broken `dialogue.json` is an error that changes nothing."""
         directory = DialogueDir(path)
         ledger = directory.load()
-        good = directory.good(DIALOGUE)
         try:
-            now = directory.entries()
-            if good is not None and [_meta(e) for e in now] != [_meta(e) for e in parse(good)] \
-                    and ledger.current is None:
+            now = [_meta(e) for e in directory.entries()]
+            good = [_meta(e) for e in parse(directory.good(DIALOGUE) or "[]")]
+            before = directory.checkpoint(DIALOGUE) if ledger.current is not None else None
+            before_meta = None if before is None else [_meta(e) for e in parse(before)]
+            # a step cut off may have left its skeleton (one entry more than its checkpoint) or more
+            cut_off = before_meta is not None and now[:len(before_meta)] == before_meta \
+                and len(now) - len(before_meta) <= 1
+            if now != good and not cut_off:
                 raise DialogueFileError(f"{directory[DIALOGUE]} does not match the orchestrator's record: "
-                                        f"{metadata_changes(parse(good), now) or 'its entries differ'}")
+                                        f"{_difference(good, now)}")
         except DialogueFileError as e:
             raise DialogueFileError(f"{e}. The last good copy is {directory.private / 'good' / DIALOGUE}: "
                                     "put it back (or mend the file) and resume again") from e
@@ -139,7 +151,7 @@ class Dialogue:
         self.on_event(StepStarted(step))
         session, tools, guard = await self._session(stack, role)
         calls, denials, started = len(tools.calls), guard.denials, time.monotonic()
-        cost = await self._turn(session, self._instruction(step, target))
+        cost = await self._turn(session, role.name, self._instruction(step, target))
         seconds = time.monotonic() - started
         self._validate(step, target)
         self.dir.keep_good()
@@ -211,15 +223,18 @@ class Dialogue:
         self._sessions[role.name] = (session, tools, guard)
         return self._sessions[role.name]
 
-    async def _turn(self, session: Session, instruction: str) -> float:
-        """Send the instruction and wait for the turn's end; its cost."""
+    async def _turn(self, session: Session, role: str, instruction: str) -> float:
+        """Send the instruction and wait for the turn's end; its cost (claude's `total_cost_usd` counts from the
+        process's start: the turn's is what it grew by)."""
         await session.send(instruction)
         with anyio.fail_after(self.settings.turn_timeout):
             async for event in session.events():
                 if isinstance(event, Result) and not event.is_replay:
                     if event.is_error:
                         raise TurnError(f"the turn ended in error ({event.subtype}): {(event.result or '')[:300]}")
-                    return event.total_cost_usd or 0.0
+                    total, before = event.total_cost_usd or 0.0, self._spent.get(role, 0.0)
+                    self._spent[role] = total
+                    return total - before if total >= before else total
         raise TurnError("claude stopped before the turn ended")
 
     def _validate(self, step: Step, target: str) -> None:
@@ -265,3 +280,10 @@ class Dialogue:
 
 def _meta(entry: Entry) -> tuple[int, str, str]:
     return entry.round, entry.role, entry.timestamp
+
+
+def _difference(good: list[tuple[int, str, str]], now: list[tuple[int, str, str]]) -> str:
+    if len(good) != len(now):
+        return f"it has {len(now)} entries, the record {len(good)}"
+    n, (old, new) = next((n, pair) for n, pair in enumerate(zip(good, now, strict=True), start=1) if pair[0] != pair[1])
+    return f"entry {n} is round {new[0]}, {new[1]}, {new[2]}; the record says round {old[0]}, {old[1]}, {old[2]}"

@@ -1,0 +1,117 @@
+"""`frobozz dialogue run` as a user runs it, offline on the scripted model: bad input refused before anything is
+written, and a dialogue killed with -9 in round 2 that resumes to the same files as one never killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.dialogue.conftest import QUESTION, prompt
+from tests.orphans import descendants, still_running
+
+
+@pytest.fixture
+def cli_env(claude_home, frobozz_env):
+    return {**os.environ, "HOME": str(claude_home), "FROBOZZ_DATA_DIR": str(frobozz_env), "COLUMNS": "200",
+            "NO_COLOR": "1"}
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    question = folder / "question.md"
+    question.write_text(QUESTION)
+    return {"question": question, "a1": prompt(folder / "a1.md", "Architect-1"),
+            "a2": prompt(folder / "a2.md", "Architect-2"), "scribe": prompt(folder / "scribe.md", "Scribe")}
+
+
+def arguments(inputs, directory, *extra, a2=None):
+    return ["dialogue", "run", "--question", str(inputs["question"]), "--agent", f"a1={inputs['a1']}",
+            "--agent", f"a2={a2 or inputs['a2']}", "--scribe", str(inputs["scribe"]), "--dir", str(directory),
+            "--model", "scripted", "--rounds", "2", *extra]
+
+
+def frobozz(env, *args):
+    return subprocess.run([sys.executable, "-m", "frobozz", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def final_files(directory: Path) -> dict:
+    """What a dialogue ends with, but the orchestrator's timestamps (which say when, not what)."""
+    entries = json.loads((directory / "dialogue.json").read_text())
+    return {"entries": [{k: v for k, v in e.items() if k != "timestamp"} for e in entries],
+            "summary": (directory / "summary.md").read_text(),
+            "synthesis": (directory / "consensus_synthesis.md").read_text()}
+
+
+def bad_inputs(inputs, tmp_path):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    headless = folder / "headless.md"
+    headless.write_text("You are an architect.\n")
+    empty, huge = folder / "empty.md", folder / "huge.md"
+    empty.write_text("  \n")
+    huge.write_text("why? " * (1024 * 1024))  # 5 MB
+    return [
+        (dict(a2=headless), "has no role header", []),
+        (dict(a2=inputs["a1"]), "two participants have the role 'architect-1'", []),
+        (dict(question=empty), "is empty", []),
+        (dict(question=huge), "5242880 bytes; the limit is 1048576", []),
+        (dict(), "leave out --question", ["--resume", str(tmp_path)]),
+    ]
+
+
+def test_bad_input_is_refused_with_a_clear_error_and_nothing_is_written(cli_env, inputs, tmp_path):
+    for change, message, extra in bad_inputs(inputs, tmp_path):
+        directory = tmp_path / "never"
+        given = {**inputs, **{k: v for k, v in change.items() if k == "question"}}
+        done = frobozz(cli_env, *arguments(given, directory, *extra, a2=change.get("a2")))
+        assert done.returncode == 2, (change, done.stdout, done.stderr)
+        assert message in " ".join(done.stderr.split()), (message, done.stderr)
+        assert not directory.exists()
+    nothing = frobozz(cli_env, "dialogue", "run", "--resume", str(tmp_path / "in"))
+    assert nothing.returncode == 2 and "holds no dialogue to resume" in nothing.stderr
+
+
+def test_a_dialogue_killed_in_round_two_resumes_to_the_same_files_as_one_never_killed(cli_env, inputs, tmp_path):
+    whole = frobozz(cli_env, *arguments(inputs, tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stderr
+    assert "dialogue finished: 2 rounds, 4 entries" in whole.stdout and "[Tool] Edit: dialogue.json (old: " in whole.stdout
+
+    killed = tmp_path / "killed"
+    child = pexpect.spawn(sys.executable, ["-m", "frobozz", *arguments(inputs, killed)], env=cli_env,
+                          encoding="utf-8", timeout=180)
+    child.expect_exact("▶ round 2 · Architect-2")
+    child.expect_exact("[Tool] Read: dialogue.json")  # mid-turn: read, not yet edited
+    children = descendants(child.pid)
+    os.kill(child.pid, signal.SIGKILL)
+    child.expect(pexpect.EOF)
+    assert still_running(children, within=10) == []  # the claudes died with it
+
+    # a dialogue.json broken by hand: the resume refuses, says where the good copy is, and changes nothing
+    dialogue = killed / "dialogue.json"
+    kept = dialogue.read_text()
+    dialogue.write_text(kept.replace('"role": "Architect-1"', '"role": "Architect-9"', 1))
+    broken = dialogue.read_text()
+    refused = frobozz(cli_env, "dialogue", "run", "--resume", str(killed))
+    assert refused.returncode == 2 and "does not match the orchestrator's record" in refused.stderr
+    assert "good/dialogue.json" in refused.stderr and dialogue.read_text() == broken
+    dialogue.write_text(kept[:40])
+    refused = frobozz(cli_env, "dialogue", "run", "--resume", str(killed))
+    assert refused.returncode == 2 and "is broken: it is not JSON" in refused.stderr
+
+    dialogue.write_text(kept)
+    resumed = frobozz(cli_env, "dialogue", "run", "--resume", str(killed))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming after 4 finished steps; 2:agent:Architect-2 was cut off and runs again" in resumed.stdout
+    assert "round 1 ·" not in resumed.stdout  # no finished turn again
+    assert final_files(killed) == final_files(tmp_path / "whole")
+    assert "dialogue finished: 2 rounds, 4 entries" in resumed.stdout
