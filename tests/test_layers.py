@@ -16,6 +16,7 @@ ALLOWED = {
     "runner": {"engine", "games", "loop", "memory"},
     "web": {"games", "memory", "runner"},  # reads runs and memory through their public APIs
     "agent": {"engine", "loop", "memory"},  # never servers or runner: MCP configs are data it hands to claude
+    "dialogue": {"engine"},  # orchestrator, skeletons, consensus on the engine: no MCP, no memory
 }
 LEAVES = {p.stem for p in PACKAGE.glob("_*.py")} - {"__init__", "__main__"}
 
@@ -62,3 +63,10 @@ def test_nothing_but_the_cli_imports_the_web_view():
         part = path.relative_to(PACKAGE).parts[0]
         if part not in ("cli", "web"):
             assert "web" not in _imported_parts(path), f"{path.relative_to(PACKAGE)} imports frobozz.web"
+
+
+def test_only_the_cli_uses_the_dialogue_part():
+    for path in PACKAGE.rglob("*.py"):
+        part = path.relative_to(PACKAGE).parts[0]
+        if part not in ("cli", "dialogue"):
+            assert "dialogue" not in _imported_parts(path), f"{path.relative_to(PACKAGE)} imports frobozz.dialogue"

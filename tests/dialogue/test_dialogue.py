@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from frobozz.dialogue import (ConsensusReached, DialogueState, ScriptedDialogue, StepFinished, ToolDenied,
+from frobozz.dialogue import (ConsensusReached, DialogueState, FileRestored, ScriptedDialogue, StepFinished, ToolDenied,
                               ToolUsed)
 from frobozz.dialogue._scripted import last_tool
 from frobozz.engine.testing import Reply, ScriptedModel, ToolUse
@@ -113,3 +113,26 @@ async def test_consensus_from_the_first_agent_in_round_two_ends_the_dialogue_aft
     assert [e.step.key for e in events if isinstance(e, StepFinished)] == [
         "1:agent:Architect-1", "1:agent:Architect-2", "1:summary:Scribe", "2:agent:Architect-1", "2:summary:Scribe",
         "synthesis"]
+
+
+async def test_a_dialogue_json_broken_during_a_turn_is_restored_from_the_last_good_copy_with_a_record(
+        make_options, roles, tmp_path):
+    """What the guard cannot see (a file changed behind claude's tools) is caught after the turn."""
+    script, path, events = ScriptedDialogue(), tmp_path / "talk", []
+
+    def breaks(request):
+        if "Architect-2 Prompt" in request.system and last_tool(request) == "Read":
+            (path / "dialogue.json").write_text('[{"round": 1, "role": "Architect-2"')
+            return "I wrote it another way."
+        return script(request)
+
+    async with ScriptedModel(breaks) as model:
+        report = await run_dialogue(path, make_options(model), roles[:2], rounds=1, events=events)
+    entries = json.loads((path / "dialogue.json").read_text())
+    assert [(e["role"], e["content"]) for e in entries] == [
+        ("Architect-1", script.content("Architect-1", 1)), ("Architect-2", "")]
+    [restored] = [e for e in events if isinstance(e, FileRestored)]
+    assert restored.file == "dialogue.json" and "is broken: it is not JSON" in restored.reason
+    [record] = [json.loads(line) for line in (path / ".dialogue" / "restores.jsonl").read_text().splitlines()]
+    assert record["file"] == "dialogue.json" and record["step"] == "1:agent:Architect-2"
+    assert report.restores == 1 and report.state is DialogueState.FINISHED

@@ -1,0 +1,115 @@
+"""The guard and the checks under it, on files alone (no claude): what an agent may read and edit, how an
+edit of dialogue.json is worked out and judged, the fallback phrases and where they are configured, and the
+role headers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from frobozz.dialogue import CONSENSUS_PHRASES, DialogueInputError, DialogueSettings, consensus_of, load_roles, role_of
+from frobozz.dialogue._entries import Entry, dump, skeleton
+from frobozz.dialogue._guard import Guard
+from frobozz.dialogue._scripted import EMPTY_LAST
+from frobozz.engine import HookInput
+from tests.dialogue.conftest import prompt
+
+pytestmark = pytest.mark.anyio
+
+
+def call(tool: str, **tool_input) -> HookInput:
+    return HookInput(event="PreToolUse", tool_name=tool, tool_input=tool_input, tool_use_id="toolu_1")
+
+
+@pytest.fixture
+def folder(tmp_path):
+    entries = [Entry(round=1, role="Architect-1", timestamp="t1", content="attic"), skeleton(1, "Architect-2")]
+    (tmp_path / "dialogue.json").write_text(dump(entries))
+    (tmp_path / "summary.md").write_text("# Summary\n")
+    (tmp_path / ".dialogue").mkdir()
+    return tmp_path
+
+
+async def decide(guard: Guard, event: HookInput) -> tuple[str | None, str]:
+    out = await guard.check(event)
+    return out.permission, out.reason or ""
+
+
+async def test_an_agent_fills_only_the_last_entrys_content_and_consensus(folder):
+    guard, path = Guard(folder, scribe=False), str(folder / "dialogue.json")
+    good = '"content": "cellar",\n    "consensus": true\n  }\n]'
+    assert await decide(guard, call("Edit", file_path=path, old_string=EMPTY_LAST, new_string=good)) == ("allow", "")
+    assert await decide(guard, call("Read", file_path=path)) == ("allow", "")
+    cases = [
+        (call("Edit", file_path=path, old_string='"content": "attic"', new_string='"content": "mine"'),
+         "entry 1's content is an earlier turn's"),
+        (call("Edit", file_path=path, old_string='"round": 1,\n    "role": "Architect-2"',
+              new_string='"round": 2,\n    "role": "Architect-2"'), "entry 2's round is the orchestrator's"),
+        (call("Edit", file_path=path, old_string='"round": 1', new_string='"round": 2', replace_all=True),
+         "entry 1's round"),
+        (call("Edit", file_path=path, old_string="no such text", new_string="x"), "old_string must appear"),
+        (call("Edit", file_path=path, old_string="[", new_string="{"), "the edit would break dialogue.json"),
+        (call("Write", file_path=path, content="[]"), "entries may not be removed"),
+        (call("MultiEdit", file_path=path, edits=[{"old_string": EMPTY_LAST, "new_string": good},
+                                                  {"old_string": '"t1"', "new_string": '"t0"'}]),
+         "entry 1's timestamp"),
+        (call("Edit", file_path=str(folder / "summary.md"), old_string="#", new_string="##"),
+         "this role edits only dialogue.json"),
+        (call("Read", file_path=str(folder / ".dialogue" / "state.json")), "agents use only"),
+        (call("Read", file_path="/etc/passwd"), "agents use only"),
+        (call("Read", file_path=str(folder / "sub" / ".." / ".." / "dialogue.json")), "agents use only"),
+        (call("Bash", command="ls"), "agents use only"),
+    ]
+    for event, why in cases:
+        permission, reason = await decide(guard, event)
+        assert permission == "deny" and why in reason, (event.tool_input, reason)
+    assert guard.denials == len(cases)
+    assert json.loads((folder / "dialogue.json").read_text())[1]["content"] == ""  # the guard only judges
+
+
+async def test_the_scribe_edits_the_summary_and_synthesis_never_the_dialogue(folder):
+    guard = Guard(folder, scribe=True)
+    summary = str(folder / "summary.md")
+    assert (await decide(guard, call("Edit", file_path=summary, old_string="#", new_string="##")))[0] == "allow"
+    permission, reason = await decide(guard, call("Edit", file_path=str(folder / "dialogue.json"),
+                                                  old_string=EMPTY_LAST, new_string="x"))
+    assert permission == "deny" and "edits only summary.md and consensus_synthesis.md" in reason
+    (folder / "dialogue.json").write_text("[{broken")
+    agent = Guard(folder, scribe=False)
+    permission, reason = await decide(agent, call("Edit", file_path=str(folder / "dialogue.json"),
+                                                  old_string="broken", new_string="x"))
+    assert permission == "deny" and "dialogue.json is broken now" in reason
+
+
+def test_consensus_is_the_field_or_a_fallback_phrase_and_the_phrases_are_configured_in_one_place(monkeypatch):
+    assert consensus_of(Entry(round=1, role="A", timestamp="t", consensus=True), CONSENSUS_PHRASES) == "field"
+    agreed = Entry(round=1, role="A", timestamp="t", content="After all this, WE HAVE REACHED\nconsensus.")
+    assert consensus_of(agreed, DialogueSettings().consensus_phrases) == "phrase: we have reached consensus"
+    assert consensus_of(Entry(round=1, role="A", timestamp="t", content="We have not agreed."),
+                        CONSENSUS_PHRASES) is None
+    assert consensus_of(Entry(round=1, role="A", timestamp="t", content=""), CONSENSUS_PHRASES) is None
+    monkeypatch.setenv("FROBOZZ_DIALOGUE_CONSENSUS_PHRASES", '["the lantern stays"]')
+    phrases = DialogueSettings().consensus_phrases
+    assert phrases == ("the lantern stays",) and consensus_of(agreed, phrases) is None
+    old = json.loads('{"round": 1, "role": "A", "timestamp": "t", "content": "The lantern stays upstairs."}')
+    assert consensus_of(Entry(**old), phrases) == "phrase: the lantern stays"  # an entry from before the field
+
+
+def test_roles_come_from_headers_and_each_is_named_once(tmp_path):
+    assert role_of("\n  <Architect-1 Prompt: designs the vault>\nbody") == "Architect-1"
+    for text in ("", "Architect-1 Prompt: no brackets", "<Prompt: nameless>", "body\n<Architect-1 Prompt: late>"):
+        with pytest.raises(DialogueInputError, match="no role header"):
+            role_of(text)
+    a, b = prompt(tmp_path / "a.md", "Architect-1"), prompt(tmp_path / "b.md", "architect-1")
+    with pytest.raises(DialogueInputError, match="two participants have the role 'architect-1'"):
+        load_roles([("a", a), ("b", b)], None, limit=1000)
+    with pytest.raises(DialogueInputError, match="at least two agents"):
+        load_roles([("a", a)], None, limit=1000)
+    with pytest.raises(DialogueInputError, match="the limit is 10"):
+        load_roles([("a", a), ("b", b)], None, limit=10)
+    with pytest.raises(DialogueInputError, match="cannot read the prompt file"):
+        load_roles([("a", a), ("b", tmp_path / "missing.md")], None, limit=1000)
+    (tmp_path / "bin.md").write_bytes(b"\xff\xfe<A Prompt: x>")
+    with pytest.raises(DialogueInputError, match="not UTF-8"):
+        load_roles([("a", a), ("b", tmp_path / "bin.md")], None, limit=1000)
