@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from frobozz.dialogue import (ConsensusReached, DialogueState, FileRestored, ScriptedDialogue, StepFinished, ToolDenied,
-                              ToolUsed)
+from frobozz.dialogue import (ConsensusReached, DialogueState, FileRestored, ScriptedDialogue, StepFinished,
+                              StepStarted, ToolDenied, ToolUsed, TurnError)
 from frobozz.dialogue._scripted import last_tool
-from frobozz.engine.testing import Reply, ScriptedModel, ToolUse
+from frobozz.engine.testing import ApiError, Reply, ScriptedModel, ToolUse
 from tests.dialogue.conftest import QUESTION, run_dialogue
 
 pytestmark = pytest.mark.anyio
@@ -136,3 +136,25 @@ async def test_a_dialogue_json_broken_during_a_turn_is_restored_from_the_last_go
     [record] = [json.loads(line) for line in (path / ".dialogue" / "restores.jsonl").read_text().splitlines()]
     assert record["file"] == "dialogue.json" and record["step"] == "1:agent:Architect-2"
     assert report.restores == 1 and report.state is DialogueState.FINISHED
+
+
+async def test_a_turn_that_fails_stops_the_dialogue_which_resumes_without_repeating_a_finished_turn(
+        make_options, roles, tmp_path):
+    script, path = ScriptedDialogue(), tmp_path / "talk"
+
+    def fails(request):
+        return ApiError(500, "api_error", "the model is down") if "Architect-2 Prompt" in request.system \
+            else script(request)
+
+    async with ScriptedModel(fails) as model:
+        with pytest.raises(TurnError, match="the turn ended in error"):
+            await run_dialogue(path, make_options(model), roles[:2], rounds=1)
+    assert json.loads((path / ".dialogue" / "state.json").read_text())["state"] == "failed"
+    events = []
+    async with ScriptedModel(script) as model:
+        report = await run_dialogue(path, make_options(model), resume=True, events=events)
+    assert [e.step.key for e in events if isinstance(e, StepStarted)] == ["1:agent:Architect-2"]
+    assert [e["content"] for e in json.loads((path / "dialogue.json").read_text())] == [
+        script.content("Architect-1", 1), script.content("Architect-2", 1)]
+    assert report.state is DialogueState.FINISHED and {r.role: r.turns for r in report.roles} == {
+        "Architect-1": 1, "Architect-2": 1}
