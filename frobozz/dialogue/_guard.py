@@ -66,7 +66,7 @@ class Guard:
         tool, tool_input = event.tool_name or "", event.tool_input or {}
         raw = tool_input.get("file_path")
         name = self._name(raw)
-        shown = name or str(raw)[:120]
+        shown = name or "".join(c if c.isprintable() else "?" for c in str(raw)[:120])  # the model's: shown inert
         if name is None:
             return self._deny(event, shown, f"this dialogue's agents use only {', '.join(READS)} in {self.directory}")
         if tool == "Read":

@@ -56,6 +56,8 @@ async def test_two_agents_and_a_scribe_fill_three_rounds_the_orchestrator_writes
         said = "\n".join(user_texts(request)) + request.system
         assert not [w for w in written if w in said]
     assert len([e for e in events if isinstance(e, StepFinished)]) == 10
+    offered = {tool for r in model.requests for tool in r.tools} - {"DeferredToolPlaceholder"}  # claude's own stub
+    assert offered == {"Edit", "Read"}  # the roles' tools, and no others
 
 
 async def test_an_agent_that_changes_a_role_or_adds_an_entry_is_denied_and_the_metadata_is_kept(
