@@ -77,7 +77,8 @@ class DialogueDir:
         return self.private / "state.json"
 
     def exists(self) -> bool:
-        return self.ledger_path.exists() or self[DIALOGUE].exists()
+        """Whether the directory holds a dialogue, or files one would overwrite."""
+        return self.private.exists() or any(self[name].exists() for name in (QUESTION, *SHARED))
 
     # -- creating and reading the set-up --------------------------------------------------------
     def create(self, question: str, roles: tuple[Role, ...], rounds: int, model: str | None) -> Ledger:

@@ -67,7 +67,8 @@ class Dialogue:
             raise DialogueInputError(f"rounds must be between 1 and 100, not {rounds}")
         directory = DialogueDir(path)
         if directory.exists():
-            raise DialogueInputError(f"{directory.path} already holds a dialogue: take it up with --resume")
+            raise DialogueInputError(f"{directory.path} already holds a dialogue (or its files): take it up with "
+                                     "--resume, or choose another directory")
         if directory.path.exists() and not directory.path.is_dir():
             raise DialogueInputError(f"{directory.path} is not a directory")
         ledger = directory.create(question, roles, rounds, model or (options.model if options else None))

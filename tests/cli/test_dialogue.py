@@ -77,6 +77,9 @@ def test_bad_input_is_refused_with_a_clear_error_and_nothing_is_written(cli_env,
         assert done.returncode == 2, (change, done.stdout, done.stderr)
         assert message in " ".join(done.stderr.split()), (message, done.stderr)
         assert not directory.exists()
+    mine = frobozz(cli_env, *arguments(inputs, tmp_path / "in"))  # a folder with a question.md of the user's own
+    assert mine.returncode == 2 and "already holds a dialogue (or its files)" in " ".join(mine.stderr.split())
+    assert inputs["question"].read_text() == QUESTION and not (tmp_path / "in" / "dialogue.json").exists()
     nothing = frobozz(cli_env, "dialogue", "run", "--resume", str(tmp_path / "in"))
     assert nothing.returncode == 2 and "holds no dialogue to resume" in nothing.stderr
 
@@ -115,3 +118,7 @@ def test_a_dialogue_killed_in_round_two_resumes_to_the_same_files_as_one_never_k
     assert "round 1 ·" not in resumed.stdout  # no finished turn again
     assert final_files(killed) == final_files(tmp_path / "whole")
     assert "dialogue finished: 2 rounds, 4 entries" in resumed.stdout
+    again = frobozz(cli_env, "dialogue", "run", "--resume", str(killed))  # a finished dialogue: only its table
+    assert again.returncode == 0 and "▶" not in again.stdout and "dialogue finished: 2 rounds" in again.stdout
+    taken = frobozz(cli_env, *arguments(inputs, killed))
+    assert taken.returncode == 2 and "already holds a dialogue" in taken.stderr
