@@ -161,8 +161,9 @@ class Dialogue:
                             ("seconds", seconds), ("cost_usd", cost)):
             stats[name] = stats.get(name, 0) + value
         if step.kind == "agent":
-            how = consensus_of(self.dir.entries()[-1], self.settings.consensus_phrases)
-            if how is not None:
+            *earlier, last = self.dir.entries()
+            how = consensus_of(last, self.settings.consensus_phrases)
+            if how is not None and any(e.role != step.role for e in earlier):  # agreeing needs someone to agree with
                 self.ledger.consensus = {"round": step.round, "role": step.role, "how": how}
         self.dir.finish(self.ledger, step.key)
         self.on_event(StepFinished(step, seconds, len(tools.calls) - calls, cost))
@@ -228,7 +229,7 @@ class Dialogue:
         """Send the instruction and wait for the turn's end; its cost (claude's `total_cost_usd` counts from the
         process's start: the turn's is what it grew by)."""
         await session.send(instruction)
-        with anyio.fail_after(self.settings.turn_timeout):
+        with anyio.move_on_after(self.settings.turn_timeout) as deadline:
             async for event in session.events():
                 if isinstance(event, Result) and not event.is_replay:
                     if event.is_error:
@@ -236,6 +237,9 @@ class Dialogue:
                     total, before = event.total_cost_usd or 0.0, self._spent.get(role, 0.0)
                     self._spent[role] = total
                     return total - before if total >= before else total
+        if deadline.cancelled_caught:
+            raise TurnError(f"the turn took longer than {self.settings.turn_timeout:g} s "
+                            "(FROBOZZ_DIALOGUE_TURN_TIMEOUT)")
         raise TurnError("claude stopped before the turn ended")
 
     def _validate(self, step: Step, target: str) -> None:

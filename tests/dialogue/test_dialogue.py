@@ -160,3 +160,11 @@ async def test_a_turn_that_fails_stops_the_dialogue_which_resumes_without_repeat
         script.content("Architect-1", 1), script.content("Architect-2", 1)]
     assert report.state is DialogueState.FINISHED and {r.role: r.turns for r in report.roles} == {
         "Architect-1": 1, "Architect-2": 1}
+
+
+async def test_the_first_entry_of_a_dialogue_cannot_end_it_there_is_no_one_to_agree_with(make_options, roles,
+                                                                                          tmp_path):
+    async with ScriptedModel(ScriptedDialogue(agree={(1, "Architect-1")})) as model:
+        report = await run_dialogue(tmp_path / "talk", make_options(model), roles[:2], rounds=1)
+    assert report.consensus_round is None and report.entries == 2 and report.state is DialogueState.FINISHED
+    assert json.loads((tmp_path / "talk" / "dialogue.json").read_text())[0]["consensus"] is True  # kept as written
