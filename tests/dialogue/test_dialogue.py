@@ -4,6 +4,7 @@ orchestrator writes every entry's metadata, the scribe's summary and synthesis, 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -39,7 +40,9 @@ async def test_two_agents_and_a_scribe_fill_three_rounds_the_orchestrator_writes
         (1, "Architect-1"), (1, "Architect-2"), (2, "Architect-1"), (2, "Architect-2"), (3, "Architect-1"),
         (3, "Architect-2")]
     assert [e["content"] for e in entries] == [script.content(e["role"], e["round"]) for e in entries]
-    assert not any(e["consensus"] for e in entries) and all(e["timestamp"] for e in entries)
+    assert not any(e["consensus"] for e in entries)
+    stamps = [datetime.fromisoformat(e["timestamp"]) for e in entries]  # the orchestrator's, in order, in UTC
+    assert stamps == sorted(stamps) and all(s.utcoffset() == timedelta(0) for s in stamps)
     summary = (path / "summary.md").read_text()
     assert [f"## Round {n}" in summary and f"Scribe's summary of round {n}" in summary for n in (1, 2, 3)] == [True] * 3
     synthesis = (path / "consensus_synthesis.md").read_text()
