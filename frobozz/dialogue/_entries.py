@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, TypeAdapter, ValidationError
 
+from ._text import inert
+
 FIELDS = ("round", "role", "timestamp", "content", "consensus")
 METADATA = ("round", "role", "timestamp")
 
@@ -49,7 +51,7 @@ def parse(text: str) -> list[Entry]:
         return _ENTRIES.validate_python(data)
     except ValidationError as e:
         first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where = inert(".".join(str(p) for p in first["loc"]), 60)  # a key the model wrote: shown as data
         raise ValueError(f"entry field {where}: {first['msg']}") from e
 
 

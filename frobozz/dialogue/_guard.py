@@ -13,6 +13,7 @@ from typing import Any
 from ..engine import HookInput, HookMatcher, HookOutput
 from ._entries import check_new_text
 from ._files import DIALOGUE, QUESTION, SUMMARY, SYNTHESIS
+from ._text import inert
 
 READS = (QUESTION, DIALOGUE, SUMMARY, SYNTHESIS)
 EDITING_TOOLS = ("Edit", "MultiEdit", "Write")
@@ -66,7 +67,7 @@ class Guard:
         tool, tool_input = event.tool_name or "", event.tool_input or {}
         raw = tool_input.get("file_path")
         name = self._name(raw)
-        shown = name or "".join(c if c.isprintable() else "?" for c in str(raw)[:120])  # the model's: shown inert
+        shown = name or inert(raw)  # the model's: shown inert
         if name is None:
             return self._deny(event, shown, f"this dialogue's agents use only {', '.join(READS)} in {self.directory}")
         if tool == "Read":

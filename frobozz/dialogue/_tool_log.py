@@ -11,6 +11,7 @@ from typing import Any
 
 from ..engine import AssistantMessage, Event
 from ..engine.observers import ToolCall, ToolLog
+from ._text import inert
 
 
 def tool_line(call: ToolCall, tool_input: Mapping[str, Any]) -> str:
@@ -24,7 +25,7 @@ def tool_line(call: ToolCall, tool_input: Mapping[str, Any]) -> str:
         size = f"{len(str(tool_input.get('content', '')))} chars"
     else:
         size = f"{call.output_chars} chars out"
-    target = f": {call.target}" if call.target else ""
+    target = f": {inert(call.target, 80)}" if call.target else ""  # the model's path: shown as data
     return f"[Tool] {call.name}{target} ({size}) {call.outcome} {call.duration_ms} ms"
 
 

@@ -12,7 +12,9 @@ from frobozz.dialogue import CONSENSUS_PHRASES, DialogueInputError, DialogueSett
 from frobozz.dialogue._entries import Entry, dump, skeleton
 from frobozz.dialogue._guard import Guard
 from frobozz.dialogue._scripted import EMPTY_LAST
+from frobozz.dialogue._tool_log import tool_line
 from frobozz.engine import HookInput
+from frobozz.engine.observers import ToolCall
 from tests.dialogue.conftest import prompt
 
 pytestmark = pytest.mark.anyio
@@ -66,6 +68,20 @@ async def test_an_agent_fills_only_the_last_entrys_content_and_consensus(folder)
         assert permission == "deny" and why in reason, (event.tool_input, reason)
     assert guard.denials == len(cases)
     assert json.loads((folder / "dialogue.json").read_text())[1]["content"] == ""  # the guard only judges
+
+
+async def test_keys_and_paths_a_model_wrote_reach_the_live_view_and_the_tool_log_inert(folder):
+    """A key the model put in an entry, or a path it tried, holds an escape sequence: the denial reason and the
+    tool line show it as data (no control character reaches a terminal or a log)."""
+    guard, path = Guard(folder, scribe=False), str(folder / "dialogue.json")
+    hostile = '"content": "x",\n    "consensus": false, "\\u001b]0;pwned\\u0007\\u001b[2J": 1\n  }\n]'
+    permission, reason = await decide(guard, call("Edit", file_path=path, old_string=EMPTY_LAST, new_string=hostile))
+    assert permission == "deny" and "Extra inputs are not permitted" in reason and "pwned" in reason
+    assert not [c for c in reason if not c.isprintable()], reason
+    tried = ToolCall(tool_use_id="toolu_1", name="Read", target="/tmp/\x1b[2J\x1b]0;pwned\x07notes.md",
+                     input_size="40 chars in", output_chars=0, duration_ms=3, outcome="denied", started_at=0.0)
+    line = tool_line(tried, {"file_path": tried.target})
+    assert line.startswith("[Tool] Read: /tmp/?[2J?]0;pwned?notes.md (") and line.isprintable(), line
 
 
 async def test_the_scribe_edits_the_summary_and_synthesis_never_the_dialogue(folder):
