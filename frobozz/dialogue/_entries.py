@@ -55,8 +55,9 @@ def parse(text: str) -> list[Entry]:
         raise ValueError(f"entry field {where}: {first['msg']}") from e
 
 
-def metadata_changes(before: list[Entry], after: list[Entry]) -> str | None:
-    """Why `after` is not `before` with only the last entry's content and consensus changed (None: it is)."""
+def metadata_changes(before: list[Entry], after: list[Entry], max_content: int | None = None) -> str | None:
+    """Why `after` is not `before` with only the last entry's content and consensus changed, or its content is
+    longer than `max_content` (None: it is fine)."""
     if len(after) > len(before):
         return "entries are added by the orchestrator, not by agents"
     if len(after) < len(before):
@@ -67,10 +68,13 @@ def metadata_changes(before: list[Entry], after: list[Entry]) -> str | None:
             if getattr(old, name) != getattr(new, name) and (not last or name in METADATA):
                 whose = "the orchestrator's" if name in METADATA else "an earlier turn's"
                 return f"entry {n}'s {name} is {whose}: only the last entry's content and consensus may change"
+    if max_content is not None and after and len(after[-1].content) > max_content:
+        return (f"the last entry's content would be {len(after[-1].content)} characters; the limit is {max_content} "
+                "(FROBOZZ_DIALOGUE_MAX_CONTENT_CHARS): write it shorter")
     return None
 
 
-def check_new_text(current: str, proposed: str) -> str | None:
+def check_new_text(current: str, proposed: str, max_content: int | None = None) -> str | None:
     """Why an agent may not turn `current` into `proposed` (None: it may)."""
     try:
         before = parse(current)
@@ -80,7 +84,7 @@ def check_new_text(current: str, proposed: str) -> str | None:
         after = parse(proposed)
     except ValueError as e:
         return f"the edit would break dialogue.json: {e}"
-    return metadata_changes(before, after)
+    return metadata_changes(before, after, max_content)
 
 
 def as_plain(entries: list[Entry]) -> list[dict[str, Any]]:

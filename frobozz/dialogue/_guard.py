@@ -40,9 +40,10 @@ def proposed_text(tool: str, tool_input: Mapping[str, Any], current: str) -> str
 class Guard:
     """One per role. `denials` counts what it refused; `on_deny` hears each (tool_use_id, tool, file, reason)."""
 
-    def __init__(self, directory: Path, *, scribe: bool,
+    def __init__(self, directory: Path, *, scribe: bool, max_chars: int,
                  on_deny: Callable[[str | None, str, str, str], None] | None = None) -> None:
         self.directory = directory.resolve()
+        self.max_chars = max_chars  # an entry's content; the whole of a scribe's file
         self.editable = (SUMMARY, SYNTHESIS) if scribe else (DIALOGUE,)
         self.on_deny = on_deny
         self.denials = 0
@@ -76,11 +77,19 @@ class Guard:
             return self._deny(event, name, f"{tool} is not one of this role's tools")
         if name not in self.editable:
             return self._deny(event, name, f"this role edits only {' and '.join(self.editable)}")
-        if name == DIALOGUE:
-            current = (self.directory / DIALOGUE).read_text(encoding="utf-8")
-            proposed = proposed_text(tool, tool_input, current)
-            why = ("old_string must appear in dialogue.json as it is now, once (or with replace_all)"
-                   if proposed is None else check_new_text(current, proposed))
-            if why is not None:
-                return self._deny(event, name, why)
+        try:
+            current = (self.directory / name).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return self._deny(event, name, f"{name} does not exist now: edit only the file this turn names")
+        proposed = proposed_text(tool, tool_input, current)
+        if proposed is None:
+            why: str | None = f"old_string must appear in {name} as it is now, once (or with replace_all)"
+        elif name == DIALOGUE:
+            why = check_new_text(current, proposed, self.max_chars)
+        else:
+            why = None if len(proposed) <= self.max_chars else (
+                f"{name} would be {len(proposed)} characters; the limit is {self.max_chars} "
+                "(FROBOZZ_DIALOGUE_MAX_CONTENT_CHARS): write it shorter")
+        if why is not None:
+            return self._deny(event, name, why)
         return HookOutput(permission="allow")

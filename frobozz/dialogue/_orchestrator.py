@@ -213,7 +213,7 @@ class Dialogue:
             tools.denied(tool_use_id)
             self.on_event(ToolDenied(role.name, tool, file, reason))
 
-        guard = Guard(self.dir.path, scribe=role.scribe, on_deny=denied)
+        guard = Guard(self.dir.path, scribe=role.scribe, max_chars=self.settings.max_content_chars, on_deny=denied)
         options = replace(self.options, cwd=self.dir.path, tools=("Read", "Edit"), allowed_tools=(),
                           permission_mode="acceptEdits", system_prompt=f"{role.prompt.strip()}\n\n{RULES}",
                           append_system_prompt=None, setting_sources=(), hooks={"PreToolUse": [guard.matcher()]},
@@ -245,9 +245,9 @@ class Dialogue:
     def _validate(self, step: Step, target: str) -> None:
         """After the turn: dialogue.json must be the last good copy but for the last entry's content and
         consensus; the scribe's file must be text. What is not is put back, with a record."""
-        good = parse(self.dir.good(DIALOGUE) or "[]")
+        good, limit = parse(self.dir.good(DIALOGUE) or "[]"), self.settings.max_content_chars
         try:
-            why = metadata_changes(good, self.dir.entries()) if step.kind == "agent" else (
+            why = metadata_changes(good, self.dir.entries(), limit) if step.kind == "agent" else (
                 None if self.dir.entries() == good else "only agents edit dialogue.json")
         except DialogueFileError as e:
             why = str(e)
@@ -256,7 +256,8 @@ class Dialogue:
         if target != DIALOGUE:
             try:
                 text = self.dir.read(target)
-                why = None if text is not None else "it is missing"
+                why = ("it is missing" if text is None
+                       else f"it is {len(text)} characters; the limit is {limit}" if len(text) > limit else None)
             except (UnicodeDecodeError, OSError) as e:
                 text, why = None, f"it cannot be read: {e}"
             if why is not None:

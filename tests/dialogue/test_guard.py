@@ -9,7 +9,7 @@ import json
 import pytest
 
 from frobozz.dialogue import CONSENSUS_PHRASES, DialogueInputError, DialogueSettings, consensus_of, load_roles, role_of
-from frobozz.dialogue._entries import Entry, dump, skeleton
+from frobozz.dialogue._entries import Entry, dump, metadata_changes, skeleton
 from frobozz.dialogue._guard import Guard
 from frobozz.dialogue._scripted import EMPTY_LAST
 from frobozz.dialogue._tool_log import tool_line
@@ -39,7 +39,7 @@ async def decide(guard: Guard, event: HookInput) -> tuple[str | None, str]:
 
 
 async def test_an_agent_fills_only_the_last_entrys_content_and_consensus(folder):
-    guard, path = Guard(folder, scribe=False), str(folder / "dialogue.json")
+    guard, path = Guard(folder, scribe=False, max_chars=1000), str(folder / "dialogue.json")
     good = '"content": "cellar",\n    "consensus": true\n  }\n]'
     assert await decide(guard, call("Edit", file_path=path, old_string=EMPTY_LAST, new_string=good)) == ("allow", "")
     assert await decide(guard, call("Read", file_path=path)) == ("allow", "")
@@ -73,7 +73,7 @@ async def test_an_agent_fills_only_the_last_entrys_content_and_consensus(folder)
 async def test_keys_and_paths_a_model_wrote_reach_the_live_view_and_the_tool_log_inert(folder):
     """A key the model put in an entry, or a path it tried, holds an escape sequence: the denial reason and the
     tool line show it as data (no control character reaches a terminal or a log)."""
-    guard, path = Guard(folder, scribe=False), str(folder / "dialogue.json")
+    guard, path = Guard(folder, scribe=False, max_chars=1000), str(folder / "dialogue.json")
     hostile = '"content": "x",\n    "consensus": false, "\\u001b]0;pwned\\u0007\\u001b[2J": 1\n  }\n]'
     permission, reason = await decide(guard, call("Edit", file_path=path, old_string=EMPTY_LAST, new_string=hostile))
     assert permission == "deny" and "Extra inputs are not permitted" in reason and "pwned" in reason
@@ -85,17 +85,43 @@ async def test_keys_and_paths_a_model_wrote_reach_the_live_view_and_the_tool_log
 
 
 async def test_the_scribe_edits_the_summary_and_synthesis_never_the_dialogue(folder):
-    guard = Guard(folder, scribe=True)
+    guard = Guard(folder, scribe=True, max_chars=1000)
     summary = str(folder / "summary.md")
     assert (await decide(guard, call("Edit", file_path=summary, old_string="#", new_string="##")))[0] == "allow"
     permission, reason = await decide(guard, call("Edit", file_path=str(folder / "dialogue.json"),
                                                   old_string=EMPTY_LAST, new_string="x"))
     assert permission == "deny" and "edits only summary.md and consensus_synthesis.md" in reason
     (folder / "dialogue.json").write_text("[{broken")
-    agent = Guard(folder, scribe=False)
+    agent = Guard(folder, scribe=False, max_chars=1000)
     permission, reason = await decide(agent, call("Edit", file_path=str(folder / "dialogue.json"),
                                                   old_string="broken", new_string="x"))
     assert permission == "deny" and "dialogue.json is broken now" in reason
+
+
+async def test_a_huge_content_field_or_summary_is_denied_and_the_files_are_unchanged(folder):
+    """An entry's content, or the scribe's file, past FROBOZZ_DIALOGUE_MAX_CONTENT_CHARS: denied with the limit,
+    before claude writes anything; the same limit holds for the check after the turn."""
+    kept = (folder / "dialogue.json").read_text()
+    agent = Guard(folder, scribe=False, max_chars=1000)
+    huge = f'"content": {json.dumps("x" * 5_000_000)},\n    "consensus": false\n  }}\n]'
+    permission, reason = await decide(agent, call("Edit", file_path=str(folder / "dialogue.json"),
+                                                  old_string=EMPTY_LAST, new_string=huge))
+    assert permission == "deny" and "content would be 5000000 characters; the limit is 1000" in reason
+    fits = '"content": "' + "x" * 1000 + '",\n    "consensus": false\n  }\n]'
+    assert (await decide(agent, call("Edit", file_path=str(folder / "dialogue.json"), old_string=EMPTY_LAST,
+                                     new_string=fits)))[0] == "allow"
+    scribe = Guard(folder, scribe=True, max_chars=1000)
+    permission, reason = await decide(scribe, call("Edit", file_path=str(folder / "summary.md"),
+                                                   old_string="# Summary", new_string="y" * 1001))
+    assert permission == "deny" and "summary.md would be 1002 characters; the limit is 1000" in reason
+    permission, reason = await decide(scribe, call("Edit", file_path=str(folder / "consensus_synthesis.md"),
+                                                   old_string="_pending_", new_string="z"))
+    assert permission == "deny" and "does not exist now" in reason
+    assert (folder / "dialogue.json").read_text() == kept and (folder / "summary.md").read_text() == "# Summary\n"
+    entries = [Entry(round=1, role="A", timestamp="t"), Entry(round=1, role="B", timestamp="t", content="x" * 1001)]
+    before = [entries[0], Entry(round=1, role="B", timestamp="t")]
+    assert "the limit is 1000" in metadata_changes(before, entries, 1000)  # the check after the turn
+    assert DialogueSettings().max_content_chars == 100_000
 
 
 def test_consensus_is_the_field_or_a_fallback_phrase_and_the_phrases_are_configured_in_one_place(monkeypatch):
