@@ -31,22 +31,6 @@ def _agents(specs: list[str]) -> list[tuple[str, Path]]:
     return agents
 
 
-def _question(path: Path, limit: int) -> str:
-    try:
-        size = path.stat().st_size
-        if size > limit:
-            raise _fail(f"the question file {path} is {size} bytes; the limit is {limit} "
-                        "(FROBOZZ_DIALOGUE_MAX_QUESTION_BYTES)")
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise _fail(f"the question file {path} is not UTF-8 text") from None
-    except OSError as e:
-        raise _fail(f"cannot read the question file {path}: {e.strerror or e}") from None
-    if not text.strip():
-        raise _fail(f"the question file {path} is empty")
-    return text
-
-
 def _show(event) -> None:  # type: ignore[no-untyped-def]
     """The live view: one line per step, tool call, denial, restore and consensus (no file content)."""
     from frobozz.dialogue import (ConsensusReached, FileRestored, Resumed, StepFinished, StepStarted, ToolDenied,
@@ -96,7 +80,8 @@ def run(
     resume: Path | None = typer.Option(None, "--resume", file_okay=False, help="Take up the dialogue in DIR."),
 ) -> None:
     """Run a dialogue: each agent in turn fills its entry of dialogue.json; the scribe sums up each round."""
-    from frobozz.dialogue import Dialogue, DialogueError, DialogueInputError, DialogueSettings, TurnError, load_roles
+    from frobozz.dialogue import (Dialogue, DialogueError, DialogueInputError, DialogueSettings, TurnError, load_roles,
+                                  read_question)
 
     settings = DialogueSettings()
     try:
@@ -110,7 +95,7 @@ def run(
             if question is None:
                 raise _fail("--question FILE is needed")
             roles = load_roles(_agents(agent), scribe, limit=settings.max_prompt_bytes)
-            question_text = _question(question, settings.max_question_bytes)
+            question_text = read_question(question, limit=settings.max_question_bytes)
             if directory is None:
                 from frobozz.games import GamesSettings
 

@@ -6,6 +6,7 @@ from ._entries import Entry
 from ._events import (ConsensusReached, DialogueEvent, DialogueState, FileRestored, Report, Resumed, RoleStats, Step,
                       StepFinished, StepStarted, ToolDenied, ToolUsed)
 from ._files import DIALOGUE, QUESTION, SUMMARY, SYNTHESIS
+from ._inputs import read_question
 from ._orchestrator import Dialogue
 from ._roles import Role, load_roles, role_of
 from ._scripted import ScriptedDialogue
@@ -16,5 +17,5 @@ __all__ = [
     "CONSENSUS_PHRASES", "ConsensusReached", "DIALOGUE", "Dialogue", "DialogueError", "DialogueEvent",
     "DialogueFileError", "DialogueInputError", "DialogueSettings", "DialogueState", "Entry", "FileRestored", "QUESTION",
     "Report", "Resumed", "Role", "RoleStats", "SUMMARY", "SYNTHESIS", "ScriptedDialogue", "Step", "StepFinished",
-    "StepStarted", "ToolDenied", "ToolUsed", "TurnError", "consensus_of", "load_roles", "role_of",
+    "StepStarted", "ToolDenied", "ToolUsed", "TurnError", "consensus_of", "load_roles", "read_question", "role_of",
 ]

@@ -23,6 +23,7 @@ from ._events import (ConsensusReached, DialogueEvent, DialogueState, FileRestor
 from ._files import (DIALOGUE, NOT_WRITTEN, PENDING, QUESTION, SUMMARY, SYNTHESIS, DialogueDir, Ledger,
                      RoleRecord)
 from ._guard import Guard
+from ._inputs import check_question
 from ._roles import Role
 from ._tool_log import RoleToolLog
 from .exceptions import DialogueError, DialogueFileError, DialogueInputError, TurnError
@@ -57,12 +58,7 @@ class Dialogue:
         """A new dialogue in `path` (which must not hold one). `model` is recorded for a resume (default: the
         options' model)."""
         settings = settings or DialogueSettings()
-        size = len(question.encode())
-        if not question.strip():
-            raise DialogueInputError("the question is empty")
-        if size > settings.max_question_bytes:
-            raise DialogueInputError(f"the question is {size} bytes; the limit is {settings.max_question_bytes} "
-                                     "(FROBOZZ_DIALOGUE_MAX_QUESTION_BYTES)")
+        check_question(question, settings.max_question_bytes)
         if not 1 <= rounds <= 100:
             raise DialogueInputError(f"rounds must be between 1 and 100, not {rounds}")
         directory = DialogueDir(path)

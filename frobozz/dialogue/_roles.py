@@ -7,10 +7,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._inputs import read_input
 from .exceptions import DialogueInputError
 
 HEADER = re.compile(r"<\s*([A-Za-z][A-Za-z0-9_.-]{0,63})\s+Prompt\s*:[^<>\n]*>")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+_SETTING = "FROBOZZ_DIALOGUE_MAX_PROMPT_BYTES"
 
 
 @dataclass(frozen=True)
@@ -34,18 +36,6 @@ def role_of(text: str, source: str = "the prompt") -> str:
     return found.group(1)
 
 
-def read_prompt(path: Path, *, limit: int) -> str:
-    try:
-        size = path.stat().st_size
-        if size > limit:
-            raise DialogueInputError(f"the prompt file {path} is {size} bytes; the limit is {limit}")
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise DialogueInputError(f"the prompt file {path} is not UTF-8 text") from e
-    except OSError as e:
-        raise DialogueInputError(f"cannot read the prompt file {path}: {e.strerror or e}") from e
-
-
 def load_roles(agents: list[tuple[str, Path]], scribe: Path | None, *, limit: int) -> tuple[Role, ...]:
     """The agents (in speaking order) and the scribe, last; each role named once."""
     if len(agents) < 2:
@@ -54,10 +44,10 @@ def load_roles(agents: list[tuple[str, Path]], scribe: Path | None, *, limit: in
     for agent, path in agents:
         if not _NAME.fullmatch(agent):
             raise DialogueInputError(f"the agent name {agent[:40]!r} is not a short name (letters, digits, - and _)")
-        text = read_prompt(path, limit=limit)
+        text = read_input(path, "the prompt file", limit=limit, setting=_SETTING)
         roles.append(Role(agent=agent, name=role_of(text, str(path)), prompt=text))
     if scribe is not None:
-        text = read_prompt(scribe, limit=limit)
+        text = read_input(scribe, "the prompt file", limit=limit, setting=_SETTING)
         roles.append(Role(agent="scribe", name=role_of(text, str(scribe)), prompt=text, scribe=True))
     seen: dict[str, str] = {}
     for role in roles:

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from frobozz.dialogue import CONSENSUS_PHRASES, DialogueInputError, DialogueSettings, consensus_of, load_roles, role_of
+from frobozz.dialogue import (CONSENSUS_PHRASES, Dialogue, DialogueInputError, DialogueSettings, consensus_of, load_roles,
+                              read_question, role_of)
 from frobozz.dialogue._entries import Entry, dump, metadata_changes, skeleton
 from frobozz.dialogue._guard import Guard
 from frobozz.dialogue._scripted import EMPTY_LAST
@@ -155,3 +156,21 @@ def test_roles_come_from_headers_and_each_is_named_once(tmp_path):
     (tmp_path / "bin.md").write_bytes(b"\xff\xfe<A Prompt: x>")
     with pytest.raises(DialogueInputError, match="not UTF-8"):
         load_roles([("a", a), ("b", tmp_path / "bin.md")], None, limit=1000)
+
+
+def test_a_binary_question_or_prompt_file_is_refused_naming_it_and_nothing_is_written(tmp_path):
+    """A file that decodes as UTF-8 but holds control characters (an executable, a zip) is not a question."""
+    binary = tmp_path / "question.bin"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00 why?")
+    with pytest.raises(DialogueInputError, match=r"the question file .*question.bin is binary, not text \(it holds"):
+        read_question(binary, limit=1000)
+    text = tmp_path / "question.md"
+    text.write_text("Attic or cellar?\r\n\tWhy?\f\n")
+    assert read_question(text, limit=1000) == "Attic or cellar?\n\tWhy?\f\n"
+    a, b = prompt(tmp_path / "a.md", "Architect-1"), prompt(tmp_path / "b.md", "Architect-2", "x\x00\x1b[2J")
+    with pytest.raises(DialogueInputError, match="the prompt file .*b.md is binary, not text .*U\\+0000"):
+        load_roles([("a", a), ("b", b)], None, limit=1000)
+    roles = load_roles([("a", a), ("b", prompt(tmp_path / "c.md", "Architect-2"))], None, limit=1000)
+    with pytest.raises(DialogueInputError, match="the question is binary"):
+        Dialogue.create(tmp_path / "talk", "Attic?\x00", roles)
+    assert not (tmp_path / "talk").exists()
