@@ -36,7 +36,7 @@ def read_input(path: Path, what: str, *, limit: int, setting: str) -> str:
         size = path.stat().st_size
         if size > limit:
             raise DialogueInputError(f"{what} {path} is {size} bytes; the limit is {limit} ({setting})")
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # an editor's byte-order mark is not text
     except UnicodeDecodeError as e:
         raise DialogueInputError(f"{what} {path} is not UTF-8 text") from e
     except OSError as e:

@@ -26,8 +26,9 @@ class Role:
 
 
 def role_of(text: str, source: str = "the prompt") -> str:
-    """The role named by the header on the prompt's first non-empty line."""
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    """The role named by the header on the prompt's first non-empty line (a byte-order mark before it, as some
+    editors save one, is not part of the line)."""
+    first = next((line.strip() for line in text.removeprefix("\ufeff").splitlines() if line.strip()), "")
     found = HEADER.match(first)
     if found is None:
         raise DialogueInputError(

@@ -174,3 +174,12 @@ def test_a_binary_question_or_prompt_file_is_refused_naming_it_and_nothing_is_wr
     with pytest.raises(DialogueInputError, match="the question is binary"):
         Dialogue.create(tmp_path / "talk", "Attic?\x00", roles)
     assert not (tmp_path / "talk").exists()
+
+
+def test_a_prompt_saved_with_a_byte_order_mark_keeps_its_header_and_loses_the_mark(tmp_path):
+    """Editors on Windows save UTF-8 with a BOM: the header is still the first line, and the mark is not passed on."""
+    assert role_of("\ufeff<Architect-1 Prompt: designs the vault>\nbody") == "Architect-1"
+    a, b = prompt(tmp_path / "a.md", "Architect-1"), tmp_path / "b.md"
+    b.write_bytes("\ufeff<Architect-2 Prompt: the other voice>\r\nArgue.\r\n".encode())
+    roles = load_roles([("a", a), ("b", b)], None, limit=1000)
+    assert roles[1].name == "Architect-2" and roles[1].prompt == "<Architect-2 Prompt: the other voice>\nArgue.\n"
