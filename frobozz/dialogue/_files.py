@@ -107,10 +107,13 @@ class DialogueDir:
 
     # -- the agents' files ------------------------------------------------------------------------
     def read(self, name: str) -> str | None:
+        """The file's text (None: it does not exist), or DialogueFileError when it is not text."""
         try:
             return self[name].read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
+        except UnicodeDecodeError as e:
+            raise DialogueFileError(f"{self[name]} is not UTF-8 text") from e
 
     def write(self, name: str, text: str) -> None:
         atomic_write(self[name], text.encode())
@@ -122,7 +125,7 @@ class DialogueDir:
             raise DialogueFileError(f"{self[DIALOGUE]} is missing")
         try:
             return parse(text)
-        except (ValueError, UnicodeDecodeError) as e:
+        except ValueError as e:
             raise DialogueFileError(f"{self[DIALOGUE]} is broken: {e}") from e
 
     def write_entries(self, entries: list[Entry]) -> None:

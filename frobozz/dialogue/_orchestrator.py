@@ -78,9 +78,10 @@ class Dialogue:
     @classmethod
     def resume(cls, path: Path, *, options: EngineOptions | None = None, settings: DialogueSettings | None = None,
                on_event: Callable[[DialogueEvent], None] | None = None) -> Dialogue:
-        """A dialogue from its files. A broken `dialogue.json` is an error that changes nothing."""
+        """A dialogue from its files. A broken `dialogue.json` (or a summary that is not text) is an error that
+        changes nothing."""
         directory = DialogueDir(path)
-        ledger = directory.load()
+        ledger, name = directory.load(), DIALOGUE
         try:
             now = [_meta(e) for e in directory.entries()]
             good = [_meta(e) for e in parse(directory.good(DIALOGUE) or "[]")]
@@ -92,8 +93,10 @@ class Dialogue:
             if now != good and not cut_off:
                 raise DialogueFileError(f"{directory[DIALOGUE]} does not match the orchestrator's record: "
                                         f"{_difference(good, now)}")
+            for name in (SUMMARY, SYNTHESIS):  # the scribe's files: text, or DialogueFileError
+                directory.read(name)
         except DialogueFileError as e:
-            raise DialogueFileError(f"{e}. The last good copy is {directory.private / 'good' / DIALOGUE}: "
+            raise DialogueFileError(f"{e}. The last good copy is {directory.private / 'good' / name}: "
                                     "put it back (or mend the file) and resume again") from e
         dialogue = cls(directory, ledger, options=options, settings=settings, on_event=on_event)
         rewound = directory.rewind(ledger)
@@ -254,7 +257,7 @@ class Dialogue:
                 text = self.dir.read(target)
                 why = ("it is missing" if text is None
                        else f"it is {len(text)} characters; the limit is {limit}" if len(text) > limit else None)
-            except (UnicodeDecodeError, OSError) as e:
+            except (DialogueFileError, OSError) as e:
                 text, why = None, f"it cannot be read: {e}"
             if why is not None:
                 self._restored(step, target, why)

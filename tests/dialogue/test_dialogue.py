@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from frobozz.dialogue import (ConsensusReached, DialogueState, FileRestored, ScriptedDialogue, StepFinished,
-                              StepStarted, ToolDenied, ToolUsed, TurnError)
+from frobozz.dialogue import (ConsensusReached, Dialogue, DialogueFileError, DialogueState, FileRestored,
+                              ScriptedDialogue, StepFinished, StepStarted, ToolDenied, ToolUsed, TurnError)
 from frobozz.dialogue._scripted import last_tool
 from frobozz.engine.testing import ApiError, Reply, ScriptedModel, ToolUse
 from tests.dialogue.conftest import QUESTION, run_dialogue
@@ -171,3 +171,15 @@ async def test_the_first_entry_of_a_dialogue_cannot_end_it_there_is_no_one_to_ag
         report = await run_dialogue(tmp_path / "talk", make_options(model), roles[:2], rounds=1)
     assert report.consensus_round is None and report.entries == 2 and report.state is DialogueState.FINISHED
     assert json.loads((tmp_path / "talk" / "dialogue.json").read_text())[0]["consensus"] is True  # kept as written
+
+
+def test_a_summary_broken_by_hand_before_a_resume_is_refused_naming_its_good_copy_and_nothing_changes(roles,
+                                                                                                       tmp_path):
+    """Not only dialogue.json: a summary.md that is no longer text stops the resume before any claude starts."""
+    path = tmp_path / "talk"
+    Dialogue.create(path, QUESTION, roles)
+    (path / "summary.md").write_bytes(b"# Summary\n\xff\xfe\x00")
+    before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+    with pytest.raises(DialogueFileError, match=r"summary.md is not UTF-8 text\. The last good copy is .*good/summary"):
+        Dialogue.resume(path)
+    assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from frobozz.dialogue import (CONSENSUS_PHRASES, Dialogue, DialogueInputError, DialogueSettings, consensus_of, load_roles,
-                              read_question, role_of)
+from frobozz.dialogue import (CONSENSUS_PHRASES, Dialogue, DialogueInputError, DialogueSettings, consensus_of,
+                              load_roles, read_question, role_of)
 from frobozz.dialogue._entries import Entry, dump, metadata_changes, skeleton
 from frobozz.dialogue._guard import Guard
 from frobozz.dialogue._scripted import EMPTY_LAST
