@@ -8,7 +8,9 @@ no trace."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -79,6 +81,18 @@ class DialogueDir:
     def exists(self) -> bool:
         """Whether the directory holds a dialogue, or files one would overwrite."""
         return self.private.exists() or any(self[name].exists() for name in (QUESTION, *SHARED))
+
+    def lock(self) -> int:
+        """Take the dialogue for this process: a descriptor holding `.dialogue/lock` until it is closed (or the
+        process dies, even by kill -9), or DialogueFileError when another run holds it."""
+        self.private.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.private / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as e:
+            os.close(fd)
+            raise DialogueFileError(f"{self.path} is being run by another process now: wait for it to end") from e
+        return fd
 
     # -- creating and reading the set-up --------------------------------------------------------
     def create(self, question: str, roles: tuple[Role, ...], rounds: int, model: str | None) -> Ledger:

@@ -7,6 +7,7 @@ by id when the dialogue is."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
@@ -45,6 +46,7 @@ class Dialogue:
         self.options = options or EngineOptions()
         self.settings = settings or DialogueSettings()
         self.on_event = on_event or (lambda event: None)
+        self._lock: int | None = None  # the directory's lock, from create or resume until the run ends
         self._sessions: dict[str, tuple[Session, RoleToolLog, Guard]] = {}
         self._spent: dict[str, float] = {}  # role -> what its claude process has reported so far
         self.agents = [r for r in ledger.roles if not r.scribe]
@@ -67,8 +69,11 @@ class Dialogue:
                                      "--resume, or choose another directory")
         if directory.path.exists() and not directory.path.is_dir():
             raise DialogueInputError(f"{directory.path} is not a directory")
+        lock = directory.lock()
         ledger = directory.create(question, roles, rounds, model or (options.model if options else None))
-        return cls(directory, ledger, options=options, settings=settings, on_event=on_event)
+        dialogue = cls(directory, ledger, options=options, settings=settings, on_event=on_event)
+        dialogue._lock = lock
+        return dialogue
 
     @staticmethod
     def model_of(path: Path) -> str | None:
@@ -82,6 +87,7 @@ class Dialogue:
         changes nothing."""
         directory = DialogueDir(path)
         ledger, name = directory.load(), DIALOGUE
+        lock = directory.lock()  # before any check: another run's step under way is not a broken file
         try:
             now = [_meta(e) for e in directory.entries()]
             good = [_meta(e) for e in parse(directory.good(DIALOGUE) or "[]")]
@@ -96,9 +102,14 @@ class Dialogue:
             for name in (SUMMARY, SYNTHESIS):  # the scribe's files: text, or DialogueFileError
                 directory.read(name)
         except DialogueFileError as e:
+            os.close(lock)
             raise DialogueFileError(f"{e}. The last good copy is {directory.private / 'good' / name}: "
                                     "put it back (or mend the file) and resume again") from e
+        except BaseException:
+            os.close(lock)
+            raise
         dialogue = cls(directory, ledger, options=options, settings=settings, on_event=on_event)
+        dialogue._lock = lock
         rewound = directory.rewind(ledger)
         dialogue.on_event(Resumed(done=len(ledger.done), rewound=rewound))
         return dialogue
@@ -124,7 +135,22 @@ class Dialogue:
 
     async def run(self) -> Report:
         """The dialogue's remaining steps, one after another; the report at the end. TurnError (after the
-        ledger says so) when a turn cannot finish: the dialogue can be resumed."""
+        ledger says so) when a turn cannot finish: the dialogue can be resumed. The directory is this run's
+        until it returns (another process's resume is refused meanwhile)."""
+        if self._lock is None:
+            self._lock = self.dir.lock()
+        try:
+            return await self._run()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Let the directory go (run does, at its end): another process may take the dialogue up."""
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    async def _run(self) -> Report:
         if self.ledger.state in (DialogueState.CONSENSUS.value, DialogueState.FINISHED.value):
             return self.report()
         self.ledger.state = DialogueState.RUNNING.value

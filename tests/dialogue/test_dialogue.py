@@ -177,9 +177,25 @@ def test_a_summary_broken_by_hand_before_a_resume_is_refused_naming_its_good_cop
                                                                                                        tmp_path):
     """Not only dialogue.json: a summary.md that is no longer text stops the resume before any claude starts."""
     path = tmp_path / "talk"
-    Dialogue.create(path, QUESTION, roles)
+    Dialogue.create(path, QUESTION, roles).close()
     (path / "summary.md").write_bytes(b"# Summary\n\xff\xfe\x00")
     before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
     with pytest.raises(DialogueFileError, match=r"summary.md is not UTF-8 text\. The last good copy is .*good/summary"):
         Dialogue.resume(path)
     assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
+
+
+def test_a_dialogue_under_way_is_not_taken_up_by_another_resume_until_it_lets_go(roles, tmp_path):
+    """Two runs on one directory would write over each other's steps: the second is refused, changing nothing;
+    the lock goes with the run (a kill -9 lets it go too: the kernel drops it with the process)."""
+    path = tmp_path / "talk"
+    first = Dialogue.create(path, QUESTION, roles)
+    before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+    with pytest.raises(DialogueFileError, match="is being run by another process now"):
+        Dialogue.resume(path)
+    assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
+    first.close()
+    second = Dialogue.resume(path)
+    with pytest.raises(DialogueFileError, match="is being run by another process now"):
+        Dialogue.resume(path)
+    second.close()
