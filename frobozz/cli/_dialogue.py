@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+out = Console(highlight=False, soft_wrap=True)  # whole lines, piped or at 80 columns: one event, one line
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 dialogue = typer.Typer(help="Orchestrated dialogues: several agents work through files.", no_args_is_help=True)
 
 
@@ -54,12 +54,15 @@ def _show(event) -> None:  # type: ignore[no-untyped-def]
 
 
 def _table(report, path: Path) -> None:  # type: ignore[no-untyped-def]
-    table = Table("role", "agent", "turns", "tools", "denied", "time", "cost",
-                  title=f"dialogue {report.state.value}: {report.rounds} rounds, {report.entries} entries")
+    table = Table(title=f"dialogue {report.state.value}: {report.rounds} rounds, {report.entries} entries")
+    table.add_column("role", overflow="fold")  # a role's whole name, folded in its cell at 80 columns
+    table.add_column("agent", overflow="fold")
+    for number in ("turns", "tools", "denied", "time", "cost"):
+        table.add_column(number, justify="right")
     for r in report.roles:
         table.add_row(r.role, r.agent, str(r.turns), str(r.tools), str(r.denied), f"{r.seconds:.1f} s",
                       f"${r.cost_usd:.4f}")
-    out.print(table)
+    out.print(table, soft_wrap=False)  # a table fits the width; the lines around it stay whole
     consensus = (f"round {report.consensus_round} ({report.consensus_role}, {report.consensus_how})"
                  if report.consensus_round is not None else "none")
     out.print(f"consensus: {consensus}; restores: {report.restores}; files in {path}", markup=False)

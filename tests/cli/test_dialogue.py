@@ -3,6 +3,7 @@ written, and a dialogue killed with -9 in round 2 that resumes to the same files
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -13,6 +14,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from frobozz.cli import _dialogue
+from frobozz.dialogue import DialogueState, Report, RoleStats, Step, StepStarted, ToolDenied, ToolUsed
 from tests.dialogue.conftest import QUESTION, prompt
 from tests.orphans import descendants, still_running
 
@@ -122,3 +125,33 @@ def test_a_dialogue_killed_in_round_two_resumes_to_the_same_files_as_one_never_k
     assert again.returncode == 0 and "▶" not in again.stdout and "dialogue finished: 2 rounds" in again.stdout
     taken = frobozz(cli_env, *arguments(inputs, killed))
     assert taken.returncode == 2 and "already holds a dialogue" in taken.stderr
+
+
+def test_the_live_view_errors_and_table_keep_whole_lines_at_80_columns_when_piped(cli_env, inputs, tmp_path,
+                                                                                   monkeypatch):
+    """Piped (to grep, to a file) at 80 columns, a long line must not be broken where the columns end: each event
+    and each error is one whole line, and the table fits the width with every role's whole name in it."""
+    binary = tmp_path / "question.bin"
+    binary.write_bytes(b"\x7fELF\x02\x01\x00")
+    done = frobozz({**cli_env, "COLUMNS": "80"}, *arguments({**inputs, "question": binary}, tmp_path / "never"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and len(done.stderr) > 80, done.stderr
+    assert "is binary, not text" in done.stderr
+
+    piped = io.StringIO()
+    monkeypatch.setattr(_dialogue.out, "file", piped)
+    monkeypatch.setattr(_dialogue.out, "width", 80)
+    long_role = "Architect-2-of-the-long-and-winding-name"
+    denial = ToolDenied(long_role, "Edit", "dialogue.json", "entry 2's role is the orchestrator's: only the last "
+                                                             "entry's content and consensus may change")
+    for event in (StepStarted(Step("agent", 2, long_role)), denial, ToolUsed(long_role, "[Tool] Read: x" + "y" * 90)):
+        _dialogue._show(event)
+    assert len(piped.getvalue().splitlines()) == 3 and denial.reason in piped.getvalue()
+    piped.seek(0), piped.truncate()
+    report = Report(state=DialogueState.CONSENSUS, rounds=2, roles=(
+        RoleStats(long_role, "a2", 3, 6, 2, 1234.5, 10.5), RoleStats("Scribe", "scribe", 4, 8, 0, 3.0, 0.0)),
+        consensus_round=2, consensus_role=long_role, consensus_how="field", restores=1, entries=5)
+    _dialogue._table(report, tmp_path / ("folder-" * 12))
+    *table, last = piped.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in table) and long_role in "".join(line.split("│")[1].strip() for line in table
+                                                                           if line.startswith("│"))
+    assert last.startswith("consensus: round 2") and last.endswith("folder-")
