@@ -152,6 +152,6 @@ def test_the_live_view_errors_and_table_keep_whole_lines_at_80_columns_when_pipe
         consensus_round=2, consensus_role=long_role, consensus_how="field", restores=1, entries=5)
     _dialogue._table(report, tmp_path / ("folder-" * 12))
     *table, last = piped.getvalue().splitlines()
-    assert all(len(line) <= 80 for line in table) and long_role in "".join(line.split("│")[1].strip() for line in table
-                                                                           if line.startswith("│"))
+    folded = "".join(line.split("│")[1].strip() for line in table if line.startswith("│"))  # the role column
+    assert all(len(line) <= 80 for line in table) and long_role in folded
     assert last.startswith("consensus: round 2") and last.endswith("folder-")
