@@ -36,7 +36,11 @@ def read_input(path: Path, what: str, *, limit: int, setting: str) -> str:
         size = path.stat().st_size
         if size > limit:
             raise DialogueInputError(f"{what} {path} is {size} bytes; the limit is {limit} ({setting})")
-        text = path.read_text(encoding="utf-8-sig")  # an editor's byte-order mark is not text
+        with path.open("rb") as f:  # at most limit + 1 bytes: a pipe or a device has no size to check first
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise DialogueInputError(f"{what} {path} is more than {limit} bytes; the limit is {limit} ({setting})")
+        text = data.decode("utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")  # as read_text: a BOM is not text
     except UnicodeDecodeError as e:
         raise DialogueInputError(f"{what} {path} is not UTF-8 text") from e
     except OSError as e:

@@ -5,6 +5,9 @@ role headers."""
 from __future__ import annotations
 
 import json
+import os
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +186,28 @@ def test_a_prompt_saved_with_a_byte_order_mark_keeps_its_header_and_loses_the_ma
     b.write_bytes("\ufeff<Architect-2 Prompt: the other voice>\r\nArgue.\r\n".encode())
     roles = load_roles([("a", a), ("b", b)], None, limit=1000)
     assert roles[1].name == "Architect-2" and roles[1].prompt == "<Architect-2 Prompt: the other voice>\nArgue.\n"
+
+
+def test_a_prompt_or_question_from_a_pipe_or_a_device_is_read_only_up_to_its_limit(tmp_path):
+    """A pipe or /dev/zero has no size to check before reading: more than the limit is refused, never read whole."""
+    fifo = tmp_path / "prompt.fifo"
+    os.mkfifo(fifo)
+
+    def feed(data: bytes) -> None:
+        try:
+            with fifo.open("wb") as f:
+                f.write(data)
+        except BrokenPipeError:  # the reader stopped at its limit
+            pass
+
+    writer = threading.Thread(target=feed, args=(b"<Architect-2 Prompt: piped>\n" + b"why? " * 1000,))
+    writer.start()
+    with pytest.raises(DialogueInputError, match="prompt.fifo is more than 1000 bytes; the limit is 1000"):
+        load_roles([("a", prompt(tmp_path / "a.md", "Architect-1")), ("b", fifo)], None, limit=1000)
+    writer.join(timeout=60)
+    with pytest.raises(DialogueInputError, match="is more than 1000 bytes"):
+        read_question(Path("/dev/zero"), limit=1000)
+    writer = threading.Thread(target=feed, args=(b"Attic or cellar?\r\n",))
+    writer.start()
+    assert read_question(fifo, limit=1000) == "Attic or cellar?\n"  # `--question /dev/stdin` works
+    writer.join(timeout=60)
