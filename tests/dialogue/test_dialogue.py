@@ -10,7 +10,7 @@ import pytest
 
 from frobozz.dialogue import (ConsensusReached, Dialogue, DialogueFileError, DialogueState, FileRestored,
                               ScriptedDialogue, StepFinished, StepStarted, ToolDenied, ToolUsed, TurnError)
-from frobozz.dialogue._scripted import last_tool
+from frobozz.dialogue._scripted import instruction_of, last_tool
 from frobozz.engine.testing import ApiError, Reply, ScriptedModel, ToolUse
 from tests.dialogue.conftest import QUESTION, run_dialogue
 
@@ -143,26 +143,31 @@ async def test_a_dialogue_json_broken_during_a_turn_is_restored_from_the_last_go
     assert report.restores == 1 and report.state is DialogueState.FINISHED
 
 
-async def test_a_turn_that_fails_stops_the_dialogue_which_resumes_without_repeating_a_finished_turn(
+async def test_a_turn_that_fails_stops_the_dialogue_which_resumes_each_roles_session_without_repeating_a_turn(
         make_options, roles, tmp_path):
+    """Architect-2 fails in round 2: the resume runs only that turn, in Architect-2's own claude session (its
+    round 1 is in the history the model is sent), and Architect-1 is not asked again."""
     script, path = ScriptedDialogue(), tmp_path / "talk"
 
     def fails(request):
         return ApiError(500, "api_error", "the model is down") if "Architect-2 Prompt" in request.system \
-            else script(request)
+            and "Round 2" in instruction_of(request) else script(request)
 
     async with ScriptedModel(fails) as model:
         with pytest.raises(TurnError, match="the turn ended in error"):
-            await run_dialogue(path, make_options(model), roles[:2], rounds=1)
+            await run_dialogue(path, make_options(model), roles[:2], rounds=2)
     assert json.loads((path / ".dialogue" / "state.json").read_text())["state"] == "failed"
     events = []
     async with ScriptedModel(script) as model:
         report = await run_dialogue(path, make_options(model), resume=True, events=events)
-    assert [e.step.key for e in events if isinstance(e, StepStarted)] == ["1:agent:Architect-2"]
+    assert [e.step.key for e in events if isinstance(e, StepStarted)] == ["2:agent:Architect-2"]
+    assert {"Architect-2 Prompt" in r.system for r in model.requests} == {True}
+    history = [r for r in model.requests if "Round 1, your turn as Architect-2" in json.dumps(r.messages)]
+    assert history and len(history) == len(model.requests)  # the session resumed, not a new one
     assert [e["content"] for e in json.loads((path / "dialogue.json").read_text())] == [
-        script.content("Architect-1", 1), script.content("Architect-2", 1)]
+        script.content(role, n) for n in (1, 2) for role in ("Architect-1", "Architect-2")]
     assert report.state is DialogueState.FINISHED and {r.role: r.turns for r in report.roles} == {
-        "Architect-1": 1, "Architect-2": 1}
+        "Architect-1": 2, "Architect-2": 2}
 
 
 async def test_the_first_entry_of_a_dialogue_cannot_end_it_there_is_no_one_to_agree_with(make_options, roles,
