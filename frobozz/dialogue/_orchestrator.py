@@ -214,8 +214,11 @@ class Dialogue:
         return SYNTHESIS
 
     def _instruction(self, step: Step, target: str) -> str:
-        """One short instruction: which files to read, which to edit. Paths only, never their content."""
-        p = self.dir.__getitem__
+        """One short instruction: which files to read, which to edit. Paths only (in backquotes: a path may hold
+        spaces), never their content."""
+        def p(name: str) -> str:
+            return f"`{self.dir[name]}`"
+
         if step.kind == "agent":
             return (f"Round {step.round}, your turn as {step.role}. Read {p(QUESTION)}, {p(SUMMARY)} (if it exists) "
                     f"and {p(DIALOGUE)}. Then Edit {p(DIALOGUE)}: fill the content field of its last entry with "

@@ -16,7 +16,7 @@ from ..engine.testing import MessagesRequest, Reply, ToolUse
 from ._files import PENDING
 from ._roles import HEADER
 
-_PATH = re.compile(r"(/\S+?\.(?:json|md))\b")
+_PATH = re.compile(r"`(/[^`\n]+)`")  # the orchestrator puts each path in backquotes
 _ROUND = re.compile(r"Round (\d+)")
 EMPTY_LAST = '"content": "",\n    "consensus": false\n  }\n]'
 

@@ -204,3 +204,15 @@ def test_a_dialogue_under_way_is_not_taken_up_by_another_resume_until_it_lets_go
     with pytest.raises(DialogueFileError, match="is being run by another process now"):
         Dialogue.resume(path)
     second.close()
+
+
+async def test_a_dialogue_in_a_folder_whose_path_has_spaces_is_filled_by_the_scripted_model(make_options, roles,
+                                                                                             tmp_path):
+    """The instruction's paths are quoted, so a model (the scripted one too) finds them whole: `My Talks/`."""
+    path, script = tmp_path / "My Talks" / "on the lantern", ScriptedDialogue()
+    async with ScriptedModel(script) as model:
+        report = await run_dialogue(path, make_options(model), roles[:2], rounds=1)
+    assert [e["content"] for e in json.loads((path / "dialogue.json").read_text())] == [
+        script.content("Architect-1", 1), script.content("Architect-2", 1)]
+    assert report.state is DialogueState.FINISHED and {r.role: r.tools for r in report.roles} == {
+        "Architect-1": 2, "Architect-2": 2}
