@@ -74,7 +74,7 @@ def run(
     agent: list[str] = typer.Option([], "--agent", help="NAME=PROMPT_FILE, once per agent, in speaking order; the "
                                                         "role is the prompt's header <Role Prompt: ...>."),
     scribe: Path | None = typer.Option(None, "--scribe", dir_okay=False, help="The scribe's prompt file."),
-    rounds: int = typer.Option(3, "--rounds", min=1, max=100, help="Rounds at most."),
+    rounds: int | None = typer.Option(None, "--rounds", min=1, max=100, help="Rounds at most (default 3)."),
     directory: Path | None = typer.Option(None, "--dir", file_okay=False,
                                           help="Where the dialogue's files go (default: a new folder in the data "
                                                "directory)."),
@@ -89,9 +89,9 @@ def run(
     settings = DialogueSettings()
     try:
         if resume is not None:
-            if question or agent or scribe or directory:
-                raise _fail("--resume takes the dialogue as it was set up: leave out --question, --agent, --scribe "
-                            "and --dir")
+            if question or agent or scribe or directory or rounds is not None:
+                raise _fail("--resume takes the dialogue as it was set up: leave out --question, --agent, --scribe, "
+                            "--dir and --rounds")
             path, model = resume, model or Dialogue.model_of(resume)
             question_text, roles = "", ()
         else:
@@ -117,7 +117,7 @@ def run(
             if resume is not None:
                 made = Dialogue.resume(path, options=options, settings=settings, on_event=_show)
             else:
-                made = Dialogue.create(path, question_text, roles, rounds=rounds, options=options,
+                made = Dialogue.create(path, question_text, roles, rounds=rounds or 3, options=options,
                                        settings=settings, on_event=_show, model=model)
                 out.print(f"dialogue in {made.dir.path}", markup=False)
             return await made.run()

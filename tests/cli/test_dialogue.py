@@ -87,6 +87,12 @@ def test_bad_input_is_refused_with_a_clear_error_and_nothing_is_written(cli_env,
     assert nothing.returncode == 2 and "holds no dialogue to resume" in nothing.stderr
 
 
+def test_a_resume_given_rounds_is_refused_rather_than_run_with_the_rounds_it_was_set_up_with(cli_env, tmp_path):
+    """`--resume DIR --rounds 5` would otherwise end after the dialogue's own rounds, the 5 silently dropped."""
+    done = frobozz(cli_env, "dialogue", "run", "--resume", str(tmp_path), "--rounds", "5")
+    assert done.returncode == 2 and "--dir and --rounds" in done.stderr, done.stderr
+
+
 def test_a_dialogue_killed_in_round_two_resumes_to_the_same_files_as_one_never_killed(cli_env, inputs, tmp_path):
     whole = frobozz(cli_env, *arguments(inputs, tmp_path / "whole"))
     assert whole.returncode == 0, whole.stderr
