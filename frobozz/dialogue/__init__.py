@@ -5,7 +5,7 @@ from ._consensus import consensus_of
 from ._entries import Entry
 from ._events import (ConsensusReached, DialogueEvent, DialogueState, FileRestored, Report, Resumed, RoleStats, Step,
                       StepFinished, StepStarted, ToolDenied, ToolUsed)
-from ._files import DIALOGUE, QUESTION, SUMMARY, SYNTHESIS
+from ._directory import DIALOGUE, QUESTION, SUMMARY, SYNTHESIS
 from ._inputs import read_question
 from ._orchestrator import Dialogue
 from ._roles import Role, load_roles, role_of

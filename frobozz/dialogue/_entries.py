@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr, TypeAdapter, ValidationError
 
@@ -17,6 +16,8 @@ METADATA = ("round", "role", "timestamp")
 
 
 class Entry(BaseModel):
+    """One entry of dialogue.json, strictly typed (a model's `"round": "2"` is an error, not a 2)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     round: StrictInt
@@ -85,7 +86,3 @@ def check_new_text(current: str, proposed: str, max_content: int | None = None) 
     except ValueError as e:
         return f"the edit would break dialogue.json: {e}"
     return metadata_changes(before, after, max_content)
-
-
-def as_plain(entries: list[Entry]) -> list[dict[str, Any]]:
-    return [e.model_dump() for e in entries]

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..engine import HookInput, HookMatcher, HookOutput
 from ._entries import check_new_text
-from ._files import DIALOGUE, QUESTION, SUMMARY, SYNTHESIS
+from ._directory import DIALOGUE, QUESTION, SUMMARY, SYNTHESIS
 from ._text import inert
 
 READS = (QUESTION, DIALOGUE, SUMMARY, SYNTHESIS)

@@ -21,7 +21,7 @@ from ._consensus import consensus_of
 from ._entries import Entry, metadata_changes, parse, skeleton
 from ._events import (ConsensusReached, DialogueEvent, DialogueState, FileRestored, Report, Resumed, RoleStats,
                       Step, StepFinished, StepStarted, ToolDenied, ToolUsed)
-from ._files import (DIALOGUE, NOT_WRITTEN, PENDING, QUESTION, SUMMARY, SYNTHESIS, DialogueDir, Ledger,
+from ._directory import (DIALOGUE, NOT_WRITTEN, PENDING, QUESTION, SUMMARY, SYNTHESIS, DialogueDir, Ledger,
                      RoleRecord)
 from ._guard import Guard
 from ._inputs import check_question

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from typing import Any
 
 from ..engine.testing import MessagesRequest, Reply, ToolUse
-from ._files import PENDING
+from ._directory import PENDING
 from ._roles import HEADER
 
 _PATH = re.compile(r"`(/[^`\n]+)`")  # the orchestrator puts each path in backquotes

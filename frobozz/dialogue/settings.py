@@ -16,6 +16,8 @@ CONSENSUS_PHRASES = (
 
 
 class DialogueSettings(BaseSettings):
+    """Limits and phrases of a dialogue; each field is FROBOZZ_DIALOGUE_<NAME> in the environment."""
+
     model_config = SettingsConfigDict(env_prefix="FROBOZZ_DIALOGUE_", env_file=".env", extra="ignore")
 
     consensus_phrases: tuple[str, ...] = Field(

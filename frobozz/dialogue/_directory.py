@@ -12,7 +12,6 @@ import fcntl
 import json
 import os
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,8 @@ SHARED = (DIALOGUE, SUMMARY, SYNTHESIS)  # what a step may change
 
 
 class RoleRecord(BaseModel):
+    """A participant as the ledger keeps it: all a resume needs to start its claude again."""
+
     model_config = ConfigDict(extra="forbid")
 
     agent: str
@@ -57,16 +58,10 @@ class Ledger(BaseModel):
     restores: int = 0
 
 
-@dataclass(frozen=True)
-class Restore:
-    """A record of a file put back from its last good copy."""
-
-    file: str
-    step: str
-    reason: str
-
-
 class DialogueDir:
+    """The directory's files by name, its ledger, the last good copies, checkpoints and the lock: the only code
+    that touches the disk (the orchestrator decides, this writes, each write atomic)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path.resolve()
         self.private = self.path / ".dialogue"
@@ -158,18 +153,16 @@ class DialogueDir:
             if text is not None:
                 atomic_write(self.private / "good" / name, text.encode())
 
-    def restore(self, name: str, step: str, reason: str) -> Restore:
+    def restore(self, name: str, step: str, reason: str) -> None:
         """Put `name` back from its last good copy, with a record in `.dialogue/restores.jsonl`."""
         good = self.good(name)
         if good is None:
             self[name].unlink(missing_ok=True)
         else:
             self.write(name, good)
-        record = Restore(file=name, step=step, reason=reason)
         with (self.private / "restores.jsonl").open("a", encoding="utf-8") as f:
             f.write(json.dumps({"at": datetime.now(UTC).isoformat(timespec="seconds"), "file": name, "step": step,
                                 "reason": reason}) + "\n")
-        return record
 
     # -- steps: a checkpoint before, the ledger after ---------------------------------------------
     def begin(self, ledger: Ledger, step: str) -> None:
