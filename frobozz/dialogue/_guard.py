@@ -53,7 +53,7 @@ class Guard:
 
     def _name(self, raw: object) -> str | None:
         """The dialogue file a path names, or None for anything else."""
-        if not isinstance(raw, str) or not raw:
+        if not isinstance(raw, str) or not raw or "\x00" in raw:  # a NUL names no file (realpath would raise)
             return None
         path = Path(os.path.realpath(self.directory / raw))
         return path.name if path.parent == self.directory and path.name in READS else None

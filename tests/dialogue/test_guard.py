@@ -60,6 +60,8 @@ async def test_an_agent_fills_only_the_last_entrys_content_and_consensus(folder)
         (call("Read", file_path=str(folder / ".dialogue" / "state.json")), "agents use only"),
         (call("Read", file_path="/etc/passwd"), "agents use only"),
         (call("Read", file_path=str(folder / "sub" / ".." / ".." / "dialogue.json")), "agents use only"),
+        (call("Read", file_path=str(folder / "dialogue.json") + "\x00.txt"), "agents use only"),
+        (call("Read", file_path=["dialogue.json"]), "agents use only"),
         (call("Bash", command="ls"), "agents use only"),
     ]
     for event, why in cases:
