@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .._files import atomic_write
 from ._entries import Entry, dump, parse
+from ._events import DialogueState
 from ._roles import Role
 from .exceptions import DialogueFileError
 
@@ -53,7 +54,7 @@ class Ledger(BaseModel):
     done: list[str] = []  # the keys of finished steps, in order
     current: str | None = None  # the step under way, whose checkpoint is in .dialogue/checkpoint.json
     consensus: dict[str, Any] | None = None  # {round, role, how}
-    state: str = "running"
+    state: DialogueState = DialogueState.RUNNING
     stats: dict[str, dict[str, float]] = {}  # agent -> turns, tools, denied, seconds, cost_usd (finished steps)
     restores: int = 0
 
@@ -108,7 +109,11 @@ class DialogueDir:
             return Ledger.model_validate_json(self.ledger_path.read_bytes())
         except FileNotFoundError as e:
             raise DialogueFileError(f"{self.path} holds no dialogue to resume (no .dialogue/state.json)") from e
-        except (OSError, ValidationError, ValueError) as e:
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "the file"
+            raise DialogueFileError(f"{self.ledger_path} is broken: {where}: {first['msg']}") from e
+        except (OSError, ValueError) as e:
             raise DialogueFileError(f"{self.ledger_path} is broken: {str(e)[:300]}") from e
 
     def save(self, ledger: Ledger) -> None:

@@ -151,21 +151,21 @@ class Dialogue:
             self._lock = None
 
     async def _run(self) -> Report:
-        if self.ledger.state in (DialogueState.CONSENSUS.value, DialogueState.FINISHED.value):
+        if self.ledger.state in (DialogueState.CONSENSUS, DialogueState.FINISHED):
             return self.report()
-        self.ledger.state = DialogueState.RUNNING.value
+        self.ledger.state = DialogueState.RUNNING
         async with AsyncExitStack() as stack:
             try:
                 for step in self.plan():
                     if self._wanted(step):
                         await self._step(stack, step)
             except (DialogueError, EngineError) as e:
-                self.ledger.state = DialogueState.FAILED.value
+                self.ledger.state = DialogueState.FAILED
                 self.dir.save(self.ledger)
                 if isinstance(e, DialogueError):
                     raise
                 raise TurnError(f"claude failed: {e}") from e
-        self.ledger.state = (DialogueState.CONSENSUS if self.ledger.consensus else DialogueState.FINISHED).value
+        self.ledger.state = DialogueState.CONSENSUS if self.ledger.consensus else DialogueState.FINISHED
         self.dir.save(self.ledger)
         return self.report()
 
@@ -307,7 +307,7 @@ class Dialogue:
                                 denied=int(s.get("denied", 0)), seconds=s.get("seconds", 0.0),
                                 cost_usd=s.get("cost_usd", 0.0))
                       for r in self.ledger.roles for s in [self.ledger.stats.get(r.agent, {})])
-        return Report(state=DialogueState(self.ledger.state), rounds=max((e.round for e in entries), default=0),
+        return Report(state=self.ledger.state, rounds=max((e.round for e in entries), default=0),
                       roles=roles, consensus_round=agreed.get("round"), consensus_role=agreed.get("role"),
                       consensus_how=agreed.get("how"), restores=self.ledger.restores, entries=len(entries))
 

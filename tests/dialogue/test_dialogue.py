@@ -216,3 +216,13 @@ async def test_a_dialogue_in_a_folder_whose_path_has_spaces_is_filled_by_the_scr
         script.content("Architect-1", 1), script.content("Architect-2", 1)]
     assert report.state is DialogueState.FINISHED and {r.role: r.tools for r in report.roles} == {
         "Architect-1": 2, "Architect-2": 2}
+
+
+def test_a_ledger_with_a_state_it_cannot_have_is_refused_on_resume(roles, tmp_path):
+    """The ledger's state is one of DialogueState's: a hand-edited one is a clear error, not a crash at the end."""
+    path = tmp_path / "talk"
+    Dialogue.create(path, QUESTION, roles).close()
+    ledger = path / ".dialogue" / "state.json"
+    ledger.write_text(ledger.read_text().replace('"state": "running"', '"state": "done-ish"'))
+    with pytest.raises(DialogueFileError, match=r"state.json is broken: state: Input should be 'running', 'consensus'"):
+        Dialogue.resume(path)
