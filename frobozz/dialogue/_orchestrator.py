@@ -86,31 +86,16 @@ class Dialogue:
         """A dialogue from its files. A broken `dialogue.json` (or a summary that is not text) is an error that
         changes nothing."""
         directory = DialogueDir(path)
-        ledger, name = directory.load(), DIALOGUE
+        ledger = directory.load()
         lock = directory.lock()  # before any check: another run's step under way is not a broken file
         try:
-            now = [_meta(e) for e in directory.entries()]
-            good = [_meta(e) for e in parse(directory.good(DIALOGUE) or "[]")]
-            before = directory.checkpoint(DIALOGUE) if ledger.current is not None else None
-            before_meta = None if before is None else [_meta(e) for e in parse(before)]
-            # a step cut off may have left its skeleton (one entry more than its checkpoint) or more
-            cut_off = before_meta is not None and now[:len(before_meta)] == before_meta \
-                and len(now) - len(before_meta) <= 1
-            if now != good and not cut_off:
-                raise DialogueFileError(f"{directory[DIALOGUE]} does not match the orchestrator's record: "
-                                        f"{_difference(good, now)}")
-            for name in (SUMMARY, SYNTHESIS):  # the scribe's files: text, or DialogueFileError
-                directory.read(name)
-        except DialogueFileError as e:
-            os.close(lock)
-            raise DialogueFileError(f"{e}. The last good copy is {directory.private / 'good' / name}: "
-                                    "put it back (or mend the file) and resume again") from e
+            _check_resumable(directory, ledger)
+            dialogue = cls(directory, ledger, options=options, settings=settings, on_event=on_event)
+            rewound = directory.rewind(ledger)
         except BaseException:
             os.close(lock)
             raise
-        dialogue = cls(directory, ledger, options=options, settings=settings, on_event=on_event)
         dialogue._lock = lock
-        rewound = directory.rewind(ledger)
         dialogue.on_event(Resumed(done=len(ledger.done), rewound=rewound))
         return dialogue
 
@@ -314,6 +299,37 @@ class Dialogue:
 
 def _meta(entry: Entry) -> tuple[int, str, str]:
     return entry.round, entry.role, entry.timestamp
+
+
+def _recorded(text: str | None, where: Path) -> list[tuple[int, str, str]]:
+    """The entries' metadata in one of the orchestrator's own records (the good copy, a checkpoint)."""
+    try:
+        return [_meta(e) for e in parse(text or "[]")]
+    except ValueError as e:
+        raise DialogueFileError(f"the orchestrator's record {where} is broken ({e}): this dialogue cannot be "
+                                "resumed as it was; start a new one") from e
+
+
+def _check_resumable(directory: DialogueDir, ledger: Ledger) -> None:
+    """DialogueFileError, changing nothing, unless dialogue.json is the orchestrator's record (or that record and
+    the skeleton of the step cut off) and the scribe's files are text."""
+    good = _recorded(directory.good(DIALOGUE), directory.private / "good" / DIALOGUE)
+    before = directory.checkpoint(DIALOGUE) if ledger.current is not None else None
+    before_meta = None if before is None else _recorded(before, directory.private / "checkpoint.json")
+    name = DIALOGUE
+    try:
+        now = [_meta(e) for e in directory.entries()]
+        # a step cut off may have left its skeleton (one entry more than its checkpoint)
+        cut_off = before_meta is not None and now[:len(before_meta)] == before_meta \
+            and len(now) - len(before_meta) <= 1
+        if now != good and not cut_off:
+            raise DialogueFileError(f"{directory[DIALOGUE]} does not match the orchestrator's record: "
+                                    f"{_difference(good, now)}")
+        for name in (SUMMARY, SYNTHESIS):  # the scribe's files: text, or DialogueFileError
+            directory.read(name)
+    except DialogueFileError as e:
+        raise DialogueFileError(f"{e}. The last good copy is {directory.private / 'good' / name}: "
+                                "put it back (or mend the file) and resume again") from e
 
 
 def _difference(good: list[tuple[int, str, str]], now: list[tuple[int, str, str]]) -> str:

@@ -226,3 +226,16 @@ def test_a_ledger_with_a_state_it_cannot_have_is_refused_on_resume(roles, tmp_pa
     ledger.write_text(ledger.read_text().replace('"state": "running"', '"state": "done-ish"'))
     with pytest.raises(DialogueFileError, match=r"state.json is broken: state: Input should be 'running', 'consensus'"):
         Dialogue.resume(path)
+
+
+def test_a_broken_record_of_the_orchestrators_own_is_a_clear_error_on_resume_and_changes_nothing(roles, tmp_path):
+    """The last good copy in .dialogue/ broken (by hand, by a disk): no traceback, no guess, nothing written."""
+    path = tmp_path / "talk"
+    Dialogue.create(path, QUESTION, roles).close()
+    (path / ".dialogue" / "good" / "dialogue.json").write_text("[{")
+    before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+    with pytest.raises(DialogueFileError, match=r"the orchestrator's record .*good/dialogue.json is broken \(it is"):
+        Dialogue.resume(path)
+    assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
+    with pytest.raises(DialogueFileError, match="the orchestrator's record"):  # again: the refusal let the lock go
+        Dialogue.resume(path)
