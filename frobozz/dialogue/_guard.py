@@ -52,10 +52,13 @@ class Guard:
         return HookMatcher([self.check], GUARDED)
 
     def _name(self, raw: object) -> str | None:
-        """The dialogue file a path names, or None for anything else."""
+        """The dialogue file a path names, or None for anything else: a path that leaves the directory, or goes
+        through a symlink (whose target is not where claude would write), names none."""
         if not isinstance(raw, str) or not raw or "\x00" in raw:  # a NUL names no file (realpath would raise)
             return None
-        path = Path(os.path.realpath(self.directory / raw))
+        path = Path(os.path.normpath(self.directory / raw))
+        if Path(os.path.realpath(path)) != path:
+            return None
         return path.name if path.parent == self.directory and path.name in READS else None
 
     def _deny(self, event: HookInput, name: str, reason: str) -> HookOutput:

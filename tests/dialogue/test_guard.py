@@ -71,6 +71,22 @@ async def test_an_agent_fills_only_the_last_entrys_content_and_consensus(folder)
     assert json.loads((folder / "dialogue.json").read_text())[1]["content"] == ""  # the guard only judges
 
 
+async def test_a_path_through_a_symlink_names_no_dialogue_file_whichever_way_it_points(folder, tmp_path_factory):
+    """A link outside pointing in would let an approved Edit write outside (claude may replace the link); a link
+    inside pointing out would read what is not the dialogue's."""
+    outside = tmp_path_factory.mktemp("elsewhere")
+    (outside / "dialogue.json").symlink_to(folder / "dialogue.json")
+    (folder / "question.md").symlink_to("/etc/hostname")
+    guard = Guard(folder, scribe=False, max_chars=1000)
+    good = '"content": "cellar",\n    "consensus": true\n  }\n]'
+    for event in (call("Edit", file_path=str(outside / "dialogue.json"), old_string=EMPTY_LAST, new_string=good),
+                  call("Read", file_path=str(outside / "dialogue.json")),
+                  call("Read", file_path=str(folder / "question.md"))):
+        permission, reason = await decide(guard, event)
+        assert permission == "deny" and "agents use only" in reason, event.tool_input
+    assert (await decide(guard, call("Read", file_path=str(folder / "dialogue.json"))))[0] == "allow"
+
+
 async def test_keys_and_paths_a_model_wrote_reach_the_live_view_and_the_tool_log_inert(folder):
     """A key the model put in an entry, or a path it tried, holds an escape sequence: the denial reason and the
     tool line show it as data (no control character reaches a terminal or a log)."""
