@@ -153,3 +153,14 @@ def test_consensus_is_the_field_or_a_fallback_phrase_and_the_phrases_are_configu
     assert phrases == ("the lantern stays",) and consensus_of(agreed, phrases) is None
     old = json.loads('{"round": 1, "role": "A", "timestamp": "t", "content": "The lantern stays upstairs."}')
     assert consensus_of(Entry(**old), phrases) == "phrase: the lantern stays"  # an entry from before the field
+
+
+@pytest.mark.parametrize("content", ["No consensus reached yet.", "There is still no consensus reached here.",
+                                     "I cannot say I fully agree with it."])
+def test_a_fallback_phrase_that_is_negated_is_not_consensus(content):
+    assert consensus_of(Entry(round=1, role="A", timestamp="t", content=content), CONSENSUS_PHRASES) is None
+
+
+def test_a_fallback_phrase_after_a_negated_sentence_is_consensus():
+    entry = Entry(round=1, role="A", timestamp="t", content="We did not agree at first. Now: consensus reached.")
+    assert consensus_of(entry, CONSENSUS_PHRASES) == "phrase: consensus reached"
