@@ -163,8 +163,11 @@ class Inbox(Polling):
             await anyio.sleep(self.interval)
             return
         try:
-            if self._uidnext is not None and (self._code(b"UIDNEXT") or 0) > self._uidnext:
+            current = self._code(b"UIDNEXT")
+            if self._uidnext is not None and (current or 0) > self._uidnext:
+                self._uidnext = current
                 return  # mail came between the last look and now
+            self._uidnext = current
             if not client.has_capability("IDLE"):
                 await anyio.sleep(self.interval)
                 return
