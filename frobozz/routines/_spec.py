@@ -68,9 +68,11 @@ class Routine(BaseModel):
         return f"{self.kind}:{self.url}" if self.url else self.kind
 
     def describe(self) -> str:
-        return {"cron": f"cron {self.cron} ({self.tz})", "every": f"every {self.every:g} s",
-                "inbox": f"inbox {self.url} (poll {self.poll:g} s)",
-                "feed": f"feed {self.url} (poll {self.poll:g} s)"}[self.kind]
+        if self.kind == "cron":
+            return f"cron {self.cron} ({self.tz})"
+        if self.kind == "every":
+            return f"every {self.every:g} s"
+        return f"{self.kind} {self.url} (poll {self.poll:g} s)"
 
 
 def routine(**values: object) -> Routine:
