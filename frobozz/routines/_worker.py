@@ -34,6 +34,7 @@ from .settings import RoutineSettings
 
 log = logging.getLogger("frobozz.routines")
 ENTRYPOINT = "routine"
+MISSED_KEPT = 100  # missed due times recorded one by one (a machine off for a month is not 40,000 rows)
 
 
 def new_run_id() -> str:
@@ -202,8 +203,15 @@ class RoutineWorker:
             assert isinstance(schedule, Schedule)
             last = max(filter(None, [await self.store.last_due(spec.name), row["created"]]))
             due = schedule.next_after(last)
-            if due <= now:  # late (no worker was running): the latest due time only, not every one missed
-                due = schedule.latest_due(last, now) or due
+            if due <= now:  # late (no worker was looking): the latest due time fires, the missed ones are recorded
+                latest = schedule.latest_due(last, now) or due
+                for _ in range(MISSED_KEPT):
+                    if due >= latest:
+                        break
+                    await self.store.claim(spec.name, Schedule.key(due), f"due {Schedule.key(due)}", due=due,
+                                           state="skipped", reason="missed: no worker was looking when it was due")
+                    due = schedule.next_after(due)
+                due = latest
             if due - now <= timedelta(seconds=self.settings.routine_tick * 2 + 1):
                 await enqueue(self.store, self.ledger, spec.name, Schedule.key(due), f"due {Schedule.key(due)}",
                               due=due)

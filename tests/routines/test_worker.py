@@ -1,0 +1,63 @@
+"""Routines fired by workers: real Postgres, the real claude CLI answered by the scripted model, a real
+IMAP server; each firing a memory-loop session recorded as a run."""
+
+import anyio
+import pytest
+
+from frobozz.engine.testing import ScriptedModel
+from frobozz.memory import MemoryService
+from frobozz.routines import Firer, RoutineWorker, routine
+
+pytestmark = pytest.mark.anyio
+
+
+def answers(request):
+    """The sidecar's questions (recall, suggestions) get nothing; a firing's message gets its reply."""
+    text = request.last_user_text()
+    if text.startswith(("Write up to", "Here is the last exchange")):
+        return "NONE"
+    return "Done: " + text.splitlines()[0][:60]
+
+
+def firing_requests(model, marker):
+    return [r.last_user_text() for r in model.requests if marker in r.last_user_text()]
+
+
+@pytest.fixture
+async def scripted(monkeypatch, tmp_path):
+    async with ScriptedModel(answers) as model:
+        for name, value in model.env().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+        yield model
+
+
+async def test_a_firing_run_now_is_a_memory_session_recorded_as_a_run(store, ledger, routine_settings, scripted,
+                                                                       cortex_settings):
+    await store.add(routine(name="brief", kind="cron", cron="@daily", prompt="Write the morning briefing."))
+    await store.claim("brief", "run:1", "run by hand")
+    memory = MemoryService(cortex_settings)
+    try:
+        with anyio.fail_after(300):
+            state = await Firer(store, ledger, memory, routine_settings)({"routine": "brief", "key": "run:1",
+                                                                          "manual": True})
+        sessions = await memory.sessions()
+        firing = await store.firing("brief", "run:1")
+        (run,) = await ledger.runs(game="routine:brief")
+        turns = await ledger.turns(run["run_id"])
+        (loop_session,) = await sessions.list("routine-brief")
+        archived = await sessions.transcript(loop_session.id)
+    finally:
+        await memory.aclose()
+    assert state == "done" and firing["state"] == "done" and firing["run_id"] == run["run_id"]
+    assert (run["status"], run["mode"], run["turns"]) == ("finished", "routine", 1)
+    assert turns[0].reply.startswith("Done:")
+    assert firing_requests(scripted, "Write the morning briefing.")
+    assert any("morning briefing" in e.content for e in archived)  # the memory loop archived the firing
+    assert any(e.content.startswith("Done:") for e in archived)
+    # fired again: nothing, it has ended
+    memory = MemoryService(cortex_settings)
+    try:
+        assert await Firer(store, ledger, memory, routine_settings)({"routine": "brief", "key": "run:1"}) is None
+    finally:
+        await memory.aclose()
