@@ -4,7 +4,7 @@ IMAP server; each firing a memory-loop session recorded as a run."""
 import anyio
 import pytest
 
-from frobozz.engine.testing import ScriptedModel
+from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.memory import MemoryService
 from frobozz.routines import Firer, RoutineWorker, routine
 
@@ -61,3 +61,44 @@ async def test_a_firing_run_now_is_a_memory_session_recorded_as_a_run(store, led
         assert await Firer(store, ledger, memory, routine_settings)({"routine": "brief", "key": "run:1"}) is None
     finally:
         await memory.aclose()
+
+
+async def fire_once(store, ledger, settings, cortex_settings, name):
+    await store.claim(name, "run:1", "run by hand")
+    memory = MemoryService(cortex_settings)
+    try:
+        with anyio.fail_after(300):
+            await Firer(store, ledger, memory, settings)({"routine": name, "key": "run:1", "manual": True})
+    finally:
+        await memory.aclose()
+    firing = await store.firing(name, "run:1")
+    return firing, await ledger.get(firing["run_id"])
+
+
+@pytest.fixture
+async def stubborn(monkeypatch):
+    """A model that keeps reading a file (max turns), or, asked to be slow, does not answer for ten minutes."""
+    def answer(request):
+        text = request.last_user_text()
+        if text.startswith(("Write up to", "Here is the last exchange", "Summarise")):
+            return "NONE"
+        if "Be slow." in text:
+            return Reply((Text("..."),), delay=600)
+        return Reply((ToolUse("Read", {"file_path": "/etc/hostname"}),))
+
+    async with ScriptedModel(answer) as model:
+        for name, value in model.env().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+        yield model
+
+
+async def test_a_firing_past_its_time_or_turns_ends_cleanly_and_says_which_limit(store, ledger, routine_settings,
+                                                                                 stubborn, cortex_settings):
+    await store.add(routine(name="slow", kind="every", every=3600, prompt="Be slow.", max_seconds=3))
+    firing, run = await fire_once(store, ledger, routine_settings, cortex_settings, "slow")
+    assert firing["state"] == "failed" and firing["reason"].startswith("time limit")
+    assert run["status"] == "failed" and run["reason"].startswith("time limit") and run["ended_at"]
+    await store.add(routine(name="loop", kind="every", every=3600, prompt="Read forever.", max_turns=2))
+    firing, run = await fire_once(store, ledger, routine_settings, cortex_settings, "loop")
+    assert firing["reason"].startswith("max turns") and run["reason"].startswith("max turns")
