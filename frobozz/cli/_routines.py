@@ -89,6 +89,13 @@ def add(name: str,
     if len(given) != 1:
         raise typer.BadParameter("give exactly one of --cron, --every, --inbox, --feed")
     kind = given[0]
+    if game is not None:
+        from frobozz.games import GameError, GameLibrary, GamesSettings
+
+        try:
+            GameLibrary(GamesSettings()).find(game, allow_path=True)
+        except GameError as e:
+            raise typer.BadParameter(str(e), param_hint="--game") from None
     values: dict[str, Any] = dict(name=name, kind=kind, prompt=_prompt(prompt, prompt_file), tz=tz, poll=poll,
                                   namespace=namespace, model=model, max_turns=max_turns, max_cost=max_cost,
                                   max_seconds=max_seconds, game=game, password_env=password_env,

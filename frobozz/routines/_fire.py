@@ -16,7 +16,7 @@ from frobozz.engine import AssistantMessage, EngineOptions, Result
 from frobozz.engine.producers import Item, Polling
 from frobozz.loop import MemorySession
 from frobozz.memory import MemoryService
-from frobozz.runner import RunInfo, RunLedger, TurnRecord
+from frobozz.runner import PlayerError, RunConfig, RunInfo, RunLedger, TurnRecord, load_template, play
 
 from ._spec import Routine
 from .settings import RoutineSettings
@@ -75,6 +75,8 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
                ledger: RunLedger, memory: MemoryService, settings: RoutineSettings,
                cli_path: str | None = None) -> Fired:
     """Play one firing to its end and record it as run `run_id` (made now, or taken up after a crash)."""
+    if spec.game:
+        return await _game(spec, title, ledger=ledger, settings=settings, cli_path=cli_path)
     info = run_info(spec, run_id, title)
     await ledger.add(info, queued=False)
     await ledger.save(info, started_at=datetime.now(UTC))
@@ -114,3 +116,24 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
     await ledger.record(info, turn, None)
     await ledger.save(info, ended_at=datetime.now(UTC))
     return Fired(state=state, reason=reason, run_id=run_id, cost_usd=cost)
+
+
+async def _game(spec: Routine, title: str, *, ledger: RunLedger, settings: RoutineSettings,
+                cli_path: str | None) -> Fired:
+    """A firing with --game: a run of the game with memory in the routine's namespace (Solitude with Zork),
+    the routine's prompt before the game's own instructions. The run is the runner's, recorded by it."""
+    folder = workspace(spec, settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    prompt_file = folder / "game-prompt.md"
+    default = load_template(None, tools=False).template
+    prompt_file.write_text(f"{spec.prompt.strip()}\n\n{default}", encoding="utf-8")
+    config = RunConfig(game=spec.game or "", player="claude", model=spec.model, max_turns=spec.max_turns,
+                       max_cost=spec.max_cost, max_seconds=spec.max_seconds, prompt_file=prompt_file,
+                       memory=spec.namespace_or_default)
+    try:
+        result = await play(config, settings, ledger=ledger, cli_path=cli_path)
+    except PlayerError as e:
+        return Fired(state="failed", reason=f"the game run could not start: {e}"[:300], run_id="", cost_usd=0.0)
+    ended = result.reason in ("won", "died", "game over", "max turns", "max cost", "time limit") or result.done
+    return Fired(state="done" if ended else "failed", reason=f"game run: {result.reason}",
+                 run_id=result.run_id, cost_usd=result.cost_usd)

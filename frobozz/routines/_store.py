@@ -119,11 +119,12 @@ class RoutineStore:
                                 name, key, run_id)
 
     async def finish(self, name: str, key: str, state: str, reason: str | None = None, *,
-                     cost_usd: float | None = None) -> None:
+                     cost_usd: float | None = None, run_id: str | None = None) -> None:
         assert state in ENDED
         await self.pool.execute("UPDATE routine_firings SET state = $3, reason = $4, ended = now(), "
-                                "cost_usd = COALESCE($5, cost_usd) WHERE routine = $1 AND key = $2",
-                                name, key, state, None if reason is None else reason[:500], cost_usd)
+                                "cost_usd = COALESCE($5, cost_usd), run_id = COALESCE($6, run_id) "
+                                "WHERE routine = $1 AND key = $2",
+                                name, key, state, None if reason is None else reason[:500], cost_usd, run_id)
 
     # -- the engine's Deliveries protocol (a source is a routine's name) ----------------------------
     async def done(self, source: str, keys: Iterable[str]) -> set[str]:

@@ -97,7 +97,8 @@ class Firer:
                     log.warning("routine %s: firing %s failed: %s: %s", name, key, type(e).__name__, e)
                     await self.store.finish(name, key, "failed", f"{type(e).__name__}: {e}")
                     return "failed"
-                await self.store.finish(name, key, fired.state, fired.reason, cost_usd=fired.cost_usd)
+                await self.store.finish(name, key, fired.state, fired.reason, cost_usd=fired.cost_usd,
+                                        run_id=fired.run_id or None)
                 return fired.state
             finally:
                 await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-routine:{name}")

@@ -67,6 +67,7 @@ def test_a_routine_is_added_listed_shown_paused_resumed_and_removed(cli, tmp_pat
     (["--inbox", "imaps://me:hunter2@mail.example.org/INBOX", "--prompt", "x"], "no password in the IMAP URL"),
     (["--feed", "javascript:alert(1)", "--prompt", "x"], "http:// or https://"),
     (["--every", "5", "--prompt", "x", "--max-cost", "-1"], "max_cost"),
+    (["--every", "5", "--prompt", "x", "--game", "no-such-game"], "--game"),
     (["--inbox", "imaps://me@mail.example.org", "--password", "hunter2", "--prompt", "x"], "No such option"),
 ])
 def test_bad_input_is_a_clear_error_and_adds_nothing(cli, args, error):

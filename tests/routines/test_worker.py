@@ -102,3 +102,25 @@ async def test_a_firing_past_its_time_or_turns_ends_cleanly_and_says_which_limit
     await store.add(routine(name="loop", kind="every", every=3600, prompt="Read forever.", max_turns=2))
     firing, run = await fire_once(store, ledger, routine_settings, cortex_settings, "loop")
     assert firing["reason"].startswith("max turns") and run["reason"].startswith("max turns")
+
+
+async def test_a_game_firing_is_a_run_of_the_game_with_memory_in_the_routine_s_namespace(
+        store, ledger, routine_settings, monkeypatch, cortex_settings):
+    def answer(request):
+        text = request.last_user_text()
+        if text.startswith(("Write up to", "Here is the last exchange", "Summarise")):
+            return "NONE"
+        return "<command>look</command>"
+
+    async with ScriptedModel(answer) as model:
+        for name, value in model.env().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+        await store.add(routine(name="solitude", kind="cron", cron="@daily", game="zork1", max_turns=3,
+                                prompt="A quiet hour: play a little Zork."))
+        firing, run = await fire_once(store, ledger, routine_settings, cortex_settings, "solitude")
+        first = next(r.last_user_text() for r in model.requests if "A quiet hour" in r.last_user_text())
+    assert firing["state"] == "done" and firing["reason"] == "game run: max turns", firing
+    assert (run["game"], run["turns"], run["status"]) == ("zork1", 3, "finished")
+    assert "You are playing Zork I" in first and "West of House" in first
+    assert run["info"] and '"memory_namespace": "routine-solitude"' in run["info"]
