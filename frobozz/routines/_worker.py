@@ -223,7 +223,7 @@ class RoutineWorker:
         self._next_look[spec.name] = clock + spec.poll
         if await self.store.open_firings(spec.name):
             return  # one at a time, oldest first
-        source = producer(spec, self.store, created=row["created"])
+        source = producer(spec, self.store, created=row["created"], idle=self.settings.routine_idle)
         try:
             items = await source.poll()
         except RoutineError:

@@ -15,6 +15,9 @@ class RoutineSettings(RunnerSettings):
     routine_tick: float = Field(default=1.0, gt=0, le=60, description=(
         "Seconds between a worker's looks at which routines are due (mail and feeds are looked at every --poll)."))
 
+    routine_idle: bool = Field(default=True, description=(
+        "Wait for mail with IMAP IDLE where the server has it (false: look every --poll only)."))
+
     @property
     def routines_dir(self) -> Path:
         return self.data_dir / "routines"
