@@ -12,7 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from frobozz.engine.producers import Deliveries, Feed, Inbox, Polling, ProducerError, Schedule, check_cron, parse_url, zone
+from frobozz.engine.producers import (Deliveries, Feed, Inbox, Polling, ProducerError, Schedule, check_cron, parse_url,
+                                      zone)
 
 from .exceptions import RoutineInputError
 
@@ -80,8 +81,8 @@ def routine(**values: object) -> Routine:
     try:
         return Routine(**values)  # type: ignore[arg-type]
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'routine'}: {err['msg'].removeprefix('Value error, ')}"
-                             for err in e.errors())
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'routine'}: "
+                             f"{err['msg'].removeprefix('Value error, ')}" for err in e.errors())
         raise RoutineInputError(problems[:1000]) from None
 
 

@@ -83,7 +83,8 @@ class Firer:
                 return "skipped"
             if not await connection.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
                                              f"frobozz-routine:{name}"):
-                await self.store.finish(name, key, "skipped", "overlap: the routine's previous firing was still running")
+                await self.store.finish(name, key, "skipped",
+                                        "overlap: the routine's previous firing was still running")
                 return "skipped"
             try:
                 run_id = firing["run_id"] or new_run_id()
@@ -101,7 +102,8 @@ class Firer:
                                         run_id=fired.run_id or None)
                 return fired.state
             finally:
-                await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-routine:{name}")
+                await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+                                         f"frobozz-routine:{name}")
 
     @asynccontextmanager
     async def _lock(self, name: str, *, wait: bool) -> AsyncIterator[Any]:

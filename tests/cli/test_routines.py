@@ -72,8 +72,8 @@ def test_a_routine_is_added_listed_shown_paused_resumed_and_removed(cli, tmp_pat
 ])
 def test_bad_input_is_a_clear_error_and_adds_nothing(cli, args, error):
     output = cli("routine", "add", "r1", *args, code=2)
-    assert error in " ".join(output.replace("│", " ").split()) and "hunter2" not in output.replace("me:hunter2", "").replace(
-        "--password hunter2", "")
+    flat = " ".join(output.replace("│", " ").split())
+    assert error in flat and "hunter2" not in flat.replace("me:hunter2", "").replace("--password hunter2", "")
     assert listed(cli) == []
 
 

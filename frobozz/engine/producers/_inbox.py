@@ -49,7 +49,8 @@ def parse_url(url: str) -> tuple[bool, str, int, str, str | None]:
     if not tls and not _loopback(parts.hostname):
         raise ProducerError(f"plain imap:// sends the password in the clear: use imaps://{parts.hostname}")
     folder = unquote(parts.path.strip("/")) or "INBOX"
-    return tls, parts.hostname, port or (993 if tls else 143), folder, unquote(parts.username) if parts.username else None
+    user = unquote(parts.username) if parts.username else None
+    return tls, parts.hostname, port or (993 if tls else 143), folder, user
 
 
 class Inbox(Polling):
@@ -75,7 +76,8 @@ class Inbox(Polling):
     async def _connect(self) -> aioimaplib.IMAP4:
         where = f"{self.host}:{self.port}"
         try:
-            client = (aioimaplib.IMAP4_SSL(self.host, self.port, timeout=self.timeout, ssl_context=ssl.create_default_context())
+            client = (aioimaplib.IMAP4_SSL(self.host, self.port, timeout=self.timeout,
+                                           ssl_context=ssl.create_default_context())
                       if self.tls else aioimaplib.IMAP4(self.host, self.port, timeout=self.timeout))
             await client.wait_hello_from_server()
         except (OSError, asyncio.TimeoutError, aioimaplib.Abort) as e:
