@@ -22,6 +22,7 @@ from ._spec import Routine
 from .settings import RoutineSettings
 
 log = logging.getLogger("frobozz.routines")
+SUGGEST_GRACE = 0.5  # seconds: a moment for the memory loop to start its suggestions after the turn
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,8 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
         if timer.cancelled_caught:
             with anyio.move_on_after(5):
                 await session.pool.primary.interrupt()
+        else:  # the loop's own observer sees the Result in a task of its own and starts the suggestions,
+            await anyio.sleep(SUGGEST_GRACE)  # which closing the session then waits for
     state, reason = _ended(result, timer.cancelled_caught)
     cost = float(result.total_cost_usd or 0.0) if result is not None else 0.0
     info.turns, info.cost_usd, info.done = 1, cost, True
