@@ -124,3 +124,31 @@ async def test_a_game_firing_is_a_run_of_the_game_with_memory_in_the_routine_s_n
     assert (run["game"], run["turns"], run["status"]) == ("zork1", 3, "finished")
     assert "You are playing Zork I" in first and "West of House" in first
     assert run["info"] and '"memory_namespace": "routine-solitude"' in run["info"]
+
+
+async def test_the_global_concurrency_limit_holds_firings_of_different_routines_one_at_a_time(
+        store, ledger, routine_settings, scripted):
+    from frobozz.routines import RoutineSettings
+
+    for name in ("left", "right"):
+        await store.add(routine(name=name, kind="every", every=2, prompt=f"Tick {name}."))
+    worker = RoutineWorker(store, ledger, RoutineSettings(routine_concurrency=1, routine_tick=0.2))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        with anyio.fail_after(400):
+            while not (await done_in(store, "left") and await done_in(store, "right")):
+                await anyio.sleep(0.2)
+        for name in ("left", "right"):
+            await store.set_paused(name, True)
+        with anyio.fail_after(400):
+            while await store.open_firings("left") or await store.open_firings("right"):
+                await anyio.sleep(0.2)
+        worker.stop()
+    await worker.memory.aclose()
+    done = sorted(await done_in(store, "left") + await done_in(store, "right"), key=lambda f: f["started"])
+    assert {f["routine"] for f in done} == {"left", "right"}
+    assert all(a["ended"] <= b["started"] for a, b in zip(done, done[1:]))  # never two at once
+
+
+async def done_in(store, name):
+    return [f for f in await store.firings(name) if f["state"] == "done"]
