@@ -12,11 +12,11 @@ ALLOWED = {
     "games": set(),
     "memory": set(),
     "loop": {"engine", "memory"},
+    "routines": {"engine", "loop", "memory", "runner"},  # a firing is a memory-loop session recorded as a run
     "servers": {"games", "memory"},
     "runner": {"engine", "games", "loop", "memory"},
     "web": {"games", "memory", "runner"},  # reads runs and memory through their public APIs
-    "agent": {"engine", "loop", "memory"},
-    "routines": {"engine", "loop", "memory", "runner"},  # a firing is a memory-loop session recorded as a run  # never servers or runner: MCP configs are data it hands to claude
+    "agent": {"engine", "loop", "memory"},  # never servers or runner: MCP configs are data it hands to claude
 }
 LEAVES = {p.stem for p in PACKAGE.glob("_*.py")} - {"__init__", "__main__"}
 
