@@ -23,6 +23,8 @@ from ._mail import mail_item
 from ._polling import Polling, ProducerError
 
 log = logging.getLogger("frobozz.engine.producers")
+# aioimaplib logs every line it receives (mail from outside) at DEBUG and INFO: never into our logs.
+logging.getLogger("aioimaplib").setLevel(logging.WARNING)
 MAX_BYTES = 10_000_000
 _SIZE = re.compile(rb"UID (\d+) RFC822\.SIZE (\d+)|RFC822\.SIZE (\d+) UID (\d+)")
 

@@ -86,6 +86,17 @@ async def test_hostile_mail_is_cleaned_or_skipped_with_a_record_and_the_rest_sti
     assert items[5].title == "last" and not items[5].skipped
 
 
+async def test_neither_the_password_nor_the_mail_reaches_a_log_even_at_debug(mailbox, caplog):
+    import logging
+
+    server, user, password = mailbox
+    await anyio.to_thread.run_sync(server.append, user, password, mail("private", body="the secret plans"))
+    with caplog.at_level(logging.DEBUG):
+        (item,) = await inbox(mailbox).poll()
+    assert item.title == "private"
+    assert password not in caplog.text and "secret plans" not in caplog.text and "private" not in caplog.text
+
+
 async def test_a_refused_login_a_server_that_is_not_there_and_a_missing_folder_are_clear_errors(mailbox):
     server, user, password = mailbox
     with pytest.raises(ProducerError, match="refused the login") as refused:
