@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 from pgqueuer import Job, QueueManager, RetryRequested
 
+from frobozz._tasks import until_stopped
 from frobozz.engine.producers import Inbox, Schedule
 from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryService
 from frobozz.runner import RunLedger, install
@@ -139,16 +140,7 @@ class RoutineWorker:
         self.stopping.set()
 
     async def run(self) -> None:
-        delay = 0.5
-        while not self.stopping.is_set():
-            try:
-                await self._serve()
-                return
-            except* DATABASE_ERRORS as group:
-                log.warning("the routines' database failed (%s): trying again in %.1f s", group.exceptions[0], delay)
-            with anyio.move_on_after(delay):
-                await self.stopping.wait()
-            delay = min(delay * 2, 30)
+        await until_stopped(self._serve, self.stopping, DATABASE_ERRORS, log, "the routines' database")
 
     async def _serve(self) -> None:
         queries = await install(self.ledger)
