@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -54,3 +55,19 @@ async def while_following(request: Callable[[], Awaitable[T]], follow: Callable[
     if failure:
         raise failure[0]
     return outcome[0]
+
+
+async def until_stopped(serve: Callable[[], Awaitable[None]], stopping: anyio.Event,
+                        errors: tuple[type[BaseException], ...], log: logging.Logger, what: str) -> None:
+    """`serve` until it returns or `stopping` is set; when it fails with one of `errors` (a database gone
+    away), again after a wait that doubles from half a second to half a minute."""
+    delay = 0.5
+    while not stopping.is_set():
+        try:
+            await serve()
+            return
+        except* errors as group:
+            log.warning("%s failed (%s): trying again in %.1f s", what, group.exceptions[0], delay)
+        with anyio.move_on_after(delay):
+            await stopping.wait()
+        delay = min(delay * 2, 30)

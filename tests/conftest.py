@@ -169,3 +169,13 @@ def make_options(claude_home: Path) -> Callable[..., EngineOptions]:
         full_env = {**scripted.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0", **(env or {})}
         return EngineOptions(env=full_env, cwd=claude_home, **options)
     return make
+
+
+@pytest.fixture(scope="session")
+def imap_server():
+    """One real IMAP server (dovecot on loopback) for the session; each test adds a user of its own."""
+    from tests.imapserver import start_imap
+
+    server = start_imap()
+    yield server
+    server.stop()

@@ -17,6 +17,7 @@ from ._doctor import doctor
 from ._games import games
 from ._mcp_config import mcp_config
 from ._play import play
+from ._routines import routine_app
 from ._runs import leaderboard, runs, worker
 from ._serve import hub_token, serve, web
 
@@ -30,6 +31,7 @@ app.command("hub-token")(hub_token)
 app.command()(play)
 app.command()(worker)
 app.add_typer(runs, name="runs")
+app.add_typer(routine_app, name="routine")
 app.command()(leaderboard)
 app.command()(web)
 app.command()(chat)

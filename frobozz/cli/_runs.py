@@ -58,26 +58,39 @@ def worker(concurrency: int = typer.Option(1, min=1, max=16, help="How many runs
                   f"in {result.turns} turns")
 
     async def work(ledger: Any) -> None:
+        from frobozz.routines import RoutineSettings, RoutineStore, RoutineWorker
+
         try:
             taker = Worker(ledger, settings, concurrency=concurrency, games=names, on_finished=finished)
         except GameError as e:
             err.print(f"[red]error:[/red] {e}")
             raise typer.Exit(1) from None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signal, taker)
-            err.print(f"worker: taking runs of {len(taker.stories)} game(s), {concurrency} at a time")
-            await taker.run()
-            tg.cancel_scope.cancel()
-        err.print(f"worker: stopped after {len(taker.played)} run(s)")
+        store = await RoutineStore.open(size=4)
+        routines = RoutineWorker(store, ledger, RoutineSettings())  # the routines on this database fire here too
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_stop_on_signal, taker, routines)
+                err.print(f"worker: taking runs of {len(taker.stories)} game(s), {concurrency} at a time, "
+                          "and firing routines")
+                async with anyio.create_task_group() as both:
+                    both.start_soon(routines.run)
+                    await taker.run()
+                    routines.stop()
+                tg.cancel_scope.cancel()
+        finally:
+            await routines.memory.aclose()
+            await store.aclose()
+        err.print(f"worker: stopped after {len(taker.played)} run(s) and {len(routines.fired)} routine firing(s)")
 
-    _with_ledger(work, one_shot=False, size=2 * concurrency + 4)  # per run: its lock, its turns
+    _with_ledger(work, one_shot=False, size=2 * concurrency + 12)  # per run: its lock, its turns; and firings
 
 
-async def _stop_on_signal(taker: Any) -> None:
+async def _stop_on_signal(*takers: Any) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             err.print("worker: stopping; the runs in hand stop at their next turn and go back to the queue")
-            taker.stop()
+            for taker in takers:
+                taker.stop()
             return
 
 

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 import anyio
 from pgqueuer import Job, Queries, QueueManager, RetryRequested
 
+from frobozz._tasks import until_stopped
 from frobozz.games import GameError, GameLibrary, read_story
 from frobozz.memory import DATABASE_ERRORS
 
@@ -100,16 +101,7 @@ class Worker:
         """Play runs until `stop()`; then the runs in hand stop at their next turn boundary and go back
         to the queue (their turns committed), and this returns. A database that goes away stops the runs in
         hand where it last had them (the queue gives them out again once it is back) and is waited for."""
-        delay = 0.5
-        while not self.stopping.is_set():
-            try:
-                await self._serve()
-                return
-            except* DATABASE_ERRORS as group:
-                log.warning("the queue's database failed (%s): trying again in %.1f s", group.exceptions[0], delay)
-            with anyio.move_on_after(delay):
-                await self.stopping.wait()
-            delay = min(delay * 2, 30)
+        await until_stopped(self._serve, self.stopping, DATABASE_ERRORS, log, "the queue's database")
 
     async def _serve(self) -> None:
         queries = await install(self.ledger)

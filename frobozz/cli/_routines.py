@@ -1,0 +1,215 @@
+"""`frobozz routine`: sessions nobody starts by hand, fired by `frobozz worker` (or now, by `routine run`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+out = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+MAX_PROMPT_FILE = 100_000
+
+routine_app = typer.Typer(help="Routines: a prompt at cron times, every N seconds, on new mail or on new feed "
+                               "entries, each firing a session with memory recorded as a run.",
+                          no_args_is_help=True)
+
+
+def _with_store(work: Callable[[Any, Any], Awaitable[T]]) -> T:
+    """Open the routines' and runs' database, run `work(store, ledger)`, close; errors plainly."""
+    from frobozz.memory import MemoryStoreError, stop_embedded_at_exit
+    from frobozz.routines import RoutineError, RoutineStore
+    from frobozz.runner import RunLedger
+
+    stop_embedded_at_exit()
+
+    async def main() -> T:
+        store = await RoutineStore.open()
+        ledger = await RunLedger.open(size=4)
+        try:
+            return await work(store, ledger)
+        finally:
+            await ledger.aclose()
+            await store.aclose()
+
+    try:
+        return anyio.run(main)
+    except (MemoryStoreError, RoutineError) as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+
+
+def _prompt(prompt: str | None, prompt_file: Path | None) -> str:
+    if (prompt is None) == (prompt_file is None):
+        raise typer.BadParameter("give the prompt with --prompt TEXT or --prompt-file FILE (one of them)")
+    if prompt_file is None:
+        return prompt or ""
+    try:
+        if prompt_file.stat().st_size > MAX_PROMPT_FILE:
+            raise typer.BadParameter(f"{prompt_file} is over {MAX_PROMPT_FILE} bytes", param_hint="--prompt-file")
+        return prompt_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise typer.BadParameter(f"{prompt_file} cannot be read: {e}", param_hint="--prompt-file") from None
+
+
+@routine_app.command("add")
+def add(name: str,
+        cron: str = typer.Option(None, help="5 cron fields (minute hour day month weekday) or @hourly, @daily…"),
+        tz: str = typer.Option("UTC", help="The time zone of --cron (an IANA name, such as Europe/Lisbon)."),
+        every: float = typer.Option(None, help="Fire every this many seconds."),
+        inbox: str = typer.Option(None, help="imaps://user@host[:port]/FOLDER: fire on each new mail "
+                                            "(plain imap:// on loopback only)."),
+        feed: str = typer.Option(None, help="An RSS or Atom feed's URL: fire on each new entry."),
+        poll: float = typer.Option(60.0, help="Seconds between looks at the inbox or feed."),
+        prompt: str = typer.Option(None, help="What the model is to do."),
+        prompt_file: Path = typer.Option(None, help="The prompt, from a file."),
+        namespace: str = typer.Option("", help="The memory namespace (default: routine-NAME)."),
+        workspace: Path = typer.Option(None, help="The folder claude works in (default: one of the routine's own)."),
+        model: str = typer.Option(None), max_turns: int = typer.Option(None, help="Model turns per firing."),
+        max_cost: float = typer.Option(None, help="Dollars per firing."),
+        max_seconds: float = typer.Option(None, help="Seconds per firing."),
+        game: str = typer.Option(None, help="Each firing is a game run with memory (Solitude with a game)."),
+        password_env: str = typer.Option(None, help="The environment variable with the mailbox's password "
+                                                    "(default FROBOZZ_IMAP_PASSWORD), read by each worker."),
+        password_file: Path = typer.Option(None, help="A file with the mailbox's password, read by each worker.")
+        ) -> None:
+    """Add a routine (kept in the database; every `frobozz worker` on it fires it)."""
+    from frobozz.routines import RoutineInputError, routine
+
+    sources = {"cron": cron, "every": every, "inbox": inbox, "feed": feed}
+    given = [k for k, v in sources.items() if v is not None]
+    if len(given) != 1:
+        raise typer.BadParameter("give exactly one of --cron, --every, --inbox, --feed")
+    kind = given[0]
+    if game is not None:
+        from frobozz.games import GameError, GameLibrary, GamesSettings
+
+        try:
+            GameLibrary(GamesSettings()).find(game, allow_path=True)
+        except GameError as e:
+            raise typer.BadParameter(str(e), param_hint="--game") from None
+    values: dict[str, Any] = dict(name=name, kind=kind, prompt=_prompt(prompt, prompt_file), tz=tz, poll=poll,
+                                  namespace=namespace, model=model, max_turns=max_turns, max_cost=max_cost,
+                                  max_seconds=max_seconds, game=game, password_env=password_env,
+                                  password_file=str(password_file.resolve()) if password_file else None,
+                                  workspace=str(workspace.resolve()) if workspace else None)
+    if kind == "cron":
+        values["cron"] = cron
+    elif kind == "every":
+        values["every"] = every
+    else:
+        values["url"] = sources[kind]
+    try:
+        spec = routine(**values)
+    except RoutineInputError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    _with_store(lambda store, ledger: store.add(spec))
+    out.print(f"routine {spec.name}: {spec.describe()}; `frobozz worker` fires it")
+
+
+def _row(r: dict[str, Any]) -> dict[str, Any]:
+    spec = r["spec"]
+    return {"name": r["name"], "when": spec.describe(), "paused": r["paused"], "problem": r.get("problem"),
+            "firings": r.get("counts", {}), "last_fired": r.get("last_fired"), "spec": spec.model_dump(),
+            "created": r["created"]}
+
+
+@routine_app.command("list")
+def list_(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Every routine: when it fires, whether it is paused, its firings by state."""
+    rows = [_row(r) for r in _with_store(lambda store, ledger: store.routines())]
+    if as_json:
+        out.print_json(json.dumps(rows, default=str))
+        return
+    if not rows:
+        out.print("no routines yet: `frobozz routine add NAME --cron '30 7 * * *' --prompt ...` adds one")
+        return
+    table = Table("routine", "when", "state", "firings", "last fired")
+    for r in rows:
+        state = "paused" if r["paused"] else ("problem: " + r["problem"] if r["problem"] else "active")
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(r["firings"].items())) or "-"
+        table.add_row(r["name"], r["when"], state, counts, str(r["last_fired"] or "-"))
+    out.print(table)
+
+
+@routine_app.command("show")
+def show(name: str, as_json: bool = typer.Option(False, "--json"),
+         limit: int = typer.Option(50, min=1, max=10000)) -> None:
+    """One routine and its firings (due time or item, state, run, cost), newest first."""
+    async def work(store: Any, ledger: Any) -> dict[str, Any]:
+        row = _row(await store.get(name))
+        row["firings_list"] = await store.firings(name, limit=limit)
+        return row
+
+    row = _with_store(work)
+    if as_json:
+        out.print_json(json.dumps(row, default=str))
+        return
+    out.print(f"[bold]{row['name']}[/bold]: {row['when']}" + (" (paused)" if row["paused"] else ""))
+    if row["problem"]:
+        out.print(f"[yellow]at the last look:[/yellow] {row['problem']}")
+    if not row["firings_list"]:
+        out.print("no firings yet")
+        return
+    table = Table("firing", "state", "reason", "run", "cost", "at")
+    for f in row["firings_list"]:
+        table.add_row(f["title"], f["state"], f["reason"] or "", f["run_id"] or "", f"${f['cost_usd']:.4f}",
+                      str(f["created"]))
+    out.print(table)
+
+
+@routine_app.command("pause")
+def pause(name: str) -> None:
+    """Stop firing it (firings already running end as they would)."""
+    _with_store(lambda store, ledger: store.set_paused(name, True))
+    out.print(f"routine {name}: paused")
+
+
+@routine_app.command("resume")
+def resume(name: str) -> None:
+    """Fire it again from its next due time or item."""
+    _with_store(lambda store, ledger: store.set_paused(name, False))
+    out.print(f"routine {name}: active")
+
+
+@routine_app.command("remove")
+def remove(name: str) -> None:
+    """Remove it and its firings' records (its runs stay in `frobozz runs`)."""
+    _with_store(lambda store, ledger: store.remove(name))
+    out.print(f"routine {name}: removed")
+
+
+@routine_app.command("run")
+def run(name: str) -> None:
+    """Fire it once, now, here (its prompt alone; a paused routine too), recorded as its firings are."""
+    import secrets
+
+    from frobozz.memory import MemoryService, MemorySettings
+    from frobozz.routines import Firer, RoutineSettings
+
+    async def work(store: Any, ledger: Any) -> dict[str, Any] | None:
+        await store.get(name)
+        key = f"run:{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(2)}"
+        await store.claim(name, key, "run by hand")
+        memory = MemoryService(MemorySettings())
+        try:
+            await Firer(store, ledger, memory, RoutineSettings())({"routine": name, "key": key, "manual": True})
+        finally:
+            await memory.aclose()
+        return await store.firing(name, key)
+
+    firing = _with_store(work)
+    assert firing is not None
+    out.print(f"routine {name}: {firing['state']}" + (f" ({firing['reason']})" if firing["reason"] else "")
+              + f", run {firing['run_id'] or '-'}, ${firing['cost_usd']:.4f}")
+    if firing["state"] == "failed":
+        raise typer.Exit(1)

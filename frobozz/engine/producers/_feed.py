@@ -1,0 +1,93 @@
+"""Feed: an RSS or Atom feed polled over HTTP (feedparser reads both), one message per new entry.
+
+An entry's key is a hash of its id (or link, or title and summary when a feed gives neither), so a
+feed that reorders or rewrites its page delivers nothing twice. `since` leaves out entries dated
+before it: a routine made today does not act on a feed's archive."""
+
+from __future__ import annotations
+
+import calendar
+import hashlib
+from datetime import UTC, datetime
+from typing import Any
+
+import feedparser
+import httpx
+
+from ._items import Item, clean
+from ._polling import Polling, ProducerError
+
+MAX_BYTES = 5_000_000
+EXCERPT = 600
+
+
+def _text(html: str) -> str:
+    from ._mail import html_text
+
+    return html_text(html)
+
+
+def _date(entry: Any) -> datetime | None:
+    for name in ("published_parsed", "updated_parsed"):
+        parsed = entry.get(name)
+        if parsed:
+            return datetime.fromtimestamp(calendar.timegm(parsed), UTC)
+    return None
+
+
+class Feed(Polling):
+    """`Feed("https://example.org/atom.xml", "Summarise this post.")`."""
+
+    name = "feed"
+
+    def __init__(self, url: str, prompt: str, *, source: str | None = None, since: datetime | None = None,
+                 timeout: float = 20.0, max_bytes: int = MAX_BYTES, **kwargs: Any) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ProducerError(f"a feed is an http:// or https:// URL, not {clean(url, 80)!r}")
+        super().__init__(prompt, source=source or url, **kwargs)
+        self.url, self.since, self.timeout, self.max_bytes = url, since, timeout, max_bytes
+
+    async def fetch(self) -> bytes:
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client, \
+                    client.stream("GET", self.url, headers={"User-Agent": "frobozz-routines"}) as response:
+                if response.status_code >= 400:
+                    raise ProducerError(f"the feed answered HTTP {response.status_code}")
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > self.max_bytes:
+                        raise ProducerError(f"the feed is larger than {self.max_bytes} bytes")
+                return bytes(body)
+        except httpx.HTTPError as e:
+            raise ProducerError(f"the feed could not be fetched: {type(e).__name__}: {e}") from e
+
+    def items(self, body: bytes) -> list[Item]:
+        """The feed's entries, oldest first (by date where they have one, else in reverse page order)."""
+        parsed = feedparser.parse(body)
+        if parsed.get("bozo") and not parsed.entries:
+            problem = parsed.get("bozo_exception")
+            raise ProducerError(f"not an RSS or Atom feed: {clean(str(problem), 200) if problem else 'unreadable'}")
+        if not parsed.get("version") and not parsed.entries:
+            raise ProducerError("not an RSS or Atom feed")
+        found = []
+        for order, entry in enumerate(reversed(parsed.entries)):
+            ident = entry.get("id") or entry.get("link") or f"{entry.get('title', '')}\n{entry.get('summary', '')}"
+            key = hashlib.sha256(ident.encode("utf-8", "replace")).hexdigest()[:32]
+            at = _date(entry)
+            if self.since is not None and at is not None and at < self.since:
+                continue
+            title = clean(entry.get("title", ""), 300) or "(untitled)"
+            summary = _text(entry.get("summary", "") or "")
+            content = "\n\n".join(_text(c.get("value", "")) for c in entry.get("content", []) or [])
+            fields = [("feed", clean(parsed.feed.get("title", ""), 200) or clean(self.url, 200)),
+                      ("title", title), ("link", clean(entry.get("link", ""), 500))]
+            if at is not None:
+                fields.append(("date", at.isoformat(timespec="seconds")))
+            found.append((at or datetime.max.replace(tzinfo=UTC), order, Item(
+                source=self.source, key=key, title=title, at=at, fields=tuple((n, v) for n, v in fields if v),
+                excerpt=clean(summary or content, EXCERPT), body=content or summary or None)))
+        return [item for _, _, item in sorted(found, key=lambda f: (f[0], f[1]))]
+
+    async def poll(self) -> list[Item]:
+        return await self.new(self.items(await self.fetch()))

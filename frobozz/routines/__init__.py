@@ -1,0 +1,14 @@
+"""Routines: sessions nobody starts by hand. A prompt at cron times or every N seconds, on each new mail
+in an IMAP mailbox or each new entry of a feed; each firing a memory-loop session recorded as a run,
+fired once by whichever worker (`frobozz worker`) takes it from the run queue's database."""
+
+from ._fire import Fired, fire
+from ._spec import PASSWORD_ENV, Routine, password, producer, routine
+from ._store import ENDED, STATES, RoutineStore
+from ._worker import ENTRYPOINT, Firer, RoutineWorker, enqueue
+from .exceptions import RoutineError, RoutineInputError, RoutineNotFoundError
+from .settings import RoutineSettings
+
+__all__ = ["ENDED", "ENTRYPOINT", "PASSWORD_ENV", "Fired", "Firer", "Routine", "RoutineError", "RoutineInputError",
+           "RoutineNotFoundError", "RoutineSettings", "RoutineStore", "RoutineWorker", "STATES", "enqueue", "fire",
+           "password", "producer", "routine"]

@@ -1,0 +1,142 @@
+"""A firing: one session with the memory loop (orientation, recall, suggestions, archive) in the
+routine's namespace, one user message (the prompt, and the mail or entry as marked-off data), recorded
+as a run (`frobozz runs` shows it: its turn, cost and result). Limits end it cleanly, saying which."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from frobozz.engine import AssistantMessage, EngineOptions, Result
+from frobozz.engine.producers import Item, Polling
+from frobozz.loop import MemorySession
+from frobozz.memory import MemoryService
+from frobozz.runner import PlayerError, RunConfig, RunInfo, RunLedger, TurnRecord, load_template, play
+
+from ._spec import Routine
+from .settings import RoutineSettings
+
+log = logging.getLogger("frobozz.routines")
+SUGGEST_GRACE = 0.5  # seconds: a moment for the memory loop to start its suggestions after the turn
+
+
+@dataclass(frozen=True)
+class Fired:
+    state: str  # done or failed
+    reason: str
+    run_id: str
+    cost_usd: float
+
+
+def item_json(item: Item) -> dict[str, Any]:
+    return {"title": item.title, "fields": [list(f) for f in item.fields], "excerpt": item.excerpt,
+            "body": item.body, "at": item.at.isoformat() if item.at else None}
+
+
+def item_from(name: str, key: str, data: dict[str, Any] | None, title: str) -> Item:
+    data = data or {}
+    return Item(source=name, key=key, title=data.get("title") or title,
+                fields=tuple((str(a), str(b)) for a, b in data.get("fields") or ()),
+                excerpt=data.get("excerpt") or "", body=data.get("body"))
+
+
+def workspace(spec: Routine, settings: RoutineSettings) -> Path:
+    return Path(spec.workspace).expanduser() if spec.workspace else settings.routines_dir / spec.name
+
+
+def run_info(spec: Routine, run_id: str, title: str) -> RunInfo:
+    return RunInfo(run_id=run_id, game=f"routine:{spec.name}", story="", story_md5="", title=title[:200],
+                   player="claude", mode="routine", model=spec.model, max_turns=spec.max_turns,
+                   max_cost=spec.max_cost, max_seconds=spec.max_seconds, multi=False, prompt_file=None,
+                   created=datetime.now(UTC).isoformat(timespec="seconds"),
+                   memory_namespace=spec.namespace_or_default)
+
+
+def _ended(result: Result | None, timed_out: bool) -> tuple[str, str]:
+    if timed_out:
+        return "failed", "time limit: the firing ran past --max-seconds and was stopped"
+    if result is None:
+        return "failed", "claude ended without finishing the turn"
+    subtype = result.subtype or ""
+    if "max_turns" in subtype:
+        return "failed", "max turns: the firing used its --max-turns and was stopped"
+    if "budget" in subtype:
+        return "failed", "max cost: the firing spent its --max-cost and was stopped"
+    if result.is_error:
+        return "failed", f"claude reported an error: {(result.result or subtype)[:200]}"
+    return "done", "finished"
+
+
+async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | None, run_id: str, *,
+               ledger: RunLedger, memory: MemoryService, settings: RoutineSettings,
+               cli_path: str | None = None) -> Fired:
+    """Play one firing to its end and record it as run `run_id` (made now, or taken up after a crash)."""
+    if spec.game:
+        return await _game(spec, title, ledger=ledger, settings=settings, cli_path=cli_path)
+    info = run_info(spec, run_id, title)
+    await ledger.add(info, queued=False)
+    await ledger.save(info, started_at=datetime.now(UTC))
+    folder = workspace(spec, settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    item = item_from(spec.name, key, item_data, title)
+    body = None
+    if item.body is not None:
+        writer = Polling(spec.prompt, source=spec.name, files=folder / ".frobozz" / "items")
+        body = writer.body_file(item)
+    message = item.message(spec.prompt, body)
+    options = EngineOptions(model=spec.model, cwd=folder, max_turns=spec.max_turns, max_budget_usd=spec.max_cost,
+                            cli_path=cli_path)
+    sidecar = EngineOptions(model=spec.model, cwd=folder, cli_path=cli_path)
+    said: list[str] = []
+    result: Result | None = None
+    async with MemorySession(options, memory, namespace=spec.namespace_or_default, client=f"routine {spec.name}",
+                             sidecar=sidecar, deadline=settings.memory_deadline) as session:
+        info.memory_session = session.id
+        await session.send(message)
+        with anyio.move_on_after(spec.max_seconds or float("inf")) as timer:
+            async for event in session.events():
+                if isinstance(event, AssistantMessage) and not event.parent_tool_use_id and event.text.strip():
+                    said.append(event.text)
+                elif isinstance(event, Result) and not event.is_replay:
+                    result = event
+                    break
+        if timer.cancelled_caught:
+            with anyio.move_on_after(5):
+                await session.pool.primary.interrupt()
+        else:  # the loop's own observer sees the Result in a task of its own and starts the suggestions,
+            await anyio.sleep(SUGGEST_GRACE)  # which closing the session then waits for
+    state, reason = _ended(result, timer.cancelled_caught)
+    cost = float(result.total_cost_usd or 0.0) if result is not None else 0.0
+    info.turns, info.cost_usd, info.done = 1, cost, True
+    info.status, info.reason = ("finished" if state == "done" else "failed"), reason
+    turn = TurnRecord(turn=1, command=title[:300], text="\n".join(said)[:100_000], score=None, moves=None,
+                      location=None, done=True, won=False, reply="\n".join(said)[:100_000], cost_usd=cost)
+    await ledger.record(info, turn, None)
+    await ledger.save(info, ended_at=datetime.now(UTC))
+    return Fired(state=state, reason=reason, run_id=run_id, cost_usd=cost)
+
+
+async def _game(spec: Routine, title: str, *, ledger: RunLedger, settings: RoutineSettings,
+                cli_path: str | None) -> Fired:
+    """A firing with --game: a run of the game with memory in the routine's namespace (Solitude with Zork),
+    the routine's prompt before the game's own instructions. The run is the runner's, recorded by it."""
+    folder = workspace(spec, settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    prompt_file = folder / "game-prompt.md"
+    default = load_template(None, tools=False).template
+    prompt_file.write_text(f"{spec.prompt.strip()}\n\n{default}", encoding="utf-8")
+    config = RunConfig(game=spec.game or "", player="claude", model=spec.model, max_turns=spec.max_turns,
+                       max_cost=spec.max_cost, max_seconds=spec.max_seconds, prompt_file=prompt_file,
+                       memory=spec.namespace_or_default)
+    try:
+        result = await play(config, settings, ledger=ledger, cli_path=cli_path)
+    except PlayerError as e:
+        return Fired(state="failed", reason=f"the game run could not start: {e}"[:300], run_id="", cost_usd=0.0)
+    ended = result.reason in ("won", "died", "game over", "max turns", "max cost", "time limit") or result.done
+    return Fired(state="done" if ended else "failed", reason=f"game run: {result.reason}",
+                 run_id=result.run_id, cost_usd=result.cost_usd)

@@ -1,0 +1,246 @@
+"""Routines fired by `frobozz worker`, on one machine or many sharing the database.
+
+Every worker looks at the routines (each tick, and each mailbox or feed every --poll, or at once when
+an inbox's IDLE says mail came) and puts what is due on pgqueuer's queue: a schedule's next due time a
+little ahead, with the queue's own deferral (`execute_after`), so the queue starts it on time; a mail
+or entry at once, one at a time per routine, oldest first. The queue's dedupe key (while a job waits)
+and the firings' unique key (after) make each due time and each item fire once however many workers
+look; the queue gives a job whose worker died (kill -9) to another, which fires it again unless its
+firing ended. A firing of a routine whose previous firing still runs is skipped, with the reason kept.
+The queue's per-entrypoint limit is the global concurrency limit."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio
+from pgqueuer import Job, QueueManager, RetryRequested
+
+from frobozz._tasks import until_stopped
+from frobozz.engine.producers import Inbox, Schedule
+from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryService
+from frobozz.runner import RunLedger, install
+
+from ._fire import fire, item_json
+from ._spec import Routine, producer
+from ._store import ENDED, RoutineStore
+from .exceptions import RoutineError
+from .settings import RoutineSettings
+
+log = logging.getLogger("frobozz.routines")
+ENTRYPOINT = "routine"
+MISSED_KEPT = 100  # missed due times recorded one by one (a machine off for a month is not 40,000 rows)
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+async def enqueue(store: RoutineStore, ledger: RunLedger, name: str, key: str, title: str, *,
+                  due: datetime | None = None, item: dict[str, Any] | None = None, manual: bool = False) -> bool:
+    """A firing on the queue (at `due`, or now) and in the firings table; False if it was there already."""
+    queries = await install(ledger)
+    delay = max((due - datetime.now(UTC)).total_seconds(), 0.0) if due else 0.0
+    payload = json.dumps({"routine": name, "key": key, "title": title, "manual": manual,
+                          "due": due.isoformat() if due else None, "item": item}).encode()
+    (job,) = await queries.enqueue(ENTRYPOINT, payload, 0, timedelta(seconds=delay),
+                                   f"routine:{name}:{key}", on_conflict="skip")
+    claimed = await store.claim(name, key, title, due=due, item=item)
+    return job is not None and claimed
+
+
+class Firer:
+    """Fires one firing to its end: the part a worker's job and `routine run` share."""
+
+    def __init__(self, store: RoutineStore, ledger: RunLedger, memory: MemoryService, settings: RoutineSettings, *,
+                 cli_path: str | None = None) -> None:
+        self.store, self.ledger, self.memory, self.settings, self.cli_path = store, ledger, memory, settings, cli_path
+
+    async def __call__(self, data: dict[str, Any]) -> str | None:
+        """The firing's end state (None: nothing to do: ended before, or its routine is gone)."""
+        name, key = str(data["routine"]), str(data["key"])
+        async with self._lock(f"frobozz-firing:{name}:{key}", wait=True) as connection:
+            try:
+                row = await self.store.get(name)
+            except RoutineError:
+                return None
+            spec: Routine = row["spec"]
+            firing = await self.store.firing(name, key)
+            if firing is None:  # the worker that queued it died before recording it
+                due = datetime.fromisoformat(data["due"]) if data.get("due") else None
+                await self.store.claim(name, key, data.get("title") or key, due=due, item=data.get("item"))
+                firing = await self.store.firing(name, key)
+            assert firing is not None
+            if firing["state"] in ENDED:
+                return None
+            if row["paused"] and not data.get("manual"):
+                await self.store.finish(name, key, "skipped", "the routine was paused before it fired")
+                return "skipped"
+            if not await connection.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+                                             f"frobozz-routine:{name}"):
+                await self.store.finish(name, key, "skipped",
+                                        "overlap: the routine's previous firing was still running")
+                return "skipped"
+            try:
+                run_id = firing["run_id"] or new_run_id()
+                await self.store.start(name, key, run_id)
+                try:
+                    fired = await fire(spec, key, firing["title"], firing["item"], run_id, ledger=self.ledger,
+                                       memory=self.memory, settings=self.settings, cli_path=self.cli_path)
+                except DATABASE_ERRORS:
+                    raise
+                except Exception as e:  # noqa: BLE001 - a firing that cannot run is recorded, the worker goes on
+                    log.warning("routine %s: firing %s failed: %s: %s", name, key, type(e).__name__, e)
+                    await self.store.finish(name, key, "failed", f"{type(e).__name__}: {e}")
+                    return "failed"
+                await self.store.finish(name, key, fired.state, fired.reason, cost_usd=fired.cost_usd,
+                                        run_id=fired.run_id or None)
+                return fired.state
+            finally:
+                await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))",
+                                         f"frobozz-routine:{name}")
+
+    @asynccontextmanager
+    async def _lock(self, name: str, *, wait: bool) -> AsyncIterator[Any]:
+        """A lock on a connection of its own (it dies with the connection, and so with its worker)."""
+        async with self.ledger.pool.acquire() as connection:
+            while not await connection.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name):
+                await anyio.sleep(0.25)
+            try:
+                yield connection
+            finally:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", name)
+                    except DATABASE_ERRORS:
+                        pass
+
+
+class RoutineWorker:
+    """Looks at the routines and fires what is due, until stopped."""
+
+    def __init__(self, store: RoutineStore, ledger: RunLedger, settings: RoutineSettings, *,
+                 memory: MemoryService | None = None, cli_path: str | None = None) -> None:
+        self.store, self.ledger, self.settings = store, ledger, settings
+        self.memory = memory or MemoryService(MemorySettings())
+        self.firer = Firer(store, ledger, self.memory, settings, cli_path=cli_path)
+        self.stopping = anyio.Event()
+        self.fired: list[tuple[str, str, str | None]] = []  # (routine, key, end state) this worker fired
+        self._next_look: dict[str, float] = {}
+        self._watching: dict[str, anyio.CancelScope] = {}
+        self._wake = anyio.Event()
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    async def run(self) -> None:
+        await until_stopped(self._serve, self.stopping, DATABASE_ERRORS, log, "the routines' database")
+
+    async def _serve(self) -> None:
+        queries = await install(self.ledger)
+        manager = QueueManager(queries)
+        manager.entrypoint(ENTRYPOINT, concurrency_limit=self.settings.routine_concurrency)(self._take)
+        heartbeat = timedelta(seconds=self.settings.worker_heartbeat)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._look_loop)
+            tg.start_soon(self._shutdown_when_stopping, manager)
+            await manager.run(batch_size=1, heartbeat_timeout=heartbeat, dequeue_timeout=heartbeat)
+            tg.cancel_scope.cancel()
+
+    async def _shutdown_when_stopping(self, manager: QueueManager) -> None:
+        await self.stopping.wait()
+        manager.shutdown.set()
+
+    async def _take(self, job: Job) -> None:
+        data = json.loads((job.payload or b"{}").decode())
+        if self.stopping.is_set():
+            raise RetryRequested(reason="the worker is stopping")
+        state = await self.firer(data)
+        self.fired.append((data["routine"], data["key"], state))
+        self._next_look.pop(data["routine"], None)  # an inbox or feed: its next item at once
+        self._wake.set()
+
+    async def _look_loop(self) -> None:
+        async with anyio.create_task_group() as tg:
+            while not self.stopping.is_set():
+                try:
+                    routines = await self.store.routines(active=True)
+                except DATABASE_ERRORS as e:
+                    log.warning("routines cannot be read: %s", e)
+                    routines = []
+                for row in routines:
+                    try:
+                        await self.look(row, tg)
+                    except DATABASE_ERRORS:
+                        raise
+                    except Exception as e:  # noqa: BLE001 - one routine's trouble never stops the others
+                        log.warning("routine %s: %s", row["name"], e)
+                        await self.store.set_problem(row["name"], f"{type(e).__name__}: {e}")
+                for name in set(self._watching) - {r["name"] for r in routines}:
+                    self._watching.pop(name).cancel()
+                self._wake = anyio.Event()
+                with anyio.move_on_after(self.settings.routine_tick):
+                    await self._wake.wait()
+            tg.cancel_scope.cancel()
+
+    async def look(self, row: dict[str, Any], tg: Any = None) -> None:
+        """Put what is due of one routine on the queue."""
+        spec: Routine = row["spec"]
+        now = datetime.now(UTC)
+        if spec.kind in ("cron", "every"):
+            schedule = producer(spec, self.store, created=row["created"])
+            assert isinstance(schedule, Schedule)
+            last = max(filter(None, [await self.store.last_due(spec.name), row["created"]]))
+            due = schedule.next_after(last)
+            if due <= now:  # late (no worker was looking): the latest due time fires, the missed ones are recorded
+                latest = schedule.latest_due(last, now) or due
+                for _ in range(MISSED_KEPT):
+                    if due >= latest:
+                        break
+                    await self.store.claim(spec.name, Schedule.key(due), f"due {Schedule.key(due)}", due=due,
+                                           state="skipped", reason="missed: no worker was looking when it was due")
+                    due = schedule.next_after(due)
+                due = latest
+            if due - now <= timedelta(seconds=self.settings.routine_tick * 2 + 1):
+                await enqueue(self.store, self.ledger, spec.name, Schedule.key(due), f"due {Schedule.key(due)}",
+                              due=due)
+            return
+        clock = anyio.current_time()
+        if clock < self._next_look.get(spec.name, 0.0):
+            return
+        self._next_look[spec.name] = clock + spec.poll
+        if await self.store.open_firings(spec.name):
+            return  # one at a time, oldest first
+        source = producer(spec, self.store, created=row["created"], idle=self.settings.routine_idle)
+        try:
+            items = await source.poll()
+        except RoutineError:
+            raise
+        except Exception as e:
+            await self.store.set_problem(spec.name, str(e))
+            raise
+        await self.store.set_problem(spec.name, None)
+        for item in items:
+            if item.skipped:
+                await self.store.claim(spec.name, item.key, item.title, state="skipped", reason=item.skipped)
+                continue
+            await enqueue(self.store, self.ledger, spec.name, item.key, item.title, item=item_json(item))
+            break
+        if isinstance(source, Inbox) and source.use_idle and tg is not None and spec.name not in self._watching:
+            scope = anyio.CancelScope()
+            self._watching[spec.name] = scope
+            tg.start_soon(self._watch, spec.name, source, scope)
+
+    async def _watch(self, name: str, inbox: Inbox, scope: anyio.CancelScope) -> None:
+        """IDLE on a mailbox: new mail wakes the look at once, instead of at the next poll."""
+        with scope:
+            while True:
+                await inbox.wait()
+                self._next_look.pop(name, None)
+                self._wake.set()

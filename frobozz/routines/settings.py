@@ -1,0 +1,23 @@
+"""Routines' settings: the runner's (where runs are kept, the worker's heartbeat) plus the routines' limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from frobozz.runner import RunnerSettings
+
+
+class RoutineSettings(RunnerSettings):
+    routine_concurrency: int = Field(default=4, ge=1, le=256, description=(
+        "How many routine firings run at once across every worker on the database (the queue enforces it)."))
+    routine_tick: float = Field(default=1.0, gt=0, le=60, description=(
+        "Seconds between a worker's looks at which routines are due (mail and feeds are looked at every --poll)."))
+
+    routine_idle: bool = Field(default=True, description=(
+        "Wait for mail with IMAP IDLE where the server has it (false: look every --poll only)."))
+
+    @property
+    def routines_dir(self) -> Path:
+        return self.data_dir / "routines"

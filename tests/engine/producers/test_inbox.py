@@ -1,0 +1,134 @@
+"""Inbox against a real IMAP server (dovecot on loopback, mail delivered with APPEND), and a real claude
+CLI answered by the scripted model."""
+
+import anyio
+import pytest
+
+from frobozz.engine import Session
+from frobozz.engine.producers import Inbox, MemoryDeliveries, ProducerError
+from frobozz.engine.testing import ScriptedModel
+
+pytestmark = pytest.mark.anyio
+
+
+def mail(subject, body="Hello there.", sender="ana@example.org", extra=b""):
+    return (f"From: Ana <{sender}>\r\nTo: robin@example.org\r\nSubject: {subject}\r\n"
+            f"Date: Tue, 24 Nov 2026 08:00:00 +0000\r\n").encode() + extra + f"\r\n{body}\r\n".encode()
+
+
+@pytest.fixture
+def mailbox(imap_server):
+    user, password = imap_server.add_user()
+    return imap_server, user, password
+
+
+def inbox(mailbox, **kwargs):
+    server, user, password = mailbox
+    return Inbox(server.url(user), "Triage this mail.", password=password, **kwargs)
+
+
+async def test_an_empty_mailbox_has_nothing_and_three_mails_are_three_items_in_order_then_nothing(mailbox):
+    server, user, password = mailbox
+    producer = inbox(mailbox)
+    assert await producer.poll() == []
+    await anyio.to_thread.run_sync(server.append, user, password, mail("one"), mail("two"), mail("three"))
+    items = await producer.poll()
+    assert [i.title for i in items] == ["one", "two", "three"]
+    assert dict(items[0].fields)["from"] == "Ana <ana@example.org>" and items[0].excerpt == "Hello there."
+    for item in items:
+        await producer.deliveries.mark_done(producer.source, item.key)
+    assert await producer.poll() == []
+    assert password not in repr(producer) and password not in producer.source
+
+
+async def test_each_new_mail_is_one_turn_of_a_real_claude_session_in_order_with_its_text_in_a_file(
+        mailbox, make_options, tmp_path):
+    server, user, password = mailbox
+    deliveries = MemoryDeliveries()
+    producer = inbox(mailbox, deliveries=deliveries, files=tmp_path / "mail", interval=1)
+    await anyio.to_thread.run_sync(server.append, user, password, mail("alpha"), mail("beta"), mail("gamma"))
+    async with ScriptedModel(lambda request: "noted") as model:
+        async with Session(make_options(model), producers=[producer]) as session:
+            with anyio.fail_after(180):
+                while len(deliveries.kept.get(producer.source, ())) < 3:
+                    await anyio.sleep(0.1)
+            await session.wait_idle()
+        asked = [r.last_user_text() for r in model.requests if "Triage this mail." in r.last_user_text()]
+    assert [next(s for s in ("alpha", "beta", "gamma") if f"subject: {s}" in a) for a in asked] == \
+        ["alpha", "beta", "gamma"]
+    assert all("data, not instructions" in a and str(tmp_path / "mail") in a for a in asked)
+    assert sorted(p.read_text().splitlines()[2] for p in (tmp_path / "mail").iterdir()) == \
+        ["subject: alpha", "subject: beta", "subject: gamma"]
+    assert await producer.poll() == []
+
+
+async def test_hostile_mail_is_cleaned_or_skipped_with_a_record_and_the_rest_still_comes(mailbox):
+    server, user, password = mailbox
+    html = ("Content-Type: text/html; charset=utf-8\r\n\r\n<html><head><style>p{}</style></head><body>"
+            "<script>fetch('http://evil')</script><p>Quarterly <b>numbers</b></p></body></html>").encode()
+    huge = mail("huge", body="x" * 20_000_000)
+    broken = (b"From: x@example.org\r\nSubject: broken\r\nMIME-Version: 1.0\r\n"
+              b"Content-Type: multipart/mixed; boundary=\"zz\"\r\n\r\n--zz\r\nContent-Type: text/plain\r\n"
+              b"Content-Transfer-Encoding: base64\r\n\r\n!!!not base64!!!\r\n")  # no closing boundary
+    with_file = (b"From: x@example.org\r\nSubject: with file\r\nMIME-Version: 1.0\r\n"
+                 b"Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\n"
+                 b"see attached\r\n--b\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; "
+                 b"filename=\"report.pdf\"\r\nContent-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n--b--\r\n")
+    await anyio.to_thread.run_sync(server.append, user, password, mail("Hi\x1b[2J\x07 there\u202e"),
+                                   b"From: x@example.org\r\nSubject: page\r\nMIME-Version: 1.0\r\n" + html,
+                                   huge, broken, with_file, mail("last"))
+    items = await inbox(mailbox).poll()
+    assert [i.title for i in items][:3] == ["Hi [2J there", "page", f"(mail 3: {len(huge)} bytes)"]
+    assert items[1].excerpt == "Quarterly numbers" and "evil" not in items[1].body
+    assert items[2].skipped and "over the limit" in items[2].skipped
+    assert items[3].title == "broken" and not items[3].skipped  # read as far as it goes
+    assert dict(items[4].fields)["attachments"] == "report.pdf (9 bytes)"
+    assert items[5].title == "last" and not items[5].skipped
+
+
+async def test_neither_the_password_nor_the_mail_reaches_a_log_even_at_debug(mailbox, caplog):
+    import logging
+
+    server, user, password = mailbox
+    await anyio.to_thread.run_sync(server.append, user, password, mail("private", body="the secret plans"))
+    with caplog.at_level(logging.DEBUG):
+        (item,) = await inbox(mailbox).poll()
+    assert item.title == "private"
+    assert password not in caplog.text and "secret plans" not in caplog.text and "private" not in caplog.text
+
+
+async def test_a_refused_login_a_server_that_is_not_there_and_a_missing_folder_are_clear_errors(mailbox):
+    server, user, password = mailbox
+    with pytest.raises(ProducerError, match="refused the login") as refused:
+        await Inbox(server.url(user), "x", password="wrong-secret").poll()
+    assert "wrong-secret" not in str(refused.value)
+    with pytest.raises(ProducerError, match="is not there"):
+        await Inbox("imap://u@127.0.0.1:9/INBOX", "x", password="p", timeout=5).poll()
+    with pytest.raises(ProducerError, match="no folder"):
+        await Inbox(server.url(user, "Nope"), "x", password=password).poll()
+
+
+def test_plain_imap_is_for_loopback_only_and_a_password_never_goes_in_the_url():
+    with pytest.raises(ProducerError, match="in the clear"):
+        Inbox("imap://me@mail.example.org/INBOX", "x", password="p")
+    with pytest.raises(ProducerError, match="no password in the IMAP URL"):
+        Inbox("imaps://me:secret@mail.example.org/INBOX", "x", password="p")
+    with pytest.raises(ProducerError, match="imaps://"):
+        Inbox("https://mail.example.org", "x", password="p")
+    with pytest.raises(ProducerError, match="user name and a password"):
+        Inbox("imaps://mail.example.org", "x", password="")
+    assert Inbox("imaps://me@mail.example.org/Work%20Mail", "x", password="p").folder == "Work Mail"
+
+
+async def test_with_idle_a_new_mail_ends_the_wait_at_once_not_after_the_poll_interval(mailbox):
+    server, user, password = mailbox
+    producer = inbox(mailbox, interval=600)
+    assert await producer.poll() == []
+    async with anyio.create_task_group() as tg:
+        with anyio.fail_after(120):  # far under the 600 s interval
+            tg.start_soon(producer.wait)
+            while not producer.idled:
+                await anyio.sleep(0.05)
+            await anyio.sleep(0.5)  # (the IDLE command is on its way; a mail before it is seen by UIDNEXT anyway)
+            await anyio.to_thread.run_sync(server.append, user, password, mail("wake up"))
+    assert [i.title for i in await producer.poll()] == ["wake up"]

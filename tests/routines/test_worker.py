@@ -1,0 +1,154 @@
+"""Routines fired by workers: real Postgres, the real claude CLI answered by the scripted model, a real
+IMAP server; each firing a memory-loop session recorded as a run."""
+
+import anyio
+import pytest
+
+from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
+from frobozz.memory import MemoryService
+from frobozz.routines import Firer, RoutineWorker, routine
+
+pytestmark = pytest.mark.anyio
+
+
+def answers(request):
+    """The sidecar's questions (recall, suggestions) get nothing; a firing's message gets its reply."""
+    text = request.last_user_text()
+    if text.startswith(("Write up to", "Here is the last exchange")):
+        return "NONE"
+    return "Done: " + text.splitlines()[0][:60]
+
+
+def firing_requests(model, marker):
+    return [r.last_user_text() for r in model.requests if marker in r.last_user_text()]
+
+
+@pytest.fixture
+async def scripted(monkeypatch, tmp_path):
+    async with ScriptedModel(answers) as model:
+        for name, value in model.env().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+        yield model
+
+
+async def test_a_firing_run_now_is_a_memory_session_recorded_as_a_run(store, ledger, routine_settings, scripted,
+                                                                       cortex_settings):
+    await store.add(routine(name="brief", kind="cron", cron="@daily", prompt="Write the morning briefing."))
+    await store.claim("brief", "run:1", "run by hand")
+    memory = MemoryService(cortex_settings)
+    try:
+        with anyio.fail_after(300):
+            state = await Firer(store, ledger, memory, routine_settings)({"routine": "brief", "key": "run:1",
+                                                                          "manual": True})
+        sessions = await memory.sessions()
+        firing = await store.firing("brief", "run:1")
+        (run,) = await ledger.runs(game="routine:brief")
+        turns = await ledger.turns(run["run_id"])
+        (loop_session,) = await sessions.list("routine-brief")
+        archived = await sessions.transcript(loop_session.id)
+    finally:
+        await memory.aclose()
+    assert state == "done" and firing["state"] == "done" and firing["run_id"] == run["run_id"]
+    assert (run["status"], run["mode"], run["turns"]) == ("finished", "routine", 1)
+    assert turns[0].reply.startswith("Done:")
+    assert firing_requests(scripted, "Write the morning briefing.")
+    assert any("morning briefing" in e.content for e in archived)  # the memory loop archived the firing
+    assert any(e.content.startswith("Done:") for e in archived)
+    # fired again: nothing, it has ended
+    memory = MemoryService(cortex_settings)
+    try:
+        assert await Firer(store, ledger, memory, routine_settings)({"routine": "brief", "key": "run:1"}) is None
+    finally:
+        await memory.aclose()
+
+
+async def fire_once(store, ledger, settings, cortex_settings, name):
+    await store.claim(name, "run:1", "run by hand")
+    memory = MemoryService(cortex_settings)
+    try:
+        with anyio.fail_after(300):
+            await Firer(store, ledger, memory, settings)({"routine": name, "key": "run:1", "manual": True})
+    finally:
+        await memory.aclose()
+    firing = await store.firing(name, "run:1")
+    return firing, await ledger.get(firing["run_id"])
+
+
+@pytest.fixture
+async def stubborn(monkeypatch):
+    """A model that keeps reading a file (max turns), or, asked to be slow, does not answer for ten minutes."""
+    def answer(request):
+        text = request.last_user_text()
+        if text.startswith(("Write up to", "Here is the last exchange", "Summarise")):
+            return "NONE"
+        if "Be slow." in text:
+            return Reply((Text("..."),), delay=600)
+        return Reply((ToolUse("Read", {"file_path": "/etc/hostname"}),))
+
+    async with ScriptedModel(answer) as model:
+        for name, value in model.env().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+        yield model
+
+
+async def test_a_firing_past_its_time_or_turns_ends_cleanly_and_says_which_limit(store, ledger, routine_settings,
+                                                                                 stubborn, cortex_settings):
+    await store.add(routine(name="slow", kind="every", every=3600, prompt="Be slow.", max_seconds=3))
+    firing, run = await fire_once(store, ledger, routine_settings, cortex_settings, "slow")
+    assert firing["state"] == "failed" and firing["reason"].startswith("time limit")
+    assert run["status"] == "failed" and run["reason"].startswith("time limit") and run["ended_at"]
+    await store.add(routine(name="loop", kind="every", every=3600, prompt="Read forever.", max_turns=2))
+    firing, run = await fire_once(store, ledger, routine_settings, cortex_settings, "loop")
+    assert firing["reason"].startswith("max turns") and run["reason"].startswith("max turns")
+
+
+async def test_a_game_firing_is_a_run_of_the_game_with_memory_in_the_routine_s_namespace(
+        store, ledger, routine_settings, monkeypatch, cortex_settings):
+    def answer(request):
+        text = request.last_user_text()
+        if text.startswith(("Write up to", "Here is the last exchange", "Summarise")):
+            return "NONE"
+        return "<command>look</command>"
+
+    async with ScriptedModel(answer) as model:
+        for name, value in model.env().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+        await store.add(routine(name="solitude", kind="cron", cron="@daily", game="zork1", max_turns=3,
+                                prompt="A quiet hour: play a little Zork."))
+        firing, run = await fire_once(store, ledger, routine_settings, cortex_settings, "solitude")
+        first = next(r.last_user_text() for r in model.requests if "A quiet hour" in r.last_user_text())
+    assert firing["state"] == "done" and firing["reason"] == "game run: max turns", firing
+    assert (run["game"], run["turns"], run["status"]) == ("zork1", 3, "finished")
+    assert "You are playing Zork I" in first and "West of House" in first
+    assert run["info"] and '"memory_namespace": "routine-solitude"' in run["info"]
+
+
+async def test_the_global_concurrency_limit_holds_firings_of_different_routines_one_at_a_time(
+        store, ledger, routine_settings, scripted):
+    from frobozz.routines import RoutineSettings
+
+    for name in ("left", "right"):
+        await store.add(routine(name=name, kind="every", every=2, prompt=f"Tick {name}."))
+    worker = RoutineWorker(store, ledger, RoutineSettings(routine_concurrency=1, routine_tick=0.2))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        with anyio.fail_after(400):
+            while not (await done_in(store, "left") and await done_in(store, "right")):
+                await anyio.sleep(0.2)
+        for name in ("left", "right"):
+            await store.set_paused(name, True)
+        with anyio.fail_after(400):
+            while await store.open_firings("left") or await store.open_firings("right"):
+                await anyio.sleep(0.2)
+        worker.stop()
+    await worker.memory.aclose()
+    done = sorted(await done_in(store, "left") + await done_in(store, "right"), key=lambda f: f["started"])
+    assert {f["routine"] for f in done} == {"left", "right"}
+    assert all(a["ended"] <= b["started"] for a, b in zip(done, done[1:]))  # never two at once
+
+
+async def done_in(store, name):
+    return [f for f in await store.firings(name) if f["state"] == "done"]

@@ -1,0 +1,147 @@
+"""Routines as `frobozz worker` processes fire them: one database, the real claude CLI answered by the
+scripted model in this process, a real IMAP server. A worker killed with -9 mid-firing; two workers on
+one schedule."""
+
+import os
+import signal
+import subprocess
+import sys
+from datetime import datetime, timedelta
+
+import anyio
+import pytest
+
+from frobozz.engine.testing import Reply, ScriptedModel, Text
+from frobozz.routines import routine
+from tests.orphans import descendants, still_running
+
+pytestmark = pytest.mark.anyio
+SIDE = ("Write up to", "Here is the last exchange", "Summarise this conversation")
+
+
+def message(request):
+    """The firing's own words: the last text block (memory's orientation and recall come before it)."""
+    texts = [b.get("text", "") for b in request.last_user_blocks() if b.get("type") == "text"]
+    return texts[-1] if texts else ""
+
+
+def firing_texts(model, prompt, also=""):
+    """What the firings' primaries were sent (a message begins with its routine's prompt; the sidecars'
+    questions, which quote it, begin with their own)."""
+    return [message(r) for r in model.requests if message(r).startswith(prompt) and also in message(r)]
+
+
+@pytest.fixture
+def worker_env(routine_settings, tmp_path, cortex_settings):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+    env.update(FROBOZZ_DATABASE_URL=cortex_settings.database_url.get_secret_value(), FROBOZZ_WORKER_HEARTBEAT="2",
+               CLAUDE_CODE_MAX_RETRIES="0", FROBOZZ_ROUTINE_TICK="0.5")
+    return env
+
+
+def start_worker(env):
+    return subprocess.Popen([sys.executable, "-m", "frobozz", "worker"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+
+
+def stop(worker):
+    worker.send_signal(signal.SIGTERM)
+    _, err = worker.communicate(timeout=120)
+    assert worker.returncode == 0, err.decode()[-3000:]
+    return err.decode()
+
+
+def mail(subject):
+    return (f"From: ana@example.org\r\nTo: robin@example.org\r\nSubject: {subject}\r\n\r\n"
+            f"About {subject}.\r\n").encode()
+
+
+async def wait_for(check, timeout=300):
+    with anyio.fail_after(timeout):
+        while not (found := await check()):
+            await anyio.sleep(0.2)
+        return found
+
+
+async def test_three_mails_fire_three_sessions_in_order_and_a_worker_killed_mid_mail_loses_and_repeats_nothing(
+        store, ledger, imap_server, worker_env):
+    user, password = imap_server.add_user()
+    killed = anyio.Event()
+
+    def answer(request):
+        if request.last_user_text().startswith(SIDE):
+            return "NONE"
+        if "subject: beta" in message(request) and not killed.is_set():
+            return Reply((Text("thinking about beta"),), delay=600)  # the worker dies during this turn
+        return "Filed."
+
+    await store.add(routine(name="mail", kind="inbox", url=imap_server.url(user), poll=1,
+                            prompt="Triage this mail."))
+    await anyio.to_thread.run_sync(imap_server.append, user, password, mail("alpha"), mail("beta"), mail("gamma"))
+    async with ScriptedModel(answer) as model:
+        env = {**worker_env, **model.env(), "FROBOZZ_IMAP_PASSWORD": password}
+        first = start_worker(env)
+        try:
+            await wait_for(lambda: anyio.to_thread.run_sync(firing_texts, model, "Triage this mail.", "subject: beta"))
+            children = descendants(first.pid)
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(timeout=30)
+            killed.set()
+            assert still_running(children, within=30) == []  # its claudes died with it
+            assert (await store.firing("mail", (await store.firings("mail"))[0]["key"]))["state"] == "running"
+            second = start_worker(env)
+            try:
+                async def three_done():
+                    rows = await store.firings("mail")
+                    return len(rows) == 3 and all(r["state"] == "done" for r in rows) and rows
+                rows = await wait_for(three_done, timeout=400)
+                assert await store.open_firings("mail") == 0
+            finally:
+                stop(second)
+        finally:
+            if first.poll() is None:
+                first.kill()
+        asked = [next(s for s in ("alpha", "beta", "gamma") if f"subject: {s}" in t)
+                 for t in firing_texts(model, "Triage this mail.")]
+    assert asked == ["alpha", "beta", "beta", "gamma"]  # in order; the killed turn again, nothing else twice
+    by_title = {r["title"]: r for r in rows}
+    assert [by_title[s]["attempts"] for s in ("alpha", "beta", "gamma")] == [1, 2, 1]
+    runs = await ledger.runs(game="routine:mail")
+    assert sorted(r["run_id"] for r in runs) == sorted(r["run_id"] for r in rows)  # the retry kept its run
+    assert all(r["status"] == "finished" for r in runs)
+
+
+async def test_two_workers_fire_every_due_time_of_a_two_second_routine_once_and_name_the_skipped_ones(
+        store, ledger, worker_env):
+    def answer(request):
+        return "NONE" if request.last_user_text().startswith(SIDE) else "Tick noted."
+
+    async with ScriptedModel(answer) as model:
+        env = {**worker_env, **model.env()}
+        workers = [start_worker(env), start_worker(env)]
+        try:
+            await store.add(routine(name="tick", kind="every", every=2, prompt="The clock ticked."))
+            started = datetime.now().astimezone()
+            await anyio.sleep(20)
+            await store.set_paused("tick", True)
+            await wait_for(lambda: _none_open(store), timeout=400)
+        finally:
+            errors = [stop(w) for w in workers]
+        primaries = firing_texts(model, "The clock ticked.")
+    rows = sorted(await store.firings("tick", limit=1000), key=lambda r: r["due"])
+    dues = [r["due"] for r in rows]
+    assert len(dues) >= 5 and dues[0] <= started + timedelta(seconds=5)
+    assert all(b - a == timedelta(seconds=2) for a, b in zip(dues, dues[1:]))  # none lost, none twice
+    done = [r for r in rows if r["state"] == "done"]
+    skipped = [r for r in rows if r["state"] == "skipped"]
+    assert done and len(done) + len(skipped) == len(rows), [(r["state"], r["reason"]) for r in rows]
+    assert all(r["reason"].startswith(("overlap", "the routine was paused", "missed")) for r in skipped)
+    assert all(r["attempts"] == 1 for r in done)
+    assert len(primaries) == len(done)  # each fired once: one model turn each
+    runs = await ledger.runs(game="routine:tick", limit=1000)
+    assert len(runs) == len(done) and all(r["status"] == "finished" for r in runs)
+    assert sum("firing" in e for e in errors) == 2
+
+
+async def _none_open(store):
+    return await store.open_firings("tick") == 0
