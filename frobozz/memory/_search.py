@@ -118,7 +118,7 @@ class Words:
 
 async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, since: datetime | None,
                  until: datetime | None, namespace: str | None, mode: Mode, min_score: float,
-                 context: bool = True) -> list[list[Hit]]:
+                 context: bool = True, include_history: bool = False) -> list[list[Hit]]:
     """The hits of each query, in order. Several queries are embedded in one batch and looked up side by
     side: the memory loop's recall asks a few at once, and one model run for all costs less than one each.
     `context=False` scores a memory's own words only: for standalone notes (a game's), whose neighbours
@@ -147,7 +147,8 @@ async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, sinc
     async def one(vector: list[float] | None, query_words: Words) -> list[Hit]:
         if not query_words.memories or (mode == "keyword" and not query_words.idf):
             return []
-        rows = await _candidates(store, ns, since, until, vector, query_words if mode != "semantic" else None, limit)
+        rows = await _candidates(store, ns, since, until, vector, query_words if mode != "semantic" else None, limit,
+                                 include_history)
         scored = [(_score(row, query_words, mode, store.cosine_floor), row) for row in rows]
         scored = sorted((s for s in scored if s[0][0] >= min_score and s[0][0] > 0),
                         key=lambda s: (-s[0][0], -s[1]["id"]))
@@ -158,9 +159,11 @@ async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, sinc
 
 
 async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until: datetime | None,
-                      vector: list[float] | None, words: Words | None, limit: int) -> list[asyncpg.Record]:
+                      vector: list[float] | None, words: Words | None, limit: int,
+                      include_history: bool = False) -> list[asyncpg.Record]:
     where = ("m.namespace = $1 AND m.deleted_at IS NULL AND ($2::timestamptz IS NULL OR m.created_at >= $2) "
-             "AND ($3::timestamptz IS NULL OR m.created_at < $3)")
+             "AND ($3::timestamptz IS NULL OR m.created_at < $3)"
+             + ("" if include_history else " AND m.valid_to IS NULL"))  # current memories, unless history is asked
     args: list[object] = [ns, since, until]
 
     def arg(value: object) -> str:
