@@ -212,13 +212,16 @@ _POSITIONS = re.compile(r"'(\w+)':([0-9A-D,]+)")
 _WEIGHTS = {"B": 0.5, "C": 0.25}  # a neighbour's word, one two away (migration 004); its own (A, or none) count 1
 
 
-def bm25(found: str, length: float, words: Words) -> float:
+def bm25(found: str, length: float, words: Words, *, own: bool = False) -> float:
     """BM25 of a memory from its query words with their positions as Postgres prints them (`'lamp':3A,9B`):
-    computed here rather than in SQL, where a function per row cost ten times more."""
+    computed here rather than in SQL, where a function per row cost ten times more. `own`: its own words'
+    positions only, not its neighbours'."""
     norm = K1 * (1 - B + B * length / max(words.average_length, 1.0))
     total = 0.0
     for lexeme, positions in _POSITIONS.findall(found):
-        tf = sum(_WEIGHTS.get(p[-1], 1.0) for p in positions.split(","))
+        tf = sum(_WEIGHTS.get(p[-1], 1.0) for p in positions.split(",") if not own or p[-1] not in _WEIGHTS)
+        if not tf:
+            continue
         total += words.idf.get(lexeme, 0.0) * tf * (K1 + 1) / (tf + norm)
     return total
 
@@ -235,7 +238,9 @@ def _score(row: asyncpg.Record, words: Words, mode: Mode, floor: float) -> tuple
         score = closeness
     else:
         score = WORDS_WEIGHT * word_score + COSINE_WEIGHT * closeness
-    parts = {} if mode == "semantic" else {"words": word_score, "coverage": coverage, "bm25": bm25_}
+    parts = {} if mode == "semantic" else {"words": word_score, "coverage": coverage, "bm25": bm25_,
+                                           "own": words.coverage(bm25(row["found"] or "", float(row["length"] or 0.0),
+                                                                      words, own=True))}
     if mode != "keyword":
         parts |= {"cosine": cosine, "closeness": closeness}
     return min(max(score, 0.0), 1.0), parts

@@ -97,8 +97,8 @@ async def test_explain_gives_the_parts_each_mode_is_made_of(cortex_settings):
         for text in MEMORIES:
             await call(client, "store", content=text)
         found = await _found(client, "quarterly planning meeting", explain=True)
-    assert set(found["hybrid"][0]["parts"]) == {"words", "coverage", "bm25", "cosine", "closeness"}
-    assert set(found["keyword"][0]["parts"]) == {"words", "coverage", "bm25"}
+    assert set(found["hybrid"][0]["parts"]) == {"words", "coverage", "own", "bm25", "cosine", "closeness"}
+    assert set(found["keyword"][0]["parts"]) == {"words", "coverage", "own", "bm25"}
     assert set(found["semantic"][0]["parts"]) == {"cosine", "closeness"}
     top = found["hybrid"][0]
     assert top["score"] == pytest.approx(0.6 * top["parts"]["words"] + 0.4 * top["parts"]["closeness"], abs=1e-5)
