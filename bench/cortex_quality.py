@@ -12,6 +12,12 @@ fusion 0.3 x BM25 / best BM25 + 0.7 x cosine), per conversation for hybrid, sear
 min_score trade-off: questions with an evidence turn scoring at least t, against unrelated queries
 (another conversation's questions) that return nothing.
 
+Then every scoring tried for issues 36 and 38 (item 10), each measured on the same hybrid candidates
+(the top 50 of each question, and of each unrelated query, with the score's parts), re-scored here:
+recall@10, the min_score 0.3 trade-off, and the probes of issue 38 (README's "where is the lamp"
+against "The brass lantern is in the living room.", and "troll" against an unrelated garlic note and
+a 100,000-character "xxxx…" memory, both stored beside a troll note).
+
 Run: .venv/bin/python bench/cortex_quality.py [--data ../shared/eval/locomo-dev]
 Target (issue 13): server hybrid recall@10 >= 0.72 on the development split (1.14x the weighted
 baseline measured outside the project, 0.632).
@@ -28,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -38,7 +45,7 @@ import numpy as np
 from frobozz.memory import MemorySettings as Settings
 from frobozz.memory import BulkStore
 from frobozz.memory._database import stop_embedded
-from frobozz.memory import MemoryService
+from frobozz.memory import Hit, MemoryService
 from frobozz.memory._store import MemoryStore
 
 TARGET, OUTSIDE_BASELINE = 0.72, 0.632  # issue 13: recall@10, and the weighted fusion measured outside
@@ -133,6 +140,8 @@ async def main(data: Path) -> None:
         top_scores: list[tuple[float, bool]] = []  # hybrid: (best evidence score in the top 10, found)
         unrelated: list[float] = []  # hybrid: the best score an unrelated query gets
         latencies: list[float] = []
+        tries: list[tuple[list[Hit], set[int]]] = []  # hybrid, top 50 with parts: (hits, evidence)
+        unrelated_hits: list[list[Hit]] = []
         for n, conv in enumerate(conversations):
             ns = f"locomo-{conv.name}"
             for name, rankings in (await baselines(store, conv)).items():
@@ -154,10 +163,15 @@ async def main(data: Path) -> None:
                 table.setdefault(f"server: search(mode={mode!r})", []).extend(rows)
                 if mode == "hybrid":
                     per_conversation[conv.name] = statistics.mean(r10 for _, r10 in rows)
+            for question, evidence in conv.questions:
+                tries.append((await store.search(question, limit=CANDIDATES, namespace=ns),
+                              {conv.ids[i] for i in evidence}))
             other = conversations[(n + 1) % len(conversations)]
             for question, _ in other.questions:
-                hits = await store.search(question, limit=1, namespace=ns)
+                hits = await store.search(question, limit=CANDIDATES, namespace=ns)
                 unrelated.append(hits[0].score if hits else 0.0)
+                unrelated_hits.append(hits)
+        probes = await probe(store)
     finally:
         await cortex.aclose()
         stop_embedded(cortex.settings, delete=True)  # a scratch database: nothing is left running
@@ -185,6 +199,57 @@ async def main(data: Path) -> None:
         kept = statistics.mean(found and score >= t for score, found in top_scores)
         empty = statistics.mean(best < t for best in unrelated) if t else 0.0
         print(f"  min_score {t:4.2f}: {kept:.3f} | {empty:.3f}")
+
+
+    print(f"scorings tried (re-scored from each query's top {CANDIDATES} hybrid candidates; 'now' is the server's): "
+          "recall@10 | evidence kept at 0.3 | unrelated empty at 0.3 | probes: lamp, garlic, xxxx (issue 38)")
+    for name, formula in SCORINGS.items():
+        r10, kept = [], []
+        for hits, wanted in tries:
+            ranked = sorted(hits, key=lambda h: (-formula(h.parts), -h.memory.id))[:LIMIT]
+            r10.append(recall([h.memory.id for h in ranked], wanted, LIMIT))
+            kept.append(any(h.memory.id in wanted and formula(h.parts) >= RECALL for h in ranked))
+        empty = statistics.mean(max((formula(h.parts) for h in hits), default=0.0) < RECALL for hits in unrelated_hits)
+        shown = ", ".join(f"{formula(parts):.2f}" for parts in probes)
+        print(f"  {name:52} {statistics.mean(r10):.3f} | {statistics.mean(kept):.3f} | {empty:.3f} | {shown}")
+
+
+CANDIDATES, RECALL = 50, 0.3
+
+
+def _mix(neighbours: float, words: float = 0.6) -> Callable[[dict[str, float]], float]:
+    """words x (own words + `neighbours` x what the neighbours' words add) + the rest x closeness."""
+    def score(p: dict[str, float]) -> float:
+        own, every = math.tanh(p.get("own", 0.0)), math.tanh(p.get("coverage", 0.0))
+        return words * (own + neighbours * (every - own)) + (1 - words) * p.get("closeness", 0.0)
+    return score
+
+
+SCORINGS: dict[str, Callable[[dict[str, float]], float]] = {
+    "now: 0.6 words in context + 0.4 closeness": _mix(1.0),
+    "neighbours' words at 0.75": _mix(0.75),
+    "neighbours' words at 0.5": _mix(0.5),
+    "neighbours' words at 0.25": _mix(0.25),
+    "0.5 words + 0.5 closeness": _mix(1.0, 0.5),
+    "0.5 words (neighbours at 0.5) + 0.5 closeness": _mix(0.5, 0.5),
+    "max(neighbours at 0.5, (cosine - 0.2) / 0.45)": lambda p: max(_mix(0.5)(p), (p.get("cosine", 0.0) - 0.2) / 0.45),
+    "max(neighbours at 0.5, (cosine - 0.25) / 0.5)": lambda p: max(_mix(0.5)(p), (p.get("cosine", 0.0) - 0.25) / 0.5),
+}
+
+
+async def probe(store: MemoryStore) -> list[dict[str, float]]:
+    """Issue 38's probes, in a namespace of their own: their hybrid score parts."""
+    ns = "probes"
+    for text in ("The brass lantern is in the living room.", "Buy garlic for the pasta sauce.",
+                 "The troll guards the bridge with an axe.", "x" * 100_000, "The mailbox is west of the house."):
+        await store.store(text, namespace=ns)
+
+    async def parts(query: str, start: str) -> dict[str, float]:
+        hits = await store.search(query, limit=10, namespace=ns)
+        return next((h.parts for h in hits if h.memory.content.startswith(start)), {})
+
+    return [await parts("where is the lamp", "The brass"), await parts("troll", "Buy garlic"),
+            await parts("troll", "xxx")]
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-cortex = typer.Typer(help="Long-term memory: store, search, recent, get, forget, import, export, reembed.",
+cortex = typer.Typer(help="Long-term memory: store, search, recent, get, supersede, forget, import, export, reembed.",
                      no_args_is_help=True)
 out = Console()
 err = Console(stderr=True)
@@ -84,6 +84,7 @@ def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: 
                                                "(scores are absolute, in [0, 1]; 0.3 keeps what is likely relevant)."),
                since: datetime | None = typer.Option(None, help="Only memories stored at or after this time."),
                until: datetime | None = typer.Option(None, help="Only memories stored before this time."),
+               history: bool = typer.Option(False, "--history", help="Superseded memories too (facts that changed)."),
                ) -> None:
     """Memories matching QUERY (hybrid, semantic or keyword); each score in [0, 1] means the same for every query."""
     if mode not in ("hybrid", "semantic", "keyword"):
@@ -91,14 +92,16 @@ def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: 
 
     async def work(store):  # type: ignore[no-untyped-def]
         return await store.search(query, limit=limit, namespace=namespace, mode=mode,  # type: ignore[arg-type]
-                                  min_score=min_score, since=_aware(since), until=_aware(until))
+                                  min_score=min_score, since=_aware(since), until=_aware(until),
+                                  include_history=history)
 
     hits = _run(work)
     if not hits and not as_json:
         out.print("no memories found" + (f" scoring {min_score} or more" if min_score else ""))
         return
     _print([{"id": h.memory.id, "score": round(h.score, 4), "created_at": h.memory.created_at.isoformat(timespec="seconds"),
-             "content": h.memory.content} for h in hits], as_json, ("id", "score", "created_at", "content"))
+             "content": h.memory.content} | ({"superseded_by": h.memory.superseded_by} if h.memory.valid_to else {})
+            for h in hits], as_json, ("id", "score", "created_at", "content") + (("superseded_by",) if history else ()))
 
 
 @cortex.command("recent")
@@ -112,16 +115,30 @@ def recent_cmd(limit: int = typer.Option(10, min=1, max=500), namespace: str = t
             for m in _run(work)], as_json, ("id", "created_at", "content"))
 
 
+def _as_json(m: Any) -> dict[str, Any]:
+    return {"id": m.id, "namespace": m.namespace, "content": m.content, "metadata": m.metadata, "source": m.source,
+            "created_at": m.created_at.isoformat(), "updated_at": m.updated_at.isoformat(),
+            "valid_to": m.valid_to.isoformat() if m.valid_to else None, "supersedes": m.supersedes,
+            "superseded_by": m.superseded_by}
+
+
 @cortex.command("get")
 def get_cmd(memory_id: int) -> None:
-    """One memory, as JSON."""
+    """One memory, as JSON, with every version of its fact (`history`, oldest first)."""
     async def work(store):  # type: ignore[no-untyped-def]
-        return await store.get(memory_id)
+        return await store.get(memory_id), await store.history(memory_id)
 
-    m = _run(work)
-    out.print_json(json.dumps({"id": m.id, "namespace": m.namespace, "content": m.content, "metadata": m.metadata,
-                               "source": m.source, "created_at": m.created_at.isoformat(),
-                               "updated_at": m.updated_at.isoformat()}))
+    m, history = _run(work)
+    out.print_json(json.dumps(_as_json(m) | {"history": [_as_json(h) for h in history]}))
+
+
+@cortex.command("supersede")
+def supersede_cmd(old_id: int, content: str) -> None:
+    """A fact changed: CONTENT takes the place of memory OLD_ID, which is kept as history."""
+    async def work(store):  # type: ignore[no-untyped-def]
+        return await store.supersede(old_id, content)
+
+    out.print(f"stored {_run(work).id}, superseding {old_id}")
 
 
 @cortex.command("forget")

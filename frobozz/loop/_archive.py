@@ -2,7 +2,7 @@
 assistant's text, tool calls and results in brief, each turn's usage), so a claude that crashes
 mid-turn loses nothing that was seen. The user's own words are archived by whoever sends them
 (`archive_user`), before claude sees them. It also notices the model storing a memory through
-cortex, which empties the session's suggestion buffer."""
+cortex (or superseding one), which empties the session's suggestion buffer."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ class ArchiveObserver:
             for use in event.tool_uses:
                 await self.sessions.archive(self.session_id, self.turn, "tool_use",
                                             f"{use.name} {_brief(dict(use.input))}", {"id": use.id, "tool": use.name})
-                if use.name in STORE_TOOLS or use.name.endswith("cortex__store"):
+                if use.name in STORE_TOOLS or use.name.endswith(("cortex__store", "cortex__supersede")):
                     await self.sessions.clear_suggestions(self.session_id)
         elif isinstance(event, UserMessage) and not event.parent_tool_use_id:
             for result in event.tool_results:

@@ -169,7 +169,8 @@ class MemorySession:
     def after_turn(self, said: str) -> None:
         """Fire-and-forget: suggestions from the exchange just ended."""
         if self.use_suggest and self._tg is not None:
-            self._tg.start_soon(self._background_work, self._suggest(self.record.id, self._last_user, said))
+            self._tg.start_soon(self._background_work, self._suggest(self.record.id, self._last_user, said,
+                                                                   namespace=self.record.namespace))
 
     async def _background_work(self, work: Awaitable[object]) -> None:
         self._background += 1

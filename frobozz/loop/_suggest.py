@@ -1,7 +1,11 @@
 """Suggest after each turn: a sidecar reads the last exchange and proposes facts worth remembering;
 they wait in the session's buffer (Postgres) and the next turn carries one short nudge listing them,
 until the model stores a memory through cortex (the archive observer sees it and empties the buffer).
-It runs beside the conversation, fire-and-forget: it adds nothing to the time between turns."""
+It runs beside the conversation, fire-and-forget: it adds nothing to the time between turns.
+
+A fact that looks like a stored memory changed (the closest memory scores at least SIMILAR) goes to the
+sidecar with that memory: when it says the new one replaces it, the nudge proposes superseding it rather
+than storing a second, contradicting memory; the model decides, as for any suggestion."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..memory import SessionStore
+from ..memory import MemoryStoreError, SessionStore
 
 log = logging.getLogger("frobozz.loop")
 Ask = Callable[[str], Awaitable[str]]
@@ -20,25 +24,50 @@ SUGGEST_PROMPT = (
     "later conversations (about the user, their people, plans, preferences, decisions), one per line, "
     "each a short complete sentence. If there are none, answer {none}.\n\n"
     "User: {user}\n\nAssistant: {assistant}")
+SIMILAR = 0.3  # a stored memory this close to a new fact may be the same fact, changed (RECALL_MIN_SCORE)
+REPLACES = "REPLACES"
+CONTRADICTS_PROMPT = (
+    "A stored memory and a new fact from the conversation:\n\nStored: {old}\nNew: {new}\n\n"
+    "Is the new fact the same thing as the stored one, changed since (a new address, a changed plan, a "
+    "different preference), so that the stored one is no longer true? Answer {replaces} or KEEP, nothing else.")
 
 
 class Suggester:
     def __init__(self, sessions: SessionStore, ask: Ask) -> None:
         self.sessions, self.ask = sessions, ask
 
-    async def __call__(self, session_id: str, user: str, assistant: str) -> list[str]:
-        """Propose and buffer the facts of one exchange; a failure is logged, never raised."""
+    async def __call__(self, session_id: str, user: str, assistant: str, *, namespace: str | None = None) -> list[str]:
+        """Propose and buffer the facts of one exchange (each that changes a stored memory as a supersede
+        of it, when `namespace` is given); a failure is logged, never raised."""
         try:
             answer = await self.ask(SUGGEST_PROMPT.format(n=MAX_FACTS, none=NONE, user=user[:4_000],
                                                           assistant=assistant[:4_000]))
             facts = [f.strip(" -*\t") for f in answer.splitlines()]
             facts = [f for f in facts if f and f.upper().rstrip(".") != NONE][:MAX_FACTS]
+            if namespace is not None:
+                facts = [await self._changed(fact, namespace) for fact in facts]
             if facts:
                 await self.sessions.suggest(session_id, facts)
             return facts
         except Exception as e:  # suggestions are a help, never a fault
             log.warning("suggest: the last exchange was not read (%s: %s)", type(e).__name__, e)
             return []
+
+    async def _changed(self, fact: str, namespace: str) -> str:
+        """The fact, or, when the sidecar says it replaces the closest stored memory, the supersede of it."""
+        try:
+            hits = await self.sessions.memories.search(fact, limit=1, namespace=namespace, min_score=SIMILAR)
+        except MemoryStoreError as e:
+            log.info("suggest: no stored memory to compare with (%s)", e)
+            return fact
+        if not hits or hits[0].memory.content.strip() == fact.strip():
+            return fact
+        old = hits[0].memory
+        verdict = await self.ask(CONTRADICTS_PROMPT.format(old=old.content[:2_000], new=fact, replaces=REPLACES))
+        if not verdict.strip().upper().startswith(REPLACES):
+            return fact
+        quoted = old.content if len(old.content) <= 200 else old.content[:200] + "…"
+        return f"{fact} (this changes memory {old.id}, \"{quoted}\": supersede({old.id}, …) rather than store)"
 
 
 async def nudge_blocks(sessions: SessionStore, session_id: str) -> list[dict[str, Any]]:
@@ -47,5 +76,5 @@ async def nudge_blocks(sessions: SessionStore, session_id: str) -> list[dict[str
     if not waiting:
         return []
     lines = "\n".join(f"- {fact}" for fact in waiting)
-    return [{"type": "text", "text": f"<memory-nudge>\nWorth keeping, if right (store it with cortex):\n{lines}\n"
+    return [{"type": "text", "text": f"<memory-nudge>\nWorth keeping, if right (store it with cortex, or supersede the memory it changes):\n{lines}\n"
                                      "</memory-nudge>"}]

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from ._database import HNSW_INDEX
-from ._records import COLUMNS, content_hash, memory
+from ._records import COLUMNS, CURRENT, content_hash, memory
 from ._store import REFRESH, MemoryStore
 from .exceptions import MemoryStoreError
 
@@ -17,29 +17,49 @@ class BulkStore:
 
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
+        self._ids: dict[int, int] = {}  # an exported memory's id -> its id here, so chains survive (any batch)
 
     async def import_batch(self, records: list[dict[str, Any]], default_namespace: str | None) -> tuple[int, int]:
-        """Store a batch of {content, metadata?, namespace?, source?, created_at?}; (stored, duplicates)."""
+        """Store a batch of {content, metadata?, namespace?, source?, created_at?, id?, valid_to?, supersedes?};
+        (stored, duplicates). A record that names the exported `id` of the one it `supersedes` is linked to
+        it, whatever batch that one came in (an export lists the older first)."""
         s = self.store
         rows = []
         for record in records:
             if not isinstance(record, dict) or not isinstance(record.get("content"), str):
                 raise MemoryStoreError("each line must be a JSON object with a text 'content'")
-            created = record.get("created_at")
             rows.append((s.namespace(record.get("namespace") or default_namespace), s.content(record["content"]),
                          s.metadata(record.get("metadata")), record.get("source") or "import",
-                         datetime.fromisoformat(created) if isinstance(created, str) else None))
+                         _moment(record, "created_at"), _moment(record, "valid_to"), _id(record, "id"),
+                         _id(record, "supersedes")))
         vectors = await s.embedder.embed([r[1] for r in rows])
         added: dict[str, list[int]] = {}
         async with s.connection() as c, c.transaction():
-            for (ns, content, meta, source, created), vector in zip(rows, vectors, strict=True):
-                row = await c.fetchrow(
+            for (ns, content, meta, source, created, valid_to, old_id, supersedes), vector in zip(rows, vectors,
+                                                                                                  strict=True):
+                digest = content_hash(content)
+                if valid_to is not None:  # a superseded version: the same one imported twice is kept once
+                    row = await c.fetchrow("SELECT id, false AS new FROM memories WHERE namespace = $1 AND "
+                                           "content_hash = $2 AND valid_to = $3 AND deleted_at IS NULL", ns, digest,
+                                           valid_to)
+                else:
+                    row = None
+                row = row or await c.fetchrow(
                     "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding, created_at, "
-                    "updated_at) VALUES ($1, $2, $3, $4::jsonb, $5, $6, COALESCE($7, now()), COALESCE($7, now())) "
-                    "ON CONFLICT (namespace, content_hash) WHERE deleted_at IS NULL DO NOTHING RETURNING id",
-                    ns, content, content_hash(content), meta, source, vector, created)
-                if row is not None:
+                    "updated_at, valid_to, supersedes) VALUES ($1, $2, $3, $4::jsonb, $5, $6, COALESCE($7, now()), "
+                    f"COALESCE($7, now()), $8, $9) ON CONFLICT (namespace, content_hash) WHERE {CURRENT} DO NOTHING "
+                    "RETURNING id, true AS new", ns, content, digest, meta, source, vector, created, valid_to,
+                    self._ids.get(supersedes) if supersedes is not None else None)
+                if row is None:  # the same current text is here already
+                    row = await c.fetchrow(f"SELECT id, false AS new FROM memories WHERE namespace = $1 AND "
+                                           f"content_hash = $2 AND {CURRENT}", ns, digest)
+                if row["new"]:
                     added.setdefault(ns, []).append(row["id"])
+                    if supersedes in self._ids:
+                        await c.execute("UPDATE memories SET superseded_by = $2 WHERE id = $1 AND superseded_by IS NULL",
+                                        self._ids[supersedes], row["id"])
+                if old_id is not None:
+                    self._ids[old_id] = row["id"]
             for ns, ids in sorted(added.items()):
                 await c.execute(REFRESH, ns, ids)
         stored = sum(map(len, added.values()))
@@ -51,8 +71,13 @@ class BulkStore:
                      + ("AND namespace = $1 " if namespace else "") + "ORDER BY id")
             async for row in c.cursor(query, *([self.store.namespace(namespace)] if namespace else [])):
                 m = memory(row)
-                yield {"id": m.id, "namespace": m.namespace, "content": m.content, "metadata": m.metadata,
-                       "source": m.source, "created_at": m.created_at.isoformat(), "updated_at": m.updated_at.isoformat()}
+                record = {"id": m.id, "namespace": m.namespace, "content": m.content, "metadata": m.metadata,
+                          "source": m.source, "created_at": m.created_at.isoformat(),
+                          "updated_at": m.updated_at.isoformat()}
+                if m.supersedes is not None or m.valid_to is not None:  # a chain: import links it again
+                    record |= {"supersedes": m.supersedes,
+                               "valid_to": m.valid_to.isoformat() if m.valid_to else None}
+                yield record
 
     async def count(self, namespace: str | None = None) -> int:
         async with self.store.connection() as c:
@@ -86,3 +111,25 @@ class BulkStore:
             await c.execute("UPDATE cortex_meta SET value = $1 WHERE key = 'embedding_model'", embedder.model)
             await c.execute("UPDATE cortex_meta SET value = $1 WHERE key = 'embedding_dim'", str(embedder.dim))
         return len(ids)
+
+
+def _moment(record: dict[str, Any], key: str) -> datetime | None:
+    value = record.get(key)
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else _bad(key)
+    except ValueError:
+        return _bad(key)
+
+
+def _id(record: dict[str, Any], key: str) -> int | None:
+    value = record.get(key)
+    if value is None:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else _bad(key)
+
+
+def _bad(key: str) -> Any:
+    raise MemoryStoreError(f"'{key}' must be " + ("an ISO date and time" if key in ("created_at", "valid_to")
+                                                  else "a positive memory id"))

@@ -7,9 +7,9 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-import anyio
 import httpx
 
+from ._batching import Batcher
 from ._minilm import DIM, MODEL, load
 from ._model_download import SHA256, URL
 from .exceptions import MemoryStoreError
@@ -27,9 +27,11 @@ class LocalEmbedder:
     dim = DIM
     _lock = threading.Lock()  # one batch at a time on the CPU, across every embedder in the process
 
-    def __init__(self, cache_dir: Path, url: str | None = URL, sha256: str = SHA256) -> None:
+    def __init__(self, cache_dir: Path, url: str | None = URL, sha256: str = SHA256, *, batch_window: float = 0.004,
+                 batch_max: int = 64) -> None:
         self.model = MODEL
         self._cache_dir, self._url, self._sha256 = cache_dir, url, sha256
+        self._batcher = Batcher(self._encode, window=batch_window, max_texts=batch_max)  # concurrent requests, one run
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         with self._lock:
@@ -41,7 +43,7 @@ class LocalEmbedder:
             return model.encode(texts).tolist()
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        return await anyio.to_thread.run_sync(self._encode, texts)
+        return await self._batcher.embed(texts)
 
 
 class HttpEmbedder:
@@ -73,7 +75,8 @@ class HttpEmbedder:
 
 def make_embedder(settings: MemorySettings) -> Embedder:
     if settings.embedding_provider == "local":
-        return LocalEmbedder(settings.cache_dir, settings.embedding_onnx_url or None, settings.embedding_onnx_sha256)
+        return LocalEmbedder(settings.cache_dir, settings.embedding_onnx_url or None, settings.embedding_onnx_sha256,
+                             batch_window=settings.embedding_batch_ms / 1000, batch_max=settings.embedding_batch_max)
     if not (settings.embedding_url and settings.embedding_model and settings.embedding_dim):
         raise MemoryStoreError(f"the {settings.embedding_provider} provider needs FROBOZZ_EMBEDDING_URL, "
                           "FROBOZZ_EMBEDDING_MODEL and FROBOZZ_EMBEDDING_DIM")

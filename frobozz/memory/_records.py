@@ -10,7 +10,9 @@ from typing import Any
 
 import asyncpg
 
-COLUMNS = "id, namespace, content, metadata, source, created_at, updated_at"
+COLUMNS = "id, namespace, content, metadata, source, created_at, updated_at, valid_to, supersedes, superseded_by"
+# the conditions of a memory that is current (not forgotten, not superseded), for `ON CONFLICT` on the unique text
+CURRENT = "deleted_at IS NULL AND valid_to IS NULL"
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,13 @@ class Memory:
     source: str | None
     created_at: datetime
     updated_at: datetime
+    valid_to: datetime | None = None  # set once a newer memory superseded this one
+    supersedes: int | None = None  # the memory this one replaced
+    superseded_by: int | None = None
+
+    @property
+    def current(self) -> bool:
+        return self.valid_to is None
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,8 @@ def memory(row: asyncpg.Record) -> Memory:
     metadata = row["metadata"]
     return Memory(id=row["id"], namespace=row["namespace"], content=row["content"],
                   metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata or {}),
-                  source=row["source"], created_at=row["created_at"], updated_at=row["updated_at"])
+                  source=row["source"], created_at=row["created_at"], updated_at=row["updated_at"],
+                  valid_to=row["valid_to"], supersedes=row["supersedes"], superseded_by=row["superseded_by"])
 
 
 def content_hash(content: str) -> str:

@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 
 Mode = Literal["hybrid", "semantic", "keyword"]
 WORDS_WEIGHT, COSINE_WEIGHT = 0.6, 0.4
+# The share of what the neighbours' words add that counts. Lower shares keep an unrelated note beside a keyword
+# match under the recall threshold, but cost recall: on the LoCoMo development split 0.75 gave recall@10 0.745
+# (0.752 at 1), 0.5 0.726, 0.25 0.704 (bench/cortex_quality.py prints every try), so it stays 1.
+NEIGHBOURS = 1.0
 K1, B = 1.5, 0.75
 KEYWORD_SCALE = 2.0  # keyword mode: own words only, so a memory with every query word scores ~0.96
 # The threshold for recalling memories unasked (the memory loop): on the LoCoMo development split, 96% of
@@ -118,7 +122,7 @@ class Words:
 
 async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, since: datetime | None,
                  until: datetime | None, namespace: str | None, mode: Mode, min_score: float,
-                 context: bool = True) -> list[list[Hit]]:
+                 context: bool = True, include_history: bool = False) -> list[list[Hit]]:
     """The hits of each query, in order. Several queries are embedded in one batch and looked up side by
     side: the memory loop's recall asks a few at once, and one model run for all costs less than one each.
     `context=False` scores a memory's own words only: for standalone notes (a game's), whose neighbours
@@ -147,7 +151,8 @@ async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, sinc
     async def one(vector: list[float] | None, query_words: Words) -> list[Hit]:
         if not query_words.memories or (mode == "keyword" and not query_words.idf):
             return []
-        rows = await _candidates(store, ns, since, until, vector, query_words if mode != "semantic" else None, limit)
+        rows = await _candidates(store, ns, since, until, vector, query_words if mode != "semantic" else None, limit,
+                                 include_history)
         scored = [(_score(row, query_words, mode, store.cosine_floor), row) for row in rows]
         scored = sorted((s for s in scored if s[0][0] >= min_score and s[0][0] > 0),
                         key=lambda s: (-s[0][0], -s[1]["id"]))
@@ -158,9 +163,11 @@ async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, sinc
 
 
 async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until: datetime | None,
-                      vector: list[float] | None, words: Words | None, limit: int) -> list[asyncpg.Record]:
+                      vector: list[float] | None, words: Words | None, limit: int,
+                      include_history: bool = False) -> list[asyncpg.Record]:
     where = ("m.namespace = $1 AND m.deleted_at IS NULL AND ($2::timestamptz IS NULL OR m.created_at >= $2) "
-             "AND ($3::timestamptz IS NULL OR m.created_at < $3)")
+             "AND ($3::timestamptz IS NULL OR m.created_at < $3)"
+             + ("" if include_history else " AND m.valid_to IS NULL"))  # current memories, unless history is asked
     args: list[object] = [ns, since, until]
 
     def arg(value: object) -> str:
@@ -209,21 +216,27 @@ _POSITIONS = re.compile(r"'(\w+)':([0-9A-D,]+)")
 _WEIGHTS = {"B": 0.5, "C": 0.25}  # a neighbour's word, one two away (migration 004); its own (A, or none) count 1
 
 
-def bm25(found: str, length: float, words: Words) -> float:
+def bm25(found: str, length: float, words: Words, *, own: bool = False) -> float:
     """BM25 of a memory from its query words with their positions as Postgres prints them (`'lamp':3A,9B`):
-    computed here rather than in SQL, where a function per row cost ten times more."""
+    computed here rather than in SQL, where a function per row cost ten times more. `own`: its own words'
+    positions only, not its neighbours'."""
     norm = K1 * (1 - B + B * length / max(words.average_length, 1.0))
     total = 0.0
     for lexeme, positions in _POSITIONS.findall(found):
-        tf = sum(_WEIGHTS.get(p[-1], 1.0) for p in positions.split(","))
+        tf = sum(_WEIGHTS.get(p[-1], 1.0) for p in positions.split(",") if not own or p[-1] not in _WEIGHTS)
+        if not tf:
+            continue
         total += words.idf.get(lexeme, 0.0) * tf * (K1 + 1) / (tf + norm)
     return total
 
 
 def _score(row: asyncpg.Record, words: Words, mode: Mode, floor: float) -> tuple[float, dict[str, float]]:
     bm25_ = bm25(row["found"] or "", float(row["length"] or 0.0), words)
-    coverage = words.coverage(bm25_)
-    word_score = math.tanh(coverage)
+    coverage, own = words.coverage(bm25_), words.coverage(bm25(row["found"] or "", float(row["length"] or 0.0),
+                                                               words, own=True))
+    # what the neighbours' words add counts NEIGHBOURS of itself: they find a reply, but alone they
+    # must not make an unrelated note "likely relevant" (issue 38)
+    word_score = math.tanh(own) + NEIGHBOURS * (math.tanh(coverage) - math.tanh(own))
     cosine = float(row["cosine"]) if row["cosine"] is not None else 0.0
     closeness = min(max((cosine - floor) / (1 - floor), 0.0), 1.0)
     if mode == "keyword":
@@ -232,7 +245,7 @@ def _score(row: asyncpg.Record, words: Words, mode: Mode, floor: float) -> tuple
         score = closeness
     else:
         score = WORDS_WEIGHT * word_score + COSINE_WEIGHT * closeness
-    parts = {} if mode == "semantic" else {"words": word_score, "coverage": coverage, "bm25": bm25_}
+    parts = {} if mode == "semantic" else {"words": word_score, "coverage": coverage, "bm25": bm25_, "own": own}
     if mode != "keyword":
         parts |= {"cosine": cosine, "closeness": closeness}
     return min(max(score, 0.0), 1.0), parts

@@ -16,7 +16,7 @@ import asyncpg
 
 from . import _search
 from ._embeddings import Embedder
-from ._records import COLUMNS, Hit, Memory, content_hash, memory
+from ._records import COLUMNS, CURRENT, Hit, Memory, content_hash, memory
 from ._search import Mode
 from .exceptions import MemoryStoreError, DatabaseError, EmbeddingMismatchError
 
@@ -90,7 +90,7 @@ class MemoryStore:
         digest = content_hash(content)
         async with self.connection() as c:
             existing = await c.fetchrow(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 "
-                                        "AND deleted_at IS NULL", ns, digest)
+                                        f"AND {CURRENT}", ns, digest)
         if existing:
             return memory(existing), existing["id"]
         [vector] = await self.embedder.embed([content])
@@ -99,13 +99,13 @@ class MemoryStore:
                 row = await c.fetchrow(
                     "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding) "
                     "VALUES ($1, $2, $3, $4::jsonb, $5, $6) ON CONFLICT (namespace, content_hash) "
-                    f"WHERE deleted_at IS NULL DO NOTHING RETURNING {COLUMNS}", ns, content, digest, meta, source,
+                    f"WHERE {CURRENT} DO NOTHING RETURNING {COLUMNS}", ns, content, digest, meta, source,
                     vector)
                 if row is not None:
                     await c.execute(REFRESH, ns, [row["id"]])
             if row is None:  # another client stored the same text a moment ago
                 row = await c.fetchrow(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 "
-                                       "AND deleted_at IS NULL", ns, digest)
+                                       f"AND {CURRENT}", ns, digest)
                 return memory(row), row["id"]
         return memory(row), None
 
@@ -138,6 +138,48 @@ class MemoryStore:
             raise MemoryStoreError(f"no memory {memory_id} (it may already be forgotten)")
         return memory(row)
 
+    async def supersede(self, memory_id: int, content: str, metadata: dict[str, Any] | None = None) -> Memory:
+        """A fact that changed: a new memory with `content` (and the old one's metadata unless given) takes
+        the place of `memory_id`, which is kept, no longer current (`valid_to`), linked both ways."""
+        content = self.content(content)
+        old = await self.get(memory_id)
+        if not old.current:
+            raise MemoryStoreError(f"memory {memory_id} was already superseded by memory {old.superseded_by}: "
+                                   "supersede that one")
+        if content_hash(content) == content_hash(old.content):
+            raise MemoryStoreError(f"memory {memory_id} already says exactly that: nothing changed")
+        meta = self.metadata(metadata if metadata is not None else old.metadata)
+        [vector] = await self.embedder.embed([content])
+        async with self.connection() as c, c.transaction():
+            # the old one is locked and checked again: two clients superseding it at once make one chain
+            ended = await c.fetchval(f"UPDATE memories SET valid_to = now() WHERE id = $1 AND {CURRENT} "
+                                     "RETURNING id", memory_id)
+            if ended is None:
+                raise MemoryStoreError(f"memory {memory_id} was superseded or forgotten a moment ago; nothing changed")
+            try:
+                row = await c.fetchrow(
+                    "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding, supersedes) "
+                    f"VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7) RETURNING {COLUMNS}", old.namespace, content,
+                    content_hash(content), meta, old.source, vector, memory_id)
+            except asyncpg.UniqueViolationError:
+                raise MemoryStoreError("another current memory in this namespace already has that exact text: "
+                                       "forget or supersede that one instead") from None
+            await c.execute("UPDATE memories SET superseded_by = $2 WHERE id = $1", memory_id, row["id"])
+            await c.execute(REFRESH, old.namespace, [row["id"]])
+        return memory(row)
+
+    async def history(self, memory_id: int) -> list[Memory]:
+        """Every version of the fact `memory_id` belongs to, oldest first (forgotten ones left out)."""
+        async with self.connection() as c:
+            rows = await c.fetch(
+                "WITH RECURSIVE back(id) AS (SELECT $1::bigint UNION SELECT m.supersedes FROM memories m JOIN back "
+                "ON m.id = back.id WHERE m.supersedes IS NOT NULL), "
+                "fwd(id) AS (SELECT $1::bigint UNION SELECT m.superseded_by FROM memories m JOIN fwd "
+                "ON m.id = fwd.id WHERE m.superseded_by IS NOT NULL) "
+                f"SELECT {COLUMNS} FROM memories WHERE id IN (SELECT id FROM back UNION SELECT id FROM fwd) "
+                "AND deleted_at IS NULL ORDER BY created_at, id", memory_id)
+        return [memory(r) for r in rows]
+
     # -- reading -----------------------------------------------------------------------------------
     async def get(self, memory_id: int) -> Memory:
         async with self.connection() as c:
@@ -148,9 +190,9 @@ class MemoryStore:
 
     async def recent(self, limit: int, namespace: str | None, *,
                      metadata: dict[str, Any] | None = None) -> list[Memory]:
-        """The newest memories; with `metadata`, only those whose metadata holds all of it."""
+        """The newest current memories; with `metadata`, only those whose metadata holds all of it."""
         async with self.connection() as c:
-            rows = await c.fetch(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND deleted_at IS NULL "
+            rows = await c.fetch(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND {CURRENT} "
                                  "AND metadata @> $3::jsonb ORDER BY created_at DESC, id DESC LIMIT $2",
                                  self.namespace(namespace), limit, self.metadata(metadata or {}))
         return [memory(r) for r in rows]
@@ -163,17 +205,20 @@ class MemoryStore:
 
     async def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
                      until: datetime | None = None, namespace: str | None = None, mode: Mode = "hybrid",
-                     min_score: float = 0.0, context: bool = True) -> list[Hit]:
+                     min_score: float = 0.0, context: bool = True, include_history: bool = False) -> list[Hit]:
         """The best `limit` memories for `query`, each scored in [0, 1] whatever else was found
         (`_search` says how); those under `min_score` are left out. Nothing found is an empty list.
-        `context=False`: a memory's own words only, not its neighbours' (standalone notes)."""
+        `context=False`: a memory's own words only, not its neighbours' (standalone notes).
+        Current memories only, unless `include_history` (then superseded ones too, marked by `valid_to`)."""
         [hits] = await self.search_many([query], limit=limit, since=since, until=until, namespace=namespace,
-                                        mode=mode, min_score=min_score, context=context)
+                                        mode=mode, min_score=min_score, context=context,
+                                        include_history=include_history)
         return hits
 
     async def search_many(self, queries: Sequence[str], *, limit: int = 10, since: datetime | None = None,
                           until: datetime | None = None, namespace: str | None = None, mode: Mode = "hybrid",
-                          min_score: float = 0.0, context: bool = True) -> list[list[Hit]]:
+                          min_score: float = 0.0, context: bool = True,
+                          include_history: bool = False) -> list[list[Hit]]:
         """`search` for each query, in order, embedded in one batch and looked up side by side."""
         return await _search.search(self, queries, limit=limit, since=since, until=until, namespace=namespace,
-                                    mode=mode, min_score=min_score, context=context)
+                                    mode=mode, min_score=min_score, context=context, include_history=include_history)

@@ -29,6 +29,10 @@ class MemorySettings(BaseSettings):
         "tokenizer.json); empty: never fetch, export it here (needs the `export` extra)."))
     embedding_onnx_sha256: str = Field(default=_model_download.SHA256, pattern=r"^[0-9a-fA-F]{64}$",
                                        description="The SHA-256 the fetched archive must have.")
+    embedding_batch_ms: float = Field(default=4.0, ge=0.0, le=100.0, description=(
+        "local: how long the first of concurrent requests waits for others to embed with it in one batch "
+        "(0: each embeds alone)."))
+    embedding_batch_max: int = Field(default=64, ge=1, le=1024, description="local: at most this many texts a batch.")
     cortex_default_namespace: str = "default"
     cortex_max_content_chars: int = Field(default=200_000, ge=1)
     cortex_pool_size: int = Field(default=5, ge=1, le=100)

@@ -102,8 +102,10 @@ async def _memory_of(request: Request) -> Memory:
 
 async def one_memory(request: Request) -> HTMLResponse:
     found = await _memory_of(request)
-    return web_of(request).page(request, "memory_one.html", m=found, may_forget=_may(request, found.namespace,
-                                                                                     write=True))
+    store = await _memory(web_of(request).memory.store())
+    history = await _memory(store.history(found.id)) if found.supersedes or found.superseded_by else [found]
+    return web_of(request).page(request, "memory_one.html", m=found, history=history,
+                                may_forget=_may(request, found.namespace, write=True))
 
 
 async def forget(request: Request) -> Response:

@@ -195,3 +195,14 @@ def test_every_mode_finds_nothing_in_an_empty_namespace_window_or_among_forgotte
             assert json.loads(cortex(cortex_env, "search", *args, "--mode", mode, "--json").stdout) == [], (mode, args)
     assert json.loads(cortex(cortex_env, "search", "brass lantern", "--since", "2000-01-01", "--json").stdout)[0][
         "id"] == int(stored)
+
+
+def test_a_fact_that_changed_is_superseded_and_get_shows_its_history(cortex_env):
+    assert "stored 1" in cortex(cortex_env, "store", "The troll lives under the bridge.").stdout
+    assert "stored 2, superseding 1" in cortex(cortex_env, "supersede", "1", "The troll moved to the cellar.").stdout
+    assert "already superseded by memory 2" in cortex(cortex_env, "supersede", "1", "again", check=False).stderr
+    current = json.loads(cortex(cortex_env, "search", "troll", "--json").stdout)
+    everything = json.loads(cortex(cortex_env, "search", "troll", "--json", "--history").stdout)
+    got = json.loads(cortex(cortex_env, "get", "1").stdout)
+    assert [h["id"] for h in current] == [2] and {h["id"] for h in everything} == {1, 2}
+    assert got["superseded_by"] == 2 and got["valid_to"] and [h["id"] for h in got["history"]] == [1, 2]

@@ -17,12 +17,14 @@ IDENTITY = "You are the household's long-lived assistant."
 
 
 def script(request):
-    """The sidecar's two questions, the compaction, and otherwise an echo."""
+    """The sidecar's three questions, the compaction, and otherwise an echo."""
     text = request.last_user_text()
     if text.startswith("Write up to"):
         return "Ana the sister\ncello lessons"
     if text.startswith("Here is the last exchange"):
         return "The user is learning the cello." if "learning the cello" in text else "NONE"
+    if text.startswith("A stored memory"):  # does a new fact change a stored one? (suggest)
+        return "KEEP"
     if is_compaction_request(request.body):
         return "Summary: we talked about Ana."
     return f"echo: {text.splitlines()[-1]}"
@@ -32,7 +34,8 @@ def primary_messages(model):
     """What the primary was sent (its requests carry tools; the sidecar's are the same CLI too, so
     the sidecar's prompts are told apart by their text)."""
     return [r.last_user_text() for r in model.requests
-            if not r.last_user_text().startswith(("Write up to", "Here is the last exchange", "Summarise"))]
+            if not r.last_user_text().startswith(("Write up to", "Here is the last exchange", "Summarise",
+                                                  "A stored memory"))]
 
 
 def providers(folder):

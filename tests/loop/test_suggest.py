@@ -44,3 +44,31 @@ async def test_a_failing_sidecar_is_logged_and_nothing_is_buffered(sessions, cap
     with caplog.at_level(logging.WARNING, logger="frobozz.loop"):
         assert await Suggester(sessions, broken)(session.id, "hi", "hello") == []
     assert "the sidecar's claude stopped" in caplog.text and await sessions.suggestions(session.id) == []
+
+
+async def test_a_fact_that_changes_a_stored_memory_is_proposed_as_a_supersede_when_the_sidecar_says_so(sessions):
+    session = await sessions.open("chat")
+    old, _ = await sessions.memories.store("Ana lives in Porto.", namespace="chat")
+    await sessions.memories.store("The user's bike is red.", namespace="chat")
+    prompts = []
+
+    async def sidecar(prompt):
+        prompts.append(prompt)
+        if prompt.startswith("A stored memory"):  # Ana moved; the bike is another fact
+            return "REPLACES" if "Stored: Ana" in prompt else "KEEP"
+        return "- Ana lives in Lisbon now.\n- The user's bike is blue and red.\n- The user plays chess."
+
+    facts = await Suggester(sessions, sidecar)(session.id, "Ana moved to Lisbon.", "Noted!", namespace="chat")
+    asked = [p for p in prompts if p.startswith("A stored memory")]
+    assert any("Stored: Ana lives in Porto.\nNew: Ana lives in Lisbon now." in p for p in asked)
+    assert facts[0].startswith("Ana lives in Lisbon now. (this changes memory") and f"supersede({old.id}" in facts[0]
+    assert facts[1:] == ["The user's bike is blue and red.", "The user plays chess."]
+    [block] = await nudge_blocks(sessions, session.id)
+    assert f"supersede({old.id}, …)" in block["text"] and "or supersede the memory it changes" in block["text"]
+
+
+async def test_with_nothing_stored_a_fact_is_suggested_as_before_without_asking_more(sessions):
+    session = await sessions.open("chat")
+    sidecar, prompts = answering("- Ana lives in Lisbon now.")
+    assert await Suggester(sessions, sidecar)(session.id, "hi", "hello", namespace="chat") == ["Ana lives in Lisbon now."]
+    assert len(prompts) == 1

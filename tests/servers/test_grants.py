@@ -47,6 +47,7 @@ async def test_two_tokens_keep_to_their_namespaces_through_every_cortex_tool(hub
                            ("recent", {"namespace": "alice"})]:
             assert "token 'bob' may not read namespace 'alice'" in await error(bob, tool, **args)
         for tool, args in [("get", {"id": mine["id"]}), ("update", {"id": mine["id"], "content": "Bob was here."}),
+                           ("supersede", {"old_id": mine["id"], "content": "Bob was here."}),
                            ("forget", {"id": mine["id"]})]:
             message = await error(bob, tool, **args)
             assert f"memory {mine['id']}" in message and "alice" not in message  # the namespace is not named

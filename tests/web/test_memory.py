@@ -113,3 +113,21 @@ def test_a_scoped_token_sees_only_its_namespaces_and_forgets_only_where_it_may_w
     assert "Forget…" in alice.get(f"/memory/{mine}").text
     bob = httpx.get(f"{scoped}/memory", headers={"Authorization": f"Bearer {BOB}"})
     assert bob.status_code == 403 and "may not use the web view" in bob.json()["error"]
+
+
+def test_a_superseded_memory_shows_when_and_by_which_and_the_fact_s_history(client, web_settings):
+    [old] = stored(web_settings, ("Ana lives in Porto.", "default"))
+
+    async def supersede():
+        service = MemoryService(web_settings)
+        try:
+            return (await (await service.store()).supersede(old, "Ana lives in Lisbon now.")).id
+        finally:
+            await service.aclose()
+
+    new = anyio.run(supersede)
+    before, after = client.get(f"/memory/{old}").text, client.get(f"/memory/{new}").text
+    assert 'id="superseded"' in before and f"/memory/{new}" in before and 'id="superseded"' not in after
+    history = after.split('id="history"')[1]
+    assert history.index("Ana lives in Porto.") < history.index("Ana lives in Lisbon now.") and "current" in history
+    assert "Ana lives in Porto." not in client.get("/memory", params={"q": "where does Ana live"}).text.split("Newest")[0]

@@ -31,6 +31,14 @@ class MemoryOut(BaseModel):
     metadata: dict[str, Any]
     namespace: str
     source: str | None
+    valid_to: datetime | None = Field(default=None, description="When a newer memory superseded this one.")
+    supersedes: int | None = Field(default=None, description="The memory this one replaced.")
+    superseded_by: int | None = Field(default=None, description="The memory that replaced this one.")
+
+
+class MemoryWithHistory(MemoryOut):
+    history: list[MemoryOut] = Field(description=(
+        "Every version of this fact, oldest first, this one included (one entry when it never changed)."))
 
 
 class SearchHit(BaseModel):
@@ -40,6 +48,9 @@ class SearchHit(BaseModel):
     created_at: datetime
     metadata: dict[str, Any]
     parts: dict[str, float] | None = Field(default=None, description="The score's parts, when explain is true.")
+    valid_to: datetime | None = Field(default=None, description=(
+        "Set on a superseded memory (include_history only): when a newer one took its place."))
+    superseded_by: int | None = None
 
 
 class SearchResults(BaseModel):
@@ -63,7 +74,8 @@ MinScore = Annotated[float, Field(ge=0.0, le=1.0, description=(
 
 def _out(m: Memory) -> MemoryOut:
     return MemoryOut(id=m.id, content=m.content, created_at=m.created_at, updated_at=m.updated_at,
-                     metadata=m.metadata, namespace=m.namespace, source=m.source)
+                     metadata=m.metadata, namespace=m.namespace, source=m.source, valid_to=m.valid_to,
+                     supersedes=m.supersedes, superseded_by=m.superseded_by)
 
 
 async def writable(store: MemoryStore, memory_id: int) -> None:
@@ -112,15 +124,20 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                      limit: Annotated[int, Field(ge=1, le=200)] = 10, since: datetime | None = None,
                      until: datetime | None = None, namespace: Namespace = None,
                      mode: Literal["hybrid", "semantic", "keyword"] = "hybrid", explain: bool = False,
-                     min_score: MinScore = 0.0) -> SearchResults:
+                     min_score: MinScore = 0.0, include_history: Annotated[bool, Field(description=(
+                         "Also superseded memories (facts that changed), marked by valid_to."))] = False,
+                     ) -> SearchResults:
         """Memories ranked by meaning and words (hybrid), meaning only (semantic) or words only (keyword).
-        Scores are absolute, in [0, 1]: about 0.3 and above is likely relevant, under 0.2 barely related."""
+        Scores are absolute, in [0, 1]: about 0.3 and above is likely relevant, under 0.2 barely related.
+        Current memories only, unless include_history."""
         with tool_errors(MemoryStoreError):
             hits = await (await memories(namespace, write=False)).search(
-                query, limit=limit, since=since, until=until, namespace=namespace, mode=mode, min_score=min_score)
+                query, limit=limit, since=since, until=until, namespace=namespace, mode=mode, min_score=min_score,
+                include_history=include_history)
             return SearchResults(results=[SearchHit(id=h.memory.id, content=h.memory.content, score=round(h.score, 6),
                                                     created_at=h.memory.created_at, metadata=h.memory.metadata,
-                                                    parts=h.parts if explain else None) for h in hits])
+                                                    parts=h.parts if explain else None, valid_to=h.memory.valid_to,
+                                                    superseded_by=h.memory.superseded_by) for h in hits])
 
     @server.tool(annotations=annotations("Recent memories", read_only=True, idempotent=True))
     async def recent(limit: Annotated[int, Field(ge=1, le=500)] = 10, namespace: Namespace = None) -> Memories:
@@ -130,21 +147,35 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                 limit, namespace)])
 
     @server.tool(annotations=annotations("Get a memory", read_only=True, idempotent=True))
-    async def get(id: MemoryId) -> MemoryOut:  # noqa: A002 - the tool's contract
-        """One memory by its id."""
+    async def get(id: MemoryId) -> MemoryWithHistory:  # noqa: A002 - the tool's contract
+        """One memory by its id, with every version of its fact (when it superseded or was superseded)."""
         with tool_errors(MemoryStoreError):
-            memory = await (await cortex.store()).get(id)
+            store_ = await cortex.store()
+            memory = await store_.get(id)
             check(memory.namespace, write=False, what=f"memory {id}")
-            return _out(memory)
+            history = await store_.history(id) if memory.supersedes or memory.superseded_by else [memory]
+            return MemoryWithHistory(**_out(memory).model_dump(), history=[_out(m) for m in history])
 
     @server.tool(annotations=annotations("Update a memory", read_only=False, destructive=True, idempotent=True))
     async def update(id: MemoryId, content: str | None = None,  # noqa: A002
                      metadata: dict[str, Any] | None = None) -> MemoryOut:
-        """Change a memory's text (it is embedded again) or its metadata."""
+        """Correct a memory's text (it is embedded again) or its metadata, in place. When a fact changed
+        (a new address, a new plan), use supersede instead: the old one is kept as history."""
         with tool_errors(MemoryStoreError):
             store_ = await cortex.store()
             await writable(store_, id)
             return _out(await store_.update(id, content, metadata))
+
+    @server.tool(annotations=annotations("Supersede a memory", read_only=False))
+    async def supersede(old_id: MemoryId, content: Annotated[str, Field(description="The fact as it is now.")],
+                        metadata: dict[str, Any] | None = None) -> MemoryOut:
+        """A fact changed: store `content` as a new memory that takes the place of `old_id` (same namespace;
+        its metadata unless given). The old one is kept as history (valid_to, linked both ways) and no
+        longer found by search unless include_history."""
+        with tool_errors(MemoryStoreError):
+            store_ = await cortex.store()
+            await writable(store_, old_id)
+            return _out(await store_.supersede(old_id, content, metadata))
 
     @server.tool(annotations=annotations("Forget a memory", read_only=False, destructive=True, idempotent=False))
     async def forget(id: MemoryId) -> Forgotten:  # noqa: A002

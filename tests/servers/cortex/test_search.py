@@ -97,8 +97,8 @@ async def test_explain_gives_the_parts_each_mode_is_made_of(cortex_settings):
         for text in MEMORIES:
             await call(client, "store", content=text)
         found = await _found(client, "quarterly planning meeting", explain=True)
-    assert set(found["hybrid"][0]["parts"]) == {"words", "coverage", "bm25", "cosine", "closeness"}
-    assert set(found["keyword"][0]["parts"]) == {"words", "coverage", "bm25"}
+    assert set(found["hybrid"][0]["parts"]) == {"words", "coverage", "own", "bm25", "cosine", "closeness"}
+    assert set(found["keyword"][0]["parts"]) == {"words", "coverage", "own", "bm25"}
     assert set(found["semantic"][0]["parts"]) == {"cosine", "closeness"}
     top = found["hybrid"][0]
     assert top["score"] == pytest.approx(0.6 * top["parts"]["words"] + 0.4 * top["parts"]["closeness"], abs=1e-5)
@@ -198,3 +198,19 @@ async def test_search_without_a_database_is_a_clear_error_not_an_empty_list(frob
     settings = Settings(database_url="postgresql://nobody@127.0.0.1:9/none")
     async with Client(create_server(settings)) as client:
         assert "cannot reach the database" in await error(client, "search", query="lamp")
+
+
+async def test_the_readme_examples_score_as_the_readme_says(cortex_settings):
+    """README, "What a score means": its own words score as likely relevant; a paraphrase sharing no word
+    does not; an unrelated note beside a keyword match gets its score from the neighbour's words only."""
+    async with Client(create_server(cortex_settings)) as client:
+        for text in ("The brass lantern is in the living room.", "Buy garlic for the pasta sauce.",
+                     "The troll guards the bridge with an axe."):
+            await call(client, "store", content=text)
+        lantern = (await call(client, "search", query="where is the lantern", min_score=0.3))["results"]
+        lamp = (await call(client, "search", query="where is the lamp", explain=True))["results"]
+        troll = (await call(client, "search", query="troll", explain=True))["results"]
+    assert [r["content"] for r in lantern][:1] == ["The brass lantern is in the living room."]
+    assert lamp[0]["content"].startswith("The brass lantern") and lamp[0]["score"] < 0.3
+    garlic = next(r for r in troll if r["content"].startswith("Buy garlic"))
+    assert troll[0]["content"].startswith("The troll") and garlic["parts"]["own"] == 0 < garlic["score"]

@@ -162,7 +162,7 @@ async def test_the_server_over_real_stdio_with_the_embedded_default(frobozz_env)
     params = StdioServerParameters(command=sys.executable, args=["-m", "frobozz", "serve", "cortex"], env=env)
     async with Client(params, read_timeout_seconds=120) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(tools) == {"store", "search", "recent", "get", "update", "forget"}
+        assert set(tools) == {"store", "search", "recent", "get", "update", "supersede", "forget"}
         assert_conventions(tools.values())
         stored = await call(client, "store", content="Stored over stdio in the embedded database.")
         found = await call(client, "search", query="embedded database stdio")
