@@ -97,23 +97,23 @@ def create_app(agent: Agent) -> Starlette:
         if request.method == "DELETE":
             await agent.close_session(session.id)
             return Response(status_code=204)
-        return JSONResponse(session.describe())
+        return JSONResponse(await agent.describe(session))
 
     async def interrupt(request: Request) -> Response:
-        await (await session_of(request)).interrupt()
+        await agent.interrupt(request.path_params["session_id"], owners=_owners(request))
         return JSONResponse({"ok": True})
 
     async def message(request: Request) -> Response:
         session = await session_of(request)
         body = await _body(request)
-        return JSONResponse({"message_id": agent.post_message(session, body.get("text"))}, status_code=202)
+        return JSONResponse({"message_id": await agent.post_message(session, body.get("text"))}, status_code=202)
 
     async def answers(request: Request) -> Response:
-        session = await session_of(request)
         body = await _body(request)
         if not isinstance(body.get("answers"), dict) or not body["answers"]:
             raise InputError("answers are an object: each question's text, and the answer chosen")
-        session.answer(str(body.get("question_id", "")), body["answers"])
+        await agent.answer(request.path_params["session_id"], str(body.get("question_id", "")), body["answers"],
+                           owners=_owners(request))
         return JSONResponse({"ok": True})
 
     async def events(request: Request) -> Response:
@@ -147,7 +147,7 @@ def create_app(agent: Agent) -> Starlette:
             raise InputError("only 'user' messages: there is no terminal to send raw keystrokes to")
         if session.busy:
             raise BusyError("the agent is running; send when its status is stable")
-        agent.post_message(session, body.get("content"))
+        await agent.post_message(session, body.get("content"))
         return JSONResponse({"ok": True})
 
     async def api_messages(request: Request) -> Response:

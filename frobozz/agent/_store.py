@@ -87,19 +87,16 @@ class AgentStore:
                                        "owner = ANY($1)) ORDER BY last_activity DESC, id", owners)
         return [SessionRecord.of(r) for r in rows]
 
-    async def update(self, record: SessionRecord) -> None:
+    async def update(self, record: SessionRecord, token: int) -> None:
+        """Keep what a turn changed, under the session's lease (refused, quietly, once another holds it)."""
         await self._do("execute", "UPDATE agent_sessions SET claude_session_id = $2, status = $3, usage = $4::jsonb, "
                                   "cost_usd = $5, preamble = $6, memory_session = $7, last_activity = now() "
-                                  "WHERE id = $1", record.id, record.claude_session_id, record.status,
-                       json.dumps(record.usage), record.cost_usd, record.preamble, record.memory_session)
+                                  "WHERE id = $1 AND EXISTS (SELECT 1 FROM agent_leases WHERE session_id = $1 AND "
+                                  "token = $8)", record.id, record.claude_session_id, record.status,
+                       json.dumps(record.usage), record.cost_usd, record.preamble, record.memory_session, token)
 
     async def delete(self, session_id: str) -> None:
         await self._do("execute", "DELETE FROM agent_sessions WHERE id = $1", session_id)
-
-    async def log(self, session_id: str, events: list[Logged]) -> None:
-        await self._do("executemany", "INSERT INTO agent_events (session_id, seq, kind, data) VALUES ($1, $2, $3, "
-                                      "$4::jsonb) ON CONFLICT DO NOTHING",
-                       [(session_id, e.seq, e.event.kind, json.dumps(e.event.data(), default=str)) for e in events])
 
     async def events(self, session_id: str) -> list[Logged]:
         rows = await self._do("fetch", "SELECT seq, kind, data::text FROM agent_events WHERE session_id = $1 "
@@ -115,9 +112,11 @@ class AgentStore:
                               session_id)
         return [json.loads(r[0]) for r in rows]
 
-    async def add_message(self, session_id: str, n: int, role: str, content: str) -> None:
-        await self._do("execute", "INSERT INTO agent_messages (session_id, n, role, content) VALUES ($1, $2, $3, $4) "
-                                  "ON CONFLICT DO NOTHING", session_id, n, role, content)
+    async def add_message(self, session_id: str, role: str, content: str, message_id: str | None = None) -> None:
+        """The next message of the conversation (a turn's, once: a turn taken over is not recorded twice)."""
+        await self._do("execute", "INSERT INTO agent_messages (session_id, n, role, content, message_id) "
+                                  "SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4 FROM agent_messages "
+                                  "WHERE session_id = $1 ON CONFLICT DO NOTHING", session_id, role, content, message_id)
 
     async def messages(self, session_id: str) -> list[dict[str, Any]]:
         rows = await self._do("fetch", "SELECT n, role, content, at FROM agent_messages WHERE session_id = $1 "

@@ -41,3 +41,9 @@ class BusyError(AgentError):
     """agentapi's rule: a message only while the agent is stable (our own route queues it instead)."""
 
     status = 409
+
+
+class LeaseLostError(AgentError):
+    """A write from an instance that no longer holds the session's lease (another has taken it over)."""
+
+    status = 409

@@ -17,4 +17,5 @@ class AgentSettings(BaseSettings):
     question_timeout: float = 600.0  # seconds a question waits for an answer
     attach_inline_chars: int = 8_000  # an attached document up to this size goes into the context
     claude_model: str | None = None
+    lease_ttl: float = 10.0  # seconds an instance holds a session without renewing (then another takes it over)
     first_uid: int = 2_000_000  # run as root: a new user's claude gets the first free uid from here up

@@ -1,0 +1,156 @@
+"""The agent service as several real `frobozz serve agent` processes on one Postgres and one workspaces root
+(the real claude CLI, a scripted model): any instance serves any session, in the same order with the same
+numbers, and when one is killed with -9 mid-turn another takes its sessions over."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from frobozz.engine.testing import ScriptedModel
+from tests.agent.conftest import model_reply
+from tests.agent.test_http import sse
+from tests.cli.test_web import free_port
+from tests.conftest import other_accounts_can_run_claude
+
+pytestmark = [pytest.mark.anyio, pytest.mark.skipif(
+    os.geteuid() == 0 and not other_accounts_can_run_claude(),
+    reason="run as root, the service runs claude as the workspace's owner, who cannot reach this checkout's claude")]
+TOKEN = "instances-token-0123456789"
+
+
+class Instance:
+    """One `frobozz serve agent` process, and a client of it."""
+
+    def __init__(self, env: dict[str, str], root: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "agent", "--workspaces", str(root),
+                                         "--port", str(self.port)], env=env, stderr=subprocess.DEVNULL)
+        self.client = httpx.AsyncClient(base_url=self.url, timeout=60, headers={"Authorization": f"Bearer {TOKEN}"})
+
+    async def ready(self) -> None:
+        with anyio.fail_after(90):
+            while True:
+                try:
+                    if (await self.client.get("/sessions")).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                assert self.process.poll() is None, "the instance exited"
+                await anyio.sleep(0.1)
+
+    async def stop(self, kill: bool = False) -> None:
+        (self.process.kill if kill else self.process.terminate)()
+        await anyio.to_thread.run_sync(self.process.wait)
+        await self.client.aclose()
+
+
+@pytest.fixture
+async def cluster(cortex_settings, claude_home, open_dir):
+    """Start instances (`await cluster(n, lease_ttl=…)`) sharing the test's database, one scripted model and one
+    workspaces root; all stopped after the test."""
+    started: list[Instance] = []
+    async with ScriptedModel(model_reply) as model:
+        async def start(n: int, **settings: object) -> list[Instance]:
+            env = {**os.environ, **model.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0",
+                   "FROBOZZ_HUB_TOKEN": TOKEN,
+                   "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
+                   **{f"FROBOZZ_AGENT_{k.upper()}": str(v) for k, v in settings.items()}}
+            new = [Instance(env, open_dir / "ws") for _ in range(n)]
+            started.extend(new)
+            for instance in new:
+                await instance.ready()
+            return new
+
+        try:
+            yield start
+        finally:
+            for instance in started:
+                if instance.process.poll() is None:
+                    await instance.stop(kill=True)
+
+
+async def wait_for(client: httpx.AsyncClient, path: str, predicate, timeout: float = 60) -> None:
+    with anyio.fail_after(timeout):
+        while not predicate((await client.get(path)).json()):
+            await anyio.sleep(0.05)
+
+
+async def test_a_session_made_on_one_instance_is_served_by_another_with_the_same_events_in_the_same_order(cluster):
+    a, b = await cluster(2)
+    assert (await a.client.get("/sessions")).json() == {"sessions": []}  # the empty case, on both
+    assert (await b.client.get("/sessions")).json() == {"sessions": []}
+    session = (await a.client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
+    assert [s["session_id"] for s in (await b.client.get("/sessions")).json()["sessions"]] == [session]
+    on_a, on_b = [], []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: sse(a.client, f"/sessions/{session}/events", into=on_a, count=2))
+        tg.start_soon(lambda: sse(b.client, f"/sessions/{session}/events", into=on_b, count=2))
+        assert (await b.client.post(f"/sessions/{session}/messages", json={"text": "ask me"})).status_code == 202
+        with anyio.fail_after(60):
+            while not any(e["event"] == "question" for e in on_a):
+                await anyio.sleep(0.02)
+        question = next(e for e in on_a if e["event"] == "question")["data"]["question_id"]
+        answered = await b.client.post(f"/sessions/{session}/answers", json={
+            "question_id": question, "answers": {"Which colour for the lamp?": "Blue"}})
+        again = await a.client.post(f"/sessions/{session}/answers", json={
+            "question_id": question, "answers": {"Which colour for the lamp?": "Red"}})
+        assert answered.status_code == 200 and again.status_code == 409  # the first, wherever it came
+        with anyio.fail_after(60):
+            while not any(e["event"] == "done" for e in on_b):
+                await anyio.sleep(0.02)
+        await a.client.post(f"/sessions/{session}/messages", json={"text": "one"})  # queued on A, then B's
+        await b.client.post(f"/sessions/{session}/messages", json={"text": "two"})
+    more = await sse(b.client, f"/sessions/{session}/events", headers={"Last-Event-ID": on_b[-1]["id"]})
+    on_a += await sse(a.client, f"/sessions/{session}/events", headers={"Last-Event-ID": on_a[-1]["id"]})
+    on_b += more
+    assert on_a == on_b  # the same events, the same numbers, the same order, on both
+    assert [int(e["id"]) for e in on_a] == list(range(1, len(on_a) + 1))
+    dones = [e["data"]["result"] for e in on_a if e["event"] == "done"]
+    assert "Blue" in dones[0] and dones[1].startswith("You said: one") and dones[2].startswith("You said: two")
+    replayed = await sse(a.client, f"/sessions/{session}/events", headers={"Last-Event-ID": "3"}, count=3)
+    assert replayed == on_a[3:]
+    for instance in (a, b):
+        described = (await instance.client.get(f"/sessions/{session}")).json()
+        assert described["status"] == "idle" and described["cost_usd"] > 0
+        messages = (await instance.client.get(f"/sessions/{session}/agentapi/messages")).json()["messages"]
+        assert [m["role"] for m in messages] == ["user", "agent"] * 3
+
+
+async def test_an_instance_killed_mid_turn_is_taken_over_and_its_message_answered_once(cluster):
+    [a] = await cluster(1, lease_ttl=3)
+    session = (await a.client.post("/sessions", json={"workspace": "bob/work"})).json()["session_id"]
+    await a.client.post(f"/sessions/{session}/messages", json={"text": "the password is plugh"})
+    first = await sse(a.client, f"/sessions/{session}/events")  # A runs the session (its claude kept, idle)
+    [b] = await cluster(1, lease_ttl=3)
+    on_b: list[dict] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: sse(b.client, f"/sessions/{session}/events", into=on_b,
+                                  headers={"Last-Event-ID": first[-1]["id"]}))
+        await a.client.post(f"/sessions/{session}/messages", json={"text": "slowly"})
+        with anyio.fail_after(60):
+            while not any(e["event"] == "text_delta" for e in on_b):
+                await anyio.sleep(0.02)
+        killed = anyio.current_time()
+        await a.stop(kill=True)
+    took = anyio.current_time() - killed
+    assert took < 30
+    events = first + on_b
+    assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))  # no gap, no number twice
+    after_kill = on_b[next(i for i, e in enumerate(on_b) if e["event"] == "error"):]
+    assert "took the session over" in after_kill[0]["data"]["message"]
+    dones = [e for e in on_b if e["event"] == "done"]
+    assert len(dones) == 1 and dones[0]["data"]["result"].startswith("one two three")  # answered once
+    messages = (await b.client.get(f"/sessions/{session}/agentapi/messages")).json()["messages"]
+    assert [(m["role"], m["content"][:6]) for m in messages] == [
+        ("user", "the pa"), ("agent", "You sa"), ("user", "slowly"), ("agent", "one tw")]
+    await b.client.post(f"/sessions/{session}/messages", json={"text": "what came before?"})
+    resumed = await sse(b.client, f"/sessions/{session}/events", headers={"Last-Event-ID": events[-1]["id"]})
+    assert "the password is plugh" in resumed[-1]["data"]["result"]  # B resumed A's claude from the store
