@@ -27,12 +27,13 @@ from frobozz.memory import DatabaseError, MemoryService, MemorySettings, MemoryS
 
 from ._context import preamble
 from ._events import AgentEvent, Done, Error, Logged, Status
+from ._history import changes, commit, turn_files
 from ._leases import Leases
 from ._relay import Relay
 from ._session import AgentSession
 from ._store import AgentStore, SessionRecord
 from ._workspaces import Workspace, Workspaces
-from .exceptions import AgentError, InputError, QuestionError, SessionNotFoundError
+from .exceptions import AgentError, HistoryError, InputError, QuestionError, SessionNotFoundError
 from .settings import AgentSettings
 
 log = logging.getLogger("frobozz.agent")
@@ -261,7 +262,7 @@ class Agent:
         session = AgentSession(record, space, relay, workspaces=self.workspaces,
                                options=self._engine_options(), question_timeout=self.settings.question_timeout,
                                on_change=self._changed, on_tool_call=self._tool_call, on_message=self._message,
-                               answers=self._answers, memory_loop=self._memory_loop)
+                               answers=self._answers, on_turn=self._commit, memory_loop=self._memory_loop)
         self._live[record.id] = session
         self._tg.start_soon(relay.keep)
         return session
@@ -297,6 +298,20 @@ class Agent:
         await self.session(session_id, owners=owners)
         assert self.store is not None
         return await self.store.messages(session_id)
+
+    async def changes(self, session_id: str, *, owners: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """The session's commits in its workspace's git history, newest first (none when it is no repository)."""
+        session = await self.session(session_id, owners=owners)
+        return await changes(session.workspace, session.id)
+
+    async def _commit(self, session: AgentSession, first_line: str, targets: list[str]) -> None:
+        """A turn's files into the workspace's history (when it is a git repository), one commit at a time."""
+        assert self.store is not None
+        try:
+            await commit(self.store.pool, session.workspace, user=session.record.owner, session_id=session.id,
+                         first_line=first_line, paths=turn_files(session.workspace, targets))
+        except HistoryError as e:
+            log.warning("session %s: the turn's files are not committed: %s", session.id, e)
 
     def _tool_call(self, session: AgentSession, call: ToolCall) -> None:
         assert self._tg is not None and self.store is not None

@@ -135,6 +135,10 @@ def create_app(agent: Agent) -> Starlette:
 
         return EventSourceResponse(stream(), ping=15, send_timeout=30)
 
+    async def history(request: Request) -> Response:
+        return JSONResponse({"changes": await agent.changes(request.path_params["session_id"],
+                                                             owners=_owners(request))})
+
     async def tools(request: Request) -> Response:
         session = await session_of(request)
         return JSONResponse({"tools": await agent.tool_calls(session.id)})
@@ -198,6 +202,7 @@ def create_app(agent: Agent) -> Starlette:
         Route(f"{base}/answers", _json(answers), methods=["POST"]),
         Route(f"{base}/events", _json(events), methods=["GET"]),
         Route(f"{base}/tools", _json(tools), methods=["GET"]),
+        Route(f"{base}/changes", _json(history), methods=["GET"]),
     ]
     for prefix in (base, f"{base}/agentapi"):  # an agentapi client's base URL: /sessions/ID/agentapi (all four)
         routes += [Route(f"{prefix}/message", _json(api_message, problem=True), methods=["POST"]),

@@ -41,6 +41,7 @@ class AgentSession:
                  on_tool_call: Callable[[AgentSession, ToolCall], Any],
                  on_message: Callable[[AgentSession, str, str], Any],
                  answers: Callable[[AgentSession, str, float], Awaitable[dict[str, Any] | None]],
+                 on_turn: Callable[[AgentSession, str, list[str]], Awaitable[Any]] | None = None,
                  memory_loop: Callable[[EngineOptions, str, str | None], MemorySession] | None = None) -> None:
         self.record = record
         self.workspace = workspace
@@ -62,6 +63,7 @@ class AgentSession:
         self.inbox_after = 0  # the inbox position read up to
         self.tool_base = 0  # tool calls logged before this instance took the session
         self.answers = answers  # (session, question id, timeout) -> the answers, or None when none came
+        self.on_turn = on_turn  # (session, the message's first line, files the turn wrote): at each turn's end
         self._stop = anyio.Event()
         self._engine_done = anyio.Event()
         self._engine_done.set()
@@ -204,8 +206,10 @@ class AgentSession:
     async def _turn(self, text: str) -> None:
         assert self.engine is not None and self._channel is not None
         engine, channel = self.engine, self._channel
+        first_line = text.strip().split("\n", 1)[0]
         if self.record.preamble:
             text = f"{self.record.preamble}\n\n{text}"
+        calls_before = len(self.tool_log.calls)
         await channel.send(text)  # with memory: orientation, recall and the nudge go before the text
         async for event in channel.events():
             if not self.owned:
@@ -234,6 +238,9 @@ class AgentSession:
                 self.record.usage = _added(self.record.usage, event.usage)
                 self.record.cost_usd += event.total_cost_usd or 0.0
                 await self.on_message(self, "agent", event.result or "")  # kept before anyone hears of it
+                if self.on_turn is not None:  # the files the turn wrote, committed before anyone hears of it
+                    await self.on_turn(self, first_line, [c.target for c in self.tool_log.calls[calls_before:]
+                                                          if c.name in FILE_TOOLS and c.outcome == "ok"])
                 self._busy = False  # likewise: a status asked for after `done` says stable
                 self.last_used = anyio.current_time()  # and --max-live, asked next, sees this turn as the latest
                 self.relay.publish(Done(usage=dict(event.usage), cost_usd=event.total_cost_usd,

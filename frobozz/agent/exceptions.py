@@ -47,3 +47,7 @@ class LeaseLostError(AgentError):
     """A write from an instance that no longer holds the session's lease (another has taken it over)."""
 
     status = 409
+
+
+class HistoryError(AgentError):
+    """git failed in a workspace's history (its message says how)."""

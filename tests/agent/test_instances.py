@@ -18,6 +18,7 @@ from tests.agent.conftest import model_reply
 from tests.agent.test_http import sse
 from tests.cli.test_web import free_port
 from tests.conftest import other_accounts_can_run_claude
+from tests.orphans import command_line, descendants
 
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(
     os.geteuid() == 0 and not other_accounts_can_run_claude(),
@@ -122,6 +123,7 @@ async def test_a_session_made_on_one_instance_is_served_by_another_with_the_same
         assert described["status"] == "idle" and described["cost_usd"] > 0
         messages = (await instance.client.get(f"/sessions/{session}/agentapi/messages")).json()["messages"]
         assert [m["role"] for m in messages] == ["user", "agent"] * 3
+        assert (await instance.client.get(f"/sessions/{session}/changes")).json() == {"changes": []}  # no git
 
 
 async def test_an_instance_killed_mid_turn_is_taken_over_and_its_message_answered_once(cluster):
@@ -154,3 +156,52 @@ async def test_an_instance_killed_mid_turn_is_taken_over_and_its_message_answere
     await b.client.post(f"/sessions/{session}/messages", json={"text": "what came before?"})
     resumed = await sse(b.client, f"/sessions/{session}/events", headers={"Last-Event-ID": events[-1]["id"]})
     assert "the password is plugh" in resumed[-1]["data"]["result"]  # B resumed A's claude from the store
+
+
+async def test_a_stopped_instance_hands_its_session_over_at_once_not_when_the_lease_lapses(cluster):
+    [a] = await cluster(1, lease_ttl=120)
+    session = (await a.client.post("/sessions", json={"workspace": "carol/notes"})).json()["session_id"]
+    await a.client.post(f"/sessions/{session}/messages", json={"text": "hello"})
+    first = await sse(a.client, f"/sessions/{session}/events")  # A runs the session
+    [b] = await cluster(1, lease_ttl=120)
+    on_b: list[dict] = []
+    with anyio.fail_after(90):  # well inside the lease: only a handover lets B answer in time
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: sse(b.client, f"/sessions/{session}/events", into=on_b,
+                                      headers={"Last-Event-ID": first[-1]["id"]}))
+            await a.client.post(f"/sessions/{session}/messages", json={"text": "slowly"})
+            while not any(e["event"] == "text_delta" for e in on_b):
+                await anyio.sleep(0.02)
+            await a.stop()  # SIGTERM: the service closes as it should
+    events = first + on_b
+    assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))
+    assert [e["event"] for e in on_b].count("done") == 1 and any(e["event"] == "error" for e in on_b)
+
+
+def claudes(instance: Instance) -> int:
+    """claude processes the instance runs now (by their executable's name: claude's own helpers are not counted)."""
+    return sum(Path(command_line(p)[0]).name == "claude" for p in descendants(instance.process.pid)
+               if command_line(p))
+
+
+async def test_max_live_holds_on_each_instance_and_a_full_one_leaves_new_turns_to_another(cluster):
+    a, b = await cluster(2, max_live=1)
+    first, second = [(await a.client.post("/sessions", json={"workspace": f"dave/s{n}"})).json()["session_id"]
+                     for n in range(2)]
+    most = {"a": 0, "b": 0}
+
+    async def watch() -> None:
+        while True:
+            counts = await anyio.to_thread.run_sync(lambda: (claudes(a), claudes(b)))
+            most["a"], most["b"] = max(most["a"], counts[0]), max(most["b"], counts[1])
+            await anyio.sleep(0.1)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        await a.client.post(f"/sessions/{first}/messages", json={"text": "slowly"})
+        await wait_for(a.client, f"/sessions/{first}", lambda d: d["status"] == "streaming")
+        await a.client.post(f"/sessions/{second}/messages", json={"text": "slowly"})  # A is full: B runs it
+        for session in (first, second):
+            await wait_for(a.client, f"/sessions/{session}/agentapi/messages", lambda d: len(d["messages"]) == 2)
+        tg.cancel_scope.cancel()
+    assert most == {"a": 1, "b": 1}
