@@ -27,6 +27,7 @@ from frobozz.memory import DatabaseError, MemoryService, MemorySettings, MemoryS
 
 from ._context import preamble
 from ._events import AgentEvent, Done, Error, Logged, Status
+from ._files import MAX_IMAGES, block, checked, inline
 from ._history import changes, commit, turn_files
 from ._leases import Leases
 from ._relay import Relay
@@ -152,18 +153,51 @@ class Agent:
                         (isinstance(event, Done) or event.state == "idle"):
                     return
 
-    async def post_message(self, session: AgentSession, text: str) -> str:
-        """Queue a message (answered after those before it, on whichever instance runs the session); its id."""
-        if not isinstance(text, str) or not text.strip():
-            raise InputError("a message needs some text")
-        assert self.leases is not None
+    async def post_message(self, session: AgentSession, text: str, *, images: Sequence[Any] | None = None,
+                           files: Sequence[Any] | None = None) -> str:
+        """Queue a message (answered after those before it, on whichever instance runs the session); its id.
+        `images` inline ({"media_type", "data": base64}), `files` ids of images uploaded to the session: all
+        checked before anything is kept."""
+        images, files = list(images or ()), list(files or ())
+        if not isinstance(text, str) or not (text.strip() or images or files):
+            raise InputError("a message needs some text (or an image)")
+        if len(images) + len(files) > MAX_IMAGES:
+            raise InputError(f"at most {MAX_IMAGES} images in a message")
+        decoded = [inline(image) for image in images]
+        assert self.leases is not None and self.store is not None
+        if files:
+            if not all(isinstance(f, str) and f.isalnum() for f in files):
+                raise InputError("files are the ids POST /sessions/ID/files gave")
+            missing = set(files) - await self.store.file_ids(session.id, files)
+            if missing:
+                raise InputError(f"no file {sorted(missing)[0][:64]} in this session")
+        for media_type, data in decoded:
+            files.append(await self._keep_file(session, media_type, data))
         message_id = secrets.token_hex(8)
-        await self.leases.post(session.id, message_id, text)
+        await self.leases.post(session.id, message_id, text, files)
         if session.owned:
             await self._pump(session)
         else:
             await self._claim(session.id)  # here, when no other instance runs it and there is room
         return message_id
+
+    async def add_file(self, session_id: str, media_type: Any, data: bytes, *,
+                       owners: Collection[str] | None = None) -> dict[str, Any]:
+        """An image uploaded for the session's next messages (checked: its type by its bytes, its size)."""
+        session = await self.session(session_id, owners=owners)
+        media_type = checked(media_type, data)
+        return {"file_id": await self._keep_file(session, media_type, data), "media_type": media_type,
+                "size": len(data)}
+
+    async def _keep_file(self, session: AgentSession, media_type: str, data: bytes) -> str:
+        assert self.store is not None
+        file_id = secrets.token_hex(16)
+        await self.store.add_file(session.id, file_id, media_type, data)
+        return file_id
+
+    async def _images(self, session: AgentSession, files: list[str]) -> list[dict[str, Any]]:
+        assert self.store is not None
+        return [block(media_type, data) for media_type, data in await self.store.files(session.id, files)]
 
     async def answer(self, session_id: str, question_id: str, answers: Mapping[str, Any], *,
                      workspace: str | None = None, owners: Collection[str] | None = None) -> None:
@@ -262,7 +296,7 @@ class Agent:
         session = AgentSession(record, space, relay, workspaces=self.workspaces,
                                options=self._engine_options(), question_timeout=self.settings.question_timeout,
                                on_change=self._changed, on_tool_call=self._tool_call, on_message=self._message,
-                               answers=self._answers, on_turn=self._commit, memory_loop=self._memory_loop)
+                               answers=self._answers, on_turn=self._commit, images=self._images, memory_loop=self._memory_loop)
         self._live[record.id] = session
         self._tg.start_soon(relay.keep)
         return session
@@ -426,8 +460,8 @@ class Agent:
         async with self._syncing.setdefault(f"inbox:{session.id}", anyio.Lock()):
             if not session.owned:
                 return
-            for position, message_id, text in await self.leases.waiting(session.id, session.inbox_after):
-                session.enqueue(message_id, text)
+            for position, message_id, text, files in await self.leases.waiting(session.id, session.inbox_after):
+                session.enqueue(message_id, text, files)
                 session.inbox_after = position
 
     async def _sync(self, session: AgentSession) -> None:

@@ -22,7 +22,8 @@ from starlette.routing import Route
 from ._agent import OPTIONS, Agent
 from ._events import KINDS, Status
 from ._session import AgentSession
-from .exceptions import AgentError, BusyError, ForbiddenError, InputError
+from ._files import MAX_IMAGE_BYTES
+from .exceptions import AgentError, BusyError, ForbiddenError, InputError, TooLargeError
 
 MAX_BODY = 16 * 1024 * 1024
 AGENT_TYPE = "claude"
@@ -106,7 +107,23 @@ def create_app(agent: Agent) -> Starlette:
     async def message(request: Request) -> Response:
         session = await session_of(request)
         body = await _body(request)
-        return JSONResponse({"message_id": await agent.post_message(session, body.get("text"))}, status_code=202)
+        for key in ("images", "files"):
+            if body.get(key) is not None and not isinstance(body[key], list):
+                raise InputError(f"{key} is a list")
+        return JSONResponse({"message_id": await agent.post_message(session, body.get("text"), images=body.get("images"),
+                                                                    files=body.get("files"))}, status_code=202)
+
+    async def upload(request: Request) -> Response:
+        await session_of(request)  # (a session that is not there, or not this token's: nothing read)
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_IMAGE_BYTES:
+                raise TooLargeError(f"the file is larger than {MAX_IMAGE_BYTES} bytes "
+                                    f"({MAX_IMAGE_BYTES // 2**20} MB), the most an image may be")
+        return JSONResponse(await agent.add_file(request.path_params["session_id"],
+                                                 request.headers.get("content-type"), bytes(data),
+                                                 owners=_owners(request)), status_code=201)
 
     async def answers(request: Request) -> Response:
         body = await _body(request)
@@ -203,6 +220,7 @@ def create_app(agent: Agent) -> Starlette:
         Route(f"{base}/events", _json(events), methods=["GET"]),
         Route(f"{base}/tools", _json(tools), methods=["GET"]),
         Route(f"{base}/changes", _json(history), methods=["GET"]),
+        Route(f"{base}/files", _json(upload), methods=["POST"]),
     ]
     for prefix in (base, f"{base}/agentapi"):  # an agentapi client's base URL: /sessions/ID/agentapi (all four)
         routes += [Route(f"{prefix}/message", _json(api_message, problem=True), methods=["POST"]),

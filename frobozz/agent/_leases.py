@@ -110,16 +110,18 @@ class Leases:
         return [Logged(seq=r["seq"], event=from_data(r["kind"], json.loads(r["data"]))) for r in rows]
 
     # -- the inbox and the answers ----------------------------------------------------------------------
-    async def post(self, session_id: str, message_id: str, content: str) -> None:
+    async def post(self, session_id: str, message_id: str, content: str, files: list[str]) -> None:
         await self._do("execute", """
-            WITH m AS (INSERT INTO agent_inbox (session_id, message_id, content) VALUES ($1, $2, $3) RETURNING id)
-            SELECT pg_notify($4, 'inbox:' || $1) FROM m""", session_id, message_id, content, CHANNEL)
+            WITH m AS (INSERT INTO agent_inbox (session_id, message_id, content, files) VALUES ($1, $2, $3, $5)
+                       RETURNING id)
+            SELECT pg_notify($4, 'inbox:' || $1) FROM m""", session_id, message_id, content, CHANNEL, files)
 
-    async def waiting(self, session_id: str, after: int) -> list[tuple[int, str, str]]:
-        """The session's messages not yet answered, after inbox position `after`, in the order accepted."""
-        rows = await self._do("fetch", "SELECT id, message_id, content FROM agent_inbox WHERE session_id = $1 AND "
-                                       "NOT done AND id > $2 ORDER BY id", session_id, after)
-        return [(r["id"], r["message_id"], r["content"]) for r in rows]
+    async def waiting(self, session_id: str, after: int) -> list[tuple[int, str, str, list[str]]]:
+        """The session's messages not yet answered, after inbox position `after`, in the order accepted: (position,
+        message id, text, its files)."""
+        rows = await self._do("fetch", "SELECT id, message_id, content, files FROM agent_inbox WHERE session_id = $1 "
+                                       "AND NOT done AND id > $2 ORDER BY id", session_id, after)
+        return [(r["id"], r["message_id"], r["content"], list(r["files"])) for r in rows]
 
     async def answer(self, session_id: str, question_id: str, answers: dict[str, Any] | None) -> bool:
         """Record the answer (None: timed out); False when the question already has one."""

@@ -42,6 +42,7 @@ class AgentSession:
                  on_message: Callable[[AgentSession, str, str], Any],
                  answers: Callable[[AgentSession, str, float], Awaitable[dict[str, Any] | None]],
                  on_turn: Callable[[AgentSession, str, list[str]], Awaitable[Any]] | None = None,
+                 images: Callable[[AgentSession, list[str]], Awaitable[list[dict[str, Any]]]] | None = None,
                  memory_loop: Callable[[EngineOptions, str, str | None], MemorySession] | None = None) -> None:
         self.record = record
         self.workspace = workspace
@@ -57,12 +58,13 @@ class AgentSession:
         self.reserved = False  # room under --max-live is kept for this session while its claude starts
         self._channel: Engine | MemorySession | None = None  # where a turn's text goes and its events come from
         self.last_used = anyio.current_time()
-        self._queue_in, self._queue_out = anyio.create_memory_object_stream[tuple[str, str]](math.inf)
+        self._queue_in, self._queue_out = anyio.create_memory_object_stream[tuple[str, str, list[str]]](math.inf)
         self._queue_in.close()  # no driver until this instance holds the session (`claim`)
         self._queued: set[str] = set()  # the messages handed to the driver (from the inbox)
         self.inbox_after = 0  # the inbox position read up to
         self.tool_base = 0  # tool calls logged before this instance took the session
         self.answers = answers  # (session, question id, timeout) -> the answers, or None when none came
+        self.images = images  # (session, file ids) -> the image content blocks a message carries
         self.on_turn = on_turn  # (session, the message's first line, files the turn wrote): at each turn's end
         self._stop = anyio.Event()
         self._engine_done = anyio.Event()
@@ -94,15 +96,15 @@ class AgentSession:
     def claim(self, token: int, acquire: Callable[[AgentSession], Any], task_group: TaskGroup) -> None:
         """This instance runs the session now: a driver answers what the inbox hands it."""
         self.relay.take(token)
-        self._queue_in, self._queue_out = anyio.create_memory_object_stream[tuple[str, str]](math.inf)
+        self._queue_in, self._queue_out = anyio.create_memory_object_stream[tuple[str, str, list[str]]](math.inf)
         self._queued = set()
         task_group.start_soon(self.drive, acquire, task_group)
 
-    def enqueue(self, message_id: str, text: str) -> None:
-        """A message from the inbox, in the order it was accepted (each once)."""
+    def enqueue(self, message_id: str, text: str, files: list[str] | None = None) -> None:
+        """A message from the inbox (with the ids of the images it carries), in the order accepted (each once)."""
         if message_id not in self._queued:
             self._queued.add(message_id)
-            self._queue_in.send_nowait((message_id, text))
+            self._queue_in.send_nowait((message_id, text, list(files or ())))
 
     def disown(self) -> None:
         """The lease is gone (taken over, or given up): nothing more is said or run here."""
@@ -120,7 +122,7 @@ class AgentSession:
     # -- the driver ----------------------------------------------------------------------------------
     async def drive(self, acquire: Callable[[AgentSession], Any], task_group: TaskGroup) -> None:
         """Answer the queued messages, one turn at a time, starting claude when one comes."""
-        async for message_id, text in self._queue_out:
+        async for message_id, text, files in self._queue_out:
             self._busy = True
             self.current = message_id
             self.relay.publish(Status(state="streaming", message_id=message_id))
@@ -132,7 +134,7 @@ class AgentSession:
                         await self._start(task_group)
                     finally:
                         self.reserved = False
-                await self._turn(text)
+                await self._turn(text, files)
             except Exception as e:  # noqa: BLE001 - a turn that fails says so; the session goes on
                 if not self.relay.closed:  # (a session closed mid-turn ends its turn this way: nothing to say)
                     if self.owned:
@@ -203,14 +205,20 @@ class AgentSession:
                                                            HookMatcher([self._guard])]},
                        session_project=f"frobozz-agent-{self.id}")
 
-    async def _turn(self, text: str) -> None:
+    async def _turn(self, text: str, files: list[str]) -> None:
         assert self.engine is not None and self._channel is not None
         engine, channel = self.engine, self._channel
         first_line = text.strip().split("\n", 1)[0]
         if self.record.preamble:
             text = f"{self.record.preamble}\n\n{text}"
         calls_before = len(self.tool_log.calls)
-        await channel.send(text)  # with memory: orientation, recall and the nudge go before the text
+        images = await self.images(self, files) if files and self.images is not None else []
+        if not images:
+            await channel.send(text)  # with memory: orientation, recall and the nudge go before the text
+        elif isinstance(channel, MemorySession):  # what memory adds, the text, then the images
+            await channel.pool.primary.send([*await channel.message(text), *images])
+        else:
+            await channel.send([{"type": "text", "text": text}, *images])
         async for event in channel.events():
             if not self.owned:
                 raise RuntimeError("another instance took the session over")

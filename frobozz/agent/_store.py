@@ -112,6 +112,23 @@ class AgentStore:
                               session_id)
         return [json.loads(r[0]) for r in rows]
 
+    async def add_file(self, session_id: str, file_id: str, media_type: str, data: bytes) -> None:
+        await self._do("execute", "INSERT INTO agent_files (id, session_id, media_type, data) VALUES ($1, $2, $3, $4)",
+                       file_id, session_id, media_type, data)
+
+    async def file_ids(self, session_id: str, ids: list[str]) -> set[str]:
+        """Which of `ids` are the session's files."""
+        rows = await self._do("fetch", "SELECT id FROM agent_files WHERE session_id = $1 AND id = ANY($2)",
+                              session_id, ids)
+        return {r[0] for r in rows}
+
+    async def files(self, session_id: str, ids: list[str]) -> list[tuple[str, bytes]]:
+        """The session's files `ids`, in that order: (media type, bytes)."""
+        rows = {r["id"]: (r["media_type"], bytes(r["data"])) for r in await self._do(
+            "fetch", "SELECT id, media_type, data FROM agent_files WHERE session_id = $1 AND id = ANY($2)",
+            session_id, ids)}
+        return [rows[i] for i in ids if i in rows]
+
     async def add_message(self, session_id: str, role: str, content: str, message_id: str | None = None) -> None:
         """The next message of the conversation (a turn's, once: a turn taken over is not recorded twice)."""
         await self._do("execute", "INSERT INTO agent_messages (session_id, n, role, content, message_id) "

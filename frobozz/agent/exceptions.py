@@ -51,3 +51,9 @@ class LeaseLostError(AgentError):
 
 class HistoryError(AgentError):
     """git failed in a workspace's history (its message says how)."""
+
+
+class TooLargeError(InputError):
+    """A request or file over its limit."""
+
+    status = 413

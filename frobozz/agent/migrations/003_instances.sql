@@ -33,3 +33,14 @@ CREATE TABLE agent_answers (
 -- the turn a conversation message belongs to, so a turn taken over is not recorded twice
 ALTER TABLE agent_messages ADD COLUMN message_id text;
 CREATE UNIQUE INDEX agent_messages_turn ON agent_messages (session_id, message_id, role) WHERE message_id IS NOT NULL;
+
+-- Images a message carries (uploaded, or sent inline as base64), kept so that whichever instance runs the
+-- turn passes them to the model.
+CREATE TABLE agent_files (
+    id text PRIMARY KEY,
+    session_id text NOT NULL REFERENCES agent_sessions ON DELETE CASCADE,
+    media_type text NOT NULL,
+    data bytea NOT NULL,
+    at timestamptz NOT NULL DEFAULT now()
+);
+ALTER TABLE agent_inbox ADD COLUMN files text[] NOT NULL DEFAULT '{}';
