@@ -75,3 +75,31 @@ def test_the_chat_page_without_the_agent_service_says_how_to_serve_it(page, site
     page.click("#start button")
     page.wait_for_selector("#problem:not([hidden])")
     assert "serve all --http --workspaces ROOT" in page.inner_text("#problem")
+
+
+def test_an_image_attached_on_the_chat_page_reaches_the_model_and_a_fake_one_is_refused_clearly(
+        browser, hub, tmp_path):
+    from tests.agent.test_images import png
+
+    (tmp_path / "lamp.png").write_bytes(png())
+    (tmp_path / "fake.png").write_bytes(b"<svg>not a png</svg>")
+    page = browser.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(f"{hub}/chat?token={TOKEN}")
+    page.fill("input[name=workspace]", "alice/pictures")
+    page.click("#start button")
+    page.wait_for_url("**/chat?session=*")
+    page.wait_for_selector("#status[data-state=idle]")
+    page.set_input_files("#attach-input", str(tmp_path / "lamp.png"))
+    page.wait_for_selector("#attached[data-count='1']")
+    page.fill("input[name=text]", "what is this?")
+    page.press("input[name=text]", "Enter")
+    page.wait_for_selector(".msg.agent.done")
+    assert page.inner_text(".msg.agent .text").startswith("I see 1 image(s).")
+    assert page.get_attribute("#attached", "data-count") == "0"
+    page.set_input_files("#attach-input", str(tmp_path / "fake.png"))
+    page.fill("input[name=text]", "and this?")
+    page.press("input[name=text]", "Enter")
+    page.wait_for_selector("#problem:not([hidden])")
+    assert "says it is PNG but it is no image" in page.inner_text("#problem")
+    page.close()

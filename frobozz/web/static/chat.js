@@ -112,10 +112,35 @@
     });
   }
   events.onerror = () => { if (events.readyState === EventSource.CLOSED) say("the session's events stopped; reload to follow it again"); };
+  // images attached (the button) or pasted into the text: uploaded when the message is sent, then named in it
+  const attachInput = document.getElementById("attach-input"), attached = document.getElementById("attached");
+  let pending = [];
+  const showPending = () => {
+    attached.textContent = pending.length ? `${pending.length} image${pending.length > 1 ? "s" : ""} attached` : "";
+    attached.dataset.count = pending.length;
+  };
+  document.getElementById("attach").addEventListener("click", () => attachInput.click());
+  attachInput.addEventListener("change", () => { pending.push(...attachInput.files); attachInput.value = ""; showPending(); });
+  send.text.addEventListener("paste", (e) => {
+    const images = [...(e.clipboardData ? e.clipboardData.files : [])].filter((f) => f.type.startsWith("image/"));
+    if (images.length) { pending.push(...images); showPending(); }
+  });
+  const upload = async (file) => {
+    const response = await fetch(`${base}/sessions/${session}/files`, {method: "POST", headers: {"content-type": file.type}, body: file});
+    const data = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error(data.error || `${response.status}`);
+    return data.file_id;
+  };
   send.addEventListener("submit", async (e) => {
     e.preventDefault();
-    const text = send.text.value;
+    const text = send.text.value, images = pending;
     send.text.value = "";
-    try { await api(`/sessions/${session}/messages`, {text}); } catch (error) { say(error.message); }
+    pending = [];
+    showPending();
+    try {
+      const files = [];
+      for (const image of images) files.push(await upload(image));
+      await api(`/sessions/${session}/messages`, {text, files});
+    } catch (error) { say(error.message); }
   });
 })();
