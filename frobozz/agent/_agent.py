@@ -26,10 +26,11 @@ from frobozz.loop import MemorySession
 from frobozz.memory import DatabaseError, MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
 
 from ._context import preamble
-from ._events import AgentEvent, Done, Error, Logged, Status
+from ._events import AgentEvent, Done, Error, Logged, Question, Status
 from ._files import MAX_IMAGES, block, checked, inline
 from ._history import changes, commit, turn_files
 from ._leases import Leases
+from ._notify import Notifier
 from ._relay import Relay
 from ._session import AgentSession
 from ._store import AgentStore, SessionRecord
@@ -61,6 +62,7 @@ class Agent:
         self.store: AgentStore | None = None
         self.transcripts: TranscriptStore | None = None
         self.leases: Leases | None = None
+        self.notifier: Notifier | None = None
         self.instance = secrets.token_hex(8)  # this instance, among those on the same database
         self._live: dict[str, AgentSession] = {}  # every session this instance serves (held or followed)
         self._loading = anyio.Lock()
@@ -78,6 +80,7 @@ class Agent:
             await self.store.aclose()
             raise
         self.leases = Leases(self.store.pool, self.instance, self.settings.lease_ttl)
+        self.notifier = Notifier(self.store.pool, self.settings)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._reap_idle)
@@ -102,6 +105,8 @@ class Agent:
             assert self._tg is not None
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
+            if self.notifier is not None:
+                await self.notifier.aclose()
             if self.store is not None:
                 await self.store.aclose()
             await self.memory_service.aclose()
@@ -289,9 +294,15 @@ class Agent:
         """A session this instance serves (its events followed; run only once it holds the lease); `space` its
         workspace when the caller has just resolved it."""
         assert self._tg is not None and self.leases is not None
-        leases = self.leases
-        relay = Relay(history, persist=lambda batch, token: leases.log(record.id, token, batch),
-                      on_lost=lambda: self._lost(session))
+        leases, tg = self.leases, self._tg
+
+        async def persist(batch: list[Logged], token: int) -> None:
+            await leases.log(record.id, token, batch)  # then, once, from the instance that wrote them:
+            for logged in batch:
+                if isinstance(logged.event, (Question, Done)):
+                    tg.start_soon(self._notify, record.id, record.owner, logged)
+
+        relay = Relay(history, persist=persist, on_lost=lambda: self._lost(session))
         space = space or self.workspaces.resolve(record.workspace)
         session = AgentSession(record, space, relay, workspaces=self.workspaces,
                                options=self._engine_options(), question_timeout=self.settings.question_timeout,
@@ -300,6 +311,13 @@ class Agent:
         self._live[record.id] = session
         self._tg.start_soon(relay.keep)
         return session
+
+    async def _notify(self, session_id: str, owner: str, logged: Logged) -> None:
+        assert self.notifier is not None
+        try:
+            await self.notifier.notify(session_id, owner, logged)
+        except DatabaseError as e:
+            log.warning("session %s: no notification for event %d: %s", session_id, logged.seq, e)
 
     def _engine_options(self) -> EngineOptions:
         return replace(self.engine_options, session_store=self.transcripts, session_store_flush="batched")

@@ -23,7 +23,7 @@ from ._agent import OPTIONS, Agent
 from ._events import KINDS, Status
 from ._session import AgentSession
 from ._files import MAX_IMAGE_BYTES
-from .exceptions import AgentError, BusyError, ForbiddenError, InputError, TooLargeError
+from .exceptions import AgentError, BusyError, ForbiddenError, InputError, SessionNotFoundError, TooLargeError
 
 MAX_BODY = 16 * 1024 * 1024
 AGENT_TYPE = "claude"
@@ -204,6 +204,55 @@ def create_app(agent: Agent) -> Starlette:
 
         return EventSourceResponse(stream(), ping=15, send_timeout=30)
 
+    # -- notifications: Web Push subscriptions and webhooks -----------------------------------------------
+    def user_of(request: Request, body: dict[str, Any]) -> str:
+        user, owners = body.get("user"), _owners(request)
+        if not isinstance(user, str) or not user or len(user) > 64 or "/" in user or user.startswith("."):
+            raise InputError("user is the name of the user whose sessions it is for")
+        if owners is not None and user not in owners:
+            raise ForbiddenError(f"this token may not act for {user[:64]!r}")
+        return user
+
+    async def push_key(request: Request) -> Response:
+        assert agent.notifier is not None
+        return JSONResponse({"public_key": (await agent.notifier.vapid())[1]})
+
+    async def push_subscribe(request: Request) -> Response:
+        body = await _body(request)
+        assert agent.notifier is not None
+        session_id = body.get("session_id")
+        if session_id is not None:
+            owner = (await agent.session(str(session_id), owners=_owners(request))).record.owner
+        else:
+            owner = user_of(request, body)
+        subscription_id = await agent.notifier.subscribe(owner, session_id, body.get("subscription"))
+        return JSONResponse({"id": subscription_id}, status_code=201)
+
+    async def push_unsubscribe(request: Request) -> Response:
+        assert agent.notifier is not None
+        owners = _owners(request)
+        if not await agent.notifier.unsubscribe(request.path_params["item"], sorted(owners) if owners else None):
+            raise SessionNotFoundError("no such subscription")
+        return Response(status_code=204)
+
+    async def webhooks(request: Request) -> Response:
+        assert agent.notifier is not None
+        owners = _owners(request)
+        if request.method == "GET":
+            return JSONResponse({"webhooks": await agent.notifier.webhooks(sorted(owners) if owners else None)})
+        body = await _body(request)
+        return JSONResponse(await agent.notifier.add_webhook(user_of(request, body), body.get("url")), status_code=201)
+
+    async def webhook(request: Request) -> Response:
+        assert agent.notifier is not None
+        owners = _owners(request)
+        item, mine = request.path_params["item"], sorted(owners) if owners else None
+        done = await (agent.notifier.resume_webhook(item, mine) if request.method == "POST" else
+                      agent.notifier.remove_webhook(item, mine))
+        if not done:
+            raise SessionNotFoundError("no such webhook")
+        return JSONResponse({"ok": True}) if request.method == "POST" else Response(status_code=204)
+
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with agent:
@@ -221,6 +270,14 @@ def create_app(agent: Agent) -> Starlette:
         Route(f"{base}/tools", _json(tools), methods=["GET"]),
         Route(f"{base}/changes", _json(history), methods=["GET"]),
         Route(f"{base}/files", _json(upload), methods=["POST"]),
+    ]
+    routes += [
+        Route("/push/key", _json(push_key), methods=["GET"]),
+        Route("/push/subscriptions", _json(push_subscribe), methods=["POST"]),
+        Route("/push/subscriptions/{item}", _json(push_unsubscribe), methods=["DELETE"]),
+        Route("/webhooks", _json(webhooks), methods=["GET", "POST"]),
+        Route("/webhooks/{item}", _json(webhook), methods=["DELETE"]),
+        Route("/webhooks/{item}/resume", _json(webhook), methods=["POST"]),
     ]
     for prefix in (base, f"{base}/agentapi"):  # an agentapi client's base URL: /sessions/ID/agentapi (all four)
         routes += [Route(f"{prefix}/message", _json(api_message, problem=True), methods=["POST"]),
