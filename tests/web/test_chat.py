@@ -103,3 +103,19 @@ def test_an_image_attached_on_the_chat_page_reaches_the_model_and_a_fake_one_is_
     page.wait_for_selector("#problem:not([hidden])")
     assert "says it is PNG but it is no image" in page.inner_text("#problem")
     page.close()
+
+
+def test_notify_me_asks_for_notifications_and_says_clearly_when_the_browser_cannot_subscribe(browser, hub):
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(f"{hub}/chat?token={TOKEN}")
+    page.fill("input[name=workspace]", "alice/notes")
+    page.click("#start button")
+    page.wait_for_url("**/chat?session=*")
+    page.wait_for_selector("#status[data-state=idle]")
+    page.click("#notify")  # headless Chromium: permission not granted, or no push service to subscribe with
+    page.wait_for_selector("#problem:not([hidden])")
+    assert page.inner_text("#problem").startswith("no notifications: ")
+    assert page.evaluate("fetch(document.getElementById('chat').dataset.worker).then(r => r.status)") == 200
+    context.close()

@@ -112,6 +112,19 @@
     });
   }
   events.onerror = () => { if (events.readyState === EventSource.CLOSED) say("the session's events stopped; reload to follow it again"); };
+  // notifications: when the user allows it, this browser subscribes to the session's questions and finished turns
+  const b64 = (text) => Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0));
+  document.getElementById("notify").addEventListener("click", async () => {
+    try {
+      if (!("serviceWorker" in navigator) || !("PushManager" in window)) throw new Error("this browser has no Web Push");
+      if (await Notification.requestPermission() !== "granted") throw new Error("notifications are not allowed for this page");
+      const worker = await navigator.serviceWorker.register(`${root.dataset.worker}?agent=${encodeURIComponent(base)}`);
+      const {public_key} = await api("/push/key");
+      const subscription = await worker.pushManager.subscribe({userVisibleOnly: true, applicationServerKey: b64(public_key)});
+      await api("/push/subscriptions", {session_id: session, subscription: subscription.toJSON()});
+      document.getElementById("notify").textContent = "Notifying";
+    } catch (error) { say(`no notifications: ${error.message}`); }
+  });
   // images attached (the button) or pasted into the text: uploaded when the message is sent, then named in it
   const attachInput = document.getElementById("attach-input"), attached = document.getElementById("attached");
   let pending = [];
