@@ -516,8 +516,10 @@ class Agent:
             try:
                 held = await self.leases.renew()
                 for session in list(self._live.values()):
-                    if session.owned and held.get(session.id) != session.relay.token:
-                        self._lost(session)
+                    token = session.relay.token
+                    if session.owned and held.get(session.id) != token and \
+                            await self.leases.holder(session.id) != token and session.relay.token == token:
+                        self._lost(session)  # (asked again: a lease taken just after the renewal is not lost)
                     elif not session.owned and not session.relay.closed:
                         await self._sync(session)
                 for session_id in await self.leases.unclaimed():

@@ -62,6 +62,11 @@ class Leases:
                                        "WHERE instance = $1 RETURNING session_id, token", self.instance, self.ttl)
         return {r["session_id"]: r["token"] for r in rows}
 
+    async def holder(self, session_id: str) -> int | None:
+        """The token that holds the session's lease now (None: no one's)."""
+        return await self._do("fetchval", "SELECT token FROM agent_leases WHERE session_id = $1 AND instance = $2",
+                              session_id, self.instance)
+
     async def release(self, session_id: str, token: int, *, force: bool = False) -> bool:
         """Give the lease up (unless messages wait for it, or `force`); others are told at once."""
         async with self.pool.acquire() as c, c.transaction():

@@ -40,6 +40,11 @@ class Relay:
         return self.log[-1].seq if self.log else 0
 
     @property
+    def writing(self) -> bool:
+        """Events published and not yet written (so not yet handed to the followers)."""
+        return bool(self._unsaved)
+
+    @property
     def owned(self) -> bool:
         return self.token is not None
 
