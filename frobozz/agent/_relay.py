@@ -31,6 +31,7 @@ class Relay:
         self.token: int | None = None if persist is not None else 0  # the lease this relay publishes under
         self._unsaved: list[Logged] = []
         self._assigned = self.last_seq  # the last sequence number given out (written or on its way)
+        self._flushing = False
         self._changed = anyio.Event()
         self._saving = anyio.Event()
         self.closed = False
@@ -42,7 +43,7 @@ class Relay:
     @property
     def writing(self) -> bool:
         """Events published and not yet written (so not yet handed to the followers)."""
-        return bool(self._unsaved)
+        return bool(self._unsaved) or self._flushing
 
     @property
     def owned(self) -> bool:
@@ -118,6 +119,7 @@ class Relay:
             batch, self._unsaved = self._unsaved, []
             token = self.token
             if batch and self._persist is not None and token is not None:
+                self._flushing = True
                 try:
                     await self._persist(batch, token)
                 except LeaseLostError as e:
@@ -128,4 +130,6 @@ class Relay:
                     continue
                 except Exception as e:  # noqa: BLE001 - the live followers have them; a restart would not
                     log.error("%d events not written to the database: %s", len(batch), e)
+                finally:
+                    self._flushing = False
                 self._append(batch)
