@@ -96,7 +96,13 @@ class AgentStore:
                        json.dumps(record.usage), record.cost_usd, record.preamble, record.memory_session, token)
 
     async def delete(self, session_id: str) -> None:
-        await self._do("execute", "DELETE FROM agent_sessions WHERE id = $1", session_id)
+        """The session and all that is its (its lease row locked first, as an event write locks it: no deadlock)."""
+        try:
+            async with self.pool.acquire() as c, c.transaction():
+                await c.execute("SELECT 1 FROM agent_leases WHERE session_id = $1 FOR UPDATE", session_id)
+                await c.execute("DELETE FROM agent_sessions WHERE id = $1", session_id)
+        except DATABASE_ERRORS as e:
+            raise DatabaseError(f"the agent service's database failed: {e}") from e
 
     async def events(self, session_id: str) -> list[Logged]:
         rows = await self._do("fetch", "SELECT seq, kind, data::text FROM agent_events WHERE session_id = $1 "
