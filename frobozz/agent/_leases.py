@@ -19,6 +19,7 @@ import asyncpg
 from frobozz.memory import DATABASE_ERRORS, DatabaseError
 
 from ._events import Done, Logged, Status, from_data
+from ._store import query
 from .exceptions import LeaseLostError
 
 log = logging.getLogger("frobozz.agent.leases")
@@ -39,10 +40,7 @@ class Leases:
         self.ttl = ttl
 
     async def _do(self, method: str, sql: str, *args: Any) -> Any:
-        try:
-            return await getattr(self.pool, method)(sql, *args)
-        except DATABASE_ERRORS as e:
-            raise DatabaseError(f"the agent service's database failed: {e}") from e
+        return await query(self.pool, method, sql, *args)
 
     # -- leases ---------------------------------------------------------------------------------------
     async def acquire(self, session_id: str) -> int | None:

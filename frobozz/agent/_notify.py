@@ -26,9 +26,8 @@ from cryptography.hazmat.primitives import serialization
 from py_vapid import Vapid02, b64urlencode
 from pywebpush import WebPushException, webpush_async
 
-from frobozz.memory import DATABASE_ERRORS, DatabaseError
-
 from ._events import Done, Logged, Question
+from ._store import query
 from .exceptions import InputError
 from .settings import AgentSettings
 
@@ -100,10 +99,7 @@ class Notifier:
         await self._http.aclose()
 
     async def _do(self, method: str, sql: str, *args: Any) -> Any:
-        try:
-            return await getattr(self.pool, method)(sql, *args)
-        except DATABASE_ERRORS as e:
-            raise DatabaseError(f"the agent service's database failed: {e}") from e
+        return await query(self.pool, method, sql, *args)
 
     # -- Web Push ---------------------------------------------------------------------------------------
     async def vapid(self) -> tuple[Vapid02, str]:

@@ -51,6 +51,14 @@ def _iso(when: datetime | None) -> str | None:
     return when.isoformat() if when is not None else None
 
 
+async def query(pool: asyncpg.Pool, method: str, sql: str, *args: Any) -> Any:
+    """`pool.method(sql, *args)`, its failure said as the agent's DatabaseError."""
+    try:
+        return await getattr(pool, method)(sql, *args)
+    except DATABASE_ERRORS as e:
+        raise DatabaseError(f"the agent service's database failed: {e}") from e
+
+
 _COLUMNS = "id, workspace, owner, options::text, preamble, claude_session_id, memory_session, status, usage::text, " \
            "cost_usd, created_at, last_activity"
 
@@ -67,10 +75,7 @@ class AgentStore:
         await self.pool.close()
 
     async def _do(self, method: str, sql: str, *args: Any) -> Any:
-        try:
-            return await getattr(self.pool, method)(sql, *args)
-        except DATABASE_ERRORS as e:
-            raise DatabaseError(f"the agent service's database failed: {e}") from e
+        return await query(self.pool, method, sql, *args)
 
     async def add(self, record: SessionRecord) -> SessionRecord:
         row = await self._do("fetchrow", f"INSERT INTO agent_sessions (id, workspace, owner, options, preamble) "

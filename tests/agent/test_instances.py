@@ -164,6 +164,21 @@ async def test_a_stopped_instance_hands_its_session_over_at_once_not_when_the_le
     await a.client.post(f"/sessions/{session}/messages", json={"text": "hello"})
     first = await sse(a.client, f"/sessions/{session}/events")  # A runs the session
     [b] = await cluster(1, lease_ttl=120)
+    cut: list[dict] = []  # first an interrupt sent to B reaches the turn A runs
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: sse(b.client, f"/sessions/{session}/events", into=cut,
+                                  headers={"Last-Event-ID": first[-1]["id"]}))
+        await a.client.post(f"/sessions/{session}/messages", json={"text": "slowly"})
+        with anyio.fail_after(60):
+            while not any(e["event"] == "text_delta" for e in cut):
+                await anyio.sleep(0.02)
+        assert (await b.client.post(f"/sessions/{session}/interrupt")).status_code == 200
+    said = "".join(e["data"]["text"] for e in cut if e["event"] == "text_delta")
+    assert len(said) < len("one two three four five six seven eight nine ten " * 6)  # cut short
+    first += cut
+    await wait_for(b.client, f"/sessions/{session}", lambda d: d["status"] == "idle")
+    first += await sse(b.client, f"/sessions/{session}/events", headers={"Last-Event-ID": first[-1]["id"]},
+                       until="status")  # the idle after the done
     on_b: list[dict] = []
     with anyio.fail_after(90):  # well inside the lease: only a handover lets B answer in time
         async with anyio.create_task_group() as tg:
