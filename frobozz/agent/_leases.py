@@ -86,26 +86,31 @@ class Leases:
     # -- the event log, fenced -------------------------------------------------------------------------
     async def log(self, session_id: str, token: int | None, events: list[Logged]) -> None:
         """Write events under the lease (`token` None: a new session's first, before anyone holds it); the
-        turns they end are marked answered in the same transaction; every instance is told."""
-        rows = [(session_id, e.seq, e.event.kind, json.dumps(e.event.data(), default=str)) for e in events]
+        turns they end are marked answered in the same statement; every instance is told. One statement, so
+        one round trip: the relay hands events on only once they are written."""
+        seqs = [e.seq for e in events]
+        kinds = [e.event.kind for e in events]
+        datas = [json.dumps(e.event.data(), default=str) for e in events]
         try:
-            async with self.pool.acquire() as c, c.transaction():
-                if token is not None:
-                    held = await c.fetchval("SELECT token FROM agent_leases WHERE session_id = $1 FOR SHARE", session_id)
-                    if held != token:
-                        raise LeaseLostError(f"session {session_id}: the lease was taken over (token {token}, now "
-                                             f"{held}); these events are not written")
-                await c.executemany("INSERT INTO agent_events (session_id, seq, kind, data) VALUES ($1, $2, $3, "
-                                    "$4::jsonb)", rows)
-                ended = answered(events)
-                if ended:
-                    await c.execute("UPDATE agent_inbox SET done = true WHERE session_id = $1 AND message_id = ANY($2)",
-                                    session_id, ended)
-                await c.execute("SELECT pg_notify($1, $2)", CHANNEL, f"events:{session_id}")
+            held = await self.pool.fetchval("""
+                WITH lease AS (SELECT token FROM agent_leases WHERE session_id = $1 FOR SHARE),
+                     ok AS (SELECT $2::bigint IS NULL OR $2::bigint = (SELECT token FROM lease) AS yes),
+                     written AS (INSERT INTO agent_events (session_id, seq, kind, data)
+                                 SELECT $1, e.seq, e.kind, e.data::jsonb FROM unnest($3::int[], $4::text[], $5::text[])
+                                     AS e(seq, kind, data)
+                                 WHERE (SELECT yes FROM ok) RETURNING 1),
+                     answered AS (UPDATE agent_inbox SET done = true WHERE session_id = $1 AND message_id = ANY($6)
+                                  AND (SELECT yes FROM ok) RETURNING 1)
+                SELECT CASE WHEN (SELECT yes FROM ok) THEN
+                    pg_notify($7, 'events:' || $1) IS NULL OR (SELECT count(*) FROM written) >= 0 END""",
+                session_id, token, seqs, kinds, datas, answered(events), CHANNEL)
         except asyncpg.UniqueViolationError as e:
             raise LeaseLostError(f"session {session_id}: another instance wrote these event numbers") from e
         except DATABASE_ERRORS as e:
             raise DatabaseError(f"the agent service's database failed: {e}") from e
+        if held is None:
+            raise LeaseLostError(f"session {session_id}: the lease was taken over (token {token}); these events are "
+                                 "not written")
 
     async def events_after(self, session_id: str, after: int) -> list[Logged]:
         rows = await self._do("fetch", "SELECT seq, kind, data::text FROM agent_events WHERE session_id = $1 AND "
