@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -126,20 +127,32 @@ async def test_a_session_made_on_one_instance_is_served_by_another_with_the_same
         assert (await instance.client.get(f"/sessions/{session}/changes")).json() == {"changes": []}  # no git
 
 
-async def test_an_instance_killed_mid_turn_is_taken_over_and_its_message_answered_once(cluster):
-    [a] = await cluster(1, lease_ttl=3)
-    session = (await a.client.post("/sessions", json={"workspace": "bob/work"})).json()["session_id"]
-    await a.client.post(f"/sessions/{session}/messages", json={"text": "the password is plugh"})
-    first = await sse(a.client, f"/sessions/{session}/events")  # A runs the session (its claude kept, idle)
-    [b] = await cluster(1, lease_ttl=3)
-    on_b: list[dict] = []
+async def a_then_b(cluster, workspace: str, text: str, lease_ttl: float):
+    """Instance A alone runs a first turn (so A holds the session, its claude kept idle); then B starts."""
+    [a] = await cluster(1, lease_ttl=lease_ttl)
+    session = (await a.client.post("/sessions", json={"workspace": workspace})).json()["session_id"]
+    await a.client.post(f"/sessions/{session}/messages", json={"text": text})
+    first = await sse(a.client, f"/sessions/{session}/events")
+    [b] = await cluster(1, lease_ttl=lease_ttl)
+    return a, b, session, first
+
+
+@asynccontextmanager
+async def slow_turn_on_a_followed_on_b(a, b, session: str, after: str, into: list):
+    """A slow turn posted to A and followed on B (into `into`, to its done): the block runs once it streams."""
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: sse(b.client, f"/sessions/{session}/events", into=on_b,
-                                  headers={"Last-Event-ID": first[-1]["id"]}))
+        tg.start_soon(lambda: sse(b.client, f"/sessions/{session}/events", into=into, headers={"Last-Event-ID": after}))
         await a.client.post(f"/sessions/{session}/messages", json={"text": "slowly"})
         with anyio.fail_after(60):
-            while not any(e["event"] == "text_delta" for e in on_b):
+            while not any(e["event"] == "text_delta" for e in into):
                 await anyio.sleep(0.02)
+        yield
+
+
+async def test_an_instance_killed_mid_turn_is_taken_over_and_its_message_answered_once(cluster):
+    a, b, session, first = await a_then_b(cluster, "bob/work", "the password is plugh", lease_ttl=3)
+    on_b: list[dict] = []
+    async with slow_turn_on_a_followed_on_b(a, b, session, first[-1]["id"], on_b):
         killed = anyio.current_time()
         await a.stop(kill=True)
     took = anyio.current_time() - killed
@@ -159,19 +172,9 @@ async def test_an_instance_killed_mid_turn_is_taken_over_and_its_message_answere
 
 
 async def test_a_stopped_instance_hands_its_session_over_at_once_not_when_the_lease_lapses(cluster):
-    [a] = await cluster(1, lease_ttl=120)
-    session = (await a.client.post("/sessions", json={"workspace": "carol/notes"})).json()["session_id"]
-    await a.client.post(f"/sessions/{session}/messages", json={"text": "hello"})
-    first = await sse(a.client, f"/sessions/{session}/events")  # A runs the session
-    [b] = await cluster(1, lease_ttl=120)
+    a, b, session, first = await a_then_b(cluster, "carol/notes", "hello", lease_ttl=600)
     cut: list[dict] = []  # first an interrupt sent to B reaches the turn A runs
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: sse(b.client, f"/sessions/{session}/events", into=cut,
-                                  headers={"Last-Event-ID": first[-1]["id"]}))
-        await a.client.post(f"/sessions/{session}/messages", json={"text": "slowly"})
-        with anyio.fail_after(60):
-            while not any(e["event"] == "text_delta" for e in cut):
-                await anyio.sleep(0.02)
+    async with slow_turn_on_a_followed_on_b(a, b, session, first[-1]["id"], cut):
         assert (await b.client.post(f"/sessions/{session}/interrupt")).status_code == 200
     said = "".join(e["data"]["text"] for e in cut if e["event"] == "text_delta")
     assert len(said) < len("one two three four five six seven eight nine ten " * 6)  # cut short
@@ -180,13 +183,8 @@ async def test_a_stopped_instance_hands_its_session_over_at_once_not_when_the_le
     first += await sse(b.client, f"/sessions/{session}/events", headers={"Last-Event-ID": first[-1]["id"]},
                        until="status")  # the idle after the done
     on_b: list[dict] = []
-    with anyio.fail_after(90):  # well inside the lease: only a handover lets B answer in time
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: sse(b.client, f"/sessions/{session}/events", into=on_b,
-                                      headers={"Last-Event-ID": first[-1]["id"]}))
-            await a.client.post(f"/sessions/{session}/messages", json={"text": "slowly"})
-            while not any(e["event"] == "text_delta" for e in on_b):
-                await anyio.sleep(0.02)
+    with anyio.fail_after(300):  # well inside the lease: only a handover lets B answer in time
+        async with slow_turn_on_a_followed_on_b(a, b, session, first[-1]["id"], on_b):
             await a.stop()  # SIGTERM: the service closes as it should
     events = first + on_b
     assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))
