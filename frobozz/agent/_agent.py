@@ -14,6 +14,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, replace
+from functools import partial
 from typing import Any
 
 import anyio
@@ -22,15 +23,19 @@ from anyio.abc import TaskGroup
 from frobozz.engine import EngineOptions
 from frobozz.engine.observers import ToolCall
 from frobozz.loop import MemorySession
-from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
+from frobozz.memory import DatabaseError, MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
 
 from ._context import preamble
-from ._events import AgentEvent, Done, Logged, Status
+from ._events import AgentEvent, Done, Error, Logged, Question, Status
+from ._files import MAX_IMAGES, block, checked, inline
+from ._history import changes, commit, turn_files
+from ._leases import Leases
+from ._notify import Notifier
 from ._relay import Relay
 from ._session import AgentSession
 from ._store import AgentStore, SessionRecord
 from ._workspaces import Workspace, Workspaces
-from .exceptions import AgentError, InputError, SessionNotFoundError
+from .exceptions import AgentError, HistoryError, InputError, QuestionError, SessionNotFoundError
 from .settings import AgentSettings
 
 log = logging.getLogger("frobozz.agent")
@@ -56,8 +61,14 @@ class Agent:
         self.memory_service = MemoryService(self.memory)
         self.store: AgentStore | None = None
         self.transcripts: TranscriptStore | None = None
-        self._live: dict[str, AgentSession] = {}
+        self.leases: Leases | None = None
+        self.notifier: Notifier | None = None
+        self.instance = secrets.token_hex(8)  # this instance, among those on the same database
+        self._live: dict[str, AgentSession] = {}  # every session this instance serves (held or followed)
         self._loading = anyio.Lock()
+        self._syncing: dict[str, anyio.Lock] = {}
+        self._heard: dict[str, anyio.Event] = {}  # a session's answers changed (told by whichever instance)
+        self._claims = anyio.Event()  # look for sessions that need an instance now
         self._tg: TaskGroup | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -68,21 +79,34 @@ class Agent:
         except BaseException:
             await self.store.aclose()
             raise
+        self.leases = Leases(self.store.pool, self.instance, self.settings.lease_ttl)
+        self.notifier = Notifier(self.store.pool, self.settings)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._reap_idle)
+        self._tg.start_soon(partial(self.leases.listen, self._heard_of, ready=self._claims.set))
+        self._tg.start_soon(self._keep_leases)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         try:
             with anyio.CancelScope(shield=True):
-                for session in list(self._live.values()):
+                held = [s for s in self._live.values() if s.owned]
+                for session in held:
+                    token = session.relay.token
+                    session.disown()  # nothing more said here; the next instance takes the turn over
                     await session.release()
+                    if token is not None:
+                        with anyio.move_on_after(5):
+                            await self.leases.release(session.id, token, force=True)  # handed over at once
+                for session in list(self._live.values()):
                     session.relay.close()
         finally:
             assert self._tg is not None
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
+            if self.notifier is not None:
+                await self.notifier.aclose()
             if self.store is not None:
                 await self.store.aclose()
             await self.memory_service.aclose()
@@ -100,12 +124,14 @@ class Agent:
             options["memory"] = await self._memory_option(options["memory"])
         space = self.workspaces.resolve(workspace)
         text = preamble(space, history, attached, inline_chars=self.settings.attach_inline_chars)
-        assert self.store is not None
+        assert self.store is not None and self.leases is not None
         record = await self.store.add(SessionRecord(id=secrets.token_hex(16), workspace=space.spec, owner=space.user,
                                                     options={k: v for k, v in options.items() if v is not None},
                                                     preamble=text))
-        session = self._open(record, [], space)
-        session.relay.publish(Status(state="idle"))
+        first = [Logged(seq=1, event=Status(state="idle"))]
+        await self.leases.log(record.id, None, first)  # before any instance holds it: no one else can write
+        async with self._loading:
+            self._open(record, first, space)
         return record.id
 
     async def _memory_option(self, memory: Any) -> dict[str, str]:
@@ -118,39 +144,102 @@ class Agent:
 
     async def send_message(self, session_id: str, text: str, *, workspace: str | None = None
                            ) -> AsyncIterator[AgentEvent]:
-        """Queue a message, then the events of its turn, to its Done."""
+        """Queue a message, then the events of its turn (from the status that begins it), to its Done."""
         session = await self.session(session_id, workspace=workspace)
-        message_id = self.post_message(session, text)
-        after = await session.turn_start(message_id)
+        after = session.relay.last_seq
+        message_id = await self.post_message(session, text)
+        begun = False
         async for logged in session.relay.follow(after):
-            yield logged.event
-            if isinstance(logged.event, Done):
-                return
+            event = logged.event
+            begun = begun or (isinstance(event, Status) and event.message_id == message_id)
+            if begun:
+                yield event
+                if isinstance(event, (Done, Status)) and event.message_id == message_id and \
+                        (isinstance(event, Done) or event.state == "idle"):
+                    return
 
-    def post_message(self, session: AgentSession, text: str) -> str:
-        """Queue a message (answered after those before it); its id."""
-        if not isinstance(text, str) or not text.strip():
-            raise InputError("a message needs some text")
-        return session.send(text)
+    async def post_message(self, session: AgentSession, text: str, *, images: Sequence[Any] | None = None,
+                           files: Sequence[Any] | None = None) -> str:
+        """Queue a message (answered after those before it, on whichever instance runs the session); its id.
+        `images` inline ({"media_type", "data": base64}), `files` ids of images uploaded to the session: all
+        checked before anything is kept."""
+        images, files = list(images or ()), list(files or ())
+        if not isinstance(text, str) or not (text.strip() or images or files):
+            raise InputError("a message needs some text (or an image)")
+        if len(images) + len(files) > MAX_IMAGES:
+            raise InputError(f"at most {MAX_IMAGES} images in a message")
+        decoded = [inline(image) for image in images]
+        assert self.leases is not None and self.store is not None
+        if files:
+            if not all(isinstance(f, str) and f.isalnum() for f in files):
+                raise InputError("files are the ids POST /sessions/ID/files gave")
+            missing = set(files) - await self.store.file_ids(session.id, files)
+            if missing:
+                raise InputError(f"no file {sorted(missing)[0][:64]} in this session")
+        for media_type, data in decoded:
+            files.append(await self._keep_file(session, media_type, data))
+        message_id = secrets.token_hex(8)
+        await self.leases.post(session.id, message_id, text, files)
+        if session.owned:
+            await self._pump(session)
+        else:
+            await self._claim(session.id)  # here, when no other instance runs it and there is room
+        return message_id
+
+    async def add_file(self, session_id: str, media_type: Any, data: bytes, *,
+                       owners: Collection[str] | None = None) -> dict[str, Any]:
+        """An image uploaded for the session's next messages (checked: its type by its bytes, its size)."""
+        session = await self.session(session_id, owners=owners)
+        media_type = checked(media_type, data)
+        return {"file_id": await self._keep_file(session, media_type, data), "media_type": media_type,
+                "size": len(data)}
+
+    async def _keep_file(self, session: AgentSession, media_type: str, data: bytes) -> str:
+        assert self.store is not None
+        file_id = secrets.token_hex(16)
+        await self.store.add_file(session.id, file_id, media_type, data)
+        return file_id
+
+    async def _images(self, session: AgentSession, files: list[str]) -> list[dict[str, Any]]:
+        assert self.store is not None
+        return [block(media_type, data) for media_type, data in await self.store.files(session.id, files)]
 
     async def answer(self, session_id: str, question_id: str, answers: Mapping[str, Any], *,
-                     workspace: str | None = None) -> None:
+                     workspace: str | None = None, owners: Collection[str] | None = None) -> None:
+        """Answer a question the session asked (on whichever instance): the first answer counts."""
         if not isinstance(answers, Mapping) or not answers:
             raise InputError("answers are an object: each question's text, and the answer chosen")
-        (await self.session(session_id, workspace=workspace)).answer(question_id, answers)
+        session = await self.session(session_id, workspace=workspace, owners=owners)
+        await self._sync(session)
+        asked = isinstance(question_id, str) and any(
+            logged.event.kind == "question" and getattr(logged.event, "question_id", None) == question_id
+            for logged in session.relay.log)
+        assert self.leases is not None
+        if not asked or not await self.leases.answer(session.id, question_id, dict(answers)):
+            raise QuestionError(f"question {str(question_id)[:64]} is not waiting for an answer (answered, timed "
+                                "out, or never asked)")
 
-    async def interrupt(self, session_id: str, *, workspace: str | None = None) -> None:
-        await (await self.session(session_id, workspace=workspace)).interrupt()
+    async def interrupt(self, session_id: str, *, workspace: str | None = None,
+                        owners: Collection[str] | None = None) -> None:
+        session = await self.session(session_id, workspace=workspace, owners=owners)
+        if session.owned:
+            await session.interrupt()
+        else:
+            assert self.leases is not None
+            await self.leases.notify("interrupt", session.id)
 
     async def close_session(self, session_id: str, *, workspace: str | None = None) -> None:
         session = await self.session(session_id, workspace=workspace)
-        session.close()
+        assert self.store is not None and self.leases is not None
+        await self.store.delete(session_id)  # its lease, inbox and events with it
+        await self._closed(session)
+        await self.leases.notify("close", session_id)
+
+    async def _closed(self, session: AgentSession) -> None:
+        session.disown()
         await session.release()
-        session.relay.publish(Status(state="closed"))
-        session.relay.close()
-        self._live.pop(session_id, None)
-        assert self.store is not None
-        await self.store.delete(session_id)
+        session.relay.close(Status(state="closed"))
+        self._live.pop(session.id, None)
 
     async def follow(self, session_id: str, after: int = 0, kinds: Collection[str] | None = None, *,
                      workspace: str | None = None) -> AsyncIterator[Logged]:
@@ -163,9 +252,18 @@ class Agent:
         found = []
         for record in await self.store.list(sorted(owners) if owners is not None else None):
             live = self._live.get(record.id)
-            found.append(live.describe() if live else
-                         record.describe(str(self.workspaces.root / record.workspace), record.status))
+            found.append(live.describe() if live and live.owned else record.describe(
+                str(self.workspaces.root / record.workspace), live.state if live else record.status))
         return found
+
+    async def describe(self, session: AgentSession) -> dict[str, Any]:
+        """What the API says of a session; its record read again when another instance runs it."""
+        if not session.owned:
+            assert self.store is not None
+            record = await self.store.get(session.id)
+            if record is not None:
+                session.record = record
+        return session.describe()
 
     async def tool_calls(self, session_id: str, *, workspace: str | None = None) -> list[dict[str, Any]]:
         await self.session(session_id, workspace=workspace)
@@ -174,7 +272,8 @@ class Agent:
 
     async def session(self, session_id: str, *, workspace: str | None = None,
                       owners: Collection[str] | None = None) -> AgentSession:
-        """The session (loaded from the database after a restart); refused under another workspace or user."""
+        """The session (loaded from the database: made on another instance, or before a restart); refused
+        under another workspace or user."""
         if not isinstance(session_id, str) or not session_id.isalnum() or len(session_id) > 64:
             raise SessionNotFoundError("no such session")
         async with self._loading:
@@ -185,7 +284,6 @@ class Agent:
                 if record is None:
                     raise SessionNotFoundError(f"no session {session_id}")
                 session = self._open(record, await self.store.events(session_id))
-                session.message_count = len(await self.store.messages(session_id))
         if (workspace is not None and session.record.workspace != workspace) or \
                 (owners is not None and session.record.owner not in owners):
             raise SessionNotFoundError(f"no session {session_id} in that workspace")  # never says whose it is
@@ -193,19 +291,33 @@ class Agent:
 
     # -- inside ---------------------------------------------------------------------------------------
     def _open(self, record: SessionRecord, history: list[Logged], space: Workspace | None = None) -> AgentSession:
-        """A session live in this service; `space` its workspace when the caller has just resolved it."""
-        assert self._tg is not None and self.store is not None
-        store = self.store
-        relay = Relay(history, persist=lambda batch: store.log(record.id, batch))
+        """A session this instance serves (its events followed; run only once it holds the lease); `space` its
+        workspace when the caller has just resolved it."""
+        assert self._tg is not None and self.leases is not None
+        leases, tg = self.leases, self._tg
+
+        async def persist(batch: list[Logged], token: int) -> None:
+            await leases.log(record.id, token, batch)  # then, once, from the instance that wrote them:
+            for logged in batch:
+                if isinstance(logged.event, (Question, Done)):
+                    tg.start_soon(self._notify, record.id, record.owner, logged)
+
+        relay = Relay(history, persist=persist, on_lost=lambda: self._lost(session))
         space = space or self.workspaces.resolve(record.workspace)
         session = AgentSession(record, space, relay, workspaces=self.workspaces,
                                options=self._engine_options(), question_timeout=self.settings.question_timeout,
                                on_change=self._changed, on_tool_call=self._tool_call, on_message=self._message,
-                               memory_loop=self._memory_loop)
+                               answers=self._answers, on_turn=self._commit, images=self._images, memory_loop=self._memory_loop)
         self._live[record.id] = session
         self._tg.start_soon(relay.keep)
-        self._tg.start_soon(session.drive, self._acquire, self._tg)
         return session
+
+    async def _notify(self, session_id: str, owner: str, logged: Logged) -> None:
+        assert self.notifier is not None
+        try:
+            await self.notifier.notify(session_id, owner, logged)
+        except DatabaseError as e:
+            log.warning("session %s: no notification for event %d: %s", session_id, logged.seq, e)
 
     def _engine_options(self) -> EngineOptions:
         return replace(self.engine_options, session_store=self.transcripts, session_store_flush="batched")
@@ -226,12 +338,12 @@ class Agent:
     async def _changed(self, session: AgentSession) -> None:
         assert self.store is not None
         session.record.status = session.state
-        await self.store.update(session.record)
+        if session.relay.token is not None:
+            await self.store.update(session.record, session.relay.token)
 
     async def _message(self, session: AgentSession, role: str, content: str) -> None:
         assert self.store is not None
-        session.message_count += 1
-        await self.store.add_message(session.id, session.message_count, role, content)
+        await self.store.add_message(session.id, role, content, session.current)
 
     async def messages(self, session_id: str, *, owners: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The conversation as people see it: what the user sent and what the agent answered, in order."""
@@ -239,10 +351,42 @@ class Agent:
         assert self.store is not None
         return await self.store.messages(session_id)
 
+    async def changes(self, session_id: str, *, owners: Collection[str] | None = None) -> list[dict[str, Any]]:
+        """The session's commits in its workspace's git history, newest first (none when it is no repository)."""
+        session = await self.session(session_id, owners=owners)
+        return await changes(session.workspace, session.id)
+
+    async def _commit(self, session: AgentSession, first_line: str, targets: list[str]) -> None:
+        """A turn's files into the workspace's history (when it is a git repository), one commit at a time."""
+        assert self.store is not None
+        try:
+            await commit(self.store.pool, session.workspace, user=session.record.owner, session_id=session.id,
+                         first_line=first_line, paths=turn_files(session.workspace, targets))
+        except HistoryError as e:
+            log.warning("session %s: the turn's files are not committed: %s", session.id, e)
+
     def _tool_call(self, session: AgentSession, call: ToolCall) -> None:
         assert self._tg is not None and self.store is not None
-        n = len(session.tool_log.calls)
+        n = session.tool_base + len(session.tool_log.calls)
         self._tg.start_soon(self.store.add_tool_call, session.id, n, asdict(call))
+
+    async def _answers(self, session: AgentSession, question_id: str, timeout: float) -> dict[str, Any] | None:
+        """A question's answers, given on whichever instance (None: none came in `timeout` seconds)."""
+        assert self.leases is not None
+        deadline = anyio.current_time() + timeout
+        while True:
+            heard = self._heard.setdefault(session.id, anyio.Event())
+            closed, answers = await self.leases.answer_of(session.id, question_id)
+            if closed:
+                return answers
+            if anyio.current_time() >= deadline:
+                if await self.leases.answer(session.id, question_id, None):
+                    return None
+                continue  # answered just now
+            with anyio.move_on_after(min(2.0, max(0.0, deadline - anyio.current_time()))):
+                await heard.wait()  # (a missed notification costs at most two seconds)
+            if heard.is_set() and self._heard.get(session.id) is heard:
+                self._heard[session.id] = anyio.Event()
 
     async def _acquire(self, session: AgentSession) -> None:
         """Room for one more claude: past --max-live, the least recently used idle one is let go first."""
@@ -251,7 +395,7 @@ class Agent:
                 > self.settings.max_live:
             idle = [s for s in self._live.values() if s.engine is not None and not s.busy and s is not session]
             if idle:
-                await min(idle, key=lambda s: s.last_used).release()
+                await self._let_go(min(idle, key=lambda s: s.last_used))
             else:
                 await anyio.sleep(0.05)  # every claude is mid-turn: wait for one to finish
         session.reserved = True
@@ -265,4 +409,123 @@ class Agent:
                 if session.engine is not None and not session.busy \
                         and now - session.last_used > self.settings.idle_timeout:
                     log.info("session %s idle for %.0f s: its claude is released", session.id, now - session.last_used)
-                    await session.release()
+                    await self._let_go(session)
+
+    # -- among instances -------------------------------------------------------------------------------
+    async def _let_go(self, session: AgentSession) -> None:
+        """Release the session's claude, and its lease unless messages wait (the next message, on any instance,
+        takes it up again)."""
+        assert self.leases is not None
+        token = session.relay.token
+        if token is not None and not session.busy:
+            try:
+                if await self.leases.release(session.id, token):
+                    session.disown()
+            except DatabaseError as e:
+                log.warning("session %s: its lease is not given up (%s); it expires", session.id, e)
+        await session.release()
+
+    def _lost(self, session: AgentSession) -> None:
+        """Another instance holds the session now: this one stops running it (its followers stay)."""
+        log.warning("session %s: the lease was lost; another instance runs it now", session.id)
+        session.disown()
+        assert self._tg is not None
+        self._tg.start_soon(session.release)
+
+    def _room(self) -> bool:
+        """Room here under --max-live for one more session's turn (idle claudes can be let go)."""
+        running = sum(s.claudes for s in self._live.values() if s.owned and (s.busy or s.reserved))
+        return running + 1 <= self.settings.max_live
+
+    async def _claim(self, session_id: str) -> None:
+        """Run the session here when no instance does and there is room: catch its log up, say that a turn cut
+        short elsewhere was taken over, and answer what waits in its inbox."""
+        assert self.leases is not None and self.store is not None and self._tg is not None
+        try:
+            if not self._room():
+                return
+            token = await self.leases.acquire(session_id)
+            if token is None:
+                return
+            try:
+                session = await self.session(session_id)
+            except AgentError:
+                await self.leases.release(session_id, token, force=True)
+                raise
+            if session.owned:
+                session.disown()  # an older lease of ours that lapsed
+                await session.release()
+            record = await self.store.get(session_id)
+            if record is None:
+                return
+            session.record = record
+            await self._sync(session)
+            session.tool_base = len(await self.store.tool_calls(session_id))
+            session.inbox_after = 0
+            session.claim(token, self._acquire, self._tg)
+            if session.state in ("streaming", "waiting"):
+                log.warning("session %s: its turn was cut short on another instance; taken over", session_id)
+                session.relay.publish(Error(message="the instance running this turn stopped; another instance took "
+                                                    "the session over and answers the message again"))
+                session.relay.publish(Status(state="idle"))
+            await self._pump(session)
+        except (AgentError, DatabaseError) as e:
+            log.warning("session %s not taken up here: %s", session_id, e)
+
+    async def _pump(self, session: AgentSession) -> None:
+        """Hand the driver what waits in the session's inbox, in the order it was accepted."""
+        assert self.leases is not None
+        async with self._syncing.setdefault(f"inbox:{session.id}", anyio.Lock()):
+            if not session.owned:
+                return
+            for position, message_id, text, files in await self.leases.waiting(session.id, session.inbox_after):
+                session.enqueue(message_id, text, files)
+                session.inbox_after = position
+
+    async def _sync(self, session: AgentSession) -> None:
+        """The events other instances wrote since this one last looked."""
+        assert self.leases is not None
+        async with self._syncing.setdefault(session.id, anyio.Lock()):
+            if not session.owned:
+                session.relay.sync(await self.leases.events_after(session.id, session.relay.last_seq))
+
+    async def _heard_of(self, kind: str, session_id: str) -> None:
+        """What another instance (or this one) said through the database."""
+        assert self._tg is not None
+        session = self._live.get(session_id)
+        if kind == "events" and session is not None:
+            await self._sync(session)
+        elif kind == "inbox":
+            if session is not None and session.owned:
+                await self._pump(session)
+            else:
+                self._tg.start_soon(self._claim, session_id)
+        elif kind == "answer" and session_id in self._heard:
+            self._heard[session_id].set()
+        elif kind == "interrupt" and session is not None and session.owned:
+            await session.interrupt()
+        elif kind == "close" and session is not None:
+            await self._closed(session)
+
+    async def _keep_leases(self) -> None:
+        """Renew this instance's leases (one it lost is let go at once), catch up what a missed notification
+        would have said, and take up sessions whose instance is gone."""
+        assert self.leases is not None and self._tg is not None
+        every = max(0.2, self.settings.lease_ttl / 3)
+        while True:
+            try:
+                held = await self.leases.renew()
+                for session in list(self._live.values()):
+                    token = session.relay.token
+                    if session.owned and held.get(session.id) != token and \
+                            await self.leases.holder(session.id) != token and session.relay.token == token:
+                        self._lost(session)  # (asked again: a lease taken just after the renewal is not lost)
+                    elif not session.owned and not session.relay.closed:
+                        await self._sync(session)
+                for session_id in await self.leases.unclaimed():
+                    self._tg.start_soon(self._claim, session_id)
+            except DatabaseError as e:
+                log.warning("the agent's leases not renewed: %s", e)
+            with anyio.move_on_after(every):
+                await self._claims.wait()
+            self._claims = anyio.Event()

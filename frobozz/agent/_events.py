@@ -52,6 +52,7 @@ class Question(AgentEvent):
 class Status(AgentEvent):
     kind: ClassVar[str] = "status"
     state: State
+    message_id: str | None = None  # the message whose turn this streaming begins (or idle ends)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Done(AgentEvent):
     cost_usd: float | None = None
     is_error: bool = False
     result: str | None = None
+    message_id: str | None = None  # the message this turn answered
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from starlette.routing import Route
 from ._agent import OPTIONS, Agent
 from ._events import KINDS, Status
 from ._session import AgentSession
-from .exceptions import AgentError, BusyError, ForbiddenError, InputError
+from ._files import MAX_IMAGE_BYTES
+from .exceptions import AgentError, BusyError, ForbiddenError, InputError, SessionNotFoundError, TooLargeError
 
 MAX_BODY = 16 * 1024 * 1024
 AGENT_TYPE = "claude"
@@ -97,23 +98,39 @@ def create_app(agent: Agent) -> Starlette:
         if request.method == "DELETE":
             await agent.close_session(session.id)
             return Response(status_code=204)
-        return JSONResponse(session.describe())
+        return JSONResponse(await agent.describe(session))
 
     async def interrupt(request: Request) -> Response:
-        await (await session_of(request)).interrupt()
+        await agent.interrupt(request.path_params["session_id"], owners=_owners(request))
         return JSONResponse({"ok": True})
 
     async def message(request: Request) -> Response:
         session = await session_of(request)
         body = await _body(request)
-        return JSONResponse({"message_id": agent.post_message(session, body.get("text"))}, status_code=202)
+        for key in ("images", "files"):
+            if body.get(key) is not None and not isinstance(body[key], list):
+                raise InputError(f"{key} is a list")
+        return JSONResponse({"message_id": await agent.post_message(session, body.get("text"), images=body.get("images"),
+                                                                    files=body.get("files"))}, status_code=202)
+
+    async def upload(request: Request) -> Response:
+        await session_of(request)  # (a session that is not there, or not this token's: nothing read)
+        data = bytearray()
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_IMAGE_BYTES:
+                raise TooLargeError(f"the file is larger than {MAX_IMAGE_BYTES} bytes "
+                                    f"({MAX_IMAGE_BYTES // 2**20} MB), the most an image may be")
+        return JSONResponse(await agent.add_file(request.path_params["session_id"],
+                                                 request.headers.get("content-type"), bytes(data),
+                                                 owners=_owners(request)), status_code=201)
 
     async def answers(request: Request) -> Response:
-        session = await session_of(request)
         body = await _body(request)
         if not isinstance(body.get("answers"), dict) or not body["answers"]:
             raise InputError("answers are an object: each question's text, and the answer chosen")
-        session.answer(str(body.get("question_id", "")), body["answers"])
+        await agent.answer(request.path_params["session_id"], str(body.get("question_id", "")), body["answers"],
+                           owners=_owners(request))
         return JSONResponse({"ok": True})
 
     async def events(request: Request) -> Response:
@@ -135,6 +152,10 @@ def create_app(agent: Agent) -> Starlette:
 
         return EventSourceResponse(stream(), ping=15, send_timeout=30)
 
+    async def history(request: Request) -> Response:
+        return JSONResponse({"changes": await agent.changes(request.path_params["session_id"],
+                                                             owners=_owners(request))})
+
     async def tools(request: Request) -> Response:
         session = await session_of(request)
         return JSONResponse({"tools": await agent.tool_calls(session.id)})
@@ -147,7 +168,7 @@ def create_app(agent: Agent) -> Starlette:
             raise InputError("only 'user' messages: there is no terminal to send raw keystrokes to")
         if session.busy:
             raise BusyError("the agent is running; send when its status is stable")
-        agent.post_message(session, body.get("content"))
+        await agent.post_message(session, body.get("content"))
         return JSONResponse({"ok": True})
 
     async def api_messages(request: Request) -> Response:
@@ -183,6 +204,55 @@ def create_app(agent: Agent) -> Starlette:
 
         return EventSourceResponse(stream(), ping=15, send_timeout=30)
 
+    # -- notifications: Web Push subscriptions and webhooks -----------------------------------------------
+    def user_of(request: Request, body: dict[str, Any]) -> str:
+        user, owners = body.get("user"), _owners(request)
+        if not isinstance(user, str) or not user or len(user) > 64 or "/" in user or user.startswith("."):
+            raise InputError("user is the name of the user whose sessions it is for")
+        if owners is not None and user not in owners:
+            raise ForbiddenError(f"this token may not act for {user[:64]!r}")
+        return user
+
+    async def push_key(request: Request) -> Response:
+        assert agent.notifier is not None
+        return JSONResponse({"public_key": (await agent.notifier.vapid())[1]})
+
+    async def push_subscribe(request: Request) -> Response:
+        body = await _body(request)
+        assert agent.notifier is not None
+        session_id = body.get("session_id")
+        if session_id is not None:
+            owner = (await agent.session(str(session_id), owners=_owners(request))).record.owner
+        else:
+            owner = user_of(request, body)
+        subscription_id = await agent.notifier.subscribe(owner, session_id, body.get("subscription"))
+        return JSONResponse({"id": subscription_id}, status_code=201)
+
+    async def push_unsubscribe(request: Request) -> Response:
+        assert agent.notifier is not None
+        owners = _owners(request)
+        if not await agent.notifier.unsubscribe(request.path_params["item"], sorted(owners) if owners else None):
+            raise SessionNotFoundError("no such subscription")
+        return Response(status_code=204)
+
+    async def webhooks(request: Request) -> Response:
+        assert agent.notifier is not None
+        owners = _owners(request)
+        if request.method == "GET":
+            return JSONResponse({"webhooks": await agent.notifier.webhooks(sorted(owners) if owners else None)})
+        body = await _body(request)
+        return JSONResponse(await agent.notifier.add_webhook(user_of(request, body), body.get("url")), status_code=201)
+
+    async def webhook(request: Request) -> Response:
+        assert agent.notifier is not None
+        owners = _owners(request)
+        item, mine = request.path_params["item"], sorted(owners) if owners else None
+        done = await (agent.notifier.resume_webhook(item, mine) if request.method == "POST" else
+                      agent.notifier.remove_webhook(item, mine))
+        if not done:
+            raise SessionNotFoundError("no such webhook")
+        return JSONResponse({"ok": True}) if request.method == "POST" else Response(status_code=204)
+
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with agent:
@@ -198,6 +268,16 @@ def create_app(agent: Agent) -> Starlette:
         Route(f"{base}/answers", _json(answers), methods=["POST"]),
         Route(f"{base}/events", _json(events), methods=["GET"]),
         Route(f"{base}/tools", _json(tools), methods=["GET"]),
+        Route(f"{base}/changes", _json(history), methods=["GET"]),
+        Route(f"{base}/files", _json(upload), methods=["POST"]),
+    ]
+    routes += [
+        Route("/push/key", _json(push_key), methods=["GET"]),
+        Route("/push/subscriptions", _json(push_subscribe), methods=["POST"]),
+        Route("/push/subscriptions/{item}", _json(push_unsubscribe), methods=["DELETE"]),
+        Route("/webhooks", _json(webhooks), methods=["GET", "POST"]),
+        Route("/webhooks/{item}", _json(webhook), methods=["DELETE"]),
+        Route("/webhooks/{item}/resume", _json(webhook), methods=["POST"]),
     ]
     for prefix in (base, f"{base}/agentapi"):  # an agentapi client's base URL: /sessions/ID/agentapi (all four)
         routes += [Route(f"{prefix}/message", _json(api_message, problem=True), methods=["POST"]),

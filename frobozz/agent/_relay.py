@@ -1,26 +1,37 @@
 """The event relay: one ordered log per session. Every event gets the next sequence number and is kept;
 any number of followers read the same log in the same order, from any point (`after`, what a client last
-saw), so a client that reconnects misses nothing. The log is written to Postgres in order by one
-background task, off the path to the followers."""
+saw), so a client that reconnects misses nothing.
+
+With many instances, each has a relay per session it serves: on the instance that holds the session's lease
+(`token` set) events are published, written to Postgres in order by one background task and only then
+handed to the followers; on every other instance the relay is filled from the database (`sync`) when it is
+told new events are there. So every follower on every instance reads the same numbers in the same order,
+and an instance that dies takes nothing with it that a follower elsewhere had seen."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 
 import anyio
 
 from ._events import AgentEvent, Logged
+from .exceptions import LeaseLostError
 
 log = logging.getLogger("frobozz.agent.relay")
-Persist = Callable[[list[Logged]], Awaitable[None]]
+Persist = Callable[[list[Logged], int], Awaitable[None]]  # (batch, the lease's token)
 
 
 class Relay:
-    def __init__(self, history: list[Logged] | None = None, persist: Persist | None = None) -> None:
+    def __init__(self, history: list[Logged] | None = None, persist: Persist | None = None,
+                 on_lost: Callable[[], object] | None = None) -> None:
         self.log: list[Logged] = list(history or ())
         self._persist = persist
+        self._on_lost = on_lost
+        self.token: int | None = None if persist is not None else 0  # the lease this relay publishes under
         self._unsaved: list[Logged] = []
+        self._assigned = self.last_seq  # the last sequence number given out (written or on its way)
+        self._flushing = False
         self._changed = anyio.Event()
         self._saving = anyio.Event()
         self.closed = False
@@ -29,19 +40,60 @@ class Relay:
     def last_seq(self) -> int:
         return self.log[-1].seq if self.log else 0
 
-    def publish(self, event: AgentEvent) -> Logged:
+    @property
+    def writing(self) -> bool:
+        """Events published and not yet written (so not yet handed to the followers)."""
+        return bool(self._unsaved) or self._flushing
+
+    @property
+    def owned(self) -> bool:
+        return self.token is not None
+
+    def publish(self, event: AgentEvent) -> Logged | None:
+        """Add an event (None when this instance does not hold the session: not its to say)."""
         if self.closed:
             raise RuntimeError("the relay is closed")
-        logged = Logged(seq=self.last_seq + 1, event=event)
-        self.log.append(logged)
-        self._unsaved.append(logged)
-        self._changed.set()
-        self._changed = anyio.Event()
-        self._saving.set()
+        if self.token is None:
+            return None
+        self._assigned = max(self._assigned, self.last_seq) + 1
+        logged = Logged(seq=self._assigned, event=event)
+        if self._persist is None:
+            self._append([logged])
+        else:
+            self._unsaved.append(logged)
+            self._saving.set()
         return logged
 
-    def close(self) -> None:
-        """No more events: followers end once they have read everything."""
+    def _append(self, batch: Iterable[Logged]) -> None:
+        added = False
+        for logged in batch:
+            if logged.seq > self.last_seq:
+                self.log.append(logged)
+                added = True
+        if added:
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    def sync(self, events: list[Logged]) -> None:
+        """Events another instance wrote (ignored here while this one holds the session)."""
+        if self.token is None and not self.closed:
+            self._append(events)
+
+    def take(self, token: int) -> None:
+        """This instance holds the session now (its log caught up from the database first)."""
+        self.token = token
+
+    def drop(self) -> None:
+        """The lease is gone: nothing more is published here, and what was not yet written never will be."""
+        self.token = None
+        self._unsaved = []
+        self._assigned = self.last_seq
+
+    def close(self, last: AgentEvent | None = None) -> None:
+        """No more events (`last`, the session's end, shown to this instance's followers but not written):
+        followers end once they have read everything."""
+        if last is not None and not self.closed:
+            self._append([Logged(seq=max(self._assigned, self.last_seq) + 1, event=last)])
         self.closed = True
         self._changed.set()
         self._saving.set()
@@ -60,15 +112,24 @@ class Relay:
             await self._changed.wait()
 
     async def keep(self) -> None:
-        """Write new events to the store, in order, until closed (then what is left)."""
-        while True:
+        """Write new events to the store, in order, then hand them to the followers, until closed."""
+        while not (self.closed and not self._unsaved):
             await self._saving.wait()
             self._saving = anyio.Event()
             batch, self._unsaved = self._unsaved, []
-            if batch and self._persist is not None:
+            token = self.token
+            if batch and self._persist is not None and token is not None:
+                self._flushing = True
                 try:
-                    await self._persist(batch)
+                    await self._persist(batch, token)
+                except LeaseLostError as e:
+                    log.warning("%s", e)
+                    self.drop()
+                    if self._on_lost is not None:
+                        self._on_lost()
+                    continue
                 except Exception as e:  # noqa: BLE001 - the live followers have them; a restart would not
                     log.error("%d events not written to the database: %s", len(batch), e)
-            if self.closed and not self._unsaved:
-                return
+                finally:
+                    self._flushing = False
+                self._append(batch)

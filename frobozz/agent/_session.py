@@ -12,7 +12,7 @@ import logging
 import math
 import os
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -29,18 +29,10 @@ from ._events import Done, Error, Question, Status, TextDelta, ToolResult, ToolU
 from ._relay import Relay
 from ._store import SessionRecord
 from ._workspaces import Workspace, Workspaces
-from .exceptions import QuestionError
 
 log = logging.getLogger("frobozz.agent")
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 ASK = "AskUserQuestion"
-
-
-class _Pending:
-    def __init__(self, questions: list[dict[str, Any]]) -> None:
-        self.questions = questions
-        self.answers: dict[str, Any] | None = None
-        self.answered = anyio.Event()
 
 
 class AgentSession:
@@ -48,6 +40,9 @@ class AgentSession:
                  options: EngineOptions, question_timeout: float, on_change: Callable[[AgentSession], Any],
                  on_tool_call: Callable[[AgentSession, ToolCall], Any],
                  on_message: Callable[[AgentSession, str, str], Any],
+                 answers: Callable[[AgentSession, str, float], Awaitable[dict[str, Any] | None]],
+                 on_turn: Callable[[AgentSession, str, list[str]], Awaitable[Any]] | None = None,
+                 images: Callable[[AgentSession, list[str]], Awaitable[list[dict[str, Any]]]] | None = None,
                  memory_loop: Callable[[EngineOptions, str, str | None], MemorySession] | None = None) -> None:
         self.record = record
         self.workspace = workspace
@@ -63,14 +58,19 @@ class AgentSession:
         self.reserved = False  # room under --max-live is kept for this session while its claude starts
         self._channel: Engine | MemorySession | None = None  # where a turn's text goes and its events come from
         self.last_used = anyio.current_time()
-        self._queue_in, self._queue_out = anyio.create_memory_object_stream[tuple[str, str]](math.inf)
-        self._questions: dict[str, _Pending] = {}
+        self._queue_in, self._queue_out = anyio.create_memory_object_stream[tuple[str, str, list[str]]](math.inf)
+        self._queue_in.close()  # no driver until this instance holds the session (`claim`)
+        self._queued: set[str] = set()  # the messages handed to the driver (from the inbox)
+        self.inbox_after = 0  # the inbox position read up to
+        self.tool_base = 0  # tool calls logged before this instance took the session
+        self.answers = answers  # (session, question id, timeout) -> the answers, or None when none came
+        self.images = images  # (session, file ids) -> the image content blocks a message carries
+        self.on_turn = on_turn  # (session, the message's first line, files the turn wrote): at each turn's end
         self._stop = anyio.Event()
         self._engine_done = anyio.Event()
         self._engine_done.set()
         self._busy = False
-        self.message_count = 0  # the conversation's messages so far (the agent keeps them)
-        self._turns: dict[str, tuple[anyio.Event, list[int]]] = {}  # message -> (its turn began, at which seq)
+        self.current: str | None = None  # the message whose turn is in hand
 
     @property
     def id(self) -> str:
@@ -83,28 +83,33 @@ class AgentSession:
 
     @property
     def busy(self) -> bool:
+        if not self.owned:
+            return self.state in ("streaming", "waiting")
         return self._busy or self._queue_out.statistics().current_buffer_used > 0
 
-    # -- what clients do -----------------------------------------------------------------------------
-    def send(self, text: str) -> str:
-        message_id = secrets.token_hex(8)
-        self._turns[message_id] = (anyio.Event(), [])
-        self._queue_in.send_nowait((message_id, text))
-        return message_id
+    @property
+    def owned(self) -> bool:
+        """This instance holds the session's lease: it runs its claude."""
+        return self.relay.owned
 
-    async def turn_start(self, message_id: str) -> int:
-        """The sequence number after which a message's turn begins (once it has begun)."""
-        began, at = self._turns[message_id]
-        await began.wait()
-        return at[0]
+    # -- what the owner does --------------------------------------------------------------------------
+    def claim(self, token: int, acquire: Callable[[AgentSession], Any], task_group: TaskGroup) -> None:
+        """This instance runs the session now: a driver answers what the inbox hands it."""
+        self.relay.take(token)
+        self._queue_in, self._queue_out = anyio.create_memory_object_stream[tuple[str, str, list[str]]](math.inf)
+        self._queued = set()
+        task_group.start_soon(self.drive, acquire, task_group)
 
-    def answer(self, question_id: str, answers: Mapping[str, Any]) -> None:
-        pending = self._questions.get(question_id)
-        if pending is None or pending.answered.is_set():
-            raise QuestionError(f"question {question_id[:64]} is not waiting for an answer (answered, timed out, "
-                                "or never asked)")
-        pending.answers = dict(answers)
-        pending.answered.set()
+    def enqueue(self, message_id: str, text: str, files: list[str] | None = None) -> None:
+        """A message from the inbox (with the ids of the images it carries), in the order accepted (each once)."""
+        if message_id not in self._queued:
+            self._queued.add(message_id)
+            self._queue_in.send_nowait((message_id, text, list(files or ())))
+
+    def disown(self) -> None:
+        """The lease is gone (taken over, or given up): nothing more is said or run here."""
+        self.relay.drop()
+        self.close()
 
     def close(self) -> None:
         """No more messages: the driver ends once the turn in hand has."""
@@ -117,11 +122,10 @@ class AgentSession:
     # -- the driver ----------------------------------------------------------------------------------
     async def drive(self, acquire: Callable[[AgentSession], Any], task_group: TaskGroup) -> None:
         """Answer the queued messages, one turn at a time, starting claude when one comes."""
-        async for message_id, text in self._queue_out:
+        async for message_id, text, files in self._queue_out:
             self._busy = True
-            began, at = self._turns.pop(message_id, (anyio.Event(), []))
-            at.append(self.relay.last_seq)
-            began.set()
+            self.current = message_id
+            self.relay.publish(Status(state="streaming", message_id=message_id))
             try:
                 await self.on_message(self, "user", text)
                 if self.engine is None:
@@ -130,15 +134,17 @@ class AgentSession:
                         await self._start(task_group)
                     finally:
                         self.reserved = False
-                await self._turn(text)
+                await self._turn(text, files)
             except Exception as e:  # noqa: BLE001 - a turn that fails says so; the session goes on
                 if not self.relay.closed:  # (a session closed mid-turn ends its turn this way: nothing to say)
-                    log.exception("session %s: the turn failed", self.id)
+                    if self.owned:
+                        log.exception("session %s: the turn failed", self.id)
                     self.relay.publish(Error(message=f"{type(e).__name__}: {e}"))
-                    self.relay.publish(Status(state="idle"))
+                    self.relay.publish(Status(state="idle", message_id=message_id))
                 await self.release()
             finally:
                 self._busy = False
+                self.current = None
                 self.last_used = anyio.current_time()
 
     async def _start(self, task_group: TaskGroup) -> None:
@@ -199,15 +205,27 @@ class AgentSession:
                                                            HookMatcher([self._guard])]},
                        session_project=f"frobozz-agent-{self.id}")
 
-    async def _turn(self, text: str) -> None:
+    async def _turn(self, text: str, files: list[str]) -> None:
         assert self.engine is not None and self._channel is not None
         engine, channel = self.engine, self._channel
+        first_line = text.strip().split("\n", 1)[0]
         if self.record.preamble:
             text = f"{self.record.preamble}\n\n{text}"
-        self.relay.publish(Status(state="streaming"))
-        await channel.send(text)  # with memory: orientation, recall and the nudge go before the text
+        calls_before = len(self.tool_log.calls)
+        images = await self.images(self, files) if files and self.images is not None else []
+        if not images:
+            await channel.send(text)  # with memory: orientation, recall and the nudge go before the text
+        elif isinstance(channel, MemorySession):  # what memory adds, the text, then the images
+            await channel.pool.primary.send([*await channel.message(text), *images])
+        else:
+            await channel.send([{"type": "text", "text": text}, *images])
         async for event in channel.events():
+            if not self.owned:
+                raise RuntimeError("another instance took the session over")
             self.tool_log.on_event(event)
+            if engine.session_id and engine.session_id != self.record.claude_session_id:
+                self.record.claude_session_id = engine.session_id  # kept at once: another instance resumes it
+                await self.on_change(self)
             if isinstance(event, StreamEvent):
                 delta = event.event.get("delta") or {}
                 if event.event.get("type") == "content_block_delta" and delta.get("type") == "text_delta" \
@@ -228,11 +246,14 @@ class AgentSession:
                 self.record.usage = _added(self.record.usage, event.usage)
                 self.record.cost_usd += event.total_cost_usd or 0.0
                 await self.on_message(self, "agent", event.result or "")  # kept before anyone hears of it
+                if self.on_turn is not None:  # the files the turn wrote, committed before anyone hears of it
+                    await self.on_turn(self, first_line, [c.target for c in self.tool_log.calls[calls_before:]
+                                                          if c.name in FILE_TOOLS and c.outcome == "ok"])
                 self._busy = False  # likewise: a status asked for after `done` says stable
                 self.last_used = anyio.current_time()  # and --max-live, asked next, sees this turn as the latest
                 self.relay.publish(Done(usage=dict(event.usage), cost_usd=event.total_cost_usd,
-                                        is_error=event.is_error, result=event.result))
-                self.relay.publish(Status(state="idle"))
+                                        is_error=event.is_error, result=event.result, message_id=self.current))
+                self.relay.publish(Status(state="idle", message_id=self.current))
                 await self.on_change(self)
                 return
         raise RuntimeError("claude's stream ended before the turn did")
@@ -258,18 +279,14 @@ class AgentSession:
         if name != ASK:
             return Allow()  # the guard has already kept it inside the workspace and the allowed tools
         question_id = secrets.token_hex(8)
-        pending = self._questions[question_id] = _Pending(list(tool_input.get("questions") or []))
-        self.relay.publish(Question(question_id=question_id, questions=pending.questions))
+        self.relay.publish(Question(question_id=question_id, questions=list(tool_input.get("questions") or [])))
         self.relay.publish(Status(state="waiting"))
-        with anyio.move_on_after(self.question_timeout):
-            await pending.answered.wait()
-        answered = pending.answered.is_set()
-        pending.answered.set()  # a late answer finds the question closed
+        answers = await self.answers(self, question_id, self.question_timeout)  # from any instance, the first
         self.relay.publish(Status(state="streaming"))
-        if not answered:
+        if answers is None:
             return Deny(f"the user did not answer within {self.question_timeout:g} s; go on without the answer, "
                         "or ask again later")
-        return Allow(updated_input={**tool_input, "answers": pending.answers})
+        return Allow(updated_input={**tool_input, "answers": answers})
 
     def describe(self) -> dict[str, Any]:
         return self.record.describe(str(self.workspace.path), self.state)

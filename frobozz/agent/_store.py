@@ -51,6 +51,14 @@ def _iso(when: datetime | None) -> str | None:
     return when.isoformat() if when is not None else None
 
 
+async def query(pool: asyncpg.Pool, method: str, sql: str, *args: Any) -> Any:
+    """`pool.method(sql, *args)`, its failure said as the agent's DatabaseError."""
+    try:
+        return await getattr(pool, method)(sql, *args)
+    except DATABASE_ERRORS as e:
+        raise DatabaseError(f"the agent service's database failed: {e}") from e
+
+
 _COLUMNS = "id, workspace, owner, options::text, preamble, claude_session_id, memory_session, status, usage::text, " \
            "cost_usd, created_at, last_activity"
 
@@ -67,10 +75,7 @@ class AgentStore:
         await self.pool.close()
 
     async def _do(self, method: str, sql: str, *args: Any) -> Any:
-        try:
-            return await getattr(self.pool, method)(sql, *args)
-        except DATABASE_ERRORS as e:
-            raise DatabaseError(f"the agent service's database failed: {e}") from e
+        return await query(self.pool, method, sql, *args)
 
     async def add(self, record: SessionRecord) -> SessionRecord:
         row = await self._do("fetchrow", f"INSERT INTO agent_sessions (id, workspace, owner, options, preamble) "
@@ -87,19 +92,22 @@ class AgentStore:
                                        "owner = ANY($1)) ORDER BY last_activity DESC, id", owners)
         return [SessionRecord.of(r) for r in rows]
 
-    async def update(self, record: SessionRecord) -> None:
+    async def update(self, record: SessionRecord, token: int) -> None:
+        """Keep what a turn changed, under the session's lease (refused, quietly, once another holds it)."""
         await self._do("execute", "UPDATE agent_sessions SET claude_session_id = $2, status = $3, usage = $4::jsonb, "
                                   "cost_usd = $5, preamble = $6, memory_session = $7, last_activity = now() "
-                                  "WHERE id = $1", record.id, record.claude_session_id, record.status,
-                       json.dumps(record.usage), record.cost_usd, record.preamble, record.memory_session)
+                                  "WHERE id = $1 AND EXISTS (SELECT 1 FROM agent_leases WHERE session_id = $1 AND "
+                                  "token = $8)", record.id, record.claude_session_id, record.status,
+                       json.dumps(record.usage), record.cost_usd, record.preamble, record.memory_session, token)
 
     async def delete(self, session_id: str) -> None:
-        await self._do("execute", "DELETE FROM agent_sessions WHERE id = $1", session_id)
-
-    async def log(self, session_id: str, events: list[Logged]) -> None:
-        await self._do("executemany", "INSERT INTO agent_events (session_id, seq, kind, data) VALUES ($1, $2, $3, "
-                                      "$4::jsonb) ON CONFLICT DO NOTHING",
-                       [(session_id, e.seq, e.event.kind, json.dumps(e.event.data(), default=str)) for e in events])
+        """The session and all that is its (its lease row locked first, as an event write locks it: no deadlock)."""
+        try:
+            async with self.pool.acquire() as c, c.transaction():
+                await c.execute("SELECT 1 FROM agent_leases WHERE session_id = $1 FOR UPDATE", session_id)
+                await c.execute("DELETE FROM agent_sessions WHERE id = $1", session_id)
+        except DATABASE_ERRORS as e:
+            raise DatabaseError(f"the agent service's database failed: {e}") from e
 
     async def events(self, session_id: str) -> list[Logged]:
         rows = await self._do("fetch", "SELECT seq, kind, data::text FROM agent_events WHERE session_id = $1 "
@@ -115,9 +123,28 @@ class AgentStore:
                               session_id)
         return [json.loads(r[0]) for r in rows]
 
-    async def add_message(self, session_id: str, n: int, role: str, content: str) -> None:
-        await self._do("execute", "INSERT INTO agent_messages (session_id, n, role, content) VALUES ($1, $2, $3, $4) "
-                                  "ON CONFLICT DO NOTHING", session_id, n, role, content)
+    async def add_file(self, session_id: str, file_id: str, media_type: str, data: bytes) -> None:
+        await self._do("execute", "INSERT INTO agent_files (id, session_id, media_type, data) VALUES ($1, $2, $3, $4)",
+                       file_id, session_id, media_type, data)
+
+    async def file_ids(self, session_id: str, ids: list[str]) -> set[str]:
+        """Which of `ids` are the session's files."""
+        rows = await self._do("fetch", "SELECT id FROM agent_files WHERE session_id = $1 AND id = ANY($2)",
+                              session_id, ids)
+        return {r[0] for r in rows}
+
+    async def files(self, session_id: str, ids: list[str]) -> list[tuple[str, bytes]]:
+        """The session's files `ids`, in that order: (media type, bytes)."""
+        rows = {r["id"]: (r["media_type"], bytes(r["data"])) for r in await self._do(
+            "fetch", "SELECT id, media_type, data FROM agent_files WHERE session_id = $1 AND id = ANY($2)",
+            session_id, ids)}
+        return [rows[i] for i in ids if i in rows]
+
+    async def add_message(self, session_id: str, role: str, content: str, message_id: str | None = None) -> None:
+        """The next message of the conversation (a turn's, once: a turn taken over is not recorded twice)."""
+        await self._do("execute", "INSERT INTO agent_messages (session_id, n, role, content, message_id) "
+                                  "SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4 FROM agent_messages "
+                                  "WHERE session_id = $1 ON CONFLICT DO NOTHING", session_id, role, content, message_id)
 
     async def messages(self, session_id: str) -> list[dict[str, Any]]:
         rows = await self._do("fetch", "SELECT n, role, content, at FROM agent_messages WHERE session_id = $1 "

@@ -41,3 +41,19 @@ class BusyError(AgentError):
     """agentapi's rule: a message only while the agent is stable (our own route queues it instead)."""
 
     status = 409
+
+
+class LeaseLostError(AgentError):
+    """A write from an instance that no longer holds the session's lease (another has taken it over)."""
+
+    status = 409
+
+
+class HistoryError(AgentError):
+    """git failed in a workspace's history (its message says how)."""
+
+
+class TooLargeError(InputError):
+    """A request or file over its limit."""
+
+    status = 413

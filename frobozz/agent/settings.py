@@ -17,4 +17,10 @@ class AgentSettings(BaseSettings):
     question_timeout: float = 600.0  # seconds a question waits for an answer
     attach_inline_chars: int = 8_000  # an attached document up to this size goes into the context
     claude_model: str | None = None
+    lease_ttl: float = 10.0  # seconds an instance holds a session without renewing (then another takes it over)
     first_uid: int = 2_000_000  # run as root: a new user's claude gets the first free uid from here up
+    push_subject: str = "mailto:agent@frobozz.invalid"  # the VAPID `sub` claim: who a push service may contact
+    webhook_retries: int = 5  # tries of one delivery (backoff doubling from webhook_backoff seconds)
+    webhook_backoff: float = 1.0
+    webhook_pause_after: int = 3  # deliveries failed in a row before a webhook is paused
+    loopback_receivers: bool = False  # tests and local development: push endpoints and webhooks on 127.0.0.1

@@ -28,6 +28,10 @@ def model_reply(request):
     if results:
         return "The tool said: " + " ".join(str(r.get("content")) for r in results)[:300]
     said = request.last_user_text().strip().rsplit("\n", 1)[-1]
+    last = [m for m in request.body["messages"] if m["role"] == "user"][-1]["content"]
+    images = sum(1 for b in last if isinstance(b, dict) and b.get("type") == "image") if isinstance(last, list) else 0
+    if images:
+        return f"I see {images} image(s). You said: {said}"
     if said.startswith("write "):  # "write PATH: TEXT"
         path, _, content = said[len("write "):].partition(": ")
         return Reply((ToolUse("Write", {"file_path": path, "content": content}),))

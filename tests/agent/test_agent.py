@@ -114,8 +114,8 @@ async def test_an_unanswered_question_times_out_with_a_clear_answer_to_the_model
 async def test_a_message_sent_while_a_turn_runs_is_queued_and_answered_after_it(agent):
     session = await agent.create_session("alice/notes")
     live = await agent.session(session)
-    first = agent.post_message(live, "slowly")
-    second = agent.post_message(live, "next please")
+    first = await agent.post_message(live, "slowly")
+    second = await agent.post_message(live, "next please")
     assert first != second
     dones = []
     with anyio.fail_after(60):
@@ -174,7 +174,7 @@ async def test_the_workspaces_mcp_server_overrides_the_platforms_and_skills_sync
 async def test_a_session_closed_mid_turn_ends_quietly_and_the_service_goes_on(agent):
     doomed = await agent.create_session("alice/notes")
     live = await agent.session(doomed)
-    agent.post_message(live, "slowly")
+    await agent.post_message(live, "slowly")
     with anyio.fail_after(60):
         async for logged in live.relay.follow():
             if isinstance(logged.event, TextDelta):

@@ -32,6 +32,17 @@ def hub(web_settings, cortex_settings, open_dir, claude_home):
         model.stop()
 
 
+def started(page, hub: str, workspace: str):
+    """`page` on a new session in `workspace`, started from the chat page, idle."""
+    page.set_default_timeout(30_000)
+    page.goto(f"{hub}/chat?token={TOKEN}")
+    page.fill("input[name=workspace]", workspace)
+    page.click("#start button")
+    page.wait_for_url("**/chat?session=*")
+    page.wait_for_selector("#status[data-state=idle]")
+    return page
+
+
 def test_two_tabs_on_one_session_stream_the_same_turn_and_a_question_answered_in_one_is_answered_in_both(
         browser, hub, tmp_path):
     context = browser.new_context(viewport={"width": 1100, "height": 800})
@@ -75,3 +86,35 @@ def test_the_chat_page_without_the_agent_service_says_how_to_serve_it(page, site
     page.click("#start button")
     page.wait_for_selector("#problem:not([hidden])")
     assert "serve all --http --workspaces ROOT" in page.inner_text("#problem")
+
+
+def test_an_image_attached_on_the_chat_page_reaches_the_model_and_a_fake_one_is_refused_clearly(
+        browser, hub, tmp_path):
+    from tests.agent.test_images import png
+
+    (tmp_path / "lamp.png").write_bytes(png())
+    (tmp_path / "fake.png").write_bytes(b"<svg>not a png</svg>")
+    page = started(browser.new_page(), hub, "alice/pictures")
+    page.set_input_files("#attach-input", str(tmp_path / "lamp.png"))
+    page.wait_for_selector("#attached[data-count='1']")
+    page.fill("input[name=text]", "what is this?")
+    page.press("input[name=text]", "Enter")
+    page.wait_for_selector(".msg.agent.done")
+    assert page.inner_text(".msg.agent .text").startswith("I see 1 image(s).")
+    assert page.get_attribute("#attached", "data-count") == "0"
+    page.set_input_files("#attach-input", str(tmp_path / "fake.png"))
+    page.fill("input[name=text]", "and this?")
+    page.press("input[name=text]", "Enter")
+    page.wait_for_selector("#problem:not([hidden])")
+    assert "says it is PNG but it is no image" in page.inner_text("#problem")
+    page.close()
+
+
+def test_notify_me_asks_for_notifications_and_says_clearly_when_the_browser_cannot_subscribe(browser, hub):
+    context = browser.new_context()
+    page = started(context.new_page(), hub, "alice/notes")
+    page.click("#notify")  # headless Chromium: permission not granted, or no push service to subscribe with
+    page.wait_for_selector("#problem:not([hidden])")
+    assert page.inner_text("#problem").startswith("no notifications: ")
+    assert page.evaluate("fetch(document.getElementById('chat').dataset.worker).then(r => r.status)") == 200
+    context.close()

@@ -112,10 +112,48 @@
     });
   }
   events.onerror = () => { if (events.readyState === EventSource.CLOSED) say("the session's events stopped; reload to follow it again"); };
+  // notifications: when the user allows it, this browser subscribes to the session's questions and finished turns
+  const b64 = (text) => Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (c) => c.charCodeAt(0));
+  document.getElementById("notify").addEventListener("click", async () => {
+    try {
+      if (!("serviceWorker" in navigator) || !("PushManager" in window)) throw new Error("this browser has no Web Push");
+      if (await Notification.requestPermission() !== "granted") throw new Error("notifications are not allowed for this page");
+      const worker = await navigator.serviceWorker.register(`${root.dataset.worker}?agent=${encodeURIComponent(base)}`);
+      const {public_key} = await api("/push/key");
+      const subscription = await worker.pushManager.subscribe({userVisibleOnly: true, applicationServerKey: b64(public_key)});
+      await api("/push/subscriptions", {session_id: session, subscription: subscription.toJSON()});
+      document.getElementById("notify").textContent = "Notifying";
+    } catch (error) { say(`no notifications: ${error.message}`); }
+  });
+  // images attached (the button) or pasted into the text: uploaded when the message is sent, then named in it
+  const attachInput = document.getElementById("attach-input"), attached = document.getElementById("attached");
+  let pending = [];
+  const showPending = () => {
+    attached.textContent = pending.length ? `${pending.length} image${pending.length > 1 ? "s" : ""} attached` : "";
+    attached.dataset.count = pending.length;
+  };
+  document.getElementById("attach").addEventListener("click", () => attachInput.click());
+  attachInput.addEventListener("change", () => { pending.push(...attachInput.files); attachInput.value = ""; showPending(); });
+  send.text.addEventListener("paste", (e) => {
+    const images = [...(e.clipboardData ? e.clipboardData.files : [])].filter((f) => f.type.startsWith("image/"));
+    if (images.length) { pending.push(...images); showPending(); }
+  });
+  const upload = async (file) => {
+    const response = await fetch(`${base}/sessions/${session}/files`, {method: "POST", headers: {"content-type": file.type}, body: file});
+    const data = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error(data.error || `${response.status}`);
+    return data.file_id;
+  };
   send.addEventListener("submit", async (e) => {
     e.preventDefault();
-    const text = send.text.value;
+    const text = send.text.value, images = pending;
     send.text.value = "";
-    try { await api(`/sessions/${session}/messages`, {text}); } catch (error) { say(error.message); }
+    pending = [];
+    showPending();
+    try {
+      const files = [];
+      for (const image of images) files.push(await upload(image));
+      await api(`/sessions/${session}/messages`, {text, files});
+    } catch (error) { say(error.message); }
   });
 })();

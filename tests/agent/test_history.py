@@ -1,0 +1,73 @@
+"""A workspace that is a git repository keeps each turn's files as a commit (author the session's user, message
+the turn's first line and the session), one commit at a time per workspace: two sessions writing at once for
+20 turns each lose nothing and leave the repository sound."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import anyio
+import pytest
+
+from frobozz.agent import Done
+
+pytestmark = pytest.mark.anyio
+TURNS = 20
+
+
+def git(path, *args: str) -> str:
+    return subprocess.run(["git", "-c", f"safe.directory={path}", *args], cwd=path, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def repository(path) -> None:
+    """`git init` in the workspace, owned as the workspace is (its owner's claude and git write there)."""
+    git(path, "init", "--quiet", "--initial-branch=main")
+    owner = path.stat()
+    for folder, dirs, files in os.walk(path / ".git"):
+        for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+            os.chown(name, owner.st_uid, owner.st_gid)
+
+
+async def test_a_workspace_that_is_no_repository_has_no_changes_and_a_new_repository_none_yet(agent):
+    session = await agent.create_session("alice/plain")
+    assert await agent.changes(session) == []
+    repository((await agent.session(session)).workspace.path)
+    assert await agent.changes(session) == []
+
+
+async def test_two_sessions_writing_at_once_for_twenty_turns_commit_every_change_and_git_stays_sound(agent):
+    first = await agent.create_session("alice/shared")
+    second = await agent.create_session("alice/shared")
+    path = (await agent.session(first)).workspace.path
+    repository(path)
+
+    async def run(session: str, name: str) -> None:
+        live = await agent.session(session)
+        after = live.relay.last_seq
+        for n in range(TURNS):
+            await agent.post_message(live, f"write {name}-{n}.md: turn {n} of {name}")
+        dones = 0
+        with anyio.fail_after(600):
+            async for logged in live.relay.follow(after):
+                if isinstance(logged.event, Done):
+                    dones += 1
+                    if dones == TURNS:
+                        return
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, first, "one")
+        tg.start_soon(run, second, "two")
+    for session, name in ((first, "one"), (second, "two")):
+        commits = await agent.changes(session)
+        assert len(commits) == TURNS
+        assert sorted(c["files"][0] for c in commits) == sorted(f"{name}-{n}.md" for n in range(TURNS))
+        assert all(c["author"] == "alice" and c["message"].startswith(f"write {name}-") for c in commits)
+        assert (path / f"{name}-7.md").read_text() == f"turn 7 of {name}"
+    assert int(git(path, "rev-list", "--count", "HEAD")) == 2 * TURNS
+    assert git(path, "status", "--porcelain") == ""  # every change committed
+    fsck = subprocess.run(["git", "-c", f"safe.directory={path}", "fsck", "--strict"], cwd=path, capture_output=True,
+                          text=True)
+    assert fsck.returncode == 0 and "error" not in fsck.stderr.lower()
+    assert git(path, "log", "-1", "--format=%B", commits[0]["commit"]).strip().endswith(f"session: {second}")

@@ -1,0 +1,189 @@
+"""Notifications when a question waits and when a turn ends, over real HTTP on 127.0.0.1: Web Push to a local
+push service that speaks the protocol (it checks the VAPID signature and decrypts the RFC 8291 payload with the
+subscription's keys, as a browser would), and webhooks to receivers that check the HMAC signature — one that is
+down and then up, one that stays down and is paused with a record. Foreign and private URLs are refused."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+
+import anyio
+import http_ece
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from frobozz._loopback import LoopbackServer
+from tests.agent.test_http import Service, sse
+
+pytestmark = pytest.mark.anyio
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class Browser:
+    """A subscription's keys, as a browser makes them: a P-256 key pair and an auth secret."""
+
+    def __init__(self) -> None:
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.auth = os.urandom(16)
+        self.p256dh = b64(self.key.public_key().public_bytes(serialization.Encoding.X962,
+                                                             serialization.PublicFormat.UncompressedPoint))
+
+
+def vapid_ok(header: str, application_key: str, audience: str) -> bool:
+    """The push service's check: `vapid t=JWT, k=KEY`, the key the subscription named, the JWT signed by it."""
+    fields = dict(part.strip().split("=", 1) for part in header.removeprefix("vapid ").split(","))
+    if fields["k"] != application_key:
+        return False
+    head, claims, signed = fields["t"].split(".")
+    raw = unb64(signed)
+    public = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), unb64(fields["k"]))
+    public.verify(encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big")),
+                  f"{head}.{claims}".encode(), ec.ECDSA(hashes.SHA256()))  # raises when forged
+    return json.loads(unb64(claims))["aud"] == audience
+
+
+class PushService:
+    """Receives pushes for its subscriptions and decrypts them; `gone` ones answer 410 (the browser let go)."""
+
+    def __init__(self) -> None:
+        self.browsers: dict[str, Browser] = {}
+        self.received: dict[str, list[dict]] = {}
+        self.application_key = ""
+        self.gone: set[str] = set()
+
+        async def push(request: Request) -> Response:
+            name = request.path_params["name"]
+            if name in self.gone:
+                return Response(status_code=410)
+            assert request.headers["content-encoding"] == "aes128gcm"
+            assert vapid_ok(request.headers["authorization"], self.application_key, self.server.url)
+            browser = self.browsers[name]
+            plain = http_ece.decrypt(await request.body(), private_key=browser.key, auth_secret=browser.auth,
+                                     version="aes128gcm")
+            self.received.setdefault(name, []).append(json.loads(plain))
+            return Response(status_code=201)
+
+        self.server = LoopbackServer(Starlette(routes=[Route("/push/{name}", push, methods=["POST"])]))
+
+    def subscription(self, name: str) -> dict:
+        browser = self.browsers[name] = Browser()
+        return {"endpoint": f"{self.server.url}/push/{name}", "keys": {"p256dh": browser.p256dh,
+                                                                       "auth": b64(browser.auth)}}
+
+
+class Receiver:
+    """Webhook receivers: each checks the signature with its secret; `down` answers 503 that many times."""
+
+    def __init__(self) -> None:
+        self.secrets: dict[str, str] = {}
+        self.received: dict[str, list[dict]] = {}
+        self.down: dict[str, int] = {}
+
+        async def hook(request: Request) -> Response:
+            name = request.path_params["name"]
+            if self.down.get(name, 0) > 0:
+                self.down[name] -= 1
+                return Response(status_code=503)
+            body, stamp = await request.body(), request.headers["x-frobozz-timestamp"]
+            expected = "sha256=" + hmac.new(self.secrets[name].encode(), stamp.encode() + b"." + body,
+                                            hashlib.sha256).hexdigest()
+            if not hmac.compare_digest(expected, request.headers["x-frobozz-signature"]):
+                return Response(status_code=401)
+            self.received.setdefault(name, []).append(json.loads(body))
+            return Response(status_code=204)
+
+        self.server = LoopbackServer(Starlette(routes=[Route("/hook/{name}", hook, methods=["POST"])]))
+
+
+async def test_a_question_and_a_finished_turn_reach_push_subscriptions_and_signed_webhooks(make_agent):
+    push, receiver = PushService(), Receiver()
+    agent = make_agent(loopback_receivers=True, webhook_retries=3, webhook_backoff=0.05, webhook_pause_after=2)
+    with Service(agent) as client, push.server, receiver.server:
+        assert (await client.get("/webhooks")).json() == {"webhooks": []}  # the empty case
+        push.application_key = (await client.get("/push/key")).json()["public_key"]
+        assert len(unb64(push.application_key)) == 65  # an uncompressed P-256 point, as browsers want it
+        session = (await client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
+        other = (await client.post("/sessions", json={"workspace": "alice/other"})).json()["session_id"]
+        for body in ({"user": "alice", "subscription": push.subscription("phone")},
+                     {"session_id": session, "subscription": push.subscription("laptop")},
+                     {"session_id": other, "subscription": push.subscription("elsewhere")},
+                     {"user": "alice", "subscription": push.subscription("old")}):
+            assert (await client.post("/push/subscriptions", json=body)).status_code == 201
+        push.gone.add("old")
+        for name, down in (("steady", 0), ("flaky", 2), ("dead", 1000)):
+            made = await client.post("/webhooks", json={"user": "alice", "url": f"{receiver.server.url}/hook/{name}"})
+            assert made.status_code == 201
+            receiver.secrets[name] = made.json()["secret"]
+            receiver.down[name] = down
+        events: list = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: sse(client, f"/sessions/{session}/events", into=events))
+            await client.post(f"/sessions/{session}/messages", json={"text": "ask me"})
+            with anyio.fail_after(60):
+                while not any(e["event"] == "question" for e in events):
+                    await anyio.sleep(0.02)
+            question = next(e for e in events if e["event"] == "question")["data"]["question_id"]
+            await client.post(f"/sessions/{session}/answers", json={
+                "question_id": question, "answers": {"Which colour for the lamp?": "Blue"}})
+        with anyio.fail_after(60):
+            while len(push.received.get("laptop", [])) < 2 or len(receiver.received.get("flaky", [])) < 2 or \
+                    not (await client.get("/webhooks")).json()["webhooks"][2]["paused_at"]:
+                await anyio.sleep(0.05)
+        hooks = (await client.get("/webhooks")).json()["webhooks"]
+    for name in ("phone", "laptop"):  # the user's and the session's subscriptions; not another session's
+        asked, done = push.received[name]
+        assert asked["type"] == "question" and asked["question_id"] == question and asked["session_id"] == session
+        assert [a["action"] for a in asked["actions"]] == ["Red", "Blue"]  # answer buttons
+        assert done["type"] == "done" and "Blue" in done["body"]
+    assert "elsewhere" not in push.received and "old" not in push.received
+    for name in ("steady", "flaky"):  # signed, and the flaky one got both once it came up
+        assert sorted((d["type"], d["user"]) for d in receiver.received[name]) == [("done", "alice"),
+                                                                                   ("question", "alice")]
+    assert [(h["url"].rsplit("/", 1)[-1], h["failures"]) for h in hooks] == [("steady", 0), ("flaky", 0), ("dead", 2)]
+    assert hooks[2]["paused_reason"].startswith("2 deliveries in a row failed") and "503" in hooks[2]["paused_reason"]
+    assert hooks[0]["paused_at"] is None and "secret" not in hooks[0]
+
+
+async def test_foreign_and_private_receivers_and_malformed_subscriptions_are_refused_and_nothing_is_kept(
+        make_agent):
+    with Service(make_agent(loopback_receivers=True)) as client:
+        keys = {"p256dh": Browser().p256dh, "auth": b64(os.urandom(16))}
+        for subscription, says in (({"endpoint": "http://example.com/push", "keys": keys}, "must be https"),
+                                   ({"endpoint": "https://10.1.2.3/push", "keys": keys}, "private address"),
+                                   ({"endpoint": "https://169.254.169.254/x", "keys": keys}, "private address"),
+                                   ({"endpoint": "https://user:pw@127.0.0.1/x", "keys": keys}, "no user"),
+                                   ({"endpoint": "https://127.0.0.1/x"}, "a subscription is"),
+                                   ({"endpoint": "https://127.0.0.1/x", "keys": {"p256dh": 1}}, "keys p256dh"),
+                                   ("nonsense", "a subscription is")):
+            refused = await client.post("/push/subscriptions", json={"user": "alice", "subscription": subscription})
+            assert refused.status_code == 400 and says in refused.json()["error"], (subscription, refused.json())
+        for url, says in (("http://10.0.0.1/hook", "private address"), ("http://169.254.169.254/", "private"),
+                          ("http://[::ffff:192.168.1.1]/", "private"), ("ftp://127.0.0.1/x", "http or https"),
+                          ("http:///nohost", "needs a host"), (7, "a string"), ("https://" + "a" * 3000, "2000")):
+            refused = await client.post("/webhooks", json={"user": "alice", "url": url})
+            assert refused.status_code == 400 and says in refused.json()["error"], (url, refused.json())
+        for body in ({"url": "http://127.0.0.1:9/x"}, {"user": "../x", "url": "http://127.0.0.1:9/x"}):
+            assert (await client.post("/webhooks", json=body)).status_code == 400
+        assert (await client.get("/webhooks")).json() == {"webhooks": []}
+        assert (await client.delete("/webhooks/" + "0" * 32)).status_code == 404
+        assert (await client.delete("/push/subscriptions/" + "0" * 32)).status_code == 404
+    with Service(make_agent()) as client:  # no loopback receivers: this machine is private too
+        refused = await client.post("/webhooks", json={"user": "alice", "url": "http://127.0.0.1:9/x"})
+        assert refused.status_code == 400 and "private address" in refused.json()["error"]
