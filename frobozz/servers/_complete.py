@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp_types import Completion, CompletionArgument, CompletionContext, PromptReference, ResourceTemplateReference
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, Completion, CompletionArgument, CompletionContext, PromptReference, ResourceTemplateReference
 
 log = logging.getLogger("frobozz.servers")
 
@@ -41,6 +43,20 @@ def offer_completion(server: MCPServer, completers: Mapping[tuple[str, str], Com
             return Completion(values=[], total=0, has_more=False)
         found = matching(values, typed)
         return Completion(values=found[:MAX_VALUES], total=len(found), has_more=len(found) > MAX_VALUES)
+
+    server.middleware.append(_prompt_errors)
+
+
+async def _prompt_errors(ctx: Any, call_next: Any) -> Any:
+    """An unknown prompt or a missing or bad argument is the caller's mistake: -32602 (Invalid params), as the
+    spec says. MCPServer raises ValueError for them, which goes out as code 0 with a traceback in the server's
+    log (an SDK defect: see the note of issue 37)."""
+    try:
+        return await call_next(ctx)
+    except ValueError as e:
+        if ctx.method != "prompts/get":
+            raise
+        raise MCPError(INVALID_PARAMS, str(e)) from e
 
 
 def matching(values: Iterable[str], typed: str) -> list[str]:

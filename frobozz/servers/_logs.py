@@ -118,16 +118,22 @@ def offer_logging(server: MCPServer, default: LoggingLevel = DEFAULT) -> None:
                 async for line in receive:
                     await _notify(ctx, *line)
 
+        failure: Exception | None = None
         token = _sink.set(_Sink(send, level, threading.get_ident()))
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(deliver)
                 try:
-                    return await call_next(ctx)
+                    result = await call_next(ctx)
+                except Exception as e:  # raised as it is, after the group: not in an ExceptionGroup the SDK
+                    failure = e         # would not know for an MCPError (its code and message lost)
                 finally:
                     send.close()  # the lines so far still go, before the answer
         finally:
             _sink.reset(token)
+        if failure is not None:
+            raise failure
+        return result
 
     # MCPServer serves only what the 2026 revision kept; the SDK's own advice for logging/setLevel is the
     # low-level server's add_request_handler, which MCPServer does not expose (see the note of issue 37)

@@ -99,3 +99,15 @@ async def test_on_the_2026_revision_log_lines_come_only_to_a_request_that_asked(
                       log_level="info") as client:
         await client.call_tool("act", {"session_id": "nope", "command": "look"})
     assert [r.level for r in received] == ["info"]
+
+
+async def test_an_unknown_prompt_or_a_missing_argument_is_invalid_params_not_a_server_error(frobozz_env):
+    """MCPServer raises ValueError for these (code 0 and a traceback in the log); the servers answer -32602."""
+    from mcp.shared.exceptions import MCPError
+
+    async with Client(create_server(Settings())) as client:
+        for name, arguments in (("no_such_prompt", {}), ("play", {}), ("play", {"game": "x" * 5000})):
+            with pytest.raises(MCPError) as refused:
+                await client.get_prompt(name, arguments)
+            assert refused.value.error.code == -32602, (name, refused.value)
+        assert (await client.get_prompt("play", {"game": "zork1"})).messages  # and a good one still works
