@@ -122,6 +122,21 @@ class Engine:
         await self._spawn(resume=session_id)
         self.state = EngineState.RUNNING
 
+    def take_over(self, options: EngineOptions) -> None:
+        """This engine, started ahead of need (a warm spare) with options that launch the same claude, now
+        serves `options`: what is the engine's own (the permission callback, the hooks' functions, the stderr
+        callback, restarts, the project the transcript is stored under) follows them."""
+        if self.state is not EngineState.RUNNING or self._tg is None:
+            raise EngineError(f"only a running engine can be taken over; this one is {self.state.value}")
+        self.options = options
+        self._hooks = HookRegistry(options.hooks)
+        if self._control is not None:
+            self._control.rebind(can_use_tool=options.can_use_tool, hooks=self._hooks)
+        if self._process is not None:
+            self._process.tell_stderr_to(options.stderr)
+        if self._mirror is not None:  # nothing is mirrored before the first message: it goes under the taker's
+            self._mirror.project_key = options.session_project
+
     async def _from_store(self, session_id: str | None) -> str | None:
         """The session to resume, loaded from the store into a private config directory when this machine
         has no transcript of it (for `continue_conversation`, the store's latest when this machine has none)."""

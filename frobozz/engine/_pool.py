@@ -17,6 +17,7 @@ from ._engine import Engine
 from ._events import AssistantMessage, ErrorEvent, ProcessExit, Result
 from ._options import EngineOptions
 from ._session import Session
+from ._spare import WarmSpare
 from .exceptions import EngineError, SessionClosedError
 from .settings import EngineSettings
 
@@ -124,8 +125,10 @@ class EnginePool:
     (a Session) and `pool.sidecar` (a Sidecar with `ask()`)."""
 
     def __init__(self, primary: EngineOptions, sidecar: EngineOptions | None = None, *,
-                 settings: EngineSettings | None = None, sidecars: int = 1, **session_kwargs: object) -> None:
-        self.primary = Session(primary, settings=settings, **session_kwargs)  # type: ignore[arg-type]
+                 settings: EngineSettings | None = None, sidecars: int = 1, spare: WarmSpare | None = None,
+                 **session_kwargs: object) -> None:
+        """`spare`: the primary takes over its claude when it was started for such options (a new session)."""
+        self.primary = Session(primary, settings=settings, spare=spare, **session_kwargs)  # type: ignore[arg-type]
         self.sidecar = Sidecar(sidecar or primary, settings, warm=sidecars)
         self._tg: TaskGroup | None = None
 
