@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from frobozz.engine import EngineOptions
+from frobozz.engine import EngineOptions, WarmSpare
 from frobozz.engine.observers import ToolCall
 from frobozz.loop import MemorySession
 from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
@@ -59,6 +59,9 @@ class Agent:
         self._live: dict[str, AgentSession] = {}
         self._loading = anyio.Lock()
         self._tg: TaskGroup | None = None
+        # the next claude, started ahead of need; it counts under max_live and is the first to go for room
+        self.spare = WarmSpare(room=lambda: self._claudes() + 1 <= self.settings.max_live) \
+            if self.settings.warm_spare else None
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def __aenter__(self) -> Agent:
@@ -71,6 +74,8 @@ class Agent:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._reap_idle)
+        if self.spare is not None:
+            await self.spare.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -80,6 +85,8 @@ class Agent:
                     await session.release()
                     session.relay.close()
         finally:
+            if self.spare is not None:  # its task group was entered after the service's: it is left first
+                await self.spare.__aexit__(None, None, None)
             assert self._tg is not None
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
@@ -105,6 +112,7 @@ class Agent:
                                                     options={k: v for k, v in options.items() if v is not None},
                                                     preamble=text))
         session = self._open(record, [], space)
+        session.prime()
         session.relay.publish(Status(state="idle"))
         return record.id
 
@@ -201,7 +209,7 @@ class Agent:
         session = AgentSession(record, space, relay, workspaces=self.workspaces,
                                options=self._engine_options(), question_timeout=self.settings.question_timeout,
                                on_change=self._changed, on_tool_call=self._tool_call, on_message=self._message,
-                               memory_loop=self._memory_loop)
+                               memory_loop=self._memory_loop, spare=self.spare)
         self._live[record.id] = session
         self._tg.start_soon(relay.keep)
         self._tg.start_soon(session.drive, self._acquire, self._tg)
@@ -247,14 +255,22 @@ class Agent:
     async def _acquire(self, session: AgentSession) -> None:
         """Room for one more claude: past --max-live, the least recently used idle one is let go first."""
         need = min(session.claudes, self.settings.max_live)  # a session bigger than the bound runs alone
-        while sum(s.claudes for s in self._live.values() if s.engine is not None or s.reserved) + need \
-                > self.settings.max_live:
+        while self._claudes() + need > self.settings.max_live:
             idle = [s for s in self._live.values() if s.engine is not None and not s.busy and s is not session]
             if idle:
                 await min(idle, key=lambda s: s.last_used).release()
             else:
                 await anyio.sleep(0.05)  # every claude is mid-turn: wait for one to finish
+        spare = self.spare
+        if spare is not None and spare.live and self._claudes() + need + 1 > self.settings.max_live:
+            options = session.launch_options()
+            if options is None or not spare.fits(options):  # the spare is not this session's: it goes first
+                spare.drop()
         session.reserved = True
+
+    def _claudes(self) -> int:
+        """claude processes the live sessions hold or are starting (the spare's not among them)."""
+        return sum(s.claudes for s in self._live.values() if s.engine is not None or s.reserved)
 
     async def _reap_idle(self) -> None:
         every = max(0.05, min(5.0, self.settings.idle_timeout / 4))

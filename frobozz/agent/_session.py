@@ -21,7 +21,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from frobozz.engine import (Allow, AssistantMessage, Deny, Engine, EngineOptions, ErrorEvent, HookInput, HookMatcher,
-                            HookOutput, PermissionContext, Result, StreamEvent, UserMessage)
+                            HookOutput, PermissionContext, Result, StreamEvent, UserMessage, WarmSpare)
+from frobozz.engine import started as started_engine
 from frobozz.engine.observers import ToolCall, ToolLog
 from frobozz.loop import MemorySession
 
@@ -48,8 +49,10 @@ class AgentSession:
                  options: EngineOptions, question_timeout: float, on_change: Callable[[AgentSession], Any],
                  on_tool_call: Callable[[AgentSession, ToolCall], Any],
                  on_message: Callable[[AgentSession, str, str], Any],
-                 memory_loop: Callable[[EngineOptions, str, str | None], MemorySession] | None = None) -> None:
+                 memory_loop: Callable[[EngineOptions, str, str | None], MemorySession] | None = None,
+                 spare: WarmSpare | None = None) -> None:
         self.record = record
+        self.spare = spare  # a claude started ahead of need, taken when this session's options launch the same
         self.workspace = workspace
         self.workspaces = workspaces
         self.relay = relay
@@ -141,6 +144,20 @@ class AgentSession:
                 self._busy = False
                 self.last_used = anyio.current_time()
 
+    def prime(self) -> None:
+        """Have the spare start the claude this (new) session will want, while the user writes to it."""
+        options = self.launch_options()
+        if self.spare is not None and options is not None:
+            self.workspaces.sync_skills(self.workspace)
+            self.spare.prime(options)
+
+    def launch_options(self) -> EngineOptions | None:
+        """The options this session's claude starts with, when a spare could serve it (a new session, no memory
+        loop: the loop starts claudes of its own)."""
+        if self.record.claude_session_id or self.record.options.get("memory"):
+            return None
+        return self._options(self.workspaces.mcp_servers(self.workspace))
+
     async def _start(self, task_group: TaskGroup) -> None:
         started, self._stop = anyio.Event(), anyio.Event()
         self._engine_done = anyio.Event()
@@ -163,8 +180,8 @@ class AgentSession:
                             await self.on_change(self)  # kept at once: a restart resumes this loop session
                         await live(loop.pool.primary.engine, loop)
                 else:
-                    async with Engine(options) as engine:
-                        await engine.start(self.record.claude_session_id)
+                    async with started_engine(options, spare=self.spare,
+                                              resume=self.record.claude_session_id) as engine:
                         await live(engine, engine)
             except Exception as e:  # noqa: BLE001 - said by the turn that wanted it
                 failure.append(e)

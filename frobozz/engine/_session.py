@@ -72,7 +72,7 @@ class Session:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:
-            taken = self.spare.take(self.engine.options) if self.spare is not None and self.resume is None else None
+            taken = await self.spare.take(self.engine.options) if self.spare is not None and self.resume is None else None
             if taken is not None:
                 self.engine, self._taken = taken, True
             else:

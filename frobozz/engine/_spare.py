@@ -64,7 +64,8 @@ class WarmSpare:
         self._key: str | None = None
         self._ready: Engine | None = None
         self._starting = False
-        self._became_ready = anyio.Event()
+        self._generation = 0  # `drop` makes a new one: a spare of an older one is closed as soon as it has started
+        self._changed = anyio.Event()  # set (and renewed) whenever a spare is ready, or a start has ended
         self._released: dict[int, anyio.Event] = {}  # engine id -> set when its keeper may close it
         self._tg: TaskGroup | None = None
 
@@ -91,7 +92,11 @@ class WarmSpare:
     async def wait_ready(self) -> None:
         """Until a spare is started and waiting (after `prime`)."""
         while self._ready is None:
-            await self._became_ready.wait()
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
 
     def prime(self, options: EngineOptions) -> None:
         """Keep a claude started for `options` (one started for other options is closed)."""
@@ -104,15 +109,25 @@ class WarmSpare:
         self._refill()
 
     def drop(self) -> None:
-        """Close the spare waiting now, if any (to make room, or because it was primed for other options)."""
+        """Close the spare, waiting or still starting (to make room, or because it was primed for other
+        options); the next starts when there is room, or at the next `prime`."""
+        self._generation += 1
         engine, self._ready = self._ready, None
         if engine is not None:
             self._released[id(engine)].set()
 
-    def take(self, options: EngineOptions) -> Engine | None:
-        """The started spare, now serving `options`, when it was started for options that launch the same
-        claude; else None (and the next spare starts for `options`). Give it back with `give_back`."""
+    def fits(self, options: EngineOptions) -> bool:
+        """Whether the spare (waiting, or still starting) would serve `options`."""
         key = launch_key(options, self.settings)
+        return key is not None and key == self._key and (self._ready is not None or self._starting)
+
+    async def take(self, options: EngineOptions) -> Engine | None:
+        """The started spare, now serving `options`, when it was started for options that launch the same
+        claude (one still starting is waited for: it is nearer than a new one); else None, and the next spare
+        starts for `options`. Give it back with `give_back`."""
+        key = launch_key(options, self.settings)
+        while key is not None and key == self._key and self._ready is None and self._starting:
+            await self._changed.wait()
         engine = self._ready
         if key is None or engine is None or key != self._key or engine.state is not EngineState.RUNNING:
             if key is not None:
@@ -140,9 +155,9 @@ class WarmSpare:
         if self.room is not None and not self.room():
             return
         self._starting = True
-        self._tg.start_soon(self._keep, self._options, self._key)
+        self._tg.start_soon(self._keep, self._options, self._key, self._generation)
 
-    async def _keep(self, options: EngineOptions, key: str | None) -> None:
+    async def _keep(self, options: EngineOptions, key: str | None, generation: int) -> None:
         """One spare's life: started here, waiting, taken (then closed by its taker) or dropped, then gone."""
         released = anyio.Event()
         failed = False
@@ -152,21 +167,22 @@ class WarmSpare:
                 try:
                     await engine.start()
                     self.started += 1
-                    if key == self._key:
+                    if key == self._key and generation == self._generation:
                         self._ready = engine
-                        self._became_ready.set()
-                        self._became_ready = anyio.Event()
-                    else:  # primed for other options while it started
+                    else:  # dropped, or primed for other options, while it started
                         released.set()
                 finally:
                     self._starting = False
+                    self._notify()
                 await released.wait()
                 self._released.pop(id(engine), None)
         except EngineError as e:
             log.warning("the warm spare claude did not start: %s", e)
             failed = True
         finally:
-            self._starting = False
+            if self._starting:
+                self._starting = False
+                self._notify()
         if failed:
             await anyio.sleep(RETRY)
         self._refill()
@@ -176,7 +192,7 @@ class WarmSpare:
 async def started(options: EngineOptions, settings: EngineSettings | None = None, *, spare: WarmSpare | None = None,
                   resume: str | None = None) -> AsyncIterator[Engine]:
     """A started engine for `options`: the spare's when it fits (a new session), else one started now."""
-    engine = spare.take(options) if spare is not None and resume is None else None
+    engine = await spare.take(options) if spare is not None and resume is None else None
     if engine is None:
         async with Engine(options, settings) as engine:
             await engine.start(resume)
