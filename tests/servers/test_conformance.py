@@ -57,3 +57,20 @@ def test_the_official_conformance_suite_passes_but_for_its_expected_failures(hub
                            "--expected-failures", str(HERE / "expected-failures.yml"), "-o", str(tmp_path)],
                           env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, f"{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode, version", [("legacy", "2025-11-25"), ("auto", "2026-07-28")])
+async def test_every_server_answers_the_current_and_the_previous_protocol_version_over_the_hub(hub, mode, version):
+    """2026-07-28 by server/discover on stateless HTTP (what a client tries first), 2025-11-25 by the handshake."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    for name in SERVERS:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
+        async with Client(streamable_http_client(f"{hub.url}/{name}/mcp", http_client=http), mode=mode) as client:
+            assert client.protocol_version == version, name
+            capabilities = client.server_capabilities
+            assert None not in (capabilities.completions, capabilities.logging, capabilities.prompts), name
+            assert (await client.list_prompts()).prompts, name
