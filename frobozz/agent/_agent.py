@@ -209,7 +209,8 @@ class Agent:
         session = AgentSession(record, space, relay, workspaces=self.workspaces,
                                options=self._engine_options(), question_timeout=self.settings.question_timeout,
                                on_change=self._changed, on_tool_call=self._tool_call, on_message=self._message,
-                               memory_loop=self._memory_loop, spare=self.spare)
+                               memory_loop=self._memory_loop, memory_options=self._memory_options,
+                               spare=self.spare)
         self._live[record.id] = session
         self._tg.start_soon(relay.keep)
         self._tg.start_soon(session.drive, self._acquire, self._tg)
@@ -218,18 +219,24 @@ class Agent:
     def _engine_options(self) -> EngineOptions:
         return replace(self.engine_options, session_store=self.transcripts, session_store_flush="batched")
 
-    def _memory_loop(self, options: EngineOptions, namespace: str, resume: str | None) -> MemorySession:
-        """The memory loop around a session's claude: orientation, recall, the archive, and (when the model can
-        store) suggestions. Its sidecar is a bare claude of the same account: no tools, no MCP servers."""
+    def _memory_options(self, options: EngineOptions, namespace: str) -> tuple[EngineOptions, bool]:
+        """The options of a memory session's claude (cortex storing into its namespace, when there is one), and
+        whether the model can store."""
         servers = dict(self.memory_servers(namespace)) if self.memory_servers else {}
         if servers:
             config = dict(options.mcp_config or {}) if isinstance(options.mcp_config, Mapping) else {}
             options = replace(options, mcp_config={"mcpServers": {**config.get("mcpServers", {}), **servers}})
+        return options, bool(servers)
+
+    def _memory_loop(self, options: EngineOptions, namespace: str, resume: str | None) -> MemorySession:
+        """The memory loop around a session's claude: orientation, recall, the archive, and (when the model can
+        store) suggestions. Its sidecar is a bare claude of the same account: no tools, no MCP servers."""
+        options, can_store = self._memory_options(options, namespace)
         sidecar = replace(options, tools=(), mcp_config=None, strict_mcp_config=True, hooks={}, can_use_tool=None,
                           allowed_tools=(), session_store=None, include_partial_messages=False, max_turns=None,
                           max_budget_usd=None)
         return MemorySession(options, self.memory_service, namespace=namespace, client="frobozz agent",
-                             resume=resume, sidecar=sidecar, suggest=bool(servers))
+                             resume=resume, sidecar=sidecar, suggest=can_store, spare=self.spare)
 
     async def _changed(self, session: AgentSession) -> None:
         assert self.store is not None

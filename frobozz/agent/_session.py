@@ -50,8 +50,10 @@ class AgentSession:
                  on_tool_call: Callable[[AgentSession, ToolCall], Any],
                  on_message: Callable[[AgentSession, str, str], Any],
                  memory_loop: Callable[[EngineOptions, str, str | None], MemorySession] | None = None,
+                 memory_options: Callable[[EngineOptions, str], tuple[EngineOptions, bool]] | None = None,
                  spare: WarmSpare | None = None) -> None:
         self.record = record
+        self.memory_options = memory_options  # (options, namespace) -> the memory loop's claude's options
         self.spare = spare  # a claude started ahead of need, taken when this session's options launch the same
         self.workspace = workspace
         self.workspaces = workspaces
@@ -152,11 +154,15 @@ class AgentSession:
             self.spare.prime(options)
 
     def launch_options(self) -> EngineOptions | None:
-        """The options this session's claude starts with, when a spare could serve it (a new session, no memory
-        loop: the loop starts claudes of its own)."""
-        if self.record.claude_session_id or self.record.options.get("memory"):
+        """The options this session's claude starts with, when a spare could serve it (a new session: one to
+        resume starts its own claude, on its transcript)."""
+        if self.record.claude_session_id or self.record.memory_session:
             return None
-        return self._options(self.workspaces.mcp_servers(self.workspace))
+        options = self._options(self.workspaces.mcp_servers(self.workspace))
+        memory = self.record.options.get("memory")
+        if memory and self.memory_options is not None:
+            options = self.memory_options(options, memory["namespace"])[0]
+        return options
 
     async def _start(self, task_group: TaskGroup) -> None:
         started, self._stop = anyio.Event(), anyio.Event()

@@ -98,3 +98,13 @@ async def test_the_spare_counts_under_max_live_and_is_let_go_before_a_session(ma
         second = await agent.create_session("alice/two")
         await turn(agent, second, "two")  # the first session (idle) goes: one claude at a time
         assert (await agent.session(first)).engine is None and agent.spare.live == 0
+
+
+async def test_a_session_with_memory_takes_the_spare_for_its_loop_s_claude(make_agent):
+    async with make_agent() as agent:
+        session = await agent.create_session("alice/notes", memory={"namespace": "house"})
+        with anyio.fail_after(120):
+            await agent.spare.wait_ready()
+        waiting = agent.spare._ready.pid
+        events = await turn(agent, session, "hello")
+        assert isinstance(events[-1], Done) and (await agent.session(session)).engine.pid == waiting
