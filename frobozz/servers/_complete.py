@@ -50,7 +50,7 @@ def offer_completion(server: MCPServer, completers: Mapping[tuple[str, str], Com
 async def _prompt_errors(ctx: Any, call_next: Any) -> Any:
     """An unknown prompt or a missing or bad argument is the caller's mistake: -32602 (Invalid params), as the
     spec says. MCPServer raises ValueError for them, which goes out as code 0 with a traceback in the server's
-    log (an SDK defect: see the note of issue 37)."""
+    log (an SDK defect, reported upstream)."""
     try:
         return await call_next(ctx)
     except ValueError as e:

@@ -87,7 +87,7 @@ def _let_through(level: LoggingLevel) -> None:
 
 
 def _connection_state(ctx: Any) -> dict[str, Any] | None:
-    # MCPServer gives a low-level handler no public way to its connection's `state` (see the note of issue 37)
+    # MCPServer gives a low-level handler no public way to its connection's `state` (an SDK gap, reported upstream)
     connection = getattr(ctx.session, "_connection", None)
     return getattr(connection, "state", None)
 
@@ -136,7 +136,7 @@ def offer_logging(server: MCPServer, default: LoggingLevel = DEFAULT) -> None:
         return result
 
     # MCPServer serves only what the 2026 revision kept; the SDK's own advice for logging/setLevel is the
-    # low-level server's add_request_handler, which MCPServer does not expose (see the note of issue 37)
+    # low-level server's add_request_handler, which MCPServer does not expose (an SDK gap, reported upstream)
     server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)  # noqa: SLF001
     server.middleware.append(forward)
 
