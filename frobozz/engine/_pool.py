@@ -17,13 +17,12 @@ from ._engine import Engine
 from ._events import AssistantMessage, ErrorEvent, ProcessExit, Result
 from ._options import EngineOptions
 from ._session import Session
-from ._spare import WarmSpare
+from ._spare import CLEAR, WarmSpare
 from .exceptions import EngineError, SessionClosedError
 from .settings import EngineSettings
 
 log = logging.getLogger("frobozz.engine")
 
-CLEAR = "/clear"  # claude's own command: a new session, no history, the same process
 # The clear waits this long after an answer, so that it does not compete for the CPU with what the caller
 # does with the answer at once (the memory loop's searches with the sidecar's queries: 39 ms instead of
 # 61 ms p50 at 100k memories on two cores); a question asked meanwhile takes another warm engine.

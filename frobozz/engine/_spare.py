@@ -21,6 +21,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ._engine import Engine, EngineState
+from ._events import ProcessExit, Result
 from ._hooks import HookRegistry
 from ._options import EngineOptions, find_claude
 from .exceptions import EngineError
@@ -29,6 +30,7 @@ from .settings import EngineSettings
 log = logging.getLogger("frobozz.engine")
 
 RETRY = 5.0  # seconds before another try after a spare failed to start: a claude that cannot start must not spin
+CLEAR = "/clear"  # claude's own command: a new session, no history, the same process (answered without the API)
 
 
 def launch_key(options: EngineOptions, settings: EngineSettings | None = None) -> str | None:
@@ -165,7 +167,8 @@ class WarmSpare:
             async with Engine(options, self.settings) as engine:
                 self._released[id(engine)] = released
                 try:
-                    await engine.start()
+                    await engine.start(mirror=False)
+                    await _rehearse(engine, self.settings.control_timeout)
                     self.started += 1
                     if key == self._key and generation == self._generation:
                         self._ready = engine
@@ -186,6 +189,23 @@ class WarmSpare:
         if failed:
             await anyio.sleep(RETRY)
         self._refill()
+
+
+async def _rehearse(engine: Engine, timeout: float) -> None:
+    """A first message claude answers by itself (`/clear`: no API call, no history kept), so that what claude
+    does on a session's first message (its tools, its system prompt: about half of a warm start) is done ahead
+    of need too. Its events are read here: the taker sees none of them."""
+    try:
+        with anyio.fail_after(timeout):
+            await engine.send(CLEAR)
+            async for event in engine.events():
+                if isinstance(event, Result):
+                    return
+                if isinstance(event, ProcessExit):
+                    break
+    except TimeoutError:
+        raise EngineError(f"the spare's claude did not answer {CLEAR} within {timeout:g} s") from None
+    raise EngineError("the spare's claude stopped before it was ready")
 
 
 @asynccontextmanager
