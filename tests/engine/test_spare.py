@@ -126,3 +126,23 @@ def running_pid(pid: int) -> bool:
         return running(psutil.Process(pid))
     except psutil.NoSuchProcess:
         return False
+
+
+async def test_the_spare_s_rehearsal_leaves_nothing_in_the_session_store_and_the_taker_s_session_is_kept(
+        make_options):
+    from frobozz.engine.testing import InMemorySessionStore
+
+    store = InMemorySessionStore()
+    async with ScriptedModel(lambda r: "the lamp is in the attic") as model:
+        async with WarmSpare() as spare:
+            spare.prime(make_options(model, session_store=store, session_project="primer"))
+            with anyio.fail_after(120):
+                await spare.wait_ready()
+            async with Session(make_options(model, session_store=store, session_project="taker"),
+                               spare=spare) as session:
+                assert spare.taken == 1 and session.session_id is None  # its id comes with its first message
+                assert await answer(session, "where is the lamp?") == "the lamp is in the attic"
+                taken_id = session.session_id
+    assert await store.list_sessions("primer") == []
+    assert [s["session_id"] for s in await store.list_sessions("taker")] == [taken_id]
+    assert len(model.requests) == 1  # the rehearsal asked the API nothing
