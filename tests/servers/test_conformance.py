@@ -5,7 +5,7 @@ ASGI layer in front of the hub adds the token (the hub still checks it). What th
 `conformance/expected-failures.yml`, each with its reason (the same for all five); a scenario that starts passing fails the test too
 (the suite's own rule), so the file stays true."""
 
-import json
+import logging
 import os
 import subprocess
 from pathlib import Path
@@ -43,6 +43,8 @@ def hub(postgres, tmp_path_factory):
     data = tmp_path_factory.mktemp("conformance-data")
     with pytest.MonkeyPatch.context() as env:
         env.setenv("FROBOZZ_DATA_DIR", str(data))
+        ours = logging.getLogger("frobozz")  # the suite sets a level: this process's logging is put back after
+        env.setattr(ours, "level", ours.level)
         with FakeImageBackend("sdwebui") as backend, LoopbackServer(with_token(hub_app(
                 list(SERVERS), TOKEN, forge={"forge_url": backend.url}, cortex={"database_url": url},
                 handoff={"database_url": url, "session_id": "conformance"}), TOKEN), lifespan="on") as server:

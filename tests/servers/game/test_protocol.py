@@ -61,7 +61,7 @@ def stderr_handler(monkeypatch):
     handler = logging.StreamHandler(stream)
     monkeypatch.setattr(root, "handlers", [handler])
     monkeypatch.setattr(root, "level", logging.WARNING)
-    monkeypatch.setattr(ours, "level", ours.level)
+    monkeypatch.setattr(ours, "level", logging.NOTSET)  # as in a fresh process (another test may have lowered it)
     return stream
 
 
