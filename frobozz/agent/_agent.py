@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from frobozz.engine import EngineOptions
+from frobozz.engine import EngineOptions, WarmSpare
 from frobozz.engine.observers import ToolCall
 from frobozz.loop import MemorySession
 from frobozz.memory import DatabaseError, MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
@@ -70,6 +70,9 @@ class Agent:
         self._heard: dict[str, anyio.Event] = {}  # a session's answers changed (told by whichever instance)
         self._claims = anyio.Event()  # look for sessions that need an instance now
         self._tg: TaskGroup | None = None
+        # the next claude, started ahead of need; it counts under max_live and is the first to go for room
+        self.spare = WarmSpare(room=lambda: self._claudes() + 1 <= self.settings.max_live) \
+            if self.settings.warm_spare else None
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def __aenter__(self) -> Agent:
@@ -86,6 +89,8 @@ class Agent:
         self._tg.start_soon(self._reap_idle)
         self._tg.start_soon(partial(self.leases.listen, self._heard_of, ready=self._claims.set))
         self._tg.start_soon(self._keep_leases)
+        if self.spare is not None:
+            await self.spare.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -102,6 +107,8 @@ class Agent:
                 for session in list(self._live.values()):
                     session.relay.close()
         finally:
+            if self.spare is not None:  # its task group was entered after the service's: it is left first
+                await self.spare.__aexit__(None, None, None)
             assert self._tg is not None
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
@@ -131,7 +138,8 @@ class Agent:
         first = [Logged(seq=1, event=Status(state="idle"))]
         await self.leases.log(record.id, None, first)  # before any instance holds it: no one else can write
         async with self._loading:
-            self._open(record, first, space)
+            session = self._open(record, first, space)
+        session.prime()
         return record.id
 
     async def _memory_option(self, memory: Any) -> dict[str, str]:
@@ -307,7 +315,8 @@ class Agent:
         session = AgentSession(record, space, relay, workspaces=self.workspaces,
                                options=self._engine_options(), question_timeout=self.settings.question_timeout,
                                on_change=self._changed, on_tool_call=self._tool_call, on_message=self._message,
-                               answers=self._answers, on_turn=self._commit, images=self._images, memory_loop=self._memory_loop)
+                               answers=self._answers, on_turn=self._commit, images=self._images,
+                               memory_loop=self._memory_loop, memory_options=self._memory_options, spare=self.spare)
         self._live[record.id] = session
         self._tg.start_soon(relay.keep)
         return session
@@ -322,18 +331,24 @@ class Agent:
     def _engine_options(self) -> EngineOptions:
         return replace(self.engine_options, session_store=self.transcripts, session_store_flush="batched")
 
-    def _memory_loop(self, options: EngineOptions, namespace: str, resume: str | None) -> MemorySession:
-        """The memory loop around a session's claude: orientation, recall, the archive, and (when the model can
-        store) suggestions. Its sidecar is a bare claude of the same account: no tools, no MCP servers."""
+    def _memory_options(self, options: EngineOptions, namespace: str) -> tuple[EngineOptions, bool]:
+        """The options of a memory session's claude (cortex storing into its namespace, when there is one), and
+        whether the model can store."""
         servers = dict(self.memory_servers(namespace)) if self.memory_servers else {}
         if servers:
             config = dict(options.mcp_config or {}) if isinstance(options.mcp_config, Mapping) else {}
             options = replace(options, mcp_config={"mcpServers": {**config.get("mcpServers", {}), **servers}})
+        return options, bool(servers)
+
+    def _memory_loop(self, options: EngineOptions, namespace: str, resume: str | None) -> MemorySession:
+        """The memory loop around a session's claude: orientation, recall, the archive, and (when the model can
+        store) suggestions. Its sidecar is a bare claude of the same account: no tools, no MCP servers."""
+        options, can_store = self._memory_options(options, namespace)
         sidecar = replace(options, tools=(), mcp_config=None, strict_mcp_config=True, hooks={}, can_use_tool=None,
                           allowed_tools=(), session_store=None, include_partial_messages=False, max_turns=None,
                           max_budget_usd=None)
         return MemorySession(options, self.memory_service, namespace=namespace, client="frobozz agent",
-                             resume=resume, sidecar=sidecar, suggest=bool(servers))
+                             resume=resume, sidecar=sidecar, suggest=can_store, spare=self.spare)
 
     async def _changed(self, session: AgentSession) -> None:
         assert self.store is not None
@@ -391,14 +406,22 @@ class Agent:
     async def _acquire(self, session: AgentSession) -> None:
         """Room for one more claude: past --max-live, the least recently used idle one is let go first."""
         need = min(session.claudes, self.settings.max_live)  # a session bigger than the bound runs alone
-        while sum(s.claudes for s in self._live.values() if s.engine is not None or s.reserved) + need \
-                > self.settings.max_live:
+        while self._claudes() + need > self.settings.max_live:
             idle = [s for s in self._live.values() if s.engine is not None and not s.busy and s is not session]
             if idle:
                 await self._let_go(min(idle, key=lambda s: s.last_used))
             else:
                 await anyio.sleep(0.05)  # every claude is mid-turn: wait for one to finish
+        spare = self.spare
+        if spare is not None and spare.live and self._claudes() + need + 1 > self.settings.max_live:
+            options = session.launch_options()
+            if options is None or not spare.fits(options):  # the spare is not this session's: it goes first
+                spare.drop()
         session.reserved = True
+
+    def _claudes(self) -> int:
+        """claude processes the live sessions hold or are starting (the spare's not among them)."""
+        return sum(s.claudes for s in self._live.values() if s.engine is not None or s.reserved)
 
     async def _reap_idle(self) -> None:
         every = max(0.05, min(5.0, self.settings.idle_timeout / 4))

@@ -21,7 +21,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from frobozz.engine import (Allow, AssistantMessage, Deny, Engine, EngineOptions, ErrorEvent, HookInput, HookMatcher,
-                            HookOutput, PermissionContext, Result, StreamEvent, UserMessage)
+                            HookOutput, PermissionContext, Result, StreamEvent, UserMessage, WarmSpare)
+from frobozz.engine import started as started_engine
 from frobozz.engine.observers import ToolCall, ToolLog
 from frobozz.loop import MemorySession
 
@@ -43,8 +44,12 @@ class AgentSession:
                  answers: Callable[[AgentSession, str, float], Awaitable[dict[str, Any] | None]],
                  on_turn: Callable[[AgentSession, str, list[str]], Awaitable[Any]] | None = None,
                  images: Callable[[AgentSession, list[str]], Awaitable[list[dict[str, Any]]]] | None = None,
-                 memory_loop: Callable[[EngineOptions, str, str | None], MemorySession] | None = None) -> None:
+                 memory_loop: Callable[[EngineOptions, str, str | None], MemorySession] | None = None,
+                 memory_options: Callable[[EngineOptions, str], tuple[EngineOptions, bool]] | None = None,
+                 spare: WarmSpare | None = None) -> None:
         self.record = record
+        self.memory_options = memory_options  # (options, namespace) -> the memory loop's claude's options
+        self.spare = spare  # a claude started ahead of need, taken when this session's options launch the same
         self.workspace = workspace
         self.workspaces = workspaces
         self.relay = relay
@@ -147,6 +152,24 @@ class AgentSession:
                 self.current = None
                 self.last_used = anyio.current_time()
 
+    def prime(self) -> None:
+        """Have the spare start the claude this (new) session will want, while the user writes to it."""
+        options = self.launch_options()
+        if self.spare is not None and options is not None:
+            self.workspaces.sync_skills(self.workspace)
+            self.spare.prime(options)
+
+    def launch_options(self) -> EngineOptions | None:
+        """The options this session's claude starts with, when a spare could serve it (a new session: one to
+        resume starts its own claude, on its transcript)."""
+        if self.record.claude_session_id or self.record.memory_session:
+            return None
+        options = self._options(self.workspaces.mcp_servers(self.workspace))
+        memory = self.record.options.get("memory")
+        if memory and self.memory_options is not None:
+            options = self.memory_options(options, memory["namespace"])[0]
+        return options
+
     async def _start(self, task_group: TaskGroup) -> None:
         started, self._stop = anyio.Event(), anyio.Event()
         self._engine_done = anyio.Event()
@@ -169,8 +192,8 @@ class AgentSession:
                             await self.on_change(self)  # kept at once: a restart resumes this loop session
                         await live(loop.pool.primary.engine, loop)
                 else:
-                    async with Engine(options) as engine:
-                        await engine.start(self.record.claude_session_id)
+                    async with started_engine(options, spare=self.spare,
+                                              resume=self.record.claude_session_id) as engine:
                         await live(engine, engine)
             except Exception as e:  # noqa: BLE001 - said by the turn that wanted it
                 failure.append(e)

@@ -14,6 +14,7 @@ class AgentSettings(BaseSettings):
     platform_dir: Path | None = None  # MCP servers and skills every workspace gets
     idle_timeout: float = 600.0  # seconds a session's claude may idle before it is released
     max_live: int = 8  # claude processes at once; the least recently used idle one goes first
+    warm_spare: bool = True  # keep the next claude started ahead of need (counted under max_live; let go first)
     question_timeout: float = 600.0  # seconds a question waits for an answer
     attach_inline_chars: int = 8_000  # an attached document up to this size goes into the context
     claude_model: str | None = None

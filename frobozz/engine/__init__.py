@@ -40,6 +40,7 @@ from ._proxy import is_compaction_request
 from ._router import Observer, Router
 from ._session import Producer, Session, SessionState
 from ._session_store import SessionKey, SessionStore, copy_sign_in
+from ._spare import WarmSpare, launch_key, started
 from ._transcripts import SessionInfo, list_sessions, project_key, transcript_path
 from ._versions import TESTED as TESTED_CLI_VERSIONS
 from ._versions import CLIReport, inspect_cli
@@ -61,7 +62,7 @@ __all__ = [
     "McpServerError", "McpServerStatus", "MirrorError", "Observer", "PermissionCallback", "PermissionContext", "ProcessError",
     "ProcessExit", "Producer", "RateLimit", "Restarted", "Result", "Router", "Session", "SessionClosedError",
     "SessionInfo", "SessionKey", "SessionState", "SessionStore", "Sidecar", "copy_sign_in", "StreamEvent", "SystemInit", "SystemMessage", "TextBlock", "Thinking",
-    "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage", "find_claude", "inspect_cli",
-    "is_compaction_request", "list_sessions", "parse_blocks", "parse_event", "project_key", "text_of",
+    "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage", "WarmSpare", "find_claude", "inspect_cli",
+    "is_compaction_request", "launch_key", "list_sessions", "parse_blocks", "parse_event", "project_key", "started", "text_of",
     "transcript_path",
 ]

@@ -61,6 +61,10 @@ class ControlChannel:
         self._pending: dict[str, tuple[anyio.Event, list[Any]]] = {}
         self._handlers: dict[str, anyio.CancelScope] = {}
 
+    def rebind(self, *, can_use_tool: PermissionCallback | None, hooks: HookRegistry | None) -> None:
+        """Answer claude's permission and hook requests with these from now on (a warm spare taken over)."""
+        self._can_use_tool, self._hooks = can_use_tool, hooks
+
     async def request(self, subtype: str, *, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
         """Send a control request and wait for its answer (ControlError, ControlTimeoutError)."""
         request_id = f"req_{secrets.token_hex(8)}"

@@ -95,19 +95,17 @@ class Engine:
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
 
-    async def start(self, session_id: str | None = None) -> None:
-        """Spawn claude. With `session_id`, first replay its transcript as events, then resume it."""
+    async def start(self, session_id: str | None = None, *, mirror: bool = True) -> None:
+        """Spawn claude. With `session_id`, first replay its transcript as events, then resume it. `mirror=False`:
+        nothing is mirrored into the session store until `take_over` (a warm spare's rehearsal is nobody's)."""
         if self._tg is None:
             raise EngineError("use the engine as `async with Engine(...) as engine`")
         if self.state is not EngineState.NEW:
             raise EngineError(f"the engine is already {self.state.value}")
         if self.options.session_store is not None:
             session_id = await self._from_store(session_id)
-            self._mirror = TranscriptMirror(
-                self.options.session_store, projects_dir=_transcripts.config_dir(self.env) / "projects",
-                project_key=self.options.session_project, flush=self.options.session_store_flush,
-                timeout=self.options.session_store_timeout, on_error=self._on_mirror_error)
-            self._tg.start_soon(self._mirror.run)
+            if mirror:
+                self._start_mirror()
         if session_id is not None:
             path = _transcripts.transcript_path(session_id, self.cwd, self.env)
             if not path.is_file():
@@ -121,6 +119,32 @@ class Engine:
             self.env["ANTHROPIC_BASE_URL"] = self._proxy.url
         await self._spawn(resume=session_id)
         self.state = EngineState.RUNNING
+
+    def take_over(self, options: EngineOptions) -> None:
+        """This engine, started ahead of need (a warm spare) with options that launch the same claude, now
+        serves `options`: what is the engine's own (the permission callback, the hooks' functions, the stderr
+        callback, restarts, the project the transcript is stored under) follows them."""
+        if self.state is not EngineState.RUNNING or self._tg is None:
+            raise EngineError(f"only a running engine can be taken over; this one is {self.state.value}")
+        self.options = options
+        self._hooks = HookRegistry(options.hooks)
+        if self._control is not None:
+            self._control.rebind(can_use_tool=options.can_use_tool, hooks=self._hooks)
+        if self._process is not None:
+            self._process.tell_stderr_to(options.stderr)
+        self.session_id = None  # the taker's session begins with its first message
+        if self._mirror is not None:
+            self._mirror.project_key = options.session_project
+        elif options.session_store is not None:
+            self._start_mirror()
+
+    def _start_mirror(self) -> None:
+        assert self._tg is not None and self.options.session_store is not None
+        self._mirror = TranscriptMirror(
+            self.options.session_store, projects_dir=_transcripts.config_dir(self.env) / "projects",
+            project_key=self.options.session_project, flush=self.options.session_store_flush,
+            timeout=self.options.session_store_timeout, on_error=self._on_mirror_error)
+        self._tg.start_soon(self._mirror.run)
 
     async def _from_store(self, session_id: str | None) -> str | None:
         """The session to resume, loaded from the store into a private config directory when this machine

@@ -17,12 +17,12 @@ from ._engine import Engine
 from ._events import AssistantMessage, ErrorEvent, ProcessExit, Result
 from ._options import EngineOptions
 from ._session import Session
+from ._spare import CLEAR, WarmSpare
 from .exceptions import EngineError, SessionClosedError
 from .settings import EngineSettings
 
 log = logging.getLogger("frobozz.engine")
 
-CLEAR = "/clear"  # claude's own command: a new session, no history, the same process
 # The clear waits this long after an answer, so that it does not compete for the CPU with what the caller
 # does with the answer at once (the memory loop's searches with the sidecar's queries: 39 ms instead of
 # 61 ms p50 at 100k memories on two cores); a question asked meanwhile takes another warm engine.
@@ -124,8 +124,10 @@ class EnginePool:
     (a Session) and `pool.sidecar` (a Sidecar with `ask()`)."""
 
     def __init__(self, primary: EngineOptions, sidecar: EngineOptions | None = None, *,
-                 settings: EngineSettings | None = None, sidecars: int = 1, **session_kwargs: object) -> None:
-        self.primary = Session(primary, settings=settings, **session_kwargs)  # type: ignore[arg-type]
+                 settings: EngineSettings | None = None, sidecars: int = 1, spare: WarmSpare | None = None,
+                 **session_kwargs: object) -> None:
+        """`spare`: the primary takes over its claude when it was started for such options (a new session)."""
+        self.primary = Session(primary, settings=settings, spare=spare, **session_kwargs)  # type: ignore[arg-type]
         self.sidecar = Sidecar(sidecar or primary, settings, warm=sidecars)
         self._tg: TaskGroup | None = None
 

@@ -52,6 +52,10 @@ class CLIProcess:
         self._write_lock = anyio.Lock()
         self._stderr_done = anyio.Event()
 
+    def tell_stderr_to(self, callback: Callable[[str], None] | None) -> None:
+        """Each stderr line from now on to `callback` (a warm spare taken over by a session with its own)."""
+        self._on_stderr = callback
+
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process else None

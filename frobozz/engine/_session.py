@@ -17,6 +17,7 @@ from ._engine import Engine, EngineState
 from ._events import ErrorEvent, Event, McpServerStatus, ProcessExit, Restarted, Result
 from ._options import EngineOptions
 from ._router import Observer, Router, observer_name
+from ._spare import WarmSpare
 from .exceptions import EngineError, SessionClosedError
 from .settings import EngineSettings
 
@@ -41,8 +42,11 @@ class Session:
 
     def __init__(self, options: EngineOptions | None = None, *, producers: Sequence[Producer] = (),
                  observers: Sequence[Observer] = (), resume: str | None = None, consume: bool = True,
-                 settings: EngineSettings | None = None) -> None:
+                 settings: EngineSettings | None = None, spare: WarmSpare | None = None) -> None:
+        """`spare`: a new session (no `resume`) takes over its claude when it was started for such options."""
         self.engine = Engine(options, settings)
+        self.spare = spare
+        self._taken = False
         self.producers = list(producers)
         self.router = Router(observers, report=self._report)
         self.resume = resume
@@ -68,10 +72,15 @@ class Session:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:
-            await self.engine.__aenter__()
+            taken = await self.spare.take(self.engine.options) if self.spare is not None and self.resume is None else None
+            if taken is not None:
+                self.engine, self._taken = taken, True
+            else:
+                await self.engine.__aenter__()
             self.router.start(self._tg)
             self._tg.start_soon(self._route)
-            await self.engine.start(self.resume)
+            if not self._taken:
+                await self.engine.start(self.resume)
             self._tg.start_soon(self._drive)
             for producer in self.producers:
                 self._tg.start_soon(self._produce, producer)
@@ -85,7 +94,11 @@ class Session:
         self.state = SessionState.CLOSED
         self._queue_in.close()
         try:
-            await self.engine.__aexit__(None, None, None)  # shields its own process shutdown
+            if self._taken:
+                assert self.spare is not None
+                await self.spare.give_back(self.engine)
+            else:
+                await self.engine.__aexit__(None, None, None)  # shields its own process shutdown
         finally:
             assert self._tg is not None
             self._tg.cancel_scope.cancel()

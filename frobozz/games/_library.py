@@ -45,6 +45,12 @@ class GameLibrary:
     def __init__(self, settings: GamesSettings) -> None:
         self.settings = settings
 
+    def save_slots(self, game: str) -> list[str]:
+        """The save slots kept for a game (by any session of it): they are the story file's, not a session's."""
+        from ._saves import SaveStore
+
+        return [save.slot for save in SaveStore(self.settings.saves_dir, self.find(game).md5).list()]
+
     @property
     def directories(self) -> list[Path]:
         dirs = [self.settings.games_dir] if self.settings.games_dir else []

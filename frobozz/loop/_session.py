@@ -15,7 +15,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..engine import (AssistantMessage, CompactBoundary, EngineOptions, EnginePool, EngineSettings, Event, Observer,
-                      Producer, Result)
+                      Producer, Result, WarmSpare)
 from ..memory import HandoffStore, MemoryService, MemoryStore, Recall, SessionStore, quietly
 from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules
@@ -69,8 +69,10 @@ class MemorySession:
                  client: str = "frobozz", resume: str | None = None, sidecar: EngineOptions | None = None,
                  providers: Providers | None = None, recall: bool = True, suggest: bool = True,
                  observers: Sequence[Observer] = (), producers: Sequence[Producer] = (),
-                 settings: EngineSettings | None = None, deadline: float = 1.5) -> None:
+                 settings: EngineSettings | None = None, deadline: float = 1.5, spare: WarmSpare | None = None) -> None:
+        """`spare`: a new session's primary takes over its claude when it was started for `options`."""
         self.options, self.memory, self.namespace, self.client = options, memory, namespace, client
+        self.spare = spare
         self.resume, self.sidecar_options, self.settings = resume, sidecar, settings
         self.providers = providers or default_providers(client)
         self.use_recall, self.use_suggest, self.deadline = recall, suggest, deadline
@@ -90,7 +92,7 @@ class MemorySession:
         turns = await self.sessions.transcript(self.record.id)
         self.archive = ArchiveObserver(self.sessions, self.record.id, turn=max((e.turn for e in turns), default=0) + 1)
         self.pool = EnginePool(self.options, self.sidecar_options, settings=self.settings, sidecars=SIDECARS,
-                               resume=self.record.claude_session_id if self.resume else None,
+                               spare=self.spare, resume=self.record.claude_session_id if self.resume else None,
                                observers=[self.archive, _Watcher(self), *self.extra_observers],
                                producers=self.extra_producers)
         self._providers = list(self.providers(store, self.sessions, handoffs))

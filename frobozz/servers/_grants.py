@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -104,6 +104,12 @@ def granted(grant: Grant | None) -> Iterator[None]:
 def scoped() -> bool:
     """Whether the caller came with a scoped token (else every namespace is open)."""
     return GRANT.get() is not None
+
+
+def readable(namespaces: Iterable[str]) -> list[str]:
+    """Those of `namespaces` the caller's token may read (all of them without a scoped token)."""
+    grant = GRANT.get()
+    return [n for n in namespaces if grant is None or grant.may(n, write=False)]
 
 
 def check(namespace: str, *, write: bool, what: str | None = None) -> None:

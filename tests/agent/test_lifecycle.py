@@ -72,3 +72,39 @@ async def test_a_session_with_memory_counts_its_sidecars_against_max_live(make_a
         assert live.claudes == 3 and live.engine is not None
         events = await turn(agent, plain, "hi")  # 3 live + 1 is over the bound: the idle memory session goes
         assert isinstance(events[-1], Done) and live.engine is None
+
+
+async def test_a_new_session_s_first_message_is_answered_by_the_claude_started_when_the_session_was_made(
+        make_agent):
+    async with make_agent() as agent:
+        session = await agent.create_session("alice/notes")
+        with anyio.fail_after(120):
+            await agent.spare.wait_ready()  # started while the user writes the first message
+        waiting = agent.spare._ready.pid
+        events = await turn(agent, session, "hello")
+        assert isinstance(events[-1], Done) and "You said: hello" in events[-1].result
+        assert (await agent.session(session)).engine.pid == waiting and agent.spare.taken == 1
+        with anyio.fail_after(120):
+            await agent.spare.wait_ready()  # and the next one, for the next session like it
+        behind = agent.spare._ready.pid
+    assert not alive(waiting) and not alive(behind)  # the service's shutdown closes both
+
+
+async def test_the_spare_counts_under_max_live_and_is_let_go_before_a_session(make_agent):
+    async with make_agent(max_live=1) as agent:
+        first = await agent.create_session("alice/one")
+        await turn(agent, first, "one")  # took the spare; no room for another under max_live=1
+        assert agent.spare.live == 0
+        second = await agent.create_session("alice/two")
+        await turn(agent, second, "two")  # the first session (idle) goes: one claude at a time
+        assert (await agent.session(first)).engine is None and agent.spare.live == 0
+
+
+async def test_a_session_with_memory_takes_the_spare_for_its_loop_s_claude(make_agent):
+    async with make_agent() as agent:
+        session = await agent.create_session("alice/notes", memory={"namespace": "house"})
+        with anyio.fail_after(120):
+            await agent.spare.wait_ready()
+        waiting = agent.spare._ready.pid
+        events = await turn(agent, session, "hello")
+        assert isinstance(events[-1], Done) and (await agent.session(session)).engine.pid == waiting

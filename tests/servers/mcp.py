@@ -24,3 +24,11 @@ def assert_conventions(tools) -> None:
         assert a.title and None not in (a.read_only_hint, a.destructive_hint, a.idempotent_hint,
                                         a.open_world_hint), tool.name
         assert tool.output_schema, tool.name
+
+
+async def complete(client: Client, prompt: str, argument: str, value: str = "", **given: str) -> list[str]:
+    """What the server suggests for a prompt's argument, given what was typed and the other arguments."""
+    from mcp_types import PromptReference
+
+    result = await client.complete(PromptReference(name=prompt), {"name": argument, "value": value}, given or None)
+    return result.completion.values

@@ -10,7 +10,9 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
 from ...memory import Memory, MemoryService, MemoryStore, MemoryStoreError
-from .._grants import check, scoped
+from .._complete import offer_completion
+from .._grants import check, readable, scoped
+from .._logs import offer_logging
 from .._tools import annotations, closing, tool_errors
 from .settings import Settings
 
@@ -185,4 +187,18 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             await writable(store_, id)
             return Forgotten(id=(await store_.forget(id)).id, forgotten=True)
 
+    @server.prompt(title="Recall")
+    def recall(about: Annotated[str, Field(description="What to remember.", max_length=2000)],
+               namespace: Annotated[str, Field(description="The namespace to search (it completes from those in use).",
+                                               max_length=100)] = "") -> str:
+        """Search memory before answering (the namespace completes from those that hold memories)."""
+        where = f" in the namespace {namespace!r}" if namespace else ""
+        return (f"Before you answer, search cortex{where} for what is remembered about {about!r} (search, then get "
+                "for the whole of a memory), and say what you found and how it bears on the question.")
+
+    async def namespaces(typed: str, _: object) -> list[str]:
+        return readable(await (await cortex.store()).namespaces())
+
+    offer_completion(server, {("recall", "namespace"): namespaces}, expected=(MemoryStoreError,))
+    offer_logging(server)
     return server

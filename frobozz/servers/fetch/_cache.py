@@ -38,7 +38,7 @@ class Cache:
             return
         self.dir.mkdir(parents=True, exist_ok=True)
         meta_path, body_path = self._paths(fetched.url, accept)
-        meta = {"final_url": fetched.final_url, "status": fetched.status, "headers": fetched.headers,
+        meta = {"url": fetched.url, "final_url": fetched.final_url, "status": fetched.status, "headers": fetched.headers,
                 "capped": fetched.capped, "stored": time.time()}
         atomic_write(body_path, fetched.body)
         atomic_write(meta_path, json.dumps(meta).encode())  # last: a meta file always has its body
@@ -46,6 +46,18 @@ class Cache:
     def touch(self, fetched: Fetched, accept: str) -> None:
         """A 304 said the copy is still good: it is fresh again from now."""
         self.store(fetched, accept)
+
+    def urls(self) -> list[str]:
+        """The URLs fetched and kept here, the most recent first (copies from before URLs were kept: their
+        final URL)."""
+        found: list[tuple[float, str]] = []
+        for path in self.dir.glob("*.json"):
+            try:
+                meta = json.loads(path.read_text(encoding="utf-8"))
+                found.append((float(meta["stored"]), str(meta.get("url") or meta["final_url"])))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a damaged entry is fetched again when asked for
+        return list(dict.fromkeys(url for _, url in sorted(found, reverse=True)))
 
     @staticmethod
     def validators(fetched: Fetched) -> dict[str, str]:

@@ -11,6 +11,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field
 
+from .._complete import offer_completion
+from .._logs import offer_logging
 from .._tools import annotations, closing, tool_errors
 from ._cache import Cache
 from ._convert import convert, github_raw, markdown_alternate, page
@@ -123,4 +125,16 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             return _text_result(url, fetched.final_url, fetched.status, fetched.content_type, converted.title, text,
                                 start_index, max_length, capped=fetched.capped)
 
+    @server.prompt(title="Read a page")
+    def read_page(url: Annotated[str, Field(description="An http(s) URL (it completes from the pages already "
+                                                        "fetched).", max_length=8192)]) -> str:
+        """Read a page and sum it up (the URL completes from the pages fetched before)."""
+        return (f"Fetch {url} with the fetch tool (reading on with start_index while the text is truncated) "
+                "and sum it up: what it is, its main points, and anything dated or doubtful.")
+
+    async def fetched_urls(typed: str, _: object) -> list[str]:
+        return cache.urls() if cache is not None else []
+
+    offer_completion(server, {("read_page", "url"): fetched_urls}, expected=(OSError,))
+    offer_logging(server)
     return server

@@ -15,6 +15,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field
 
+from .._complete import offer_completion
+from .._logs import offer_logging
 from .._tools import annotations, closing, tool_errors
 from ._backend import Backend, ImageRequest
 from ._comfyui import ComfyUI
@@ -139,4 +141,18 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             preview = await anyio.to_thread.run_sync(preview_png, image, size)
             return CallToolResult(content=[_picture(preview)], structured_content=asdict(stored))
 
+    @server.prompt(title="Vary an image")
+    def vary_image(image: Annotated[str, Field(description="An image's id (it completes from the images made).",
+                                               max_length=100)],
+                   change: Annotated[str, Field(description="What to change.", max_length=2000)] = "") -> str:
+        """Make a new image from an earlier one's prompt (the id completes from the images made)."""
+        how = f", changed so: {change}" if change else ", with a new seed"
+        return (f"Look at image {image} with get_image, then make a variation of it with imagine: its prompt and "
+                f"parameters{how}. Show both and say what differs.")
+
+    async def image_ids(typed: str, _: object) -> list[str]:
+        return [stored.id for stored in await anyio.to_thread.run_sync(store.list, 10_000, None)]
+
+    offer_completion(server, {("vary_image", "image"): image_ids}, expected=(ForgeError, OSError))
+    offer_logging(server)
     return server

@@ -14,6 +14,8 @@ from pydantic import Field
 from frobozz._mailbox import Mailbox
 from frobozz.games import GameError, GameSession, SaveInfo, Turn
 
+from .._complete import offer_completion
+from .._logs import offer_logging
 from .._tools import annotations, tool_errors
 from ._models import (
     EndedGame,
@@ -37,6 +39,7 @@ survive restarts. In-game 'save', 'restore' and 'restart' typed into act are han
 
 SessionId = Annotated[str, Field(description="The session_id that new_game returned.", max_length=200)]
 Slot = Annotated[str, Field(description="Save slot name: letters, digits, '-' or '_'.", max_length=200)]
+GameName = Annotated[str, Field(description="A catalogue name ('zork1') or a story file name.", max_length=1000)]
 
 
 def create_server(settings: Settings | None = None) -> MCPServer:
@@ -184,4 +187,26 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             return EndedGame(session_id=session.id, turns=turn.number, score=turn.score,
                              max_score=session.max_score, won=turn.won)
 
+    @server.prompt(title="Play a game")
+    def play(game: GameName) -> str:
+        """Start a game and play it (the game's name completes from the games there are)."""
+        return (f"Start a new game of {game!r} with new_game, then play it: read each answer, and send one "
+                "command at a time with act. Save before anything risky.")
+
+    @server.prompt(title="Go back to a save")
+    def restore_save(game: GameName, slot: Slot) -> str:
+        """Take a game up again from a save slot (the slot completes from the game's saves)."""
+        return (f"Take up the game of {game!r} from the save slot {slot!r}: in a session of that game (start one "
+                "with new_game if there is none), restore the slot, then look around and go on playing.")
+
+    async def games(typed: str, _: object) -> list[str]:
+        listing = sessions.library.listing()
+        return [g.name for g in listing] + [g.file_name for g in listing]
+
+    async def slots(typed: str, given: dict[str, str]) -> list[str]:
+        return sessions.library.save_slots(given["game"]) if given.get("game") else []
+
+    offer_completion(server, {("play", "game"): games, ("restore_save", "game"): games,
+                              ("restore_save", "slot"): slots}, expected=(GameError, OSError))
+    offer_logging(server)
     return server

@@ -11,7 +11,9 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
 from ...memory import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter, MemoryService, MemoryStoreError
-from .._grants import check
+from .._complete import offer_completion
+from .._grants import check, readable
+from .._logs import offer_logging
 from .._tools import annotations, closing, tool_errors
 from .settings import Settings
 
@@ -111,4 +113,17 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                             next_steps=len(x.next_steps), memories=len(x.memories))
                 for x in await (await letters(namespace, write=False)).recent(limit, namespace)])
 
+    @server.prompt(title="Pick up where the last window left off")
+    def pick_up(namespace: Annotated[str, Field(description="Whose letters (it completes from the namespaces in use).",
+                                                max_length=100)] = "") -> str:
+        """Read the latest handoff letter and go on from it (the namespace completes from those in use)."""
+        where = f" of the namespace {namespace!r}" if namespace else ""
+        return (f"Read the latest handoff letter{where} with latest_handoff, say in two lines where things stand, "
+                "and go on with its next steps.")
+
+    async def namespaces(typed: str, _: object) -> list[str]:
+        return readable(await (await letters()).memories.namespaces())
+
+    offer_completion(server, {("pick_up", "namespace"): namespaces}, expected=(MemoryStoreError,))
+    offer_logging(server)
     return server

@@ -1,0 +1,65 @@
+"""Warm start: the time from "new session" to the first text delta, with claude started then (cold) and
+with the engine's warm spare, started ahead of need with the same options (warm), in one run.
+
+Run: .venv/bin/python bench/warm_start.py [--rounds 5]
+Target (issue 37): warm under 0.3x cold. Each session comes IDLE seconds after the last, both ways. The scripted Messages API answers at once, so what is measured is
+claude's start-up and the engine's, not a model's latency; on a busy machine the figures are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import anyio
+
+from frobozz.engine import EngineOptions, Session, StreamEvent, WarmSpare
+from frobozz.engine.testing import ScriptedModel
+
+
+IDLE = 1.0  # seconds between sessions, both ways: the time a person takes to start the next one
+
+
+async def first_delta(options: EngineOptions, spare: WarmSpare | None = None) -> float:
+    """Seconds from making the session to its first text delta (after IDLE seconds with nothing running)."""
+    await anyio.sleep(IDLE)
+    t0 = time.perf_counter()
+    async with Session(options, spare=spare) as session:
+        await session.send("Where am I?")
+        async for event in session.events():
+            if isinstance(event, StreamEvent) and event.text_delta:
+                elapsed = time.perf_counter() - t0
+                break
+    return elapsed
+
+
+async def run(rounds: int) -> None:
+    home = tempfile.mkdtemp()
+    async with ScriptedModel(lambda _: "West of House. You are standing in an open field.") as model:
+        options = EngineOptions(env={**model.env(), "HOME": home, "CLAUDE_CODE_MAX_RETRIES": "0"}, cwd=home,
+                                include_partial_messages=True)
+        await first_delta(options)  # claude's files in the page cache, for both
+        cold = [await first_delta(options) for _ in range(rounds)]
+        warm = []
+        async with WarmSpare() as spare:
+            spare.prime(options)
+            for _ in range(rounds):
+                await spare.wait_ready()  # ahead of need: the previous session's spare had time to start
+                warm.append(await first_delta(options, spare))
+            taken = spare.taken
+    c, w = statistics.median(cold), statistics.median(warm)
+    print(f"new session to first text delta, median of {rounds}: cold {c * 1000:.0f} ms, warm {w * 1000:.0f} ms "
+          f"(spare taken {taken} of {rounds} times)")
+    print(f"warm / cold = {w / c:.2f} (target < 0.3)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    anyio.run(run, parser.parse_args().rounds)
+
+
+if __name__ == "__main__":
+    main()

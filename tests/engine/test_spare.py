@@ -1,0 +1,148 @@
+"""The warm spare: a claude started ahead of need, taken over by a new session with options that launch the
+same claude, closed on shutdown, and gone with its parent."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import anyio
+import pytest
+
+from frobozz.engine import Deny, EngineOptions, Result, Session, WarmSpare, launch_key, started
+from frobozz.engine.testing import Reply, ScriptedModel, ToolUse, replies
+from tests.orphans import running, still_running
+
+pytestmark = pytest.mark.anyio
+
+
+async def answer(session: Session, text: str) -> str:
+    await session.send(text)
+    async for event in session.events():
+        if isinstance(event, Result):
+            return event.result or ""
+    raise AssertionError("no result")
+
+
+async def test_a_new_session_takes_the_spare_over_and_the_next_spare_starts_behind_it(make_options):
+    async with ScriptedModel(lambda r: f"You said: {r.last_user_text()}") as model:
+        options = make_options(model, include_partial_messages=True)
+        async with WarmSpare() as spare:
+            assert spare.live == 0  # the empty case: nothing primed, nothing started
+            spare.prime(options)
+            with anyio.fail_after(120):
+                await spare.wait_ready()
+            waiting = spare._ready.pid
+            async with Session(options, spare=spare) as session:
+                assert session.engine.pid == waiting  # no claude was started for it
+                assert await answer(session, "hello") == "You said: hello"
+                with anyio.fail_after(120):
+                    await spare.wait_ready()
+                assert spare._ready.pid != waiting and spare.taken == 1
+            assert not running_pid(waiting)  # closed with its session
+            next_one = spare._ready.pid
+        assert not running_pid(next_one)  # and the one waiting, with the spare
+
+
+async def test_other_options_a_resumed_session_or_no_spare_start_their_own_claude(make_options):
+    async with ScriptedModel(lambda r: "ok") as model:
+        options = make_options(model)
+        async with WarmSpare() as spare:
+            spare.prime(options)
+            with anyio.fail_after(120):
+                await spare.wait_ready()
+            waiting = spare._ready.pid
+            async with Session(make_options(model, model="other-model"), spare=spare) as other:
+                assert other.engine.pid != waiting and await answer(other, "hi") == "ok"
+            session_id = other.session_id
+            async with Session(options, spare=spare, resume=session_id) as resumed:
+                assert resumed.engine.pid != waiting
+            assert spare.taken == 0
+            async with started(options, spare=spare) as engine:  # re-primed for the other model meanwhile
+                assert engine.pid != waiting
+    assert launch_key(options) == launch_key(EngineOptions(**{**options.__dict__}))
+    assert launch_key(EngineOptions(session_id="0" * 32)) is None and launch_key(options) != launch_key(
+        make_options(model, env={"EXTRA": "1"}))
+
+
+async def test_the_taker_s_permission_callback_answers_not_the_one_the_spare_was_started_with(make_options,
+                                                                                            claude_home):
+    asked = []
+
+    def refuse(who):
+        async def can_use_tool(name, tool_input, context):
+            asked.append(who)
+            return Deny(f"refused by {who}")
+        return can_use_tool
+
+    target = claude_home / "x.txt"
+    script = replies(Reply((ToolUse("Write", {"file_path": str(target), "content": "hi"}),)), "ok")
+    async with ScriptedModel(script) as model:
+        async with WarmSpare() as spare:
+            spare.prime(make_options(model, can_use_tool=refuse("the spare's options")))
+            with anyio.fail_after(120):
+                await spare.wait_ready()
+            async with Session(make_options(model, can_use_tool=refuse("the taker")), spare=spare) as session:
+                assert spare.taken == 1
+                await answer(session, "write a file")
+    assert asked == ["the taker"] and not target.exists()
+    assert "refused by the taker" in str(model.requests[1].tool_results()[0]["content"])
+
+
+async def test_a_spare_dies_with_its_parent_killed_with_sigkill(make_options, tmp_path):
+    async with ScriptedModel(lambda r: "ok") as model:
+        options = make_options(model)
+        script = textwrap.dedent(f"""
+            import anyio
+            from frobozz.engine import EngineOptions, WarmSpare
+            async def main():
+                async with WarmSpare() as spare:
+                    spare.prime(EngineOptions(env={dict(options.env)!r}, cwd={str(options.cwd)!r}))
+                    await spare.wait_ready()
+                    print(spare._ready.pid, flush=True)
+                    await anyio.sleep_forever()
+            anyio.run(main)
+        """)
+        parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        try:
+            with anyio.fail_after(120):
+                line = await anyio.to_thread.run_sync(parent.stdout.readline)
+            import psutil
+
+            claude = psutil.Process(int(line))
+            assert running(claude)
+            os.kill(parent.pid, signal.SIGKILL)
+            parent.wait()
+            assert still_running([claude], within=10) == []
+        finally:
+            parent.kill()
+
+
+def running_pid(pid: int) -> bool:
+    import psutil
+
+    try:
+        return running(psutil.Process(pid))
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def test_the_spare_s_rehearsal_leaves_nothing_in_the_session_store_and_the_taker_s_session_is_kept(
+        make_options):
+    from frobozz.engine.testing import InMemorySessionStore
+
+    store = InMemorySessionStore()
+    async with ScriptedModel(lambda r: "the lamp is in the attic") as model:
+        async with WarmSpare() as spare:
+            spare.prime(make_options(model, session_store=store, session_project="primer"))
+            with anyio.fail_after(120):
+                await spare.wait_ready()
+            async with Session(make_options(model, session_store=store, session_project="taker"),
+                               spare=spare) as session:
+                assert spare.taken == 1 and session.session_id is None  # its id comes with its first message
+                assert await answer(session, "where is the lamp?") == "the lamp is in the attic"
+                taken_id = session.session_id
+    assert await store.list_sessions("primer") == []
+    assert [s["session_id"] for s in await store.list_sessions("taker")] == [taken_id]
+    assert len(model.requests) == 1  # the rehearsal asked the API nothing
