@@ -15,7 +15,8 @@ ALLOWED = {
     "servers": {"games", "memory"},
     "runner": {"engine", "games", "loop", "memory"},
     "web": {"games", "memory", "runner"},  # reads runs and memory through their public APIs
-    "agent": {"engine", "loop", "memory"},  # never servers or runner: MCP configs are data it hands to claude
+    "agent": {"engine", "loop", "memory"},
+    "plugin": {"engine", "loop", "memory"},  # its hooks' daemon runs the loop; the hook itself imports nothing  # never servers or runner: MCP configs are data it hands to claude
 }
 LEAVES = {p.stem for p in PACKAGE.glob("_*.py")} - {"__init__", "__main__"}
 
