@@ -94,3 +94,22 @@ def status() -> None:
     pid = daemon_pid(settings.socket)
     out.print(f"memory daemon: {f'running (pid {pid})' if pid else 'not running'}; socket {settings.socket}",
               markup=False)
+
+
+@plugin.command("serve", hidden=True)
+def serve_for_claude(name: str = typer.Argument(..., help="cortex or handoff")) -> None:
+    """An MCP server as the plugin starts it: the project's namespace by default (the one the hooks recall
+    from), and what cortex stores marked seen in claude's session (recall does not hand it back)."""
+    import os
+
+    from frobozz.plugin import project_namespace
+    from frobozz.servers import load_server
+
+    if name not in ("cortex", "handoff"):
+        err.print("error: the plugin serves cortex or handoff", markup=False)
+        raise typer.Exit(2)
+    project = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    os.environ.setdefault("FROBOZZ_CORTEX_DEFAULT_NAMESPACE", project_namespace(project))
+    if os.environ.get("CLAUDE_CODE_SESSION_ID"):
+        os.environ.setdefault("FROBOZZ_CORTEX_SEEN_SESSION", os.environ["CLAUDE_CODE_SESSION_ID"])
+    load_server(name).run("stdio")

@@ -10,6 +10,7 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import signal
 import stat
 from collections.abc import Iterator
@@ -22,10 +23,10 @@ from anyio.abc import SocketStream, TaskGroup
 
 from ..engine import EngineOptions, EngineSettings, Sidecar
 from ..memory import DatabaseError, MemoryService, MemorySettings, MemoryStoreError
-from ._hook import OFF_ENV
+from ._hook import OFF_ENV, off_marks
 from ._memory import HookMemory
 from .exceptions import PluginError
-from .settings import LIMITS, PluginSettings
+from .settings import PluginSettings
 
 log = logging.getLogger("frobozz.plugin")
 MAX_REQUEST = 16 * 1024 * 1024
@@ -97,7 +98,7 @@ class MemoryDaemon:
         return await self._sidecar.ask(prompt)
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        folder = private_folder(self.socket_path.parent)
+        private_folder(self.socket_path.parent)
         with single(self.socket_path.with_suffix(".lock")) as mine:
             if not mine:
                 log.info("another memory daemon serves %s", self.socket_path)
@@ -119,8 +120,7 @@ class MemoryDaemon:
                     await listener.serve(lambda stream: self._answer(stream, hooks), task_group=tg)
             finally:
                 self.socket_path.unlink(missing_ok=True)
-                for mark in (folder / "off").glob("*") if (folder / "off").is_dir() else ():
-                    mark.unlink(missing_ok=True)  # a new daemon may say again why memory was off
+                shutil.rmtree(off_marks(self.socket_path), ignore_errors=True)  # the next may say again why it was off
                 if self._sidecar is not None:
                     self._sidecar.close()
                 await service.aclose()
@@ -187,7 +187,7 @@ class MemoryDaemon:
             return {"pid": os.getpid()}
         namespace = request.get("namespace")
         try:
-            with anyio.fail_after(LIMITS.get(event, 5.0)):
+            with anyio.fail_after(self.settings.limits.get(event, 5.0)):
                 return {"context": await hooks.handle(event, request.get("input"),
                                                       namespace if isinstance(namespace, str) else None)}
         except TimeoutError as e:

@@ -95,9 +95,14 @@ def ask(config: dict[str, Any], request: dict[str, Any], deadline: float) -> dic
     return reply
 
 
+def off_marks(socket_path: Path) -> Path:
+    """Where the sessions already told that memory is off are marked (the daemon clears it when it stops)."""
+    return socket_path.parent / f"{socket_path.stem}.off"
+
+
 def _say_once(config: dict[str, Any], session: str, why: str) -> dict[str, Any]:
     """A message for the user the first time memory is off in a session; nothing after that."""
-    marks = Path(config["socket"]).parent / "off"
+    marks = off_marks(Path(config["socket"]))
     name = "".join(c for c in session if c.isalnum() or c in "-_")[:100] or "unknown"
     try:
         marks.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .exceptions import PluginError
-from .settings import LIMITS, PluginSettings
+from .settings import PluginSettings
 
 Scope = Literal["user", "project"]
 MARKETPLACE, NAME = "frobozz-local", "frobozz-memory"
 PLUGIN_ID = f"{NAME}@{MARKETPLACE}"
-EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd")
+EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "PreCompact", "SessionEnd")
+MATCHERS = {"PostToolUse": "mcp__.*cortex__store"}  # the model kept a memory: the nudge is done
 CLAUDE_KEYS = ("enabledPlugins", "extraKnownMarketplaces")  # what claude's commands add to a settings file
 MEMORY_COMMAND = """---
 description: What Frobozz memory knows here, and how to keep something
@@ -66,17 +67,18 @@ def write_plugin(settings: PluginSettings, namespace: str | None) -> Path:
     command = [python, "-m", "frobozz", "plugin", "daemon", "--socket", str(settings.socket)]
     (plugin / "frobozz.json").write_text(json.dumps({
         "socket": str(settings.socket), "command": command, "log": str(settings.log), "namespace": namespace,
-        "env": {"FROBOZZ_DATA_DIR": str(settings.data_dir)}, "limits": LIMITS}, indent=2))
+        "env": {"FROBOZZ_DATA_DIR": str(settings.data_dir)}, "limits": settings.limits}, indent=2))
     hook = '"{python}" -I -S "${{CLAUDE_PLUGIN_ROOT}}/hooks/frobozz_hook.py" {event} ' \
            '"${{CLAUDE_PLUGIN_ROOT}}/frobozz.json"'
     (plugin / "hooks" / "hooks.json").write_text(json.dumps({"hooks": {
-        event: [{"hooks": [{"type": "command", "command": hook.format(python=python, event=event),
-                            "timeout": int(LIMITS[event]) + 5}]}] for event in EVENTS}}, indent=2))
+        event: [{**({"matcher": MATCHERS[event]} if event in MATCHERS else {}),
+                 "hooks": [{"type": "command", "command": hook.format(python=python, event=event),
+                            "timeout": int(settings.limits[event]) + 5}]}] for event in EVENTS}}, indent=2))
     servers_env = {"FROBOZZ_DATA_DIR": str(settings.data_dir)}
     if namespace:
         servers_env["FROBOZZ_CORTEX_DEFAULT_NAMESPACE"] = namespace
     (plugin / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        name: {"command": python, "args": ["-m", "frobozz", "serve", name], "env": servers_env}
+        name: {"command": python, "args": ["-m", "frobozz", "plugin", "serve", name], "env": servers_env}
         for name in ("cortex", "handoff")}}, indent=2))
     (plugin / "commands" / "memory.md").write_text(MEMORY_COMMAND)
     return root

@@ -11,7 +11,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -23,7 +23,6 @@ from .exceptions import PluginError
 
 log = logging.getLogger("frobozz.plugin")
 Ask = Callable[[str], Awaitable[str]]
-Event = Literal["SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd"]
 CLIENT = "claude code"
 TRANSCRIPT_CHARS = 12_000  # of the conversation's end read for the hand-off letter
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
@@ -46,6 +45,7 @@ class HookInput(BaseModel):
     prompt: str = Field(default="", max_length=1_000_000)
     last_assistant_message: str | None = Field(default=None, max_length=1_000_000)
     reason: str = ""
+    tool_name: str = ""
 
 
 def project_namespace(cwd: str) -> str:
@@ -97,7 +97,8 @@ class HookMemory:
         except ValidationError as e:
             raise PluginError(f"the {event} hook's input was not understood ({e.error_count()} problems)") from e
         ns = namespace or project_namespace(data.cwd)
-        handler = {"SessionStart": self.session_start, "UserPromptSubmit": self.prompt, "Stop": self.stop,
+        handler = {"SessionStart": self.session_start, "UserPromptSubmit": self.prompt,
+                   "PostToolUse": self.post_tool_use, "Stop": self.stop,
                    "PreCompact": self.pre_compact, "SessionEnd": self.session_end}.get(event)
         if handler is None:
             raise PluginError(f"no such hook event: {event[:40]!r}")
@@ -135,6 +136,12 @@ class HookMemory:
                                                within=self.deadline + 0.5))
         blocks += await quietly("the nudge", nudge_blocks(sessions, record.id), [], within=self.deadline)
         return "\n\n".join(b["text"] for b in blocks)
+
+    async def post_tool_use(self, data: HookInput, ns: str) -> str:
+        """The model kept a memory through cortex: what waited to be kept is offered no more."""
+        if data.tool_name.endswith("cortex__store"):
+            await (await self.service.sessions()).clear_suggestions(data.session_id)
+        return ""
 
     async def stop(self, data: HookInput, ns: str) -> str:
         """The answer archived; what is worth keeping is drawn from the exchange in the background and

@@ -20,7 +20,7 @@ def hook_env(claude_home: Path, cortex_settings, **more: str) -> dict[str, str]:
     """What claude (and so the hooks, and the daemon they start) runs with: the test's HOME and database."""
     return {**os.environ, "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0",
             "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
-            "FROBOZZ_PLUGIN_IDLE": "300", "FROBOZZ_PLUGIN_DEADLINE": "10", **more}
+            "FROBOZZ_PLUGIN_IDLE": "300", "FROBOZZ_PLUGIN_DEADLINE": "10", "FROBOZZ_PLUGIN_LIMITS_SCALE": "6", **more}
 
 
 def frobozz(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -52,8 +52,22 @@ def plugin_settings(frobozz_env: Path) -> Iterator[PluginSettings]:
     stop_daemon(settings)
 
 
+@pytest.fixture(scope="session")
+def embedder_ready(cache_dir: Path) -> None:
+    """The local embedding model made once in the session's cache (its first export takes half a minute),
+    so no hook's limit is spent on it."""
+    import anyio
+
+    from frobozz.memory import MemorySettings
+    from frobozz.memory._embeddings import make_embedder
+
+    embedder = make_embedder(MemorySettings(cache_dir=cache_dir))
+    anyio.run(embedder.embed, ["warming up"])
+
+
 @pytest.fixture
-def installed(claude_home: Path, cortex_settings, project: Path, plugin_settings: PluginSettings) -> dict[str, str]:
+def installed(claude_home: Path, cortex_settings, project: Path, plugin_settings: PluginSettings,
+              embedder_ready: None) -> dict[str, str]:
     """The plugin installed at user scope into the fresh HOME: claude's environment."""
     env = hook_env(claude_home, cortex_settings)
     done = frobozz("plugin", "install", env=env, cwd=project)
