@@ -5,18 +5,22 @@ hand-off letter; with memory unreachable the prompt goes through unchanged."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from frobozz.engine import find_claude
-from frobozz.engine.testing import ScriptedModel
+from frobozz.engine.testing import Reply, ScriptedModel, ToolUse
 from frobozz.memory import MemoryService
 
 pytestmark = pytest.mark.anyio
 
+DOG = "The user's dog is called Rex."
 CAT = "The user's cat is called Zorkmid and she is afraid of grues."
+STORE = "mcp__plugin_frobozz-memory_cortex__store"
 LETTER = "We were naming the cat; where things stand: the name is chosen."
 
 
@@ -25,7 +29,11 @@ def reply(request) -> str:  # type: ignore[no-untyped-def]
     if text.startswith("The conversation below is about to be compacted"):
         return f"{LETTER}\n- tell the vet"
     if text.startswith("Here is the last exchange"):
-        return "NONE"
+        return DOG if "dog" in text else "NONE"
+    if request.tool_results():
+        return "(scripted) kept"
+    if text.rsplit("\n", 1)[-1].startswith("keep it"):
+        return Reply((ToolUse(STORE, {"content": DOG}),))
     return "(scripted) noted"
 
 
@@ -84,3 +92,37 @@ async def test_a_compaction_is_followed_by_the_hand_off_letter(installed, memori
         claude_p("Where were we?", env, project, "--resume", first["session_id"])
         after = main_requests(scripted)[-1]
         assert "Hand-off letter" in said(after) and LETTER in said(after) and "tell the vet" in said(after)
+
+
+async def test_what_is_worth_keeping_is_offered_next_turn_until_the_model_stores_it(installed, project,
+                                                                                    cortex_settings):
+    with ScriptedModel(reply) as scripted:
+        env = {**installed, **scripted.env()}
+        first = claude_p("My dog is called Rex.", env, project)
+        service = MemoryService(cortex_settings)
+        try:
+            sessions = await service.sessions()
+            with anyio.fail_after(120):  # the daemon's sidecar claude reads the exchange in the background
+                while not await sessions.suggestions(first["session_id"]):
+                    await anyio.sleep(0.2)
+            more = ("--resume", first["session_id"], "--allowedTools", STORE)
+            claude_p("keep it, please", env, project, *more)
+            nudged = [r for r in main_requests(scripted) if "keep it" in r.last_user_text()][0]
+            assert "<memory-nudge>" in said(nudged) and DOG in said(nudged)
+            assert [m.content for m in await (await service.store()).recent(5, "myproject")] == [DOG]
+            assert await sessions.suggestions(first["session_id"]) == []  # stored: the nudge is done
+        finally:
+            await service.aclose()
+
+
+async def test_with_the_database_down_the_prompt_reaches_the_model_unchanged(installed, project):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with ScriptedModel(reply) as scripted:
+        env = {**installed, **scripted.env(), "FROBOZZ_DATABASE_URL": f"postgresql://x@127.0.0.1:{port}/none"}
+        done = claude_p("What is my cat called?", env, project)
+        assert done["result"] == "(scripted) noted"
+        [request] = main_requests(scripted)
+        assert "What is my cat called?" in said(request) and "Orientation" not in said(request)
+        assert "recalled-memories" not in said(request)
