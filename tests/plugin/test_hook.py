@@ -7,12 +7,14 @@ from __future__ import annotations
 import ast
 import json
 import os
+import signal
 import socket
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+import anyio
 
 from frobozz.memory import MemoryService
 from frobozz.plugin import PluginSettings, daemon_pid
@@ -125,3 +127,21 @@ def test_an_unreadable_configuration_says_to_install_again(installed, plugin_set
     (plugin_settings.plugin_dir / "frobozz-memory" / "frobozz.json").write_text("{broken")
     out = hook("UserPromptSubmit", payload(project, "UserPromptSubmit", prompt="hi"), installed, plugin_settings)
     assert "install" in out["systemMessage"]
+
+
+async def test_a_daemon_killed_with_sigkill_is_replaced_by_the_next_hook_and_an_idle_one_ends_itself(
+        installed, plugin_settings, project):
+    start = payload(project, "SessionStart", source="startup")
+    assert hook("SessionStart", start, {**installed, "FROBOZZ_PLUGIN_IDLE": "3"}, plugin_settings)
+    first = daemon_pid(plugin_settings.socket)
+    os.kill(first, signal.SIGKILL)  # its socket is left behind
+    with anyio.fail_after(30):
+        while daemon_pid(plugin_settings.socket):
+            await anyio.sleep(0.02)
+    assert plugin_settings.socket.exists()
+    assert hook("SessionStart", start, {**installed, "FROBOZZ_PLUGIN_IDLE": "3"}, plugin_settings)
+    second = daemon_pid(plugin_settings.socket)
+    assert second and second != first
+    with anyio.fail_after(60):  # no hook for three seconds: it ends, and takes its socket with it
+        while daemon_pid(plugin_settings.socket) or plugin_settings.socket.exists():
+            await anyio.sleep(0.05)
