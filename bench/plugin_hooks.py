@@ -14,7 +14,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from memory_loop import model_process, pct  # noqa: E402
 from frobozz.engine import find_claude  # noqa: E402
 from frobozz.memory import MemoryService, MemorySettings  # noqa: E402
 from frobozz.memory._database import stop_embedded  # noqa: E402
-from frobozz.plugin import PluginSettings, daemon_pid  # noqa: E402
+from frobozz.plugin import PluginSettings, stop_daemon  # noqa: E402
 
 WARM_MS, COLD_MS = 100, 2000
 
@@ -43,15 +42,6 @@ def run_hook(event: str, payload: dict, env: dict[str, str], settings: PluginSet
                           capture_output=True, timeout=120)
     ms = 1000 * (time.perf_counter() - t)
     return ms, json.loads(done.stdout) if done.stdout.strip() else {}
-
-
-def stop_daemon(settings: PluginSettings) -> None:
-    pid = daemon_pid(settings.socket)
-    if pid:
-        os.kill(pid, signal.SIGTERM)
-        end = time.monotonic() + 60
-        while daemon_pid(settings.socket) and time.monotonic() < end:
-            time.sleep(0.02)
 
 
 def claude_p(prompt: str, env: dict[str, str], cwd: Path) -> float:
@@ -96,10 +86,10 @@ def main(count: int, warm: int, cold: int, prompts: int) -> None:
 
         cold_start, cold_prompt = [], []
         for n in range(cold):
-            stop_daemon(settings)
+            stop_daemon(settings.socket)
             cold_start.append(run_hook("SessionStart", {**base, "session_id": f"cold-{n}", "source": "startup"},
                                        env, settings)[0])
-            stop_daemon(settings)  # a prompt whose daemon had gone (idle, or killed): it starts it again
+            stop_daemon(settings.socket)  # a prompt whose daemon had gone (idle, or killed): it starts it again
             cold_prompt.append(run_hook("UserPromptSubmit", {**base, "session_id": f"cold-{n}",
                                                               "prompt": questions[n]}, env, settings)[0])
         run_hook("SessionStart", {**base, "session_id": "warm", "source": "startup"}, env, settings)
@@ -125,7 +115,7 @@ def main(count: int, warm: int, cold: int, prompts: int) -> None:
             bare_env = {**env, **model, "HOME": str(bare_home)}
             without = [claude_p(q, bare_env, project) for q in questions[:prompts]]
     finally:
-        stop_daemon(settings)
+        stop_daemon(settings.socket)
         stop_embedded(memory, delete=True)
         shutil.rmtree(scratch, ignore_errors=True)
 

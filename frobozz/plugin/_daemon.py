@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,6 +77,17 @@ def daemon_pid(socket_path: Path) -> int | None:
         return None
     finally:
         os.close(fd)
+
+
+def stop_daemon(socket_path: Path, *, wait: float = 30.0) -> bool:
+    """Ask the running daemon to stop (SIGTERM) and wait for it to go; whether none runs now."""
+    pid = daemon_pid(socket_path)
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        end = time.monotonic() + wait
+        while daemon_pid(socket_path) and time.monotonic() < end:
+            time.sleep(0.02)
+    return daemon_pid(socket_path) is None
 
 
 class MemoryDaemon:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..loop import Suggester, Window, capsules, here_and_now, latest_letter, memories, nudge_blocks, orientation, \
     recalled_blocks, refresh_capsules
-from ..memory import MemoryService, Recall, quietly
+from ..memory import LoopSession, MemoryService, Recall, quietly
 from .exceptions import PluginError
 
 log = logging.getLogger("frobozz.plugin")
@@ -85,6 +85,7 @@ class HookMemory:
     def __init__(self, service: MemoryService, *, ask: Ask | None = None, deadline: float = 1.5) -> None:
         self.service, self.ask, self.deadline = service, ask, deadline
         self._turns: dict[str, int] = {}
+        self._open: dict[str, LoopSession] = {}  # claude's sessions adopted since the daemon started
         self._background: anyio.abc.TaskGroup | None = None
 
     def background(self, tg: anyio.abc.TaskGroup) -> None:
@@ -104,6 +105,13 @@ class HookMemory:
             raise PluginError(f"no such hook event: {event[:40]!r}")
         return await handler(data, ns)
 
+    async def _adopt(self, data: HookInput, ns: str) -> LoopSession:
+        """The loop's session for claude's, opened on its first hook (one round trip saved on every later one)."""
+        if data.session_id not in self._open:
+            sessions = await self.service.sessions()
+            self._open[data.session_id] = await sessions.adopt(data.session_id, ns, client=CLIENT)
+        return self._open[data.session_id]
+
     async def _turn(self, session_id: str) -> int:
         if session_id not in self._turns:
             sessions = await self.service.sessions()
@@ -114,6 +122,7 @@ class HookMemory:
         """A resumed session keeps its window (its history is there); any other start opens one."""
         sessions = await self.service.sessions()
         record = await sessions.adopt(data.session_id, ns, client=CLIENT)
+        self._open[record.id] = record
         if data.source == "resume":
             return ""
         previous = record.window_started_at if data.source == "compact" else None
@@ -126,7 +135,7 @@ class HookMemory:
     async def prompt(self, data: HookInput, ns: str) -> str:
         """Recall for the prompt (its threshold and the session's seen-set) and the nudge; the prompt is archived."""
         sessions = await self.service.sessions()
-        record = await sessions.adopt(data.session_id, ns, client=CLIENT)
+        record = await self._adopt(data, ns)
         turn = await self._turn(record.id) + 1
         self._turns[record.id] = turn
         if data.prompt.strip():
@@ -147,13 +156,14 @@ class HookMemory:
         """The answer archived; what is worth keeping is drawn from the exchange in the background and
         offered on the next prompt (never stored silently)."""
         sessions = await self.service.sessions()
-        record = await sessions.adopt(data.session_id, ns, client=CLIENT)
+        record = await self._adopt(data, ns)
         said = data.last_assistant_message or ""
         if said.strip():
             await sessions.archive(record.id, await self._turn(record.id) or 1, "assistant", said)
         if said.strip() and self.ask is not None and self._background is not None:
             user = await self._last_user(record.id)
-            self._background.start_soon(self._quietly_in_background, Suggester(sessions, self.ask)(record.id, user, said))
+            suggest = Suggester(sessions, self.ask)
+            self._background.start_soon(self._quietly_in_background, suggest(record.id, user, said))
         return ""
 
     async def _last_user(self, session_id: str) -> str:
@@ -180,10 +190,11 @@ class HookMemory:
     async def session_end(self, data: HookInput, ns: str) -> str:
         """The session's end archived; the capsules of recent conversation brought up to date for the next."""
         sessions = await self.service.sessions()
-        record = await sessions.adopt(data.session_id, ns, client=CLIENT)
+        record = await self._adopt(data, ns)
         await sessions.archive(record.id, await self._turn(record.id) or 1, "note",
                                f"the session ended ({data.reason or 'no reason given'})")
         self._turns.pop(record.id, None)
+        self._open.pop(record.id, None)
         if self.ask is not None and self._background is not None:
             self._background.start_soon(self._quietly_in_background,
                                         refresh_capsules(sessions, record.namespace, record.id, self.ask))

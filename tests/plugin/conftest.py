@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
+import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from frobozz.plugin import PluginSettings, daemon_pid
+from frobozz.plugin import PluginSettings, stop_daemon
 
 
 def hook_env(claude_home: Path, cortex_settings, **more: str) -> dict[str, str]:
@@ -28,15 +27,6 @@ def frobozz(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedP
                           timeout=180)
 
 
-def stop_daemon(settings: PluginSettings) -> None:
-    pid = daemon_pid(settings.socket)
-    if pid:
-        os.kill(pid, signal.SIGTERM)
-        end = time.monotonic() + 30
-        while daemon_pid(settings.socket) and time.monotonic() < end:
-            time.sleep(0.05)
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     folder = tmp_path / "myproject"
@@ -49,7 +39,9 @@ def plugin_settings(frobozz_env: Path) -> Iterator[PluginSettings]:
     """The plugin's settings for the test's data folder; its daemon is stopped after the test."""
     settings = PluginSettings()
     yield settings
-    stop_daemon(settings)
+    stop_daemon(settings.socket)
+    shutil.rmtree(settings.socket.with_suffix(".off"), ignore_errors=True)  # a test's that had no daemon to clear it
+    settings.socket.with_suffix(".lock").unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from frobozz.memory import MemoryService
 
 from .conftest import hook
 
-from .test_claude import CAT, LETTER, memories, said  # noqa: F401 (memories is a fixture)
+from .test_claude import LETTER, memories, said  # noqa: F401 (memories is a fixture)
 
 pytestmark = pytest.mark.anyio
 READY = re.compile(r"for.{0,16}agents")  # the input box's footer: the prompt may be typed
@@ -72,7 +72,8 @@ async def test_a_person_at_the_terminal_gets_the_memory_once_and_the_letter_afte
     with ScriptedModel(replies) as scripted:
         env = {**installed, **scripted.env(), "COLUMNS": "120", "TERM": "xterm"}
         person_ready(claude_home, project, scripted.env()["ANTHROPIC_API_KEY"])
-        hook("ping", {"session_id": "warm-up"}, env, plugin_settings)  # the daemon up: a person's is, after their first session
+        # the daemon up, as a person's is after their first session (the cold start is claude -p's test)
+        hook("ping", {"session_id": "warm-up"}, env, plugin_settings)
         child = pexpect.spawn(str(find_claude()), [], env=env, cwd=str(project), encoding="utf-8", timeout=120,
                               dimensions=(40, 120))
         child.logfile_read = (project.parent / "screen.log").open("w")
