@@ -11,10 +11,8 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 MAX_INPUT = 8 * 1024 * 1024  # bytes of hook input read; a bigger prompt goes without memory
@@ -41,8 +39,10 @@ def _connect(path: str, deadline: float) -> socket.socket:
 def _start_daemon(config: dict[str, Any]) -> None:
     """The daemon, in a session of its own (it outlives this hook by design and ends itself when idle);
     its output goes to its log, never to claude's terminal."""
-    log = Path(config["log"])
-    log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    import subprocess  # only here: its import is a good part of a hook's start
+
+    log = config["log"]
+    os.makedirs(os.path.dirname(log), mode=0o700, exist_ok=True)
     with open(log, "ab") as out:
         subprocess.Popen(config["command"], stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
                          close_fds=True, env={**os.environ, **config.get("env", {})})
@@ -95,18 +95,18 @@ def ask(config: dict[str, Any], request: dict[str, Any], deadline: float) -> dic
     return reply
 
 
-def off_marks(socket_path: Path) -> Path:
+def off_marks(socket_path: str | os.PathLike[str]) -> str:
     """Where the sessions already told that memory is off are marked (the daemon clears it when it stops)."""
-    return socket_path.parent / f"{socket_path.stem}.off"
+    return os.path.splitext(os.fspath(socket_path))[0] + ".off"
 
 
 def _say_once(config: dict[str, Any], session: str, why: str) -> dict[str, Any]:
     """A message for the user the first time memory is off in a session; nothing after that."""
-    marks = off_marks(Path(config["socket"]))
+    marks = off_marks(config["socket"])
     name = "".join(c for c in session if c.isalnum() or c in "-_")[:100] or "unknown"
     try:
-        marks.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (marks / name).touch(exist_ok=False)
+        os.makedirs(marks, mode=0o700, exist_ok=True)
+        os.close(os.open(os.path.join(marks, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:
         return {}
     except OSError:
@@ -117,7 +117,8 @@ def _say_once(config: dict[str, Any], session: str, why: str) -> dict[str, Any]:
 def run(event: str, config_path: str, raw: bytes) -> dict[str, Any]:
     """The hook's JSON output (empty: nothing to add)."""
     try:
-        config = json.loads(Path(config_path).read_text(encoding="utf-8"))
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
     except (OSError, ValueError):
         return {"systemMessage": "Frobozz memory is off: its plugin's configuration cannot be read "
                                  "(run `frobozz plugin install` again)."}
