@@ -18,6 +18,7 @@ ALLOWED = {
     "web": {"games", "memory", "runner"},  # reads runs and memory through their public APIs
     "agent": {"engine", "loop", "memory"},  # never servers or runner: MCP configs are data it hands to claude
     "dialogue": {"engine"},  # orchestrator, skeletons, consensus on the engine: no MCP, no memory
+    "plugin": {"engine", "loop", "memory"},  # its hooks' daemon runs the loop; the hook itself imports nothing
 }
 LEAVES = {p.stem for p in PACKAGE.glob("_*.py")} - {"__init__", "__main__"}
 

@@ -17,6 +17,7 @@ from ._doctor import doctor
 from ._games import games
 from ._mcp_config import mcp_config
 from ._play import play
+from ._plugin import plugin
 from ._routines import routine_app
 from ._runs import leaderboard, runs, worker
 from ._serve import hub_token, serve, web
@@ -37,6 +38,7 @@ app.command()(web)
 app.command()(chat)
 app.command("mcp-config")(mcp_config)
 app.command()(doctor)
+app.add_typer(plugin, name="plugin")
 
 
 @app.callback()

@@ -94,6 +94,15 @@ class SessionStore:
                                    f"RETURNING {_SESSION}", uuid.uuid4().hex, ns, client[:200])
         return _session(row)
 
+    async def adopt(self, session_id: str, namespace: str | None = None, *, client: str = "") -> LoopSession:
+        """The session with this id, opened now if it is new: for a client whose sessions have ids of their
+        own (Claude Code's hooks key the loop on claude's session id)."""
+        ns = self.memories.namespace(namespace)
+        async with self.memories.connection() as c:
+            await c.execute("INSERT INTO loop_sessions (id, namespace, client) VALUES ($1, $2, $3) "
+                            "ON CONFLICT (id) DO NOTHING", self._id(session_id), ns, client[:200])
+        return await self.get(session_id)
+
     async def get(self, session_id: str) -> LoopSession:
         async with self.memories.connection() as c:
             row = await c.fetchrow(f"SELECT {_SESSION} FROM loop_sessions WHERE id = $1", self._id(session_id))

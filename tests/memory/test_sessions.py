@@ -101,3 +101,15 @@ async def test_concurrent_writers_lose_no_entry(sessions):
 async def test_marking_seen_in_a_session_that_does_not_exist_is_a_clear_error(sessions):
     with pytest.raises(MemoryStoreError, match="no loop session 'gone': open one first"):
         await sessions.mark_seen("gone", [1])
+
+
+async def test_adopt_opens_a_session_under_a_clients_own_id_once_and_refuses_a_bad_one(sessions):
+    """Claude Code's hooks key the loop on claude's session id: the first hook opens it, the next find it."""
+    first = await sessions.adopt("0b9c2f0e-1d2a-4c3b-9e8f-7a6b5c4d3e2f", "proj", client="claude code")
+    again = await sessions.adopt(first.id, "elsewhere")
+    assert first.id == again.id and again.namespace == "proj" and again.client == "claude code"
+    assert [s.id for s in await sessions.list("proj")] == [first.id]
+    for bad in ("", "../etc", "x" * 101):
+        with pytest.raises(MemoryStoreError):
+            await sessions.adopt(bad, "proj")
+    assert len(await sessions.list("proj")) == 1

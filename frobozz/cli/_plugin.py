@@ -1,0 +1,115 @@
+"""`frobozz plugin`: memory in the user's own Claude Code (install, uninstall, status), and the memory
+daemon its hooks start (`frobozz plugin daemon`, not for people to run by hand)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+plugin = typer.Typer(help="Memory in your own Claude Code: a plugin whose hooks run the memory loop.",
+                     no_args_is_help=True)
+
+
+@plugin.command(hidden=True)
+def daemon(socket: Path | None = typer.Option(None, help="The socket to listen on (default: the settings').")) -> None:
+    """Serve the plugin's hooks until idle (the first hook starts it)."""
+    import anyio
+
+    from frobozz.plugin import MemoryDaemon, PluginError, PluginSettings
+
+    try:
+        anyio.run(MemoryDaemon(PluginSettings(), socket).serve)
+    except PluginError as e:
+        err.print(f"error: {e}", markup=False)
+        raise typer.Exit(1) from e
+
+
+def _claude() -> str:
+    from frobozz.engine import CLINotFoundError, find_claude
+
+    try:
+        return str(find_claude())
+    except CLINotFoundError as e:
+        err.print(f"error: {e}", markup=False)
+        raise typer.Exit(1) from e
+
+
+@plugin.command()
+def install(scope: str = typer.Option("user", help="user: every project; project: this one (.claude/settings.json)."),
+            namespace: str | None = typer.Option(None, help="Whose memory (default: each project's, the git root's "
+                                                            "or the folder's name).")) -> None:
+    """Install the memory plugin into Claude Code (through claude's own plugin commands)."""
+    from frobozz.plugin import PluginError, PluginSettings
+    from frobozz.plugin import install as install_plugin
+
+    if scope not in ("user", "project"):
+        err.print("error: --scope is user or project", markup=False)
+        raise typer.Exit(2)
+    if namespace is not None and not namespace.strip():
+        err.print("error: --namespace is empty: leave it out for each project's own", markup=False)
+        raise typer.Exit(2)
+    try:
+        done = install_plugin(PluginSettings(), scope, Path.cwd(), namespace, _claude())  # type: ignore[arg-type]
+    except PluginError as e:
+        err.print(f"error: {e}", markup=False)
+        raise typer.Exit(1) from e
+    out.print(f"installed frobozz-memory ({done.scope} scope, {done.settings}); namespace: "
+              f"{done.namespace or 'each project its own'}. New claude sessions have memory.", markup=False)
+
+
+@plugin.command()
+def uninstall(scope: str = typer.Option("user", help="The scope it was installed at.")) -> None:
+    """Remove the plugin; the settings file is left as it was before."""
+    from frobozz.plugin import PluginError, PluginSettings
+    from frobozz.plugin import uninstall as uninstall_plugin
+
+    if scope not in ("user", "project"):
+        err.print("error: --scope is user or project", markup=False)
+        raise typer.Exit(2)
+    try:
+        target = uninstall_plugin(PluginSettings(), scope, Path.cwd(), _claude())  # type: ignore[arg-type]
+    except PluginError as e:
+        err.print(f"error: {e}", markup=False)
+        raise typer.Exit(1) from e
+    out.print(f"uninstalled frobozz-memory ({scope} scope, {target})", markup=False)
+
+
+@plugin.command()
+def status() -> None:
+    """Where the plugin is installed, and whether its memory daemon runs."""
+    from frobozz.plugin import PluginSettings, daemon_pid
+    from frobozz.plugin import status as installed
+
+    settings = PluginSettings()
+    found = installed(settings)
+    if not found:
+        out.print("not installed", markup=False)
+    for one in found:
+        out.print(f"installed: {one.scope} scope, {one.settings}; namespace: {one.namespace or 'per project'}",
+                  markup=False)
+    pid = daemon_pid(settings.socket)
+    out.print(f"memory daemon: {f'running (pid {pid})' if pid else 'not running'}; socket {settings.socket}",
+              markup=False)
+
+
+@plugin.command("serve", hidden=True)
+def serve_for_claude(name: str = typer.Argument(..., help="cortex or handoff")) -> None:
+    """An MCP server as the plugin starts it: the project's namespace by default (the one the hooks recall
+    from), and what cortex stores marked seen in claude's session (recall does not hand it back)."""
+    import os
+
+    from frobozz.plugin import project_namespace
+    from frobozz.servers import load_server
+
+    if name not in ("cortex", "handoff"):
+        err.print("error: the plugin serves cortex or handoff", markup=False)
+        raise typer.Exit(2)
+    project = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    os.environ.setdefault("FROBOZZ_CORTEX_DEFAULT_NAMESPACE", project_namespace(project))
+    if os.environ.get("CLAUDE_CODE_SESSION_ID"):
+        os.environ.setdefault("FROBOZZ_CORTEX_SEEN_SESSION", os.environ["CLAUDE_CODE_SESSION_ID"])
+    load_server(name).run("stdio")

@@ -1,0 +1,213 @@
+"""The per-user memory daemon the plugin's hooks talk to: one JSON line in, one JSON line out, on a Unix
+socket in a folder only its user can enter. The first hook starts it; it keeps the memory service (the
+database pool, the embedding model) and a sidecar claude warm, and ends itself when no hook has called
+for a while, or on SIGTERM/SIGINT, removing its socket. One runs per data directory: a second one started
+at the same moment sees the lock taken and leaves."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import signal
+import stat
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import SocketStream, TaskGroup
+
+from ..engine import EngineOptions, EngineSettings, Sidecar
+from ..memory import DatabaseError, MemoryService, MemorySettings, MemoryStoreError
+from ._hook import OFF_ENV, off_marks
+from ._memory import HookMemory
+from .exceptions import PluginError
+from .settings import PluginSettings
+
+log = logging.getLogger("frobozz.plugin")
+MAX_REQUEST = 16 * 1024 * 1024
+
+
+def private_folder(folder: Path) -> Path:
+    """`folder`, made if needed, refused unless it is this user's own and closed to everyone else (a folder
+    planted in /tmp by another account would let it read the prompts)."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise PluginError(f"{folder} is not a private folder of this user's: remove it and try again")
+    return folder
+
+
+@contextmanager
+def single(lock_path: Path) -> Iterator[bool]:
+    """Whether this process holds the daemon's lock (held until the block ends)."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield True
+    finally:
+        os.close(fd)
+
+
+def daemon_pid(socket_path: Path) -> int | None:
+    """The running daemon's pid, or None when none holds the lock."""
+    lock_path = socket_path.with_suffix(".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            return int(text) if text.isdigit() else None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def stop_daemon(socket_path: Path, *, wait: float = 30.0) -> bool:
+    """Ask the running daemon to stop (SIGTERM) and wait for it to go; whether none runs now."""
+    pid = daemon_pid(socket_path)
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        end = time.monotonic() + wait
+        while daemon_pid(socket_path) and time.monotonic() < end:
+            time.sleep(0.02)
+    return daemon_pid(socket_path) is None
+
+
+class MemoryDaemon:
+    def __init__(self, settings: PluginSettings, socket_path: Path | None = None,
+                 memory: MemorySettings | None = None) -> None:
+        self.settings = settings
+        self.socket_path = socket_path or settings.socket
+        self.memory = memory or MemorySettings()
+        self._sidecar: Sidecar | None = None
+        self._tg: TaskGroup | None = None
+        self._last = 0.0
+
+    async def _ask(self, prompt: str) -> str:
+        """A question for the sidecar claude, started on first use (no hook's answer waits for it to start)."""
+        if self._sidecar is None:
+            assert self._tg is not None
+            options = EngineOptions(tools=(), env={OFF_ENV: "1"}, setting_sources=())
+            self._sidecar = Sidecar(options, EngineSettings(), timeout=self.settings.plugin_ask_timeout)
+            self._tg.start_soon(self._sidecar.keep_warm)
+        return await self._sidecar.ask(prompt)
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        private_folder(self.socket_path.parent)
+        with single(self.socket_path.with_suffix(".lock")) as mine:
+            if not mine:
+                log.info("another memory daemon serves %s", self.socket_path)
+                task_status.started()
+                return
+            self.socket_path.unlink(missing_ok=True)  # a daemon killed with -9 leaves its socket behind
+            service = MemoryService(self.memory)
+            hooks = HookMemory(service, ask=self._ask, deadline=self.settings.plugin_deadline)
+            try:
+                listener = await anyio.create_unix_listener(self.socket_path, mode=0o600)
+                async with anyio.create_task_group() as tg, listener:
+                    self._tg = tg
+                    hooks.background(tg)
+                    tg.start_soon(self._signals, tg)
+                    tg.start_soon(self._idle, tg)
+                    tg.start_soon(self._warm, service)
+                    log.info("memory daemon %d listening on %s", os.getpid(), self.socket_path)
+                    task_status.started()
+                    await listener.serve(lambda stream: self._answer(stream, hooks), task_group=tg)
+            finally:
+                self.socket_path.unlink(missing_ok=True)
+                shutil.rmtree(off_marks(self.socket_path), ignore_errors=True)  # the next may say again why it was off
+                if self._sidecar is not None:
+                    self._sidecar.close()
+                await service.aclose()
+
+    async def _signals(self, tg: TaskGroup) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                log.info("memory daemon stopping")
+                tg.cancel_scope.cancel()
+                return
+
+    async def _idle(self, tg: TaskGroup) -> None:
+        self._last = anyio.current_time()
+        while True:
+            left = self._last + self.settings.plugin_idle - anyio.current_time()
+            if left <= 0:
+                log.info("memory daemon idle for %.0f s: stopping", self.settings.plugin_idle)
+                tg.cancel_scope.cancel()
+                return
+            await anyio.sleep(min(left, 60))
+
+    async def _warm(self, service: MemoryService) -> None:
+        """The database and the embedding model, readied while the first hook's answer is written."""
+        try:
+            store = await service.store()
+            await store.embedder.embed(["warming up"])
+        except Exception as e:  # the hooks report it when they need them
+            log.warning("memory daemon: not warmed (%s)", type(e).__name__)
+
+    async def _answer(self, stream: SocketStream, hooks: HookMemory) -> None:
+        self._last = anyio.current_time()
+        async with stream:
+            try:
+                reply = await self._reply(await self._read(stream), hooks)
+            except PluginError as e:
+                reply = {"error": str(e)}
+            try:
+                await stream.send(json.dumps(reply).encode() + b"\n")
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                pass  # the hook gave up waiting: it let the prompt through already
+        self._last = anyio.current_time()
+
+    async def _read(self, stream: SocketStream) -> dict[str, Any]:
+        data = b""
+        with anyio.move_on_after(10):
+            while not data.endswith(b"\n"):
+                try:
+                    data += await stream.receive(65536)
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    break
+                if len(data) > MAX_REQUEST:
+                    raise PluginError("the hook's request is too big")
+        try:
+            request = json.loads(data)
+        except ValueError as e:
+            raise PluginError("the hook's request is not JSON") from e
+        if not isinstance(request, dict) or not isinstance(request.get("event"), str):
+            raise PluginError("the hook's request names no event")
+        return request
+
+    async def _reply(self, request: dict[str, Any], hooks: HookMemory) -> dict[str, Any]:
+        event = request["event"]
+        if event == "ping":
+            return {"pid": os.getpid()}
+        namespace = request.get("namespace")
+        try:
+            with anyio.fail_after(self.settings.limits.get(event, 5.0)):
+                return {"context": await hooks.handle(event, request.get("input"),
+                                                      namespace if isinstance(namespace, str) else None)}
+        except TimeoutError as e:
+            raise PluginError(f"the {event} hook's memory work took too long") from e
+        except DatabaseError as e:
+            raise PluginError("the memory database cannot be reached") from e
+        except MemoryStoreError as e:
+            raise PluginError(str(e)[:300]) from e
+        except (OSError, RuntimeError) as e:
+            log.warning("memory daemon: %s failed (%s)", event, type(e).__name__)
+            raise PluginError(f"the memory daemon failed ({type(e).__name__})") from e

@@ -1,0 +1,158 @@
+"""The hook command Claude Code runs (copied into the plugin as `hooks/frobozz_hook.py`): standard library
+only, so it starts in a few tens of milliseconds and loads no model and no database driver.
+
+`python -I -S frobozz_hook.py EVENT CONFIG` reads the hook's JSON from stdin, hands it to the memory daemon
+over its Unix socket (starting the daemon when none answers), and prints what the daemon adds as the
+hook's additional context. Every failure (no daemon, a database that is down, a slow answer) lets the
+prompt through unchanged, within the time limit, and says once per session why memory is off."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+MAX_INPUT = 8 * 1024 * 1024  # bytes of hook input read; a bigger prompt goes without memory
+MAX_REPLY = 4 * 1024 * 1024
+CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
+OFF_ENV = "FROBOZZ_PLUGIN_OFF"  # set for the daemon's own claude (the sidecar): its hooks do nothing
+
+
+class Off(Exception):
+    """Memory is off for this hook: the reason, said once per session."""
+
+
+def _connect(path: str, deadline: float) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(max(deadline - time.monotonic(), 0.01))
+    try:
+        sock.connect(path)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _start_daemon(config: dict[str, Any]) -> None:
+    """The daemon, in a session of its own (it outlives this hook by design and ends itself when idle);
+    its output goes to its log, never to claude's terminal."""
+    import subprocess  # only here: its import is a good part of a hook's start
+
+    log = config["log"]
+    os.makedirs(os.path.dirname(log), mode=0o700, exist_ok=True)
+    with open(log, "ab") as out:
+        subprocess.Popen(config["command"], stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+                         close_fds=True, env={**os.environ, **config.get("env", {})})
+
+
+def ask(config: dict[str, Any], request: dict[str, Any], deadline: float) -> dict[str, Any]:
+    """The daemon's answer to one request, starting the daemon once if none listens."""
+    path, started = config["socket"], False
+    while True:
+        try:
+            sock = _connect(path, deadline)
+            break
+        except (FileNotFoundError, ConnectionRefusedError) as e:
+            if not started:
+                try:
+                    _start_daemon(config)
+                except OSError as e2:
+                    raise Off(f"the memory daemon could not start ({type(e2).__name__})") from e2
+                started = True
+            if time.monotonic() >= deadline:
+                raise Off("the memory daemon did not start in time") from e
+            time.sleep(0.02)
+        except (socket.timeout, OSError) as e:
+            raise Off(f"the memory daemon cannot be reached ({type(e).__name__})") from e
+    with sock:
+        try:
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            chunks, size = [], 0
+            while not chunks or not chunks[-1].endswith(b"\n"):
+                sock.settimeout(max(deadline - time.monotonic(), 0.01))
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > MAX_REPLY:
+                    raise Off("the memory daemon's answer was too long")
+        except (socket.timeout, TimeoutError) as e:
+            raise Off("the memory daemon was slower than the hook's limit") from e
+        except OSError as e:
+            raise Off(f"the memory daemon's connection failed ({type(e).__name__})") from e
+    try:
+        reply = json.loads(b"".join(chunks))
+    except ValueError as e:
+        raise Off("the memory daemon's answer could not be read") from e
+    if not isinstance(reply, dict):
+        raise Off("the memory daemon's answer could not be read")
+    if reply.get("error"):
+        raise Off(str(reply["error"])[:300])
+    return reply
+
+
+def off_marks(socket_path: str | os.PathLike[str]) -> str:
+    """Where the sessions already told that memory is off are marked (the daemon clears it when it stops)."""
+    return os.path.splitext(os.fspath(socket_path))[0] + ".off"
+
+
+def _say_once(config: dict[str, Any], session: str, why: str) -> dict[str, Any]:
+    """A message for the user the first time memory is off in a session; nothing after that."""
+    marks = off_marks(config["socket"])
+    name = "".join(c for c in session if c.isalnum() or c in "-_")[:100] or "unknown"
+    try:
+        os.makedirs(marks, mode=0o700, exist_ok=True)
+        os.close(os.open(os.path.join(marks, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return {}
+    except OSError:
+        pass
+    return {"systemMessage": f"Frobozz memory is off for now: {why}. The prompt went through without it."}
+
+
+def run(event: str, config_path: str, raw: bytes) -> dict[str, Any]:
+    """The hook's JSON output (empty: nothing to add)."""
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return {"systemMessage": "Frobozz memory is off: its plugin's configuration cannot be read "
+                                 "(run `frobozz plugin install` again)."}
+    try:
+        payload = json.loads(raw) if len(raw) <= MAX_INPUT else None
+    except ValueError:
+        payload = None
+    session = str(payload.get("session_id", "")) if isinstance(payload, dict) else ""
+    limit = float(config.get("limits", {}).get(event, 2.0))
+    try:
+        if payload is None or not isinstance(payload, dict):
+            raise Off("the hook's input could not be read")
+        reply = ask(config, {"event": event, "input": payload, "namespace": config.get("namespace")},
+                    time.monotonic() + limit)
+    except Off as e:
+        return _say_once(config, session, str(e))
+    context = reply.get("context")
+    if event in CONTEXT_EVENTS and isinstance(context, str) and context.strip():
+        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
+    return {}
+
+
+def main(argv: list[str]) -> int:
+    if os.environ.get(OFF_ENV) or len(argv) != 3:
+        return 0
+    raw = sys.stdin.buffer.read(MAX_INPUT + 1)
+    try:
+        output = run(argv[1], argv[2], raw)
+    except Exception:  # never block the user: the prompt goes on unchanged
+        output = {}
+    if output:
+        sys.stdout.write(json.dumps(output))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

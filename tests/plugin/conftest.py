@@ -1,0 +1,78 @@
+"""The plugin installed into a fresh HOME, its daemon on the test's database, and claude run against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from frobozz.plugin import PluginSettings, stop_daemon
+
+
+def hook_env(claude_home: Path, cortex_settings, **more: str) -> dict[str, str]:
+    """What claude (and so the hooks, and the daemon they start) runs with: the test's HOME and database."""
+    return {**os.environ, "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0",
+            "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
+            "FROBOZZ_PLUGIN_IDLE": "300", "FROBOZZ_PLUGIN_DEADLINE": "10", "FROBOZZ_PLUGIN_LIMITS_SCALE": "6", **more}
+
+
+def frobozz(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "frobozz", *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=180)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    folder = tmp_path / "myproject"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def plugin_settings(frobozz_env: Path) -> Iterator[PluginSettings]:
+    """The plugin's settings for the test's data folder; its daemon is stopped after the test."""
+    settings = PluginSettings()
+    yield settings
+    stop_daemon(settings.socket)
+    shutil.rmtree(settings.socket.with_suffix(".off"), ignore_errors=True)  # a test's that had no daemon to clear it
+    settings.socket.with_suffix(".lock").unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def embedder_ready(cache_dir: Path) -> None:
+    """The local embedding model made once in the session's cache (its first export takes half a minute),
+    so no hook's limit is spent on it."""
+    import anyio
+
+    from frobozz.memory import MemorySettings
+    from frobozz.memory._embeddings import make_embedder
+
+    embedder = make_embedder(MemorySettings(cache_dir=cache_dir))
+    anyio.run(embedder.embed, ["warming up"])
+
+
+@pytest.fixture
+def installed(claude_home: Path, cortex_settings, project: Path, plugin_settings: PluginSettings,
+              embedder_ready: None) -> dict[str, str]:
+    """The plugin installed at user scope into the fresh HOME: claude's environment."""
+    env = hook_env(claude_home, cortex_settings)
+    done = frobozz("plugin", "install", env=env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    return env
+
+
+def hook(event: str, payload: dict | bytes, env: dict[str, str], settings: PluginSettings) -> dict:
+    """Run the installed hook command as claude would: its JSON output (empty: nothing added)."""
+    config = settings.plugin_dir / "frobozz-memory" / "frobozz.json"
+    script = settings.plugin_dir / "frobozz-memory" / "hooks" / "frobozz_hook.py"
+    raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    done = subprocess.run([sys.executable, "-I", "-S", str(script), event, str(config)], input=raw, env=env,
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout) if done.stdout.strip() else {}

@@ -1,0 +1,128 @@
+"""The plugin in the real claude CLI (print mode) against the scripted model: memories reach the model's
+request through the hooks, once per session; a new session is oriented; a compaction is followed by the
+hand-off letter; with memory unreachable the prompt goes through unchanged."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+
+from frobozz.engine import find_claude
+from frobozz.engine.testing import Reply, ScriptedModel, ToolUse
+from frobozz.memory import MemoryService
+
+pytestmark = pytest.mark.anyio
+
+DOG = "The user's dog is called Rex."
+CAT = "The user's cat is called Zorkmid and she is afraid of grues."
+STORE = "mcp__plugin_frobozz-memory_cortex__store"
+LETTER = "We were naming the cat; where things stand: the name is chosen."
+
+
+def reply(request) -> str:  # type: ignore[no-untyped-def]
+    text = request.last_user_text()
+    if text.startswith("The conversation below is about to be compacted"):
+        return f"{LETTER}\n- tell the vet"
+    if text.startswith("Here is the last exchange"):
+        return DOG if "dog" in text else "NONE"
+    if request.tool_results():
+        return "(scripted) kept"
+    if text.rsplit("\n", 1)[-1].startswith("keep it"):
+        return Reply((ToolUse(STORE, {"content": DOG}),))
+    return "(scripted) noted"
+
+
+def claude_p(prompt: str, env: dict[str, str], cwd: Path, *more: str) -> dict:
+    done = subprocess.run([str(find_claude()), "-p", prompt, "--output-format", "json", *more], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr + done.stdout
+    return json.loads(done.stdout)
+
+
+def said(request) -> str:  # type: ignore[no-untyped-def]
+    return json.dumps(request.body.get("messages", []))
+
+
+def main_requests(scripted: ScriptedModel) -> list:
+    """The conversation's requests (not claude's side calls, nor the daemon's sidecar questions)."""
+    return [r for r in scripted.requests if r.body.get("tools") and
+            not r.last_user_text().startswith(("The conversation below", "Here is the last exchange", "Summarise"))]
+
+
+@pytest.fixture
+async def memories(cortex_settings) -> list[int]:
+    """The cat, stored before any session, then five newer memories, so the orientation's newest few leave
+    the cat for recall to find."""
+    service = MemoryService(cortex_settings)
+    try:
+        store = await service.store()
+        ids = [(await store.store(CAT, namespace="myproject"))[0].id]
+        for n in range(5):
+            ids.append((await store.store(f"Build note {n}: the linter runs before the tests.",
+                                          namespace="myproject"))[0].id)
+        return ids
+    finally:
+        await service.aclose()
+
+
+async def test_a_stored_memory_reaches_the_first_prompt_and_not_the_next_of_the_same_session(
+        installed, memories, project):
+    with ScriptedModel(reply) as scripted:
+        env = {**installed, **scripted.env()}
+        first = claude_p("What is my cat called?", env, project)
+        [request] = main_requests(scripted)
+        assert "# Orientation" in said(request) and "Build note 4" in said(request)  # the new session's
+        assert "<recalled-memories>" in said(request) and "Zorkmid" in said(request)
+        claude_p("And what is she afraid of, my cat?", env, project, "--resume", first["session_id"])
+        second = main_requests(scripted)[-1]
+        assert said(second).count("Zorkmid") == said(request).count("Zorkmid")  # only the first turn's, in history
+        assert said(second).count("<recalled-memories>") == 1
+
+
+async def test_a_compaction_is_followed_by_the_hand_off_letter(installed, memories, project):
+    with ScriptedModel(reply) as scripted:
+        env = {**installed, **scripted.env()}
+        first = claude_p("What is my cat called?", env, project)
+        claude_p("/compact", env, project, "--resume", first["session_id"])
+        claude_p("Where were we?", env, project, "--resume", first["session_id"])
+        after = main_requests(scripted)[-1]
+        assert "Hand-off letter" in said(after) and LETTER in said(after) and "tell the vet" in said(after)
+
+
+async def test_what_is_worth_keeping_is_offered_next_turn_until_the_model_stores_it(installed, project,
+                                                                                    cortex_settings):
+    with ScriptedModel(reply) as scripted:
+        env = {**installed, **scripted.env()}
+        first = claude_p("My dog is called Rex.", env, project)
+        service = MemoryService(cortex_settings)
+        try:
+            sessions = await service.sessions()
+            with anyio.fail_after(120):  # the daemon's sidecar claude reads the exchange in the background
+                while not await sessions.suggestions(first["session_id"]):
+                    await anyio.sleep(0.2)
+            more = ("--resume", first["session_id"], "--allowedTools", STORE)
+            claude_p("keep it, please", env, project, *more)
+            nudged = [r for r in main_requests(scripted) if "keep it" in r.last_user_text()][0]
+            assert "<memory-nudge>" in said(nudged) and DOG in said(nudged)
+            assert [m.content for m in await (await service.store()).recent(5, "myproject")] == [DOG]
+            assert await sessions.suggestions(first["session_id"]) == []  # stored: the nudge is done
+        finally:
+            await service.aclose()
+
+
+async def test_with_the_database_down_the_prompt_reaches_the_model_unchanged(installed, project):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with ScriptedModel(reply) as scripted:
+        env = {**installed, **scripted.env(), "FROBOZZ_DATABASE_URL": f"postgresql://x@127.0.0.1:{port}/none"}
+        done = claude_p("What is my cat called?", env, project)
+        assert done["result"] == "(scripted) noted"
+        [request] = main_requests(scripted)
+        assert "What is my cat called?" in said(request) and "Orientation" not in said(request)
+        assert "recalled-memories" not in said(request)

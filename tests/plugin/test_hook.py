@@ -1,0 +1,147 @@
+"""The hook command as Claude Code runs it (a subprocess, JSON on stdin), against the real daemon it starts:
+the empty namespace, recall once per session, and every failure letting the prompt through unchanged,
+with one message saying why memory is off."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import anyio
+
+from frobozz.memory import MemoryService
+from frobozz.plugin import PluginSettings, daemon_pid
+
+from .conftest import hook
+
+pytestmark = pytest.mark.anyio
+HOOK = Path(__file__).parents[2] / "frobozz" / "plugin" / "_hook.py"
+
+
+def payload(project: Path, event: str, session: str = "s-1", **more: str) -> dict:
+    return {"session_id": session, "cwd": str(project), "hook_event_name": event, "transcript_path": "", **more}
+
+
+def config(settings: PluginSettings, **changes: object) -> None:
+    """Change the installed plugin's configuration (what `frobozz plugin install` wrote)."""
+    path = settings.plugin_dir / "frobozz-memory" / "frobozz.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+def test_the_hook_imports_nothing_but_the_standard_library():
+    imported = set()
+    for node in ast.walk(ast.parse(HOOK.read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+def test_an_empty_namespace_orients_with_the_time_alone_and_recalls_nothing(installed, plugin_settings, project):
+    started = hook("SessionStart", payload(project, "SessionStart", source="startup"), installed, plugin_settings)
+    context = started["hookSpecificOutput"]["additionalContext"]
+    assert "# Orientation" in context and "Here and now" in context and "Memories" not in context
+    assert hook("UserPromptSubmit", payload(project, "UserPromptSubmit", prompt="hello"), installed,
+                plugin_settings) == {}
+    assert daemon_pid(plugin_settings.socket)  # the first hook started it
+
+
+async def test_recall_shows_a_memory_once_in_a_session_and_again_in_the_next(installed, plugin_settings, project,
+                                                                             cortex_settings):
+    service = MemoryService(cortex_settings)
+    try:
+        await (await service.store()).store("The deploy key lives in the blue vault.", namespace="myproject")
+    finally:
+        await service.aclose()
+    ask = payload(project, "UserPromptSubmit", prompt="Where does the deploy key live?")
+    first = hook("UserPromptSubmit", ask, installed, plugin_settings)
+    assert "blue vault" in first["hookSpecificOutput"]["additionalContext"]
+    assert hook("UserPromptSubmit", ask, installed, plugin_settings) == {}
+    other = hook("UserPromptSubmit", {**ask, "session_id": "s-2"}, installed, plugin_settings)
+    assert "blue vault" in other["hookSpecificOutput"]["additionalContext"]
+
+
+def test_a_daemon_that_cannot_start_lets_the_prompt_through_and_says_why_once(installed, plugin_settings, project):
+    config(plugin_settings, command=[sys.executable, "-c", "pass"], limits={"UserPromptSubmit": 1.0})
+    ask = payload(project, "UserPromptSubmit", prompt="hello")
+    first = hook("UserPromptSubmit", ask, installed, plugin_settings)
+    assert "hookSpecificOutput" not in first and "did not start" in first["systemMessage"]
+    assert hook("UserPromptSubmit", ask, installed, plugin_settings) == {}  # said once
+    config(plugin_settings, command=["/nonexistent/python"])
+    assert "could not start" in hook("UserPromptSubmit", {**ask, "session_id": "s-3"}, installed,
+                                     plugin_settings)["systemMessage"]
+
+
+def test_a_database_that_is_down_lets_the_prompt_through_and_says_why_once(claude_home, cortex_settings,
+                                                                           installed, plugin_settings, project):
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    env = {**installed, "FROBOZZ_DATABASE_URL": f"postgresql://nobody@127.0.0.1:{port}/nothing"}
+    ask = payload(project, "UserPromptSubmit", prompt="hello")
+    first = hook("UserPromptSubmit", ask, env, plugin_settings)
+    assert "hookSpecificOutput" not in first and "database cannot be reached" in first["systemMessage"]
+    assert "nobody" not in first["systemMessage"]  # the database's address is not repeated
+    assert hook("UserPromptSubmit", ask, env, plugin_settings) == {}
+
+
+def test_a_daemon_slower_than_the_limit_lets_the_prompt_through(installed, plugin_settings, project):
+    """A socket that takes the request and never answers: the hook gives up at its limit."""
+    plugin_settings.socket.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    silent = socket.socket(socket.AF_UNIX)
+    silent.bind(str(plugin_settings.socket))
+    silent.listen()
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(silent.accept()[0]), daemon=True).start()
+    try:
+        config(plugin_settings, limits={"UserPromptSubmit": 1.0})
+        out = hook("UserPromptSubmit", payload(project, "UserPromptSubmit", prompt="hello"), installed,
+                   plugin_settings)
+        assert "hookSpecificOutput" not in out and "slower than the hook's limit" in out["systemMessage"]
+    finally:
+        silent.close()
+        for c in held:
+            c.close()
+        os.unlink(plugin_settings.socket)
+
+
+def test_malformed_or_hostile_input_adds_nothing_and_says_why(installed, plugin_settings):
+    for raw in [b"", b"not json", b"[1, 2]", json.dumps({"session_id": "../../etc"}).encode(),
+                json.dumps({"session_id": "s-1", "prompt": "x" * 2_000_000}).encode()]:
+        config(plugin_settings, limits={"UserPromptSubmit": 30.0})
+        for mark in (plugin_settings.socket.parent / f"{plugin_settings.socket.stem}.off").glob("*"):
+            mark.unlink()  # each says why again
+        out = hook("UserPromptSubmit", raw, installed, plugin_settings)
+        assert "hookSpecificOutput" not in out and "Frobozz memory is off" in out.get("systemMessage", ""), raw[:40]
+
+
+def test_an_unreadable_configuration_says_to_install_again(installed, plugin_settings, project):
+    (plugin_settings.plugin_dir / "frobozz-memory" / "frobozz.json").write_text("{broken")
+    out = hook("UserPromptSubmit", payload(project, "UserPromptSubmit", prompt="hi"), installed, plugin_settings)
+    assert "install" in out["systemMessage"]
+
+
+async def test_a_daemon_killed_with_sigkill_is_replaced_by_the_next_hook_and_an_idle_one_ends_itself(
+        installed, plugin_settings, project):
+    start = payload(project, "SessionStart", source="startup")
+    assert hook("SessionStart", start, {**installed, "FROBOZZ_PLUGIN_IDLE": "3"}, plugin_settings)
+    first = daemon_pid(plugin_settings.socket)
+    os.kill(first, signal.SIGKILL)  # its socket is left behind
+    with anyio.fail_after(30):
+        while daemon_pid(plugin_settings.socket):
+            await anyio.sleep(0.02)
+    assert plugin_settings.socket.exists()
+    assert hook("SessionStart", start, {**installed, "FROBOZZ_PLUGIN_IDLE": "3"}, plugin_settings)
+    second = daemon_pid(plugin_settings.socket)
+    assert second and second != first
+    with anyio.fail_after(60):  # no hook for three seconds: it ends, and takes its socket with it
+        while daemon_pid(plugin_settings.socket) or plugin_settings.socket.exists():
+            await anyio.sleep(0.05)

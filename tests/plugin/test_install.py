@@ -1,0 +1,96 @@
+"""`frobozz plugin install/uninstall/status` through claude's own plugin commands, in a fresh HOME: the user's
+settings byte for byte as before after uninstall, other plugins and hooks kept; project scope apart."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from frobozz.engine import find_claude
+
+from .conftest import frobozz, hook_env
+
+OTHER_HOOKS = {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}
+
+
+def other_plugin(home: Path, tmp_path: Path, env: dict[str, str]) -> None:
+    """Someone else's plugin, installed through claude before ours."""
+    market = tmp_path / "other-market"
+    (market / ".claude-plugin").mkdir(parents=True)
+    (market / "p" / ".claude-plugin").mkdir(parents=True)
+    (market / ".claude-plugin" / "marketplace.json").write_text(json.dumps(
+        {"name": "other", "owner": {"name": "x"}, "plugins": [{"name": "theirs", "source": "./p"}]}))
+    (market / "p" / ".claude-plugin" / "plugin.json").write_text(json.dumps({"name": "theirs", "version": "1.0.0"}))
+    for args in (["marketplace", "add", str(market)], ["install", "theirs@other"]):
+        done = subprocess.run([str(find_claude()), "plugin", *args], env=env, capture_output=True, text=True,
+                              timeout=120, cwd=home)
+        assert done.returncode == 0, done.stderr
+
+
+def test_status_says_nothing_is_installed_at_first(claude_home, cortex_settings, project):
+    done = frobozz("plugin", "status", env=hook_env(claude_home, cortex_settings), cwd=project)
+    assert done.returncode == 0 and "not installed" in done.stdout and "not running" in done.stdout
+
+
+def test_uninstall_leaves_the_users_settings_byte_for_byte_with_other_plugins_and_hooks(
+        claude_home, cortex_settings, project, tmp_path, plugin_settings):
+    env = hook_env(claude_home, cortex_settings)
+    other_plugin(claude_home, tmp_path, env)
+    settings = claude_home / ".claude" / "settings.json"
+    mine = json.loads(settings.read_text())
+    settings.write_text(json.dumps({"model": "opus", **mine, "hooks": OTHER_HOOKS}, indent="\t") + "\n\n")
+    before = settings.read_bytes()
+
+    done = frobozz("plugin", "install", env=env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    during = json.loads(settings.read_text())
+    assert during["enabledPlugins"] == {"theirs@other": True, "frobozz-memory@frobozz-local": True}
+    assert during["hooks"] == OTHER_HOOKS
+    status = frobozz("plugin", "status", env=env, cwd=project).stdout
+    assert "user scope" in status and "per project" in status
+    hooks = json.loads((plugin_settings.plugin_dir / "frobozz-memory" / "hooks" / "hooks.json").read_text())
+    assert set(hooks["hooks"]) == {"SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "PreCompact",
+                                   "SessionEnd"}
+
+    assert frobozz("plugin", "install", env=env, cwd=project).returncode == 0  # again: still one install
+    done = frobozz("plugin", "uninstall", env=env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert settings.read_bytes() == before
+    listed = subprocess.run([str(find_claude()), "plugin", "list", "--json"], env=env, capture_output=True,
+                            text=True, timeout=120, cwd=project)
+    assert [p["id"] for p in json.loads(listed.stdout)] == ["theirs@other"]
+    assert "not installed" in frobozz("plugin", "status", env=env, cwd=project).stdout
+
+
+def test_a_user_without_settings_has_none_again_after_uninstall(claude_home, cortex_settings, project):
+    env = hook_env(claude_home, cortex_settings)
+    settings = claude_home / ".claude" / "settings.json"
+    assert not settings.exists()
+    assert frobozz("plugin", "install", env=env, cwd=project).returncode == 0
+    assert settings.exists()
+    assert frobozz("plugin", "uninstall", env=env, cwd=project).returncode == 0
+    assert not settings.exists()
+
+
+def test_project_scope_writes_the_projects_settings_and_leaves_the_users_alone(claude_home, cortex_settings,
+                                                                               project):
+    env = hook_env(claude_home, cortex_settings)
+    done = frobozz("plugin", "install", "--scope", "project", "--namespace", "work", env=env, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "frobozz-memory@frobozz-local" in json.loads((project / ".claude" / "settings.json").read_text())[
+        "enabledPlugins"]
+    assert not (claude_home / ".claude" / "settings.json").exists() or "frobozz" not in (
+        claude_home / ".claude" / "settings.json").read_text()
+    assert "namespace: work" in frobozz("plugin", "status", env=env, cwd=project).stdout
+    assert frobozz("plugin", "uninstall", "--scope", "project", env=env, cwd=project).returncode == 0
+    assert not (project / ".claude" / "settings.json").exists()
+
+
+def test_bad_arguments_are_refused_and_change_nothing(claude_home, cortex_settings, project):
+    env = hook_env(claude_home, cortex_settings)
+    for args in (["install", "--scope", "galaxy"], ["install", "--namespace", " "], ["uninstall"]):
+        done = frobozz("plugin", *args, env=env, cwd=project)
+        assert done.returncode != 0 and "error" in done.stderr, args
+    assert not (claude_home / ".claude" / "settings.json").exists()
+    assert not (project / ".claude").exists()
