@@ -18,6 +18,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ._trace import start_tracing, trace_option
+
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 SERVERS = ["cortex", "fetch", "forge", "handoff"]
@@ -103,8 +105,10 @@ def chat(
     no_suggest: bool = typer.Option(False, "--no-suggest", help="Do not suggest facts to remember."),
     model: str | None = typer.Option(None, help="claude's model; `scripted` runs offline on the project's "
                                                 "scripted model."),
+    trace: bool = trace_option(),
 ) -> None:
     """Chat with claude, with long-term memory around every turn."""
+    start_tracing(trace, "frobozz-chat")
     if list_sessions:
         _sessions_table(namespace)
         return
