@@ -169,3 +169,41 @@ def make_options(claude_home: Path) -> Callable[..., EngineOptions]:
         full_env = {**scripted.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0", **(env or {})}
         return EngineOptions(env=full_env, cwd=claude_home, **options)
     return make
+
+
+# -- tracing on in this process, its spans in memory ---------------------------------------------
+@pytest.fixture(scope="session")
+def _span_provider():
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+def _unset_tracer_provider() -> None:
+    """Back to no provider at all (the API has no public way: OpenTelemetry's own test utilities do this)."""
+    from opentelemetry import trace
+    from opentelemetry.util._once import Once
+
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+
+
+@pytest.fixture
+def spans(_span_provider):
+    """Tracing on in this process for one test (the SDK, its own in-memory exporter); off again after it."""
+    from opentelemetry import trace
+
+    provider, exporter = _span_provider
+    _unset_tracer_provider()
+    trace.set_tracer_provider(provider)
+    exporter.clear()
+    try:
+        yield exporter
+    finally:
+        exporter.clear()
+        _unset_tracer_provider()
