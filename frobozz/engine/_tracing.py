@@ -125,7 +125,7 @@ class EngineTrace:
     def close(self, error: str | None = None) -> None:
         if not self.on:
             return
-        self.end_turn(outcome="closed" if error is None else "error", error=error)
+        self.end_turn(outcome="error" if error is not None else "unsent" if self._prepared else "closed", error=error)
         if self.session is not None:
             self.session.set_attribute(S.NUM_TURNS, self.turns)
             if error is not None:

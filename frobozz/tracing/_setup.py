@@ -10,12 +10,16 @@ spans are dropped with one warning.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
+import signal
+import threading
 import urllib.parse
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -29,6 +33,7 @@ from .settings import TracingSettings
 log = logging.getLogger("frobozz.tracing")
 DEFAULT_ENDPOINT = "http://localhost:4318"
 _PROTOCOL = "http/protobuf"
+_INHERITED = "FROBOZZ_TRACE_OTEL"  # the OTEL_* settings of the process that turned tracing on, as JSON
 _HEADER_KEY = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an HTTP token (RFC 9110)
 _EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http", "opentelemetry.exporter.otlp.proto.http.trace_exporter",
                      "opentelemetry.sdk.trace.export")
@@ -153,6 +158,7 @@ def configure(service: str = "frobozz", settings: TracingSettings | None = None,
         return None
     if _current is not None:
         return _current
+    inherit(environ)
     check_protocol(environ)
     check_headers(environ)
     endpoint = traces_endpoint(environ)
@@ -167,11 +173,45 @@ def configure(service: str = "frobozz", settings: TracingSettings | None = None,
     provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
     environ["FROBOZZ_TRACE"] = "true"
+    environ[_INHERITED] = json.dumps({k: v for k, v in environ.items() if k.startswith("OTEL_")})
     if settings.trace_claude:
         for key, value in claude_telemetry().items():
             environ.setdefault(key, value)
     _current = Tracing(provider, endpoint, exporter)
+    _flush_on_sigterm(_current)
     return _current
+
+
+def _flush_on_sigterm(tracing: Tracing) -> None:
+    """A process ended with SIGTERM (an MCP server when claude exits) sends its last spans first (for at most
+    two seconds), then ends as SIGTERM would have ended it. Code that handles SIGTERM itself (a worker, a
+    web server) replaces this while it runs, and ends through its own exit, which flushes too."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        tracing.provider.force_flush(2000)
+        if callable(previous):
+            previous(signum, frame)
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def inherit(environ: MutableMapping[str, str]) -> None:
+    """The parent's OTEL_* settings, for a process whose own were taken from it on the way: claude starts
+    its MCP servers without the OTEL_* variables, so a Frobozz server started by claude reads them here."""
+    try:
+        passed = json.loads(environ.get(_INHERITED) or "{}")
+    except ValueError:
+        return
+    if isinstance(passed, dict):
+        for key, value in passed.items():
+            if isinstance(key, str) and key.startswith("OTEL_") and isinstance(value, str):
+                environ.setdefault(key, value)
 
 
 def claude_telemetry() -> dict[str, str]:
