@@ -35,6 +35,22 @@ class Receiver:
     delay: float = 0.0  # seconds each export waits before its answer
     status: int = 200
     headers: list[dict[str, str]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # every export's path: /v1/traces, and claude's /v1/metrics, /v1/logs
+    others: list[tuple[str, bytes]] = field(default_factory=list)  # what came to another path than /v1/traces
+
+    def log_attributes(self) -> list[dict[str, Any]]:
+        """The attributes of every log record exported to /v1/logs (claude's events), resource's included."""
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+        out = []
+        with self.lock:
+            bodies = [body for path, body in self.others if path == "/v1/logs"]
+        for body in bodies:
+            for rl in ExportLogsServiceRequest.FromString(body).resource_logs:
+                resource = {kv.key: _value(kv.value) for kv in rl.resource.attributes}
+                for sl in rl.scope_logs:
+                    out += [{**resource, **{kv.key: _value(kv.value) for kv in r.attributes}} for r in sl.log_records]
+        return out
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def named(self, prefix: str) -> list[dict[str, Any]]:
@@ -75,8 +91,12 @@ def receiver() -> Iterator[Receiver]:
             with state.lock:
                 state.requests += 1
                 state.headers.append({k.lower(): v for k, v in self.headers.items()})
+                state.paths.append(self.path)
             if state.delay:
                 time.sleep(state.delay)
+            if self.path != "/v1/traces":
+                with state.lock:
+                    state.others.append((self.path, body))
             if self.path != "/v1/traces" or state.status != 200:
                 self.send_response(state.status if self.path == "/v1/traces" else 404)
                 self.send_header("Content-Length", "0")

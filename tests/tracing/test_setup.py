@@ -154,3 +154,18 @@ def test_a_slow_endpoint_never_holds_the_work_up():
         assert done.returncode == 0, done.stderr
         assert "all work done" in done.stdout
         assert not got.spans  # the receiver had answered no export when the work was done
+
+
+def test_claude_s_own_telemetry_goes_to_the_same_endpoint_with_its_session_id(frobozz_env):
+    with receiver() as got:
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+               "OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_LOGS_EXPORT_INTERVAL": "200",
+               "OTEL_METRIC_EXPORT_INTERVAL": "500"}
+        done = subprocess.run([sys.executable, "-m", "frobozz", "play", "zork1", "--player", "walkthrough",
+                               "--max-turns", "3", "--trace", "--json"], capture_output=True, text=True,
+                              timeout=300, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        spans = got.wait_for(lambda spans: any(s["name"] == _spans.SESSION for s in spans))
+    [session] = [s for s in spans if s["name"] == _spans.SESSION]
+    events = got.log_attributes()  # claude's own events, beside Frobozz's spans
+    assert events and {e.get("session.id") for e in events} == {session["attributes"][_spans.SESSION_ID]}
