@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from frobozz import _spans
 from frobozz.engine import EngineOptions
 from frobozz.engine.observers import ToolCall
 from frobozz.loop import MemorySession
@@ -208,7 +209,8 @@ class Agent:
         return session
 
     def _engine_options(self) -> EngineOptions:
-        return replace(self.engine_options, session_store=self.transcripts, session_store_flush="batched")
+        return replace(self.engine_options, session_store=self.transcripts, session_store_flush="batched",
+                       trace_attributes={**self.engine_options.trace_attributes, _spans.SESSION_KIND: "agent"})
 
     def _memory_loop(self, options: EngineOptions, namespace: str, resume: str | None) -> MemorySession:
         """The memory loop around a session's claude: orientation, recall, the archive, and (when the model can

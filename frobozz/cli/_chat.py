@@ -18,6 +18,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from frobozz import _spans
+
 from ._trace import start_tracing, trace_option
 
 out = Console(highlight=False)
@@ -154,8 +156,10 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
             options = EngineOptions(model=claude_model, env=env, system_prompt=system, mcp_config=mcp,
                                     session_store=transcripts, session_project="frobozz-chat",
                                     strict_mcp_config=True, include_partial_messages=True,
-                                    allowed_tools=[f"mcp__{name}" for name in SERVERS])
-            sidecar = EngineOptions(model=claude_model, env=env, tools=())
+                                    allowed_tools=[f"mcp__{name}" for name in SERVERS],
+                                    trace_attributes={_spans.SESSION_KIND: "chat", _spans.MEMORY_NAMESPACE: ns})
+            sidecar = EngineOptions(model=claude_model, env=env, tools=(),
+                                    trace_attributes={_spans.SESSION_KIND: "sidecar"})
             async with MemorySession(options, service, namespace=ns, client="frobozz chat", resume=resume,
                                      sidecar=sidecar,
                                      providers=providers, recall=recall, suggest=suggest, observers=[relay],

@@ -203,7 +203,7 @@ class EngineTrace:
             tool.attributes[S.TOOL_OUTPUT_CHARS] = len(text or "")
             if result.is_error:
                 tool.outcome = "error"
-                tool.attributes["frobozz.tool.error"] = S.cut(text or "", 500) if self.content is not None else ""
+                tool.attributes[S.TOOL_ERROR] = S.cut(text or "", 500) if self.content is not None else ""
 
     def _close_tools(self, denied: set[Any]) -> None:
         """The turn's tool spans end: at their result's time, as denied when the result says so."""

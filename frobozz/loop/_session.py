@@ -145,7 +145,7 @@ class MemorySession:
                 await self._quietly("the new window's record", self._new_window(), None)
                 window = Window(self.record.namespace, self.record.id, previous_start=previous, topic=text)
                 oriented = await orientation(self._providers, window, deadline=self.deadline)
-                span.set_attribute("frobozz.memory.orientation_chars", len(oriented or ""))
+                span.set_attribute(_spans.ORIENTATION_CHARS, len(oriented or ""))
             if oriented:
                 blocks.append({"type": "text", "text": oriented})
             self.needs_orientation = False

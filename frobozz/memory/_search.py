@@ -143,7 +143,7 @@ async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, sinc
             return await store.embedder.embed(live)
 
     async def stats() -> list[Words]:
-        with _spans.span(_spans.SQL, attributes={"db.operation.name": "word statistics"}):
+        with _spans.span(_spans.SQL, attributes={_spans.DB_OPERATION: "word statistics"}):
             async with store.connection() as c:
                 return [Words.of(await c.fetchrow(_WORD_STATS, q, ns), own=mode == "keyword" or not context)
                         for q in live]
@@ -153,10 +153,10 @@ async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, sinc
     async def one(vector: list[float] | None, query_words: Words) -> list[Hit]:
         if not query_words.memories or (mode == "keyword" and not query_words.idf):
             return []
-        with _spans.span(_spans.SQL, attributes={"db.operation.name": "candidates"}) as sql:
+        with _spans.span(_spans.SQL, attributes={_spans.DB_OPERATION: "candidates"}) as sql:
             rows = await _candidates(store, ns, since, until, vector, query_words if mode != "semantic" else None,
                                      limit)
-            sql.set_attribute("db.response.returned_rows", len(rows))
+            sql.set_attribute(_spans.DB_ROWS, len(rows))
         with _spans.span(_spans.SCORE) as scoring:
             scored = [(_score(row, query_words, mode, store.cosine_floor), row) for row in rows]
             scored = sorted((s for s in scored if s[0][0] >= min_score and s[0][0] > 0),

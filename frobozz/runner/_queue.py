@@ -142,7 +142,7 @@ class Worker:
         run_id = (job.payload or b"").decode()
         current = trace.get_current_span()  # the job's `process` span: the run's session span links to it
         if current.is_recording():
-            current.set_attributes({_spans.RUN_ID: run_id, "frobozz.worker": worker_name()})
+            current.set_attributes({_spans.RUN_ID: run_id, _spans.WORKER: worker_name()})
         async with self._held(run_id):
             try:
                 row = await self.ledger.get(run_id)

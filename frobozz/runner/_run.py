@@ -174,7 +174,7 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
                        session_store=transcripts, session_project=f"frobozz-run-{info.run_id}",
                        session_store_flush="eager",  # in tools mode one claude turn is many game turns
                        trace_attributes={_spans.SESSION_KIND: "play", _spans.RUN_ID: info.run_id,
-                                         "frobozz.game": info.game, "frobozz.run.mode": info.mode})
+                                         _spans.GAME: info.game, _spans.RUN_MODE: info.mode})
         template = load_template(Path(info.prompt_file) if info.prompt_file else None, tools=info.mode == "tools")
         intro = instructions(template, title=info.title, game=info.game, max_score=context.max_score, multi=info.multi)
         if memory is not None:

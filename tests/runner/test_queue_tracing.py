@@ -5,19 +5,9 @@ import anyio
 import pytest
 
 from frobozz import _spans as S
-from frobozz.runner import RunConfig, RunLedger, Worker, enqueue
+from frobozz.runner import RunConfig, Worker, enqueue
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def ledger(cortex_settings, monkeypatch):
-    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
-    opened = await RunLedger.open(cortex_settings, size=8)
-    try:
-        yield opened
-    finally:
-        await opened.aclose()
 
 
 async def test_a_queued_run_taken_over_by_a_second_worker_is_one_trace(ledger, runner_settings, spans):
