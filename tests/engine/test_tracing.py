@@ -108,3 +108,26 @@ async def test_with_tracing_off_nothing_is_made_and_claude_is_told_nothing(make_
             await until(engine.events(), Result)
             assert not engine.trace.on and engine.trace.session is None
             assert S.TRACE_PARENTS_ENV not in engine.env
+
+
+async def test_a_denied_call_and_a_failed_one_are_red_with_their_outcome(make_options, claude_home, spans):
+    from frobozz.engine import Allow, Deny, Session
+
+    outside = claude_home.parent / "elsewhere" / "escape.md"
+
+    async def guard(name, tool_input, context):
+        return Deny("outside the workspace") if name == "Write" else Allow()
+
+    script = replies(Reply((ToolUse("Write", {"file_path": str(outside), "content": "x" * 40}),)),
+                     Reply((ToolUse("Read", {"file_path": str(claude_home / "missing.md")}),)), "done")
+    async with ScriptedModel(script) as model:
+        async with Session(make_options(model, can_use_tool=guard)) as session:
+            await session.send("write it")
+            await until(session.events(), Result)
+    finished = spans.get_finished_spans()
+    [write] = _by_name(finished, f"{S.EXECUTE_TOOL} Write")
+    [read] = _by_name(finished, f"{S.EXECUTE_TOOL} Read")
+    assert write.attributes[S.TOOL_OUTCOME] == "denied" and write.status.status_code is StatusCode.ERROR
+    assert read.attributes[S.TOOL_OUTCOME] == "error" and read.status.status_code is StatusCode.ERROR
+    assert S.TOOL_ERROR not in read.attributes  # the error's text is content: off by default
+    assert not outside.exists()
