@@ -20,7 +20,7 @@ import httpx
 from .. import _spans as S
 
 log = logging.getLogger("frobozz.servers.tracing")
-_ASK_TIMEOUT = 1.0  # seconds: the engine answers from memory, on loopback
+_ASK_TIMEOUT = 5.0  # seconds: the engine answers from memory, on loopback (a loaded machine is slow)
 
 
 async def carrier_of(meta: Mapping[str, Any], relay: str | None = None) -> dict[str, str] | None:

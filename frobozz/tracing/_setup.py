@@ -184,14 +184,14 @@ def configure(service: str = "frobozz", settings: TracingSettings | None = None,
 
 def _flush_on_sigterm(tracing: Tracing) -> None:
     """A process ended with SIGTERM (an MCP server when claude exits) sends its last spans first (for at most
-    two seconds), then ends as SIGTERM would have ended it. Code that handles SIGTERM itself (a worker, a
+    five seconds), then ends as SIGTERM would have ended it. Code that handles SIGTERM itself (a worker, a
     web server) replaces this while it runs, and ends through its own exit, which flushes too."""
     if threading.current_thread() is not threading.main_thread():
         return
     previous = signal.getsignal(signal.SIGTERM)
 
     def on_sigterm(signum: int, frame: Any) -> None:
-        tracing.provider.force_flush(2000)
+        tracing.provider.force_flush(5000)
         if callable(previous):
             previous(signum, frame)
             return
