@@ -4,12 +4,13 @@ The parts emit spans through the OpenTelemetry API only (`frobozz._spans` names 
 the one that makes them go somewhere.
 """
 
+from ._local import LocalSpans, prune, run_spans
 from ._probe import endpoint_set, probe
 from ._setup import (DEFAULT_ENDPOINT, Tracing, WarnOnce, check_headers, check_protocol, claude_telemetry, configure,
                      current, traces_endpoint)
 from .exceptions import TracingConfigError, TracingError
 from .settings import TracingSettings
 
-__all__ = ["DEFAULT_ENDPOINT", "Tracing", "TracingConfigError", "TracingError", "TracingSettings", "WarnOnce",
+__all__ = ["DEFAULT_ENDPOINT", "LocalSpans", "Tracing", "TracingConfigError", "TracingError", "TracingSettings", "WarnOnce",
            "check_headers", "check_protocol", "claude_telemetry", "configure", "current", "endpoint_set", "probe",
-           "traces_endpoint"]
+           "prune", "run_spans", "traces_endpoint"]

@@ -171,6 +171,11 @@ def configure(service: str = "frobozz", settings: TracingSettings | None = None,
         for name in _EXPORTER_LOGGERS:  # their per-batch errors: said once by WarnOnce instead
             logging.getLogger(name).setLevel(logging.CRITICAL)
     provider.add_span_processor(BatchSpanProcessor(exporter))
+    if settings.database_url is not None and settings.trace_keep_days > 0:
+        from ._local import LocalSpans
+
+        provider.add_span_processor(BatchSpanProcessor(LocalSpans(settings.database_url.get_secret_value(),
+                                                                  settings.trace_keep_days)))
     trace.set_tracer_provider(provider)
     environ["FROBOZZ_TRACE"] = "true"
     environ[_INHERITED] = json.dumps({k: v for k, v in environ.items() if k.startswith("OTEL_")})
