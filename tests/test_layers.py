@@ -14,7 +14,7 @@ ALLOWED = {
     "loop": {"engine", "memory"},
     "servers": {"games", "memory"},
     "runner": {"engine", "games", "loop", "memory"},
-    "web": {"games", "memory", "runner"},  # reads runs and memory through their public APIs
+    "web": {"games", "memory", "runner", "tracing"},  # reads runs, memory and kept spans through their public APIs
     "agent": {"engine", "loop", "memory"},  # never servers or runner: MCP configs are data it hands to claude
     "tracing": set(),  # the SDK's set-up: the parts emit spans through the API (frobozz/_spans.py), never import it
 }

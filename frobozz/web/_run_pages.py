@@ -18,6 +18,7 @@ from frobozz.runner import STATUSES, RunNotFoundError, TurnRecord
 from ._chart import score_chart
 from ._map import layout
 from ._runs import RunView
+from ._waterfall import waterfall
 from ._web import Web, web_of
 
 FILTERS = ("game", "model", "mode", "player", "status")
@@ -58,7 +59,8 @@ def _render(web: Web, request: Request, name: str, **context: Any) -> str:
 async def run_page(request: Request) -> HTMLResponse:
     web = web_of(request)
     view = await _view(web, request.path_params["run_id"])
-    return web.page(request, "run.html", info=view.info, turns=view.turns, live=view.live,
+    traces = waterfall(await web.runs.spans(view.info.run_id))
+    return web.page(request, "run.html", info=view.info, turns=view.turns, live=view.live, traces=traces,
                     figures=_figures(web, request, view, view.turns),
                     last=view.turns[-1].turn if view.turns else 0, notice=web.runs.database_error)
 

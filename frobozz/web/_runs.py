@@ -16,6 +16,7 @@ import anyio
 
 from frobozz.memory import DATABASE_ERRORS, MemoryStoreError
 from frobozz.runner import RunInfo, RunLedger, RunNotFoundError, RunStore, TurnRecord
+from frobozz.tracing import run_spans
 
 from .settings import WebSettings
 
@@ -141,6 +142,13 @@ class Runs:
                 raise
             return found
         return RunView(store.info, [t for t in store.turns(repair=False) if t.turn > after])
+
+    async def spans(self, run_id: str) -> list[dict[str, Any]]:
+        """The spans kept of the run's traces (none without a database, or when none were kept)."""
+        async def kept(ledger: RunLedger) -> list[dict[str, Any]]:
+            async with ledger.pool.acquire() as connection:
+                return await run_spans(connection, run_id)
+        return await self._from_ledger(kept) or []
 
     async def follow(self, run_id: str, after: int) -> AsyncIterator[RunView]:
         """The run each time it changes (new turns after the last seen, a new state), until it has ended."""
