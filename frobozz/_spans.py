@@ -35,6 +35,8 @@ RECALL = "frobozz.memory.recall"
 SUGGEST = "frobozz.memory.suggest"
 ARCHIVE = "frobozz.memory.archive"
 GAME_ACT = "frobozz.game.act"
+PERMISSION = "frobozz.permission"  # a permission question: the span's length is the time the answer took
+HOOK = "frobozz.hook"
 QUEUE_SEND = "send runs"  # messaging conventions: "{operation} {destination}"
 QUEUE_PROCESS = "process runs"
 
@@ -97,6 +99,8 @@ MEMORY_FOUND = "frobozz.memory.found"
 MEMORY_IDS = "frobozz.memory.ids"
 MEMORY_SCORES = "frobozz.memory.scores"
 ORIENTATION_CHARS = "frobozz.memory.orientation_chars"
+PERMISSION_DECISION = "frobozz.permission.decision"  # allow, deny
+HOOK_EVENT = "frobozz.hook.event"  # PreToolUse, PostToolUse, …
 GAME_COMMAND = "frobozz.game.command"  # the player's command: content, only with capture on
 GAME_SCORE = "frobozz.game.score"
 GAME_MOVES = "frobozz.game.moves"

@@ -171,7 +171,7 @@ class Engine:
         self._process = process
         self._control = ControlChannel(process.write, can_use_tool=self.options.can_use_tool,
                                        timeout=self.settings.control_timeout, hooks=self._hooks,
-                                       servers=await self._serve_in_process())
+                                       servers=await self._serve_in_process(), trace=self.trace)
         self._reader_done = anyio.Event()
         self._tg.start_soon(self._read, process, self._control)
         try:

@@ -122,6 +122,11 @@ class EngineTrace:
         span = self.turn or self.session
         return trace.set_span_in_context(span) if span is not None else otel_context.Context()
 
+    def context_for(self, tool_use_id: Any) -> otel_context.Context:
+        """Under the tool call's span when there is one (a permission question, a hook), else the turn's."""
+        tool = self._tools.get(tool_use_id) if isinstance(tool_use_id, str) else None
+        return trace.set_span_in_context(tool.span) if tool is not None else self.context()
+
     def close(self, error: str | None = None) -> None:
         if not self.on:
             return

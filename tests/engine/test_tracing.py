@@ -131,3 +131,6 @@ async def test_a_denied_call_and_a_failed_one_are_red_with_their_outcome(make_op
     assert read.attributes[S.TOOL_OUTCOME] == "error" and read.status.status_code is StatusCode.ERROR
     assert S.TOOL_ERROR not in read.attributes  # the error's text is content: off by default
     assert not outside.exists()
+    asked = {s.attributes[S.GEN_AI_TOOL_NAME]: s for s in _by_name(finished, S.PERMISSION)}
+    assert asked["Write"].attributes[S.PERMISSION_DECISION] == "deny"  # its length: the time the answer took
+    assert asked["Write"].parent.span_id == write.context.span_id  # under the call it was asked for
