@@ -37,6 +37,7 @@ ARCHIVE = "frobozz.memory.archive"
 GAME_ACT = "frobozz.game.act"
 PERMISSION = "frobozz.permission"  # a permission question: the span's length is the time the answer took
 HOOK = "frobozz.hook"
+COMPACTION = "frobozz.compaction"  # an event on the turn's span: claude compacted its context there
 QUEUE_SEND = "send runs"  # messaging conventions: "{operation} {destination}"
 QUEUE_PROCESS = "process runs"
 
@@ -101,6 +102,8 @@ MEMORY_SCORES = "frobozz.memory.scores"
 ORIENTATION_CHARS = "frobozz.memory.orientation_chars"
 PERMISSION_DECISION = "frobozz.permission.decision"  # allow, deny
 HOOK_EVENT = "frobozz.hook.event"  # PreToolUse, PostToolUse, …
+COMPACTION_TRIGGER = "frobozz.compaction.trigger"  # manual, auto
+COMPACTION_TOKENS = "frobozz.compaction.pre_tokens"
 GAME_COMMAND = "frobozz.game.command"  # the player's command: content, only with capture on
 GAME_SCORE = "frobozz.game.score"
 GAME_MOVES = "frobozz.game.moves"

@@ -26,7 +26,7 @@ from .._accounts import AccountError, account, hand_over
 from . import _transcripts
 from ._control import ControlChannel
 from .. import _spans
-from ._events import (AssistantMessage, ContextUsage, ErrorEvent, Event, McpServerStatus, MirrorError, ProcessExit,
+from ._events import (AssistantMessage, CompactBoundary, ContextUsage, ErrorEvent, Event, McpServerStatus, MirrorError, ProcessExit,
                       Restarted, Result, SystemInit, Usage, UserMessage, parse_event)
 from ._hooks import HookRegistry
 from ._inprocess import InProcessServers
@@ -409,7 +409,9 @@ class Engine:
         await self._emit(event)
 
     def _traced(self, event: Event) -> None:
-        if isinstance(event, AssistantMessage):
+        if isinstance(event, CompactBoundary) and not event.is_replay:
+            self.trace.compacted(event.trigger, event.pre_tokens)
+        elif isinstance(event, AssistantMessage):
             self.trace.on_assistant(event)
         elif isinstance(event, UserMessage):
             self.trace.on_user(event)

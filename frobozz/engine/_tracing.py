@@ -122,6 +122,12 @@ class EngineTrace:
         span = self.turn or self.session
         return trace.set_span_in_context(span) if span is not None else otel_context.Context()
 
+    def compacted(self, trigger: str | None, pre_tokens: int | None) -> None:
+        span = self.turn or self.session
+        if self.on and span is not None:
+            span.add_event(S.COMPACTION, {S.COMPACTION_TRIGGER: trigger or "",
+                                          S.COMPACTION_TOKENS: pre_tokens or 0})
+
     def context_for(self, tool_use_id: Any) -> otel_context.Context:
         """Under the tool call's span when there is one (a permission question, a hook), else the turn's."""
         tool = self._tools.get(tool_use_id) if isinstance(tool_use_id, str) else None

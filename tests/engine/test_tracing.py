@@ -134,3 +134,23 @@ async def test_a_denied_call_and_a_failed_one_are_red_with_their_outcome(make_op
     asked = {s.attributes[S.GEN_AI_TOOL_NAME]: s for s in _by_name(finished, S.PERMISSION)}
     assert asked["Write"].attributes[S.PERMISSION_DECISION] == "deny"  # its length: the time the answer took
     assert asked["Write"].parent.span_id == write.context.span_id  # under the call it was asked for
+
+
+async def test_a_compaction_is_an_event_on_its_turn_and_its_rewritten_request_says_so(make_options, spans):
+    from frobozz.engine import is_compaction_request
+
+    def script(request):
+        return "SUMMARY" if is_compaction_request(request.body) else "an answer"
+
+    async with ScriptedModel(script) as model:
+        async with Engine(make_options(model)) as engine:
+            await engine.start()
+            engine.set_compaction_rewrite(lambda body: body)
+            for text in ("hello", "tell me more", "and more", "/compact"):
+                await engine.send(text)
+                await until(engine.events(), Result)
+    finished = spans.get_finished_spans()
+    compacted = [t for t in _by_name(finished, S.TURN) if any(e.name == S.COMPACTION for e in t.events)]
+    assert [t.attributes[S.TURN_NUMBER] for t in compacted] == [4]
+    assert any(c.attributes.get(S.MODEL_REWRITTEN) for c in _by_name(finished, S.CHAT)
+               if c.context.trace_id == compacted[0].context.trace_id)
