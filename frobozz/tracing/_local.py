@@ -91,10 +91,20 @@ async def prune(connection: Any, keep_days: float) -> int:
 async def run_spans(connection: Any, run_id: str) -> list[dict[str, Any]]:
     """Every kept span of the traces a run's spans are in (its session, its turns, and what is under them),
     in order of start; nothing when none were kept (or tracing never kept any here)."""
+    return await _traces_with(connection, "run_id", run_id)
+
+
+async def session_spans(connection: Any, session_id: str) -> list[dict[str, Any]]:
+    """The same for a claude session (a chat's, an agent session's), by its id."""
+    return await _traces_with(connection, "session_id", session_id)
+
+
+async def _traces_with(connection: Any, column: str, value: str) -> list[dict[str, Any]]:
+    assert column in ("run_id", "session_id")
     try:
         rows = await connection.fetch(
-            "SELECT * FROM trace_spans WHERE trace_id IN (SELECT trace_id FROM trace_spans WHERE run_id = $1) "
-            "ORDER BY started_at, span_id", run_id)
+            f"SELECT * FROM trace_spans WHERE trace_id IN (SELECT trace_id FROM trace_spans WHERE {column} = $1) "
+            "ORDER BY started_at, span_id", value)
     except asyncpg.UndefinedTableError:
         return []
     return [{**dict(r), "attributes": json.loads(r["attributes"])} for r in rows]

@@ -90,8 +90,20 @@ async def run_events(request: Request) -> Response:
     return EventSourceResponse(events(), ping=15, send_timeout=30)
 
 
+async def trace_page(request: Request) -> HTMLResponse:
+    """A claude session's traces (a chat's, an agent session's: the agent service's sessions say their claude
+    session id) as waterfalls, from the spans kept in Postgres."""
+    web = web_of(request)
+    session_id = request.path_params["session_id"]
+    if len(session_id) > 100:
+        raise HTTPException(400, "that is not a session id")
+    traces = waterfall(await web.runs.spans(session_id=session_id))
+    return web.page(request, "trace.html", session_id=session_id, traces=traces, notice=web.runs.database_error)
+
+
 routes = [
     Route("/", runs_page, name="runs"),
+    Route("/traces/{session_id}", trace_page, name="trace"),
     Route("/runs/{run_id}", run_page, name="run"),
     Route("/runs/{run_id}/events", run_events, name="run_events"),
 ]

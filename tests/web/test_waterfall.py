@@ -1,6 +1,7 @@
 """A run's page draws its traces as a waterfall from the spans kept in Postgres (--trace), in a real browser;
 a run with none kept shows none."""
 
+import json
 import os
 import subprocess
 import sys
@@ -9,10 +10,13 @@ from tests.otlp import receiver
 from tests.web.conftest import new_run, screenshot
 
 
-def test_a_run_with_no_kept_spans_has_no_waterfall(client, web_settings):
+def test_a_run_or_a_session_with_no_kept_spans_has_no_waterfall(client, web_settings):
     new_run(web_settings.runs_dir)
     page = client.get("/runs/20261123-120000-abc123")
     assert page.status_code == 200 and 'id="waterfall"' not in page.text
+    session = client.get("/traces/7d6c2a4e-0000-4000-8000-000000000000")
+    assert session.status_code == 200 and 'id="no-traces"' in session.text
+    assert client.get("/traces/" + "x" * 500).status_code == 400
 
 
 def test_a_traced_run_s_page_shows_each_turn_s_waterfall_in_a_browser(page, site, web_settings, tmp_path):
@@ -40,3 +44,6 @@ def test_a_traced_run_s_page_shows_each_turn_s_waterfall_in_a_browser(page, site
     widths = first.locator(".bar").evaluate_all("bars => bars.map(b => b.getBoundingClientRect().width)")
     assert widths and all(w > 0 for w in widths)
     screenshot(page.locator("#waterfall"), tmp_path / "waterfall.png")
+    session_id = json.loads((web_settings.runs_dir / run_id / "run.json").read_text())["claude_session_id"]
+    page.goto(f"{site}/traces/{session_id}")  # the same session's traces, by its claude session id
+    assert page.locator("#waterfall details.trace").count() == traces.count()
