@@ -189,8 +189,11 @@ def _unset_tracer_provider() -> None:
     from opentelemetry import trace
     from opentelemetry.util._once import Once
 
+    from frobozz import _spans
+
     trace._TRACER_PROVIDER_SET_ONCE = Once()
     trace._TRACER_PROVIDER = None
+    _spans._TRACER = trace.get_tracer(_spans.TRACER_NAME)  # its proxy had bound itself to the provider set
 
 
 @pytest.fixture
