@@ -179,3 +179,44 @@ def imap_server():
     server = start_imap()
     yield server
     server.stop()
+
+
+# -- tracing on in this process, its spans in memory ---------------------------------------------
+@pytest.fixture(scope="session")
+def _span_provider():
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+def _unset_tracer_provider() -> None:
+    """Back to no provider at all (the API has no public way: OpenTelemetry's own test utilities do this)."""
+    from opentelemetry import trace
+    from opentelemetry.util._once import Once
+
+    from frobozz import _spans
+
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+    _spans._TRACER = trace.get_tracer(_spans.TRACER_NAME)  # its proxy had bound itself to the provider set
+
+
+@pytest.fixture
+def spans(_span_provider):
+    """Tracing on in this process for one test (the SDK, its own in-memory exporter); off again after it."""
+    from opentelemetry import trace
+
+    provider, exporter = _span_provider
+    _unset_tracer_provider()
+    trace.set_tracer_provider(provider)
+    exporter.clear()
+    try:
+        yield exporter
+    finally:
+        exporter.clear()
+        _unset_tracer_provider()

@@ -15,10 +15,11 @@ ALLOWED = {
     "routines": {"engine", "loop", "memory", "runner"},  # a firing is a memory-loop session recorded as a run
     "servers": {"games", "memory"},
     "runner": {"engine", "games", "loop", "memory"},
-    "web": {"games", "memory", "runner"},  # reads runs and memory through their public APIs
+    "web": {"games", "memory", "runner", "tracing"},  # reads runs, memory and kept spans through their public APIs
     "agent": {"engine", "loop", "memory"},  # never servers or runner: MCP configs are data it hands to claude
     "dialogue": {"engine"},  # orchestrator, skeletons, consensus on the engine: no MCP, no memory
     "plugin": {"engine", "loop", "memory"},  # its hooks' daemon runs the loop; the hook itself imports nothing
+    "tracing": set(),  # the SDK's set-up: the parts emit spans through the API (frobozz/_spans.py), never import it
 }
 LEAVES = {p.stem for p in PACKAGE.glob("_*.py")} - {"__init__", "__main__"}
 

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from frobozz import _spans
 from frobozz.engine import EngineOptions, WarmSpare
 from frobozz.engine.observers import ToolCall
 from frobozz.loop import MemorySession
@@ -329,7 +330,8 @@ class Agent:
             log.warning("session %s: no notification for event %d: %s", session_id, logged.seq, e)
 
     def _engine_options(self) -> EngineOptions:
-        return replace(self.engine_options, session_store=self.transcripts, session_store_flush="batched")
+        return replace(self.engine_options, session_store=self.transcripts, session_store_flush="batched",
+                       trace_attributes={**self.engine_options.trace_attributes, _spans.SESSION_KIND: "agent"})
 
     def _memory_options(self, options: EngineOptions, namespace: str) -> tuple[EngineOptions, bool]:
         """The options of a memory session's claude (cortex storing into its namespace, when there is one), and

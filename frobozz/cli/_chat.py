@@ -18,6 +18,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from frobozz import _spans
+
+from ._trace import start_tracing, trace_option
+
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 SERVERS = ["cortex", "fetch", "forge", "handoff"]
@@ -103,8 +107,10 @@ def chat(
     no_suggest: bool = typer.Option(False, "--no-suggest", help="Do not suggest facts to remember."),
     model: str | None = typer.Option(None, help="claude's model; `scripted` runs offline on the project's "
                                                 "scripted model."),
+    trace: bool = trace_option(),
 ) -> None:
     """Chat with claude, with long-term memory around every turn."""
+    start_tracing(trace, "frobozz-chat")
     if list_sessions:
         _sessions_table(namespace)
         return
@@ -150,8 +156,10 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
             options = EngineOptions(model=claude_model, env=env, system_prompt=system, mcp_config=mcp,
                                     session_store=transcripts, session_project="frobozz-chat",
                                     strict_mcp_config=True, include_partial_messages=True,
-                                    allowed_tools=[f"mcp__{name}" for name in SERVERS])
-            sidecar = EngineOptions(model=claude_model, env=env, tools=())
+                                    allowed_tools=[f"mcp__{name}" for name in SERVERS],
+                                    trace_attributes={_spans.SESSION_KIND: "chat", _spans.MEMORY_NAMESPACE: ns})
+            sidecar = EngineOptions(model=claude_model, env=env, tools=(),
+                                    trace_attributes={_spans.SESSION_KIND: "sidecar"})
             async with MemorySession(options, service, namespace=ns, client="frobozz chat", resume=resume,
                                      sidecar=sidecar,
                                      providers=providers, recall=recall, suggest=suggest, observers=[relay],

@@ -117,6 +117,21 @@ async def check_jericho(settings: GamesSettings) -> str:
     return f"played a turn of {installed[0].name}: {turn.location or turn.text[:40]!r}"
 
 
+async def check_tracing() -> str:
+    from frobozz.tracing import TracingConfigError, endpoint_set, probe
+
+    if not endpoint_set():
+        return ("no OTEL_EXPORTER_OTLP_ENDPOINT set: --trace would send to http://localhost:4318 "
+                "(the README's Tracing section says how to point it at a backend)")
+    try:
+        return await probe()
+    except TracingConfigError as e:
+        raise Problem(str(e), "fix the OTEL_* variable named (the README's Tracing section has examples)") from e
+    except ConnectionError as e:
+        raise Problem(str(e), "start the tracing backend, or correct OTEL_EXPORTER_OTLP_ENDPOINT "
+                      "(a run with --trace goes on without it, its spans dropped)") from e
+
+
 async def run_checks() -> list[Outcome]:
     cortex, games = MemorySettings(), GamesSettings()
     checks: list[tuple[str, Callable[[], Awaitable[str]]]] = [
@@ -125,6 +140,7 @@ async def run_checks() -> list[Outcome]:
         ("embeddings", lambda: check_embeddings(cortex)),
         ("games installed", lambda: check_games(games)),
         ("jericho", lambda: check_jericho(games)),
+        ("tracing endpoint", check_tracing),
     ]
     outcomes = []
     for name, check in checks:
@@ -140,7 +156,7 @@ async def run_checks() -> list[Outcome]:
 
 
 def doctor() -> None:
-    """Check the install: claude, Postgres and pgvector, embeddings, games and jericho."""
+    """Check the install: claude, Postgres and pgvector, embeddings, games, jericho and the tracing endpoint."""
     from frobozz.memory import stop_embedded_at_exit
 
     stop_embedded_at_exit()  # one command: a Postgres it starts does not outlive it

@@ -14,6 +14,8 @@ from rich.console import Console
 from frobozz.engine import EngineError
 from frobozz.games import CATALOGUE, GameError, GameLibrary, GameNotFoundError, GamesSettings, install
 
+from ._trace import start_tracing, trace_option
+
 err = Console(stderr=True)
 out = Console()
 
@@ -51,8 +53,10 @@ def play(
     queue: bool = typer.Option(False, "--queue", help=(
         "Queue the runs in the database (FROBOZZ_DATABASE_URL, or the embedded one) for `frobozz worker`s "
         "to play, and print their ids.")),
+    trace: bool = trace_option(),
 ) -> None:
     """Play GAME headless: claude drives the real CLI; the game answers each command."""
+    start_tracing(trace, "frobozz-play")
     from frobozz.runner import PlayerError, RunConfig, RunNotFoundError, RunnerSettings, claude_readiness, play
     from frobozz.runner._live import LiveView, summary_table
 

@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ._trace import start_tracing, trace_option
+
 out = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
@@ -42,9 +44,11 @@ def _with_ledger(work: Callable[[Any], Awaitable[T]], *, one_shot: bool = True, 
 
 def worker(concurrency: int = typer.Option(1, min=1, max=16, help="How many runs at once."),
            games: str = typer.Option(None, help="Comma-separated games this worker takes (default: every game "
-                                                "it has).")) -> None:
+                                                "it has)."),
+           trace: bool = trace_option()) -> None:
     """Take queued runs (`play --queue`) and play them, until Ctrl-C or SIGTERM: the runs in hand then stop
     at their next turn and go back to the queue, to be taken up from there."""
+    start_tracing(trace, "frobozz-worker")
     from frobozz.games import GameError
     from frobozz.runner import RunnerSettings, Worker
 

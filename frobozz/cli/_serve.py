@@ -13,6 +13,8 @@ from rich.console import Console
 
 from frobozz.servers import SERVERS, load_server
 
+from ._trace import start_tracing, trace_option
+
 
 def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)}, 'all' (with --http), or "
                                                  "'agent' (the agent service, over HTTP)."),
@@ -33,9 +35,11 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
                                            help="The bearer token clients must send; generated when unset."),
           tokens: Path | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKENS", show_default=False, help=(
               "A TOML file of scoped tokens (each: a name, its servers, the namespaces it may read and write; "
-              "`frobozz hub-token` makes one), instead of the one token."))) -> None:
+              "`frobozz hub-token` makes one), instead of the one token.")),
+          trace: bool = trace_option()) -> None:
     """Run an MCP server over stdio (as `claude --mcp-config` launches it), every server over HTTP, or the
     agent service."""
+    start_tracing(trace, f"frobozz-{name}")
     agent = _agent_app(workspaces, platform_dir, idle_timeout, max_live) if name == "agent" or (
         name == "all" and workspaces is not None) else None
     if name == "agent":

@@ -15,8 +15,10 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from .. import _spans
 from ._hooks import HookRegistry
 from ._inprocess import InProcessServers
+from ._tracing import EngineTrace
 from .exceptions import ControlError, ControlTimeoutError, EngineError
 
 log = logging.getLogger("frobozz.engine")
@@ -52,7 +54,9 @@ Writer = Callable[[str], Awaitable[None]]
 
 class ControlChannel:
     def __init__(self, write: Writer, *, can_use_tool: PermissionCallback | None, timeout: float,
-                 hooks: HookRegistry | None = None, servers: InProcessServers | None = None) -> None:
+                 hooks: HookRegistry | None = None, servers: InProcessServers | None = None,
+                 trace: EngineTrace | None = None) -> None:
+        self._trace = trace
         self._write = write
         self._can_use_tool = can_use_tool
         self._hooks = hooks
@@ -118,7 +122,7 @@ class ControlChannel:
         with anyio.CancelScope() as scope:
             self._handlers[request_id] = scope
             try:
-                body = await self._handle(request)
+                body = await self._traced(request)
                 reply = {"subtype": "success", "request_id": request_id, "response": body}
             except Exception as e:  # an answer the CLI can act on, never a stuck turn
                 log.warning("control request %s failed: %s", request.get("subtype"), e)
@@ -129,6 +133,26 @@ class ControlChannel:
                 await self._write(json.dumps({"type": "control_response", "response": reply}))
             except EngineError:
                 pass  # the process died while we were deciding
+
+    async def _traced(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """A permission question or a hook in a span (under its tool call's, when it has one): its length is
+        the time the answer took (a person's, for a question)."""
+        subtype = request.get("subtype")
+        name = {"can_use_tool": _spans.PERMISSION, "hook_callback": _spans.HOOK}.get(str(subtype))
+        if name is None or self._trace is None or not self._trace.on:
+            return await self._handle(request)
+        hook_input = request.get("input") if isinstance(request.get("input"), Mapping) else {}
+        tool_use_id = request.get("tool_use_id") or hook_input.get("tool_use_id")
+        attributes: dict[str, Any] = {}
+        if subtype == "can_use_tool":
+            attributes[_spans.GEN_AI_TOOL_NAME] = str(request.get("tool_name", ""))
+        elif isinstance(hook_input.get("hook_event_name"), str):
+            attributes[_spans.HOOK_EVENT] = hook_input["hook_event_name"]
+        with _spans.span(name, parent=self._trace.context_for(tool_use_id), attributes=attributes) as span:
+            body = await self._handle(request)
+            if subtype == "can_use_tool":
+                span.set_attribute(_spans.PERMISSION_DECISION, str(body.get("behavior")))
+            return body
 
     async def _handle(self, request: Mapping[str, Any]) -> dict[str, Any]:
         subtype = request.get("subtype")

@@ -25,8 +25,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from .._accounts import AccountError, account, hand_over
 from . import _transcripts
 from ._control import ControlChannel
-from ._events import (ContextUsage, ErrorEvent, Event, McpServerStatus, MirrorError, ProcessExit, Restarted, Result,
-                      SystemInit, Usage, parse_event)
+from .. import _spans
+from ._events import (AssistantMessage, CompactBoundary, ContextUsage, ErrorEvent, Event, McpServerStatus, MirrorError, ProcessExit,
+                      Restarted, Result, SystemInit, Usage, UserMessage, parse_event)
 from ._hooks import HookRegistry
 from ._inprocess import InProcessServers
 from ._mirror import TranscriptMirror
@@ -34,6 +35,7 @@ from ._session_store import Materialized, SessionKey, latest, materialize
 from ._options import EngineOptions, find_claude
 from ._process import CLIProcess, OversizedLine
 from ._proxy import Proxy, Rewrite
+from ._tracing import EngineTrace
 from .exceptions import EngineError, McpServerError, ProcessError, SessionClosedError
 from .settings import EngineSettings
 
@@ -75,6 +77,8 @@ class Engine:
         self._reader_done = anyio.Event()
         self._mirror: TranscriptMirror | None = None
         self._materialized: Materialized | None = None
+        self.trace = EngineTrace(self.options.trace_attributes, cwd=str(self.cwd),
+                                 content=self.settings.trace_content_max if self.settings.trace_content else None)
 
     def _child_env(self) -> dict[str, str]:
         env = {**os.environ, **self.options.child_env(), **self.options.env}
@@ -113,10 +117,13 @@ class Engine:
             for event in _transcripts.replay(path):
                 await self._emit(event)
             self.session_id = session_id
+        self.trace.start()
         if self.options.proxy:
-            self._proxy = Proxy(self.env.get("ANTHROPIC_BASE_URL"), self._on_usage)
+            self._proxy = Proxy(self.env.get("ANTHROPIC_BASE_URL"), self._on_usage, self.trace)
             await self._tg.start(self._proxy.run)
             self.env["ANTHROPIC_BASE_URL"] = self._proxy.url
+            if self.trace.on:  # Frobozz's MCP servers ask here for their call's trace context
+                self.env[_spans.TRACE_PARENTS_ENV] = self._proxy.trace_parents_url
         await self._spawn(resume=session_id)
         self.state = EngineState.RUNNING
 
@@ -188,7 +195,7 @@ class Engine:
         self._process = process
         self._control = ControlChannel(process.write, can_use_tool=self.options.can_use_tool,
                                        timeout=self.settings.control_timeout, hooks=self._hooks,
-                                       servers=await self._serve_in_process())
+                                       servers=await self._serve_in_process(), trace=self.trace)
         self._reader_done = anyio.Event()
         self._tg.start_soon(self._read, process, self._control)
         try:
@@ -238,6 +245,7 @@ class Engine:
             self._materialized = None
         if self._proxy is not None:
             await self._proxy.aclose()
+        self.trace.close(error=None if self.state is not EngineState.FAILED else "claude failed")
         self._process = None
         if self.state is not EngineState.FAILED:
             self.state = EngineState.CLOSED
@@ -250,6 +258,7 @@ class Engine:
             raise SessionClosedError(f"the engine is {self.state.value}")
         message = {"type": "user", "message": {"role": "user", "content": content},
                    "parent_tool_use_id": None, "session_id": self.session_id or "default"}
+        self.trace.begin_turn(content)
         await self._process.write(json.dumps(message))
 
     async def events(self) -> AsyncIterator[Event]:
@@ -410,6 +419,9 @@ class Engine:
     async def _dispatch(self, event: Event) -> None:
         if isinstance(event, (SystemInit, Result)) and event.session_id:
             self.session_id = event.session_id
+            self.trace.set_session_id(event.session_id)
+        if self.trace.on:
+            self._traced(event)
         if isinstance(event, Result) and self._mirror is not None:
             self._mirror.flush_soon()
         if isinstance(event, Result) and event.structured is not None:
@@ -419,6 +431,16 @@ class Engine:
             await self._emit(ErrorEvent(source="api", status=event.api_error_status,
                                         message=event.result or f"API error {event.api_error_status}"))
         await self._emit(event)
+
+    def _traced(self, event: Event) -> None:
+        if isinstance(event, CompactBoundary) and not event.is_replay:
+            self.trace.compacted(event.trigger, event.pre_tokens)
+        elif isinstance(event, AssistantMessage):
+            self.trace.on_assistant(event)
+        elif isinstance(event, UserMessage):
+            self.trace.on_user(event)
+        elif isinstance(event, Result) and not event.is_replay:
+            self.trace.end_turn(event)
 
     async def _typed(self, result: Result) -> Result:
         """The structured answer as an instance of the pydantic model asked for (kept as JSON if it does not fit)."""
@@ -439,6 +461,7 @@ class Engine:
             self.state = EngineState.RESTARTING
             reason = f"claude exited with code {code}"
             log.warning("%s; restarting (attempt %d)", reason, self.restarts)
+            self.trace.end_turn(outcome="restarted", error=reason)
             resume = self.session_id if self._has_transcript() else None
             try:
                 await self._spawn(resume=resume)
@@ -454,6 +477,7 @@ class Engine:
         if not self._closing:
             self.state = EngineState.FAILED
             self._process = None
+            self.trace.end_turn(outcome="error", error=f"claude exited with code {code} and was not restarted")
             await self._emit(ErrorEvent(source="process", message=(
                 f"claude exited with code {code} and was not restarted "
                 f"({self.restarts} of {self.options.max_restarts} restarts used): {stderr[-500:]}")))

@@ -48,6 +48,7 @@ class EngineOptions:
     proxy: bool = True
     max_restarts: int = 3
     event_buffer: int = 10_000
+    trace_attributes: Mapping[str, Any] = field(default_factory=dict)  # on this engine's spans (kind, run id, …)
     # what users of the official Agent SDK expect, each a flag of the CLI (agents go with initialize)
     output_schema: Mapping[str, Any] | type | None = None  # a JSON Schema, or a pydantic model class: the
     #   model answers in that shape, and the turn's Result carries it (an instance of the class) as `structured`

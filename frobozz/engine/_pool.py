@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import anyio
 from anyio.abc import TaskGroup
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 
 from ._engine import Engine
 from ._events import AssistantMessage, ErrorEvent, ProcessExit, Result
@@ -102,6 +104,8 @@ class Sidecar:
                 idle.returned.set()  # cleared and lent again, or closed and replaced, in the background
 
     async def _ask(self, engine: Engine, prompt: str) -> str:
+        if trace.get_current_span().is_recording():  # asked inside a span (recall's): the answer's turn is in it
+            engine.trace.prepare_turn(otel_context.get_current())
         await engine.send(prompt)
         texts: list[str] = []
         async for event in engine.events():

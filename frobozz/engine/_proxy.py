@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,13 +24,16 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from .. import _spans as S
 from .._loopback import listener
 from ._events import Usage, text_of
+from ._tracing import EngineTrace
 
 log = logging.getLogger("frobozz.engine.proxy")
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
 _HOP_BY_HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "accept-encoding"}
 _COMPACTION_MARK = "Your task is to create a detailed summary of"
+TRACE_PARENTS_PATH = "/.frobozz/trace-parents"  # never an API path: the proxy answers it itself
 
 Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
 SUMMARY_FORM = "Answer in plain text: an <analysis> block, then the summary itself in a <summary> block."
@@ -63,14 +67,22 @@ class _QuietServer(uvicorn.Server):
 class _UsageReader:
     """Reads usage out of an SSE stream (or a JSON body) as it passes, without holding it."""
 
-    def __init__(self, streaming: bool) -> None:
+    def __init__(self, streaming: bool, on_tool_use: Callable[[str, str], None] | None = None,
+                 keep_text: bool = False) -> None:
         self.streaming = streaming
         self._pending = b""
         self._body = bytearray()
         self.model: str | None = None
         self.usage: dict[str, int] = {}
+        self.message_id: str | None = None
+        self.stop_reason: str | None = None
+        self.first_chunk: float | None = None  # monotonic time of the answer's first bytes
+        self.on_tool_use = on_tool_use  # (id, name) as soon as a tool_use block begins
+        self.text: list[str] | None = [] if keep_text else None  # only with content capture on
 
     def feed(self, chunk: bytes) -> None:
+        if self.first_chunk is None:
+            self.first_chunk = time.monotonic()
         if not self.streaming:
             if len(self._body) < 4 * 1024 * 1024:
                 self._body += chunk
@@ -98,12 +110,36 @@ class _UsageReader:
             for key, value in (message.get("usage") or {}).items():
                 if isinstance(value, int):
                     self.usage[key] = value
+            if isinstance(message.get("id"), str) and message.get("type") == "message":
+                self.message_id = message["id"]
+            delta = message.get("delta") if isinstance(message.get("delta"), dict) else {}
+            self.stop_reason = message.get("stop_reason") or delta.get("stop_reason") or self.stop_reason
+            self._blocks(event)
+
+    def _blocks(self, event: dict[str, Any]) -> None:
+        """Tool uses as they begin (a JSON answer's all at once); text only when content is captured."""
+        kind = event.get("type")
+        blocks = [event.get("content_block")] if kind == "content_block_start" else \
+            event.get("content") if kind == "message" else ()
+        for block in blocks or ():
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use" and self.on_tool_use is not None:
+                self.on_tool_use(str(block.get("id") or ""), str(block.get("name") or ""))
+            elif block.get("type") == "text" and self.text is not None:
+                self.text.append(str(block.get("text") or ""))
+        if kind == "content_block_delta" and self.text is not None:
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                self.text.append(str(delta.get("text") or ""))
 
 
 class Proxy:
-    def __init__(self, upstream: str | None, on_usage: Callable[[Usage], None]) -> None:
+    def __init__(self, upstream: str | None, on_usage: Callable[[Usage], None],
+                 trace: EngineTrace | None = None) -> None:
         self.upstream = (upstream or DEFAULT_UPSTREAM).rstrip("/")
         self.on_usage = on_usage
+        self.trace = trace or EngineTrace()
         self.rewrite: Rewrite | None = None
         self.is_compaction: Callable[[dict[str, Any]], bool] = is_compaction_request
         self.high_water = 0
@@ -119,7 +155,8 @@ class Proxy:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         sock = listener()  # with TCP_NODELAY: a streamed answer's chunks reach claude at once
         self.port = sock.getsockname()[1]
-        app = Starlette(routes=[Route("/{path:path}", self._forward,
+        app = Starlette(routes=[Route(TRACE_PARENTS_PATH + "/{tool_use_id}", self._traceparent, methods=["GET"]),
+                                Route("/{path:path}", self._forward,
                                       methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])])
         self._server = _QuietServer(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
         async with anyio.create_task_group() as tg:
@@ -133,18 +170,31 @@ class Proxy:
             self._server.should_exit = True
         await self._client.aclose()
 
+    @property
+    def trace_parents_url(self) -> str:
+        """Where a Frobozz MCP server asks for its call's trace context, by tool_use id (see servers)."""
+        return f"{self.url}{TRACE_PARENTS_PATH}"
+
+    async def _traceparent(self, request: Request) -> Response:
+        carrier = self.trace.traceparent(request.path_params["tool_use_id"])
+        return Response(json.dumps(carrier or {}), status_code=200 if carrier else 404, media_type="application/json")
+
     async def _forward(self, request: Request) -> Response:
         body = await request.body()
         path = request.url.path
         rewritten = False
-        if self.rewrite is not None and path.endswith("/messages") and request.method == "POST":
+        counted = path.endswith("/messages") and request.method == "POST"
+        payload: dict[str, Any] | None = None
+        if counted and (self.rewrite is not None or self.trace.on):
             try:
                 payload = json.loads(body)
-                if self.is_compaction(payload):
-                    body = json.dumps(_keep_summary_form(self.rewrite(payload))).encode()
-                    rewritten = True
             except ValueError:
-                pass
+                payload = None
+        if self.rewrite is not None and counted and isinstance(payload, dict) and self.is_compaction(payload):
+            body = json.dumps(_keep_summary_form(self.rewrite(payload))).encode()
+            rewritten = True
+        span = self.trace.model_request(payload if isinstance(payload, dict) else None, request.headers) \
+            if counted else None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
         headers["accept-encoding"] = "identity"  # so usage can be read as it passes
         url = f"{self.upstream}{path}" + (f"?{request.url.query}" if request.url.query else "")
@@ -153,28 +203,69 @@ class Proxy:
                 self._client.build_request(request.method, url, headers=headers, content=body), stream=True)
         except httpx.HTTPError as e:
             log.warning("proxy: upstream %s failed: %s", self.upstream, e)
+            if span is not None:
+                S.record_error(span, e)
+                span.end()
             message = json.dumps({"type": "error", "error": {"type": "api_error", "message": f"upstream: {e}"}})
             return Response(message, status_code=502, media_type="application/json")
         limits = {k: v for k, v in upstream.headers.items() if k.lower().startswith("anthropic-ratelimit-unified")}
         self.rate_limits.update(limits)
-        counted = path.endswith("/messages") and request.method == "POST"
-        reader = _UsageReader("text/event-stream" in upstream.headers.get("content-type", ""))
+        reader = _UsageReader("text/event-stream" in upstream.headers.get("content-type", ""),
+                              on_tool_use=self.trace.tool_started if span is not None else None,
+                              keep_text=span is not None and self.trace.content is not None)
         response_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
-        return StreamingResponse(self._relay(upstream, reader, counted, path, limits, rewritten),
+        return StreamingResponse(self._relay(upstream, reader, counted, path, limits, rewritten, span),
                                  status_code=upstream.status_code, headers=response_headers)
 
     async def _relay(self, upstream: httpx.Response, reader: _UsageReader, counted: bool, path: str,
-                     limits: dict[str, str], rewritten: bool) -> AsyncIterator[bytes]:
+                     limits: dict[str, str], rewritten: bool, span: S.Span | None = None) -> AsyncIterator[bytes]:
+        started = time.monotonic()
+        error: BaseException | None = None
         try:
             async for chunk in upstream.aiter_raw():
                 if counted:
                     reader.feed(chunk)
                 yield chunk
+        except BaseException as e:
+            error = e
+            raise
         finally:
             await upstream.aclose()
             if counted:
                 reader.finish()
                 self._report(path, upstream.status_code, reader, limits, rewritten)
+                if span is not None:
+                    self._end_span(span, upstream.status_code, reader, limits, rewritten, started, error)
+
+    def _end_span(self, span: S.Span, status: int, reader: _UsageReader, limits: dict[str, str], rewritten: bool,
+                  started: float, error: BaseException | None) -> None:
+        """The model request's span: the GenAI conventions' facts, and Frobozz's (first token, retries, limits)."""
+        u = reader.usage
+        attributes: dict[str, Any] = {
+            S.HTTP_STATUS: status, S.GEN_AI_INPUT_TOKENS: u.get("input_tokens", 0),
+            S.GEN_AI_OUTPUT_TOKENS: u.get("output_tokens", 0),
+            S.GEN_AI_CACHE_CREATION_TOKENS: u.get("cache_creation_input_tokens", 0),
+            S.GEN_AI_CACHE_READ_TOKENS: u.get("cache_read_input_tokens", 0), S.CONTEXT_TOKENS: self.high_water}
+        if reader.model:
+            attributes[S.GEN_AI_RESPONSE_MODEL] = reader.model
+        if reader.message_id:
+            attributes[S.GEN_AI_RESPONSE_ID] = reader.message_id
+        if reader.stop_reason:
+            attributes[S.GEN_AI_FINISH_REASONS] = [reader.stop_reason]
+        if reader.first_chunk is not None:
+            attributes[S.TIME_TO_FIRST_TOKEN_MS] = round((reader.first_chunk - started) * 1000, 1)
+        if rewritten:
+            attributes[S.MODEL_REWRITTEN] = True
+        for key, value in limits.items():
+            attributes[S.RATE_LIMIT_PREFIX + key.lower().removeprefix("anthropic-ratelimit-")] = value
+        if reader.text is not None:
+            attributes[S.GEN_AI_OUTPUT_MESSAGES] = S.cut("".join(reader.text), self.trace.content or 0)
+        span.set_attributes(attributes)
+        if error is not None and not isinstance(error, GeneratorExit):
+            S.record_error(span, error)
+        elif status >= 400:
+            S.record_error(span, f"the API answered {status}")
+        span.end()
 
     def _report(self, path: str, status: int, reader: _UsageReader, limits: dict[str, str], rewritten: bool) -> None:
         u = reader.usage

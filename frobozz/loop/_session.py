@@ -13,6 +13,9 @@ from typing import Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
+from opentelemetry.context import Context
+
+from .. import _spans
 
 from ..engine import (AssistantMessage, CompactBoundary, EngineOptions, EnginePool, EngineSettings, Event, Observer,
                       Producer, Result, WarmSpare)
@@ -84,6 +87,7 @@ class MemorySession:
         self._background = 0
         self._settled = anyio.Event()
         self._settled.set()
+        self._turn = Context()  # the trace context of the turn in hand
 
     async def __aenter__(self) -> MemorySession:
         store, self.sessions = await self.memory.store(), await self.memory.sessions()
@@ -135,17 +139,24 @@ class MemorySession:
         Memory is help, never a gate: a part that fails or is slow (the database away) is left out with
         a log line, and the user's text always goes."""
         blocks: list[dict[str, Any]] = []
+        self._turn = self.pool.primary.engine.trace.prepare_turn()  # this work is in the turn's trace
+        where = {_spans.MEMORY_NAMESPACE: self.record.namespace}
         if self.needs_orientation:  # a new session has no window before this one; a resumed one has
-            previous = self.record.window_started_at if self._windows or self.resume else None
-            await self._quietly("the new window's record", self._new_window(), None)
-            window = Window(self.record.namespace, self.record.id, previous_start=previous, topic=text)
-            oriented = await orientation(self._providers, window, deadline=self.deadline)
+            with _spans.span(_spans.ORIENTATION, parent=self._turn, attributes=where) as span:
+                previous = self.record.window_started_at if self._windows or self.resume else None
+                await self._quietly("the new window's record", self._new_window(), None)
+                window = Window(self.record.namespace, self.record.id, previous_start=previous, topic=text)
+                oriented = await orientation(self._providers, window, deadline=self.deadline)
+                span.set_attribute(_spans.ORIENTATION_CHARS, len(oriented or ""))
             if oriented:
                 blocks.append({"type": "text", "text": oriented})
             self.needs_orientation = False
         if self.use_recall:
-            blocks += recalled_blocks(await self._quietly("recall", self._recall(
-                self.record.id, self.record.namespace, text), []))
+            with _spans.span(_spans.RECALL, parent=self._turn, attributes=where) as span:
+                hits = await self._quietly("recall", self._recall(self.record.id, self.record.namespace, text), [])
+                span.set_attributes({_spans.MEMORY_FOUND: len(hits), _spans.MEMORY_IDS: [h.memory.id for h in hits],
+                                     _spans.MEMORY_SCORES: [round(h.score, 4) for h in hits]})
+            blocks += recalled_blocks(hits)
         blocks += await self._quietly("the nudge", nudge_blocks(self.sessions, self.record.id), [])
         return [*blocks, {"type": "text", "text": text}]
 
@@ -160,8 +171,9 @@ class MemorySession:
     async def send(self, text: str) -> None:
         """Archive the user's words, then send them with what memory adds."""
         content = await self.message(text)
-        await self._quietly("archiving the user's words", self.archive.archive_user(text), None,
-                            within=ARCHIVE_WAIT)
+        with _spans.span(_spans.ARCHIVE, parent=self._turn):
+            await self._quietly("archiving the user's words", self.archive.archive_user(text), None,
+                                within=ARCHIVE_WAIT)
         self._last_user = text
         await self.pool.primary.send(content)
 
@@ -171,8 +183,11 @@ class MemorySession:
     def after_turn(self, said: str) -> None:
         """Fire-and-forget: suggestions from the exchange just ended."""
         if self.use_suggest and self._tg is not None:
-            self._tg.start_soon(self._background_work, self._suggest(self.record.id, self._last_user, said,
-                                                                   namespace=self.record.namespace))
+            self._tg.start_soon(self._background_work, self._suggested(said, self._turn))
+
+    async def _suggested(self, said: str, turn: Context) -> None:
+        with _spans.span(_spans.SUGGEST, parent=turn):  # in the trace of the turn it comes from
+            await self._suggest(self.record.id, self._last_user, said, namespace=self.record.namespace)
 
     async def _background_work(self, work: Awaitable[object]) -> None:
         self._background += 1

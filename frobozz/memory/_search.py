@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Literal
 
 import asyncpg
 
+from .. import _spans
 from .._tasks import both, every
 from ._records import COLUMNS, Hit, memory
 from .exceptions import MemoryStoreError
@@ -140,23 +141,35 @@ async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, sinc
         return [[] for _ in queries]
 
     async def embed() -> Sequence[list[float] | None]:
-        return await store.embedder.embed(live) if mode != "keyword" else [None] * len(live)
+        if mode == "keyword":
+            return [None] * len(live)
+        with _spans.span(_spans.EMBED, attributes={_spans.MEMORY_QUERY_COUNT: len(live)}):
+            return await store.embedder.embed(live)
 
     async def stats() -> list[Words]:
-        async with store.connection() as c:
-            return [Words.of(await c.fetchrow(_WORD_STATS, q, ns), own=mode == "keyword" or not context) for q in live]
+        with _spans.span(_spans.SQL, attributes={_spans.DB_OPERATION: "word statistics"}):
+            async with store.connection() as c:
+                return [Words.of(await c.fetchrow(_WORD_STATS, q, ns), own=mode == "keyword" or not context)
+                        for q in live]
 
     vectors, words = await both(embed, stats)  # the CPU embeds while Postgres counts the words
 
     async def one(vector: list[float] | None, query_words: Words) -> list[Hit]:
         if not query_words.memories or (mode == "keyword" and not query_words.idf):
             return []
-        rows = await _candidates(store, ns, since, until, vector, query_words if mode != "semantic" else None, limit,
-                                 include_history)
-        scored = [(_score(row, query_words, mode, store.cosine_floor), row) for row in rows]
-        scored = sorted((s for s in scored if s[0][0] >= min_score and s[0][0] > 0),
-                        key=lambda s: (-s[0][0], -s[1]["id"]))
-        return [Hit(memory(row), score, parts) for (score, parts), row in scored[:limit]]
+        with _spans.span(_spans.SQL, attributes={_spans.DB_OPERATION: "candidates"}) as sql:
+            rows = await _candidates(store, ns, since, until, vector, query_words if mode != "semantic" else None,
+                                     limit, include_history)
+            sql.set_attribute(_spans.DB_ROWS, len(rows))
+        with _spans.span(_spans.SCORE) as scoring:
+            scored = [(_score(row, query_words, mode, store.cosine_floor), row) for row in rows]
+            scored = sorted((s for s in scored if s[0][0] >= min_score and s[0][0] > 0),
+                            key=lambda s: (-s[0][0], -s[1]["id"]))
+            hits = [Hit(memory(row), score, parts) for (score, parts), row in scored[:limit]]
+            if scoring.is_recording():
+                scoring.set_attributes({_spans.MEMORY_FOUND: len(hits), _spans.MEMORY_IDS: [h.memory.id for h in hits],
+                                        _spans.MEMORY_SCORES: [round(h.score, 4) for h in hits]})
+            return hits
 
     found = iter(await every([functools.partial(one, v, w) for v, w in zip(vectors, words, strict=True)]))
     return [next(found) if _WORD.search(q) else [] for q in queries]

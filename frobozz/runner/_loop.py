@@ -26,6 +26,7 @@ from frobozz.engine import (
     UserMessage,
     parse_blocks,
 )
+from frobozz import _spans
 from frobozz.games import CommandError, GameError, GameSession, Turn
 
 from ._context import RunContext
@@ -126,9 +127,16 @@ class GameProducer:
                 await self.send(session, correction(self.header(), "I could not find a command in that."))
                 continue
             answers = []
+            trace = session.engine.trace
+            next_turn = trace.prepare_turn()  # the game's answer and what memory adds are the next turn's
             for command in commands:
                 try:
-                    turn = await self.game.act(command)
+                    with _spans.span(_spans.GAME_ACT, parent=next_turn) as span:
+                        turn = await self.game.act(command)
+                        if span.is_recording():
+                            span.set_attributes({_spans.GAME_SCORE: turn.score or 0, _spans.GAME_MOVES: turn.moves or 0,
+                                                 **({_spans.GAME_COMMAND: command} if trace.content is not None
+                                                    else {})})
                 except CommandError as e:  # a refused meta-command: tell the player, play on
                     answers.append(f"[{e}]")
                     continue

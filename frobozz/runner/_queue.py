@@ -17,7 +17,12 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 import anyio
+from opentelemetry import trace
 from pgqueuer import Job, Queries, QueueManager, RetryRequested
+from pgqueuer.adapters.tracing.opentelemetry import OpenTelemetryTracing
+from pgqueuer.ports.tracing import TRACER, set_tracing_class
+
+from frobozz import _spans
 
 from frobozz._tasks import until_stopped
 from frobozz.games import GameError, GameLibrary, read_story
@@ -39,7 +44,11 @@ def entrypoint(story_md5: str) -> str:
 
 
 async def install(ledger: RunLedger) -> Queries:
-    """The queue's tables (pgqueuer's own schema), installed by whoever comes first."""
+    """The queue's tables (pgqueuer's own schema), installed by whoever comes first. A job carries its trace
+    context in its headers (pgqueuer's OpenTelemetry tracing: a no-op with no SDK configured), so a run
+    queued here and played by one worker, then another, is one trace: `send`, then each `process`."""
+    if TRACER.tracer is None:
+        set_tracing_class(OpenTelemetryTracing())
     async with ledger.pool.acquire() as connection, connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1)", _INSTALL_LOCK)
         queries = Queries.from_asyncpg_connection(connection)
@@ -123,6 +132,9 @@ class Worker:
 
     async def _take(self, job: Job) -> None:
         run_id = (job.payload or b"").decode()
+        current = trace.get_current_span()  # the job's `process` span: the run's session span links to it
+        if current.is_recording():
+            current.set_attributes({_spans.RUN_ID: run_id, _spans.WORKER: worker_name()})
         async with self._held(run_id):
             try:
                 row = await self.ledger.get(run_id)

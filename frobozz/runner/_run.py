@@ -16,6 +16,7 @@ from typing import Literal
 import anyio
 from pydantic import BaseModel, Field
 
+from frobozz import _spans
 from frobozz._mailbox import Mailbox
 from frobozz.engine import EngineOptions, Event, Session, SystemInit, transcript_path
 from frobozz.engine.testing import ScriptedModel
@@ -171,7 +172,9 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
         transcripts = await _transcripts(context)
         options = dict(model=info.model, env=env, cwd=store.dir, tools=(), cli_path=cli_path,
                        session_store=transcripts, session_project=f"frobozz-run-{info.run_id}",
-                       session_store_flush="eager")  # in tools mode one claude turn is many game turns
+                       session_store_flush="eager",  # in tools mode one claude turn is many game turns
+                       trace_attributes={_spans.SESSION_KIND: "play", _spans.RUN_ID: info.run_id,
+                                         _spans.GAME: info.game, _spans.RUN_MODE: info.mode})
         template = load_template(Path(info.prompt_file) if info.prompt_file else None, tools=info.mode == "tools")
         intro = instructions(template, title=info.title, game=info.game, max_score=context.max_score, multi=info.multi)
         if memory is not None:

@@ -6,6 +6,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from ._tracing import traced
+
 
 @dataclass(frozen=True)
 class ServerSpec:
@@ -35,4 +37,4 @@ def load_server(name: str, **overrides: Any) -> Any:
     except KeyError:
         raise KeyError(f"no server {name!r}; known: {', '.join(SERVERS)}") from None
     create_server, settings_cls = spec.factory()
-    return create_server(settings_cls(**overrides))
+    return traced(create_server(settings_cls(**overrides)))  # its calls under the engine's spans, when traced

@@ -18,6 +18,7 @@ from frobozz.runner import STATUSES, RunNotFoundError, TurnRecord
 from ._chart import score_chart
 from ._map import layout
 from ._runs import RunView
+from ._waterfall import waterfall
 from ._web import Web, web_of
 
 FILTERS = ("game", "model", "mode", "player", "status")
@@ -58,7 +59,8 @@ def _render(web: Web, request: Request, name: str, **context: Any) -> str:
 async def run_page(request: Request) -> HTMLResponse:
     web = web_of(request)
     view = await _view(web, request.path_params["run_id"])
-    return web.page(request, "run.html", info=view.info, turns=view.turns, live=view.live,
+    traces = waterfall(await web.runs.spans(view.info.run_id))
+    return web.page(request, "run.html", info=view.info, turns=view.turns, live=view.live, traces=traces,
                     figures=_figures(web, request, view, view.turns),
                     last=view.turns[-1].turn if view.turns else 0, notice=web.runs.database_error)
 
@@ -88,8 +90,20 @@ async def run_events(request: Request) -> Response:
     return EventSourceResponse(events(), ping=15, send_timeout=30)
 
 
+async def trace_page(request: Request) -> HTMLResponse:
+    """A claude session's traces (a chat's, an agent session's: the agent service's sessions say their claude
+    session id) as waterfalls, from the spans kept in Postgres."""
+    web = web_of(request)
+    session_id = request.path_params["session_id"]
+    if len(session_id) > 100:
+        raise HTTPException(400, "that is not a session id")
+    traces = waterfall(await web.runs.spans(session_id=session_id))
+    return web.page(request, "trace.html", session_id=session_id, traces=traces, notice=web.runs.database_error)
+
+
 routes = [
     Route("/", runs_page, name="runs"),
+    Route("/traces/{session_id}", trace_page, name="trace"),
     Route("/runs/{run_id}", run_page, name="run"),
     Route("/runs/{run_id}/events", run_events, name="run_events"),
 ]

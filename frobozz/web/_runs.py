@@ -16,6 +16,7 @@ import anyio
 
 from frobozz.memory import DATABASE_ERRORS, MemoryStoreError
 from frobozz.runner import RunInfo, RunLedger, RunNotFoundError, RunStore, TurnRecord
+from frobozz.tracing import run_spans, session_spans
 
 from .settings import WebSettings
 
@@ -141,6 +142,14 @@ class Runs:
                 raise
             return found
         return RunView(store.info, [t for t in store.turns(repair=False) if t.turn > after])
+
+    async def spans(self, run_id: str | None = None, *, session_id: str | None = None) -> list[dict[str, Any]]:
+        """The spans kept of a run's traces, or a claude session's (none without a database, or none kept)."""
+        async def kept(ledger: RunLedger) -> list[dict[str, Any]]:
+            async with ledger.pool.acquire() as connection:
+                return await (run_spans(connection, run_id) if run_id is not None
+                              else session_spans(connection, session_id or ""))
+        return await self._from_ledger(kept) or []
 
     async def follow(self, run_id: str, after: int) -> AsyncIterator[RunView]:
         """The run each time it changes (new turns after the last seen, a new state), until it has ended."""

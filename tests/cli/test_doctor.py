@@ -56,3 +56,30 @@ def test_an_older_claude_is_named_with_what_it_lacks_in_one_line_and_no_tracebac
     broken.chmod(0o755)
     done = doctor({"FROBOZZ_CLAUDE_PATH": str(broken)})
     assert "`--version` failed: segfault" in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+
+def test_the_tracing_endpoint_is_said_to_take_spans_to_be_down_or_to_be_misconfigured(monkeypatch):
+    import anyio
+    import pytest
+
+    from frobozz.cli._doctor import Problem, check_tracing
+    from tests.otlp import receiver
+
+    for name in [k for k in os.environ if k.startswith("OTEL_")]:
+        monkeypatch.delenv(name)
+    assert "no OTEL_EXPORTER_OTLP_ENDPOINT set" in anyio.run(check_tracing)
+    with receiver() as got:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", got.url)
+        assert "takes OTLP spans (HTTP 200)" in anyio.run(check_tracing)
+        assert got.requests == 1
+        got.status = 401
+        with pytest.raises(Problem, match="refused the credentials"):
+            anyio.run(check_tracing)
+    with pytest.raises(Problem, match="cannot be reached") as down:
+        anyio.run(check_tracing)
+    assert "start the tracing backend" in down.value.fix
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "s3cr3t")
+    with pytest.raises(Problem, match="OTEL_EXPORTER_OTLP_HEADERS is malformed") as bad:
+        anyio.run(check_tracing)
+    assert "s3cr3t" not in str(bad.value)

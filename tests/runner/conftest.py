@@ -1,6 +1,6 @@
 import pytest
 
-from frobozz.runner import RunnerSettings
+from frobozz.runner import RunLedger, RunnerSettings
 
 
 @pytest.fixture
@@ -10,3 +10,14 @@ def runner_settings(frobozz_env, tmp_path, monkeypatch) -> RunnerSettings:
         monkeypatch.delenv(name, raising=False)
     (tmp_path / "home").mkdir()
     return RunnerSettings()
+
+
+@pytest.fixture
+async def ledger(cortex_settings, monkeypatch):
+    """The runs' tables on a fresh database, FROBOZZ_DATABASE_URL pointing at it (for the workers)."""
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
+    opened = await RunLedger.open(cortex_settings, size=8)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()

@@ -7,19 +7,9 @@ import anyio
 import asyncpg
 import pytest
 
-from frobozz.runner import RunConfig, RunLedger, RunNotFoundError, Worker, enqueue
+from frobozz.runner import RunConfig, RunNotFoundError, Worker, enqueue
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-async def ledger(cortex_settings, monkeypatch):
-    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
-    opened = await RunLedger.open(cortex_settings, size=8)
-    try:
-        yield opened
-    finally:
-        await opened.aclose()
 
 
 async def test_the_runs_tables_on_nothing_have_no_runs_no_turns_and_no_leaderboard(ledger):

@@ -1,0 +1,110 @@
+"""Spans kept locally in Postgres (so a user with no tracing backend still sees where the time went), for
+as long as the user sets: a span exporter beside the OTLP one, on the SDK's own thread."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+import asyncpg
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from .. import _spans as S
+
+log = logging.getLogger("frobozz.tracing")
+PRUNE_EVERY = 3600.0  # seconds between two deletions of what is past its time
+_INSERT = ("INSERT INTO trace_spans (trace_id, span_id, parent_id, name, kind, service, started_at, duration_ms, "
+           "status, session_id, run_id, attributes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) "
+           "ON CONFLICT DO NOTHING")
+
+
+def schema() -> str:
+    return resources.files("frobozz.tracing.migrations").joinpath("001_spans.sql").read_text(encoding="utf-8")
+
+
+def _row(span: ReadableSpan) -> tuple[Any, ...]:
+    attributes = {k: (list(v) if isinstance(v, tuple) else v) for k, v in (span.attributes or {}).items()}
+    start, end = span.start_time or 0, span.end_time or span.start_time or 0
+    parent = span.parent.span_id if span.parent is not None else None
+    service = (span.resource.attributes if span.resource else {}).get("service.name")
+    return (f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}",
+            f"{parent:016x}" if parent is not None else None, span.name, span.kind.name.lower(),
+            str(service) if service else None, datetime.fromtimestamp(start / 1e9, UTC), (end - start) / 1e6,
+            span.status.status_code.name.lower(), attributes.get(S.SESSION_ID), attributes.get(S.RUN_ID),
+            json.dumps(attributes, default=str))
+
+
+class LocalSpans(SpanExporter):
+    """Writes each batch to `trace_spans` (made at the first batch) and deletes spans older than `keep_days`
+    once an hour. A database that is away is said once; its spans are dropped, the run goes on."""
+
+    def __init__(self, url: str, keep_days: float) -> None:
+        self.url = url
+        self.keep_days = keep_days
+        self._ready = False
+        self._next_prune = 0.0
+        self._failing = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            asyncio.run(self._write([_row(s) for s in spans]))
+        except (OSError, asyncpg.PostgresError, asyncio.TimeoutError, ValueError) as e:
+            if not self._failing:
+                log.warning("tracing: spans cannot be kept in the database (%s); they are dropped. Said once.",
+                            type(e).__name__)
+            self._failing = True
+            return SpanExportResult.FAILURE
+        self._failing = False
+        return SpanExportResult.SUCCESS
+
+    async def _write(self, rows: list[tuple[Any, ...]]) -> None:
+        connection = await asyncpg.connect(self.url, timeout=10)
+        try:
+            if not self._ready:
+                await connection.execute(schema())
+                self._ready = True
+            if time.monotonic() >= self._next_prune:
+                await prune(connection, self.keep_days)
+                self._next_prune = time.monotonic() + PRUNE_EVERY
+            await connection.executemany(_INSERT, rows)
+        finally:
+            await connection.close()
+
+    def shutdown(self) -> None:
+        pass
+
+
+async def prune(connection: Any, keep_days: float) -> int:
+    """Delete the spans past their time; how many went."""
+    done = await connection.execute("DELETE FROM trace_spans WHERE started_at < now() - make_interval(secs => $1)",
+                                    keep_days * 86400.0)
+    return int(done.split()[-1])
+
+
+async def run_spans(connection: Any, run_id: str) -> list[dict[str, Any]]:
+    """Every kept span of the traces a run's spans are in (its session, its turns, and what is under them),
+    in order of start; nothing when none were kept (or tracing never kept any here)."""
+    return await _traces_with(connection, "run_id", run_id)
+
+
+async def session_spans(connection: Any, session_id: str) -> list[dict[str, Any]]:
+    """The same for a claude session (a chat's, an agent session's), by its id."""
+    return await _traces_with(connection, "session_id", session_id)
+
+
+async def _traces_with(connection: Any, column: str, value: str) -> list[dict[str, Any]]:
+    assert column in ("run_id", "session_id")
+    try:
+        rows = await connection.fetch(
+            f"SELECT * FROM trace_spans WHERE trace_id IN (SELECT trace_id FROM trace_spans WHERE {column} = $1) "
+            "ORDER BY started_at, span_id", value)
+    except asyncpg.UndefinedTableError:
+        return []
+    return [{**dict(r), "attributes": json.loads(r["attributes"])} for r in rows]

@@ -1,0 +1,230 @@
+"""Tracing on: the OpenTelemetry SDK and its OTLP exporter, configured once at a process's start.
+
+Everything comes from OpenTelemetry's own environment variables, read by the SDK itself
+(`OTEL_EXPORTER_OTLP_ENDPOINT`, `_HEADERS`, `_TIMEOUT`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`,
+`OTEL_TRACES_SAMPLER`, …); what the SDK would only warn about and skip (a malformed header list, a
+protocol this exporter does not speak) is a clear error here, before anything starts. Spans leave in
+batches from the SDK's own thread: an endpoint that is down or slow costs the run nothing, and its
+spans are dropped with one warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import threading
+import urllib.parse
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from .exceptions import TracingConfigError
+from .settings import TracingSettings
+
+log = logging.getLogger("frobozz.tracing")
+DEFAULT_ENDPOINT = "http://localhost:4318"
+_PROTOCOL = "http/protobuf"
+_INHERITED = "FROBOZZ_TRACE_OTEL"  # the OTEL_* settings of the process that turned tracing on, as JSON
+_HEADER_KEY = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an HTTP token (RFC 9110)
+_EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http", "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+                     "opentelemetry.sdk.trace.export")
+
+
+def check_headers(environ: Mapping[str, str]) -> dict[str, str]:
+    """The OTLP header list (`key=value,…`, values URL-encoded) as a dict; a malformed one is an error that
+    names the variable and the member, never its value (headers carry keys and tokens)."""
+    headers: dict[str, str] = {}
+    for name in ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"):
+        raw = environ.get(name)
+        if raw is None or not raw.strip():
+            continue
+        members = raw.split(",")
+        for index, member in enumerate(members, 1):
+            if not member.strip():
+                continue
+            key, sep, value = member.partition("=")
+            where = f"{name} is malformed: its member {index} of {len(members)}"
+            if not sep:
+                raise TracingConfigError(f"{where} has no '=': write key=value pairs separated by commas, values "
+                                         f"URL-encoded (e.g. authorization=Bearer%20TOKEN)")
+            if not _HEADER_KEY.match(key.strip()):
+                raise TracingConfigError(f"{where} has a key that is not an HTTP header name")
+            decoded = urllib.parse.unquote(value.strip())
+            if any(c in decoded for c in "\r\n\0"):
+                raise TracingConfigError(f"{where} ({key.strip()}) has a line break in its value")
+            headers[key.strip().lower()] = decoded
+    return headers
+
+
+def traces_endpoint(environ: Mapping[str, str]) -> str:
+    """Where spans are sent: the traces endpoint as given, or the base endpoint's /v1/traces."""
+    own = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    url = own or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or DEFAULT_ENDPOINT
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        name = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" if own else "OTEL_EXPORTER_OTLP_ENDPOINT"
+        raise TracingConfigError(f"{name} is not an http(s) URL: {_shown(url)}")
+    return url if own else url.rstrip("/") + "/v1/traces"
+
+
+def _shown(url: str) -> str:
+    """A URL without its credentials, for a message."""
+    parsed = urllib.parse.urlsplit(url)
+    host = parsed.hostname or ""
+    return urllib.parse.urlunsplit((parsed.scheme, host + (f":{parsed.port}" if parsed.port else ""), parsed.path,
+                                    "", "")) if host else url[:40]
+
+
+def check_protocol(environ: Mapping[str, str]) -> None:
+    protocol = (environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+                or _PROTOCOL).strip()
+    if protocol != _PROTOCOL:
+        raise TracingConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not spoken here: Frobozz exports "
+                                 f"OTLP over HTTP, set it to {_PROTOCOL} (every OTLP backend takes it, on port 4318)")
+
+
+class WarnOnce(SpanExporter):
+    """The OTLP exporter, its failures said once (and again only after it has worked in between): a
+    backend that is down must not fill the log, and its spans are dropped, not kept in memory."""
+
+    def __init__(self, inner: SpanExporter, endpoint: str) -> None:
+        self.inner = inner
+        self.endpoint = endpoint
+        self.failing = False
+        self.dropped = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception as e:  # the SDK's thread must not die of it
+            log.debug("OTLP export raised: %s", e)
+            result = SpanExportResult.FAILURE
+        if result is SpanExportResult.FAILURE:
+            self.dropped += len(spans)
+            if not self.failing:
+                log.warning("tracing: spans cannot be sent to %s (is the backend up?); they are dropped and the "
+                            "run goes on. Said once.", _shown(self.endpoint))
+            self.failing = True
+        elif self.failing:
+            log.info("tracing: %s takes spans again (%d were dropped)", _shown(self.endpoint), self.dropped)
+            self.failing = False
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+@dataclass
+class Tracing:
+    """Tracing as configured for this process: its provider (to add a processor) and the endpoint."""
+
+    provider: TracerProvider
+    endpoint: str
+    exporter: WarnOnce
+
+    def add(self, processor: SpanProcessor) -> None:
+        self.provider.add_span_processor(processor)
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Send what is waiting (for at most `timeout` seconds), then stop."""
+        self.provider.force_flush(int(timeout * 1000))
+        self.provider.shutdown()
+
+
+_current: Tracing | None = None
+
+
+def configure(service: str = "frobozz", settings: TracingSettings | None = None, *, force: bool = False,
+              environ: MutableMapping[str, str] | None = None) -> Tracing | None:
+    """Tracing on for this process when `FROBOZZ_TRACE` (or `--trace`, which sets it) says so; None when off
+    (the API stays a no-op: nothing is made, nothing exported). Children inherit the setting (claude, and
+    through it the MCP servers it starts), and claude's own telemetry is pointed at the same endpoint."""
+    global _current
+    environ = os.environ if environ is None else environ
+    settings = settings or TracingSettings()
+    if not (settings.trace or force) or environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    if _current is not None:
+        return _current
+    inherit(environ)
+    check_protocol(environ)
+    check_headers(environ)
+    endpoint = traces_endpoint(environ)
+    detected = Resource.create()
+    resource = detected if not str(detected.attributes.get(SERVICE_NAME, "")).startswith("unknown_service") \
+        else detected.merge(Resource({SERVICE_NAME: service}))
+    provider = TracerProvider(resource=resource)  # its sampler from OTEL_TRACES_SAMPLER, as the SDK reads it
+    exporter = WarnOnce(OTLPSpanExporter(endpoint=endpoint, headers=check_headers(environ) or None), endpoint)
+    if settings.trace_warn_once:
+        for name in _EXPORTER_LOGGERS:  # their per-batch errors: said once by WarnOnce instead
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    if settings.database_url is not None and settings.trace_keep_days > 0:
+        from ._local import LocalSpans
+
+        provider.add_span_processor(BatchSpanProcessor(LocalSpans(settings.database_url.get_secret_value(),
+                                                                  settings.trace_keep_days)))
+    trace.set_tracer_provider(provider)
+    environ["FROBOZZ_TRACE"] = "true"
+    environ[_INHERITED] = json.dumps({k: v for k, v in environ.items() if k.startswith("OTEL_")})
+    if settings.trace_claude:
+        for key, value in claude_telemetry().items():
+            environ.setdefault(key, value)
+    _current = Tracing(provider, endpoint, exporter)
+    _flush_on_sigterm(_current)
+    return _current
+
+
+def _flush_on_sigterm(tracing: Tracing) -> None:
+    """A process ended with SIGTERM (an MCP server when claude exits) sends its last spans first (for at most
+    five seconds), then ends as SIGTERM would have ended it. Code that handles SIGTERM itself (a worker, a
+    web server) replaces this while it runs, and ends through its own exit, which flushes too."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        tracing.provider.force_flush(5000)
+        if callable(previous):
+            previous(signum, frame)
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def inherit(environ: MutableMapping[str, str]) -> None:
+    """The parent's OTEL_* settings, for a process whose own were taken from it on the way: claude starts
+    its MCP servers without the OTEL_* variables, so a Frobozz server started by claude reads them here."""
+    try:
+        passed = json.loads(environ.get(_INHERITED) or "{}")
+    except ValueError:
+        return
+    if isinstance(passed, dict):
+        for key, value in passed.items():
+            if isinstance(key, str) and key.startswith("OTEL_") and isinstance(value, str):
+                environ.setdefault(key, value)
+
+
+def claude_telemetry() -> dict[str, str]:
+    """claude's own telemetry (its documented variables): metrics and events over OTLP/HTTP to the same
+    endpoint; each carries claude's `session.id`, the id Frobozz's spans carry too."""
+    return {"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_METRICS_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": _PROTOCOL}
+
+
+def current() -> Tracing | None:
+    return _current

@@ -1,0 +1,65 @@
+"""Spans kept locally in Postgres, beside the OTLP backend: found by run, pruned past their time, and
+nothing on a database that never kept any."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import asyncpg
+import pytest
+
+from frobozz import _spans as S
+from frobozz.tracing import prune, run_spans
+from tests.otlp import receiver
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_database_that_kept_no_spans_has_none_for_any_run(cortex_settings):
+    connection = await asyncpg.connect(cortex_settings.database_url.get_secret_value())
+    try:
+        assert await run_spans(connection, "20261124-000000-abcdef") == []
+    finally:
+        await connection.close()
+
+
+async def test_a_traced_process_keeps_its_spans_by_run_and_old_ones_are_pruned(cortex_settings):
+    url = cortex_settings.database_url.get_secret_value()
+    code = textwrap.dedent("""
+        from frobozz import _spans as S
+        from frobozz.tracing import configure
+        tracing = configure("frobozz-test", force=True)
+        with S.span(S.TURN, attributes={S.RUN_ID: "run-1", S.SESSION_ID: "sess-1"}):
+            with S.span(S.CHAT, attributes={S.GEN_AI_INPUT_TOKENS: 12}):
+                pass
+            try:
+                with S.span(S.GAME_ACT):
+                    raise ValueError("the game broke")
+            except ValueError:
+                pass
+        with S.span(S.TURN, attributes={S.RUN_ID: "run-2"}):
+            pass
+        tracing.shutdown()
+    """)
+    with receiver() as got:
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+               "OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "FROBOZZ_DATABASE_URL": url}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    connection = await asyncpg.connect(url)
+    try:
+        kept = await run_spans(connection, "run-1")
+        assert [s["name"] for s in kept] == [S.TURN, S.CHAT, S.GAME_ACT]
+        turn, chat, act = kept
+        assert chat["parent_id"] == turn["span_id"] and chat["attributes"][S.GEN_AI_INPUT_TOKENS] == 12
+        assert act["status"] == "error" and turn["session_id"] == "sess-1" and turn["service"] == "frobozz-test"
+        assert [s["name"] for s in await run_spans(connection, "run-2")] == [S.TURN]
+        await connection.execute("UPDATE trace_spans SET started_at = now() - interval '10 days' "
+                                 "WHERE run_id = 'run-2'")
+        assert await prune(connection, keep_days=7) == 1
+        assert await run_spans(connection, "run-2") == [] and len(await run_spans(connection, "run-1")) == 3
+    finally:
+        await connection.close()

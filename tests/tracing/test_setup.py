@@ -1,0 +1,171 @@
+"""Tracing's set-up: off is nothing at all; on, the standard OTEL_* variables, read by the SDK, and what it
+would only skip with a warning (a malformed header list, a protocol it cannot speak) a clear error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from frobozz import _spans
+from frobozz.tracing import TracingConfigError, TracingSettings, check_headers, check_protocol, configure, traces_endpoint
+from tests.otlp import receiver
+
+SECRET = "s3cr3t-t0ken"
+
+
+def _python(code: str, env: dict[str, str], timeout: float = 120,
+            args: tuple[str, ...] | list[str] = ()) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], env={**full, **env},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_tracing_off_configures_nothing_and_spans_are_no_ops():
+    assert configure("frobozz-test", TracingSettings(trace=False)) is None
+    assert not _spans.recording()
+    with _spans.span(_spans.TURN) as span:
+        assert not span.is_recording()
+    assert "traceparent" not in _spans.inject()
+
+
+@pytest.mark.parametrize("raw", [SECRET, f"authorization={SECRET},{SECRET}", f"bad key=Bearer%20{SECRET}",
+                                 f"x-token={SECRET}%0D%0Ax-evil=1", f"={SECRET}"])
+def test_a_malformed_header_list_is_a_clear_error_that_never_shows_its_values(raw):
+    with pytest.raises(TracingConfigError) as caught:
+        check_headers({"OTEL_EXPORTER_OTLP_HEADERS": raw})
+    message = str(caught.value)
+    assert "OTEL_EXPORTER_OTLP_HEADERS is malformed" in message and SECRET not in message
+
+
+def test_a_header_list_is_read_as_the_specification_writes_it():
+    assert check_headers({"OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20abc, x-team=game,",
+                          "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-only-traces=1"}) == {
+        "authorization": "Bearer abc", "x-team": "game", "x-only-traces": "1"}
+    assert check_headers({}) == {}
+
+
+def test_an_unsupported_protocol_or_endpoint_is_a_clear_error():
+    with pytest.raises(TracingConfigError, match="http/protobuf"):
+        check_protocol({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+    with pytest.raises(TracingConfigError, match="not an http"):
+        traces_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": f"ftp://user:{SECRET}@example"})
+    try:
+        traces_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": f"ftp://user:{SECRET}@example"})
+    except TracingConfigError as e:
+        assert SECRET not in str(e)
+    assert traces_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318/"}) == "http://127.0.0.1:4318/v1/traces"
+    assert traces_endpoint({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://h:1/x"}) == "http://h:1/x"
+
+
+def test_play_with_a_malformed_header_list_stops_at_once_and_plays_nothing(frobozz_env):
+    done = subprocess.run([sys.executable, "-m", "frobozz", "play", "zork1", "--player", "walkthrough",
+                           "--max-turns", "2", "--trace"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OTEL_EXPORTER_OTLP_HEADERS": SECRET})
+    assert done.returncode == 2, done.stderr
+    assert "OTEL_EXPORTER_OTLP_HEADERS is malformed" in done.stderr and SECRET not in done.stderr + done.stdout
+    assert not (frobozz_env / "runs").exists()
+
+
+def test_spans_reach_an_otlp_receiver_with_the_standard_variables():
+    with receiver() as got:
+        done = _python("""
+            from frobozz import _spans
+            from frobozz.tracing import configure
+            tracing = configure("frobozz-test", force=True)
+            with _spans.span(_spans.TURN, attributes={_spans.TURN_NUMBER: 1}):
+                with _spans.span(_spans.RECALL):
+                    pass
+            tracing.shutdown()
+        """, {"OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_EXPORTER_OTLP_HEADERS": "x-team=game%20night",
+              "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test"})
+        assert done.returncode == 0, done.stderr
+        spans = got.wait_for(lambda s: len(s) == 2)
+    turn, recall = sorted(spans, key=lambda s: s["name"] != _spans.TURN)
+    assert recall["parent_id"] == turn["span_id"] and recall["trace_id"] == turn["trace_id"]
+    assert turn["attributes"][_spans.TURN_NUMBER] == 1
+    assert turn["resource"]["service.name"] == "frobozz-test"
+    assert turn["resource"]["deployment.environment"] == "test"
+    assert got.headers[0]["x-team"] == "game night"
+
+
+def test_otel_service_name_wins_over_frobozz_own_name():
+    with receiver() as got:
+        done = _python("""
+            from frobozz import _spans
+            from frobozz.tracing import configure
+            tracing = configure("frobozz-test", force=True)
+            with _spans.span(_spans.TURN):
+                pass
+            tracing.shutdown()
+        """, {"OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_SERVICE_NAME": "my-zork-bench"})
+        assert done.returncode == 0, done.stderr
+        spans = got.wait_for(lambda s: len(s) == 1)
+    assert spans[0]["resource"]["service.name"] == "my-zork-bench"
+
+
+def test_an_endpoint_that_is_down_costs_one_warning_and_the_work_goes_on():
+    with receiver() as got:  # a port that was open a moment ago and is closed now
+        url = got.url
+    done = _python("""
+        import logging, sys
+        logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+        from frobozz import _spans
+        from frobozz.tracing import configure
+        tracing = configure("frobozz-test", force=True)
+        for batch in range(3):
+            for i in range(200):
+                with _spans.span(_spans.TURN):
+                    pass
+            tracing.provider.force_flush(5000)
+        print("all work done")
+        tracing.shutdown(timeout=2)
+    """, {"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_EXPORTER_OTLP_TIMEOUT": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "all work done" in done.stdout
+    assert done.stderr.count("spans cannot be sent") == 1, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_slow_endpoint_never_holds_the_work_up():
+    with receiver() as got:
+        got.delay = 60  # an export hangs far longer than the work takes
+        done = _python("""
+            import os, sys, time, urllib.request
+            from frobozz import _spans
+            from frobozz.tracing import configure
+            tracing = configure("frobozz-test", force=True)
+            for i in range(600):  # more than a batch: the exporter sends at once
+                with _spans.span(_spans.TURN):
+                    pass
+            deadline = time.monotonic() + 60
+            while urllib.request.urlopen(sys.argv[1]).read() == b"0":  # until an export hangs in the receiver
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            for i in range(5000):  # the work goes on while it hangs (the queue fills, then drops)
+                with _spans.span(_spans.TURN):
+                    pass
+            print("all work done", flush=True)
+            os._exit(0)  # (at a normal exit the SDK would give the hung export its own timeout)
+        """, {"OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_EXPORTER_OTLP_TIMEOUT": "120"}, args=[got.url])
+        assert done.returncode == 0, done.stderr
+        assert "all work done" in done.stdout
+        assert not got.spans  # the receiver had answered no export when the work was done
+
+
+def test_claude_s_own_telemetry_goes_to_the_same_endpoint_with_its_session_id(frobozz_env):
+    with receiver() as got:
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+               "OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_LOGS_EXPORT_INTERVAL": "200",
+               "OTEL_METRIC_EXPORT_INTERVAL": "500"}
+        done = subprocess.run([sys.executable, "-m", "frobozz", "play", "zork1", "--player", "walkthrough",
+                               "--max-turns", "3", "--trace", "--json"], capture_output=True, text=True,
+                              timeout=300, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        spans = got.wait_for(lambda spans: any(s["name"] == _spans.SESSION for s in spans))
+    [session] = [s for s in spans if s["name"] == _spans.SESSION]
+    events = got.log_attributes()  # claude's own events, beside Frobozz's spans
+    assert events and {e.get("session.id") for e in events} == {session["attributes"][_spans.SESSION_ID]}
