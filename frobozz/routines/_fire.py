@@ -14,6 +14,7 @@ import anyio
 
 from frobozz.engine import AssistantMessage, EngineOptions, Result
 from frobozz.engine.producers import Item, Polling
+from frobozz.games import GameError
 from frobozz.loop import MemorySession
 from frobozz.memory import MemoryService
 from frobozz.runner import PlayerError, RunConfig, RunInfo, RunLedger, TurnRecord, load_template, play
@@ -137,6 +138,9 @@ async def _game(spec: Routine, title: str, *, ledger: RunLedger, settings: Routi
         result = await play(config, settings, ledger=ledger, cli_path=cli_path)
     except PlayerError as e:
         return Fired(state="failed", reason=f"the game run could not start: {e}"[:300], run_id="", cost_usd=0.0)
+    except GameError as e:  # a worker without the game: the firing says so, the worker goes on with the rest
+        return Fired(state="failed", reason=f"this worker cannot play {spec.game}: {e}"[:300], run_id="",
+                     cost_usd=0.0)
     ended = result.reason in ("won", "died", "game over", "max turns", "max cost", "time limit") or result.done
     return Fired(state="done" if ended else "failed", reason=f"game run: {result.reason}",
                  run_id=result.run_id, cost_usd=result.cost_usd)
