@@ -12,7 +12,7 @@ ALLOWED = {
     "games": set(),
     "memory": set(),
     "loop": {"engine", "memory"},
-    "routines": {"engine", "loop", "memory", "runner"},  # a firing is a memory-loop session recorded as a run
+    "routines": {"engine", "games", "loop", "memory", "runner"},  # a firing is a memory-loop session recorded as a run
     "servers": {"games", "memory"},
     "runner": {"engine", "games", "loop", "memory"},
     "web": {"games", "memory", "runner", "tracing"},  # reads runs, memory and kept spans through their public APIs

@@ -64,27 +64,36 @@ def worker(concurrency: int = typer.Option(1, min=1, max=16, help="How many runs
     async def work(ledger: Any) -> None:
         from frobozz.routines import RoutineSettings, RoutineStore, RoutineWorker
 
+        taker: Worker | None = None
         try:
             taker = Worker(ledger, settings, concurrency=concurrency, games=names, on_finished=finished)
         except GameError as e:
-            err.print(f"[red]error:[/red] {e}")
-            raise typer.Exit(1) from None
+            if names:  # games asked for by name and not here: refused
+                err.print(f"[red]error:[/red] {e}")
+                raise typer.Exit(1) from None
+            err.print(f"worker: {e}; queued game runs are left to a worker that has their game, and a --game "
+                      "routine's firing fails here, saying so")  # routines without a game need none
         store = await RoutineStore.open(size=4)
         routines = RoutineWorker(store, ledger, RoutineSettings())  # the routines on this database fire here too
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_stop_on_signal, taker, routines)
-                err.print(f"worker: taking runs of {len(taker.stories)} game(s), {concurrency} at a time, "
-                          "and firing routines")
-                async with anyio.create_task_group() as both:
-                    both.start_soon(routines.run)
-                    await taker.run()
-                    routines.stop()
+                tg.start_soon(_stop_on_signal, *filter(None, (taker, routines)))
+                if taker is None:
+                    err.print("worker: firing routines")
+                    await routines.run()
+                else:
+                    err.print(f"worker: taking runs of {len(taker.stories)} game(s), {concurrency} at a time, "
+                              "and firing routines")
+                    async with anyio.create_task_group() as both:
+                        both.start_soon(routines.run)
+                        await taker.run()
+                        routines.stop()
                 tg.cancel_scope.cancel()
         finally:
             await routines.memory.aclose()
             await store.aclose()
-        err.print(f"worker: stopped after {len(taker.played)} run(s) and {len(routines.fired)} routine firing(s)")
+        played = len(taker.played) if taker else 0
+        err.print(f"worker: stopped after {played} run(s) and {len(routines.fired)} routine firing(s)")
 
     _with_ledger(work, one_shot=False, size=2 * concurrency + 12)  # per run: its lock, its turns; and firings
 

@@ -4,6 +4,7 @@ as a run (`frobozz runs` shows it: its turn, cost and result). Limits end it cle
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -14,9 +15,11 @@ import anyio
 
 from frobozz.engine import AssistantMessage, EngineOptions, Result
 from frobozz.engine.producers import Item, Polling
+from frobozz.games import GameError
 from frobozz.loop import MemorySession
 from frobozz.memory import MemoryService
-from frobozz.runner import PlayerError, RunConfig, RunInfo, RunLedger, TurnRecord, load_template, play
+from frobozz.runner import (PlayerError, RunConfig, RunInfo, RunLedger, RunNotFoundError, RunStore, TurnRecord,
+                            load_template, new_info, play)
 
 from ._spec import Routine
 from .settings import RoutineSettings
@@ -77,7 +80,7 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
                cli_path: str | None = None) -> Fired:
     """Play one firing to its end and record it as run `run_id` (made now, or taken up after a crash)."""
     if spec.game:
-        return await _game(spec, title, ledger=ledger, settings=settings, cli_path=cli_path)
+        return await _game(spec, run_id, ledger=ledger, settings=settings, cli_path=cli_path)
     info = run_info(spec, run_id, title)
     await ledger.add(info, queued=False)
     await ledger.save(info, started_at=datetime.now(UTC))
@@ -121,10 +124,12 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
     return Fired(state=state, reason=reason, run_id=run_id, cost_usd=cost)
 
 
-async def _game(spec: Routine, title: str, *, ledger: RunLedger, settings: RoutineSettings,
+async def _game(spec: Routine, run_id: str, *, ledger: RunLedger, settings: RoutineSettings,
                 cli_path: str | None) -> Fired:
     """A firing with --game: a run of the game with memory in the routine's namespace (Solitude with Zork),
-    the routine's prompt before the game's own instructions. The run is the runner's, recorded by it."""
+    the routine's prompt before the game's own instructions. The run is the runner's, recorded by it, under
+    the firing's run id: a firing taken up again after its worker died goes on with that run from its last
+    committed turn, as a killed queued run does (a run that had ended is not played again)."""
     folder = workspace(spec, settings)
     folder.mkdir(parents=True, exist_ok=True)
     prompt_file = folder / "game-prompt.md"
@@ -134,9 +139,25 @@ async def _game(spec: Routine, title: str, *, ledger: RunLedger, settings: Routi
                        max_cost=spec.max_cost, max_seconds=spec.max_seconds, prompt_file=prompt_file,
                        memory=spec.namespace_or_default)
     try:
-        result = await play(config, settings, ledger=ledger, cli_path=cli_path)
+        try:
+            await ledger.get(run_id)
+        except RunNotFoundError:  # its first attempt: the game run made under the firing's run id
+            info = new_info(config, settings)
+            info.run_id = run_id
+            await ledger.add(info, queued=False)  # first: a worker killed before its folder is made checks it out
+            RunStore.create(settings.runs_dir, info)
+        result = await play(RunConfig(resume=run_id), settings, ledger=ledger, cli_path=cli_path)
     except PlayerError as e:
-        return Fired(state="failed", reason=f"the game run could not start: {e}"[:300], run_id="", cost_usd=0.0)
+        reason = f"the game run could not start: {e}"[:300]
+        with contextlib.suppress(RunNotFoundError):  # its run (made above) ends with the firing, not left running
+            info = await ledger.info(run_id)
+            info.status, info.reason = "failed", reason
+            await ledger.save(info, ended_at=datetime.now(UTC))
+            return Fired(state="failed", reason=reason, run_id=run_id, cost_usd=0.0)
+        return Fired(state="failed", reason=reason, run_id="", cost_usd=0.0)
+    except GameError as e:  # a worker without the game: the firing says so, the worker goes on with the rest
+        return Fired(state="failed", reason=f"this worker cannot play {spec.game}: {e}"[:300], run_id="",
+                     cost_usd=0.0)
     ended = result.reason in ("won", "died", "game over", "max turns", "max cost", "time limit") or result.done
     return Fired(state="done" if ended else "failed", reason=f"game run: {result.reason}",
                  run_id=result.run_id, cost_usd=result.cost_usd)

@@ -152,3 +152,73 @@ async def test_the_global_concurrency_limit_holds_firings_of_different_routines_
 
 async def done_in(store, name):
     return [f for f in await store.firings(name) if f["state"] == "done"]
+
+
+async def test_a_firing_whose_database_goes_away_mid_turn_is_fired_again_once_it_is_back_and_nothing_recorded_is_lost(
+        store, ledger, routine_settings, postgres, monkeypatch, caplog):
+    import logging
+    import threading
+
+    from pgserver._commands import pg_ctl
+
+    from frobozz.routines import RoutineSettings, enqueue
+
+    asked, released = threading.Event(), threading.Event()
+
+    def answer(request):
+        text = request.last_user_text()
+        if text.startswith(("Write up to", "Here is the last exchange", "Summarise")):
+            return "NONE"
+        if "Say during." in text and not asked.is_set():
+            asked.set()
+            released.wait(300)  # the database goes away while this turn is in hand
+        return "Said."
+
+    monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "2")
+    caplog.set_level(logging.WARNING, logger="frobozz.routines")
+    for routine_name in ("before", "during"):
+        await store.add(routine(name=routine_name, kind="cron", cron="@yearly", prompt=f"Say {routine_name}."))
+
+    def postgres_stopped():
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=postgres.pgdata, user=postgres.system_user)
+
+    async with ScriptedModel(answer) as model:
+        for key, value in model.env().items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+        worker = RoutineWorker(store, ledger, RoutineSettings(routine_tick=0.5))
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(worker.run)
+                await enqueue(store, ledger, "before", "run:1", "by hand")
+                with anyio.fail_after(300):
+                    while not await done_in(store, "before"):
+                        await anyio.sleep(0.2)
+                await enqueue(store, ledger, "during", "run:1", "by hand")
+                with anyio.fail_after(300):
+                    while not asked.is_set():
+                        await anyio.sleep(0.1)
+                await anyio.to_thread.run_sync(postgres_stopped)  # the embedded server itself, stopped
+                released.set()
+                with anyio.fail_after(300):
+                    while not any("database failed" in r.getMessage() for r in caplog.records):
+                        await anyio.sleep(0.1)
+                await anyio.to_thread.run_sync(postgres.ensure_postgres_running)  # and started again
+                with anyio.fail_after(400):
+                    while (await store.firing("during", "run:1"))["state"] in ("queued", "running"):
+                        await anyio.sleep(0.2)
+                worker.stop()
+        finally:
+            released.set()
+            await anyio.to_thread.run_sync(postgres.ensure_postgres_running)
+            await worker.memory.aclose()
+        during = [r for r in model.requests if "Say during." in r.last_user_text()
+                  and not r.last_user_text().startswith(("Write up to", "Here is the last exchange", "Summarise"))]
+    before = await store.firing("before", "run:1")
+    firing = await store.firing("during", "run:1")
+    assert before["state"] == "done" and (await ledger.get(before["run_id"]))["status"] == "finished"  # kept
+    assert firing["state"] == "done" and firing["attempts"] == 2, firing  # delivered again, once
+    assert len(during) == 2
+    (run,) = await ledger.runs(game="routine:during")
+    assert run["run_id"] == firing["run_id"] and (run["status"], run["turns"]) == ("finished", 1)
+    assert len(await ledger.turns(run["run_id"])) == 1  # the retry's turn, not two

@@ -145,3 +145,89 @@ async def test_two_workers_fire_every_due_time_of_a_two_second_routine_once_and_
 
 async def _none_open(store):
     return await store.open_firings("tick") == 0
+
+
+async def test_a_worker_on_a_machine_with_no_game_fires_routines_and_refuses_only_game_work_saying_why(
+        store, ledger, worker_env, tmp_path):
+    from frobozz.routines import enqueue
+    from frobozz.runner import RunConfig, RunnerSettings
+    from frobozz.runner import enqueue as queue_run
+
+    def answer(request):
+        return "NONE" if request.last_user_text().startswith(SIDE) else "Briefed."
+
+    (tmp_path / "no-games").mkdir()
+    await store.add(routine(name="brief", kind="cron", cron="@yearly", prompt="Write the briefing."))
+    await store.add(routine(name="solitude", kind="cron", cron="@yearly", game="zork1", prompt="Play a little."))
+    (queued,) = await queue_run(ledger, RunConfig(game="zork1", player="claude"), RunnerSettings(), 1)
+    async with ScriptedModel(answer) as model:
+        env = {**worker_env, **model.env(), "FROBOZZ_GAMES_DIR": str(tmp_path / "no-games"),
+               "FROBOZZ_DATA_DIR": str(tmp_path / "bare")}
+        worker = start_worker(env)
+        try:
+            for name in ("brief", "solitude"):
+                assert await enqueue(store, ledger, name, "run:1", "by hand")
+
+            async def both_ended():
+                rows = [await store.firing(n, "run:1") for n in ("brief", "solitude")]
+                return all(r["state"] not in ("queued", "running") for r in rows) and rows
+            brief, solitude = await wait_for(both_ended)
+            assert worker.poll() is None  # alive
+        finally:
+            said = stop(worker)
+    assert brief["state"] == "done", brief
+    assert solitude["state"] == "failed" and "cannot play zork1" in solitude["reason"], solitude
+    assert "no game" in solitude["reason"]
+    assert (await ledger.get(queued))["status"] == "queued"  # left to a worker that has zork1
+    assert "no games" in said and "firing routines" in said
+    assert firing_texts(model, "Write the briefing.")
+
+
+async def test_a_game_firing_whose_worker_is_killed_goes_on_with_its_run_after_restart_as_a_queued_run_does(
+        store, ledger, worker_env):
+    from frobozz.routines import enqueue
+
+    killed = anyio.Event()
+    primaries = []
+
+    def answer(request):
+        text = request.last_user_text()
+        if text.startswith((*SIDE, "Write up to", "Here is the last exchange")):
+            return "NONE"
+        primaries.append(text)
+        if len(primaries) > 1 and not killed.is_set():
+            return Reply((Text("<command>look</command>"),), delay=600)  # the worker dies during the 2nd turn
+        return "<command>look</command>"
+
+    await store.add(routine(name="solitude", kind="cron", cron="@yearly", game="zork1", max_turns=3,
+                            prompt="A quiet hour: play a little Zork."))
+    async with ScriptedModel(answer) as model:
+        env = {**worker_env, **model.env()}
+        first = start_worker(env)
+        try:
+            assert await enqueue(store, ledger, "solitude", "run:1", "by hand")
+
+            async def one_turn_in():
+                firing = await store.firing("solitude", "run:1")
+                runs = await ledger.runs(game="zork1")
+                return firing["run_id"] and runs and runs[0]["turns"] >= 1 and len(primaries) > 1 and runs
+            (killed_run,) = await wait_for(one_turn_in)
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(timeout=30)
+            killed.set()
+            assert (await ledger.get(killed_run["run_id"]))["status"] == "running"
+            second = start_worker(env)
+            try:
+                async def ended():
+                    firing = await store.firing("solitude", "run:1")
+                    return firing["state"] not in ("queued", "running") and firing
+                firing = await wait_for(ended, timeout=400)
+            finally:
+                stop(second)
+        finally:
+            if first.poll() is None:
+                first.kill()
+    runs = await ledger.runs(game="zork1")
+    assert [r["run_id"] for r in runs] == [killed_run["run_id"]] == [firing["run_id"]]  # no second run
+    assert (runs[0]["status"], runs[0]["turns"]) == ("finished", 3), runs[0]
+    assert firing["state"] == "done" and firing["attempts"] == 2, firing
