@@ -14,6 +14,7 @@ from ._events import AgentEvent, Logged
 
 log = logging.getLogger("frobozz.agent.relay")
 Persist = Callable[[list[Logged]], Awaitable[None]]
+RETRY_SECONDS = 1.0  # while the database is away, how often the relay tries again to write what it holds
 
 
 class Relay:
@@ -60,7 +61,8 @@ class Relay:
             await self._changed.wait()
 
     async def keep(self) -> None:
-        """Write new events to the store, in order, until closed (then what is left)."""
+        """Write new events to the store, in order, until closed (then what is left). While the database is
+        away they are kept and tried again, so they are written once it is back."""
         while True:
             await self._saving.wait()
             self._saving = anyio.Event()
@@ -69,6 +71,14 @@ class Relay:
                 try:
                     await self._persist(batch)
                 except Exception as e:  # noqa: BLE001 - the live followers have them; a restart would not
-                    log.error("%d events not written to the database: %s", len(batch), e)
+                    if self.closed:
+                        log.error("%d events not written to the database: %s", len(batch), e)
+                        return
+                    log.warning("%d events not written to the database yet (tried again in %gs): %s",
+                                len(batch), RETRY_SECONDS, e)
+                    self._unsaved = batch + self._unsaved
+                    await anyio.sleep(RETRY_SECONDS)
+                    self._saving.set()
+                    continue
             if self.closed and not self._unsaved:
                 return

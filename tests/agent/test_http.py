@@ -207,3 +207,36 @@ async def test_a_scoped_token_uses_only_the_workspaces_of_the_users_its_grant_na
             assert len((await admin.get("/sessions")).json()["sessions"]) == 2
             refused = await reader.get("/sessions")
             assert refused.status_code == 403 and "may not use the agent service" in refused.json()["error"]
+
+
+async def _admin(postgres, sql: str) -> None:
+    import asyncpg
+
+    admin = await asyncpg.connect(postgres.get_uri())
+    try:
+        await admin.execute(sql)
+    finally:
+        await admin.close()
+
+
+async def test_a_database_that_goes_away_is_a_503_that_says_so_and_once_back_the_service_recovers_with_nothing_lost(
+        make_agent, postgres, cortex_settings):
+    name = cortex_settings.database_url.get_secret_value().partition("?")[0].rsplit("/", 1)[1]
+    with Service(make_agent()) as client:
+        session = (await client.post("/sessions", json={"workspace": "bob/work"})).json()["session_id"]
+        await _admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+        try:
+            await _admin(postgres, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                   f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
+            for gone in (await client.get("/sessions"), await client.post("/sessions", json={"workspace": "bob/x"})):
+                assert gone.status_code == 503, gone.text
+                assert "the agent service's database failed" in gone.json()["error"]
+        finally:
+            await _admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+        with anyio.fail_after(30):
+            while (back := await client.get("/sessions")).status_code != 200:
+                await anyio.sleep(0.2)
+        assert [s["session_id"] for s in back.json()["sessions"]] == [session]
+        made = await client.post("/sessions", json={"workspace": "bob/other"})
+        assert made.status_code == 201
+        assert len((await client.get("/sessions")).json()["sessions"]) == 2
