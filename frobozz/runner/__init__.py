@@ -6,9 +6,10 @@ from ._ledger import STATUSES, RunLedger
 from ._players import PlayerError, PlayerSpec, claude_readiness
 from ._queue import Worker, enqueue
 from ._run import RunConfig, RunResult, play
-from ._store import RunInfo, RunNotFoundError, RunStore, TurnRecord
+from ._store import RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord
 from .settings import RunnerSettings
 
-__all__ = ["STATUSES", "PlayerError", "PlayerSpec", "RunConfig", "RunInfo", "RunLedger", "RunNotFoundError",
+__all__ = ["STATUSES", "PlayerError", "PlayerSpec", "RunConfig", "RunFinishedError", "RunInfo", "RunLedger",
+           "RunNotFoundError",
            "RunResult", "RunStore", "RunnerSettings", "TurnRecord", "Worker", "claude_readiness", "enqueue",
            "extract_commands", "play"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 
 from frobozz.games import GameMap
@@ -19,6 +20,18 @@ def start_transcript(store: RunStore) -> None:
                               "max_seconds", "multi", "prompt_file", "memory_namespace", "created"))
     store.transcript.write_text(f"# {store.info.title}: run {store.info.run_id}\n\n| setting | value |\n|---|---|\n"
                                 f"{rows}\n\n", encoding="utf-8")
+
+
+def mark_resumed(store: RunStore, turn: int, stopped_by: str) -> None:
+    """A resumed run: the summary written when it stopped goes (a new one is written at the end), and the
+    transcript says where the run went on."""
+    text = store.transcript.read_text(encoding="utf-8") if store.transcript.exists() else ""
+    head, found, _ = text.rpartition("## Summary\n")
+    if found:
+        text = head
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    store.transcript.write_text(f"{text}## Resumed after turn {turn}\n\n*The run stopped here ({stopped_by}) and "
+                                f"went on {when}.*\n\n", encoding="utf-8")
 
 
 def append_turn(store: RunStore, record: TurnRecord) -> None:

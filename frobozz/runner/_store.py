@@ -27,6 +27,10 @@ class RunNotFoundError(Exception):
     pass
 
 
+class RunFinishedError(Exception):
+    """A `--resume` of a run that has ended (won, died, or its budget spent and not raised): nothing to play."""
+
+
 @dataclass(frozen=True)
 class TurnRecord:
     turn: int

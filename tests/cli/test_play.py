@@ -60,7 +60,8 @@ def test_ctrl_c_stops_cleanly_with_everything_saved_and_the_run_resumes(frobozz_
     run_dir = _wait_for_turns(frobozz_env / "runs", 20)
     os.kill(process.pid, signal.SIGINT)
     out, err = process.communicate(timeout=60)
-    assert process.returncode == 0, err
+    assert process.returncode == 130, err  # as a shell reports a Ctrl-C, with how to go on
+    assert f"--resume {run_dir.name}" in " ".join(err.split())
     result = json.loads(out)
     assert result["reason"] == "interrupted" and result["turns"] >= 20
     assert (run_dir / "score.png").exists() and "| reason | interrupted |" in (run_dir / "transcript.md").read_text()
