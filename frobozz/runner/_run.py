@@ -348,6 +348,7 @@ async def _keep_lessons(memory: RunMemory, session: Session, context: RunContext
             kept.append(death)
     info.lessons += len(kept)
     info.memories_stored += len(kept)
+    context.store.save_info()  # run.json (and so the web) counts them as the summary does
     _report.append_kept(context.store, kept)
 
 
