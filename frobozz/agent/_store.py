@@ -88,10 +88,12 @@ class AgentStore:
         return [SessionRecord.of(r) for r in rows]
 
     async def update(self, record: SessionRecord) -> None:
-        await self._do("execute", "UPDATE agent_sessions SET claude_session_id = $2, status = $3, usage = $4::jsonb, "
-                                  "cost_usd = $5, preamble = $6, memory_session = $7, last_activity = now() "
-                                  "WHERE id = $1", record.id, record.claude_session_id, record.status,
-                       json.dumps(record.usage), record.cost_usd, record.preamble, record.memory_session)
+        """Save the session's state; its `last_activity` becomes the database's now."""
+        record.last_activity = await self._do(
+            "fetchval", "UPDATE agent_sessions SET claude_session_id = $2, status = $3, usage = $4::jsonb, "
+                        "cost_usd = $5, preamble = $6, memory_session = $7, last_activity = now() "
+                        "WHERE id = $1 RETURNING last_activity", record.id, record.claude_session_id, record.status,
+            json.dumps(record.usage), record.cost_usd, record.preamble, record.memory_session) or record.last_activity
 
     async def delete(self, session_id: str) -> None:
         await self._do("execute", "DELETE FROM agent_sessions WHERE id = $1", session_id)
