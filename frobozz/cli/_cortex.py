@@ -108,8 +108,12 @@ def recent_cmd(limit: int = typer.Option(10, min=1, max=500), namespace: str = t
     async def work(store):  # type: ignore[no-untyped-def]
         return await store.recent(limit, namespace)
 
+    found = _run(work)
+    if not found and not as_json:  # as search says it: an unknown namespace is an empty one
+        out.print(f"no memories in namespace {namespace} yet" if namespace else "no memories yet", markup=False)
+        return
     _print([{"id": m.id, "created_at": m.created_at.isoformat(timespec="seconds"), "content": m.content}
-            for m in _run(work)], as_json, ("id", "created_at", "content"))
+            for m in found], as_json, ("id", "created_at", "content"))
 
 
 @cortex.command("get")

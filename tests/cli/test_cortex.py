@@ -195,3 +195,9 @@ def test_every_mode_finds_nothing_in_an_empty_namespace_window_or_among_forgotte
             assert json.loads(cortex(cortex_env, "search", *args, "--mode", mode, "--json").stdout) == [], (mode, args)
     assert json.loads(cortex(cortex_env, "search", "brass lantern", "--since", "2000-01-01", "--json").stdout)[0][
         "id"] == int(stored)
+
+
+def test_recent_in_a_namespace_with_nothing_in_it_says_so(cortex_env):
+    done = cortex(cortex_env, "recent", "--namespace", "nowhere")
+    assert "no memories in namespace nowhere yet" in done.stdout and "┏" not in done.stdout
+    assert json.loads(cortex(cortex_env, "recent", "--namespace", "nowhere", "--json").stdout) == []
