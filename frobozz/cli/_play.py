@@ -62,7 +62,8 @@ def play(
     if player == "auto":
         problem = claude_readiness()
         player = "claude" if problem is None else "walkthrough"
-        err.print(f"[bold]playing with {player}[/bold]" + (f": {problem}" if problem else
+        reason = problem.split("; or play offline", 1)[0].split(", or play offline", 1)[0] if problem else None
+        err.print(f"[bold]playing with {player}[/bold]" + (f": {reason}" if reason else
                                                           ": claude is installed and logged in"))
     from pydantic import ValidationError
 

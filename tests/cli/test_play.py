@@ -76,6 +76,7 @@ def test_claude_not_logged_in_is_said_plainly_with_both_fixes(tmp_path):
     assert "not logged in" in message and "/login" in message and "--player walkthrough" in message
     auto = _play(tmp_path, "zork1", "--player", "auto", "--max-turns", "2", "--json")
     assert auto.returncode == 0 and "playing with walkthrough" in auto.stderr
+    assert "--player walkthrough" not in auto.stderr  # no advice to do what it is doing already
     assert json.loads(auto.stdout)["player"] == "walkthrough"
 
 
@@ -104,7 +105,7 @@ def test_several_runs_in_parallel_get_a_combined_summary(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--player", "robot"], "unknown player 'robot'"),
+    (["--player", "robot"], "unknown player 'robot': use claude, walkthrough, script:FILE, or auto"),
     (["--mode", "telepathy"], "use text or tools"),
     (["--resume", "../../etc"], "is not a run id"),
     (["--resume", "20200101-000000-abcdef"], "no run 20200101-000000-abcdef"),
