@@ -59,11 +59,12 @@ def _memory_lines(record: TurnRecord) -> str:
     return "".join(f"{line}\n\n" for line in lines)
 
 
-def game_map(records: Sequence[TurnRecord]) -> GameMap:
-    return GameMap.from_path((r.command, r.location) for r in records)
+def game_map(records: Sequence[TurnRecord], start: str | None = None) -> GameMap:
+    """The rooms explored, from `start` (where the game began, before the first command) on."""
+    return GameMap.from_path([(None, start), *((r.command, r.location) for r in records)])
 
 
-def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None) -> None:
+def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None, *, start: str | None = None) -> None:
     """Summary, chart and map, written once the run has stopped (for whatever reason)."""
     info = store.info
     summary = (f"## Summary\n\n| | |\n|---|---|\n| reason | {info.reason} |\n| score | {info.score}/{max_score} |\n"
@@ -75,7 +76,7 @@ def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None
                "![score over turns](score.png)\n\n![explored map](map.png)\n")
     with store.transcript.open("a", encoding="utf-8") as f:
         f.write(summary)
-    explored = game_map(records)
+    explored = game_map(records, start)
     (store.dir / "map.dot").write_text(explored.to_dot(), encoding="utf-8")
     (store.dir / "map.mmd").write_text(explored.to_mermaid(), encoding="utf-8")
     score_chart(records, max_score, store.dir / "score.png", title=f"{info.title}: {info.run_id}")

@@ -195,6 +195,8 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
             if snapshot:
                 await game.resume({k: v for k, v in snapshot.items() if k != "record"}, [])
             context.max_score = context.max_score or game.max_score
+            if not resumed:
+                info.start_location = game.current.location
             collector = ReplyCollector(context, memory)
             header = status_header(info.title, game.current, context.max_score, info.turns, info.max_turns)
             note = "(The run was stopped and has now resumed. This is where you are.)\n\n" if resumed else ""
@@ -253,7 +255,7 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
             elif info.mode == "tools":
                 with anyio.move_on_after(5):
                     await interrupt(session)  # claude may be mid-turn, still calling tools
-    _report.finish(store, context.records, context.max_score)
+    _report.finish(store, context.records, context.max_score, start=info.start_location)
     if context.ledger is not None:  # (None after the database went away mid-run)
         try:
             await context.ledger.save(info, ended_at=datetime.now(UTC))

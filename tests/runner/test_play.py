@@ -131,3 +131,11 @@ async def test_a_tools_mode_run_resumes_from_the_game_servers_autosave(runner_se
     same = lambda r: (r.turn, r.command, r.score, r.moves, r.location)  # noqa: E731
     assert [same(r) for r in _turns(runner_settings, first.run_id)] == \
         [same(r) for r in _turns(runner_settings, straight.run_id)]  # the game went on where it stopped
+
+
+async def test_the_map_starts_where_the_game_does(runner_settings):
+    result = await play(RunConfig(game="zork1", player="walkthrough", max_turns=2), runner_settings)
+    run_dir = runner_settings.runs_dir / result.run_id
+    dot, mermaid = (run_dir / "map.dot").read_text(), (run_dir / "map.mmd").read_text()
+    assert "West of House" in dot and "West of House" in mermaid  # the room before the first command
+    assert RunStore.open(runner_settings.runs_dir, result.run_id).info.start_location == "West of House"
