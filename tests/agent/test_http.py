@@ -209,18 +209,10 @@ async def test_a_scoped_token_uses_only_the_workspaces_of_the_users_its_grant_na
             assert refused.status_code == 403 and "may not use the agent service" in refused.json()["error"]
 
 
-async def _admin(postgres, sql: str) -> None:
-    import asyncpg
-
-    admin = await asyncpg.connect(postgres.get_uri())
-    try:
-        await admin.execute(sql)
-    finally:
-        await admin.close()
-
-
 async def test_a_database_that_goes_away_is_a_503_that_says_so_and_once_back_the_service_recovers_with_nothing_lost(
         make_agent, postgres, cortex_settings):
+    from tests.web.test_app import _admin  # the database taken away and given back, as the web view's test does
+
     name = cortex_settings.database_url.get_secret_value().partition("?")[0].rsplit("/", 1)[1]
     with Service(make_agent()) as client:
         session = (await client.post("/sessions", json={"workspace": "bob/work"})).json()["session_id"]
