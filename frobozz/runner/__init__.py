@@ -1,6 +1,7 @@
 """Headless play: claude (or a scripted stand-in) plays a Z-machine game through the engine; runs queued
 in Postgres for workers on many machines, with their results and a leaderboard."""
 
+from ._everywhere import all_runs, leaderboard, local_infos, run_row
 from ._extract import extract_commands
 from ._ledger import STATUSES, RunLedger
 from ._players import PlayerError, PlayerSpec, claude_readiness
@@ -11,5 +12,6 @@ from .settings import RunnerSettings
 
 __all__ = ["STATUSES", "PlayerError", "PlayerSpec", "RunConfig", "RunFinishedError", "RunInfo", "RunLedger",
            "RunNotFoundError",
-           "RunResult", "RunStore", "RunnerSettings", "TurnRecord", "Worker", "claude_readiness", "enqueue",
-           "extract_commands", "play"]
+           "RunResult", "RunStore", "RunnerSettings", "TurnRecord", "Worker", "all_runs", "claude_readiness",
+           "enqueue", "extract_commands", "leaderboard", "local_infos", "play",
+           "run_row"]
