@@ -56,3 +56,18 @@ def test_an_older_claude_is_named_with_what_it_lacks_in_one_line_and_no_tracebac
     broken.chmod(0o755)
     done = doctor({"FROBOZZ_CLAUDE_PATH": str(broken)})
     assert "`--version` failed: segfault" in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+def test_on_a_fresh_home_it_names_the_games_folder_and_says_claude_is_not_logged_in(frobozz_env, tmp_path):
+    home = tmp_path / "fresh-home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE", "FROBOZZ_GAMES"))}
+    done = subprocess.run([sys.executable, "-m", "frobozz", "doctor"], capture_output=True, text=True, timeout=300,
+                          env={**env, "HOME": str(home), "COLUMNS": "250",
+                               "FROBOZZ_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/nothing"})
+    games = frobozz_env / "games"  # where `frobozz games install` puts them: named, though not made yet
+    assert f"no story files in {games}" in done.stdout, done.stdout
+    line = next(line for line in done.stdout.splitlines() if line.startswith("claude login"))
+    assert "not logged in" in done.stdout and "/login" in done.stdout and "--player walkthrough" in done.stdout
+    assert "claude login" not in done.stderr  # said, but not a failure: offline play needs no login
+    assert line
