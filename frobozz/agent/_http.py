@@ -19,6 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from frobozz.memory import DatabaseError
+
 from ._agent import OPTIONS, Agent
 from ._events import KINDS, Status
 from ._session import AgentSession
@@ -50,15 +52,17 @@ async def _body(request: Request) -> dict[str, Any]:
 
 
 def _json(handler: Handler, problem: bool = False) -> Handler:
-    """Errors the agent raises on purpose as `{error}` (agentapi's routes: problem+json) with their status."""
+    """Errors the agent raises on purpose as `{error}` (agentapi's routes: problem+json) with their status; a
+    database that is away is a 503 that says so (the pool reconnects on its own once it is back)."""
     async def wrapped(request: Request) -> Response:
         try:
             return await handler(request)
-        except AgentError as e:
+        except (AgentError, DatabaseError) as e:
+            status = e.status if isinstance(e, AgentError) else 503
             if problem:
-                return JSONResponse({"title": type(e).__name__, "status": e.status, "detail": str(e)},
-                                    status_code=e.status, media_type="application/problem+json")
-            return JSONResponse({"error": str(e)}, status_code=e.status)
+                return JSONResponse({"title": type(e).__name__, "status": status, "detail": str(e)},
+                                    status_code=status, media_type="application/problem+json")
+            return JSONResponse({"error": str(e)}, status_code=status)
     return wrapped
 
 

@@ -20,6 +20,7 @@ from .exceptions import LeaseLostError
 
 log = logging.getLogger("frobozz.agent.relay")
 Persist = Callable[[list[Logged], int], Awaitable[None]]  # (batch, the lease's token)
+RETRY_SECONDS = 1.0  # while the database is away, how often the relay tries again to write what it holds
 
 
 class Relay:
@@ -112,7 +113,8 @@ class Relay:
             await self._changed.wait()
 
     async def keep(self) -> None:
-        """Write new events to the store, in order, then hand them to the followers, until closed."""
+        """Write new events to the store, in order, then hand them to the followers, until closed. While the
+        database is away they are kept and tried again, so they are written (and followed) once it is back."""
         while not (self.closed and not self._unsaved):
             await self._saving.wait()
             self._saving = anyio.Event()
@@ -129,6 +131,13 @@ class Relay:
                         self._on_lost()
                     continue
                 except Exception as e:  # noqa: BLE001 - the live followers have them; a restart would not
+                    if not self.closed:
+                        log.warning("%d events not written to the database yet (tried again in %gs): %s",
+                                    len(batch), RETRY_SECONDS, e)
+                        self._unsaved = batch + self._unsaved
+                        await anyio.sleep(RETRY_SECONDS)
+                        self._saving.set()
+                        continue
                     log.error("%d events not written to the database: %s", len(batch), e)
                 finally:
                     self._flushing = False

@@ -14,6 +14,7 @@ import os
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +275,7 @@ class AgentSession:
                                                           if c.name in FILE_TOOLS and c.outcome == "ok"])
                 self._busy = False  # likewise: a status asked for after `done` says stable
                 self.last_used = anyio.current_time()  # and --max-live, asked next, sees this turn as the latest
+                self.record.last_activity = datetime.now(UTC)  # as a client told `done` reads it (saved just after)
                 self.relay.publish(Done(usage=dict(event.usage), cost_usd=event.total_cost_usd,
                                         is_error=event.is_error, result=event.result, message_id=self.current))
                 self.relay.publish(Status(state="idle", message_id=self.current))

@@ -93,12 +93,15 @@ class AgentStore:
         return [SessionRecord.of(r) for r in rows]
 
     async def update(self, record: SessionRecord, token: int) -> None:
-        """Keep what a turn changed, under the session's lease (refused, quietly, once another holds it)."""
-        await self._do("execute", "UPDATE agent_sessions SET claude_session_id = $2, status = $3, usage = $4::jsonb, "
-                                  "cost_usd = $5, preamble = $6, memory_session = $7, last_activity = now() "
-                                  "WHERE id = $1 AND EXISTS (SELECT 1 FROM agent_leases WHERE session_id = $1 AND "
-                                  "token = $8)", record.id, record.claude_session_id, record.status,
-                       json.dumps(record.usage), record.cost_usd, record.preamble, record.memory_session, token)
+        """Keep what a turn changed, under the session's lease (refused, quietly, once another holds it); its
+        `last_activity` becomes the database's now."""
+        record.last_activity = await self._do(
+            "fetchval", "UPDATE agent_sessions SET claude_session_id = $2, status = $3, usage = $4::jsonb, "
+                        "cost_usd = $5, preamble = $6, memory_session = $7, last_activity = now() "
+                        "WHERE id = $1 AND EXISTS (SELECT 1 FROM agent_leases WHERE session_id = $1 AND token = $8) "
+                        "RETURNING last_activity", record.id, record.claude_session_id, record.status,
+            json.dumps(record.usage), record.cost_usd, record.preamble, record.memory_session, token) \
+            or record.last_activity
 
     async def delete(self, session_id: str) -> None:
         """The session and all that is its (its lease row locked first, as an event write locks it: no deadlock)."""

@@ -210,6 +210,8 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
                 await loop.send(line.rstrip("\n"))
                 streamed = False
                 async for event in loop.events():
+                    if event.is_replay:  # a resumed session's history: said before, not this turn's answer
+                        continue
                     if isinstance(event, StreamEvent) and event.text_delta:
                         sys.stdout.write(event.text_delta)
                         sys.stdout.flush()

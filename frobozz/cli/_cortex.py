@@ -47,6 +47,10 @@ def _progress() -> Progress:
                     console=err, transient=True)
 
 
+NAMESPACE_HELP = ("Whose memories: a namespace (letters, digits, '_', '.', ':', '-'); default "
+                  "FROBOZZ_CORTEX_DEFAULT_NAMESPACE.")
+
+
 def _print(rows: list[dict[str, Any]], as_json: bool, columns: tuple[str, ...]) -> None:
     if as_json:
         out.print_json(json.dumps(rows, default=str))
@@ -58,7 +62,7 @@ def _print(rows: list[dict[str, Any]], as_json: bool, columns: tuple[str, ...]) 
 
 
 @cortex.command("store")
-def store_cmd(content: str, namespace: str = typer.Option(None), metadata: str = typer.Option(None, help="JSON.")) -> None:
+def store_cmd(content: str, namespace: str = typer.Option(None, help=NAMESPACE_HELP), metadata: str = typer.Option(None, help="JSON.")) -> None:
     """Remember CONTENT."""
     try:
         meta = json.loads(metadata) if metadata else None
@@ -79,7 +83,7 @@ def _aware(moment: datetime | None) -> datetime | None:
 
 @cortex.command("search")
 def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: str = typer.Option("hybrid"),
-               namespace: str = typer.Option(None), as_json: bool = typer.Option(False, "--json"),
+               namespace: str = typer.Option(None, help=NAMESPACE_HELP), as_json: bool = typer.Option(False, "--json"),
                min_score: float = typer.Option(0.0, min=0.0, max=1.0, help="Leave out results scoring under this "
                                                "(scores are absolute, in [0, 1]; 0.3 keeps what is likely relevant)."),
                since: datetime | None = typer.Option(None, help="Only memories stored at or after this time."),
@@ -105,14 +109,18 @@ def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: 
 
 
 @cortex.command("recent")
-def recent_cmd(limit: int = typer.Option(10, min=1, max=500), namespace: str = typer.Option(None),
+def recent_cmd(limit: int = typer.Option(10, min=1, max=500), namespace: str = typer.Option(None, help=NAMESPACE_HELP),
                as_json: bool = typer.Option(False, "--json")) -> None:
     """The newest memories."""
     async def work(store):  # type: ignore[no-untyped-def]
         return await store.recent(limit, namespace)
 
+    found = _run(work)
+    if not found and not as_json:  # as search says it: an unknown namespace is an empty one
+        out.print(f"no memories in namespace {namespace} yet" if namespace else "no memories yet", markup=False)
+        return
     _print([{"id": m.id, "created_at": m.created_at.isoformat(timespec="seconds"), "content": m.content}
-            for m in _run(work)], as_json, ("id", "created_at", "content"))
+            for m in found], as_json, ("id", "created_at", "content"))
 
 
 def _as_json(m: Any) -> dict[str, Any]:
@@ -182,7 +190,7 @@ def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, hel
 
 @cortex.command("export")
 def export_cmd(output: Path = typer.Option(None, help="Write here instead of stdout."),
-               namespace: str = typer.Option(None)) -> None:
+               namespace: str = typer.Option(None, help=NAMESPACE_HELP)) -> None:
     """Export memories as JSONL (to back them up or move them)."""
     from frobozz.memory import BulkStore
 

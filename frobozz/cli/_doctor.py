@@ -31,6 +31,21 @@ class Outcome:
     ok: bool
     detail: str
     fix: str = ""
+    required: bool = True  # a check that is not (claude's login: offline play needs none) warns, never fails
+
+
+async def check_login() -> str:
+    """Whether claude is logged in, as `play` asks before it starts (it refuses when it is not)."""
+    from frobozz.runner import claude_readiness
+
+    problem = await anyio.to_thread.run_sync(claude_readiness)
+    if problem:
+        message, _, fix = problem.partition(": ")
+        if "not logged in" not in message:
+            raise Problem(problem, "see the claude CLI check above")
+        raise Problem("claude is not logged in: `play` and `chat` with claude refuse to start",
+                      fix.rstrip(".") or "run `claude` once and use /login")
+    return "logged in"
 
 
 async def check_claude() -> str:
@@ -92,8 +107,9 @@ async def check_embeddings(settings: MemorySettings) -> str:
 
 async def check_games(settings: GamesSettings) -> str:
     installed = [g for g in GameLibrary(settings).listing() if g.installed]
-    if not installed:
-        raise Problem(f"no story files in {', '.join(str(d) for d in GameLibrary(settings).directories)}",
+    if not installed:  # the folders searched, made yet or not
+        folders = [*([settings.games_dir] if settings.games_dir else []), settings.installed_games_dir]
+        raise Problem(f"no story files in {' or '.join(str(d) for d in folders)}",
                       "frobozz games install zork1 (or set FROBOZZ_GAMES_DIR to a folder of story files)")
     return ", ".join(g.name for g in installed)
 
@@ -136,6 +152,7 @@ async def run_checks() -> list[Outcome]:
     cortex, games = MemorySettings(), GamesSettings()
     checks: list[tuple[str, Callable[[], Awaitable[str]]]] = [
         ("claude CLI", check_claude),
+        ("claude login", check_login),
         ("Postgres + pgvector", lambda: check_postgres(cortex)),
         ("embeddings", lambda: check_embeddings(cortex)),
         ("games installed", lambda: check_games(games)),
@@ -148,7 +165,7 @@ async def run_checks() -> list[Outcome]:
             with anyio.fail_after(180):
                 outcomes.append(Outcome(name, True, await check()))
         except Problem as e:
-            outcomes.append(Outcome(name, False, str(e), e.fix))
+            outcomes.append(Outcome(name, False, str(e), e.fix, required=name != "claude login"))
         except TimeoutError:
             outcomes.append(Outcome(name, False, "did not answer within 180 s", "run it again; if it hangs, "
                                     "run with FROBOZZ_LOG_LEVEL=DEBUG to see where"))
@@ -163,15 +180,18 @@ def doctor() -> None:
     outcomes = anyio.run(run_checks)
     table = Table("check", "", "found")
     for o in outcomes:
-        table.add_row(o.name, "[green]ok[/]" if o.ok else "[red]FAIL[/]", o.detail)
+        table.add_row(o.name, "[green]ok[/]" if o.ok else "[red]FAIL[/]" if o.required else "[yellow]no[/]",
+                      o.detail)
     console = Console(soft_wrap=True)  # fixes are commands: whole lines, so they can be copied
     console.print(table)
     claude = outcomes[0]
     if claude.ok and ("lacks" in claude.detail or "not a version" in claude.detail):
         console.print(f"claude CLI: {claude.detail}", highlight=False)  # whole, on one line: what it lacks
-    failed = [o for o in outcomes if not o.ok]
-    for o in failed:
-        console.print(f"[red]{o.name}[/]: {o.detail}\n  fix: {o.fix}", highlight=False)
+    for o in outcomes:
+        if not o.ok:
+            console.print(f"[{'red' if o.required else 'yellow'}]{o.name}[/]: {o.detail}\n  fix: {o.fix}",
+                          highlight=False)
+    failed = [o for o in outcomes if not o.ok and o.required]
     if failed:
         Console(stderr=True).print(f"[red]{len(failed)} problem(s):[/] {', '.join(o.name for o in failed)}")
         raise typer.Exit(1)

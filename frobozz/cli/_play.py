@@ -57,7 +57,8 @@ def play(
 ) -> None:
     """Play GAME headless: claude drives the real CLI; the game answers each command."""
     start_tracing(trace, "frobozz-play")
-    from frobozz.runner import PlayerError, RunConfig, RunNotFoundError, RunnerSettings, claude_readiness, play
+    from frobozz.runner import (PlayerError, RunConfig, RunFinishedError, RunNotFoundError, RunnerSettings,
+                                claude_readiness, play)
     from frobozz.runner._live import LiveView, summary_table
 
     if mode not in ("text", "tools"):
@@ -65,7 +66,8 @@ def play(
     if player == "auto":
         problem = claude_readiness()
         player = "claude" if problem is None else "walkthrough"
-        err.print(f"[bold]playing with {player}[/bold]" + (f": {problem}" if problem else
+        reason = problem.split("; or play offline", 1)[0].split(", or play offline", 1)[0] if problem else None
+        err.print(f"[bold]playing with {player}[/bold]" + (f": {reason}" if reason else
                                                           ": claude is installed and logged in"))
     from pydantic import ValidationError
 
@@ -117,17 +119,23 @@ def play(
 
     try:
         results = anyio.run(main)
-    except* (PlayerError, RunNotFoundError, GameError, EngineError) as group:
+    except* (PlayerError, RunNotFoundError, RunFinishedError, GameError, EngineError) as group:
         for e in group.exceptions:
             err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(1) from None
     if as_json:
         dumped = [r.model_dump() for r in results]
         out.print_json(json.dumps(dumped[0] if runs == 1 else dumped))
-        return
-    out.print(summary_table(results))
-    for r in results:
-        out.print(f"transcript: {r.transcript}")
+    else:
+        out.print(summary_table(results))
+        for r in results:
+            out.print(f"transcript: {r.transcript}")
+    stopped = [r.run_id for r in results if r.reason == "interrupted"]
+    if stopped:  # a Ctrl-C (or SIGTERM): what was played is kept, and says how to go on
+        for run_id in stopped:
+            err.print(f"stopped; everything played is saved: go on with `frobozz play --resume {run_id}`",
+                      markup=False)
+        raise typer.Exit(130)
 
 
 async def _ledger(size: int) -> Any:

@@ -123,7 +123,10 @@ def runs_list(ctx: typer.Context, game: str = typer.Option(None), model: str = t
         return
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(f"use one of: {', '.join(STATUSES)}", param_hint="--status")
-    rows = _with_ledger(lambda ledger: ledger.runs(game=game, model=model, status=status, limit=limit))
+    from frobozz.runner import RunnerSettings, all_runs
+
+    here = RunnerSettings().runs_dir  # runs played on this machine count too, in the database or not
+    rows = _with_ledger(lambda ledger: all_runs(ledger, here, game=game, model=model, status=status, limit=limit))
     if as_json:
         out.print_json(json.dumps(rows, default=str))
         return
@@ -131,7 +134,10 @@ def runs_list(ctx: typer.Context, game: str = typer.Option(None), model: str = t
         out.print("no runs" + (" matching" if game or model or status else " yet: `frobozz play GAME --queue` "
                                                                            "queues some"))
         return
-    table = Table("run", "game", "player", "mode", "model", "status", "score", "turns", "won", "reason", "cost")
+    table = Table()
+    table.add_column("run", no_wrap=True, min_width=22)  # never cut: it is what `runs show` takes
+    for name in ("game", "player", "mode", "model", "status", "score", "turns", "won", "reason", "cost"):
+        table.add_column(name, overflow="fold")
     for r in rows:
         score = "" if r["score"] is None else f"{r['score']}" + (f"/{r['max_score']}" if r["max_score"] else "")
         table.add_row(r["run_id"], r["game"], r["player"], r["mode"], r["model"] or "", r["status"], score,
@@ -142,11 +148,16 @@ def runs_list(ctx: typer.Context, game: str = typer.Option(None), model: str = t
 @runs.command("show")
 def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """One run: its settings and result, where it was played, its score chart and map."""
+    from frobozz.runner import RunnerSettings, RunStore, run_row
+
+    here = RunnerSettings().runs_dir
+
     async def work(ledger: Any) -> dict[str, Any]:
-        row = await ledger.get(run_id.strip())
+        row = await run_row(ledger, here, run_id.strip())
         row["info"] = json.loads(row["info"])
         row.pop("snapshot", None)
-        turns = await ledger.turns(row["run_id"])
+        turns = await ledger.turns(row["run_id"]) if row["in_database"] else \
+            RunStore.open(here, row["run_id"]).turns(repair=False)
         row["last_turn"] = None if not turns else {"turn": turns[-1].turn, "command": turns[-1].command,
                                                    "text": turns[-1].text}
         where = Path(row["run_dir"]) if row["run_dir"] else None
@@ -165,7 +176,9 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
                         ("player", row["player"]), ("mode", row["mode"]), ("model", row["model"] or "(default)"),
                         ("status", f"{row['status']}" + (f": {row['reason']}" if row["reason"] else "")),
                         ("score", score), ("turns", row["turns"]), ("won", "yes" if row["won"] else "no"),
-                        ("cost", f"${row['cost_usd']:.4f}"), ("worker", row["worker"] or "(not taken yet)"),
+                        ("cost", f"${row['cost_usd']:.4f}"),
+                        ("worker", row["worker"] or ("(not taken yet)" if row["in_database"] else
+                                                     "played here, not in the database")),
                         ("run directory", row["run_dir"] or "-"), ("queued", row["queued_at"]),
                         ("started", row["started_at"]), ("ended", row["ended_at"])):
         table.add_row(f"[bold]{name}[/bold]", str(value if value is not None else "-"))
@@ -182,7 +195,11 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
 def leaderboard(game: str = typer.Option(None), as_json: bool = typer.Option(False, "--json")) -> None:
     """One row per (model, player, game, mode) over the runs that ended: runs, mean and best score, wins,
     mean turns to the end, cost per point."""
-    rows = _with_ledger(lambda ledger: ledger.leaderboard(game=game))
+    from frobozz.runner import RunnerSettings
+    from frobozz.runner import leaderboard as board
+
+    here = RunnerSettings().runs_dir  # runs played on this machine count too, in the database or not
+    rows = _with_ledger(lambda ledger: board(ledger, here, game=game))
     if as_json:
         out.print_json(json.dumps(rows))
         return

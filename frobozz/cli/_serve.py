@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,9 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
                                              help="Seconds an agent session's claude may idle before it is released."),
           max_live: int = typer.Option(8, envvar="FROBOZZ_AGENT_MAX_LIVE", min=1,
                                        help="claude processes the agent runs at once."),
+          model: str | None = typer.Option(None, envvar="FROBOZZ_AGENT_CLAUDE_MODEL", show_default=False,
+                                           help="The agent's claude model (a session's own `model` wins); "
+                                                "`scripted` runs offline on the project's scripted model."),
           token: str | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKEN", show_default=False,
                                            help="The bearer token clients must send; generated when unset."),
           tokens: Path | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKENS", show_default=False, help=(
@@ -40,11 +45,19 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
     """Run an MCP server over stdio (as `claude --mcp-config` launches it), every server over HTTP, or the
     agent service."""
     start_tracing(trace, f"frobozz-{name}")
-    agent = _agent_app(workspaces, platform_dir, idle_timeout, max_live) if name == "agent" or (
-        name == "all" and workspaces is not None) else None
-    if name == "agent":
-        _serve_agent(agent, host, port or 8771, token, tokens)
-        return
+    served = name == "agent" or (name == "all" and workspaces is not None)
+    with _agent_model(model if served else None) as env:
+        agent = _agent_app(workspaces, platform_dir, idle_timeout, max_live, model, env) if served else None
+        if served and model != "scripted":
+            _warn_unless_logged_in()
+        if name == "agent":
+            _serve_agent(agent, host, port or 8771, token, tokens)
+            return
+        _serve_hub(name, http, host, port, token, tokens, agent)
+
+
+def _serve_hub(name: str, http: bool, host: str, port: int | None, token: str | None, tokens: Path | None,
+               agent: Any) -> None:
     port = port or 8765
     names = list(SERVERS) if name == "all" else [name]
     if any(n not in SERVERS for n in names):
@@ -78,8 +91,35 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
-def _agent_app(workspaces: Path | None, platform_dir: Path | None, idle_timeout: float, max_live: int) -> Any:
+@contextmanager
+def _agent_model(model: str | None) -> Iterator[dict[str, str]]:
+    """The environment the agent's claude runs in: with `scripted`, the project's scripted model on a loopback
+    port (offline, no login needed) for as long as the service runs."""
+    if model != "scripted":
+        yield {}
+        return
+    from frobozz.engine.testing import ScriptedModel
+
+    from ._chat import scripted_reply
+
+    with ScriptedModel(scripted_reply) as scripted:
+        yield scripted.env()
+
+
+def _warn_unless_logged_in() -> None:
+    """The service starts all the same (claude may be logged in later), but every turn would fail: say so."""
+    from frobozz.runner import claude_readiness
+
+    problem = claude_readiness()
+    if problem:
+        Console(stderr=True, soft_wrap=True).print(
+            f"[yellow]warning:[/] {problem.replace('--player walkthrough', '--model scripted')}", highlight=False)
+
+
+def _agent_app(workspaces: Path | None, platform_dir: Path | None, idle_timeout: float, max_live: int,
+               model: str | None = None, env: dict[str, str] | None = None) -> Any:
     from frobozz.agent import Agent, AgentSettings, create_app
+    from frobozz.engine import EngineOptions
 
     if workspaces is None:
         raise typer.BadParameter("the agent service needs --workspaces ROOT (a workspace is ROOT/<user>/<name>)",
@@ -87,8 +127,11 @@ def _agent_app(workspaces: Path | None, platform_dir: Path | None, idle_timeout:
     if platform_dir is not None and not platform_dir.is_dir():
         raise typer.BadParameter(f"{platform_dir} is not a folder", param_hint="--platform-dir")
     workspaces.mkdir(parents=True, exist_ok=True)
+    claude_model = None if model == "scripted" else model
     return create_app(Agent(AgentSettings(workspaces=workspaces, platform_dir=platform_dir, idle_timeout=idle_timeout,
-                                          max_live=max_live), memory_servers=_memory_servers()))
+                                          max_live=max_live, claude_model=claude_model),
+                            engine_options=EngineOptions(model=claude_model, env=env or {}),
+                            memory_servers=_memory_servers()))
 
 
 def _memory_servers() -> Any:

@@ -7,7 +7,7 @@ from ._database import DATABASE_ERRORS, apply_migrations, database_url, migrated
 from ._handoffs import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter
 from ._recall import Recall, memory_line, quietly
 from ._records import Hit, Memory, content_hash
-from ._search import RECALL_MIN_SCORE, Mode
+from ._search import MAX_QUERY_CHARS, RECALL_MIN_SCORE, Mode
 from ._service import MemoryService
 from ._sessions import ArchiveEntry, Capsule, LoopSession, SessionStore
 from ._store import MemoryStore
@@ -15,7 +15,7 @@ from .transcripts import TranscriptStore
 from .exceptions import DatabaseError, EmbeddingMismatchError, MemoryStoreError
 from .settings import MemorySettings
 
-__all__ = ["DATABASE_ERRORS", "MAX_ITEMS", "MAX_ITEM_CHARS", "RECALL_MIN_SCORE", "ArchiveEntry", "BulkStore", "Capsule", "DatabaseError",
+__all__ = ["DATABASE_ERRORS", "MAX_ITEMS", "MAX_ITEM_CHARS", "MAX_QUERY_CHARS", "RECALL_MIN_SCORE", "ArchiveEntry", "BulkStore", "Capsule", "DatabaseError",
            "EmbeddingMismatchError", "HandoffStore", "Hit", "Letter", "LoopSession", "Memory", "MemoryService",
            "MemorySettings", "MemoryStore", "MemoryStoreError", "Mode", "Recall", "SessionStore", "TranscriptStore", "apply_migrations",
            "content_hash", "database_url", "memory_line", "migrated_pool", "quietly", "stop_embedded_at_exit"]

@@ -113,17 +113,21 @@ class RunLedger:
     async def leaderboard(self, *, game: str | None = None) -> list[dict[str, Any]]:
         """One row per (model, player, game, mode) over the runs that ended: runs, mean and best score,
         wins, mean turns to the end, cost per point."""
+        from ._everywhere import board
+
+        return board(await self.ended(game=game))
+
+    async def ended(self, *, game: str | None = None) -> list[dict[str, Any]]:
+        """The runs that ended (status finished), with what the leaderboard counts of each."""
         rows = await self.pool.fetch(
-            "SELECT COALESCE(model, '') AS model, player, game, mode, count(*) AS runs, "
-            "round(avg(COALESCE(score, 0))::numeric, 2)::float AS mean_score, max(COALESCE(score, 0)) AS best_score, "
-            "max(max_score) AS max_score, count(*) FILTER (WHERE won) AS wins, "
-            "round(avg(turns)::numeric, 1)::float AS mean_turns, "
-            "round(sum(cost_usd)::numeric, 6)::float AS cost_usd, "
-            "CASE WHEN sum(COALESCE(score, 0)) > 0 THEN round((sum(cost_usd) / sum(score))::numeric, 6)::float "
-            "END AS cost_per_point "
-            "FROM runs WHERE status = 'finished' AND ($1::text IS NULL OR game = $1) "
-            "GROUP BY 1, 2, 3, 4 ORDER BY mean_score DESC, wins DESC, mean_turns, 1, 2, 3, 4", game)
+            "SELECT run_id, model, player, game, mode, score, max_score, won, turns, cost_usd FROM runs "
+            "WHERE status = 'finished' AND ($1::text IS NULL OR game = $1)", game)
         return [dict(r) for r in rows]
+
+    async def known(self, run_ids: list[str]) -> set[str]:
+        """Which of these runs the database has."""
+        rows = await self.pool.fetch("SELECT run_id FROM runs WHERE run_id = ANY($1::text[])", run_ids)
+        return {r["run_id"] for r in rows}
 
     async def checkout(self, run_id: str, runs_dir: Path) -> RunStore:
         """The run's directory on this machine, made to agree with the database (the record of what was

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
@@ -36,15 +37,28 @@ class LiveView:
         self._live.update(Panel(body, title=record.location or "", subtitle=f"run {info.run_id}"))
 
 
-def summary_table(results: list) -> Table:
-    memory = any(r.memory_namespace for r in results)
-    table = Table("run", "player", "mode", "score", "moves", "turns", "won", "reason", "cost",
-                  *(["memory", "recalled", "stored", "compactions", "handoffs"] if memory else []),
-                  title="Frobozz runs")
+def summary_table(results: list) -> Group:
+    """One row per run, and a second table of what memory did when it played with memory. The run id is
+    never cut or wrapped (it is what `--resume` takes); the rest fits 80 columns, as when the output is piped."""
+    table = Table(title="Frobozz runs", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("run", no_wrap=True, min_width=22)
+    table.add_column("player", min_width=11, overflow="fold")
+    for name in ("score", "turns"):
+        table.add_column(name, no_wrap=True, justify="right")
+    table.add_column("reason", min_width=12, overflow="fold")  # "won" when it was won
+    table.add_column("cost", no_wrap=True, justify="right")
     for r in results:
         score = f"{r.score}/{r.max_score}" if r.max_score else str(r.score)
-        noted = [r.memory_namespace or "-", *map(str, (r.memories_recalled, r.memories_stored, r.compactions,
-                                                        r.handoffs))] if memory else []
-        table.add_row(r.run_id, r.player, r.mode, score, str(r.moves), str(r.turns), "yes" if r.won else "no",
-                      r.reason or "", f"${r.cost_usd:.4f}", *noted)
-    return table
+        table.add_row(r.run_id, f"{r.player} ({r.mode})", score, str(r.turns), r.reason or "", f"${r.cost_usd:.4f}")
+    remembered = [r for r in results if r.memory_namespace]
+    if not remembered:
+        return Group(table)
+    memory = Table(title="Memory", box=box.SIMPLE_HEAD, pad_edge=False)
+    memory.add_column("run", no_wrap=True, min_width=22)
+    memory.add_column("namespace", min_width=9, overflow="fold")
+    for name in ("recalled", "stored", "compacted", "hand-offs"):
+        memory.add_column(name, no_wrap=True, justify="right")
+    for r in remembered:
+        memory.add_row(r.run_id, r.memory_namespace, *map(str, (r.memories_recalled, r.memories_stored,
+                                                                  r.compactions, r.handoffs)))
+    return Group(table, memory)

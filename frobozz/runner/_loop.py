@@ -213,6 +213,8 @@ class ToolWatcher:
                             score=state.get("score"), moves=state.get("moves"), location=state.get("location"),
                             done=bool(state.get("done")), won=bool(state.get("won")))
                 if tool != "act":
+                    if tool == "new_game" and not self.context.records and self.context.info.start_location is None:
+                        self.context.info.start_location = turn.location  # the map's first room
                     self.context.current = turn
                     continue
                 reply, self._texts = "\n".join(t for t in self._texts if t), []

@@ -5,6 +5,7 @@ line, and the game goes on as without memory."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import sys
@@ -89,7 +90,7 @@ class MemoryWatch:
                 letter = self._writing.pop(result.tool_use_id, None)
                 if result.is_error:
                     continue
-                if content is not None:
+                if content is not None and not _duplicate(result.content):
                     self.stored.append(content)
                 if letter is not None:
                     self.letter, self.letter_waiting = letter, True  # the relay compacts with it once the turn ends
@@ -114,6 +115,20 @@ class MemoryWatch:
         """Until this watch has seen `results` turns end (observers run a little behind the session)."""
         while self.results < results:
             await self._result.wait()
+
+
+def _duplicate(content: Any) -> bool:
+    """Whether cortex's answer to a store says the text was there already (then nothing new was stored)."""
+    texts = [content] if isinstance(content, str) else [
+        b.get("text", "") for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    for text in texts:
+        try:
+            answer = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(answer, dict) and answer.get("duplicate_of") is not None:
+            return True
+    return False
 
 
 async def interrupt(session: Session) -> None:
@@ -237,6 +252,7 @@ class RunMemory:
             if not shown:
                 return None
             await self.sessions.mark_seen(self.session_id, list(shown))  # recall does not repeat them
+            self._recalled += [f"[memory {m.id}] {m.content}" for m in shown.values()]  # in the turn's record
             return Section("Notes from earlier runs", "\n".join(memory_line(m) for m in shown.values()))
 
         letter = [Section("This run's latest hand-off letter", self.letter)] if self.letter else []
@@ -347,9 +363,11 @@ class RunMemory:
     async def keep(self, content: str, metadata: dict[str, Any]) -> bool:
         """Store one note in the run's namespace; False (with a log line) when it cannot be."""
         try:
-            await self.store.store(content, metadata, self.namespace, source="frobozz play")
-            return True
+            _, duplicate = await self.store.store(content, metadata, self.namespace, source="frobozz play")
         except MemoryStoreError as e:
             log.warning("memory: %r was not kept (%s)", content[:60], e)
             return False
+        if duplicate is not None:
+            log.info("memory: %r was kept already (memory %d)", content[:60], duplicate)
+        return duplicate is None
 

@@ -41,7 +41,7 @@ class PlayerSpec:
             return cls(text)  # type: ignore[arg-type]
         if text.startswith("script:") and text[7:]:
             return cls("script", Path(text[7:]))
-        raise PlayerError(f"unknown player {text!r}: use claude, walkthrough, or script:FILE")
+        raise PlayerError(f"unknown player {text!r}: use claude, walkthrough, script:FILE, or auto")
 
 
 def commands_for(spec: PlayerSpec, story: StoryInfo) -> list[str]:

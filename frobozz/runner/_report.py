@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 
 from frobozz.games import GameMap
@@ -19,6 +20,18 @@ def start_transcript(store: RunStore) -> None:
                               "max_seconds", "multi", "prompt_file", "memory_namespace", "created"))
     store.transcript.write_text(f"# {store.info.title}: run {store.info.run_id}\n\n| setting | value |\n|---|---|\n"
                                 f"{rows}\n\n", encoding="utf-8")
+
+
+def mark_resumed(store: RunStore, turn: int, stopped_by: str) -> None:
+    """A resumed run: the summary written when it stopped goes (a new one is written at the end), and the
+    transcript says where the run went on."""
+    text = store.transcript.read_text(encoding="utf-8") if store.transcript.exists() else ""
+    head, found, _ = text.rpartition("## Summary\n")
+    if found:
+        text = head
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    store.transcript.write_text(f"{text}## Resumed after turn {turn}\n\n*The run stopped here ({stopped_by}) and "
+                                f"went on {when}.*\n\n", encoding="utf-8")
 
 
 def append_turn(store: RunStore, record: TurnRecord) -> None:
@@ -46,11 +59,12 @@ def _memory_lines(record: TurnRecord) -> str:
     return "".join(f"{line}\n\n" for line in lines)
 
 
-def game_map(records: Sequence[TurnRecord]) -> GameMap:
-    return GameMap.from_path((r.command, r.location) for r in records)
+def game_map(records: Sequence[TurnRecord], start: str | None = None) -> GameMap:
+    """The rooms explored, from `start` (where the game began, before the first command) on."""
+    return GameMap.from_path([(None, start), *((r.command, r.location) for r in records)])
 
 
-def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None) -> None:
+def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None, *, start: str | None = None) -> None:
     """Summary, chart and map, written once the run has stopped (for whatever reason)."""
     info = store.info
     summary = (f"## Summary\n\n| | |\n|---|---|\n| reason | {info.reason} |\n| score | {info.score}/{max_score} |\n"
@@ -62,7 +76,7 @@ def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None
                "![score over turns](score.png)\n\n![explored map](map.png)\n")
     with store.transcript.open("a", encoding="utf-8") as f:
         f.write(summary)
-    explored = game_map(records)
+    explored = game_map(records, start)
     (store.dir / "map.dot").write_text(explored.to_dot(), encoding="utf-8")
     (store.dir / "map.mmd").write_text(explored.to_mermaid(), encoding="utf-8")
     score_chart(records, max_score, store.dir / "score.png", title=f"{info.title}: {info.run_id}")

@@ -32,7 +32,7 @@ from ._loop import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
 from ._memory import TOOLS, TOOLS_NOTE, RunMemory, interrupt
 from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for, text_handler, tool_handler
 from ._prompts import game_message, instructions, load_template, status_header
-from ._store import RunInfo, RunNotFoundError, RunStore, TurnRecord, new_run_id
+from ._store import RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord, new_run_id
 from .settings import RunnerSettings
 
 log = logging.getLogger("frobozz.runner")
@@ -124,15 +124,22 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
     records the run and commits each turn to the database too (`queued`: a worker's run, which the database
     holds, so it stops when the database goes away); `stop` set: stop at the next turn boundary."""
     settings = settings or RunnerSettings()
+    stopped_by: str | None = None
     if config.resume:
         store = await _open_run(config.resume, settings, ledger)
+        stopped_by = store.info.reason
         if store.info.status in ("queued", "running") or store.info.reason in (
                 "interrupted", "time limit", "max turns", "max cost"):
-            store.info.status, store.info.reason = "running", None
             for name in ("max_turns", "max_cost", "max_seconds"):  # a resume may raise a budget
                 value = getattr(config, name)
                 if value is not None:
                     setattr(store.info, name, value)
+            if not queued and _spent(store.info):
+                raise RunFinishedError(f"run {store.info.run_id} is finished ({_how_far(store.info)}): to play on, "
+                                       "raise its budget (--max-turns N, --max-cost USD)")
+            store.info.status, store.info.reason = "running", None
+        elif not queued:
+            raise RunFinishedError(f"run {store.info.run_id} is finished ({_how_far(store.info)}): nothing to resume")
         player = PlayerSpec.parse(store.info.player)
     else:
         player = PlayerSpec.parse(config.player)
@@ -161,6 +168,8 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
     info.max_score = context.max_score
     if not records and not (store.dir / "transcript.md").exists():
         _report.start_transcript(store)
+    elif records and stopped_by is not None:
+        _report.mark_resumed(store, records[-1].turn, stopped_by or "killed")
 
     async with AsyncExitStack() as stack:
         memory = await _open_memory(stack, store, settings) if info.memory_namespace else None
@@ -189,6 +198,8 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
             if snapshot:
                 await game.resume({k: v for k, v in snapshot.items() if k != "record"}, [])
             context.max_score = context.max_score or game.max_score
+            if not resumed:
+                info.start_location = game.current.location
             collector = ReplyCollector(context, memory)
             header = status_header(info.title, game.current, context.max_score, info.turns, info.max_turns)
             note = "(The run was stopped and has now resumed. This is where you are.)\n\n" if resumed else ""
@@ -247,7 +258,7 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
             elif info.mode == "tools":
                 with anyio.move_on_after(5):
                     await interrupt(session)  # claude may be mid-turn, still calling tools
-    _report.finish(store, context.records, context.max_score)
+    _report.finish(store, context.records, context.max_score, start=info.start_location)
     if context.ledger is not None:  # (None after the database went away mid-run)
         try:
             await context.ledger.save(info, ended_at=datetime.now(UTC))
@@ -342,6 +353,7 @@ async def _keep_lessons(memory: RunMemory, session: Session, context: RunContext
             kept.append(death)
     info.lessons += len(kept)
     info.memories_stored += len(kept)
+    context.store.save_info()  # run.json (and so the web) counts them as the summary does
     _report.append_kept(context.store, kept)
 
 
@@ -389,6 +401,17 @@ async def _stop_on_signal(context: RunContext) -> None:
         async for _ in signals:
             context.finish("interrupted", status="stopped")
             return
+
+
+def _spent(info: RunInfo) -> bool:
+    """Whether a stopped run's budget of turns or cost is used up (then a resume plays nothing)."""
+    return (info.max_turns is not None and info.turns >= info.max_turns) or (
+        info.max_cost is not None and info.cost_usd >= info.max_cost)
+
+
+def _how_far(info: RunInfo) -> str:
+    turns = f"{info.turns} of {info.max_turns} turns" if info.max_turns else f"{info.turns} turns"
+    return f"{info.reason}, {turns}"
 
 
 def _result(store: RunStore) -> RunResult:

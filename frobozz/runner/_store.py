@@ -27,6 +27,10 @@ class RunNotFoundError(Exception):
     pass
 
 
+class RunFinishedError(Exception):
+    """A `--resume` of a run that has ended (won, died, or its budget spent and not raised): nothing to play."""
+
+
 @dataclass(frozen=True)
 class TurnRecord:
     turn: int
@@ -84,6 +88,7 @@ class RunInfo:
     lessons: int = 0  # lessons kept at the end
     compactions: int = 0
     handoffs: int = 0
+    start_location: str | None = None  # where the game began, before the first command (the map's first room)
 
 
 def new_run_id() -> str:

@@ -12,12 +12,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from frobozz.memory import DATABASE_ERRORS, EmbeddingMismatchError, Memory, MemoryStoreError
+from frobozz.memory import DATABASE_ERRORS, MAX_QUERY_CHARS, EmbeddingMismatchError, Memory, MemoryStoreError
 
 from ._web import grant_of, same_origin, web_of
 
 T = TypeVar("T")
-MAX_QUERY = 2000
+MAX_QUERY = MAX_QUERY_CHARS  # one limit for the web, the CLI and cortex
 
 
 async def _memory(work: Awaitable[T]) -> T:
@@ -62,7 +62,7 @@ async def memory_page(request: Request) -> HTMLResponse:
     params = request.query_params
     query = (params.get("q") or "").strip()
     if len(query) > MAX_QUERY:
-        raise HTTPException(400, f"the search is {len(query)} characters; at most {MAX_QUERY}")
+        raise HTTPException(400, f"the search is {len(query):,} characters; at most {MAX_QUERY:,}")
     if "\0" in query:
         raise HTTPException(400, "the search contains a NUL character")
     namespaces = {ns: n for ns, n in (await _memory(store.namespaces())).items() if _may(request, ns)}

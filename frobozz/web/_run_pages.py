@@ -46,7 +46,8 @@ async def _view(web: Web, run_id: str, after: int = 0) -> RunView:
 def _figures(web: Web, request: Request, view: RunView, turns: list[TurnRecord]) -> str:
     """The score chart and the map, as the page shows them (rendered again as turns arrive)."""
     current = turns[-1].location if turns else None
-    explored = layout(GameMap.from_path((t.command, t.location) for t in turns), current)
+    start = [(None, view.info.start_location)]  # the room the game began in, before the first command
+    explored = layout(GameMap.from_path([*start, *((t.command, t.location) for t in turns)]), current)
     template = web.templates.get_template("_figures.html")
     return template.render(request=request, chart=score_chart(turns, view.info.max_score), map=explored,
                            info=view.info)

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from frobozz.memory import DATABASE_ERRORS, MemoryStoreError
-from frobozz.runner import RunInfo, RunLedger, RunNotFoundError, RunStore, TurnRecord
+from frobozz.runner import RunInfo, RunLedger, RunNotFoundError, RunStore, TurnRecord, leaderboard, local_infos
 from frobozz.tracing import run_spans, session_spans
 
 from .settings import WebSettings
@@ -116,20 +116,12 @@ class Runs:
         return sorted(rows, key=lambda r: (r.created, r.run_id), reverse=True)[:limit]
 
     async def leaderboard(self) -> list[dict[str, Any]] | None:
-        """The runs table's leaderboard; None without a database."""
-        return await self._from_ledger(lambda ledger: ledger.leaderboard())
+        """The leaderboard of the runs that ended, in the database and on this machine; None without a
+        database."""
+        return await self._from_ledger(lambda ledger: leaderboard(ledger, self.settings.runs_dir))
 
     def _local_infos(self) -> list[RunInfo]:
-        runs_dir = self.settings.runs_dir
-        if not runs_dir.is_dir():
-            return []
-        infos = []
-        for path in runs_dir.iterdir():
-            try:
-                infos.append(RunStore.open(runs_dir, path.name).info)
-            except RunNotFoundError:
-                continue  # not a run, or one being created right now
-        return infos
+        return local_infos(self.settings.runs_dir)
 
     # -- one run ---------------------------------------------------------------------------------
     async def run(self, run_id: str, *, after: int = 0) -> RunView:

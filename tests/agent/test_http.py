@@ -207,3 +207,96 @@ async def test_a_scoped_token_uses_only_the_workspaces_of_the_users_its_grant_na
             assert len((await admin.get("/sessions")).json()["sessions"]) == 2
             refused = await reader.get("/sessions")
             assert refused.status_code == 403 and "may not use the agent service" in refused.json()["error"]
+
+
+async def test_a_database_that_goes_away_is_a_503_that_says_so_and_once_back_the_service_recovers_with_nothing_lost(
+        make_agent, postgres, cortex_settings):
+    from tests.web.test_app import _admin  # the database taken away and given back, as the web view's test does
+
+    name = cortex_settings.database_url.get_secret_value().partition("?")[0].rsplit("/", 1)[1]
+    with Service(make_agent()) as client:
+        session = (await client.post("/sessions", json={"workspace": "bob/work"})).json()["session_id"]
+        await _admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+        try:
+            await _admin(postgres, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                   f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
+            for gone in (await client.get("/sessions"), await client.post("/sessions", json={"workspace": "bob/x"})):
+                assert gone.status_code == 503, gone.text
+                assert "the agent service's database failed" in gone.json()["error"]
+        finally:
+            await _admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+        with anyio.fail_after(30):
+            while (back := await client.get("/sessions")).status_code != 200:
+                await anyio.sleep(0.2)
+        assert [s["session_id"] for s in back.json()["sessions"]] == [session]
+        made = await client.post("/sessions", json={"workspace": "bob/other"})
+        assert made.status_code == 201
+        assert len((await client.get("/sessions")).json()["sessions"]) == 2
+
+
+async def test_a_turn_moves_the_sessions_last_activity_on(make_agent):
+    with Service(make_agent()) as client:
+        session = (await client.post("/sessions", json={"workspace": "bob/work"})).json()["session_id"]
+        before = (await client.get(f"/sessions/{session}")).json()["last_activity"]
+        await client.post(f"/sessions/{session}/messages", json={"text": "hello"})
+        await sse(client, f"/sessions/{session}/events")
+        after = (await client.get(f"/sessions/{session}")).json()["last_activity"]
+        listed = (await client.get("/sessions")).json()["sessions"][0]["last_activity"]
+    assert before is not None and after > before and listed >= after  # (saved a moment later: the database's now)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve_agent(tmp_path, cortex_settings, *args):
+    home = tmp_path / "home"  # a fresh HOME: claude is not logged in there
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
+    env.update(HOME=str(home), FROBOZZ_HUB_TOKEN=TOKEN, COLUMNS="250",
+               FROBOZZ_DATABASE_URL=cortex_settings.database_url.get_secret_value())
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "agent", "--workspaces",
+                                str(tmp_path / "ws"), "--port", str(port), *args], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return process, f"http://127.0.0.1:{port}"
+
+
+async def test_serve_agent_warns_when_claude_is_not_logged_in_and_runs_offline_with_the_scripted_model(
+        tmp_path, cortex_settings):
+    import signal
+
+    process, _ = _serve_agent(tmp_path, cortex_settings)
+    try:
+        with anyio.fail_after(120):
+            line = await anyio.to_thread.run_sync(process.stderr.readline)
+            while "not logged in" not in line and line:
+                line = await anyio.to_thread.run_sync(process.stderr.readline)
+        assert "warning" in line and "--model scripted" in line
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.communicate(timeout=60)
+    process, url = _serve_agent(tmp_path, cortex_settings, "--model", "scripted")
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=AUTH, timeout=60) as client:
+            with anyio.fail_after(120):
+                while True:
+                    try:
+                        made = await client.post("/sessions", json={"workspace": "bob/work"})
+                        break
+                    except httpx.ConnectError:
+                        assert process.poll() is None, process.communicate()
+                        await anyio.sleep(0.2)
+            session = made.json()["session_id"]
+            sent = await client.post(f"/sessions/{session}/messages", json={"text": "hello there"})
+            assert sent.status_code == 202
+            done = await sse(client, f"/sessions/{session}/events")
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    assert "(scripted) You said: hello there" in done[-1]["data"]["result"], err
+    assert "not logged in" not in err

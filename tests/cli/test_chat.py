@@ -119,3 +119,23 @@ def test_a_session_resumed_on_another_machine_goes_on_from_the_database_with_its
     child.expect_exact("you> ")
     child.sendeof()
     child.expect(pexpect.EOF)
+
+
+def test_a_resumed_chat_prints_only_the_new_answer_not_the_earlier_replies(chat_env):
+    child, session = spawn(chat_env, "--namespace", "again")
+    for word in ("alpha", "beta"):
+        child.expect_exact("you> ")
+        child.sendline(word)
+        child.expect_exact(f"(scripted) You said: {word}")
+    child.expect_exact("you> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child, _ = spawn(chat_env, "--resume", session)
+    child.expect_exact("you> ")
+    child.sendline("gamma")
+    child.expect_exact("(scripted) You said: gamma")
+    answer = child.before.split("gamma", 1)[1]  # after the echo of what was typed
+    assert "alpha" not in answer and "beta" not in answer, answer
+    child.expect_exact("you> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)

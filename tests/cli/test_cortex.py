@@ -206,3 +206,16 @@ def test_a_fact_that_changed_is_superseded_and_get_shows_its_history(cortex_env)
     got = json.loads(cortex(cortex_env, "get", "1").stdout)
     assert [h["id"] for h in current] == [2] and {h["id"] for h in everything} == {1, 2}
     assert got["superseded_by"] == 2 and got["valid_to"] and [h["id"] for h in got["history"]] == [1, 2]
+
+
+def test_recent_in_a_namespace_with_nothing_in_it_says_so(cortex_env):
+    done = cortex(cortex_env, "recent", "--namespace", "nowhere")
+    assert "no memories in namespace nowhere yet" in done.stdout and "┏" not in done.stdout
+    assert json.loads(cortex(cortex_env, "recent", "--namespace", "nowhere", "--json").stdout) == []
+
+
+@pytest.mark.parametrize("command", ["store", "search", "recent", "export"])
+def test_the_namespace_option_says_what_it_is(command):
+    done = subprocess.run([sys.executable, "-m", "frobozz", "cortex", command, "--help"], capture_output=True,
+                          text=True, timeout=120, env={**__import__("os").environ, "COLUMNS": "200"})
+    assert done.returncode == 0 and "Whose memories" in done.stdout, done.stdout

@@ -83,3 +83,18 @@ def test_the_tracing_endpoint_is_said_to_take_spans_to_be_down_or_to_be_misconfi
     with pytest.raises(Problem, match="OTEL_EXPORTER_OTLP_HEADERS is malformed") as bad:
         anyio.run(check_tracing)
     assert "s3cr3t" not in str(bad.value)
+
+
+def test_on_a_fresh_home_it_names_the_games_folder_and_says_claude_is_not_logged_in(frobozz_env, tmp_path):
+    home = tmp_path / "fresh-home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE", "FROBOZZ_GAMES"))}
+    done = subprocess.run([sys.executable, "-m", "frobozz", "doctor"], capture_output=True, text=True, timeout=300,
+                          env={**env, "HOME": str(home), "COLUMNS": "250",
+                               "FROBOZZ_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/nothing"})
+    games = frobozz_env / "games"  # where `frobozz games install` puts them: named, though not made yet
+    assert f"no story files in {games}" in done.stdout, done.stdout
+    line = next(line for line in done.stdout.splitlines() if line.startswith("claude login"))
+    assert "not logged in" in done.stdout and "/login" in done.stdout and "--player walkthrough" in done.stdout
+    assert "claude login" not in done.stderr  # said, but not a failure: offline play needs no login
+    assert line

@@ -60,7 +60,8 @@ def test_ctrl_c_stops_cleanly_with_everything_saved_and_the_run_resumes(frobozz_
     run_dir = _wait_for_turns(frobozz_env / "runs", 20)
     os.kill(process.pid, signal.SIGINT)
     out, err = process.communicate(timeout=60)
-    assert process.returncode == 0, err
+    assert process.returncode == 130, err  # as a shell reports a Ctrl-C, with how to go on
+    assert f"--resume {run_dir.name}" in " ".join(err.split())
     result = json.loads(out)
     assert result["reason"] == "interrupted" and result["turns"] >= 20
     assert (run_dir / "score.png").exists() and "| reason | interrupted |" in (run_dir / "transcript.md").read_text()
@@ -75,6 +76,7 @@ def test_claude_not_logged_in_is_said_plainly_with_both_fixes(tmp_path):
     assert "not logged in" in message and "/login" in message and "--player walkthrough" in message
     auto = _play(tmp_path, "zork1", "--player", "auto", "--max-turns", "2", "--json")
     assert auto.returncode == 0 and "playing with walkthrough" in auto.stderr
+    assert "--player walkthrough" not in auto.stderr  # no advice to do what it is doing already
     assert json.loads(auto.stdout)["player"] == "walkthrough"
 
 
@@ -103,7 +105,7 @@ def test_several_runs_in_parallel_get_a_combined_summary(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--player", "robot"], "unknown player 'robot'"),
+    (["--player", "robot"], "unknown player 'robot': use claude, walkthrough, script:FILE, or auto"),
     (["--mode", "telepathy"], "use text or tools"),
     (["--resume", "../../etc"], "is not a run id"),
     (["--resume", "20200101-000000-abcdef"], "no run 20200101-000000-abcdef"),

@@ -234,6 +234,14 @@ def test_a_run_played_here_with_a_database_configured_is_listed_and_ranked_too(q
     away = {**queue_env, "FROBOZZ_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
     done = frobozz(away, "play", "zork1", "--player", "walkthrough", "--max-turns", "3", "--json")
     assert json.loads(done.stdout)["turns"] == 3 and "not recorded in the database" in done.stderr
+    here = json.loads(done.stdout)["run_id"]  # played on this machine only: it counts everywhere all the same
+    assert [r["run_id"] for r in runs(queue_env)] == [here, result["run_id"]]
+    assert here in frobozz(queue_env, "runs").stdout
+    shown = json.loads(frobozz(queue_env, "runs", "show", here, "--json").stdout)
+    assert (shown["run_id"], shown["turns"], shown["last_turn"]["turn"]) == (here, 3, 3)
+    assert "transcript.md" in shown["files"] and "not in the database" in frobozz(queue_env, "runs", "show", here).stdout
+    (row,) = json.loads(frobozz(queue_env, "leaderboard", "--json").stdout)
+    assert (row["runs"], row["mean_turns"]) == (2, 6.5)
 
 
 def test_play_resume_on_a_machine_with_only_the_database_goes_on_in_the_same_claude_session(queue_env, tmp_path):

@@ -6,7 +6,7 @@ import pytest
 
 from frobozz.engine.testing import Reply, ScriptedModel, Text
 from frobozz.games import GameLibrary, walkthrough_for
-from frobozz.runner import RunConfig, RunStore, play
+from frobozz.runner import RunConfig, RunFinishedError, RunStore, play
 from frobozz.runner._players import text_handler
 from frobozz.runner._prompts import turn_in
 
@@ -99,11 +99,19 @@ async def test_budgets_of_turns_cost_and_time_stop_the_run(runner_settings, monk
 
 async def test_a_finished_run_cannot_be_replayed_by_resume(runner_settings):
     first = await play(RunConfig(game="zork1", player="walkthrough", max_turns=2), runner_settings)
+    with pytest.raises(RunFinishedError, match=r"is finished \(max turns, 2 of 2 turns\).*--max-turns"):
+        await play(RunConfig(resume=first.run_id), runner_settings)  # no turn 3 without a raised budget
+    assert [t.turn for t in _turns(runner_settings, first.run_id)] == [1, 2]
     again = await play(RunConfig(resume=first.run_id, max_turns=3), runner_settings)
     assert (again.run_id, again.turns, again.reason) == (first.run_id, 3, "max turns")  # a raised budget goes on
     turns = _turns(runner_settings, first.run_id)
     assert [t.turn for t in turns] == [1, 2, 3] and [t.command for t in turns] == ["N", "N", "U"]
     assert json.loads((runner_settings.runs_dir / first.run_id / "run.json").read_text())["turns"] == 3
+    transcript = (runner_settings.runs_dir / first.run_id / "transcript.md").read_text()
+    assert transcript.count("## Summary") == 1 and transcript.index("## Turn 3:") < transcript.index("## Summary")
+    resumed = transcript.index("## Resumed after turn 2")  # where the resumed run went on, said where it did
+    assert transcript.index("## Turn 2:") < resumed < transcript.index("## Turn 3:")
+    assert "max turns" in transcript[resumed:transcript.index("## Turn 3:")]
 
 
 async def test_a_tools_mode_run_whose_game_server_cannot_start_fails_saying_so(runner_settings, monkeypatch):
@@ -123,3 +131,11 @@ async def test_a_tools_mode_run_resumes_from_the_game_servers_autosave(runner_se
     same = lambda r: (r.turn, r.command, r.score, r.moves, r.location)  # noqa: E731
     assert [same(r) for r in _turns(runner_settings, first.run_id)] == \
         [same(r) for r in _turns(runner_settings, straight.run_id)]  # the game went on where it stopped
+
+
+async def test_the_map_starts_where_the_game_does(runner_settings):
+    result = await play(RunConfig(game="zork1", player="walkthrough", max_turns=2), runner_settings)
+    run_dir = runner_settings.runs_dir / result.run_id
+    dot, mermaid = (run_dir / "map.dot").read_text(), (run_dir / "map.mmd").read_text()
+    assert "West of House" in dot and "West of House" in mermaid  # the room before the first command
+    assert RunStore.open(runner_settings.runs_dir, result.run_id).info.start_location == "West of House"

@@ -56,9 +56,11 @@ def test_dates_narrow_a_search_and_a_bad_date_or_query_is_a_clear_error(client, 
     stored(web_settings, (TROLL, "default"))
     assert "/memory/" in client.get("/memory", params={"q": "troll", "since": "2020-01-01"}).text.split("Newest")[0]
     assert 'id="no-hits"' in client.get("/memory", params={"q": "troll", "until": "2020-01-01"}).text
-    for params in ({"since": "yesterday"}, {"q": "x" * 2001}, {"q": "troll\x00"}, {"namespace": "../etc"}):
+    for params in ({"since": "yesterday"}, {"q": "x" * 10_001}, {"q": "troll\x00"}, {"namespace": "../etc"}):
         bad = client.get("/memory", params=params)
         assert bad.status_code == 400 and "<h1>" in bad.text, params
+    assert "at most 10,000" in client.get("/memory", params={"q": "x" * 10_001}).text  # as the CLI says
+    assert client.get("/memory", params={"q": "troll " * 500}).status_code == 200  # what the CLI takes, the web does
     assert client.get("/memory/99999999999999999999999").status_code == 404
     assert client.get("/memory/424242").status_code == 404 and "no memory 424242" in client.get("/memory/424242").text
     assert client.get("/letters/424242").status_code == 404

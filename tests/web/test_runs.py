@@ -17,7 +17,14 @@ def test_with_no_run_anywhere_the_table_says_how_to_play_one_and_the_leaderboard
     page = client.get("/")
     assert page.status_code == 200
     assert "No runs yet" in page.text and "frobozz play zork1" in page.text
-    assert "No finished runs in the database yet" in page.text
+    assert "No finished runs yet" in page.text and "here and in the database" in page.text
+
+
+def test_a_finished_run_played_here_only_is_on_the_leaderboard_too(client, web_settings):
+    store = new_run(web_settings.runs_dir, status="finished", reason="max turns", player="walkthrough")
+    play_turn(store, 1, "north", "North of House", 5)
+    board = client.get("/").text.split("<h2>Leaderboard</h2>")[1]
+    assert "No finished runs" not in board and ">walkthrough<" in board and ">5/350<" in board
 
 
 def test_runs_are_listed_newest_first_and_filtered(client, web_settings):

@@ -1,0 +1,104 @@
+"""Runs played here and runs in the database, counted together: `frobozz runs`, `runs show`, the leaderboard
+and the web view all see a run that never reached the database (played with none configured, or while it
+was away) as they see the others. Only reads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ._ledger import RunLedger
+from ._store import RunInfo, RunNotFoundError, RunStore
+
+
+def local_infos(runs_dir: Path) -> list[RunInfo]:
+    """Every run directory on this machine (what is not a run, or is one being made, is passed over)."""
+    if not runs_dir.is_dir():
+        return []
+    infos = []
+    for path in runs_dir.iterdir():
+        try:
+            infos.append(RunStore.open(runs_dir, path.name).info)
+        except RunNotFoundError:
+            continue
+    return infos
+
+
+def local_row(info: RunInfo, runs_dir: Path) -> dict[str, Any]:
+    """A run of this machine as the runs table lists one."""
+    created = datetime.fromisoformat(info.created) if info.created else None
+    return {"run_id": info.run_id, "game": info.game, "player": info.player, "mode": info.mode, "model": info.model,
+            "status": info.status, "reason": info.reason, "score": info.score, "max_score": info.max_score,
+            "turns": info.turns, "won": info.won, "cost_usd": info.cost_usd, "worker": None,
+            "run_dir": str(runs_dir / info.run_id), "created": created, "updated": None}
+
+
+async def all_runs(ledger: RunLedger | None, runs_dir: Path, *, game: str | None = None, model: str | None = None,
+                   status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest runs first, from the database and from this machine (the database's row wins)."""
+    found = {r["run_id"]: r for r in (await ledger.runs(game=game, model=model, status=status, limit=limit)
+                                      if ledger is not None else [])}
+    wanted = {"game": game, "model": model, "status": status}
+    for info in local_infos(runs_dir):
+        row = local_row(info, runs_dir)
+        if all(v is None or row[k] == v for k, v in wanted.items()):
+            found.setdefault(info.run_id, row)
+    rows = sorted(found.values(), key=lambda r: (_when(r["created"]), r["run_id"]), reverse=True)
+    return rows[:limit]
+
+
+async def run_row(ledger: RunLedger | None, runs_dir: Path, run_id: str) -> dict[str, Any]:
+    """One run as `runs show` gives it: the database's row, else this machine's run directory (`in_database`
+    says which)."""
+    missing: RunNotFoundError | None = None
+    if ledger is not None:
+        try:
+            return {**await ledger.get(run_id), "in_database": True}
+        except RunNotFoundError as e:
+            missing = e
+    try:
+        store = RunStore.open(runs_dir, run_id)
+    except RunNotFoundError as e:
+        if missing is None:
+            raise
+        raise RunNotFoundError(f"{missing}, nor on this machine") from None
+    return {**local_row(store.info, runs_dir), "info": json.dumps(asdict(store.info)), "queued_at": None,
+            "started_at": None, "ended_at": None, "in_database": False}
+
+
+async def leaderboard(ledger: RunLedger | None, runs_dir: Path, *, game: str | None = None) -> list[dict[str, Any]]:
+    """The leaderboard over the runs that ended (status finished: won, died, or a budget reached), in the
+    database and on this machine."""
+    ended = await ledger.ended(game=game) if ledger is not None else []
+    mine = [i for i in local_infos(runs_dir) if i.status == "finished" and (game is None or i.game == game)]
+    known = await ledger.known([i.run_id for i in mine]) if ledger is not None else set()
+    ended += [local_row(i, runs_dir) for i in mine if i.run_id not in known]
+    return board(ended)
+
+
+def board(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (model, player, game, mode): runs, mean and best score, wins, mean turns to the end, cost
+    per point; best first."""
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["model"] or "", r["player"], r["game"], r["mode"]), []).append(r)
+    out = []
+    for (model, player, game, mode), runs in groups.items():
+        scores = [r["score"] or 0 for r in runs]
+        cost = sum(r["cost_usd"] or 0.0 for r in runs)
+        maxima = [r["max_score"] for r in runs if r["max_score"] is not None]
+        out.append({"model": model, "player": player, "game": game, "mode": mode, "runs": len(runs),
+                    "mean_score": round(sum(scores) / len(runs), 2), "best_score": max(scores),
+                    "max_score": max(maxima) if maxima else None, "wins": sum(bool(r["won"]) for r in runs),
+                    "mean_turns": round(sum(r["turns"] for r in runs) / len(runs), 1), "cost_usd": round(cost, 6),
+                    "cost_per_point": round(cost / sum(scores), 6) if sum(scores) > 0 else None})
+    return sorted(out, key=lambda b: (-b["mean_score"], -b["wins"], b["mean_turns"], b["model"], b["player"],
+                                      b["game"], b["mode"]))
+
+
+def _when(created: Any) -> str:
+    return created.isoformat() if isinstance(created, datetime) else str(created or "")
