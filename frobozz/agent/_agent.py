@@ -70,10 +70,11 @@ class Agent:
         self._syncing: dict[str, anyio.Lock] = {}
         self._heard: dict[str, anyio.Event] = {}  # a session's answers changed (told by whichever instance)
         self._claims = anyio.Event()  # look for sessions that need an instance now
+        self._closing = False  # shutting down: sessions handed over are not taken up again here
         self._tg: TaskGroup | None = None
         # the next claude, started ahead of need; it counts under max_live and is the first to go for room
-        self.spare = WarmSpare(room=lambda: self._claudes() + 1 <= self.settings.max_live) \
-            if self.settings.warm_spare else None
+        self._wanting_room = 0  # sessions in _acquire: a spare waits while they do (it would take their room)
+        self.spare = WarmSpare(room=self._room_for_spare) if self.settings.warm_spare else None
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def __aenter__(self) -> Agent:
@@ -95,6 +96,7 @@ class Agent:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._closing = True
         try:
             with anyio.CancelScope(shield=True):
                 held = [s for s in self._live.values() if s.owned]
@@ -408,18 +410,33 @@ class Agent:
     async def _acquire(self, session: AgentSession) -> None:
         """Room for one more claude: past --max-live, the least recently used idle one is let go first."""
         need = min(session.claudes, self.settings.max_live)  # a session bigger than the bound runs alone
-        while self._claudes() + need > self.settings.max_live:
-            idle = [s for s in self._live.values() if s.engine is not None and not s.busy and s is not session]
-            if idle:
-                await self._let_go(min(idle, key=lambda s: s.last_used))
-            else:
-                await anyio.sleep(0.05)  # every claude is mid-turn: wait for one to finish
-        spare = self.spare
-        if spare is not None and spare.live and self._claudes() + need + 1 > self.settings.max_live:
-            options = session.launch_options()
-            if options is None or not spare.fits(options):  # the spare is not this session's: it goes first
-                spare.drop()
+        self._wanting_room += 1
+        try:
+            await self._room_for(session, need)
+        finally:
+            self._wanting_room -= 1
         session.reserved = True
+
+    async def _room_for(self, session: AgentSession, need: int) -> None:
+        while True:  # no await between the last check and the reservation: two sessions cannot both pass
+            if self._claudes() + need > self.settings.max_live:
+                idle = [s for s in self._live.values() if s.engine is not None and not s.busy and s is not session]
+                if idle:
+                    await self._let_go(min(idle, key=lambda s: s.last_used))
+                else:
+                    await anyio.sleep(0.05)  # every claude is mid-turn: wait for one to finish
+                continue
+            spare = self.spare
+            if spare is not None and spare.live and self._claudes() + need + spare.live > self.settings.max_live:
+                options = session.launch_options()
+                if options is None or not spare.fits(options):  # not this session's: it goes first, and is gone
+                    await spare.clear()                        # before this session's claude starts
+                    continue
+            return
+
+    def _room_for_spare(self) -> bool:
+        """A spare counts under --max-live, and waits while a session wants room."""
+        return not self._wanting_room and self._claudes() + 1 <= self.settings.max_live
 
     def _claudes(self) -> int:
         """claude processes the live sessions hold or are starting (the spare's not among them)."""
@@ -467,7 +484,7 @@ class Agent:
         short elsewhere was taken over, and answer what waits in its inbox."""
         assert self.leases is not None and self.store is not None and self._tg is not None
         try:
-            if not self._room():
+            if self._closing or not self._room():  # closing: its own hand-over's notice must not take it back
                 return
             token = await self.leases.acquire(session_id)
             if token is None:

@@ -66,8 +66,10 @@ class WarmSpare:
         self._key: str | None = None
         self._ready: Engine | None = None
         self._starting = False
+        self._alive = 0  # spare claudes not yet closed (starting, waiting, or dropped and closing), never taken ones
         self._generation = 0  # `drop` makes a new one: a spare of an older one is closed as soon as it has started
         self._changed = anyio.Event()  # set (and renewed) whenever a spare is ready, or a start has ended
+        self._taken: set[int] = set()  # ids of engines taken over and not yet given back
         self._released: dict[int, anyio.Event] = {}  # engine id -> set when its keeper may close it
         self._tg: TaskGroup | None = None
 
@@ -88,8 +90,15 @@ class WarmSpare:
 
     @property
     def live(self) -> int:
-        """Claudes the spare holds now (started or starting, not yet taken): 0 or 1."""
-        return int(self._ready is not None or self._starting)
+        """Claude processes the spare holds now: starting, waiting, or dropped and not yet closed (0 or 1: the
+        next starts only once the last is gone)."""
+        return self._alive
+
+    async def clear(self) -> None:
+        """Drop the spare and wait until its claude has exited: room for another, under a bound on claudes."""
+        self.drop()
+        while self._alive:
+            await self._changed.wait()
 
     async def wait_ready(self) -> None:
         """Until a spare is started and waiting (after `prime`)."""
@@ -136,6 +145,8 @@ class WarmSpare:
                 self.prime(options)
             return None
         self._ready = None
+        self._alive -= 1  # the taker's now: its session counts it
+        self._taken.add(id(engine))
         engine.take_over(options)
         self.taken += 1
         self._refill()
@@ -152,17 +163,18 @@ class WarmSpare:
                 released.set()
 
     def _refill(self) -> None:
-        if self._tg is None or self._options is None or self._ready is not None or self._starting:
+        if self._tg is None or self._options is None or self._alive:
             return
         if self.room is not None and not self.room():
             return
         self._starting = True
+        self._alive += 1
         self._tg.start_soon(self._keep, self._options, self._key, self._generation)
 
     async def _keep(self, options: EngineOptions, key: str | None, generation: int) -> None:
         """One spare's life: started here, waiting, taken (then closed by its taker) or dropped, then gone."""
         released = anyio.Event()
-        failed = False
+        failed = taken = False
         try:
             async with Engine(options, self.settings) as engine:
                 self._released[id(engine)] = released
@@ -179,13 +191,17 @@ class WarmSpare:
                     self._notify()
                 await released.wait()
                 self._released.pop(id(engine), None)
+                taken = id(engine) in self._taken
+                self._taken.discard(id(engine))
         except EngineError as e:
             log.warning("the warm spare claude did not start: %s", e)
             failed = True
         finally:
             if self._starting:
                 self._starting = False
-                self._notify()
+            if not taken:
+                self._alive -= 1
+            self._notify()
         if failed:
             await anyio.sleep(RETRY)
         self._refill()

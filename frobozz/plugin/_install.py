@@ -5,6 +5,7 @@ else changed in it meanwhile (claude leaves empty `enabledPlugins` and `extraKno
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -114,7 +115,8 @@ def install(settings: PluginSettings, scope: Scope, project: Path, namespace: st
     key = str(target)
     if key not in records:
         original = target.read_bytes().decode("latin-1") if target.is_file() else None
-        records[key] = {"scope": scope, "original": original, "project": str(project)}
+        records[key] = {"scope": scope, "original": original, "project": str(project),
+                        "folder_existed": target.parent.is_dir()}
     records[key]["namespace"] = namespace
     root = write_plugin(settings, namespace)
     _record(settings).write_text(json.dumps(records, indent=2))
@@ -134,6 +136,9 @@ def uninstall(settings: PluginSettings, scope: Scope, project: Path, claude: str
     _claude(["uninstall", PLUGIN_ID, "--scope", scope], project, claude)
     _claude(["marketplace", "remove", MARKETPLACE, "--scope", scope], project, claude)
     _restore(target, record["original"])
+    if not record.get("folder_existed", True):
+        with contextlib.suppress(OSError):  # only when empty: claude or the user may have put something there since
+            target.parent.rmdir()
     del records[str(target)]
     _record(settings).write_text(json.dumps(records, indent=2))
     return target

@@ -146,3 +146,23 @@ async def test_the_spare_s_rehearsal_leaves_nothing_in_the_session_store_and_the
     assert await store.list_sessions("primer") == []
     assert [s["session_id"] for s in await store.list_sessions("taker")] == [taken_id]
     assert len(model.requests) == 1  # the rehearsal asked the API nothing
+
+
+async def test_a_cleared_spare_counts_until_its_claude_has_exited_and_none_starts_while_there_is_no_room(
+        make_options):
+    """Under a bound on claudes the spare counts until its process is gone, not merely until it is dropped."""
+    room = [True]
+    async with ScriptedModel(lambda r: "ok") as model:
+        async with WarmSpare(room=lambda: room[0]) as spare:
+            spare.prime(make_options(model))
+            with anyio.fail_after(120):
+                await spare.wait_ready()
+            waiting = spare._ready.pid
+            room[0] = False
+            spare.drop()
+            assert spare.live == 1  # dropped, but its claude is still closing
+            with anyio.fail_after(60):
+                await spare.clear()
+            assert spare.live == 0 and not running_pid(waiting)
+            spare.prime(make_options(model))  # no room: nothing starts
+            assert spare.live == 0
