@@ -149,19 +149,20 @@ async def test_after_a_restart_a_message_resumes_the_session_with_its_history_an
 async def test_the_workspaces_mcp_server_overrides_the_platforms_and_skills_sync_in_before_the_session_starts(
         agent, roots, scripted, open_dir):
     root, platform = roots
-    marker = open_dir / "drop" / "started.json"  # written by the server, as the workspace's owner
-    python = python_for_any_account()
-    probe = ("import json, os, sys; open(sys.argv[1], 'w').write(json.dumps("
+    drop = open_dir / "drop"  # each config's server writes its own file there, as the workspace's owner
+    marker = drop / "workspace.json"  # (the warm spare, primed before the workspace had a config, may start the
+    python = python_for_any_account()  # platform's: that is not the session's claude)
+    probe = ("import json, os, sys; open(sys.argv[1] + '/' + sys.argv[2] + '.json', 'w').write(json.dumps("
              "{'config': sys.argv[2], 'workspace': os.environ.get('WORKSPACE_PATH')}))")
     (platform / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "probe": {"command": python, "args": ["-c", probe, str(marker), "platform"]}}}))
+        "probe": {"command": python, "args": ["-c", probe, str(drop), "platform"]}}}))
     (platform / "skills" / "cartography").mkdir(parents=True)
     (platform / "skills" / "cartography" / "SKILL.md").write_text(
         "---\nname: cartography\ndescription: Draws maps of the underground\n---\nDraw the map.\n")
     session = await agent.create_session("alice/notes")
     workspace = (await agent.session(session)).workspace.path
     (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "probe": {"command": python, "args": ["-c", probe, str(marker), "workspace"]}}}))
+        "probe": {"command": python, "args": ["-c", probe, str(drop), "workspace"]}}}))
     await turn(agent, session, "hello")
     with anyio.fail_after(30):
         while not marker.exists() or not marker.read_text():
