@@ -43,3 +43,22 @@ def test_the_commands_table_names_every_command_the_cli_has():
         assert f"`frobozz {name}" in table, f"the README's commands table leaves out `frobozz {name}`"
     for server in ("cortex", "fetch", "forge", "handoff", "game", "all", "agent"):
         assert server in table.split("`frobozz serve", 1)[1]
+
+
+def test_every_frobozz_command_line_in_the_readme_uses_options_the_command_has():
+    group = typer.main.get_command(app)
+    blocks = re.findall(r"```sh\n(.*?)```", README.replace("\\\n", " "), re.S)
+    lines = [line.split("bin/frobozz ", 1)[1] for block in blocks for line in block.splitlines()
+             if "bin/frobozz " in line]
+    assert len(lines) > 10
+    for line in lines:
+        words = line.split("#", 1)[0].replace(";", " ").split()
+        command = group  # typer's own click: a group is what has commands
+        while hasattr(command, "commands") and words and words[0] in command.commands:
+            command = command.commands[words.pop(0)]
+        assert not hasattr(command, "commands"), f"README: `frobozz {line}` names no command"
+        known = {name for param in command.params for name in getattr(param, "opts", [])}
+        for word in words:
+            flag = word.split("=", 1)[0]
+            if flag.startswith("--"):
+                assert flag in known, f"README: `frobozz {line.strip()}`: {command.name} has no {flag}"
