@@ -112,3 +112,12 @@ def test_every_init_only_re_exports_with_a_sorted_all():
             if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
                 names = [e.value for e in node.value.elts]
                 assert names == sorted(names, key=_all_order), f"{path.relative_to(PACKAGE)}: __all__ is not sorted"
+
+
+def test_product_code_never_imports_the_test_doubles():
+    """`frobozz.engine.testing` is for tests; the scripted model product code runs on is `engine.scripted`."""
+    for path in PACKAGE.rglob("*.py"):
+        if path.is_relative_to(PACKAGE / "engine" / "testing"):
+            continue
+        for target in _imported_modules(path):
+            assert target[1:3] != ("engine", "testing"), f"{path.relative_to(PACKAGE)} imports frobozz.engine.testing"

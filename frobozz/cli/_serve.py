@@ -98,7 +98,7 @@ def _agent_model(model: str | None) -> Iterator[dict[str, str]]:
     if model != "scripted":
         yield {}
         return
-    from frobozz.engine.testing import ScriptedModel
+    from frobozz.engine.scripted import ScriptedModel
 
     from ._chat import scripted_reply
 
