@@ -6,7 +6,7 @@ from ._journal import replay as replay_journal
 from ._library import GameLibrary, GameListing, jericho_supports, walkthrough_for
 from ._map import GameMap, MapFormat, Passage, direction, mentioned_exits
 from ._saves import SaveInfo
-from ._session import MAX_COMMAND_CHARS, GameSession, SessionState, check_command
+from ._session import MAX_COMMAND_CHARS, GameSession, GameSessionState, check_command
 from ._story import StoryInfo, parse_story, read_story
 from ._text import memory_queries
 from ._turns import Turn
@@ -23,8 +23,8 @@ from .exceptions import (
 from .settings import GamesSettings
 
 __all__ = ["CATALOGUE", "MAX_COMMAND_CHARS", "CatalogueEntry", "CommandError", "GameError", "GameLibrary",
-           "GameListing", "GameMap", "GameNotFoundError", "GameSession", "GamesSettings", "InstallError",
-           "InterpreterCrashedError", "MapFormat", "Passage", "SaveError", "SaveInfo", "SessionClosedError",
-           "SessionState", "StoryFileError", "StoryInfo", "Turn", "by_md5", "check_command", "direction", "install",
-           "jericho_supports", "memory_queries", "mentioned_exits", "parse_story", "read_story", "replay_journal",
-           "walkthrough_for"]
+           "GameListing", "GameMap", "GameNotFoundError", "GameSession", "GameSessionState", "GamesSettings",
+           "InstallError", "InterpreterCrashedError", "MapFormat", "Passage", "SaveError", "SaveInfo",
+           "SessionClosedError", "StoryFileError", "StoryInfo", "Turn", "by_md5", "check_command", "direction",
+           "install", "jericho_supports", "memory_queries", "mentioned_exits", "parse_story", "read_story",
+           "replay_journal", "walkthrough_for"]
