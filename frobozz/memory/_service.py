@@ -10,8 +10,10 @@ import asyncpg
 from ._database import connect, database_url, migrate
 from ._embeddings import make_embedder
 from ._handoffs import HandoffStore
+from ._image_store import ImageStore
 from ._sessions import SessionStore
 from ._store import MemoryStore
+from ._vision import Describer
 from .settings import MemorySettings
 
 
@@ -24,6 +26,7 @@ class MemoryService:
         self._store: MemoryStore | None = None
         self._pool: asyncpg.Pool | None = None
         self._lock = anyio.Lock()
+        self.describer = Describer.configured(settings)
 
     async def store(self, *, check_model: bool = True) -> MemoryStore:
         """The store; `check_model=False` only for re-embedding, which is how a mismatch is mended."""
@@ -54,3 +57,7 @@ class MemoryService:
     async def sessions(self) -> SessionStore:
         """The memory loop's sessions, archive, seen-set, suggestions and capsules."""
         return SessionStore(await self.store())
+
+    async def images(self) -> ImageStore:
+        """Memories with an image: storing one (checked, thumbnailed, described), and its image back."""
+        return ImageStore(await self.store(), self.settings, self.describer)
