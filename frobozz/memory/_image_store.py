@@ -56,13 +56,14 @@ def _image(row: asyncpg.Record) -> MemoryImage:
 class ImageStore:
     """Store a memory with an image, and read a memory's image back (`MemoryService.images()`)."""
 
-    def __init__(self, store: MemoryStore, settings: MemorySettings, describer: Describer | None = None) -> None:
+    def __init__(self, store: MemoryStore, settings: MemorySettings, *, folders: Sequence[Path] | None = None) -> None:
+        """`folders`: where paths may be read (the settings' FROBOZZ_CORTEX_IMAGE_FOLDERS unless given)."""
         self.store = store
         self.folder = settings.images_dir
-        self.folders = list(settings.cortex_image_folders)
+        self.folders = list(settings.cortex_image_folders if folders is None else folders)
         self.max_bytes = settings.cortex_image_max_bytes
         self.max_pixels = settings.cortex_image_max_pixels
-        self.describer = describer
+        self.describer = Describer.configured(settings)
 
     async def check(self, given: ImageInput) -> Picture:
         """The image read and checked (its limits, its type, its pixels), with its thumbnail made."""

@@ -13,7 +13,6 @@ from ._handoffs import HandoffStore
 from ._image_store import ImageStore
 from ._sessions import SessionStore
 from ._store import MemoryStore
-from ._vision import Describer
 from .settings import MemorySettings
 
 
@@ -26,7 +25,6 @@ class MemoryService:
         self._store: MemoryStore | None = None
         self._pool: asyncpg.Pool | None = None
         self._lock = anyio.Lock()
-        self.describer = Describer.configured(settings)
 
     async def store(self, *, check_model: bool = True) -> MemoryStore:
         """The store; `check_model=False` only for re-embedding, which is how a mismatch is mended."""
@@ -60,4 +58,4 @@ class MemoryService:
 
     async def images(self) -> ImageStore:
         """Memories with an image: storing one (checked, thumbnailed, described), and its image back."""
-        return ImageStore(await self.store(), self.settings, self.describer)
+        return ImageStore(await self.store(), self.settings)

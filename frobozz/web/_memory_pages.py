@@ -75,8 +75,10 @@ async def memory_page(request: Request) -> HTMLResponse:
         hits = await _memory(store.search(query, limit=20, since=since, until=until, namespace=namespace))
     recent = await _memory(store.recent(20, namespace))
     letters = await _memory((await web.memory.handoffs()).recent(10, namespace))
+    pictured = await _memory((await _memory(web.memory.images())).with_images(
+        [h.memory.id for h in hits or ()] + [m.id for m in recent]))
     return web.page(request, "memory.html", query=query, namespace=namespace, namespaces=namespaces, hits=hits,
-                    recent=recent, letters=letters, since=params.get("since") or "", until=params.get("until") or "",
+                    pictured=pictured, recent=recent, letters=letters, since=params.get("since") or "", until=params.get("until") or "",
                     forgotten=params.get("forgotten"))
 
 

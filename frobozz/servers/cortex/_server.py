@@ -214,7 +214,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             image = await images.image(id)
             out = MemoryWithHistory(**_out(memory).model_dump(), history=[_out(m) for m in history],
                                     image=_image_out(image) if image else None)
-            content: list[TextContent | ImageContent] = [TextContent(text=out.model_dump_json())]
+            content: list[TextContent | ImageContent] = [TextContent(text=out.model_dump_json(indent=2))]
             if image is not None:
                 thumbnail = await images.read(image)
                 content.append(ImageContent(data=base64.b64encode(thumbnail).decode(), mime_type="image/jpeg"))
