@@ -7,6 +7,7 @@ import base64
 import io
 import os
 import struct
+import sys
 import zlib
 
 import anyio
@@ -219,3 +220,29 @@ async def test_a_failure_midway_keeps_neither_the_memory_nor_its_files(cortex_se
         assert "nothing was kept" in await error(client, "store", content="The attic.", image=image)
         assert [m["content"] for m in (await call(client, "recent"))["memories"]] == ["The cellar map.",
                                                                                      "Migrated first."]
+
+
+async def test_over_stdio_a_served_cortex_reads_its_folders_from_the_environment_and_returns_the_thumbnail(
+        cortex_settings, tmp_path):
+    from mcp.client.stdio import StdioServerParameters
+
+    photos, scans = tmp_path / "photos", tmp_path / "scans"
+    photos.mkdir()
+    scans.mkdir()
+    (scans / "receipt.webp").write_bytes(picture((900, 1600), "WEBP", "white"))
+    seen = "A shop receipt from Flathead Hardware listing a brass lantern and lamp oil."
+    with ScriptedModel(lambda _: "unused", side_reply=seen) as model:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "frobozz", "serve", "cortex"], env={
+            "FROBOZZ_DATA_DIR": os.environ["FROBOZZ_DATA_DIR"],
+            "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
+            "FROBOZZ_CORTEX_IMAGE_FOLDERS": f"{photos}{os.pathsep}{scans}",
+            "FROBOZZ_CORTEX_VISION_MODEL": "claude-haiku-4-5", "FROBOZZ_CORTEX_VISION_URL": model.url,
+            "ANTHROPIC_API_KEY": "sk-from-the-usual-variable"})
+        with anyio.fail_after(240):
+            async with Client(params, read_timeout_seconds=120) as client:
+                stored = await call(client, "store", content="Paid.", image={"path": str(scans / "receipt.webp")})
+                hits = (await call(client, "search", query="hardware receipt lamp oil", min_score=0.3))["results"]
+                result = await client.call_tool("get", {"id": stored["id"]})
+    assert model.requests[0].headers["x-api-key"] == "sk-from-the-usual-variable"
+    assert [h["id"] for h in hits] == [stored["id"]] and hits[0]["has_image"]
+    assert thumbnail_of(result).size == (432, 768) and result.structured_content["image"]["media_type"] == "image/webp"
