@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -162,6 +163,34 @@ class ImageStore:
         for name in names:
             for path in (self.folder / name, self.folder / f".{name}.part"):
                 path.unlink(missing_ok=True)
+
+    async def sweep(self, *, older_than: float = 3600.0) -> list[str]:
+        """Remove the files no row names, left by a process killed between writing them and committing (only
+        those older than `older_than` seconds: a store under way has not committed yet). The names removed."""
+        def stray(names: set[str]) -> list[str]:
+            gone = []
+            try:
+                entries = list(os.scandir(self.folder))
+            except OSError:  # no folder yet, or not a folder: writing into it will say so
+                return gone
+            for entry in entries:
+                name = entry.name.removeprefix(".").removesuffix(".part")
+                if name in names or not entry.is_file(follow_symlinks=False):
+                    continue
+                try:
+                    if time.time() - entry.stat(follow_symlinks=False).st_mtime > older_than:
+                        Path(entry.path).unlink(missing_ok=True)
+                        gone.append(entry.name)
+                except OSError:
+                    continue
+            return gone
+
+        async with self.store.connection() as c:
+            rows = await c.fetch("SELECT original, thumbnail FROM memory_images")
+        removed = await anyio.to_thread.run_sync(stray, {n for r in rows for n in (r["original"], r["thumbnail"])})
+        if removed:
+            log.warning("cortex: removed %d image files no memory names (a store killed midway)", len(removed))
+        return removed
 
     # -- reading -----------------------------------------------------------------------------------
     async def image(self, memory_id: int) -> MemoryImage | None:

@@ -25,6 +25,7 @@ class MemoryService:
         self._store: MemoryStore | None = None
         self._pool: asyncpg.Pool | None = None
         self._lock = anyio.Lock()
+        self._swept = False
 
     async def store(self, *, check_model: bool = True) -> MemoryStore:
         """The store; `check_model=False` only for re-embedding, which is how a mismatch is mended."""
@@ -58,4 +59,8 @@ class MemoryService:
 
     async def images(self) -> ImageStore:
         """Memories with an image: storing one (checked, thumbnailed, described), and its image back."""
-        return ImageStore(await self.store(), self.settings)
+        images = ImageStore(await self.store(), self.settings)
+        if not self._swept:  # once a process: files a store killed midway left behind
+            self._swept = True
+            await images.sweep()
+        return images

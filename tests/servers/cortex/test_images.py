@@ -246,3 +246,23 @@ async def test_over_stdio_a_served_cortex_reads_its_folders_from_the_environment
     assert model.requests[0].headers["x-api-key"] == "sk-from-the-usual-variable"
     assert [h["id"] for h in hits] == [stored["id"]] and hits[0]["has_image"]
     assert thumbnail_of(result).size == (432, 768) and result.structured_content["image"]["media_type"] == "image/webp"
+
+
+async def test_files_a_killed_store_left_behind_are_swept_once_old_and_kept_ones_stay(cortex_settings):
+    from frobozz.memory import ImageInput, MemoryService
+
+    service = MemoryService(cortex_settings)
+    try:
+        images = await service.images()
+        memory, _, image = await images.remember("Kept.", ImageInput(data=b64(picture()), media_type="image/png"))
+        folder = cortex_settings.images_dir
+        for name in ("0123abcd.png", "0123abcd.thumb.jpg", ".4567cdef.png.part", "fresh.png"):
+            (folder / name).write_bytes(b"left by a store killed midway")
+        for name in ("0123abcd.png", "0123abcd.thumb.jpg", ".4567cdef.png.part", image.original):
+            os.utime(folder / name, (1_000_000_000, 1_000_000_000))  # 2001: long before any store under way
+        removed = await images.sweep()
+        assert sorted(removed) == [".4567cdef.png.part", "0123abcd.png", "0123abcd.thumb.jpg"]
+        assert sorted(os.listdir(folder)) == sorted(["fresh.png", image.original, image.thumbnail])
+        assert (await images.read(image)).startswith(b"\xff\xd8") and memory.id == image.memory_id
+    finally:
+        await service.aclose()
