@@ -145,7 +145,8 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     server = MCPServer("frobozz-cortex", title="Frobozz cortex", lifespan=closing(cortex.aclose),
                        instructions="Long-term memory: store what matters, search it later (hybrid by default).")
 
-    @server.tool(annotations=annotations("Store a memory", read_only=False))
+    @server.tool(annotations=annotations("Store a memory", read_only=False,  # a vision model reached: open world
+                                         open_world=bool(settings.cortex_vision_model)))
     async def store(content: Annotated[str, Field(description="What to remember.")],
                     metadata: dict[str, Any] | None = None, namespace: Namespace = None,
                     image: Annotated[ImageIn | None, Field(description=(
