@@ -62,14 +62,21 @@ def _print(rows: list[dict[str, Any]], as_json: bool, columns: tuple[str, ...]) 
 
 
 @cortex.command("store")
-def store_cmd(content: str, namespace: str = typer.Option(None, help=NAMESPACE_HELP), metadata: str = typer.Option(None, help="JSON.")) -> None:
-    """Remember CONTENT."""
+def store_cmd(content: str, namespace: str = typer.Option(None, help=NAMESPACE_HELP), metadata: str = typer.Option(None, help="JSON."),
+              image: Path | None = typer.Option(None, dir_okay=False, help="An image to keep with it (PNG, JPEG, GIF "
+                                                "or WebP): a thumbnail, and a description when FROBOZZ_CORTEX_VISION_MODEL is set.")) -> None:
+    """Remember CONTENT (with an image: --image)."""
     try:
         meta = json.loads(metadata) if metadata else None
     except ValueError as e:
         raise typer.BadParameter(f"not JSON: {e}", param_hint="--metadata") from None
 
     async def work(store):  # type: ignore[no-untyped-def]
+        if image is not None:  # the user's own file: its folder is allowed, as the server's folders are for it
+            from frobozz.memory import ImageInput, ImageStore, MemorySettings
+
+            images = ImageStore(store, MemorySettings(), folders=[image.expanduser().resolve().parent])
+            return (await images.remember(content, ImageInput(path=str(image)), meta, namespace, source="cli"))[:2]
         return await store.store(content, meta, namespace, source="cli")
 
     memory, duplicate = _run(work)
@@ -134,10 +141,17 @@ def _as_json(m: Any) -> dict[str, Any]:
 def get_cmd(memory_id: int) -> None:
     """One memory, as JSON, with every version of its fact (`history`, oldest first)."""
     async def work(store):  # type: ignore[no-untyped-def]
-        return await store.get(memory_id), await store.history(memory_id)
+        from frobozz.memory import ImageStore, MemorySettings
 
-    m, history = _run(work)
-    out.print_json(json.dumps(_as_json(m) | {"history": [_as_json(h) for h in history]}))
+        images = ImageStore(store, MemorySettings())
+        image = await images.image(memory_id)
+        shown = image and {"media_type": image.media_type, "width": image.width, "height": image.height,
+                           "description": image.description, "file": str(images.path(image.original)),
+                           "thumbnail": str(images.path(image.thumbnail))}
+        return await store.get(memory_id), await store.history(memory_id), shown
+
+    m, history, image = _run(work)
+    out.print_json(json.dumps(_as_json(m) | {"history": [_as_json(h) for h in history], "image": image}))
 
 
 @cortex.command("supersede")

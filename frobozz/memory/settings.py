@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import platformdirs
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from . import _model_download
 
@@ -42,6 +43,37 @@ class MemorySettings(BaseSettings):
     cortex_cosine_floor: float = Field(default=0.2, ge=0.0, lt=1.0, description=(
         "The cosine the embedding model gives unrelated text (0.2 for all-MiniLM-L6-v2): scores count only "
         "the closeness above it. Set it for another model."))
+
+    # -- images kept with memories (cortex's store with an image) ---------------------------------------
+    cortex_image_folders: Annotated[list[Path], NoDecode] = Field(default_factory=list, description=(
+        "Folders whose images cortex may read by path (separated by ':' or a JSON list); none: base64 only."))
+    cortex_images_dir: Path | None = Field(default=None, description="Where images are kept (DATA_DIR/images).")
+    cortex_image_max_bytes: int = Field(default=20_000_000, ge=1, description="The largest image file kept.")
+    cortex_image_max_pixels: int = Field(default=40_000_000, ge=1, description=(
+        "The most pixels an image may decode to (a few kB of PNG can claim billions: a decompression bomb)."))
+    cortex_vision_model: str | None = Field(default=None, description=(
+        "A Messages API model that sees images (e.g. claude-haiku-4-5): it describes each stored image so words "
+        "find it. Unset: the memory's own text alone."))
+    cortex_vision_url: str = Field(default="https://api.anthropic.com", description="The Messages API's base URL.")
+    cortex_vision_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices(
+        "FROBOZZ_CORTEX_VISION_API_KEY", "ANTHROPIC_API_KEY", "cortex_vision_api_key"))
+    cortex_vision_timeout: float = Field(default=60.0, gt=0, description="Seconds a description may take.")
+
+    @field_validator("cortex_image_folders", mode="before")
+    @classmethod
+    def _folders(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.strip()
+            if value.startswith("["):
+                import json
+
+                return json.loads(value)
+            return [part for part in value.split(os.pathsep) if part]
+        return value
+
+    @property
+    def images_dir(self) -> Path:
+        return self.cortex_images_dir or self.data_dir / "images"
 
     @property
     def postgres_dir(self) -> Path:

@@ -219,3 +219,17 @@ def test_the_namespace_option_says_what_it_is(command):
     done = subprocess.run([sys.executable, "-m", "frobozz", "cortex", command, "--help"], capture_output=True,
                           text=True, timeout=120, env={**__import__("os").environ, "COLUMNS": "200"})
     assert done.returncode == 0 and "Whose memories" in done.stdout, done.stdout
+
+
+def test_a_memory_is_stored_with_an_image_and_get_names_its_files(cortex_env, tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (1600, 1200), "teal").save(tmp_path / "map.jpg")
+    (tmp_path / "fake.png").write_text("not an image")
+    assert "stored 1" in cortex(cortex_env, "store", "The map of the maze.", "--image", str(tmp_path / "map.jpg")).stdout
+    refused = cortex(cortex_env, "store", "Another.", "--image", str(tmp_path / "fake.png"), check=False)
+    got = json.loads(cortex(cortex_env, "get", "1").stdout)
+    assert refused.returncode == 1 and "claims to be image/png but is not" in refused.stderr
+    assert got["image"]["width"] == 1600 and got["image"]["description"] is None
+    assert Image.open(got["image"]["thumbnail"]).size == (768, 576)
+    assert json.loads(cortex(cortex_env, "recent", "--json").stdout)[0]["id"] == 1  # the refused one left nothing

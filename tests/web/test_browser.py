@@ -135,3 +135,38 @@ def test_every_page_fits_a_phones_width(browser, site, web_settings, tmp_path, p
         screenshot(page, tmp_path / "phone.png", full_page=True)
     finally:
         context.close()
+
+
+def test_a_memory_s_image_loads_in_the_page_and_fits_a_phone(browser, site, web_settings, tmp_path):
+    import base64
+    import io
+
+    from PIL import Image
+
+    from frobozz.memory import ImageInput
+
+    data = io.BytesIO()
+    Image.new("RGB", (3000, 2000), "darkgreen").save(data, "JPEG")
+
+    async def store():
+        service = MemoryService(web_settings)
+        try:
+            given = ImageInput(data=base64.b64encode(data.getvalue()).decode(), media_type="image/jpeg")
+            return (await (await service.images()).remember("The forest path, photographed.", given))[0].id
+        finally:
+            await service.aclose()
+
+    with ThreadPoolExecutor(1) as thread:
+        memory_id = thread.submit(anyio.run, store).result()
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        page.goto(f"{site}/memory/{memory_id}?token={TOKEN}")
+        image = page.locator("#image img")
+        image.wait_for()
+        page.wait_for_function("document.querySelector('#image img').complete")
+        assert image.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [768, 512]
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        screenshot(page, tmp_path / "memory-image.png", full_page=True)
+    finally:
+        context.close()
