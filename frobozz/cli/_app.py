@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
+from . import _help  # noqa: F401  (flags without a value label in help)
 from ._chat import chat
 from ._cortex import cortex
 from ._dialogue import dialogue
