@@ -109,7 +109,10 @@ def test_a_browser_without_the_token_is_refused_and_signs_in_with_it(browser, si
     try:
         page = context.new_page()
         refused = page.goto(f"{site}/memory")
-        assert refused.status == 401 and "unauthorized" in page.inner_text("#refused")
+        assert refused.status == 401 and "Sign in with this hub's token" in page.inner_text("#refused")
+        assert page.inner_text("h1") == "Sign in" and "printed it when it started" in page.inner_text("main")
+        assert page.evaluate("getComputedStyle(document.querySelector('button')).backgroundColor") != \
+            "rgb(239, 239, 239)"  # styled, not the browser's grey default
         screenshot(page.locator("body"), tmp_path / "refused.png")
         page.fill("input[name=token]", "not-the-token-not-the-token")
         page.click("button[type=submit]")
@@ -118,6 +121,8 @@ def test_a_browser_without_the_token_is_refused_and_signs_in_with_it(browser, si
         page.click("button[type=submit]")
         page.wait_for_selector("form.search")  # back where it was going, signed in
         assert page.url.endswith("/memory")
+        [cookie] = context.cookies()
+        assert cookie["expires"] > time.time() + 29 * 86400  # it outlives the browser session
     finally:
         context.close()
 
