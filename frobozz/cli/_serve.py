@@ -74,7 +74,7 @@ def _serve_hub(name: str, http: bool, host: str, port: int | None, token: str | 
     from frobozz.web import create_app
 
     base = f"http://{host}:{port}"
-    site = create_app() if name == "all" else None
+    site = create_app(agent_served=agent is not None) if name == "all" else None
     grants, token, generated, notes = _tokens(token, tokens)
     try:
         app = hub_app(names, token, host=host, grants=grants, site=site, mounts={"agent": agent} if agent else None)
@@ -185,8 +185,8 @@ def web(host: str = typer.Option("127.0.0.1", help="The address to listen on."),
     base = f"http://{host}:{port}"
     grants, token, generated, notes = _tokens(token, tokens)
     try:
-        app = ScopedTokens(create_app(), grants, frozenset()) if grants is not None else \
-            BearerToken(create_app(), token or "")
+        app = ScopedTokens(create_app(agent_served=False), grants, frozenset()) if grants is not None else \
+            BearerToken(create_app(agent_served=False), token or "")
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     _announce(f"[bold]frobozz web[/] on {base}: {_link(base, token, generated)}", notes)
