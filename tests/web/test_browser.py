@@ -80,6 +80,34 @@ def test_the_map_marks_the_room_of_the_last_turn_and_follows_it(page, site, web_
     screenshot(page, tmp_path / "map.png")
 
 
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_score_chart_has_axis_titles_and_ticks_read_at_a_normal_size_and_fills_its_box(browser, site,
+                                                                                         web_settings, tmp_path, width):
+    store = new_run(web_settings.runs_dir, status="finished")
+    for n in range(1, 46):
+        play_turn(store, n, "north", f"Room {n % 7}", 5 * (n // 4))
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(f"{site}/runs/{store.info.run_id}?token={TOKEN}")
+        chart = page.locator("section.chart")
+        assert chart.locator("text.title").all_text_contents() == ["turn", "score"]
+        assert chart.locator("text.tick").all_text_contents()[:3] == ["0", "100", "200"]  # score, to max 350
+        assert "max 350" in chart.locator("text.tick").all_text_contents()
+        sizes = page.evaluate("""() => {
+            const box = document.querySelector('section.chart'), svg = box.querySelector('svg');
+            const inner = box.clientWidth - parseFloat(getComputedStyle(box).paddingLeft)
+                          - parseFloat(getComputedStyle(box).paddingRight);
+            return {svg: svg.getBoundingClientRect().width, inner,
+                    text: Math.min(...[...box.querySelectorAll('text.tick')].map(t => t.getBoundingClientRect().height))};
+        }""")
+        assert abs(sizes["svg"] - min(sizes["inner"], 42 * 16)) < 2, sizes  # as wide as its box
+        assert sizes["text"] >= 10, sizes  # ticks readable, not scaled down to a few pixels
+        screenshot(chart, tmp_path / "chart.png")
+    finally:
+        context.close()
+
+
 def test_a_memory_search_in_the_page_returns_the_stored_memory_with_its_score(page, site, web_settings, tmp_path):
     text = "The troll in the Troll Room is killed with the sword; light the lantern first."
 
