@@ -87,6 +87,7 @@ def _serve_hub(name: str, http: bool, host: str, port: int | None, token: str | 
         notes.append(f"web view: {_link(base, token, generated)}")
     if agent is not None:
         notes.append(f"agent service: {base}/agent/sessions")
+    notes.extend(_postgres_note())
     _announce(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names), notes)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
@@ -210,6 +211,15 @@ def _tokens(token: str | None, tokens: Path | None) -> tuple[list | None, str | 
         return None, token, False, []
     token = new_token()
     return None, token, True, [f"bearer token (generated; set FROBOZZ_HUB_TOKEN to keep one): {token}"]
+
+
+def _postgres_note() -> list[str]:
+    """The embedded Postgres the hub's servers use stays running after it (for claude's servers, runs and the
+    next start): say so, and what stops it."""
+    from frobozz.memory import MemorySettings, embedded_note
+
+    note = embedded_note(MemorySettings())
+    return [f"note: {note}"] if note else []
 
 
 def _link(base: str, token: str | None, generated: bool) -> str:
