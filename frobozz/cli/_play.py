@@ -130,6 +130,11 @@ def play(
         out.print(summary_table(results))
         for r in results:
             out.print(f"transcript: {r.transcript}")
+    if memory is not None:  # its memory is in the embedded Postgres, unless FROBOZZ_DATABASE_URL names another
+        from frobozz.memory import MemorySettings, embedded_note
+
+        if note := embedded_note(MemorySettings()):
+            err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     stopped = [r.run_id for r in results if r.reason == "interrupted"]
     if stopped:  # a Ctrl-C (or SIGTERM): what was played is kept, and says how to go on
         for run_id in stopped:

@@ -74,7 +74,7 @@ def _serve_hub(name: str, http: bool, host: str, port: int | None, token: str | 
     from frobozz.web import create_app
 
     base = f"http://{host}:{port}"
-    site = create_app() if name == "all" else None
+    site = create_app(agent_served=agent is not None) if name == "all" else None
     grants, token, generated, notes = _tokens(token, tokens)
     try:
         app = hub_app(names, token, host=host, grants=grants, site=site, mounts={"agent": agent} if agent else None)
@@ -87,6 +87,7 @@ def _serve_hub(name: str, http: bool, host: str, port: int | None, token: str | 
         notes.append(f"web view: {_link(base, token, generated)}")
     if agent is not None:
         notes.append(f"agent service: {base}/agent/sessions")
+    notes.extend(_postgres_note())
     _announce(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names), notes)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
@@ -185,8 +186,8 @@ def web(host: str = typer.Option("127.0.0.1", help="The address to listen on."),
     base = f"http://{host}:{port}"
     grants, token, generated, notes = _tokens(token, tokens)
     try:
-        app = ScopedTokens(create_app(), grants, frozenset()) if grants is not None else \
-            BearerToken(create_app(), token or "")
+        app = ScopedTokens(create_app(agent_served=False), grants, frozenset()) if grants is not None else \
+            BearerToken(create_app(agent_served=False), token or "")
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     _announce(f"[bold]frobozz web[/] on {base}: {_link(base, token, generated)}", notes)
@@ -210,6 +211,15 @@ def _tokens(token: str | None, tokens: Path | None) -> tuple[list | None, str | 
         return None, token, False, []
     token = new_token()
     return None, token, True, [f"bearer token (generated; set FROBOZZ_HUB_TOKEN to keep one): {token}"]
+
+
+def _postgres_note() -> list[str]:
+    """The embedded Postgres the hub's servers use stays running after it (for claude's servers, runs and the
+    next start): say so, and what stops it."""
+    from frobozz.memory import MemorySettings, embedded_note
+
+    note = embedded_note(MemorySettings())
+    return [f"note: {note}"] if note else []
 
 
 def _link(base: str, token: str | None, generated: bool) -> str:

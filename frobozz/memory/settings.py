@@ -35,7 +35,9 @@ class MemorySettings(BaseSettings):
         "(0: each embeds alone)."))
     embedding_batch_max: int = Field(default=64, ge=1, le=1024, description="local: at most this many texts a batch.")
     cortex_default_namespace: str = "default"
-    cortex_max_content_chars: int = Field(default=200_000, ge=1)
+    cortex_max_content_chars: int = Field(default=10_000, ge=1, description=(
+        "The longest memory stored, in characters (as long as the longest query): a longer text is refused, "
+        "nothing stored; the embedding model reads only its first few hundred words anyway."))
     cortex_pool_size: int = Field(default=5, ge=1, le=100)
     cortex_seen_session: str | None = Field(default=None, max_length=100, description=(
         "A memory-loop session (`play --memory` sets it): what the cortex server stores is marked seen in it, "

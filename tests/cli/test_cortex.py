@@ -61,6 +61,34 @@ def test_a_bad_import_file_imports_nothing(cortex_env, tmp_path):
     assert json.loads(cortex(cortex_env, "recent", "--json").stdout) == []
 
 
+def test_an_import_names_the_bad_line_by_its_number_in_the_file_and_says_what_is_wrong(cortex_env, tmp_path):
+    """Every line is checked before any is stored: with batches of one, the good lines before the bad one
+    would otherwise be in already. Line numbers count the blank lines too, as an editor does."""
+    good = '{"content": "The lamp is in the living room."}\n\n{"content": "The troll guards the bridge."}\n'
+    for bad, says in ((json.dumps({"content": "x" * 10_001}), "the memory is 10,001 characters; at most 10,000"),
+                      ('{"content": "ok", "namespace": "../etc"}', "invalid namespace '../etc'"),
+                      ('{"content": "ok", "namespace": 5}', "'namespace' must be text"),
+                      ('{"text": "no content"}', "a memory must be a JSON object with a text 'content'"),
+                      ('["content"]', "a memory must be a JSON object"),
+                      ('{"content": "ok", "created_at": "yesterday"}', "'created_at' must be an ISO date"),
+                      ('{"content": "ok", "metadata": "[red]x"}', "'metadata' must be a JSON object")):
+        (tmp_path / "in.jsonl").write_text(good + bad + "\n")
+        done = cortex(cortex_env, "import", str(tmp_path / "in.jsonl"), "--batch", "1", check=False)
+        assert done.returncode == 1 and f"line 4: {says}" in done.stderr, done.stderr
+        assert "nothing was imported" in done.stderr
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"content": "caf\xe9"}\n')
+    done = cortex(cortex_env, "import", str(tmp_path / "latin1.jsonl"), check=False)
+    assert done.returncode == 1 and "is not UTF-8 text" in done.stderr
+    assert json.loads(cortex(cortex_env, "recent", "--json").stdout) == []
+
+
+def test_a_memory_over_the_size_limit_is_refused_with_the_limit_and_how_to_raise_it(cortex_env):
+    done = cortex(cortex_env, "store", "y" * 10_001, check=False)
+    assert done.returncode == 1 and "at most 10,000 are kept (FROBOZZ_CORTEX_MAX_CONTENT_CHARS)" in done.stderr
+    assert json.loads(cortex(cortex_env, "recent", "--json").stdout) == []
+    assert "stored 1" in cortex({**cortex_env, "FROBOZZ_CORTEX_MAX_CONTENT_CHARS": "20000"}, "store", "y" * 10_001).stdout
+
+
 def test_searching_a_fresh_store_finds_nothing_in_every_mode_without_an_error(frobozz_env):
     import os
 
