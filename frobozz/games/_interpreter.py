@@ -44,8 +44,10 @@ class WorkerProcess:
         assert self._process.stdout is not None
         self._reader = BufferedByteReceiveStream(self._process.stdout)
 
-    async def call(self, op: str, *args: Any) -> Any:
-        """Send one request and wait for its answer; a dead or hung child raises InterpreterCrashedError."""
+    async def call(self, op: str, *args: Any, timeout: float | None = None) -> Any:
+        """Send one request and wait for its answer (within `timeout`, else the worker's own); a dead or hung
+        child raises InterpreterCrashedError."""
+        limit = self.timeout if timeout is None else timeout
         async with self._lock:
             if not self.alive:
                 await self.start()
@@ -53,13 +55,13 @@ class WorkerProcess:
             assert process is not None and process.stdin is not None and reader is not None
             data = pickle.dumps((op, args), protocol=pickle.HIGHEST_PROTOCOL)
             try:
-                with anyio.fail_after(self.timeout):
+                with anyio.fail_after(limit):
                     await process.stdin.send(_LEN.pack(len(data)) + data)
                     (size,) = _LEN.unpack(await reader.receive_exactly(_LEN.size))
                     status, value = pickle.loads(await reader.receive_exactly(size))
             except TimeoutError:
                 await self._kill()
-                raise self._crashed(f"the interpreter did not answer within {self.timeout:g} s") from None
+                raise self._crashed(f"the interpreter did not answer within {limit:g} s") from None
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.IncompleteRead,
                     anyio.ClosedResourceError, OSError) as e:
                 await self._kill()

@@ -26,6 +26,7 @@ from .settings import GamesSettings
 
 MAX_COMMAND_CHARS = 198  # the interpreter's input buffer
 DEFAULT_SLOT = "quicksave"
+VALID_ACTIONS_STEPS = 6  # valid_actions may take this many steps' timeout
 
 
 class GameSessionState(Enum):
@@ -239,7 +240,8 @@ class GameSession:
 
     async def valid_actions(self) -> list[str]:
         self._check_open()
-        return list(await self._call("valid_actions"))
+        # jericho tries every candidate action on a copy of the world: many steps' work, so many steps' time
+        return list(await self._call("valid_actions", timeout=VALID_ACTIONS_STEPS * self._worker.timeout))
 
     async def aclose(self, *, journal: bool = True) -> None:
         """Stop the interpreter; `journal=False` when the session goes on elsewhere."""
@@ -255,9 +257,9 @@ class GameSession:
         if self.state is GameSessionState.CLOSED:
             raise SessionClosedError(f"game session {self.id} has ended: start a new game")
 
-    async def _call(self, op: str, *args: object) -> dict:
+    async def _call(self, op: str, *args: object, timeout: float | None = None) -> dict:
         try:
-            return await self._worker.call(op, *args)
+            return await self._worker.call(op, *args, timeout=timeout)
         except InterpreterCrashedError as e:
             await self._recover()
             raise InterpreterCrashedError(
