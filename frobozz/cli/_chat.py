@@ -115,7 +115,7 @@ def chat(
         _sessions_table(namespace)
         return
     if model != "scripted":
-        from frobozz.runner._players import claude_readiness
+        from frobozz.runner import claude_readiness
 
         problem = claude_readiness()
         if problem:
@@ -135,7 +135,7 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
     from frobozz.engine.testing import ScriptedModel
     from frobozz.loop import MemorySession, capsules, context_files, here_and_now, latest_letter, memories
     from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
-    from frobozz.servers._configs import config_for
+    from frobozz.servers import config_for
 
     def providers(store, sessions, handoffs):  # type: ignore[no-untyped-def]
         return [context_files(*context_dirs), here_and_now("frobozz chat"), latest_letter(handoffs),

@@ -70,7 +70,7 @@ def _serve_hub(name: str, http: bool, host: str, port: int | None, token: str | 
         return
     import uvicorn
 
-    from frobozz.servers._http import hub_app
+    from frobozz.servers import hub_app
     from frobozz.web import create_app
 
     base = f"http://{host}:{port}"
@@ -137,7 +137,7 @@ def _agent_app(workspaces: Path | None, platform_dir: Path | None, idle_timeout:
 def _memory_servers() -> Any:
     """cortex for sessions with memory, storing into their namespace. Not when the service is root: claude then
     runs as each workspace's owner, and cortex's environment holds the database's password, every user's memory."""
-    from frobozz.servers._configs import config_for
+    from frobozz.servers import config_for
 
     if os.geteuid() == 0:
         return None
@@ -153,7 +153,7 @@ def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Pa
     import uvicorn
 
     from frobozz.memory import stop_embedded_at_exit
-    from frobozz.servers._auth import BearerToken, ScopedTokens
+    from frobozz.servers import BearerToken, ScopedTokens
 
     stop_embedded_at_exit()
     grants, token, _, notes = _tokens(token, tokens)
@@ -178,7 +178,7 @@ def web(host: str = typer.Option("127.0.0.1", help="The address to listen on."),
     import uvicorn
 
     from frobozz.memory import stop_embedded_at_exit
-    from frobozz.servers._auth import BearerToken, ScopedTokens
+    from frobozz.servers import BearerToken, ScopedTokens
     from frobozz.web import create_app
 
     stop_embedded_at_exit()  # an embedded Postgres it starts goes with it, even when it is killed with -9
@@ -196,10 +196,10 @@ def web(host: str = typer.Option("127.0.0.1", help="The address to listen on."),
 def _tokens(token: str | None, tokens: Path | None) -> tuple[list | None, str | None, bool, list[str]]:
     """Scoped grants from `tokens`, or the one token (generated when unset, and then said so), and what to
     tell the user."""
-    from frobozz.servers._http import new_token
+    from frobozz.servers import new_token
 
     if tokens is not None:
-        from frobozz.servers._grants import load_grants
+        from frobozz.servers import load_grants
 
         try:
             grants = load_grants(tokens)
@@ -235,8 +235,8 @@ def hub_token(name: str = typer.Argument(..., help="Who the token is for (shown 
     """Make a scoped token: the token goes to its holder (shown once, here), the entry to FROBOZZ_HUB_TOKENS."""
     from pydantic import ValidationError
 
-    from frobozz.servers._grants import Grant, hashed
-    from frobozz.servers._http import new_token
+    from frobozz.servers import Grant, hashed
+    from frobozz.servers import new_token
 
     secret = new_token()
     try:

@@ -22,10 +22,9 @@ from .exceptions import (
 )
 from .settings import GamesSettings
 
-__all__ = [
-    "CATALOGUE", "CatalogueEntry", "CommandError", "GameError", "GameLibrary", "GameListing", "GameMap",
-    "GameNotFoundError", "GameSession", "GamesSettings", "InstallError", "InterpreterCrashedError",
-    "MAX_COMMAND_CHARS", "MapFormat", "Passage", "SaveError", "SaveInfo", "SessionClosedError", "SessionState",
-    "StoryFileError", "StoryInfo", "Turn", "by_md5", "check_command", "install", "jericho_supports", "parse_story",
-    "read_story", "replay_journal", "walkthrough_for", "direction", "memory_queries", "mentioned_exits",
-]
+__all__ = ["CATALOGUE", "MAX_COMMAND_CHARS", "CatalogueEntry", "CommandError", "GameError", "GameLibrary",
+           "GameListing", "GameMap", "GameNotFoundError", "GameSession", "GamesSettings", "InstallError",
+           "InterpreterCrashedError", "MapFormat", "Passage", "SaveError", "SaveInfo", "SessionClosedError",
+           "SessionState", "StoryFileError", "StoryInfo", "Turn", "by_md5", "check_command", "direction", "install",
+           "jericho_supports", "memory_queries", "mentioned_exits", "parse_story", "read_story", "replay_journal",
+           "walkthrough_for"]

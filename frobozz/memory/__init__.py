@@ -4,6 +4,7 @@ it, as the game server wraps `frobozz.games`; the memory loop uses it directly."
 
 from ._bulk import BulkStore
 from ._database import DATABASE_ERRORS, apply_migrations, database_url, migrated_pool, stop_embedded_at_exit
+from ._embeddings import make_embedder
 from ._handoffs import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter
 from ._recall import Recall, memory_line, quietly
 from ._records import Hit, Memory, content_hash
@@ -15,7 +16,8 @@ from .transcripts import TranscriptStore
 from .exceptions import DatabaseError, EmbeddingMismatchError, MemoryStoreError
 from .settings import MemorySettings
 
-__all__ = ["DATABASE_ERRORS", "MAX_ITEMS", "MAX_ITEM_CHARS", "MAX_QUERY_CHARS", "RECALL_MIN_SCORE", "ArchiveEntry", "BulkStore", "Capsule", "DatabaseError",
-           "EmbeddingMismatchError", "HandoffStore", "Hit", "Letter", "LoopSession", "Memory", "MemoryService",
-           "MemorySettings", "MemoryStore", "MemoryStoreError", "Mode", "Recall", "SessionStore", "TranscriptStore", "apply_migrations",
-           "content_hash", "database_url", "memory_line", "migrated_pool", "quietly", "stop_embedded_at_exit"]
+__all__ = ["DATABASE_ERRORS", "MAX_ITEMS", "MAX_ITEM_CHARS", "MAX_QUERY_CHARS", "RECALL_MIN_SCORE", "ArchiveEntry",
+           "BulkStore", "Capsule", "DatabaseError", "EmbeddingMismatchError", "HandoffStore", "Hit", "Letter",
+           "LoopSession", "Memory", "MemoryService", "MemorySettings", "MemoryStore", "MemoryStoreError", "Mode",
+           "Recall", "SessionStore", "TranscriptStore", "apply_migrations", "content_hash", "database_url",
+           "make_embedder", "memory_line", "migrated_pool", "quietly", "stop_embedded_at_exit"]

@@ -14,7 +14,7 @@ from typing import Literal
 
 from frobozz.engine import CLINotFoundError, find_claude, text_of
 from frobozz.engine.testing import MessagesRequest, Reply, Text, ToolUse
-from frobozz.engine.testing._messages_api import Handler
+from frobozz.engine.testing import Handler
 from frobozz.games import StoryInfo, walkthrough_for
 
 from ._prompts import turn_in

@@ -2,8 +2,8 @@
 and a session store in memory."""
 
 from ._fake_cli import fake_cli_path
-from ._messages_api import ApiError, MessagesRequest, Reply, ScriptedModel, Text, Thinking, ToolUse, replies
+from ._messages_api import ApiError, Handler, MessagesRequest, Reply, ScriptedModel, Text, Thinking, ToolUse, replies
 from ._session_store import InMemorySessionStore
 
-__all__ = ["fake_cli_path", "ApiError", "InMemorySessionStore", "MessagesRequest", "Reply", "ScriptedModel", "Text",
-           "Thinking", "ToolUse", "replies"]
+__all__ = ["ApiError", "Handler", "InMemorySessionStore", "MessagesRequest", "Reply", "ScriptedModel", "Text",
+           "Thinking", "ToolUse", "fake_cli_path", "replies"]
