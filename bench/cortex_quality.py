@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shutil
 import statistics
 import sys
@@ -35,7 +36,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -46,6 +47,8 @@ from frobozz.memory import MemorySettings as Settings
 from frobozz.memory import BulkStore
 from frobozz.memory._database import stop_embedded
 from frobozz.memory import Hit, MemoryService
+from frobozz.memory._search import _WORD as WORD
+from frobozz.memory._search import SPEAKER, speaker_named
 from frobozz.memory._store import MemoryStore
 
 TARGET, OUTSIDE_BASELINE = 0.72, 0.632  # issue 13: recall@10, and the weighted fusion measured outside
@@ -164,13 +167,14 @@ async def main(data: Path) -> None:
                 if mode == "hybrid":
                     per_conversation[conv.name] = statistics.mean(r10 for _, r10 in rows)
             for question, evidence in conv.questions:
-                tries.append((await store.search(question, limit=CANDIDATES, namespace=ns),
+                tries.append(([_with_query(h, question) for h in await store.search(question, limit=CANDIDATES,
+                                                                                    namespace=ns)],
                               {conv.ids[i] for i in evidence}))
             other = conversations[(n + 1) % len(conversations)]
             for question, _ in other.questions:
                 hits = await store.search(question, limit=CANDIDATES, namespace=ns)
                 unrelated.append(hits[0].score if hits else 0.0)
-                unrelated_hits.append(hits)
+                unrelated_hits.append([_with_query(h, question) for h in hits])
         probes = await probe(store)
     finally:
         await cortex.aclose()
@@ -215,18 +219,38 @@ async def main(data: Path) -> None:
 
 
 CANDIDATES, RECALL = 50, 0.3
+_MONTHS = "january february march april may june july august september october november december".split()
+_MONTH = re.compile(r"\b(" + "|".join(_MONTHS) + r")\b,? (\d{4})\b", re.I)
 
 
-def _mix(neighbours: float, words: float = 0.6) -> Callable[[dict[str, float]], float]:
-    """words x (own words + `neighbours` x what the neighbours' words add) + the rest x closeness."""
+def _with_query(hit: Hit, query: str) -> Hit:
+    """The hit with what the scorings tried also read: whether the query names the line's speaker
+    (`named`), and whether it names the month and year the memory is from (`month`)."""
+    months = {(int(m[2]), _MONTHS.index(m[1].lower()) + 1) for m in _MONTH.finditer(query)}
+    when = (hit.memory.created_at.year, hit.memory.created_at.month)
+    return replace(hit, parts=hit.parts | {"named": float(speaker_named(hit.memory.content, set(WORD.findall(query)))),
+                                           "month": float(when in months)})
+
+
+def _mix(neighbours: float, words: float = 0.6, speaker: float = SPEAKER,
+         month: float = 0.0) -> Callable[[dict[str, float]], float]:
+    """words x (own words + `neighbours` x what the neighbours' words add) + the rest x closeness, times
+    `speaker` when the query names the line's speaker, plus `month` when it names the memory's month."""
     def score(p: dict[str, float]) -> float:
         own, every = math.tanh(p.get("own", 0.0)), math.tanh(p.get("coverage", 0.0))
-        return words * (own + neighbours * (every - own)) + (1 - words) * p.get("closeness", 0.0)
+        mixed = words * (own + neighbours * (every - own)) + (1 - words) * p.get("closeness", 0.0)
+        return min(mixed * (speaker if p.get("named") else 1.0) + month * p.get("month", 0.0), 1.0)
     return score
 
 
 SCORINGS: dict[str, Callable[[dict[str, float]], float]] = {
-    "now: 0.6 words in context + 0.4 closeness": _mix(1.0),
+    f"now: 0.6 words in context + 0.4 closeness, x{SPEAKER} when it names the speaker": _mix(1.0),
+    "before (issue 36): without the speaker": _mix(1.0, speaker=1.0),
+    "speaker x1.2": _mix(1.0, speaker=1.2),
+    "speaker x1.5": _mix(1.0, speaker=1.5),
+    "speaker x1.75": _mix(1.0, speaker=1.75),
+    "+0.05 when the query names the memory's month and year": _mix(1.0, month=0.05),
+    "+0.1 when the query names the memory's month and year": _mix(1.0, month=0.1),
     "neighbours' words at 0.75": _mix(0.75),
     "neighbours' words at 0.5": _mix(0.5),
     "neighbours' words at 0.25": _mix(0.25),

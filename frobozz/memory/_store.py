@@ -111,20 +111,20 @@ class MemoryStore:
         return memory(row), None
 
     async def update(self, memory_id: int, content: str | None, metadata: dict[str, Any] | None) -> Memory:
+        """A new text never overwrites: it supersedes the memory (the old version is kept as history, and
+        the memory returned is the new one, with a new id). Metadata alone, or the same text with new
+        metadata, is changed in place. Asked again once done, it returns the version it made (a retry)."""
         current = await self.get(memory_id)
-        new_content = self.content(content) if content is not None else current.content
+        if content is not None and content_hash(self.content(content)) != content_hash(current.content):
+            if not current.current:  # a retry of an update already made: the version that says it
+                head = (await self.history(memory_id))[-1]
+                if head.current and content_hash(head.content) == content_hash(self.content(content)):
+                    return head if metadata is None else await self.update(head.id, None, metadata)
+            return await self.supersede(memory_id, content, metadata)
         meta = self.metadata(metadata if metadata is not None else current.metadata)
-        vector = (await self.embedder.embed([new_content]))[0] if content is not None else None
         async with self.connection() as c, c.transaction():
-            try:
-                row = await c.fetchrow(
-                    "UPDATE memories SET content = $2, content_hash = $3, metadata = $4::jsonb, "
-                    "embedding = COALESCE($5, embedding), updated_at = now() WHERE id = $1 AND deleted_at IS NULL "
-                    f"RETURNING {COLUMNS}", memory_id, new_content, content_hash(new_content), meta, vector)
-            except asyncpg.UniqueViolationError:
-                raise MemoryStoreError("another memory in this namespace already has that exact text") from None
-            if row is not None and content is not None:
-                await c.execute(REFRESH, row["namespace"], [memory_id])
+            row = await c.fetchrow("UPDATE memories SET metadata = $2::jsonb, updated_at = now() "
+                                   f"WHERE id = $1 AND deleted_at IS NULL RETURNING {COLUMNS}", memory_id, meta)
         if row is None:
             raise MemoryStoreError(f"no memory {memory_id}")
         return memory(row)

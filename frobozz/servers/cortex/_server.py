@@ -224,8 +224,9 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     @server.tool(annotations=annotations("Update a memory", read_only=False, destructive=True, idempotent=True))
     async def update(id: MemoryId, content: str | None = None,  # noqa: A002
                      metadata: dict[str, Any] | None = None) -> MemoryOut:
-        """Correct a memory's text (it is embedded again) or its metadata, in place. When a fact changed
-        (a new address, a new plan), use supersede instead: the old one is kept as history."""
+        """Change a memory. A new text never overwrites: it supersedes the memory (as supersede does), so
+        the old version is kept as history and the memory returned is the new one, with a new id. Metadata
+        alone is changed in place."""
         with tool_errors(MemoryStoreError):
             store_ = await cortex.store()
             await writable(store_, id)

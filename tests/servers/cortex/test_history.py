@@ -55,6 +55,28 @@ async def test_a_superseded_or_missing_memory_cannot_be_superseded_and_nothing_c
         assert again["duplicate_of"] is None and again["id"] not in (old["id"], new["id"], other["id"])
 
 
+async def test_update_with_a_new_text_supersedes_and_keeps_the_old_version(cortex_settings):
+    async with Client(create_server(cortex_settings)) as client:
+        old = await call(client, "store", content="Sam works at Acme.", metadata={"who": "sam"})
+        tagged = await call(client, "update", id=old["id"], metadata={"who": "sam", "checked": True})
+        new = await call(client, "update", id=old["id"], content="Sam works at Globex now.")
+        retried = await call(client, "update", id=old["id"], content="Sam works at Globex now.")
+        refused = await error(client, "update", id=old["id"], content="Sam works at Initech.")
+        first = await call(client, "get", id=old["id"])
+        current = await call(client, "search", query="where does Sam work")
+        everything = await call(client, "search", query="where does Sam work", include_history=True)
+        missing = await error(client, "update", id=999999, content="x")
+    assert tagged["id"] == old["id"] and tagged["content"] == "Sam works at Acme." and tagged["valid_to"] is None
+    assert new["id"] != old["id"] and new["supersedes"] == old["id"] and new["metadata"]["checked"] is True
+    assert retried == new  # asked again, it returns the version it made: nothing more is stored
+    assert f"superseded by memory {new['id']}" in refused
+    assert first["content"] == "Sam works at Acme." and first["superseded_by"] == new["id"] and first["valid_to"]
+    assert [h["content"] for h in first["history"]] == ["Sam works at Acme.", "Sam works at Globex now."]
+    assert [r["id"] for r in current["results"]] == [new["id"]]
+    assert {r["id"] for r in everything["results"]} == {old["id"], new["id"]}
+    assert "no memory 999999" in missing
+
+
 async def test_two_clients_superseding_one_memory_at_once_make_one_chain(cortex_settings):
     async with Client(create_server(cortex_settings)) as client:
         old = await call(client, "store", content="The build runs on Jenkins.")

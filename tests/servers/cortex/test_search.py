@@ -214,3 +214,20 @@ async def test_the_readme_examples_score_as_the_readme_says(cortex_settings):
     assert lamp[0]["content"].startswith("The brass lantern") and lamp[0]["score"] < 0.3
     garlic = next(r for r in troll if r["content"].startswith("Buy garlic"))
     assert troll[0]["content"].startswith("The troll") and garlic["parts"]["own"] == 0 < garlic["score"]
+
+
+async def test_a_conversation_line_counts_more_when_the_query_names_its_speaker(cortex_settings):
+    """Hybrid only: the line's speaker, not a name said in it, and never a note that merely starts with a word."""
+    lines = {"nate": "[1:00 pm on 8 May, 2023] Nate: I cooked a spicy curry for dinner.",
+             "joanna": "[1:02 pm on 8 May, 2023] Joanna: I cooked a spicy curry for dinner with Nate.",
+             "note": "Nate cooked a spicy curry for dinner: a note."}
+    async with Client(create_server(cortex_settings)) as client:
+        assert (await call(client, "search", query="What did Nate cook?", explain=True))["results"] == []
+        ids = {k: (await call(client, "store", content=v))["id"] for k, v in lines.items()}
+        hybrid = (await call(client, "search", query="What did Nate cook for dinner?", explain=True))["results"]
+        semantic = (await call(client, "search", query="What did Nate cook for dinner?", mode="semantic",
+                               explain=True))["results"]
+        lowercase = (await call(client, "search", query="what did nate cook for dinner?", explain=True))["results"]
+    boosted = {r["id"] for r in hybrid if "speaker" in r["parts"]}
+    assert boosted == {ids["nate"]} and hybrid[0]["id"] == ids["nate"]
+    assert not any("speaker" in r["parts"] for r in semantic + lowercase)

@@ -66,9 +66,9 @@ async def test_recent_update_and_forget(cortex_settings):
         recent = await call(client, "recent", limit=3)
         assert [m["id"] for m in recent["memories"]] == ids[::-1][:3]
         updated = await call(client, "update", id=ids[3], content="The user now prefers coffee, black.")
-        assert updated["content"] == "The user now prefers coffee, black." and updated["updated_at"] > updated["created_at"]
+        assert updated["content"] == "The user now prefers coffee, black." and updated["supersedes"] == ids[3]
         found = await call(client, "search", query="black coffee", mode="keyword")
-        assert found["results"][0]["id"] == ids[3]
+        assert found["results"][0]["id"] == updated["id"]
         assert (await call(client, "forget", id=ids[0]))["forgotten"]
         assert "no memory" in await error(client, "get", id=ids[0])
         assert "already be forgotten" in await error(client, "forget", id=ids[0])
