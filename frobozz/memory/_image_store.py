@@ -1,5 +1,5 @@
 """Memories with an image: the image and its thumbnail kept as files in the images folder, named by one row of
-`memory_images` (migration 008) written in the same transaction as the memory. Nothing is half-stored: the
+`memory_images` (migration 007) written in the same transaction as the memory. Nothing is half-stored: the
 files are written first and removed again when the transaction does not commit, and a failed check or
 description leaves nothing behind."""
 
