@@ -19,13 +19,26 @@ def daemon(socket: Path | None = typer.Option(None, help="The socket to listen o
     """Serve the plugin's hooks until idle (the first hook starts it)."""
     import anyio
 
-    from frobozz.plugin import MemoryDaemon, PluginError, PluginSettings
+    from frobozz.plugin import SERVERS, MemoryDaemon, PluginError, PluginSettings
 
     try:
-        anyio.run(MemoryDaemon(PluginSettings(), socket).serve)
+        anyio.run(MemoryDaemon(PluginSettings(), socket, servers={name: _factory(name) for name in SERVERS}).serve)
     except PluginError as e:
         err.print(f"error: {e}", markup=False)
         raise typer.Exit(1) from e
+
+
+def _factory(name: str):  # type: ignore[no-untyped-def]
+    """The named server as the daemon makes it for one claude: its settings with the daemon's changes, on a
+    service sharing the daemon's pool and embedding model."""
+    from frobozz.servers import SERVERS as KNOWN
+
+    create_server, settings_class = KNOWN[name].factory()
+
+    def make(overrides, service):  # type: ignore[no-untyped-def]
+        settings = settings_class(**overrides)
+        return create_server(settings, service.sharing(settings))
+    return make
 
 
 def _claude() -> str:

@@ -21,11 +21,13 @@ from typing import Any
 
 import anyio
 from anyio.abc import SocketStream, TaskGroup
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..engine import EngineOptions, EngineSettings, Sidecar
 from ..memory import DatabaseError, MemoryService, MemorySettings, MemoryStoreError
 from ._hook import OFF_ENV, off_marks
-from ._memory import HookMemory
+from ._mcp import ServerFactories, serve_on
+from ._memory import HookMemory, project_namespace
 from .exceptions import PluginError
 from .settings import PluginSettings
 
@@ -92,10 +94,13 @@ def stop_daemon(socket_path: Path, *, wait: float = 30.0) -> bool:
 
 class MemoryDaemon:
     def __init__(self, settings: PluginSettings, socket_path: Path | None = None,
-                 memory: MemorySettings | None = None) -> None:
+                 memory: MemorySettings | None = None, servers: ServerFactories | None = None) -> None:
         self.settings = settings
         self.socket_path = socket_path or settings.socket
         self.memory = memory or MemorySettings()
+        self.servers = dict(servers or {})  # the MCP servers the plugin's relay may ask for
+        self._service: MemoryService | None = None
+        self._serving = 0  # MCP sessions open: the daemon is not idle while a claude holds one
         self._sidecar: Sidecar | None = None
         self._tg: TaskGroup | None = None
         self._last = 0.0
@@ -117,7 +122,7 @@ class MemoryDaemon:
                 task_status.started()
                 return
             self.socket_path.unlink(missing_ok=True)  # a daemon killed with -9 leaves its socket behind
-            service = MemoryService(self.memory)
+            service = self._service = MemoryService(self.memory)
             hooks = HookMemory(service, ask=self._ask, deadline=self.settings.plugin_deadline)
             try:
                 listener = await anyio.create_unix_listener(self.socket_path, mode=0o600)
@@ -148,7 +153,9 @@ class MemoryDaemon:
         self._last = anyio.current_time()
         while True:
             left = self._last + self.settings.plugin_idle - anyio.current_time()
-            if left <= 0:
+            if self._serving:
+                left = self.settings.plugin_idle
+            elif left <= 0:
                 log.info("memory daemon idle for %.0f s: stopping", self.settings.plugin_idle)
                 tg.cancel_scope.cancel()
                 return
@@ -163,10 +170,21 @@ class MemoryDaemon:
             log.warning("memory daemon: not warmed (%s)", type(e).__name__)
 
     async def _answer(self, stream: SocketStream, hooks: HookMemory) -> None:
+        try:
+            await self._answer_one(stream, hooks)
+        except Exception as e:  # one connection's failure never takes the daemon (and every session's memory) down
+            log.warning("memory daemon: a connection failed (%s)", type(e).__name__)
+
+    async def _answer_one(self, stream: SocketStream, hooks: HookMemory) -> None:
         self._last = anyio.current_time()
         async with stream:
+            buffered = BufferedByteReceiveStream(stream)
             try:
-                reply = await self._reply(await self._read(stream), hooks)
+                request = await self._read(buffered)
+                if request["event"] == "mcp":
+                    await self._serve_mcp(request, buffered, stream)
+                    return
+                reply = await self._reply(request, hooks)
             except PluginError as e:
                 reply = {"error": str(e)}
             try:
@@ -175,16 +193,16 @@ class MemoryDaemon:
                 pass  # the hook gave up waiting: it let the prompt through already
         self._last = anyio.current_time()
 
-    async def _read(self, stream: SocketStream) -> dict[str, Any]:
+    async def _read(self, stream: BufferedByteReceiveStream) -> dict[str, Any]:
+        """The request's first line (what follows it, on an MCP relay's connection, is left in the buffer)."""
         data = b""
         with anyio.move_on_after(10):
-            while not data.endswith(b"\n"):
-                try:
-                    data += await stream.receive(65536)
-                except (anyio.EndOfStream, anyio.BrokenResourceError):
-                    break
-                if len(data) > MAX_REQUEST:
-                    raise PluginError("the hook's request is too big")
+            try:
+                data = await stream.receive_until(b"\n", MAX_REQUEST)
+            except anyio.DelimiterNotFound as e:
+                raise PluginError("the hook's request is too big") from e
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
+                pass
         try:
             request = json.loads(data)
         except ValueError as e:
@@ -192,6 +210,29 @@ class MemoryDaemon:
         if not isinstance(request, dict) or not isinstance(request.get("event"), str):
             raise PluginError("the hook's request names no event")
         return request
+
+    async def _serve_mcp(self, request: dict[str, Any], buffered: BufferedByteReceiveStream,
+                         stream: SocketStream) -> None:
+        """One of the plugin's MCP servers for one claude, on this connection until it closes: the project's
+        namespace by default (the one the hooks recall from), claude's session as cortex's seen-session."""
+        name, project, session = request.get("server"), request.get("project"), request.get("session")
+        factory = self.servers.get(name) if isinstance(name, str) else None
+        if factory is None or self._service is None:
+            raise PluginError(f"no such MCP server here: {str(name)[:40]!r}")
+        namespace = request.get("namespace") or project_namespace(project if isinstance(project, str) else "")
+        overrides: dict[str, Any] = {"cortex_default_namespace": namespace}
+        if isinstance(session, str) and 0 < len(session) <= 100:
+            overrides["cortex_seen_session"] = session
+        try:
+            server = factory(overrides, self._service)
+        except ValueError as e:  # settings that do not validate (a namespace too long)
+            raise PluginError(f"the {name} server could not start ({type(e).__name__})") from e
+        self._serving += 1
+        try:
+            await serve_on(server, buffered, stream)
+        finally:
+            self._serving -= 1
+            self._last = anyio.current_time()
 
     async def _reply(self, request: dict[str, Any], hooks: HookMemory) -> dict[str, Any]:
         event = request["event"]

@@ -48,13 +48,12 @@ def _start_daemon(config: dict[str, Any]) -> None:
                          close_fds=True, env={**os.environ, **config.get("env", {})})
 
 
-def ask(config: dict[str, Any], request: dict[str, Any], deadline: float) -> dict[str, Any]:
-    """The daemon's answer to one request, starting the daemon once if none listens."""
+def _open(config: dict[str, Any], deadline: float) -> socket.socket:
+    """A connection to the daemon, starting it once if none listens."""
     path, started = config["socket"], False
     while True:
         try:
-            sock = _connect(path, deadline)
-            break
+            return _connect(path, deadline)
         except (FileNotFoundError, ConnectionRefusedError) as e:
             if not started:
                 try:
@@ -67,7 +66,11 @@ def ask(config: dict[str, Any], request: dict[str, Any], deadline: float) -> dic
             time.sleep(0.02)
         except (socket.timeout, OSError) as e:
             raise Off(f"the memory daemon cannot be reached ({type(e).__name__})") from e
-    with sock:
+
+
+def ask(config: dict[str, Any], request: dict[str, Any], deadline: float) -> dict[str, Any]:
+    """The daemon's answer to one request."""
+    with _open(config, deadline) as sock:
         try:
             sock.sendall(json.dumps(request).encode() + b"\n")
             chunks, size = [], 0
@@ -141,7 +144,47 @@ def run(event: str, config_path: str, raw: bytes) -> dict[str, Any]:
     return {}
 
 
+def relay(config_path: str, server: str) -> int:
+    """`frobozz_hook.py mcp CONFIG SERVER`: one of the plugin's MCP servers for claude, served by the daemon
+    (started if need be): claude's stdin goes to the daemon's socket and the daemon's answers to stdout."""
+    import threading
+
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+        sock = _open(config, time.monotonic() + float(config.get("limits", {}).get("SessionStart", 10.0)))
+    except (OSError, ValueError, Off) as e:
+        sys.stderr.write(f"frobozz memory: the {server} server is not available: {e}\n")
+        return 1
+    sock.settimeout(None)
+    sock.sendall(json.dumps({"event": "mcp", "server": server, "namespace": config.get("namespace"),
+                             "project": os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd(),
+                             "session": os.environ.get("CLAUDE_CODE_SESSION_ID", "")}).encode() + b"\n")
+
+    def answers() -> None:  # the daemon's side ended: so does the server, for claude
+        try:
+            while chunk := sock.recv(65536):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(1, view):]
+        except OSError:
+            pass
+        os._exit(0)
+
+    threading.Thread(target=answers, daemon=True).start()
+    try:
+        while chunk := os.read(0, 65536):
+            sock.sendall(chunk)
+        sock.shutdown(socket.SHUT_WR)  # claude closed stdin: the daemon ends the session and closes
+    except OSError:
+        return 0
+    threading.Event().wait(10)
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[1] == "mcp":
+        return relay(argv[2], argv[3])
     if os.environ.get(OFF_ENV) or len(argv) != 3:
         return 0
     raw = sys.stdin.buffer.read(MAX_INPUT + 1)
