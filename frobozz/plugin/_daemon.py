@@ -14,8 +14,8 @@ import shutil
 import signal
 import stat
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,17 @@ def stop_daemon(socket_path: Path, *, wait: float = 30.0) -> bool:
     return daemon_pid(socket_path) is None
 
 
+def parse_request(data: bytes) -> dict[str, Any]:
+    """A hook's request (`{"event": …, "input": …, "namespace": …}`), or why it is refused."""
+    try:
+        request = json.loads(data)
+    except ValueError as e:
+        raise PluginError("the hook's request is not JSON") from e
+    if not isinstance(request, dict) or not isinstance(request.get("event"), str):
+        raise PluginError("the hook's request names no event")
+    return request
+
+
 class MemoryDaemon:
     def __init__(self, settings: PluginSettings, socket_path: Path | None = None,
                  memory: MemorySettings | None = None, servers: ServerFactories | None = None) -> None:
@@ -114,6 +125,24 @@ class MemoryDaemon:
             self._tg.start_soon(self._sidecar.keep_warm)
         return await self._sidecar.ask(prompt)
 
+    @asynccontextmanager
+    async def backend(self) -> AsyncIterator[tuple[HookMemory, TaskGroup]]:
+        """The hooks' memory (the service, the sidecar, background work) for as long as the block runs: the
+        daemon's, or the hub's (`hook_app`)."""
+        service = self._service = MemoryService(self.memory)
+        hooks = HookMemory(service, ask=self._ask, deadline=self.settings.plugin_deadline)
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                hooks.background(tg)
+                tg.start_soon(self._warm, service)
+                yield hooks, tg
+                tg.cancel_scope.cancel()
+        finally:
+            if self._sidecar is not None:
+                self._sidecar.close()
+            await service.aclose()
+
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         private_folder(self.socket_path.parent)
         with single(self.socket_path.with_suffix(".lock")) as mine:
@@ -122,25 +151,17 @@ class MemoryDaemon:
                 task_status.started()
                 return
             self.socket_path.unlink(missing_ok=True)  # a daemon killed with -9 leaves its socket behind
-            service = self._service = MemoryService(self.memory)
-            hooks = HookMemory(service, ask=self._ask, deadline=self.settings.plugin_deadline)
             try:
                 listener = await anyio.create_unix_listener(self.socket_path, mode=0o600)
-                async with anyio.create_task_group() as tg, listener:
-                    self._tg = tg
-                    hooks.background(tg)
+                async with self.backend() as (hooks, tg), listener:
                     tg.start_soon(self._signals, tg)
                     tg.start_soon(self._idle, tg)
-                    tg.start_soon(self._warm, service)
                     log.info("memory daemon %d listening on %s", os.getpid(), self.socket_path)
                     task_status.started()
                     await listener.serve(lambda stream: self._answer(stream, hooks), task_group=tg)
             finally:
                 self.socket_path.unlink(missing_ok=True)
                 shutil.rmtree(off_marks(self.socket_path), ignore_errors=True)  # the next may say again why it was off
-                if self._sidecar is not None:
-                    self._sidecar.close()
-                await service.aclose()
 
     async def _signals(self, tg: TaskGroup) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -184,7 +205,7 @@ class MemoryDaemon:
                 if request["event"] == "mcp":
                     await self._serve_mcp(request, buffered, stream)
                     return
-                reply = await self._reply(request, hooks)
+                reply = await self.reply(request, hooks)
             except PluginError as e:
                 reply = {"error": str(e)}
             try:
@@ -203,13 +224,7 @@ class MemoryDaemon:
                 raise PluginError("the hook's request is too big") from e
             except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
                 pass
-        try:
-            request = json.loads(data)
-        except ValueError as e:
-            raise PluginError("the hook's request is not JSON") from e
-        if not isinstance(request, dict) or not isinstance(request.get("event"), str):
-            raise PluginError("the hook's request names no event")
-        return request
+        return parse_request(data)
 
     async def _serve_mcp(self, request: dict[str, Any], buffered: BufferedByteReceiveStream,
                          stream: SocketStream) -> None:
@@ -234,7 +249,7 @@ class MemoryDaemon:
             self._serving -= 1
             self._last = anyio.current_time()
 
-    async def _reply(self, request: dict[str, Any], hooks: HookMemory) -> dict[str, Any]:
+    async def reply(self, request: dict[str, Any], hooks: HookMemory) -> dict[str, Any]:
         event = request["event"]
         if event == "ping":
             return {"pid": os.getpid()}

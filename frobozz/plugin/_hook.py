@@ -68,8 +68,44 @@ def _open(config: dict[str, Any], deadline: float) -> socket.socket:
             raise Off(f"the memory daemon cannot be reached ({type(e).__name__})") from e
 
 
+def _ask_hub(hub: str, request: dict[str, Any], deadline: float) -> bytes:
+    """The hub's answer (`POST /plugin/hook`, the hub's token from FROBOZZ_HUB_TOKEN in claude's environment)."""
+    import http.client  # only with a hub: the daemon's hooks do without it
+    from urllib.parse import urlsplit
+
+    url = urlsplit(hub)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise Off("the plugin's hub address is not an http(s) URL (run `frobozz plugin install --hub` again)")
+    kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+    connection = kind(url.hostname, url.port, timeout=max(deadline - time.monotonic(), 0.01))
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get("FROBOZZ_HUB_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['FROBOZZ_HUB_TOKEN']}"
+    try:
+        connection.request("POST", url.path.rstrip("/") + "/plugin/hook", json.dumps(request), headers)
+        response = connection.getresponse()
+        body = response.read(MAX_REPLY + 1)
+    except (socket.timeout, TimeoutError) as e:
+        raise Off("the hub was slower than the hook's limit") from e
+    except (OSError, http.client.HTTPException) as e:
+        raise Off(f"the hub cannot be reached ({type(e).__name__})") from e
+    finally:
+        connection.close()
+    if response.status in (401, 403):
+        raise Off("the hub refused the token (set FROBOZZ_HUB_TOKEN to the hub's, where claude runs)")
+    if response.status != 200 or len(body) > MAX_REPLY:
+        raise Off(f"the hub answered {response.status}")
+    return body
+
+
 def ask(config: dict[str, Any], request: dict[str, Any], deadline: float) -> dict[str, Any]:
-    """The daemon's answer to one request."""
+    """The answer of the hub (when the plugin was installed with one) or of the daemon, to one request."""
+    if config.get("hub"):
+        return _reply(_ask_hub(str(config["hub"]), request, deadline))
+    return _reply(_ask_daemon(config, request, deadline))
+
+
+def _ask_daemon(config: dict[str, Any], request: dict[str, Any], deadline: float) -> bytes:
     with _open(config, deadline) as sock:
         try:
             sock.sendall(json.dumps(request).encode() + b"\n")
@@ -87,12 +123,16 @@ def ask(config: dict[str, Any], request: dict[str, Any], deadline: float) -> dic
             raise Off("the memory daemon was slower than the hook's limit") from e
         except OSError as e:
             raise Off(f"the memory daemon's connection failed ({type(e).__name__})") from e
+    return b"".join(chunks)
+
+
+def _reply(data: bytes) -> dict[str, Any]:
     try:
-        reply = json.loads(b"".join(chunks))
+        reply = json.loads(data)
     except ValueError as e:
-        raise Off("the memory daemon's answer could not be read") from e
+        raise Off("memory's answer could not be read") from e
     if not isinstance(reply, dict):
-        raise Off("the memory daemon's answer could not be read")
+        raise Off("memory's answer could not be read")
     if reply.get("error"):
         raise Off(str(reply["error"])[:300])
     return reply
