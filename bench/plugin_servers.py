@@ -13,28 +13,18 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from memory_loop import model_process, pct  # noqa: E402
+from plugin_hooks import claude_p  # noqa: E402
 
 from frobozz.engine import find_claude  # noqa: E402
 from frobozz.memory import MemorySettings  # noqa: E402
 from frobozz.memory._database import stop_embedded  # noqa: E402
 from frobozz.plugin import PluginSettings, install, stop_daemon  # noqa: E402
-
-
-def claude_p(prompt: str, env: dict[str, str], cwd: Path) -> float:
-    t = time.perf_counter()
-    done = subprocess.run([str(find_claude()), "-p", prompt], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
-    if done.returncode:
-        raise SystemExit(f"claude -p failed: {done.stderr[-500:]}")
-    return 1000 * (time.perf_counter() - t)
 
 
 def line(name: str, values: list[float], extra: str = "") -> str:
