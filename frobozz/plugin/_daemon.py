@@ -126,16 +126,17 @@ class MemoryDaemon:
         return await self._sidecar.ask(prompt)
 
     @asynccontextmanager
-    async def backend(self) -> AsyncIterator[tuple[HookMemory, TaskGroup]]:
+    async def backend(self, *, warm: bool = True) -> AsyncIterator[tuple[HookMemory, TaskGroup]]:
         """The hooks' memory (the service, the sidecar, background work) for as long as the block runs: the
-        daemon's, or the hub's (`hook_app`)."""
+        daemon's, or the hub's (`hook_app`, which does not warm the model for a plugin that may never call)."""
         service = self._service = MemoryService(self.memory)
         hooks = HookMemory(service, ask=self._ask, deadline=self.settings.plugin_deadline)
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 hooks.background(tg)
-                tg.start_soon(self._warm, service)
+                if warm:
+                    tg.start_soon(self._warm, service)
                 yield hooks, tg
                 tg.cancel_scope.cancel()
         finally:

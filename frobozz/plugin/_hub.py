@@ -26,7 +26,7 @@ def hook_app(settings: PluginSettings | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with daemon.backend() as (hooks, _tg):
+        async with daemon.backend(warm=False) as (hooks, _tg):
             ready["hooks"] = hooks
             yield
 
