@@ -19,13 +19,26 @@ def daemon(socket: Path | None = typer.Option(None, help="The socket to listen o
     """Serve the plugin's hooks until idle (the first hook starts it)."""
     import anyio
 
-    from frobozz.plugin import MemoryDaemon, PluginError, PluginSettings
+    from frobozz.plugin import SERVERS, MemoryDaemon, PluginError, PluginSettings
 
     try:
-        anyio.run(MemoryDaemon(PluginSettings(), socket).serve)
+        anyio.run(MemoryDaemon(PluginSettings(), socket, servers={name: _factory(name) for name in SERVERS}).serve)
     except PluginError as e:
         err.print(f"error: {e}", markup=False)
         raise typer.Exit(1) from e
+
+
+def _factory(name: str):  # type: ignore[no-untyped-def]
+    """The named server as the daemon makes it for one claude: its settings with the daemon's changes, on a
+    service sharing the daemon's pool and embedding model."""
+    from frobozz.servers import SERVERS as KNOWN
+
+    create_server, settings_class = KNOWN[name].factory()
+
+    def make(overrides, service):  # type: ignore[no-untyped-def]
+        settings = settings_class(**overrides)
+        return create_server(settings, service.sharing(settings))
+    return make
 
 
 def _claude() -> str:
@@ -41,7 +54,10 @@ def _claude() -> str:
 @plugin.command()
 def install(scope: str = typer.Option("user", help="user: every project; project: this one (.claude/settings.json)."),
             namespace: str | None = typer.Option(None, help="Whose memory (default: each project's, the git root's "
-                                                            "or the folder's name).")) -> None:
+                                                            "or the folder's name)."),
+            hub: str | None = typer.Option(None, help="A running hub's address (`frobozz serve all --http`): the hooks "
+                                                      "call it, with FROBOZZ_HUB_TOKEN, instead of a daemon of their "
+                                                      "own.")) -> None:
     """Install the memory plugin into Claude Code (through claude's own plugin commands)."""
     from frobozz.plugin import PluginError, PluginSettings
     from frobozz.plugin import install as install_plugin
@@ -52,13 +68,24 @@ def install(scope: str = typer.Option("user", help="user: every project; project
     if namespace is not None and not namespace.strip():
         err.print("error: --namespace is empty: leave it out for each project's own", markup=False)
         raise typer.Exit(2)
+    if hub is not None:
+        from urllib.parse import urlsplit
+
+        url = urlsplit(hub)
+        if url.scheme not in ("http", "https") or not url.hostname or url.query or url.username:
+            err.print("error: --hub is the hub's http(s) address, like http://127.0.0.1:8765 (the token goes in "
+                      "FROBOZZ_HUB_TOKEN, not in the address)", markup=False)
+            raise typer.Exit(2)
     try:
-        done = install_plugin(PluginSettings(), scope, Path.cwd(), namespace, _claude())  # type: ignore[arg-type]
+        done = install_plugin(PluginSettings(), scope, Path.cwd(), namespace, _claude(),  # type: ignore[arg-type]
+                              hub=hub.rstrip("/") if hub else None)
     except PluginError as e:
         err.print(f"error: {e}", markup=False)
         raise typer.Exit(1) from e
     out.print(f"installed frobozz-memory ({done.scope} scope, {done.settings}); namespace: "
-              f"{done.namespace or 'each project its own'}. New claude sessions have memory.", markup=False)
+              f"{done.namespace or 'each project its own'}; memory from "
+              f"{done.hub + ' (FROBOZZ_HUB_TOKEN)' if done.hub else 'a per-user daemon'}. New claude sessions have "
+              "memory.", markup=False)
 
 
 @plugin.command()
@@ -89,8 +116,8 @@ def status() -> None:
     if not found:
         out.print("not installed", markup=False)
     for one in found:
-        out.print(f"installed: {one.scope} scope, {one.settings}; namespace: {one.namespace or 'per project'}",
-                  markup=False)
+        out.print(f"installed: {one.scope} scope, {one.settings}; namespace: {one.namespace or 'per project'}"
+                  f"{f'; hooks call the hub at {one.hub}' if one.hub else ''}", markup=False)
     pid = daemon_pid(settings.socket)
     out.print(f"memory daemon: {f'running (pid {pid})' if pid else 'not running'}; socket {settings.socket}",
               markup=False)

@@ -77,7 +77,12 @@ def _serve_hub(name: str, http: bool, host: str, port: int | None, token: str | 
     site = create_app(agent_served=agent is not None) if name == "all" else None
     grants, token, generated, notes = _tokens(token, tokens)
     try:
-        app = hub_app(names, token, host=host, grants=grants, site=site, mounts={"agent": agent} if agent else None)
+        mounts = {"agent": agent} if agent else {}
+        if name == "all":  # the plugin's hooks (`frobozz plugin install --hub`)
+            from frobozz.plugin import hook_app
+
+            mounts["plugin"] = hook_app()
+        app = hub_app(names, token, host=host, grants=grants, site=site, mounts=mounts or None)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     if token is not None:

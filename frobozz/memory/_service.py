@@ -19,9 +19,10 @@ from .settings import MemorySettings
 class MemoryService:
     """`await service.store()` is the store, opened now or before; `aclose()` closes its pool."""
 
-    def __init__(self, settings: MemorySettings) -> None:
+    def __init__(self, settings: MemorySettings, *, share: MemoryService | None = None) -> None:
         self.settings = settings
-        self.embedder = make_embedder(settings)
+        self._share = share  # whose pool and embedding model this one uses (see `sharing`)
+        self.embedder = share.embedder if share is not None else make_embedder(settings)
         self._store: MemoryStore | None = None
         self._pool: asyncpg.Pool | None = None
         self._lock = anyio.Lock()
@@ -30,6 +31,12 @@ class MemoryService:
     async def store(self, *, check_model: bool = True) -> MemoryStore:
         """The store; `check_model=False` only for re-embedding, which is how a mismatch is mended."""
         async with self._lock:
+            if self._store is None and self._share is not None:
+                shared = await self._share.store(check_model=check_model)
+                self._store = MemoryStore(shared.pool, self.embedder,
+                                          default_namespace=self.settings.cortex_default_namespace,
+                                          max_chars=self.settings.cortex_max_content_chars,
+                                          cosine_floor=self.settings.cortex_cosine_floor)
             if self._store is None:
                 pool = await connect(await database_url(self.settings), self.settings.cortex_pool_size)
                 try:
@@ -44,6 +51,11 @@ class MemoryService:
                     raise
                 self._pool, self._store = pool, store
             return self._store
+
+    def sharing(self, settings: MemorySettings) -> MemoryService:
+        """A service on this one's pool and embedding model with settings of its own (its default namespace):
+        what each of many servers in one process uses. Closing it leaves the pool to this one."""
+        return MemoryService(settings, share=self)
 
     async def aclose(self) -> None:
         if self._pool is not None:

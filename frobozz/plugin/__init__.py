@@ -3,10 +3,12 @@
 call, which runs the memory loop (orientation, recall, suggest, archive, hand-off) for any session."""
 
 from ._daemon import MemoryDaemon, daemon_pid, stop_daemon
-from ._install import PLUGIN_ID, Installed, install, settings_file, status, uninstall
+from ._hub import hook_app
+from ._install import PLUGIN_ID, SERVERS, Installed, install, settings_file, status, uninstall
 from ._memory import HookMemory, project_namespace
 from .exceptions import PluginError
 from .settings import PluginSettings
 
-__all__ = ["PLUGIN_ID", "HookMemory", "Installed", "MemoryDaemon", "PluginError", "PluginSettings", "daemon_pid",
-           "install", "project_namespace", "settings_file", "status", "stop_daemon", "uninstall"]
+__all__ = ["PLUGIN_ID", "SERVERS", "HookMemory", "Installed", "MemoryDaemon", "PluginError", "PluginSettings",
+           "daemon_pid", "hook_app", "install", "project_namespace", "settings_file", "status", "stop_daemon",
+           "uninstall"]

@@ -14,18 +14,20 @@ import shutil
 import signal
 import stat
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio.abc import SocketStream, TaskGroup
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..engine import EngineOptions, EngineSettings, Sidecar
 from ..memory import DatabaseError, MemoryService, MemorySettings, MemoryStoreError
 from ._hook import OFF_ENV, off_marks
-from ._memory import HookMemory
+from ._mcp import ServerFactories, serve_on
+from ._memory import HookMemory, project_namespace
 from .exceptions import PluginError
 from .settings import PluginSettings
 
@@ -90,12 +92,26 @@ def stop_daemon(socket_path: Path, *, wait: float = 30.0) -> bool:
     return daemon_pid(socket_path) is None
 
 
+def parse_request(data: bytes) -> dict[str, Any]:
+    """A hook's request (`{"event": …, "input": …, "namespace": …}`), or why it is refused."""
+    try:
+        request = json.loads(data)
+    except ValueError as e:
+        raise PluginError("the hook's request is not JSON") from e
+    if not isinstance(request, dict) or not isinstance(request.get("event"), str):
+        raise PluginError("the hook's request names no event")
+    return request
+
+
 class MemoryDaemon:
     def __init__(self, settings: PluginSettings, socket_path: Path | None = None,
-                 memory: MemorySettings | None = None) -> None:
+                 memory: MemorySettings | None = None, servers: ServerFactories | None = None) -> None:
         self.settings = settings
         self.socket_path = socket_path or settings.socket
         self.memory = memory or MemorySettings()
+        self.servers = dict(servers or {})  # the MCP servers the plugin's relay may ask for
+        self._service: MemoryService | None = None
+        self._serving = 0  # MCP sessions open: the daemon is not idle while a claude holds one
         self._sidecar: Sidecar | None = None
         self._tg: TaskGroup | None = None
         self._last = 0.0
@@ -109,6 +125,25 @@ class MemoryDaemon:
             self._tg.start_soon(self._sidecar.keep_warm)
         return await self._sidecar.ask(prompt)
 
+    @asynccontextmanager
+    async def backend(self, *, warm: bool = True) -> AsyncIterator[tuple[HookMemory, TaskGroup]]:
+        """The hooks' memory (the service, the sidecar, background work) for as long as the block runs: the
+        daemon's, or the hub's (`hook_app`, which does not warm the model for a plugin that may never call)."""
+        service = self._service = MemoryService(self.memory)
+        hooks = HookMemory(service, ask=self._ask, deadline=self.settings.plugin_deadline)
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                hooks.background(tg)
+                if warm:
+                    tg.start_soon(self._warm, service)
+                yield hooks, tg
+                tg.cancel_scope.cancel()
+        finally:
+            if self._sidecar is not None:
+                self._sidecar.close()
+            await service.aclose()
+
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         private_folder(self.socket_path.parent)
         with single(self.socket_path.with_suffix(".lock")) as mine:
@@ -117,25 +152,17 @@ class MemoryDaemon:
                 task_status.started()
                 return
             self.socket_path.unlink(missing_ok=True)  # a daemon killed with -9 leaves its socket behind
-            service = MemoryService(self.memory)
-            hooks = HookMemory(service, ask=self._ask, deadline=self.settings.plugin_deadline)
             try:
                 listener = await anyio.create_unix_listener(self.socket_path, mode=0o600)
-                async with anyio.create_task_group() as tg, listener:
-                    self._tg = tg
-                    hooks.background(tg)
+                async with self.backend() as (hooks, tg), listener:
                     tg.start_soon(self._signals, tg)
                     tg.start_soon(self._idle, tg)
-                    tg.start_soon(self._warm, service)
                     log.info("memory daemon %d listening on %s", os.getpid(), self.socket_path)
                     task_status.started()
                     await listener.serve(lambda stream: self._answer(stream, hooks), task_group=tg)
             finally:
                 self.socket_path.unlink(missing_ok=True)
                 shutil.rmtree(off_marks(self.socket_path), ignore_errors=True)  # the next may say again why it was off
-                if self._sidecar is not None:
-                    self._sidecar.close()
-                await service.aclose()
 
     async def _signals(self, tg: TaskGroup) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -148,7 +175,9 @@ class MemoryDaemon:
         self._last = anyio.current_time()
         while True:
             left = self._last + self.settings.plugin_idle - anyio.current_time()
-            if left <= 0:
+            if self._serving:
+                left = self.settings.plugin_idle
+            elif left <= 0:
                 log.info("memory daemon idle for %.0f s: stopping", self.settings.plugin_idle)
                 tg.cancel_scope.cancel()
                 return
@@ -163,10 +192,21 @@ class MemoryDaemon:
             log.warning("memory daemon: not warmed (%s)", type(e).__name__)
 
     async def _answer(self, stream: SocketStream, hooks: HookMemory) -> None:
+        try:
+            await self._answer_one(stream, hooks)
+        except Exception as e:  # one connection's failure never takes the daemon (and every session's memory) down
+            log.warning("memory daemon: a connection failed (%s)", type(e).__name__)
+
+    async def _answer_one(self, stream: SocketStream, hooks: HookMemory) -> None:
         self._last = anyio.current_time()
         async with stream:
+            buffered = BufferedByteReceiveStream(stream)
             try:
-                reply = await self._reply(await self._read(stream), hooks)
+                request = await self._read(buffered)
+                if request["event"] == "mcp":
+                    await self._serve_mcp(request, buffered, stream)
+                    return
+                reply = await self.reply(request, hooks)
             except PluginError as e:
                 reply = {"error": str(e)}
             try:
@@ -175,25 +215,42 @@ class MemoryDaemon:
                 pass  # the hook gave up waiting: it let the prompt through already
         self._last = anyio.current_time()
 
-    async def _read(self, stream: SocketStream) -> dict[str, Any]:
+    async def _read(self, stream: BufferedByteReceiveStream) -> dict[str, Any]:
+        """The request's first line (what follows it, on an MCP relay's connection, is left in the buffer)."""
         data = b""
         with anyio.move_on_after(10):
-            while not data.endswith(b"\n"):
-                try:
-                    data += await stream.receive(65536)
-                except (anyio.EndOfStream, anyio.BrokenResourceError):
-                    break
-                if len(data) > MAX_REQUEST:
-                    raise PluginError("the hook's request is too big")
-        try:
-            request = json.loads(data)
-        except ValueError as e:
-            raise PluginError("the hook's request is not JSON") from e
-        if not isinstance(request, dict) or not isinstance(request.get("event"), str):
-            raise PluginError("the hook's request names no event")
-        return request
+            try:
+                data = await stream.receive_until(b"\n", MAX_REQUEST)
+            except anyio.DelimiterNotFound as e:
+                raise PluginError("the hook's request is too big") from e
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
+                pass
+        return parse_request(data)
 
-    async def _reply(self, request: dict[str, Any], hooks: HookMemory) -> dict[str, Any]:
+    async def _serve_mcp(self, request: dict[str, Any], buffered: BufferedByteReceiveStream,
+                         stream: SocketStream) -> None:
+        """One of the plugin's MCP servers for one claude, on this connection until it closes: the project's
+        namespace by default (the one the hooks recall from), claude's session as cortex's seen-session."""
+        name, project, session = request.get("server"), request.get("project"), request.get("session")
+        factory = self.servers.get(name) if isinstance(name, str) else None
+        if factory is None or self._service is None:
+            raise PluginError(f"no such MCP server here: {str(name)[:40]!r}")
+        namespace = request.get("namespace") or project_namespace(project if isinstance(project, str) else "")
+        overrides: dict[str, Any] = {"cortex_default_namespace": namespace}
+        if isinstance(session, str) and 0 < len(session) <= 100:
+            overrides["cortex_seen_session"] = session
+        try:
+            server = factory(overrides, self._service)
+        except ValueError as e:  # settings that do not validate (a namespace too long)
+            raise PluginError(f"the {name} server could not start ({type(e).__name__})") from e
+        self._serving += 1
+        try:
+            await serve_on(server, buffered, stream)
+        finally:
+            self._serving -= 1
+            self._last = anyio.current_time()
+
+    async def reply(self, request: dict[str, Any], hooks: HookMemory) -> dict[str, Any]:
         event = request["event"]
         if event == "ping":
             return {"pid": os.getpid()}

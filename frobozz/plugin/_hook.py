@@ -48,13 +48,12 @@ def _start_daemon(config: dict[str, Any]) -> None:
                          close_fds=True, env={**os.environ, **config.get("env", {})})
 
 
-def ask(config: dict[str, Any], request: dict[str, Any], deadline: float) -> dict[str, Any]:
-    """The daemon's answer to one request, starting the daemon once if none listens."""
+def _open(config: dict[str, Any], deadline: float) -> socket.socket:
+    """A connection to the daemon, starting it once if none listens."""
     path, started = config["socket"], False
     while True:
         try:
-            sock = _connect(path, deadline)
-            break
+            return _connect(path, deadline)
         except (FileNotFoundError, ConnectionRefusedError) as e:
             if not started:
                 try:
@@ -67,7 +66,47 @@ def ask(config: dict[str, Any], request: dict[str, Any], deadline: float) -> dic
             time.sleep(0.02)
         except (socket.timeout, OSError) as e:
             raise Off(f"the memory daemon cannot be reached ({type(e).__name__})") from e
-    with sock:
+
+
+def _ask_hub(hub: str, request: dict[str, Any], deadline: float) -> bytes:
+    """The hub's answer (`POST /plugin/hook`, the hub's token from FROBOZZ_HUB_TOKEN in claude's environment)."""
+    import http.client  # only with a hub: the daemon's hooks do without it
+    from urllib.parse import urlsplit
+
+    url = urlsplit(hub)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise Off("the plugin's hub address is not an http(s) URL (run `frobozz plugin install --hub` again)")
+    kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+    connection = kind(url.hostname, url.port, timeout=max(deadline - time.monotonic(), 0.01))
+    headers = {"Content-Type": "application/json"}
+    if os.environ.get("FROBOZZ_HUB_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['FROBOZZ_HUB_TOKEN']}"
+    try:
+        connection.request("POST", url.path.rstrip("/") + "/plugin/hook", json.dumps(request), headers)
+        response = connection.getresponse()
+        body = response.read(MAX_REPLY + 1)
+    except (socket.timeout, TimeoutError) as e:
+        raise Off("the hub was slower than the hook's limit") from e
+    except (OSError, http.client.HTTPException) as e:
+        raise Off(f"the hub cannot be reached ({type(e).__name__})") from e
+    finally:
+        connection.close()
+    if response.status in (401, 403):
+        raise Off("the hub refused the token (set FROBOZZ_HUB_TOKEN to the hub's, where claude runs)")
+    if response.status != 200 or len(body) > MAX_REPLY:
+        raise Off(f"the hub answered {response.status}")
+    return body
+
+
+def ask(config: dict[str, Any], request: dict[str, Any], deadline: float) -> dict[str, Any]:
+    """The answer of the hub (when the plugin was installed with one) or of the daemon, to one request."""
+    if config.get("hub"):
+        return _reply(_ask_hub(str(config["hub"]), request, deadline))
+    return _reply(_ask_daemon(config, request, deadline))
+
+
+def _ask_daemon(config: dict[str, Any], request: dict[str, Any], deadline: float) -> bytes:
+    with _open(config, deadline) as sock:
         try:
             sock.sendall(json.dumps(request).encode() + b"\n")
             chunks, size = [], 0
@@ -84,12 +123,16 @@ def ask(config: dict[str, Any], request: dict[str, Any], deadline: float) -> dic
             raise Off("the memory daemon was slower than the hook's limit") from e
         except OSError as e:
             raise Off(f"the memory daemon's connection failed ({type(e).__name__})") from e
+    return b"".join(chunks)
+
+
+def _reply(data: bytes) -> dict[str, Any]:
     try:
-        reply = json.loads(b"".join(chunks))
+        reply = json.loads(data)
     except ValueError as e:
-        raise Off("the memory daemon's answer could not be read") from e
+        raise Off("memory's answer could not be read") from e
     if not isinstance(reply, dict):
-        raise Off("the memory daemon's answer could not be read")
+        raise Off("memory's answer could not be read")
     if reply.get("error"):
         raise Off(str(reply["error"])[:300])
     return reply
@@ -141,7 +184,47 @@ def run(event: str, config_path: str, raw: bytes) -> dict[str, Any]:
     return {}
 
 
+def relay(config_path: str, server: str) -> int:
+    """`frobozz_hook.py mcp CONFIG SERVER`: one of the plugin's MCP servers for claude, served by the daemon
+    (started if need be): claude's stdin goes to the daemon's socket and the daemon's answers to stdout."""
+    import threading
+
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+        sock = _open(config, time.monotonic() + float(config.get("limits", {}).get("SessionStart", 10.0)))
+    except (OSError, ValueError, Off) as e:
+        sys.stderr.write(f"frobozz memory: the {server} server is not available: {e}\n")
+        return 1
+    sock.settimeout(None)
+    sock.sendall(json.dumps({"event": "mcp", "server": server, "namespace": config.get("namespace"),
+                             "project": os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd(),
+                             "session": os.environ.get("CLAUDE_CODE_SESSION_ID", "")}).encode() + b"\n")
+
+    def answers() -> None:  # the daemon's side ended: so does the server, for claude
+        try:
+            while chunk := sock.recv(65536):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(1, view):]
+        except OSError:
+            pass
+        os._exit(0)
+
+    threading.Thread(target=answers, daemon=True).start()
+    try:
+        while chunk := os.read(0, 65536):
+            sock.sendall(chunk)
+        sock.shutdown(socket.SHUT_WR)  # claude closed stdin: the daemon ends the session and closes
+    except OSError:
+        return 0
+    threading.Event().wait(10)
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[1] == "mcp":
+        return relay(argv[2], argv[3])
     if os.environ.get(OFF_ENV) or len(argv) != 3:
         return 0
     raw = sys.stdin.buffer.read(MAX_INPUT + 1)

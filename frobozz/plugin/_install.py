@@ -21,6 +21,7 @@ from .settings import PluginSettings
 Scope = Literal["user", "project"]
 MARKETPLACE, NAME = "frobozz-local", "frobozz-memory"
 PLUGIN_ID = f"{NAME}@{MARKETPLACE}"
+SERVERS = ("cortex", "handoff")  # the MCP servers the plugin gives claude
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "PreCompact", "SessionEnd")
 MATCHERS = {"PostToolUse": "mcp__.*cortex__store"}  # the model kept a memory: the nudge is done
 CLAUDE_KEYS = ("enabledPlugins", "extraKnownMarketplaces")  # what claude's commands add to a settings file
@@ -39,6 +40,7 @@ class Installed:
     scope: Scope
     settings: Path
     namespace: str | None
+    hub: str | None = None  # the hub the hooks call, when not the per-user daemon
 
 
 def settings_file(scope: Scope, project: Path) -> Path:
@@ -48,8 +50,11 @@ def settings_file(scope: Scope, project: Path) -> Path:
     return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "settings.json"
 
 
-def write_plugin(settings: PluginSettings, namespace: str | None) -> Path:
-    """The plugin's files and the marketplace that lists it; the marketplace's folder."""
+def write_plugin(settings: PluginSettings, namespace: str | None, *, shared_servers: bool = True,
+                 hub: str | None = None) -> Path:
+    """The plugin's files and the marketplace that lists it; the marketplace's folder. Its MCP servers are
+    served by the memory daemon through the relay (`shared_servers`), or each started by claude as a process
+    of its own (the first design's, seconds slower per claude: kept for the benchmark's comparison)."""
     root = settings.plugin_dir
     plugin = root / NAME
     shutil.rmtree(plugin, ignore_errors=True)
@@ -68,7 +73,7 @@ def write_plugin(settings: PluginSettings, namespace: str | None) -> Path:
     command = [python, "-m", "frobozz", "plugin", "daemon", "--socket", str(settings.socket)]
     (plugin / "frobozz.json").write_text(json.dumps({
         "socket": str(settings.socket), "command": command, "log": str(settings.log), "namespace": namespace,
-        "env": {"FROBOZZ_DATA_DIR": str(settings.data_dir)}, "limits": settings.limits}, indent=2))
+        "env": {"FROBOZZ_DATA_DIR": str(settings.data_dir)}, "limits": settings.limits, "hub": hub}, indent=2))
     hook = '"{python}" -I -S "${{CLAUDE_PLUGIN_ROOT}}/hooks/frobozz_hook.py" {event} ' \
            '"${{CLAUDE_PLUGIN_ROOT}}/frobozz.json"'
     (plugin / "hooks" / "hooks.json").write_text(json.dumps({"hooks": {
@@ -78,9 +83,11 @@ def write_plugin(settings: PluginSettings, namespace: str | None) -> Path:
     servers_env = {"FROBOZZ_DATA_DIR": str(settings.data_dir)}
     if namespace:
         servers_env["FROBOZZ_CORTEX_DEFAULT_NAMESPACE"] = namespace
+    relay = ["-I", "-S", "${CLAUDE_PLUGIN_ROOT}/hooks/frobozz_hook.py", "mcp", "${CLAUDE_PLUGIN_ROOT}/frobozz.json"]
     (plugin / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        name: {"command": python, "args": ["-m", "frobozz", "plugin", "serve", name], "env": servers_env}
-        for name in ("cortex", "handoff")}}, indent=2))
+        name: {"command": python, "args": [*relay, name]} if shared_servers else
+        {"command": python, "args": ["-m", "frobozz", "plugin", "serve", name], "env": servers_env}
+        for name in SERVERS}}, indent=2))
     (plugin / "commands" / "memory.md").write_text(MEMORY_COMMAND)
     return root
 
@@ -107,7 +114,8 @@ def _records(settings: PluginSettings) -> dict[str, Any]:
         return {}
 
 
-def install(settings: PluginSettings, scope: Scope, project: Path, namespace: str | None, claude: str) -> Installed:
+def install(settings: PluginSettings, scope: Scope, project: Path, namespace: str | None, claude: str, *,
+            shared_servers: bool = True, hub: str | None = None) -> Installed:
     """Install (again) at `scope`; the settings file's bytes from before the first install are kept for
     uninstall."""
     target = settings_file(scope, project)
@@ -117,12 +125,12 @@ def install(settings: PluginSettings, scope: Scope, project: Path, namespace: st
         original = target.read_bytes().decode("latin-1") if target.is_file() else None
         records[key] = {"scope": scope, "original": original, "project": str(project),
                         "folder_existed": target.parent.is_dir()}
-    records[key]["namespace"] = namespace
-    root = write_plugin(settings, namespace)
+    records[key]["namespace"], records[key]["hub"] = namespace, hub
+    root = write_plugin(settings, namespace, shared_servers=shared_servers, hub=hub)
     _record(settings).write_text(json.dumps(records, indent=2))
     _claude(["marketplace", "add", str(root), "--scope", scope], project, claude)
     _claude(["install", PLUGIN_ID, "--scope", scope], project, claude)
-    return Installed(scope, target, namespace)
+    return Installed(scope, target, namespace, hub)
 
 
 def uninstall(settings: PluginSettings, scope: Scope, project: Path, claude: str) -> Path:
@@ -169,4 +177,5 @@ def _restore(target: Path, original: str | None) -> None:
 
 def status(settings: PluginSettings) -> list[Installed]:
     """Where the plugin is installed (as this data directory recorded it)."""
-    return [Installed(r["scope"], Path(path), r.get("namespace")) for path, r in _records(settings).items()]
+    return [Installed(r["scope"], Path(path), r.get("namespace"), r.get("hub"))
+            for path, r in _records(settings).items()]

@@ -18,7 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..loop import Suggester, Window, capsules, here_and_now, latest_letter, memories, nudge_blocks, orientation, \
     recalled_blocks, refresh_capsules
-from ..memory import LoopSession, MemoryService, Recall, quietly
+from ..memory import LoopSession, MemoryService, Recall, TranscriptStore, quietly
+from ._redact import redact
+from ._transcript import read_transcript, tool_steps
 from .exceptions import PluginError
 
 log = logging.getLogger("frobozz.plugin")
@@ -87,6 +89,7 @@ class HookMemory:
         self._turns: dict[str, int] = {}
         self._open: dict[str, LoopSession] = {}  # claude's sessions adopted since the daemon started
         self._background: anyio.abc.TaskGroup | None = None
+        self._transcripts: TranscriptStore | None = None
 
     def background(self, tg: anyio.abc.TaskGroup) -> None:
         """Where suggestions and capsules run, beside the hooks' answers."""
@@ -139,7 +142,7 @@ class HookMemory:
         turn = await self._turn(record.id) + 1
         self._turns[record.id] = turn
         if data.prompt.strip():
-            await sessions.archive(record.id, turn, "user", data.prompt)
+            await sessions.archive(record.id, turn, "user", redact(data.prompt))
         recall = Recall(await self.service.store(), sessions, deadline=self.deadline)
         blocks = recalled_blocks(await quietly("recall", recall(record.id, record.namespace, data.prompt), [],
                                                within=self.deadline + 0.5))
@@ -159,7 +162,7 @@ class HookMemory:
         record = await self._adopt(data, ns)
         said = data.last_assistant_message or ""
         if said.strip():
-            await sessions.archive(record.id, await self._turn(record.id) or 1, "assistant", said)
+            await sessions.archive(record.id, await self._turn(record.id) or 1, "assistant", redact(said))
         if said.strip() and self.ask is not None and self._background is not None:
             user = await self._last_user(record.id)
             suggest = Suggester(sessions, self.ask)
@@ -188,17 +191,43 @@ class HookMemory:
         return ""
 
     async def session_end(self, data: HookInput, ns: str) -> str:
-        """The session's end archived; the capsules of recent conversation brought up to date for the next."""
+        """The session's end archived with claude's whole transcript (redacted); the capsules of recent
+        conversation brought up to date for the next."""
         sessions = await self.service.sessions()
         record = await self._adopt(data, ns)
-        await sessions.archive(record.id, await self._turn(record.id) or 1, "note",
-                               f"the session ended ({data.reason or 'no reason given'})")
+        turn = await self._turn(record.id) or 1
+        await sessions.archive(record.id, turn, "note", f"the session ended ({data.reason or 'no reason given'})")
+        archiving = self.archive_transcript(record, data, turn)
+        if self._background is None:
+            await archiving
+        else:  # a long transcript does not hold claude's exit up
+            self._background.start_soon(self._quietly_in_background, archiving)
         self._turns.pop(record.id, None)
         self._open.pop(record.id, None)
         if self.ask is not None and self._background is not None:
             self._background.start_soon(self._quietly_in_background,
                                         refresh_capsules(sessions, record.namespace, record.id, self.ask))
         return ""
+
+    async def archive_transcript(self, record: LoopSession, data: HookInput, turn: int) -> None:
+        """Every entry of claude's transcript (and its subagents') into the transcript store, each once however
+        often the session ends (a resumed one ends again); its tool calls and results into the loop's archive,
+        those not archived before."""
+        transcript = await anyio.to_thread.run_sync(read_transcript, data.transcript_path, data.session_id)
+        if transcript is None:
+            return
+        if self._transcripts is None:
+            self._transcripts = await TranscriptStore.on((await self.service.store()).pool)
+        key = {"project_key": transcript.project_key, "session_id": data.session_id}
+        await self._transcripts.append(key, transcript.main)
+        for subpath, entries in transcript.subagents.items():
+            await self._transcripts.append({**key, "subpath": subpath}, entries)
+        sessions = await self.service.sessions()
+        kept = {(e.kind, e.data.get("id")) for e in await sessions.transcript(record.id)
+                if e.kind in ("tool_use", "tool_result")}
+        for kind, content, meta in tool_steps(transcript.main):
+            if (kind, meta["id"]) not in kept:
+                await sessions.archive(record.id, turn, kind, content, meta)  # type: ignore[arg-type]
 
     async def _quietly_in_background(self, work: Awaitable[object]) -> None:
         try:

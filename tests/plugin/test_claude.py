@@ -14,7 +14,8 @@ import pytest
 
 from frobozz.engine import find_claude
 from frobozz.engine.testing import Reply, ScriptedModel, ToolUse
-from frobozz.memory import MemoryService
+from frobozz.engine import project_key
+from frobozz.memory import MemoryService, TranscriptStore
 
 pytestmark = pytest.mark.anyio
 
@@ -22,6 +23,7 @@ DOG = "The user's dog is called Rex."
 CAT = "The user's cat is called Zorkmid and she is afraid of grues."
 STORE = "mcp__plugin_frobozz-memory_cortex__store"
 LETTER = "We were naming the cat; where things stand: the name is chosen."
+LEAKED = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # a GitHub token's form, made up
 
 
 def reply(request) -> str:  # type: ignore[no-untyped-def]
@@ -31,7 +33,9 @@ def reply(request) -> str:  # type: ignore[no-untyped-def]
     if text.startswith("Here is the last exchange"):
         return DOG if "dog" in text else "NONE"
     if request.tool_results():
-        return "(scripted) kept"
+        return "(scripted) the check printed its line" if "run the check" in said(request) else "(scripted) kept"
+    if text.startswith("run the check"):
+        return Reply((ToolUse("Bash", {"command": f"echo checked-ok GITHUB_TOKEN={LEAKED}"}),))
     if text.rsplit("\n", 1)[-1].startswith("keep it"):
         return Reply((ToolUse(STORE, {"content": DOG}),))
     return "(scripted) noted"
@@ -126,3 +130,30 @@ async def test_with_the_database_down_the_prompt_reaches_the_model_unchanged(ins
         [request] = main_requests(scripted)
         assert "What is my cat called?" in said(request) and "Orientation" not in said(request)
         assert "recalled-memories" not in said(request)
+
+
+async def test_the_session_end_archives_the_whole_transcript_with_its_tool_calls_and_secrets_redacted(
+        installed, project, cortex_settings):
+    with ScriptedModel(reply) as scripted:
+        env = {**installed, **scripted.env()}
+        done = claude_p("run the check, please", env, project, "--allowedTools", "Bash")
+        assert done["result"] == "(scripted) the check printed its line"
+    service = MemoryService(cortex_settings)
+    try:
+        sessions = await service.sessions()
+        key = {"project_key": project_key(project.resolve()), "session_id": done["session_id"]}
+        transcripts = await TranscriptStore.on((await service.store()).pool)
+        with anyio.fail_after(120):  # the daemon archives it in the background once claude has ended
+            while not [e for e in await sessions.transcript(done["session_id"]) if e.kind == "tool_result"]:
+                await anyio.sleep(0.2)
+        entries = await transcripts.load(key)
+        text = json.dumps(entries)
+        assert "run the check, please" in text and "the check printed its line" in text  # the turns
+        assert '"tool_use"' in text and "echo checked-ok" in text and "checked-ok GITHUB_TOKEN=" in text  # the call
+        assert '"tool_result"' in text  # and its result
+        assert LEAKED not in text and "[REDACTED]" in text
+        archived = {e.kind: e for e in await sessions.transcript(done["session_id"])}
+        assert archived["tool_use"].content.startswith("Bash ") and "checked-ok" in archived["tool_result"].content
+        assert all(LEAKED not in e.content for e in await sessions.transcript(done["session_id"]))
+    finally:
+        await service.aclose()

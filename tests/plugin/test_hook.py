@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -145,3 +146,35 @@ async def test_a_daemon_killed_with_sigkill_is_replaced_by_the_next_hook_and_an_
     with anyio.fail_after(60):  # no hook for three seconds: it ends, and takes its socket with it
         while daemon_pid(plugin_settings.socket) or plugin_settings.socket.exists():
             await anyio.sleep(0.05)
+
+
+def test_the_mcp_relay_says_why_and_fails_when_the_daemon_cannot_start(installed, plugin_settings, project):
+    """claude then shows the server as failed; the hooks go on letting prompts through."""
+    config(plugin_settings, command=["/nonexistent/python"])
+    script = plugin_settings.plugin_dir / "frobozz-memory" / "hooks" / "frobozz_hook.py"
+    done = subprocess.run([sys.executable, "-I", "-S", str(script), "mcp",
+                           str(plugin_settings.plugin_dir / "frobozz-memory" / "frobozz.json"), "cortex"],
+                          input=b"", env=installed, cwd=project, capture_output=True, timeout=120)
+    assert done.returncode == 1 and b"cortex server is not available" in done.stderr and not done.stdout
+
+
+async def test_the_mcp_relay_serves_cortex_from_the_daemon_in_the_projects_namespace(installed, plugin_settings,
+                                                                                     project, cortex_settings):
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    script = plugin_settings.plugin_dir / "frobozz-memory" / "hooks" / "frobozz_hook.py"
+    params = StdioServerParameters(command=sys.executable, cwd=str(project), env=installed, args=[
+        "-I", "-S", str(script), "mcp", str(plugin_settings.plugin_dir / "frobozz-memory" / "frobozz.json"), "cortex"])
+    with anyio.fail_after(120):
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            assert "store" in {t.name for t in (await client.list_tools()).tools}
+            stored = await client.call_tool("store", {"content": "The relay keeps this."})
+            assert not stored.is_error
+    assert daemon_pid(plugin_settings.socket)  # the relay started the daemon, which served the tool
+    service = MemoryService(cortex_settings)
+    try:
+        assert [m.content for m in await (await service.store()).recent(5, "myproject")] == ["The relay keeps this."]
+    finally:
+        await service.aclose()

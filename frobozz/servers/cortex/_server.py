@@ -131,9 +131,10 @@ async def writable(store: MemoryStore, memory_id: int) -> None:
     check(memory.namespace, write=True, what=f"memory {memory_id}")
 
 
-def create_server(settings: Settings | None = None) -> MCPServer:
+def create_server(settings: Settings | None = None, service: MemoryService | None = None) -> MCPServer:
+    """`service`: one shared with other servers in the process (`MemoryService.sharing`), else its own."""
     settings = settings or Settings()
-    cortex = MemoryService(settings)
+    cortex = service or MemoryService(settings)
 
     async def memories(namespace: str | None = None, *, write: bool | None = None) -> MemoryStore:
         """The store; with `write` given, once the caller's token may read (or write) `namespace`."""

@@ -65,9 +65,10 @@ def _out(letter: Letter) -> LetterOut:
                      memories=[RememberedOut(id=m.id, content=m.content) for m in letter.memories])
 
 
-def create_server(settings: Settings | None = None) -> MCPServer:
+def create_server(settings: Settings | None = None, service: MemoryService | None = None) -> MCPServer:
+    """`service`: one shared with other servers in the process (`MemoryService.sharing`), else its own."""
     settings = settings or Settings()
-    memory = MemoryService(settings)
+    memory = service or MemoryService(settings)
 
     async def letters(namespace: str | None = None, *, write: bool | None = None) -> HandoffStore:
         """The letters; with `write` given, once the caller's token may read (or write) `namespace`."""

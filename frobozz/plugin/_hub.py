@@ -1,0 +1,45 @@
+"""The hooks' memory served by the hub (`frobozz serve all --http` mounts it at /plugin): `POST /plugin/hook`
+with the hook's request as JSON, behind the hub's token, answers as the daemon does. A plugin installed
+with `--hub URL` calls it instead of starting a daemon of its own, so a user who runs the hub already has
+one warm process for everything, and other machines' claudes share the same memory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from ._daemon import MAX_REQUEST, MemoryDaemon, parse_request
+from ._memory import HookMemory
+from .exceptions import PluginError
+from .settings import PluginSettings
+
+
+def hook_app(settings: PluginSettings | None = None) -> Starlette:
+    """The app the hub mounts at /plugin (its lifespan opens the memory service and the sidecar)."""
+    daemon = MemoryDaemon(settings or PluginSettings())
+    ready: dict[str, HookMemory] = {}
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with daemon.backend(warm=False) as (hooks, _tg):
+            ready["hooks"] = hooks
+            yield
+
+    async def hook(request: Request) -> JSONResponse:
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_REQUEST:
+                return JSONResponse({"error": "the hook's request is too big"}, status_code=413)
+        try:
+            reply = await daemon.reply(parse_request(body), ready["hooks"])
+        except PluginError as e:
+            return JSONResponse({"error": str(e)}, status_code=200)  # the hook says it once; claude goes on
+        return JSONResponse(reply)
+
+    return Starlette(routes=[Route("/hook", hook, methods=["POST"])], lifespan=lifespan)
