@@ -3,6 +3,7 @@
 from ._catalogue import CATALOGUE, CatalogueEntry, by_md5
 from ._install import install
 from ._journal import replay as replay_journal
+from ._layout import GridLayout, PassageKind, PlacedPassage, count_crossings, grid_layout, through_rooms
 from ._library import GameLibrary, GameListing, jericho_supports, walkthrough_for
 from ._map import GameMap, MapFormat, Passage, direction, mentioned_exits
 from ._saves import SaveInfo
@@ -24,8 +25,9 @@ from .settings import GamesSettings
 
 __all__ = [
     "CATALOGUE", "CatalogueEntry", "CommandError", "GameError", "GameLibrary", "GameListing", "GameMap",
-    "GameNotFoundError", "GameSession", "GamesSettings", "InstallError", "InterpreterCrashedError",
-    "MAX_COMMAND_CHARS", "MapFormat", "Passage", "SaveError", "SaveInfo", "SessionClosedError", "SessionState",
+    "GameNotFoundError", "GameSession", "GamesSettings", "GridLayout", "InstallError", "InterpreterCrashedError",
+    "MAX_COMMAND_CHARS", "MapFormat", "Passage", "PassageKind", "PlacedPassage", "SaveError", "SaveInfo", "SessionClosedError", "SessionState",
     "StoryFileError", "StoryInfo", "Turn", "by_md5", "check_command", "install", "jericho_supports", "parse_story",
-    "read_story", "replay_journal", "walkthrough_for", "direction", "memory_queries", "mentioned_exits",
+    "read_story", "replay_journal", "walkthrough_for", "count_crossings", "direction", "grid_layout",
+    "memory_queries", "mentioned_exits", "through_rooms",
 ]
