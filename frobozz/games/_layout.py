@@ -6,7 +6,7 @@ map image a run leaves and the web page, so both show the same map."""
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from functools import lru_cache
 
@@ -34,6 +34,8 @@ class PlacedPassage:
     kind: PassageKind
     label: str  # what the drawing says: `n`, `up`, `in`, `enter window`
     both_ways: bool  # the way back was taken too
+    stub: bool = False  # drawn as a short labelled stub at each end, not a line across the map: a passage
+    # that is no compass direction (a prayer that moves you, a long way down) and whose line would cross
 
 
 @dataclass(frozen=True)
@@ -83,11 +85,26 @@ def _grid_layout(explored: GameMap) -> GridLayout:
         return GridLayout((), (), 0)
     steps = {(p.source, p.target): kind_of(p.command)[2] for p in passages}
     pos = _first_places(explored.rooms, passages, steps)
-    _improve(pos, passages, steps)
+    _improve(pos, _drawn(pos, passages), steps)
+    drawn = _drawn(pos, passages)
+    lines = {id(p) for p in drawn}
+    passages = tuple(p if id(p) in lines else replace(p, stub=True) for p in passages)
     left = min(x for x, _ in pos.values())
     top = min(y for _, y in pos.values())
     places = tuple((room, (pos[room][0] - left, pos[room][1] - top)) for room in explored.rooms)
-    return GridLayout(places, passages, _count_crossings(pos, passages))
+    return GridLayout(places, passages, _count_crossings(pos, drawn))
+
+
+def _drawn(pos: dict[str, tuple[int, int]], passages: tuple[PlacedPassage, ...]) -> tuple[PlacedPassage, ...]:
+    """The passages drawn as lines: every compass one, and of the others (up, down, in, out, a teleport) each,
+    shortest first, whose line crosses none already drawn and runs through no room; the rest become stubs."""
+    drawn = [p for p in passages if p.kind is PassageKind.COMPASS]
+    others = sorted((p for p in passages if p.kind is not PassageKind.COMPASS),
+                    key=lambda p: abs(pos[p.source][0] - pos[p.target][0]) + abs(pos[p.source][1] - pos[p.target][1]))
+    for p in others:
+        if not _through(pos, p) and not any(_cross(pos, p, q) for q in drawn):
+            drawn.append(p)
+    return tuple(drawn)
 
 
 def _passages(explored: GameMap) -> tuple[PlacedPassage, ...]:
@@ -322,11 +339,11 @@ def _count_crossings(pos: dict[str, tuple[int, int]], passages: tuple[PlacedPass
 
 
 def count_crossings(layout: GridLayout) -> int:
-    """Pairs of passages in `layout` whose straight lines cross (for a check from outside)."""
-    return _count_crossings(dict(layout.places), layout.passages)
+    """Pairs of passages in `layout` drawn as lines that cross (for a check from outside)."""
+    return _count_crossings(dict(layout.places), tuple(p for p in layout.passages if not p.stub))
 
 
 def through_rooms(layout: GridLayout) -> int:
-    """Passages in `layout` whose straight line runs through a room that is not one of its ends."""
+    """Passages in `layout` drawn as lines that run through a room that is not one of their ends."""
     pos = dict(layout.places)
-    return sum(1 for p in layout.passages if _through(pos, p))
+    return sum(1 for p in layout.passages if not p.stub and _through(pos, p))

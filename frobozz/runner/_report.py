@@ -122,11 +122,12 @@ def map_image(explored: GameMap, path: Path, *, title: str, current: str | None 
     for p in grid.passages:
         color, style = _STYLE[p.kind.value]
         (x1, y1), (x2, y2) = place[p.source], place[p.target]
+        if p.stub:  # a line across the map would cross others: a short stub at each end says where it goes
+            _stub(ax, (x1, y1), (x2, y2), f"{p.label} → {p.target}", color, style, box_w, box_h)
+            _stub(ax, (x2, y2), (x1, y1), f"from {p.source} ({p.label})", color, style, box_w, box_h)
+            continue
         ax.plot([x1, x2], [y1, y2], color=color, linestyle=style, linewidth=1.1, zorder=1)
-        dx, dy = x2 - x1, y2 - y1
-        scale = min(box_w / 2 / abs(dx) if dx else 1e9, box_h / 2 / abs(dy) if dy else 1e9)
-        ax.text(x1 + dx * scale, y1 + dy * scale, f" {p.label} ", fontsize=8, color=color, zorder=3,
-                ha="left" if dx >= 0 else "right", va="bottom" if dy >= 0 else "top")
+        _edge_label(ax, (x1, y1), (x2, y2), p.label, color, box_w, box_h)
     for room, (x, y) in place.items():
         here = room == current
         ax.add_patch(FancyBboxPatch((x - box_w / 2, y - box_h / 2), box_w, box_h, boxstyle="round,pad=0.02",
@@ -145,6 +146,27 @@ def map_image(explored: GameMap, path: Path, *, title: str, current: str | None 
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _edge_label(ax, start: tuple[float, float], end: tuple[float, float], text: str, color: str,
+                box_w: float, box_h: float) -> tuple[float, float]:
+    """`text` where the line from `start` to `end` leaves the box at `start`; returns that point."""
+    (x1, y1), (x2, y2) = start, end
+    dx, dy = x2 - x1, y2 - y1
+    scale = min(box_w / 2 / abs(dx) if dx else 1e9, box_h / 2 / abs(dy) if dy else 1e9)
+    ax.text(x1 + dx * scale, y1 + dy * scale, f" {text} ", fontsize=8, color=color, zorder=3,
+            ha="left" if dx >= 0 else "right", va="bottom" if dy >= 0 else "top")
+    return x1 + dx * scale, y1 + dy * scale
+
+
+def _stub(ax, start: tuple[float, float], end: tuple[float, float], text: str, color: str, style: object,
+          box_w: float, box_h: float) -> None:
+    """A short line from the box at `start` towards `end`, labelled with where it leads."""
+    (x1, y1), (x2, y2) = start, end
+    ex, ey = _edge_label(ax, start, end, text, color, box_w, box_h)
+    length = ((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5 or 1.0
+    ax.plot([ex, ex + 0.25 * (x2 - x1) / length], [ey, ey + 0.25 * (y2 - y1) / length], color=color,
+            linestyle=style, linewidth=1.1, zorder=1)
 
 
 def _wrap(name: str, width: int = 18) -> list[str]:

@@ -67,14 +67,28 @@ def _placed(explored: GameMap) -> MapLayout:
     rooms = tuple(Room(name, *place[name], current=False, lines=_wrap(name)) for name in explored.rooms)
     links = []
     for p in grid.passages:
-        (x1, y1), (x2, y2) = place[p.source], place[p.target]
-        back = " (and back)" if p.both_ways else ""
-        wx, wy = _beside_box(x1, y1, x2, y2)
-        links.append(Link(x1, y1, x2, y2, f"{p.source}: {p.command} → {p.target}{back}", p.kind.value,
-                          p.label, wx, wy))
+        start, end = place[p.source], place[p.target]
+        hover = f"{p.source}: {p.command} → {p.target}" + (" (and back)" if p.both_ways else "")
+        if p.stub:  # a line across the map would cross others: a short stub at each end says where it goes
+            links += [_stub(start, end, f"{p.label} → {p.target}", hover, p.kind.value),
+                      _stub(end, start, f"from {p.source} ({p.label})", hover, p.kind.value)]
+            continue
+        wx, wy = _beside_box(*start, *end)
+        links.append(Link(*start, *end, hover, p.kind.value, p.label, wx, wy))
     width = grid.width * CELL_W - CELL_W + 2 * margin_x
     height = grid.height * CELL_H - CELL_H + 2 * margin_y
     return MapLayout(rooms, tuple(links), width, height)
+
+
+def _stub(start: tuple[float, float], end: tuple[float, float], text: str, hover: str, kind: str) -> Link:
+    """A short line from the box at `start` towards `end`, with where it leads written beside it."""
+    (x1, y1), (x2, y2) = start, end
+    length = ((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5 or 1.0
+    ux, uy = (x2 - x1) / length, (y2 - y1) / length
+    scale = min(BOX_W / 2 / abs(ux) if ux else 1e9, BOX_H / 2 / abs(uy) if uy else 1e9)
+    ex, ey = x1 + ux * scale, y1 + uy * scale
+    wx, wy = _beside_box(x1, y1, x2, y2)
+    return Link(ex, ey, ex + 22 * ux, ey + 22 * uy, hover, kind, text, wx, wy)
 
 
 def _beside_box(x1: float, y1: float, x2: float, y2: float) -> tuple[float, float]:

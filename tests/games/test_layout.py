@@ -40,3 +40,13 @@ def test_hostile_and_huge_room_names_are_only_names():
     names = ['"];<script>', "x" * 10_000, "\x00"]
     layout = grid_layout(GameMap.from_path([(None, names[0]), ("n", names[1]), ("climb tree", names[2])]))
     assert {room for room, _ in layout.places} == set(names) and layout.crossings == 0
+
+
+def test_a_teleport_whose_line_would_cross_a_passage_is_drawn_as_two_labelled_stubs():
+    explored = GameMap.from_path([(None, "Altar"), ("e", "Temple"), ("n", "Dome"), ("w", "Torch"), ("s", "Altar"),
+                                  ("ne", "Dome"), ("sw", "Altar"), ("e", "Temple"), ("pray", "Torch")])
+    layout = grid_layout(explored)
+    kinds = {(p.source, p.target): (p.kind, p.stub) for p in layout.passages}
+    assert kinds[("Temple", "Torch")] == (PassageKind.INOUT, True)
+    assert kinds[("Altar", "Dome")] == (PassageKind.COMPASS, False)  # compass passages are always lines
+    assert layout.crossings == count_crossings(layout) == 0
