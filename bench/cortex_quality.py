@@ -225,8 +225,26 @@ def _mix(neighbours: float, words: float = 0.6) -> Callable[[dict[str, float]], 
     return score
 
 
+def _capped(cap: float, words: float = 0.6) -> Callable[[dict[str, float]], float]:
+    """What the neighbours' words add counts up to `cap`: a memory found by them alone stays under 0.3."""
+    def score(p: dict[str, float]) -> float:
+        own, every = math.tanh(p.get("own", 0.0)), math.tanh(p.get("coverage", 0.0))
+        return words * (own + min(cap, every - own)) + (1 - words) * p.get("closeness", 0.0)
+    return score
+
+
+def _leaning(lean: float, words: float = 0.6) -> Callable[[dict[str, float]], float]:
+    """What the neighbours' words add counts in full only for a memory close to the query in meaning:
+    (1 - lean) of it at closeness 0, all of it from closeness `lean` up."""
+    def score(p: dict[str, float]) -> float:
+        own, every = math.tanh(p.get("own", 0.0)), math.tanh(p.get("coverage", 0.0))
+        share = min(1.0, (1 - lean) + p.get("closeness", 0.0))
+        return words * (own + share * (every - own)) + (1 - words) * p.get("closeness", 0.0)
+    return score
+
+
 SCORINGS: dict[str, Callable[[dict[str, float]], float]] = {
-    "now: 0.6 words in context + 0.4 closeness": _mix(1.0),
+    "before issue 38: 0.6 words in context + 0.4 closeness": _mix(1.0),
     "neighbours' words at 0.75": _mix(0.75),
     "neighbours' words at 0.5": _mix(0.5),
     "neighbours' words at 0.25": _mix(0.25),
@@ -234,6 +252,10 @@ SCORINGS: dict[str, Callable[[dict[str, float]], float]] = {
     "0.5 words (neighbours at 0.5) + 0.5 closeness": _mix(0.5, 0.5),
     "max(neighbours at 0.5, (cosine - 0.2) / 0.45)": lambda p: max(_mix(0.5)(p), (p.get("cosine", 0.0) - 0.2) / 0.45),
     "max(neighbours at 0.5, (cosine - 0.25) / 0.5)": lambda p: max(_mix(0.5)(p), (p.get("cosine", 0.0) - 0.25) / 0.5),
+    "neighbours' words add at most 0.45": _capped(0.45),
+    "neighbours' words add at most 0.4": _capped(0.4),
+    "neighbours' words: 0.7 of them at closeness 0, all from 0.3": _leaning(0.3),
+    "now: neighbours' words 0.6 of them at closeness 0, all from 0.4": _leaning(0.4),
 }
 
 
