@@ -1,7 +1,10 @@
 """The explored map on a grid, north up: each room placed from the room it was entered from in the direction
-taken (north above, east to the right, up and down, in and out on the diagonals), then moved cell by cell
-while that removes crossings, passages through other rooms or compass directions broken. One layout for the
-map image a run leaves and the web page, so both show the same map."""
+taken (north above, east to the right), where its lines cross nothing; a way up, down, in or out begins a
+level of its own beside it (the cellar is not drawn over the house). Rooms are then moved cell by cell while
+that removes crossings, lines through rooms or broken compass directions, and a way up, down, in or out whose
+line would still cross is drawn as a labelled stub at each end. One layout for the map image a run leaves and
+the web page, so both show the same map. No library keeps compass directions (networkx's planar layout, grandalf,
+HOLA and OGDF place freely), hence this small one."""
 
 from __future__ import annotations
 
