@@ -46,7 +46,7 @@ async def run(rounds: int) -> None:
               " synthesis)")
         print(f"  tool calls            {sum(tools.values()):6d}   ({', '.join(f'{n} {k}' for k, n in sorted(tools.items()))})")
         print(f"  model requests        {len(main):6d}   (+{len(model.requests) - len(main)} side calls claude makes)")
-        print(f"  per role              " + "; ".join(f"{r.role} {r.turns} turns {r.tools} tools" for r in report.roles))
+        print("  per role              " + "; ".join(f"{r.role} {r.turns} turns {r.tools} tools" for r in report.roles))
         print(f"  wall time             {wall:8.2f} s   in claude's turns {in_turns:.2f} s; the rest "
               f"({wall - in_turns:.2f} s) is three claude start-ups and the orchestrator's file work")
 

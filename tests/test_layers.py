@@ -73,3 +73,51 @@ def test_only_the_cli_uses_the_dialogue_part():
         part = path.relative_to(PACKAGE).parts[0]
         if part not in ("cli", "dialogue"):
             assert "dialogue" not in _imported_parts(path), f"{path.relative_to(PACKAGE)} imports frobozz.dialogue"
+
+
+def _imported_modules(path: Path) -> list[tuple[str, ...]]:
+    """The frobozz modules a module imports, as dotted parts (relative imports resolved)."""
+    module = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = module[:len(module) - node.level]
+            found.append((*base, *(node.module or "").split(".")) if node.module else tuple(base))
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.append(tuple(node.module.split(".")))
+        elif isinstance(node, ast.Import):
+            found += [tuple(a.name.split(".")) for a in node.names]
+    return [m for m in found if len(m) > 1 and m[0] == "frobozz"]
+
+
+def test_a_part_uses_another_only_through_its_public_init_never_a_private_module():
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        own = path.relative_to(PACKAGE).parts[0]
+        for target in _imported_modules(path):
+            if target[1] != own and any(name.startswith("_") for name in target[2:]):
+                wrong.append(f"{path.relative_to(PACKAGE)} imports {'.'.join(target)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def _all_order(name: str) -> tuple[int, str]:
+    """isort's order for __all__ (ruff's RUF022): CONSTANTS, then Classes, then functions, each alphabetical."""
+    return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
+
+
+def test_every_init_only_re_exports_with_a_sorted_all():
+    for path in PACKAGE.rglob("__init__.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+                names = [e.value for e in node.value.elts]
+                assert names == sorted(names, key=_all_order), f"{path.relative_to(PACKAGE)}: __all__ is not sorted"
+
+
+def test_product_code_never_imports_the_test_doubles():
+    """`frobozz.engine.testing` is for tests; the scripted model product code runs on is `engine.scripted`."""
+    for path in PACKAGE.rglob("*.py"):
+        if path.is_relative_to(PACKAGE / "engine" / "testing"):
+            continue
+        for target in _imported_modules(path):
+            assert target[1:3] != ("engine", "testing"), f"{path.relative_to(PACKAGE)} imports frobozz.engine.testing"

@@ -9,6 +9,6 @@ from ._workspaces import Workspace, Workspaces
 from .exceptions import AgentError, InputError, QuestionError, SessionNotFoundError, WorkspaceError
 from .settings import AgentSettings
 
-__all__ = ["Agent", "AgentError", "create_app", "AgentEvent", "AgentSettings", "Done", "Error", "InputError", "Logged", "Question",
+__all__ = ["Agent", "AgentError", "AgentEvent", "AgentSettings", "Done", "Error", "InputError", "Logged", "Question",
            "QuestionError", "SessionNotFoundError", "Status", "TextDelta", "ToolResult", "ToolUse", "Workspace",
-           "WorkspaceError", "Workspaces"]
+           "WorkspaceError", "Workspaces", "create_app"]

@@ -51,6 +51,7 @@ class AgentSession:
         self.record = record
         self.memory_options = memory_options  # (options, namespace) -> the memory loop's claude's options
         self.spare = spare  # a claude started ahead of need, taken when this session's options launch the same
+        self._costed: tuple[Engine, float] | None = None  # the claude whose running cost total was last seen, and it
         self.workspace = workspace
         self.workspaces = workspaces
         self.relay = relay
@@ -229,6 +230,13 @@ class AgentSession:
                                                            HookMatcher([self._guard])]},
                        session_project=f"frobozz-agent-{self.id}")
 
+    def _turn_cost(self, engine: Engine, total: float | None) -> float:
+        """What this turn cost: claude reports a running total per process (a session's claude is started anew
+        after an idle release or a restart, and counts from zero again)."""
+        before = self._costed[1] if self._costed is not None and self._costed[0] is engine else 0.0
+        self._costed = (engine, total or 0.0)
+        return max((total or 0.0) - before, 0.0)
+
     async def _turn(self, text: str, files: list[str]) -> None:
         assert self.engine is not None and self._channel is not None
         engine, channel = self.engine, self._channel
@@ -268,7 +276,8 @@ class AgentSession:
                 self.record.preamble = ""  # sent with the first message
                 self.record.claude_session_id = event.session_id or engine.session_id
                 self.record.usage = _added(self.record.usage, event.usage)
-                self.record.cost_usd += event.total_cost_usd or 0.0
+                turn_cost = self._turn_cost(engine, event.total_cost_usd)
+                self.record.cost_usd += turn_cost
                 await self.on_message(self, "agent", event.result or "")  # kept before anyone hears of it
                 if self.on_turn is not None:  # the files the turn wrote, committed before anyone hears of it
                     await self.on_turn(self, first_line, [c.target for c in self.tool_log.calls[calls_before:]
@@ -276,7 +285,7 @@ class AgentSession:
                 self._busy = False  # likewise: a status asked for after `done` says stable
                 self.last_used = anyio.current_time()  # and --max-live, asked next, sees this turn as the latest
                 self.record.last_activity = datetime.now(UTC)  # as a client told `done` reads it (saved just after)
-                self.relay.publish(Done(usage=dict(event.usage), cost_usd=event.total_cost_usd,
+                self.relay.publish(Done(usage=dict(event.usage), cost_usd=turn_cost,
                                         is_error=event.is_error, result=event.result, message_id=self.current))
                 self.relay.publish(Status(state="idle", message_id=self.current))
                 await self.on_change(self)

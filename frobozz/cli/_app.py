@@ -10,8 +10,10 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
+from . import _help  # noqa: F401  (flags without a value label in help)
 from ._chat import chat
 from ._cortex import cortex
+from ._database import database
 from ._dialogue import dialogue
 from ._doctor import doctor
 from ._games import games
@@ -26,6 +28,7 @@ app = typer.Typer(help="Frobozz: an MCP tool hub and headless game runner for Cl
                   pretty_exceptions_enable=False)
 app.add_typer(games, name="games")
 app.add_typer(cortex, name="cortex")
+app.add_typer(database, name="database")
 app.add_typer(dialogue, name="dialogue")
 app.command()(serve)
 app.command("hub-token")(hub_token)

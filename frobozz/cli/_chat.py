@@ -44,11 +44,11 @@ def scripted_reply(request: Any) -> Any:
     if text.startswith("Summarise this conversation"):
         return "(scripted) An earlier chat."
     if said.lower().startswith("remember:"):  # the model stores it with cortex, as claude would
-        from frobozz.engine.testing import Reply, ToolUse
+        from frobozz.engine.scripted import Reply, ToolUse
 
         return Reply((ToolUse("mcp__cortex__store", {"content": said.split(":", 1)[1].strip()}),))
     if "story" in said.lower():  # a long reply, streamed slowly: something to interrupt with Ctrl-C
-        from frobozz.engine.testing import Reply, Text
+        from frobozz.engine.scripted import Reply, Text
 
         return Reply((Text("(scripted) Once upon a time, " + "the story went on, " * 400 + "the end."),), delay=0.02)
     if said.lower().startswith("what did i say first"):  # the conversation's history reached the model
@@ -115,7 +115,7 @@ def chat(
         _sessions_table(namespace)
         return
     if model != "scripted":
-        from frobozz.runner._players import claude_readiness
+        from frobozz.runner import claude_readiness
 
         problem = claude_readiness()
         if problem:
@@ -132,10 +132,10 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
                 suggest: bool, model: str | None) -> None:
     from frobozz.engine import AssistantMessage, EngineOptions, McpServerError, Result, StreamEvent
     from frobozz.engine.observers import HandoffRelay
-    from frobozz.engine.testing import ScriptedModel
+    from frobozz.engine.scripted import ScriptedModel
     from frobozz.loop import MemorySession, capsules, context_files, here_and_now, latest_letter, memories
     from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
-    from frobozz.servers._configs import config_for
+    from frobozz.servers import config_for
 
     def providers(store, sessions, handoffs):  # type: ignore[no-untyped-def]
         return [context_files(*context_dirs), here_and_now("frobozz chat"), latest_letter(handoffs),

@@ -12,13 +12,14 @@ from typing import Any, TypeVar
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 cortex = typer.Typer(help="Long-term memory: store, search, recent, get, supersede, forget, import, export, reembed.",
                      no_args_is_help=True)
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error is one line, whole, whatever the width
 T = TypeVar("T")
 
 
@@ -38,7 +39,7 @@ def _run(work: Callable[[Any], Awaitable[T]], *, check_model: bool = True) -> T:
     try:
         return anyio.run(main)
     except MemoryStoreError as e:
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {escape(str(e))}")  # the error may quote what was given
         raise typer.Exit(1) from None
 
 
@@ -62,14 +63,21 @@ def _print(rows: list[dict[str, Any]], as_json: bool, columns: tuple[str, ...]) 
 
 
 @cortex.command("store")
-def store_cmd(content: str, namespace: str = typer.Option(None, help=NAMESPACE_HELP), metadata: str = typer.Option(None, help="JSON.")) -> None:
-    """Remember CONTENT."""
+def store_cmd(content: str, namespace: str = typer.Option(None, help=NAMESPACE_HELP), metadata: str = typer.Option(None, help="JSON."),
+              image: Path | None = typer.Option(None, dir_okay=False, help="An image to keep with it (PNG, JPEG, GIF "
+                                                "or WebP): a thumbnail, and a description when FROBOZZ_CORTEX_VISION_MODEL is set.")) -> None:
+    """Remember CONTENT (with an image: --image)."""
     try:
         meta = json.loads(metadata) if metadata else None
     except ValueError as e:
         raise typer.BadParameter(f"not JSON: {e}", param_hint="--metadata") from None
 
     async def work(store):  # type: ignore[no-untyped-def]
+        if image is not None:  # the user's own file: its folder is allowed, as the server's folders are for it
+            from frobozz.memory import ImageInput, ImageStore, MemorySettings
+
+            images = ImageStore(store, MemorySettings(), folders=[image.expanduser().resolve().parent])
+            return (await images.remember(content, ImageInput(path=str(image)), meta, namespace, source="cli"))[:2]
         return await store.store(content, meta, namespace, source="cli")
 
     memory, duplicate = _run(work)
@@ -134,10 +142,17 @@ def _as_json(m: Any) -> dict[str, Any]:
 def get_cmd(memory_id: int) -> None:
     """One memory, as JSON, with every version of its fact (`history`, oldest first)."""
     async def work(store):  # type: ignore[no-untyped-def]
-        return await store.get(memory_id), await store.history(memory_id)
+        from frobozz.memory import ImageStore, MemorySettings
 
-    m, history = _run(work)
-    out.print_json(json.dumps(_as_json(m) | {"history": [_as_json(h) for h in history]}))
+        images = ImageStore(store, MemorySettings())
+        image = await images.image(memory_id)
+        shown = image and {"media_type": image.media_type, "width": image.width, "height": image.height,
+                           "description": image.description, "file": str(images.path(image.original)),
+                           "thumbnail": str(images.path(image.thumbnail))}
+        return await store.get(memory_id), await store.history(memory_id), shown
+
+    m, history, image = _run(work)
+    out.print_json(json.dumps(_as_json(m) | {"history": [_as_json(h) for h in history], "image": image}))
 
 
 @cortex.command("supersede")
@@ -162,20 +177,33 @@ def forget_cmd(memory_id: int) -> None:
 def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL: one memory per line."),
                namespace: str = typer.Option(None, help="For lines that do not name one."),
                batch: int = typer.Option(64, min=1, max=1024)) -> None:
-    """Import memories from JSONL ({content, metadata?, namespace?, created_at?} per line)."""
-    from frobozz.memory import BulkStore
+    """Import memories from JSONL ({content, metadata?, namespace?, created_at?} per line). Every line is
+    checked first: a bad one is named (its number in FILE, and what is wrong) and nothing is imported."""
+    from frobozz.memory import BulkStore, MemoryStoreError
 
-    lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
-    records = []
-    for number, line in enumerate(lines, 1):
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        err.print(f"[red]error:[/red] {escape(str(file))} is not UTF-8 text (byte {e.start}); nothing was imported")
+        raise typer.Exit(1) from None
+    numbers, records = [], []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
         try:
             records.append(json.loads(line))
         except ValueError as e:
             err.print(f"[red]error:[/red] line {number} is not JSON ({e}); nothing was imported")
             raise typer.Exit(1) from None
+        numbers.append(number)
 
     async def work(store):  # type: ignore[no-untyped-def]
         bulk, stored, duplicates = BulkStore(store), 0, 0
+        for number, record in zip(numbers, records, strict=True):
+            try:
+                bulk.check(record, namespace)
+            except MemoryStoreError as e:
+                raise MemoryStoreError(f"line {number}: {e}; nothing was imported") from None
         with _progress() as progress:
             task = progress.add_task("importing", total=len(records))
             for start in range(0, len(records), batch):

@@ -110,7 +110,7 @@ def run(
 
     async def main() -> object:
         from frobozz.engine import EngineOptions
-        from frobozz.engine.testing import ScriptedModel
+        from frobozz.engine.scripted import ScriptedModel
         from frobozz.dialogue import ScriptedDialogue
 
         async def go(options: EngineOptions) -> object:

@@ -64,7 +64,7 @@ async def check_claude() -> str:
 async def check_postgres(settings: MemorySettings) -> str:
     import asyncpg
 
-    from frobozz.memory._database import database_url
+    from frobozz.memory import database_url
 
     where = "FROBOZZ_DATABASE_URL" if settings.database_url else f"the embedded Postgres in {settings.postgres_dir}"
     fix = ("check that the server is up and FROBOZZ_DATABASE_URL is right" if settings.database_url else
@@ -90,7 +90,7 @@ async def check_postgres(settings: MemorySettings) -> str:
 
 
 async def check_embeddings(settings: MemorySettings) -> str:
-    from frobozz.memory._embeddings import make_embedder
+    from frobozz.memory import make_embedder
     from frobozz.memory.exceptions import MemoryStoreError
 
     fix = ("let it fetch the model once (FROBOZZ_EMBEDDING_ONNX_URL), or with no network export it here: "

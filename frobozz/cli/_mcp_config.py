@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from frobozz.servers._configs import BUNDLES, ConfigError, check_names, config_for, install, write
+from frobozz.servers import BUNDLES, ConfigError, check_names, config_for, install_config, write_config
 
 
 def mcp_config(
@@ -24,10 +24,10 @@ def mcp_config(
     try:
         config = config_for(check_names(names))
         if install_to:
-            path, added = install(config, project)
+            path, added = install_config(config, project)
             typer.echo(f"added {', '.join(added)} to {path}", err=True)
         if output is not None:
-            write(config, output)
+            write_config(config, output)
             typer.echo(f"wrote {output}", err=True)
     except ConfigError as e:
         raise typer.BadParameter(str(e)) from e

@@ -59,7 +59,7 @@ def play(
     start_tracing(trace, "frobozz-play")
     from frobozz.runner import (PlayerError, RunConfig, RunFinishedError, RunNotFoundError, RunnerSettings,
                                 claude_readiness, play)
-    from frobozz.runner._live import LiveView, summary_table
+    from frobozz.runner import LiveView, summary_table
 
     if mode not in ("text", "tools"):
         raise typer.BadParameter("use text or tools", param_hint="--mode")
@@ -130,6 +130,11 @@ def play(
         out.print(summary_table(results))
         for r in results:
             out.print(f"transcript: {r.transcript}")
+    if memory is not None:  # its memory is in the embedded Postgres, unless FROBOZZ_DATABASE_URL names another
+        from frobozz.memory import MemorySettings, embedded_note
+
+        if note := embedded_note(MemorySettings()):
+            err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     stopped = [r.run_id for r in results if r.reason == "interrupted"]
     if stopped:  # a Ctrl-C (or SIGTERM): what was played is kept, and says how to go on
         for run_id in stopped:
@@ -157,7 +162,7 @@ def _enqueue(config, settings, runs: int, as_json: bool) -> None:  # type: ignor
     """Put `runs` runs of `config` in the queue; their ids, at once."""
     from frobozz.memory import MemoryStoreError, stop_embedded_at_exit
     from frobozz.runner import PlayerError, PlayerSpec, RunLedger, enqueue
-    from frobozz.runner._players import commands_for
+    from frobozz.runner import commands_for
 
     try:
         player = PlayerSpec.parse(config.player)

@@ -94,6 +94,10 @@ def worker(concurrency: int = typer.Option(1, min=1, max=16, help="How many runs
             await store.aclose()
         played = len(taker.played) if taker else 0
         err.print(f"worker: stopped after {played} run(s) and {len(routines.fired)} routine firing(s)")
+        from frobozz.memory import MemorySettings, embedded_note
+
+        if note := embedded_note(MemorySettings()):  # the queue's database, left for the next worker
+            err.print(f"worker: {note}", markup=False, highlight=False)
 
     _with_ledger(work, one_shot=False, size=2 * concurrency + 12)  # per run: its lock, its turns; and firings
 

@@ -70,11 +70,11 @@ def _serve_hub(name: str, http: bool, host: str, port: int | None, token: str | 
         return
     import uvicorn
 
-    from frobozz.servers._http import hub_app
+    from frobozz.servers import hub_app
     from frobozz.web import create_app
 
     base = f"http://{host}:{port}"
-    site = create_app() if name == "all" else None
+    site = create_app(agent_served=agent is not None) if name == "all" else None
     grants, token, generated, notes = _tokens(token, tokens)
     try:
         app = hub_app(names, token, host=host, grants=grants, site=site, mounts={"agent": agent} if agent else None)
@@ -87,6 +87,7 @@ def _serve_hub(name: str, http: bool, host: str, port: int | None, token: str | 
         notes.append(f"web view: {_link(base, token, generated)}")
     if agent is not None:
         notes.append(f"agent service: {base}/agent/sessions")
+    notes.extend(_postgres_note())
     _announce(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names), notes)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
@@ -98,7 +99,7 @@ def _agent_model(model: str | None) -> Iterator[dict[str, str]]:
     if model != "scripted":
         yield {}
         return
-    from frobozz.engine.testing import ScriptedModel
+    from frobozz.engine.scripted import ScriptedModel
 
     from ._chat import scripted_reply
 
@@ -137,7 +138,7 @@ def _agent_app(workspaces: Path | None, platform_dir: Path | None, idle_timeout:
 def _memory_servers() -> Any:
     """cortex for sessions with memory, storing into their namespace. Not when the service is root: claude then
     runs as each workspace's owner, and cortex's environment holds the database's password, every user's memory."""
-    from frobozz.servers._configs import config_for
+    from frobozz.servers import config_for
 
     if os.geteuid() == 0:
         return None
@@ -153,7 +154,7 @@ def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Pa
     import uvicorn
 
     from frobozz.memory import stop_embedded_at_exit
-    from frobozz.servers._auth import BearerToken, ScopedTokens
+    from frobozz.servers import BearerToken, ScopedTokens
 
     stop_embedded_at_exit()
     grants, token, _, notes = _tokens(token, tokens)
@@ -178,15 +179,15 @@ def web(host: str = typer.Option("127.0.0.1", help="The address to listen on."),
     import uvicorn
 
     from frobozz.memory import stop_embedded_at_exit
-    from frobozz.servers._auth import BearerToken, ScopedTokens
+    from frobozz.servers import BearerToken, ScopedTokens
     from frobozz.web import create_app
 
     stop_embedded_at_exit()  # an embedded Postgres it starts goes with it, even when it is killed with -9
     base = f"http://{host}:{port}"
     grants, token, generated, notes = _tokens(token, tokens)
     try:
-        app = ScopedTokens(create_app(), grants, frozenset()) if grants is not None else \
-            BearerToken(create_app(), token or "")
+        app = ScopedTokens(create_app(agent_served=False), grants, frozenset()) if grants is not None else \
+            BearerToken(create_app(agent_served=False), token or "")
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     _announce(f"[bold]frobozz web[/] on {base}: {_link(base, token, generated)}", notes)
@@ -196,10 +197,10 @@ def web(host: str = typer.Option("127.0.0.1", help="The address to listen on."),
 def _tokens(token: str | None, tokens: Path | None) -> tuple[list | None, str | None, bool, list[str]]:
     """Scoped grants from `tokens`, or the one token (generated when unset, and then said so), and what to
     tell the user."""
-    from frobozz.servers._http import new_token
+    from frobozz.servers import new_token
 
     if tokens is not None:
-        from frobozz.servers._grants import load_grants
+        from frobozz.servers import load_grants
 
         try:
             grants = load_grants(tokens)
@@ -210,6 +211,15 @@ def _tokens(token: str | None, tokens: Path | None) -> tuple[list | None, str | 
         return None, token, False, []
     token = new_token()
     return None, token, True, [f"bearer token (generated; set FROBOZZ_HUB_TOKEN to keep one): {token}"]
+
+
+def _postgres_note() -> list[str]:
+    """The embedded Postgres the hub's servers use stays running after it (for claude's servers, runs and the
+    next start): say so, and what stops it."""
+    from frobozz.memory import MemorySettings, embedded_note
+
+    note = embedded_note(MemorySettings())
+    return [f"note: {note}"] if note else []
 
 
 def _link(base: str, token: str | None, generated: bool) -> str:
@@ -235,8 +245,8 @@ def hub_token(name: str = typer.Argument(..., help="Who the token is for (shown 
     """Make a scoped token: the token goes to its holder (shown once, here), the entry to FROBOZZ_HUB_TOKENS."""
     from pydantic import ValidationError
 
-    from frobozz.servers._grants import Grant, hashed
-    from frobozz.servers._http import new_token
+    from frobozz.servers import Grant, hashed
+    from frobozz.servers import new_token
 
     secret = new_token()
     try:

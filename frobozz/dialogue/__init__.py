@@ -13,9 +13,8 @@ from ._scripted import ScriptedDialogue
 from .exceptions import DialogueError, DialogueFileError, DialogueInputError, TurnError
 from .settings import CONSENSUS_PHRASES, DialogueSettings
 
-__all__ = [
-    "CONSENSUS_PHRASES", "ConsensusReached", "DIALOGUE", "Dialogue", "DialogueError", "DialogueEvent",
-    "DialogueFileError", "DialogueInputError", "DialogueSettings", "DialogueState", "Entry", "FileRestored", "QUESTION",
-    "Report", "Resumed", "Role", "RoleStats", "SUMMARY", "SYNTHESIS", "ScriptedDialogue", "Step", "StepFinished",
-    "StepStarted", "ToolDenied", "ToolUsed", "TurnError", "consensus_of", "load_roles", "read_question", "role_of",
-]
+__all__ = ["CONSENSUS_PHRASES", "DIALOGUE", "QUESTION", "SUMMARY", "SYNTHESIS", "ConsensusReached", "Dialogue",
+           "DialogueError", "DialogueEvent", "DialogueFileError", "DialogueInputError", "DialogueSettings",
+           "DialogueState", "Entry", "FileRestored", "Report", "Resumed", "Role", "RoleStats", "ScriptedDialogue",
+           "Step", "StepFinished", "StepStarted", "ToolDenied", "ToolUsed", "TurnError", "consensus_of", "load_roles",
+           "read_question", "role_of"]

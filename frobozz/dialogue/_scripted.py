@@ -12,7 +12,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from ..engine.testing import MessagesRequest, Reply, ToolUse
+from ..engine.scripted import MessagesRequest, Reply, ToolUse
 from ._directory import PENDING
 from ._roles import HEADER
 

@@ -55,14 +55,13 @@ from .exceptions import (
 )
 from .settings import EngineSettings
 
-__all__ = [
-    "TESTED_CLI_VERSIONS", "Allow", "ApiRetry", "CLIReport", "AssistantMessage", "Block", "CLINotFoundError", "CompactBoundary", "ContextUsage", "ControlError",
-    "ControlTimeoutError", "Deny", "Engine", "EngineError", "EngineOptions", "EnginePool", "EngineSettings",
-    "EngineState", "ErrorEvent", "Event", "Hook", "HookEvent", "HookInput", "HookMatcher", "HookOutput", "Hooks",
-    "McpServerError", "McpServerStatus", "MirrorError", "Observer", "PermissionCallback", "PermissionContext", "ProcessError",
-    "ProcessExit", "Producer", "RateLimit", "Restarted", "Result", "Router", "Session", "SessionClosedError",
-    "SessionInfo", "SessionKey", "SessionState", "SessionStore", "Sidecar", "copy_sign_in", "StreamEvent", "SystemInit", "SystemMessage", "TextBlock", "Thinking",
-    "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage", "WarmSpare", "find_claude", "inspect_cli",
-    "is_compaction_request", "launch_key", "list_sessions", "parse_blocks", "parse_event", "project_key", "started", "text_of",
-    "transcript_path",
-]
+__all__ = ["TESTED_CLI_VERSIONS", "Allow", "ApiRetry", "AssistantMessage", "Block", "CLINotFoundError", "CLIReport",
+           "CompactBoundary", "ContextUsage", "ControlError", "ControlTimeoutError", "Deny", "Engine", "EngineError",
+           "EngineOptions", "EnginePool", "EngineSettings", "EngineState", "ErrorEvent", "Event", "Hook", "HookEvent",
+           "HookInput", "HookMatcher", "HookOutput", "Hooks", "McpServerError", "McpServerStatus", "MirrorError",
+           "Observer", "PermissionCallback", "PermissionContext", "ProcessError", "ProcessExit", "Producer",
+           "RateLimit", "Restarted", "Result", "Router", "Session", "SessionClosedError", "SessionInfo", "SessionKey",
+           "SessionState", "SessionStore", "Sidecar", "StreamEvent", "SystemInit", "SystemMessage", "TextBlock",
+           "Thinking", "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage",
+           "WarmSpare", "copy_sign_in", "find_claude", "inspect_cli", "is_compaction_request", "launch_key",
+           "list_sessions", "parse_blocks", "parse_event", "project_key", "started", "text_of", "transcript_path"]

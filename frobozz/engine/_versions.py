@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from .._children import dying_with_parent
+
 TESTED = ("2.1.197", "2.1.330")  # the whole suite passed on each; the set-up pins the last
 # a flag the engine passes (with a harmless value) -> what needs it
 FLAGS: dict[tuple[str, ...], str] = {
@@ -70,8 +72,8 @@ def _accepts(claude: str, flag: Sequence[str], env: dict[str, str] | None, timeo
     if "--input-format" not in flag:
         command += ["--input-format", "stream-json"]
     try:
-        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-                              env=env)
+        done = subprocess.run(dying_with_parent(command), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=timeout, env=env)  # a doctor or test killed mid-probe leaves no claude behind
     except (OSError, subprocess.TimeoutExpired):
         return True  # no answer is no "unknown option": the doctor's other checks say what is wrong
     return "unknown option" not in (done.stderr + done.stdout)
@@ -80,7 +82,7 @@ def _accepts(claude: str, flag: Sequence[str], env: dict[str, str] | None, timeo
 def inspect_cli(claude: str, *, env: dict[str, str] | None = None, timeout: float = 30) -> CLIReport:
     """The installed claude's version, and every flag of FLAGS it refuses (asked in parallel)."""
     try:
-        done = subprocess.run([claude, "--version"], capture_output=True, text=True, timeout=timeout, env=env)
+        done = subprocess.run(dying_with_parent([claude, "--version"]), capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired) as e:
         return CLIReport(path=claude, version=None, problem=str(e))
     if done.returncode != 0:

@@ -7,7 +7,7 @@ from ._layout import GridLayout, PassageKind, PlacedPassage, count_crossings, gr
 from ._library import GameLibrary, GameListing, jericho_supports, walkthrough_for
 from ._map import GameMap, MapFormat, Passage, direction, mentioned_exits
 from ._saves import SaveInfo
-from ._session import MAX_COMMAND_CHARS, GameSession, SessionState, check_command
+from ._session import MAX_COMMAND_CHARS, GameSession, GameSessionState, check_command
 from ._story import StoryInfo, parse_story, read_story
 from ._text import memory_queries
 from ._turns import Turn
@@ -23,11 +23,10 @@ from .exceptions import (
 )
 from .settings import GamesSettings
 
-__all__ = [
-    "CATALOGUE", "CatalogueEntry", "CommandError", "GameError", "GameLibrary", "GameListing", "GameMap",
-    "GameNotFoundError", "GameSession", "GamesSettings", "GridLayout", "InstallError", "InterpreterCrashedError",
-    "MAX_COMMAND_CHARS", "MapFormat", "Passage", "PassageKind", "PlacedPassage", "SaveError", "SaveInfo", "SessionClosedError", "SessionState",
-    "StoryFileError", "StoryInfo", "Turn", "by_md5", "check_command", "install", "jericho_supports", "parse_story",
-    "read_story", "replay_journal", "walkthrough_for", "count_crossings", "direction", "grid_layout",
-    "memory_queries", "mentioned_exits", "through_rooms",
-]
+__all__ = ["CATALOGUE", "MAX_COMMAND_CHARS", "CatalogueEntry", "CommandError", "GameError", "GameLibrary",
+           "GameListing", "GameMap", "GameNotFoundError", "GameSession", "GameSessionState", "GamesSettings",
+           "GridLayout", "InstallError", "InterpreterCrashedError", "MapFormat", "Passage", "PassageKind",
+           "PlacedPassage", "SaveError", "SaveInfo", "SessionClosedError", "StoryFileError", "StoryInfo", "Turn",
+           "by_md5", "check_command", "count_crossings", "direction", "grid_layout", "install", "jericho_supports",
+           "memory_queries", "mentioned_exits", "parse_story", "read_story", "replay_journal", "through_rooms",
+           "walkthrough_for"]

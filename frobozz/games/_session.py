@@ -28,7 +28,7 @@ MAX_COMMAND_CHARS = 198  # the interpreter's input buffer
 DEFAULT_SLOT = "quicksave"
 
 
-class SessionState(Enum):
+class GameSessionState(Enum):
     PLAYING = "playing"
     OVER = "over"  # won, or lost for good: undo, restore or restart go on from here
     CLOSED = "closed"
@@ -59,7 +59,7 @@ class GameSession:
         self.id = session_id or secrets.token_hex(8)
         self.story = story
         self.seed = seed
-        self.state = SessionState.PLAYING
+        self.state = GameSessionState.PLAYING
         self.supported = False
         self.max_score: int | None = None
         self.walkthrough: list[str] = []
@@ -152,7 +152,7 @@ class GameSession:
         if verb in ("quit", "q", "script", "unscript"):
             raise CommandError(f"{verb!r} is not sent to the game: end the session with end_game, "
                                "or use restart to begin again")
-        if self.state is SessionState.OVER:
+        if self.state is GameSessionState.OVER:
             raise GameError("the game is over: undo, restore a save or restart to play on")
         raw = await self._call("step", text)
         turn = self._turn(raw, text)
@@ -187,7 +187,7 @@ class GameSession:
         await self._call("set_state", state)
         self._turns, self._states = [turn], [state]
         self._journal.reset("restart", self._turns)
-        self.state = SessionState.PLAYING
+        self.state = GameSessionState.PLAYING
         return self.current
 
     async def save(self, slot: str) -> SaveInfo:
@@ -243,8 +243,8 @@ class GameSession:
 
     async def aclose(self, *, journal: bool = True) -> None:
         """Stop the interpreter; `journal=False` when the session goes on elsewhere."""
-        if self.state is not SessionState.CLOSED:
-            self.state = SessionState.CLOSED
+        if self.state is not GameSessionState.CLOSED:
+            self.state = GameSessionState.CLOSED
             if journal:
                 self._journal.write("end")
             self._journal.close()
@@ -252,7 +252,7 @@ class GameSession:
 
     # -- inside ------------------------------------------------------------------------------
     def _check_open(self) -> None:
-        if self.state is SessionState.CLOSED:
+        if self.state is GameSessionState.CLOSED:
             raise SessionClosedError(f"game session {self.id} has ended: start a new game")
 
     async def _call(self, op: str, *args: object) -> dict:
@@ -291,4 +291,4 @@ class GameSession:
         self._set_state_from(turn)
 
     def _set_state_from(self, turn: Turn) -> None:
-        self.state = SessionState.OVER if turn.done else SessionState.PLAYING
+        self.state = GameSessionState.OVER if turn.done else GameSessionState.PLAYING

@@ -24,14 +24,7 @@ class BulkStore:
         (stored, duplicates). A record that names the exported `id` of the one it `supersedes` is linked to
         it, whatever batch that one came in (an export lists the older first)."""
         s = self.store
-        rows = []
-        for record in records:
-            if not isinstance(record, dict) or not isinstance(record.get("content"), str):
-                raise MemoryStoreError("each line must be a JSON object with a text 'content'")
-            rows.append((s.namespace(record.get("namespace") or default_namespace), s.content(record["content"]),
-                         s.metadata(record.get("metadata")), record.get("source") or "import",
-                         _moment(record, "created_at"), _moment(record, "valid_to"), _id(record, "id"),
-                         _id(record, "supersedes")))
+        rows = [self.check(record, default_namespace) for record in records]
         vectors = await s.embedder.embed([r[1] for r in rows])
         added: dict[str, list[int]] = {}
         async with s.connection() as c, c.transaction():
@@ -64,6 +57,24 @@ class BulkStore:
                 await c.execute(REFRESH, ns, ids)
         stored = sum(map(len, added.values()))
         return stored, len(rows) - stored
+
+    def check(self, record: Any, default_namespace: str | None) -> tuple[Any, ...]:
+        """One record as `import_batch` stores it, or a `MemoryStoreError` saying what is wrong with it (so an
+        import can check every line before it stores any)."""
+        s = self.store
+        if not isinstance(record, dict) or not isinstance(record.get("content"), str):
+            raise MemoryStoreError("a memory must be a JSON object with a text 'content'")
+        for key in ("namespace", "source"):
+            if not isinstance(record.get(key) or "", str):
+                raise MemoryStoreError(f"'{key}' must be text")
+        if not isinstance(record.get("metadata") or {}, dict):
+            raise MemoryStoreError("'metadata' must be a JSON object")
+        source = record.get("source") or "import"
+        if len(source) > 200 or "\0" in source:
+            raise MemoryStoreError("'source' must be at most 200 characters, without NUL characters")
+        return (s.namespace(record.get("namespace") or default_namespace), s.content(record["content"]),
+                s.metadata(record.get("metadata")), source, _moment(record, "created_at"),
+                _moment(record, "valid_to"), _id(record, "id"), _id(record, "supersedes"))
 
     async def export(self, namespace: str | None) -> AsyncIterator[dict[str, Any]]:
         async with self.store.connection() as c, c.transaction():

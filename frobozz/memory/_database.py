@@ -85,6 +85,40 @@ def stop_embedded(settings: MemorySettings, *, delete: bool = False) -> None:
             server.cleanup()
 
 
+STOP_HINT = "frobozz database stop"  # what stops the embedded Postgres the servers and runs leave running
+
+
+def embedded_users(settings: MemorySettings) -> list[int] | None:
+    """The live processes that hold the embedded Postgres (none: it may be stopped); None when it is not
+    running. Reads its files only: it starts nothing."""
+    import psutil
+
+    if not (settings.postgres_dir / "postmaster.pid").exists():
+        return None
+    try:
+        pids = json.loads((settings.postgres_dir / ".handle_pids.json").read_text())
+    except (OSError, ValueError):
+        pids = []
+    return [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)] if isinstance(pids, list) else []
+
+
+def stop_embedded_unused(settings: MemorySettings) -> bool:
+    """Stop the embedded Postgres when no live process holds it (as the guard of a one-shot command does);
+    whether it was stopped."""
+    from ._guard import stop_if_unused
+
+    return stop_if_unused(settings.postgres_dir)
+
+
+def embedded_note(settings: MemorySettings) -> str | None:
+    """What a command that leaves the embedded Postgres running tells its user; None with a database of
+    one's own (FROBOZZ_DATABASE_URL), which is not Frobozz's to stop."""
+    if settings.database_url is not None:
+        return None
+    return (f"the embedded Postgres (in {settings.postgres_dir}) stays running after this ends, for the next "
+            f"run, server or session to reuse; `{STOP_HINT}` stops it")
+
+
 async def database_url(settings: MemorySettings) -> str:
     if settings.database_url is not None:
         return settings.database_url.get_secret_value()

@@ -10,6 +10,7 @@ import asyncpg
 from ._database import connect, database_url, migrate
 from ._embeddings import make_embedder
 from ._handoffs import HandoffStore
+from ._image_store import ImageStore
 from ._sessions import SessionStore
 from ._store import MemoryStore
 from .settings import MemorySettings
@@ -24,6 +25,7 @@ class MemoryService:
         self._store: MemoryStore | None = None
         self._pool: asyncpg.Pool | None = None
         self._lock = anyio.Lock()
+        self._swept = False
 
     async def store(self, *, check_model: bool = True) -> MemoryStore:
         """The store; `check_model=False` only for re-embedding, which is how a mismatch is mended."""
@@ -54,3 +56,11 @@ class MemoryService:
     async def sessions(self) -> SessionStore:
         """The memory loop's sessions, archive, seen-set, suggestions and capsules."""
         return SessionStore(await self.store())
+
+    async def images(self) -> ImageStore:
+        """Memories with an image: storing one (checked, thumbnailed, described), and its image back."""
+        images = ImageStore(await self.store(), self.settings)
+        if not self._swept:  # once a process: files a store killed midway left behind
+            self._swept = True
+            await images.sweep()
+        return images

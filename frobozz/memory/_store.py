@@ -67,7 +67,8 @@ class MemoryStore:
         if not value or not value.strip():
             raise MemoryStoreError("the memory is empty: give it some text")
         if len(value) > self.max_chars:
-            raise MemoryStoreError(f"the memory is {len(value)} characters; at most {self.max_chars} are kept")
+            raise MemoryStoreError(f"the memory is {len(value):,} characters; at most {self.max_chars:,} are kept "
+                                   "(FROBOZZ_CORTEX_MAX_CONTENT_CHARS): store it in smaller parts")
         if "\0" in value:
             raise MemoryStoreError("the memory contains a NUL character, which Postgres text cannot hold")
         return value

@@ -11,3 +11,7 @@ class DatabaseError(MemoryStoreError):
 
 class EmbeddingMismatchError(MemoryStoreError):
     """The database's memories were embedded by another model than the one configured."""
+
+
+class ImageError(MemoryStoreError):
+    """An image that cannot be kept (too large, not what it claims to be, outside the allowed folders…)."""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import platformdirs
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from . import _model_download
 
@@ -34,7 +35,9 @@ class MemorySettings(BaseSettings):
         "(0: each embeds alone)."))
     embedding_batch_max: int = Field(default=64, ge=1, le=1024, description="local: at most this many texts a batch.")
     cortex_default_namespace: str = "default"
-    cortex_max_content_chars: int = Field(default=200_000, ge=1)
+    cortex_max_content_chars: int = Field(default=10_000, ge=1, description=(
+        "The longest memory stored, in characters (as long as the longest query): a longer text is refused, "
+        "nothing stored; the embedding model reads only its first few hundred words anyway."))
     cortex_pool_size: int = Field(default=5, ge=1, le=100)
     cortex_seen_session: str | None = Field(default=None, max_length=100, description=(
         "A memory-loop session (`play --memory` sets it): what the cortex server stores is marked seen in it, "
@@ -42,6 +45,37 @@ class MemorySettings(BaseSettings):
     cortex_cosine_floor: float = Field(default=0.2, ge=0.0, lt=1.0, description=(
         "The cosine the embedding model gives unrelated text (0.2 for all-MiniLM-L6-v2): scores count only "
         "the closeness above it. Set it for another model."))
+
+    # -- images kept with memories (cortex's store with an image) ---------------------------------------
+    cortex_image_folders: Annotated[list[Path], NoDecode] = Field(default_factory=list, description=(
+        "Folders whose images cortex may read by path (separated by ':' or a JSON list); none: base64 only."))
+    cortex_images_dir: Path | None = Field(default=None, description="Where images are kept (DATA_DIR/images).")
+    cortex_image_max_bytes: int = Field(default=20_000_000, ge=1, description="The largest image file kept.")
+    cortex_image_max_pixels: int = Field(default=40_000_000, ge=1, description=(
+        "The most pixels an image may decode to (a few kB of PNG can claim billions: a decompression bomb)."))
+    cortex_vision_model: str | None = Field(default=None, description=(
+        "A Messages API model that sees images (e.g. claude-haiku-4-5): it describes each stored image so words "
+        "find it. Unset: the memory's own text alone."))
+    cortex_vision_url: str = Field(default="https://api.anthropic.com", description="The Messages API's base URL.")
+    cortex_vision_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices(
+        "FROBOZZ_CORTEX_VISION_API_KEY", "ANTHROPIC_API_KEY", "cortex_vision_api_key"))
+    cortex_vision_timeout: float = Field(default=60.0, gt=0, description="Seconds a description may take.")
+
+    @field_validator("cortex_image_folders", mode="before")
+    @classmethod
+    def _folders(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.strip()
+            if value.startswith("["):
+                import json
+
+                return json.loads(value)
+            return [part for part in value.split(os.pathsep) if part]
+        return value
+
+    @property
+    def images_dir(self) -> Path:
+        return self.cortex_images_dir or self.data_dir / "images"
 
     @property
     def postgres_dir(self) -> Path:

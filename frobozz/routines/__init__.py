@@ -9,6 +9,6 @@ from ._worker import ENTRYPOINT, Firer, RoutineWorker, enqueue
 from .exceptions import RoutineError, RoutineInputError, RoutineNotFoundError
 from .settings import RoutineSettings
 
-__all__ = ["ENDED", "ENTRYPOINT", "PASSWORD_ENV", "Fired", "Firer", "Routine", "RoutineError", "RoutineInputError",
-           "RoutineNotFoundError", "RoutineSettings", "RoutineStore", "RoutineWorker", "STATES", "enqueue", "fire",
-           "password", "producer", "routine"]
+__all__ = ["ENDED", "ENTRYPOINT", "PASSWORD_ENV", "STATES", "Fired", "Firer", "Routine", "RoutineError",
+           "RoutineInputError", "RoutineNotFoundError", "RoutineSettings", "RoutineStore", "RoutineWorker", "enqueue",
+           "fire", "password", "producer", "routine"]

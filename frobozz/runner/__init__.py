@@ -4,14 +4,15 @@ in Postgres for workers on many machines, with their results and a leaderboard."
 from ._everywhere import all_runs, leaderboard, local_infos, run_row
 from ._extract import extract_commands
 from ._ledger import STATUSES, RunLedger
-from ._players import PlayerError, PlayerSpec, claude_readiness
+from ._live import LiveView, summary_table
+from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for
 from ._prompts import load_template
 from ._queue import Worker, enqueue, install
 from ._run import RunConfig, RunResult, new_info, play
 from ._store import RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord
 from .settings import RunnerSettings
 
-__all__ = ["STATUSES", "PlayerError", "PlayerSpec", "RunConfig", "RunFinishedError", "RunInfo", "RunLedger",
+__all__ = ["STATUSES", "LiveView", "PlayerError", "PlayerSpec", "RunConfig", "RunFinishedError", "RunInfo", "RunLedger",
            "RunNotFoundError", "RunResult", "RunStore", "RunnerSettings", "TurnRecord", "Worker", "all_runs",
-           "claude_readiness", "enqueue", "extract_commands", "install", "leaderboard", "load_template",
-           "local_infos", "new_info", "play", "run_row"]
+           "claude_readiness", "commands_for", "enqueue", "extract_commands", "install", "leaderboard", "load_template",
+           "local_infos", "new_info", "play", "run_row", "summary_table"]

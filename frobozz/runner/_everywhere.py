@@ -62,7 +62,7 @@ async def run_row(ledger: RunLedger | None, runs_dir: Path, run_id: str) -> dict
             missing = e
     try:
         store = RunStore.open(runs_dir, run_id)
-    except RunNotFoundError as e:
+    except RunNotFoundError:
         if missing is None:
             raise
         raise RunNotFoundError(f"{missing}, nor on this machine") from None

@@ -18,7 +18,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from frobozz.engine import AssistantMessage, CompactBoundary, Event, Result, Session, Usage, UserMessage
 from frobozz.engine.observers import HandoffLetter, HandoffRelay
-from frobozz.engine.observers._handoff import ask_to_hand_off
+from frobozz.engine.observers import ask_to_hand_off
 from frobozz._mailbox import Mailbox
 from frobozz.games import memory_queries
 from frobozz.loop import ArchiveObserver, Provider, Section, Window, orientation, recalled_blocks

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from frobozz.engine import CLINotFoundError, find_claude, text_of
-from frobozz.engine.testing import MessagesRequest, Reply, Text, ToolUse
-from frobozz.engine.testing._messages_api import Handler
+from frobozz.engine.scripted import Handler, MessagesRequest, Reply, Text, ToolUse
 from frobozz.games import StoryInfo, walkthrough_for
 
 from ._prompts import turn_in

@@ -19,8 +19,7 @@ from pydantic import BaseModel, Field
 from frobozz import _spans
 from frobozz._mailbox import Mailbox
 from frobozz.engine import EngineOptions, Event, Session, SystemInit, transcript_path
-from frobozz.engine.testing import ScriptedModel
-from frobozz.engine.testing._messages_api import Handler
+from frobozz.engine.scripted import Handler, ScriptedModel
 from frobozz.games import GameError, GameLibrary, GameSession, StoryInfo, by_md5, read_story
 from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryStoreError, TranscriptStore
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hmac
 import json
+import time
 from collections.abc import Callable
+from email.utils import formatdate
 from html import escape
 from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qs, urlencode
@@ -23,7 +25,10 @@ from ._grants import Grant, find_grant, granted
 OPEN_PATHS = frozenset({"/healthz"})  # for load balancers' health checks
 COOKIE = "frobozz_token"
 LOGIN = "/login"
+COOKIE_DAYS = 30  # a browser stays signed in this long, across restarts, unless the hub's token changes
 _MAX_FORM = 4096
+SIGN_IN = "Sign in with this hub's token to see this page."
+STALE = "Your browser kept a token that this hub no longer takes (it was restarted with another): sign in again."
 
 
 class _Gate:
@@ -51,9 +56,10 @@ class _Gate:
         allowed, grant, why = self.admit(token, scope["path"]) if token is not None else (False, None, "")
         if not allowed:
             if why:  # a known token, outside its grant
-                await _refuse(scope, send, 403, why)
+                await _refuse(scope, send, 403, why, human=f"Your token does not open this page: {why}.")
             else:
-                await _refuse(scope, send, 401, "unauthorized: send the hub's token as 'Authorization: Bearer TOKEN'")
+                await _refuse(scope, send, 401, "unauthorized: send the hub's token as 'Authorization: Bearer TOKEN'",
+                              human=SIGN_IN if not token else STALE)
             return
         scope.setdefault("state", {})["grant"] = grant
         with granted(grant):
@@ -73,7 +79,8 @@ class _Gate:
         token, next_path = form.get("token", [""])[0].strip(), form.get("next", ["/"])[0]
         allowed, _, _ = self.admit(token, "") if token else (False, None, "")
         if not allowed:
-            await _refuse(scope, send, 401, "that is not this hub's token", next_path=next_path)
+            await _refuse(scope, send, 401, "that is not this hub's token", next_path=next_path,
+                          human="That is not this hub's token. Check it (it is long: copy it whole) and try again.")
             return
         await _redirect(send, next_path if next_path.startswith("/") and not next_path.startswith("//") else "/",
                         token)
@@ -138,7 +145,9 @@ def _without_token(scope: Scope) -> str:
 
 
 async def _redirect(send: Send, location: str, token: str) -> None:
-    cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+    seconds = COOKIE_DAYS * 86400
+    expires = formatdate(time.time() + seconds, usegmt=True)
+    cookie = f"{COOKIE}={token}; Path=/; Max-Age={seconds}; Expires={expires}; HttpOnly; SameSite=Strict"
     await send({"type": "http.response.start", "status": 303,
                 "headers": [(b"location", location.encode("latin-1", "replace")), (b"set-cookie", cookie.encode()),
                             (b"cache-control", b"no-store")]})
@@ -149,10 +158,12 @@ def _wants_html(scope: Scope) -> bool:
     return scope["method"] in ("GET", "POST") and b"text/html" in _headers(scope).get(b"accept", b"")
 
 
-async def _refuse(scope: Scope, send: Send, status: int, message: str, *, next_path: str | None = None) -> None:
+async def _refuse(scope: Scope, send: Send, status: int, message: str, *, next_path: str | None = None,
+                  human: str | None = None) -> None:
+    """JSON with `message` for a program; for a browser, a page that says it in words for people (`human`)."""
     if _wants_html(scope):
         headers = [(b"content-type", b"text/html; charset=utf-8")]
-        body = _sign_in(message, next_path or _without_token(scope), status).encode()
+        body = _sign_in(human or message, next_path or _without_token(scope), status).encode()
     else:
         headers = [(b"content-type", b"application/json")]
         body = json.dumps({"error": message}).encode()
@@ -163,14 +174,31 @@ async def _refuse(scope: Scope, send: Send, status: int, message: str, *, next_p
 
 
 def _sign_in(message: str, next_path: str, status: int) -> str:
-    """The page a browser gets instead: what went wrong, and (for a missing token) a form to give it."""
+    """The page a browser gets instead: what went wrong, and (for a missing token) a form to give it, in the
+    web view's colours (its stylesheet is behind this gate, so the few rules it needs are here)."""
     form = "" if status != 401 else (
         f'<form method="post" action="{LOGIN}"><input type="hidden" name="next" value="{escape(next_path)}">'
-        '<label>Hub token <input type="password" name="token" autocomplete="current-password" required '
-        'autofocus></label> <button type="submit">Open</button></form>'
-        "<p>The hub printed its token (and a link that signs in) when it started.</p>")
+        '<label for="token">Hub token</label><input id="token" type="password" name="token" '
+        'autocomplete="current-password" spellcheck="false" required autofocus>'
+        '<button type="submit">Sign in</button></form>'
+        "<p class=help>Where to find it: <code>frobozz serve all --http</code> (or <code>frobozz web</code>) "
+        "printed it when it started, with a link that signs you in at once. When the hub was started with "
+        "<code>FROBOZZ_HUB_TOKEN</code> set, it is that; with scoped tokens, it is the one "
+        "<code>frobozz hub-token</code> gave you.</p>"
+        f"<p class=help>You stay signed in on this browser for {COOKIE_DAYS} days.</p>")
     return ("<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport "
-            "content='width=device-width, initial-scale=1'><title>Frobozz: sign in</title><style>body{font:16px "
-            "system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}input,button{font:inherit;"
-            "padding:.3rem}</style></head><body><h1>Frobozz</h1>"
-            f'<p id="refused" role="alert">{escape(message)}</p>{form}</body></html>')
+            "content='width=device-width, initial-scale=1'><title>Frobozz: sign in</title><style>" + _STYLE +
+            "</style></head><body><header>Frobozz</header><main>"
+            f'<h1>{"Sign in" if status == 401 else "Not for this token"}</h1>'
+            f'<p id="refused" role="alert">{escape(message)}</p>{form}</main></body></html>')
+
+
+_STYLE = ("*{box-sizing:border-box}body{margin:0;font:15px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;"
+          "color:#1d2327;background:#f5f7f9}header{padding:.6rem 1rem;background:#1d2327;color:#fff;font-weight:700;"
+          "letter-spacing:.04em}main{max-width:30rem;margin:2.5rem auto;padding:1.25rem 1.5rem;background:#fff;"
+          "border:1px solid #d9dee3;border-radius:8px}h1{font-size:1.4rem;margin:0 0 .6rem}#refused{margin:0 0 1rem}"
+          "form{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center}label{width:100%;font-size:.85rem;"
+          "color:#66707a}input{flex:1 1 14rem;min-width:0;font:inherit;padding:.4rem .5rem;border:1px solid "
+          "#d9dee3;border-radius:6px}button{font:inherit;padding:.4rem .9rem;border:1px solid #2a7ab0;"
+          "border-radius:6px;background:#2a7ab0;color:#fff;cursor:pointer}.help{color:#66707a;font-size:.9rem}"
+          "code{font-size:.85em;background:#f5f7f9;padding:0 .2rem;border-radius:3px;white-space:nowrap}")

@@ -1,7 +1,7 @@
 """MCP client configurations for the servers: the `mcpServers` JSON claude (and other clients) read.
 
 `mcp-config/*.json` are the ready files (they run `frobozz` from PATH); `config_for()` writes one with
-absolute paths for this install, and `install()` merges servers into a project's `.mcp.json` the
+absolute paths for this install, and `install_config()` merges servers into a project's `.mcp.json` the
 way `claude mcp add --scope project` does."""
 
 from __future__ import annotations
@@ -47,11 +47,11 @@ def config_for(names: list[str], environ: dict[str, str] | None = None) -> dict[
                                "env": env} for n in check_names(names)}}
 
 
-def write(config: dict[str, Any], path: Path) -> None:
+def write_config(config: dict[str, Any], path: Path) -> None:
     atomic_write(path, (json.dumps(config, indent=2) + "\n").encode())
 
 
-def install(config: dict[str, Any], project: Path) -> tuple[Path, list[str]]:
+def install_config(config: dict[str, Any], project: Path) -> tuple[Path, list[str]]:
     """Merge the servers into `project/.mcp.json`, keeping every other server there; a file that is
     not an MCP config is an error and is left as it was."""
     path = project / ".mcp.json"
@@ -64,5 +64,5 @@ def install(config: dict[str, Any], project: Path) -> tuple[Path, list[str]]:
         if not isinstance(current, dict) or not isinstance(current.setdefault("mcpServers", {}), dict):
             raise ConfigError(f"{path} has no mcpServers object; fix or move it, then install again")
     current["mcpServers"].update(config["mcpServers"])
-    write(current, path)
+    write_config(current, path)
     return path, list(config["mcpServers"])

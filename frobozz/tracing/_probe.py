@@ -9,7 +9,6 @@ from collections.abc import Mapping
 import httpx
 
 from ._setup import _shown, check_headers, check_protocol, traces_endpoint
-from .exceptions import TracingConfigError
 
 
 def endpoint_set(environ: Mapping[str, str] | None = None) -> bool:

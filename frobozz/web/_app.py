@@ -24,9 +24,12 @@ from .settings import WebSettings
 STATIC = Path(__file__).parent / "static"
 
 
-def create_app(settings: WebSettings | None = None) -> Starlette:
-    """The web view, reading runs and memory as `settings` (FROBOZZ_* variables by default) say."""
+def create_app(settings: WebSettings | None = None, *, agent_served: bool = True) -> Starlette:
+    """The web view, reading runs and memory as `settings` (FROBOZZ_* variables by default) say;
+    `agent_served=False` when nothing serves the agent service beside it (`frobozz web`): the chat page then
+    says so at once, and how to have it, instead of offering a form that cannot work."""
     web = Web(settings or WebSettings())
+    web.agent_served = agent_served
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -75,8 +75,10 @@ async def memory_page(request: Request) -> HTMLResponse:
         hits = await _memory(store.search(query, limit=20, since=since, until=until, namespace=namespace))
     recent = await _memory(store.recent(20, namespace))
     letters = await _memory((await web.memory.handoffs()).recent(10, namespace))
+    pictured = await _memory((await _memory(web.memory.images())).with_images(
+        [h.memory.id for h in hits or ()] + [m.id for m in recent]))
     return web.page(request, "memory.html", query=query, namespace=namespace, namespaces=namespaces, hits=hits,
-                    recent=recent, letters=letters, since=params.get("since") or "", until=params.get("until") or "",
+                    pictured=pictured, recent=recent, letters=letters, since=params.get("since") or "", until=params.get("until") or "",
                     forgotten=params.get("forgotten"))
 
 
@@ -104,8 +106,22 @@ async def one_memory(request: Request) -> HTMLResponse:
     found = await _memory_of(request)
     store = await _memory(web_of(request).memory.store())
     history = await _memory(store.history(found.id)) if found.supersedes or found.superseded_by else [found]
-    return web_of(request).page(request, "memory_one.html", m=found, history=history,
+    image = await _memory((await _memory(web_of(request).memory.images())).image(found.id))
+    return web_of(request).page(request, "memory_one.html", m=found, history=history, image=image,
                                 may_forget=_may(request, found.namespace, write=True))
+
+
+async def memory_image(request: Request) -> Response:
+    """A memory's image: its thumbnail (a JPEG), or with ?original=1 the file as it was stored."""
+    found = await _memory_of(request)
+    images = await _memory(web_of(request).memory.images())
+    image = await _memory(images.image(found.id))
+    if image is None:
+        raise HTTPException(404, f"memory {found.id} has no image")
+    original = request.query_params.get("original") == "1"
+    data = await _memory(images.read(image, thumbnail=not original))
+    return Response(data, media_type=image.media_type if original else "image/jpeg",
+                    headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=3600"})
 
 
 async def forget(request: Request) -> Response:
@@ -132,6 +148,7 @@ async def letter_page(request: Request) -> HTMLResponse:
 routes = [
     Route("/memory", memory_page, name="memory"),
     Route("/memory/{memory_id:int}", one_memory, name="memory_one"),
+    Route("/memory/{memory_id:int}/image", memory_image, name="memory_image"),
     Route("/memory/{memory_id:int}/forget", forget, methods=["GET", "POST"], name="forget"),
     Route("/letters/{letter_id:int}", letter_page, name="letter"),
 ]

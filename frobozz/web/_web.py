@@ -23,6 +23,7 @@ class Web:
 
     def __init__(self, settings: WebSettings) -> None:
         self.settings = settings
+        self.agent_served = True  # the agent service is mounted beside (serve all --http --workspaces)
         self.runs = Runs(settings)
         self.memory = MemoryService(settings)
         env = Environment(loader=PackageLoader("frobozz.web"), autoescape=select_autoescape(default=True),

@@ -41,6 +41,15 @@ async def test_a_turn_streams_true_deltas_then_done_and_the_status_goes_idle_str
     assert listed["status"] == "idle" and listed["cost_usd"] > 0
 
 
+async def test_each_turn_costs_what_it_added_not_claudes_running_total(agent):
+    """claude's `total_cost_usd` counts from its process's start: two like turns cost alike, and add up."""
+    session = await agent.create_session("alice/notes")
+    first, second = (await turn(agent, session, "hello"))[-1], (await turn(agent, session, "again"))[-1]
+    assert first.cost_usd > 0 and second.cost_usd == pytest.approx(first.cost_usd)
+    [listed] = await agent.sessions()
+    assert listed["cost_usd"] == pytest.approx(first.cost_usd + second.cost_usd)
+
+
 async def test_the_history_and_attached_documents_reach_the_model_before_the_first_message(agent, scripted):
     history = [{"role": "user", "content": "My lamp is brass."}, {"role": "assistant", "content": "Noted: brass."}]
     attached = [{"name": "small.txt", "content": "the key is under the mat"},

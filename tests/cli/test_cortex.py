@@ -61,6 +61,34 @@ def test_a_bad_import_file_imports_nothing(cortex_env, tmp_path):
     assert json.loads(cortex(cortex_env, "recent", "--json").stdout) == []
 
 
+def test_an_import_names_the_bad_line_by_its_number_in_the_file_and_says_what_is_wrong(cortex_env, tmp_path):
+    """Every line is checked before any is stored: with batches of one, the good lines before the bad one
+    would otherwise be in already. Line numbers count the blank lines too, as an editor does."""
+    good = '{"content": "The lamp is in the living room."}\n\n{"content": "The troll guards the bridge."}\n'
+    for bad, says in ((json.dumps({"content": "x" * 10_001}), "the memory is 10,001 characters; at most 10,000"),
+                      ('{"content": "ok", "namespace": "../etc"}', "invalid namespace '../etc'"),
+                      ('{"content": "ok", "namespace": 5}', "'namespace' must be text"),
+                      ('{"text": "no content"}', "a memory must be a JSON object with a text 'content'"),
+                      ('["content"]', "a memory must be a JSON object"),
+                      ('{"content": "ok", "created_at": "yesterday"}', "'created_at' must be an ISO date"),
+                      ('{"content": "ok", "metadata": "[red]x"}', "'metadata' must be a JSON object")):
+        (tmp_path / "in.jsonl").write_text(good + bad + "\n")
+        done = cortex(cortex_env, "import", str(tmp_path / "in.jsonl"), "--batch", "1", check=False)
+        assert done.returncode == 1 and f"line 4: {says}" in done.stderr, done.stderr
+        assert "nothing was imported" in done.stderr
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"content": "caf\xe9"}\n')
+    done = cortex(cortex_env, "import", str(tmp_path / "latin1.jsonl"), check=False)
+    assert done.returncode == 1 and "is not UTF-8 text" in done.stderr
+    assert json.loads(cortex(cortex_env, "recent", "--json").stdout) == []
+
+
+def test_a_memory_over_the_size_limit_is_refused_with_the_limit_and_how_to_raise_it(cortex_env):
+    done = cortex(cortex_env, "store", "y" * 10_001, check=False)
+    assert done.returncode == 1 and "at most 10,000 are kept (FROBOZZ_CORTEX_MAX_CONTENT_CHARS)" in done.stderr
+    assert json.loads(cortex(cortex_env, "recent", "--json").stdout) == []
+    assert "stored 1" in cortex({**cortex_env, "FROBOZZ_CORTEX_MAX_CONTENT_CHARS": "20000"}, "store", "y" * 10_001).stdout
+
+
 def test_searching_a_fresh_store_finds_nothing_in_every_mode_without_an_error(frobozz_env):
     import os
 
@@ -219,3 +247,17 @@ def test_the_namespace_option_says_what_it_is(command):
     done = subprocess.run([sys.executable, "-m", "frobozz", "cortex", command, "--help"], capture_output=True,
                           text=True, timeout=120, env={**__import__("os").environ, "COLUMNS": "200"})
     assert done.returncode == 0 and "Whose memories" in done.stdout, done.stdout
+
+
+def test_a_memory_is_stored_with_an_image_and_get_names_its_files(cortex_env, tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (1600, 1200), "teal").save(tmp_path / "map.jpg")
+    (tmp_path / "fake.png").write_text("not an image")
+    assert "stored 1" in cortex(cortex_env, "store", "The map of the maze.", "--image", str(tmp_path / "map.jpg")).stdout
+    refused = cortex(cortex_env, "store", "Another.", "--image", str(tmp_path / "fake.png"), check=False)
+    got = json.loads(cortex(cortex_env, "get", "1").stdout)
+    assert refused.returncode == 1 and "claims to be image/png but is not" in refused.stderr
+    assert got["image"]["width"] == 1600 and got["image"]["description"] is None
+    assert Image.open(got["image"]["thumbnail"]).size == (768, 576)
+    assert json.loads(cortex(cortex_env, "recent", "--json").stdout)[0]["id"] == 1  # the refused one left nothing

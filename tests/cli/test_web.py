@@ -42,6 +42,9 @@ async def test_web_prints_a_link_that_signs_in_and_serves_this_machines_runs(fro
             assert page.status_code == 200 and "20261123-120000-abc123" in page.text
             assert "token=" not in str(page.url)  # signed in, and the token is out of the address bar
             assert browser.get(f"http://127.0.0.1:{port}/memory").status_code == 200
+            chat = browser.get(f"http://127.0.0.1:{port}/chat").text  # says at once, with no form to fill first
+            assert 'id="not-served"' in chat and "frobozz serve all --http --workspaces ROOT" in chat
+            assert 'name="workspace"' not in chat and "chat.js" not in chat
         web.send_signal(signal.SIGTERM)
         assert web.wait(timeout=30) in (0, -signal.SIGTERM)  # uvicorn shuts down, then re-raises the signal
     finally:

@@ -5,7 +5,6 @@ starts."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path

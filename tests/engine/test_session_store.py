@@ -2,7 +2,6 @@
 transcript is mirrored into a session store, and a machine that never saw the session (a fresh HOME)
 resumes it, or forks it, from the store alone. A store that fails or stalls never holds up an event."""
 
-import time
 from pathlib import Path
 
 import anyio

@@ -12,7 +12,7 @@ from frobozz.games import (
     InterpreterCrashedError,
     SaveError,
     SessionClosedError,
-    SessionState,
+    GameSessionState,
     read_story,
     replay_journal,
     walkthrough_for,
@@ -36,10 +36,10 @@ async def test_the_walkthrough_wins_zork1_with_350_points(zork):
     for command in steps:
         turn = await zork.act(command)
     assert (turn.score, zork.max_score, turn.done, turn.won) == (350, 350, True, True)
-    assert zork.state is SessionState.OVER
+    assert zork.state is GameSessionState.OVER
     with pytest.raises(GameError, match="game is over"):
         await zork.act("look")
-    assert (await zork.undo(1)).done is False and zork.state is SessionState.PLAYING
+    assert (await zork.undo(1)).done is False and zork.state is GameSessionState.PLAYING
 
 
 async def test_the_opening_turn_reports_location_and_status(zork):

@@ -1,6 +1,5 @@
 """The memory loop around a real claude CLI: the scripted model answers as primary and as sidecar."""
 
-import json
 
 import anyio
 import pytest

@@ -1,6 +1,10 @@
 """The hub's token check for browsers as well as MCP clients: the header, the cookie a sign-in leaves, the
 printed sign-in link, the sign-in form, and scoped tokens that must name the web view to see it."""
 
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from html import unescape
+
 import httpx
 import pytest
 from starlette.applications import Starlette
@@ -41,6 +45,23 @@ def test_nothing_passes_without_the_token_and_a_browser_gets_a_sign_in_form(gate
         assert httpx.get(f"{gate}/", headers={"Cookie": cookie}).status_code == 401, cookie
 
 
+def test_a_browser_is_told_in_words_for_people_why_and_where_to_find_the_token(gate):
+    page = unescape(httpx.get(f"{gate}/memory", headers=HTML).text)
+    assert "Sign in with this hub's token to see this page." in page and "Authorization" not in page
+    assert "printed it when it started" in page and "FROBOZZ_HUB_TOKEN" in page and "<style>" in page
+    stale = unescape(httpx.get(f"{gate}/memory", headers={**HTML, "Cookie": f"{COOKIE}=an-old-token-from-before"}).text)
+    assert "no longer takes" in stale and 'name="token"' in stale
+    assert httpx.get(f"{gate}/memory").json()["error"].startswith("unauthorized: send")  # programs: as before
+
+
+def test_the_sign_in_cookie_outlives_the_browser_session_with_an_expiry(gate):
+    cookie = httpx.get(f"{gate}/?token={TOKEN}").headers["set-cookie"]
+    fields = dict(part.strip().partition("=")[::2] for part in cookie.split(";"))
+    assert fields["Max-Age"] == str(30 * 86400)
+    expires = parsedate_to_datetime(fields["Expires"])
+    assert timedelta(days=29) < expires - datetime.now(UTC) <= timedelta(days=30)
+
+
 def test_the_printed_link_signs_in_once_and_leaves_the_token_out_of_the_address(gate):
     with httpx.Client(base_url=gate) as browser:
         signed = browser.get(f"/runs?game=zork1&token={TOKEN}")
@@ -79,6 +100,7 @@ def test_a_scoped_token_sees_the_web_view_only_when_its_grant_names_it(cortex_se
         assert httpx.get(f"{server.url}/cortex/mcp", headers={"Authorization": f"Bearer {ALICE}"}).status_code == 403
         bob = httpx.get(f"{server.url}/", headers={"Cookie": f"{COOKIE}={BOB}", **HTML})
         assert bob.status_code == 403 and "may not use the web view" in bob.text and 'name="token"' not in bob.text
+        assert "Your token does not open this page" in bob.text
         listing = httpx.get(f"{server.url}/servers", headers={"Authorization": f"Bearer {BOB}"})
         assert listing.status_code == 200  # which servers there are: any token may ask
         signed = httpx.get(f"{server.url}/?token={ALICE}")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from frobozz.servers import SERVERS
-from frobozz.servers._configs import BUNDLES, ConfigError, config_for, install, portable
+from frobozz.servers import BUNDLES, ConfigError, config_for, install_config, portable
 
 ROOT = Path(__file__).parents[2]
 
@@ -28,11 +28,11 @@ def test_an_install_config_uses_this_python_and_absolute_paths(tmp_path):
 
 def test_install_merges_into_mcp_json_and_keeps_other_servers(tmp_path):
     (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}, "extra": 1}))
-    path, added = install(config_for(["cortex", "handoff"], {}), tmp_path)
+    path, added = install_config(config_for(["cortex", "handoff"], {}), tmp_path)
     merged = json.loads(path.read_text())
     assert added == ["cortex", "handoff"] and merged["extra"] == 1
     assert list(merged["mcpServers"]) == ["other", "cortex", "handoff"]
-    install(config_for(["cortex"], {}), tmp_path)  # again: replaced, not doubled
+    install_config(config_for(["cortex"], {}), tmp_path)  # again: replaced, not doubled
     assert list(json.loads(path.read_text())["mcpServers"]) == ["other", "cortex", "handoff"]
 
 
@@ -41,7 +41,7 @@ def test_install_refuses_a_broken_mcp_json_and_leaves_it_as_it_was(tmp_path, con
     target = tmp_path / ".mcp.json"
     target.write_bytes(content.encode("utf-8", "surrogateescape"))
     with pytest.raises(ConfigError, match="fix or move it"):
-        install(config_for(["game"], {}), tmp_path)
+        install_config(config_for(["game"], {}), tmp_path)
     assert target.read_bytes() == content.encode("utf-8", "surrogateescape")
 
 

@@ -80,6 +80,34 @@ def test_the_map_marks_the_room_of_the_last_turn_and_follows_it(page, site, web_
     screenshot(page, tmp_path / "map.png")
 
 
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_score_chart_has_axis_titles_and_ticks_read_at_a_normal_size_and_fills_its_box(browser, site,
+                                                                                         web_settings, tmp_path, width):
+    store = new_run(web_settings.runs_dir, status="finished")
+    for n in range(1, 46):
+        play_turn(store, n, "north", f"Room {n % 7}", 5 * (n // 4))
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(f"{site}/runs/{store.info.run_id}?token={TOKEN}")
+        chart = page.locator("section.chart")
+        assert chart.locator("text.title").all_text_contents() == ["turn", "score"]
+        assert chart.locator("text.tick").all_text_contents()[:3] == ["0", "100", "200"]  # score, to max 350
+        assert "max 350" in chart.locator("text.tick").all_text_contents()
+        sizes = page.evaluate("""() => {
+            const box = document.querySelector('section.chart'), svg = box.querySelector('svg');
+            const inner = box.clientWidth - parseFloat(getComputedStyle(box).paddingLeft)
+                          - parseFloat(getComputedStyle(box).paddingRight);
+            return {svg: svg.getBoundingClientRect().width, inner,
+                    text: Math.min(...[...box.querySelectorAll('text.tick')].map(t => t.getBoundingClientRect().height))};
+        }""")
+        assert abs(sizes["svg"] - min(sizes["inner"], 42 * 16)) < 2, sizes  # as wide as its box
+        assert sizes["text"] >= 10, sizes  # ticks readable, not scaled down to a few pixels
+        screenshot(chart, tmp_path / "chart.png")
+    finally:
+        context.close()
+
+
 def test_a_memory_search_in_the_page_returns_the_stored_memory_with_its_score(page, site, web_settings, tmp_path):
     text = "The troll in the Troll Room is killed with the sword; light the lantern first."
 
@@ -109,7 +137,10 @@ def test_a_browser_without_the_token_is_refused_and_signs_in_with_it(browser, si
     try:
         page = context.new_page()
         refused = page.goto(f"{site}/memory")
-        assert refused.status == 401 and "unauthorized" in page.inner_text("#refused")
+        assert refused.status == 401 and "Sign in with this hub's token" in page.inner_text("#refused")
+        assert page.inner_text("h1") == "Sign in" and "printed it when it started" in page.inner_text("main")
+        assert page.evaluate("getComputedStyle(document.querySelector('button')).backgroundColor") != \
+            "rgb(239, 239, 239)"  # styled, not the browser's grey default
         screenshot(page.locator("body"), tmp_path / "refused.png")
         page.fill("input[name=token]", "not-the-token-not-the-token")
         page.click("button[type=submit]")
@@ -118,6 +149,8 @@ def test_a_browser_without_the_token_is_refused_and_signs_in_with_it(browser, si
         page.click("button[type=submit]")
         page.wait_for_selector("form.search")  # back where it was going, signed in
         assert page.url.endswith("/memory")
+        [cookie] = context.cookies()
+        assert cookie["expires"] > time.time() + 29 * 86400  # it outlives the browser session
     finally:
         context.close()
 
@@ -133,5 +166,40 @@ def test_every_page_fits_a_phones_width(browser, site, web_settings, tmp_path, p
         page.goto(f"{site}{path}?token={TOKEN}")
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         screenshot(page, tmp_path / "phone.png", full_page=True)
+    finally:
+        context.close()
+
+
+def test_a_memory_s_image_loads_in_the_page_and_fits_a_phone(browser, site, web_settings, tmp_path):
+    import base64
+    import io
+
+    from PIL import Image
+
+    from frobozz.memory import ImageInput
+
+    data = io.BytesIO()
+    Image.new("RGB", (3000, 2000), "darkgreen").save(data, "JPEG")
+
+    async def store():
+        service = MemoryService(web_settings)
+        try:
+            given = ImageInput(data=base64.b64encode(data.getvalue()).decode(), media_type="image/jpeg")
+            return (await (await service.images()).remember("The forest path, photographed.", given))[0].id
+        finally:
+            await service.aclose()
+
+    with ThreadPoolExecutor(1) as thread:
+        memory_id = thread.submit(anyio.run, store).result()
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        page.goto(f"{site}/memory/{memory_id}?token={TOKEN}")
+        image = page.locator("#image img")
+        image.wait_for()
+        page.wait_for_function("document.querySelector('#image img').complete")
+        assert image.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [768, 512]
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        screenshot(page, tmp_path / "memory-image.png", full_page=True)
     finally:
         context.close()

@@ -133,3 +133,42 @@ def test_a_superseded_memory_shows_when_and_by_which_and_the_fact_s_history(clie
     history = after.split('id="history"')[1]
     assert history.index("Ana lives in Porto.") < history.index("Ana lives in Lisbon now.") and "current" in history
     assert "Ana lives in Porto." not in client.get("/memory", params={"q": "where does Ana live"}).text.split("Newest")[0]
+
+
+def test_a_memory_s_image_shows_on_its_page_and_in_the_lists_and_is_served_only_to_who_may_read_it(
+        client, scoped, web_settings):
+    import base64
+    import io
+
+    from PIL import Image
+
+    from frobozz.memory import ImageInput
+
+    data = io.BytesIO()
+    Image.new("RGBA", (1200, 900), (200, 30, 30, 128)).save(data, "PNG")
+    [plain] = stored(web_settings, ("The troll's bridge, no picture.", "default"))
+
+    async def keep():
+        service = MemoryService(web_settings)
+        try:
+            given = ImageInput(data=base64.b64encode(data.getvalue()).decode(), media_type="image/png")
+            return [(await (await service.images()).remember(text, given, namespace=ns))[0].id
+                    for text, ns in (("The troll's bridge, drawn.", "default"), ("Bob's photo.", "bob"))]
+        finally:
+            await service.aclose()
+
+    drawn, bobs = anyio.run(keep)
+    page = client.get(f"/memory/{drawn}").text
+    assert f'/memory/{drawn}/image" width="768" height="576"' in page and "1200×900 image/png" in page
+    assert 'id="image"' not in client.get(f"/memory/{plain}").text
+    listed = client.get("/memory", params={"q": "troll bridge"}).text
+    assert listed.count('class="has-image"') == 2  # in the results and in the newest, not beside the plain one
+    thumbnail = client.get(f"/memory/{drawn}/image")
+    assert thumbnail.headers["content-type"] == "image/jpeg" and thumbnail.headers["x-content-type-options"] == "nosniff"
+    assert Image.open(io.BytesIO(thumbnail.content)).size == (768, 576)
+    original = client.get(f"/memory/{drawn}/image", params={"original": "1"})
+    assert original.headers["content-type"] == "image/png" and original.content == data.getvalue()
+    assert client.get(f"/memory/{plain}/image").status_code == 404
+    alice = httpx.Client(base_url=scoped, headers={"Authorization": f"Bearer {ALICE}"}, timeout=60)
+    refused = alice.get(f"/memory/{bobs}/image")
+    assert refused.status_code == 403 and not refused.content.startswith(b"\xff\xd8")

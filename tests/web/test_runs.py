@@ -49,6 +49,7 @@ def test_a_run_page_shows_each_turn_its_reasoning_folded_the_chart_and_the_map(c
     assert "&lt;b&gt;a window&lt;/b&gt;" in page  # the game's text is text, never markup
     assert 'class="room current"' in page and 'id="current-room">Behind House<' in page
     assert "<polyline" in page and "data-events" not in page  # finished: a static page
+    assert '>turn</text>' in page and '>score</text>' in page and "max 350" in page  # the chart's axes say what
 
 
 def test_an_unknown_or_hostile_run_id_is_not_found_and_nothing_is_written(client, web_settings):

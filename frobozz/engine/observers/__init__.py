@@ -2,7 +2,8 @@
 
 from ._archive import TranscriptArchive
 from ._broadcast import Broadcast
-from ._handoff import HandoffLetter, HandoffRelay, HandoffStep
+from ._handoff import HandoffLetter, HandoffRelay, HandoffStep, ask_to_hand_off
 from ._tool_log import ToolCall, ToolLog
 
-__all__ = ["Broadcast", "HandoffLetter", "HandoffRelay", "HandoffStep", "ToolCall", "ToolLog", "TranscriptArchive"]
+__all__ = ["Broadcast", "HandoffLetter", "HandoffRelay", "HandoffStep", "ToolCall", "ToolLog", "TranscriptArchive",
+           "ask_to_hand_off"]

@@ -36,7 +36,7 @@ class ToolCall:
 
     def line(self) -> str:
         target = f" {self.target}" if self.target else ""
-        return f"[tool] {self.name}{target} ({self.input_size}) {self.outcome} {self.duration_ms} ms"
+        return f"[tool] {printable(self.name)}{target} ({self.input_size}) {self.outcome} {self.duration_ms} ms"
 
 
 def target_of(tool_input: Mapping[str, Any], cwd: str | Path | None = None) -> str:
@@ -50,9 +50,17 @@ def target_of(tool_input: Mapping[str, Any], cwd: str | Path | None = None) -> s
                     value = value if relative.startswith("..") else relative
                 except ValueError:
                     pass
-            value = " ".join(value.split())
+            value = printable(" ".join(value.split()))
             return value if len(value) <= 80 else value[:79] + "…"
     return ""
+
+
+def printable(text: str) -> str:
+    """`text` with control characters shown escaped: a model's command or path must not drive the terminal
+    (an ESC sequence) or forge log lines when it is logged."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def input_size(name: str, tool_input: Mapping[str, Any]) -> str:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel, Field
+from mcp_types import CallToolResult, ImageContent, TextContent
+from pydantic import BaseModel, Field, model_validator
 
-from ...memory import Memory, MemoryService, MemoryStore, MemoryStoreError
+from ...memory import ImageInput, Memory, MemoryImage, MemoryService, MemoryStore, MemoryStoreError
 from .._complete import offer_completion
 from .._grants import check, readable, scoped
 from .._logs import offer_logging
@@ -19,10 +21,40 @@ from .settings import Settings
 log = logging.getLogger("frobozz.servers.cortex")
 
 
+class ImageIn(BaseModel):
+    """An image to keep with the memory: a file the server may read, or base64 data with its media type."""
+
+    path: str | None = Field(default=None, max_length=4096, description=(
+        "A file under the folders the server allows (FROBOZZ_CORTEX_IMAGE_FOLDERS)."))
+    data: str | None = Field(default=None, description="The image's bytes in base64 (instead of a path).")
+    media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"] | None = Field(
+        default=None, description="The type of base64 data (required with data).")
+
+    @model_validator(mode="after")
+    def _one(self) -> ImageIn:
+        if (self.path is None) == (self.data is None):
+            raise ValueError("give the image either as a path or as base64 data with its media_type")
+        if self.data is not None and self.media_type is None:
+            raise ValueError("base64 data needs its media_type (image/png, image/jpeg, image/gif or image/webp)")
+        return self
+
+
+class ImageOut(BaseModel):
+    media_type: str
+    bytes: int
+    width: int
+    height: int
+    thumbnail_width: int = Field(description="The thumbnail is a JPEG whose long edge is at most 768 px.")
+    thumbnail_height: int
+    description: str | None = Field(description=(
+        "What the vision model saw (also in the memory's content, so words find it); null without one."))
+
+
 class Stored(BaseModel):
     id: int
     created_at: datetime
     duplicate_of: int | None = Field(description="Set when the exact text was already stored: nothing new was kept.")
+    image: ImageOut | None = Field(default=None, description="The image kept with the memory, when one was given.")
 
 
 class MemoryOut(BaseModel):
@@ -41,6 +73,7 @@ class MemoryOut(BaseModel):
 class MemoryWithHistory(MemoryOut):
     history: list[MemoryOut] = Field(description=(
         "Every version of this fact, oldest first, this one included (one entry when it never changed)."))
+    image: ImageOut | None = Field(default=None, description="Its image (the thumbnail comes as image content).")
 
 
 class SearchHit(BaseModel):
@@ -53,6 +86,7 @@ class SearchHit(BaseModel):
     valid_to: datetime | None = Field(default=None, description=(
         "Set on a superseded memory (include_history only): when a newer one took its place."))
     superseded_by: int | None = None
+    has_image: bool = Field(default=False, description="An image is kept with it: get returns its thumbnail.")
 
 
 class SearchResults(BaseModel):
@@ -72,6 +106,11 @@ Namespace = Annotated[str | None, Field(max_length=100, description="Keeps agent
 MemoryId = Annotated[int, Field(ge=1, le=2**62)]
 MinScore = Annotated[float, Field(ge=0.0, le=1.0, description=(
     "Leave out results scoring under this (scores are absolute, in [0, 1]; 0.3 keeps what is likely relevant)."))]
+
+
+def _image_out(i: MemoryImage) -> ImageOut:
+    return ImageOut(media_type=i.media_type, bytes=i.bytes, width=i.width, height=i.height,
+                    thumbnail_width=i.thumbnail_width, thumbnail_height=i.thumbnail_height, description=i.description)
 
 
 def _out(m: Memory) -> MemoryOut:
@@ -106,20 +145,33 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     server = MCPServer("frobozz-cortex", title="Frobozz cortex", lifespan=closing(cortex.aclose),
                        instructions="Long-term memory: store what matters, search it later (hybrid by default).")
 
-    @server.tool(annotations=annotations("Store a memory", read_only=False))
+    @server.tool(annotations=annotations("Store a memory", read_only=False,  # a vision model reached: open world
+                                         open_world=bool(settings.cortex_vision_model)))
     async def store(content: Annotated[str, Field(description="What to remember.")],
-                    metadata: dict[str, Any] | None = None, namespace: Namespace = None) -> Stored:
+                    metadata: dict[str, Any] | None = None, namespace: Namespace = None,
+                    image: Annotated[ImageIn | None, Field(description=(
+                        "An image to keep with it (PNG, JPEG, GIF or WebP): get returns its thumbnail, and a "
+                        "vision model's description, when one is configured, makes it found by words."))] = None,
+                    ) -> Stored:
         """Remember `content` (returns once it is committed); the exact same text is not stored twice."""
         with tool_errors(MemoryStoreError):
-            memory, duplicate = await (await memories(namespace, write=True)).store(content, metadata, namespace,
-                                                                                   source="mcp")
+            kept = None
+            if image is None:
+                memory, duplicate = await (await memories(namespace, write=True)).store(content, metadata, namespace,
+                                                                                       source="mcp")
+            else:
+                await memories(namespace, write=True)
+                memory, duplicate, kept = await (await cortex.images()).remember(
+                    content, ImageInput(path=image.path, data=image.data, media_type=image.media_type), metadata,
+                    namespace, source="mcp")
             if settings.cortex_seen_session:
                 try:
                     await (await cortex.sessions()).mark_seen(settings.cortex_seen_session, [memory.id])
                 except MemoryStoreError as e:  # the memory is kept: recall may only show it once more
                     log.warning("cortex: %s was not marked seen in session %s: %s", memory.id,
                                 settings.cortex_seen_session, e)
-            return Stored(id=memory.id, created_at=memory.created_at, duplicate_of=duplicate)
+            return Stored(id=memory.id, created_at=memory.created_at, duplicate_of=duplicate,
+                          image=_image_out(kept) if kept else None)
 
     @server.tool(annotations=annotations("Search memories", read_only=True, idempotent=True))
     async def search(query: Annotated[str, Field(description="What to look for, in words.")],
@@ -136,10 +188,12 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             hits = await (await memories(namespace, write=False)).search(
                 query, limit=limit, since=since, until=until, namespace=namespace, mode=mode, min_score=min_score,
                 include_history=include_history)
+            pictured = await (await cortex.images()).with_images([h.memory.id for h in hits])
             return SearchResults(results=[SearchHit(id=h.memory.id, content=h.memory.content, score=round(h.score, 6),
                                                     created_at=h.memory.created_at, metadata=h.memory.metadata,
                                                     parts=h.parts if explain else None, valid_to=h.memory.valid_to,
-                                                    superseded_by=h.memory.superseded_by) for h in hits])
+                                                    superseded_by=h.memory.superseded_by,
+                                                    has_image=h.memory.id in pictured) for h in hits])
 
     @server.tool(annotations=annotations("Recent memories", read_only=True, idempotent=True))
     async def recent(limit: Annotated[int, Field(ge=1, le=500)] = 10, namespace: Namespace = None) -> Memories:
@@ -149,14 +203,23 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                 limit, namespace)])
 
     @server.tool(annotations=annotations("Get a memory", read_only=True, idempotent=True))
-    async def get(id: MemoryId) -> MemoryWithHistory:  # noqa: A002 - the tool's contract
-        """One memory by its id, with every version of its fact (when it superseded or was superseded)."""
+    async def get(id: MemoryId) -> Annotated[CallToolResult, MemoryWithHistory]:  # noqa: A002 - the tool's contract
+        """One memory by its id, with every version of its fact (when it superseded or was superseded), and
+        its image's thumbnail as image content when it has one."""
         with tool_errors(MemoryStoreError):
             store_ = await cortex.store()
             memory = await store_.get(id)
             check(memory.namespace, write=False, what=f"memory {id}")
             history = await store_.history(id) if memory.supersedes or memory.superseded_by else [memory]
-            return MemoryWithHistory(**_out(memory).model_dump(), history=[_out(m) for m in history])
+            images = await cortex.images()
+            image = await images.image(id)
+            out = MemoryWithHistory(**_out(memory).model_dump(), history=[_out(m) for m in history],
+                                    image=_image_out(image) if image else None)
+            content: list[TextContent | ImageContent] = [TextContent(text=out.model_dump_json(indent=2))]
+            if image is not None:
+                thumbnail = await images.read(image)
+                content.append(ImageContent(data=base64.b64encode(thumbnail).decode(), mime_type="image/jpeg"))
+            return CallToolResult(content=content, structured_content=out.model_dump(mode="json"))
 
     @server.tool(annotations=annotations("Update a memory", read_only=False, destructive=True, idempotent=True))
     async def update(id: MemoryId, content: str | None = None,  # noqa: A002

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from frobozz.games import GameError, GameLibrary, GameSession, SessionState
+from frobozz.games import GameError, GameLibrary, GameSession, GameSessionState
 
 from ._shares import share_for
 from .settings import Settings
@@ -60,7 +60,7 @@ class Sessions:
 
     async def changed(self, session: GameSession) -> None:
         """After a change (inside `hold`): share the session's state, when sessions are shared."""
-        if self.share is not None and session.state is not SessionState.CLOSED:
+        if self.share is not None and session.state is not GameSessionState.CLOSED:
             self._seen[session.id] = await self.share.save(session)
 
     async def end(self, session_id: str) -> GameSession:
@@ -82,7 +82,7 @@ class Sessions:
     # -- inside ---------------------------------------------------------------------------------
     def _held(self, session_id: str) -> GameSession:
         session = self._sessions.get(session_id) if isinstance(session_id, str) else None
-        if session is None or session.state is SessionState.CLOSED:
+        if session is None or session.state is GameSessionState.CLOSED:
             running = ", ".join(self._sessions) or "none"
             raise GameError(f"no game session {str(session_id)[:80]!r} (running: {running}); "
                             "start one with new_game")

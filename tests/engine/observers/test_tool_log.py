@@ -56,3 +56,14 @@ async def test_each_call_is_logged_with_its_target_sizes_and_outcome(make_option
     assert all(c.duration_ms >= 0 for c in log.calls)
     assert [r.getMessage() for r in caplog.records if r.name == "frobozz.tools"] == [c.line() for c in log.calls]
     assert not outside.exists()
+
+
+def test_a_target_with_control_characters_is_logged_escaped_so_it_cannot_drive_the_terminal():
+    from frobozz.engine.observers._tool_log import ToolCall, target_of
+
+    target = target_of({"command": "echo \x1b[2J\x1b]0;pwned\x07 done\x00"})
+    assert "\x1b" not in target and "\x07" not in target and "\x00" not in target
+    assert target == "echo \\x1b[2J\\x1b]0;pwned\\x07 done\\x00"
+    line = ToolCall("t1", "Bash\x1b[31m", target, "9 chars in", 0, 5, "ok", 0.0).line()
+    assert line.isprintable() and line.startswith("[tool] Bash\\x1b[31m echo")
+    assert target_of({"file_path": "/tmp/plain name.md"}) == "/tmp/plain name.md"  # printable text is untouched

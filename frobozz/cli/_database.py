@@ -1,0 +1,34 @@
+"""`frobozz database stop`: the embedded Postgres that `play --memory`, `serve all`, the MCP servers and
+workers leave running for the next start (a one-shot command stops the one it started itself)."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+database = typer.Typer(help="The embedded Postgres (memory, the run queue): stop it when nothing uses it.",
+                       no_args_is_help=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+
+@database.command("stop")
+def stop_cmd() -> None:
+    """Stop the embedded Postgres, unless a process still uses it (it starts again by itself when needed)."""
+    from frobozz.memory import MemorySettings, embedded_users, stop_embedded_unused
+
+    settings = MemorySettings()
+    if settings.database_url is not None:
+        err.print("FROBOZZ_DATABASE_URL is set: that Postgres is yours, not Frobozz's to stop", highlight=False)
+        raise typer.Exit(1)
+    users = embedded_users(settings)
+    if users is None:
+        out.print(f"the embedded Postgres (in {settings.postgres_dir}) is not running", highlight=False)
+        return
+    if users or not stop_embedded_unused(settings):
+        users = embedded_users(settings) or users
+        err.print(f"the embedded Postgres (in {settings.postgres_dir}) is in use by process "
+                  f"{', '.join(map(str, users)) or '(unknown)'}: stop that first (a `serve all`, a `worker`, a "
+                  "`play --memory`, or claude's MCP servers), then try again", highlight=False)
+        raise typer.Exit(1)
+    out.print(f"stopped the embedded Postgres (in {settings.postgres_dir})", highlight=False)
