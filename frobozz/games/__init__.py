@@ -3,6 +3,7 @@
 from ._catalogue import CATALOGUE, CatalogueEntry, by_md5
 from ._install import install
 from ._journal import replay as replay_journal
+from ._layout import GridLayout, PassageKind, PlacedPassage, count_crossings, grid_layout, through_rooms
 from ._library import GameLibrary, GameListing, jericho_supports, walkthrough_for
 from ._map import GameMap, MapFormat, Passage, direction, mentioned_exits
 from ._saves import SaveInfo
@@ -24,7 +25,8 @@ from .settings import GamesSettings
 
 __all__ = ["CATALOGUE", "MAX_COMMAND_CHARS", "CatalogueEntry", "CommandError", "GameError", "GameLibrary",
            "GameListing", "GameMap", "GameNotFoundError", "GameSession", "GameSessionState", "GamesSettings",
-           "InstallError", "InterpreterCrashedError", "MapFormat", "Passage", "SaveError", "SaveInfo",
-           "SessionClosedError", "StoryFileError", "StoryInfo", "Turn", "by_md5", "check_command", "direction",
-           "install", "jericho_supports", "memory_queries", "mentioned_exits", "parse_story", "read_story",
-           "replay_journal", "walkthrough_for"]
+           "GridLayout", "InstallError", "InterpreterCrashedError", "MapFormat", "Passage", "PassageKind",
+           "PlacedPassage", "SaveError", "SaveInfo", "SessionClosedError", "StoryFileError", "StoryInfo", "Turn",
+           "by_md5", "check_command", "count_crossings", "direction", "grid_layout", "install", "jericho_supports",
+           "memory_queries", "mentioned_exits", "parse_story", "read_story", "replay_journal", "through_rooms",
+           "walkthrough_for"]

@@ -44,10 +44,12 @@ class Interpreter:
             self.story = f.read()
         self.env = jericho.FrotzEnv(path, seed=seed)
         self.supported = bool(self.env.is_fully_supported)
+        self._room_depth: int | None = None  # how deep in the object tree rooms are, learnt at the start
 
     # -- requests --------------------------------------------------------------------------
     def load(self) -> dict[str, Any]:
         text, _ = self.env.reset()
+        self._room_depth = len(self._ancestors()) or None
         return {**self._observe(text), "supported": self.supported,
                 "max_score": self.env.get_max_score() if self.supported else None,
                 "walkthrough": self.env.get_walkthrough() if self.supported else []}
@@ -82,9 +84,9 @@ class Interpreter:
         env = self.env
         memory = self._zmemory(env._get_ram().tobytes(), self.story)
         if self.supported:  # jericho knows where the player is; its short names drop words, so decode ours
-            location = env.get_player_location()
+            room = self._room()
             obs = {"score": env.get_score(), "moves": env.get_moves(),
-                   "location": memory.object_name(location.num) if location else None,
+                   "location": memory.object_name(room) if room else None,
                    "done": env.game_over() or env.victory(), "won": env.victory()}
         else:
             status = memory.status()
@@ -95,6 +97,27 @@ class Interpreter:
         if with_state:
             obs["state"] = env.get_state()
         return obs
+
+
+    def _ancestors(self) -> list[int]:
+        """The player's parent, its parent, and so on up to the object tree's root."""
+        found: list[int] = []
+        obj = self.env.get_player_object()
+        while obj is not None and obj.parent and obj.parent not in found and len(found) < 32:
+            found.append(obj.parent)
+            obj = self.env.get_object(obj.parent)
+        return found
+
+    def _room(self) -> int | None:
+        """The room the player is in. jericho's location is the player's parent, which is a vehicle or a
+        seat when the player is in one (Zork I's "magic boat"); rooms sit as deep in the object tree as the
+        room the game starts in (Infocom's under one ROOMS object, Inform's at the root), so the room is the
+        ancestor at that depth."""
+        ancestors = self._ancestors()
+        if not ancestors:
+            return None
+        depth = self._room_depth or len(ancestors)
+        return ancestors[max(0, len(ancestors) - depth)]
 
 
 def main() -> None:

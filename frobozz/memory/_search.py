@@ -43,10 +43,13 @@ if TYPE_CHECKING:
 
 Mode = Literal["hybrid", "semantic", "keyword"]
 WORDS_WEIGHT, COSINE_WEIGHT = 0.6, 0.4
-# The share of what the neighbours' words add that counts. Lower shares keep an unrelated note beside a keyword
-# match under the recall threshold, but cost recall: on the LoCoMo development split 0.75 gave recall@10 0.745
-# (0.752 at 1), 0.5 0.726, 0.25 0.704 (bench/cortex_quality.py prints every try), so it stays 1.
-NEIGHBOURS = 1.0
+# What the neighbours' words add counts in full for a memory close to the query in meaning (closeness LEAN
+# and up) and 1 - LEAN of it for one that is not: a reply is still found by the words of what it answers, and
+# an unrelated note beside a keyword match stays under the recall threshold (issue 38: "troll" against a
+# garlic note 0.32 -> 0.19, a 100,000-character "xxxx" 0.41 -> 0.26). On the LoCoMo development split
+# recall@10 0.749 (0.752 with them in full; a flat share of 0.75 gave 0.745 and left "xxxx" at 0.31, 0.5 0.726);
+# bench/cortex_quality.py prints every scoring tried.
+LEAN = 0.4
 K1, B = 1.5, 0.75
 KEYWORD_SCALE = 2.0  # keyword mode: own words only, so a memory with every query word scores ~0.96
 # The threshold for recalling memories unasked (the memory loop): on the LoCoMo development split, 96% of
@@ -261,11 +264,12 @@ def _score(row: asyncpg.Record, words: Words, mode: Mode, floor: float,
     bm25_ = bm25(row["found"] or "", float(row["length"] or 0.0), words)
     coverage, own = words.coverage(bm25_), words.coverage(bm25(row["found"] or "", float(row["length"] or 0.0),
                                                                words, own=True))
-    # what the neighbours' words add counts NEIGHBOURS of itself: they find a reply, but alone they
-    # must not make an unrelated note "likely relevant" (issue 38)
-    word_score = math.tanh(own) + NEIGHBOURS * (math.tanh(coverage) - math.tanh(own))
     cosine = float(row["cosine"]) if row["cosine"] is not None else 0.0
     closeness = min(max((cosine - floor) / (1 - floor), 0.0), 1.0)
+    # what the neighbours' words add: they find a reply, but alone they must not make an unrelated note
+    # "likely relevant" (issue 38), so in full only for a memory that is itself close in meaning
+    neighbours = min(1.0, 1 - LEAN + closeness)
+    word_score = math.tanh(own) + neighbours * (math.tanh(coverage) - math.tanh(own))
     if mode == "keyword":
         word_score = score = math.tanh(KEYWORD_SCALE * coverage)
     elif mode == "semantic":

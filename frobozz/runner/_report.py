@@ -8,7 +8,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-from frobozz.games import GameMap
+from frobozz.games import GameMap, grid_layout
 
 from ._store import RunStore, TurnRecord
 
@@ -80,7 +80,8 @@ def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None
     (store.dir / "map.dot").write_text(explored.to_dot(), encoding="utf-8")
     (store.dir / "map.mmd").write_text(explored.to_mermaid(), encoding="utf-8")
     score_chart(records, max_score, store.dir / "score.png", title=f"{info.title}: {info.run_id}")
-    map_image(explored, store.dir / "map.png", title=f"{info.title}: explored map")
+    current = next((r.location for r in reversed(records) if r.location), start)
+    map_image(explored, store.dir / "map.png", title=f"{info.title}: explored map", current=current)
 
 
 def score_chart(records: Sequence[TurnRecord], max_score: int | None, path: Path, *, title: str) -> None:
@@ -101,25 +102,79 @@ def score_chart(records: Sequence[TurnRecord], max_score: int | None, path: Path
     plt.close(fig)
 
 
-def map_image(explored: GameMap, path: Path, *, title: str) -> None:
+_STYLE = {"compass": ("#8a939b", "-"), "vertical": ("#7b5ea7", (0, (5, 3))), "inout": ("#2f7d6b", (0, (1, 2)))}
+
+
+def map_image(explored: GameMap, path: Path, *, title: str, current: str | None = None) -> None:
+    """The explored map, north up (the games part's grid layout, as the web page draws it): each passage's
+    direction written where it leaves its room, up/down dashed and in/out dotted, the current room marked."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import networkx as nx
+    from matplotlib.patches import FancyBboxPatch
 
-    graph = nx.DiGraph()
-    graph.add_nodes_from(explored.rooms)
-    graph.add_edges_from((p.source, p.target) for p in explored.passages)
-    size = max(6.0, min(30.0, 1.6 * len(explored.rooms) ** 0.5 * 2))
-    fig, ax = plt.subplots(figsize=(size, size * 0.75), dpi=100)
-    if explored.rooms:
-        layout = nx.spring_layout(graph, seed=1, k=1.5 / max(1, len(explored.rooms)) ** 0.5)
-        nx.draw_networkx_nodes(graph, layout, ax=ax, node_size=300, node_color="#f4d58d")
-        nx.draw_networkx_edges(graph, layout, ax=ax, arrows=True, arrowsize=8, edge_color="#777777", width=0.8)
-        nx.draw_networkx_labels(graph, layout, ax=ax, font_size=7)
-    ax.set_title(title)
+    grid = grid_layout(explored)
+    cell_w, cell_h, box_w, box_h = 1.6, 0.9, 1.3, 0.5
+    width, height = max(grid.width, 3), max(grid.height, 2)
+    fig, ax = plt.subplots(figsize=(min(60.0, 1.4 + width * cell_w), min(40.0, 1.0 + height * cell_h)), dpi=100)
+    place = {room: (x * cell_w, -y * cell_h) for room, (x, y) in grid.places}  # row 0 at the top: north up
+    for p in grid.passages:
+        color, style = _STYLE[p.kind.value]
+        (x1, y1), (x2, y2) = place[p.source], place[p.target]
+        if p.stub:  # a line across the map would cross others: a short stub at each end says where it goes
+            _stub(ax, (x1, y1), (x2, y2), f"{p.label} → {p.target}", color, style, box_w, box_h)
+            _stub(ax, (x2, y2), (x1, y1), f"from {p.source} ({p.label})", color, style, box_w, box_h)
+            continue
+        ax.plot([x1, x2], [y1, y2], color=color, linestyle=style, linewidth=1.1, zorder=1)
+        _edge_label(ax, (x1, y1), (x2, y2), p.label, color, box_w, box_h)
+    for room, (x, y) in place.items():
+        here = room == current
+        ax.add_patch(FancyBboxPatch((x - box_w / 2, y - box_h / 2), box_w, box_h, boxstyle="round,pad=0.02",
+                                    facecolor="#ffd27a" if here else "#f7ecc8", zorder=2,
+                                    edgecolor="#9a5800" if here else "#b9a56a", linewidth=2 if here else 0.8))
+        ax.text(x, y, "\n".join(_wrap(room)), ha="center", va="center", fontsize=7, zorder=3,
+                fontweight="bold" if here else "normal")
+    if not grid.places:
+        ax.text(0.5, 0.5, "no room seen yet", ha="center", va="center", transform=ax.transAxes, color="#777777")
+    else:
+        ax.set_xlim(-cell_w / 2 - 0.2, (width - 1) * cell_w + cell_w / 2 + 0.2)
+        ax.set_ylim(-(height - 1) * cell_h - cell_h / 2 - 0.1, cell_h / 2 + 0.1)
+    ax.set_aspect("equal")
+    ax.set_title(title + (f" (now: {current})" if current else "") + "  ·  north up")
     ax.axis("off")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _edge_label(ax, start: tuple[float, float], end: tuple[float, float], text: str, color: str,
+                box_w: float, box_h: float) -> tuple[float, float]:
+    """`text` where the line from `start` to `end` leaves the box at `start`; returns that point."""
+    (x1, y1), (x2, y2) = start, end
+    dx, dy = x2 - x1, y2 - y1
+    scale = min(box_w / 2 / abs(dx) if dx else 1e9, box_h / 2 / abs(dy) if dy else 1e9)
+    ax.text(x1 + dx * scale, y1 + dy * scale, f" {text} ", fontsize=8, color=color, zorder=3,
+            ha="left" if dx >= 0 else "right", va="bottom" if dy >= 0 else "top")
+    return x1 + dx * scale, y1 + dy * scale
+
+
+def _stub(ax, start: tuple[float, float], end: tuple[float, float], text: str, color: str, style: object,
+          box_w: float, box_h: float) -> None:
+    """A short line from the box at `start` towards `end`, labelled with where it leads."""
+    (x1, y1), (x2, y2) = start, end
+    ex, ey = _edge_label(ax, start, end, text, color, box_w, box_h)
+    length = ((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5 or 1.0
+    ax.plot([ex, ex + 0.25 * (x2 - x1) / length], [ey, ey + 0.25 * (y2 - y1) / length], color=color,
+            linestyle=style, linewidth=1.1, zorder=1)
+
+
+def _wrap(name: str, width: int = 18) -> list[str]:
+    """A room's name on lines that fit its box."""
+    lines: list[str] = []
+    for word in name.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from sse_starlette import EventSourceResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -43,11 +44,13 @@ async def _view(web: Web, run_id: str, after: int = 0) -> RunView:
         raise HTTPException(404, str(e)) from None
 
 
-def _figures(web: Web, request: Request, view: RunView, turns: list[TurnRecord]) -> str:
-    """The score chart and the map, as the page shows them (rendered again as turns arrive)."""
+async def _figures(web: Web, request: Request, view: RunView, turns: list[TurnRecord]) -> str:
+    """The score chart and the map, as the page shows them (rendered again as turns arrive). The map's layout
+    is worked out in a thread: for a whole game it takes seconds, the other pages must not wait."""
     current = turns[-1].location if turns else None
     start = [(None, view.info.start_location)]  # the room the game began in, before the first command
-    explored = layout(GameMap.from_path([*start, *((t.command, t.location) for t in turns)]), current)
+    explored = await anyio.to_thread.run_sync(
+        layout, GameMap.from_path([*start, *((t.command, t.location) for t in turns)]), current)
     template = web.templates.get_template("_figures.html")
     return template.render(request=request, chart=score_chart(turns, view.info.max_score), map=explored,
                            info=view.info)
@@ -62,7 +65,7 @@ async def run_page(request: Request) -> HTMLResponse:
     view = await _view(web, request.path_params["run_id"])
     traces = waterfall(await web.runs.spans(view.info.run_id))
     return web.page(request, "run.html", info=view.info, turns=view.turns, live=view.live, traces=traces,
-                    figures=_figures(web, request, view, view.turns),
+                    figures=await _figures(web, request, view, view.turns),
                     last=view.turns[-1].turn if view.turns else 0, notice=web.runs.database_error)
 
 
@@ -84,7 +87,7 @@ async def run_events(request: Request) -> Response:
             for turn in view.turns:
                 turns.append(turn)
                 yield {"event": "turn", "id": str(turn.turn), "data": _render(web, request, "_turn.html", t=turn)}
-            yield {"event": "figures", "data": _figures(web, request, view, turns)}
+            yield {"event": "figures", "data": await _figures(web, request, view, turns)}
             yield {"event": "status" if view.live else "end",
                    "data": _render(web, request, "_status.html", info=view.info, live=view.live)}
 

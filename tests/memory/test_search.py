@@ -56,7 +56,10 @@ async def test_without_context_a_note_is_found_by_its_own_words_and_not_by_its_n
                  "A grating in the clearing opens with the skeleton key."):
         await store.store(note, {}, "notes")
     assert await store.search("Kitchen", namespace="empty-notes", context=False) == []
-    in_context = await store.search("Kitchen", namespace="notes", min_score=0.3)
+    in_context = await store.search("Kitchen", namespace="notes")
+    likely = await store.search("Kitchen", namespace="notes", min_score=0.3)
     alone = await store.search("Kitchen", namespace="notes", min_score=0.3, context=False)
-    assert len(in_context) == 2  # the neighbour holds "Kitchen" in its words in context
+    # the neighbour holds "Kitchen" in its words in context and is found, but not as likely relevant (issue 38)
+    assert len(in_context) >= 2
+    assert [h.memory.content for h in likely] == ["In the Kitchen, the brown sack holds garlic."]
     assert [h.memory.content for h in alone] == ["In the Kitchen, the brown sack holds garlic."]

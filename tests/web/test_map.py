@@ -3,7 +3,7 @@ for the whole of Zork I, whose geometry is not a plane."""
 
 import pytest
 
-from frobozz.games import GameLibrary, GameMap, GameSession
+from frobozz.games import GameLibrary, GameMap, GameSession, grid_layout, through_rooms
 from frobozz.games._library import walkthrough_for
 from frobozz.web._map import layout
 
@@ -35,17 +35,32 @@ def test_rooms_sit_where_the_compass_says_and_the_current_one_is_marked():
 
 def test_a_long_room_name_wraps_into_its_box():
     [room] = layout(GameMap.from_path([(None, "Dam Lobby Of The Flood Control Dam Number Three")]), None).rooms
-    assert len(room.lines) == 2 and all(len(line) <= 20 for line in room.lines)
+    assert len(room.lines) == 3 and all(len(line) <= 20 for line in room.lines)
+    assert " ".join(room.lines) == "Dam Lobby Of The Flood Control Dam Number Three"  # nothing cut off
 
 
 async def test_the_whole_walkthrough_of_zork1_is_laid_out_with_no_room_on_another(settings):
     story = GameLibrary(settings).find("zork1")
     game = await GameSession.open(story, settings)
     try:
-        for command in walkthrough_for(story.md5):
+        steps = walkthrough_for(story.md5)
+        for command in steps[:40]:
+            await game.act(command)
+        early = grid_layout(game.map())  # house, forest, cellar, the troll: a plane with a level under it
+        for command in steps[40:]:
             await game.act(command)
         explored = layout(game.map(), game.current.location)
+        grid = grid_layout(game.map())
     finally:
         await game.aclose()
+    assert len(early.places) > 15 and early.crossings == 0 and through_rooms(early) == 0
+    assert "West of House" in dict(early.places) and "magic boat" not in dict(grid.places)  # rooms, not vehicles
+    # the whole game is no plane (a river, a rainbow, prayers that move you): the long ways up, down and
+    # round are stubs that say where they lead, and of the lines drawn almost none cross, none through a room
+    assert grid.crossings <= 2 and through_rooms(grid) == 0
+    assert {p.label for p in grid.passages if p.stub} >= {"pray"}
+    ways = {(link.way, link.kind) for link in explored.links}
+    assert {("n", "compass"), ("up", "vertical"), ("down", "vertical"), ("pray → Forest", "inout"),
+            ("from Altar (pray)", "inout")} <= ways
     assert len(explored.rooms) > 60 and not overlapping(explored)
     assert explored.current is not None and explored.width < 60 * explored.box_w  # wide, but not a line of rooms
