@@ -24,6 +24,15 @@ from ._events import AssistantMessage, Result, UserMessage
 from .observers._tool_log import input_size, target_of
 
 
+def claude_resource(env: dict[str, str], session_id: str) -> None:
+    """claude's own telemetry (its metrics and events) under `session_id` as a resource attribute, beside the
+    resource attributes the user set (OTEL_RESOURCE_ATTRIBUTES' `key=value,…`; a session.id of theirs is
+    replaced): a backend then finds claude's telemetry and Frobozz's spans of one session by the same id."""
+    own = [m for m in env.get("OTEL_RESOURCE_ATTRIBUTES", "").split(",")
+           if m.strip() and m.partition("=")[0].strip() != S.SESSION_ID]
+    env["OTEL_RESOURCE_ATTRIBUTES"] = ",".join([*own, f"{S.SESSION_ID}={session_id}"])
+
+
 @dataclass
 class _Tool:
     span: Span

@@ -157,10 +157,13 @@ def test_a_slow_endpoint_never_holds_the_work_up():
 
 
 def test_claude_s_own_telemetry_goes_to_the_same_endpoint_with_its_session_id(frobozz_env):
+    """The id on claude's events, and on its resource (what backends group by), the user's own resource
+    attributes kept beside it."""
     with receiver() as got:
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
                "OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_LOGS_EXPORT_INTERVAL": "200",
-               "OTEL_METRIC_EXPORT_INTERVAL": "500"}
+               "OTEL_METRIC_EXPORT_INTERVAL": "500", "OTEL_RESOURCE_ATTRIBUTES": "team=zork,session.id=theirs",
+               "FROBOZZ_TRACE_KEEP_DAYS": "0"}
         done = subprocess.run([sys.executable, "-m", "frobozz", "play", "zork1", "--player", "walkthrough",
                                "--max-turns", "3", "--trace", "--json"], capture_output=True, text=True,
                               timeout=300, env=env)
@@ -169,3 +172,7 @@ def test_claude_s_own_telemetry_goes_to_the_same_endpoint_with_its_session_id(fr
     [session] = [s for s in spans if s["name"] == _spans.SESSION]
     events = got.log_attributes()  # claude's own events, beside Frobozz's spans
     assert events and {e.get("session.id") for e in events} == {session["attributes"][_spans.SESSION_ID]}
+    resources = got.log_resources()
+    assert resources and all(r.get("session.id") == session["attributes"][_spans.SESSION_ID] and r.get("team") == "zork"
+                             for r in resources)
+    assert session["resource"].get("team") == "zork"  # Frobozz's own spans keep the user's attributes too
