@@ -58,6 +58,7 @@ GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
 GEN_AI_CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_COST = "gen_ai.usage.cost"  # USD at list price: not in the conventions yet; the name OpenLIT and Langfuse read
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"  # content: only with capture on
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"  # content: only with capture on
 GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"  # content: only with capture on
