@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -21,6 +22,7 @@ from .. import _spans as S
 
 log = logging.getLogger("frobozz.tracing")
 PRUNE_EVERY = 3600.0  # seconds between two deletions of what is past its time
+WRITE_WAIT = 30.0  # seconds a batch's writing may take
 FIND_WAIT = 10.0  # seconds a batch waits for the embedded Postgres to start (the first batch only, in practice)
 Where = str | Callable[[], Awaitable[str]]  # a URL, or what finds one (starts the embedded Postgres) when first needed
 _INSERT = ("INSERT INTO trace_spans (trace_id, span_id, parent_id, name, kind, service, started_at, duration_ms, "
@@ -60,6 +62,9 @@ class LocalSpans(SpanExporter):
         self._next_prune = 0.0
         self._failing = False
         self._problem = "the database was still starting"
+        # a thread of its own for the writes: a flush may come from a thread with an event loop running (a
+        # SIGTERM's, in the middle of the work), where asyncio.run cannot be called
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="frobozz-spans-writer")
         if self.url is not None:
             self._found.set()
         else:
@@ -79,7 +84,8 @@ class LocalSpans(SpanExporter):
         try:
             if not self._found.wait(self.find_wait) or self.url is None:
                 raise ConnectionError(self._problem)
-            asyncio.run(self._write(self.url, [_row(s) for s in spans]))
+            rows = [_row(s) for s in spans]
+            self._writer.submit(asyncio.run, self._write(self.url, rows)).result(WRITE_WAIT)
         except Exception as e:  # noqa: BLE001 - the SDK's thread must not die of it (a database away)
             if not self._failing:
                 log.warning("tracing: spans cannot be kept in the database (%s: %s); they are dropped. Said once.",
@@ -103,7 +109,7 @@ class LocalSpans(SpanExporter):
             await connection.close()
 
     def shutdown(self) -> None:
-        pass
+        self._writer.shutdown(wait=False)
 
 
 async def prune(connection: Any, keep_days: float) -> int:

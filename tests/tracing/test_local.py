@@ -116,3 +116,16 @@ def test_a_database_that_cannot_be_found_is_said_once_and_the_spans_are_dropped(
         assert local.export(spans[1:]) is SpanExportResult.FAILURE
     said = [r.getMessage() for r in caplog.records if "cannot be kept" in r.getMessage()]
     assert len(said) == 1 and "OSError" in said[0] and "no Postgres here" not in said[0]
+
+
+async def test_spans_flushed_from_a_thread_whose_event_loop_runs_are_kept(cortex_settings):
+    """A flush may come in the middle of the work (a SIGTERM's handler, on the loop's thread): this test's own."""
+    url = cortex_settings.database_url.get_secret_value()
+    span = TracerProvider().get_tracer("t").start_span(S.TURN, attributes={S.RUN_ID: "run-in-a-loop"})
+    span.end()
+    assert LocalSpans(url, keep_days=7).export([span]) is SpanExportResult.SUCCESS
+    connection = await asyncpg.connect(url)
+    try:
+        assert [s["name"] for s in await run_spans(connection, "run-in-a-loop")] == [S.TURN]
+    finally:
+        await connection.close()
