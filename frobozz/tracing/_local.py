@@ -65,6 +65,8 @@ class LocalSpans(SpanExporter):
         # a thread of its own for the writes: a flush may come from a thread with an event loop running (a
         # SIGTERM's, in the middle of the work), where asyncio.run cannot be called
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="frobozz-spans-writer")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._connection: Any = None
         if self.url is not None:
             self._found.set()
         else:
@@ -85,7 +87,7 @@ class LocalSpans(SpanExporter):
             if not self._found.wait(self.find_wait) or self.url is None:
                 raise ConnectionError(self._problem)
             rows = [_row(s) for s in spans]
-            self._writer.submit(asyncio.run, self._write(self.url, rows)).result(WRITE_WAIT)
+            self._writer.submit(self._run, self._write(self.url, rows)).result(WRITE_WAIT)
         except Exception as e:  # noqa: BLE001 - the SDK's thread must not die of it (a database away)
             if not self._failing:
                 log.warning("tracing: spans cannot be kept in the database (%s: %s); they are dropped. Said once.",
@@ -95,8 +97,16 @@ class LocalSpans(SpanExporter):
         self._failing = False
         return SpanExportResult.SUCCESS
 
+    def _run(self, work: Awaitable[None]) -> None:
+        """On the writer's thread, in its own event loop, kept from batch to batch with its connection."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        self._loop.run_until_complete(work)
+
     async def _write(self, url: str, rows: list[tuple[Any, ...]]) -> None:
-        connection = await asyncpg.connect(url, timeout=10)
+        if self._connection is None or self._connection.is_closed():
+            self._connection = await asyncpg.connect(url, timeout=10)  # one, kept: not a new backend per batch
+        connection = self._connection
         try:
             if not self._ready:
                 await connection.execute(schema())
@@ -105,10 +115,21 @@ class LocalSpans(SpanExporter):
                 await prune(connection, self.keep_days)
                 self._next_prune = time.monotonic() + PRUNE_EVERY
             await connection.executemany(_INSERT, rows)
-        finally:
-            await connection.close()
+        except BaseException:
+            self._connection = None  # the next batch connects afresh
+            connection.terminate()
+            raise
 
     def shutdown(self) -> None:
+        def close() -> None:
+            if self._connection is not None and self._loop is not None:
+                self._loop.run_until_complete(self._connection.close(timeout=5))
+            if self._loop is not None:
+                self._loop.close()
+        try:
+            self._writer.submit(close).result(10)
+        except Exception as e:  # noqa: BLE001 - closing is best effort: the process is ending
+            log.debug("tracing: the span store's connection did not close cleanly: %s", e)
         self._writer.shutdown(wait=False)
 
 

@@ -123,7 +123,12 @@ async def test_spans_flushed_from_a_thread_whose_event_loop_runs_are_kept(cortex
     url = cortex_settings.database_url.get_secret_value()
     span = TracerProvider().get_tracer("t").start_span(S.TURN, attributes={S.RUN_ID: "run-in-a-loop"})
     span.end()
-    assert LocalSpans(url, keep_days=7).export([span]) is SpanExportResult.SUCCESS
+    local = LocalSpans(url, keep_days=7)
+    try:
+        assert local.export([span]) is SpanExportResult.SUCCESS
+        assert local.export([span]) is SpanExportResult.SUCCESS  # on the same connection, kept between batches
+    finally:
+        local.shutdown()
     connection = await asyncpg.connect(url)
     try:
         assert [s["name"] for s in await run_spans(connection, "run-in-a-loop")] == [S.TURN]
