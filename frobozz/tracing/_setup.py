@@ -27,6 +27,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from .. import _spans as S
 from .exceptions import TracingConfigError
 from .settings import TracingSettings
 
@@ -126,6 +127,19 @@ class WarnOnce(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
+class SessionOnEverySpan(SpanProcessor):
+    """Every span started under one that carries claude's `session.id` carries it too (a game's act, a recall,
+    a permission question under a turn), so a backend's search by session finds the whole of it. The parent
+    is read in this process only; a server's spans have the id where its own code sets it."""
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        parent = trace.get_current_span(parent_context)
+        session = getattr(parent, "attributes", None) or {}
+        value = session.get(S.SESSION_ID) if hasattr(session, "get") else None
+        if value and S.SESSION_ID not in (span.attributes or {}):
+            span.set_attribute(S.SESSION_ID, value)
+
+
 @dataclass
 class Tracing:
     """Tracing as configured for this process: its provider (to add a processor) and the endpoint."""
@@ -173,6 +187,7 @@ def configure(service: str = "frobozz", settings: TracingSettings | None = None,
     if settings.trace_warn_once:
         for name in _EXPORTER_LOGGERS:  # their per-batch errors: said once by WarnOnce instead
             logging.getLogger(name).setLevel(logging.CRITICAL)
+    provider.add_span_processor(SessionOnEverySpan())  # first: the exporters see the id
     provider.add_span_processor(BatchSpanProcessor(exporter))
     where = settings.database_url.get_secret_value() if settings.database_url is not None else database
     if where is not None and settings.trace_keep_days > 0:
