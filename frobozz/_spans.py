@@ -38,6 +38,10 @@ GAME_ACT = "frobozz.game.act"
 PERMISSION = "frobozz.permission"  # a permission question: the span's length is the time the answer took
 HOOK = "frobozz.hook"
 COMPACTION = "frobozz.compaction"  # an event on the turn's span: claude compacted its context there
+HANDOFF = "frobozz.handoff"  # the hand-off relay's step (compact with a letter, or ask for one): in the turn it begins
+HANDOFF_WRITE = "frobozz.memory.handoff.write"  # the handoff server's letter kept (its memories embedded and stored)
+HANDOFF_READ = "frobozz.memory.handoff.read"  # a letter read (the latest, or one by id)
+ROUTINE_FIRE = "frobozz.routine.fire"  # a routine's firing, from its job taken to its end (its session linked)
 QUEUE_SEND = "send runs"  # messaging conventions: "{operation} {destination}"
 QUEUE_PROCESS = "process runs"
 
@@ -58,6 +62,7 @@ GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
 GEN_AI_CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_COST = "gen_ai.usage.cost"  # USD at list price: not in the conventions yet; the name OpenLIT and Langfuse read
 GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"  # content: only with capture on
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"  # content: only with capture on
 GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"  # content: only with capture on
@@ -107,6 +112,17 @@ COMPACTION_TOKENS = "frobozz.compaction.pre_tokens"
 GAME_COMMAND = "frobozz.game.command"  # the player's command: content, only with capture on
 GAME_SCORE = "frobozz.game.score"
 GAME_MOVES = "frobozz.game.moves"
+HANDOFF_STEP = "frobozz.handoff.step"  # compact, ask
+HANDOFF_WINDOW = "frobozz.handoff.window"  # the model's context window, in tokens (the step's context is CONTEXT_TOKENS)
+HANDOFF_ID = "frobozz.handoff.id"
+HANDOFF_NEXT_STEPS = "frobozz.handoff.next_steps"  # how many
+HANDOFF_MEMORIES = "frobozz.handoff.memories"  # how many
+HANDOFF_SUMMARY_CHARS = "frobozz.handoff.summary_chars"
+ROUTINE = "frobozz.routine.name"
+ROUTINE_KIND = "frobozz.routine.kind"  # cron, every, inbox, feed
+ROUTINE_MANUAL = "frobozz.routine.manual"  # fired by `routine run`, not by its schedule or source
+ROUTINE_STATE = "frobozz.routine.state"  # done, failed, skipped
+ROUTINE_REASON = "frobozz.routine.reason"  # Frobozz's own words for how it ended (never the item's content)
 
 # where a tool call's trace context waits for a Frobozz server that claude did not hand it to (see servers)
 TRACE_PARENTS_ENV = "FROBOZZ_TRACE_PARENTS"

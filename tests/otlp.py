@@ -38,6 +38,15 @@ class Receiver:
     paths: list[str] = field(default_factory=list)  # every export's path: /v1/traces, and claude's /v1/metrics, /v1/logs
     others: list[tuple[str, bytes]] = field(default_factory=list)  # what came to another path than /v1/traces
 
+    def log_resources(self) -> list[dict[str, Any]]:
+        """The resource attributes of every batch of log records exported to /v1/logs (claude's events)."""
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+        with self.lock:
+            bodies = [body for path, body in self.others if path == "/v1/logs"]
+        return [{kv.key: _value(kv.value) for kv in rl.resource.attributes}
+                for body in bodies for rl in ExportLogsServiceRequest.FromString(body).resource_logs]
+
     def log_attributes(self) -> list[dict[str, Any]]:
         """The attributes of every log record exported to /v1/logs (claude's events), resource's included."""
         from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest

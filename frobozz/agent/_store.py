@@ -35,7 +35,7 @@ class SessionRecord:
         memory = {"memory": {"namespace": self.options["memory"]["namespace"], "session": self.memory_session}} \
             if self.options.get("memory") else {}
         return {"session_id": self.id, "workspace": path, "status": status, "usage": self.usage,
-                "cost_usd": self.cost_usd, "created_at": _iso(self.created_at),
+                "cost_usd": self.cost_usd, "claude_session_id": self.claude_session_id, "created_at": _iso(self.created_at),
                 "last_activity": _iso(self.last_activity), **memory}
 
     @classmethod

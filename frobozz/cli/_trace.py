@@ -15,6 +15,14 @@ def trace_option() -> bool:
     return typer.Option(False, "--trace", envvar="FROBOZZ_TRACE", help=TRACE_HELP)
 
 
+async def _database() -> str:
+    """Where spans are kept: the database Frobozz uses (FROBOZZ_DATABASE_URL, else the embedded Postgres,
+    started if need be), found on the exporter's thread when the first spans are written."""
+    from frobozz.memory import MemorySettings, database_url
+
+    return await database_url(MemorySettings())
+
+
 def start_tracing(on: bool, service: str) -> None:
     """Tracing on when asked; a setting it cannot use is a clear error before anything starts."""
     if not on:
@@ -22,7 +30,7 @@ def start_tracing(on: bool, service: str) -> None:
     from frobozz.tracing import TracingConfigError, TracingSettings, configure
 
     try:
-        configure(service, TracingSettings(trace=True))
+        configure(service, TracingSettings(trace=True), database=_database)
     except TracingConfigError as e:
         err.print(f"[red]error:[/red] tracing: {e}")
         raise typer.Exit(2) from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import replace
 from enum import Enum
@@ -35,7 +36,7 @@ from ._session_store import Materialized, SessionKey, latest, materialize
 from ._options import EngineOptions, find_claude
 from ._process import CLIProcess, OversizedLine
 from ._proxy import Proxy, Rewrite
-from ._tracing import EngineTrace
+from ._tracing import EngineTrace, claude_resource
 from .exceptions import EngineError, McpServerError, ProcessError, SessionClosedError
 from .settings import EngineSettings
 
@@ -77,6 +78,7 @@ class Engine:
         self._reader_done = anyio.Event()
         self._mirror: TranscriptMirror | None = None
         self._materialized: Materialized | None = None
+        self._one_session = True
         self.trace = EngineTrace(self.options.trace_attributes, cwd=str(self.cwd),
                                  content=self.settings.trace_content_max if self.settings.trace_content else None)
 
@@ -99,9 +101,11 @@ class Engine:
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
 
-    async def start(self, session_id: str | None = None, *, mirror: bool = True) -> None:
+    async def start(self, session_id: str | None = None, *, mirror: bool = True, one_session: bool = True) -> None:
         """Spawn claude. With `session_id`, first replay its transcript as events, then resume it. `mirror=False`:
-        nothing is mirrored into the session store until `take_over` (a warm spare's rehearsal is nobody's)."""
+        nothing is mirrored into the session store until `take_over` (a warm spare's rehearsal is nobody's).
+        `one_session=False`: this claude will serve many sessions (a pool's, which `/clear`s between them), so
+        its own telemetry is not given one session's id as a resource attribute."""
         if self._tg is None:
             raise EngineError("use the engine as `async with Engine(...) as engine`")
         if self.state is not EngineState.NEW:
@@ -117,6 +121,7 @@ class Engine:
             for event in _transcripts.replay(path):
                 await self._emit(event)
             self.session_id = session_id
+        self._one_session = one_session and mirror  # a spare's session is its taker's, made after a /clear
         self.trace.start()
         if self.options.proxy:
             self._proxy = Proxy(self.env.get("ANTHROPIC_BASE_URL"), self._on_usage, self.trace)
@@ -188,6 +193,11 @@ class Engine:
         assert self._tg is not None
         command = [find_claude(self.options.cli_path or self.settings.claude_path),
                    *self.options.arguments(resume=resume)]
+        named = self._telemetry_session(resume)
+        if named is not None:  # claude's own telemetry, with tracing on: its session's id on its resource
+            if resume is None and not self.options.session_id:
+                command.append(f"--session-id={named}")  # the id claude would have made up, chosen here first
+            claude_resource(self.env, named)
         process = CLIProcess(max_line_bytes=self.settings.max_line_bytes,
                              stderr_tail_bytes=self.settings.stderr_tail_bytes, on_stderr=self.options.stderr)
         user, group = self._account
@@ -205,6 +215,18 @@ class Engine:
             await process.close(self.settings.close_timeout)
             raise ProcessError(f"claude did not start: {e}", exit_code=process.returncode,
                                stderr=process.stderr_tail) from e
+
+    def _telemetry_session(self, resume: str | None) -> str | None:
+        """The id of the session this claude is started for, when tracing is on, claude's own telemetry too,
+        and the id is known before claude starts (or can be chosen for it): None when it cannot be (a fork's,
+        `--continue`'s, a claude that will serve many sessions)."""
+        if not (self.trace.on and self._one_session and self.env.get("CLAUDE_CODE_ENABLE_TELEMETRY")):
+            return None
+        if resume is not None:
+            return None if self.options.fork_session else resume
+        if self.options.session_id or self.options.continue_conversation:
+            return self.options.session_id
+        return str(uuid.uuid4())
 
     async def _serve_in_process(self) -> InProcessServers | None:
         """This claude process's in-process MCP servers, connected afresh (a restarted claude starts their

@@ -64,7 +64,7 @@ class Sidecar:
         while not self._closed:
             try:
                 async with Engine(self.options, self.settings) as engine:
-                    await engine.start()
+                    await engine.start(one_session=False)  # `/clear`ed between questions
                     self.started += 1
                     await self._lend(engine)
             except EngineError as e:

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import httpx
+import orjson
 import uvicorn
 from anyio.abc import TaskStatus
 from starlette.applications import Starlette
@@ -27,7 +28,7 @@ from starlette.routing import Route
 from .. import _spans as S
 from .._loopback import listener
 from ._events import Usage, text_of
-from ._tracing import EngineTrace
+from ._tracing import EngineTrace, request_cost
 
 log = logging.getLogger("frobozz.engine.proxy")
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
@@ -187,7 +188,7 @@ class Proxy:
         payload: dict[str, Any] | None = None
         if counted and (self.rewrite is not None or self.trace.on):
             try:
-                payload = json.loads(body)
+                payload = orjson.loads(body)  # the whole history, every request: orjson reads it several times faster
             except ValueError:
                 payload = None
         if self.rewrite is not None and counted and isinstance(payload, dict) and self.is_compaction(payload):
@@ -248,6 +249,9 @@ class Proxy:
             S.GEN_AI_CACHE_READ_TOKENS: u.get("cache_read_input_tokens", 0), S.CONTEXT_TOKENS: self.high_water}
         if reader.model:
             attributes[S.GEN_AI_RESPONSE_MODEL] = reader.model
+        cost = request_cost(reader.model, u) if status < 400 else None
+        if cost is not None:
+            attributes[S.GEN_AI_COST] = cost
         if reader.message_id:
             attributes[S.GEN_AI_RESPONSE_ID] = reader.message_id
         if reader.stop_reason:

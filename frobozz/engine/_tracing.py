@@ -10,6 +10,7 @@ finds it; they close at the tool's result, and end as "denied" when the turn's r
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,46 @@ from opentelemetry.trace import Link, Span, SpanKind
 from .. import _spans as S
 from ._events import AssistantMessage, Result, UserMessage
 from .observers._tool_log import input_size, target_of
+
+
+_PRICES_LOADING: list[threading.Thread] = []
+
+
+def load_prices() -> None:
+    """genai-prices' table, imported on a thread of its own as a traced engine starts (it takes a moment), so
+    the first request's span does not wait for it."""
+    if not _PRICES_LOADING:
+        thread = threading.Thread(target=lambda: __import__("genai_prices"), name="frobozz-prices", daemon=True)
+        _PRICES_LOADING.append(thread)
+        thread.start()
+
+
+def request_cost(model: str | None, usage: Mapping[str, int]) -> float | None:
+    """One model request's cost in USD at the provider's list price (genai-prices' table; claude's own
+    reckoning is the turn's), or None for a model the table does not know."""
+    if not model:
+        return None
+    try:
+        from genai_prices import Usage, calc_price
+    except ImportError:
+        return None
+    created, read = usage.get("cache_creation_input_tokens", 0), usage.get("cache_read_input_tokens", 0)
+    try:  # the table counts cached tokens inside the input's; Anthropic's usage counts them apart
+        price = calc_price(Usage(input_tokens=usage.get("input_tokens", 0) + created + read,
+                                 cache_write_tokens=created, cache_read_tokens=read,
+                                 output_tokens=usage.get("output_tokens", 0)), model, provider_id="anthropic")
+    except (LookupError, ValueError):
+        return None
+    return float(price.total_price)
+
+
+def claude_resource(env: dict[str, str], session_id: str) -> None:
+    """claude's own telemetry (its metrics and events) under `session_id` as a resource attribute, beside the
+    resource attributes the user set (OTEL_RESOURCE_ATTRIBUTES' `key=value,…`; a session.id of theirs is
+    replaced): a backend then finds claude's telemetry and Frobozz's spans of one session by the same id."""
+    own = [m for m in env.get("OTEL_RESOURCE_ATTRIBUTES", "").split(",")
+           if m.strip() and m.partition("=")[0].strip() != S.SESSION_ID]
+    env["OTEL_RESOURCE_ATTRIBUTES"] = ",".join([*own, f"{S.SESSION_ID}={session_id}"])
 
 
 @dataclass
@@ -40,6 +81,8 @@ class EngineTrace:
     def __init__(self, attributes: Mapping[str, Any] | None = None, *, content: int | None = None,
                  cwd: str | None = None) -> None:
         self.on = S.recording()
+        if self.on:
+            load_prices()
         self.attributes = {k: v for k, v in (attributes or {}).items() if v is not None}
         self.content = content
         self.cwd = cwd

@@ -8,6 +8,7 @@ from datetime import datetime
 
 import asyncpg
 
+from .. import _spans
 from ._store import Memory, MemoryStore
 from .exceptions import MemoryStoreError
 
@@ -56,27 +57,35 @@ class HandoffStore:
         ns = self.memories.namespace(namespace)
         metadata = {"handoff_session": session_id} if session_id else {}
         memory_ids = []
-        for text in remember:
-            memory, duplicate = await self.memories.store(text, metadata, ns, source="handoff")
-            memory_ids.append(duplicate or memory.id)
-        async with self.memories.connection() as c:
-            letter_id = await c.fetchval(
-                "INSERT INTO handoffs (namespace, session_id, summary, next_steps, memory_ids) "
-                "VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING id", ns, session_id, summary, json.dumps(steps), memory_ids)
+        with _spans.span(_spans.HANDOFF_WRITE, attributes={
+                _spans.MEMORY_NAMESPACE: ns, _spans.HANDOFF_NEXT_STEPS: len(steps), _spans.HANDOFF_MEMORIES: len(remember),
+                _spans.HANDOFF_SUMMARY_CHARS: len(summary), **({_spans.SESSION_ID: session_id} if session_id else {})}) as span:
+            for text in remember:
+                memory, duplicate = await self.memories.store(text, metadata, ns, source="handoff")
+                memory_ids.append(duplicate or memory.id)
+            async with self.memories.connection() as c:
+                letter_id = await c.fetchval(
+                    "INSERT INTO handoffs (namespace, session_id, summary, next_steps, memory_ids) "
+                    "VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING id", ns, session_id, summary, json.dumps(steps),
+                    memory_ids)
+            span.set_attributes({_spans.HANDOFF_ID: letter_id, _spans.MEMORY_IDS: memory_ids})
         return letter_id, memory_ids
 
     async def latest(self, namespace: str | None) -> Letter | None:
-        async with self.memories.connection() as c:
-            row = await c.fetchrow(f"SELECT {_COLUMNS} FROM handoffs WHERE namespace = $1 "
-                                   "ORDER BY created_at DESC, id DESC LIMIT 1", self.memories.namespace(namespace))
-        return None if row is None else await self._letter(row)
+        ns = self.memories.namespace(namespace)
+        with _spans.span(_spans.HANDOFF_READ, attributes={_spans.MEMORY_NAMESPACE: ns}) as span:
+            async with self.memories.connection() as c:
+                row = await c.fetchrow(f"SELECT {_COLUMNS} FROM handoffs WHERE namespace = $1 "
+                                       "ORDER BY created_at DESC, id DESC LIMIT 1", ns)
+            return None if row is None else _read(span, await self._letter(row))
 
     async def read(self, letter_id: int) -> Letter:
-        async with self.memories.connection() as c:
-            row = await c.fetchrow(f"SELECT {_COLUMNS} FROM handoffs WHERE id = $1", letter_id)
-        if row is None:
-            raise MemoryStoreError(f"no handoff {letter_id}: list_handoffs shows the ones there are")
-        return await self._letter(row)
+        with _spans.span(_spans.HANDOFF_READ, attributes={_spans.HANDOFF_ID: letter_id}) as span:
+            async with self.memories.connection() as c:
+                row = await c.fetchrow(f"SELECT {_COLUMNS} FROM handoffs WHERE id = $1", letter_id)
+            if row is None:
+                raise MemoryStoreError(f"no handoff {letter_id}: list_handoffs shows the ones there are")
+            return _read(span, await self._letter(row))
 
     async def recent(self, limit: int, namespace: str | None) -> list[Letter]:
         async with self.memories.connection() as c:
@@ -92,6 +101,14 @@ class HandoffStore:
             except MemoryStoreError:
                 pass  # forgotten since the letter was written
         return _letter(row, memories)
+
+
+def _read(span: _spans.Span, letter: Letter) -> Letter:
+    """The letter read, its sizes on its span (never its text)."""
+    span.set_attributes({_spans.HANDOFF_ID: letter.id, _spans.MEMORY_NAMESPACE: letter.namespace,
+                         _spans.HANDOFF_NEXT_STEPS: len(letter.next_steps), _spans.HANDOFF_MEMORIES: len(letter.memories),
+                         _spans.HANDOFF_SUMMARY_CHARS: len(letter.summary), _spans.MEMORY_FOUND: 1})
+    return letter
 
 
 def _letter(row: asyncpg.Record, memories: list[Memory]) -> Letter:

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 
+from frobozz import _spans
 from frobozz.engine import AssistantMessage, EngineOptions, Result
 from frobozz.engine.producers import Item, Polling
 from frobozz.games import GameError
@@ -92,9 +93,12 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
         writer = Polling(spec.prompt, source=spec.name, files=folder / ".frobozz" / "items")
         body = writer.body_file(item)
     message = item.message(spec.prompt, body)
+    traced = {_spans.SESSION_KIND: "routine", _spans.ROUTINE: spec.name, _spans.RUN_ID: run_id,
+              _spans.MEMORY_NAMESPACE: spec.namespace_or_default}
     options = EngineOptions(model=spec.model, cwd=folder, max_turns=spec.max_turns, max_budget_usd=spec.max_cost,
-                            cli_path=cli_path)
-    sidecar = EngineOptions(model=spec.model, cwd=folder, cli_path=cli_path)
+                            cli_path=cli_path, trace_attributes=traced)
+    sidecar = EngineOptions(model=spec.model, cwd=folder, cli_path=cli_path,
+                            trace_attributes={_spans.SESSION_KIND: "sidecar", _spans.ROUTINE: spec.name})
     said: list[str] = []
     result: Result | None = None
     async with MemorySession(options, memory, namespace=spec.namespace_or_default, client=f"routine {spec.name}",

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 from pgqueuer import Job, QueueManager, RetryRequested
 
+from frobozz import _spans
 from frobozz._tasks import until_stopped
 from frobozz.engine.producers import Inbox, Schedule
 from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryService
@@ -63,7 +64,18 @@ class Firer:
         self.store, self.ledger, self.memory, self.settings, self.cli_path = store, ledger, memory, settings, cli_path
 
     async def __call__(self, data: dict[str, Any]) -> str | None:
-        """The firing's end state (None: nothing to do: ended before, or its routine is gone)."""
+        """The firing's end state (None: nothing to do: ended before, or its routine is gone). Traced: a span
+        from the job taken to its end (in the trace of the queue's job), the firing's claude session linked."""
+        name = str(data["routine"])
+        with _spans.span(_spans.ROUTINE_FIRE, attributes={_spans.ROUTINE: name,
+                                                          _spans.ROUTINE_MANUAL: bool(data.get("manual"))}) as span:
+            state = await self._fire(data, span)
+            span.set_attribute(_spans.ROUTINE_STATE, state or "nothing to do")
+            if state == "failed":
+                _spans.record_error(span, "the firing failed")
+            return state
+
+    async def _fire(self, data: dict[str, Any], span: _spans.Span) -> str | None:
         name, key = str(data["routine"]), str(data["key"])
         async with self._lock(f"frobozz-firing:{name}:{key}", wait=True) as connection:
             try:
@@ -71,6 +83,7 @@ class Firer:
             except RoutineError:
                 return None
             spec: Routine = row["spec"]
+            span.set_attribute(_spans.ROUTINE_KIND, spec.kind)
             firing = await self.store.firing(name, key)
             if firing is None:  # the worker that queued it died before recording it
                 due = datetime.fromisoformat(data["due"]) if data.get("due") else None
@@ -89,6 +102,7 @@ class Firer:
                 return "skipped"
             try:
                 run_id = firing["run_id"] or new_run_id()
+                span.set_attribute(_spans.RUN_ID, run_id)
                 await self.store.start(name, key, run_id)
                 try:
                     fired = await fire(spec, key, firing["title"], firing["item"], run_id, ledger=self.ledger,
@@ -101,6 +115,7 @@ class Firer:
                     return "failed"
                 await self.store.finish(name, key, fired.state, fired.reason, cost_usd=fired.cost_usd,
                                         run_id=fired.run_id or None)
+                span.set_attributes({_spans.ROUTINE_REASON: fired.reason, _spans.COST_USD: fired.cost_usd})
                 return fired.state
             finally:
                 await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))",

@@ -17,8 +17,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from frobozz.engine import AssistantMessage, CompactBoundary, Event, Result, Session, Usage, UserMessage
-from frobozz.engine.observers import HandoffLetter, HandoffRelay
-from frobozz.engine.observers import ask_to_hand_off
+from frobozz.engine.observers import HandoffLetter, HandoffRelay, HandoffStep, ask_to_hand_off, handoff_span
 from frobozz._mailbox import Mailbox
 from frobozz.games import memory_queries
 from frobozz.loop import ArchiveObserver, Provider, Section, Window, orientation, recalled_blocks
@@ -282,16 +281,21 @@ class RunMemory:
         """Take the relay's steps: after a turn in which the model wrote a letter, compact with it and
         wait for the compaction's turn to end (the next message is then the orientation); past the
         threshold, the ask goes with the next message."""
-        letters: list[HandoffLetter] = []
+        letters: list[HandoffStep] = []
+        turn = session.engine.trace.prepare_turn()  # the turn the compaction (or the ask) goes with
         for step in self.watch.relay.steps():
             if step.letter is not None:
-                letters.append(step.letter)
+                letters.append(step)
             else:
-                self._ask = self.watch.relay.messages(step)[0]
+                with handoff_span(step, turn):
+                    self._ask = self.watch.relay.messages(step)[0]
         if letters:
-            self.letter = letters[-1].text()
+            step = letters[-1]
+            assert step.letter is not None
+            self.letter = step.letter.text()
             self._ask, self.watch.letter_waiting = "", False
-            await session.send(self.watch.relay.compact(letters[-1]))
+            with handoff_span(step, turn):
+                await session.send(self.watch.relay.compact(step.letter))
             with anyio.move_on_after(COMPACT_WAIT):
                 await turn_end()
                 await self.watch.caught_up(session.turns_completed)  # it has seen the compaction too
@@ -317,7 +321,8 @@ class RunMemory:
                 mailbox.post(await self.orientation(await view()))
             step = watch.relay.due()
             if step is not None:
-                mailbox.post(ask_mid_turn(step.used, step.window))
+                with handoff_span(step, session.engine.trace.context()):  # in the turn under way
+                    mailbox.post(ask_mid_turn(step.used, step.window))
             if watch.letter_waiting and not self.pausing:
                 self.pausing = True
                 mailbox.pause(PAUSE)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -20,6 +22,9 @@ from .. import _spans as S
 
 log = logging.getLogger("frobozz.tracing")
 PRUNE_EVERY = 3600.0  # seconds between two deletions of what is past its time
+WRITE_WAIT = 30.0  # seconds a batch's writing may take
+FIND_WAIT = 10.0  # seconds a batch waits for the embedded Postgres to start (the first batch only, in practice)
+Where = str | Callable[[], Awaitable[str]]  # a URL, or what finds one (starts the embedded Postgres) when first needed
 _INSERT = ("INSERT INTO trace_spans (trace_id, span_id, parent_id, name, kind, service, started_at, duration_ms, "
            "status, session_id, run_id, attributes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) "
            "ON CONFLICT DO NOTHING")
@@ -43,29 +48,65 @@ def _row(span: ReadableSpan) -> tuple[Any, ...]:
 
 class LocalSpans(SpanExporter):
     """Writes each batch to `trace_spans` (made at the first batch) and deletes spans older than `keep_days`
-    once an hour. A database that is away is said once; its spans are dropped, the run goes on."""
+    once an hour. `where` is the database's URL, or an async function that finds it (the embedded Postgres,
+    which it may have to start: on a thread of its own from the start, never in the work's way; a batch waits
+    for it `find_wait` seconds at most). A database that is away is said once; its spans are dropped, the run
+    goes on."""
 
-    def __init__(self, url: str, keep_days: float) -> None:
-        self.url = url
+    def __init__(self, where: Where, keep_days: float, *, find_wait: float = FIND_WAIT) -> None:
         self.keep_days = keep_days
+        self.find_wait = find_wait
+        self.url: str | None = where if isinstance(where, str) else None
+        self._found = threading.Event()
         self._ready = False
         self._next_prune = 0.0
         self._failing = False
+        self._problem = "the database was still starting"
+        # a thread of its own for the writes: a flush may come from a thread with an event loop running (a
+        # SIGTERM's, in the middle of the work), where asyncio.run cannot be called
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="frobozz-spans-writer")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._connection: Any = None
+        if self.url is not None:
+            self._found.set()
+        else:
+            assert not isinstance(where, str)
+            threading.Thread(target=self._find, args=(where,), name="frobozz-spans-database", daemon=True).start()
+
+    def _find(self, where: Callable[[], Awaitable[str]]) -> None:
+        try:
+            self.url = asyncio.run(where())  # type: ignore[arg-type]
+        except Exception as e:  # noqa: BLE001 - no database: spans are not kept, said once at the first batch
+            log.debug("tracing: no database to keep spans in: %s", e)
+            self._problem = f"no database to keep them in ({type(e).__name__})"
+        finally:
+            self._found.set()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
-            asyncio.run(self._write([_row(s) for s in spans]))
-        except (OSError, asyncpg.PostgresError, asyncio.TimeoutError, ValueError) as e:
+            if not self._found.wait(self.find_wait) or self.url is None:
+                raise ConnectionError(self._problem)
+            rows = [_row(s) for s in spans]
+            self._writer.submit(self._run, self._write(self.url, rows)).result(WRITE_WAIT)
+        except Exception as e:  # noqa: BLE001 - the SDK's thread must not die of it (a database away)
             if not self._failing:
-                log.warning("tracing: spans cannot be kept in the database (%s); they are dropped. Said once.",
-                            type(e).__name__)
+                log.warning("tracing: spans cannot be kept in the database (%s: %s); they are dropped. Said once.",
+                            type(e).__name__, e if isinstance(e, ConnectionError) else "see the database's own log")
             self._failing = True
             return SpanExportResult.FAILURE
         self._failing = False
         return SpanExportResult.SUCCESS
 
-    async def _write(self, rows: list[tuple[Any, ...]]) -> None:
-        connection = await asyncpg.connect(self.url, timeout=10)
+    def _run(self, work: Awaitable[None]) -> None:
+        """On the writer's thread, in its own event loop, kept from batch to batch with its connection."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        self._loop.run_until_complete(work)
+
+    async def _write(self, url: str, rows: list[tuple[Any, ...]]) -> None:
+        if self._connection is None or self._connection.is_closed():
+            self._connection = await asyncpg.connect(url, timeout=10)  # one, kept: not a new backend per batch
+        connection = self._connection
         try:
             if not self._ready:
                 await connection.execute(schema())
@@ -74,11 +115,22 @@ class LocalSpans(SpanExporter):
                 await prune(connection, self.keep_days)
                 self._next_prune = time.monotonic() + PRUNE_EVERY
             await connection.executemany(_INSERT, rows)
-        finally:
-            await connection.close()
+        except BaseException:
+            self._connection = None  # the next batch connects afresh
+            connection.terminate()
+            raise
 
     def shutdown(self) -> None:
-        pass
+        def close() -> None:
+            if self._connection is not None and self._loop is not None:
+                self._loop.run_until_complete(self._connection.close(timeout=5))
+            if self._loop is not None:
+                self._loop.close()
+        try:
+            self._writer.submit(close).result(10)
+        except Exception as e:  # noqa: BLE001 - closing is best effort: the process is ending
+            log.debug("tracing: the span store's connection did not close cleanly: %s", e)
+        self._writer.shutdown(wait=False)
 
 
 async def prune(connection: Any, keep_days: float) -> int:

@@ -17,7 +17,7 @@ import re
 import signal
 import threading
 import urllib.parse
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from .. import _spans as S
 from .exceptions import TracingConfigError
 from .settings import TracingSettings
 
@@ -126,6 +127,19 @@ class WarnOnce(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
+class SessionOnEverySpan(SpanProcessor):
+    """Every span started under one that carries claude's `session.id` carries it too (a game's act, a recall,
+    a permission question under a turn), so a backend's search by session finds the whole of it. The parent
+    is read in this process only; a server's spans have the id where its own code sets it."""
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        parent = trace.get_current_span(parent_context)
+        session = getattr(parent, "attributes", None) or {}
+        value = session.get(S.SESSION_ID) if hasattr(session, "get") else None
+        if value and S.SESSION_ID not in (span.attributes or {}):
+            span.set_attribute(S.SESSION_ID, value)
+
+
 @dataclass
 class Tracing:
     """Tracing as configured for this process: its provider (to add a processor) and the endpoint."""
@@ -147,10 +161,13 @@ _current: Tracing | None = None
 
 
 def configure(service: str = "frobozz", settings: TracingSettings | None = None, *, force: bool = False,
-              environ: MutableMapping[str, str] | None = None) -> Tracing | None:
+              environ: MutableMapping[str, str] | None = None,
+              database: Callable[[], Awaitable[str]] | None = None) -> Tracing | None:
     """Tracing on for this process when `FROBOZZ_TRACE` (or `--trace`, which sets it) says so; None when off
     (the API stays a no-op: nothing is made, nothing exported). Children inherit the setting (claude, and
-    through it the MCP servers it starts), and claude's own telemetry is pointed at the same endpoint."""
+    through it the MCP servers it starts), and claude's own telemetry is pointed at the same endpoint.
+    Spans are kept in FROBOZZ_DATABASE_URL's Postgres, or else in the one `database` finds when the first
+    batch is written (the CLI's: the embedded Postgres, the default everywhere in Frobozz)."""
     global _current
     environ = os.environ if environ is None else environ
     settings = settings or TracingSettings()
@@ -170,12 +187,13 @@ def configure(service: str = "frobozz", settings: TracingSettings | None = None,
     if settings.trace_warn_once:
         for name in _EXPORTER_LOGGERS:  # their per-batch errors: said once by WarnOnce instead
             logging.getLogger(name).setLevel(logging.CRITICAL)
+    provider.add_span_processor(SessionOnEverySpan())  # first: the exporters see the id
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    if settings.database_url is not None and settings.trace_keep_days > 0:
+    where = settings.database_url.get_secret_value() if settings.database_url is not None else database
+    if where is not None and settings.trace_keep_days > 0:
         from ._local import LocalSpans
 
-        provider.add_span_processor(BatchSpanProcessor(LocalSpans(settings.database_url.get_secret_value(),
-                                                                  settings.trace_keep_days)))
+        provider.add_span_processor(BatchSpanProcessor(LocalSpans(where, settings.trace_keep_days)))
     trace.set_tracer_provider(provider)
     environ["FROBOZZ_TRACE"] = "true"
     environ[_INHERITED] = json.dumps({k: v for k, v in environ.items() if k.startswith("OTEL_")})

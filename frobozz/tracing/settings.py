@@ -16,6 +16,6 @@ class TracingSettings(BaseSettings):
     trace_warn_once: bool = Field(default=True, description=(
         "An endpoint that is down or slow is said once (spans are dropped), not at every batch."))
     trace_keep_days: float = Field(default=7.0, ge=0, le=3650, description=(
-        "With a database (FROBOZZ_DATABASE_URL): days the spans are kept there too, for the web view's "
-        "waterfall; 0 keeps none."))
+        "Days the spans are kept in Postgres too (FROBOZZ_DATABASE_URL's, else the embedded one), for the web "
+        "view's waterfall; 0 keeps none."))
     database_url: SecretStr | None = Field(default=None, description="The Postgres the spans are kept in.")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from genai_prices import Usage as PriceUsage
+from genai_prices import calc_price
 from opentelemetry.trace import SpanKind, StatusCode
 
 from frobozz import _spans as S
@@ -60,6 +62,10 @@ async def test_each_turn_is_a_trace_of_its_own_with_its_model_requests_and_tool_
     assert answer.attributes[S.GEN_AI_FINISH_REASONS] == ("end_turn",)
     assert tool_call.attributes[S.GEN_AI_OPERATION] == "chat" and tool_call.attributes[S.GEN_AI_PROVIDER] == "anthropic"
     assert tool_call.attributes[S.GEN_AI_RESPONSE_ID] and tool_call.attributes[S.TIME_TO_FIRST_TOKEN_MS] >= 0
+    model = tool_call.attributes[S.GEN_AI_RESPONSE_MODEL]
+    assert tool_call.attributes[S.GEN_AI_COST] == pytest.approx(float(calc_price(  # each request's cost, at list price
+        PriceUsage(input_tokens=1234, output_tokens=56), model, provider_id="anthropic").total_price))
+    assert 0 < tool_call.attributes[S.GEN_AI_COST] < answer.attributes[S.GEN_AI_COST]
 
     [read] = _by_name(finished, f"{S.EXECUTE_TOOL} Read")
     assert read.parent.span_id == turns[0].context.span_id and read.context.trace_id == first
@@ -68,6 +74,17 @@ async def test_each_turn_is_a_trace_of_its_own_with_its_model_requests_and_tool_
     assert tool_call.start_time < read.start_time < read.end_time <= turns[0].end_time
 
     assert SECRET_TEXT not in _all_text(finished)  # content capture is off by default
+
+
+def test_a_request_s_cost_counts_cached_tokens_at_their_own_price_and_an_unknown_model_has_none():
+    from frobozz.engine._tracing import request_cost
+
+    plain = request_cost("claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 100})
+    cached = request_cost("claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 100,
+                                                "cache_read_input_tokens": 5000})
+    assert plain is not None and cached is not None and plain < cached < plain + 5000 * 3e-6  # reads cost less
+    assert request_cost("a-model-nobody-sells", {"input_tokens": 10}) is None
+    assert request_cost(None, {"input_tokens": 10}) is None
 
 
 async def test_with_content_capture_on_prompts_and_completions_are_kept_cut_to_size(make_options, spans):

@@ -4,6 +4,7 @@ IMAP server; each firing a memory-loop session recorded as a run."""
 import anyio
 import pytest
 
+from frobozz import _spans as S
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.memory import MemoryService
 from frobozz.routines import Firer, RoutineWorker, routine
@@ -33,7 +34,7 @@ async def scripted(monkeypatch, tmp_path):
 
 
 async def test_a_firing_run_now_is_a_memory_session_recorded_as_a_run(store, ledger, routine_settings, scripted,
-                                                                       cortex_settings):
+                                                                       cortex_settings, spans):
     await store.add(routine(name="brief", kind="cron", cron="@daily", prompt="Write the morning briefing."))
     await store.claim("brief", "run:1", "run by hand")
     memory = MemoryService(cortex_settings)
@@ -61,6 +62,19 @@ async def test_a_firing_run_now_is_a_memory_session_recorded_as_a_run(store, led
         assert await Firer(store, ledger, memory, routine_settings)({"routine": "brief", "key": "run:1"}) is None
     finally:
         await memory.aclose()
+    # traced: the firing a span (its routine, kind, run, end), its claude session a routine's, linked to it
+    fires = [s for s in spans.get_finished_spans() if s.name == S.ROUTINE_FIRE]
+    assert [(f.attributes[S.ROUTINE], f.attributes[S.ROUTINE_STATE]) for f in fires] == [
+        ("brief", "done"), ("brief", "nothing to do")]
+    fired = fires[0]
+    assert fired.attributes[S.ROUTINE_KIND] == "cron" and fired.attributes[S.ROUTINE_MANUAL] is True
+    assert fired.attributes[S.RUN_ID] == run["run_id"] and fired.attributes[S.ROUTINE_REASON] == "finished"
+    [session] = [s for s in spans.get_finished_spans() if s.name == S.SESSION
+                 and s.attributes.get(S.SESSION_KIND) == "routine"]
+    assert session.attributes[S.RUN_ID] == run["run_id"] and session.attributes[S.ROUTINE] == "brief"
+    assert [link.context.span_id for link in session.links] == [fired.context.span_id]
+    [turn] = [s for s in spans.get_finished_spans() if s.name == S.TURN and s.attributes.get(S.SESSION_KIND) == "routine"]
+    assert turn.attributes[S.TURN_OUTCOME] == "result"
 
 
 async def fire_once(store, ledger, settings, cortex_settings, name):

@@ -20,7 +20,7 @@ GAME_TEXT = ("West of House", "small mailbox", "ZORK I")  # what Zork says in th
 def _play(phoenix: str, project: str, *args: str) -> dict:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
            "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix, "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
-           "OTEL_BSP_SCHEDULE_DELAY": "200"}
+           "OTEL_BSP_SCHEDULE_DELAY": "200", "FROBOZZ_TRACE_KEEP_DAYS": "0"}  # (no embedded Postgres started)
     done = subprocess.run([sys.executable, "-m", "frobozz", "play", "zork1", "--player", "walkthrough", "--trace",
                            "--json", *args], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -157,10 +157,13 @@ def test_a_slow_endpoint_never_holds_the_work_up():
 
 
 def test_claude_s_own_telemetry_goes_to_the_same_endpoint_with_its_session_id(frobozz_env):
+    """The id on claude's events, and on its resource (what backends group by), the user's own resource
+    attributes kept beside it."""
     with receiver() as got:
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
                "OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_LOGS_EXPORT_INTERVAL": "200",
-               "OTEL_METRIC_EXPORT_INTERVAL": "500"}
+               "OTEL_METRIC_EXPORT_INTERVAL": "500", "OTEL_RESOURCE_ATTRIBUTES": "team=zork,session.id=theirs",
+               "FROBOZZ_TRACE_KEEP_DAYS": "0"}
         done = subprocess.run([sys.executable, "-m", "frobozz", "play", "zork1", "--player", "walkthrough",
                                "--max-turns", "3", "--trace", "--json"], capture_output=True, text=True,
                               timeout=300, env=env)
@@ -169,3 +172,32 @@ def test_claude_s_own_telemetry_goes_to_the_same_endpoint_with_its_session_id(fr
     [session] = [s for s in spans if s["name"] == _spans.SESSION]
     events = got.log_attributes()  # claude's own events, beside Frobozz's spans
     assert events and {e.get("session.id") for e in events} == {session["attributes"][_spans.SESSION_ID]}
+    resources = got.log_resources()
+    assert resources and all(r.get("session.id") == session["attributes"][_spans.SESSION_ID] and r.get("team") == "zork"
+                             for r in resources)
+    assert session["resource"].get("team") == "zork"  # Frobozz's own spans keep the user's attributes too
+
+
+def test_every_span_under_one_with_a_session_id_carries_it_too():
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import set_span_in_context
+
+    from frobozz.tracing import SessionOnEverySpan
+
+    kept = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SessionOnEverySpan())
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    tracer = provider.get_tracer("t")
+    alone = tracer.start_span(_spans.GAME_ACT)  # no session above it: none made up
+    alone.end()
+    turn = tracer.start_span(_spans.TURN, attributes={_spans.SESSION_ID: "sess-1"})
+    act = tracer.start_span(_spans.GAME_ACT, context=set_span_in_context(turn))
+    own = tracer.start_span(_spans.HANDOFF_WRITE, context=set_span_in_context(act),
+                            attributes={_spans.SESSION_ID: "sess-2"})  # its own id is kept
+    for span in (own, act, turn):
+        span.end()
+    found = {s.name + str(i): (s.attributes or {}).get(_spans.SESSION_ID) for i, s in enumerate(kept.get_finished_spans())}
+    assert list(found.values()) == [None, "sess-2", "sess-1", "sess-1"]

@@ -118,3 +118,48 @@ def test_notify_me_asks_for_notifications_and_says_clearly_when_the_browser_cann
     assert page.inner_text("#problem").startswith("no notifications: ")
     assert page.evaluate("fetch(document.getElementById('chat').dataset.worker).then(r => r.status)") == 200
     context.close()
+
+
+@pytest.fixture
+def kept_spans(web_settings):
+    """Tracing on in this process, its spans kept in the web view's database (as `serve all --http --trace` keeps
+    them): flush() writes what waits. Off again after the test."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from frobozz.tracing import LocalSpans
+    from tests.conftest import _unset_tracer_provider
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(LocalSpans(web_settings.database_url.get_secret_value(), 1)))
+    _unset_tracer_provider()
+    trace.set_tracer_provider(provider)
+    try:
+        yield provider.force_flush
+    finally:
+        provider.shutdown()
+        _unset_tracer_provider()
+
+
+def test_the_chat_page_links_its_session_s_traces_drawn_as_a_waterfall(kept_spans, browser, hub, tmp_path):
+    context = browser.new_context(viewport={"width": 1100, "height": 800})
+    page = started(context.new_page(), hub, "alice/traced")
+    assert page.locator("#trace").is_hidden()  # no turn yet: claude has named no session
+    page.fill("input[name=text]", "hello there")
+    page.press("input[name=text]", "Enter")
+    page.wait_for_selector(".msg.agent.done")
+    link = page.wait_for_selector("#trace:not([hidden])")
+    session = page.url.rsplit("session=", 1)[1]
+    described = page.evaluate("(u) => fetch(u).then((r) => r.json())", f"{hub}/agent/sessions/{session}")
+    assert link.get_attribute("href").endswith(f"/traces/{described['claude_session_id']}")
+    assert kept_spans(30_000)
+    link.click()
+    page.wait_for_url("**/traces/*")
+    turns = page.locator("#waterfall details.trace")
+    assert turns.count() >= 1
+    labels = page.locator("#waterfall details.trace[open] .label").all_inner_texts()
+    assert any(label.startswith("frobozz.turn") for label in labels)
+    assert any(label.startswith("chat ") for label in labels)  # the turn's model request under it
+    screenshot(page, tmp_path / "chat-trace.png")
+    context.close()

@@ -13,11 +13,15 @@ It is an observer (it watches) and a producer (it sends): pass the same object i
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from opentelemetry import context as otel_context
+
+from ... import _spans
 
 from .._events import AssistantMessage, CompactBoundary, Event, Result, ToolUseBlock, Usage, UserMessage
 
@@ -72,6 +76,20 @@ class HandoffStep:
     letter: HandoffLetter | None = None
     used: int = 0
     window: int = DEFAULT_WINDOW
+
+
+@contextmanager
+def handoff_span(step: HandoffStep, parent: otel_context.Context | None) -> Iterator[_spans.Span]:
+    """A step taken, as a span (its sizes, never the letter's text) under `parent`: the turn it begins (the
+    compaction's, or the one the ask goes with)."""
+    letter = step.letter
+    attributes: dict[str, Any] = {_spans.HANDOFF_STEP: "ask" if letter is None else "compact",
+                                  _spans.CONTEXT_TOKENS: step.used, _spans.HANDOFF_WINDOW: step.window}
+    if letter is not None:
+        attributes |= {_spans.HANDOFF_NEXT_STEPS: len(letter.next_steps), _spans.HANDOFF_MEMORIES: len(letter.memories),
+                       _spans.HANDOFF_SUMMARY_CHARS: len(letter.summary)}
+    with _spans.span(_spans.HANDOFF, parent=parent, attributes=attributes) as span:
+        yield span
 
 
 @dataclass
@@ -156,5 +174,6 @@ class HandoffRelay:
     # -- producer -------------------------------------------------------------------------------
     async def run(self, session: Session) -> None:
         async for step in self._in:
-            for message in self.messages(step):  # queued together: the orientation is the new window's first
-                await session.send(message)
+            with handoff_span(step, session.engine.trace.prepare_turn()):
+                for message in self.messages(step):  # queued together: the orientation is the new window's first
+                    await session.send(message)

@@ -46,6 +46,14 @@
       shownMessages += 1;
     }
   };
+  const traceLink = async () => {  // the session's traces (the waterfall), once claude has named its session
+    const link = document.getElementById("trace");
+    const {claude_session_id: id} = await api(`/sessions/${session}`);
+    if (!id) return;
+    link.href = root.dataset.traces.replace(/_$/, encodeURIComponent(id));
+    link.hidden = false;
+  };
+  traceLink().catch(() => {});
   const handlers = {
     status: (d) => {
       status.textContent = d.state;
@@ -96,6 +104,7 @@
       agentBubble().appendChild(document.createElement("span")).className = "text";  // what follows the answer
     },
     done: (d) => {
+      traceLink().catch(() => {});
       if (d.is_error) say(d.result || "the turn failed");
       if (bubble) bubble.classList.add("done");
       bubble = null;

@@ -3,6 +3,7 @@ import json
 import asyncpg
 import pytest
 
+from frobozz import _spans as S
 from frobozz.engine import (
     AssistantMessage,
     CompactBoundary,
@@ -26,7 +27,7 @@ LETTER = {"summary": "Mapped the white house; the lamp is lit.", "next_steps": [
 
 
 async def test_a_session_hands_off_compacts_and_the_next_window_opens_with_the_letter(
-        make_options, frobozz_env, cortex_settings):
+        make_options, frobozz_env, cortex_settings, spans):
     def script(request):
         if is_compaction_request(request.body):
             return "The summary of the first window."
@@ -62,9 +63,13 @@ async def test_a_session_hands_off_compacts_and_the_next_window_opens_with_the_l
     finally:
         await db.close()
     assert tuple(stored) == (session.session_id, LETTER["summary"])  # keyed by claude's own session id
+    [step] = [s for s in spans.get_finished_spans() if s.name == S.HANDOFF]  # traced: the step, in its turn
+    assert step.attributes[S.HANDOFF_STEP] == "compact" and step.attributes[S.HANDOFF_NEXT_STEPS] == 1
+    [compacting] = [t for t in spans.get_finished_spans() if t.name == S.TURN and t.attributes[S.TURN_NUMBER] == 3]
+    assert step.parent.span_id == compacting.context.span_id and LETTER["summary"] not in str(step.attributes)
 
 
-async def test_past_the_threshold_the_model_is_asked_once_to_hand_off(make_options):
+async def test_past_the_threshold_the_model_is_asked_once_to_hand_off(make_options, spans):
     async with ScriptedModel(lambda request: Reply((Text("fine"),), input_tokens=160_000)) as model:
         relay = HandoffRelay(threshold=0.75, context_window=200_000)
         async with Session(make_options(model), producers=[relay], observers=[relay]) as session:
@@ -76,6 +81,9 @@ async def test_past_the_threshold_the_model_is_asked_once_to_hand_off(make_optio
     asks = [r.last_user_text() for r in model.requests if "Call the handoff tool now" in r.last_user_text()]
     assert len(asks) == 1 and "80% full" in asks[0]
     assert relay.context_used >= 0.8 and of(events, Usage)
+    [step] = [s for s in spans.get_finished_spans() if s.name == S.HANDOFF]
+    assert step.attributes[S.HANDOFF_STEP] == "ask" and step.attributes[S.CONTEXT_TOKENS] >= 160_000
+    assert step.attributes[S.HANDOFF_WINDOW] == 200_000 and step.parent is not None
 
 
 async def test_the_window_is_the_one_claude_reports_for_its_model(make_options):
