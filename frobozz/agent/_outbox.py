@@ -72,8 +72,9 @@ class Outbox:
         new row here or for the poll interval (rows queued by other instances, claims that lapsed)."""
         while True:
             try:
-                claimed = await self._claim()
-            except DatabaseError as e:
+                with anyio.CancelScope(shield=True), anyio.fail_after(30):  # a claim is not cut in half at shutdown
+                    claimed = await self._claim()
+            except (DatabaseError, TimeoutError) as e:
                 log.warning("webhook deliveries not claimed: %s", e)
                 claimed = []
             if claimed:
@@ -81,11 +82,14 @@ class Outbox:
                     for row in claimed:
                         tg.start_soon(self._try, row)
                 continue
-            with anyio.move_on_after(await self._next_due()):
+            wait = None
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                wait = await self._next_due()
+            with anyio.move_on_after(wait if wait is not None else self.settings.webhook_poll):
                 await self._wake.wait()
             self._wake = anyio.Event()
 
-    async def _next_due(self) -> float:
+    async def _next_due(self) -> float | None:
         """Seconds until a retry here is due, at most the poll interval."""
         try:
             soonest = await self._do("fetchval", "SELECT EXTRACT(EPOCH FROM min(due_at) - now())::float8 FROM "
