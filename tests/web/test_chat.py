@@ -4,6 +4,8 @@ a button in one tab and seen answered in both. Screenshots are checked not to be
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from frobozz._loopback import LoopbackServer
@@ -117,4 +119,52 @@ def test_notify_me_asks_for_notifications_and_says_clearly_when_the_browser_cann
     page.wait_for_selector("#problem:not([hidden])")
     assert page.inner_text("#problem").startswith("no notifications: ")
     assert page.evaluate("fetch(document.getElementById('chat').dataset.worker).then(r => r.status)") == 200
+    context.close()
+
+
+def test_a_question_pushed_to_the_service_worker_shows_its_answers_as_buttons_and_one_pressed_answers_it(
+        browser, hub):
+    """The worker the page registers gets the service's push (delivered by Chromium's DevTools protocol: headless
+    Chromium has no push service), shows a notification with the question's options as action buttons, and a
+    button pressed posts the answer (a notification's button cannot be pressed headless: its click event is
+    dispatched in the worker, carrying the notification it showed)."""
+    from frobozz.agent import Logged, Question
+    from frobozz.agent._notify import summary
+    from tests.agent.conftest import QUESTION
+    context = browser.new_context()
+    context.grant_permissions(["notifications"], origin=hub)
+    page = started(context.new_page(), hub, "alice/notes")
+    session = page.url.rsplit("session=", 1)[1]
+    cdp = context.new_cdp_session(page)
+    registrations = []
+    cdp.on("ServiceWorker.workerRegistrationUpdated", lambda e: registrations.extend(e["registrations"]))
+    cdp.send("ServiceWorker.enable")
+    page.evaluate("""async () => {
+        const root = document.getElementById("chat");
+        const registration = await navigator.serviceWorker.register(
+            `${root.dataset.worker}?agent=${encodeURIComponent(root.dataset.agent)}`);
+        const worker = registration.installing || registration.waiting || registration.active;
+        if (worker.state !== "activated")
+            await new Promise((ok) => worker.addEventListener("statechange", () => worker.state === "activated" && ok()));
+        window.pushWorker = registration; }""")
+    page.fill("input[name=text]", "ask me")
+    page.press("input[name=text]", "Enter")
+    page.wait_for_selector("#status[data-state=waiting]")
+    question_id = page.get_attribute(".question", "data-question")
+    payload = summary(session, Logged(seq=5, event=Question(question_id=question_id, questions=QUESTION["questions"])))
+    [registration] = [r for r in registrations if not r.get("isDeleted")][:1]
+    cdp.send("ServiceWorker.deliverPushMessage", {"origin": hub, "registrationId": registration["registrationId"],
+                                                  "data": json.dumps(payload)})
+    shown = "window.pushWorker.getNotifications().then(ns => ns.map(n => " \
+            "({title: n.title, body: n.body, actions: n.actions.map(a => a.action)})))"
+    page.wait_for_function(f"{shown}.then(ns => ns.length > 0)")
+    assert page.evaluate(shown) == [{"title": "A question is waiting", "body": "Which colour for the lamp?",
+                                     "actions": ["Red", "Blue"]}]
+    [worker] = context.service_workers
+    worker.evaluate("""async () => {
+        const [shown] = await self.registration.getNotifications();
+        self.dispatchEvent(new NotificationEvent("notificationclick", {notification: shown, action: "Blue"})); }""")
+    page.wait_for_selector(".msg.agent.done")
+    assert '"Which colour for the lamp?"="Blue"' in page.inner_text(".msg.agent.done")
+    assert page.is_disabled(".question button:text('Red')")  # answered from the notification: the page sees it
     context.close()
