@@ -153,9 +153,12 @@ class Notifier:
                                                "owner = ANY($2)) RETURNING 1", webhook_id, owners))
 
     async def resume_webhook(self, webhook_id: str, owners: list[str] | None) -> bool:
-        return bool(await self._do("fetchval", "UPDATE agent_webhooks SET paused_at = NULL, paused_reason = NULL, "
-                                               "failures = 0 WHERE id = $1 AND ($2::text[] IS NULL OR owner = ANY($2)) "
-                                               "RETURNING 1", webhook_id, owners))
+        """Deliver to it again, beginning with the deliveries that waited while it was paused."""
+        resumed = bool(await self._do("fetchval", "UPDATE agent_webhooks SET paused_at = NULL, paused_reason = NULL, "
+                                                  "failures = 0 WHERE id = $1 AND ($2::text[] IS NULL OR owner = "
+                                                  "ANY($2)) RETURNING 1", webhook_id, owners))
+        self.outbox.wake()
+        return resumed
 
     # -- what happened --------------------------------------------------------------------------------------
     async def notify(self, session_id: str, owner: str, logged: Logged) -> None:

@@ -58,8 +58,12 @@ class Outbox:
                                        "FROM agent_webhooks WHERE owner = $1 AND paused_at IS NULL "
                                        "ON CONFLICT DO NOTHING RETURNING id", owner, delivery, body)
         if rows:
-            self._wake.set()
+            self.wake()
         return len(rows)
+
+    def wake(self) -> None:
+        """Look for due deliveries now (a webhook resumed)."""
+        self._wake.set()
 
     async def pending(self) -> list[dict[str, Any]]:
         """What waits to be delivered (oldest first): for reports and tests."""
@@ -92,8 +96,9 @@ class Outbox:
     async def _next_due(self) -> float | None:
         """Seconds until a retry here is due, at most the poll interval."""
         try:
-            soonest = await self._do("fetchval", "SELECT EXTRACT(EPOCH FROM min(due_at) - now())::float8 FROM "
-                                                 "agent_webhook_outbox WHERE claimed_until IS NULL")
+            soonest = await self._do("fetchval", "SELECT EXTRACT(EPOCH FROM min(o.due_at) - now())::float8 FROM "
+                                                 "agent_webhook_outbox o JOIN agent_webhooks w ON w.id = o.webhook_id "
+                                                 "WHERE o.claimed_until IS NULL AND w.paused_at IS NULL")
         except DatabaseError:
             soonest = None
         return max(0.01, min(self.settings.webhook_poll, soonest if soonest is not None else math.inf))

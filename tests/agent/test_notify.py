@@ -267,3 +267,40 @@ async def test_a_name_resolving_to_a_forbidden_address_or_to_nothing_is_refused_
 
     with pytest.raises(InputError, match=says.replace(".", r"\.")):
         await pinned("http://hook.test/x", https_only=False, loopback=False, resolve=resolve)
+
+
+async def test_a_paused_webhook_gets_nothing_until_it_is_resumed_and_an_event_is_queued_for_it_once(
+        cortex_settings, tmp_path):
+    from frobozz.agent import AgentSettings, Done, Logged
+    from frobozz.agent._notify import Notifier
+    from frobozz.agent._store import AgentStore
+    receiver = Receiver()
+    store = await AgentStore.open(cortex_settings)
+    settings = AgentSettings(workspaces=tmp_path, loopback_receivers=True, webhook_retries=1, webhook_pause_after=1,
+                             webhook_poll=0.2)
+    notifier = Notifier(store.pool, settings, "pausing")
+    try:
+        with receiver.server:
+            assert await notifier.outbox.pending() == []  # the empty case
+            hook = await notifier.add_webhook("alice", f"{receiver.server.url}/hook/later")
+            receiver.secrets["later"], receiver.down["later"] = hook["secret"], 1
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(notifier.outbox.deliver_forever)
+                await notifier.notify("s1", "alice", Logged(seq=3, event=Done(result="lost")))
+                with anyio.fail_after(60):
+                    while not (await notifier.webhooks(["alice"]))[0]["paused_at"]:
+                        await anyio.sleep(0.05)
+                await notifier.notify("s1", "alice", Logged(seq=4, event=Done(result="while paused")))
+                assert await notifier.outbox.pending() == []  # paused: nothing queued (its record says why)
+                assert await notifier.resume_webhook(hook["id"], ["alice"])
+                await notifier.notify("s1", "alice", Logged(seq=5, event=Done(result="resumed")))
+                assert await notifier.outbox.queue("alice", "s1:5", {"again": True}) == 0  # once per event
+                with anyio.fail_after(60):
+                    while not receiver.received.get("later") or await notifier.outbox.pending():
+                        await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
+        assert [d["body"] for d in receiver.received["later"]] == ["resumed"]
+        assert (await notifier.webhooks(["alice"]))[0]["failures"] == 0
+    finally:
+        await notifier.aclose()
+        await store.aclose()
