@@ -9,6 +9,7 @@ import base64
 import hashlib
 import hmac
 import json
+import ipaddress
 import os
 import socket
 
@@ -304,3 +305,24 @@ async def test_a_paused_webhook_gets_nothing_until_it_is_resumed_and_an_event_is
     finally:
         await notifier.aclose()
         await store.aclose()
+
+
+async def test_a_push_connects_to_the_address_the_guard_checked_whatever_the_name_resolves_to_later():
+    """The resolver a push's aiohttp session gets answers every look-up with the checked address: `push.test`
+    (which nothing else here resolves) reaches the loopback server it was checked at."""
+    import aiohttp
+
+    from frobozz.agent._notify import _OneAddress
+    hosts = []
+
+    async def seen(request: Request) -> Response:
+        hosts.append(request.headers["host"])
+        return Response(status_code=201)
+
+    with LoopbackServer(Starlette(routes=[Route("/push", seen, methods=["POST"])])) as server:
+        port = httpx.URL(server.url).port
+        connector = aiohttp.TCPConnector(resolver=_OneAddress(ipaddress.ip_address("127.0.0.1")))
+        async with aiohttp.ClientSession(connector=connector, trust_env=False) as http:
+            async with http.post(f"http://push.test:{port}/push", data=b"x") as answer:
+                assert answer.status == 201
+    assert hosts == [f"push.test:{port}"]
