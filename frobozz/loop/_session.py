@@ -173,7 +173,7 @@ class MemorySession:
         with what memory adds, the images after the text."""
         content = await self.message(text)
         seen = [_image_note(image) for image in images]
-        archived = "\n".join([text, *(f"[image: {n['media_type']}, {n['bytes']} bytes]" for n in seen)]).strip()
+        archived = "\n".join([text, *(f"[image: {n['media_type']}, {n['bytes']} bytes]" for n in seen)])
         with _spans.span(_spans.ARCHIVE, parent=self._turn):
             await self._quietly("archiving the user's words",
                                 self.archive.archive_user(archived, data={"images": seen} if seen else None), None,
