@@ -5,6 +5,7 @@ a button in one tab and seen answered in both. Screenshots are checked not to be
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -152,6 +153,9 @@ def test_a_question_pushed_to_the_service_worker_shows_its_answers_as_buttons_an
     page.wait_for_selector("#status[data-state=waiting]")
     question_id = page.get_attribute(".question", "data-question")
     payload = summary(session, Logged(seq=5, event=Question(question_id=question_id, questions=QUESTION["questions"])))
+    deadline = time.monotonic() + 30
+    while not registrations and time.monotonic() < deadline:  # the protocol's event may still be on its way
+        page.wait_for_timeout(50)
     [registration] = [r for r in registrations if not r.get("isDeleted")][:1]
     cdp.send("ServiceWorker.deliverPushMessage", {"origin": hub, "registrationId": registration["registrationId"],
                                                   "data": json.dumps(payload)})
@@ -160,7 +164,7 @@ def test_a_question_pushed_to_the_service_worker_shows_its_answers_as_buttons_an
     page.wait_for_function(f"{shown}.then(ns => ns.length > 0)")
     assert page.evaluate(shown) == [{"title": "A question is waiting", "body": "Which colour for the lamp?",
                                      "actions": ["Red", "Blue"]}]
-    [worker] = context.service_workers
+    worker = context.service_workers[0] if context.service_workers else context.wait_for_event("serviceworker")
     worker.evaluate("""async () => {
         const [shown] = await self.registration.getNotifications();
         self.dispatchEvent(new NotificationEvent("notificationclick", {notification: shown, action: "Blue"})); }""")
