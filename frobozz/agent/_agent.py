@@ -85,9 +85,10 @@ class Agent:
             await self.store.aclose()
             raise
         self.leases = Leases(self.store.pool, self.instance, self.settings.lease_ttl)
-        self.notifier = Notifier(self.store.pool, self.settings)
+        self.notifier = Notifier(self.store.pool, self.settings, self.instance)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        self._tg.start_soon(self.notifier.outbox.deliver_forever)  # from the outbox: whichever instance wrote them
         self._tg.start_soon(self._reap_idle)
         self._tg.start_soon(partial(self.leases.listen, self._heard_of, ready=self._claims.set))
         self._tg.start_soon(self._keep_leases)

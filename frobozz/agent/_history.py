@@ -39,6 +39,34 @@ async def _git(space: Workspace, *args: str) -> str:
     return done.stdout.decode(errors="replace")
 
 
+async def dirty(space: Workspace) -> dict[str, tuple[int, int] | None]:
+    """The workspace's changed and untracked files as git sees them (without taking the index's lock), each with
+    its (size, mtime) or None when gone: taken before and after a Bash call, what the call changed."""
+    if not is_repository(space):
+        return {}
+    out = await _git(space, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    found: dict[str, tuple[int, int] | None] = {}
+    entries = iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        paths = [entry[3:]]
+        if entry[0] in "RC":  # a rename or copy names its source next
+            paths.append(next(entries, ""))
+        for path in filter(None, paths):
+            try:
+                stat = (space.path / path).lstat()
+                found[path] = (stat.st_size, stat.st_mtime_ns)
+            except OSError:
+                found[path] = None
+    return found
+
+
+def changed(before: dict[str, tuple[int, int] | None], after: dict[str, tuple[int, int] | None]) -> list[str]:
+    """The files that changed between two `dirty` looks (new, written again, or gone)."""
+    return [path for path, state in after.items() if path not in before or before[path] != state]
+
+
 def turn_files(space: Workspace, targets: Iterable[str]) -> list[str]:
     """The targets that are files in the workspace (outside .git), relative to it, each once."""
     found: list[str] = []

@@ -28,9 +28,11 @@ from frobozz.engine.observers import ToolCall, ToolLog
 from frobozz.loop import MemorySession
 
 from ._events import Done, Error, Question, Status, TextDelta, ToolResult, ToolUse
+from ._history import changed, dirty, is_repository
 from ._relay import Relay
 from ._store import SessionRecord
 from ._workspaces import Workspace, Workspaces
+from .exceptions import HistoryError
 
 log = logging.getLogger("frobozz.agent")
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
@@ -78,6 +80,7 @@ class AgentSession:
         self._engine_done.set()
         self._busy = False
         self.current: str | None = None  # the message whose turn is in hand
+        self._before_bash: dict[str, dict[str, tuple[int, int] | None]] = {}  # tool use id -> the files before it
 
     @property
     def id(self) -> str:
@@ -244,11 +247,12 @@ class AgentSession:
         if self.record.preamble:
             text = f"{self.record.preamble}\n\n{text}"
         calls_before = len(self.tool_log.calls)
+        self._before_bash, by_bash = {}, []  # files Bash changed (the file tools' own are in the tool log)
         images = await self.images(self, files) if files and self.images is not None else []
         if not images:
             await channel.send(text)  # with memory: orientation, recall and the nudge go before the text
-        elif isinstance(channel, MemorySession):  # what memory adds, the text, then the images
-            await channel.pool.primary.send([*await channel.message(text), *images])
+        elif isinstance(channel, MemorySession):  # what memory adds, the text, then the images (all archived)
+            await channel.send(text, images)
         else:
             await channel.send([{"type": "text", "text": text}, *images])
         async for event in channel.events():
@@ -268,6 +272,8 @@ class AgentSession:
                     self.relay.publish(ToolUse(id=use.id, name=use.name, input=dict(use.input)))
             elif isinstance(event, UserMessage) and not event.is_replay:
                 for result in event.tool_results:
+                    if result.tool_use_id in self._before_bash:
+                        by_bash += await self._changed_by_bash(self._before_bash.pop(result.tool_use_id))
                     self.relay.publish(ToolResult(tool_use_id=result.tool_use_id, output=result.content,
                                                   is_error=result.is_error))
             elif isinstance(event, ErrorEvent):
@@ -280,8 +286,8 @@ class AgentSession:
                 self.record.cost_usd += turn_cost
                 await self.on_message(self, "agent", event.result or "")  # kept before anyone hears of it
                 if self.on_turn is not None:  # the files the turn wrote, committed before anyone hears of it
-                    await self.on_turn(self, first_line, [c.target for c in self.tool_log.calls[calls_before:]
-                                                          if c.name in FILE_TOOLS and c.outcome == "ok"])
+                    await self.on_turn(self, first_line, [*(c.target for c in self.tool_log.calls[calls_before:]
+                                                            if c.name in FILE_TOOLS and c.outcome == "ok"), *by_bash])
                 self._busy = False  # likewise: a status asked for after `done` says stable
                 self.last_used = anyio.current_time()  # and --max-live, asked next, sees this turn as the latest
                 self.record.last_activity = datetime.now(UTC)  # as a client told `done` reads it (saved just after)
@@ -291,6 +297,13 @@ class AgentSession:
                 await self.on_change(self)
                 return
         raise RuntimeError("claude's stream ended before the turn did")
+
+    async def _changed_by_bash(self, before: dict[str, tuple[int, int] | None]) -> list[str]:
+        try:
+            return changed(before, await dirty(self.workspace))
+        except HistoryError as e:
+            log.warning("session %s: what Bash changed is not known: %s", self.id, e)
+            return []
 
     # -- the guard and the questions ------------------------------------------------------------------
     async def _guard(self, hook: HookInput) -> HookOutput | None:
@@ -307,6 +320,11 @@ class AgentSession:
                 self.tool_log.denied(hook.tool_use_id)
                 return HookOutput(permission="deny", reason=f"{name} may only change files inside the workspace "
                                                             f"{self.workspace.path}; {target} is outside it")
+        if name == "Bash" and hook.tool_use_id and is_repository(self.workspace):  # committed at the turn's end
+            try:
+                self._before_bash[hook.tool_use_id] = await dirty(self.workspace)
+            except HistoryError as e:
+                log.warning("session %s: what Bash changes will not be committed: %s", self.id, e)
         return None
 
     async def _permission(self, name: str, tool_input: Mapping[str, Any], context: PermissionContext) -> Allow | Deny:

@@ -23,5 +23,7 @@ class AgentSettings(BaseSettings):
     push_subject: str = "mailto:agent@frobozz.invalid"  # the VAPID `sub` claim: who a push service may contact
     webhook_retries: int = 5  # tries of one delivery (backoff doubling from webhook_backoff seconds)
     webhook_backoff: float = 1.0
+    webhook_claim: float = 30.0  # seconds an instance holds a delivery it is making (then another may make it)
+    webhook_poll: float = 2.0  # seconds between looks for deliveries due (queued elsewhere, retries, lapsed claims)
     webhook_pause_after: int = 3  # deliveries failed in a row before a webhook is paused
     loopback_receivers: bool = False  # tests and local development: push endpoints and webhooks on 127.0.0.1

@@ -36,13 +36,13 @@ class ArchiveObserver:
         self._settled = anyio.Event()  # the last turn's result is archived: the next user message may follow
         self._settled.set()
 
-    async def archive_user(self, text: str, *, settle: float = 5.0) -> None:
+    async def archive_user(self, text: str, *, settle: float = 5.0, data: dict[str, Any] | None = None) -> None:
         """Archive what the user says next, after the last turn's own entries (the observer runs on
         a task of its own, and may still be writing them), waiting at most `settle` seconds."""
         with anyio.move_on_after(settle):
             await self._settled.wait()
         self._settled = anyio.Event()
-        await self.sessions.archive(self.session_id, self.turn, "user", text)
+        await self.sessions.archive(self.session_id, self.turn, "user", text, data)
 
     async def on_event(self, event: Event) -> None:
         if event.is_replay:  # a resumed session's history: archived when it happened

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -168,14 +168,18 @@ class MemorySession:
         """recall keeps its own deadline, so the default here, a little longer, is only the backstop."""
         return await quietly(part, work, default, within=self.deadline + 0.5 if within is None else within)
 
-    async def send(self, text: str) -> None:
-        """Archive the user's words, then send them with what memory adds."""
+    async def send(self, text: str, images: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Archive the user's words (and a line for each image they carry: its type and size), then send them
+        with what memory adds, the images after the text."""
         content = await self.message(text)
+        seen = [_image_note(image) for image in images]
+        archived = "\n".join([text, *(f"[image: {n['media_type']}, {n['bytes']} bytes]" for n in seen)])
         with _spans.span(_spans.ARCHIVE, parent=self._turn):
-            await self._quietly("archiving the user's words", self.archive.archive_user(text), None,
+            await self._quietly("archiving the user's words",
+                                self.archive.archive_user(archived, data={"images": seen} if seen else None), None,
                                 within=ARCHIVE_WAIT)
         self._last_user = text
-        await self.pool.primary.send(content)
+        await self.pool.primary.send([*content, *images] if images else content)
 
     def events(self) -> AsyncIterator[Event]:
         return self.pool.primary.events()
@@ -204,3 +208,10 @@ class MemorySession:
     async def settled(self) -> None:
         """Wait until the background work so far (capsules, suggestions) is done."""
         await self._settled.wait()
+
+
+def _image_note(image: Mapping[str, Any]) -> dict[str, Any]:
+    """What the archive keeps of an image content block: its media type and decoded size, not its bytes."""
+    source = image.get("source") or {}
+    data = str(source.get("data") or "")
+    return {"media_type": str(source.get("media_type") or "image"), "bytes": len(data) * 3 // 4 - data.count("=")}

@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from frobozz.agent import Done
+from tests.agent.test_agent import turn
 
 pytestmark = pytest.mark.anyio
 TURNS = 20
@@ -71,3 +72,19 @@ async def test_two_sessions_writing_at_once_for_twenty_turns_commit_every_change
                           text=True)
     assert fsck.returncode == 0 and "error" not in fsck.stderr.lower()
     assert git(path, "log", "-1", "--format=%B", commits[0]["commit"]).strip().endswith(f"session: {second}")
+
+
+async def test_files_a_bash_command_changed_made_or_removed_are_committed_with_the_turn_and_others_left_alone(agent):
+    session = await agent.create_session("alice/scripts")
+    path = (await agent.session(session)).workspace.path
+    repository(path)
+    for text in ("write kept.md: one", "write gone.md: two"):
+        assert isinstance((await turn(agent, session, text))[-1], Done)
+    (path / "untouched.md").write_text("not the turn's")  # changed before the turn: not the turn's to commit
+    events = await turn(agent, session, "run printf three > by-bash.md && printf changed > kept.md && rm gone.md")
+    assert isinstance(events[-1], Done) and not events[-1].is_error
+    latest = (await agent.changes(session))[0]
+    assert latest["message"].startswith("run printf three") and latest["author"] == "alice"
+    assert sorted(latest["files"]) == ["by-bash.md", "gone.md", "kept.md"]
+    assert git(path, "show", "HEAD:kept.md") == "changed" and git(path, "show", "HEAD:by-bash.md") == "three"
+    assert git(path, "status", "--porcelain") == "?? untouched.md\n"  # the one changed outside the turn stays

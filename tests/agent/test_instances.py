@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import asyncpg
 import httpx
 import pytest
 
@@ -218,3 +219,41 @@ async def test_max_live_holds_on_each_instance_and_a_full_one_leaves_new_turns_t
             await wait_for(a.client, f"/sessions/{session}/agentapi/messages", lambda d: len(d["messages"]) == 2)
         tg.cancel_scope.cancel()
     assert most == {"a": 1, "b": 1}
+
+
+async def test_a_webhook_delivery_its_instance_died_making_is_made_by_another_from_the_outbox(cluster,
+                                                                                               cortex_settings):
+    """The receiver holds A's first try; A is killed -9; B, started after, finds the row in the outbox once A's
+    claim lapses and delivers it, signed, once."""
+    from tests.agent.test_notify import Receiver
+    receiver, tries = Receiver(), []
+    receiver.hold = True  # the first try hangs, as if the network were slow when its instance died
+    settings = {"loopback_receivers": True, "webhook_claim": 3, "webhook_poll": 0.5, "webhook_backoff": 0.2}
+    with receiver.server:
+        [a] = await cluster(1, **settings)
+        made = await a.client.post("/webhooks", json={"user": "alice", "url": f"{receiver.server.url}/hook/crash"})
+        receiver.secrets["crash"] = made.json()["secret"]
+        session = (await a.client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
+        await a.client.post(f"/sessions/{session}/messages", json={"text": "hello"})
+        with anyio.fail_after(120):
+            while not receiver.held:
+                await anyio.sleep(0.05)
+        connection = await asyncpg.connect(cortex_settings.database_url.get_secret_value())
+        try:
+            tries.append(await connection.fetch("SELECT delivery, attempts, claimed_by FROM agent_webhook_outbox"))
+            await a.stop(kill=True)
+            receiver.hold = False  # up again: the next try is answered
+            [b] = await cluster(1, **settings)
+            with anyio.fail_after(120):
+                while not receiver.received.get("crash"):
+                    await anyio.sleep(0.05)
+                while await connection.fetchval("SELECT count(*) FROM agent_webhook_outbox"):
+                    await anyio.sleep(0.05)
+            hooks = (await b.client.get("/webhooks")).json()["webhooks"]
+        finally:
+            await connection.close()
+    [[held]] = tries
+    assert held["delivery"] == f"{session}:{held['delivery'].split(':')[1]}" and held["attempts"] == 1
+    [delivered] = receiver.received["crash"]  # made once, by B, with the same delivery id (signature checked)
+    assert delivered["type"] == "done" and delivered["id"] == held["delivery"] and delivered["user"] == "alice"
+    assert hooks[0]["failures"] == 0 and hooks[0]["paused_at"] is None

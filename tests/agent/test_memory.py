@@ -3,6 +3,7 @@ remembers, the archive of what was said, the loop's session kept with the agent'
 the memory servers it gets storing into its namespace, bad memory options refused with nothing made, and a
 scoped token that may not write to the namespace refused."""
 
+import base64
 import json
 
 import anyio
@@ -93,3 +94,27 @@ async def test_a_token_that_may_not_write_the_namespace_gets_403_and_one_that_ma
             assert made.status_code == 201
             described = (await client.get(f"/sessions/{made.json()['session_id']}")).json()
             assert described["memory"] == {"namespace": "house", "session": None}  # the loop begins with a message
+
+
+async def test_with_memory_on_a_message_with_an_image_is_archived_with_the_image_noted_and_reaches_the_model(
+        make_agent, memory_service, scripted):
+    from tests.agent.test_images import images_in, png
+    picture = png(3, 2)
+    async with make_agent() as agent:
+        session = await agent.create_session("alice/pictures", memory={"namespace": "house"})
+        live = await agent.session(session)
+        after = live.relay.last_seq
+        await agent.post_message(live, "what is in this?", images=[
+            {"media_type": "image/png", "data": base64.b64encode(picture).decode()}])
+        with anyio.fail_after(120):
+            async for logged in live.relay.follow(after):
+                if isinstance(logged.event, Done):
+                    break
+        assert not logged.event.is_error and logged.event.result.startswith("I see 1 image(s)")
+        loop_id = live.describe()["memory"]["session"]
+    request = [r for r in scripted.requests if images_in(r)][-1]
+    assert base64.b64decode(images_in(request)[0]["source"]["data"]) == picture
+    assert request.last_user_text().startswith("# Orientation")  # memory's blocks went before the text and image
+    words = [e for e in await (await memory_service.sessions()).transcript(loop_id) if e.kind == "user"]
+    assert [e.content for e in words] == [f"what is in this?\n[image: image/png, {len(picture)} bytes]"]
+    assert words[0].data["images"] == [{"media_type": "image/png", "bytes": len(picture)}]

@@ -9,9 +9,12 @@ import base64
 import hashlib
 import hmac
 import json
+import ipaddress
 import os
+import socket
 
 import anyio
+import httpx
 import http_ece
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
@@ -95,9 +98,18 @@ class Receiver:
         self.secrets: dict[str, str] = {}
         self.received: dict[str, list[dict]] = {}
         self.down: dict[str, int] = {}
+        self.hold = False  # the first request waits, unanswered, while this is so (then 503)
+        self.held = False
+        self.hosts: list[str] = []
 
         async def hook(request: Request) -> Response:
             name = request.path_params["name"]
+            self.hosts.append(request.headers["host"])
+            if self.hold and not self.held:
+                self.held = True
+                while self.hold:  # (the server's own thread: nothing to wait on but the flag)
+                    await anyio.sleep(0.05)
+                return Response(status_code=503)
             if self.down.get(name, 0) > 0:
                 self.down[name] -= 1
                 return Response(status_code=503)
@@ -187,3 +199,130 @@ async def test_foreign_and_private_receivers_and_malformed_subscriptions_are_ref
     with Service(make_agent()) as client:  # no loopback receivers: this machine is private too
         refused = await client.post("/webhooks", json={"user": "alice", "url": "http://127.0.0.1:9/x"})
         assert refused.status_code == 400 and "private address" in refused.json()["error"]
+
+
+async def test_a_webhook_goes_to_the_address_its_name_was_checked_at_and_a_name_that_turns_private_is_refused(
+        cortex_settings, tmp_path):
+    """DNS pinned: `hook.test` resolves (here) only through the service's own look-up, so a delivery that arrives
+    went to the address that was checked, not to a second look-up; when the name later resolves to the metadata
+    address, the next try is refused before anything is sent and counted against the webhook."""
+    from frobozz.agent._notify import Notifier
+    from frobozz.agent._store import AgentStore
+    from frobozz.agent import AgentSettings, Done, Logged
+    receiver, looked_up = Receiver(), []
+    answers = {"hook.test": ["127.0.0.1"]}
+
+    async def resolve(host, port, **_):
+        looked_up.append(host)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port)) for address in answers[host]]
+
+    store = await AgentStore.open(cortex_settings)
+    settings = AgentSettings(workspaces=tmp_path, loopback_receivers=True, webhook_retries=1, webhook_poll=0.2)
+    notifier = Notifier(store.pool, settings, "pinning", resolve=resolve)
+    try:
+        with receiver.server:
+            port = httpx.URL(receiver.server.url).port
+            hook = await notifier.add_webhook("alice", f"http://hook.test:{port}/hook/named")
+            receiver.secrets["named"] = hook["secret"]
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(notifier.outbox.deliver_forever)
+                await notifier.notify("s1", "alice", Logged(seq=3, event=Done(result="first")))
+                with anyio.fail_after(60):
+                    while not receiver.received.get("named"):
+                        await anyio.sleep(0.05)
+                answers["hook.test"] = ["127.0.0.1", "169.254.169.254"]  # rebound: one answer is the metadata address
+                await notifier.notify("s1", "alice", Logged(seq=4, event=Done(result="second")))
+                with anyio.fail_after(60):
+                    while (await notifier.webhooks(["alice"]))[0]["failures"] < 1:
+                        await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
+        assert receiver.hosts == [f"hook.test:{port}"]  # one request, named in Host, at the address checked
+        assert [d["body"] for d in receiver.received["named"]] == ["first"]
+        assert looked_up == ["hook.test"] * 3  # registration, and once per try: never again for the connection
+        assert await notifier.outbox.pending() == []  # the refused one is given up on, not retried
+    finally:
+        await notifier.aclose()
+        await store.aclose()
+
+
+@pytest.mark.parametrize(("answers", "says"), [
+    (["93.184.216.34", "10.0.0.1"], "10.0.0.1, a private address"),  # one private answer among public ones
+    (["100.64.0.1"], "a private address"),  # carrier-grade NAT
+    (["::ffff:10.0.0.1"], "a private address"),  # IPv4 inside IPv6
+    (["fe80::1%eth0"], "a private address"),  # link-local with a zone
+    (["169.254.169.254"], "a private address"),
+    (["127.0.0.1"], "a private address"),  # loopback, when loopback receivers are off
+    (["93.184.216.34"], "plain http only"),
+    ([], "does not resolve"),
+    (OSError("no such name"), "does not resolve"),
+    (["not an address"], "does not resolve"),
+])
+async def test_a_name_resolving_to_a_forbidden_address_or_to_nothing_is_refused_clearly(answers, says):
+    from frobozz.agent import InputError
+    from frobozz.agent._addresses import pinned
+
+    async def resolve(host, port, **_):
+        if isinstance(answers, Exception):
+            raise answers
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port)) for address in answers]
+
+    with pytest.raises(InputError, match=says.replace(".", r"\.")):
+        await pinned("http://hook.test/x", https_only=False, loopback=False, resolve=resolve)
+
+
+async def test_a_paused_webhook_gets_nothing_until_it_is_resumed_and_an_event_is_queued_for_it_once(
+        cortex_settings, tmp_path):
+    from frobozz.agent import AgentSettings, Done, Logged
+    from frobozz.agent._notify import Notifier
+    from frobozz.agent._store import AgentStore
+    receiver = Receiver()
+    store = await AgentStore.open(cortex_settings)
+    settings = AgentSettings(workspaces=tmp_path, loopback_receivers=True, webhook_retries=1, webhook_pause_after=1,
+                             webhook_poll=0.2)
+    notifier = Notifier(store.pool, settings, "pausing")
+    try:
+        with receiver.server:
+            assert await notifier.outbox.pending() == []  # the empty case
+            hook = await notifier.add_webhook("alice", f"{receiver.server.url}/hook/later")
+            receiver.secrets["later"], receiver.down["later"] = hook["secret"], 1
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(notifier.outbox.deliver_forever)
+                await notifier.notify("s1", "alice", Logged(seq=3, event=Done(result="lost")))
+                with anyio.fail_after(60):
+                    while not (await notifier.webhooks(["alice"]))[0]["paused_at"]:
+                        await anyio.sleep(0.05)
+                await notifier.notify("s1", "alice", Logged(seq=4, event=Done(result="while paused")))
+                assert await notifier.outbox.pending() == []  # paused: nothing queued (its record says why)
+                assert await notifier.resume_webhook(hook["id"], ["alice"])
+                await notifier.notify("s1", "alice", Logged(seq=5, event=Done(result="resumed")))
+                assert await notifier.outbox.queue("alice", "s1:5", {"again": True}) == 0  # once per event
+                with anyio.fail_after(60):
+                    while not receiver.received.get("later") or await notifier.outbox.pending():
+                        await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
+        assert [d["body"] for d in receiver.received["later"]] == ["resumed"]
+        assert (await notifier.webhooks(["alice"]))[0]["failures"] == 0
+    finally:
+        await notifier.aclose()
+        await store.aclose()
+
+
+async def test_a_push_connects_to_the_address_the_guard_checked_whatever_the_name_resolves_to_later():
+    """The resolver a push's aiohttp session gets answers every look-up with the checked address: `push.test`
+    (which nothing else here resolves) reaches the loopback server it was checked at."""
+    import aiohttp
+
+    from frobozz.agent._notify import _OneAddress
+    hosts = []
+
+    async def seen(request: Request) -> Response:
+        hosts.append(request.headers["host"])
+        return Response(status_code=201)
+
+    with LoopbackServer(Starlette(routes=[Route("/push", seen, methods=["POST"])])) as server:
+        port = httpx.URL(server.url).port
+        connector = aiohttp.TCPConnector(resolver=_OneAddress(ipaddress.ip_address("127.0.0.1")))
+        async with aiohttp.ClientSession(connector=connector, trust_env=False) as http:
+            async with http.post(f"http://push.test:{port}/push", data=b"x") as answer:
+                assert answer.status == 201
+    assert hosts == [f"push.test:{port}"]

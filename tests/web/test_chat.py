@@ -4,6 +4,9 @@ a button in one tab and seen answered in both. Screenshots are checked not to be
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
 from frobozz._loopback import LoopbackServer
@@ -162,4 +165,54 @@ def test_the_chat_page_links_its_session_s_traces_drawn_as_a_waterfall(kept_span
     assert any(label.startswith("frobozz.turn") for label in labels)
     assert any(label.startswith("chat ") for label in labels)  # the turn's model request under it
     screenshot(page, tmp_path / "chat-trace.png")
+
+
+def test_a_question_pushed_to_the_service_worker_shows_its_answers_as_buttons_and_one_pressed_answers_it(
+        browser, hub):
+    """The worker the page registers gets the service's push (delivered by Chromium's DevTools protocol: headless
+    Chromium has no push service), shows a notification with the question's options as action buttons, and a
+    button pressed posts the answer (a notification's button cannot be pressed headless: its click event is
+    dispatched in the worker, carrying the notification it showed)."""
+    from frobozz.agent import Logged, Question
+    from frobozz.agent._notify import summary
+    from tests.agent.conftest import QUESTION
+    context = browser.new_context()
+    context.grant_permissions(["notifications"], origin=hub)
+    page = started(context.new_page(), hub, "alice/notes")
+    session = page.url.rsplit("session=", 1)[1]
+    cdp = context.new_cdp_session(page)
+    registrations = []
+    cdp.on("ServiceWorker.workerRegistrationUpdated", lambda e: registrations.extend(e["registrations"]))
+    cdp.send("ServiceWorker.enable")
+    page.evaluate("""async () => {
+        const root = document.getElementById("chat");
+        const registration = await navigator.serviceWorker.register(
+            `${root.dataset.worker}?agent=${encodeURIComponent(root.dataset.agent)}`);
+        const worker = registration.installing || registration.waiting || registration.active;
+        if (worker.state !== "activated")
+            await new Promise((ok) => worker.addEventListener("statechange", () => worker.state === "activated" && ok()));
+        window.pushWorker = registration; }""")
+    page.fill("input[name=text]", "ask me")
+    page.press("input[name=text]", "Enter")
+    page.wait_for_selector("#status[data-state=waiting]")
+    question_id = page.get_attribute(".question", "data-question")
+    payload = summary(session, Logged(seq=5, event=Question(question_id=question_id, questions=QUESTION["questions"])))
+    deadline = time.monotonic() + 30
+    while not registrations and time.monotonic() < deadline:  # the protocol's event may still be on its way
+        page.wait_for_timeout(50)
+    [registration] = [r for r in registrations if not r.get("isDeleted")][:1]
+    cdp.send("ServiceWorker.deliverPushMessage", {"origin": hub, "registrationId": registration["registrationId"],
+                                                  "data": json.dumps(payload)})
+    shown = "window.pushWorker.getNotifications().then(ns => ns.map(n => " \
+            "({title: n.title, body: n.body, actions: n.actions.map(a => a.action)})))"
+    page.wait_for_function(f"{shown}.then(ns => ns.length > 0)")
+    assert page.evaluate(shown) == [{"title": "A question is waiting", "body": "Which colour for the lamp?",
+                                     "actions": ["Red", "Blue"]}]
+    worker = context.service_workers[0] if context.service_workers else context.wait_for_event("serviceworker")
+    worker.evaluate("""async () => {
+        const [shown] = await self.registration.getNotifications();
+        self.dispatchEvent(new NotificationEvent("notificationclick", {notification: shown, action: "Blue"})); }""")
+    page.wait_for_selector(".msg.agent.done")
+    assert '"Which colour for the lamp?"="Blue"' in page.inner_text(".msg.agent.done")
+    assert page.is_disabled(".question button:text('Red')")  # answered from the notification: the page sees it
     context.close()
