@@ -31,10 +31,12 @@ from ._fire import fire, item_json
 from ._spec import Routine, producer
 from ._store import ENDED, RoutineStore
 from .exceptions import RoutineError
+from ._warm import Warm
 from .settings import RoutineSettings
 
 log = logging.getLogger("frobozz.routines")
 ENTRYPOINT = "routine"
+WARM_LEAD = 60.0  # seconds before a schedule's due time that its claude is started, to wait warm
 MISSED_KEPT = 100  # missed due times recorded one by one (a machine off for a month is not 40,000 rows)
 
 
@@ -61,6 +63,7 @@ class Firer:
     def __init__(self, store: RoutineStore, ledger: RunLedger, memory: MemoryService, settings: RoutineSettings, *,
                  cli_path: str | None = None) -> None:
         self.store, self.ledger, self.memory, self.settings, self.cli_path = store, ledger, memory, settings, cli_path
+        self.warm: Warm | None = None  # a worker's claudes kept started between firings
 
     async def __call__(self, data: dict[str, Any]) -> str | None:
         """The firing's end state (None: nothing to do: ended before, or its routine is gone)."""
@@ -91,8 +94,11 @@ class Firer:
                 run_id = firing["run_id"] or new_run_id()
                 await self.store.start(name, key, run_id)
                 try:
+                    warm = self.warm
                     fired = await fire(spec, key, firing["title"], firing["item"], run_id, ledger=self.ledger,
-                                       memory=self.memory, settings=self.settings, cli_path=self.cli_path)
+                                       memory=self.memory, settings=self.settings, cli_path=self.cli_path,
+                                       spare=warm.spare(name) if warm else None,
+                                       sidecar=warm.sidecar(spec) if warm else None)
                 except DATABASE_ERRORS:
                     raise
                 except Exception as e:  # noqa: BLE001 - a firing that cannot run is recorded, the worker goes on
@@ -130,6 +136,7 @@ class RoutineWorker:
         self.store, self.ledger, self.settings = store, ledger, settings
         self.memory = memory or MemoryService(MemorySettings())
         self.firer = Firer(store, ledger, self.memory, settings, cli_path=cli_path)
+        self.cli_path = cli_path
         self.stopping = anyio.Event()
         self.fired: list[tuple[str, str, str | None]] = []  # (routine, key, end state) this worker fired
         self._next_look: dict[str, float] = {}
@@ -140,7 +147,12 @@ class RoutineWorker:
         self.stopping.set()
 
     async def run(self) -> None:
-        await until_stopped(self._serve, self.stopping, DATABASE_ERRORS, log, "the routines' database")
+        async with Warm(self.settings, self.memory, cli_path=self.cli_path) as warm:
+            self.firer.warm = warm
+            try:
+                await until_stopped(self._serve, self.stopping, DATABASE_ERRORS, log, "the routines' database")
+            finally:
+                self.firer.warm = None
 
     async def _serve(self) -> None:
         queries = await install(self.ledger)
@@ -171,9 +183,10 @@ class RoutineWorker:
             while not self.stopping.is_set():
                 try:
                     routines = await self.store.routines(active=True)
+                    read = True
                 except DATABASE_ERRORS as e:
                     log.warning("routines cannot be read: %s", e)
-                    routines = []
+                    routines, read = [], False
                 for row in routines:
                     try:
                         await self.look(row, tg)
@@ -184,6 +197,8 @@ class RoutineWorker:
                         await self.store.set_problem(row["name"], f"{type(e).__name__}: {e}")
                 for name in set(self._watching) - {r["name"] for r in routines}:
                     self._watching.pop(name).cancel()
+                if self.firer.warm is not None and read:
+                    self.firer.warm.keep_only({r["name"] for r in routines})
                 self._wake = anyio.Event()
                 with anyio.move_on_after(self.settings.routine_tick):
                     await self._wake.wait()
@@ -207,10 +222,14 @@ class RoutineWorker:
                                            state="skipped", reason="missed: no worker was looking when it was due")
                     due = schedule.next_after(due)
                 due = latest
+            if self.firer.warm is not None and due - now <= timedelta(seconds=WARM_LEAD):
+                await self.firer.warm.prime(spec)
             if due - now <= timedelta(seconds=self.settings.routine_tick * 2 + 1):
                 await enqueue(self.store, self.ledger, spec.name, Schedule.key(due), f"due {Schedule.key(due)}",
                               due=due)
             return
+        if self.firer.warm is not None:
+            await self.firer.warm.prime(spec)
         clock = anyio.current_time()
         if clock < self._next_look.get(spec.name, 0.0):
             return
