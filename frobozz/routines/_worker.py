@@ -57,6 +57,22 @@ async def enqueue(store: RoutineStore, ledger: RunLedger, name: str, key: str, t
     return job is not None and claimed
 
 
+async def _next(store: RoutineStore, row: dict[str, Any]) -> tuple[Schedule, datetime, datetime]:
+    spec: Routine = row["spec"]
+    schedule = producer(spec, store, created=row["created"])
+    assert isinstance(schedule, Schedule)
+    last = max(filter(None, [await store.last_due(spec.name), row["created"]]))
+    return schedule, last, schedule.next_after(last)
+
+
+async def next_due(store: RoutineStore, row: dict[str, Any]) -> datetime | None:
+    """A schedule's next due time as the workers see it (one already past: it fires at the next look), for a
+    routine as `RoutineStore.routines` gives it; None for an inbox or a feed, which fire on what comes."""
+    if row["spec"].kind not in ("cron", "every"):
+        return None
+    return (await _next(store, row))[2]
+
+
 class Firer:
     """Fires one firing to its end: the part a worker's job and `routine run` share."""
 
@@ -209,10 +225,7 @@ class RoutineWorker:
         spec: Routine = row["spec"]
         now = datetime.now(UTC)
         if spec.kind in ("cron", "every"):
-            schedule = producer(spec, self.store, created=row["created"])
-            assert isinstance(schedule, Schedule)
-            last = max(filter(None, [await self.store.last_due(spec.name), row["created"]]))
-            due = schedule.next_after(last)
+            schedule, last, due = await _next(self.store, row)
             if due <= now:  # late (no worker was looking): the latest due time fires, the missed ones are recorded
                 latest = schedule.latest_due(last, now) or due
                 for _ in range(MISSED_KEPT):
