@@ -175,7 +175,7 @@ async def test_a_worker_keeps_its_routine_s_claudes_started_between_firings_and_
     done = await done_in(store, "warmth")
     asked = [r for r in scripted.requests if r.last_user_text().startswith("Here is the last exchange")]
     assert taken >= len(done) - 1 >= 1  # all but perhaps the first took a claude started ahead
-    assert answered >= 2 * len(done) and started >= 2  # recall's and suggestions' questions, on the shared ones
+    assert answered >= len(done) and started >= 2  # the suggestions' questions (and recall's), on the shared ones
     assert len(asked) >= len(done)  # each firing's suggestions were asked, none lost to closing at once
     assert worker.firer.warm is None
 
