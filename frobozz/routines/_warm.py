@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import anyio
@@ -27,12 +29,15 @@ SIDECARS = 2  # as the memory loop's own: recall's question and the last firing'
 @dataclass
 class _Held:
     spare: WarmSpare
-    done: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)  # set: the spare is closed (its claude, waiting, too)
+    users: int = 0  # firings holding a claude taken from it (closing the spare would close theirs)
+    gone: bool = False  # let go: closed once its last firing has given its claude back
 
 
 class Warm:
     """`async with Warm(settings, memory) as warm:` then `warm.prime(spec)`; a firing asks `warm.spare(name)` and
-    `warm.sidecar(spec)`."""
+    `warm.sidecar(spec)`; a firing leases its routine's spare (`async with warm.lease(name) as spare:`), so that
+letting a spare go (paused, removed, or the least recently primed) never closes a claude a firing took from it."""
 
     def __init__(self, settings: RoutineSettings, memory: MemoryService, *, cli_path: str | None = None) -> None:
         self.settings, self.memory, self.cli_path = settings, memory, cli_path
@@ -76,7 +81,7 @@ class Warm:
         if held is None:
             while len(self._spares) >= self.settings.routine_warm:
                 _, oldest = self._spares.popitem(last=False)
-                oldest.done.set()
+                self._let_go(oldest)
             held = _Held(WarmSpare())
             await self._tg.start(self._hold, held)
             self._spares[spec.name] = held
@@ -91,11 +96,29 @@ class Warm:
     def keep_only(self, names: set[str]) -> None:
         """Let the spares of routines no longer active (paused, removed) go."""
         for name in set(self._spares) - names:
-            self._spares.pop(name).done.set()
+            self._let_go(self._spares.pop(name))
 
-    def spare(self, name: str) -> WarmSpare | None:
+    @staticmethod
+    def _let_go(held: _Held) -> None:
+        held.gone = True
+        held.spare.drop()  # its waiting claude now; the spare itself once no firing holds one of its claudes
+        if not held.users:
+            held.done.set()
+
+    @asynccontextmanager
+    async def lease(self, name: str) -> AsyncIterator[WarmSpare | None]:
+        """The routine's spare for one firing (None when it has none): it is not closed until the firing ends."""
         held = self._spares.get(name)
-        return held.spare if held is not None else None
+        if held is None or held.gone:
+            yield None
+            return
+        held.users += 1
+        try:
+            yield held.spare
+        finally:
+            held.users -= 1
+            if held.gone and not held.users:
+                held.done.set()
 
     def sidecar(self, spec: Routine) -> Sidecar | None:
         if self._tg is None or self.settings.routine_warm < 1:

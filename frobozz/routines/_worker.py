@@ -15,7 +15,7 @@ import json
 import logging
 import secrets
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -111,10 +111,10 @@ class Firer:
                 await self.store.start(name, key, run_id)
                 try:
                     warm = self.warm
-                    fired = await fire(spec, key, firing["title"], firing["item"], run_id, ledger=self.ledger,
-                                       memory=self.memory, settings=self.settings, cli_path=self.cli_path,
-                                       spare=warm.spare(name) if warm else None,
-                                       sidecar=warm.sidecar(spec) if warm else None)
+                    async with warm.lease(name) if warm else nullcontext() as spare:
+                        fired = await fire(spec, key, firing["title"], firing["item"], run_id, ledger=self.ledger,
+                                           memory=self.memory, settings=self.settings, cli_path=self.cli_path,
+                                           spare=spare, sidecar=warm.sidecar(spec) if warm else None)
                 except DATABASE_ERRORS:
                     raise
                 except Exception as e:  # noqa: BLE001 - a firing that cannot run is recorded, the worker goes on

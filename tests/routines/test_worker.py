@@ -163,9 +163,9 @@ async def test_a_worker_keeps_its_routine_s_claudes_started_between_firings_and_
         with anyio.fail_after(400):
             while len(await done_in(store, "warmth")) < 2:
                 await anyio.sleep(0.2)
-        await store.set_paused("warmth", True)
         warm = worker.firer.warm
-        spare, sidecar = warm.spare("warmth"), warm._sidecars[None]
+        spare, sidecar = warm._spares["warmth"].spare, warm._sidecars[None]
+        await store.set_paused("warmth", True)  # its spare is let go, a firing running now keeps its claude
         with anyio.fail_after(400):
             while await store.open_firings("warmth"):
                 await anyio.sleep(0.2)
