@@ -1,8 +1,8 @@
 """What a worker keeps started between firings, so a firing's first model request does not wait for claude:
-a warm spare (the engine's `WarmSpare`) per routine about to fire (an inbox's or a feed's always, a schedule's
-when its due time is near), the memory loop's sidecar claudes shared by every firing of one model, and the
-embedding model loaded once in the worker. A firing takes its routine's spare and the next one starts behind
-it. At most `routine_warm` routines hold a spare; the one primed longest ago gives its up first."""
+a warm spare (the engine's `WarmSpare`) per routine about to fire (an inbox's or a feed's once it could be
+read, a schedule's when its due time is near), the memory loop's sidecar claudes shared by every firing of one
+model, and the embedding model loaded once in the worker. A firing takes its routine's spare and the next one
+starts behind it. At most `routine_warm` routines hold a spare; the one primed longest ago gives its up first."""
 
 from __future__ import annotations
 

@@ -241,8 +241,6 @@ class RoutineWorker:
                 await enqueue(self.store, self.ledger, spec.name, Schedule.key(due), f"due {Schedule.key(due)}",
                               due=due)
             return
-        if self.firer.warm is not None:
-            await self.firer.warm.prime(spec)
         clock = anyio.current_time()
         if clock < self._next_look.get(spec.name, 0.0):
             return
@@ -258,6 +256,8 @@ class RoutineWorker:
             await self.store.set_problem(spec.name, str(e))
             raise
         await self.store.set_problem(spec.name, None)
+        if self.firer.warm is not None:  # a source that can be read: its next firing's claude waits started
+            await self.firer.warm.prime(spec)
         for item in items:
             if item.skipped:
                 await self.store.claim(spec.name, item.key, item.title, state="skipped", reason=item.skipped)

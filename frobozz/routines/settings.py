@@ -19,7 +19,7 @@ class RoutineSettings(RunnerSettings):
         "Wait for mail with IMAP IDLE where the server has it (false: look every --poll only)."))
 
     routine_warm: int = Field(default=2, ge=0, le=64, description=(
-        "Routines per worker whose next firing's claude is kept started (an inbox's or a feed's always, a "
+        "Routines per worker whose next firing's claude is kept started (an inbox's or a feed's once read, a "
         "schedule's from a minute before it is due), with the memory loop's sidecars; 0: every firing starts "
         "its claudes cold."))
 

@@ -160,7 +160,8 @@ async def test_sessions_share_a_sidecar_kept_warm_by_their_caller_and_a_session_
             sidecar.close()
             tg.cancel_scope.cancel()
     suggested = [r for r in model.requests if r.last_user_text().startswith("Here is the last exchange")]
-    assert len(suggested) == 2 and "cello" in suggested[0].last_user_text() and "piano" in suggested[1].last_user_text()
+    assert len(suggested) == 2
+    assert "cello" in suggested[0].last_user_text() and "piano" in suggested[1].last_user_text()
     assert not closed and answered >= 2  # the caller's: no session closed it, and it answered the suggestions
 
 

@@ -152,8 +152,8 @@ async def test_the_global_concurrency_limit_holds_firings_of_different_routines_
 
 async def test_a_worker_keeps_its_routine_s_claudes_started_between_firings_and_each_firing_takes_them(
         store, ledger, routine_settings, scripted):
-    """The next firing's claude waits started (the engine's warm spare), the memory loop's sidecars are the
-    worker's, shared by every firing, and each firing's suggestions are asked before its session closes."""
+    """The next firing's claude waits started (the engine's warm spare), and the memory loop's sidecars are the
+    worker's, shared by every firing."""
     from frobozz.routines import RoutineSettings
 
     await store.add(routine(name="warmth", kind="every", every=4, prompt="Tick warmth."))
@@ -176,7 +176,7 @@ async def test_a_worker_keeps_its_routine_s_claudes_started_between_firings_and_
     asked = [r for r in scripted.requests if r.last_user_text().startswith("Here is the last exchange")]
     assert taken >= len(done) - 1 >= 1  # all but perhaps the first took a claude started ahead
     assert answered >= len(done) and started >= 2  # the suggestions' questions (and recall's), on the shared ones
-    assert len(asked) >= len(done)  # each firing's suggestions were asked, none lost to closing at once
+    assert asked  # the firings' suggestions go to the shared sidecars (each one's: tests/loop/test_session.py)
     assert worker.firer.warm is None
 
 
