@@ -1,7 +1,7 @@
 """A claude session with memory around every turn: the engine's pool (primary and sidecar) plus the
 loop's parts. Before a user message: the orientation when a context window begins (at start and
 after each compaction), recalled memories, the nudge of facts waiting to be stored. During the
-turn: the archive observer. After it: suggestions, in the background; and once the first message has gone, the capsules
+turn: the archive observer. After it: suggestions, in the background; and at start, the capsules
 of earlier conversation brought up to date."""
 
 from __future__ import annotations
@@ -93,7 +93,6 @@ class MemorySession:
         self._turn = Context()  # the trace context of the turn in hand
         self.turns_handled = 0  # turns (Results) the loop has seen end, its suggestions for them under way
         self._handled = anyio.Event()
-        self._capsules_started = False
 
     async def __aenter__(self) -> MemorySession:
         store, self.sessions = await self.memory.store(), await self.memory.sessions()
@@ -117,18 +116,11 @@ class MemorySession:
         except BaseException:
             await self._tg.__aexit__(None, None, None)
             raise
+        self._tg.start_soon(self._background_work, refresh_capsules(self.sessions, self.record.namespace,
+                                                                    self.record.id, self.pool.sidecar.ask))
         return self
 
-    def _refresh_capsules(self) -> None:
-        """Once per session, in the background: after the first message has gone (its recall's sidecar question
-        goes first), or at the close of a session that was sent none."""
-        if not self._capsules_started and self._tg is not None:
-            self._capsules_started = True
-            self._tg.start_soon(self._background_work, refresh_capsules(self.sessions, self.record.namespace,
-                                                                        self.record.id, self.pool.sidecar.ask))
-
     async def __aexit__(self, *exc: object) -> None:
-        self._refresh_capsules()
         with anyio.move_on_after(SETTLE):  # the last turn's suggestions, while the sidecar is still there
             await self.settled()
         try:
@@ -190,7 +182,6 @@ class MemorySession:
                                 within=ARCHIVE_WAIT)
         self._last_user = text
         await self.pool.primary.send(content)
-        self._refresh_capsules()
 
     def events(self) -> AsyncIterator[Event]:
         return self.pool.primary.events()

@@ -58,6 +58,7 @@ async def test_orientation_recall_and_suggestions_around_each_turn_and_again_aft
             await loop.send("I am learning the cello myself now.")
             await until(loop.events(), Result)
             with anyio.fail_after(60):
+                await loop.handled(2)  # the loop saw the turn end: its suggestions are under way
                 await loop.settled()
             await loop.send("Any tips?")
             await until(loop.events(), Result)
