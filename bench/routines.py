@@ -3,9 +3,10 @@ IMAP IDLE, and with polling only) and from a schedule's due time, to the turn's 
 model, p50/p95; against the queue's own part in the same runs (a job's due or enqueue time to its
 firing's start, from the database's timestamps). One RoutineWorker in this process, real Postgres
 (pgserver), a real dovecot on loopback, the real claude CLI answered by the scripted model; each firing
-a full memory-loop session (a primary and two sidecar claudes, orientation, recall).
+a full memory-loop session (orientation, recall, suggestions) on the claudes the worker keeps started
+between firings (a warm spare per routine, shared sidecars; the first firing, which warms up, is left out).
 
-Run: .venv/bin/python bench/routines.py [--mails 5] [--ticks 5] [--poll 2]
+Run: .venv/bin/python bench/routines.py [--mails 5] [--ticks 5] [--poll 2] [--gap 8]
 Targets (issue 31): under 1 s p50 with IDLE; under the poll interval + 1 s without.
 """
 
@@ -93,6 +94,7 @@ async def bench(args: argparse.Namespace, scratch: Path) -> None:
                                 await anyio.sleep(0.05)
                             while len([f for f in await store.firings(name) if f["state"] == "done"]) < n + 1:
                                 await anyio.sleep(0.05)
+                        await anyio.sleep(args.gap)  # the next mail comes to a worker at rest (its spare restarted)
                         if n:
                             delays.append(first_request[subject] - sent)
                             firing = next(f for f in await store.firings(name) if f["title"] == subject)
@@ -129,7 +131,7 @@ async def bench(args: argparse.Namespace, scratch: Path) -> None:
     finally:
         imap.stop()
         server.cleanup()
-    print(f"routines: {args.mails} mails each way, {len(due_to_request)} schedule firings (every {args.every:g} s), "
+    print(f"routines: {args.mails} mails each way ({args.gap:g} s apart), {len(due_to_request)} schedule firings (every {args.every:g} s), "
           f"{os.cpu_count()} CPUs, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; figures on a shared machine are noisy")
     print(line("mail APPEND -> first model request (IDLE)", results["mail-idle"], 1.0))
     print(line(f"mail APPEND -> first model request (poll {args.poll:g} s)", results["mail-poll"], args.poll + 1))
@@ -149,6 +151,9 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=5)
     parser.add_argument("--every", type=float, default=30, help="The schedule's interval (a firing takes seconds).")
     parser.add_argument("--poll", type=float, default=2)
+    parser.add_argument("--gap", type=float, default=8, help=(
+        "Seconds between one mail's firing ending and the next mail (0: a burst, each mail coming while the claude "
+        "the last firing took is still being replaced)."))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         os.chmod(scratch, 0o755)

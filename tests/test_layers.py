@@ -15,7 +15,7 @@ ALLOWED = {
     "routines": {"engine", "games", "loop", "memory", "runner"},  # a firing is a memory-loop session recorded as a run
     "servers": {"games", "memory"},
     "runner": {"engine", "games", "loop", "memory"},
-    "web": {"games", "memory", "runner", "tracing"},  # reads runs, memory and kept spans through their public APIs
+    "web": {"games", "memory", "routines", "runner", "tracing"},  # reads runs, routines, memory and kept spans (public APIs)
     "agent": {"engine", "loop", "memory"},  # never servers or runner: MCP configs are data it hands to claude
     "dialogue": {"engine"},  # orchestrator, skeletons, consensus on the engine: no MCP, no memory
     "plugin": {"engine", "loop", "memory"},  # its hooks' daemon runs the loop; the hook itself imports nothing

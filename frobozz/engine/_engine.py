@@ -139,6 +139,7 @@ class Engine:
         if self.state is not EngineState.RUNNING or self._tg is None:
             raise EngineError(f"only a running engine can be taken over; this one is {self.state.value}")
         self.options = options
+        self.trace.attributes = {k: v for k, v in options.trace_attributes.items() if v is not None}  # the taker's
         self._hooks = HookRegistry(options.hooks)
         if self._control is not None:
             self._control.rebind(can_use_tool=options.can_use_tool, hooks=self._hooks)

@@ -129,16 +129,18 @@ class EnginePool:
 
     def __init__(self, primary: EngineOptions, sidecar: EngineOptions | None = None, *,
                  settings: EngineSettings | None = None, sidecars: int = 1, spare: WarmSpare | None = None,
-                 **session_kwargs: object) -> None:
-        """`spare`: the primary takes over its claude when it was started for such options (a new session)."""
+                 shared_sidecar: Sidecar | None = None, **session_kwargs: object) -> None:
+        """`spare`: the primary takes over its claude when it was started for such options (a new session).
+        `shared_sidecar`: one kept warm by the caller across pools (neither started nor closed here)."""
         self.primary = Session(primary, settings=settings, spare=spare, **session_kwargs)  # type: ignore[arg-type]
-        self.sidecar = Sidecar(sidecar or primary, settings, warm=sidecars)
+        self.sidecar = shared_sidecar or Sidecar(sidecar or primary, settings, warm=sidecars)
+        self._own_sidecar = shared_sidecar is None
         self._tg: TaskGroup | None = None
 
     async def __aenter__(self) -> EnginePool:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        for _ in range(self.sidecar.warm):
+        for _ in range(self.sidecar.warm if self._own_sidecar else 0):
             self._tg.start_soon(self.sidecar.keep_warm)
         try:
             await self.primary.__aenter__()
@@ -148,7 +150,8 @@ class EnginePool:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.sidecar.close()
+        if self._own_sidecar:
+            self.sidecar.close()
         try:
             if self.primary.state.value == "running":
                 await self.primary.__aexit__(None, None, None)

@@ -18,7 +18,7 @@ from opentelemetry.context import Context
 from .. import _spans
 
 from ..engine import (AssistantMessage, CompactBoundary, EngineOptions, EnginePool, EngineSettings, Event, Observer,
-                      Producer, Result, WarmSpare)
+                      Producer, Result, Sidecar, WarmSpare)
 from ..memory import HandoffStore, MemoryService, MemoryStore, Recall, SessionStore, quietly
 from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules
@@ -60,6 +60,7 @@ class _Watcher:
             said, self._said = "\n".join(self._said), []
             if not event.is_error and said:
                 self.loop.after_turn(said)
+            self.loop.turn_handled()
 
 
 class MemorySession:
@@ -72,10 +73,12 @@ class MemorySession:
                  client: str = "frobozz", resume: str | None = None, sidecar: EngineOptions | None = None,
                  providers: Providers | None = None, recall: bool = True, suggest: bool = True,
                  observers: Sequence[Observer] = (), producers: Sequence[Producer] = (),
-                 settings: EngineSettings | None = None, deadline: float = 1.5, spare: WarmSpare | None = None) -> None:
-        """`spare`: a new session's primary takes over its claude when it was started for `options`."""
+                 settings: EngineSettings | None = None, deadline: float = 1.5, spare: WarmSpare | None = None,
+                 shared_sidecar: Sidecar | None = None) -> None:
+        """`spare`: a new session's primary takes over its claude when it was started for `options`.
+        `shared_sidecar`: warm sidecar claudes the caller keeps across sessions (then none start here)."""
         self.options, self.memory, self.namespace, self.client = options, memory, namespace, client
-        self.spare = spare
+        self.spare, self.shared_sidecar = spare, shared_sidecar
         self.resume, self.sidecar_options, self.settings = resume, sidecar, settings
         self.providers = providers or default_providers(client)
         self.use_recall, self.use_suggest, self.deadline = recall, suggest, deadline
@@ -88,6 +91,8 @@ class MemorySession:
         self._settled = anyio.Event()
         self._settled.set()
         self._turn = Context()  # the trace context of the turn in hand
+        self.turns_handled = 0  # turns (Results) the loop has seen end, its suggestions for them under way
+        self._handled = anyio.Event()
 
     async def __aenter__(self) -> MemorySession:
         store, self.sessions = await self.memory.store(), await self.memory.sessions()
@@ -96,7 +101,8 @@ class MemorySession:
         turns = await self.sessions.transcript(self.record.id)
         self.archive = ArchiveObserver(self.sessions, self.record.id, turn=max((e.turn for e in turns), default=0) + 1)
         self.pool = EnginePool(self.options, self.sidecar_options, settings=self.settings, sidecars=SIDECARS,
-                               spare=self.spare, resume=self.record.claude_session_id if self.resume else None,
+                               spare=self.spare, shared_sidecar=self.shared_sidecar,
+                               resume=self.record.claude_session_id if self.resume else None,
                                observers=[self.archive, _Watcher(self), *self.extra_observers],
                                producers=self.extra_producers)
         self._providers = list(self.providers(store, self.sessions, handoffs))
@@ -183,6 +189,18 @@ class MemorySession:
 
     def events(self) -> AsyncIterator[Event]:
         return self.pool.primary.events()
+
+    def turn_handled(self) -> None:
+        self.turns_handled += 1
+        self._handled.set()
+        self._handled = anyio.Event()
+
+    async def handled(self, turns: int) -> None:
+        """Wait until the loop has seen `turns` turns end (and started their suggestions): the loop's observer
+        sees a Result on a task of its own, so a consumer that closes the session as soon as it reads the
+        Result waits here first, or the last turn's suggestions may never start."""
+        while self.turns_handled < turns:
+            await self._handled.wait()
 
     def after_turn(self, said: str) -> None:
         """Fire-and-forget: suggestions from the exchange just ended."""

@@ -5,10 +5,10 @@ fired once by whichever worker (`frobozz worker`) takes it from the run queue's 
 from ._fire import Fired, fire
 from ._spec import PASSWORD_ENV, Routine, password, producer, routine
 from ._store import ENDED, STATES, RoutineStore
-from ._worker import ENTRYPOINT, Firer, RoutineWorker, enqueue
+from ._worker import ENTRYPOINT, Firer, RoutineWorker, enqueue, next_due
 from .exceptions import RoutineError, RoutineInputError, RoutineNotFoundError
 from .settings import RoutineSettings
 
 __all__ = ["ENDED", "ENTRYPOINT", "PASSWORD_ENV", "STATES", "Fired", "Firer", "Routine", "RoutineError",
            "RoutineInputError", "RoutineNotFoundError", "RoutineSettings", "RoutineStore", "RoutineWorker", "enqueue",
-           "fire", "password", "producer", "routine"]
+           "fire", "next_due", "password", "producer", "routine"]

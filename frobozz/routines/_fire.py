@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from frobozz import _spans
-from frobozz.engine import AssistantMessage, EngineOptions, Result
+from frobozz.engine import AssistantMessage, EngineOptions, Result, Sidecar, WarmSpare
 from frobozz.engine.producers import Item, Polling
 from frobozz.games import GameError
 from frobozz.loop import MemorySession
@@ -26,7 +26,7 @@ from ._spec import Routine
 from .settings import RoutineSettings
 
 log = logging.getLogger("frobozz.routines")
-SUGGEST_GRACE = 0.5  # seconds: a moment for the memory loop to start its suggestions after the turn
+HANDLED_WITHIN = 30.0  # seconds the memory loop may take to see the turn end (a backstop: it is at once, but for load)
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,19 @@ def item_from(name: str, key: str, data: dict[str, Any] | None, title: str) -> I
 
 def workspace(spec: Routine, settings: RoutineSettings) -> Path:
     return Path(spec.workspace).expanduser() if spec.workspace else settings.routines_dir / spec.name
+
+
+def primary_options(spec: Routine, settings: RoutineSettings, cli_path: str | None) -> EngineOptions:
+    """The firing's claude: what a warm spare is started with, so that the firing can take it over."""
+    return EngineOptions(model=spec.model, cwd=workspace(spec, settings), max_turns=spec.max_turns,
+                         max_budget_usd=spec.max_cost, cli_path=cli_path)
+
+
+def sidecar_options(spec: Routine, settings: RoutineSettings, cli_path: str | None) -> EngineOptions:
+    """The memory loop's sidecar answers stateless questions (recall's queries, suggestions): any folder will
+    do, so one kept warm serves every routine of the same model."""
+    return EngineOptions(model=spec.model, cwd=settings.routines_dir, cli_path=cli_path,
+                         trace_attributes={_spans.SESSION_KIND: "sidecar"})
 
 
 def run_info(spec: Routine, run_id: str, title: str) -> RunInfo:
@@ -78,8 +91,11 @@ def _ended(result: Result | None, timed_out: bool) -> tuple[str, str]:
 
 async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | None, run_id: str, *,
                ledger: RunLedger, memory: MemoryService, settings: RoutineSettings,
-               cli_path: str | None = None) -> Fired:
-    """Play one firing to its end and record it as run `run_id` (made now, or taken up after a crash)."""
+               cli_path: str | None = None, spare: WarmSpare | None = None,
+               sidecar: Sidecar | None = None) -> Fired:
+    """Play one firing to its end and record it as run `run_id` (made now, or taken up after a crash). `spare`
+    and `sidecar`: claudes the worker keeps started between firings (the firing's first request then waits
+    for none to start)."""
     if spec.game:
         return await _game(spec, run_id, ledger=ledger, settings=settings, cli_path=cli_path)
     info = run_info(spec, run_id, title)
@@ -93,16 +109,15 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
         writer = Polling(spec.prompt, source=spec.name, files=folder / ".frobozz" / "items")
         body = writer.body_file(item)
     message = item.message(spec.prompt, body)
-    traced = {_spans.SESSION_KIND: "routine", _spans.ROUTINE: spec.name, _spans.RUN_ID: run_id,
-              _spans.MEMORY_NAMESPACE: spec.namespace_or_default}
-    options = EngineOptions(model=spec.model, cwd=folder, max_turns=spec.max_turns, max_budget_usd=spec.max_cost,
-                            cli_path=cli_path, trace_attributes=traced)
-    sidecar = EngineOptions(model=spec.model, cwd=folder, cli_path=cli_path,
-                            trace_attributes={_spans.SESSION_KIND: "sidecar", _spans.ROUTINE: spec.name})
+    options = replace(primary_options(spec, settings, cli_path), trace_attributes={
+        _spans.SESSION_KIND: "routine", _spans.ROUTINE: spec.name, _spans.RUN_ID: run_id,
+        _spans.MEMORY_NAMESPACE: spec.namespace_or_default})  # spans only: a warm spare still serves it
+    settings.routines_dir.mkdir(parents=True, exist_ok=True)
     said: list[str] = []
     result: Result | None = None
     async with MemorySession(options, memory, namespace=spec.namespace_or_default, client=f"routine {spec.name}",
-                             sidecar=sidecar, deadline=settings.memory_deadline) as session:
+                             sidecar=sidecar_options(spec, settings, cli_path), deadline=settings.memory_deadline,
+                             spare=spare, shared_sidecar=sidecar) as session:
         info.memory_session = session.id
         await session.send(message)
         with anyio.move_on_after(spec.max_seconds or float("inf")) as timer:
@@ -115,8 +130,9 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
         if timer.cancelled_caught:
             with anyio.move_on_after(5):
                 await session.pool.primary.interrupt()
-        else:  # the loop's own observer sees the Result in a task of its own and starts the suggestions,
-            await anyio.sleep(SUGGEST_GRACE)  # which closing the session then waits for
+        elif result is not None:  # the loop's observer sees the Result on a task of its own and starts the
+            with anyio.move_on_after(HANDLED_WITHIN):  # suggestions, which closing the session then waits for
+                await session.handled(1)
     state, reason = _ended(result, timer.cancelled_caught)
     cost = float(result.total_cost_usd or 0.0) if result is not None else 0.0
     info.turns, info.cost_usd, info.done = 1, cost, True

@@ -15,7 +15,7 @@ import json
 import logging
 import secrets
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,10 +32,12 @@ from ._fire import fire, item_json
 from ._spec import Routine, producer
 from ._store import ENDED, RoutineStore
 from .exceptions import RoutineError
+from ._warm import Warm
 from .settings import RoutineSettings
 
 log = logging.getLogger("frobozz.routines")
 ENTRYPOINT = "routine"
+WARM_LEAD = 60.0  # seconds before a schedule's due time that its claude is started, to wait warm
 MISSED_KEPT = 100  # missed due times recorded one by one (a machine off for a month is not 40,000 rows)
 
 
@@ -56,12 +58,29 @@ async def enqueue(store: RoutineStore, ledger: RunLedger, name: str, key: str, t
     return job is not None and claimed
 
 
+async def _next(store: RoutineStore, row: dict[str, Any]) -> tuple[Schedule, datetime, datetime]:
+    spec: Routine = row["spec"]
+    schedule = producer(spec, store, created=row["created"])
+    assert isinstance(schedule, Schedule)
+    last = max(filter(None, [await store.last_due(spec.name), row["created"]]))
+    return schedule, last, schedule.next_after(last)
+
+
+async def next_due(store: RoutineStore, row: dict[str, Any]) -> datetime | None:
+    """A schedule's next due time as the workers see it (one already past: it fires at the next look), for a
+    routine as `RoutineStore.routines` gives it; None for an inbox or a feed, which fire on what comes."""
+    if row["spec"].kind not in ("cron", "every"):
+        return None
+    return (await _next(store, row))[2]
+
+
 class Firer:
     """Fires one firing to its end: the part a worker's job and `routine run` share."""
 
     def __init__(self, store: RoutineStore, ledger: RunLedger, memory: MemoryService, settings: RoutineSettings, *,
                  cli_path: str | None = None) -> None:
         self.store, self.ledger, self.memory, self.settings, self.cli_path = store, ledger, memory, settings, cli_path
+        self.warm: Warm | None = None  # a worker's claudes kept started between firings
 
     async def __call__(self, data: dict[str, Any]) -> str | None:
         """The firing's end state (None: nothing to do: ended before, or its routine is gone). Traced: a span
@@ -105,8 +124,11 @@ class Firer:
                 span.set_attribute(_spans.RUN_ID, run_id)
                 await self.store.start(name, key, run_id)
                 try:
-                    fired = await fire(spec, key, firing["title"], firing["item"], run_id, ledger=self.ledger,
-                                       memory=self.memory, settings=self.settings, cli_path=self.cli_path)
+                    warm = self.warm
+                    async with warm.lease(name) if warm else nullcontext() as spare:
+                        fired = await fire(spec, key, firing["title"], firing["item"], run_id, ledger=self.ledger,
+                                           memory=self.memory, settings=self.settings, cli_path=self.cli_path,
+                                           spare=spare, sidecar=warm.sidecar(spec) if warm else None)
                 except DATABASE_ERRORS:
                     raise
                 except Exception as e:  # noqa: BLE001 - a firing that cannot run is recorded, the worker goes on
@@ -145,6 +167,7 @@ class RoutineWorker:
         self.store, self.ledger, self.settings = store, ledger, settings
         self.memory = memory or MemoryService(MemorySettings())
         self.firer = Firer(store, ledger, self.memory, settings, cli_path=cli_path)
+        self.cli_path = cli_path
         self.stopping = anyio.Event()
         self.fired: list[tuple[str, str, str | None]] = []  # (routine, key, end state) this worker fired
         self._next_look: dict[str, float] = {}
@@ -155,7 +178,12 @@ class RoutineWorker:
         self.stopping.set()
 
     async def run(self) -> None:
-        await until_stopped(self._serve, self.stopping, DATABASE_ERRORS, log, "the routines' database")
+        async with Warm(self.settings, self.memory, cli_path=self.cli_path) as warm:
+            self.firer.warm = warm
+            try:
+                await until_stopped(self._serve, self.stopping, DATABASE_ERRORS, log, "the routines' database")
+            finally:
+                self.firer.warm = None
 
     async def _serve(self) -> None:
         queries = await install(self.ledger)
@@ -186,9 +214,10 @@ class RoutineWorker:
             while not self.stopping.is_set():
                 try:
                     routines = await self.store.routines(active=True)
+                    read = True
                 except DATABASE_ERRORS as e:
                     log.warning("routines cannot be read: %s", e)
-                    routines = []
+                    routines, read = [], False
                 for row in routines:
                     try:
                         await self.look(row, tg)
@@ -199,6 +228,8 @@ class RoutineWorker:
                         await self.store.set_problem(row["name"], f"{type(e).__name__}: {e}")
                 for name in set(self._watching) - {r["name"] for r in routines}:
                     self._watching.pop(name).cancel()
+                if self.firer.warm is not None and read:
+                    self.firer.warm.keep_only({r["name"] for r in routines})
                 self._wake = anyio.Event()
                 with anyio.move_on_after(self.settings.routine_tick):
                     await self._wake.wait()
@@ -209,10 +240,7 @@ class RoutineWorker:
         spec: Routine = row["spec"]
         now = datetime.now(UTC)
         if spec.kind in ("cron", "every"):
-            schedule = producer(spec, self.store, created=row["created"])
-            assert isinstance(schedule, Schedule)
-            last = max(filter(None, [await self.store.last_due(spec.name), row["created"]]))
-            due = schedule.next_after(last)
+            schedule, last, due = await _next(self.store, row)
             if due <= now:  # late (no worker was looking): the latest due time fires, the missed ones are recorded
                 latest = schedule.latest_due(last, now) or due
                 for _ in range(MISSED_KEPT):
@@ -222,6 +250,8 @@ class RoutineWorker:
                                            state="skipped", reason="missed: no worker was looking when it was due")
                     due = schedule.next_after(due)
                 due = latest
+            if self.firer.warm is not None and due - now <= timedelta(seconds=WARM_LEAD):
+                await self.firer.warm.prime(spec)
             if due - now <= timedelta(seconds=self.settings.routine_tick * 2 + 1):
                 await enqueue(self.store, self.ledger, spec.name, Schedule.key(due), f"due {Schedule.key(due)}",
                               due=due)
@@ -241,6 +271,8 @@ class RoutineWorker:
             await self.store.set_problem(spec.name, str(e))
             raise
         await self.store.set_problem(spec.name, None)
+        if self.firer.warm is not None:  # a source that can be read: its next firing's claude waits started
+            await self.firer.warm.prime(spec)
         for item in items:
             if item.skipped:
                 await self.store.claim(spec.name, item.key, item.title, state="skipped", reason=item.skipped)

@@ -18,6 +18,11 @@ class RoutineSettings(RunnerSettings):
     routine_idle: bool = Field(default=True, description=(
         "Wait for mail with IMAP IDLE where the server has it (false: look every --poll only)."))
 
+    routine_warm: int = Field(default=2, ge=0, le=64, description=(
+        "Routines per worker whose next firing's claude is kept started (an inbox's or a feed's once read, a "
+        "schedule's from a minute before it is due), with the memory loop's sidecars; 0: every firing starts "
+        "its claudes cold."))
+
     @property
     def routines_dir(self) -> Path:
         return self.data_dir / "routines"

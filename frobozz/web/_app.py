@@ -17,7 +17,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from . import _chat_page, _memory_pages, _run_pages
+from . import _chat_page, _memory_pages, _routine_pages, _run_pages
 from ._web import Web
 from .settings import WebSettings
 
@@ -46,7 +46,8 @@ def create_app(settings: WebSettings | None = None, *, agent_served: bool = True
     async def health(_: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
-    routes = [*_run_pages.routes, *_memory_pages.routes, *_chat_page.routes, Route("/healthz", health),
+    routes = [*_run_pages.routes, *_routine_pages.routes, *_memory_pages.routes, *_chat_page.routes,
+              Route("/healthz", health),
               Mount("/static", app=StaticFiles(directory=STATIC), name="static")]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: error, Exception: error})
     app.state.web = web

@@ -14,6 +14,7 @@ from starlette.templating import Jinja2Templates
 
 from frobozz.memory import MemoryService
 
+from ._routines import Routines
 from ._runs import Runs
 from .settings import WebSettings
 
@@ -25,6 +26,7 @@ class Web:
         self.settings = settings
         self.agent_served = True  # the agent service is mounted beside (serve all --http --workspaces)
         self.runs = Runs(settings)
+        self.routines = Routines(settings)
         self.memory = MemoryService(settings)
         env = Environment(loader=PackageLoader("frobozz.web"), autoescape=select_autoescape(default=True),
                           trim_blocks=True, lstrip_blocks=True)
@@ -36,6 +38,7 @@ class Web:
 
     async def aclose(self) -> None:
         await self.runs.aclose()
+        await self.routines.aclose()
         await self.memory.aclose()
 
 

@@ -57,6 +57,7 @@ async def test_orientation_recall_and_suggestions_around_each_turn_and_again_aft
             await loop.send("I am learning the cello myself now.")
             await until(loop.events(), Result)
             with anyio.fail_after(60):
+                await loop.handled(2)  # the loop saw the turn end: its suggestions are under way
                 await loop.settled()
             await loop.send("Any tips?")
             await until(loop.events(), Result)
@@ -133,6 +134,35 @@ async def test_a_memory_the_model_stores_in_one_session_is_recalled_in_a_later_o
     asked, again, unrelated = primary_messages(model)
     assert "<recalled-memories>" in asked and f"[memory {stored.id}, " in asked and LOCKER in asked
     assert LOCKER not in again and "<recalled-memories>" not in unrelated  # shown once; nothing for the unrelated
+
+
+async def test_sessions_share_a_sidecar_kept_warm_by_their_caller_and_a_session_closed_once_its_turn_is_handled_suggests(
+        make_options, memory_service):
+    """A caller firing sessions one after another (the routines' worker) keeps the sidecar claudes: no session
+    starts or closes them. Closing a session right after its Result, once `handled` says the loop saw the turn
+    end, still asks the turn's suggestions (the loop's observer sees the Result on a task of its own)."""
+    from frobozz.engine import Sidecar
+
+    async with ScriptedModel(script) as model:
+        sidecar = Sidecar(make_options(model), warm=2)
+        async with anyio.create_task_group() as tg:
+            for _ in range(2):
+                tg.start_soon(sidecar.keep_warm)
+            for text in ("I am learning the cello myself now.", "And the piano."):
+                async with MemorySession(make_options(model), memory_service, namespace="chat",
+                                         providers=only_here_and_now, shared_sidecar=sidecar) as loop:
+                    await loop.send(text)
+                    await until(loop.events(), Result)
+                    with anyio.fail_after(60):
+                        await loop.handled(1)
+                assert loop.turns_handled == 1 and loop.pool.sidecar is sidecar
+            closed, answered = sidecar._closed, sidecar.answered
+            sidecar.close()
+            tg.cancel_scope.cancel()
+    suggested = [r for r in model.requests if r.last_user_text().startswith("Here is the last exchange")]
+    assert len(suggested) == 2
+    assert "cello" in suggested[0].last_user_text() and "piano" in suggested[1].last_user_text()
+    assert not closed and answered >= 2  # the caller's: no session closed it, and it answered the suggestions
 
 
 async def test_a_slow_sidecar_does_not_hold_the_turn_past_the_recall_deadline(make_options, memory_service):

@@ -164,6 +164,36 @@ async def test_the_global_concurrency_limit_holds_firings_of_different_routines_
     assert all(a["ended"] <= b["started"] for a, b in zip(done, done[1:]))  # never two at once
 
 
+async def test_a_worker_keeps_its_routine_s_claudes_started_between_firings_and_each_firing_takes_them(
+        store, ledger, routine_settings, scripted):
+    """The next firing's claude waits started (the engine's warm spare), and the memory loop's sidecars are the
+    worker's, shared by every firing."""
+    from frobozz.routines import RoutineSettings
+
+    await store.add(routine(name="warmth", kind="every", every=4, prompt="Tick warmth."))
+    worker = RoutineWorker(store, ledger, RoutineSettings(routine_tick=0.2))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        with anyio.fail_after(400):
+            while len(await done_in(store, "warmth")) < 2:
+                await anyio.sleep(0.2)
+        warm = worker.firer.warm
+        spare, sidecar = warm._spares["warmth"].spare, warm._sidecars[None]
+        await store.set_paused("warmth", True)  # its spare is let go, a firing running now keeps its claude
+        with anyio.fail_after(400):
+            while await store.open_firings("warmth"):
+                await anyio.sleep(0.2)
+        taken, started, answered = spare.taken, sidecar.started, sidecar.answered
+        worker.stop()
+    await worker.memory.aclose()
+    done = await done_in(store, "warmth")
+    asked = [r for r in scripted.requests if r.last_user_text().startswith("Here is the last exchange")]
+    assert taken >= len(done) - 1 >= 1  # all but perhaps the first took a claude started ahead
+    assert answered >= len(done) and started >= 2  # the suggestions' questions (and recall's), on the shared ones
+    assert asked  # the firings' suggestions go to the shared sidecars (each one's: tests/loop/test_session.py)
+    assert worker.firer.warm is None
+
+
 async def done_in(store, name):
     return [f for f in await store.firings(name) if f["state"] == "done"]
 
