@@ -116,8 +116,8 @@ class MemorySession:
         except BaseException:
             await self._tg.__aexit__(None, None, None)
             raise
-        self._tg.start_soon(self._background_work, refresh_capsules(self.sessions, self.record.namespace,
-                                                                    self.record.id, self.pool.sidecar.ask))
+        self._in_background(refresh_capsules(self.sessions, self.record.namespace, self.record.id,
+                                             self.pool.sidecar.ask))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -205,15 +205,21 @@ class MemorySession:
     def after_turn(self, said: str) -> None:
         """Fire-and-forget: suggestions from the exchange just ended."""
         if self.use_suggest and self._tg is not None:
-            self._tg.start_soon(self._background_work, self._suggested(said, self._turn))
+            self._in_background(self._suggested(said, self._turn))
 
     async def _suggested(self, said: str, turn: Context) -> None:
         with _spans.span(_spans.SUGGEST, parent=turn):  # in the trace of the turn it comes from
             await self._suggest(self.record.id, self._last_user, said, namespace=self.record.namespace)
 
-    async def _background_work(self, work: Awaitable[object]) -> None:
+    def _in_background(self, work: Awaitable[object]) -> None:
+        """Counted at once, not when its task first runs: `settled()` asked right after (once `handled(n)`
+        returned) must wait for it."""
+        assert self._tg is not None
         self._background += 1
         self._settled = anyio.Event() if self._settled.is_set() else self._settled
+        self._tg.start_soon(self._background_work, work)
+
+    async def _background_work(self, work: Awaitable[object]) -> None:
         try:
             await work
         except Exception as e:  # background work never stops the conversation
