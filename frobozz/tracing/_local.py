@@ -86,8 +86,13 @@ class LocalSpans(SpanExporter):
         try:
             if not self._found.wait(self.find_wait) or self.url is None:
                 raise ConnectionError(self._problem)
-            rows = [_row(s) for s in spans]
-            self._writer.submit(self._run, self._write(self.url, rows)).result(WRITE_WAIT)
+            work = self._write(self.url, [_row(s) for s in spans])
+            try:
+                written = self._writer.submit(self._run, work)
+            except RuntimeError:  # the interpreter is exiting (the SDK's atexit flush): the pool takes no more
+                self._run(work)  # work, and this thread runs no event loop: written here
+            else:
+                written.result(WRITE_WAIT)
         except Exception as e:  # noqa: BLE001 - the SDK's thread must not die of it (a database away)
             if not self._failing:
                 log.warning("tracing: spans cannot be kept in the database (%s: %s); they are dropped. Said once.",
