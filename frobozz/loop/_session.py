@@ -23,7 +23,7 @@ from ..memory import HandoffStore, MemoryService, MemoryStore, Recall, SessionSt
 from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules
 from ._orientation import Provider, Window, capsules, here_and_now, latest_letter, memories, orientation
-from ._recall import recalled_blocks
+from ._recalled_blocks import recalled_blocks
 from ._suggest import Suggester, nudge_blocks
 
 log = logging.getLogger("frobozz.loop")

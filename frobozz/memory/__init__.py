@@ -13,7 +13,7 @@ from ._recall import Recall, memory_line, quietly
 from ._records import Hit, Memory, content_hash
 from ._search import MAX_QUERY_CHARS, RECALL_MIN_SCORE, Mode
 from ._service import MemoryService
-from ._sessions import ArchiveEntry, Capsule, LoopSession, SessionStore
+from ._loop_sessions import ArchiveEntry, Capsule, LoopSession, SessionStore
 from ._store import MemoryStore
 from .transcripts import TranscriptStore
 from .exceptions import DatabaseError, EmbeddingMismatchError, ImageError, MemoryStoreError

@@ -14,7 +14,7 @@ import anyio
 
 from ._records import Hit, Memory
 from ._search import RECALL_MIN_SCORE
-from ._sessions import SessionStore
+from ._loop_sessions import SessionStore
 from ._store import MemoryStore
 from .exceptions import MemoryStoreError
 

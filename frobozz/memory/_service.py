@@ -11,7 +11,7 @@ from ._database import connect, database_url, migrate
 from ._embeddings import make_embedder
 from ._handoffs import HandoffStore
 from ._image_store import ImageStore
-from ._sessions import SessionStore
+from ._loop_sessions import SessionStore
 from ._store import MemoryStore
 from .settings import MemorySettings
 

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ._daemon import MAX_REQUEST, MemoryDaemon, parse_request
-from ._memory import HookMemory
+from ._hook_memory import HookMemory
 from .exceptions import PluginError
 from .settings import PluginSettings
 

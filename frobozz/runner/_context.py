@@ -15,7 +15,7 @@ import anyio
 from frobozz.games import Turn
 from frobozz.memory import DATABASE_ERRORS
 
-from ._memory import TurnNotes
+from ._run_memory import TurnNotes
 from ._report import append_turn
 from ._store import RunStore, TurnRecord
 

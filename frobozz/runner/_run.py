@@ -27,8 +27,8 @@ from . import _report
 from ._catch_up import catch_up
 from ._context import RunContext
 from ._ledger import RunLedger
-from ._loop import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
-from ._memory import TOOLS, TOOLS_NOTE, RunMemory, interrupt
+from ._game_producers import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
+from ._run_memory import TOOLS, TOOLS_NOTE, RunMemory, interrupt
 from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for, text_handler, tool_handler
 from ._prompts import game_message, instructions, load_template, status_header
 from ._store import RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord, new_run_id

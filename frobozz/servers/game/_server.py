@@ -28,7 +28,7 @@ from ._models import (
     ValidActions,
     turn_record,
 )
-from ._recall import MoveRecall
+from ._move_recall import MoveRecall
 from ._sessions import Sessions
 from .settings import Settings
 

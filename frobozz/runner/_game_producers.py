@@ -31,7 +31,7 @@ from frobozz.games import CommandError, GameError, GameSession, Turn
 
 from ._context import RunContext
 from ._extract import extract_commands
-from ._memory import RunMemory
+from ._run_memory import RunMemory
 from ._orient import GameView
 from ._prompts import correction, game_message, status_header
 
