@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from ..engine import AssistantMessage, Event, Result, UserMessage, text_of
-from ..memory import SessionStore
+from ..memory import LoopSessionStore
 
 log = logging.getLogger("frobozz.loop")
 BRIEF = 500  # characters of a tool call's input or result kept in the archive
@@ -30,7 +30,7 @@ class ArchiveObserver:
 
     name = "memory archive"
 
-    def __init__(self, sessions: SessionStore, session_id: str, *, turn: int = 1) -> None:
+    def __init__(self, sessions: LoopSessionStore, session_id: str, *, turn: int = 1) -> None:
         self.sessions, self.session_id = sessions, session_id
         self.turn = turn
         self._settled = anyio.Event()  # the last turn's result is archived: the next user message may follow

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from ..memory import ArchiveEntry, Capsule, SessionStore
+from ..memory import ArchiveEntry, Capsule, LoopSessionStore
 
 log = logging.getLogger("frobozz.loop")
 Ask = Callable[[str], Awaitable[str]]
@@ -18,7 +18,7 @@ SUMMARY_PROMPT = ("Summarise this conversation in at most three sentences, for t
                   "before it talks with the user again. Only the summary.\n\n{conversation}")
 
 
-async def refresh_capsules(sessions: SessionStore, namespace: str, current: str, ask: Ask) -> list[Capsule]:
+async def refresh_capsules(sessions: LoopSessionStore, namespace: str, current: str, ask: Ask) -> list[Capsule]:
     """Bring the namespace's capsules up to date (the current session is not part of them); failures
     are logged and leave the old capsule in place."""
     last = next((s for s in await sessions.list(namespace) if s.id != current), None)

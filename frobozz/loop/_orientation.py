@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import frontmatter
 
-from ..memory import RECALL_MIN_SCORE, HandoffStore, MemoryStore, SessionStore, memory_line
+from ..memory import RECALL_MIN_SCORE, HandoffStore, LoopSessionStore, MemoryStore, memory_line
 
 log = logging.getLogger("frobozz.loop")
 MAX_FILE_CHARS = 20_000  # a context file autoloaded whole is cut here
@@ -124,7 +124,7 @@ def latest_letter(handoffs: HandoffStore) -> Provider:
     return provide
 
 
-def capsules(sessions: SessionStore, periods: Sequence[str] = ("the last session", "earlier today")) -> Provider:
+def capsules(sessions: LoopSessionStore, periods: Sequence[str] = ("the last session", "earlier today")) -> Provider:
     """Short summaries of recent conversation, as the sidecar last wrote them."""
 
     async def provide(window: Window) -> Section | None:
@@ -135,7 +135,7 @@ def capsules(sessions: SessionStore, periods: Sequence[str] = ("the last session
     return provide
 
 
-def memories(store: MemoryStore, seen: SessionStore | None = None, *, recent: int = 5, relevant: int = 5,
+def memories(store: MemoryStore, seen: LoopSessionStore | None = None, *, recent: int = 5, relevant: int = 5,
              min_score: float = RECALL_MIN_SCORE) -> Provider:
     """The newest few memories, and the few most relevant to the window's topic; with `seen`, they join
     the session's seen-set, so recall does not show them again right after."""

@@ -19,7 +19,7 @@ from .. import _spans
 
 from ..engine import (AssistantMessage, CompactBoundary, EngineOptions, EnginePool, EngineSettings, Event, Observer,
                       Producer, Result, Sidecar, WarmSpare)
-from ..memory import HandoffStore, MemoryService, MemoryStore, Recall, SessionStore, quietly
+from ..memory import HandoffStore, LoopSessionStore, MemoryService, MemoryStore, Recall, quietly
 from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules
 from ._orientation import Provider, Window, capsules, here_and_now, latest_letter, memories, orientation
@@ -31,11 +31,11 @@ T = TypeVar("T")
 SETTLE = 10.0  # seconds a closing session waits for its background suggestions
 ARCHIVE_WAIT = 10.0  # seconds the user's words may take to be archived before the turn goes without
 SIDECARS = 2  # warm sidecar engines: recall's question and the last turn's suggestions each find one
-Providers = Callable[[MemoryStore, SessionStore, HandoffStore], Sequence[Provider]]
+Providers = Callable[[MemoryStore, LoopSessionStore, HandoffStore], Sequence[Provider]]
 
 
 def default_providers(client: str) -> Providers:
-    def make(store: MemoryStore, sessions: SessionStore, handoffs: HandoffStore) -> list[Provider]:
+    def make(store: MemoryStore, sessions: LoopSessionStore, handoffs: HandoffStore) -> list[Provider]:
         return [here_and_now(client), latest_letter(handoffs), capsules(sessions), memories(store, sessions)]
     return make
 

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..memory import MemoryStoreError, SessionStore
+from ..memory import LoopSessionStore, MemoryStoreError
 
 log = logging.getLogger("frobozz.loop")
 Ask = Callable[[str], Awaitable[str]]
@@ -33,7 +33,7 @@ CONTRADICTS_PROMPT = (
 
 
 class Suggester:
-    def __init__(self, sessions: SessionStore, ask: Ask) -> None:
+    def __init__(self, sessions: LoopSessionStore, ask: Ask) -> None:
         self.sessions, self.ask = sessions, ask
 
     async def __call__(self, session_id: str, user: str, assistant: str, *, namespace: str | None = None) -> list[str]:
@@ -70,7 +70,7 @@ class Suggester:
         return f"{fact} (this changes memory {old.id}, \"{quoted}\": supersede({old.id}, …) rather than store)"
 
 
-async def nudge_blocks(sessions: SessionStore, session_id: str) -> list[dict[str, Any]]:
+async def nudge_blocks(sessions: LoopSessionStore, session_id: str) -> list[dict[str, Any]]:
     """One short nudge for the next turn, listing what waits to be stored (nothing when nothing does)."""
     waiting = await sessions.suggestions(session_id)
     if not waiting:

@@ -9,11 +9,11 @@ from ._images import THUMBNAIL_EDGE, ImageInput
 from ._database import (DATABASE_ERRORS, STOP_HINT, apply_migrations, database_url, embedded_note, embedded_users,
                         migrated_pool, stop_embedded_at_exit, stop_embedded_unused)
 from ._handoffs import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter
+from ._loop_sessions import ArchiveEntry, Capsule, LoopSession, LoopSessionStore
 from ._recall import Recall, memory_line, quietly
 from ._records import Hit, Memory, content_hash
 from ._search import MAX_QUERY_CHARS, RECALL_MIN_SCORE, Mode
 from ._service import MemoryService
-from ._loop_sessions import ArchiveEntry, Capsule, LoopSession, SessionStore
 from ._store import MemoryStore
 from .transcripts import TranscriptStore
 from .exceptions import DatabaseError, EmbeddingMismatchError, ImageError, MemoryStoreError
@@ -21,8 +21,8 @@ from .settings import MemorySettings
 
 __all__ = ["DATABASE_ERRORS", "MAX_ITEMS", "MAX_ITEM_CHARS", "MAX_QUERY_CHARS", "RECALL_MIN_SCORE", "STOP_HINT",
            "THUMBNAIL_EDGE", "ArchiveEntry", "BulkStore", "Capsule", "DatabaseError", "EmbeddingMismatchError",
-           "HandoffStore", "Hit", "ImageError", "ImageInput", "ImageStore", "Letter", "LoopSession", "Memory",
-           "MemoryImage", "MemoryService", "MemorySettings", "MemoryStore", "MemoryStoreError", "Mode", "Recall",
-           "SessionStore", "TranscriptStore", "apply_migrations", "content_hash", "database_url", "embedded_note",
+           "HandoffStore", "Hit", "ImageError", "ImageInput", "ImageStore", "Letter", "LoopSession", "LoopSessionStore",
+           "Memory", "MemoryImage", "MemoryService", "MemorySettings", "MemoryStore", "MemoryStoreError", "Mode",
+           "Recall", "TranscriptStore", "apply_migrations", "content_hash", "database_url", "embedded_note",
            "embedded_users", "make_embedder", "memory_line", "migrated_pool", "quietly", "stop_embedded_at_exit",
            "stop_embedded_unused"]

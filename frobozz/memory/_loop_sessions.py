@@ -70,8 +70,10 @@ def _entry(row: asyncpg.Record) -> ArchiveEntry:
                         data=json.loads(data) if isinstance(data, str) else dict(data or {}))
 
 
-class SessionStore:
-    """On the memory store's database and pool; namespaces are checked as the memories' are."""
+class LoopSessionStore:
+    """The memory loop's sessions and what hangs off them (archive, seen-sets, pending facts, capsules), on the
+    memory store's database and pool; namespaces are checked as the memories' are. Not the engine's
+    `SessionStore` protocol: claude's own transcripts are kept by `TranscriptStore`."""
 
     def __init__(self, memories: MemoryStore) -> None:
         self.memories = memories

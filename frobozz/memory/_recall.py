@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 import anyio
 
+from ._loop_sessions import LoopSessionStore
 from ._records import Hit, Memory
 from ._search import RECALL_MIN_SCORE
-from ._loop_sessions import SessionStore
 from ._store import MemoryStore
 from .exceptions import MemoryStoreError
 
@@ -29,7 +29,7 @@ QUERIES_PROMPT = (
 
 
 class Recall:
-    def __init__(self, store: MemoryStore, sessions: SessionStore, *, ask: Ask | None = None,
+    def __init__(self, store: MemoryStore, sessions: LoopSessionStore, *, ask: Ask | None = None,
                  min_score: float = RECALL_MIN_SCORE, limit: int = 5, deadline: float = 1.5,
                  context: bool = True) -> None:
         self.store, self.sessions, self.ask = store, sessions, ask

@@ -11,7 +11,7 @@ from ._database import connect, database_url, migrate
 from ._embeddings import make_embedder
 from ._handoffs import HandoffStore
 from ._image_store import ImageStore
-from ._loop_sessions import SessionStore
+from ._loop_sessions import LoopSessionStore
 from ._store import MemoryStore
 from .settings import MemorySettings
 
@@ -65,9 +65,9 @@ class MemoryService:
         """The hand-off letters, beside the memories they name."""
         return HandoffStore(await self.store(), max_chars=max_chars)
 
-    async def sessions(self) -> SessionStore:
+    async def sessions(self) -> LoopSessionStore:
         """The memory loop's sessions, archive, seen-set, suggestions and capsules."""
-        return SessionStore(await self.store())
+        return LoopSessionStore(await self.store())
 
     async def images(self) -> ImageStore:
         """Memories with an image: storing one (checked, thumbnailed, described), and its image back."""

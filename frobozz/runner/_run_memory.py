@@ -21,7 +21,7 @@ from frobozz.engine.observers import HandoffLetter, HandoffRelay, HandoffStep, a
 from frobozz._mailbox import Mailbox
 from frobozz.games import memory_queries
 from frobozz.loop import ArchiveObserver, Provider, Section, Window, orientation, recalled_blocks
-from frobozz.memory import (MemoryService, MemorySettings, MemoryStore, MemoryStoreError, Recall, SessionStore,
+from frobozz.memory import (LoopSessionStore, MemoryService, MemorySettings, MemoryStore, MemoryStoreError, Recall,
                             memory_line, quietly)
 
 from ._orient import GameView, game_sections
@@ -161,7 +161,7 @@ class RunMemory:
     """`await RunMemory.open(settings, namespace=..., run_id=...)`; `session_id=` takes up a killed run's
     loop session (its seen-set and archive)."""
 
-    def __init__(self, service: MemoryService, store: MemoryStore, sessions: SessionStore, *, namespace: str,
+    def __init__(self, service: MemoryService, store: MemoryStore, sessions: LoopSessionStore, *, namespace: str,
                  session_id: str, run_id: str, threshold: float, context_window: int | None,
                  deadline: float = 1.5) -> None:
         self.service, self.store, self.sessions = service, store, sessions
