@@ -15,18 +15,18 @@ from .exceptions import (
     CommandError,
     GameError,
     GameNotFoundError,
+    GameSessionClosedError,
     InstallError,
     InterpreterCrashedError,
     SaveError,
-    SessionClosedError,
     StoryFileError,
 )
 from .settings import GamesSettings
 
 __all__ = ["CATALOGUE", "MAX_COMMAND_CHARS", "CatalogueEntry", "CommandError", "GameError", "GameLibrary",
-           "GameListing", "GameMap", "GameNotFoundError", "GameSession", "GameSessionState", "GamesSettings",
-           "GridLayout", "InstallError", "InterpreterCrashedError", "MapFormat", "Passage", "PassageKind",
-           "PlacedPassage", "SaveError", "SaveInfo", "SessionClosedError", "StoryFileError", "StoryInfo", "Turn",
-           "by_md5", "check_command", "count_crossings", "direction", "grid_layout", "install", "jericho_supports",
+           "GameListing", "GameMap", "GameNotFoundError", "GameSession", "GameSessionClosedError", "GameSessionState",
+           "GamesSettings", "GridLayout", "InstallError", "InterpreterCrashedError", "MapFormat", "Passage",
+           "PassageKind", "PlacedPassage", "SaveError", "SaveInfo", "StoryFileError", "StoryInfo", "Turn", "by_md5",
+           "check_command", "count_crossings", "direction", "grid_layout", "install", "jericho_supports",
            "memory_queries", "mentioned_exits", "parse_story", "read_story", "replay_journal", "through_rooms",
            "walkthrough_for"]

@@ -21,7 +21,7 @@ from ._saves import SaveInfo, SaveStore, decode_state, encode_state
 from ._story import StoryInfo
 from ._text import clean_output, looks_like_game_over
 from ._turns import Turn
-from .exceptions import CommandError, GameError, InterpreterCrashedError, SaveError, SessionClosedError
+from .exceptions import CommandError, GameError, GameSessionClosedError, InterpreterCrashedError, SaveError
 from .settings import GamesSettings
 
 MAX_COMMAND_CHARS = 198  # the interpreter's input buffer
@@ -255,7 +255,7 @@ class GameSession:
     # -- inside ------------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self.state is GameSessionState.CLOSED:
-            raise SessionClosedError(f"game session {self.id} has ended: start a new game")
+            raise GameSessionClosedError(f"game session {self.id} has ended: start a new game")
 
     async def _call(self, op: str, *args: object, timeout: float | None = None) -> dict:
         try:

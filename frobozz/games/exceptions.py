@@ -23,7 +23,7 @@ class SaveError(GameError):
     """A save slot that is invalid, missing, corrupt or belongs to another story."""
 
 
-class SessionClosedError(GameError):
+class GameSessionClosedError(GameError):
     """The session was ended; start a new game."""
 
 

@@ -9,9 +9,9 @@ from frobozz.games import (
     GameError,
     GameLibrary,
     GameSession,
+    GameSessionClosedError,
     InterpreterCrashedError,
     SaveError,
-    SessionClosedError,
     GameSessionState,
     read_story,
     replay_journal,
@@ -215,7 +215,7 @@ async def test_an_interpreter_that_never_answers_times_out(settings, tmp_path):
 
 async def test_a_closed_session_refuses_further_play(zork):
     await zork.aclose()
-    with pytest.raises(SessionClosedError):
+    with pytest.raises(GameSessionClosedError):
         await zork.act("look")
     await zork.aclose()  # closing twice is harmless
 
