@@ -26,7 +26,7 @@ from frobozz import _spans
 from frobozz._tasks import until_stopped
 from frobozz.engine.producers import Inbox, Schedule
 from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryService
-from frobozz.runner import RunLedger, install
+from frobozz.runner import RunLedger, install_queue
 
 from ._fire import fire, item_json
 from ._spec import Routine, producer
@@ -48,7 +48,7 @@ def new_run_id() -> str:
 async def enqueue(store: RoutineStore, ledger: RunLedger, name: str, key: str, title: str, *,
                   due: datetime | None = None, item: dict[str, Any] | None = None, manual: bool = False) -> bool:
     """A firing on the queue (at `due`, or now) and in the firings table; False if it was there already."""
-    queries = await install(ledger)
+    queries = await install_queue(ledger)
     delay = max((due - datetime.now(UTC)).total_seconds(), 0.0) if due else 0.0
     payload = json.dumps({"routine": name, "key": key, "title": title, "manual": manual,
                           "due": due.isoformat() if due else None, "item": item}).encode()
@@ -186,7 +186,7 @@ class RoutineWorker:
                 self.firer.warm = None
 
     async def _serve(self) -> None:
-        queries = await install(self.ledger)
+        queries = await install_queue(self.ledger)
         manager = QueueManager(queries)
         manager.entrypoint(ENTRYPOINT, concurrency_limit=self.settings.routine_concurrency)(self._take)
         heartbeat = timedelta(seconds=self.settings.worker_heartbeat)

@@ -7,12 +7,12 @@ from ._ledger import STATUSES, RunLedger
 from ._live import LiveView, summary_table
 from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for
 from ._prompts import load_template
-from ._queue import Worker, enqueue, install
+from ._queue import Worker, enqueue, install_queue
 from ._run import RunConfig, RunResult, new_info, play
 from ._store import RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord
 from .settings import RunnerSettings
 
 __all__ = ["STATUSES", "LiveView", "PlayerError", "PlayerSpec", "RunConfig", "RunFinishedError", "RunInfo", "RunLedger",
            "RunNotFoundError", "RunResult", "RunStore", "RunnerSettings", "TurnRecord", "Worker", "all_runs",
-           "claude_readiness", "commands_for", "enqueue", "extract_commands", "install", "leaderboard", "load_template",
-           "local_infos", "new_info", "play", "run_row", "summary_table"]
+           "claude_readiness", "commands_for", "enqueue", "extract_commands", "install_queue", "leaderboard",
+           "load_template", "local_infos", "new_info", "play", "run_row", "summary_table"]

@@ -43,7 +43,7 @@ def entrypoint(story_md5: str) -> str:
     return f"play:{story_md5}"
 
 
-async def install(ledger: RunLedger) -> Queries:
+async def install_queue(ledger: RunLedger) -> Queries:
     """The queue's tables (pgqueuer's own schema), installed by whoever comes first. A job carries its trace
     context in its headers (pgqueuer's OpenTelemetry tracing: a no-op with no SDK configured), so a run
     queued here and played by one worker, then another, is one trace: `send`, then each `process`."""
@@ -59,7 +59,7 @@ async def install(ledger: RunLedger) -> Queries:
 
 async def enqueue(ledger: RunLedger, config: RunConfig, settings: RunnerSettings, runs: int) -> list[str]:
     """`runs` new runs of `config`, queued; their ids, in order."""
-    queries = await install(ledger)
+    queries = await install_queue(ledger)
     infos = [new_info(config, settings) for _ in range(runs)]
     for info in infos:
         await ledger.add(info)
@@ -113,7 +113,7 @@ class Worker:
         await until_stopped(self._serve, self.stopping, DATABASE_ERRORS, log, "the queue's database")
 
     async def _serve(self) -> None:
-        queries = await install(self.ledger)
+        queries = await install_queue(self.ledger)
         manager = _Slots(queries, slots=self.concurrency)
         for md5 in self.stories:
             manager.entrypoint(entrypoint(md5))(self._take)
