@@ -3,9 +3,9 @@
 call, which runs the memory loop (orientation, recall, suggest, archive, hand-off) for any session."""
 
 from ._daemon import MemoryDaemon, daemon_pid, stop_daemon
+from ._hook_memory import HookMemory, project_namespace
 from ._hub import hook_app
 from ._install import PLUGIN_ID, SERVERS, Installed, install, settings_file, status, uninstall
-from ._hook_memory import HookMemory, project_namespace
 from .exceptions import PluginError
 from .settings import PluginSettings
 

@@ -26,8 +26,8 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from ..engine import EngineOptions, EngineSettings, Sidecar
 from ..memory import DatabaseError, MemoryService, MemorySettings, MemoryStoreError
 from ._hook import OFF_ENV, off_marks
-from ._mcp import ServerFactories, serve_on
 from ._hook_memory import HookMemory, project_namespace
+from ._mcp import ServerFactories, serve_on
 from .exceptions import PluginError
 from .settings import PluginSettings
 

@@ -26,11 +26,11 @@ from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryStoreError, Tr
 from . import _report
 from ._catch_up import catch_up
 from ._context import RunContext
-from ._ledger import RunLedger
 from ._game_producers import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
-from ._run_memory import TOOLS, TOOLS_NOTE, RunMemory, interrupt
+from ._ledger import RunLedger
 from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for, text_handler, tool_handler
 from ._prompts import game_message, instructions, load_template, status_header
+from ._run_memory import TOOLS, TOOLS_NOTE, RunMemory, interrupt
 from ._store import RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord, new_run_id
 from .settings import RunnerSettings
 
