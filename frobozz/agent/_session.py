@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from frobozz.engine import (Allow, AssistantMessage, Deny, Engine, EngineOptions, ErrorEvent, HookInput, HookMatcher,
-                            HookOutput, PermissionContext, Result, StreamEvent, UserMessage, WarmSpare)
+                            HookOutput, PermissionContext, Result, StreamEvent, TurnCost, UserMessage, WarmSpare)
 from frobozz.engine import started as started_engine
 from frobozz.engine.observers import ToolCall, ToolLog
 from frobozz.loop import MemorySession
@@ -53,7 +53,9 @@ class AgentSession:
         self.record = record
         self.memory_options = memory_options  # (options, namespace) -> the memory loop's claude's options
         self.spare = spare  # a claude started ahead of need, taken when this session's options launch the same
-        self._costed: tuple[Engine, float] | None = None  # the claude whose running cost total was last seen, and it
+        self._costs = TurnCost()  # claude carries a session's running cost total on when it resumes it
+        if record.claude_session_id:  # kept by an earlier instance: the total so far is what the session has cost
+            self._costs.resumed(record.claude_session_id, record.cost_usd)
         self.workspace = workspace
         self.workspaces = workspaces
         self.relay = relay
@@ -233,13 +235,6 @@ class AgentSession:
                                                            HookMatcher([self._guard])]},
                        session_project=f"frobozz-agent-{self.id}")
 
-    def _turn_cost(self, engine: Engine, total: float | None) -> float:
-        """What this turn cost: claude reports a running total per process (a session's claude is started anew
-        after an idle release or a restart, and counts from zero again)."""
-        before = self._costed[1] if self._costed is not None and self._costed[0] is engine else 0.0
-        self._costed = (engine, total or 0.0)
-        return max((total or 0.0) - before, 0.0)
-
     async def _turn(self, text: str, files: list[str]) -> None:
         assert self.engine is not None and self._channel is not None
         engine, channel = self.engine, self._channel
@@ -282,7 +277,7 @@ class AgentSession:
                 self.record.preamble = ""  # sent with the first message
                 self.record.claude_session_id = event.session_id or engine.session_id
                 self.record.usage = _added(self.record.usage, event.usage)
-                turn_cost = self._turn_cost(engine, event.total_cost_usd)
+                turn_cost = self._costs.of(event) or 0.0
                 self.record.cost_usd += turn_cost
                 await self.on_message(self, "agent", event.result or "")  # kept before anyone hears of it
                 if self.on_turn is not None:  # the files the turn wrote, committed before anyone hears of it

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 
-from ..engine import Engine, EngineError, EngineOptions, Result, Session, transcript_path
+from ..engine import Engine, EngineError, EngineOptions, Result, Session, TurnCost, transcript_path
 from ._consensus import consensus_of
 from ._entries import Entry, metadata_changes, parse, skeleton
 from ._events import (ConsensusReached, DialogueEvent, DialogueState, FileRestored, Report, Resumed, RoleStats,
@@ -48,7 +48,7 @@ class Dialogue:
         self.on_event = on_event or (lambda event: None)
         self._lock: int | None = None  # the directory's lock, from create or resume until the run ends
         self._sessions: dict[str, tuple[Session, RoleToolLog, Guard]] = {}
-        self._spent: dict[str, float] = {}  # role -> what its claude process has reported so far
+        self._costs = TurnCost()  # each role's claude session: its running cost total, turned into turns' costs
         self.agents = [r for r in ledger.roles if not r.scribe]
         self.scribe = next((r for r in ledger.roles if r.scribe), None)
 
@@ -162,7 +162,7 @@ class Dialogue:
         self.on_event(StepStarted(step))
         session, tools, guard = await self._session(stack, role)
         calls, denials, started = len(tools.calls), guard.denials, time.monotonic()
-        cost = await self._turn(session, role.name, self._instruction(step, target))
+        cost = await self._turn(session, self._instruction(step, target))
         seconds = time.monotonic() - started
         self._validate(step, target)
         self.dir.keep_good()
@@ -234,22 +234,21 @@ class Dialogue:
                           strict_mcp_config=True)
         env = Engine(options).env  # where claude keeps this role's transcript depends on its environment
         resume = role.session_id if transcript_path(role.session_id, self.dir.path, env).is_file() else None
+        if resume is not None:  # claude carries the session's cost total on: what the role has spent so far
+            self._costs.resumed(resume, self.ledger.stats.get(role.agent, {}).get("cost_usd", 0.0))
         session = await stack.enter_async_context(Session(options, observers=[tools], resume=resume))
         self._sessions[role.name] = (session, tools, guard)
         return self._sessions[role.name]
 
-    async def _turn(self, session: Session, role: str, instruction: str) -> float:
-        """Send the instruction and wait for the turn's end; its cost (claude's `total_cost_usd` counts from the
-        process's start: the turn's is what it grew by)."""
+    async def _turn(self, session: Session, instruction: str) -> float:
+        """Send the instruction and wait for the turn's end; its cost."""
         await session.send(instruction)
         with anyio.move_on_after(self.settings.turn_timeout) as deadline:
             async for event in session.events():
                 if isinstance(event, Result) and not event.is_replay:
                     if event.is_error:
                         raise TurnError(f"the turn ended in error ({event.subtype}): {(event.result or '')[:300]}")
-                    total, before = event.total_cost_usd or 0.0, self._spent.get(role, 0.0)
-                    self._spent[role] = total
-                    return total - before if total >= before else total
+                    return self._costs.of(event) or 0.0
         if deadline.cancelled_caught:
             raise TurnError(f"the turn took longer than {self.settings.turn_timeout:g} s "
                             "(FROBOZZ_DIALOGUE_TURN_TIMEOUT)")

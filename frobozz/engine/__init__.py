@@ -33,6 +33,7 @@ from ._events import (
     parse_event,
     text_of,
 )
+from ._cost import TurnCost
 from ._hooks import Hook, HookEvent, HookInput, HookMatcher, HookOutput, Hooks
 from ._options import EngineOptions, Thinking, find_claude
 from ._pool import EnginePool, Sidecar
@@ -62,6 +63,6 @@ __all__ = ["TESTED_CLI_VERSIONS", "Allow", "ApiRetry", "AssistantMessage", "Bloc
            "Observer", "PermissionCallback", "PermissionContext", "ProcessError", "ProcessExit", "Producer",
            "RateLimit", "Restarted", "Result", "Router", "Session", "SessionClosedError", "SessionInfo", "SessionKey",
            "SessionState", "SessionStore", "Sidecar", "StreamEvent", "SystemInit", "SystemMessage", "TextBlock",
-           "Thinking", "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "UnknownEvent", "Usage", "UserMessage",
+           "Thinking", "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "TurnCost", "UnknownEvent", "Usage", "UserMessage",
            "WarmSpare", "copy_sign_in", "find_claude", "inspect_cli", "is_compaction_request", "launch_key",
            "list_sessions", "parse_blocks", "parse_event", "project_key", "started", "text_of", "transcript_path"]

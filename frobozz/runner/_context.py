@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from frobozz.engine import Result, TurnCost
 from frobozz.games import Turn
 from frobozz.memory import DATABASE_ERRORS
 
-from ._run_memory import TurnNotes
 from ._report import append_turn
+from ._run_memory import TurnNotes
 from ._store import RunStore, TurnRecord
 
 if TYPE_CHECKING:
@@ -49,8 +50,7 @@ class RunContext:
         self.started = time.monotonic()
         self.own_seconds = 0.0  # the runner's own time between a reply and the next message (no model)
         self.own_turns: list[float] = []  # the same, turn by turn (seconds)
-        self._cost_base = 0.0  # cost carried over from earlier claude processes of this run
-        self._last_total = 0.0
+        self._costs = TurnCost()  # claude's running totals, per claude session, turned into each turn's cost
 
     @property
     def turn_number(self) -> int:
@@ -63,14 +63,12 @@ class RunContext:
     def budget_left(self) -> bool:
         return self.info.max_turns is None or self.info.turns < self.info.max_turns
 
-    def add_cost(self, total_usd: float | None) -> None:
-        """claude reports a running total per process; a smaller total means a new process."""
-        if total_usd is None or not self.priced:
+    def add_cost(self, result: Result) -> None:
+        """The turn this Result ends, added to the run's cost (and the run stopped at its cost budget)."""
+        turn = self._costs.of(result)
+        if turn is None or not self.priced:
             return
-        if total_usd < self._last_total:
-            self._cost_base += self._last_total
-        self._last_total = total_usd
-        self.info.cost_usd = round(self._cost_base + total_usd, 6)
+        self.info.cost_usd = round(self.info.cost_usd + turn, 6)
         if self.info.max_cost is not None and self.info.cost_usd >= self.info.max_cost:
             self.finish("max cost")
 
@@ -159,7 +157,6 @@ class RunContext:
             self.info.cost_usd = max(self.info.cost_usd, last.cost_usd)
             self.current = Turn(number=last.turn, command=last.command, text=last.text, score=last.score,
                                 moves=last.moves, location=last.location, done=last.done, won=last.won)
-        self._cost_base = self.info.cost_usd
 
     def current_or(self, opening: Turn) -> Turn:
         return self.current or replace(opening)

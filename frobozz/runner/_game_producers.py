@@ -31,9 +31,9 @@ from frobozz.games import CommandError, GameError, GameSession, Turn
 
 from ._context import RunContext
 from ._extract import extract_commands
-from ._run_memory import RunMemory
 from ._orient import GameView
 from ._prompts import correction, game_message, status_header
+from ._run_memory import RunMemory
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class ReplyCollector:
         if isinstance(event, AssistantMessage) and not event.parent_tool_use_id:
             self._texts.append(event.text)
         elif isinstance(event, Result):
-            self.context.add_cost(event.total_cost_usd)
+            self.context.add_cost(event)
             text, self._texts = "\n".join(t for t in self._texts if t), []
             self._send.send_nowait(Reply(text, event.is_error, event.result or event.subtype))
         elif isinstance(event, ErrorEvent) and event.source == "process":
@@ -228,7 +228,7 @@ class ToolWatcher:
         elif isinstance(event, Result):
             self._calls.clear()  # a call the turn ended without answering will not be answered
             self._settled.set()
-            self.context.add_cost(event.total_cost_usd)
+            self.context.add_cost(event)
             self._send.send_nowait(event)
 
 
