@@ -3,21 +3,16 @@ with its trigger, its next firing and its last firings. Only reads."""
 
 from __future__ import annotations
 
-import logging
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio
-from frobozz.memory import DATABASE_ERRORS, MemoryStoreError
 from frobozz.routines import RoutineError, RoutineStore, next_due
 
+from ._lazy_store import LazyStore
 from .settings import WebSettings
 
-log = logging.getLogger("frobozz.web")
 LAST = 5  # firings shown per routine
-_RETRY_SECONDS = 5.0  # after the database could not be reached, the page says so this long before trying again
 
 
 @dataclass(frozen=True)
@@ -35,43 +30,21 @@ class Routines:
 
     def __init__(self, settings: WebSettings) -> None:
         self.settings = settings
-        self.database_error: str | None = None
-        self._store: RoutineStore | None = None
-        self._failed_at = 0.0
-        self._lock = anyio.Lock()
+        self._store = LazyStore(lambda: RoutineStore.open(settings, size=2), what="the routines' database",
+                                without="routines live only there")
+
+    @property
+    def database_error(self) -> str | None:
+        return self._store.database_error
 
     async def aclose(self) -> None:
-        if self._store is not None:
-            await self._store.aclose()
-            self._store = None
-
-    async def _open(self) -> RoutineStore | None:
-        async with self._lock:
-            if self._store is None and time.monotonic() - self._failed_at > _RETRY_SECONDS:
-                try:
-                    self._store = await RoutineStore.open(self.settings, size=2)
-                    self.database_error = None
-                except (*DATABASE_ERRORS, MemoryStoreError) as e:
-                    self._failed(e, "is not reachable")
-            return self._store
-
-    def _failed(self, e: BaseException, how: str) -> None:
-        self._store, self._failed_at = None, time.monotonic()
-        self.database_error = f"the routines' database {how} ({type(e).__name__}): routines live only there"
-        log.warning("web: %s: %s", self.database_error, e)
+        await self._store.aclose()
 
     async def rows(self) -> list[RoutineRow]:
         """Every routine, by name (none without a database: `database_error` says why)."""
-        store = await self._open()
-        if store is None:
-            return []
-        try:
+        async def read(store: RoutineStore) -> list[RoutineRow]:
             return [await _row(store, r) for r in await store.routines()]
-        except DATABASE_ERRORS as e:
-            async with self._lock:
-                self._failed(e, "went away")
-            await store.aclose()
-            return []
+        return await self._store.use(read) or []
 
 
 async def _row(store: RoutineStore, row: dict[str, Any]) -> RoutineRow:

@@ -4,8 +4,6 @@ never writes to it."""
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,15 +12,13 @@ from typing import Any
 
 import anyio
 
-from frobozz.memory import DATABASE_ERRORS, MemoryStoreError
 from frobozz.runner import RunInfo, RunLedger, RunNotFoundError, RunStore, TurnRecord, leaderboard, local_infos
 from frobozz.tracing import run_spans, session_spans
 
+from ._lazy_store import LazyStore
 from .settings import WebSettings
 
-log = logging.getLogger("frobozz.web")
 LIVE = ("queued", "running")
-_RETRY_SECONDS = 5.0  # after the database could not be reached, pages go on without it this long
 
 
 @dataclass(frozen=True)
@@ -63,44 +59,16 @@ class RunView:
 class Runs:
     def __init__(self, settings: WebSettings) -> None:
         self.settings = settings
-        self.database_error: str | None = None
-        self._ledger: RunLedger | None = None
-        self._failed_at = 0.0
-        self._lock = anyio.Lock()
+        self._ledger = LazyStore(lambda: RunLedger.open(settings, size=2), what="the runs database",
+                                 without="only the runs played on this machine are shown")
+        self._from_ledger = self._ledger.use  # work(ledger), or None without a database right now
+
+    @property
+    def database_error(self) -> str | None:
+        return self._ledger.database_error
 
     async def aclose(self) -> None:
-        if self._ledger is not None:
-            await self._ledger.aclose()
-            self._ledger = None
-
-    async def ledger(self) -> RunLedger | None:
-        """The runs table, or None while the database cannot be reached (`database_error` says why)."""
-        async with self._lock:
-            if self._ledger is None and time.monotonic() - self._failed_at > _RETRY_SECONDS:
-                try:
-                    self._ledger = await RunLedger.open(self.settings, size=2)
-                    self.database_error = None
-                except (*DATABASE_ERRORS, MemoryStoreError) as e:
-                    self._failed_at = time.monotonic()
-                    self.database_error = f"the runs database is not reachable ({type(e).__name__}): only the runs " \
-                                          "played on this machine are shown"
-                    log.warning("web: %s: %s", self.database_error, e)
-            return self._ledger
-
-    async def _from_ledger(self, work: Any) -> Any:
-        """`work(ledger)`, or None when there is no database right now (it went away: the next call retries)."""
-        ledger = await self.ledger()
-        if ledger is None:
-            return None
-        try:
-            return await work(ledger)
-        except DATABASE_ERRORS as e:
-            async with self._lock:
-                self._ledger, self._failed_at = None, time.monotonic()
-                self.database_error = f"the runs database went away ({type(e).__name__}): only the runs played " \
-                                      "on this machine are shown"
-            await ledger.aclose()
-            return None
+        await self._ledger.aclose()
 
     # -- the runs table --------------------------------------------------------------------------
     async def rows(self, **wanted: str | None) -> list[RunRow]:

@@ -1,0 +1,71 @@
+"""A store the web view opens at the first look. When its database cannot be reached, or goes away under a
+query, pages go on without it and say why (`database_error`); it is tried again after `RETRY_SECONDS`, so a
+page does not wait on a dead database at every look."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Generic, Protocol, TypeVar
+
+import anyio
+
+from frobozz.memory import DATABASE_ERRORS, MemoryStoreError
+
+log = logging.getLogger("frobozz.web")
+RETRY_SECONDS = 5.0  # after the database could not be reached, pages go on without it this long
+
+
+class _Closable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Closable)
+T = TypeVar("T")
+
+
+class LazyStore(Generic[S]):
+    """`open()` at the first look; `database_error` reads "{what} {is not reachable|went away} (Error): {without}"."""
+
+    def __init__(self, open: Callable[[], Awaitable[S]], *, what: str, without: str) -> None:
+        self._open, self.what, self.without = open, what, without
+        self.database_error: str | None = None
+        self._store: S | None = None
+        self._failed_at = -RETRY_SECONDS
+        self._lock = anyio.Lock()
+
+    async def aclose(self) -> None:
+        if self._store is not None:
+            await self._store.aclose()
+            self._store = None
+
+    async def get(self) -> S | None:
+        """The store, or None while its database cannot be reached (`database_error` says why)."""
+        async with self._lock:
+            if self._store is None and time.monotonic() - self._failed_at > RETRY_SECONDS:
+                try:
+                    self._store = await self._open()
+                    self.database_error = None
+                except (*DATABASE_ERRORS, MemoryStoreError) as e:
+                    self._failed(e, "is not reachable")
+            return self._store
+
+    async def use(self, work: Callable[[S], Awaitable[T]]) -> T | None:
+        """`work(store)`, or None when there is no database right now (it went away: a later look retries)."""
+        store = await self.get()
+        if store is None:
+            return None
+        try:
+            return await work(store)
+        except DATABASE_ERRORS as e:
+            async with self._lock:
+                if self._store is store:
+                    self._failed(e, "went away")
+            await store.aclose()
+            return None
+
+    def _failed(self, e: BaseException, how: str) -> None:
+        self._store, self._failed_at = None, time.monotonic()
+        self.database_error = f"{self.what} {how} ({type(e).__name__}): {self.without}"
+        log.warning("web: %s: %s", self.database_error, e)
