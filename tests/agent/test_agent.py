@@ -42,7 +42,7 @@ async def test_a_turn_streams_true_deltas_then_done_and_the_status_goes_idle_str
 
 
 async def test_each_turn_costs_what_it_added_not_claudes_running_total(agent):
-    """claude's `total_cost_usd` counts from its process's start: two like turns cost alike, and add up."""
+    """claude's `total_cost_usd` is a running total: two like turns cost alike, and add up."""
     session = await agent.create_session("alice/notes")
     first, second = (await turn(agent, session, "hello"))[-1], (await turn(agent, session, "again"))[-1]
     assert first.cost_usd > 0 and second.cost_usd == pytest.approx(first.cost_usd)

@@ -29,13 +29,17 @@ async def released(session) -> None:
 async def test_an_idle_session_lets_its_claude_go_and_the_next_message_resumes_it(make_agent):
     async with make_agent(idle_timeout=0.5) as agent:
         session = await agent.create_session("alice/notes")
-        await turn(agent, session, "the password is plugh")
+        first = (await turn(agent, session, "the password is plugh"))[-1]
         live = await agent.session(session)
         pid = live.engine._process.pid
         await released(live)
         assert not alive(pid)
         events = await turn(agent, session, "what came before?")
+        [listed] = await agent.sessions()
     assert isinstance(events[-1], Done) and "the password is plugh" in events[-1].result
+    # the resumed claude carries the session's cost total on: the turn costs what it added, not the total again
+    assert first.cost_usd > 0 and events[-1].cost_usd == pytest.approx(first.cost_usd)
+    assert listed["cost_usd"] == pytest.approx(2 * first.cost_usd)
 
 
 async def test_max_live_bounds_the_claudes_and_lets_the_least_recently_used_idle_one_go(make_agent):
