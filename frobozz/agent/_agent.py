@@ -45,6 +45,8 @@ MemoryServers = Callable[[str], Mapping[str, Mapping[str, Any]]]  # a namespace 
 
 
 class Agent:
+    """The layer an app's backend talks to (see the module): sessions in workspaces, kept in Postgres."""
+
     def __init__(self, settings: AgentSettings | None = None, *, engine_options: EngineOptions | None = None,
                  memory: MemorySettings | None = None, memory_servers: MemoryServers | None = None,
                  accounts: bool | None = None) -> None:

@@ -45,6 +45,8 @@ def _under(path: Path, parent: Path) -> bool:
 
 
 class Workspaces:
+    """The workspaces under `root` (`<user>/<name>`), each with the MCP servers and skills of its hierarchy."""
+
     def __init__(self, root: Path, platform_dir: Path | None = None, *, first_uid: int = 2_000_000,
                  accounts: bool | None = None) -> None:
         """`accounts`: run each claude as its workspace's owner (default: when the service is root)."""

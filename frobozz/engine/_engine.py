@@ -44,6 +44,7 @@ log = logging.getLogger("frobozz.engine")
 
 
 class EngineState(Enum):
+    """Where an engine's claude is: not started, running, being restarted after a crash, closed, or given up on."""
     NEW = "new"
     RUNNING = "running"
     RESTARTING = "restarting"
@@ -52,6 +53,9 @@ class EngineState(Enum):
 
 
 class Engine:
+    """One claude process and its session: start or resume it, send turns, read typed events, answer its
+    control requests; restarted on the same session if it dies. `Session` adds the queue and the router."""
+
     def __init__(self, options: EngineOptions | None = None, settings: EngineSettings | None = None) -> None:
         self.options = options or EngineOptions()
         self.settings = settings or EngineSettings()

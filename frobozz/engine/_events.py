@@ -246,6 +246,7 @@ class UnknownEvent(Event):
 
 
 def parse_blocks(content: Any) -> tuple[Block, ...]:
+    """A message's content (a string, or claude's list of blocks) as typed blocks; a kind not known is left out."""
     if isinstance(content, str):
         return (TextBlock(text=content),)
     blocks: list[Block] = []

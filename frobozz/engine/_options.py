@@ -21,6 +21,7 @@ _SKILL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 
 
 class Thinking(TypedDict, total=False):
+    """claude's extended thinking: adaptive, on with a token budget, or off."""
     type: Literal["adaptive", "enabled", "disabled"]
     budget_tokens: int  # with "enabled"
 

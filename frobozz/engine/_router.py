@@ -55,6 +55,8 @@ class _Inbox:
 
 
 class Router:
+    """Every event to every observer, each on its own task and buffer (see the module)."""
+
     def __init__(self, observers: Sequence[Observer], *, report: Callable[[Event], None], buffer: int = 10_000) -> None:
         self.observers = list(observers)
         self._report = report

@@ -32,6 +32,7 @@ class Producer(Protocol):
 
 
 class SessionState(Enum):
+    """A Session's life: not started, running, closed."""
     NEW = "new"
     RUNNING = "running"
     CLOSED = "closed"

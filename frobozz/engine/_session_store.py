@@ -33,6 +33,7 @@ __all__ = ["Materialized", "SessionKey", "SessionStore", "implements", "key_for_
 
 
 class SessionKey(TypedDict):
+    """Where a transcript is kept in a session store: its project, its session, and a subagent's subpath."""
     project_key: str
     session_id: str
     subpath: NotRequired[str]  # only for a subagent's transcript; never ""
@@ -58,6 +59,9 @@ Entry = dict[str, Any]  # one line of claude's JSONL transcript, passed through 
 
 
 class SessionStore(Protocol):
+    """Where claude's transcripts are kept off this disk: the official Agent SDK's protocol (`append`, `load`;
+    the rest optional). `frobozz.memory.TranscriptStore` is one on Postgres."""
+
     async def append(self, key: SessionKey, entries: list[Entry]) -> None: ...
 
     async def load(self, key: SessionKey) -> list[Entry] | None: ...

@@ -63,6 +63,7 @@ def project_dir(cwd: str | Path, env: Mapping[str, str] | None = None) -> Path:
 
 
 def transcript_path(session_id: str, cwd: str | Path, env: Mapping[str, str] | None = None) -> Path:
+    """Where claude keeps a session's transcript for a working folder (an invalid id raises EngineError)."""
     if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
         raise EngineError(f"{str(session_id)[:80]!r} is not a session id")
     return project_dir(cwd, env) / f"{session_id}.jsonl"

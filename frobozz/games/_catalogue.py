@@ -46,4 +46,5 @@ CATALOGUE: dict[str, CatalogueEntry] = {e.name: e for e in (
 
 
 def by_md5(md5: str) -> CatalogueEntry | None:
+    """The catalogue's entry for a story file with this MD5, or None for a story it does not know."""
     return next((e for e in CATALOGUE.values() if e.md5 == md5), None)

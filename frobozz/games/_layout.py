@@ -17,6 +17,7 @@ from ._map import GameMap, direction
 
 
 class PassageKind(Enum):
+    """How a passage between rooms is drawn on the map: by compass, up and down, or in and out."""
     COMPASS = "compass"  # n, s, e, w and the diagonals
     VERTICAL = "vertical"  # up, down (stairs, ladders, the chimney)
     INOUT = "inout"  # in, out, enter, exit, a named thing: `enter window`, `climb tree`

@@ -33,6 +33,9 @@ CONTRADICTS_PROMPT = (
 
 
 class Suggester:
+    """After each exchange, asks a sidecar which facts are worth keeping and buffers them in the loop session
+    (the next turn's nudge offers them to the model to store)."""
+
     def __init__(self, sessions: LoopSessionStore, ask: Ask) -> None:
         self.sessions, self.ask = sessions, ask
 

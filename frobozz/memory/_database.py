@@ -120,6 +120,7 @@ def embedded_note(settings: MemorySettings) -> str | None:
 
 
 async def database_url(settings: MemorySettings) -> str:
+    """The database to use: FROBOZZ_DATABASE_URL, or the embedded Postgres (started if need be)."""
     if settings.database_url is not None:
         return settings.database_url.get_secret_value()
     return await anyio.to_thread.run_sync(embedded_url, settings)

@@ -74,6 +74,8 @@ class HttpEmbedder:
 
 
 def make_embedder(settings: MemorySettings) -> Embedder:
+    """The embedder the settings name: the local ONNX model, or an HTTP provider (which needs its URL, model
+    and dimension)."""
     if settings.embedding_provider == "local":
         return LocalEmbedder(settings.cache_dir, settings.embedding_onnx_url or None, settings.embedding_onnx_sha256,
                              batch_window=settings.embedding_batch_ms / 1000, batch_max=settings.embedding_batch_max)

@@ -29,6 +29,9 @@ QUERIES_PROMPT = (
 
 
 class Recall:
+    """The memories for one user turn, found within a deadline and never shown twice in a session (see the
+    module)."""
+
     def __init__(self, store: MemoryStore, sessions: LoopSessionStore, *, ask: Ask | None = None,
                  min_score: float = RECALL_MIN_SCORE, limit: int = 5, deadline: float = 1.5,
                  context: bool = True) -> None:

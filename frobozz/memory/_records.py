@@ -51,4 +51,5 @@ def memory(row: asyncpg.Record) -> Memory:
 
 
 def content_hash(content: str) -> str:
+    """The SHA-256 of a memory's text with its whitespace collapsed: the same words stored twice are one memory."""
     return hashlib.sha256(" ".join(content.split()).encode()).hexdigest()

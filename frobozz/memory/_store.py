@@ -30,6 +30,8 @@ __all__ = ["Hit", "Memory", "MemoryStore", "Mode", "content_hash"]
 
 
 class MemoryStore:
+    """The memories in Postgres: write, read, search with absolute scores, supersede and forget, by namespace."""
+
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder, *, default_namespace: str, max_chars: int,
                  cosine_floor: float = _search.COSINE_FLOOR) -> None:
         self.pool = pool

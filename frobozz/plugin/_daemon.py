@@ -104,6 +104,8 @@ def parse_request(data: bytes) -> dict[str, Any]:
 
 
 class MemoryDaemon:
+    """The per-user daemon the plugin's hooks talk to over a Unix socket (see the module)."""
+
     def __init__(self, settings: PluginSettings, socket_path: Path | None = None,
                  memory: MemorySettings | None = None, servers: ServerFactories | None = None) -> None:
         self.settings = settings

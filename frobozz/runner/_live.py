@@ -14,6 +14,8 @@ from ._store import TurnRecord
 
 
 class LiveView:
+    """The terminal's live view of a run as it plays (rich's Live), used as a context manager."""
+
     def __init__(self, console: Console) -> None:
         self.console = console
         self._live = Live(console=console, refresh_per_second=8, transient=False)

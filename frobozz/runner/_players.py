@@ -44,6 +44,7 @@ class PlayerSpec:
 
 
 def commands_for(spec: PlayerSpec, story: StoryInfo) -> list[str]:
+    """The commands a walkthrough or script player plays for this story (PlayerError if it has none)."""
     if spec.kind == "walkthrough":
         steps = walkthrough_for(story.md5)
         if not steps:

@@ -29,6 +29,7 @@ _TURN = re.compile(r"\bturn (\d+) of (\d+|no limit)\]")
 
 
 def load_template(prompt_file: Path | None, *, tools: bool) -> Template:
+    """The instructions' template: the prompt file given, else the built-in one for text or tools mode."""
     if prompt_file is None:
         return Template(TOOL_INSTRUCTIONS if tools else TEXT_INSTRUCTIONS)
     return Template(prompt_file.read_text(encoding="utf-8"))

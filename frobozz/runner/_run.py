@@ -39,6 +39,8 @@ GAME_TOOLS = ("new_game", "act", "look", "inventory", "undo", "save", "restore",
 
 
 class RunConfig(BaseModel):
+    """What to play and how (`frobozz play`'s options): the game, the player, the mode, the budgets, a run to
+    resume."""
     game: str = "zork1"
     player: str = "claude"
     mode: Literal["text", "tools"] = "text"
@@ -54,6 +56,7 @@ class RunConfig(BaseModel):
 
 
 class RunResult(BaseModel):
+    """How a run ended: its score, turns, cost and why it stopped."""
     run_id: str
     game: str
     player: str

@@ -96,6 +96,8 @@ def new_run_id() -> str:
 
 
 class RunStore:
+    """A run's directory on this machine: run.json, the turns, snapshots and the transcript, written turn by turn."""
+
     def __init__(self, directory: Path, info: RunInfo) -> None:
         self.dir = directory
         self.info = info

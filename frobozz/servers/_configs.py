@@ -28,6 +28,7 @@ class ConfigError(ValueError):
 
 
 def check_names(names: list[str]) -> list[str]:
+    """The server names given, each known and once, in order (ConfigError for an unknown one or none)."""
     unknown = [n for n in names if n not in SERVERS]
     if unknown or not names:
         raise ConfigError(f"unknown server {', '.join(unknown) or '(none given)'}; known: {', '.join(SERVERS)}")
@@ -48,6 +49,7 @@ def config_for(names: list[str], environ: dict[str, str] | None = None) -> dict[
 
 
 def write_config(config: dict[str, Any], path: Path) -> None:
+    """An MCP config written atomically, so claude never reads half of one."""
     atomic_write(path, (json.dumps(config, indent=2) + "\n").encode())
 
 

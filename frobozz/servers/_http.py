@@ -23,6 +23,7 @@ from ._registry import SERVERS, load_server
 
 
 def new_token() -> str:
+    """A fresh bearer token for the hub (256 random bits, URL-safe)."""
     return secrets.token_urlsafe(32)
 
 

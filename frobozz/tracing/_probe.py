@@ -12,6 +12,7 @@ from ._setup import _shown, check_headers, check_protocol, traces_endpoint
 
 
 def endpoint_set(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether an OTLP endpoint is configured in the environment."""
     environ = os.environ if environ is None else environ
     return any(environ.get(k, "").strip() for k in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 

@@ -86,6 +86,7 @@ def _shown(url: str) -> str:
 
 
 def check_protocol(environ: Mapping[str, str]) -> None:
+    """Refuses an OTLP protocol other than HTTP/protobuf, the one Frobozz exports, with the setting to use."""
     protocol = (environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
                 or _PROTOCOL).strip()
     if protocol != _PROTOCOL:
@@ -245,4 +246,5 @@ def claude_telemetry() -> dict[str, str]:
 
 
 def current() -> Tracing | None:
+    """The tracing this process set up, or None when it traces nothing."""
     return _current

@@ -64,6 +64,7 @@ def orientation(letter: HandoffLetter) -> str:
 
 
 def ask_to_hand_off(used: int, window: int) -> str:
+    """The message that asks the model to call the handoff tool, with how full its context window is."""
     return (f"Your context window is {100 * used // window}% full ({used:,} of {window:,} tokens). Call the handoff "
             "tool now with a summary of where things stand, the next steps, and anything worth remembering; "
             "the conversation will be compacted after this turn.")

@@ -42,6 +42,7 @@ class _Text(HTMLParser):
 
 
 def html_text(html: str) -> str:
+    """The readable text of an HTML mail body (tags dropped, scripts and styles left out)."""
     parser = _Text()
     try:
         parser.feed(html)
@@ -74,6 +75,8 @@ def _body(message: EmailMessage) -> str:
 
 
 def mail_item(raw: bytes, *, source: str, key: str) -> Item:
+    """One raw mail as an Item: its headers and text cleaned and capped; a mail that cannot be read is an Item
+    saying so."""
     try:
         message = email.message_from_bytes(raw, policy=email.policy.default)
         assert isinstance(message, EmailMessage)

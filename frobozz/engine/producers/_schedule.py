@@ -20,6 +20,7 @@ KEYWORDS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight"
 
 
 def zone(name: str) -> ZoneInfo:
+    """The IANA time zone of this name (ProducerError, with an example, for one that does not exist)."""
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError) as e:

@@ -17,6 +17,8 @@ def _path(key: SessionKey | SessionListSubkeysKey) -> tuple[str, str, str]:
 
 
 class InMemorySessionStore:
+    """The reference SessionStore, in a dict, for tests: it can be told to fail or stall as a store that is down."""
+
     def __init__(self) -> None:
         self.entries: dict[tuple[str, str, str], list[Entry]] = {}
         self.appends = 0  # calls that were answered
