@@ -19,10 +19,10 @@ def daemon(socket: Path | None = typer.Option(None, help="The socket to listen o
     """Serve the plugin's hooks until idle (the first hook starts it)."""
     import anyio
 
-    from frobozz.plugin import SERVERS, MemoryDaemon, PluginError, PluginSettings
+    from frobozz.plugin import PLUGIN_SERVERS, MemoryDaemon, PluginError, PluginSettings
 
     try:
-        anyio.run(MemoryDaemon(PluginSettings(), socket, servers={name: _factory(name) for name in SERVERS}).serve)
+        anyio.run(MemoryDaemon(PluginSettings(), socket, servers={name: _factory(name) for name in PLUGIN_SERVERS}).serve)
     except PluginError as e:
         err.print(f"error: {e}", markup=False)
         raise typer.Exit(1) from e

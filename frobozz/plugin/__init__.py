@@ -5,10 +5,10 @@ call, which runs the memory loop (orientation, recall, suggest, archive, hand-of
 from ._daemon import MemoryDaemon, daemon_pid, stop_daemon
 from ._hook_memory import HookMemory, project_namespace
 from ._hub import hook_app
-from ._install import PLUGIN_ID, SERVERS, Installed, install, settings_file, status, uninstall
+from ._install import PLUGIN_ID, PLUGIN_SERVERS, Installed, install, settings_file, status, uninstall
 from .exceptions import PluginError
 from .settings import PluginSettings
 
-__all__ = ["PLUGIN_ID", "SERVERS", "HookMemory", "Installed", "MemoryDaemon", "PluginError", "PluginSettings",
+__all__ = ["PLUGIN_ID", "PLUGIN_SERVERS", "HookMemory", "Installed", "MemoryDaemon", "PluginError", "PluginSettings",
            "daemon_pid", "hook_app", "install", "project_namespace", "settings_file", "status", "stop_daemon",
            "uninstall"]

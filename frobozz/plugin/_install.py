@@ -21,7 +21,7 @@ from .settings import PluginSettings
 Scope = Literal["user", "project"]
 MARKETPLACE, NAME = "frobozz-local", "frobozz-memory"
 PLUGIN_ID = f"{NAME}@{MARKETPLACE}"
-SERVERS = ("cortex", "handoff")  # the MCP servers the plugin gives claude
+PLUGIN_SERVERS = ("cortex", "handoff")  # the MCP servers the plugin gives claude
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "PreCompact", "SessionEnd")
 MATCHERS = {"PostToolUse": "mcp__.*cortex__store"}  # the model kept a memory: the nudge is done
 CLAUDE_KEYS = ("enabledPlugins", "extraKnownMarketplaces")  # what claude's commands add to a settings file
@@ -87,7 +87,7 @@ def write_plugin(settings: PluginSettings, namespace: str | None, *, shared_serv
     (plugin / ".mcp.json").write_text(json.dumps({"mcpServers": {
         name: {"command": python, "args": [*relay, name]} if shared_servers else
         {"command": python, "args": ["-m", "frobozz", "plugin", "serve", name], "env": servers_env}
-        for name in SERVERS}}, indent=2))
+        for name in PLUGIN_SERVERS}}, indent=2))
     (plugin / "commands" / "memory.md").write_text(MEMORY_COMMAND)
     return root
 
