@@ -121,3 +121,36 @@ def test_product_code_never_imports_the_test_doubles():
             continue
         for target in _imported_modules(path):
             assert target[1:3] != ("engine", "testing"), f"{path.relative_to(PACKAGE)} imports frobozz.engine.testing"
+
+
+# Names that more than one part exports for things that differ, and why each may: a convention every part of
+# a kind follows, said with the part's name in front.
+SAME_NAME_ANOTHER_THING = {
+    "Settings": "each MCP server's own settings (frobozz.servers.game.Settings, …), by the servers' convention",
+    "create_server": "each MCP server's factory, by the servers' convention",
+    "create_app": "each ASGI part's factory (agent, web), by the same convention",
+    "install": "games.install (a story file) and plugin.install (the plugin): the CLI's `games install`, "
+               "`plugin install`",
+    "enqueue": "runner.enqueue (runs) and routines.enqueue (a firing): both put work on the one run queue",
+    "Thinking": "engine.Thinking (the option) and engine.scripted.Thinking (a scripted reply's block); the "
+                "scripted model's blocks are used across the tests",
+    "ToolUse": "agent.ToolUse (an agent event) and engine.scripted.ToolUse (a scripted reply's block)",
+}
+
+
+def test_a_name_two_parts_export_means_one_thing():
+    """`SessionStore` was the engine's protocol and memory's loop-session table: a name exported twice is the
+    same object, or is listed above with its reason."""
+    import importlib
+
+    exported: dict[str, dict[int, list[str]]] = {}
+    for path in sorted(PACKAGE.rglob("__init__.py")):
+        package = ".".join(path.relative_to(PACKAGE.parent).parent.parts)
+        if package.startswith("frobozz.cli") or package == "frobozz":
+            continue
+        module = importlib.import_module(package)
+        for name in getattr(module, "__all__", ()):
+            exported.setdefault(name, {}).setdefault(id(getattr(module, name)), []).append(package)
+    twice = {name: sorted(p for ps in found.values() for p in ps) for name, found in exported.items()
+             if len(found) > 1 and name not in SAME_NAME_ANOTHER_THING}
+    assert not twice, f"one name, two meanings: {twice}"
