@@ -157,6 +157,8 @@ class RunContext:
             self.info.cost_usd = max(self.info.cost_usd, last.cost_usd)
             self.current = Turn(number=last.turn, command=last.command, text=last.text, score=last.score,
                                 moves=last.moves, location=last.location, done=last.done, won=last.won)
+        if self.info.claude_session_id:  # resumed, claude carries that session's total on: at most the run's
+            self._costs.resumed(self.info.claude_session_id, self.info.cost_usd)
 
     def current_or(self, opening: Turn) -> Turn:
         return self.current or replace(opening)

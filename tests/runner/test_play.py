@@ -97,6 +97,18 @@ async def test_budgets_of_turns_cost_and_time_stop_the_run(runner_settings, monk
     assert by_time.reason == "time limit" and by_time.turns < 10
 
 
+async def test_a_resumed_run_adds_only_its_new_turns_cost(runner_settings, monkeypatch, tmp_path):
+    """claude carries a resumed session's cost total on: the run counts what each new turn added, not that again."""
+    story = GameLibrary(runner_settings).find("zork1")
+    async with ScriptedModel(text_handler(walkthrough_for(story.md5))) as api:  # claude, priced as a paid model
+        for name, value in {**api.env(), "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "c")}.items():
+            monkeypatch.setenv(name, value)
+        first = await play(RunConfig(game="zork1", player="claude", max_turns=2), runner_settings)
+        again = await play(RunConfig(resume=first.run_id, max_turns=4), runner_settings)
+    assert first.cost_usd > 0 and again.turns == 4
+    assert again.cost_usd == pytest.approx(2 * first.cost_usd)  # like turns cost alike
+
+
 async def test_a_finished_run_cannot_be_replayed_by_resume(runner_settings):
     first = await play(RunConfig(game="zork1", player="walkthrough", max_turns=2), runner_settings)
     with pytest.raises(RunFinishedError, match=r"is finished \(max turns, 2 of 2 turns\).*--max-turns"):
