@@ -74,9 +74,9 @@ async def _admin(postgres, sql: str) -> None:
 
 def test_a_database_that_goes_away_is_said_plainly_and_once_back_everything_is_there(
         client, web_settings, postgres, monkeypatch):
-    import frobozz.web._runs
+    import frobozz.web._lazy_store
 
-    monkeypatch.setattr(frobozz.web._runs, "_RETRY_SECONDS", 0.0)
+    monkeypatch.setattr(frobozz.web._lazy_store, "RETRY_SECONDS", 0.0)
     name = web_settings.database_url.get_secret_value().partition("?")[0].rsplit("/", 1)[1]
     local = new_run(web_settings.runs_dir, status="finished")
     play_turn(local, 1, "north", "North of House")
