@@ -101,6 +101,7 @@ class Receiver:
         self.hold = False  # the first request waits, unanswered, while this is so (then 503)
         self.held = False
         self.hosts: list[str] = []
+        self.deliveries: dict[str, list[str]] = {}  # each receiver's X-Frobozz-Delivery ids, as they came
 
         async def hook(request: Request) -> Response:
             name = request.path_params["name"]
@@ -119,6 +120,7 @@ class Receiver:
             if not hmac.compare_digest(expected, request.headers["x-frobozz-signature"]):
                 return Response(status_code=401)
             self.received.setdefault(name, []).append(json.loads(body))
+            self.deliveries.setdefault(name, []).append(request.headers["x-frobozz-delivery"])
             return Response(status_code=204)
 
         self.server = LoopbackServer(Starlette(routes=[Route("/hook/{name}", hook, methods=["POST"])]))
@@ -270,38 +272,53 @@ async def test_a_name_resolving_to_a_forbidden_address_or_to_nothing_is_refused_
         await pinned("http://hook.test/x", https_only=False, loopback=False, resolve=resolve)
 
 
-async def test_a_paused_webhook_gets_nothing_until_it_is_resumed_and_an_event_is_queued_for_it_once(
+async def test_what_happens_while_a_webhook_is_paused_is_kept_bounded_and_delivered_in_order_on_resumption(
         cortex_settings, tmp_path):
+    """A receiver that is down: the first delivery is given up on, the second pauses the webhook (and is kept);
+    five events while paused are kept too, but the bound (5) lets the oldest go, counted; nothing is sent while
+    paused; the receiver comes up and the webhook is resumed: every kept event arrives once, in order, signed,
+    with its own delivery id."""
     from frobozz.agent import AgentSettings, Done, Logged
     from frobozz.agent._notify import Notifier
     from frobozz.agent._store import AgentStore
     receiver = Receiver()
     store = await AgentStore.open(cortex_settings)
-    settings = AgentSettings(workspaces=tmp_path, loopback_receivers=True, webhook_retries=1, webhook_pause_after=1,
-                             webhook_poll=0.2)
+    settings = AgentSettings(workspaces=tmp_path, loopback_receivers=True, webhook_retries=1, webhook_pause_after=2,
+                             webhook_poll=0.2, webhook_keep=5)
     notifier = Notifier(store.pool, settings, "pausing")
     try:
         with receiver.server:
             assert await notifier.outbox.pending() == []  # the empty case
+            assert await notifier.resume_webhook("0" * 32, None) is None
             hook = await notifier.add_webhook("alice", f"{receiver.server.url}/hook/later")
-            receiver.secrets["later"], receiver.down["later"] = hook["secret"], 1
+            receiver.secrets["later"], receiver.down["later"] = hook["secret"], 10**6
             async with anyio.create_task_group() as tg:
                 tg.start_soon(notifier.outbox.deliver_forever)
-                await notifier.notify("s1", "alice", Logged(seq=3, event=Done(result="lost")))
+                for seq in (1, 2):
+                    await notifier.notify("s1", "alice", Logged(seq=seq, event=Done(result=f"turn {seq}")))
                 with anyio.fail_after(60):
                     while not (await notifier.webhooks(["alice"]))[0]["paused_at"]:
                         await anyio.sleep(0.05)
-                await notifier.notify("s1", "alice", Logged(seq=4, event=Done(result="while paused")))
-                assert await notifier.outbox.pending() == []  # paused: nothing queued (its record says why)
-                assert await notifier.resume_webhook(hook["id"], ["alice"])
-                await notifier.notify("s1", "alice", Logged(seq=5, event=Done(result="resumed")))
-                assert await notifier.outbox.queue("alice", "s1:5", {"again": True}) == 0  # once per event
+                assert [p["delivery"] for p in await notifier.outbox.pending()] == ["s1:2"]  # kept: it paused it
+                for seq in range(3, 8):
+                    await notifier.notify("s1", "alice", Logged(seq=seq, event=Done(result=f"turn {seq}")))
+                    assert await notifier.outbox.queue("alice", None, f"s1:{seq}", {"again": True}) == 0  # once
+                kept = [p["delivery"] for p in await notifier.outbox.pending()]
+                assert kept == [f"s1:{seq}" for seq in range(3, 8)]  # the bound: the oldest went
+                (listed,) = await notifier.webhooks(["alice"])
+                assert (listed["waiting"], listed["dropped"], listed["failures"]) == (5, 1, 2)
+                assert "later" not in receiver.received  # nothing sent while paused
+                receiver.down["later"] = 0  # the receiver comes up
+                assert await notifier.resume_webhook(hook["id"], ["bob"]) is None  # not bob's to resume
+                assert await notifier.resume_webhook(hook["id"], ["alice"]) == {"waiting": 5, "dropped": 1}
                 with anyio.fail_after(60):
-                    while not receiver.received.get("later") or await notifier.outbox.pending():
+                    while len(receiver.received.get("later", [])) < 5 or await notifier.outbox.pending():
                         await anyio.sleep(0.05)
                 tg.cancel_scope.cancel()
-        assert [d["body"] for d in receiver.received["later"]] == ["resumed"]
-        assert (await notifier.webhooks(["alice"]))[0]["failures"] == 0
+        assert receiver.deliveries["later"] == kept  # once each, in order, with the same ids
+        assert [d["body"] for d in receiver.received["later"]] == [f"turn {seq}" for seq in range(3, 8)]
+        (listed,) = await notifier.webhooks(["alice"])
+        assert (listed["paused_at"], listed["failures"], listed["waiting"], listed["dropped"]) == (None, 0, 0, 0)
     finally:
         await notifier.aclose()
         await store.aclose()
