@@ -26,6 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from frobozz._loopback import LoopbackServer
+from frobozz.agent import create_app
 from tests.agent.test_http import Service, sse
 
 pytestmark = pytest.mark.anyio
@@ -343,3 +344,75 @@ async def test_a_push_connects_to_the_address_the_guard_checked_whatever_the_nam
             async with http.post(f"http://push.test:{port}/push", data=b"x") as answer:
                 assert answer.status == 201
     assert hosts == [f"push.test:{port}"]
+
+
+async def test_a_tokens_webhook_gets_its_sessions_events_a_users_gets_all_of_the_users_and_nothing_else(make_agent):
+    """Behind scoped tokens: app-a and app-b act for alice, app-c for bob. alice's webhook gets the events of
+    both tokens' sessions of hers, each token's webhook only those of the sessions it made, bob's only his; a
+    token cannot register, see, resume or remove another token's webhook."""
+    from frobozz.servers._auth import ScopedTokens
+    from frobozz.servers._grants import Grant, hashed
+
+    secrets = {name: f"{name}-token-0123456789abcdef" for name in ("app-a", "app-b", "app-c")}
+    grants = [Grant(name=name, sha256=hashed(secret), servers=["agent"], users=["bob" if name == "app-c" else "alice"])
+              for name, secret in secrets.items()]
+    receiver = Receiver()
+    agent = make_agent(loopback_receivers=True, webhook_poll=0.2)
+    server = LoopbackServer(ScopedTokens(create_app(agent), grants, frozenset(), only="agent"), lifespan="on")
+    with server, receiver.server:
+        clients = {name: httpx.AsyncClient(base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {s}"})
+                   for name, s in secrets.items()}
+        a, b, c = clients.values()
+        assert (await a.get("/webhooks")).json() == {"webhooks": []}  # the empty case
+        hooks = {}
+        for client, body in ((a, {"user": "alice"}), (a, {"token": "app-a"}), (b, {"token": "app-b"}),
+                             (c, {"user": "bob"})):
+            name = body.get("user") or body["token"]
+            made = await client.post("/webhooks", json={**body, "url": f"{receiver.server.url}/hook/{name}"})
+            assert made.status_code == 201, made.text
+            hooks[name], receiver.secrets[name] = made.json()["id"], made.json()["secret"]
+        refused = await a.post("/webhooks", json={"token": "app-b", "url": f"{receiver.server.url}/hook/stolen"})
+        assert refused.status_code == 403 and "itself only" in refused.json()["error"]
+        for bad in ({"token": "app-a", "user": "alice"}, {"token": ""}, {"token": "../x"}, {"token": ["app-a"]}):
+            assert (await a.post("/webhooks", json={**bad, "url": f"{receiver.server.url}/hook/x"})).status_code == 400
+        assert sorted(h["user"] or h["token"] for h in (await a.get("/webhooks")).json()["webhooks"]) == \
+            ["alice", "app-a"]  # not app-b's, though app-b acts for alice too
+        assert (await a.post(f"/webhooks/{hooks['app-b']}/resume")).status_code == 404
+        assert (await a.delete(f"/webhooks/{hooks['app-b']}")).status_code == 404
+        assert (await a.post(f"/webhooks/{hooks['app-a']}/resume")).json() == {"ok": True, "waiting": 0, "dropped": 0}
+        sessions = {}
+        for name, client, space in (("app-a", a, "alice/one"), ("app-b", b, "alice/two"), ("app-c", c, "bob/three")):
+            made = await client.post("/sessions", json={"workspace": space})
+            sessions[name] = made.json()["session_id"]
+            assert (await client.get(f"/sessions/{sessions[name]}")).json()["token"] == name
+        events: list = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: sse(a, f"/sessions/{sessions['app-a']}/events", into=events))
+            await a.post(f"/sessions/{sessions['app-a']}/messages", json={"text": "ask me"})
+            with anyio.fail_after(120):
+                while not any(e["event"] == "question" for e in events):
+                    await anyio.sleep(0.05)
+            question = next(e for e in events if e["event"] == "question")["data"]["question_id"]
+            await a.post(f"/sessions/{sessions['app-a']}/answers", json={
+                "question_id": question, "answers": {"Which colour for the lamp?": "Red"}})
+        for name, client in (("app-b", b), ("app-c", c)):
+            await client.post(f"/sessions/{sessions[name]}/messages", json={"text": "hello"})
+        async def waiting() -> int:
+            listed = [(await client.get("/webhooks")).json()["webhooks"] for client in (a, b, c)]
+            return sum(h["waiting"] for hooks in listed for h in hooks)
+
+        with anyio.fail_after(120):  # each event is queued for all its webhooks at once: then the outbox empties
+            while len(receiver.received.get("alice", [])) < 3 or not receiver.received.get("bob") or await waiting():
+                await anyio.sleep(0.05)
+        for client in clients.values():
+            await client.aclose()
+
+    def got(name: str) -> list[tuple[str, str, str | None]]:
+        return sorted((d["session_id"], d["type"], d["token"]) for d in receiver.received.get(name, []))
+
+    one, two, three = sessions["app-a"], sessions["app-b"], sessions["app-c"]
+    assert got("alice") == sorted([(one, "question", "app-a"), (one, "done", "app-a"), (two, "done", "app-b")])
+    assert got("app-a") == sorted([(one, "question", "app-a"), (one, "done", "app-a")])
+    assert got("app-b") == [(two, "done", "app-b")]
+    assert got("bob") == [(three, "done", "app-c")]
+    assert "stolen" not in receiver.received and "x" not in receiver.received
