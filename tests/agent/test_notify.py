@@ -127,6 +127,21 @@ class Receiver:
         self.server = LoopbackServer(Starlette(routes=[Route("/hook/{name}", hook, methods=["POST"])]))
 
 
+async def ask_and_answer(client: httpx.AsyncClient, session: str, colour: str) -> str:
+    """A turn that asks the lamp's colour, answered `colour` once the question is out; the question's id."""
+    events: list = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: sse(client, f"/sessions/{session}/events", into=events))
+        await client.post(f"/sessions/{session}/messages", json={"text": "ask me"})
+        with anyio.fail_after(120):
+            while not any(e["event"] == "question" for e in events):
+                await anyio.sleep(0.02)
+        question = next(e for e in events if e["event"] == "question")["data"]["question_id"]
+        await client.post(f"/sessions/{session}/answers", json={
+            "question_id": question, "answers": {"Which colour for the lamp?": colour}})
+    return question
+
+
 async def test_a_question_and_a_finished_turn_reach_push_subscriptions_and_signed_webhooks(make_agent):
     push, receiver = PushService(), Receiver()
     agent = make_agent(loopback_receivers=True, webhook_retries=3, webhook_backoff=0.05, webhook_pause_after=2)
@@ -147,16 +162,7 @@ async def test_a_question_and_a_finished_turn_reach_push_subscriptions_and_signe
             assert made.status_code == 201
             receiver.secrets[name] = made.json()["secret"]
             receiver.down[name] = down
-        events: list = []
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: sse(client, f"/sessions/{session}/events", into=events))
-            await client.post(f"/sessions/{session}/messages", json={"text": "ask me"})
-            with anyio.fail_after(60):
-                while not any(e["event"] == "question" for e in events):
-                    await anyio.sleep(0.02)
-            question = next(e for e in events if e["event"] == "question")["data"]["question_id"]
-            await client.post(f"/sessions/{session}/answers", json={
-                "question_id": question, "answers": {"Which colour for the lamp?": "Blue"}})
+        question = await ask_and_answer(client, session, "Blue")
         with anyio.fail_after(60):
             while len(push.received.get("laptop", [])) < 2 or len(receiver.received.get("flaky", [])) < 2 or \
                     not (await client.get("/webhooks")).json()["webhooks"][2]["paused_at"]:
@@ -385,16 +391,7 @@ async def test_a_tokens_webhook_gets_its_sessions_events_a_users_gets_all_of_the
             made = await client.post("/sessions", json={"workspace": space})
             sessions[name] = made.json()["session_id"]
             assert (await client.get(f"/sessions/{sessions[name]}")).json()["token"] == name
-        events: list = []
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: sse(a, f"/sessions/{sessions['app-a']}/events", into=events))
-            await a.post(f"/sessions/{sessions['app-a']}/messages", json={"text": "ask me"})
-            with anyio.fail_after(120):
-                while not any(e["event"] == "question" for e in events):
-                    await anyio.sleep(0.05)
-            question = next(e for e in events if e["event"] == "question")["data"]["question_id"]
-            await a.post(f"/sessions/{sessions['app-a']}/answers", json={
-                "question_id": question, "answers": {"Which colour for the lamp?": "Red"}})
+        await ask_and_answer(a, sessions["app-a"], "Red")
         for name, client in (("app-b", b), ("app-c", c)):
             await client.post(f"/sessions/{sessions[name]}/messages", json={"text": "hello"})
         async def waiting() -> int:
