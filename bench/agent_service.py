@@ -16,6 +16,7 @@ cross-instance relay adds under 20 ms p50, and a takeover takes under 30 s (issu
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -30,13 +31,16 @@ import anyio
 import httpx
 
 from frobozz._loopback import LoopbackServer
-from frobozz.agent import Agent, AgentSettings, create_app
+from frobozz.agent import Agent, AgentSettings, Done, create_app
 from frobozz.engine import Engine, EngineOptions, StreamEvent
 from frobozz.engine.testing import Reply, ScriptedModel, Text
 from frobozz.memory import MemorySettings
 from frobozz.servers._auth import BearerToken
 
 TOKEN = "bench-token-0123456789abcdef"
+
+
+TURN_LIMIT = 120  # seconds a measured turn may take before the bench says what it waited for and stops
 
 
 def answer(request):
@@ -66,8 +70,9 @@ async def engine_baseline(options: EngineOptions, rounds: int) -> list[float]:
 
 
 async def follow(client: httpx.AsyncClient, path: str, after: int, turns: int, seen: list, firsts: list,
-                 started: dict) -> None:
-    """One listening client: every event (by id), and when it saw each turn's first text delta."""
+                 started: dict, failed: list | None = None) -> None:
+    """One listening client: every event (by id), and when it saw each turn's first text delta; a turn that
+    ended in error goes to `failed` (what its done said)."""
     done = 0
     waiting_first = True
     async with client.stream("GET", path, headers={"Last-Event-ID": str(after)}) as response:
@@ -79,11 +84,16 @@ async def follow(client: httpx.AsyncClient, path: str, after: int, turns: int, s
                 key, _, value = line.partition(":")
                 event[key] = value.lstrip()
                 continue
+            if "id" not in event:  # the blank line after a keep-alive comment (a turn slower than 15 s)
+                event = {}
+                continue
             seen.append(int(event["id"]))
             if event.get("event") == "text_delta" and waiting_first and started["t0"]:
                 firsts.append(time.perf_counter() - started["t0"])
                 waiting_first = False
             if event.get("event") == "done":
+                if failed is not None and json.loads(event.get("data") or "{}").get("is_error"):
+                    failed.append(event["data"][:300])
                 done += 1
                 waiting_first = True
                 if done == turns:
@@ -100,19 +110,35 @@ async def service_rounds(url: str, session: str, last: int, clients: int, rounds
         seen: list[list[int]] = [[] for _ in range(clients)]
         firsts: list[list[float]] = [[] for _ in range(clients)]
         started = {"t0": 0.0}
+        failed: list[str] = []
         async with anyio.create_task_group() as tg:
             for i in range(clients):
-                tg.start_soon(follow, http, f"/sessions/{session}/events", last, rounds, seen[i], firsts[i], started)
+                tg.start_soon(follow, http, f"/sessions/{session}/events", last, rounds, seen[i], firsts[i], started,
+                              failed)
             await anyio.sleep(0.5)  # every client connected and caught up
             for n in range(rounds):
                 started["t0"] = time.perf_counter()
                 posted = await http.post(f"/sessions/{session}/messages", json={"text": f"turn {n}"})
                 assert posted.status_code == 202
-                while min(len(f) for f in firsts) <= n or not all(s and s[-1] == seen[0][-1] for s in seen) \
-                        or agent_busy():
-                    await anyio.sleep(0.001)  # each turn alone, as the engine's: every client has its done
+                try:
+                    with anyio.fail_after(TURN_LIMIT):  # a turn that never streams text must not stall the run
+                        while min(len(f) for f in firsts) <= n or not all(s and s[-1] == seen[0][-1] for s in seen) \
+                                or agent_busy():
+                            await anyio.sleep(0.001)  # each turn alone, as the engine's: every client has its done
+                except TimeoutError:
+                    raise RuntimeError(f"turn {n} of {rounds} with {clients} clients: not every client saw its first "
+                                       f"text delta and its done within {TURN_LIMIT} s (first deltas seen per "
+                                       f"client: {sorted({len(f) for f in firsts})}; busy: {agent_busy()}; turns that "
+                                       f"failed: {failed or 'none'})") from None
     everyone = all(s == seen[0] for s in seen) and seen[0] == list(range(last + 1, last + 1 + len(seen[0])))
     return [t for f in firsts for t in f], everyone
+
+
+async def idle(busy) -> None:
+    """Until the session's turn is over (the service's view, read across threads), at most TURN_LIMIT."""
+    with anyio.fail_after(TURN_LIMIT):
+        while busy():
+            await anyio.sleep(0.01)
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -129,7 +155,7 @@ async def main(args: argparse.Namespace) -> None:
                 agent = Agent(AgentSettings(workspaces=Path(scratch) / "ws", max_live=4),
                               engine_options=EngineOptions(env=env),
                               memory=MemorySettings(database_url=server.get_uri()))
-                with LoopbackServer(BearerToken(create_app(agent), TOKEN), lifespan="on") as site:
+                with LoopbackServer(BearerToken(create_app(agent), TOKEN), lifespan="on", graceful=5) as site:
                     async with httpx.AsyncClient(base_url=site.url, headers={"Authorization": f"Bearer {TOKEN}"},
                                                  timeout=120) as http:
                         session = (await http.post("/sessions", json={"workspace": "bench/one"})).json()["session_id"]
@@ -142,23 +168,25 @@ async def main(args: argparse.Namespace) -> None:
                           "this machine")
                     print(f"engine alone (the service's options): first text delta {1000 * p50_engine:.1f} ms p50 "
                           "after send()")
-                    async with httpx.AsyncClient(base_url=site.url, headers={"Authorization": f"Bearer {TOKEN}"},
-                                                 timeout=120) as http:
-                        await http.post(f"/sessions/{session}/messages", json={"text": "warm up"})
-
                     def log_end() -> int:
                         return live.relay.last_seq  # an int read across threads: the log's end
 
                     def busy() -> bool:
                         return live.busy or live.relay.writing  # (its done may still be on its way)
 
-                    while busy():
-                        await anyio.sleep(0.01)
+                    def warmed(after: int) -> bool:  # (the message may be posted before the session is running)
+                        return not busy() and any(isinstance(logged.event, Done) and logged.seq > after
+                                                  for logged in list(live.relay.log))
+
+                    async with httpx.AsyncClient(base_url=site.url, headers={"Authorization": f"Bearer {TOKEN}"},
+                                                 timeout=120) as http:
+                        before = log_end()
+                        await http.post(f"/sessions/{session}/messages", json={"text": "warm up"})
+                    await idle(lambda: not warmed(before))
                     await service_rounds(site.url, session, log_end(), 1, 1, busy)  # claude started, the path warm
                     print(f"{'clients':>8} {'first delta p50':>16} {'p90':>8} {'added p50':>10} {'every event':>12}")
                     for clients in (int(c) for c in args.clients.split(",")):
-                        while busy():
-                            await anyio.sleep(0.01)
+                        await idle(busy)
                         firsts, everyone = await service_rounds(site.url, session, log_end(), clients, args.rounds,
                                                                 busy)
                         p50, p90 = statistics.median(firsts), statistics.quantiles(firsts, n=10)[-1]
@@ -197,7 +225,12 @@ class Instance:
 
     def stop(self, kill: bool = False) -> None:
         (self.process.kill if kill else self.process.terminate)()
-        self.process.wait()
+        try:
+            self.process.wait(timeout=60)  # a graceful stop hands its sessions over; one that hangs is not waited on
+        except subprocess.TimeoutExpired:
+            print(f"an instance did not stop within 60 s of SIGTERM: killed (pid {self.process.pid})")
+            self.process.kill()
+            self.process.wait()
 
 
 async def spread_rounds(instances: list[Instance], session: str, last: int, clients: int, rounds: int
@@ -219,9 +252,10 @@ async def spread_rounds(instances: list[Instance], session: str, last: int, clie
                 started["t0"] = time.perf_counter()
                 assert (await https[0].post(f"/sessions/{session}/messages", json={"text": f"turn {n}"})
                         ).status_code == 202
-                while min(len(f) for f in firsts) <= n or not all(s and s[-1] == seen[0][-1] for s in seen) or \
-                        (await https[0].get(f"/sessions/{session}")).json()["status"] != "idle":
-                    await anyio.sleep(0.005)
+                with anyio.fail_after(TURN_LIMIT):  # (said, not waited on for ever)
+                    while min(len(f) for f in firsts) <= n or not all(s and s[-1] == seen[0][-1] for s in seen) or \
+                            (await https[0].get(f"/sessions/{session}")).json()["status"] != "idle":
+                        await anyio.sleep(0.005)
     finally:
         for http in https:
             await http.aclose()
@@ -282,8 +316,9 @@ async def takeover_row(scratch: Path, database: str, env: dict[str, str]) -> Non
     async with httpx.AsyncClient(base_url=a.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120) as http:
         session = (await http.post("/sessions", json={"workspace": "bench/takeover"})).json()["session_id"]
         await http.post(f"/sessions/{session}/messages", json={"text": "warm up"})
-        while (await http.get(f"/sessions/{session}")).json()["status"] != "idle":
-            await anyio.sleep(0.05)
+        with anyio.fail_after(TURN_LIMIT):
+            while (await http.get(f"/sessions/{session}")).json()["status"] != "idle":
+                await anyio.sleep(0.05)
     b = Instance(scratch, database, env)
     await b.ready()
     marks: dict[str, float] = {}

@@ -24,9 +24,12 @@ def listener() -> socket.socket:
 class LoopbackServer:
     """`with LoopbackServer(app) as server: server.url` — started on a free port, stopped on exit."""
 
-    def __init__(self, app: Any, *, lifespan: str = "off") -> None:
+    def __init__(self, app: Any, *, lifespan: str = "off", graceful: float | None = None) -> None:
+        """`graceful`: at stop, let open requests finish for up to that many seconds, then run the app's lifespan
+        shutdown to its end (None: stop at once, and an app's lifespan is cancelled, not shut down)."""
         self.app = app
         self.lifespan = lifespan
+        self.graceful = graceful
         self.port = 0
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -39,7 +42,7 @@ class LoopbackServer:
         sock = listener()
         self.port = sock.getsockname()[1]
         self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan=self.lifespan,
-                                                      access_log=False))
+                                                      access_log=False, timeout_graceful_shutdown=self.graceful))
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()
         while not self._server.started:
@@ -49,8 +52,9 @@ class LoopbackServer:
 
     def stop(self) -> None:
         if self._server is not None and self._thread is not None:
-            self._server.should_exit = self._server.force_exit = True  # do not wait for slow requests
-            self._thread.join(timeout=10)
+            self._server.should_exit = True
+            self._server.force_exit = self.graceful is None  # do not wait for slow requests
+            self._thread.join(timeout=10 if self.graceful is None else self.graceful + 60)
             self._server = None
 
     def __enter__(self) -> LoopbackServer:

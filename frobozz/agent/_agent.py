@@ -126,9 +126,11 @@ class Agent:
 
     # -- the API --------------------------------------------------------------------------------------
     async def create_session(self, workspace: str, history: Sequence[Mapping[str, Any]] | None = None,
-                             attached: Sequence[Mapping[str, Any]] | None = None, **options: Any) -> str:
+                             attached: Sequence[Mapping[str, Any]] | None = None, *, token: str | None = None,
+                             **options: Any) -> str:
         """A new session in `user/name` (made if missing); `history` an app's own conversation to restore,
-        `attached` documents the user picked; options: model, allowed_tools, max_turns, max_budget_usd, and
+        `attached` documents the user picked; `token` the name of the scoped token that asked (its webhooks get
+        the session's notifications); options: model, allowed_tools, max_turns, max_budget_usd, and
         memory={"namespace": NS}, the memory loop around every turn."""
         unknown = set(options) - set(OPTIONS)
         if unknown:
@@ -139,7 +141,7 @@ class Agent:
         text = preamble(space, history, attached, inline_chars=self.settings.attach_inline_chars)
         assert self.store is not None and self.leases is not None
         record = await self.store.add(SessionRecord(id=secrets.token_hex(16), workspace=space.spec, owner=space.user,
-                                                    options={k: v for k, v in options.items() if v is not None},
+                                                    token=token, options={k: v for k, v in options.items() if v is not None},
                                                     preamble=text))
         first = [Logged(seq=1, event=Status(state="idle"))]
         await self.leases.log(record.id, None, first)  # before any instance holds it: no one else can write
@@ -314,7 +316,7 @@ class Agent:
             await leases.log(record.id, token, batch)  # then, once, from the instance that wrote them:
             for logged in batch:
                 if isinstance(logged.event, (Question, Done)):
-                    tg.start_soon(self._notify, record.id, record.owner, logged)
+                    tg.start_soon(self._notify, record, logged)
 
         relay = Relay(history, persist=persist, on_lost=lambda: self._lost(session))
         space = space or self.workspaces.resolve(record.workspace)
@@ -327,12 +329,12 @@ class Agent:
         self._tg.start_soon(relay.keep)
         return session
 
-    async def _notify(self, session_id: str, owner: str, logged: Logged) -> None:
+    async def _notify(self, record: SessionRecord, logged: Logged) -> None:
         assert self.notifier is not None
         try:
-            await self.notifier.notify(session_id, owner, logged)
+            await self.notifier.notify(record.id, record.owner, logged, token=record.token)
         except DatabaseError as e:
-            log.warning("session %s: no notification for event %d: %s", session_id, logged.seq, e)
+            log.warning("session %s: no notification for event %d: %s", record.id, logged.seq, e)
 
     def _engine_options(self) -> EngineOptions:
         return replace(self.engine_options, session_store=self.transcripts, session_store_flush="batched",

@@ -5,7 +5,10 @@ concurrent sessions never race on the index or lose a commit. git runs as the wo
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -39,32 +42,73 @@ async def _git(space: Workspace, *args: str) -> str:
     return done.stdout.decode(errors="replace")
 
 
-async def dirty(space: Workspace) -> dict[str, tuple[int, int] | None]:
+# a file modified this recently (seconds) may be written again within its clock's resolution and keep its size
+# and mtime: git's "racy" case. Its state then includes its content's hash, as git's own check compares content.
+RACY = 2.0
+State = tuple[int, int, str | None]  # size, mtime (ns), and the content's hash when the file was racy
+
+
+def _state(path: Path, now: float, hash_anyway: bool) -> State | None:
+    """A file's (size, mtime, hash): the hash when the mtime is within RACY of `now` or `hash_anyway`; None when
+    it is gone. Never through a link: a symlink's state is its target's name."""
+    try:
+        stat = path.lstat()
+        digest = None
+        if hash_anyway or now - stat.st_mtime_ns / 1e9 < RACY:
+            hashed = hashlib.sha256()
+            if path.is_symlink():
+                hashed.update(os.readlink(path).encode(errors="surrogateescape"))
+            elif path.is_file():
+                descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # (never waits on a FIFO)
+                with open(descriptor, "rb") as file:
+                    for chunk in iter(lambda: file.read(1 << 20), b""):
+                        hashed.update(chunk)
+            digest = hashed.hexdigest()
+        return stat.st_size, stat.st_mtime_ns, digest
+    except OSError:
+        return None
+
+
+async def dirty(space: Workspace, before: dict[str, State | None] | None = None) -> dict[str, State | None]:
     """The workspace's changed and untracked files as git sees them (without taking the index's lock), each with
-    its (size, mtime) or None when gone: taken before and after a Bash call, what the call changed."""
+    its state (`_state`) or None when gone: taken before and after a Bash call, what the call changed. After
+    (`before` given), a file hashed before is hashed again, so a same-size rewrite within the clock's
+    resolution is seen."""
     if not is_repository(space):
         return {}
     out = await _git(space, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all")
-    found: dict[str, tuple[int, int] | None] = {}
+    paths: list[str] = []
     entries = iter(out.split("\0"))
     for entry in entries:
         if len(entry) < 4:
             continue
-        paths = [entry[3:]]
+        paths.append(entry[3:])
         if entry[0] in "RC":  # a rename or copy names its source next
             paths.append(next(entries, ""))
-        for path in filter(None, paths):
-            try:
-                stat = (space.path / path).lstat()
-                found[path] = (stat.st_size, stat.st_mtime_ns)
-            except OSError:
-                found[path] = None
+    earlier = before or {}
+
+    def look() -> dict[str, State | None]:
+        now = time.time()
+        return {path: _state(space.path / path, now, (earlier.get(path) or (0, 0, None))[2] is not None)
+                for path in filter(None, paths)}
+    return await anyio.to_thread.run_sync(look)
+
+
+def changed(before: dict[str, State | None], after: dict[str, State | None]) -> list[str]:
+    """The files that changed between two `dirty` looks (new, written again, or gone): a file's size or mtime
+    differs, or its content's hash when both looks hashed it."""
+    found = []
+    for path, state in after.items():
+        if path not in before:
+            found.append(path)
+            continue
+        was = before[path]
+        if was is None or state is None:
+            if was != state:
+                found.append(path)
+        elif was[:2] != state[:2] or (was[2] is not None and state[2] is not None and was[2] != state[2]):
+            found.append(path)
     return found
-
-
-def changed(before: dict[str, tuple[int, int] | None], after: dict[str, tuple[int, int] | None]) -> list[str]:
-    """The files that changed between two `dirty` looks (new, written again, or gone)."""
-    return [path for path, state in after.items() if path not in before or before[path] != state]
 
 
 def turn_files(space: Workspace, targets: Iterable[str]) -> list[str]:

@@ -9,6 +9,7 @@ whose workspaces it may use (`request.state.grant.users`; no grant: any user).""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -36,6 +37,12 @@ def _owners(request: Request) -> set[str] | None:
     grant = getattr(request.state, "grant", None)
     users = getattr(grant, "users", None) if grant is not None else None
     return None if grant is None or users is None or "*" in users else set(users)
+
+
+def _token(request: Request) -> str | None:
+    """The name of the caller's scoped token (never its secret); None: not scoped."""
+    grant = getattr(request.state, "grant", None)
+    return str(grant.name) if grant is not None else None
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -90,7 +97,7 @@ def create_app(agent: Agent) -> Starlette:
         if grant is not None and isinstance(namespace, str) and not grant.may(namespace, write=True):
             raise ForbiddenError(f"this token may not write to the memory namespace {namespace[:100]!r}")
         session_id = await agent.create_session(workspace, history=body.get("history"), attached=body.get("attached"),
-                                                **options)
+                                                token=_token(request), **options)
         live = await agent.session(session_id)
         return JSONResponse({"session_id": session_id, "workspace": str(live.workspace.path)}, status_code=201)
 
@@ -239,23 +246,42 @@ def create_app(agent: Agent) -> Starlette:
             raise SessionNotFoundError("no such subscription")
         return Response(status_code=204)
 
+    def token_of(request: Request, body: dict[str, Any]) -> str:
+        """The token a webhook is for: a scoped token registers for itself only; the hub's own token (no scope),
+        which acts for every user, for any token."""
+        token, mine = body.get("token"), _token(request)
+        if not isinstance(token, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}", token) or \
+                "user" in body:
+            raise InputError("token is the name of the token whose sessions it is for (and then no user)")
+        if mine is not None and token != mine:
+            raise ForbiddenError(f"token {mine!r} may register a webhook for itself only, not for another token")
+        return token
+
     async def webhooks(request: Request) -> Response:
         assert agent.notifier is not None
         owners = _owners(request)
         if request.method == "GET":
-            return JSONResponse({"webhooks": await agent.notifier.webhooks(sorted(owners) if owners else None)})
+            return JSONResponse({"webhooks": await agent.notifier.webhooks(sorted(owners) if owners else None,
+                                                                           _token(request))})
         body = await _body(request)
-        return JSONResponse(await agent.notifier.add_webhook(user_of(request, body), body.get("url")), status_code=201)
+        if "token" in body:
+            made = await agent.notifier.add_webhook(None, body.get("url"), token=token_of(request, body))
+        else:
+            made = await agent.notifier.add_webhook(user_of(request, body), body.get("url"))
+        return JSONResponse(made, status_code=201)
 
     async def webhook(request: Request) -> Response:
         assert agent.notifier is not None
         owners = _owners(request)
         item, mine = request.path_params["item"], sorted(owners) if owners else None
-        done = await (agent.notifier.resume_webhook(item, mine) if request.method == "POST" else
-                      agent.notifier.remove_webhook(item, mine))
-        if not done:
+        if request.method == "POST":
+            resumed = await agent.notifier.resume_webhook(item, mine, _token(request))
+            if resumed is None:
+                raise SessionNotFoundError("no such webhook")
+            return JSONResponse({"ok": True, **resumed})
+        if not await agent.notifier.remove_webhook(item, mine, _token(request)):
             raise SessionNotFoundError("no such webhook")
-        return JSONResponse({"ok": True}) if request.method == "POST" else Response(status_code=204)
+        return Response(status_code=204)
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:

@@ -1,7 +1,8 @@
 """Notifications when a question waits or a turn ends: Web Push (VAPID, RFC 8030/8291 through pywebpush) to
-a browser's subscription, per session or per user, and webhooks per user, queued in the Postgres outbox
-(`_outbox`: signed, retried with a doubling backoff by whichever instance is alive, paused with a record after
-failing again and again).
+a browser's subscription, per session or per user, and webhooks per user or per token (the sessions a scoped
+token made), queued in the Postgres outbox (`_outbox`: signed, retried with a doubling backoff by whichever
+instance is alive, in order, paused with a record after failing again and again, and what happens while paused
+kept, bounded, for the webhook's resumption).
 
 Only public addresses are reached (`_addresses`: a host that resolves to a private, loopback, link-local or
 metadata address is refused, when it is registered and again at each try, and the request goes to the address
@@ -24,6 +25,8 @@ from cryptography.hazmat.primitives import serialization
 from py_vapid import Vapid02, b64urlencode
 from pywebpush import WebPushException, webpush_async
 
+from frobozz.memory import DATABASE_ERRORS, DatabaseError
+
 from ._addresses import Address, Resolver, checked_url, pinned
 from ._events import Done, Logged, Question
 from ._outbox import Outbox
@@ -32,6 +35,10 @@ from .exceptions import InputError
 from .settings import AgentSettings
 
 log = logging.getLogger("frobozz.agent.notify")
+# whose webhooks a caller may see and change, with $2 its `owners` and $3 its `token`: a user's of `owners` (null:
+# any user's), and a token's when it is `token` (null: any token's; a scoped token passes its own name)
+MINE = "((token IS NULL AND ($2::text[] IS NULL OR owner = ANY($2))) OR (token IS NOT NULL AND ($3::text IS NULL " \
+       "OR token = $3)))"
 
 
 def summary(session_id: str, logged: Logged) -> dict[str, Any] | None:
@@ -134,42 +141,62 @@ class Notifier:
             log.warning("a push to subscription %s failed: %s", row["id"], type(e).__name__)
 
     # -- webhooks ---------------------------------------------------------------------------------------
-    async def add_webhook(self, owner: str, url: Any) -> dict[str, Any]:
+    async def add_webhook(self, owner: str | None, url: Any, *, token: str | None = None) -> dict[str, Any]:
+        """A webhook for a user's sessions (`owner`) or for the sessions a token made (`token`): one of the two."""
+        if (owner is None) == (token is None):
+            raise InputError("a webhook is for a user or for a token (one of the two)")
         url = await checked_url(url, https_only=False, loopback=self.settings.loopback_receivers, resolve=self.resolve)
         hook = {"id": secrets.token_hex(16), "url": url, "secret": secrets.token_urlsafe(32)}
-        await self._do("execute", "INSERT INTO agent_webhooks (id, owner, url, secret) VALUES ($1, $2, $3, $4)",
-                       hook["id"], owner, url, hook["secret"])
+        await self._do("execute", "INSERT INTO agent_webhooks (id, owner, token, url, secret) VALUES ($1, $2, $3, $4, "
+                                  "$5)", hook["id"], owner, token, url, hook["secret"])
         return hook  # the secret is shown this once
 
-    async def webhooks(self, owners: list[str] | None) -> list[dict[str, Any]]:
-        rows = await self._do("fetch", "SELECT id, owner, url, failures, paused_at, paused_reason FROM agent_webhooks "
-                                       "WHERE $1::text[] IS NULL OR owner = ANY($1) ORDER BY created_at", owners)
-        return [{"id": r["id"], "user": r["owner"], "url": r["url"], "failures": r["failures"],
+    async def webhooks(self, owners: list[str] | None, token: str | None = None) -> list[dict[str, Any]]:
+        rows = await self._do("fetch", "SELECT id, owner, token, url, failures, paused_at, paused_reason, dropped, "
+                                       "(SELECT count(*) FROM agent_webhook_outbox o WHERE o.webhook_id = w.id) AS "
+                                       f"waiting FROM agent_webhooks w WHERE id = coalesce($1, id) AND {MINE} "
+                                       "ORDER BY created_at, id", None, owners, token)
+        return [{"id": r["id"], "user": r["owner"], "token": r["token"], "url": r["url"], "failures": r["failures"],
                  "paused_at": r["paused_at"].isoformat() if r["paused_at"] else None,
-                 "paused_reason": r["paused_reason"]} for r in rows]
+                 "paused_reason": r["paused_reason"], "waiting": r["waiting"], "dropped": r["dropped"]} for r in rows]
 
-    async def remove_webhook(self, webhook_id: str, owners: list[str] | None) -> bool:
-        return bool(await self._do("fetchval", "DELETE FROM agent_webhooks WHERE id = $1 AND ($2::text[] IS NULL OR "
-                                               "owner = ANY($2)) RETURNING 1", webhook_id, owners))
+    async def remove_webhook(self, webhook_id: str, owners: list[str] | None, token: str | None = None) -> bool:
+        return bool(await self._do("fetchval", f"DELETE FROM agent_webhooks WHERE id = $1 AND {MINE} "
+                                               "RETURNING 1", webhook_id, owners, token))
 
-    async def resume_webhook(self, webhook_id: str, owners: list[str] | None) -> bool:
-        """Deliver to it again, beginning with the deliveries that waited while it was paused."""
-        resumed = bool(await self._do("fetchval", "UPDATE agent_webhooks SET paused_at = NULL, paused_reason = NULL, "
-                                                  "failures = 0 WHERE id = $1 AND ($2::text[] IS NULL OR owner = "
-                                                  "ANY($2)) RETURNING 1", webhook_id, owners))
+    async def resume_webhook(self, webhook_id: str, owners: list[str] | None, token: str | None = None
+                             ) -> dict[str, int] | None:
+        """Deliver to it again, beginning with the deliveries kept while it was paused (in the order of their
+        events, each try counted anew); None when there is no such webhook of the caller's. What it says: how
+        many wait, and how many were let go over the bound since the last resumption."""
+        try:
+            async with self.pool.acquire() as connection, connection.transaction():
+                dropped = await connection.fetchval(f"SELECT dropped FROM agent_webhooks WHERE id = $1 AND {MINE} "
+                                                    "FOR UPDATE", webhook_id, owners, token)
+                if dropped is None:
+                    return None
+                await connection.execute("UPDATE agent_webhooks SET paused_at = NULL, paused_reason = NULL, "
+                                         "failures = 0, dropped = 0 WHERE id = $1", webhook_id)
+                waiting = await connection.fetch("UPDATE agent_webhook_outbox SET attempts = 0, due_at = now(), "
+                                                 "last_problem = NULL WHERE webhook_id = $1 AND (claimed_until IS NULL "
+                                                 "OR claimed_until < now()) RETURNING 1", webhook_id)
+        except DATABASE_ERRORS as e:
+            raise DatabaseError(f"the agent service's database failed: {e}") from e
         self.outbox.wake()
-        return resumed
+        return {"waiting": len(waiting), "dropped": dropped}
 
     # -- what happened --------------------------------------------------------------------------------------
-    async def notify(self, session_id: str, owner: str, logged: Logged) -> None:
-        """Tell the session's and its user's push subscriptions and the user's webhooks (each at once, apart)."""
+    async def notify(self, session_id: str, owner: str, logged: Logged, *, token: str | None = None) -> None:
+        """Tell the session's and its user's push subscriptions, the user's webhooks and those of the token that
+        made the session (each at once, apart)."""
         payload = summary(session_id, logged)
         if payload is None:
             return
         payload["id"] = f"{session_id}:{logged.seq}"
         pushes = await self._do("fetch", "SELECT id, endpoint, p256dh, auth FROM agent_push_subscriptions WHERE owner "
                                          "= $1 AND (session_id IS NULL OR session_id = $2)", owner, session_id)
-        await self.outbox.queue(owner, payload["id"], {**payload, "user": owner})  # kept before any push is tried
+        await self.outbox.queue(owner, token, payload["id"], {**payload, "user": owner, "token": token})
+        # (kept before any push is tried)
         async with anyio.create_task_group() as tg:
             for row in pushes:
                 tg.start_soon(self._push, row, payload)

@@ -28,7 +28,7 @@ from frobozz.engine.observers import ToolCall, ToolLog
 from frobozz.loop import MemorySession
 
 from ._events import Done, Error, Question, Status, TextDelta, ToolResult, ToolUse
-from ._history import changed, dirty, is_repository
+from ._history import State, changed, dirty, is_repository
 from ._relay import Relay
 from ._store import SessionRecord
 from ._workspaces import Workspace, Workspaces
@@ -82,7 +82,7 @@ class AgentSession:
         self._engine_done.set()
         self._busy = False
         self.current: str | None = None  # the message whose turn is in hand
-        self._before_bash: dict[str, dict[str, tuple[int, int] | None]] = {}  # tool use id -> the files before it
+        self._before_bash: dict[str, dict[str, State | None]] = {}  # tool use id -> the files before it
 
     @property
     def id(self) -> str:
@@ -293,9 +293,9 @@ class AgentSession:
                 return
         raise RuntimeError("claude's stream ended before the turn did")
 
-    async def _changed_by_bash(self, before: dict[str, tuple[int, int] | None]) -> list[str]:
+    async def _changed_by_bash(self, before: dict[str, State | None]) -> list[str]:
         try:
-            return changed(before, await dirty(self.workspace))
+            return changed(before, await dirty(self.workspace, before))
         except HistoryError as e:
             log.warning("session %s: what Bash changed is not known: %s", self.id, e)
             return []

@@ -20,6 +20,7 @@ class SessionRecord:
     id: str
     workspace: str
     owner: str
+    token: str | None = None  # the name of the scoped token that made it (never its secret); None: unscoped
     options: dict[str, Any] = field(default_factory=dict)
     preamble: str = ""
     claude_session_id: str | None = None
@@ -34,13 +35,14 @@ class SessionRecord:
         """What the API says of a session: its workspace's absolute `path` and its `status` now."""
         memory = {"memory": {"namespace": self.options["memory"]["namespace"], "session": self.memory_session}} \
             if self.options.get("memory") else {}
-        return {"session_id": self.id, "workspace": path, "status": status, "usage": self.usage,
+        return {"session_id": self.id, "workspace": path, "token": self.token, "status": status, "usage": self.usage,
                 "cost_usd": self.cost_usd, "claude_session_id": self.claude_session_id, "created_at": _iso(self.created_at),
                 "last_activity": _iso(self.last_activity), **memory}
 
     @classmethod
     def of(cls, row: asyncpg.Record) -> SessionRecord:
-        return cls(id=row["id"], workspace=row["workspace"], owner=row["owner"], options=json.loads(row["options"]),
+        return cls(id=row["id"], workspace=row["workspace"], owner=row["owner"], token=row["token"],
+                   options=json.loads(row["options"]),
                    preamble=row["preamble"], claude_session_id=row["claude_session_id"],
                    memory_session=row["memory_session"], status=row["status"],
                    usage=json.loads(row["usage"]), cost_usd=row["cost_usd"], created_at=row["created_at"],
@@ -59,7 +61,7 @@ async def query(pool: asyncpg.Pool, method: str, sql: str, *args: Any) -> Any:
         raise DatabaseError(f"the agent service's database failed: {e}") from e
 
 
-_COLUMNS = "id, workspace, owner, options::text, preamble, claude_session_id, memory_session, status, usage::text, " \
+_COLUMNS = "id, workspace, owner, token, options::text, preamble, claude_session_id, memory_session, status, usage::text, " \
            "cost_usd, created_at, last_activity"
 
 
@@ -78,9 +80,10 @@ class AgentStore:
         return await query(self.pool, method, sql, *args)
 
     async def add(self, record: SessionRecord) -> SessionRecord:
-        row = await self._do("fetchrow", f"INSERT INTO agent_sessions (id, workspace, owner, options, preamble) "
-                                         f"VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING {_COLUMNS}",
-                             record.id, record.workspace, record.owner, json.dumps(record.options), record.preamble)
+        row = await self._do("fetchrow", f"INSERT INTO agent_sessions (id, workspace, owner, token, options, preamble) "
+                                         f"VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING {_COLUMNS}",
+                             record.id, record.workspace, record.owner, record.token, json.dumps(record.options),
+                             record.preamble)
         return SessionRecord.of(row)
 
     async def get(self, session_id: str) -> SessionRecord | None:

@@ -26,4 +26,5 @@ class AgentSettings(BaseSettings):
     webhook_claim: float = 30.0  # seconds an instance holds a delivery it is making (then another may make it)
     webhook_poll: float = 2.0  # seconds between looks for deliveries due (queued elsewhere, retries, lapsed claims)
     webhook_pause_after: int = 3  # deliveries failed in a row before a webhook is paused
+    webhook_keep: int = 1000  # deliveries kept waiting for a webhook (paused or slow): beyond, the oldest go, counted
     loopback_receivers: bool = False  # tests and local development: push endpoints and webhooks on 127.0.0.1

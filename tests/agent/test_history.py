@@ -88,3 +88,36 @@ async def test_files_a_bash_command_changed_made_or_removed_are_committed_with_t
     assert sorted(latest["files"]) == ["by-bash.md", "gone.md", "kept.md"]
     assert git(path, "show", "HEAD:kept.md") == "changed" and git(path, "show", "HEAD:by-bash.md") == "three"
     assert git(path, "status", "--porcelain") == "?? untouched.md\n"  # the one changed outside the turn stays
+
+
+async def test_a_same_size_rewrite_within_the_clocks_resolution_is_seen_as_a_change(tmp_path):
+    """git's racy case: a file already changed is written again with the same size and, on a coarse clock, the
+    same mtime (set back here, as such a clock would leave it). Its content's hash tells; a file left alone, or
+    one last written long ago, is not taken for changed."""
+    from frobozz.agent._history import changed, dirty
+    from frobozz.agent._workspaces import Workspace
+
+    path = tmp_path / "alice" / "notes"
+    path.mkdir(parents=True)
+    space = Workspace(user="alice", name="notes", path=path, user_dir=path.parent)
+    assert await dirty(space) == {}  # no repository: nothing
+    repository(path)
+    assert await dirty(space) == {}  # the empty case: a repository with nothing in it
+    for name in ("kept.md", "old.md"):
+        (path / name).write_text("aaaa")
+    git(path, "add", ".")
+    git(path, "-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "--quiet", "-m", "first")
+    (path / "kept.md").write_text("bbbb")  # changed since the commit
+    (path / "old.md").write_text("cccc")
+    os.utime(path / "old.md", ns=(0, (path / "old.md").stat().st_mtime_ns - 3600 * 10**9))  # an hour ago
+    (path / "alone.md").write_text("untracked, left alone")
+    before = await dirty(space)
+    assert sorted(before) == ["alone.md", "kept.md", "old.md"]
+    stamp = (path / "kept.md").stat().st_mtime_ns
+    (path / "kept.md").write_text("dddd")  # the same size ...
+    os.utime(path / "kept.md", ns=(stamp, stamp))  # ... and the same mtime
+    after = await dirty(space, before)
+    assert after["kept.md"][:2] == before["kept.md"][:2]  # size and mtime alone would have missed it
+    assert changed(before, after) == ["kept.md"]
+    (path / "old.md").unlink()
+    assert changed(after, await dirty(space, after)) == ["old.md"]  # gone: changed too

@@ -26,6 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from frobozz._loopback import LoopbackServer
+from frobozz.agent import create_app
 from tests.agent.test_http import Service, sse
 
 pytestmark = pytest.mark.anyio
@@ -101,6 +102,7 @@ class Receiver:
         self.hold = False  # the first request waits, unanswered, while this is so (then 503)
         self.held = False
         self.hosts: list[str] = []
+        self.deliveries: dict[str, list[str]] = {}  # each receiver's X-Frobozz-Delivery ids, as they came
 
         async def hook(request: Request) -> Response:
             name = request.path_params["name"]
@@ -119,9 +121,25 @@ class Receiver:
             if not hmac.compare_digest(expected, request.headers["x-frobozz-signature"]):
                 return Response(status_code=401)
             self.received.setdefault(name, []).append(json.loads(body))
+            self.deliveries.setdefault(name, []).append(request.headers["x-frobozz-delivery"])
             return Response(status_code=204)
 
         self.server = LoopbackServer(Starlette(routes=[Route("/hook/{name}", hook, methods=["POST"])]))
+
+
+async def ask_and_answer(client: httpx.AsyncClient, session: str, colour: str) -> str:
+    """A turn that asks the lamp's colour, answered `colour` once the question is out; the question's id."""
+    events: list = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: sse(client, f"/sessions/{session}/events", into=events))
+        await client.post(f"/sessions/{session}/messages", json={"text": "ask me"})
+        with anyio.fail_after(120):
+            while not any(e["event"] == "question" for e in events):
+                await anyio.sleep(0.02)
+        question = next(e for e in events if e["event"] == "question")["data"]["question_id"]
+        await client.post(f"/sessions/{session}/answers", json={
+            "question_id": question, "answers": {"Which colour for the lamp?": colour}})
+    return question
 
 
 async def test_a_question_and_a_finished_turn_reach_push_subscriptions_and_signed_webhooks(make_agent):
@@ -144,16 +162,7 @@ async def test_a_question_and_a_finished_turn_reach_push_subscriptions_and_signe
             assert made.status_code == 201
             receiver.secrets[name] = made.json()["secret"]
             receiver.down[name] = down
-        events: list = []
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: sse(client, f"/sessions/{session}/events", into=events))
-            await client.post(f"/sessions/{session}/messages", json={"text": "ask me"})
-            with anyio.fail_after(60):
-                while not any(e["event"] == "question" for e in events):
-                    await anyio.sleep(0.02)
-            question = next(e for e in events if e["event"] == "question")["data"]["question_id"]
-            await client.post(f"/sessions/{session}/answers", json={
-                "question_id": question, "answers": {"Which colour for the lamp?": "Blue"}})
+        question = await ask_and_answer(client, session, "Blue")
         with anyio.fail_after(60):
             while len(push.received.get("laptop", [])) < 2 or len(receiver.received.get("flaky", [])) < 2 or \
                     not (await client.get("/webhooks")).json()["webhooks"][2]["paused_at"]:
@@ -270,38 +279,53 @@ async def test_a_name_resolving_to_a_forbidden_address_or_to_nothing_is_refused_
         await pinned("http://hook.test/x", https_only=False, loopback=False, resolve=resolve)
 
 
-async def test_a_paused_webhook_gets_nothing_until_it_is_resumed_and_an_event_is_queued_for_it_once(
+async def test_what_happens_while_a_webhook_is_paused_is_kept_bounded_and_delivered_in_order_on_resumption(
         cortex_settings, tmp_path):
+    """A receiver that is down: the first delivery is given up on, the second pauses the webhook (and is kept);
+    five events while paused are kept too, but the bound (5) lets the oldest go, counted; nothing is sent while
+    paused; the receiver comes up and the webhook is resumed: every kept event arrives once, in order, signed,
+    with its own delivery id."""
     from frobozz.agent import AgentSettings, Done, Logged
     from frobozz.agent._notify import Notifier
     from frobozz.agent._store import AgentStore
     receiver = Receiver()
     store = await AgentStore.open(cortex_settings)
-    settings = AgentSettings(workspaces=tmp_path, loopback_receivers=True, webhook_retries=1, webhook_pause_after=1,
-                             webhook_poll=0.2)
+    settings = AgentSettings(workspaces=tmp_path, loopback_receivers=True, webhook_retries=1, webhook_pause_after=2,
+                             webhook_poll=0.2, webhook_keep=5)
     notifier = Notifier(store.pool, settings, "pausing")
     try:
         with receiver.server:
             assert await notifier.outbox.pending() == []  # the empty case
+            assert await notifier.resume_webhook("0" * 32, None) is None
             hook = await notifier.add_webhook("alice", f"{receiver.server.url}/hook/later")
-            receiver.secrets["later"], receiver.down["later"] = hook["secret"], 1
+            receiver.secrets["later"], receiver.down["later"] = hook["secret"], 10**6
             async with anyio.create_task_group() as tg:
                 tg.start_soon(notifier.outbox.deliver_forever)
-                await notifier.notify("s1", "alice", Logged(seq=3, event=Done(result="lost")))
+                for seq in (1, 2):
+                    await notifier.notify("s1", "alice", Logged(seq=seq, event=Done(result=f"turn {seq}")))
                 with anyio.fail_after(60):
                     while not (await notifier.webhooks(["alice"]))[0]["paused_at"]:
                         await anyio.sleep(0.05)
-                await notifier.notify("s1", "alice", Logged(seq=4, event=Done(result="while paused")))
-                assert await notifier.outbox.pending() == []  # paused: nothing queued (its record says why)
-                assert await notifier.resume_webhook(hook["id"], ["alice"])
-                await notifier.notify("s1", "alice", Logged(seq=5, event=Done(result="resumed")))
-                assert await notifier.outbox.queue("alice", "s1:5", {"again": True}) == 0  # once per event
+                assert [p["delivery"] for p in await notifier.outbox.pending()] == ["s1:2"]  # kept: it paused it
+                for seq in range(3, 8):
+                    await notifier.notify("s1", "alice", Logged(seq=seq, event=Done(result=f"turn {seq}")))
+                    assert await notifier.outbox.queue("alice", None, f"s1:{seq}", {"again": True}) == 0  # once
+                kept = [p["delivery"] for p in await notifier.outbox.pending()]
+                assert kept == [f"s1:{seq}" for seq in range(3, 8)]  # the bound: the oldest went
+                (listed,) = await notifier.webhooks(["alice"])
+                assert (listed["waiting"], listed["dropped"], listed["failures"]) == (5, 1, 2)
+                assert "later" not in receiver.received  # nothing sent while paused
+                receiver.down["later"] = 0  # the receiver comes up
+                assert await notifier.resume_webhook(hook["id"], ["bob"]) is None  # not bob's to resume
+                assert await notifier.resume_webhook(hook["id"], ["alice"]) == {"waiting": 5, "dropped": 1}
                 with anyio.fail_after(60):
-                    while not receiver.received.get("later") or await notifier.outbox.pending():
+                    while len(receiver.received.get("later", [])) < 5 or await notifier.outbox.pending():
                         await anyio.sleep(0.05)
                 tg.cancel_scope.cancel()
-        assert [d["body"] for d in receiver.received["later"]] == ["resumed"]
-        assert (await notifier.webhooks(["alice"]))[0]["failures"] == 0
+        assert receiver.deliveries["later"] == kept  # once each, in order, with the same ids
+        assert [d["body"] for d in receiver.received["later"]] == [f"turn {seq}" for seq in range(3, 8)]
+        (listed,) = await notifier.webhooks(["alice"])
+        assert (listed["paused_at"], listed["failures"], listed["waiting"], listed["dropped"]) == (None, 0, 0, 0)
     finally:
         await notifier.aclose()
         await store.aclose()
@@ -326,3 +350,66 @@ async def test_a_push_connects_to_the_address_the_guard_checked_whatever_the_nam
             async with http.post(f"http://push.test:{port}/push", data=b"x") as answer:
                 assert answer.status == 201
     assert hosts == [f"push.test:{port}"]
+
+
+async def test_a_tokens_webhook_gets_its_sessions_events_a_users_gets_all_of_the_users_and_nothing_else(make_agent):
+    """Behind scoped tokens: app-a and app-b act for alice, app-c for bob. alice's webhook gets the events of
+    both tokens' sessions of hers, each token's webhook only those of the sessions it made, bob's only his; a
+    token cannot register, see, resume or remove another token's webhook."""
+    from frobozz.servers._auth import ScopedTokens
+    from frobozz.servers._grants import Grant, hashed
+
+    secrets = {name: f"{name}-token-0123456789abcdef" for name in ("app-a", "app-b", "app-c")}
+    grants = [Grant(name=name, sha256=hashed(secret), servers=["agent"], users=["bob" if name == "app-c" else "alice"])
+              for name, secret in secrets.items()]
+    receiver = Receiver()
+    agent = make_agent(loopback_receivers=True, webhook_poll=0.2)
+    server = LoopbackServer(ScopedTokens(create_app(agent), grants, frozenset(), only="agent"), lifespan="on")
+    with server, receiver.server:
+        clients = {name: httpx.AsyncClient(base_url=server.url, timeout=60, headers={"Authorization": f"Bearer {s}"})
+                   for name, s in secrets.items()}
+        a, b, c = clients.values()
+        assert (await a.get("/webhooks")).json() == {"webhooks": []}  # the empty case
+        hooks = {}
+        for client, body in ((a, {"user": "alice"}), (a, {"token": "app-a"}), (b, {"token": "app-b"}),
+                             (c, {"user": "bob"})):
+            name = body.get("user") or body["token"]
+            made = await client.post("/webhooks", json={**body, "url": f"{receiver.server.url}/hook/{name}"})
+            assert made.status_code == 201, made.text
+            hooks[name], receiver.secrets[name] = made.json()["id"], made.json()["secret"]
+        refused = await a.post("/webhooks", json={"token": "app-b", "url": f"{receiver.server.url}/hook/stolen"})
+        assert refused.status_code == 403 and "itself only" in refused.json()["error"]
+        for bad in ({"token": "app-a", "user": "alice"}, {"token": ""}, {"token": "../x"}, {"token": ["app-a"]}):
+            assert (await a.post("/webhooks", json={**bad, "url": f"{receiver.server.url}/hook/x"})).status_code == 400
+        assert sorted(h["user"] or h["token"] for h in (await a.get("/webhooks")).json()["webhooks"]) == \
+            ["alice", "app-a"]  # not app-b's, though app-b acts for alice too
+        assert (await a.post(f"/webhooks/{hooks['app-b']}/resume")).status_code == 404
+        assert (await a.delete(f"/webhooks/{hooks['app-b']}")).status_code == 404
+        assert (await a.post(f"/webhooks/{hooks['app-a']}/resume")).json() == {"ok": True, "waiting": 0, "dropped": 0}
+        sessions = {}
+        for name, client, space in (("app-a", a, "alice/one"), ("app-b", b, "alice/two"), ("app-c", c, "bob/three")):
+            made = await client.post("/sessions", json={"workspace": space})
+            sessions[name] = made.json()["session_id"]
+            assert (await client.get(f"/sessions/{sessions[name]}")).json()["token"] == name
+        await ask_and_answer(a, sessions["app-a"], "Red")
+        for name, client in (("app-b", b), ("app-c", c)):
+            await client.post(f"/sessions/{sessions[name]}/messages", json={"text": "hello"})
+        async def waiting() -> int:
+            listed = [(await client.get("/webhooks")).json()["webhooks"] for client in (a, b, c)]
+            return sum(h["waiting"] for hooks in listed for h in hooks)
+
+        with anyio.fail_after(120):  # each event is queued for all its webhooks at once: then the outbox empties
+            while len(receiver.received.get("alice", [])) < 3 or not receiver.received.get("bob") or await waiting():
+                await anyio.sleep(0.05)
+        for client in clients.values():
+            await client.aclose()
+
+    def got(name: str) -> list[tuple[str, str, str | None]]:
+        return sorted((d["session_id"], d["type"], d["token"]) for d in receiver.received.get(name, []))
+
+    one, two, three = sessions["app-a"], sessions["app-b"], sessions["app-c"]
+    assert got("alice") == sorted([(one, "question", "app-a"), (one, "done", "app-a"), (two, "done", "app-b")])
+    assert got("app-a") == sorted([(one, "question", "app-a"), (one, "done", "app-a")])
+    assert got("app-b") == [(two, "done", "app-b")]
+    assert got("bob") == [(three, "done", "app-c")]
+    assert "stolen" not in receiver.received and "x" not in receiver.received
