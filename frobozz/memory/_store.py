@@ -96,14 +96,9 @@ class MemoryStore:
             return memory(existing), existing["id"]
         [vector] = await self.embedder.embed([content])
         async with self.connection() as c:
-            async with c.transaction():
-                row = await c.fetchrow(
-                    "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding) "
-                    "VALUES ($1, $2, $3, $4::jsonb, $5, $6) ON CONFLICT (namespace, content_hash) "
-                    f"WHERE {CURRENT} DO NOTHING RETURNING {COLUMNS}", ns, content, digest, meta, source,
-                    vector)
-                if row is not None:
-                    await c.execute(REFRESH, ns, [row["id"]])
+            # one statement (migration 008): the namespace's word counts are locked for one round trip only
+            row = await c.fetchrow(f"SELECT {COLUMNS} FROM cortex_store($1, $2, $3, $4::jsonb, $5, $6)", ns, content,
+                                   digest, meta, source, vector)
             if row is None:  # another client stored the same text a moment ago
                 row = await c.fetchrow(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 "
                                        f"AND {CURRENT}", ns, digest)
