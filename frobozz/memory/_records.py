@@ -40,6 +40,7 @@ class Hit:
     memory: Memory
     score: float
     parts: dict[str, float] = field(default_factory=dict)
+    has_image: bool = False  # an image is kept with it (migration 007)
 
 
 def memory(row: asyncpg.Record) -> Memory:

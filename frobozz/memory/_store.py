@@ -135,6 +135,7 @@ class MemoryStore:
         """Forget a memory: it is no longer found or read anywhere. Its image goes with it: the row at once, the
         files once no other version of the fact names them (a superseded version shares them). Files left by a
         process killed between the two are removed by `ImageStore.sweep`, as are those of a row deleted outright."""
+        files = None
         async with self.connection() as c:
             async with c.transaction():
                 row = await c.fetchrow(f"UPDATE memories SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL "
