@@ -177,9 +177,10 @@ def forget_cmd(memory_id: int) -> None:
 def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL: one memory per line."),
                namespace: str = typer.Option(None, help="For lines that do not name one."),
                batch: int = typer.Option(64, min=1, max=1024)) -> None:
-    """Import memories from JSONL ({content, metadata?, namespace?, created_at?} per line). Every line is
-    checked first: a bad one is named (its number in FILE, and what is wrong) and nothing is imported."""
-    from frobozz.memory import BulkStore, MemoryStoreError
+    """Import memories from JSONL ({content, metadata?, namespace?, created_at?, image?} per line). Every line
+    is checked first (an image as store checks one): a bad one is named (its number in FILE, and what is wrong)
+    and nothing is imported."""
+    from frobozz.memory import BulkStore, ImageStore, MemorySettings, MemoryStoreError
 
     try:
         text = file.read_text(encoding="utf-8")
@@ -198,10 +199,11 @@ def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, hel
         numbers.append(number)
 
     async def work(store):  # type: ignore[no-untyped-def]
-        bulk, stored, duplicates = BulkStore(store), 0, 0
+        bulk, stored, duplicates = BulkStore(store, ImageStore(store, MemorySettings(), folders=[])), 0, 0
         for number, record in zip(numbers, records, strict=True):
             try:
                 bulk.check(record, namespace)
+                await bulk.picture(record)  # an image is checked as store checks one
             except MemoryStoreError as e:
                 raise MemoryStoreError(f"line {number}: {e}; nothing was imported") from None
         with _progress() as progress:
@@ -219,11 +221,11 @@ def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, hel
 @cortex.command("export")
 def export_cmd(output: Path = typer.Option(None, help="Write here instead of stdout."),
                namespace: str = typer.Option(None, help=NAMESPACE_HELP)) -> None:
-    """Export memories as JSONL (to back them up or move them)."""
-    from frobozz.memory import BulkStore
+    """Export memories as JSONL (to back them up or move them); an image goes in its memory's line, in base64."""
+    from frobozz.memory import BulkStore, ImageStore, MemorySettings
 
     async def work(store):  # type: ignore[no-untyped-def]
-        bulk = BulkStore(store)
+        bulk = BulkStore(store, ImageStore(store, MemorySettings(), folders=[]))
         total = await bulk.count(namespace)
         sink = output.open("w", encoding="utf-8") if output else sys.stdout
         try:

@@ -1,62 +1,121 @@
-"""Moving many memories at once: import (batched embedding), export, and re-embedding."""
+"""Moving many memories at once: import (batched embedding), export, and re-embedding.
+
+A memory's image travels inside its JSONL line: `"image": {"media_type", "data" (the file as stored, in
+base64), "description", "described_by"}`. One line per memory keeps an export one file that can be piped,
+checked line by line and imported whole or not at all, and no path is ever read from an import (a sidecar
+folder named by the lines would be). The thumbnail is not carried: import makes it again from the image with
+the same code, after the same checks as `store` (size, type, pixels)."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from ._database import HNSW_INDEX
-from ._records import COLUMNS, CURRENT, content_hash, memory
-from ._store import REFRESH, MemoryStore
+from ._images import ImageInput, Picture
+from ._records import COLUMNS, CURRENT, DESCRIBED, content_hash, image_hash, memory
+from ._store import IMAGE_COLUMNS, REFRESH, MemoryStore
 from .exceptions import MemoryStoreError
+
+if TYPE_CHECKING:
+    from ._image_store import ImageStore
 
 
 class BulkStore:
-    """Moving many memories at once: import (batched embedding), export, and re-embedding."""
+    """Moving many memories at once: import (batched embedding), export, and re-embedding. `images`: where
+    memories' images are kept, for exporting and importing them (without it, a memory with an image is refused
+    rather than moved without it)."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: MemoryStore, images: ImageStore | None = None) -> None:
         self.store = store
+        self.images = images
         self._ids: dict[int, int] = {}  # an exported memory's id -> its id here, so chains survive (any batch)
 
     async def import_batch(self, records: list[dict[str, Any]], default_namespace: str | None) -> tuple[int, int]:
-        """Store a batch of {content, metadata?, namespace?, source?, created_at?, id?, valid_to?, supersedes?};
-        (stored, duplicates). A record that names the exported `id` of the one it `supersedes` is linked to
-        it, whatever batch that one came in (an export lists the older first)."""
+        """Store a batch of {content, metadata?, namespace?, source?, created_at?, id?, valid_to?, supersedes?,
+        image?}; (stored, duplicates). A record that names the exported `id` of the one it `supersedes` is linked to
+        it, whatever batch that one came in (an export lists the older first). Images are checked (as `store` checks
+        them) before anything of the batch is kept, and their files removed again if the batch is not."""
         s = self.store
         rows = [self.check(record, default_namespace) for record in records]
+        pictures = [await self.picture(record) for record in records]
         vectors = await s.embedder.embed([r[1] for r in rows])
         added: dict[str, list[int]] = {}
-        async with s.connection() as c, c.transaction():
-            for (ns, content, meta, source, created, valid_to, old_id, supersedes), vector in zip(rows, vectors,
-                                                                                                  strict=True):
-                digest = content_hash(content)
-                if valid_to is not None:  # a superseded version: the same one imported twice is kept once
-                    row = await c.fetchrow("SELECT id, false AS new FROM memories WHERE namespace = $1 AND "
-                                           "content_hash = $2 AND valid_to = $3 AND deleted_at IS NULL", ns, digest,
-                                           valid_to)
-                else:
-                    row = None
-                row = row or await c.fetchrow(
-                    "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding, created_at, "
-                    "updated_at, valid_to, supersedes) VALUES ($1, $2, $3, $4::jsonb, $5, $6, COALESCE($7, now()), "
-                    f"COALESCE($7, now()), $8, $9) ON CONFLICT (namespace, content_hash) WHERE {CURRENT} DO NOTHING "
-                    "RETURNING id, true AS new", ns, content, digest, meta, source, vector, created, valid_to,
-                    self._ids.get(supersedes) if supersedes is not None else None)
-                if row is None:  # the same current text is here already
-                    row = await c.fetchrow(f"SELECT id, false AS new FROM memories WHERE namespace = $1 AND "
-                                           f"content_hash = $2 AND {CURRENT}", ns, digest)
-                if row["new"]:
-                    added.setdefault(ns, []).append(row["id"])
-                    if supersedes in self._ids:
-                        await c.execute("UPDATE memories SET superseded_by = $2 WHERE id = $1 AND superseded_by IS NULL",
-                                        self._ids[supersedes], row["id"])
-                if old_id is not None:
-                    self._ids[old_id] = row["id"]
-            for ns, ids in sorted(added.items()):
-                await c.execute(REFRESH, ns, ids)
+        written: list[tuple[str, str] | None] = []
+        kept: set[int] = set()  # which records' files a new row names
+        try:
+            for picture in pictures:
+                written.append(None if picture is None else await anyio.to_thread.run_sync(self._images().write,
+                                                                                           picture))
+            async with s.connection() as c, c.transaction():
+                for n, ((ns, content, meta, source, created, valid_to, old_id, supersedes), vector, picture) in \
+                        enumerate(zip(rows, vectors, pictures, strict=True)):
+                    digest = content_hash(content)
+                    image = records[n].get("image")
+                    if picture is not None:  # as `store` made it: the words without the vision model's description
+                        description = image.get("description")
+                        words = content.removesuffix(f"{DESCRIBED}{description}") if description else content
+                        digest = image_hash(words, picture.sha256)
+                    if valid_to is not None:  # a superseded version: the same one imported twice is kept once
+                        row = await c.fetchrow("SELECT id, false AS new FROM memories WHERE namespace = $1 AND "
+                                               "content_hash = $2 AND valid_to = $3 AND deleted_at IS NULL", ns,
+                                               digest, valid_to)
+                    else:
+                        row = None
+                    row = row or await c.fetchrow(
+                        "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding, "
+                        "created_at, updated_at, valid_to, supersedes) VALUES ($1, $2, $3, $4::jsonb, $5, $6, "
+                        f"COALESCE($7, now()), COALESCE($7, now()), $8, $9) ON CONFLICT (namespace, content_hash) "
+                        f"WHERE {CURRENT} DO NOTHING RETURNING id, true AS new", ns, content, digest, meta, source,
+                        vector, created, valid_to, self._ids.get(supersedes) if supersedes is not None else None)
+                    if row is None:  # the same current text is here already
+                        row = await c.fetchrow(f"SELECT id, false AS new FROM memories WHERE namespace = $1 AND "
+                                               f"content_hash = $2 AND {CURRENT}", ns, digest)
+                    if row["new"]:
+                        added.setdefault(ns, []).append(row["id"])
+                        if supersedes in self._ids:
+                            await c.execute("UPDATE memories SET superseded_by = $2 WHERE id = $1 AND "
+                                            "superseded_by IS NULL", self._ids[supersedes], row["id"])
+                        names = written[n]
+                        if picture is not None and names is not None:
+                            await c.execute(
+                                f"INSERT INTO memory_images (memory_id, {IMAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, "
+                                "$6, $7, $8, $9, $10, $11, $12)", row["id"], picture.media_type, len(picture.raw),
+                                picture.width, picture.height, picture.sha256, names[0], names[1],
+                                picture.thumbnail_width, picture.thumbnail_height, image.get("description"),
+                                image.get("described_by"))
+                            kept.add(n)
+                    if old_id is not None:
+                        self._ids[old_id] = row["id"]
+                for ns, ids in sorted(added.items()):
+                    await c.execute(REFRESH, ns, ids)
+        except BaseException:
+            kept.clear()  # nothing of the batch was kept: neither are its files
+            raise
+        finally:
+            spare = [name for n, names in enumerate(written) if names and n not in kept for name in names]
+            if spare:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._images().remove, spare)
         stored = sum(map(len, added.values()))
         return stored, len(rows) - stored
+
+    def _images(self) -> ImageStore:
+        if self.images is None:
+            raise MemoryStoreError("memories with images are moved only where their images are kept (an ImageStore)")
+        return self.images
+
+    async def picture(self, record: Any) -> Picture | None:
+        """A record's image, checked as `store` checks one (size, type, pixels), with its thumbnail; None without
+        one. A `MemoryStoreError` (an `ImageError`) says what is wrong with it."""
+        image = record.get("image") if isinstance(record, dict) else None
+        if image is None:
+            return None
+        return await self._images().check(ImageInput(data=image["data"], media_type=image["media_type"]))
 
     def check(self, record: Any, default_namespace: str | None) -> tuple[Any, ...]:
         """One record as `import_batch` stores it, or a `MemoryStoreError` saying what is wrong with it (so an
@@ -72,14 +131,17 @@ class BulkStore:
         source = record.get("source") or "import"
         if len(source) > 200 or "\0" in source:
             raise MemoryStoreError("'source' must be at most 200 characters, without NUL characters")
+        _image_record(record.get("image"))
         return (s.namespace(record.get("namespace") or default_namespace), s.content(record["content"]),
                 s.metadata(record.get("metadata")), source, _moment(record, "created_at"),
                 _moment(record, "valid_to"), _id(record, "id"), _id(record, "supersedes"))
 
     async def export(self, namespace: str | None) -> AsyncIterator[dict[str, Any]]:
+        columns = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
         async with self.store.connection() as c, c.transaction():
-            query = (f"SELECT {COLUMNS} FROM memories WHERE deleted_at IS NULL "
-                     + ("AND namespace = $1 " if namespace else "") + "ORDER BY id")
+            query = (f"SELECT {columns}, i.media_type, i.original, i.description, i.described_by FROM memories m "
+                     "LEFT JOIN memory_images i ON i.memory_id = m.id WHERE m.deleted_at IS NULL "
+                     + ("AND m.namespace = $1 " if namespace else "") + "ORDER BY m.id")
             async for row in c.cursor(query, *([self.store.namespace(namespace)] if namespace else [])):
                 m = memory(row)
                 record = {"id": m.id, "namespace": m.namespace, "content": m.content, "metadata": m.metadata,
@@ -88,6 +150,15 @@ class BulkStore:
                 if m.supersedes is not None or m.valid_to is not None:  # a chain: import links it again
                     record |= {"supersedes": m.supersedes,
                                "valid_to": m.valid_to.isoformat() if m.valid_to else None}
+                if row["original"] is not None:
+                    path = self._images().path(row["original"])
+                    try:
+                        data = await anyio.Path(path).read_bytes()
+                    except OSError as e:
+                        raise MemoryStoreError(f"the image of memory {m.id} is missing from {path.parent} "
+                                               f"({e.strerror}); nothing more was exported") from e
+                    record["image"] = {"media_type": row["media_type"], "data": base64.b64encode(data).decode(),
+                                       "description": row["description"], "described_by": row["described_by"]}
                 yield record
 
     async def count(self, namespace: str | None = None) -> int:
@@ -144,3 +215,16 @@ def _id(record: dict[str, Any], key: str) -> int | None:
 def _bad(key: str) -> Any:
     raise MemoryStoreError(f"'{key}' must be " + ("an ISO date and time" if key in ("created_at", "valid_to")
                                                   else "a positive memory id"))
+
+
+def _image_record(image: Any) -> None:
+    """The shape of a record's image (its bytes are checked by `BulkStore.picture`)."""
+    if image is None:
+        return
+    if not isinstance(image, dict) or not isinstance(image.get("data"), str) or \
+            not isinstance(image.get("media_type"), str):
+        raise MemoryStoreError("'image' must be a JSON object with base64 'data' and its 'media_type'")
+    for key in ("description", "described_by"):
+        value = image.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > 20_000 or "\0" in value):
+            raise MemoryStoreError(f"the image's '{key}' must be text of at most 20,000 characters")

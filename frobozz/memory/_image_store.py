@@ -20,15 +20,14 @@ import asyncpg
 
 from . import _images
 from ._images import ImageInput, Picture
-from ._records import COLUMNS, CURRENT, Memory, content_hash, memory
-from ._store import REFRESH, MemoryStore
+from ._records import COLUMNS, CURRENT, Memory, described, image_hash, memory
+from ._store import IMAGE_COLUMNS, REFRESH, MemoryStore
 from ._vision import Describer
 from .exceptions import DatabaseError, ImageError, MemoryStoreError
 from .settings import MemorySettings
 
 log = logging.getLogger("frobozz.cortex")
-_IMAGE = ("media_type, bytes, width, height, sha256, original, thumbnail, thumbnail_width, thumbnail_height, "
-          "description, described_by, created_at")
+_IMAGE = f"{IMAGE_COLUMNS}, created_at"
 
 
 @dataclass(frozen=True)
@@ -81,17 +80,14 @@ class ImageStore:
         store = self.store
         content, ns, meta = store.content(content), store.namespace(namespace), store.metadata(metadata)
         picture = await self.check(given)
-        digest = content_hash(f"{content}\n\0image {picture.sha256}")  # the same words with another image differ
+        digest = image_hash(content, picture.sha256)  # the same words with another image differ
         existing = await self._existing(ns, digest)
         if existing is not None:
             return existing[0], existing[0].id, existing[1]
         description = await self._describe(picture, content)
-        text = content
-        if description:
-            room = store.max_chars - len(content) - len("\n\nImage: ")
-            text = f"{content}\n\nImage: {description[:room]}" if room > 20 else content
+        text = described(content, description, store.max_chars)
         [vector] = await store.embedder.embed([text])
-        names = await anyio.to_thread.run_sync(self._write, picture)
+        names = await anyio.to_thread.run_sync(self.write, picture)
         try:
             async with store.connection() as c, c.transaction():
                 row = await c.fetchrow(
@@ -107,13 +103,13 @@ class ImageStore:
                         description, self.describer.model if description and self.describer else None)
                     await c.execute(REFRESH, ns, [row["id"]])
         except BaseException as e:
-            await anyio.to_thread.run_sync(self._remove, names)
+            await anyio.to_thread.run_sync(self.remove, names)
             if isinstance(e, asyncpg.PostgresError):
                 raise DatabaseError(f"the memory and its image were not stored ({type(e).__name__}: {e}); "
                                     "nothing was kept") from e
             raise
         if row is None:  # another client stored the same text and image a moment ago
-            await anyio.to_thread.run_sync(self._remove, names)
+            await anyio.to_thread.run_sync(self.remove, names)
             existing = await self._existing(ns, digest)
             if existing is None:
                 raise MemoryStoreError("the same memory was stored and forgotten meanwhile; try again")
@@ -138,7 +134,7 @@ class ImageStore:
             return None
 
     # -- the files ---------------------------------------------------------------------------------
-    def _write(self, picture: Picture) -> tuple[str, str]:
+    def write(self, picture: Picture) -> tuple[str, str]:
         """Both files, each written under a temporary name and renamed once complete."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -155,11 +151,11 @@ class ImageStore:
                     os.fsync(f.fileno())
                 os.replace(partial, self.folder / name)
         except OSError as e:
-            self._remove(names)
+            self.remove(names)
             raise ImageError(f"the image could not be written to {self.folder} ({e.strerror}); nothing was kept") from e
         return names
 
-    def _remove(self, names: Sequence[str]) -> None:
+    def remove(self, names: Sequence[str]) -> None:
         for name in names:
             for path in (self.folder / name, self.folder / f".{name}.part"):
                 path.unlink(missing_ok=True)
@@ -194,9 +190,11 @@ class ImageStore:
 
     # -- reading -----------------------------------------------------------------------------------
     async def image(self, memory_id: int) -> MemoryImage | None:
-        """The image kept with a memory, or None."""
+        """The image kept with a memory, or None (a forgotten memory's too: it is never served)."""
+        columns = ", ".join(f"i.{c}" for c in _IMAGE.split(", "))
         async with self.store.connection() as c:
-            row = await c.fetchrow(f"SELECT memory_id, {_IMAGE} FROM memory_images WHERE memory_id = $1", memory_id)
+            row = await c.fetchrow(f"SELECT i.memory_id, {columns} FROM memory_images i JOIN memories m ON m.id = "
+                                   "i.memory_id WHERE i.memory_id = $1 AND m.deleted_at IS NULL", memory_id)
         return _image(row) if row else None
 
     async def with_images(self, memory_ids: Sequence[int]) -> set[int]:

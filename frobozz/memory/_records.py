@@ -40,6 +40,7 @@ class Hit:
     memory: Memory
     score: float
     parts: dict[str, float] = field(default_factory=dict)
+    has_image: bool = False  # an image is kept with it (migration 007)
 
 
 def memory(row: asyncpg.Record) -> Memory:
@@ -53,3 +54,20 @@ def memory(row: asyncpg.Record) -> Memory:
 def content_hash(content: str) -> str:
     """The SHA-256 of a memory's text with its whitespace collapsed: the same words stored twice are one memory."""
     return hashlib.sha256(" ".join(content.split()).encode()).hexdigest()
+
+
+def image_hash(content: str, sha256: str) -> str:
+    """A memory with an image: the same words with another image are another memory. `content` is the words as
+    given, without the description a vision model added."""
+    return content_hash(f"{content}\n\0image {sha256}")
+
+
+def described(content: str, description: str | None, max_chars: int) -> str:
+    """The memory's text with its image's description after it, so words find the image (when it fits)."""
+    if not description or description in content:
+        return content
+    room = max_chars - len(content) - len(DESCRIBED)
+    return f"{content}{DESCRIBED}{description[:room]}" if room > 20 else content
+
+
+DESCRIBED = "\n\nImage: "

@@ -175,7 +175,7 @@ async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, sinc
             scored = [(_score(row, query_words, mode, store.cosine_floor, names), row) for row in rows]
             scored = sorted((s for s in scored if s[0][0] >= min_score and s[0][0] > 0),
                             key=lambda s: (-s[0][0], -s[1]["id"]))
-            hits = [Hit(memory(row), score, parts) for (score, parts), row in scored[:limit]]
+            hits = [Hit(memory(row), score, parts, row["has_image"]) for (score, parts), row in scored[:limit]]
             if scoring.is_recording():
                 scoring.set_attributes({_spans.MEMORY_FOUND: len(hits), _spans.MEMORY_IDS: [h.memory.id for h in hits],
                                         _spans.MEMORY_SCORES: [round(h.score, 4) for h in hits]})
@@ -231,7 +231,9 @@ async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until
         return []
     columns = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
     async with store.connection() as c:
-        return await c.fetch(f"SELECT {columns}, {cosine} AS cosine, {found}, {length} FROM memories m "
+        # whether each has an image too: search results say so, without a round trip of their own
+        return await c.fetch(f"SELECT {columns}, {cosine} AS cosine, {found}, {length}, EXISTS (SELECT 1 FROM "
+                             "memory_images i WHERE i.memory_id = m.id) AS has_image FROM memories m "
                              f"LEFT JOIN memory_context c USING (id) WHERE m.id IN ({' UNION '.join(pools)})", *args)
 
 

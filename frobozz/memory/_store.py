@@ -10,13 +10,15 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+import anyio
 import asyncpg
 
 from . import _search
 from ._embeddings import Embedder
-from ._records import COLUMNS, CURRENT, Hit, Memory, content_hash, memory
+from ._records import COLUMNS, CURRENT, Hit, Memory, content_hash, described, image_hash, memory
 from ._search import Mode
 from .exceptions import MemoryStoreError, DatabaseError, EmbeddingMismatchError
 
@@ -25,6 +27,9 @@ _DOWN = (OSError, asyncpg.InterfaceError, asyncpg.CannotConnectNowError, asyncpg
          asyncpg.PostgresConnectionError,
          asyncpg.InternalClientError)  # a pooled connection whose server went away, caught mid-use
 REFRESH = "SELECT cortex_refresh_context($1, $2::bigint[])"
+# the columns of an image's row (migration 007) that another version of its memory shares
+IMAGE_COLUMNS = ("media_type, bytes, width, height, sha256, original, thumbnail, thumbnail_width, thumbnail_height, "
+                 "description, described_by")
 
 __all__ = ["Hit", "Memory", "MemoryStore", "Mode", "content_hash"]
 
@@ -33,8 +38,10 @@ class MemoryStore:
     """The memories in Postgres: write, read, search with absolute scores, supersede and forget, by namespace."""
 
     def __init__(self, pool: asyncpg.Pool, embedder: Embedder, *, default_namespace: str, max_chars: int,
-                 cosine_floor: float = _search.COSINE_FLOOR) -> None:
+                 cosine_floor: float = _search.COSINE_FLOOR, images_dir: Path | None = None) -> None:
+        """`images_dir`: where memories' image files are kept, so that forgetting one removes its files."""
         self.pool = pool
+        self.images_dir = images_dir
         self.embedder = embedder
         self.default_namespace = default_namespace
         self.max_chars = max_chars
@@ -98,14 +105,9 @@ class MemoryStore:
             return memory(existing), existing["id"]
         [vector] = await self.embedder.embed([content])
         async with self.connection() as c:
-            async with c.transaction():
-                row = await c.fetchrow(
-                    "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding) "
-                    "VALUES ($1, $2, $3, $4::jsonb, $5, $6) ON CONFLICT (namespace, content_hash) "
-                    f"WHERE {CURRENT} DO NOTHING RETURNING {COLUMNS}", ns, content, digest, meta, source,
-                    vector)
-                if row is not None:
-                    await c.execute(REFRESH, ns, [row["id"]])
+            # one statement (migration 008): the namespace's word counts are locked for one round trip only
+            row = await c.fetchrow(f"SELECT {COLUMNS} FROM cortex_store($1, $2, $3, $4::jsonb, $5, $6)", ns, content,
+                                   digest, meta, source, vector)
             if row is None:  # another client stored the same text a moment ago
                 row = await c.fetchrow(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 "
                                        f"AND {CURRENT}", ns, digest)
@@ -132,14 +134,37 @@ class MemoryStore:
         return memory(row)
 
     async def forget(self, memory_id: int) -> Memory:
-        async with self.connection() as c, c.transaction():
-            row = await c.fetchrow(f"UPDATE memories SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL "
-                                   f"RETURNING {COLUMNS}", memory_id)
-            if row is not None:  # its words leave its neighbours' context too
-                await c.execute(REFRESH, row["namespace"], [memory_id])
+        """Forget a memory: it is no longer found or read anywhere. Its image goes with it: the row at once, the
+        files once no other version of the fact names them (a superseded version shares them). Files left by a
+        process killed between the two are removed by `ImageStore.sweep`, as are those of a row deleted outright."""
+        files = None
+        async with self.connection() as c:
+            async with c.transaction():
+                row = await c.fetchrow(f"UPDATE memories SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL "
+                                       f"RETURNING {COLUMNS}", memory_id)
+                if row is not None:  # its words leave its neighbours' context too
+                    await c.execute(REFRESH, row["namespace"], [memory_id])
+                    files = await c.fetchrow("DELETE FROM memory_images WHERE memory_id = $1 RETURNING original, "
+                                             "thumbnail", memory_id)
+            if row is not None and files is not None:
+                names = [files["original"], files["thumbnail"]]
+                shared = await c.fetchval("SELECT array_agg(n) FROM memory_images, unnest(array[original, thumbnail]) n "
+                                          "WHERE original = ANY($1::text[]) OR thumbnail = ANY($1::text[])", names)
+                await self._remove_files([n for n in names if n not in (shared or [])])
         if row is None:
             raise MemoryStoreError(f"no memory {memory_id} (it may already be forgotten)")
         return memory(row)
+
+    async def _remove_files(self, names: Sequence[str]) -> None:
+        folder = self.images_dir
+        if folder is None or not names:
+            return
+
+        def remove() -> None:
+            for name in names:
+                (folder / Path(name).name).unlink(missing_ok=True)  # names come from the database, never a caller
+
+        await anyio.to_thread.run_sync(remove)
 
     async def supersede(self, memory_id: int, content: str, metadata: dict[str, Any] | None = None) -> Memory:
         """A fact that changed: a new memory with `content` (and the old one's metadata unless given) takes
@@ -152,6 +177,12 @@ class MemoryStore:
         if content_hash(content) == content_hash(old.content):
             raise MemoryStoreError(f"memory {memory_id} already says exactly that: nothing changed")
         meta = self.metadata(metadata if metadata is not None else old.metadata)
+        async with self.connection() as c:
+            image = await c.fetchrow("SELECT sha256, description FROM memory_images WHERE memory_id = $1", memory_id)
+        digest = content_hash(content)
+        if image is not None:  # the new version keeps the image: found by its description's words, as the old was
+            digest = image_hash(content, image["sha256"])
+            content = described(content, image["description"], self.max_chars)
         [vector] = await self.embedder.embed([content])
         async with self.connection() as c, c.transaction():
             # the old one is locked and checked again: two clients superseding it at once make one chain
@@ -163,11 +194,14 @@ class MemoryStore:
                 row = await c.fetchrow(
                     "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding, supersedes) "
                     f"VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7) RETURNING {COLUMNS}", old.namespace, content,
-                    content_hash(content), meta, old.source, vector, memory_id)
+                    digest, meta, old.source, vector, memory_id)
             except asyncpg.UniqueViolationError:
                 raise MemoryStoreError("another current memory in this namespace already has that exact text: "
                                        "forget or supersede that one instead") from None
             await c.execute("UPDATE memories SET superseded_by = $2 WHERE id = $1", memory_id, row["id"])
+            # both versions name the same files (no copy: an image may be 20 MB); forget removes them with the last
+            await c.execute(f"INSERT INTO memory_images (memory_id, {IMAGE_COLUMNS}) SELECT $2, {IMAGE_COLUMNS} "
+                            "FROM memory_images WHERE memory_id = $1", memory_id, row["id"])
             await c.execute(REFRESH, old.namespace, [row["id"]])
         return memory(row)
 

@@ -172,3 +172,15 @@ def test_a_memory_s_image_shows_on_its_page_and_in_the_lists_and_is_served_only_
     alice = httpx.Client(base_url=scoped, headers={"Authorization": f"Bearer {ALICE}"}, timeout=60)
     refused = alice.get(f"/memory/{bobs}/image")
     assert refused.status_code == 403 and not refused.content.startswith(b"\xff\xd8")
+
+    async def forget():
+        service = MemoryService(web_settings)
+        try:
+            await (await service.store()).forget(drawn)
+        finally:
+            await service.aclose()
+
+    anyio.run(forget)  # a forgotten memory's image is served no more, the original neither
+    for params in ({}, {"original": "1"}):
+        gone = client.get(f"/memory/{drawn}/image", params=params)
+        assert gone.status_code == 404 and not gone.content.startswith((b"\xff\xd8", b"\x89PNG"))

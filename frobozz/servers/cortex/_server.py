@@ -189,12 +189,11 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
             hits = await (await memories(namespace, write=False)).search(
                 query, limit=limit, since=since, until=until, namespace=namespace, mode=mode, min_score=min_score,
                 include_history=include_history)
-            pictured = await (await cortex.images()).with_images([h.memory.id for h in hits])
             return SearchResults(results=[SearchHit(id=h.memory.id, content=h.memory.content, score=round(h.score, 6),
                                                     created_at=h.memory.created_at, metadata=h.memory.metadata,
                                                     parts=h.parts if explain else None, valid_to=h.memory.valid_to,
                                                     superseded_by=h.memory.superseded_by,
-                                                    has_image=h.memory.id in pictured) for h in hits])
+                                                    has_image=h.has_image) for h in hits])
 
     @server.tool(annotations=annotations("Recent memories", read_only=True, idempotent=True))
     async def recent(limit: Annotated[int, Field(ge=1, le=500)] = 10, namespace: Namespace = None) -> Memories:
