@@ -254,8 +254,9 @@ class Inbox(Polling):
         try:
             if self._last_uid is not None:  # mail came between the last look and now
                 answer = await self._ok(await client.uid_search(f"UID {self._last_uid + 1}:*"), "SEARCH")
-                if any(int(u) > self._last_uid for line in answer.lines[:-1] for u in bytes(line).split()
-                       if u.isdigit()):
+                newer = [int(u) for line in answer.lines[:-1] for u in bytes(line).split() if u.isdigit()]
+                if max(newer, default=0) > self._last_uid:
+                    self._last_uid = max(newer)  # said once: the next wait is an IDLE, even before a look
                     done = True
                     return
             if not client.has_capability("IDLE"):

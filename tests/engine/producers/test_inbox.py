@@ -151,8 +151,7 @@ async def test_looks_and_idle_each_keep_one_connection_and_one_dropped_is_made_a
         with anyio.fail_after(60):
             await producer.wait()
         assert not producer.idled and producer.connections == 2
-        assert [i.title for i in await producer.poll()] == ["one", "two"]
-        for round in ("three", "four"):  # IDLE again and again on the same connection
+        for round in ("three", "four"):  # then IDLE (said once, even before a look), again on the same connection
             async with anyio.create_task_group() as tg:
                 with anyio.fail_after(120):
                     tg.start_soon(producer.wait)
