@@ -172,7 +172,7 @@ class RoutineWorker:
         self.fired: list[tuple[str, str, str | None]] = []  # (routine, key, end state) this worker fired
         self._next_look: dict[str, float] = {}
         self._watching: dict[str, anyio.CancelScope] = {}
-        self._inboxes: dict[str, Inbox] = {}  # kept between looks, with their IMAP connections
+        self._inboxes: dict[str, tuple[Routine, Inbox]] = {}  # kept between looks, with their IMAP connections
         self._wake = anyio.Event()
 
     def stop(self) -> None:
@@ -222,9 +222,9 @@ class RoutineWorker:
         scope = self._watching.pop(name, None)
         if scope is not None:
             scope.cancel()
-        inbox = self._inboxes.pop(name, None)
-        if inbox is not None:
-            await inbox.aclose()
+        kept = self._inboxes.pop(name, None)
+        if kept is not None:
+            await kept[1].aclose()
 
     async def _looking(self) -> None:
         async with anyio.create_task_group() as tg:
@@ -280,10 +280,13 @@ class RoutineWorker:
         self._next_look[spec.name] = clock + spec.poll
         if await self.store.open_firings(spec.name):
             return  # one at a time, oldest first
-        source = self._inboxes.get(spec.name) or producer(spec, self.store, created=row["created"],
-                                                          idle=self.settings.routine_idle)
+        kept = self._inboxes.get(spec.name)
+        if kept is not None and kept[0] != spec:  # removed and added again with other settings
+            await self._forget(spec.name)
+            kept = None
+        source = kept[1] if kept else producer(spec, self.store, created=row["created"], idle=self.settings.routine_idle)
         if isinstance(source, Inbox):
-            self._inboxes[spec.name] = source  # its connections kept: the next look is a round trip, not a login
+            self._inboxes[spec.name] = (spec, source)  # its connections kept: the next look is a round trip
         try:
             items = await source.poll()
         except RoutineError:
