@@ -115,27 +115,25 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
     settings.routines_dir.mkdir(parents=True, exist_ok=True)
     said: list[str] = []
     result: Result | None = None
-    async with anyio.create_task_group() as ahead:
-        ahead.start_soon(_embed_ahead, memory, message)  # while the session opens, for its orientation and recall
-        async with MemorySession(options, memory, namespace=spec.namespace_or_default, client=f"routine {spec.name}",
-                                 sidecar=sidecar_options(spec, settings, cli_path), deadline=settings.memory_deadline,
-                                 spare=spare, shared_sidecar=sidecar,
-                                 recall_queries=settings.routine_recall_queries) as session:
-            info.memory_session = session.id
-            await session.send(message)
-            with anyio.move_on_after(spec.max_seconds or float("inf")) as timer:
-                async for event in session.events():
-                    if isinstance(event, AssistantMessage) and not event.parent_tool_use_id and event.text.strip():
-                        said.append(event.text)
-                    elif isinstance(event, Result) and not event.is_replay:
-                        result = event
-                        break
-            if timer.cancelled_caught:
-                with anyio.move_on_after(5):
-                    await session.pool.primary.interrupt()
-            elif result is not None:  # the loop's observer sees the Result on a task of its own and starts the
-                with anyio.move_on_after(HANDLED_WITHIN):  # suggestions, which closing the session then waits for
-                    await session.handled(1)
+    async with MemorySession(options, memory, namespace=spec.namespace_or_default, client=f"routine {spec.name}",
+                             sidecar=sidecar_options(spec, settings, cli_path), deadline=settings.memory_deadline,
+                             spare=spare, shared_sidecar=sidecar,
+                             recall_queries=settings.routine_recall_queries) as session:
+        info.memory_session = session.id
+        await session.send(message)
+        with anyio.move_on_after(spec.max_seconds or float("inf")) as timer:
+            async for event in session.events():
+                if isinstance(event, AssistantMessage) and not event.parent_tool_use_id and event.text.strip():
+                    said.append(event.text)
+                elif isinstance(event, Result) and not event.is_replay:
+                    result = event
+                    break
+        if timer.cancelled_caught:
+            with anyio.move_on_after(5):
+                await session.pool.primary.interrupt()
+        elif result is not None:  # the loop's observer sees the Result on a task of its own and starts the
+            with anyio.move_on_after(HANDLED_WITHIN):  # suggestions, which closing the session then waits for
+                await session.handled(1)
     state, reason = _ended(result, timer.cancelled_caught)
     cost = float(result.total_cost_usd or 0.0) if result is not None else 0.0
     info.turns, info.cost_usd, info.done = 1, cost, True
@@ -145,15 +143,6 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
     await ledger.record(info, turn, None)
     await ledger.save(info, ended_at=datetime.now(UTC))
     return Fired(state=state, reason=reason, run_id=run_id, cost_usd=cost)
-
-
-async def _embed_ahead(memory: MemoryService, message: str) -> None:
-    """The message's vector, made while the session opens: the new window's orientation and recall, which search
-    with it, then find it made (the embedder keeps its last few). Only a head start: a failure is theirs to report."""
-    try:
-        await (await memory.store()).embedder.embed([message])
-    except Exception as e:  # noqa: BLE001 - orientation and recall embed it again and say what is wrong
-        log.debug("routines: the message was not embedded ahead: %s", type(e).__name__)
 
 
 async def _game(spec: Routine, run_id: str, *, ledger: RunLedger, settings: RoutineSettings,
