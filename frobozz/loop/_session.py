@@ -74,14 +74,17 @@ class MemorySession:
                  providers: Providers | None = None, recall: bool = True, suggest: bool = True,
                  observers: Sequence[Observer] = (), producers: Sequence[Producer] = (),
                  settings: EngineSettings | None = None, deadline: float = 1.5, spare: WarmSpare | None = None,
-                 shared_sidecar: Sidecar | None = None) -> None:
+                 shared_sidecar: Sidecar | None = None, recall_queries: bool = True) -> None:
         """`spare`: a new session's primary takes over its claude when it was started for `options`.
-        `shared_sidecar`: warm sidecar claudes the caller keeps across sessions (then none start here)."""
+        `shared_sidecar`: warm sidecar claudes the caller keeps across sessions (then none start here).
+        `recall_queries=False`: recall searches with the message alone, without first asking the sidecar for
+        queries (a model turn): for a message that is its own best query (a mail), sent without that wait."""
         self.options, self.memory, self.namespace, self.client = options, memory, namespace, client
         self.spare, self.shared_sidecar = spare, shared_sidecar
         self.resume, self.sidecar_options, self.settings = resume, sidecar, settings
         self.providers = providers or default_providers(client)
         self.use_recall, self.use_suggest, self.deadline = recall, suggest, deadline
+        self.recall_queries = recall_queries
         self.extra_observers, self.extra_producers = list(observers), list(producers)
         self.needs_orientation = True
         self._windows = 0
@@ -106,7 +109,8 @@ class MemorySession:
                                observers=[self.archive, _Watcher(self), *self.extra_observers],
                                producers=self.extra_producers)
         self._providers = list(self.providers(store, self.sessions, handoffs))
-        self._recall = Recall(store, self.sessions, ask=self.pool.sidecar.ask, deadline=self.deadline)
+        self._recall = Recall(store, self.sessions, ask=self.pool.sidecar.ask if self.recall_queries else None,
+                              deadline=self.deadline)
         self._suggest = Suggester(self.sessions, self.pool.sidecar.ask)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()

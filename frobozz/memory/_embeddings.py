@@ -4,6 +4,7 @@ fetched or exported once, loaded once, batched), `ollama` and `openai`-compatibl
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Protocol
 
@@ -14,6 +15,8 @@ from ._minilm import DIM, MODEL, load
 from ._model_download import SHA256, URL
 from .exceptions import MemoryStoreError
 from .settings import MemorySettings
+
+RECENT = 64  # texts whose vectors the local embedder keeps
 
 
 class Embedder(Protocol):
@@ -32,6 +35,7 @@ class LocalEmbedder:
         self.model = MODEL
         self._cache_dir, self._url, self._sha256 = cache_dir, url, sha256
         self._batcher = Batcher(self._encode, window=batch_window, max_texts=batch_max)  # concurrent requests, one run
+        self._recent: OrderedDict[str, list[float]] = OrderedDict()  # the vectors of the last few texts embedded
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         with self._lock:
@@ -43,7 +47,18 @@ class LocalEmbedder:
             return model.encode(texts).tolist()
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        return await self._batcher.embed(texts)
+        """A text embedded a moment ago is not embedded again (a new window's orientation and the recall after it
+        search with the same message; a session's warm-up embeds the same words each time)."""
+        known = {t: self._recent[t] for t in texts if t in self._recent}
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
+        if missing:
+            known.update(zip(missing, await self._batcher.embed(missing), strict=True))
+        for text in texts:
+            self._recent[text] = known[text]
+            self._recent.move_to_end(text)
+        while len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
+        return [list(known[t]) for t in texts]
 
 
 class HttpEmbedder:

@@ -117,7 +117,8 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
     result: Result | None = None
     async with MemorySession(options, memory, namespace=spec.namespace_or_default, client=f"routine {spec.name}",
                              sidecar=sidecar_options(spec, settings, cli_path), deadline=settings.memory_deadline,
-                             spare=spare, shared_sidecar=sidecar) as session:
+                             spare=spare, shared_sidecar=sidecar,
+                             recall_queries=settings.routine_recall_queries) as session:
         info.memory_session = session.id
         await session.send(message)
         with anyio.move_on_after(spec.max_seconds or float("inf")) as timer:

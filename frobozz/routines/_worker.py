@@ -172,6 +172,7 @@ class RoutineWorker:
         self.fired: list[tuple[str, str, str | None]] = []  # (routine, key, end state) this worker fired
         self._next_look: dict[str, float] = {}
         self._watching: dict[str, anyio.CancelScope] = {}
+        self._inboxes: dict[str, tuple[Routine, Inbox]] = {}  # kept between looks, with their IMAP connections
         self._wake = anyio.Event()
 
     def stop(self) -> None:
@@ -210,6 +211,22 @@ class RoutineWorker:
         self._wake.set()
 
     async def _look_loop(self) -> None:
+        try:
+            await self._looking()
+        finally:
+            for name in list(self._inboxes):
+                await self._forget(name)
+
+    async def _forget(self, name: str) -> None:
+        """Stop watching a routine's mailbox and log its kept connections out."""
+        scope = self._watching.pop(name, None)
+        if scope is not None:
+            scope.cancel()
+        kept = self._inboxes.pop(name, None)
+        if kept is not None:
+            await kept[1].aclose()
+
+    async def _looking(self) -> None:
         async with anyio.create_task_group() as tg:
             while not self.stopping.is_set():
                 try:
@@ -226,8 +243,9 @@ class RoutineWorker:
                     except Exception as e:  # noqa: BLE001 - one routine's trouble never stops the others
                         log.warning("routine %s: %s", row["name"], e)
                         await self.store.set_problem(row["name"], f"{type(e).__name__}: {e}")
-                for name in set(self._watching) - {r["name"] for r in routines}:
-                    self._watching.pop(name).cancel()
+                if read:
+                    for name in (set(self._watching) | set(self._inboxes)) - {r["name"] for r in routines}:
+                        await self._forget(name)
                 if self.firer.warm is not None and read:
                     self.firer.warm.keep_only({r["name"] for r in routines})
                 self._wake = anyio.Event()
@@ -262,15 +280,23 @@ class RoutineWorker:
         self._next_look[spec.name] = clock + spec.poll
         if await self.store.open_firings(spec.name):
             return  # one at a time, oldest first
-        source = producer(spec, self.store, created=row["created"], idle=self.settings.routine_idle)
+        kept = self._inboxes.get(spec.name)
+        if kept is not None and kept[0] != spec:  # removed and added again with other settings
+            await self._forget(spec.name)
+            kept = None
+        source = kept[1] if kept else producer(spec, self.store, created=row["created"], idle=self.settings.routine_idle)
+        if isinstance(source, Inbox):
+            self._inboxes[spec.name] = (spec, source)  # its connections kept: the next look is a round trip
         try:
             items = await source.poll()
         except RoutineError:
             raise
         except Exception as e:
+            await self._forget(spec.name)  # made again at the next look (a password changed in its file is read)
             await self.store.set_problem(spec.name, str(e))
             raise
-        await self.store.set_problem(spec.name, None)
+        if row.get("problem"):
+            await self.store.set_problem(spec.name, None)
         if self.firer.warm is not None:  # a source that can be read: its next firing's claude waits started
             await self.firer.warm.prime(spec)
         for item in items:

@@ -23,6 +23,11 @@ class RoutineSettings(RunnerSettings):
         "schedule's from a minute before it is due), with the memory loop's sidecars; 0: every firing starts "
         "its claudes cold."))
 
+    routine_recall_queries: bool = Field(default=False, description=(
+        "Before a firing's message goes, ask the sidecar model for recall queries (a model turn: 0.3-0.9 s more "
+        "before the first request). False: recall searches memory with the message itself (the prompt and the "
+        "mail or entry), which takes milliseconds."))
+
     @property
     def routines_dir(self) -> Path:
         return self.data_dir / "routines"

@@ -80,3 +80,20 @@ async def test_a_leader_that_is_cancelled_still_runs_the_batch_for_the_others():
                 leader.cancel()
                 await batcher.embed(["leader"])
     assert got == [[[8.0]]]
+
+
+async def test_a_text_embedded_a_moment_ago_is_not_embedded_again_and_gets_the_same_vector(cache_dir, monkeypatch):
+    """A new window's orientation and the recall after it search with the same message: one model run."""
+    monkeypatch.setattr("frobozz.memory._embeddings.RECENT", 8)
+    local = LocalEmbedder(cache_dir)
+    runs = []
+    encode = local._encode
+    local._batcher.encode = lambda texts: runs.append(list(texts)) or encode(texts)
+    with anyio.fail_after(120):
+        first = await local.embed([TEXTS[0], TEXTS[1]])
+        again = await local.embed([TEXTS[1], TEXTS[2], TEXTS[1]])
+        for text in TEXTS[3:12]:  # more than it keeps: the oldest is embedded anew
+            await local.embed([text])
+        assert len(await local.embed([TEXTS[0]])) == 1
+    assert runs[:2] == [[TEXTS[0], TEXTS[1]], [TEXTS[2]]] and runs[-1] == [TEXTS[0]]
+    assert again[0] == again[2] == first[1] and again[0] is not first[1]  # a copy each: a caller's edit stays its own

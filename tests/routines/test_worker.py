@@ -54,6 +54,9 @@ async def test_a_firing_run_now_is_a_memory_session_recorded_as_a_run(store, led
     assert (run["status"], run["mode"], run["turns"]) == ("finished", "routine", 1)
     assert turns[0].reply.startswith("Done:")
     assert firing_requests(scripted, "Write the morning briefing.")
+    # recall searched with the firing's own words: no sidecar question for queries held the message back
+    assert [s.name for s in spans.get_finished_spans()].count(S.RECALL) == 1
+    assert not firing_requests(scripted, "Write up to")
     assert any("morning briefing" in e.content for e in archived)  # the memory loop archived the firing
     assert any(e.content.startswith("Done:") for e in archived)
     # fired again: nothing, it has ended

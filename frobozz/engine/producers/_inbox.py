@@ -8,11 +8,12 @@ message, log line or error."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import ipaddress
 import logging
 import re
 import ssl
+from typing import Self
 from urllib.parse import unquote, urlsplit
 
 import aioimaplib
@@ -55,8 +56,25 @@ def parse_url(url: str) -> tuple[bool, str, int, str, str | None]:
     return tls, parts.hostname, port or (993 if tls else 143), folder, user
 
 
+class _Connection:
+    """One logged-in, selected IMAP connection, kept between looks; `lost` once the server or the network
+    dropped it (a command on it would wait its whole timeout: it is made again instead)."""
+
+    def __init__(self) -> None:
+        self.client: aioimaplib.IMAP4 | None = None
+        self.selected: list[bytes] = []
+        self.lost = False
+
+    def on_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+
+
 class Inbox(Polling):
-    """`Inbox("imaps://mail.example.org/INBOX", "Triage this mail.", user=..., password=...)`."""
+    """`Inbox("imaps://mail.example.org/INBOX", "Triage this mail.", user=..., password=...)`.
+
+    Two connections are kept open between looks (`aclose()` or `async with` logs them out): one that looks
+    (NOOP, then UID SEARCH on the folder it selected once), one that waits in IDLE. A look then costs a
+    round trip or two instead of a connection, a login and a SELECT; a dropped one is made again."""
 
     name = "inbox"
 
@@ -69,65 +87,123 @@ class Inbox(Polling):
         super().__init__(prompt, source=source or f"imap://{self.user}@{self.host}:{self.port}/{self.folder}",
                          **kwargs)  # type: ignore[arg-type]
         self._password, self.max_bytes, self.timeout, self.use_idle = password, max_bytes, timeout, idle
-        self._uidnext: int | None = None
+        self._looker: _Connection | None = None  # kept between polls
+        self._idler: _Connection | None = None  # kept between waits
+        self._last_uid: int | None = None  # the highest UID the last poll saw in the folder
         self.idled = False  # whether the last wait was an IDLE (for the benchmark and the tests)
+        self.connections = 0  # connections made (a kept one is made once)
 
     def __repr__(self) -> str:  # never the password
         return f"Inbox({self.source!r})"
 
-    async def _connect(self) -> aioimaplib.IMAP4:
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Log the kept connections out (shielded: it runs when the producer is being cancelled too)."""
+        kept, self._looker, self._idler = [self._looker, self._idler], None, None
+        with anyio.CancelScope(shield=True):
+            for connection in kept:
+                if connection is not None:
+                    await self._close(connection)
+
+    async def _connect(self) -> _Connection:
         where = f"{self.host}:{self.port}"
+        connection = _Connection()
         try:
             client = (aioimaplib.IMAP4_SSL(self.host, self.port, timeout=self.timeout,
-                                           ssl_context=ssl.create_default_context())
-                      if self.tls else aioimaplib.IMAP4(self.host, self.port, timeout=self.timeout))
+                                           ssl_context=ssl.create_default_context(), conn_lost_cb=connection.on_lost)
+                      if self.tls else aioimaplib.IMAP4(self.host, self.port, timeout=self.timeout,
+                                                        conn_lost_cb=connection.on_lost))
+            connection.client = client
+            self.connections += 1
             await client.wait_hello_from_server()
-        except (OSError, asyncio.TimeoutError, aioimaplib.Abort) as e:
+        except (TimeoutError, OSError, aioimaplib.Abort) as e:
+            await self._close(connection)
             raise ProducerError(f"the IMAP server at {where} is not there: {type(e).__name__}: {e}") from e
         try:
             answer = await client.login(self.user, self._password)
-        except (OSError, asyncio.TimeoutError, aioimaplib.Abort) as e:
+        except (TimeoutError, OSError, aioimaplib.Abort) as e:
+            await self._close(connection)
             raise ProducerError(f"the IMAP server at {where} dropped the login: {type(e).__name__}") from e
         if answer.result != "OK":
-            await self._close(client)
-            raise ProducerError(f"the IMAP server at {where} refused the login of {clean(self.user, 80)}")
-        answer = await client.select(self.folder)
+            await self._close(connection)
+            raise ProducerError(f"the IMAP server at {where} refused the login of {clean(self.user or '', 80)}")
+        try:
+            answer = await client.select(self.folder)
+        except (TimeoutError, OSError, aioimaplib.Abort) as e:
+            await self._close(connection)
+            raise ProducerError(f"the IMAP server at {where} dropped the connection: {type(e).__name__}") from e
         if answer.result != "OK":
-            await self._close(client)
+            await self._close(connection)
             raise ProducerError(f"no folder {clean(self.folder, 80)!r} at {where}")
-        self._selected = answer.lines
-        return client
+        connection.selected = [bytes(line) for line in answer.lines if isinstance(line, (bytes, bytearray))]
+        return connection
 
     @staticmethod
-    async def _close(client: aioimaplib.IMAP4) -> None:
+    async def _close(connection: _Connection) -> None:
+        client, connection.client = connection.client, None
+        if client is None:
+            return
         try:
-            with anyio.move_on_after(5):
-                await client.logout()
-        except Exception:  # noqa: BLE001 - the connection is being dropped anyway
-            pass
+            if not connection.lost and not client.has_pending_idle() and client.get_state() in ("AUTH", "SELECTED"):
+                with anyio.move_on_after(5), contextlib.suppress(Exception):  # it is being dropped anyway
+                    await client.logout()
+        finally:
+            transport = getattr(client.protocol, "transport", None)
+            if transport is not None:
+                transport.close()
 
-    def _code(self, name: bytes) -> int | None:
-        for line in self._selected:
-            found = re.search(rb"\[" + name + rb" (\d+)\]", bytes(line))
+    @staticmethod
+    def _code(connection: _Connection, name: bytes) -> int | None:
+        for line in connection.selected:
+            found = re.search(rb"\[" + name + rb" (\d+)\]", line)
             if found:
                 return int(found.group(1))
         return None
 
     async def poll(self) -> list[Item]:
-        client = await self._connect()
-        try:
-            return await self._new_mail(client)
-        except (OSError, asyncio.TimeoutError, aioimaplib.Abort) as e:
-            raise ProducerError(f"the IMAP connection failed: {type(e).__name__}: {e}") from e
-        finally:
-            await self._close(client)
+        """The mails not yet handled, oldest first, on the kept connection (made again if it was dropped)."""
+        for attempt in (1, 2):
+            kept = self._looker is not None and not self._looker.lost
+            if not kept:
+                if self._looker is not None:
+                    await self._close(self._looker)
+                self._looker = None
+                self._looker = await self._connect()
+            connection = self._looker
+            assert connection is not None and connection.client is not None
+            try:
+                if kept:  # the folder as it is now (new mail is reported to a session on its next command)
+                    await self._ok(await connection.client.noop(), "NOOP")
+                return await self._new_mail(connection)
+            except (TimeoutError, OSError, aioimaplib.Abort, _Dropped) as e:
+                self._looker = None
+                await self._close(connection)
+                if kept and attempt == 1:
+                    continue  # a kept connection the server had closed: once more on a new one
+                raise ProducerError(f"the IMAP connection failed: {type(e).__name__}: {e}") from e
+        raise AssertionError("unreachable")
 
-    async def _new_mail(self, client: aioimaplib.IMAP4) -> list[Item]:
-        validity, self._uidnext = self._code(b"UIDVALIDITY"), self._code(b"UIDNEXT")
-        answer = await client.uid_search("ALL")
+    @staticmethod
+    async def _ok(answer: aioimaplib.Response, what: str) -> aioimaplib.Response:
+        if answer.result == "BYE" or any(bytes(line).startswith(b"* BYE") for line in answer.lines
+                                         if isinstance(line, (bytes, bytearray))):
+            raise _Dropped(f"the server ended the session during {what}")
+        return answer
+
+    async def _new_mail(self, connection: _Connection) -> list[Item]:
+        client = connection.client
+        assert client is not None
+        validity = self._code(connection, b"UIDVALIDITY")
+        answer = await self._ok(await client.uid_search("ALL"), "SEARCH")
         if answer.result != "OK":
             raise ProducerError("the IMAP server refused to search the folder")
         uids = sorted({int(u) for line in answer.lines[:-1] for u in bytes(line).split() if u.isdigit()})
+        self._last_uid = max(uids, default=0)
         keys = {uid: f"{validity}:{uid}" for uid in uids}
         done = await self.deliveries.done(self.source, keys.values())
         new = [uid for uid in uids if keys[uid] not in done]
@@ -155,42 +231,68 @@ class Inbox(Polling):
         return items
 
     async def wait(self) -> None:
-        """Until the folder may have new mail: IDLE's word from the server, or the poll interval."""
+        """Until the folder may have new mail: IDLE's word from the server (on a connection kept for it), or the
+        poll interval. A mail that came since the last poll saw the folder ends the wait at once."""
         self.idled = False
         if not self.use_idle:
             await anyio.sleep(self.interval)
             return
-        try:
-            client = await self._connect()
-        except ProducerError as e:
-            log.warning("inbox %s: %s", self.source, e)
-            await anyio.sleep(self.interval)
-            return
-        try:
-            current = self._code(b"UIDNEXT")
-            if self._uidnext is not None and (current or 0) > self._uidnext:
-                self._uidnext = current
-                return  # mail came between the last look and now
-            self._uidnext = current
-            if not client.has_capability("IDLE"):
+        connection = self._idler
+        if connection is None or connection.lost:
+            if connection is not None:
+                await self._close(connection)
+            self._idler = None
+            try:
+                connection = self._idler = await self._connect()
+            except ProducerError as e:
+                log.warning("inbox %s: %s", self.source, e)
                 await anyio.sleep(self.interval)
                 return
+        client = connection.client
+        assert client is not None
+        done = False
+        try:
+            if self._last_uid is not None:  # mail came between the last look and now
+                answer = await self._ok(await client.uid_search(f"UID {self._last_uid + 1}:*"), "SEARCH")
+                newer = [int(u) for line in answer.lines[:-1] for u in bytes(line).split() if u.isdigit()]
+                if max(newer, default=0) > self._last_uid:
+                    self._last_uid = max(newer)  # said once: the next wait is an IDLE, even before a look
+                    done = True
+                    return
+            if not client.has_capability("IDLE"):
+                done = True
+                await anyio.sleep(self.interval)
+                return
+            queue = client.protocol.idle_queue
+            while not queue.empty():  # what the last IDLE left (the rest of its wake-up, its timer's stop)
+                queue.get_nowait()
             self.idled = True
             idle = await client.idle_start(timeout=self.interval + 5)
             try:
                 while True:
                     pushed = await client.wait_server_push(timeout=self.interval)
-                    if any(b"EXISTS" in bytes(p) for p in (pushed if isinstance(pushed, list) else [pushed])
-                           if isinstance(p, (bytes, bytearray))):
+                    lines = pushed if isinstance(pushed, list) else [pushed]
+                    if any(b"EXISTS" in bytes(p) for p in lines if isinstance(p, (bytes, bytearray))):
                         break
-            except (asyncio.TimeoutError, TimeoutError):
+                    if connection.lost or any(bytes(p).startswith(b"* BYE") for p in lines
+                                              if isinstance(p, (bytes, bytearray))):
+                        return
+            except TimeoutError:
                 pass
             finally:
                 if client.has_pending_idle():
                     client.idle_done()
                 with anyio.move_on_after(5):
                     await idle
-        except (OSError, aioimaplib.Abort) as e:
+            done = not connection.lost
+        except (TimeoutError, OSError, aioimaplib.Abort, _Dropped) as e:
             log.warning("inbox %s: IDLE ended: %s", self.source, type(e).__name__)
         finally:
-            await self._close(client)
+            if not done:  # dropped, failed, or cancelled mid-IDLE: a connection in an unknown state is not kept
+                self._idler = None
+                with anyio.CancelScope(shield=True):
+                    await self._close(connection)
+
+
+class _Dropped(Exception):
+    """The server ended the session (BYE) on a kept connection."""

@@ -62,18 +62,24 @@ class Polling:
         path.write_text(item.body, encoding="utf-8")
         return str(path)
 
+    async def aclose(self) -> None:
+        """Let go of what is kept between looks (an inbox's connections); nothing here."""
+
     async def run(self, session: Session) -> None:
-        while True:
-            try:
-                items = await self.poll()
-            except ProducerError as e:
-                log.warning("%s %s: %s", self.name, self.source, e)
-                items = []
-            for item in items:
-                if item.skipped:
-                    log.warning("%s %s: item skipped: %s", self.name, self.source, item.skipped)
-                else:
-                    await session.send(item.message(self.prompt, self.body_file(item)))
-                    await session.wait_idle()  # its turn has ended (and been archived by the session's observers)
-                await self.deliveries.mark_done(self.source, item.key)
-            await self.wait()
+        try:
+            while True:
+                try:
+                    items = await self.poll()
+                except ProducerError as e:
+                    log.warning("%s %s: %s", self.name, self.source, e)
+                    items = []
+                for item in items:
+                    if item.skipped:
+                        log.warning("%s %s: item skipped: %s", self.name, self.source, item.skipped)
+                    else:
+                        await session.send(item.message(self.prompt, self.body_file(item)))
+                        await session.wait_idle()  # its turn has ended (and been archived by the session's observers)
+                    await self.deliveries.mark_done(self.source, item.key)
+                await self.wait()
+        finally:
+            await self.aclose()

@@ -132,3 +132,36 @@ async def test_with_idle_a_new_mail_ends_the_wait_at_once_not_after_the_poll_int
             await anyio.sleep(0.5)  # (the IDLE command is on its way; a mail before it is seen by UIDNEXT anyway)
             await anyio.to_thread.run_sync(server.append, user, password, mail("wake up"))
     assert [i.title for i in await producer.poll()] == ["wake up"]
+
+
+async def test_looks_and_idle_each_keep_one_connection_and_one_dropped_is_made_again(mailbox):
+    """A look on a kept connection is a round trip, not a login: new mail is seen on it, a mail that came
+    between a look and the next IDLE ends the wait at once, and a connection lost is made again."""
+    server, user, password = mailbox
+
+    async def append(subject):
+        await anyio.to_thread.run_sync(server.append, user, password, mail(subject))
+
+    async with inbox(mailbox, interval=600) as producer:
+        assert await producer.poll() == []
+        await append("one")
+        assert [i.title for i in await producer.poll()] == ["one"]
+        assert producer.connections == 1
+        await append("two")  # after the last look, before the wait: no IDLE needed
+        with anyio.fail_after(60):
+            await producer.wait()
+        assert not producer.idled and producer.connections == 2
+        for round in ("three", "four"):  # then IDLE (said once, even before a look), again on the same connection
+            async with anyio.create_task_group() as tg:
+                with anyio.fail_after(120):
+                    tg.start_soon(producer.wait)
+                    while not producer.idled:
+                        await anyio.sleep(0.05)
+                    await append(round)
+            assert round in [i.title for i in await producer.poll()]
+        assert producer.connections == 2
+        producer._looker.client.protocol.transport.close()  # the network drops the looking connection
+        await anyio.sleep(0.1)
+        assert [i.title for i in await producer.poll()] == ["one", "two", "three", "four"]
+        assert producer.connections == 3
+    assert producer._looker is None and producer._idler is None
