@@ -25,13 +25,13 @@ from pathlib import Path
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from cortex import OBJECTS, SUBJECTS, VERBS, load  # noqa: E402
+from cortex import OBJECTS, SUBJECTS, VERBS, load
 
-from frobozz.engine import EngineOptions, Result, Session  # noqa: E402
-from frobozz.engine.testing import ScriptedModel  # noqa: E402
-from frobozz.loop import MemorySession  # noqa: E402
-from frobozz.memory import MemoryService, MemorySettings  # noqa: E402
-from frobozz.memory._database import stop_embedded  # noqa: E402
+from frobozz.engine import EngineOptions, Result, Session
+from frobozz.engine.testing import ScriptedModel
+from frobozz.loop import MemorySession
+from frobozz.memory import MemoryService, MemorySettings
+from frobozz.memory._database import stop_embedded
 
 TARGET_MS = 50
 THINK = 1.0  # seconds between a reply and the next message (a person reading it)
@@ -41,7 +41,7 @@ def pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
 
 
-def reply(request) -> str:  # noqa: ANN001 - the scripted model's handler
+def reply(request) -> str:  # the scripted model's handler
     text = request.last_user_text()
     if text.startswith("Write up to"):
         return "the quarterly report\nthe jazz concert"
@@ -74,7 +74,7 @@ def model_process() -> Iterator[dict[str, str]]:
         process.join(5)
 
 
-async def turn(send, events) -> tuple[float, float]:  # noqa: ANN001
+async def turn(send, events) -> tuple[float, float]:
     """The time `send()` takes (for the loop: all it does before the message is written to claude), and
     the time from then to the turn's result, in ms."""
     t = time.perf_counter()

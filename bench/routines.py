@@ -53,7 +53,7 @@ async def bench(args: argparse.Namespace, scratch: Path) -> None:
     imap = start_imap()
     first_request: dict[str, float] = {}  # a firing's marker -> when its first request reached the model
 
-    def answer(request):  # noqa: ANN001, ANN202
+    def answer(request):
         texts = [b.get("text", "") for b in request.last_user_blocks() if b.get("type") == "text"]
         text = texts[-1] if texts else ""
         if text.startswith(SIDE):

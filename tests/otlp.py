@@ -85,7 +85,7 @@ def receiver() -> Iterator[Receiver]:
     state = Receiver(url="")
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             """How many exports have come in (answered or not): for a process to wait on."""
             body = str(state.requests).encode()
             self.send_response(200)
@@ -93,7 +93,7 @@ def receiver() -> Iterator[Receiver]:
             self.end_headers()
             self.wfile.write(body)
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)

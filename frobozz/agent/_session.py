@@ -145,7 +145,7 @@ class AgentSession:
                     finally:
                         self.reserved = False
                 await self._turn(text, files)
-            except Exception as e:  # noqa: BLE001 - a turn that fails says so; the session goes on
+            except Exception as e:  # a turn that fails says so; the session goes on
                 if not self.relay.closed:  # (a session closed mid-turn ends its turn this way: nothing to say)
                     if self.owned:
                         log.exception("session %s: the turn failed", self.id)

@@ -116,7 +116,7 @@ class CLIProcess:
         for line in lines:
             try:
                 self._on_stderr(line.decode("utf-8", "replace").rstrip("\r"))
-            except Exception:  # noqa: BLE001 - a consumer's callback must not stop the drain
+            except Exception:  # a consumer's callback must not stop the drain
                 log.exception("the stderr callback failed")
 
     async def write(self, line: str) -> None:

@@ -117,7 +117,7 @@ async def _within(call: Awaitable[T], timeout: float, what: str) -> T:
         raise EngineError(f"the session store did not answer {what} within {timeout:g} s") from e
     except EngineError:
         raise
-    except Exception as e:  # noqa: BLE001 - the store is the caller's code
+    except Exception as e:  # the store is the caller's code
         raise EngineError(f"the session store failed {what}: {type(e).__name__}: {e}") from e
 
 

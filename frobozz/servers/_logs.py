@@ -137,7 +137,7 @@ def offer_logging(server: MCPServer, default: LoggingLevel = DEFAULT) -> None:
 
     # MCPServer serves only what the 2026 revision kept; the SDK's own advice for logging/setLevel is the
     # low-level server's add_request_handler, which MCPServer does not expose (an SDK gap, reported upstream)
-    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)  # noqa: SLF001
+    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
     server.middleware.append(forward)
 
 
