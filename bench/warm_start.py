@@ -18,7 +18,6 @@ import anyio
 from frobozz.engine import EngineOptions, Session, StreamEvent, WarmSpare
 from frobozz.engine.testing import ScriptedModel
 
-
 IDLE = 1.0  # seconds between sessions, both ways: the time a person takes to start the next one
 
 

@@ -21,8 +21,22 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from frobozz.engine import (Allow, AssistantMessage, Deny, Engine, EngineOptions, ErrorEvent, HookInput, HookMatcher,
-                            HookOutput, PermissionContext, Result, StreamEvent, UserMessage, WarmSpare)
+from frobozz.engine import (
+    Allow,
+    AssistantMessage,
+    Deny,
+    Engine,
+    EngineOptions,
+    ErrorEvent,
+    HookInput,
+    HookMatcher,
+    HookOutput,
+    PermissionContext,
+    Result,
+    StreamEvent,
+    UserMessage,
+    WarmSpare,
+)
 from frobozz.engine import started as started_engine
 from frobozz.engine.observers import ToolCall, ToolLog
 from frobozz.loop import MemorySession

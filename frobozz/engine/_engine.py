@@ -23,19 +23,33 @@ import orjson
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .. import _spans
 from .._accounts import AccountError, account, hand_over
 from . import _transcripts
 from ._control import ControlChannel
-from .. import _spans
-from ._events import (AssistantMessage, CompactBoundary, ContextUsage, ErrorEvent, Event, McpServerStatus, MirrorError, ProcessExit,
-                      Restarted, Result, SystemInit, Usage, UserMessage, parse_event)
+from ._events import (
+    AssistantMessage,
+    CompactBoundary,
+    ContextUsage,
+    ErrorEvent,
+    Event,
+    McpServerStatus,
+    MirrorError,
+    ProcessExit,
+    Restarted,
+    Result,
+    SystemInit,
+    Usage,
+    UserMessage,
+    parse_event,
+)
 from ._hooks import HookRegistry
 from ._inprocess import InProcessServers
 from ._mirror import TranscriptMirror
-from ._session_store import Materialized, SessionKey, latest, materialize
 from ._options import EngineOptions, find_claude
 from ._process import CLIProcess, OversizedLine
 from ._proxy import Proxy, Rewrite
+from ._session_store import Materialized, SessionKey, latest, materialize
 from ._tracing import EngineTrace, claude_resource
 from .exceptions import EngineError, McpServerError, ProcessError, SessionClosedError
 from .settings import EngineSettings

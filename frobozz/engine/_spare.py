@@ -17,6 +17,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+
 import anyio
 from anyio.abc import TaskGroup
 

@@ -7,8 +7,8 @@ of earlier conversation brought up to date."""
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import anyio
@@ -16,9 +16,19 @@ from anyio.abc import TaskGroup
 from opentelemetry.context import Context
 
 from .. import _spans
-
-from ..engine import (AssistantMessage, CompactBoundary, EngineOptions, EnginePool, EngineSettings, Event, Observer,
-                      Producer, Result, Sidecar, WarmSpare)
+from ..engine import (
+    AssistantMessage,
+    CompactBoundary,
+    EngineOptions,
+    EnginePool,
+    EngineSettings,
+    Event,
+    Observer,
+    Producer,
+    Result,
+    Sidecar,
+    WarmSpare,
+)
 from ..memory import HandoffStore, MemoryService, MemoryStore, Recall, SessionStore, quietly
 from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules

@@ -25,14 +25,14 @@ from pgqueuer import Job, QueueManager, RetryRequested
 from frobozz import _spans
 from frobozz._tasks import until_stopped
 from frobozz.engine.producers import Inbox, Schedule
-from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryService
+from frobozz.memory import DATABASE_ERRORS, MemoryService, MemorySettings
 from frobozz.runner import RunLedger, install
 
 from ._fire import fire, item_json
 from ._spec import Routine, producer
 from ._store import ENDED, RoutineStore
-from .exceptions import RoutineError
 from ._warm import Warm
+from .exceptions import RoutineError
 from .settings import RoutineSettings
 
 log = logging.getLogger("frobozz.routines")

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from frobozz import _spans
 from frobozz.engine import (
     AssistantMessage,
     EngineError,
@@ -26,7 +27,6 @@ from frobozz.engine import (
     UserMessage,
     parse_blocks,
 )
-from frobozz import _spans
 from frobozz.games import CommandError, GameError, GameSession, Turn
 
 from ._context import RunContext

@@ -23,7 +23,6 @@ from pgqueuer.adapters.tracing.opentelemetry import OpenTelemetryTracing
 from pgqueuer.ports.tracing import TRACER, set_tracing_class
 
 from frobozz import _spans
-
 from frobozz._tasks import until_stopped
 from frobozz.games import GameError, GameLibrary, read_story
 from frobozz.memory import DATABASE_ERRORS

@@ -17,8 +17,8 @@ from typing import Any, get_args
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.mcpserver import MCPServer
-from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 LEVELS: tuple[LoggingLevel, ...] = get_args(LoggingLevel)  # debug … emergency, least severe first

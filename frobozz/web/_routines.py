@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+
 from frobozz.memory import DATABASE_ERRORS, MemoryStoreError
 from frobozz.routines import RoutineError, RoutineStore, next_due
 

@@ -6,8 +6,17 @@ import json
 import anyio
 import pytest
 
-from frobozz.agent import (Done, InputError, Question, QuestionError, SessionNotFoundError, Status, TextDelta,
-                           ToolResult, WorkspaceError)
+from frobozz.agent import (
+    Done,
+    InputError,
+    Question,
+    QuestionError,
+    SessionNotFoundError,
+    Status,
+    TextDelta,
+    ToolResult,
+    WorkspaceError,
+)
 from tests.conftest import python_for_any_account
 
 pytestmark = pytest.mark.anyio

@@ -8,14 +8,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import ipaddress
+import json
 import os
 import socket
 
 import anyio
-import httpx
 import http_ece
+import httpx
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -206,9 +206,9 @@ async def test_a_webhook_goes_to_the_address_its_name_was_checked_at_and_a_name_
     """DNS pinned: `hook.test` resolves (here) only through the service's own look-up, so a delivery that arrives
     went to the address that was checked, not to a second look-up; when the name later resolves to the metadata
     address, the next try is refused before anything is sent and counted against the webhook."""
+    from frobozz.agent import AgentSettings, Done, Logged
     from frobozz.agent._notify import Notifier
     from frobozz.agent._store import AgentStore
-    from frobozz.agent import AgentSettings, Done, Logged
     receiver, looked_up = Receiver(), []
     answers = {"hook.test": ["127.0.0.1"]}
 

@@ -21,9 +21,9 @@ from frobozz.engine import (
     StreamEvent,
     SystemInit,
     UserMessage,
+    transcript_path,
 )
 from frobozz.engine.testing import ApiError, Reply, ScriptedModel, Text, ToolUse, replies
-from frobozz.engine import transcript_path
 from tests.engine.conftest import of, until, wait_for_file
 
 pytestmark = pytest.mark.anyio

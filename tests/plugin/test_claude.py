@@ -12,9 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from frobozz.engine import find_claude
+from frobozz.engine import find_claude, project_key
 from frobozz.engine.testing import Reply, ScriptedModel, ToolUse
-from frobozz.engine import project_key
 from frobozz.memory import MemoryService, TranscriptStore
 
 pytestmark = pytest.mark.anyio

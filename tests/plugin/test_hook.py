@@ -14,8 +14,8 @@ import sys
 import threading
 from pathlib import Path
 
-import pytest
 import anyio
+import pytest
 
 from frobozz.memory import MemoryService
 from frobozz.plugin import PluginSettings, daemon_pid

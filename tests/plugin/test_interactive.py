@@ -17,7 +17,6 @@ from frobozz.engine.testing import ScriptedModel
 from frobozz.memory import MemoryService
 
 from .conftest import hook
-
 from .test_claude import LETTER, memories, said  # noqa: F401 (memories is a fixture)
 
 pytestmark = pytest.mark.anyio

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import base64
 import logging
-from dataclasses import asdict
 import secrets
 import time
+from dataclasses import asdict
 from typing import Annotated
 
 import anyio

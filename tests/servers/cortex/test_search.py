@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from mcp import Client
 
-from frobozz.servers.cortex import Settings, create_server
 from frobozz.memory import MemoryService
+from frobozz.servers.cortex import Settings, create_server
 from tests.servers.cortex import MEMORIES
 from tests.servers.mcp import call, error
 
