@@ -8,7 +8,6 @@ message, log line or error."""
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import logging
 import re
@@ -82,11 +81,11 @@ class Inbox(Polling):
                                            ssl_context=ssl.create_default_context())
                       if self.tls else aioimaplib.IMAP4(self.host, self.port, timeout=self.timeout))
             await client.wait_hello_from_server()
-        except (OSError, asyncio.TimeoutError, aioimaplib.Abort) as e:
+        except (TimeoutError, OSError, aioimaplib.Abort) as e:
             raise ProducerError(f"the IMAP server at {where} is not there: {type(e).__name__}: {e}") from e
         try:
             answer = await client.login(self.user, self._password)
-        except (OSError, asyncio.TimeoutError, aioimaplib.Abort) as e:
+        except (TimeoutError, OSError, aioimaplib.Abort) as e:
             raise ProducerError(f"the IMAP server at {where} dropped the login: {type(e).__name__}") from e
         if answer.result != "OK":
             await self._close(client)
@@ -117,7 +116,7 @@ class Inbox(Polling):
         client = await self._connect()
         try:
             return await self._new_mail(client)
-        except (OSError, asyncio.TimeoutError, aioimaplib.Abort) as e:
+        except (TimeoutError, OSError, aioimaplib.Abort) as e:
             raise ProducerError(f"the IMAP connection failed: {type(e).__name__}: {e}") from e
         finally:
             await self._close(client)
@@ -183,7 +182,7 @@ class Inbox(Polling):
                     if any(b"EXISTS" in bytes(p) for p in (pushed if isinstance(pushed, list) else [pushed])
                            if isinstance(p, (bytes, bytearray))):
                         break
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 pass
             finally:
                 if client.has_pending_idle():

@@ -64,8 +64,8 @@ async def test_each_new_mail_is_one_turn_of_a_real_claude_session_in_order_with_
 
 async def test_hostile_mail_is_cleaned_or_skipped_with_a_record_and_the_rest_still_comes(mailbox):
     server, user, password = mailbox
-    html = ("Content-Type: text/html; charset=utf-8\r\n\r\n<html><head><style>p{}</style></head><body>"
-            "<script>fetch('http://evil')</script><p>Quarterly <b>numbers</b></p></body></html>").encode()
+    html = (b"Content-Type: text/html; charset=utf-8\r\n\r\n<html><head><style>p{}</style></head><body>"
+            b"<script>fetch('http://evil')</script><p>Quarterly <b>numbers</b></p></body></html>")
     huge = mail("huge", body="x" * 20_000_000)
     broken = (b"From: x@example.org\r\nSubject: broken\r\nMIME-Version: 1.0\r\n"
               b"Content-Type: multipart/mixed; boundary=\"zz\"\r\n\r\n--zz\r\nContent-Type: text/plain\r\n"
