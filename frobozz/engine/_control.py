@@ -124,7 +124,7 @@ class ControlChannel:
             try:
                 body = await self._traced(request)
                 reply = {"subtype": "success", "request_id": request_id, "response": body}
-            except Exception as e:  # an answer the CLI can act on, never a stuck turn
+            except Exception as e:  # noqa: BLE001 - an answer the CLI can act on, never a stuck turn
                 log.warning("control request %s failed: %s", request.get("subtype"), e)
                 reply = {"subtype": "error", "request_id": request_id, "error": str(e)}
             finally:

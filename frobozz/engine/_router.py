@@ -93,7 +93,7 @@ class Router:
                     result = observer.on_event(event)
                     if inspect.isawaitable(result):
                         await result
-                except Exception as e:  # isolated: reported, and the observer keeps getting events
+                except Exception as e:  # noqa: BLE001 - isolated: reported, and the observer keeps getting events
                     log.warning("observer %s failed on %s: %s", name, type(event).__name__, e)
                     self._report(ErrorEvent(source=f"observer:{name}", message=f"{type(e).__name__}: {e}"))
                 handled += 1

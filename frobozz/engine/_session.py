@@ -199,6 +199,6 @@ class Session:
             await producer.run(self)
         except SessionClosedError:
             pass
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a producer that fails is reported; the session goes on
             log.warning("producer %s failed: %s", observer_name(producer), e)
             self._report(ErrorEvent(source=f"producer:{observer_name(producer)}", message=f"{type(e).__name__}: {e}"))

@@ -143,7 +143,7 @@ class MemorySession:
     async def _warm(self, store: MemoryStore) -> None:
         try:
             await store.embedder.embed(["warming up"])
-        except Exception as e:  # recall and orientation report it on their own
+        except Exception as e:  # noqa: BLE001 - recall and orientation report it on their own
             log.warning("the embedding model did not load: %s", e)
 
     @property
@@ -232,7 +232,7 @@ class MemorySession:
     async def _background_work(self, work: Awaitable[object]) -> None:
         try:
             await work
-        except Exception as e:  # background work never stops the conversation
+        except Exception as e:  # noqa: BLE001 - background work never stops the conversation
             log.warning("memory loop: background work failed (%s: %s)", type(e).__name__, e)
         finally:
             self._background -= 1

@@ -49,7 +49,7 @@ class Suggester:
             if facts:
                 await self.sessions.suggest(session_id, facts)
             return facts
-        except Exception as e:  # suggestions are a help, never a fault
+        except Exception as e:  # noqa: BLE001 - suggestions are a help, never a fault
             log.warning("suggest: the last exchange was not read (%s: %s)", type(e).__name__, e)
             return []
 

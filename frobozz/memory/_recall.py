@@ -60,7 +60,7 @@ class Recall:
         async def guarded(work: Callable[..., Awaitable[None]], *args: Any) -> None:
             try:
                 await work(*args)
-            except Exception as e:  # recall never stops the turn
+            except Exception as e:  # noqa: BLE001 - recall never stops the turn
                 log.warning("recall: %s failed (%s: %s)", getattr(work, "__name__", work), type(e).__name__, e)
 
         if not message.strip():

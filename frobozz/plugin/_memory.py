@@ -242,5 +242,5 @@ class HookMemory:
     async def _quietly_in_background(self, work: Awaitable[object]) -> None:
         try:
             await work
-        except Exception as e:  # background work never stops the daemon
+        except Exception as e:  # noqa: BLE001 - background work never stops the daemon
             log.warning("plugin: background work failed (%s)", type(e).__name__)

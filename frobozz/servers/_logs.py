@@ -125,8 +125,8 @@ def offer_logging(server: MCPServer, default: LoggingLevel = DEFAULT) -> None:
                 tg.start_soon(deliver)
                 try:
                     result = await call_next(ctx)
-                except Exception as e:  # raised as it is, after the group: not in an ExceptionGroup the SDK
-                    failure = e         # would not know for an MCPError (its code and message lost)
+                except Exception as e:  # noqa: BLE001 - re-raised after the group, not in an ExceptionGroup the
+                    failure = e         # SDK would not know for an MCPError (its code and message lost)
                 finally:
                     send.close()  # the lines so far still go, before the answer
         finally:
