@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -101,7 +102,7 @@ async def main(count: int, turns: int) -> None:
             async with Session(options) as session:
                 for text in messages:
                     await anyio.sleep(THINK)  # the same pause as with the loop: claude idle before each turn
-                    bare.append((await turn(lambda: session.send(text), session.events))[1])
+                    bare.append((await turn(partial(session.send, text), session.events))[1])
             asked: list[float] = []
             async with MemorySession(options, service, namespace="bench", sidecar=options) as loop:
                 ask = loop.pool.sidecar.ask
@@ -120,7 +121,7 @@ async def main(count: int, turns: int) -> None:
                         await loop.settled()     # reply: the sidecars are idle and warm, as between messages
                     await anyio.sleep(THINK)
                     seen = len(asked)
-                    sending, answering = await turn(lambda: loop.send(text), loop.events)
+                    sending, answering = await turn(partial(loop.send, text), loop.events)
                     before.append(sending)
                     whole.append(answering)
                     sidecar_in_recall.append(asked[seen] if len(asked) > seen else 0.0)

@@ -56,7 +56,7 @@ def main(prompts: int) -> None:
         setups["none"] = {**os.environ, "HOME": str(bare)}
         timed: dict[str, list[float]] = {name: [] for name in setups}
         with model_process() as model:
-            for name, env in setups.items():  # the daemons started, Postgres made, the model's first answer
+            for env in setups.values():  # the daemons started, Postgres made, the model's first answer
                 claude_p("Warm up, please.", {**env, **model}, project)
             for n in range(prompts):
                 for name, env in setups.items():

@@ -171,7 +171,7 @@ class Leases:
                 try:
                     async with self.pool.acquire() as c:
                         lost = anyio.Event()
-                        c.add_termination_listener(lambda _c: lost.set())
+                        c.add_termination_listener(lambda _c, lost=lost: lost.set())  # this connection's own Event
                         await c.add_listener(CHANNEL, heard)
                         if ready is not None:
                             ready()
