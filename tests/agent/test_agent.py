@@ -2,6 +2,7 @@
 history and attachments, the workspace guard and the tool log, questions, queued messages, a restart."""
 
 import json
+from itertools import pairwise
 
 import anyio
 import pytest
@@ -41,7 +42,7 @@ async def test_a_turn_streams_true_deltas_then_done_and_the_status_goes_idle_str
     done = events[-1]
     assert isinstance(done, Done) and not done.is_error and done.usage["output_tokens"] > 0
     assert len(deltas) > 1 and "".join(deltas) == done.result  # each piece only what is new
-    assert all(not later.startswith(earlier) for earlier, later in zip(deltas, deltas[1:]))
+    assert all(not later.startswith(earlier) for earlier, later in pairwise(deltas))
     states = [logged.event.state for logged in (await agent.session(session)).relay.log
               if isinstance(logged.event, Status)]
     assert states == ["idle", "streaming", "idle"]
@@ -166,7 +167,7 @@ async def test_after_a_restart_a_message_resumes_the_session_with_its_history_an
 
 async def test_the_workspaces_mcp_server_overrides_the_platforms_and_skills_sync_in_before_the_session_starts(
         agent, roots, scripted, open_dir):
-    root, platform = roots
+    _, platform = roots
     drop = open_dir / "drop"  # each config's server writes its own file there, as the workspace's owner
     marker = drop / "workspace.json"  # (the warm spare, primed before the workspace had a config, may start the
     python = python_for_any_account()  # platform's: that is not the session's claude)

@@ -110,7 +110,7 @@ async def test_what_is_worth_keeping_is_offered_next_turn_until_the_model_stores
                     await anyio.sleep(0.2)
             more = ("--resume", first["session_id"], "--allowedTools", STORE)
             claude_p("keep it, please", env, project, *more)
-            nudged = [r for r in main_requests(scripted) if "keep it" in r.last_user_text()][0]
+            nudged = next(r for r in main_requests(scripted) if "keep it" in r.last_user_text())
             assert "<memory-nudge>" in said(nudged) and DOG in said(nudged)
             assert [m.content for m in await (await service.store()).recent(5, "myproject")] == [DOG]
             assert await sessions.suggestions(first["session_id"]) == []  # stored: the nudge is done

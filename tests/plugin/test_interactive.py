@@ -80,7 +80,7 @@ async def test_a_person_at_the_terminal_gets_the_memory_once_and_the_letter_afte
             child.expect(READY)
             await opened(cortex_settings)  # the session's orientation is being written: a person would type now
             ask(child, "What is my cat called?", "ANSWER-WHAT")
-            first = [r for r in conversation(scripted) if "my cat called" in r.last_user_text()][0]
+            first = next(r for r in conversation(scripted) if "my cat called" in r.last_user_text())
             assert "# Orientation" in said(first) and "<recalled-memories>" in said(first) and "Zorkmid" in said(first)
             ask(child, "Is she afraid of anything?", "ANSWER-IS")
             second = conversation(scripted)[-1]

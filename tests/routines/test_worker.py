@@ -1,6 +1,8 @@
 """Routines fired by workers: real Postgres, the real claude CLI answered by the scripted model, a real
 IMAP server; each firing a memory-loop session recorded as a run."""
 
+from itertools import pairwise
+
 import anyio
 import pytest
 
@@ -161,7 +163,7 @@ async def test_the_global_concurrency_limit_holds_firings_of_different_routines_
     await worker.memory.aclose()
     done = sorted(await done_in(store, "left") + await done_in(store, "right"), key=lambda f: f["started"])
     assert {f["routine"] for f in done} == {"left", "right"}
-    assert all(a["ended"] <= b["started"] for a, b in zip(done, done[1:]))  # never two at once
+    assert all(a["ended"] <= b["started"] for a, b in pairwise(done))  # never two at once
 
 
 async def test_a_worker_keeps_its_routine_s_claudes_started_between_firings_and_each_firing_takes_them(

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from datetime import datetime, timedelta
+from itertools import pairwise
 
 import anyio
 import pytest
@@ -131,7 +132,7 @@ async def test_two_workers_fire_every_due_time_of_a_two_second_routine_once_and_
     rows = sorted(await store.firings("tick", limit=1000), key=lambda r: r["due"])
     dues = [r["due"] for r in rows]
     assert len(dues) >= 5 and dues[0] <= started + timedelta(seconds=5)
-    assert all(b - a == timedelta(seconds=2) for a, b in zip(dues, dues[1:]))  # none lost, none twice
+    assert all(b - a == timedelta(seconds=2) for a, b in pairwise(dues))  # none lost, none twice
     done = [r for r in rows if r["state"] == "done"]
     skipped = [r for r in rows if r["state"] == "skipped"]
     assert done and len(done) + len(skipped) == len(rows), [(r["state"], r["reason"]) for r in rows]
