@@ -147,7 +147,10 @@ class Firer:
     async def _lock(self, name: str, *, wait: bool) -> AsyncIterator[Any]:
         """A lock on a connection of its own (it dies with the connection, and so with its worker)."""
         async with self.ledger.pool.acquire() as connection:
-            while not await connection.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name):
+            # Postgres says nothing when a lock frees, and a blocking pg_advisory_lock would hold the
+            # connection in a query that only a cancel request could end: tried again every 0.25 s
+            while not await connection.fetchval(  # noqa: ASYNC110 - see the comment above
+                    "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name):
                 await anyio.sleep(0.25)
             try:
                 yield connection

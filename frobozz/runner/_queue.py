@@ -212,8 +212,10 @@ class Worker:
         """The run's lock, on a connection of its own (a lock dies with its connection, and so with its
         worker): waited for while another worker still plays the run."""
         async with self.ledger.pool.acquire() as connection:
-            while not await connection.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
-                                                f"frobozz-run:{run_id}"):
+            # Postgres says nothing when a lock frees, and a blocking pg_advisory_lock would hold the
+            # connection in a query that only a cancel request could end: tried again every 0.5 s
+            while not await connection.fetchval(  # noqa: ASYNC110 - see the comment above
+                    "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", f"frobozz-run:{run_id}"):
                 await anyio.sleep(0.5)
             try:
                 yield

@@ -19,6 +19,7 @@ from frobozz.agent import (
     WorkspaceError,
 )
 from tests.conftest import python_for_any_account
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -184,8 +185,7 @@ async def test_the_workspaces_mcp_server_overrides_the_platforms_and_skills_sync
         "probe": {"command": python, "args": ["-c", probe, str(drop), "workspace"]}}}))
     await turn(agent, session, "hello")
     with anyio.fail_after(30):
-        while not marker.exists() or not marker.read_text():
-            await anyio.sleep(0.05)
+        await eventually(lambda: marker.exists() and marker.read_text())
     assert json.loads(marker.read_text()) == {"config": "workspace", "workspace": str(workspace)}
     assert (workspace / ".claude" / "skills" / "cartography" / "SKILL.md").is_file()
     assert "Draws maps of the underground" in json.dumps(scripted.requests[-1].body)  # claude found the skill

@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from frobozz._loopback import LoopbackServer
 from tests.agent.test_http import Service, sse
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -107,8 +108,7 @@ class Receiver:
             self.hosts.append(request.headers["host"])
             if self.hold and not self.held:
                 self.held = True
-                while self.hold:  # (the server's own thread: nothing to wait on but the flag)
-                    await anyio.sleep(0.05)
+                await eventually(lambda: not self.hold)  # (the server's own thread: nothing to wait on but the flag)
                 return Response(status_code=503)
             if self.down.get(name, 0) > 0:
                 self.down[name] -= 1
@@ -149,15 +149,15 @@ async def test_a_question_and_a_finished_turn_reach_push_subscriptions_and_signe
             tg.start_soon(lambda: sse(client, f"/sessions/{session}/events", into=events))
             await client.post(f"/sessions/{session}/messages", json={"text": "ask me"})
             with anyio.fail_after(60):
-                while not any(e["event"] == "question" for e in events):
-                    await anyio.sleep(0.02)
+                await eventually(lambda: any(e["event"] == "question" for e in events), interval=0.02)
             question = next(e for e in events if e["event"] == "question")["data"]["question_id"]
             await client.post(f"/sessions/{session}/answers", json={
                 "question_id": question, "answers": {"Which colour for the lamp?": "Blue"}})
         with anyio.fail_after(60):
-            while len(push.received.get("laptop", [])) < 2 or len(receiver.received.get("flaky", [])) < 2 or \
-                    not (await client.get("/webhooks")).json()["webhooks"][2]["paused_at"]:
-                await anyio.sleep(0.05)
+            async def ready() -> object:
+                return (len(push.received.get("laptop", [])) >= 2 and len(receiver.received.get("flaky", [])) >= 2
+                        and (await client.get("/webhooks")).json()["webhooks"][2]["paused_at"])
+            await eventually(ready)
         hooks = (await client.get("/webhooks")).json()["webhooks"]
     for name in ("phone", "laptop"):  # the user's and the session's subscriptions; not another session's
         asked, done = push.received[name]
@@ -228,13 +228,13 @@ async def test_a_webhook_goes_to_the_address_its_name_was_checked_at_and_a_name_
                 tg.start_soon(notifier.outbox.deliver_forever)
                 await notifier.notify("s1", "alice", Logged(seq=3, event=Done(result="first")))
                 with anyio.fail_after(60):
-                    while not receiver.received.get("named"):
-                        await anyio.sleep(0.05)
+                    await eventually(lambda: receiver.received.get("named"))
                 answers["hook.test"] = ["127.0.0.1", "169.254.169.254"]  # rebound: one answer is the metadata address
                 await notifier.notify("s1", "alice", Logged(seq=4, event=Done(result="second")))
                 with anyio.fail_after(60):
-                    while (await notifier.webhooks(["alice"]))[0]["failures"] < 1:
-                        await anyio.sleep(0.05)
+                    async def ready() -> object:
+                        return (await notifier.webhooks(["alice"]))[0]["failures"] >= 1
+                    await eventually(ready)
                 tg.cancel_scope.cancel()
         assert receiver.hosts == [f"hook.test:{port}"]  # one request, named in Host, at the address checked
         assert [d["body"] for d in receiver.received["named"]] == ["first"]
@@ -289,16 +289,18 @@ async def test_a_paused_webhook_gets_nothing_until_it_is_resumed_and_an_event_is
                 tg.start_soon(notifier.outbox.deliver_forever)
                 await notifier.notify("s1", "alice", Logged(seq=3, event=Done(result="lost")))
                 with anyio.fail_after(60):
-                    while not (await notifier.webhooks(["alice"]))[0]["paused_at"]:
-                        await anyio.sleep(0.05)
+                    async def ready() -> object:
+                        return (await notifier.webhooks(["alice"]))[0]["paused_at"]
+                    await eventually(ready)
                 await notifier.notify("s1", "alice", Logged(seq=4, event=Done(result="while paused")))
                 assert await notifier.outbox.pending() == []  # paused: nothing queued (its record says why)
                 assert await notifier.resume_webhook(hook["id"], ["alice"])
                 await notifier.notify("s1", "alice", Logged(seq=5, event=Done(result="resumed")))
                 assert await notifier.outbox.queue("alice", "s1:5", {"again": True}) == 0  # once per event
                 with anyio.fail_after(60):
-                    while not receiver.received.get("later") or await notifier.outbox.pending():
-                        await anyio.sleep(0.05)
+                    async def ready() -> object:
+                        return bool(receiver.received.get("later")) and not await notifier.outbox.pending()
+                    await eventually(ready)
                 tg.cancel_scope.cancel()
         assert [d["body"] for d in receiver.received["later"]] == ["resumed"]
         assert (await notifier.webhooks(["alice"]))[0]["failures"] == 0

@@ -10,6 +10,7 @@ from typing import TypeVar
 import anyio
 
 from frobozz.engine import Event
+from tests.waiting import eventually
 
 E = TypeVar("E", bound=Event)
 
@@ -35,8 +36,7 @@ def of(events: list[Event], kind: type[E]) -> list[E]:
 async def wait_for_file(path: Path, timeout: float = 10) -> None:
     """claude writes some files a moment after the fact; poll briefly, never a fixed sleep."""
     with anyio.fail_after(timeout):
-        while not path.exists():
-            await anyio.sleep(0.02)
+        await eventually(path.exists, interval=0.02)
 
 
 async def send_and_kill_mid_turn(session, text: str, calls: list, answering: int) -> list[Event]:
@@ -49,7 +49,6 @@ async def send_and_kill_mid_turn(session, text: str, calls: list, answering: int
     await until(session.events(), SystemInit)
     await wait_for_file(transcript)
     with anyio.fail_after(30):
-        while len(calls) < answering:
-            await anyio.sleep(0.01)
+        await eventually(lambda: len(calls) >= answering, interval=0.01)
     session.engine.kill()
     return await until(session.events(), Result)

@@ -15,6 +15,7 @@ import pytest
 from frobozz.engine import find_claude
 from frobozz.engine.testing import ScriptedModel
 from frobozz.memory import MemoryService
+from tests.waiting import eventually
 
 from .conftest import hook
 from .test_claude import LETTER, memories, said  # noqa: F401 (memories is a fixture)
@@ -54,8 +55,9 @@ async def opened(cortex_settings) -> None:
     try:
         sessions = await service.sessions()
         with anyio.fail_after(60):
-            while not await sessions.list("myproject"):
-                await anyio.sleep(0.05)
+            async def ready() -> object:
+                return await sessions.list("myproject")
+            await eventually(ready)
     finally:
         await service.aclose()
 

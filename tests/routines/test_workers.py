@@ -15,6 +15,7 @@ import pytest
 from frobozz.engine.testing import Reply, ScriptedModel, Text
 from frobozz.routines import routine
 from tests.orphans import descendants, still_running
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 SIDE = ("Write up to", "Here is the last exchange", "Summarise this conversation")
@@ -58,10 +59,14 @@ def mail(subject):
 
 
 async def wait_for(check, timeout=300):
+    found = []
+
+    async def ready() -> object:
+        found[:] = [await check()]
+        return found[0]
     with anyio.fail_after(timeout):
-        while not (found := await check()):
-            await anyio.sleep(0.2)
-        return found
+        await eventually(ready, interval=0.2)
+    return found[0]
 
 
 async def test_three_mails_fire_three_sessions_in_order_and_a_worker_killed_mid_mail_loses_and_repeats_nothing(
