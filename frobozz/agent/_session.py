@@ -329,7 +329,7 @@ class AgentSession:
                                                         f"({', '.join(allowed) or 'none'})")
         if name in FILE_TOOLS:
             target = Path(str(tool_input.get(FILE_TOOLS[name]) or ""))
-            resolved = (self.workspace.path / target).resolve() if not target.is_absolute() else target.resolve()
+            resolved = Path(await anyio.Path(self.workspace.path / target).resolve())  # absolute: the target itself
             if resolved != self.workspace.path and self.workspace.path not in resolved.parents:
                 self.tool_log.denied(hook.tool_use_id)
                 return HookOutput(permission="deny", reason=f"{name} may only change files inside the workspace "

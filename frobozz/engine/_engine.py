@@ -314,7 +314,8 @@ class Engine:
         answer = await self._require_control().request("mcp_status")
         return tuple(McpServerStatus.parse(s) for s in answer.get("mcpServers") or () if isinstance(s, Mapping))
 
-    async def wait_for_mcp(self, names: Iterable[str] | None = None, *, timeout: float = 120,
+    async def wait_for_mcp(self, names: Iterable[str] | None = None, *,
+                           timeout: float = 120,  # noqa: ASYNC109 - the error names the servers
                            poll: float = 0.1) -> tuple[McpServerStatus, ...]:
         """Until claude has started the MCP servers (those named, or all): a turn that begins while a
         server is still "pending" runs without its tools. McpServerError names each one that failed,

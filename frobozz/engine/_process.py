@@ -166,7 +166,7 @@ class CLIProcess:
             await self._stderr_done.wait()  # so the stderr tail is complete when reported
         return code
 
-    async def close(self, timeout: float) -> int | None:
+    async def close(self, timeout: float) -> int | None:  # noqa: ASYNC109 - then SIGTERM, then SIGKILL
         """Close stdin and wait; then SIGTERM, then SIGKILL. Shielded, so cancellation cannot orphan it."""
         process = self._process
         if process is None:

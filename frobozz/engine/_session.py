@@ -130,7 +130,8 @@ class Session:
         await self.engine.interrupt()
 
     async def wait_for_mcp(self, names: Iterable[str] | None = None, *,
-                           timeout: float = 120) -> tuple[McpServerStatus, ...]:
+                           timeout: float = 120,  # noqa: ASYNC109 - Engine.wait_for_mcp's
+                           ) -> tuple[McpServerStatus, ...]:
         """Until claude has started the MCP servers (see `Engine.wait_for_mcp`): before a turn that needs them."""
         return await self.engine.wait_for_mcp(names, timeout=timeout)
 
