@@ -81,7 +81,8 @@ async def cluster(cortex_settings, claude_home, open_dir):
                     await instance.stop(kill=True)
 
 
-async def wait_for(client: httpx.AsyncClient, path: str, predicate, timeout: float = 60) -> None:
+async def wait_for(client: httpx.AsyncClient, path: str, predicate,
+                   timeout: float = 60) -> None:  # noqa: ASYNC109 - every wait of the tests has a limit
     with anyio.fail_after(timeout):
         async def ready() -> object:
             return predicate((await client.get(path)).json())

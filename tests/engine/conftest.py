@@ -15,7 +15,8 @@ from tests.waiting import eventually
 E = TypeVar("E", bound=Event)
 
 
-async def until(events: AsyncIterator[Event], kind: type[E], *, count: int = 1, timeout: float = 60) -> list[Event]:
+async def until(events: AsyncIterator[Event], kind: type[E], *, count: int = 1,
+                timeout: float = 60) -> list[Event]:  # noqa: ASYNC109 - every wait of the tests has a limit
     """Events up to and including the `count`-th of type `kind` (fails if the stream ends first)."""
     seen: list[Event] = []
     found = 0
@@ -33,7 +34,7 @@ def of(events: list[Event], kind: type[E]) -> list[E]:
     return [e for e in events if isinstance(e, kind)]
 
 
-async def wait_for_file(path: Path, timeout: float = 10) -> None:
+async def wait_for_file(path: Path, timeout: float = 10) -> None:  # noqa: ASYNC109 - every wait has a limit
     """claude writes some files a moment after the fact; poll briefly, never a fixed sleep."""
     with anyio.fail_after(timeout):
         await eventually(path.exists, interval=0.02)

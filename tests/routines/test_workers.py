@@ -58,7 +58,7 @@ def mail(subject):
             f"About {subject}.\r\n").encode()
 
 
-async def wait_for(check, timeout=300):
+async def wait_for(check, timeout=300):  # noqa: ASYNC109 - every wait of the tests has a limit
     found = []
 
     async def ready() -> object:

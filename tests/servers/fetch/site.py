@@ -7,6 +7,7 @@ import io
 import zlib
 
 import anyio
+import anyio.lowlevel
 from PIL import Image
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -140,7 +141,7 @@ class Site:
                 chunk = b"All work and no play makes a dull adventurer. " * 1000
                 while True:
                     yield chunk
-                    await anyio.sleep(0)
+                    await anyio.lowlevel.checkpoint()
             return StreamingResponse(flood(), media_type="text/plain")
         if path == "/bomb":
             return Response(bomb(), media_type="text/plain", headers={"Content-Encoding": "gzip"})
