@@ -137,7 +137,8 @@ async def latest(store: SessionStore, project_key: str,
 
 async def materialize(store: SessionStore, session_id: str, *, project_key: str, cwd: Path,
                       env: Mapping[str, str],
-                      timeout: float) -> Materialized | None:  # noqa: ASYNC109 - the error names the call
+                      timeout: float,  # noqa: ASYNC109 - the error names the call
+                      ) -> Materialized | None:
     """Session `session_id` from the store, written where claude looks for it in a new private config
     directory (with the caller's credentials and settings copied in, so claude can still sign in).
     None when the store has no such session."""

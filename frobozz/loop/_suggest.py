@@ -76,5 +76,5 @@ async def nudge_blocks(sessions: SessionStore, session_id: str) -> list[dict[str
     if not waiting:
         return []
     lines = "\n".join(f"- {fact}" for fact in waiting)
-    return [{"type": "text", "text": f"<memory-nudge>\nWorth keeping, if right (store it with cortex, or supersede the memory it changes):\n{lines}\n"
-                                     "</memory-nudge>"}]
+    return [{"type": "text", "text": "<memory-nudge>\nWorth keeping, if right (store it with cortex, or supersede "
+                                     f"the memory it changes):\n{lines}\n</memory-nudge>"}]

@@ -1,6 +1,7 @@
 """Long-term memory on Postgres + pgvector, with no MCP in it: the store (write, read, search with
-absolute scores), embeddings, migrations, hand-off letters, the memory loop's sessions and archive, and claude's transcripts (a session store for the engine). The cortex and handoff servers wrap
-it, as the game server wraps `frobozz.games`; the memory loop uses it directly."""
+absolute scores), embeddings, migrations, hand-off letters, the memory loop's sessions and archive, and
+claude's transcripts (a session store for the engine). The cortex and handoff servers wrap it, as the
+game server wraps `frobozz.games`; the memory loop uses it directly."""
 
 from ._bulk import BulkStore
 from ._database import (

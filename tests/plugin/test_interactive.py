@@ -69,7 +69,10 @@ def ask(child: pexpect.spawn, text: str, answer: str) -> None:
 
 
 async def test_a_person_at_the_terminal_gets_the_memory_once_and_the_letter_after_compact(
-        installed, memories, project, claude_home, plugin_settings, cortex_settings):  # noqa: F811
+        installed,
+        memories,  # noqa: F811 - the fixture imported above
+        project, claude_home, plugin_settings, cortex_settings,
+):
     with ScriptedModel(replies) as scripted:
         env = {**installed, **scripted.env(), "COLUMNS": "120", "TERM": "xterm"}
         person_ready(claude_home, project, scripted.env()["ANTHROPIC_API_KEY"])
