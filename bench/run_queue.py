@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 # This file's name is the standard library's `queue`, which asyncio imports: its folder leaves the path.
+# (So the imports below come after code: their noqa: E402.)
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse  # noqa: E402

@@ -81,7 +81,8 @@ class Site:
     async def route(self, request: Request) -> Response:
         self._count(request)
         path = request.url.path
-        html = lambda body, **kw: Response(body, media_type="text/html; charset=utf-8", **kw)  # noqa: E731
+        def html(body, **kw):
+            return Response(body, media_type="text/html; charset=utf-8", **kw)
         if path == "/page.html":
             return html(PAGE)
         if path == "/long.html":
