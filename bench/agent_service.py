@@ -22,9 +22,9 @@ import socket
 import statistics
 import subprocess
 import sys
-from dataclasses import replace
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import anyio

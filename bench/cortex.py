@@ -18,11 +18,11 @@ from pathlib import Path
 
 import anyio
 
+from frobozz.memory import MemoryService
 from frobozz.memory import MemorySettings as Settings
 from frobozz.memory._database import HNSW_INDEX, stop_embedded
 from frobozz.memory._embeddings import LocalEmbedder
 from frobozz.memory._minilm import weights_dir
-from frobozz.memory import MemoryService
 from frobozz.memory._store import content_hash
 
 TARGET_MS, TARGET_RECALL = 30, 0.95  # issue 8: hybrid p50 at 100k, query embedding included; HNSW against exact

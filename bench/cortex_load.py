@@ -49,7 +49,7 @@ async def wait_ready(url: str, token: str, server: subprocess.Popen[bytes]) -> N
                 async with client(url, token) as c:
                     await c.call_tool("recent", {"limit": 1, "namespace": "load"})
                     return
-            except Exception:  # not listening yet
+            except Exception:  # noqa: BLE001 - not listening yet
                 await anyio.sleep(0.5)
 
 

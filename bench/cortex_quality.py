@@ -44,10 +44,9 @@ from pathlib import Path
 import anyio
 import numpy as np
 
+from frobozz.memory import BulkStore, Hit, MemoryService
 from frobozz.memory import MemorySettings as Settings
-from frobozz.memory import BulkStore
 from frobozz.memory._database import stop_embedded
-from frobozz.memory import Hit, MemoryService
 from frobozz.memory._search import _WORD as WORD
 from frobozz.memory._search import SPEAKER, speaker_named
 from frobozz.memory._store import MemoryStore

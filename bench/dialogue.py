@@ -44,7 +44,8 @@ async def run(rounds: int) -> None:
         print(f"  turns                 {len(steps):6d}   ({sum(s.step.kind == 'agent' for s in steps)} agent, "
               f"{sum(s.step.kind == 'summary' for s in steps)} summary, {sum(s.step.kind == 'synthesis' for s in steps)}"
               " synthesis)")
-        print(f"  tool calls            {sum(tools.values()):6d}   ({', '.join(f'{n} {k}' for k, n in sorted(tools.items()))})")
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(tools.items()))
+        print(f"  tool calls            {sum(tools.values()):6d}   ({kinds})")
         print(f"  model requests        {len(main):6d}   (+{len(model.requests) - len(main)} side calls claude makes)")
         print("  per role              " + "; ".join(f"{r.role} {r.turns} turns {r.tools} tools" for r in report.roles))
         print(f"  wall time             {wall:8.2f} s   in claude's turns {in_turns:.2f} s; the rest "

@@ -38,7 +38,7 @@ def page(n: int) -> bytes:
 
 
 class Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if self.path.startswith("/big"):
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")

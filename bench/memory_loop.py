@@ -20,18 +20,19 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from cortex import OBJECTS, SUBJECTS, VERBS, load  # noqa: E402
+from cortex import OBJECTS, SUBJECTS, VERBS, load
 
-from frobozz.engine import EngineOptions, Result, Session  # noqa: E402
-from frobozz.engine.testing import ScriptedModel  # noqa: E402
-from frobozz.loop import MemorySession  # noqa: E402
-from frobozz.memory import MemoryService, MemorySettings  # noqa: E402
-from frobozz.memory._database import stop_embedded  # noqa: E402
+from frobozz.engine import EngineOptions, Result, Session
+from frobozz.engine.testing import ScriptedModel
+from frobozz.loop import MemorySession
+from frobozz.memory import MemoryService, MemorySettings
+from frobozz.memory._database import stop_embedded
 
 TARGET_MS = 50
 THINK = 1.0  # seconds between a reply and the next message (a person reading it)
@@ -41,7 +42,7 @@ def pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
 
 
-def reply(request) -> str:  # noqa: ANN001 - the scripted model's handler
+def reply(request) -> str:  # the scripted model's handler
     text = request.last_user_text()
     if text.startswith("Write up to"):
         return "the quarterly report\nthe jazz concert"
@@ -74,7 +75,7 @@ def model_process() -> Iterator[dict[str, str]]:
         process.join(5)
 
 
-async def turn(send, events) -> tuple[float, float]:  # noqa: ANN001
+async def turn(send, events) -> tuple[float, float]:
     """The time `send()` takes (for the loop: all it does before the message is written to claude), and
     the time from then to the turn's result, in ms."""
     t = time.perf_counter()
@@ -101,7 +102,7 @@ async def main(count: int, turns: int) -> None:
             async with Session(options) as session:
                 for text in messages:
                     await anyio.sleep(THINK)  # the same pause as with the loop: claude idle before each turn
-                    bare.append((await turn(lambda: session.send(text), session.events))[1])
+                    bare.append((await turn(partial(session.send, text), session.events))[1])
             asked: list[float] = []
             async with MemorySession(options, service, namespace="bench", sidecar=options) as loop:
                 ask = loop.pool.sidecar.ask
@@ -120,7 +121,7 @@ async def main(count: int, turns: int) -> None:
                         await loop.settled()     # reply: the sidecars are idle and warm, as between messages
                     await anyio.sleep(THINK)
                     seen = len(asked)
-                    sending, answering = await turn(lambda: loop.send(text), loop.events)
+                    sending, answering = await turn(partial(loop.send, text), loop.events)
                     before.append(sending)
                     whole.append(answering)
                     sidecar_in_recall.append(asked[seen] if len(asked) > seen else 0.0)

@@ -23,13 +23,13 @@ from pathlib import Path
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from cortex import OBJECTS, SUBJECTS, VERBS, load  # noqa: E402
-from memory_loop import model_process, pct  # noqa: E402
+from cortex import OBJECTS, SUBJECTS, VERBS, load
+from memory_loop import model_process, pct
 
-from frobozz.engine import find_claude  # noqa: E402
-from frobozz.memory import MemoryService, MemorySettings  # noqa: E402
-from frobozz.memory._database import stop_embedded  # noqa: E402
-from frobozz.plugin import PluginSettings, stop_daemon  # noqa: E402
+from frobozz.engine import find_claude
+from frobozz.memory import MemoryService, MemorySettings
+from frobozz.memory._database import stop_embedded
+from frobozz.plugin import PluginSettings, stop_daemon
 
 WARM_MS, COLD_MS = 100, 2000
 

@@ -18,13 +18,13 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from memory_loop import model_process, pct  # noqa: E402
-from plugin_hooks import claude_p  # noqa: E402
+from memory_loop import model_process, pct
+from plugin_hooks import claude_p
 
-from frobozz.engine import find_claude  # noqa: E402
-from frobozz.memory import MemorySettings  # noqa: E402
-from frobozz.memory._database import stop_embedded  # noqa: E402
-from frobozz.plugin import PluginSettings, install, stop_daemon  # noqa: E402
+from frobozz.engine import find_claude
+from frobozz.memory import MemorySettings
+from frobozz.memory._database import stop_embedded
+from frobozz.plugin import PluginSettings, install, stop_daemon
 
 
 def line(name: str, values: list[float], extra: str = "") -> str:
@@ -56,7 +56,7 @@ def main(prompts: int) -> None:
         setups["none"] = {**os.environ, "HOME": str(bare)}
         timed: dict[str, list[float]] = {name: [] for name in setups}
         with model_process() as model:
-            for name, env in setups.items():  # the daemons started, Postgres made, the model's first answer
+            for env in setups.values():  # the daemons started, Postgres made, the model's first answer
                 claude_p("Warm up, please.", {**env, **model}, project)
             for n in range(prompts):
                 for name, env in setups.items():

@@ -53,7 +53,7 @@ async def bench(args: argparse.Namespace, scratch: Path) -> None:
     imap = start_imap()
     first_request: dict[str, float] = {}  # a firing's marker -> when its first request reached the model
 
-    def answer(request):  # noqa: ANN001, ANN202
+    def answer(request):
         texts = [b.get("text", "") for b in request.last_user_blocks() if b.get("type") == "text"]
         text = texts[-1] if texts else ""
         if text.startswith(SIDE):
@@ -131,8 +131,9 @@ async def bench(args: argparse.Namespace, scratch: Path) -> None:
     finally:
         imap.stop()
         server.cleanup()
-    print(f"routines: {args.mails} mails each way ({args.gap:g} s apart), {len(due_to_request)} schedule firings (every {args.every:g} s), "
-          f"{os.cpu_count()} CPUs, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; figures on a shared machine are noisy")
+    print(f"routines: {args.mails} mails each way ({args.gap:g} s apart), "
+          f"{len(due_to_request)} schedule firings (every {args.every:g} s), {os.cpu_count()} CPUs, "
+          f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; figures on a shared machine are noisy")
     print(line("mail APPEND -> first model request (IDLE)", results["mail-idle"], 1.0))
     print(line(f"mail APPEND -> first model request (poll {args.poll:g} s)", results["mail-poll"], args.poll + 1))
     print(line("mail APPEND -> firing start (IDLE)", results["mail-idle-start"]))

@@ -3,7 +3,8 @@ mode, the real claude CLI against the scripted model), against `frobozz play --r
 the same runs in one process; and the queue's own overhead per run: enqueue to start (an idle worker) and
 finish to recorded (the run's end to its job logged done), from the database's own timestamps.
 
-Run: bin/frobozz games list >/dev/null; .venv/bin/python bench/run_queue.py (not queue.py: that name would shadow the standard library's queue) [--runs 8] [--max-turns 60]
+Run: bin/frobozz games list >/dev/null; .venv/bin/python bench/run_queue.py [--runs 8] [--max-turns 60]
+(not queue.py: that name would shadow the standard library's queue).
 Targets (issue 16): the queue adds under 100 ms per run; throughput grows with workers until the CPUs
 are full (this machine has 2).
 """
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 # This file's name is the standard library's `queue`, which asyncio imports: its folder leaves the path.
+# (So the imports below come after code: their noqa: E402.)
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import argparse  # noqa: E402

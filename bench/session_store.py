@@ -31,7 +31,7 @@ class Timed(TranscriptMirror):
 
     spent = 0.0
 
-    def enqueue(self, frame):  # noqa: ANN001
+    def enqueue(self, frame):
         t0 = time.perf_counter()
         super().enqueue(frame)
         Timed.spent += time.perf_counter() - t0

@@ -38,7 +38,7 @@ def receiver() -> tuple[str, dict[str, int]]:
     took = {"requests": 0, "bytes": 0}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             took["bytes"] += len(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
             took["requests"] += 1
             self.send_response(200)
@@ -64,7 +64,7 @@ async def engine_events(turns: int) -> float:
     with open(notes, "w") as f:
         f.write("The lamp is in the living room.\n")
 
-    def answer(request) -> Reply:  # noqa: ANN001
+    def answer(request) -> Reply:
         if request.tool_results():
             return Reply((Text("It says the lamp is in the living room. " * 3),))
         return Reply((ToolUse("Read", {"file_path": notes}),))
@@ -111,7 +111,7 @@ async def runner(turns: int) -> tuple[list[float], float, int, float]:
 
     contexts, marks = [], []
 
-    def on_turn(context, record) -> None:  # noqa: ANN001
+    def on_turn(context, record) -> None:
         if not contexts:
             contexts.append(context)
         marks.append((time.perf_counter(), _cpu()))

@@ -2,8 +2,9 @@
 with the engine's warm spare, started ahead of need with the same options (warm), in one run.
 
 Run: .venv/bin/python bench/warm_start.py [--rounds 5]
-Target (issue 37): warm under 0.3x cold. Each session comes IDLE seconds after the last, both ways. The scripted Messages API answers at once, so what is measured is
-claude's start-up and the engine's, not a model's latency; on a busy machine the figures are noisy.
+Target (issue 37): warm under 0.3x cold. Each session comes IDLE seconds after the last, both ways. The
+scripted Messages API answers at once, so what is measured is claude's start-up and the engine's, not a
+model's latency; on a busy machine the figures are noisy.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import anyio
 
 from frobozz.engine import EngineOptions, Session, StreamEvent, WarmSpare
 from frobozz.engine.testing import ScriptedModel
-
 
 IDLE = 1.0  # seconds between sessions, both ways: the time a person takes to start the next one
 

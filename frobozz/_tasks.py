@@ -28,7 +28,7 @@ async def every(calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
     async def run(index: int, call: Callable[[], Awaitable[Any]], scope: anyio.CancelScope) -> None:
         try:
             results[index] = await call()
-        except Exception as e:  # re-raised below, outside the task group
+        except Exception as e:  # noqa: BLE001 - re-raised below, outside the task group
             failures.append(e)
             scope.cancel()
 
@@ -49,7 +49,7 @@ async def while_following(request: Callable[[], Awaitable[T]], follow: Callable[
         tg.start_soon(follow)
         try:
             outcome.append(await request())
-        except Exception as e:  # re-raised below, outside the task group
+        except Exception as e:  # noqa: BLE001 - re-raised below, outside the task group
             failure.append(e)
         tg.cancel_scope.cancel()
     if failure:

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 @contextmanager
 def serve(routes: dict[str, tuple[int, bytes]]) -> Iterator[str]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             status, body = routes.get(self.path, (404, b"not found"))
             self.send_response(status)
             self.send_header("Content-Length", str(len(body)))

@@ -1,4 +1,5 @@
 import anyio
+import anyio.lowlevel
 import pytest
 
 from frobozz._tasks import both, every, while_following
@@ -44,7 +45,7 @@ async def test_the_follower_runs_beside_the_request_and_stops_when_it_ends():
             while True:
                 polls.append(len(polls))
                 polled.set()
-                await anyio.sleep(0)
+                await anyio.lowlevel.checkpoint()
         finally:
             stopped.set()
 

@@ -3,8 +3,8 @@ event relay that any number of clients follow, a tool log; kept in Postgres. Bui
 engine knows nothing of it. Its HTTP API is `frobozz.agent.create_app`."""
 
 from ._agent import Agent
-from ._http import create_app
 from ._events import AgentEvent, Done, Error, Logged, Question, Status, TextDelta, ToolResult, ToolUse
+from ._http import create_app
 from ._workspaces import Workspace, Workspaces
 from .exceptions import AgentError, InputError, QuestionError, SessionNotFoundError, WorkspaceError
 from .settings import AgentSettings

@@ -394,7 +394,8 @@ class Agent:
         n = session.tool_base + len(session.tool_log.calls)
         self._tg.start_soon(self.store.add_tool_call, session.id, n, asdict(call))
 
-    async def _answers(self, session: AgentSession, question_id: str, timeout: float) -> dict[str, Any] | None:
+    async def _answers(self, session: AgentSession, question_id: str,
+                       timeout: float) -> dict[str, Any] | None:  # noqa: ASYNC109 - None when none came: not an error
         """A question's answers, given on whichever instance (None: none came in `timeout` seconds)."""
         assert self.leases is not None
         deadline = anyio.current_time() + timeout

@@ -24,8 +24,8 @@ from frobozz.memory import DatabaseError
 
 from ._agent import OPTIONS, Agent
 from ._events import KINDS, Status
-from ._session import AgentSession
 from ._files import MAX_IMAGE_BYTES
+from ._session import AgentSession
 from .exceptions import AgentError, BusyError, ForbiddenError, InputError, SessionNotFoundError, TooLargeError
 
 MAX_BODY = 16 * 1024 * 1024

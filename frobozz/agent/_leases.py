@@ -162,7 +162,7 @@ class Leases:
                 kind, _, session_id = payload.partition(":")
                 try:
                     await on_note(kind, session_id)
-                except Exception:  # noqa: BLE001 - one note that fails does not stop the others
+                except Exception:  # one note that fails does not stop the others
                     log.exception("agent notification %s failed", payload[:80])
 
         async with anyio.create_task_group() as tg:
@@ -171,7 +171,7 @@ class Leases:
                 try:
                     async with self.pool.acquire() as c:
                         lost = anyio.Event()
-                        c.add_termination_listener(lambda _c: lost.set())
+                        c.add_termination_listener(lambda _c, lost=lost: lost.set())  # this connection's own Event
                         await c.add_listener(CHANNEL, heard)
                         if ready is not None:
                             ready()

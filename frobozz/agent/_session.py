@@ -21,8 +21,23 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from frobozz.engine import (Allow, AssistantMessage, Deny, Engine, EngineOptions, ErrorEvent, HookInput, HookMatcher,
-                            HookOutput, PermissionContext, Result, StreamEvent, TurnCost, UserMessage, WarmSpare)
+from frobozz.engine import (
+    Allow,
+    AssistantMessage,
+    Deny,
+    Engine,
+    EngineOptions,
+    ErrorEvent,
+    HookInput,
+    HookMatcher,
+    HookOutput,
+    PermissionContext,
+    Result,
+    StreamEvent,
+    TurnCost,
+    UserMessage,
+    WarmSpare,
+)
 from frobozz.engine import started as started_engine
 from frobozz.engine.observers import ToolCall, ToolLog
 from frobozz.loop import MemorySession
@@ -147,7 +162,7 @@ class AgentSession:
                     finally:
                         self.reserved = False
                 await self._turn(text, files)
-            except Exception as e:  # noqa: BLE001 - a turn that fails says so; the session goes on
+            except Exception as e:  # a turn that fails says so; the session goes on
                 if not self.relay.closed:  # (a session closed mid-turn ends its turn this way: nothing to say)
                     if self.owned:
                         log.exception("session %s: the turn failed", self.id)
@@ -310,7 +325,7 @@ class AgentSession:
                                                         f"({', '.join(allowed) or 'none'})")
         if name in FILE_TOOLS:
             target = Path(str(tool_input.get(FILE_TOOLS[name]) or ""))
-            resolved = (self.workspace.path / target).resolve() if not target.is_absolute() else target.resolve()
+            resolved = Path(await anyio.Path(self.workspace.path / target).resolve())  # absolute: the target itself
             if resolved != self.workspace.path and self.workspace.path not in resolved.parents:
                 self.tool_log.denied(hook.tool_use_id)
                 return HookOutput(permission="deny", reason=f"{name} may only change files inside the workspace "

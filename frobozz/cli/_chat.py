@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
 import typer
+from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console
 from rich.table import Table
 

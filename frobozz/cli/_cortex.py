@@ -76,7 +76,8 @@ def store_cmd(content: str, namespace: str = typer.Option(None, help=NAMESPACE_H
         if image is not None:  # the user's own file: its folder is allowed, as the server's folders are for it
             from frobozz.memory import ImageInput, ImageStore, MemorySettings
 
-            images = ImageStore(store, MemorySettings(), folders=[image.expanduser().resolve().parent])
+            folder = await anyio.to_thread.run_sync(lambda: image.expanduser().resolve().parent)
+            images = ImageStore(store, MemorySettings(), folders=[folder])
             return (await images.remember(content, ImageInput(path=str(image)), meta, namespace, source="cli"))[:2]
         return await store.store(content, meta, namespace, source="cli")
 

@@ -33,8 +33,15 @@ def _agents(specs: list[str]) -> list[tuple[str, Path]]:
 
 def _show(event) -> None:  # type: ignore[no-untyped-def]
     """The live view: one line per step, tool call, denial, restore and consensus (no file content)."""
-    from frobozz.dialogue import (ConsensusReached, FileRestored, Resumed, StepFinished, StepStarted, ToolDenied,
-                                  ToolUsed)
+    from frobozz.dialogue import (
+        ConsensusReached,
+        FileRestored,
+        Resumed,
+        StepFinished,
+        StepStarted,
+        ToolDenied,
+        ToolUsed,
+    )
 
     if isinstance(event, StepStarted):
         out.print(f"▶ {event.step.describe()}", markup=False)
@@ -83,8 +90,15 @@ def run(
     resume: Path | None = typer.Option(None, "--resume", file_okay=False, help="Take up the dialogue in DIR."),
 ) -> None:
     """Run a dialogue: each agent in turn fills its entry of dialogue.json; the scribe sums up each round."""
-    from frobozz.dialogue import (Dialogue, DialogueError, DialogueInputError, DialogueSettings, TurnError, load_roles,
-                                  read_question)
+    from frobozz.dialogue import (
+        Dialogue,
+        DialogueError,
+        DialogueInputError,
+        DialogueSettings,
+        TurnError,
+        load_roles,
+        read_question,
+    )
 
     settings = DialogueSettings()
     try:
@@ -109,9 +123,9 @@ def run(
         raise _fail(str(e)) from None
 
     async def main() -> object:
+        from frobozz.dialogue import ScriptedDialogue
         from frobozz.engine import EngineOptions
         from frobozz.engine.scripted import ScriptedModel
-        from frobozz.dialogue import ScriptedDialogue
 
         async def go(options: EngineOptions) -> object:
             if resume is not None:

@@ -72,7 +72,7 @@ async def check_postgres(settings: MemorySettings) -> str:
     try:
         url = await database_url(settings)
         connection = await asyncpg.connect(url, timeout=20)
-    except Exception as e:  # every way of not reaching a database ends here  # noqa: BLE001
+    except Exception as e:  # every way of not reaching a database ends here
         raise Problem(f"cannot reach {where}: {type(e).__name__}: {e}", fix) from e
     try:
         version = await connection.fetchval("SHOW server_version")

@@ -70,7 +70,7 @@ def verify(path: Path, as_json: bool = typer.Option(False, "--json", help="Print
 
 
 @games.command("map")
-def show_map(session: str, format: str = typer.Option("text", help="text, dot or mermaid.")) -> None:  # noqa: A002
+def show_map(session: str, format: str = typer.Option("text", help="text, dot or mermaid.")) -> None:
     """The explored map of a game session (running or ended), from its journal."""
     if format not in ("text", "dot", "mermaid"):
         raise typer.BadParameter("use text, dot or mermaid", param_hint="--format")

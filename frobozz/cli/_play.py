@@ -57,9 +57,17 @@ def play(
 ) -> None:
     """Play GAME headless: claude drives the real CLI; the game answers each command."""
     start_tracing(trace, "frobozz-play")
-    from frobozz.runner import (PlayerError, RunConfig, RunFinishedError, RunNotFoundError, RunnerSettings,
-                                claude_readiness, play)
-    from frobozz.runner import LiveView, summary_table
+    from frobozz.runner import (
+        LiveView,
+        PlayerError,
+        RunConfig,
+        RunFinishedError,
+        RunnerSettings,
+        RunNotFoundError,
+        claude_readiness,
+        play,
+        summary_table,
+    )
 
     if mode not in ("text", "tools"):
         raise typer.BadParameter("use text or tools", param_hint="--mode")
@@ -161,8 +169,7 @@ async def _ledger(size: int) -> Any:
 def _enqueue(config, settings, runs: int, as_json: bool) -> None:  # type: ignore[no-untyped-def]
     """Put `runs` runs of `config` in the queue; their ids, at once."""
     from frobozz.memory import MemoryStoreError, stop_embedded_at_exit
-    from frobozz.runner import PlayerError, PlayerSpec, RunLedger, enqueue
-    from frobozz.runner import commands_for
+    from frobozz.runner import PlayerError, PlayerSpec, RunLedger, commands_for, enqueue
 
     try:
         player = PlayerSpec.parse(config.player)

@@ -250,8 +250,7 @@ def hub_token(name: str = typer.Argument(..., help="Who the token is for (shown 
     """Make a scoped token: the token goes to its holder (shown once, here), the entry to FROBOZZ_HUB_TOKENS."""
     from pydantic import ValidationError
 
-    from frobozz.servers import Grant, hashed
-    from frobozz.servers import new_token
+    from frobozz.servers import Grant, hashed, new_token
 
     secret = new_token()
     try:

@@ -2,10 +2,22 @@
 (skeletons, validation, consensus, resume). A library part on the engine, with no MCP in it."""
 
 from ._consensus import consensus_of
-from ._entries import Entry
-from ._events import (ConsensusReached, DialogueEvent, DialogueState, FileRestored, Report, Resumed, RoleStats, Step,
-                      StepFinished, StepStarted, ToolDenied, ToolUsed)
 from ._directory import DIALOGUE, QUESTION, SUMMARY, SYNTHESIS
+from ._entries import Entry
+from ._events import (
+                      ConsensusReached,
+                      DialogueEvent,
+                      DialogueState,
+                      FileRestored,
+                      Report,
+                      Resumed,
+                      RoleStats,
+                      Step,
+                      StepFinished,
+                      StepStarted,
+                      ToolDenied,
+                      ToolUsed,
+)
 from ._inputs import read_question
 from ._orchestrator import Dialogue
 from ._roles import Role, load_roles, role_of

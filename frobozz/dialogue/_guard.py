@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..engine import HookInput, HookMatcher, HookOutput
-from ._entries import check_new_text
 from ._directory import DIALOGUE, QUESTION, SUMMARY, SYNTHESIS
+from ._entries import check_new_text
 from ._text import inert
 
 READS = (QUESTION, DIALOGUE, SUMMARY, SYNTHESIS)

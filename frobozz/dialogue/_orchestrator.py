@@ -18,11 +18,22 @@ import anyio
 
 from ..engine import Engine, EngineError, EngineOptions, Result, Session, TurnCost, transcript_path
 from ._consensus import consensus_of
+from ._directory import DIALOGUE, NOT_WRITTEN, PENDING, QUESTION, SUMMARY, SYNTHESIS, DialogueDir, Ledger, RoleRecord
 from ._entries import Entry, metadata_changes, parse, skeleton
-from ._events import (ConsensusReached, DialogueEvent, DialogueState, FileRestored, Report, Resumed, RoleStats,
-                      Step, StepFinished, StepStarted, ToolDenied, ToolUsed)
-from ._directory import (DIALOGUE, NOT_WRITTEN, PENDING, QUESTION, SUMMARY, SYNTHESIS, DialogueDir, Ledger,
-                     RoleRecord)
+from ._events import (
+    ConsensusReached,
+    DialogueEvent,
+    DialogueState,
+    FileRestored,
+    Report,
+    Resumed,
+    RoleStats,
+    Step,
+    StepFinished,
+    StepStarted,
+    ToolDenied,
+    ToolUsed,
+)
 from ._guard import Guard
 from ._inputs import check_question
 from ._roles import Role

@@ -69,7 +69,9 @@ class ControlChannel:
         """Answer claude's permission and hook requests with these from now on (a warm spare taken over)."""
         self._can_use_tool, self._hooks = can_use_tool, hooks
 
-    async def request(self, subtype: str, *, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
+    async def request(self, subtype: str, *,
+                      timeout: float | None = None,  # noqa: ASYNC109 - withdrawn, and named in the error
+                      **fields: Any) -> dict[str, Any]:
         """Send a control request and wait for its answer (ControlError, ControlTimeoutError)."""
         request_id = f"req_{secrets.token_hex(8)}"
         done, box = anyio.Event(), []
@@ -124,7 +126,7 @@ class ControlChannel:
             try:
                 body = await self._traced(request)
                 reply = {"subtype": "success", "request_id": request_id, "response": body}
-            except Exception as e:  # an answer the CLI can act on, never a stuck turn
+            except Exception as e:  # noqa: BLE001 - an answer the CLI can act on, never a stuck turn
                 log.warning("control request %s failed: %s", request.get("subtype"), e)
                 reply = {"subtype": "error", "request_id": request_id, "error": str(e)}
             finally:

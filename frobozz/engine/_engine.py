@@ -23,19 +23,33 @@ import orjson
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .. import _spans
 from .._accounts import AccountError, account, hand_over
 from . import _transcripts
 from ._control import ControlChannel
-from .. import _spans
-from ._events import (AssistantMessage, CompactBoundary, ContextUsage, ErrorEvent, Event, McpServerStatus, MirrorError, ProcessExit,
-                      Restarted, Result, SystemInit, Usage, UserMessage, parse_event)
+from ._events import (
+    AssistantMessage,
+    CompactBoundary,
+    ContextUsage,
+    ErrorEvent,
+    Event,
+    McpServerStatus,
+    MirrorError,
+    ProcessExit,
+    Restarted,
+    Result,
+    SystemInit,
+    Usage,
+    UserMessage,
+    parse_event,
+)
 from ._hooks import HookRegistry
 from ._inprocess import InProcessServers
 from ._mirror import TranscriptMirror
-from ._session_store import Materialized, SessionKey, latest, materialize
 from ._options import EngineOptions, find_claude
 from ._process import CLIProcess, OversizedLine
 from ._proxy import Proxy, Rewrite
+from ._session_store import Materialized, SessionKey, latest, materialize
 from ._tracing import EngineTrace, claude_resource
 from .exceptions import EngineError, McpServerError, ProcessError, SessionClosedError
 from .settings import EngineSettings
@@ -304,7 +318,8 @@ class Engine:
         answer = await self._require_control().request("mcp_status")
         return tuple(McpServerStatus.parse(s) for s in answer.get("mcpServers") or () if isinstance(s, Mapping))
 
-    async def wait_for_mcp(self, names: Iterable[str] | None = None, *, timeout: float = 120,
+    async def wait_for_mcp(self, names: Iterable[str] | None = None, *,
+                           timeout: float = 120,  # noqa: ASYNC109 - the error names the servers
                            poll: float = 0.1) -> tuple[McpServerStatus, ...]:
         """Until claude has started the MCP servers (those named, or all): a turn that begins while a
         server is still "pending" runs without its tools. McpServerError names each one that failed,

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TextBlock:
     text: str

@@ -72,7 +72,7 @@ class TranscriptMirror:
             if self._closing:
                 return
 
-    async def drain(self, timeout: float) -> bool:
+    async def drain(self, timeout: float) -> bool:  # noqa: ASYNC109 - False when the store is slow, not an error
         """Write everything buffered, here and now (after a write under way; the background task may be
         gone, cancelled with its task group); False if the store took longer than `timeout`."""
         with anyio.move_on_after(timeout):

@@ -115,7 +115,7 @@ class Sidecar:
                 if event.is_error:
                     raise EngineError(f"the sidecar's answer failed: {event.result}")
                 return "".join(texts)
-            elif isinstance(event, ProcessExit) or isinstance(event, ErrorEvent) and event.source == "process":
+            elif isinstance(event, ProcessExit) or (isinstance(event, ErrorEvent) and event.source == "process"):
                 raise EngineError(f"the sidecar's claude stopped: {event}")
         raise EngineError("the sidecar's claude stopped before answering")
 

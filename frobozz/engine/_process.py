@@ -116,7 +116,7 @@ class CLIProcess:
         for line in lines:
             try:
                 self._on_stderr(line.decode("utf-8", "replace").rstrip("\r"))
-            except Exception:  # noqa: BLE001 - a consumer's callback must not stop the drain
+            except Exception:  # a consumer's callback must not stop the drain
                 log.exception("the stderr callback failed")
 
     async def write(self, line: str) -> None:
@@ -166,7 +166,7 @@ class CLIProcess:
             await self._stderr_done.wait()  # so the stderr tail is complete when reported
         return code
 
-    async def close(self, timeout: float) -> int | None:
+    async def close(self, timeout: float) -> int | None:  # noqa: ASYNC109 - then SIGTERM, then SIGKILL
         """Close stdin and wait; then SIGTERM, then SIGKILL. Shielded, so cancellation cannot orphan it."""
         process = self._process
         if process is None:

@@ -162,7 +162,7 @@ class Proxy:
         self._server = _QuietServer(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._server.serve, [sock])
-            while not self._server.started:
+            while not self._server.started:  # noqa: ASYNC110 - uvicorn's Server offers a flag, not an event
                 await anyio.sleep(0.002)
             task_status.started()
 

@@ -23,7 +23,7 @@ log = logging.getLogger("frobozz.engine.router")
 class Observer(Protocol):
     """Watches the output stream. `on_event` may be a plain or an async method."""
 
-    def on_event(self, event: Event) -> None | Awaitable[None]: ...
+    def on_event(self, event: Event) -> Awaitable[None] | None: ...
 
 
 def observer_name(observer: object) -> str:
@@ -33,7 +33,7 @@ def observer_name(observer: object) -> str:
 class _Inbox:
     """One observer's events in waiting: a bounded deque, woken only when its reader sleeps."""
 
-    __slots__ = ("items", "limit", "ready", "closed")
+    __slots__ = ("closed", "items", "limit", "ready")
 
     def __init__(self, limit: int) -> None:
         self.items: deque[Event] = deque()
@@ -95,7 +95,7 @@ class Router:
                     result = observer.on_event(event)
                     if inspect.isawaitable(result):
                         await result
-                except Exception as e:  # isolated: reported, and the observer keeps getting events
+                except Exception as e:  # noqa: BLE001 - isolated: reported, and the observer keeps getting events
                     log.warning("observer %s failed on %s: %s", name, type(event).__name__, e)
                     self._report(ErrorEvent(source=f"observer:{name}", message=f"{type(e).__name__}: {e}"))
                 handled += 1

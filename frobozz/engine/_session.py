@@ -131,7 +131,8 @@ class Session:
         await self.engine.interrupt()
 
     async def wait_for_mcp(self, names: Iterable[str] | None = None, *,
-                           timeout: float = 120) -> tuple[McpServerStatus, ...]:
+                           timeout: float = 120,  # noqa: ASYNC109 - Engine.wait_for_mcp's
+                           ) -> tuple[McpServerStatus, ...]:
         """Until claude has started the MCP servers (see `Engine.wait_for_mcp`): before a turn that needs them."""
         return await self.engine.wait_for_mcp(names, timeout=timeout)
 
@@ -200,6 +201,6 @@ class Session:
             await producer.run(self)
         except SessionClosedError:
             pass
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a producer that fails is reported; the session goes on
             log.warning("producer %s failed: %s", observer_name(producer), e)
             self._report(ErrorEvent(source=f"producer:{observer_name(producer)}", message=f"{type(e).__name__}: {e}"))

@@ -113,7 +113,7 @@ class Materialized:
         shutil.rmtree(self.config_dir, ignore_errors=True)
 
 
-async def _within(call: Awaitable[T], timeout: float, what: str) -> T:
+async def _within(call: Awaitable[T], timeout: float, what: str) -> T:  # noqa: ASYNC109 - the error names the call
     try:
         with anyio.fail_after(timeout):
             return await call
@@ -121,11 +121,12 @@ async def _within(call: Awaitable[T], timeout: float, what: str) -> T:
         raise EngineError(f"the session store did not answer {what} within {timeout:g} s") from e
     except EngineError:
         raise
-    except Exception as e:  # noqa: BLE001 - the store is the caller's code
+    except Exception as e:  # the store is the caller's code
         raise EngineError(f"the session store failed {what}: {type(e).__name__}: {e}") from e
 
 
-async def latest(store: SessionStore, project_key: str, timeout: float) -> str | None:
+async def latest(store: SessionStore, project_key: str,
+                 timeout: float) -> str | None:  # noqa: ASYNC109 - the error names the call
     """The most recently written main session of a project that is not a subagent's, if the store lists."""
     if not implements(store, "list_sessions"):
         return None
@@ -139,7 +140,9 @@ async def latest(store: SessionStore, project_key: str, timeout: float) -> str |
 
 
 async def materialize(store: SessionStore, session_id: str, *, project_key: str, cwd: Path,
-                      env: Mapping[str, str], timeout: float) -> Materialized | None:
+                      env: Mapping[str, str],
+                      timeout: float,  # noqa: ASYNC109 - the error names the call
+                      ) -> Materialized | None:
     """Session `session_id` from the store, written where claude looks for it in a new private config
     directory (with the caller's credentials and settings copied in, so claude can still sign in).
     None when the store has no such session."""

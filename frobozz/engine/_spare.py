@@ -17,6 +17,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+
 import anyio
 from anyio.abc import TaskGroup
 
@@ -207,7 +208,7 @@ class WarmSpare:
         self._refill()
 
 
-async def _rehearse(engine: Engine, timeout: float) -> None:
+async def _rehearse(engine: Engine, timeout: float) -> None:  # noqa: ASYNC109 - a spare that is slow is dropped
     """A first message claude answers by itself (`/clear`: no API call, no history kept), so that what claude
     does on a session's first message (its tools, its system prompt: about half of a warm start) is done ahead
     of need too. Its events are read here: the taker sees none of them."""

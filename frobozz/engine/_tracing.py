@@ -24,7 +24,6 @@ from .. import _spans as S
 from ._events import AssistantMessage, Result, UserMessage
 from .observers._tool_log import input_size, target_of
 
-
 _PRICES_LOADING: list[threading.Thread] = []
 
 

@@ -91,5 +91,6 @@ def inspect_cli(claude: str, *, env: dict[str, str] | None = None, timeout: floa
     version = ".".join(map(str, parsed)) if parsed else None
     with ThreadPoolExecutor(max_workers=8) as pool:
         accepted = list(pool.map(lambda flag: _accepts(claude, flag, env, timeout), FLAGS))
-    lacking = tuple((flag[0].split("=")[0], need) for (flag, need), ok in zip(FLAGS.items(), accepted) if not ok)
+    lacking = tuple((flag[0].split("=")[0], need)
+                    for (flag, need), ok in zip(FLAGS.items(), accepted, strict=True) if not ok)
     return CLIReport(path=claude, version=version, lacking=lacking)

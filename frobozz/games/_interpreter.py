@@ -44,7 +44,8 @@ class WorkerProcess:
         assert self._process.stdout is not None
         self._reader = BufferedByteReceiveStream(self._process.stdout)
 
-    async def call(self, op: str, *args: Any, timeout: float | None = None) -> Any:
+    async def call(self, op: str, *args: Any,
+                   timeout: float | None = None) -> Any:  # noqa: ASYNC109 - a hung child is killed
         """Send one request and wait for its answer (within `timeout`, else the worker's own); a dead or hung
         child raises InterpreterCrashedError."""
         limit = self.timeout if timeout is None else timeout

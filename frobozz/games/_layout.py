@@ -294,8 +294,11 @@ def _keeps_direction(pos: dict[str, tuple[int, int]], p: PlacedPassage, step: tu
     if step is None:
         return True
     (sx, sy), (tx, ty) = pos[p.source], pos[p.target]
-    sign = (lambda v: (v > 0) - (v < 0))
-    return (sign(tx - sx), sign(ty - sy)) == step
+    return (_sign(tx - sx), _sign(ty - sy)) == step
+
+
+def _sign(v: int) -> int:
+    return (v > 0) - (v < 0)
 
 
 def _through(pos: dict[str, tuple[int, int]], p: PlacedPassage) -> int:

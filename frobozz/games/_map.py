@@ -112,7 +112,7 @@ class GameMap:
         lines = ["digraph map {", "  node [shape=box];"]
         lines += [f"  {ids[room]} [label={json.dumps(room)}];" for room in self.rooms]
         lines += [f"  {ids[p.source]} -> {ids[p.target]} [label={json.dumps(p.command)}];" for p in self.passages]
-        return "\n".join(lines + ["}"])
+        return "\n".join([*lines, "}"])
 
     def to_mermaid(self) -> str:
         ids = {room: f"r{i}" for i, room in enumerate(self.rooms)}

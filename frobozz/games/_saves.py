@@ -46,7 +46,10 @@ def check_slot(slot: str) -> str:
 def encode_state(state: tuple) -> dict[str, Any]:
     """The interpreter's state as plain JSON (base64 for the memory), never pickle."""
     ram, stack, pc, sp, fp, frame_count, opcode, rng, narrative = state
-    b64 = lambda b: base64.b64encode(bytes(b)).decode("ascii")  # noqa: E731
+
+    def b64(b: Any) -> str:
+        return base64.b64encode(bytes(b)).decode("ascii")
+
     return {"ram": b64(ram), "stack": b64(stack), "pc": int(pc), "sp": int(sp), "fp": int(fp),
             "frame_count": int(frame_count), "opcode": int(opcode), "rng": [int(x) for x in rng],
             "narrative": b64(narrative)}
@@ -55,8 +58,12 @@ def encode_state(state: tuple) -> dict[str, Any]:
 def decode_state(d: dict[str, Any]) -> tuple:
     import numpy as np  # jericho's state type; imported here so listing games stays quick
 
-    raw = lambda k: base64.b64decode(d[k], validate=True)  # noqa: E731
-    array = lambda k: np.frombuffer(raw(k), dtype=np.uint8).copy()  # noqa: E731
+    def raw(k: str) -> bytes:
+        return base64.b64decode(d[k], validate=True)
+
+    def array(k: str) -> Any:
+        return np.frombuffer(raw(k), dtype=np.uint8).copy()
+
     ints = [int(d[k]) for k in ("pc", "sp", "fp", "frame_count", "opcode")]
     pc, sp, fp, frame_count, opcode = ints
     return (array("ram"), array("stack"), pc, sp, fp, frame_count, opcode,

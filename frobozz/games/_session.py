@@ -11,7 +11,8 @@ import secrets
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from enum import Enum
-from pathlib import Path
+
+import anyio
 
 from ._catalogue import by_md5
 from ._interpreter import WorkerProcess
@@ -101,7 +102,7 @@ class GameSession:
                      session_id: str | None) -> tuple[GameSession, dict]:
         worker = WorkerProcess(timeout=settings.step_timeout)
         try:
-            raw = await worker.call("open", str(Path(story.path).resolve()), seed)
+            raw = await worker.call("open", str(await anyio.Path(story.path).resolve()), seed)
         except GameError as e:
             await worker.aclose()
             raise type(e)(f"{story.path.name} could not be started: {e}") from e
@@ -257,7 +258,8 @@ class GameSession:
         if self.state is GameSessionState.CLOSED:
             raise GameSessionClosedError(f"game session {self.id} has ended: start a new game")
 
-    async def _call(self, op: str, *args: object, timeout: float | None = None) -> dict:
+    async def _call(self, op: str, *args: object,
+                    timeout: float | None = None) -> dict:  # noqa: ASYNC109 - the worker's
         try:
             return await self._worker.call(op, *args, timeout=timeout)
         except InterpreterCrashedError as e:
@@ -270,7 +272,7 @@ class GameSession:
         """Start a new interpreter at the last kept state; if even that fails, close the session."""
         state = self._states[-1]
         try:
-            await self._worker.call("open", str(Path(self.story.path).resolve()), self.seed)
+            await self._worker.call("open", str(await anyio.Path(self.story.path).resolve()), self.seed)
             if state is not None:
                 await self._worker.call("set_state", state)
         except GameError:

@@ -140,7 +140,7 @@ def main() -> None:
             else:
                 value = getattr(interp, op)(*args)
             write_frame(proto_out, ("ok", value))
-        except Exception as e:  # an answer, never a dead pipe
+        except Exception as e:  # noqa: BLE001 - an answer, never a dead pipe
             write_frame(proto_out, ("error", f"{type(e).__name__}: {e}"))
 
 

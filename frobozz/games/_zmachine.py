@@ -81,7 +81,7 @@ class ZMemory:
             i += 1
             if c == 0:
                 out.append(" ")
-            elif c in (1, 2, 3) and (self.version >= 3 or c == 1 and self.version == 2):
+            elif c in (1, 2, 3) and (self.version >= 3 or (c == 1 and self.version == 2)):
                 if i < len(zchars) and depth == 0:
                     index = 32 * (c - 1) + zchars[i]
                     # The abbreviation table holds word addresses.

@@ -41,7 +41,7 @@ async def refresh_capsules(sessions: LoopSessionStore, namespace: str, current: 
         conversation = "\n".join(f"{'User' if e.kind == 'user' else 'Assistant'}: {e.content}" for e in said)
         try:
             summary = (await ask(SUMMARY_PROMPT.format(conversation=conversation[-MAX_CHARS:]))).strip()
-        except Exception as e:  # the old capsule stays
+        except Exception as e:  # noqa: BLE001 - the old capsule stays
             log.warning("capsules: %s was not summarised (%s: %s)", period, type(e).__name__, e)
             continue
         if summary:

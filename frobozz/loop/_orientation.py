@@ -49,7 +49,7 @@ async def orientation(providers: Sequence[Provider], window: Window, *, deadline
         with anyio.move_on_after(deadline) as scope:
             try:
                 sections[index] = await provider(window)
-            except Exception as e:  # a provider never blocks the window
+            except Exception as e:  # noqa: BLE001 - a provider never blocks the window
                 log.warning("orientation: %s failed and is left out (%s: %s)", name, type(e).__name__, e)
         if scope.cancelled_caught:
             log.warning("orientation: %s took more than %.1f s and is left out", name, deadline)

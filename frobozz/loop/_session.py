@@ -7,8 +7,8 @@ of earlier conversation brought up to date."""
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import anyio
@@ -16,9 +16,19 @@ from anyio.abc import TaskGroup
 from opentelemetry.context import Context
 
 from .. import _spans
-
-from ..engine import (AssistantMessage, CompactBoundary, EngineOptions, EnginePool, EngineSettings, Event, Observer,
-                      Producer, Result, Sidecar, WarmSpare)
+from ..engine import (
+    AssistantMessage,
+    CompactBoundary,
+    EngineOptions,
+    EnginePool,
+    EngineSettings,
+    Event,
+    Observer,
+    Producer,
+    Result,
+    Sidecar,
+    WarmSpare,
+)
 from ..memory import HandoffStore, LoopSessionStore, MemoryService, MemoryStore, Recall, quietly
 from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules
@@ -137,7 +147,7 @@ class MemorySession:
     async def _warm(self, store: MemoryStore) -> None:
         try:
             await store.embedder.embed(["warming up"])
-        except Exception as e:  # recall and orientation report it on their own
+        except Exception as e:  # noqa: BLE001 - recall and orientation report it on their own
             log.warning("the embedding model did not load: %s", e)
 
     @property
@@ -226,7 +236,7 @@ class MemorySession:
     async def _background_work(self, work: Awaitable[object]) -> None:
         try:
             await work
-        except Exception as e:  # background work never stops the conversation
+        except Exception as e:  # noqa: BLE001 - background work never stops the conversation
             log.warning("memory loop: background work failed (%s: %s)", type(e).__name__, e)
         finally:
             self._background -= 1

@@ -52,7 +52,7 @@ class Suggester:
             if facts:
                 await self.sessions.suggest(session_id, facts)
             return facts
-        except Exception as e:  # suggestions are a help, never a fault
+        except Exception as e:  # noqa: BLE001 - suggestions are a help, never a fault
             log.warning("suggest: the last exchange was not read (%s: %s)", type(e).__name__, e)
             return []
 
@@ -79,5 +79,5 @@ async def nudge_blocks(sessions: LoopSessionStore, session_id: str) -> list[dict
     if not waiting:
         return []
     lines = "\n".join(f"- {fact}" for fact in waiting)
-    return [{"type": "text", "text": f"<memory-nudge>\nWorth keeping, if right (store it with cortex, or supersede the memory it changes):\n{lines}\n"
-                                     "</memory-nudge>"}]
+    return [{"type": "text", "text": "<memory-nudge>\nWorth keeping, if right (store it with cortex, or supersede "
+                                     f"the memory it changes):\n{lines}\n</memory-nudge>"}]

@@ -1,23 +1,33 @@
 """Long-term memory on Postgres + pgvector, with no MCP in it: the store (write, read, search with
-absolute scores), embeddings, migrations, hand-off letters, the memory loop's sessions and archive, and claude's transcripts (a session store for the engine). The cortex and handoff servers wrap
-it, as the game server wraps `frobozz.games`; the memory loop uses it directly."""
+absolute scores), embeddings, migrations, hand-off letters, the memory loop's sessions and archive, and
+claude's transcripts (a session store for the engine). The cortex and handoff servers wrap it, as the
+game server wraps `frobozz.games`; the memory loop uses it directly."""
 
 from ._bulk import BulkStore
+from ._database import (
+                        DATABASE_ERRORS,
+                        STOP_HINT,
+                        apply_migrations,
+                        database_url,
+                        embedded_note,
+                        embedded_users,
+                        migrated_pool,
+                        stop_embedded_at_exit,
+                        stop_embedded_unused,
+)
 from ._embeddings import make_embedder
+from ._handoffs import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter
 from ._image_store import ImageStore, MemoryImage
 from ._images import THUMBNAIL_EDGE, ImageInput
-from ._database import (DATABASE_ERRORS, STOP_HINT, apply_migrations, database_url, embedded_note, embedded_users,
-                        migrated_pool, stop_embedded_at_exit, stop_embedded_unused)
-from ._handoffs import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter
 from ._loop_sessions import ArchiveEntry, Capsule, LoopSession, LoopSessionStore
 from ._recall import Recall, memory_line, quietly
 from ._records import Hit, Memory, content_hash
 from ._search import MAX_QUERY_CHARS, RECALL_MIN_SCORE, Mode
 from ._service import MemoryService
 from ._store import MemoryStore
-from .transcripts import TranscriptStore
 from .exceptions import DatabaseError, EmbeddingMismatchError, ImageError, MemoryStoreError
 from .settings import MemorySettings
+from .transcripts import TranscriptStore
 
 __all__ = ["DATABASE_ERRORS", "MAX_ITEMS", "MAX_ITEM_CHARS", "MAX_QUERY_CHARS", "RECALL_MIN_SCORE", "STOP_HINT",
            "THUMBNAIL_EDGE", "ArchiveEntry", "BulkStore", "Capsule", "DatabaseError", "EmbeddingMismatchError",

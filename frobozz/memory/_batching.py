@@ -71,7 +71,7 @@ class Batcher:
                 queue.last = len(batch)
                 try:
                     vectors = await anyio.to_thread.run_sync(self.encode, [t for r in batch for t in r.texts])
-                except Exception as e:  # each caller gets the error, as if it had embedded alone
+                except Exception as e:  # noqa: BLE001 - each caller gets the error, as if it had embedded alone
                     for r in batch:
                         r.error = e
                 else:

@@ -1,8 +1,8 @@
 """Recall before each user turn (the memory loop's, and a game's after each move): search memory with
-the user's message and, at the same time, with the queries a sidecar draws from it; keep what scores at least the threshold and was not shown
-before in this session (the seen-set lives in Postgres, so a resumed session does not repeat
-itself). Recall has a deadline: what is found by then goes with the turn, the rest is dropped,
-and the turn is never late."""
+the user's message and, at the same time, with the queries a sidecar draws from it; keep what scores at
+least the threshold and was not shown before in this session (the seen-set lives in Postgres, so a
+resumed session does not repeat itself). Recall has a deadline: what is found by then goes with the turn,
+the rest is dropped, and the turn is never late."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ class Recall:
         async def guarded(work: Callable[..., Awaitable[None]], *args: Any) -> None:
             try:
                 await work(*args)
-            except Exception as e:  # recall never stops the turn
+            except Exception as e:  # noqa: BLE001 - recall never stops the turn
                 log.warning("recall: %s failed (%s: %s)", getattr(work, "__name__", work), type(e).__name__, e)
 
         if not message.strip():

@@ -20,7 +20,7 @@ from . import _search
 from ._embeddings import Embedder
 from ._records import COLUMNS, CURRENT, Hit, Memory, content_hash, described, image_hash, memory
 from ._search import Mode
-from .exceptions import MemoryStoreError, DatabaseError, EmbeddingMismatchError
+from .exceptions import DatabaseError, EmbeddingMismatchError, MemoryStoreError
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _DOWN = (OSError, asyncpg.InterfaceError, asyncpg.CannotConnectNowError, asyncpg.ConnectionDoesNotExistError,

@@ -190,13 +190,13 @@ class MemoryDaemon:
         try:
             store = await service.store()
             await store.embedder.embed(["warming up"])
-        except Exception as e:  # the hooks report it when they need them
+        except Exception as e:  # noqa: BLE001 - the hooks report it when they need them
             log.warning("memory daemon: not warmed (%s)", type(e).__name__)
 
     async def _answer(self, stream: SocketStream, hooks: HookMemory) -> None:
         try:
             await self._answer_one(stream, hooks)
-        except Exception as e:  # one connection's failure never takes the daemon (and every session's memory) down
+        except Exception as e:  # noqa: BLE001 - a failing connection never takes the daemon (all memory) down
             log.warning("memory daemon: a connection failed (%s)", type(e).__name__)
 
     async def _answer_one(self, stream: SocketStream, hooks: HookMemory) -> None:

@@ -64,7 +64,7 @@ def _open(config: dict[str, Any], deadline: float) -> socket.socket:
             if time.monotonic() >= deadline:
                 raise Off("the memory daemon did not start in time") from e
             time.sleep(0.02)
-        except (socket.timeout, OSError) as e:
+        except (TimeoutError, OSError) as e:
             raise Off(f"the memory daemon cannot be reached ({type(e).__name__})") from e
 
 
@@ -85,7 +85,7 @@ def _ask_hub(hub: str, request: dict[str, Any], deadline: float) -> bytes:
         connection.request("POST", url.path.rstrip("/") + "/plugin/hook", json.dumps(request), headers)
         response = connection.getresponse()
         body = response.read(MAX_REPLY + 1)
-    except (socket.timeout, TimeoutError) as e:
+    except TimeoutError as e:
         raise Off("the hub was slower than the hook's limit") from e
     except (OSError, http.client.HTTPException) as e:
         raise Off(f"the hub cannot be reached ({type(e).__name__})") from e
@@ -119,7 +119,7 @@ def _ask_daemon(config: dict[str, Any], request: dict[str, Any], deadline: float
                 size += len(chunk)
                 if size > MAX_REPLY:
                     raise Off("the memory daemon's answer was too long")
-        except (socket.timeout, TimeoutError) as e:
+        except TimeoutError as e:
             raise Off("the memory daemon was slower than the hook's limit") from e
         except OSError as e:
             raise Off(f"the memory daemon's connection failed ({type(e).__name__})") from e
@@ -230,7 +230,7 @@ def main(argv: list[str]) -> int:
     raw = sys.stdin.buffer.read(MAX_INPUT + 1)
     try:
         output = run(argv[1], argv[2], raw)
-    except Exception:  # never block the user: the prompt goes on unchanged
+    except Exception:  # noqa: BLE001 - never block the user: the prompt goes on unchanged
         output = {}
     if output:
         sys.stdout.write(json.dumps(output))

@@ -16,8 +16,18 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..loop import Suggester, Window, capsules, here_and_now, latest_letter, memories, nudge_blocks, orientation, \
-    recalled_blocks, refresh_capsules
+from ..loop import (
+    Suggester,
+    Window,
+    capsules,
+    here_and_now,
+    latest_letter,
+    memories,
+    nudge_blocks,
+    orientation,
+    recalled_blocks,
+    refresh_capsules,
+)
 from ..memory import LoopSession, MemoryService, Recall, TranscriptStore, quietly
 from ._redact import redact
 from ._transcript import read_transcript, tool_steps
@@ -232,5 +242,5 @@ class HookMemory:
     async def _quietly_in_background(self, work: Awaitable[object]) -> None:
         try:
             await work
-        except Exception as e:  # background work never stops the daemon
+        except Exception as e:  # noqa: BLE001 - background work never stops the daemon
             log.warning("plugin: background work failed (%s)", type(e).__name__)

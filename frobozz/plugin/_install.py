@@ -66,7 +66,8 @@ def write_plugin(settings: PluginSettings, namespace: str | None, *, shared_serv
         indent=2))
     (plugin / ".claude-plugin" / "plugin.json").write_text(json.dumps({
         "name": NAME, "version": "0.1.0",
-        "description": "Long-term memory around every session: orientation, recall, suggestions, hand-off letters"},
+        "description": ("Long-term memory around every session: orientation, recall, suggestions, "
+                        "hand-off letters")},
         indent=2))
     shutil.copyfile(Path(__file__).with_name("_hook.py"), plugin / "hooks" / "frobozz_hook.py")
     python = sys.executable

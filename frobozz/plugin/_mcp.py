@@ -59,5 +59,5 @@ async def serve_on(server: Any, buffered: BufferedByteReceiveStream, stream: Soc
             # what MCPServer.run_stdio_async does, on these streams: its own lifespan, closed at the end
             lowlevel = server._lowlevel_server
             await lowlevel.run(read, write, lowlevel.create_initialization_options())
-    except Exception as e:  # one claude's session failing never takes the daemon down
+    except Exception as e:  # noqa: BLE001 - one claude's session failing never takes the daemon down
         log.warning("plugin: an MCP session ended with %s", type(e).__name__)

@@ -19,8 +19,18 @@ from frobozz.engine.producers import Item, Polling
 from frobozz.games import GameError
 from frobozz.loop import MemorySession
 from frobozz.memory import MemoryService
-from frobozz.runner import (PlayerError, RunConfig, RunInfo, RunLedger, RunNotFoundError, RunStore, TurnRecord,
-                            load_template, new_info, play)
+from frobozz.runner import (
+    PlayerError,
+    RunConfig,
+    RunInfo,
+    RunLedger,
+    RunNotFoundError,
+    RunStore,
+    TurnRecord,
+    load_template,
+    new_info,
+    play,
+)
 
 from ._spec import Routine
 from .settings import RoutineSettings

@@ -12,8 +12,17 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from frobozz.engine.producers import (Deliveries, Feed, Inbox, Polling, ProducerError, Schedule, check_cron, parse_url,
-                                      zone)
+from frobozz.engine.producers import (
+    Deliveries,
+    Feed,
+    Inbox,
+    Polling,
+    ProducerError,
+    Schedule,
+    check_cron,
+    parse_url,
+    zone,
+)
 
 from .exceptions import RoutineInputError
 

@@ -25,14 +25,14 @@ from pgqueuer import Job, QueueManager, RetryRequested
 from frobozz import _spans
 from frobozz._tasks import until_stopped
 from frobozz.engine.producers import Inbox, Schedule
-from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryService
+from frobozz.memory import DATABASE_ERRORS, MemoryService, MemorySettings
 from frobozz.runner import RunLedger, install_queue
 
 from ._fire import fire, item_json
 from ._spec import Routine, producer
 from ._store import ENDED, RoutineStore
-from .exceptions import RoutineError
 from ._warm import Warm
+from .exceptions import RoutineError
 from .settings import RoutineSettings
 
 log = logging.getLogger("frobozz.routines")
@@ -147,7 +147,10 @@ class Firer:
     async def _lock(self, name: str, *, wait: bool) -> AsyncIterator[Any]:
         """A lock on a connection of its own (it dies with the connection, and so with its worker)."""
         async with self.ledger.pool.acquire() as connection:
-            while not await connection.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name):
+            # Postgres says nothing when a lock frees, and a blocking pg_advisory_lock would hold the
+            # connection in a query that only a cancel request could end: tried again every 0.25 s
+            while not await connection.fetchval(  # noqa: ASYNC110 - see the comment above
+                    "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name):
                 await anyio.sleep(0.25)
             try:
                 yield connection

@@ -10,11 +10,13 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from frobozz import _spans
 from frobozz.engine import (
     AssistantMessage,
     EngineError,
@@ -26,7 +28,6 @@ from frobozz.engine import (
     UserMessage,
     parse_blocks,
 )
-from frobozz import _spans
 from frobozz.games import CommandError, GameError, GameSession, Turn
 
 from ._context import RunContext
@@ -159,7 +160,7 @@ class GameProducer:
                 await self.memory.between_turns(session, self.replies.receive)  # the model's time: not counted
                 started += time.perf_counter() - paused
                 message = await self.memory.message(self.header(), text, self.game.current.location,
-                                                    lambda: self.view(text))
+                                                    partial(self.view, text))
             await self.send(session, message)
             context.own_turn(time.perf_counter() - started)
 

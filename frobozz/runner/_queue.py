@@ -23,7 +23,6 @@ from pgqueuer.adapters.tracing.opentelemetry import OpenTelemetryTracing
 from pgqueuer.ports.tracing import TRACER, set_tracing_class
 
 from frobozz import _spans
-
 from frobozz._tasks import until_stopped
 from frobozz.games import GameError, GameLibrary, read_story
 from frobozz.memory import DATABASE_ERRORS
@@ -213,8 +212,10 @@ class Worker:
         """The run's lock, on a connection of its own (a lock dies with its connection, and so with its
         worker): waited for while another worker still plays the run."""
         async with self.ledger.pool.acquire() as connection:
-            while not await connection.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
-                                                f"frobozz-run:{run_id}"):
+            # Postgres says nothing when a lock frees, and a blocking pg_advisory_lock would hold the
+            # connection in a query that only a cancel request could end: tried again every 0.5 s
+            while not await connection.fetchval(  # noqa: ASYNC110 - see the comment above
+                    "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", f"frobozz-run:{run_id}"):
                 await anyio.sleep(0.5)
             try:
                 yield

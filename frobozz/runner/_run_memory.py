@@ -16,13 +16,21 @@ from typing import Any, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
+from frobozz._mailbox import Mailbox
 from frobozz.engine import AssistantMessage, CompactBoundary, Event, Result, Session, Usage, UserMessage
 from frobozz.engine.observers import HandoffLetter, HandoffRelay, HandoffStep, ask_to_hand_off, handoff_span
-from frobozz._mailbox import Mailbox
 from frobozz.games import memory_queries
 from frobozz.loop import ArchiveObserver, Provider, Section, Window, orientation, recalled_blocks
-from frobozz.memory import (LoopSessionStore, MemoryService, MemorySettings, MemoryStore, MemoryStoreError, Recall,
-                            memory_line, quietly)
+from frobozz.memory import (
+    LoopSessionStore,
+    MemoryService,
+    MemorySettings,
+    MemoryStore,
+    MemoryStoreError,
+    Recall,
+    memory_line,
+    quietly,
+)
 
 from ._orient import GameView, game_sections
 

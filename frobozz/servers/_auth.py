@@ -86,7 +86,7 @@ class _Gate:
                         token)
 
 
-def BearerToken(app: ASGIApp, token: str) -> ASGIApp:  # noqa: N802 - a middleware, named as one
+def BearerToken(app: ASGIApp, token: str) -> ASGIApp:  # a middleware, named as one
     """One token for everything."""
     if len(token) < 16:
         raise ValueError("the hub's bearer token must be at least 16 characters")
@@ -97,7 +97,7 @@ def BearerToken(app: ASGIApp, token: str) -> ASGIApp:  # noqa: N802 - a middlewa
     return _Gate(app, admit)
 
 
-def ScopedTokens(app: ASGIApp, grants: list[Grant], servers: frozenset[str] | set[str], *,  # noqa: N802
+def ScopedTokens(app: ASGIApp, grants: list[Grant], servers: frozenset[str] | set[str], *,
                  only: str | None = None) -> ASGIApp:
     """`FROBOZZ_HUB_TOKENS`: the caller's token picks its grant; `servers` are the paths that are MCP servers
     (`/servers` lists them to any token; the rest is the web view, which the grant must name as "web");

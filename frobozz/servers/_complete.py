@@ -10,7 +10,14 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, Completion, CompletionArgument, CompletionContext, PromptReference, ResourceTemplateReference
+from mcp_types import (
+    INVALID_PARAMS,
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    PromptReference,
+    ResourceTemplateReference,
+)
 
 log = logging.getLogger("frobozz.servers")
 

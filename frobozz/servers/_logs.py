@@ -17,8 +17,8 @@ from typing import Any, get_args
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.mcpserver import MCPServer
-from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 LEVELS: tuple[LoggingLevel, ...] = get_args(LoggingLevel)  # debug … emergency, least severe first
@@ -125,8 +125,8 @@ def offer_logging(server: MCPServer, default: LoggingLevel = DEFAULT) -> None:
                 tg.start_soon(deliver)
                 try:
                     result = await call_next(ctx)
-                except Exception as e:  # raised as it is, after the group: not in an ExceptionGroup the SDK
-                    failure = e         # would not know for an MCPError (its code and message lost)
+                except Exception as e:  # noqa: BLE001 - re-raised after the group, not in an ExceptionGroup the
+                    failure = e         # SDK would not know for an MCPError (its code and message lost)
                 finally:
                     send.close()  # the lines so far still go, before the answer
         finally:
@@ -137,7 +137,7 @@ def offer_logging(server: MCPServer, default: LoggingLevel = DEFAULT) -> None:
 
     # MCPServer serves only what the 2026 revision kept; the SDK's own advice for logging/setLevel is the
     # low-level server's add_request_handler, which MCPServer does not expose (an SDK gap, reported upstream)
-    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)  # noqa: SLF001
+    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
     server.middleware.append(forward)
 
 

@@ -6,8 +6,18 @@ the one that makes them go somewhere.
 
 from ._local import LocalSpans, prune, run_spans, session_spans
 from ._probe import endpoint_set, probe
-from ._setup import (DEFAULT_ENDPOINT, SessionOnEverySpan, Tracing, WarnOnce, check_headers, check_protocol, claude_telemetry, configure,
-                     current, traces_endpoint)
+from ._setup import (
+                     DEFAULT_ENDPOINT,
+                     SessionOnEverySpan,
+                     Tracing,
+                     WarnOnce,
+                     check_headers,
+                     check_protocol,
+                     claude_telemetry,
+                     configure,
+                     current,
+                     traces_endpoint,
+)
 from .exceptions import TracingConfigError, TracingError
 from .settings import TracingSettings
 

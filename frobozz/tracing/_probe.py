@@ -17,7 +17,8 @@ def endpoint_set(environ: Mapping[str, str] | None = None) -> bool:
     return any(environ.get(k, "").strip() for k in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 
 
-async def probe(environ: Mapping[str, str] | None = None, *, timeout: float = 5.0) -> str:
+async def probe(environ: Mapping[str, str] | None = None, *,
+                timeout: float = 5.0) -> str:  # noqa: ASYNC109 - httpx's own, per request
     """What the endpoint said, in a line; TracingConfigError when the settings are unusable, and
     ConnectionError when it cannot be reached or refuses OTLP (the message says which)."""
     environ = os.environ if environ is None else environ

@@ -107,7 +107,7 @@ class WarnOnce(SpanExporter):
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
             result = self.inner.export(spans)
-        except Exception as e:  # the SDK's thread must not die of it
+        except Exception as e:  # noqa: BLE001 - the SDK's thread must not die of it
             log.debug("OTLP export raised: %s", e)
             result = SpanExportResult.FAILURE
         if result is SpanExportResult.FAILURE:

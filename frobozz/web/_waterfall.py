@@ -40,6 +40,23 @@ def _detail(span: dict[str, Any]) -> str:
     return ""
 
 
+def _bars(children: dict[str | None, list[dict[str, Any]]], start: float, total: float) -> tuple[Bar, ...]:
+    """One trace's bars: each span under its parent (the roots are under None), siblings in the order they started."""
+    bars: list[Bar] = []
+
+    def walk(span: dict[str, Any], depth: int) -> None:
+        offset = span["started_at"].timestamp() - start
+        bars.append(Bar(span["name"], depth, round(100 * offset / total, 2),
+                        max(round(100 * span["duration_ms"] / 1000 / total, 2), 0.3), round(span["duration_ms"], 1),
+                        span["status"] == "error", _detail(span)))
+        for child in sorted(children.get(span["span_id"], ()), key=lambda c: c["started_at"]):
+            walk(child, depth + 1)
+
+    for root in sorted(children.get(None, ()), key=lambda r: r["started_at"]):
+        walk(root, 0)
+    return tuple(bars)
+
+
 def waterfall(spans: list[dict[str, Any]], limit: int = MAX_TRACES) -> list[Trace]:
     """One waterfall per trace that has a turn in it, in order; each span a bar under its parent."""
     by_trace: dict[str, list[dict[str, Any]]] = {}
@@ -58,18 +75,6 @@ def waterfall(spans: list[dict[str, Any]], limit: int = MAX_TRACES) -> list[Trac
         children: dict[str | None, list[dict[str, Any]]] = {}
         for s in members:
             children.setdefault(s["parent_id"] if s["parent_id"] in ids else None, []).append(s)
-        bars: list[Bar] = []
-
-        def walk(span: dict[str, Any], depth: int) -> None:
-            offset = span["started_at"].timestamp() - start
-            bars.append(Bar(span["name"], depth, round(100 * offset / total, 2),
-                            max(round(100 * span["duration_ms"] / 1000 / total, 2), 0.3), round(span["duration_ms"], 1),
-                            span["status"] == "error", _detail(span)))
-            for child in sorted(children.get(span["span_id"], ()), key=lambda c: c["started_at"]):
-                walk(child, depth + 1)
-
-        for root in sorted(children.get(None, ()), key=lambda r: r["started_at"]):
-            walk(root, 0)
         number = turn["attributes"].get(S.TURN_NUMBER, "")
-        out.append(Trace(f"turn {number}", round(1000 * total, 1), tuple(bars)))
+        out.append(Trace(f"turn {number}", round(1000 * total, 1), _bars(children, start, total)))
     return out[-limit:]

@@ -75,7 +75,6 @@ async def test_a_workspace_root_owns_is_refused_and_nothing_is_made(agent, roots
 
 @as_others
 async def test_a_link_the_owner_planted_is_never_written_through(agent, roots, open_dir):
-    root, _ = roots
     first = await agent.create_session("erin/notes")
     workspace = (await agent.session(first)).workspace.path
     outside = open_dir / "elsewhere"

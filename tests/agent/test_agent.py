@@ -2,13 +2,24 @@
 history and attachments, the workspace guard and the tool log, questions, queued messages, a restart."""
 
 import json
+from itertools import pairwise
 
 import anyio
 import pytest
 
-from frobozz.agent import (Done, InputError, Question, QuestionError, SessionNotFoundError, Status, TextDelta,
-                           ToolResult, WorkspaceError)
+from frobozz.agent import (
+    Done,
+    InputError,
+    Question,
+    QuestionError,
+    SessionNotFoundError,
+    Status,
+    TextDelta,
+    ToolResult,
+    WorkspaceError,
+)
 from tests.conftest import python_for_any_account
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +43,7 @@ async def test_a_turn_streams_true_deltas_then_done_and_the_status_goes_idle_str
     done = events[-1]
     assert isinstance(done, Done) and not done.is_error and done.usage["output_tokens"] > 0
     assert len(deltas) > 1 and "".join(deltas) == done.result  # each piece only what is new
-    assert all(not later.startswith(earlier) for earlier, later in zip(deltas, deltas[1:]))
+    assert all(not later.startswith(earlier) for earlier, later in pairwise(deltas))
     states = [logged.event.state for logged in (await agent.session(session)).relay.log
               if isinstance(logged.event, Status)]
     assert states == ["idle", "streaming", "idle"]
@@ -157,7 +168,7 @@ async def test_after_a_restart_a_message_resumes_the_session_with_its_history_an
 
 async def test_the_workspaces_mcp_server_overrides_the_platforms_and_skills_sync_in_before_the_session_starts(
         agent, roots, scripted, open_dir):
-    root, platform = roots
+    _, platform = roots
     drop = open_dir / "drop"  # each config's server writes its own file there, as the workspace's owner
     marker = drop / "workspace.json"  # (the warm spare, primed before the workspace had a config, may start the
     python = python_for_any_account()  # platform's: that is not the session's claude)
@@ -174,8 +185,7 @@ async def test_the_workspaces_mcp_server_overrides_the_platforms_and_skills_sync
         "probe": {"command": python, "args": ["-c", probe, str(drop), "workspace"]}}}))
     await turn(agent, session, "hello")
     with anyio.fail_after(30):
-        while not marker.exists() or not marker.read_text():
-            await anyio.sleep(0.05)
+        await eventually(lambda: marker.exists() and marker.read_text())
     assert json.loads(marker.read_text()) == {"config": "workspace", "workspace": str(workspace)}
     assert (workspace / ".claude" / "skills" / "cartography" / "SKILL.md").is_file()
     assert "Draws maps of the underground" in json.dumps(scripted.requests[-1].body)  # claude found the skill

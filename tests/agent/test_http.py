@@ -16,6 +16,7 @@ import pytest
 from frobozz._loopback import LoopbackServer
 from frobozz.agent import create_app
 from frobozz.servers._auth import BearerToken
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 TOKEN = "agent-test-token-0123456789"
@@ -92,8 +93,7 @@ async def test_two_clients_see_the_same_question_one_answers_and_both_follow_it_
             tg.start_soon(lambda: sse(client, f"/sessions/{session}/events", into=second))
             assert (await client.post(f"/sessions/{session}/messages", json={"text": "ask me"})).status_code == 202
             with anyio.fail_after(60):
-                while not any(e["event"] == "question" for e in second):
-                    await anyio.sleep(0.02)
+                await eventually(lambda: any(e["event"] == "question" for e in second), interval=0.02)
             question = next(e for e in second if e["event"] == "question")["data"]
             answered = await client.post(f"/sessions/{session}/answers", json={
                 "question_id": question["question_id"], "answers": {"Which colour for the lamp?": "Blue"}})
@@ -142,8 +142,7 @@ async def test_a_message_sent_while_one_streams_is_queued_and_the_tool_log_and_a
             async with anyio.create_task_group() as tg:  # an agentapi client listening, then a message
                 tg.start_soon(lambda: sse(client, f"/sessions/{session}/agentapi/events", until="status_change",
                                           count=3, into=updates))
-                while not any(u["event"] == "status_change" for u in updates):
-                    await anyio.sleep(0.02)
+                await eventually(lambda: any(u["event"] == "status_change" for u in updates), interval=0.02)
                 sent = await client.post(f"/sessions/{session}/message", json={"content": "hello", "type": "user"})
                 assert sent.json() == {"ok": True}
         statuses = [u["data"]["status"] for u in updates if u["event"] == "status_change"]
@@ -226,8 +225,10 @@ async def test_a_database_that_goes_away_is_a_503_that_says_so_and_once_back_the
         finally:
             await _admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
         with anyio.fail_after(30):
-            while (back := await client.get("/sessions")).status_code != 200:
-                await anyio.sleep(0.2)
+            async def ready() -> object:
+                return (await client.get("/sessions")).status_code == 200
+            await eventually(ready, interval=0.2)
+        back = await client.get("/sessions")
         assert [s["session_id"] for s in back.json()["sessions"]] == [session]
         made = await client.post("/sessions", json={"workspace": "bob/other"})
         assert made.status_code == 201

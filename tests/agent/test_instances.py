@@ -21,6 +21,7 @@ from tests.agent.test_http import sse
 from tests.cli.test_web import free_port
 from tests.conftest import other_accounts_can_run_claude
 from tests.orphans import command_line, descendants
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(
     os.geteuid() == 0 and not other_accounts_can_run_claude(),
@@ -80,10 +81,12 @@ async def cluster(cortex_settings, claude_home, open_dir):
                     await instance.stop(kill=True)
 
 
-async def wait_for(client: httpx.AsyncClient, path: str, predicate, timeout: float = 60) -> None:
+async def wait_for(client: httpx.AsyncClient, path: str, predicate,
+                   timeout: float = 60) -> None:  # noqa: ASYNC109 - every wait of the tests has a limit
     with anyio.fail_after(timeout):
-        while not predicate((await client.get(path)).json()):
-            await anyio.sleep(0.05)
+        async def ready() -> object:
+            return predicate((await client.get(path)).json())
+        await eventually(ready)
 
 
 async def test_a_session_made_on_one_instance_is_served_by_another_with_the_same_events_in_the_same_order(cluster):
@@ -98,8 +101,7 @@ async def test_a_session_made_on_one_instance_is_served_by_another_with_the_same
         tg.start_soon(lambda: sse(b.client, f"/sessions/{session}/events", into=on_b, count=2))
         assert (await b.client.post(f"/sessions/{session}/messages", json={"text": "ask me"})).status_code == 202
         with anyio.fail_after(60):
-            while not any(e["event"] == "question" for e in on_a):
-                await anyio.sleep(0.02)
+            await eventually(lambda: any(e["event"] == "question" for e in on_a), interval=0.02)
         question = next(e for e in on_a if e["event"] == "question")["data"]["question_id"]
         answered = await b.client.post(f"/sessions/{session}/answers", json={
             "question_id": question, "answers": {"Which colour for the lamp?": "Blue"}})
@@ -107,8 +109,7 @@ async def test_a_session_made_on_one_instance_is_served_by_another_with_the_same
             "question_id": question, "answers": {"Which colour for the lamp?": "Red"}})
         assert answered.status_code == 200 and again.status_code == 409  # the first, wherever it came
         with anyio.fail_after(60):
-            while not any(e["event"] == "done" for e in on_b):
-                await anyio.sleep(0.02)
+            await eventually(lambda: any(e["event"] == "done" for e in on_b), interval=0.02)
         await a.client.post(f"/sessions/{session}/messages", json={"text": "one"})  # queued on A, then B's
         await b.client.post(f"/sessions/{session}/messages", json={"text": "two"})
     more = await sse(b.client, f"/sessions/{session}/events", headers={"Last-Event-ID": on_b[-1]["id"]})
@@ -145,8 +146,7 @@ async def slow_turn_on_a_followed_on_b(a, b, session: str, after: str, into: lis
         tg.start_soon(lambda: sse(b.client, f"/sessions/{session}/events", into=into, headers={"Last-Event-ID": after}))
         await a.client.post(f"/sessions/{session}/messages", json={"text": "slowly"})
         with anyio.fail_after(60):
-            while not any(e["event"] == "text_delta" for e in into):
-                await anyio.sleep(0.02)
+            await eventually(lambda: any(e["event"] == "text_delta" for e in into), interval=0.02)
         yield
 
 
@@ -236,8 +236,7 @@ async def test_a_webhook_delivery_its_instance_died_making_is_made_by_another_fr
         session = (await a.client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
         await a.client.post(f"/sessions/{session}/messages", json={"text": "hello"})
         with anyio.fail_after(120):
-            while not receiver.held:
-                await anyio.sleep(0.05)
+            await eventually(lambda: receiver.held)
         connection = await asyncpg.connect(cortex_settings.database_url.get_secret_value())
         try:
             tries.append(await connection.fetch("SELECT delivery, attempts, claimed_by FROM agent_webhook_outbox"))
@@ -245,10 +244,10 @@ async def test_a_webhook_delivery_its_instance_died_making_is_made_by_another_fr
             receiver.hold = False  # up again: the next try is answered
             [b] = await cluster(1, **settings)
             with anyio.fail_after(120):
-                while not receiver.received.get("crash"):
-                    await anyio.sleep(0.05)
-                while await connection.fetchval("SELECT count(*) FROM agent_webhook_outbox"):
-                    await anyio.sleep(0.05)
+                await eventually(lambda: receiver.received.get("crash"))
+                async def ready() -> object:
+                    return not await connection.fetchval("SELECT count(*) FROM agent_webhook_outbox")
+                await eventually(ready)
             hooks = (await b.client.get("/webhooks")).json()["webhooks"]
         finally:
             await connection.close()

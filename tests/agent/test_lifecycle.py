@@ -8,6 +8,7 @@ import pytest
 
 from frobozz.agent import Done
 from tests.agent.test_agent import turn
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -22,8 +23,7 @@ def alive(pid: int) -> bool:
 
 async def released(session) -> None:
     with anyio.fail_after(30):
-        while session.engine is not None:
-            await anyio.sleep(0.02)
+        await eventually(lambda: session.engine is None, interval=0.02)
 
 
 async def test_an_idle_session_lets_its_claude_go_and_the_next_message_resumes_it(make_agent):

@@ -14,6 +14,7 @@ from frobozz._loopback import LoopbackServer
 from frobozz.agent import Done, InputError, create_app
 from tests.agent.test_agent import turn
 from tests.conftest import python_for_any_account
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 LAMP = "The brass lantern is kept in the trophy case."
@@ -63,8 +64,7 @@ async def test_the_memory_servers_start_with_the_sessions_namespace(make_agent, 
         session = await agent.create_session("alice/notes", memory={"namespace": "garden"})
         await turn(agent, session, "hello")
         with anyio.fail_after(30):
-            while not marker.exists() or not marker.read_text():
-                await anyio.sleep(0.05)
+            await eventually(lambda: marker.exists() and marker.read_text())
     assert json.loads(marker.read_text()) == {"namespace": "garden"}
 
 

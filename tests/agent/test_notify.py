@@ -8,14 +8,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import ipaddress
+import json
 import os
 import socket
 
 import anyio
-import httpx
 import http_ece
+import httpx
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -28,6 +28,7 @@ from starlette.routing import Route
 from frobozz._loopback import LoopbackServer
 from frobozz.agent import create_app
 from tests.agent.test_http import Service, sse
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -109,8 +110,7 @@ class Receiver:
             self.hosts.append(request.headers["host"])
             if self.hold and not self.held:
                 self.held = True
-                while self.hold:  # (the server's own thread: nothing to wait on but the flag)
-                    await anyio.sleep(0.05)
+                await eventually(lambda: not self.hold)  # (the server's own thread: nothing to wait on but the flag)
                 return Response(status_code=503)
             if self.down.get(name, 0) > 0:
                 self.down[name] -= 1
@@ -164,9 +164,10 @@ async def test_a_question_and_a_finished_turn_reach_push_subscriptions_and_signe
             receiver.down[name] = down
         question = await ask_and_answer(client, session, "Blue")
         with anyio.fail_after(60):
-            while len(push.received.get("laptop", [])) < 2 or len(receiver.received.get("flaky", [])) < 2 or \
-                    not (await client.get("/webhooks")).json()["webhooks"][2]["paused_at"]:
-                await anyio.sleep(0.05)
+            async def ready() -> object:
+                return (len(push.received.get("laptop", [])) >= 2 and len(receiver.received.get("flaky", [])) >= 2
+                        and (await client.get("/webhooks")).json()["webhooks"][2]["paused_at"])
+            await eventually(ready)
         hooks = (await client.get("/webhooks")).json()["webhooks"]
     for name in ("phone", "laptop"):  # the user's and the session's subscriptions; not another session's
         asked, done = push.received[name]
@@ -215,9 +216,9 @@ async def test_a_webhook_goes_to_the_address_its_name_was_checked_at_and_a_name_
     """DNS pinned: `hook.test` resolves (here) only through the service's own look-up, so a delivery that arrives
     went to the address that was checked, not to a second look-up; when the name later resolves to the metadata
     address, the next try is refused before anything is sent and counted against the webhook."""
+    from frobozz.agent import AgentSettings, Done, Logged
     from frobozz.agent._notify import Notifier
     from frobozz.agent._store import AgentStore
-    from frobozz.agent import AgentSettings, Done, Logged
     receiver, looked_up = Receiver(), []
     answers = {"hook.test": ["127.0.0.1"]}
 
@@ -237,13 +238,13 @@ async def test_a_webhook_goes_to_the_address_its_name_was_checked_at_and_a_name_
                 tg.start_soon(notifier.outbox.deliver_forever)
                 await notifier.notify("s1", "alice", Logged(seq=3, event=Done(result="first")))
                 with anyio.fail_after(60):
-                    while not receiver.received.get("named"):
-                        await anyio.sleep(0.05)
+                    await eventually(lambda: receiver.received.get("named"))
                 answers["hook.test"] = ["127.0.0.1", "169.254.169.254"]  # rebound: one answer is the metadata address
                 await notifier.notify("s1", "alice", Logged(seq=4, event=Done(result="second")))
                 with anyio.fail_after(60):
-                    while (await notifier.webhooks(["alice"]))[0]["failures"] < 1:
-                        await anyio.sleep(0.05)
+                    async def ready() -> object:
+                        return (await notifier.webhooks(["alice"]))[0]["failures"] >= 1
+                    await eventually(ready)
                 tg.cancel_scope.cancel()
         assert receiver.hosts == [f"hook.test:{port}"]  # one request, named in Host, at the address checked
         assert [d["body"] for d in receiver.received["named"]] == ["first"]

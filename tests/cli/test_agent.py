@@ -14,6 +14,7 @@ from tests.agent.conftest import model_reply
 from tests.cli.test_web import free_port
 from tests.conftest import other_accounts_can_run_claude
 from tests.orphans import descendants, still_running
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 TOKEN = "an-agent-token-long-enough"
@@ -44,8 +45,9 @@ async def test_the_agent_service_killed_with_sigkill_mid_turn_takes_its_claude_a
                         await anyio.sleep(0.1)
                     session = (await client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
                     await client.post(f"/sessions/{session}/messages", json={"text": "slowly"})
-                    while (await client.get(f"/sessions/{session}")).json()["status"] != "streaming":
-                        await anyio.sleep(0.05)
+                    async def ready() -> object:
+                        return (await client.get(f"/sessions/{session}")).json()["status"] == "streaming"
+                    await eventually(ready)
             children = descendants(service.pid)
             assert any("claude" in " ".join(p.cmdline()) for p in children) and postmaster.exists()
         finally:
@@ -53,8 +55,7 @@ async def test_the_agent_service_killed_with_sigkill_mid_turn_takes_its_claude_a
             service.wait()
         assert still_running(children, within=5) == []
         with anyio.fail_after(15):
-            while postmaster.exists():
-                await anyio.sleep(0.1)
+            await eventually(lambda: not postmaster.exists(), interval=0.1)
 
 
 def test_sessions_with_memory_get_cortex_on_their_namespace_but_not_from_a_root_service(monkeypatch):

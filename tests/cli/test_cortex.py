@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from tests.orphans import command_line, running
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -153,8 +154,7 @@ def test_a_one_shot_command_killed_with_sigkill_does_not_leave_the_postgres_it_s
 
     async def stopped() -> None:
         with anyio.fail_after(10):
-            while postmaster.exists() or running(server):
-                await anyio.sleep(0.05)
+            await eventually(lambda: not (postmaster.exists() or running(server)))
 
     anyio.run(stopped)
     env = {**os.environ}

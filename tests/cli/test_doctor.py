@@ -36,7 +36,9 @@ def test_a_broken_install_says_what_is_wrong_and_how_to_fix_each_part(frobozz_en
 OLD_CLAUDE = """#!/bin/sh
 # a claude from before the engine's time (a unit-test double): an old version that refuses newer flags
 case " $* " in *" --version "*) echo "2.0.1 (Claude Code)"; exit 0;; esac
-for a in "$@"; do case "$a" in --session-mirror|--effort|--resume-session-at=*) echo "error: unknown option '$a'" >&2; exit 1;; esac; done
+for a in "$@"; do
+  case "$a" in --session-mirror|--effort|--resume-session-at=*) echo "error: unknown option '$a'" >&2; exit 1;; esac
+done
 exit 0
 """
 

@@ -190,8 +190,8 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
             # machine1's claude transcript is not here, but the database has it: the same claude session goes on
             assert session and shown["info"]["claude_session_id"] == session
             stored = [json.loads(r["entry"]) for r in psql(queue_env, (
-                "SELECT entry::text FROM claude_transcript_entries WHERE project_key = 'frobozz-run-{}' "
-                "AND session_id = '{}' AND subpath = '' ORDER BY seq").format(run_id, session))]
+                f"SELECT entry::text FROM claude_transcript_entries WHERE project_key = 'frobozz-run-{run_id}' "
+                f"AND session_id = '{session}' AND subpath = '' ORDER BY seq"))]
             by_uuid = {e["uuid"]: e for e in stored if e.get("uuid")}
             told = next(e for e in stored if e.get("type") == "user" and "was stopped and has" in json.dumps(e["message"]))
             chain, entry = [], told  # the request after the kill is built on this chain: the turns before it

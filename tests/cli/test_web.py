@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.cli.test_hub import frobozz, healthy
+from tests.waiting import eventually
 from tests.web.conftest import new_run
 
 
@@ -70,8 +71,7 @@ async def test_web_killed_with_sigkill_takes_the_embedded_postgres_it_started_wi
         web.kill()
         web.wait()
     with anyio.fail_after(15):
-        while postmaster.exists():
-            await anyio.sleep(0.1)
+        await eventually(lambda: not postmaster.exists(), interval=0.1)
 
 
 def test_bad_arguments_are_clear_errors(tmp_path):

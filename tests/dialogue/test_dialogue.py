@@ -8,8 +8,19 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from frobozz.dialogue import (ConsensusReached, Dialogue, DialogueFileError, DialogueState, FileRestored,
-                              ScriptedDialogue, StepFinished, StepStarted, ToolDenied, ToolUsed, TurnError)
+from frobozz.dialogue import (
+    ConsensusReached,
+    Dialogue,
+    DialogueFileError,
+    DialogueState,
+    FileRestored,
+    ScriptedDialogue,
+    StepFinished,
+    StepStarted,
+    ToolDenied,
+    ToolUsed,
+    TurnError,
+)
 from frobozz.dialogue._scripted import instruction_of, last_tool
 from frobozz.engine.testing import ApiError, Reply, ScriptedModel, ToolUse
 from tests.dialogue.conftest import QUESTION, run_dialogue

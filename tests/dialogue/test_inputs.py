@@ -42,7 +42,7 @@ def test_a_binary_question_or_prompt_file_is_refused_naming_it_and_nothing_is_wr
     text.write_text("Attic or cellar?\r\n\tWhy?\f\n")
     assert read_question(text, limit=1000) == "Attic or cellar?\n\tWhy?\f\n"
     a, b = prompt(tmp_path / "a.md", "Architect-1"), prompt(tmp_path / "b.md", "Architect-2", "x\x00\x1b[2J")
-    with pytest.raises(DialogueInputError, match="the prompt file .*b.md is binary, not text .*U\\+0000"):
+    with pytest.raises(DialogueInputError, match=r"the prompt file .*b\.md is binary, not text .*U\+0000"):
         load_roles([("a", a), ("b", b)], None, limit=1000)
     roles = load_roles([("a", a), ("b", prompt(tmp_path / "c.md", "Architect-2"))], None, limit=1000)
     with pytest.raises(DialogueInputError, match="the question is binary"):
@@ -73,7 +73,7 @@ def test_a_prompt_or_question_from_a_pipe_or_a_device_is_read_only_up_to_its_lim
 
     writer = threading.Thread(target=feed, args=(b"<Architect-2 Prompt: piped>\n" + b"why? " * 1000,))
     writer.start()
-    with pytest.raises(DialogueInputError, match="prompt.fifo is more than 1000 bytes; the limit is 1000"):
+    with pytest.raises(DialogueInputError, match=r"prompt\.fifo is more than 1000 bytes; the limit is 1000"):
         load_roles([("a", prompt(tmp_path / "a.md", "Architect-1")), ("b", fifo)], None, limit=1000)
     writer.join(timeout=60)
     with pytest.raises(DialogueInputError, match="is more than 1000 bytes"):

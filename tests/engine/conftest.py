@@ -10,11 +10,13 @@ from typing import TypeVar
 import anyio
 
 from frobozz.engine import Event
+from tests.waiting import eventually
 
 E = TypeVar("E", bound=Event)
 
 
-async def until(events: AsyncIterator[Event], kind: type[E], *, count: int = 1, timeout: float = 60) -> list[Event]:
+async def until(events: AsyncIterator[Event], kind: type[E], *, count: int = 1,
+                timeout: float = 60) -> list[Event]:  # noqa: ASYNC109 - every wait of the tests has a limit
     """Events up to and including the `count`-th of type `kind` (fails if the stream ends first)."""
     seen: list[Event] = []
     found = 0
@@ -32,11 +34,10 @@ def of(events: list[Event], kind: type[E]) -> list[E]:
     return [e for e in events if isinstance(e, kind)]
 
 
-async def wait_for_file(path: Path, timeout: float = 10) -> None:
+async def wait_for_file(path: Path, timeout: float = 10) -> None:  # noqa: ASYNC109 - every wait has a limit
     """claude writes some files a moment after the fact; poll briefly, never a fixed sleep."""
     with anyio.fail_after(timeout):
-        while not path.exists():
-            await anyio.sleep(0.02)
+        await eventually(path.exists, interval=0.02)
 
 
 async def send_and_kill_mid_turn(session, text: str, calls: list, answering: int) -> list[Event]:
@@ -49,7 +50,6 @@ async def send_and_kill_mid_turn(session, text: str, calls: list, answering: int
     await until(session.events(), SystemInit)
     await wait_for_file(transcript)
     with anyio.fail_after(30):
-        while len(calls) < answering:
-            await anyio.sleep(0.01)
+        await eventually(lambda: len(calls) >= answering, interval=0.01)
     session.engine.kill()
     return await until(session.events(), Result)

@@ -46,7 +46,7 @@ async def test_requests_are_matched_to_answers_by_id_and_errors_raise():
 
 async def test_an_unanswered_request_times_out_with_a_clear_error():
     channel = ControlChannel(Wire().write, can_use_tool=None, timeout=5)
-    with pytest.raises(ControlTimeoutError, match="did not answer 'interrupt' within 0.1 s"):
+    with pytest.raises(ControlTimeoutError, match=r"did not answer 'interrupt' within 0\.1 s"):
         await channel.request("interrupt", timeout=0.1)
 
 

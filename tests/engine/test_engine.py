@@ -21,10 +21,11 @@ from frobozz.engine import (
     StreamEvent,
     SystemInit,
     UserMessage,
+    transcript_path,
 )
 from frobozz.engine.testing import ApiError, Reply, ScriptedModel, Text, ToolUse, replies
-from frobozz.engine import transcript_path
 from tests.engine.conftest import of, until, wait_for_file
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -114,8 +115,7 @@ async def test_interrupt_ends_the_turn_and_the_next_one_works(make_options):
             await engine.start()
             await engine.send("talk for a long time")
             with anyio.fail_after(30):
-                while not model.requests:  # interrupt once the model is answering
-                    await anyio.sleep(0.01)
+                await eventually(lambda: model.requests, interval=0.01)  # interrupt once the model is answering
             await engine.interrupt()
             events = await until(engine.events(), Result, timeout=10)
             await engine.send("next")

@@ -21,6 +21,7 @@ from frobozz.engine import (
 )
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from tests.engine.conftest import of, send_and_kill_mid_turn, until, wait_for_file
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -117,8 +118,7 @@ async def test_a_resumed_session_replays_its_history_then_continues_with_it(make
         options = make_options(model)
         await wait_for_file(claude_home / ".claude" / "projects")
         with anyio.fail_after(10):
-            while not list_sessions(options.cwd, options.env):
-                await anyio.sleep(0.02)
+            await eventually(lambda: list_sessions(options.cwd, options.env), interval=0.02)
         async with Session(options, resume=session_id) as second:
             await second.send("what was the word?")
             seen = await until(second.events(), Result)

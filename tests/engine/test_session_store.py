@@ -96,7 +96,7 @@ async def test_a_session_neither_here_nor_in_the_store_is_a_clear_error(make_opt
         store = InMemorySessionStore()
         store.fail = True
         async with Engine(make_options(model, session_store=store)) as engine:
-            with pytest.raises(EngineError, match="the session store failed load.*down"):
+            with pytest.raises(EngineError, match=r"the session store failed load.*down"):
                 await engine.start("0b6d7a3e-58a5-4f1e-9d38-000000000000")
 
 

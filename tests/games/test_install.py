@@ -46,7 +46,7 @@ async def test_a_bad_download_installs_nothing(tmp_path, status, body, message):
 
 
 async def test_an_unreachable_server_and_an_unknown_game_get_clear_errors(tmp_path):
-    with pytest.raises(InstallError, match="download of .* failed"):
+    with pytest.raises(InstallError, match=r"download of .* failed"):
         await install("zork1", tmp_path, url="http://127.0.0.1:9/zork1.zip")
     with pytest.raises(InstallError, match="no game 'zork9' in the catalogue"):
         await install("zork9", tmp_path)

@@ -21,7 +21,7 @@ def test_paths_and_hostile_names_are_refused_as_game_names(settings, name):
 
 
 def test_an_unknown_game_names_where_it_looked_and_how_to_install(settings):
-    with pytest.raises(GameNotFoundError, match="no game 'nope'.*looked in"):
+    with pytest.raises(GameNotFoundError, match=r"no game 'nope'.*looked in"):
         GameLibrary(settings).find("nope")
     with pytest.raises(GameNotFoundError, match="no game named"):
         GameLibrary(settings).find("")

@@ -10,9 +10,9 @@ from frobozz.games import (
     GameLibrary,
     GameSession,
     GameSessionClosedError,
+    GameSessionState,
     InterpreterCrashedError,
     SaveError,
-    GameSessionState,
     read_story,
     replay_journal,
     walkthrough_for,
@@ -175,7 +175,7 @@ async def test_a_killed_interpreter_is_replaced_at_the_last_good_turn(zork):
     for command in ["open mailbox", "take leaflet", "n"]:
         await zork.act(command)
     os.kill(zork._worker._process.pid, signal.SIGKILL)
-    with pytest.raises(InterpreterCrashedError, match="died.*put back to turn 3") as caught:
+    with pytest.raises(InterpreterCrashedError, match=r"died.*put back to turn 3") as caught:
         await zork.act("e")
     assert caught.value.exit_code not in (None, 0)  # -9, or 255 where asyncio could not collect the status
     turn = await zork.act("e")

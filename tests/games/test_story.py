@@ -27,7 +27,7 @@ def test_files_that_are_not_stories_are_refused(data, message):
 
 
 def test_random_bytes_are_refused_before_any_interpreter():
-    for seed in range(50):
+    for _ in range(50):
         data = bytearray(os.urandom(90_000))
         data[0] = 3  # even with a plausible version byte
         with pytest.raises(StoryFileError):

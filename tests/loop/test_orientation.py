@@ -6,8 +6,7 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import pytest
 
-from frobozz.loop import (Section, Window, capsules, context_files, here_and_now, latest_letter, memories,
-                          orientation)
+from frobozz.loop import Section, Window, capsules, context_files, here_and_now, latest_letter, memories, orientation
 
 pytestmark = pytest.mark.anyio
 WINDOW = Window(namespace="chat", session_id="s1", previous_start=None, topic="the brass lantern")

@@ -136,7 +136,7 @@ async def test_a_memory_the_model_stores_in_one_session_is_recalled_in_a_later_o
     assert LOCKER not in again and "<recalled-memories>" not in unrelated  # shown once; nothing for the unrelated
 
 
-async def test_sessions_share_a_sidecar_kept_warm_by_their_caller_and_a_session_closed_once_its_turn_is_handled_suggests(
+async def test_sessions_share_a_sidecar_kept_warm_by_their_caller_and_one_closed_once_its_turn_is_handled_suggests(
         make_options, memory_service):
     """A caller firing sessions one after another (the routines' worker) keeps the sidecar claudes: no session
     starts or closes them. Closing a session right after its Result, once `handled` says the loop saw the turn

@@ -3,8 +3,8 @@
 import hashlib
 
 import pytest
-from pydantic import SecretStr
 from mcp import Client
+from pydantic import SecretStr
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -97,8 +97,7 @@ def test_a_remote_provider_without_its_settings_is_refused_with_what_to_set(cort
 
 
 async def test_switching_models_is_an_error_until_reembed_moves_every_memory(cortex_settings):
-    from frobozz.memory import MemoryService
-    from frobozz.memory import BulkStore
+    from frobozz.memory import BulkStore, MemoryService
 
     async with Client(create_server(cortex_settings)) as client:  # the local model, 384 dims
         for text in ("the brass lantern is in the living room", "the troll guards the bridge"):

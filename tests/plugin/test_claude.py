@@ -12,10 +12,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from frobozz.engine import find_claude
+from frobozz.engine import find_claude, project_key
 from frobozz.engine.testing import Reply, ScriptedModel, ToolUse
-from frobozz.engine import project_key
 from frobozz.memory import MemoryService, TranscriptStore
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -107,11 +107,12 @@ async def test_what_is_worth_keeping_is_offered_next_turn_until_the_model_stores
         try:
             sessions = await service.sessions()
             with anyio.fail_after(120):  # the daemon's sidecar claude reads the exchange in the background
-                while not await sessions.suggestions(first["session_id"]):
-                    await anyio.sleep(0.2)
+                async def ready() -> object:
+                    return await sessions.suggestions(first["session_id"])
+                await eventually(ready, interval=0.2)
             more = ("--resume", first["session_id"], "--allowedTools", STORE)
             claude_p("keep it, please", env, project, *more)
-            nudged = [r for r in main_requests(scripted) if "keep it" in r.last_user_text()][0]
+            nudged = next(r for r in main_requests(scripted) if "keep it" in r.last_user_text())
             assert "<memory-nudge>" in said(nudged) and DOG in said(nudged)
             assert [m.content for m in await (await service.store()).recent(5, "myproject")] == [DOG]
             assert await sessions.suggestions(first["session_id"]) == []  # stored: the nudge is done
@@ -144,8 +145,9 @@ async def test_the_session_end_archives_the_whole_transcript_with_its_tool_calls
         key = {"project_key": project_key(project.resolve()), "session_id": done["session_id"]}
         transcripts = await TranscriptStore.on((await service.store()).pool)
         with anyio.fail_after(120):  # the daemon archives it in the background once claude has ended
-            while not [e for e in await sessions.transcript(done["session_id"]) if e.kind == "tool_result"]:
-                await anyio.sleep(0.2)
+            async def ready() -> object:
+                return any(e.kind == "tool_result" for e in await sessions.transcript(done["session_id"]))
+            await eventually(ready, interval=0.2)
         entries = await transcripts.load(key)
         text = json.dumps(entries)
         assert "run the check, please" in text and "the check printed its line" in text  # the turns

@@ -14,11 +14,12 @@ import sys
 import threading
 from pathlib import Path
 
-import pytest
 import anyio
+import pytest
 
 from frobozz.memory import MemoryService
 from frobozz.plugin import PluginSettings, daemon_pid
+from tests.waiting import eventually
 
 from .conftest import hook
 
@@ -137,15 +138,13 @@ async def test_a_daemon_killed_with_sigkill_is_replaced_by_the_next_hook_and_an_
     first = daemon_pid(plugin_settings.socket)
     os.kill(first, signal.SIGKILL)  # its socket is left behind
     with anyio.fail_after(30):
-        while daemon_pid(plugin_settings.socket):
-            await anyio.sleep(0.02)
+        await eventually(lambda: not daemon_pid(plugin_settings.socket), interval=0.02)
     assert plugin_settings.socket.exists()
     assert hook("SessionStart", start, {**installed, "FROBOZZ_PLUGIN_IDLE": "3"}, plugin_settings)
     second = daemon_pid(plugin_settings.socket)
     assert second and second != first
     with anyio.fail_after(60):  # no hook for three seconds: it ends, and takes its socket with it
-        while daemon_pid(plugin_settings.socket) or plugin_settings.socket.exists():
-            await anyio.sleep(0.05)
+        await eventually(lambda: not (daemon_pid(plugin_settings.socket) or plugin_settings.socket.exists()))
 
 
 def test_the_mcp_relay_says_why_and_fails_when_the_daemon_cannot_start(installed, plugin_settings, project):

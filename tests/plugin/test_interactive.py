@@ -15,9 +15,9 @@ import pytest
 from frobozz.engine import find_claude
 from frobozz.engine.testing import ScriptedModel
 from frobozz.memory import MemoryService
+from tests.waiting import eventually
 
 from .conftest import hook
-
 from .test_claude import LETTER, memories, said  # noqa: F401 (memories is a fixture)
 
 pytestmark = pytest.mark.anyio
@@ -55,8 +55,9 @@ async def opened(cortex_settings) -> None:
     try:
         sessions = await service.sessions()
         with anyio.fail_after(60):
-            while not await sessions.list("myproject"):
-                await anyio.sleep(0.05)
+            async def ready() -> object:
+                return await sessions.list("myproject")
+            await eventually(ready)
     finally:
         await service.aclose()
 
@@ -68,7 +69,10 @@ def ask(child: pexpect.spawn, text: str, answer: str) -> None:
 
 
 async def test_a_person_at_the_terminal_gets_the_memory_once_and_the_letter_after_compact(
-        installed, memories, project, claude_home, plugin_settings, cortex_settings):  # noqa: F811
+        installed,
+        memories,  # noqa: F811 - the fixture imported above
+        project, claude_home, plugin_settings, cortex_settings,
+):
     with ScriptedModel(replies) as scripted:
         env = {**installed, **scripted.env(), "COLUMNS": "120", "TERM": "xterm"}
         person_ready(claude_home, project, scripted.env()["ANTHROPIC_API_KEY"])
@@ -81,7 +85,7 @@ async def test_a_person_at_the_terminal_gets_the_memory_once_and_the_letter_afte
             child.expect(READY)
             await opened(cortex_settings)  # the session's orientation is being written: a person would type now
             ask(child, "What is my cat called?", "ANSWER-WHAT")
-            first = [r for r in conversation(scripted) if "my cat called" in r.last_user_text()][0]
+            first = next(r for r in conversation(scripted) if "my cat called" in r.last_user_text())
             assert "# Orientation" in said(first) and "<recalled-memories>" in said(first) and "Zorkmid" in said(first)
             ask(child, "Is she afraid of anything?", "ANSWER-IS")
             second = conversation(scripted)[-1]

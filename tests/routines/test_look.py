@@ -7,6 +7,7 @@ import pytest
 
 from frobozz.routines import RoutineSettings, RoutineWorker, routine
 from tests.httpserver import serve
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -55,8 +56,9 @@ async def test_sources_that_cannot_be_read_are_recorded_on_their_routines_and_th
         async with anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
             with anyio.fail_after(120):
-                while not all(r["problem"] for r in await store.routines()):
-                    await anyio.sleep(0.1)
+                async def ready() -> object:
+                    return all(r["problem"] for r in await store.routines())
+                await eventually(ready, interval=0.1)
             worker.stop()
         await worker.memory.aclose()
     problems = {r["name"]: r["problem"] for r in await store.routines()}

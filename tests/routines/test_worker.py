@@ -1,6 +1,8 @@
 """Routines fired by workers: real Postgres, the real claude CLI answered by the scripted model, a real
 IMAP server; each firing a memory-loop session recorded as a run."""
 
+from itertools import pairwise
+
 import anyio
 import pytest
 
@@ -8,6 +10,7 @@ from frobozz import _spans as S
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.memory import MemoryService
 from frobozz.routines import Firer, RoutineWorker, routine
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -153,18 +156,20 @@ async def test_the_global_concurrency_limit_holds_firings_of_different_routines_
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
         with anyio.fail_after(400):
-            while not (await done_in(store, "left") and await done_in(store, "right")):
-                await anyio.sleep(0.2)
+            async def ready() -> object:
+                return await done_in(store, "left") and await done_in(store, "right")
+            await eventually(ready, interval=0.2)
         for name in ("left", "right"):
             await store.set_paused(name, True)
         with anyio.fail_after(400):
-            while await store.open_firings("left") or await store.open_firings("right"):
-                await anyio.sleep(0.2)
+            async def ready() -> object:
+                return not (await store.open_firings("left") or await store.open_firings("right"))
+            await eventually(ready, interval=0.2)
         worker.stop()
     await worker.memory.aclose()
     done = sorted(await done_in(store, "left") + await done_in(store, "right"), key=lambda f: f["started"])
     assert {f["routine"] for f in done} == {"left", "right"}
-    assert all(a["ended"] <= b["started"] for a, b in zip(done, done[1:]))  # never two at once
+    assert all(a["ended"] <= b["started"] for a, b in pairwise(done))  # never two at once
 
 
 async def test_a_worker_keeps_its_routine_s_claudes_started_between_firings_and_each_firing_takes_them(
@@ -178,14 +183,16 @@ async def test_a_worker_keeps_its_routine_s_claudes_started_between_firings_and_
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
         with anyio.fail_after(400):
-            while len(await done_in(store, "warmth")) < 2:
-                await anyio.sleep(0.2)
+            async def ready() -> object:
+                return len(await done_in(store, "warmth")) >= 2
+            await eventually(ready, interval=0.2)
         warm = worker.firer.warm
         spare, sidecar = warm._spares["warmth"].spare, warm._sidecars[None]
         await store.set_paused("warmth", True)  # its spare is let go, a firing running now keeps its claude
         with anyio.fail_after(400):
-            while await store.open_firings("warmth"):
-                await anyio.sleep(0.2)
+            async def ready() -> object:
+                return not await store.open_firings("warmth")
+            await eventually(ready, interval=0.2)
         taken, started, answered = spare.taken, sidecar.started, sidecar.answered
         worker.stop()
     await worker.memory.aclose()
@@ -239,21 +246,22 @@ async def test_a_firing_whose_database_goes_away_mid_turn_is_fired_again_once_it
                 tg.start_soon(worker.run)
                 await enqueue(store, ledger, "before", "run:1", "by hand")
                 with anyio.fail_after(300):
-                    while not await done_in(store, "before"):
-                        await anyio.sleep(0.2)
+                    async def ready() -> object:
+                        return await done_in(store, "before")
+                    await eventually(ready, interval=0.2)
                 await enqueue(store, ledger, "during", "run:1", "by hand")
                 with anyio.fail_after(300):
-                    while not asked.is_set():
-                        await anyio.sleep(0.1)
+                    await eventually(asked.is_set, interval=0.1)
                 await anyio.to_thread.run_sync(postgres_stopped)  # the embedded server itself, stopped
                 released.set()
                 with anyio.fail_after(300):
-                    while not any("database failed" in r.getMessage() for r in caplog.records):
-                        await anyio.sleep(0.1)
+                    await eventually(lambda: any("database failed" in r.getMessage() for r in caplog.records),
+                                     interval=0.1)
                 await anyio.to_thread.run_sync(postgres.ensure_postgres_running)  # and started again
                 with anyio.fail_after(400):
-                    while (await store.firing("during", "run:1"))["state"] in ("queued", "running"):
-                        await anyio.sleep(0.2)
+                    async def ready() -> object:
+                        return (await store.firing("during", "run:1"))["state"] not in ("queued", "running")
+                    await eventually(ready, interval=0.2)
                 worker.stop()
         finally:
             released.set()

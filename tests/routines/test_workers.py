@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from datetime import datetime, timedelta
+from itertools import pairwise
 
 import anyio
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from frobozz.engine.testing import Reply, ScriptedModel, Text
 from frobozz.routines import routine
 from tests.orphans import descendants, still_running
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 SIDE = ("Write up to", "Here is the last exchange", "Summarise this conversation")
@@ -56,11 +58,15 @@ def mail(subject):
             f"About {subject}.\r\n").encode()
 
 
-async def wait_for(check, timeout=300):
+async def wait_for(check, timeout=300):  # noqa: ASYNC109 - every wait of the tests has a limit
+    found = []
+
+    async def ready() -> object:
+        found[:] = [await check()]
+        return found[0]
     with anyio.fail_after(timeout):
-        while not (found := await check()):
-            await anyio.sleep(0.2)
-        return found
+        await eventually(ready, interval=0.2)
+    return found[0]
 
 
 async def test_three_mails_fire_three_sessions_in_order_and_a_worker_killed_mid_mail_loses_and_repeats_nothing(
@@ -131,7 +137,7 @@ async def test_two_workers_fire_every_due_time_of_a_two_second_routine_once_and_
     rows = sorted(await store.firings("tick", limit=1000), key=lambda r: r["due"])
     dues = [r["due"] for r in rows]
     assert len(dues) >= 5 and dues[0] <= started + timedelta(seconds=5)
-    assert all(b - a == timedelta(seconds=2) for a, b in zip(dues, dues[1:]))  # none lost, none twice
+    assert all(b - a == timedelta(seconds=2) for a, b in pairwise(dues))  # none lost, none twice
     done = [r for r in rows if r["state"] == "done"]
     skipped = [r for r in rows if r["state"] == "skipped"]
     assert done and len(done) + len(skipped) == len(rows), [(r["state"], r["reason"]) for r in rows]

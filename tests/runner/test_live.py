@@ -15,7 +15,7 @@ def _result(run_id: str, **extra) -> RunResult:
 def test_the_summary_fits_80_columns_with_memory_and_the_run_ids_whole():
     results = [_result("20261124-101010-abcdef", memory_namespace="zork1-long-namespace", memories_recalled=12,
                        memories_stored=3, compactions=1, handoffs=1), _result("20261124-101011-123456")]
-    console = Console(width=80, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console = Console(width=80, record=True, file=open("/dev/null", "w"))
     console.print(summary_table(results))
     text = console.export_text()
     assert all(len(line) <= 80 for line in text.splitlines())

@@ -22,7 +22,8 @@ async def test_both_modes_win_zork1_with_the_walkthrough_and_record_the_same_tur
     tools = await play(RunConfig(game="zork1", player="walkthrough", mode="tools"), runner_settings)
     for result in (text, tools):
         assert (result.score, result.max_score, result.won, result.reason, result.turns) == (350, 350, True, "won", 396)
-    same = lambda r: (r.turn, r.command, r.score, r.moves, r.location, r.text)  # noqa: E731
+    def same(r):
+        return (r.turn, r.command, r.score, r.moves, r.location, r.text)
     assert [same(r) for r in _turns(runner_settings, text.run_id)] == [same(r) for r in _turns(runner_settings, tools.run_id)]
     run_dir = runner_settings.runs_dir / text.run_id
     transcript = (run_dir / "transcript.md").read_text()
@@ -140,7 +141,8 @@ async def test_a_tools_mode_run_resumes_from_the_game_servers_autosave(runner_se
     resumed = await play(RunConfig(resume=first.run_id, max_turns=12), runner_settings)
     assert (resumed.run_id, resumed.turns, resumed.reason) == (first.run_id, 12, "max turns")
     straight = await play(RunConfig(game="zork1", player="walkthrough", mode="text", max_turns=12), runner_settings)
-    same = lambda r: (r.turn, r.command, r.score, r.moves, r.location)  # noqa: E731
+    def same(r):
+        return (r.turn, r.command, r.score, r.moves, r.location)
     assert [same(r) for r in _turns(runner_settings, first.run_id)] == \
         [same(r) for r in _turns(runner_settings, straight.run_id)]  # the game went on where it stopped
 

@@ -8,6 +8,7 @@ import asyncpg
 import pytest
 
 from frobozz.runner import RunConfig, RunNotFoundError, Worker, enqueue
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -32,19 +33,20 @@ async def test_a_run_whose_database_goes_away_stops_where_it_was_and_is_played_t
         async with anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
             with anyio.fail_after(120):
-                while (await ledger.get(run_id))["turns"] < 10:
-                    await anyio.sleep(0.05)
+                async def ready() -> object:
+                    return (await ledger.get(run_id))["turns"] >= 10
+                await eventually(ready)
             await admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
             await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name)
             local = settings.runs_dir / run_id / "run.json"
             with anyio.fail_after(60):
-                while "database went away" not in (json.loads(local.read_text()).get("reason") or ""):
-                    await anyio.sleep(0.05)
+                await eventually(lambda: "database went away" in (json.loads(local.read_text()).get("reason") or ""))
             kept = len((settings.runs_dir / run_id / "turns.jsonl").read_text().splitlines())
             await admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
             with anyio.fail_after(180):
-                while (await ledger.get(run_id))["status"] != "finished":
-                    await anyio.sleep(0.1)
+                async def ready() -> object:
+                    return (await ledger.get(run_id))["status"] == "finished"
+                await eventually(ready, interval=0.1)
             worker.stop()
     finally:
         await admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")

@@ -6,6 +6,7 @@ import pytest
 
 from frobozz import _spans as S
 from frobozz.runner import RunConfig, Worker, enqueue
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -17,16 +18,18 @@ async def test_a_queued_run_taken_over_by_a_second_worker_is_one_trace(ledger, r
     async with anyio.create_task_group() as tg:
         tg.start_soon(first.run)
         with anyio.fail_after(120):
-            while (await ledger.get(run_id))["turns"] < 3:
-                await anyio.sleep(0.05)
+            async def ready() -> object:
+                return (await ledger.get(run_id))["turns"] >= 3
+            await eventually(ready)
         first.stop()  # the run in hand goes back to the queue at its next turn
     assert (await ledger.get(run_id))["status"] == "queued"
     second = Worker(ledger, runner_settings)
     async with anyio.create_task_group() as tg:
         tg.start_soon(second.run)
         with anyio.fail_after(180):
-            while (await ledger.get(run_id))["status"] != "finished":
-                await anyio.sleep(0.1)
+            async def ready() -> object:
+                return (await ledger.get(run_id))["status"] == "finished"
+            await eventually(ready, interval=0.1)
         second.stop()
 
     finished = spans.get_finished_spans()

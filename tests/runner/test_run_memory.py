@@ -98,7 +98,8 @@ async def test_a_full_window_is_handed_off_and_the_next_starts_oriented_and_play
         assert section in window[0]
     assert "West of House" in window[0] and "unexplored:" in window[0]  # the map, with exits not yet taken
     assert (with_handoff.handoffs, with_handoff.compactions) == (1, 1)
-    same = lambda r: (r.turn, r.command, r.score, r.location, r.text)  # noqa: E731
+    def same(r):
+        return (r.turn, r.command, r.score, r.location, r.text)
     turns = RunStore.open(memory_env.runs_dir, with_handoff.run_id).turns()
     assert [same(r) for r in turns] == [same(r) for r in RunStore.open(memory_env.runs_dir, plain.run_id).turns()]
     assert [r.turn for r in turns if r.handoff] == [14] and [r.turn for r in turns if r.compacted] == [15]
@@ -119,7 +120,8 @@ async def test_without_memory_a_run_is_what_it_was_and_with_an_empty_memory_it_p
     # an empty namespace: an orientation with nothing from earlier runs, nothing recalled, the same game
     assert "## Notes from earlier runs" not in remembering.messages[0] and "cortex" in remembering.messages[0]
     assert not any("<recalled-memories>" in m for m in remembering.messages)
-    same = lambda r: (r.turn, r.command, r.score, r.text)  # noqa: E731
+    def same(r):
+        return (r.turn, r.command, r.score, r.text)
     assert [same(r) for r in RunStore.open(memory_env.runs_dir, without.run_id).turns()] == \
         [same(r) for r in RunStore.open(memory_env.runs_dir, with_empty.run_id).turns()]
     assert with_empty.memory_namespace == "empty-ns" and with_empty.memories_recalled == 0
@@ -237,7 +239,8 @@ async def test_in_tools_mode_a_full_window_is_handed_off_mid_turn_and_play_goes_
                     "Playing through the game tools: 13 commands done.", "session_id "):
         assert section in window[0]
     assert (with_handoff.handoffs, with_handoff.compactions) == (1, 1)
-    same = lambda r: (r.turn, r.command, r.score, r.location, r.text)  # noqa: E731
+    def same(r):
+        return (r.turn, r.command, r.score, r.location, r.text)
     turns = RunStore.open(memory_env.runs_dir, with_handoff.run_id).turns()
     assert [same(r) for r in turns] == [same(r) for r in RunStore.open(memory_env.runs_dir, plain.run_id).turns()]
     assert (with_handoff.score, with_handoff.turns) == (plain.score, plain.turns) == (plain.score, 40)

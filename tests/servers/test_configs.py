@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from frobozz.servers import SERVERS
-from frobozz.servers import BUNDLES, ConfigError, config_for, install_config, portable
+from frobozz.servers import BUNDLES, SERVERS, ConfigError, config_for, install_config, portable
 
 ROOT = Path(__file__).parents[2]
 

@@ -2,8 +2,8 @@
 scripts/bootstrap with the Node 22 it needs) against each of the five servers, served as `serve all --http`
 serves them: stateless streamable HTTP behind the hub's token. The suite cannot send a header, so a small
 ASGI layer in front of the hub adds the token (the hub still checks it). What the suite may fail is in
-`conformance/expected-failures.yml`, each with its reason (the same for all five); a scenario that starts passing fails the test too
-(the suite's own rule), so the file stays true."""
+`conformance/expected-failures.yml`, each with its reason (the same for all five); a scenario that starts
+passing fails the test too (the suite's own rule), so the file stays true."""
 
 import logging
 import os

@@ -11,7 +11,14 @@ import textwrap
 import pytest
 
 from frobozz import _spans
-from frobozz.tracing import TracingConfigError, TracingSettings, check_headers, check_protocol, configure, traces_endpoint
+from frobozz.tracing import (
+    TracingConfigError,
+    TracingSettings,
+    check_headers,
+    check_protocol,
+    configure,
+    traces_endpoint,
+)
 from tests.otlp import receiver
 
 SECRET = "s3cr3t-t0ken"

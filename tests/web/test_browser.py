@@ -99,7 +99,8 @@ def test_the_score_chart_has_axis_titles_and_ticks_read_at_a_normal_size_and_fil
             const inner = box.clientWidth - parseFloat(getComputedStyle(box).paddingLeft)
                           - parseFloat(getComputedStyle(box).paddingRight);
             return {svg: svg.getBoundingClientRect().width, inner,
-                    text: Math.min(...[...box.querySelectorAll('text.tick')].map(t => t.getBoundingClientRect().height))};
+                    text: Math.min(...[...box.querySelectorAll('text.tick')]
+                                        .map(t => t.getBoundingClientRect().height))};
         }""")
         assert abs(sizes["svg"] - min(sizes["inner"], 42 * 16)) < 2, sizes  # as wide as its box
         assert sizes["text"] >= 10, sizes  # ticks readable, not scaled down to a few pixels

@@ -190,7 +190,8 @@ def test_a_question_pushed_to_the_service_worker_shows_its_answers_as_buttons_an
             `${root.dataset.worker}?agent=${encodeURIComponent(root.dataset.agent)}`);
         const worker = registration.installing || registration.waiting || registration.active;
         if (worker.state !== "activated")
-            await new Promise((ok) => worker.addEventListener("statechange", () => worker.state === "activated" && ok()));
+            await new Promise((ok) => worker.addEventListener("statechange",
+                                                              () => worker.state === "activated" && ok()));
         window.pushWorker = registration; }""")
     page.fill("input[name=text]", "ask me")
     page.press("input[name=text]", "Enter")

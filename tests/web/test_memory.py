@@ -42,7 +42,7 @@ def test_an_empty_store_searches_to_nothing_and_lists_nothing(client):
 
 
 def test_a_search_finds_the_memory_with_its_score_and_opens_it(client, web_settings):
-    troll, lamp = stored(web_settings, (TROLL, "zork1"), ("A brass lantern is in the living room.", "zork1"),
+    troll, _ = stored(web_settings, (TROLL, "zork1"), ("A brass lantern is in the living room.", "zork1"),
                          ("The troll is friendly.", "elsewhere"))[:2]
     page = client.get("/memory", params={"q": "how do I get past the troll", "namespace": "zork1"}).text
     assert page.index(f"/memory/{troll}") < page.index("Newest in zork1")

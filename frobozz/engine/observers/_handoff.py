@@ -22,7 +22,6 @@ import anyio
 from opentelemetry import context as otel_context
 
 from ... import _spans
-
 from .._events import AssistantMessage, CompactBoundary, Event, Result, ToolUseBlock, Usage, UserMessage
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ BODY_CHARS = 200_000
 
 
 class _Text(HTMLParser):
-    SKIP = {"script", "style", "head", "template", "noscript"}
-    BLOCK = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote"}
+    SKIP = frozenset({"script", "style", "head", "template", "noscript"})
+    BLOCK = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote"})
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)

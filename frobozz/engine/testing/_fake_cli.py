@@ -1,8 +1,9 @@
 """A fake claude for unit tests: speaks just enough stream-json to exercise the engine's edges
 (garbage lines, oversized lines, dying mid-turn) that the real CLI cannot be made to produce.
 
-Give `fake_cli_path()` (an executable that runs this module) as the engine's `cli_path`. Each user message's text is a command: `echo X` answers X; `garbage`
-prints a non-JSON line first; `huge N` prints an N-byte line first; `die` exits with code 3.
+Give `fake_cli_path()` (an executable that runs this module) as the engine's `cli_path`. Each user
+message's text is a command: `echo X` answers X; `garbage` prints a non-JSON line first; `huge N` prints
+an N-byte line first; `die` exits with code 3.
 """
 
 from __future__ import annotations

@@ -129,7 +129,8 @@ class TranscriptStore:
         """A main transcript with its subagents' (the entries go by cascade), or one subagent's alone."""
         project, session, subpath = _parts(key)
         await self._run(lambda c: c.execute(
-            "DELETE FROM claude_transcripts WHERE project_key = $1 AND session_id = $2 AND ($3 = '' OR subpath = $3)",
+            "DELETE FROM claude_transcripts WHERE project_key = $1 AND session_id = $2"
+            " AND ($3 = '' OR subpath = $3)",
             project, session, subpath))
 
     async def list_subkeys(self, key: Mapping[str, Any]) -> list[str]:

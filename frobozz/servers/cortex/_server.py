@@ -203,7 +203,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
                 limit, namespace)])
 
     @server.tool(annotations=annotations("Get a memory", read_only=True, idempotent=True))
-    async def get(id: MemoryId) -> Annotated[CallToolResult, MemoryWithHistory]:  # noqa: A002 - the tool's contract
+    async def get(id: MemoryId) -> Annotated[CallToolResult, MemoryWithHistory]:
         """One memory by its id, with every version of its fact (when it superseded or was superseded), and
         its image's thumbnail as image content when it has one."""
         with tool_errors(MemoryStoreError):
@@ -222,7 +222,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
             return CallToolResult(content=content, structured_content=out.model_dump(mode="json"))
 
     @server.tool(annotations=annotations("Update a memory", read_only=False, destructive=True, idempotent=True))
-    async def update(id: MemoryId, content: str | None = None,  # noqa: A002
+    async def update(id: MemoryId, content: str | None = None,
                      metadata: dict[str, Any] | None = None) -> MemoryOut:
         """Change a memory. A new text never overwrites: it supersedes the memory (as supersede does), so
         the old version is kept as history and the memory returned is the new one, with a new id. Metadata
@@ -244,7 +244,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
             return _out(await store_.supersede(old_id, content, metadata))
 
     @server.tool(annotations=annotations("Forget a memory", read_only=False, destructive=True, idempotent=False))
-    async def forget(id: MemoryId) -> Forgotten:  # noqa: A002
+    async def forget(id: MemoryId) -> Forgotten:
         """Forget a memory (soft deletion: it no longer appears anywhere)."""
         with tool_errors(MemoryStoreError):
             store_ = await cortex.store()

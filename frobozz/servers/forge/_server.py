@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import base64
 import logging
-from dataclasses import asdict
 import secrets
 import time
+from dataclasses import asdict
 from typing import Annotated
 
 import anyio
@@ -128,7 +128,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             return ImageList(images=store.list(limit, query))
 
     @server.tool(annotations=annotations("Get an image", read_only=True, idempotent=True))
-    async def get_image(id: Annotated[str, Field(max_length=100)],  # noqa: A002 - the tool's contract
+    async def get_image(id: Annotated[str, Field(max_length=100)],
                         size: Annotated[int, Field(ge=64, le=2048)] = 512) -> Annotated[CallToolResult, StoredImage]:
         """An image made earlier, at most `size` pixels on its longest side, with its prompt and parameters."""
         with tool_errors(ForgeError):

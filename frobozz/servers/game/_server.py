@@ -156,7 +156,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                 return SaveList(session_id=session.id, saves=session.list_saves())
 
     @server.tool(annotations=annotations("Map", **reading))
-    async def map(session_id: SessionId, format: Literal["text", "dot", "mermaid"] = "text") -> MapResult:  # noqa: A001, A002
+    async def map(session_id: SessionId, format: Literal["text", "dot", "mermaid"] = "text") -> MapResult:
         """The rooms visited and the commands that connected them, as text, Graphviz DOT or Mermaid."""
         with tool_errors(GameError):
             async with sessions.hold(session_id) as session:

@@ -98,7 +98,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
             return Latest(handoff=_out(letter) if letter else None)
 
     @server.tool(annotations=annotations("Read a handoff", read_only=True, idempotent=True))
-    async def read_handoff(id: Annotated[int, Field(ge=1, le=2**62)]) -> LetterOut:  # noqa: A002 - the contract
+    async def read_handoff(id: Annotated[int, Field(ge=1, le=2**62)]) -> LetterOut:
         """One letter by its id."""
         with tool_errors(MemoryStoreError):
             letter = await (await letters()).read(id)

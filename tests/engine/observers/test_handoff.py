@@ -53,7 +53,7 @@ async def test_a_session_hands_off_compacts_and_the_next_window_opens_with_the_l
     compaction = [n for n, r in enumerate(model.requests) if is_compaction_request(r.body)]
     assert len(compaction) == 1 and "open the trap door" in model.requests[compaction[0]].last_user_text()
     assert of(events, CompactBoundary)
-    next_window = [r for r in model.requests[compaction[0] + 1:] if r.body.get("tools")][0]
+    next_window = next(r for r in model.requests[compaction[0] + 1:] if r.body.get("tools"))
     first_user = json.dumps(next_window.messages)
     assert "A new context window begins" in first_user and LETTER["summary"] in first_user
     assert "wrap up" not in first_user  # the old window is gone: only the summary and the orientation remain

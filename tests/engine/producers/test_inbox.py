@@ -7,6 +7,7 @@ import pytest
 from frobozz.engine import Session
 from frobozz.engine.producers import Inbox, MemoryDeliveries, ProducerError
 from frobozz.engine.testing import ScriptedModel
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -50,8 +51,7 @@ async def test_each_new_mail_is_one_turn_of_a_real_claude_session_in_order_with_
     async with ScriptedModel(lambda request: "noted") as model:
         async with Session(make_options(model), producers=[producer]) as session:
             with anyio.fail_after(180):
-                while len(deliveries.kept.get(producer.source, ())) < 3:
-                    await anyio.sleep(0.1)
+                await eventually(lambda: len(deliveries.kept.get(producer.source, ())) >= 3, interval=0.1)
             await session.wait_idle()
         asked = [r.last_user_text() for r in model.requests if "Triage this mail." in r.last_user_text()]
     assert [next(s for s in ("alpha", "beta", "gamma") if f"subject: {s}" in a) for a in asked] == \
@@ -64,8 +64,8 @@ async def test_each_new_mail_is_one_turn_of_a_real_claude_session_in_order_with_
 
 async def test_hostile_mail_is_cleaned_or_skipped_with_a_record_and_the_rest_still_comes(mailbox):
     server, user, password = mailbox
-    html = ("Content-Type: text/html; charset=utf-8\r\n\r\n<html><head><style>p{}</style></head><body>"
-            "<script>fetch('http://evil')</script><p>Quarterly <b>numbers</b></p></body></html>").encode()
+    html = (b"Content-Type: text/html; charset=utf-8\r\n\r\n<html><head><style>p{}</style></head><body>"
+            b"<script>fetch('http://evil')</script><p>Quarterly <b>numbers</b></p></body></html>")
     huge = mail("huge", body="x" * 20_000_000)
     broken = (b"From: x@example.org\r\nSubject: broken\r\nMIME-Version: 1.0\r\n"
               b"Content-Type: multipart/mixed; boundary=\"zz\"\r\n\r\n--zz\r\nContent-Type: text/plain\r\n"
@@ -127,8 +127,7 @@ async def test_with_idle_a_new_mail_ends_the_wait_at_once_not_after_the_poll_int
     async with anyio.create_task_group() as tg:
         with anyio.fail_after(120):  # far under the 600 s interval
             tg.start_soon(producer.wait)
-            while not producer.idled:
-                await anyio.sleep(0.05)
+            await eventually(lambda: producer.idled)
             await anyio.sleep(0.5)  # (the IDLE command is on its way; a mail before it is seen by UIDNEXT anyway)
             await anyio.to_thread.run_sync(server.append, user, password, mail("wake up"))
     assert [i.title for i in await producer.poll()] == ["wake up"]

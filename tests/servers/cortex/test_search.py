@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from mcp import Client
 
-from frobozz.servers.cortex import Settings, create_server
 from frobozz.memory import MemoryService
+from frobozz.servers.cortex import Settings, create_server
 from tests.servers.cortex import MEMORIES
 from tests.servers.mcp import call, error
 
@@ -203,8 +203,8 @@ async def test_search_without_a_database_is_a_clear_error_not_an_empty_list(frob
 async def test_the_readme_examples_score_as_the_readme_says(cortex_settings):
     """README, "What a score means": its own words score as likely relevant; a paraphrase sharing no word
     does not; an unrelated note beside a keyword match, found by the neighbour's words only, stays under the
-    0.3 of "likely relevant" (issue 38: a garlic note scored 0.32-0.40 and a 100,000-character "xxxx" 0.31-0.41; a memory now holds at
-    most 10,000 characters)."""
+    0.3 of "likely relevant" (issue 38: a garlic note scored 0.32-0.40 and a 100,000-character "xxxx"
+    0.31-0.41; a memory now holds at most 10,000 characters)."""
     async with Client(create_server(cortex_settings)) as client:
         for text in ("The brass lantern is in the living room.", "Buy garlic for the pasta sauce.",
                      "The troll guards the bridge with an axe.", "x" * 10_000, "The mailbox is west of the house."):

@@ -13,6 +13,7 @@ from frobozz.servers.cortex import Settings, create_server
 from tests.conftest import database_url
 from tests.servers.cortex import MEMORIES
 from tests.servers.mcp import assert_conventions, call, error
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -138,8 +139,9 @@ async def test_a_database_that_goes_away_gives_a_clear_error_and_service_resumes
         assert "not reachable" in await error(client, "store", content="Written during the outage.")
         server = pgserver.get_server(tmp_path / "pg-flaky", cleanup_mode="stop")  # and comes back
         with anyio.fail_after(30):
-            while (await client.call_tool("recent", {})).is_error:
-                await anyio.sleep(0.2)
+            async def ready() -> object:
+                return not (await client.call_tool("recent", {})).is_error
+            await eventually(ready, interval=0.2)
         memories = (await call(client, "recent"))["memories"]
         assert [m["id"] for m in memories] == [kept["id"]]  # nothing written was lost, nothing half-written
         assert (await call(client, "store", content="Written after the outage."))["duplicate_of"] is None

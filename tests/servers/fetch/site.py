@@ -7,6 +7,7 @@ import io
 import zlib
 
 import anyio
+import anyio.lowlevel
 from PIL import Image
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -80,7 +81,8 @@ class Site:
     async def route(self, request: Request) -> Response:
         self._count(request)
         path = request.url.path
-        html = lambda body, **kw: Response(body, media_type="text/html; charset=utf-8", **kw)  # noqa: E731
+        def html(body, **kw):
+            return Response(body, media_type="text/html; charset=utf-8", **kw)
         if path == "/page.html":
             return html(PAGE)
         if path == "/long.html":
@@ -140,7 +142,7 @@ class Site:
                 chunk = b"All work and no play makes a dull adventurer. " * 1000
                 while True:
                     yield chunk
-                    await anyio.sleep(0)
+                    await anyio.lowlevel.checkpoint()
             return StreamingResponse(flood(), media_type="text/plain")
         if path == "/bomb":
             return Response(bomb(), media_type="text/plain", headers={"Content-Encoding": "gzip"})

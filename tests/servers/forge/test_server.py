@@ -7,6 +7,7 @@ import os
 import sys
 
 import anyio
+import anyio.lowlevel
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -40,7 +41,7 @@ async def test_imagine_makes_a_real_png_with_a_preview_metadata_and_a_sidecar(fr
         async with Client(create_server(settings)) as client:
             result = await client.call_tool("imagine", {"prompt": "a white house in a field", "width": size[0],
                                                         "height": size[1], "seed": 42, "steps": 8},
-                                            progress_callback=lambda p, t, m: progress.append((p, m)) or anyio.sleep(0))
+                                            progress_callback=lambda p, t, m: progress.append((p, m)) or anyio.lowlevel.checkpoint())
     assert not result.is_error, result.content
     meta = result.structured_content
     assert (meta["width"], meta["height"], meta["backend"]) == (*size, kind)

@@ -1,5 +1,5 @@
-import pytest
 import anyio
+import pytest
 from mcp import Client
 
 from frobozz.games import walkthrough_for
