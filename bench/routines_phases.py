@@ -3,6 +3,7 @@
 the time goes, per mail, and the medians of each step's gap. It wraps the parts' functions from outside
 (nothing in them changes). Run: .venv/bin/python bench/routines_phases.py --mails 4 --ticks 1 --every 20
 """
+import atexit
 import functools
 import statistics
 import sys
@@ -102,6 +103,6 @@ def report():
                 print(f"  {name:<42} p50 {statistics.median(gaps):6.3f} s  ({', '.join(f'{g:.2f}' for g in gaps)})")
 
 
-import atexit; atexit.register(report)
-sys.argv = ["routines.py"] + sys.argv[1:]
+atexit.register(report)
+sys.argv = ["routines.py", *sys.argv[1:]]
 bench_mod.main()

@@ -4,6 +4,7 @@ A general SDK for the claude CLI over stream-json; it imports nothing else of Fr
 """
 
 from ._control import Allow, Deny, PermissionCallback, PermissionContext
+from ._cost import TurnCost
 from ._engine import Engine, EngineState
 from ._events import (
     ApiRetry,
@@ -33,7 +34,6 @@ from ._events import (
     parse_event,
     text_of,
 )
-from ._cost import TurnCost
 from ._hooks import Hook, HookEvent, HookInput, HookMatcher, HookOutput, Hooks
 from ._options import EngineOptions, Thinking, find_claude
 from ._pool import EnginePool, Sidecar

@@ -134,8 +134,7 @@ async def ask_and_answer(client: httpx.AsyncClient, session: str, colour: str) -
         tg.start_soon(lambda: sse(client, f"/sessions/{session}/events", into=events))
         await client.post(f"/sessions/{session}/messages", json={"text": "ask me"})
         with anyio.fail_after(120):
-            while not any(e["event"] == "question" for e in events):
-                await anyio.sleep(0.02)
+            await eventually(lambda: any(e["event"] == "question" for e in events), interval=0.02)
         question = next(e for e in events if e["event"] == "question")["data"]["question_id"]
         await client.post(f"/sessions/{session}/answers", json={
             "question_id": question, "answers": {"Which colour for the lamp?": colour}})
@@ -305,8 +304,9 @@ async def test_what_happens_while_a_webhook_is_paused_is_kept_bounded_and_delive
                 for seq in (1, 2):
                     await notifier.notify("s1", "alice", Logged(seq=seq, event=Done(result=f"turn {seq}")))
                 with anyio.fail_after(60):
-                    while not (await notifier.webhooks(["alice"]))[0]["paused_at"]:
-                        await anyio.sleep(0.05)
+                    async def paused() -> object:
+                        return (await notifier.webhooks(["alice"]))[0]["paused_at"]
+                    await eventually(paused)
                 assert [p["delivery"] for p in await notifier.outbox.pending()] == ["s1:2"]  # kept: it paused it
                 for seq in range(3, 8):
                     await notifier.notify("s1", "alice", Logged(seq=seq, event=Done(result=f"turn {seq}")))
@@ -320,8 +320,9 @@ async def test_what_happens_while_a_webhook_is_paused_is_kept_bounded_and_delive
                 assert await notifier.resume_webhook(hook["id"], ["bob"]) is None  # not bob's to resume
                 assert await notifier.resume_webhook(hook["id"], ["alice"]) == {"waiting": 5, "dropped": 1}
                 with anyio.fail_after(60):
-                    while len(receiver.received.get("later", [])) < 5 or await notifier.outbox.pending():
-                        await anyio.sleep(0.05)
+                    async def delivered() -> bool:
+                        return len(receiver.received.get("later", [])) >= 5 and not await notifier.outbox.pending()
+                    await eventually(delivered)
                 tg.cancel_scope.cancel()
         assert receiver.deliveries["later"] == kept  # once each, in order, with the same ids
         assert [d["body"] for d in receiver.received["later"]] == [f"turn {seq}" for seq in range(3, 8)]
@@ -400,8 +401,10 @@ async def test_a_tokens_webhook_gets_its_sessions_events_a_users_gets_all_of_the
             return sum(h["waiting"] for hooks in listed for h in hooks)
 
         with anyio.fail_after(120):  # each event is queued for all its webhooks at once: then the outbox empties
-            while len(receiver.received.get("alice", [])) < 3 or not receiver.received.get("bob") or await waiting():
-                await anyio.sleep(0.05)
+            async def delivered() -> bool:
+                return len(receiver.received.get("alice", [])) >= 3 and bool(receiver.received.get("bob")) \
+                    and not await waiting()
+            await eventually(delivered)
         for client in clients.values():
             await client.aclose()
 

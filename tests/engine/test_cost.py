@@ -7,6 +7,7 @@ import pytest
 from frobozz.engine import Result, Session, TurnCost, list_sessions, parse_event
 from frobozz.engine.testing import ScriptedModel
 from tests.engine.conftest import of, until, wait_for_file
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -48,8 +49,7 @@ async def test_a_resumed_sessions_first_turn_and_its_second_each_cost_their_own_
         options = make_options(model)
         await wait_for_file(claude_home / ".claude" / "projects")
         with anyio.fail_after(10):
-            while not list_sessions(options.cwd, options.env):
-                await anyio.sleep(0.02)
+            await eventually(lambda: list_sessions(options.cwd, options.env), interval=0.02)
         async with Session(options, resume=session_id) as second:  # a new claude process
             await second.send("three")
             [three] = [r for r in of(await until(second.events(), Result), Result) if not r.is_replay]

@@ -252,8 +252,8 @@ async def test_in_tools_mode_claude_compacting_on_its_own_mid_turn_sends_the_ori
     follows it: the orientation waits in the mailbox for the game server's next answer."""
     from frobozz._mailbox import Mailbox
     from frobozz.engine import CompactBoundary
-    from frobozz.runner._run_memory import RunMemory
     from frobozz.runner._orient import GameView
+    from frobozz.runner._run_memory import RunMemory
 
     class Posted(Mailbox):
         posted = anyio.Event()

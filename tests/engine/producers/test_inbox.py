@@ -154,8 +154,7 @@ async def test_looks_and_idle_each_keep_one_connection_and_one_dropped_is_made_a
             async with anyio.create_task_group() as tg:
                 with anyio.fail_after(120):
                     tg.start_soon(producer.wait)
-                    while not producer.idled:
-                        await anyio.sleep(0.05)
+                    await eventually(lambda: producer.idled)
                     await append(round)
             assert round in [i.title for i in await producer.poll()]
         assert producer.connections == 2
