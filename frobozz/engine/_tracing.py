@@ -29,10 +29,12 @@ _PRICES_LOADING: list[threading.Thread] = []
 
 
 def load_prices() -> None:
-    """genai-prices' table, imported on a thread of its own as a traced engine starts (it takes a moment), so
-    the first request's span does not wait for it."""
+    """genai-prices' table, loaded on a thread of its own as a traced engine starts (it takes half a second:
+    the package imports its table at the first price asked, not at its own import), so the first request's
+    span does not hold the proxy's event loop up while it loads."""
     if not _PRICES_LOADING:
-        thread = threading.Thread(target=lambda: __import__("genai_prices"), name="frobozz-prices", daemon=True)
+        thread = threading.Thread(target=lambda: request_cost("claude-sonnet-4-5", {}), name="frobozz-prices",
+                                  daemon=True)
         _PRICES_LOADING.append(thread)
         thread.start()
 
