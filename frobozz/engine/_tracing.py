@@ -233,9 +233,10 @@ class EngineTrace:
         self._tools[tool_use_id] = _Tool(span, name)
 
     def traceparent(self, tool_use_id: str) -> dict[str, Any] | None:
-        """The W3C context of a tool call's span, for the MCP server that runs it."""
+        """The W3C context of a tool call's span, for the MCP server that runs it, with claude's session id as
+        baggage (the server's own spans carry it too)."""
         tool = self._tools.get(tool_use_id)
-        return S.inject(span=tool.span) if tool is not None else None
+        return S.inject(span=tool.span, session_id=self.session_id) if tool is not None else None
 
     def on_assistant(self, event: AssistantMessage) -> None:
         if not self.on or event.is_replay:
