@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
+from opentelemetry import baggage, propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 __all__ = ["Span", "SpanKind", "Status", "StatusCode"]  # re-exported for the parts, with the names below
@@ -142,12 +142,22 @@ def recording() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
-def inject(carrier: MutableMapping[str, Any] | None = None, span: Span | None = None) -> dict[str, Any]:
-    """The current trace context (or `span`'s) as W3C `traceparent`/`tracestate` entries of `carrier`."""
+def inject(carrier: MutableMapping[str, Any] | None = None, span: Span | None = None,
+           session_id: str | None = None) -> dict[str, Any]:
+    """The current trace context (or `span`'s) as W3C `traceparent`/`tracestate` entries of `carrier`, and
+    `session_id` as W3C `baggage` (`session.id`), so a server in another process puts it on its spans."""
     out: dict[str, Any] = dict(carrier or {})
     ctx = trace.set_span_in_context(span) if span is not None else None
+    if session_id:
+        ctx = baggage.set_baggage(SESSION_ID, session_id, ctx)
     propagate.inject(out, context=ctx)
     return out
+
+
+def session_of(context: otel_context.Context | None) -> str | None:
+    """The session id a context's baggage carries (from another process: a short printable string, or None)."""
+    value = baggage.get_baggage(SESSION_ID, context)
+    return value if isinstance(value, str) and 0 < len(value) <= 200 and value.isprintable() else None
 
 
 def extract(carrier: Mapping[str, Any] | None) -> otel_context.Context:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
@@ -135,6 +136,25 @@ class _UsageReader:
                 self.text.append(str(delta.get("text") or ""))
 
 
+_HEAD = re.compile(rb'\{"model":"([^"\\]{1,200})"')
+_MAX_TOKENS = re.compile(rb'"max_tokens":(\d{1,9})[,}]')
+
+
+def request_head(body: bytes) -> dict[str, Any] | None:
+    """The request's model and max_tokens without reading its whole history (which grows with every turn), for
+    a body in claude's own order: the model first, max_tokens after the messages, system and tools (so its last
+    occurrence is the request's own). None for any other shape: the caller reads it all."""
+    head = _HEAD.match(body)
+    if head is None:
+        return None
+    found: dict[str, Any] = {"model": head.group(1).decode()}
+    at = body.rfind(b'"max_tokens":')
+    tokens = _MAX_TOKENS.match(body, at) if at >= 0 else None
+    if tokens is not None:
+        found["max_tokens"] = int(tokens.group(1))
+    return found
+
+
 class Proxy:
     def __init__(self, upstream: str | None, on_usage: Callable[[Usage], None],
                  trace: EngineTrace | None = None) -> None:
@@ -186,7 +206,9 @@ class Proxy:
         rewritten = False
         counted = path.endswith("/messages") and request.method == "POST"
         payload: dict[str, Any] | None = None
-        if counted and (self.rewrite is not None or self.trace.on):
+        if counted and self.rewrite is None and self.trace.on and self.trace.content is None:
+            payload = request_head(body)  # a span with no content needs the model and max_tokens only
+        if counted and payload is None and (self.rewrite is not None or self.trace.on):
             try:
                 payload = orjson.loads(body)  # the whole history, every request: orjson reads it several times faster
             except ValueError:

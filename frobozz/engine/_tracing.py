@@ -28,10 +28,12 @@ _PRICES_LOADING: list[threading.Thread] = []
 
 
 def load_prices() -> None:
-    """genai-prices' table, imported on a thread of its own as a traced engine starts (it takes a moment), so
-    the first request's span does not wait for it."""
+    """genai-prices' table, loaded on a thread of its own as a traced engine starts (it takes half a second:
+    the package imports its table at the first price asked, not at its own import), so the first request's
+    span does not hold the proxy's event loop up while it loads."""
     if not _PRICES_LOADING:
-        thread = threading.Thread(target=lambda: __import__("genai_prices"), name="frobozz-prices", daemon=True)
+        thread = threading.Thread(target=lambda: request_cost("claude-sonnet-4-5", {}), name="frobozz-prices",
+                                  daemon=True)
         _PRICES_LOADING.append(thread)
         thread.start()
 
@@ -230,9 +232,10 @@ class EngineTrace:
         self._tools[tool_use_id] = _Tool(span, name)
 
     def traceparent(self, tool_use_id: str) -> dict[str, Any] | None:
-        """The W3C context of a tool call's span, for the MCP server that runs it."""
+        """The W3C context of a tool call's span, for the MCP server that runs it, with claude's session id as
+        baggage (the server's own spans carry it too)."""
         tool = self._tools.get(tool_use_id)
-        return S.inject(span=tool.span) if tool is not None else None
+        return S.inject(span=tool.span, session_id=self.session_id) if tool is not None else None
 
     def on_assistant(self, event: AssistantMessage) -> None:
         if not self.on or event.is_replay:

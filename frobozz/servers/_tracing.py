@@ -43,7 +43,7 @@ async def carrier_of(meta: Mapping[str, Any], relay: str | None = None) -> dict[
         return None
     if not isinstance(carrier, dict) or not isinstance(carrier.get("traceparent"), str):
         return None
-    return {k: v for k, v in carrier.items() if k in ("traceparent", "tracestate") and isinstance(v, str)}
+    return {k: v for k, v in carrier.items() if k in ("traceparent", "tracestate", "baggage") and isinstance(v, str)}
 
 
 class TraceParents:

@@ -25,9 +25,10 @@ PRUNE_EVERY = 3600.0  # seconds between two deletions of what is past its time
 WRITE_WAIT = 30.0  # seconds a batch's writing may take
 FIND_WAIT = 10.0  # seconds a batch waits for the embedded Postgres to start (the first batch only, in practice)
 Where = str | Callable[[], Awaitable[str]]  # a URL, or what finds one (starts the embedded Postgres) when first needed
-_INSERT = ("INSERT INTO trace_spans (trace_id, span_id, parent_id, name, kind, service, started_at, duration_ms, "
-           "status, session_id, run_id, attributes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) "
-           "ON CONFLICT DO NOTHING")
+_COLUMNS = ("trace_id", "span_id", "parent_id", "name", "kind", "service", "started_at", "duration_ms", "status",
+            "session_id", "run_id", "attributes")
+_INSERT = (f"INSERT INTO trace_spans ({', '.join(_COLUMNS)}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+           "$12) ON CONFLICT DO NOTHING")
 
 
 def schema() -> str:
@@ -119,7 +120,10 @@ class LocalSpans(SpanExporter):
             if time.monotonic() >= self._next_prune:
                 await prune(connection, self.keep_days)
                 self._next_prune = time.monotonic() + PRUNE_EVERY
-            await connection.executemany(_INSERT, rows)
+            try:  # COPY: a fraction of the server's and the driver's work per row of an INSERT each
+                await connection.copy_records_to_table("trace_spans", records=rows, columns=_COLUMNS)
+            except asyncpg.UniqueViolationError:  # a span kept already (a batch sent again): one by one, skipping it
+                await connection.executemany(_INSERT, rows)
         except BaseException:
             self._connection = None  # the next batch connects afresh
             connection.terminate()

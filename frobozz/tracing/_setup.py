@@ -130,13 +130,13 @@ class WarnOnce(SpanExporter):
 
 class SessionOnEverySpan(SpanProcessor):
     """Every span started under one that carries claude's `session.id` carries it too (a game's act, a recall,
-    a permission question under a turn), so a backend's search by session finds the whole of it. The parent
-    is read in this process only; a server's spans have the id where its own code sets it."""
+    a permission question under a turn), so a backend's search by session finds the whole of it. A parent in
+    another process (the engine's tool call, above an MCP server's span) sends the id as W3C baggage."""
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         parent = trace.get_current_span(parent_context)
         session = getattr(parent, "attributes", None) or {}
-        value = session.get(S.SESSION_ID) if hasattr(session, "get") else None
+        value = (session.get(S.SESSION_ID) if hasattr(session, "get") else None) or S.session_of(parent_context)
         if value and S.SESSION_ID not in (span.attributes or {}):
             span.set_attribute(S.SESSION_ID, value)
 

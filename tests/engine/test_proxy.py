@@ -6,6 +6,7 @@ import socket
 import pytest
 
 from frobozz.engine import CompactBoundary, Engine, ErrorEvent, Result, Usage, is_compaction_request
+from frobozz.engine._proxy import request_head
 from frobozz.engine.testing import Reply, ScriptedModel, Text, replies
 from tests.engine.conftest import of, until
 
@@ -74,3 +75,14 @@ async def test_an_unreachable_upstream_becomes_an_api_error_not_a_hang(make_opti
             events = await until(engine.events(), Result)
     assert of(events, Result)[0].is_error
     assert of(events, ErrorEvent)[0].status == 502
+
+
+def test_the_request_s_model_and_max_tokens_are_read_without_its_history_only_in_claude_s_order():
+    """A traced request with no content captured needs these two only; any other shape is read whole."""
+    body = json.dumps({"model": "claude-x", "messages": [{"role": "user", "content": [
+        {"type": "tool_use", "input": {"max_tokens": 5, "model": "not-this"}}]}], "system": "s", "tools": [],
+        "max_tokens": 32000, "thinking": {"type": "enabled"}, "stream": True}, separators=(",", ":")).encode()
+    assert request_head(body) == {"model": "claude-x", "max_tokens": 32000}
+    assert request_head(b'{"model":"claude-x","messages":[]}') == {"model": "claude-x"}
+    for other in (b'{"messages":[],"model":"claude-x"}', b'{"model":"a\\"b"}', b"", b"not json", b'{"model":1}'):
+        assert request_head(other) is None

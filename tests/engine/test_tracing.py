@@ -63,6 +63,9 @@ async def test_each_turn_is_a_trace_of_its_own_with_its_model_requests_and_tool_
     assert tool_call.attributes[S.GEN_AI_OPERATION] == "chat" and tool_call.attributes[S.GEN_AI_PROVIDER] == "anthropic"
     assert tool_call.attributes[S.GEN_AI_RESPONSE_ID] and tool_call.attributes[S.TIME_TO_FIRST_TOKEN_MS] >= 0
     model = tool_call.attributes[S.GEN_AI_RESPONSE_MODEL]
+    # the request's model and max_tokens, read from the head and tail of claude's body, not its whole history
+    assert tool_call.attributes[S.GEN_AI_REQUEST_MODEL] == model and tool_call.name == f"{S.CHAT} {model}"
+    assert tool_call.attributes[S.GEN_AI_REQUEST_MAX_TOKENS] > 0
     assert tool_call.attributes[S.GEN_AI_COST] == pytest.approx(float(calc_price(  # each request's cost, at list price
         PriceUsage(input_tokens=1234, output_tokens=56), model, provider_id="anthropic").total_price))
     assert 0 < tool_call.attributes[S.GEN_AI_COST] < answer.attributes[S.GEN_AI_COST]

@@ -70,11 +70,14 @@ def test_a_tools_mode_walkthrough_shows_the_game_servers_span_under_each_tool_ca
     assert len(played) == 10, outcomes  # (a call the model asked for as the run stopped is there too, "unfinished", red)
     assert all(c["status_code"] == "ERROR" for c in calls if c not in played)
     served = {s["parent_id"]: s for s in _named(spans, "tools/call act")}
+    [session] = _named(spans, S.SESSION)
     for call in played:
         assert call["context"]["span_id"] in served, (outcomes, sorted(served))
         server = served[call["context"]["span_id"]]  # the game server's span, a child of the model's tool call
         assert server["context"]["trace_id"] == call["context"]["trace_id"]
         assert server["attributes"][S.MCP_METHOD] == "tools/call"  # (Phoenix shows OpenInference's kinds)
+        # the session id, sent to the game server's process as W3C baggage with the call's traceparent
+        assert server["attributes"][S.SESSION_ID] == session["attributes"][S.SESSION_ID]
         assert call["attributes"][S.TOOL_OUTPUT_CHARS] > 0
     turn_ids = {t["context"]["span_id"] for t in _named(spans, S.TURN)}
     assert all(c["parent_id"] in turn_ids for c in calls)

@@ -208,3 +208,34 @@ def test_every_span_under_one_with_a_session_id_carries_it_too():
         span.end()
     found = {s.name + str(i): (s.attributes or {}).get(_spans.SESSION_ID) for i, s in enumerate(kept.get_finished_spans())}
     assert list(found.values()) == [None, "sess-2", "sess-1", "sess-1"]
+
+
+def test_a_server_s_spans_carry_the_session_id_its_caller_sent_as_baggage_and_no_hostile_one():
+    """The engine sends claude's session id with a tool call's traceparent (W3C baggage in the MCP request's
+    `_meta`); a Frobozz server in another process puts it on its span and everything under it."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import set_span_in_context
+
+    from frobozz.tracing import SessionOnEverySpan
+
+    kept = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SessionOnEverySpan())
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    tracer = provider.get_tracer("t")
+    call = tracer.start_span(_spans.EXECUTE_TOOL)  # the engine's, in the caller's process
+    meta = _spans.inject(span=call, session_id="sess-9")
+    assert meta["traceparent"] and "session.id=sess-9" in meta["baggage"]
+    served = tracer.start_span("tools/call search", context=_spans.extract(meta))  # the server's, from `_meta`
+    under = tracer.start_span(_spans.SQL, context=set_span_in_context(served))
+    for hostile in ("x" * 5000, "a\x00b"):
+        odd = tracer.start_span("tools/call search", context=_spans.extract(
+            {**_spans.inject(span=call), "baggage": f"session.id={hostile}"}))
+        odd.end()
+    for span in (under, served, call):
+        span.end()
+    found = [(s.name, (s.attributes or {}).get(_spans.SESSION_ID)) for s in kept.get_finished_spans()]
+    assert found == [("tools/call search", None), ("tools/call search", None), (_spans.SQL, "sess-9"),
+                     ("tools/call search", "sess-9"), (_spans.EXECUTE_TOOL, None)]
