@@ -20,7 +20,8 @@ _REACH = 20  # turns of the game's history read back: far more than a record can
 async def missed_turns(server: dict[str, Any], session_id: str, last: Turn | None) -> list[Turn]:
     """The game's turns after `last` (the record's latest), as its server tells them; [] when they agree or
     the history cannot say (the game ended, or `last` is not among its latest turns)."""
-    from mcp import Client, StdioServerParameters  # seconds to load: `runs`, `worker` and `play` start without it
+    # Loaded here, not with the runner: it takes seconds, and `runs`, `worker` and `play` start without it.
+    from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(command=server["command"], args=server["args"],
                                    env={**os.environ, **server.get("env", {})})
