@@ -40,9 +40,13 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Rebuildable files (the embedding model's ONNX export), made once per test session."""
-    return tmp_path_factory.mktemp("cache")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """Rebuildable files (the embedding model's ONNX export), made once per run: every xdist worker's
+    folder is in the run's own, so the workers share one export (the first makes it, the others wait)."""
+    run = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    path = run / "cache"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture(autouse=True)

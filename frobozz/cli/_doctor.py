@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from frobozz.engine import CLINotFoundError, EngineSettings, find_claude, inspect_cli
-from frobozz.games import GameError, GameLibrary, GameSession, GamesSettings
-from frobozz.memory import MemorySettings
+if TYPE_CHECKING:  # the parts load when the doctor runs: every other command starts without them
+    from frobozz.games import GamesSettings
+    from frobozz.memory import MemorySettings
 
 REQUIRED_PGVECTOR = (0, 5)
 
@@ -49,6 +50,8 @@ async def check_login() -> str:
 
 
 async def check_claude() -> str:
+    from frobozz.engine import CLINotFoundError, EngineSettings, find_claude, inspect_cli
+
     fix = ("run the README's set-up (scripts/bootstrap installs claude into .venv), or "
            "`npm install -g @anthropic-ai/claude-code`, or set FROBOZZ_CLAUDE_PATH")
     try:
@@ -106,6 +109,8 @@ async def check_embeddings(settings: MemorySettings) -> str:
 
 
 async def check_games(settings: GamesSettings) -> str:
+    from frobozz.games import GameLibrary
+
     installed = [g for g in GameLibrary(settings).listing() if g.installed]
     if not installed:  # the folders searched, made yet or not
         folders = [*([settings.games_dir] if settings.games_dir else []), settings.installed_games_dir]
@@ -115,6 +120,8 @@ async def check_games(settings: GamesSettings) -> str:
 
 
 async def check_jericho(settings: GamesSettings) -> str:
+    from frobozz.games import GameError, GameLibrary, GameSession
+
     library = GameLibrary(settings)
     installed = [g for g in library.listing() if g.installed]
     if not installed:
@@ -149,6 +156,9 @@ async def check_tracing() -> str:
 
 
 async def run_checks() -> list[Outcome]:
+    from frobozz.games import GamesSettings
+    from frobozz.memory import MemorySettings
+
     cortex, games = MemorySettings(), GamesSettings()
     checks: list[tuple[str, Callable[[], Awaitable[str]]]] = [
         ("claude CLI", check_claude),

