@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from . import _search
 from ._embeddings import Embedder
@@ -39,7 +40,7 @@ class MemoryStore:
         self.cosine_floor = cosine_floor
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+    async def connection(self) -> AsyncIterator[PoolConnectionProxy]:
         try:
             async with self.pool.acquire() as connection:
                 yield connection
@@ -107,6 +108,8 @@ class MemoryStore:
             if row is None:  # another client stored the same text a moment ago
                 row = await c.fetchrow(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 "
                                        f"AND {CURRENT}", ns, digest)
+                if row is None:  # and forgotten since
+                    raise MemoryStoreError("the same memory was stored and forgotten meanwhile; try again")
                 return memory(row), row["id"]
         return memory(row), None
 
@@ -165,6 +168,7 @@ class MemoryStore:
             except asyncpg.UniqueViolationError:
                 raise MemoryStoreError("another current memory in this namespace already has that exact text: "
                                        "forget or supersede that one instead") from None
+            assert row is not None  # an INSERT … RETURNING with no ON CONFLICT returns its row
             await c.execute("UPDATE memories SET superseded_by = $2 WHERE id = $1", memory_id, row["id"])
             await c.execute(REFRESH, old.namespace, [row["id"]])
         return memory(row)

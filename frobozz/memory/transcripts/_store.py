@@ -8,8 +8,8 @@ subagents' transcripts with it. Same database as everything else (FROBOZZ_DATABA
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import asyncpg
 import orjson
@@ -18,6 +18,8 @@ from ..._session_summary import fold_summary
 from .._database import DATABASE_ERRORS, apply_migrations, migrated_pool
 from ..exceptions import DatabaseError, MemoryStoreError
 from ..settings import MemorySettings
+
+T = TypeVar("T")
 
 LEDGER = "transcript_migrations"
 _NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
@@ -54,7 +56,7 @@ class TranscriptStore:
     async def aclose(self) -> None:
         await self.pool.close()
 
-    async def _run(self, work: Any, *args: Any) -> Any:
+    async def _run(self, work: Callable[..., Awaitable[T]], *args: Any) -> T:
         try:
             async with self.pool.acquire() as connection:
                 return await work(connection, *args)
