@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 
@@ -24,7 +24,7 @@ def listener() -> socket.socket:
 class LoopbackServer:
     """`with LoopbackServer(app) as server: server.url` — started on a free port, stopped on exit."""
 
-    def __init__(self, app: Any, *, lifespan: str = "off") -> None:
+    def __init__(self, app: Any, *, lifespan: Literal["auto", "on", "off"] = "off") -> None:
         self.app = app
         self.lifespan = lifespan
         self.port = 0

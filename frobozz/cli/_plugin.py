@@ -28,14 +28,14 @@ def daemon(socket: Path | None = typer.Option(None, help="The socket to listen o
         raise typer.Exit(1) from e
 
 
-def _factory(name: str):  # type: ignore[no-untyped-def]
+def _factory(name: str):
     """The named server as the daemon makes it for one claude: its settings with the daemon's changes, on a
     service sharing the daemon's pool and embedding model."""
     from frobozz.servers import SERVERS as KNOWN
 
     create_server, settings_class = KNOWN[name].factory()
 
-    def make(overrides, service):  # type: ignore[no-untyped-def]
+    def make(overrides, service):
         settings = settings_class(**overrides)
         return create_server(settings, service.sharing(settings))
     return make

@@ -65,7 +65,8 @@ def tool_steps(entries: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, 
         message = entry.get("message")
         if entry.get("type") not in ("user", "assistant") or not isinstance(message, dict):
             continue
-        for block in message.get("content") if isinstance(message.get("content"), list) else []:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "tool_use" and isinstance(block.get("id"), str):

@@ -175,7 +175,8 @@ def _acts_done(request: MessagesRequest) -> int:
     names: dict[str, str] = {}
     done = 0
     for message in request.messages:
-        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
         if message.get("role") == "assistant":
             names.update({b["id"]: b.get("name", "") for b in blocks if b.get("type") == "tool_use"})
             continue
