@@ -77,7 +77,7 @@ def install(scope: str = typer.Option("user", help="user: every project; project
                       "FROBOZZ_HUB_TOKEN, not in the address)", markup=False)
             raise typer.Exit(2)
     try:
-        done = install_plugin(PluginSettings(), scope, Path.cwd(), namespace, _claude(),  # type: ignore[arg-type]
+        done = install_plugin(PluginSettings(), scope, Path.cwd(), namespace, _claude(),  # type: ignore[arg-type]  # scope: checked
                               hub=hub.rstrip("/") if hub else None)
     except PluginError as e:
         err.print(f"error: {e}", markup=False)
@@ -98,7 +98,7 @@ def uninstall(scope: str = typer.Option("user", help="The scope it was installed
         err.print("error: --scope is user or project", markup=False)
         raise typer.Exit(2)
     try:
-        target = uninstall_plugin(PluginSettings(), scope, Path.cwd(), _claude())  # type: ignore[arg-type]
+        target = uninstall_plugin(PluginSettings(), scope, Path.cwd(), _claude())  # type: ignore[arg-type]  # scope: checked
     except PluginError as e:
         err.print(f"error: {e}", markup=False)
         raise typer.Exit(1) from e

@@ -36,8 +36,10 @@ class PlayerSpec:
 
     @classmethod
     def parse(cls, text: str) -> PlayerSpec:
-        if text in ("claude", "walkthrough"):
-            return cls(text)  # type: ignore[arg-type]
+        if text == "claude":
+            return cls("claude")
+        if text == "walkthrough":
+            return cls("walkthrough")
         if text.startswith("script:") and text[7:]:
             return cls("script", Path(text[7:]))
         raise PlayerError(f"unknown player {text!r}: use claude, walkthrough, script:FILE, or auto")
