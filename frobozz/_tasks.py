@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -40,7 +40,7 @@ async def every(calls: Sequence[Callable[[], Awaitable[Any]]]) -> list[Any]:
     return results
 
 
-async def while_following(request: Callable[[], Awaitable[T]], follow: Callable[[], Awaitable[None]]) -> T:
+async def while_following(request: Callable[[], Awaitable[T]], follow: Callable[[], Coroutine[Any, Any, None]]) -> T:
     """`request`'s result, with `follow` (a progress loop) running beside it and cancelled when the
     request ends; the request's error comes out plainly, as in `both`."""
     outcome: list[T] = []

@@ -107,7 +107,7 @@ class Agent:
                     token = session.relay.token
                     session.disown()  # nothing more said here; the next instance takes the turn over
                     await session.release()
-                    if token is not None:
+                    if token is not None and self.leases is not None:
                         with anyio.move_on_after(5):
                             await self.leases.release(session.id, token, force=True)  # handed over at once
                 for session in list(self._live.values()):
@@ -125,7 +125,7 @@ class Agent:
             await self.memory_service.aclose()
 
     # -- the API --------------------------------------------------------------------------------------
-    async def create_session(self, workspace: str, history: Sequence[Mapping[str, Any]] | None = None,
+    async def create_session(self, workspace: object, history: Sequence[Mapping[str, Any]] | None = None,
                              attached: Sequence[Mapping[str, Any]] | None = None, *, token: str | None = None,
                              **options: Any) -> str:
         """A new session in `user/name` (made if missing); `history` an app's own conversation to restore,
@@ -174,7 +174,7 @@ class Agent:
                         (isinstance(event, Done) or event.state == "idle"):
                     return
 
-    async def post_message(self, session: AgentSession, text: str, *, images: Sequence[Any] | None = None,
+    async def post_message(self, session: AgentSession, text: object, *, images: Sequence[Any] | None = None,
                            files: Sequence[Any] | None = None) -> str:
         """Queue a message (answered after those before it, on whichever instance runs the session); its id.
         `images` inline ({"media_type", "data": base64}), `files` ids of images uploaded to the session: all

@@ -154,8 +154,8 @@ class Leases:
         (`ready` is called each time it listens, so the caller can catch up on what it may have missed)."""
         notes_in, notes_out = anyio.create_memory_object_stream[str](1_000_000)
 
-        def heard(_c: object, _pid: int, _channel: str, payload: str) -> None:
-            notes_in.send_nowait(payload)
+        def heard(_c: object, _pid: int, _channel: str, payload: object) -> None:
+            notes_in.send_nowait(str(payload))  # a NOTIFY's payload is text
 
         async def deliver() -> None:
             async for payload in notes_out:

@@ -3,6 +3,7 @@ the service restarts a session is listed, replays what a client missed, and resu
 
 from __future__ import annotations
 
+import builtins
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -115,7 +116,7 @@ class AgentStore:
         except DATABASE_ERRORS as e:
             raise DatabaseError(f"the agent service's database failed: {e}") from e
 
-    async def events(self, session_id: str) -> list[Logged]:
+    async def events(self, session_id: str) -> builtins.list[Logged]:
         rows = await self._do("fetch", "SELECT seq, kind, data::text FROM agent_events WHERE session_id = $1 "
                                        "ORDER BY seq", session_id)
         return [Logged(seq=r["seq"], event=from_data(r["kind"], json.loads(r["data"]))) for r in rows]
@@ -124,7 +125,7 @@ class AgentStore:
         await self._do("execute", "INSERT INTO agent_tool_calls (session_id, n, call) VALUES ($1, $2, $3::jsonb) "
                                   "ON CONFLICT DO NOTHING", session_id, n, json.dumps(call))
 
-    async def tool_calls(self, session_id: str) -> list[dict[str, Any]]:
+    async def tool_calls(self, session_id: str) -> builtins.list[dict[str, Any]]:
         rows = await self._do("fetch", "SELECT call::text FROM agent_tool_calls WHERE session_id = $1 ORDER BY n",
                               session_id)
         return [json.loads(r[0]) for r in rows]
@@ -133,13 +134,13 @@ class AgentStore:
         await self._do("execute", "INSERT INTO agent_files (id, session_id, media_type, data) VALUES ($1, $2, $3, $4)",
                        file_id, session_id, media_type, data)
 
-    async def file_ids(self, session_id: str, ids: list[str]) -> set[str]:
+    async def file_ids(self, session_id: str, ids: builtins.list[str]) -> set[str]:
         """Which of `ids` are the session's files."""
         rows = await self._do("fetch", "SELECT id FROM agent_files WHERE session_id = $1 AND id = ANY($2)",
                               session_id, ids)
         return {r[0] for r in rows}
 
-    async def files(self, session_id: str, ids: list[str]) -> list[tuple[str, bytes]]:
+    async def files(self, session_id: str, ids: builtins.list[str]) -> builtins.list[tuple[str, bytes]]:
         """The session's files `ids`, in that order: (media type, bytes)."""
         rows = {r["id"]: (r["media_type"], bytes(r["data"])) for r in await self._do(
             "fetch", "SELECT id, media_type, data FROM agent_files WHERE session_id = $1 AND id = ANY($2)",
@@ -152,7 +153,7 @@ class AgentStore:
                                   "SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4 FROM agent_messages "
                                   "WHERE session_id = $1 ON CONFLICT DO NOTHING", session_id, role, content, message_id)
 
-    async def messages(self, session_id: str) -> list[dict[str, Any]]:
+    async def messages(self, session_id: str) -> builtins.list[dict[str, Any]]:
         rows = await self._do("fetch", "SELECT n, role, content, at FROM agent_messages WHERE session_id = $1 "
                                        "ORDER BY n", session_id)
         return [{"id": r["n"], "role": r["role"], "content": r["content"], "time": r["at"].isoformat()} for r in rows]

@@ -137,7 +137,7 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
     from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
     from frobozz.servers import config_for
 
-    def providers(store, sessions, handoffs):  # type: ignore[no-untyped-def]
+    def providers(store, sessions, handoffs):
         return [context_files(*context_dirs), here_and_now("frobozz chat"), latest_letter(handoffs),
                 capsules(sessions), memories(store, sessions)]
 

@@ -72,7 +72,7 @@ def store_cmd(content: str, namespace: str = typer.Option(None, help=NAMESPACE_H
     except ValueError as e:
         raise typer.BadParameter(f"not JSON: {e}", param_hint="--metadata") from None
 
-    async def work(store):  # type: ignore[no-untyped-def]
+    async def work(store):
         if image is not None:  # the user's own file: its folder is allowed, as the server's folders are for it
             from frobozz.memory import ImageInput, ImageStore, MemorySettings
 
@@ -103,8 +103,8 @@ def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: 
     if mode not in ("hybrid", "semantic", "keyword"):
         raise typer.BadParameter("use hybrid, semantic or keyword", param_hint="--mode")
 
-    async def work(store):  # type: ignore[no-untyped-def]
-        return await store.search(query, limit=limit, namespace=namespace, mode=mode,  # type: ignore[arg-type]
+    async def work(store):
+        return await store.search(query, limit=limit, namespace=namespace, mode=mode,
                                   min_score=min_score, since=_aware(since), until=_aware(until),
                                   include_history=history)
 
@@ -121,7 +121,7 @@ def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: 
 def recent_cmd(limit: int = typer.Option(10, min=1, max=500), namespace: str = typer.Option(None, help=NAMESPACE_HELP),
                as_json: bool = typer.Option(False, "--json")) -> None:
     """The newest memories."""
-    async def work(store):  # type: ignore[no-untyped-def]
+    async def work(store):
         return await store.recent(limit, namespace)
 
     found = _run(work)
@@ -142,7 +142,7 @@ def _as_json(m: Any) -> dict[str, Any]:
 @cortex.command("get")
 def get_cmd(memory_id: int) -> None:
     """One memory, as JSON, with every version of its fact (`history`, oldest first)."""
-    async def work(store):  # type: ignore[no-untyped-def]
+    async def work(store):
         from frobozz.memory import ImageStore, MemorySettings
 
         images = ImageStore(store, MemorySettings())
@@ -159,7 +159,7 @@ def get_cmd(memory_id: int) -> None:
 @cortex.command("supersede")
 def supersede_cmd(old_id: int, content: str) -> None:
     """A fact changed: CONTENT takes the place of memory OLD_ID, which is kept as history."""
-    async def work(store):  # type: ignore[no-untyped-def]
+    async def work(store):
         return await store.supersede(old_id, content)
 
     out.print(f"stored {_run(work).id}, superseding {old_id}")
@@ -168,7 +168,7 @@ def supersede_cmd(old_id: int, content: str) -> None:
 @cortex.command("forget")
 def forget_cmd(memory_id: int) -> None:
     """Forget a memory."""
-    async def work(store):  # type: ignore[no-untyped-def]
+    async def work(store):
         return await store.forget(memory_id)
 
     out.print(f"forgot {_run(work).id}")
@@ -199,7 +199,7 @@ def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, hel
             raise typer.Exit(1) from None
         numbers.append(number)
 
-    async def work(store):  # type: ignore[no-untyped-def]
+    async def work(store):
         bulk, stored, duplicates = BulkStore(store, ImageStore(store, MemorySettings(), folders=[])), 0, 0
         for number, record in zip(numbers, records, strict=True):
             try:
@@ -225,7 +225,7 @@ def export_cmd(output: Path = typer.Option(None, help="Write here instead of std
     """Export memories as JSONL (to back them up or move them); an image goes in its memory's line, in base64."""
     from frobozz.memory import BulkStore, ImageStore, MemorySettings
 
-    async def work(store):  # type: ignore[no-untyped-def]
+    async def work(store):
         bulk = BulkStore(store, ImageStore(store, MemorySettings(), folders=[]))
         total = await bulk.count(namespace)
         sink = output.open("w", encoding="utf-8") if output else sys.stdout
@@ -250,7 +250,7 @@ def reembed_cmd() -> None:
     """Embed every memory again with the configured model (after changing FROBOZZ_EMBEDDING_*)."""
     from frobozz.memory import BulkStore
 
-    async def work(store):  # type: ignore[no-untyped-def]
+    async def work(store):
         bulk = BulkStore(store)
         with _progress() as progress:
             task = progress.add_task("re-embedding", total=await bulk.count())

@@ -31,7 +31,7 @@ def _agents(specs: list[str]) -> list[tuple[str, Path]]:
     return agents
 
 
-def _show(event) -> None:  # type: ignore[no-untyped-def]
+def _show(event) -> None:
     """The live view: one line per step, tool call, denial, restore and consensus (no file content)."""
     from frobozz.dialogue import (
         ConsensusReached,
@@ -60,7 +60,7 @@ def _show(event) -> None:  # type: ignore[no-untyped-def]
         out.print(f"resuming after {event.done} finished steps{again}", markup=False)
 
 
-def _table(report, path: Path) -> None:  # type: ignore[no-untyped-def]
+def _table(report, path: Path) -> None:
     table = Table(title=f"dialogue {report.state.value}: {report.rounds} rounds, {report.entries} entries")
     table.add_column("role", overflow="fold")  # a role's whole name, folded in its cell at 80 columns
     table.add_column("agent", overflow="fold")
@@ -95,6 +95,7 @@ def run(
         DialogueError,
         DialogueInputError,
         DialogueSettings,
+        Role,
         TurnError,
         load_roles,
         read_question,
@@ -107,7 +108,8 @@ def run(
                 raise _fail("--resume takes the dialogue as it was set up: leave out --question, --agent, --scribe, "
                             "--dir and --rounds")
             path, model = resume, model or Dialogue.model_of(resume)
-            question_text, roles = "", ()
+            question_text = ""
+            roles: tuple[Role, ...] = ()
         else:
             if question is None:
                 raise _fail("--question FILE is needed")

@@ -80,7 +80,7 @@ def show_map(session: str, format: str = typer.Option("text", help="text, dot or
         _, turns = replay_journal(GamesSettings().sessions_dir / f"{session}.jsonl")
     except GameError as e:
         raise _fail(str(e)) from e
-    out.print(GameMap.from_path((t.command, t.location) for t in turns).render(format), markup=False)  # type: ignore[arg-type]
+    out.print(GameMap.from_path((t.command, t.location) for t in turns).render(format), markup=False)  # type: ignore[arg-type]  # format: checked
 
 
 @games.command("walkthrough")

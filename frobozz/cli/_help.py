@@ -23,4 +23,4 @@ def display_type(option: TyperOption, ctx: Any) -> str | None:
     return f"<{listed[1].lower()}> (repeatable)" if listed else label
 
 
-TyperOption.display_type_rich = display_type  # type: ignore[method-assign]
+TyperOption.display_type_rich = display_type  # type: ignore[method-assign, assignment]  # typer: no hook for it

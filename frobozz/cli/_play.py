@@ -166,7 +166,7 @@ async def _ledger(size: int) -> Any:
         return None
 
 
-def _enqueue(config, settings, runs: int, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+def _enqueue(config, settings, runs: int, as_json: bool) -> None:
     """Put `runs` runs of `config` in the queue; their ids, at once."""
     from frobozz.memory import MemoryStoreError, stop_embedded_at_exit
     from frobozz.runner import PlayerError, PlayerSpec, RunLedger, commands_for, enqueue

@@ -28,14 +28,14 @@ def daemon(socket: Path | None = typer.Option(None, help="The socket to listen o
         raise typer.Exit(1) from e
 
 
-def _factory(name: str):  # type: ignore[no-untyped-def]
+def _factory(name: str):
     """The named server as the daemon makes it for one claude: its settings with the daemon's changes, on a
     service sharing the daemon's pool and embedding model."""
     from frobozz.servers import SERVERS as KNOWN
 
     create_server, settings_class = KNOWN[name].factory()
 
-    def make(overrides, service):  # type: ignore[no-untyped-def]
+    def make(overrides, service):
         settings = settings_class(**overrides)
         return create_server(settings, service.sharing(settings))
     return make
@@ -77,7 +77,7 @@ def install(scope: str = typer.Option("user", help="user: every project; project
                       "FROBOZZ_HUB_TOKEN, not in the address)", markup=False)
             raise typer.Exit(2)
     try:
-        done = install_plugin(PluginSettings(), scope, Path.cwd(), namespace, _claude(),  # type: ignore[arg-type]
+        done = install_plugin(PluginSettings(), scope, Path.cwd(), namespace, _claude(),  # type: ignore[arg-type]  # scope: checked
                               hub=hub.rstrip("/") if hub else None)
     except PluginError as e:
         err.print(f"error: {e}", markup=False)
@@ -98,7 +98,7 @@ def uninstall(scope: str = typer.Option("user", help="The scope it was installed
         err.print("error: --scope is user or project", markup=False)
         raise typer.Exit(2)
     try:
-        target = uninstall_plugin(PluginSettings(), scope, Path.cwd(), _claude())  # type: ignore[arg-type]
+        target = uninstall_plugin(PluginSettings(), scope, Path.cwd(), _claude())  # type: ignore[arg-type]  # scope: checked
     except PluginError as e:
         err.print(f"error: {e}", markup=False)
         raise typer.Exit(1) from e

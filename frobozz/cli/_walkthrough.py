@@ -29,13 +29,13 @@ async def play_walkthrough(game: str, settings: GamesSettings, *, progress: Cons
     async with Client(server_params(settings)) as client:
         started = await client.call_tool("new_game", {"game": game})
         if started.is_error:
-            raise GameError(started.content[0].text)  # type: ignore[union-attr]
+            raise GameError(started.content[0].text)  # type: ignore[union-attr]  # a tool error is one TextContent
         session_id = started.structured_content["session_id"]
         t0 = time.perf_counter()
         for i, command in enumerate(steps, 1):
             result = await client.call_tool("act", {"session_id": session_id, "command": command})
             if result.is_error:
-                raise GameError(f"step {i} ({command!r}): {result.content[0].text}")  # type: ignore[union-attr]
+                raise GameError(f"step {i} ({command!r}): {result.content[0].text}")  # type: ignore[union-attr]  # as above
             state = result.structured_content
             if progress and (i % 50 == 0 or i == len(steps)):
                 progress.print(f"[dim]{i:>4}/{len(steps)}  score {state['score']}/{state['max_score']}  "

@@ -62,7 +62,7 @@ class ControlChannel:
         self._hooks = hooks
         self._servers = servers
         self.timeout = timeout
-        self._pending: dict[str, tuple[anyio.Event, list[Any]]] = {}
+        self._pending: dict[str, tuple[anyio.Event, list[dict[str, Any] | Exception]]] = {}
         self._handlers: dict[str, anyio.CancelScope] = {}
 
     def rebind(self, *, can_use_tool: PermissionCallback | None, hooks: HookRegistry | None) -> None:
@@ -74,7 +74,8 @@ class ControlChannel:
                       **fields: Any) -> dict[str, Any]:
         """Send a control request and wait for its answer (ControlError, ControlTimeoutError)."""
         request_id = f"req_{secrets.token_hex(8)}"
-        done, box = anyio.Event(), []
+        done = anyio.Event()
+        box: list[dict[str, Any] | Exception] = []
         self._pending[request_id] = (done, box)
         try:
             await self._write(json.dumps({"type": "control_request", "request_id": request_id,
@@ -92,7 +93,9 @@ class ControlChannel:
         return answer
 
     def on_response(self, message: Mapping[str, Any]) -> None:
-        response = message.get("response") or {}
+        response = message.get("response")
+        if not isinstance(response, Mapping):
+            return  # not an answer to anything
         pending = self._pending.get(response.get("request_id", ""))
         if pending is None:
             return  # an answer to a request we gave up on
@@ -143,7 +146,9 @@ class ControlChannel:
         name = {"can_use_tool": _spans.PERMISSION, "hook_callback": _spans.HOOK}.get(str(subtype))
         if name is None or self._trace is None or not self._trace.on:
             return await self._handle(request)
-        hook_input = request.get("input") if isinstance(request.get("input"), Mapping) else {}
+        hook_input = request.get("input")
+        if not isinstance(hook_input, Mapping):
+            hook_input = {}
         tool_use_id = request.get("tool_use_id") or hook_input.get("tool_use_id")
         attributes: dict[str, Any] = {}
         if subtype == "can_use_tool":

@@ -201,7 +201,7 @@ class Engine:
 
     def _on_mirror_error(self, key: SessionKey | None, error: str) -> None:
         session = key["session_id"] if key else ""
-        event = MirrorError(source="session_store", session_id=session, subpath=(key or {}).get("subpath"),
+        event = MirrorError(source="session_store", session_id=session, subpath=key.get("subpath") if key else None,
                             message=f"the session store missed transcript entries of {session}: {error}")
         try:
             self._send_events.send_nowait(event)
@@ -228,7 +228,7 @@ class Engine:
         self._reader_done = anyio.Event()
         self._tg.start_soon(self._read, process, self._control)
         try:
-            agents = {"agents": dict(self.options.agents)} if self.options.agents else {}
+            agents: dict[str, Any] = {"agents": dict(self.options.agents)} if self.options.agents else {}
             self.init_response = await self._control.request("initialize", hooks=self._hooks.config(), **agents)
         except EngineError as e:
             await process.close(self.settings.close_timeout)

@@ -84,7 +84,8 @@ class InProcessServers:
         key = (server_name, ident)
         if key in self._pending:
             return _error(ident, -32600, f"request id {ident!r} is already in flight")
-        done, box = anyio.Event(), []
+        done = anyio.Event()
+        box: list[dict[str, Any]] = []
         self._pending[key] = (done, box)
         try:
             await write.send(SessionMessage(parsed))

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
+from pydantic import BaseModel
+
 from ._control import PermissionCallback
 from ._hooks import Hooks
 from ._mirror import FlushMode
@@ -51,7 +53,7 @@ class EngineOptions:
     event_buffer: int = 10_000
     trace_attributes: Mapping[str, Any] = field(default_factory=dict)  # on this engine's spans (kind, run id, …)
     # what users of the official Agent SDK expect, each a flag of the CLI (agents go with initialize)
-    output_schema: Mapping[str, Any] | type | None = None  # a JSON Schema, or a pydantic model class: the
+    output_schema: Mapping[str, Any] | type[BaseModel] | None = None  # a JSON Schema, or a pydantic model class: the
     #   model answers in that shape, and the turn's Result carries it (an instance of the class) as `structured`
     max_turns: int | None = None  # per turn of the session: the agentic loop stops after this many model turns
     max_budget_usd: float | None = None  # claude stops spending past this many dollars

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from typing import Unpack
 
 import anyio
 from anyio.abc import TaskGroup
@@ -18,7 +19,7 @@ from opentelemetry import trace
 from ._engine import Engine
 from ._events import AssistantMessage, ErrorEvent, ProcessExit, Result
 from ._options import EngineOptions
-from ._session import Session
+from ._session import Session, SessionOptions
 from ._spare import CLEAR, WarmSpare
 from .exceptions import EngineError, SessionClosedError
 from .settings import EngineSettings
@@ -129,10 +130,10 @@ class EnginePool:
 
     def __init__(self, primary: EngineOptions, sidecar: EngineOptions | None = None, *,
                  settings: EngineSettings | None = None, sidecars: int = 1, spare: WarmSpare | None = None,
-                 shared_sidecar: Sidecar | None = None, **session_kwargs: object) -> None:
+                 shared_sidecar: Sidecar | None = None, **session_kwargs: Unpack[SessionOptions]) -> None:
         """`spare`: the primary takes over its claude when it was started for such options (a new session).
         `shared_sidecar`: one kept warm by the caller across pools (neither started nor closed here)."""
-        self.primary = Session(primary, settings=settings, spare=spare, **session_kwargs)  # type: ignore[arg-type]
+        self.primary = Session(primary, settings=settings, spare=spare, **session_kwargs)
         self.sidecar = shared_sidecar or Sidecar(sidecar or primary, settings, warm=sidecars)
         self._own_sidecar = shared_sidecar is None
         self._tg: TaskGroup | None = None

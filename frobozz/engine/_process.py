@@ -13,6 +13,7 @@ import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.abc import Process, TaskGroup
@@ -71,7 +72,8 @@ class CLIProcess:
     async def start(self, command: Sequence[str], *, env: Mapping[str, str], cwd: Path | None,
                     task_group: TaskGroup, user: int | None = None, group: int | None = None) -> None:
         """Spawn `command`; with `user` (and `group`), as that account, with no supplementary groups."""
-        argv, switch = dying_with_parent(command), {}
+        argv = dying_with_parent(command)
+        switch: dict[str, Any] = {}
         if user is not None:
             switched = as_account(command, user, user if group is None else group)
             argv, switch = (switched, {}) if switched else (argv, {"user": user, "group": group, "extra_groups": []})
@@ -195,7 +197,7 @@ class CLIProcess:
         """Kill at once (the process and anything it started), as a crash would."""
         self._signal_group(signal.SIGKILL)
 
-    def _signal_group(self, sig: int) -> None:
+    def _signal_group(self, sig: signal.Signals) -> None:
         if self._process is None or self._process.returncode is not None:
             return
         try:

@@ -114,7 +114,9 @@ class _UsageReader:
                     self.usage[key] = value
             if isinstance(message.get("id"), str) and message.get("type") == "message":
                 self.message_id = message["id"]
-            delta = message.get("delta") if isinstance(message.get("delta"), dict) else {}
+            delta = message.get("delta")
+            if not isinstance(delta, dict):
+                delta = {}
             self.stop_reason = message.get("stop_reason") or delta.get("stop_reason") or self.stop_reason
             self._blocks(event)
 

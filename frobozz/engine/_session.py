@@ -8,7 +8,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import anyio
 from anyio.abc import TaskGroup
@@ -29,6 +29,15 @@ class Producer(Protocol):
     """Puts messages on a session's queue with `await session.send(...)`."""
 
     def run(self, session: Session) -> Awaitable[None]: ...
+
+
+class SessionOptions(TypedDict, total=False):
+    """A Session's own arguments, as EnginePool passes them on."""
+
+    producers: Sequence[Producer]
+    observers: Sequence[Observer]
+    resume: str | None
+    consume: bool
 
 
 class SessionState(Enum):

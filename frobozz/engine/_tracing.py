@@ -197,8 +197,9 @@ class EngineTrace:
                                       S.GEN_AI_SYSTEM: "anthropic"}
         if isinstance(model, str):
             attributes[S.GEN_AI_REQUEST_MODEL] = model
-        if isinstance((payload or {}).get("max_tokens"), int):
-            attributes[S.GEN_AI_REQUEST_MAX_TOKENS] = payload["max_tokens"]  # type: ignore[index]
+        max_tokens = (payload or {}).get("max_tokens")
+        if isinstance(max_tokens, int):
+            attributes[S.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
         if self.session_id:
             attributes[S.SESSION_ID] = attributes[S.GEN_AI_CONVERSATION_ID] = self.session_id
         retry = headers.get("x-stainless-retry-count")

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ._events import Event, parse_event, text_of
 from .exceptions import EngineError
@@ -69,7 +70,7 @@ def transcript_path(session_id: str, cwd: str | Path, env: Mapping[str, str] | N
     return project_dir(cwd, env) / f"{session_id}.jsonl"
 
 
-def _records(path: Path) -> Iterator[dict]:
+def _records(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8", errors="replace") as f:
         for line in f:
             try:
@@ -88,7 +89,7 @@ def replay(path: Path) -> Iterator[Event]:
             yield parse_event(record, is_replay=True)
 
 
-def _preview(record: dict) -> str:
+def _preview(record: dict[str, Any]) -> str:
     return " ".join(text_of((record.get("message") or {}).get("content")).split())[:120]
 
 

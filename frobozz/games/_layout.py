@@ -132,7 +132,7 @@ def _first_places(rooms: tuple[str, ...], passages: tuple[PlacedPassage, ...],
                   steps: dict[tuple[str, str], tuple[int, int] | None]) -> dict[str, tuple[int, int]]:
     """Breadth-first from the first room: each room reached is put on the first free cell along the step it
     was entered by (one cell away, else two, …); a second, unconnected piece (a teleport) starts to the right."""
-    ways: dict[str, list[tuple[str, tuple[int, int] | None]]] = {room: [] for room in rooms}
+    ways: dict[str, list[tuple[str, tuple[int, int] | None, bool]]] = {room: [] for room in rooms}
     for p in passages:
         step = steps[(p.source, p.target)]
         planar = p.kind is PassageKind.COMPASS

@@ -104,9 +104,9 @@ class GameLibrary:
                     found[path.name] = path
         games = []
         for entry in CATALOGUE.values():
-            path = found.pop(entry.file_name, None)
-            games.append(GameListing(entry.name, entry.title, entry.file_name, path is not None,
-                                     str(path) if path else None, entry.license, entry.max_score))
+            installed = found.pop(entry.file_name, None)
+            games.append(GameListing(entry.name, entry.title, entry.file_name, installed is not None,
+                                     str(installed) if installed else None, entry.license, entry.max_score))
         for file_name, path in sorted(found.items()):
             try:
                 story = read_story(path)

@@ -17,10 +17,13 @@ _UP_DOWN = re.compile(r"\b(?:leads?|leading|goes|going|stairs|staircase|stairway
                       r"\s+(?:\w+\s+){0,2}?(up|down)(?:ward)?s?\b", re.IGNORECASE)
 
 
-class Step(Protocol):
-    command: str | None
-    location: str | None
-    text: str
+class Step(Protocol):  # read-only: a frozen Turn or TurnRecord is one
+    @property
+    def command(self) -> str | None: ...
+    @property
+    def location(self) -> str | None: ...
+    @property
+    def text(self) -> str: ...
 
 
 def direction(command: str | None) -> str | None:

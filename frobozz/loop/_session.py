@@ -199,7 +199,7 @@ class MemorySession:
                                 self.archive.archive_user(archived, data={"images": seen} if seen else None), None,
                                 within=ARCHIVE_WAIT)
         self._last_user = text
-        await self.pool.primary.send([*content, *images] if images else content)
+        await self.pool.primary.send([*content, *map(dict, images)] if images else content)
 
     def events(self) -> AsyncIterator[Event]:
         return self.pool.primary.events()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 from collections.abc import AsyncIterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 
@@ -75,6 +75,9 @@ class BulkStore:
                     if row is None:  # the same current text is here already
                         row = await c.fetchrow(f"SELECT id, false AS new FROM memories WHERE namespace = $1 AND "
                                                f"content_hash = $2 AND {CURRENT}", ns, digest)
+                    if row is None:  # and forgotten since
+                        raise MemoryStoreError(f"a memory of namespace {ns} was stored and forgotten meanwhile; "
+                                               "nothing was imported: try again")
                     if row["new"]:
                         added.setdefault(ns, []).append(row["id"])
                         if supersedes in self._ids:
@@ -164,9 +167,11 @@ class BulkStore:
     async def count(self, namespace: str | None = None) -> int:
         async with self.store.connection() as c:
             if namespace:
-                return await c.fetchval("SELECT count(*) FROM memories WHERE deleted_at IS NULL AND namespace = $1",
-                                        self.store.namespace(namespace))
-            return await c.fetchval("SELECT count(*) FROM memories WHERE deleted_at IS NULL")
+                count: int = await c.fetchval("SELECT count(*) FROM memories WHERE deleted_at IS NULL "
+                                              "AND namespace = $1", self.store.namespace(namespace))
+            else:
+                count = await c.fetchval("SELECT count(*) FROM memories WHERE deleted_at IS NULL")
+        return count
 
     async def reembed(self, on_batch: Any = None, batch: int = 128) -> int:
         """Embed every memory again with the configured model, into a new column swapped in at the end,
@@ -212,7 +217,7 @@ def _id(record: dict[str, Any], key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else _bad(key)
 
 
-def _bad(key: str) -> Any:
+def _bad(key: str) -> NoReturn:
     raise MemoryStoreError(f"'{key}' must be " + ("an ISO date and time" if key in ("created_at", "valid_to")
                                                   else "a positive memory id"))
 

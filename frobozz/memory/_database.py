@@ -39,14 +39,14 @@ def embedded_url(settings: MemorySettings) -> str:
     """Start (or reuse) the embedded Postgres; its URI uses a Unix socket in its data directory. It is
     left running for the next start (MCP servers come and go with each claude session), but for a one-shot
     command that started it."""
-    import pgserver
+    from pgserver.postgres_server import get_server
 
     settings.postgres_dir.mkdir(parents=True, exist_ok=True)
     forget_dead_handles(settings.postgres_dir)
     started_here = _ONE_SHOT and not (settings.postgres_dir / "postmaster.pid").exists()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
-        server = pgserver.get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
+        server = get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
     if started_here:
         from ._guard import guard
 
@@ -74,13 +74,13 @@ def forget_dead_handles(postgres_dir: Path) -> None:
 def stop_embedded(settings: MemorySettings, *, delete: bool = False) -> None:
     """Stop the embedded Postgres (it is otherwise left running for the next start); `delete` removes
     its files too, for scratch databases such as the benchmarks'."""
-    import pgserver
+    from pgserver.postgres_server import get_server
 
     if (settings.postgres_dir / "PG_VERSION").exists():
         forget_dead_handles(settings.postgres_dir)  # or a killed user would keep it running
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            server = pgserver.get_server(settings.postgres_dir)  # this process's own handle, if it has one
+            server = get_server(settings.postgres_dir)  # this process's own handle, if it has one
             server.cleanup_mode = "delete" if delete else "stop"
             server.cleanup()
 

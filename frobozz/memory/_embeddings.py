@@ -44,7 +44,8 @@ class LocalEmbedder:
             except OSError as e:
                 raise MemoryStoreError(f"the local embedding model could not be prepared in {self._cache_dir} ({e}): "
                                   "set FROBOZZ_CACHE_DIR to a writable directory") from e
-            return model.encode(texts).tolist()
+            vectors: list[list[float]] = model.encode(texts).tolist()
+            return vectors
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         """A text embedded a moment ago is not embedded again (a new window's orientation and the recall after it
@@ -73,7 +74,7 @@ class HttpEmbedder:
             if self.kind == "ollama":
                 response = await self._client.post(f"{self.url}/api/embed", json={"model": self.model, "input": texts})
                 response.raise_for_status()
-                vectors = response.json()["embeddings"]
+                vectors: list[list[float]] = response.json()["embeddings"]
             else:
                 headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
                 response = await self._client.post(f"{self.url}/v1/embeddings", headers=headers,

@@ -33,7 +33,7 @@ def stop_if_unused(pgdata: Path) -> bool:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs, about XDG_RUNTIME_DIR
-        from pgserver._commands import pg_ctl
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # made at its import, by setattr
         from pgserver.postgres_server import PostgresServer
 
     from ._database import forget_dead_handles

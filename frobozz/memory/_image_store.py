@@ -114,6 +114,7 @@ class ImageStore:
             if existing is None:
                 raise MemoryStoreError("the same memory was stored and forgotten meanwhile; try again")
             return existing[0], existing[0].id, existing[1]
+        assert kept is not None  # its INSERT … RETURNING ran with the memory's
         return memory(row), None, _image(kept)
 
     async def _existing(self, namespace: str, digest: str) -> tuple[Memory, MemoryImage] | None:
@@ -164,7 +165,7 @@ class ImageStore:
         """Remove the files no row names, left by a process killed between writing them and committing (only
         those older than `older_than` seconds: a store under way has not committed yet). The names removed."""
         def stray(names: set[str]) -> list[str]:
-            gone = []
+            gone: list[str] = []
             try:
                 entries = list(os.scandir(self.folder))
             except OSError:  # no folder yet, or not a folder: writing into it will say so

@@ -5,6 +5,7 @@ the capsules summarising recent conversation."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 import uuid
@@ -94,6 +95,7 @@ class LoopSessionStore:
         async with self.memories.connection() as c:
             row = await c.fetchrow(f"INSERT INTO loop_sessions (id, namespace, client) VALUES ($1, $2, $3) "
                                    f"RETURNING {_SESSION}", uuid.uuid4().hex, ns, client[:200])
+        assert row is not None  # an INSERT … RETURNING returns its row
         return _session(row)
 
     async def adopt(self, session_id: str, namespace: str | None = None, *, client: str = "") -> LoopSession:
@@ -128,7 +130,7 @@ class LoopSessionStore:
     async def new_window(self, session_id: str) -> datetime:
         """Mark the start of a context window (session start, or after a compaction): its time."""
         async with self.memories.connection() as c:
-            started = await c.fetchval("UPDATE loop_sessions SET window_started_at = clock_timestamp() WHERE id = $1 "
+            started: datetime | None = await c.fetchval("UPDATE loop_sessions SET window_started_at = clock_timestamp() WHERE id = $1 "
                                        "RETURNING window_started_at", self._id(session_id))
         if started is None:
             raise MemoryStoreError(f"no session {session_id}")
@@ -155,7 +157,8 @@ class LoopSessionStore:
             raise MemoryStoreError(f"no session {session_id}: nothing was archived")
         return _entry(row)
 
-    async def transcript(self, session_id: str, *, after_id: int = 0, limit: int = 10_000) -> list[ArchiveEntry]:
+    async def transcript(self, session_id: str, *, after_id: int = 0,
+                         limit: int = 10_000) -> builtins.list[ArchiveEntry]:
         async with self.memories.connection() as c:
             rows = await c.fetch(f"SELECT {_ENTRY} FROM loop_archive WHERE session_id = $1 AND id > $2 ORDER BY id "
                                  "LIMIT $3", self._id(session_id), after_id, max(limit, 0))
@@ -163,7 +166,7 @@ class LoopSessionStore:
 
     async def search_archive(self, query: str | None = None, *, namespace: str | None = None,
                              since: datetime | None = None, until: datetime | None = None,
-                             limit: int = 50) -> list[ArchiveEntry]:
+                             limit: int = 50) -> builtins.list[ArchiveEntry]:
         """Entries of a namespace holding every word of `query` (all of them, without one), newest first."""
         ns = self.memories.namespace(namespace)
         words = " & ".join(f"'{w}'" for w in dict.fromkeys(re.findall(r"\w+", (query or "").lower()[:10_000])))
@@ -178,7 +181,7 @@ class LoopSessionStore:
         return [_entry(r) for r in rows]
 
     # -- recall's seen-set and suggest's buffer ------------------------------------------------------
-    async def unseen(self, session_id: str, memory_ids: list[int]) -> list[int]:
+    async def unseen(self, session_id: str, memory_ids: builtins.list[int]) -> builtins.list[int]:
         """The memories not yet shown in this session, in the order given."""
         async with self.memories.connection() as c:
             seen = {r["memory_id"] for r in await c.fetch(
@@ -186,7 +189,7 @@ class LoopSessionStore:
                 self._id(session_id), memory_ids)}
         return [m for m in memory_ids if m not in seen]
 
-    async def mark_seen(self, session_id: str, memory_ids: list[int]) -> None:
+    async def mark_seen(self, session_id: str, memory_ids: builtins.list[int]) -> None:
         async with self.memories.connection() as c:
             try:
                 await c.execute("INSERT INTO loop_seen (session_id, memory_id) SELECT $1, unnest($2::bigint[]) "
@@ -194,13 +197,13 @@ class LoopSessionStore:
             except asyncpg.ForeignKeyViolationError as e:
                 raise MemoryStoreError(f"no loop session {session_id!r}: open one first") from e
 
-    async def suggest(self, session_id: str, facts: list[str]) -> None:
+    async def suggest(self, session_id: str, facts: builtins.list[str]) -> None:
         facts = [f.strip().replace("\0", "")[:2_000] for f in facts if f and f.strip()]
         async with self.memories.connection() as c:
             await c.execute("INSERT INTO loop_suggestions (session_id, content) SELECT $1, unnest($2::text[]) "
                             "ON CONFLICT (session_id, content) DO NOTHING", self._id(session_id), facts)
 
-    async def suggestions(self, session_id: str) -> list[str]:
+    async def suggestions(self, session_id: str) -> builtins.list[str]:
         async with self.memories.connection() as c:
             rows = await c.fetch("SELECT content FROM loop_suggestions WHERE session_id = $1 AND cleared_at IS NULL "
                                  "ORDER BY id", self._id(session_id))
@@ -226,4 +229,5 @@ class LoopSessionStore:
                 "ON CONFLICT (namespace, period) DO UPDATE SET until_id = excluded.until_id, "
                 "summary = excluded.summary, created_at = now() RETURNING namespace, period, until_id, summary, "
                 "created_at", self.memories.namespace(namespace), period[:100], until_id, summary.replace("\0", ""))
+        assert row is not None  # an upsert … RETURNING returns its row
         return Capsule(**dict(row))

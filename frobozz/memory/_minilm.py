@@ -58,7 +58,7 @@ def export(target: Path) -> None:
             super().__init__()
             self.model = model
 
-        def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]
+        def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]  # torch's tracer
             return self.model(input_ids=input_ids, attention_mask=attention_mask,
                               token_type_ids=token_type_ids).last_hidden_state
 
@@ -109,11 +109,13 @@ class MiniLM:
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        [hidden] = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                            "token_type_ids": np.zeros_like(ids)})
+        outputs: list[np.ndarray] = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                                          "token_type_ids": np.zeros_like(ids)})
+        [hidden] = outputs
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        unit: np.ndarray = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return unit
 
 
 @functools.cache

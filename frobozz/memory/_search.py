@@ -158,8 +158,12 @@ async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, sinc
     async def stats() -> list[Words]:
         with _spans.span(_spans.SQL, attributes={_spans.DB_OPERATION: "word statistics"}):
             async with store.connection() as c:
-                return [Words.of(await c.fetchrow(_WORD_STATS, q, ns), own=mode == "keyword" or not context)
-                        for q in live]
+                words = []
+                for q in live:
+                    row = await c.fetchrow(_WORD_STATS, q, ns)
+                    assert row is not None  # a SELECT with no FROM: always one row
+                    words.append(Words.of(row, own=mode == "keyword" or not context))
+                return words
 
     vectors, words = await both(embed, stats)  # the CPU embeds while Postgres counts the words
 
@@ -278,7 +282,7 @@ def _score(row: asyncpg.Record, words: Words, mode: Mode, floor: float,
         score = closeness
     else:
         score = WORDS_WEIGHT * word_score + COSINE_WEIGHT * closeness
-    speaker = bool(names) and speaker_named(row["content"], names)
+    speaker = speaker_named(row["content"], names) if names else False
     if speaker:
         score *= SPEAKER
     parts = {} if mode == "semantic" else {"words": word_score, "coverage": coverage, "bm25": bm25_, "own": own}

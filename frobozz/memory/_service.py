@@ -8,7 +8,7 @@ import anyio
 import asyncpg
 
 from ._database import connect, database_url, migrate
-from ._embeddings import make_embedder
+from ._embeddings import Embedder, make_embedder
 from ._handoffs import HandoffStore
 from ._image_store import ImageStore
 from ._loop_sessions import LoopSessionStore
@@ -22,7 +22,7 @@ class MemoryService:
     def __init__(self, settings: MemorySettings, *, share: MemoryService | None = None) -> None:
         self.settings = settings
         self._share = share  # whose pool and embedding model this one uses (see `sharing`)
-        self.embedder = share.embedder if share is not None else make_embedder(settings)
+        self.embedder: Embedder = share.embedder if share is not None else make_embedder(settings)
         self._store: MemoryStore | None = None
         self._pool: asyncpg.Pool | None = None
         self._lock = anyio.Lock()

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from . import _search
 from ._embeddings import Embedder
@@ -48,7 +49,7 @@ class MemoryStore:
         self.cosine_floor = cosine_floor
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
+    async def connection(self) -> AsyncIterator[PoolConnectionProxy]:
         try:
             async with self.pool.acquire() as connection:
                 yield connection
@@ -111,6 +112,8 @@ class MemoryStore:
             if row is None:  # another client stored the same text a moment ago
                 row = await c.fetchrow(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 "
                                        f"AND {CURRENT}", ns, digest)
+                if row is None:  # and forgotten since
+                    raise MemoryStoreError("the same memory was stored and forgotten meanwhile; try again")
                 return memory(row), row["id"]
         return memory(row), None
 
@@ -198,6 +201,7 @@ class MemoryStore:
             except asyncpg.UniqueViolationError:
                 raise MemoryStoreError("another current memory in this namespace already has that exact text: "
                                        "forget or supersede that one instead") from None
+            assert row is not None  # an INSERT … RETURNING with no ON CONFLICT returns its row
             await c.execute("UPDATE memories SET superseded_by = $2 WHERE id = $1", memory_id, row["id"])
             # both versions name the same files (no copy: an image may be 20 MB); forget removes them with the last
             await c.execute(f"INSERT INTO memory_images (memory_id, {IMAGE_COLUMNS}) SELECT $2, {IMAGE_COLUMNS} "

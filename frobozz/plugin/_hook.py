@@ -109,7 +109,8 @@ def _ask_daemon(config: dict[str, Any], request: dict[str, Any], deadline: float
     with _open(config, deadline) as sock:
         try:
             sock.sendall(json.dumps(request).encode() + b"\n")
-            chunks, size = [], 0
+            chunks: list[bytes] = []
+            size = 0
             while not chunks or not chunks[-1].endswith(b"\n"):
                 sock.settimeout(max(deadline - time.monotonic(), 0.01))
                 chunk = sock.recv(65536)

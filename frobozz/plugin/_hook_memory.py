@@ -237,7 +237,7 @@ class HookMemory:
                 if e.kind in ("tool_use", "tool_result")}
         for kind, content, meta in tool_steps(transcript.main):
             if (kind, meta["id"]) not in kept:
-                await sessions.archive(record.id, turn, kind, content, meta)  # type: ignore[arg-type]
+                await sessions.archive(record.id, turn, kind, content, meta)
 
     async def _quietly_in_background(self, work: Awaitable[object]) -> None:
         try:

@@ -55,7 +55,7 @@ async def serve_on(server: Any, buffered: BufferedByteReceiveStream, stream: Soc
     """Serve one MCP session on the relay's connection until claude (the relay) closes it."""
     lines = _Lines(buffered, stream)
     try:
-        async with stdio_server(lines, lines) as (read, write):  # type: ignore[arg-type]
+        async with stdio_server(lines, lines) as (read, write):  # type: ignore[arg-type]  # _Lines: the file methods it uses
             # what MCPServer.run_stdio_async does, on these streams: its own lifespan, closed at the end
             lowlevel = server._lowlevel_server
             await lowlevel.run(read, write, lowlevel.create_initialization_options())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ._redact import redact_value
 
@@ -58,14 +58,18 @@ def _brief(value: Any) -> str:
     return text if len(text) <= BRIEF else text[:BRIEF] + f"… ({len(text)} characters)"
 
 
-def tool_steps(entries: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+ToolStep = tuple[Literal["tool_use", "tool_result"], str, dict[str, Any]]  # (kind, brief content, data)
+
+
+def tool_steps(entries: list[dict[str, Any]]) -> list[ToolStep]:
     """The tool calls and their results, in order: (kind, brief content, data with the call's id)."""
-    steps: list[tuple[str, str, dict[str, Any]]] = []
+    steps: list[ToolStep] = []
     for entry in entries:
         message = entry.get("message")
         if entry.get("type") not in ("user", "assistant") or not isinstance(message, dict):
             continue
-        for block in message.get("content") if isinstance(message.get("content"), list) else []:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "tool_use" and isinstance(block.get("id"), str):

@@ -88,7 +88,7 @@ class Routine(BaseModel):
 def routine(**values: object) -> Routine:
     """A routine from settings a person gave, or a RoutineInputError saying what is wrong."""
     try:
-        return Routine(**values)  # type: ignore[arg-type]
+        return Routine(**values)
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'routine'}: "
                              f"{err['msg'].removeprefix('Value error, ')}" for err in e.errors())

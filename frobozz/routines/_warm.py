@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from frobozz.engine import Sidecar, WarmSpare
 from frobozz.memory import MemoryService
 
-from ._fire import primary_options, sidecar_options
+from ._fire import primary_options, sidecar_options, workspace
 from ._spec import Routine
 from .settings import RoutineSettings
 
@@ -76,7 +76,7 @@ letting a spare go (paused, removed, or the least recently primed) never closes 
         if self._tg is None or spec.game or self.settings.routine_warm < 1:
             return  # a --game firing is the runner's run, which starts its own claude
         self.sidecar(spec)
-        primary_options(spec, self.settings, self.cli_path).cwd.mkdir(parents=True, exist_ok=True)
+        workspace(spec, self.settings).mkdir(parents=True, exist_ok=True)  # primary_options' cwd
         held = self._spares.get(spec.name)
         if held is None:
             while len(self._spares) >= self.settings.routine_warm:

@@ -36,8 +36,10 @@ class PlayerSpec:
 
     @classmethod
     def parse(cls, text: str) -> PlayerSpec:
-        if text in ("claude", "walkthrough"):
-            return cls(text)  # type: ignore[arg-type]
+        if text == "claude":
+            return cls("claude")
+        if text == "walkthrough":
+            return cls("walkthrough")
         if text.startswith("script:") and text[7:]:
             return cls("script", Path(text[7:]))
         raise PlayerError(f"unknown player {text!r}: use claude, walkthrough, script:FILE, or auto")
@@ -176,7 +178,8 @@ def _acts_done(request: MessagesRequest) -> int:
     names: dict[str, str] = {}
     done = 0
     for message in request.messages:
-        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
         if message.get("role") == "assistant":
             names.update({b["id"]: b.get("name", "") for b in blocks if b.get("type") == "tool_use"})
             continue

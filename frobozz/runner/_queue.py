@@ -15,8 +15,10 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import anyio
+import asyncpg
 from opentelemetry import trace
 from pgqueuer import Job, Queries, QueueManager, RetryRequested
 from pgqueuer.adapters.tracing.opentelemetry import OpenTelemetryTracing
@@ -50,7 +52,7 @@ async def install_queue(ledger: RunLedger) -> Queries:
         set_tracing_class(OpenTelemetryTracing())
     async with ledger.pool.acquire() as connection, connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1)", _INSTALL_LOCK)
-        queries = Queries.from_asyncpg_connection(connection)
+        queries = Queries.from_asyncpg_connection(cast("asyncpg.Connection", connection))  # a pooled one, as good
         if not await queries.schema_is_installed():
             await queries.install()
     return Queries.from_asyncpg_pool(ledger.pool)
@@ -149,7 +151,7 @@ class Worker:
     async def _play(self, run_id: str, *, first: bool) -> None:
         store = await self.ledger.checkout(run_id, self.settings.runs_dir)
         info = store.info
-        extra = {"worker": worker_name(), "run_dir": str(store.dir)}
+        extra: dict[str, object] = {"worker": worker_name(), "run_dir": str(store.dir)}
         if first:
             extra["started_at"] = datetime.now(UTC)
         try:

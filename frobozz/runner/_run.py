@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -181,11 +182,11 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
             env.update(model.env())
             env["CLAUDE_CONFIG_DIR"] = str(store.dir / "claude")  # the scripted player's sessions stay with the run
         transcripts = await _transcripts(context)
-        options = dict(model=info.model, env=env, cwd=store.dir, tools=(), cli_path=cli_path,
-                       session_store=transcripts, session_project=f"frobozz-run-{info.run_id}",
-                       session_store_flush="eager",  # in tools mode one claude turn is many game turns
-                       trace_attributes={_spans.SESSION_KIND: "play", _spans.RUN_ID: info.run_id,
-                                         _spans.GAME: info.game, _spans.RUN_MODE: info.mode})
+        options = EngineOptions(model=info.model, env=env, cwd=store.dir, tools=(), cli_path=cli_path,
+                                session_store=transcripts, session_project=f"frobozz-run-{info.run_id}",
+                                session_store_flush="eager",  # in tools mode one claude turn is many game turns
+                                trace_attributes={_spans.SESSION_KIND: "play", _spans.RUN_ID: info.run_id,
+                                                  _spans.GAME: info.game, _spans.RUN_MODE: info.mode})
         template = load_template(Path(info.prompt_file) if info.prompt_file else None, tools=info.mode == "tools")
         intro = instructions(template, title=info.title, game=info.game, max_score=context.max_score, multi=info.multi)
         if memory is not None:
@@ -209,9 +210,8 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
             producers: list = [GameProducer(game, context, collector.replies, first_message=first, multi=info.multi,
                                             memory=memory, instructions=intro, note=note)]
             observers: list = [collector, _SessionKeeper(store)]
-            engine_options = EngineOptions(**options, **({"mcp_config": {"mcpServers": servers},
-                                                         "strict_mcp_config": True, "allowed_tools": TOOLS}
-                                                        if memory is not None else {}))
+            engine_options = options if memory is None else replace(
+                options, mcp_config={"mcpServers": servers}, strict_mcp_config=True, allowed_tools=TOOLS)
         else:
             watcher = ToolWatcher(context, info.title, memory)
             shared = queued  # a queued run's game session is shared: any machine's server has it
@@ -232,7 +232,7 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
                                        instructions=intro, inventory=lambda: _saved_inventory(story, settings, info))]
             observers = [watcher, _SessionKeeper(store)]
             config_["mcpServers"].update(servers)
-            engine_options = EngineOptions(**options, mcp_config=config_, strict_mcp_config=True,
+            engine_options = replace(options, mcp_config=config_, strict_mcp_config=True,
                                            allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS] + (
                                                TOOLS if memory is not None else []))
         if memory is not None and memory.archive is not None:

@@ -13,7 +13,7 @@ from mcp.types import ToolAnnotations
 log = logging.getLogger("frobozz.servers")
 
 
-def annotations(title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False,
+def hints(title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False,
                 open_world: bool = False) -> ToolAnnotations:
     """All four hints, always spelled out: clients must not have to guess the defaults."""
     return ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive,

@@ -76,7 +76,7 @@ class LocalSpans(SpanExporter):
 
     def _find(self, where: Callable[[], Awaitable[str]]) -> None:
         try:
-            self.url = asyncio.run(where())  # type: ignore[arg-type]
+            self.url = asyncio.run(where())  # type: ignore[arg-type]  # where() is a coroutine: async def
         except Exception as e:  # noqa: BLE001 - no database: spans are not kept, said once at the first batch
             log.debug("tracing: no database to keep spans in: %s", e)
             self._problem = f"no database to keep them in ({type(e).__name__})"

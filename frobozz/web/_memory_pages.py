@@ -40,7 +40,7 @@ def _may(request: Request, namespace: str, *, write: bool = False) -> bool:
 
 def _id(request: Request, name: str) -> int:
     """A memory's or letter's id from the path; one past what Postgres can hold is simply not there."""
-    value = request.path_params[name]
+    value: int = request.path_params[name]  # an {…:int} path parameter
     if value >= 2 ** 63:
         raise HTTPException(404, f"no {name.removesuffix('_id')} {value}")
     return value
@@ -82,9 +82,11 @@ async def memory_page(request: Request) -> HTMLResponse:
                     forgotten=params.get("forgotten"))
 
 
-class _Kept(Protocol):
-    id: int
-    namespace: str
+class _Kept(Protocol):  # read-only: a frozen Memory or Letter is one
+    @property
+    def id(self) -> int: ...
+    @property
+    def namespace(self) -> str: ...
 
 
 K = TypeVar("K", bound=_Kept)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import calendar
 import hashlib
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 import feedparser
 import httpx
 
 from ._items import Item, clean
-from ._polling import Polling, ProducerError
+from ._polling import Polling, PollingOptions, ProducerError
 
 MAX_BYTES = 5_000_000
 EXCERPT = 600
@@ -41,7 +41,7 @@ class Feed(Polling):
     name = "feed"
 
     def __init__(self, url: str, prompt: str, *, source: str | None = None, since: datetime | None = None,
-                 timeout: float = 20.0, max_bytes: int = MAX_BYTES, **kwargs: Any) -> None:
+                 timeout: float = 20.0, max_bytes: int = MAX_BYTES, **kwargs: Unpack[PollingOptions]) -> None:
         if not url.startswith(("http://", "https://")):
             raise ProducerError(f"a feed is an http:// or https:// URL, not {clean(url, 80)!r}")
         super().__init__(prompt, source=source or url, **kwargs)

@@ -13,7 +13,7 @@ import ipaddress
 import logging
 import re
 import ssl
-from typing import Self
+from typing import Self, Unpack
 from urllib.parse import unquote, urlsplit
 
 import aioimaplib
@@ -21,7 +21,7 @@ import anyio
 
 from ._items import Item, clean
 from ._mail import mail_item
-from ._polling import Polling, ProducerError
+from ._polling import Polling, PollingOptions, ProducerError
 
 log = logging.getLogger("frobozz.engine.producers")
 # aioimaplib logs every line it receives (mail from outside) at DEBUG and INFO: never into our logs.
@@ -79,13 +79,14 @@ class Inbox(Polling):
     name = "inbox"
 
     def __init__(self, url: str, prompt: str, *, user: str | None = None, password: str, source: str | None = None,
-                 max_bytes: int = MAX_BYTES, timeout: float = 30.0, idle: bool = True, **kwargs: object) -> None:
+                 max_bytes: int = MAX_BYTES, timeout: float = 30.0, idle: bool = True, **kwargs: Unpack[PollingOptions]) -> None:
         self.tls, self.host, self.port, self.folder, in_url = parse_url(url)
-        self.user = user or in_url
-        if not self.user or not password:
+        user = user or in_url
+        if not user or not password:
             raise ProducerError("an inbox needs a user name and a password")
+        self.user = user
         super().__init__(prompt, source=source or f"imap://{self.user}@{self.host}:{self.port}/{self.folder}",
-                         **kwargs)  # type: ignore[arg-type]
+                         **kwargs)
         self._password, self.max_bytes, self.timeout, self.use_idle = password, max_bytes, timeout, idle
         self._looker: _Connection | None = None  # kept between polls
         self._idler: _Connection | None = None  # kept between waits

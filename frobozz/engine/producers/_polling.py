@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import anyio
 
@@ -25,6 +25,14 @@ class ProducerError(EngineError):
 
 def file_name(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", key).strip("-.")[:120] or "item"
+
+
+class PollingOptions(TypedDict, total=False):
+    """What every polling producer takes besides its own arguments (passed on to Polling)."""
+
+    deliveries: Deliveries | None
+    interval: float
+    files: Path | None
 
 
 class Polling:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
+from typing import Unpack
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import anyio
 from croniter import croniter
 
 from ._items import Item
-from ._polling import Polling, ProducerError
+from ._polling import Polling, PollingOptions, ProducerError
 
 KEYWORDS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 
@@ -44,8 +45,8 @@ class Schedule(Polling):
     name = "schedule"
 
     def __init__(self, prompt: str, *, cron: str | None = None, tz: str = "UTC", every: float | None = None,
-                 source: str = "schedule", start: datetime | None = None, **kwargs: object) -> None:
-        super().__init__(prompt, source=source, **kwargs)  # type: ignore[arg-type]
+                 source: str = "schedule", start: datetime | None = None, **kwargs: Unpack[PollingOptions]) -> None:
+        super().__init__(prompt, source=source, **kwargs)
         if (cron is None) == (every is None):
             raise ProducerError("a schedule has either a cron expression or an interval in seconds, not both")
         if every is not None and not (1 <= every <= 366 * 86400):
@@ -59,6 +60,7 @@ class Schedule(Polling):
         if self.every is not None:
             stamp = moment.timestamp()
             return datetime.fromtimestamp((math.floor(stamp / self.every) + 1) * self.every, UTC)
+        assert self.cron is not None  # __init__ sets exactly one of cron and every
         local = moment.astimezone(self.zone)
         return croniter(self.cron, local).get_next(datetime).astimezone(UTC)
 

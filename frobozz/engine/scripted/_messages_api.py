@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -83,7 +83,8 @@ class MessagesRequest:
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        return self.body.get("messages", [])
+        messages: list[dict[str, Any]] = self.body.get("messages", [])
+        return messages
 
     @property
     def tools(self) -> list[str]:
@@ -241,7 +242,7 @@ class ScriptedModel:
         return StreamingResponse(self._stream(answer, model), media_type="text/event-stream",
                                  headers=dict(answer.headers))
 
-    async def _stream(self, reply: Reply, model: str):  # type: ignore[no-untyped-def]
+    async def _stream(self, reply: Reply, model: str) -> AsyncIterator[bytes]:
         for n, event in enumerate(_stream_events(reply, model)):
             if reply.drop_after is not None and n >= reply.drop_after:
                 raise ConnectionResetError("scripted drop")  # uvicorn closes the connection mid-stream

@@ -15,9 +15,10 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 
 
-def _out(obj: dict) -> None:
+def _out(obj: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
 

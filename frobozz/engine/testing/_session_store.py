@@ -13,7 +13,8 @@ from .._session_store import Entry, SessionKey, SessionListSubkeysKey, SessionSt
 
 
 def _path(key: SessionKey | SessionListSubkeysKey) -> tuple[str, str, str]:
-    return key["project_key"], key["session_id"], key.get("subpath") or ""  # type: ignore[return-value]
+    subpath = key.get("subpath", "")  # only a SessionKey has one
+    return key["project_key"], key["session_id"], subpath if isinstance(subpath, str) else ""
 
 
 class InMemorySessionStore:
@@ -51,7 +52,8 @@ class InMemorySessionStore:
         self._mtimes[path] = self._clock
         if not path[2]:
             summary = fold_summary(self._summaries.get(path[:2]), key, entries)
-            self._summaries[path[:2]] = {**summary, "mtime": self._clock}  # type: ignore[typeddict-item]
+            self._summaries[path[:2]] = SessionSummaryEntry(session_id=summary["session_id"], mtime=self._clock,
+                                                            data=summary["data"])
         self.appends += 1
 
     async def load(self, key: SessionKey) -> list[Entry] | None:

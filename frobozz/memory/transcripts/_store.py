@@ -8,8 +8,8 @@ subagents' transcripts with it. Same database as everything else (FROBOZZ_DATABA
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypedDict, TypeVar
 
 import asyncpg
 import orjson
@@ -18,6 +18,19 @@ from ..._session_summary import fold_summary
 from .._database import DATABASE_ERRORS, apply_migrations, migrated_pool
 from ..exceptions import DatabaseError, MemoryStoreError
 from ..settings import MemorySettings
+
+T = TypeVar("T")
+
+
+class Listed(TypedDict):  # the engine's SessionStoreListEntry, which memory may not import
+    session_id: str
+    mtime: int
+
+
+class Summary(TypedDict):  # the engine's SessionSummaryEntry
+    session_id: str
+    mtime: int
+    data: dict[str, Any]
 
 LEDGER = "transcript_migrations"
 _NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
@@ -54,7 +67,7 @@ class TranscriptStore:
     async def aclose(self) -> None:
         await self.pool.close()
 
-    async def _run(self, work: Any, *args: Any) -> Any:
+    async def _run(self, work: Callable[..., Awaitable[T]], *args: Any) -> T:
         try:
             async with self.pool.acquire() as connection:
                 return await work(connection, *args)
@@ -113,13 +126,13 @@ class TranscriptStore:
         return await self._run(load)
 
     # -- optional ------------------------------------------------------------------------------------
-    async def list_sessions(self, project_key: str) -> list[dict[str, Any]]:
+    async def list_sessions(self, project_key: str) -> list[Listed]:
         rows = await self._run(lambda c: c.fetch(
             "SELECT session_id, mtime FROM claude_transcripts WHERE project_key = $1 AND subpath = '' "
             "ORDER BY mtime DESC", project_key))
         return [{"session_id": r["session_id"], "mtime": r["mtime"]} for r in rows]
 
-    async def list_session_summaries(self, project_key: str) -> list[dict[str, Any]]:
+    async def list_session_summaries(self, project_key: str) -> list[Summary]:
         rows = await self._run(lambda c: c.fetch(
             "SELECT summary::text FROM claude_transcripts WHERE project_key = $1 AND subpath = '' "
             "AND summary IS NOT NULL ORDER BY mtime DESC", project_key))

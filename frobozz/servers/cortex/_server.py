@@ -15,7 +15,7 @@ from ...memory import ImageInput, Memory, MemoryImage, MemoryService, MemoryStor
 from .._complete import offer_completion
 from .._grants import check, readable, scoped
 from .._logs import offer_logging
-from .._tools import annotations, closing, tool_errors
+from .._tools import closing, hints, tool_errors
 from .settings import Settings
 
 log = logging.getLogger("frobozz.servers.cortex")
@@ -146,7 +146,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
     server = MCPServer("frobozz-cortex", title="Frobozz cortex", lifespan=closing(cortex.aclose),
                        instructions="Long-term memory: store what matters, search it later (hybrid by default).")
 
-    @server.tool(annotations=annotations("Store a memory", read_only=False,  # a vision model reached: open world
+    @server.tool(annotations=hints("Store a memory", read_only=False,  # a vision model reached: open world
                                          open_world=bool(settings.cortex_vision_model)))
     async def store(content: Annotated[str, Field(description="What to remember.")],
                     metadata: dict[str, Any] | None = None, namespace: Namespace = None,
@@ -174,7 +174,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
             return Stored(id=memory.id, created_at=memory.created_at, duplicate_of=duplicate,
                           image=_image_out(kept) if kept else None)
 
-    @server.tool(annotations=annotations("Search memories", read_only=True, idempotent=True))
+    @server.tool(annotations=hints("Search memories", read_only=True, idempotent=True))
     async def search(query: Annotated[str, Field(description="What to look for, in words.")],
                      limit: Annotated[int, Field(ge=1, le=200)] = 10, since: datetime | None = None,
                      until: datetime | None = None, namespace: Namespace = None,
@@ -195,14 +195,14 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
                                                     superseded_by=h.memory.superseded_by,
                                                     has_image=h.has_image) for h in hits])
 
-    @server.tool(annotations=annotations("Recent memories", read_only=True, idempotent=True))
+    @server.tool(annotations=hints("Recent memories", read_only=True, idempotent=True))
     async def recent(limit: Annotated[int, Field(ge=1, le=500)] = 10, namespace: Namespace = None) -> Memories:
         """The newest memories first."""
         with tool_errors(MemoryStoreError):
             return Memories(memories=[_out(m) for m in await (await memories(namespace, write=False)).recent(
                 limit, namespace)])
 
-    @server.tool(annotations=annotations("Get a memory", read_only=True, idempotent=True))
+    @server.tool(annotations=hints("Get a memory", read_only=True, idempotent=True))
     async def get(id: MemoryId) -> Annotated[CallToolResult, MemoryWithHistory]:
         """One memory by its id, with every version of its fact (when it superseded or was superseded), and
         its image's thumbnail as image content when it has one."""
@@ -221,7 +221,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
                 content.append(ImageContent(data=base64.b64encode(thumbnail).decode(), mime_type="image/jpeg"))
             return CallToolResult(content=content, structured_content=out.model_dump(mode="json"))
 
-    @server.tool(annotations=annotations("Update a memory", read_only=False, destructive=True, idempotent=True))
+    @server.tool(annotations=hints("Update a memory", read_only=False, destructive=True, idempotent=True))
     async def update(id: MemoryId, content: str | None = None,
                      metadata: dict[str, Any] | None = None) -> MemoryOut:
         """Change a memory. A new text never overwrites: it supersedes the memory (as supersede does), so
@@ -232,7 +232,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
             await writable(store_, id)
             return _out(await store_.update(id, content, metadata))
 
-    @server.tool(annotations=annotations("Supersede a memory", read_only=False))
+    @server.tool(annotations=hints("Supersede a memory", read_only=False))
     async def supersede(old_id: MemoryId, content: Annotated[str, Field(description="The fact as it is now.")],
                         metadata: dict[str, Any] | None = None) -> MemoryOut:
         """A fact changed: store `content` as a new memory that takes the place of `old_id` (same namespace;
@@ -243,7 +243,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
             await writable(store_, old_id)
             return _out(await store_.supersede(old_id, content, metadata))
 
-    @server.tool(annotations=annotations("Forget a memory", read_only=False, destructive=True, idempotent=False))
+    @server.tool(annotations=hints("Forget a memory", read_only=False, destructive=True, idempotent=False))
     async def forget(id: MemoryId) -> Forgotten:
         """Forget a memory (soft deletion: it no longer appears anywhere)."""
         with tool_errors(MemoryStoreError):

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from .._complete import offer_completion
 from .._logs import offer_logging
-from .._tools import annotations, closing, tool_errors
+from .._tools import closing, hints, tool_errors
 from ._cache import Cache
 from ._convert import convert, github_raw, markdown_alternate, page
 from ._http import Fetched, Http
@@ -73,7 +73,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         cache.store(fetched, accept)
         return fetched
 
-    @server.tool(annotations=annotations("Fetch a URL", read_only=True, idempotent=True, open_world=True))
+    @server.tool(annotations=hints("Fetch a URL", read_only=True, idempotent=True, open_world=True))
     async def fetch(
         url: Annotated[str, Field(description="An http(s) URL.", max_length=8192)],
         max_length: Annotated[int, Field(ge=1, le=1_000_000, description="Characters to return at most.")] = 20000,

@@ -56,7 +56,7 @@ def _transcript(vid: str, settings: Settings) -> tuple[str, str | None]:
     pages: list[str] = []
 
     class Guarded(HTTPAdapter):
-        def send(self, request, **kwargs):  # type: ignore[no-untyped-def]
+        def send(self, request, **kwargs):
             if base != "https://www.youtube.com" and request.url.startswith("https://www.youtube.com"):
                 request.url = base + request.url[len("https://www.youtube.com"):]
             resolve_sync(httpx.URL(request.url), settings)  # the guard, for every request the library makes

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from .._complete import offer_completion
 from .._logs import offer_logging
-from .._tools import annotations, closing, tool_errors
+from .._tools import closing, hints, tool_errors
 from ._backend import Backend, ImageRequest
 from ._comfyui import ComfyUI
 from ._openai import OpenAIImages
@@ -78,7 +78,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         if model is not None and (not model.strip() or len(model) > 200):
             raise BadRequestError("the model name must be 1-200 characters")
 
-    @server.tool(annotations=annotations("Imagine an image", read_only=False, open_world=True))
+    @server.tool(annotations=hints("Imagine an image", read_only=False, open_world=True))
     async def imagine(
         prompt: Annotated[str, Field(description="What the image shows.")],
         ctx: Context,
@@ -120,14 +120,14 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                                                  f"{stored.path} (the preview is at most {settings.forge_preview_px} px).")
             return CallToolResult(content=[_picture(preview), text], structured_content=result.model_dump())
 
-    @server.tool(annotations=annotations("List images", read_only=True, idempotent=True))
+    @server.tool(annotations=hints("List images", read_only=True, idempotent=True))
     def list_images(limit: Annotated[int, Field(ge=1, le=500)] = 20,
                     query: Annotated[str | None, Field(max_length=1000)] = None) -> ImageList:
         """Images made so far, newest first; `query` keeps those whose prompt contains it."""
         with tool_errors(ForgeError, OSError):
             return ImageList(images=store.list(limit, query))
 
-    @server.tool(annotations=annotations("Get an image", read_only=True, idempotent=True))
+    @server.tool(annotations=hints("Get an image", read_only=True, idempotent=True))
     async def get_image(id: Annotated[str, Field(max_length=100)],
                         size: Annotated[int, Field(ge=64, le=2048)] = 512) -> Annotated[CallToolResult, StoredImage]:
         """An image made earlier, at most `size` pixels on its longest side, with its prompt and parameters."""

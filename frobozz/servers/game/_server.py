@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
@@ -16,7 +16,7 @@ from frobozz.games import GameError, GameSession, SaveInfo, Turn
 
 from .._complete import offer_completion
 from .._logs import offer_logging
-from .._tools import annotations, tool_errors
+from .._tools import hints, tool_errors
 from ._models import (
     EndedGame,
     GameEntry,
@@ -76,7 +76,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     server = MCPServer("frobozz-game", title="Frobozz games", instructions=INSTRUCTIONS, lifespan=lifespan)
     reading = dict(read_only=True, idempotent=True)
 
-    @server.tool(annotations=annotations("List games", **reading))
+    @server.tool(annotations=hints("List games", **reading))
     def list_games() -> GameList:
         """The games that can be started: catalogued ones (installed or not) and any story file found."""
         with tool_errors(GameError, OSError):
@@ -84,7 +84,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                                              installed=g.installed, license=g.license, max_score=g.max_score)
                                    for g in sessions.library.listing()])
 
-    @server.tool(annotations=annotations("Start a game", read_only=False))
+    @server.tool(annotations=hints("Start a game", read_only=False))
     async def new_game(
         game: Annotated[str, Field(description="A catalogue name ('zork1') or a story file name "
                                                "('zork1-r119.z3', 'mygame.z8').", max_length=1000)],
@@ -94,7 +94,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             session = await sessions.open(game)
             return _state(session, session.current)
 
-    @server.tool(annotations=annotations("Give a command", read_only=False))
+    @server.tool(annotations=hints("Give a command", read_only=False))
     async def act(session_id: SessionId, command: Annotated[str, Field(
             description="One command, as a player would type it: 'north', 'take lamp'.")]) -> GameState:
         """Send one command to the game and return its answer."""
@@ -107,21 +107,21 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                     await session.save(settings.autosave_slot)
             return _state(session, turn, await recall(turn.location, turn.text))
 
-    @server.tool(annotations=annotations("Look around", **reading))
+    @server.tool(annotations=hints("Look around", **reading))
     async def look(session_id: SessionId) -> GameState:
         """Describe the current location without using up a move."""
         with tool_errors(GameError):
             async with sessions.hold(session_id) as session:
                 return _state(session, await session.peek("look"))
 
-    @server.tool(annotations=annotations("Inventory", **reading))
+    @server.tool(annotations=hints("Inventory", **reading))
     async def inventory(session_id: SessionId) -> GameState:
         """List what the player carries, without using up a move."""
         with tool_errors(GameError):
             async with sessions.hold(session_id) as session:
                 return _state(session, await session.peek("inventory"))
 
-    @server.tool(annotations=annotations("Undo", read_only=False, destructive=True))
+    @server.tool(annotations=hints("Undo", read_only=False, destructive=True))
     async def undo(session_id: SessionId, steps: Annotated[int, Field(ge=1, le=10_000)] = 1) -> GameState:
         """Take back the last `steps` turns."""
         _unpaused()
@@ -131,14 +131,14 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                 await sessions.changed(session)
                 return _state(session, turn)
 
-    @server.tool(annotations=annotations("Save", read_only=False, destructive=True, idempotent=True))
+    @server.tool(annotations=hints("Save", read_only=False, destructive=True, idempotent=True))
     async def save(session_id: SessionId, slot: Slot) -> SaveInfo:
         """Save the game in a named slot (an existing slot of that name is replaced)."""
         with tool_errors(GameError):
             async with sessions.hold(session_id) as session:
                 return await session.save(slot)
 
-    @server.tool(annotations=annotations("Restore", read_only=False, destructive=True, idempotent=True))
+    @server.tool(annotations=hints("Restore", read_only=False, destructive=True, idempotent=True))
     async def restore(session_id: SessionId, slot: Slot) -> GameState:
         """Put the game back to a saved slot (saves survive server restarts)."""
         _unpaused()
@@ -148,14 +148,14 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                 await sessions.changed(session)
                 return _state(session, turn)
 
-    @server.tool(annotations=annotations("List saves", **reading))
+    @server.tool(annotations=hints("List saves", **reading))
     async def list_saves(session_id: SessionId) -> SaveList:
         """The save slots of this session's game."""
         with tool_errors(GameError):
             async with sessions.hold(session_id) as session:
                 return SaveList(session_id=session.id, saves=session.list_saves())
 
-    @server.tool(annotations=annotations("Map", **reading))
+    @server.tool(annotations=hints("Map", **reading))
     async def map(session_id: SessionId, format: Literal["text", "dot", "mermaid"] = "text") -> MapResult:
         """The rooms visited and the commands that connected them, as text, Graphviz DOT or Mermaid."""
         with tool_errors(GameError):
@@ -164,21 +164,21 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             return MapResult(session_id=session_id, format=format, rooms=len(game_map.rooms),
                              passages=len(game_map.passages), map=game_map.render(format))
 
-    @server.tool(annotations=annotations("History", **reading))
+    @server.tool(annotations=hints("History", **reading))
     async def history(session_id: SessionId, last: Annotated[int, Field(ge=1, le=10_000)] = 20) -> History:
         """The last turns played: command, answer and status after each."""
         with tool_errors(GameError):
             async with sessions.hold(session_id) as session:
                 return History(session_id=session.id, turns=[turn_record(t) for t in session.history(last)])
 
-    @server.tool(annotations=annotations("Valid actions", **reading))
+    @server.tool(annotations=hints("Valid actions", **reading))
     async def valid_actions(session_id: SessionId) -> ValidActions:
         """Commands that would change the game here (only for games jericho knows; may take a second)."""
         with tool_errors(GameError):
             async with sessions.hold(session_id) as session:
                 return ValidActions(session_id=session.id, actions=await session.valid_actions())
 
-    @server.tool(annotations=annotations("End game", read_only=False, destructive=True))
+    @server.tool(annotations=hints("End game", read_only=False, destructive=True))
     async def end_game(session_id: SessionId) -> EndedGame:
         """End the session and stop its interpreter (save first to keep the game)."""
         with tool_errors(GameError):
@@ -203,7 +203,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         listing = sessions.library.listing()
         return [g.name for g in listing] + [g.file_name for g in listing]
 
-    async def slots(typed: str, given: dict[str, str]) -> list[str]:
+    async def slots(typed: str, given: Mapping[str, str]) -> list[str]:
         return sessions.library.save_slots(given["game"]) if given.get("game") else []
 
     offer_completion(server, {("play", "game"): games, ("restore_save", "game"): games,

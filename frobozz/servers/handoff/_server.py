@@ -14,7 +14,7 @@ from ...memory import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter, MemorySer
 from .._complete import offer_completion
 from .._grants import check, readable
 from .._logs import offer_logging
-from .._tools import annotations, closing, tool_errors
+from .._tools import closing, hints, tool_errors
 from .settings import Settings
 
 
@@ -81,7 +81,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
                        instructions="Before your context window fills up or the session ends, call `handoff` with a "
                                     "letter to your next self; at the start of a new window, `latest_handoff` reads it.")
 
-    @server.tool(annotations=annotations("Hand off to the next context window", read_only=False))
+    @server.tool(annotations=hints("Hand off to the next context window", read_only=False))
     async def handoff(summary: Annotated[str, Field(description="What was done and where things stand.")],
                       next_steps: Items = None, memories: Items = None, namespace: Namespace = None) -> HandedOff:
         """Write the letter your next context window reads first; each of `memories` is also stored in cortex."""
@@ -90,14 +90,14 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
                 summary, next_steps, memories, namespace, settings.session_id)
             return HandedOff(handoff_id=letter_id, memory_ids=memory_ids)
 
-    @server.tool(annotations=annotations("Read the latest handoff", read_only=True, idempotent=True))
+    @server.tool(annotations=hints("Read the latest handoff", read_only=True, idempotent=True))
     async def latest_handoff(namespace: Namespace = None) -> Latest:
         """The newest letter in the namespace (from any session), with its memories."""
         with tool_errors(MemoryStoreError):
             letter = await (await letters(namespace, write=False)).latest(namespace)
             return Latest(handoff=_out(letter) if letter else None)
 
-    @server.tool(annotations=annotations("Read a handoff", read_only=True, idempotent=True))
+    @server.tool(annotations=hints("Read a handoff", read_only=True, idempotent=True))
     async def read_handoff(id: Annotated[int, Field(ge=1, le=2**62)]) -> LetterOut:
         """One letter by its id."""
         with tool_errors(MemoryStoreError):
@@ -105,7 +105,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
             check(letter.namespace, write=False, what=f"hand-off letter {id}")
             return _out(letter)
 
-    @server.tool(annotations=annotations("List handoffs", read_only=True, idempotent=True))
+    @server.tool(annotations=hints("List handoffs", read_only=True, idempotent=True))
     async def list_handoffs(limit: Annotated[int, Field(ge=1, le=200)] = 10, namespace: Namespace = None) -> Letters:
         """The newest letters first, briefly; read_handoff gives one whole."""
         with tool_errors(MemoryStoreError):

@@ -1,0 +1,49 @@
+"""Storing while another client stores and forgets the same text (found by the type checker: the store read
+a row that could be missing)."""
+
+import pytest
+
+from frobozz.memory import MemoryStore, MemoryStoreError
+
+pytestmark = pytest.mark.anyio
+NOTE = "The brass lantern is in the attic."
+
+# Once the other client's copy is in, every INSERT into memories (even one that stored nothing) forgets it: as
+# if that client forgot it just after this store's INSERT found it there, before this store read it back.
+FORGET_AFTER_EACH_INSERT = f"""
+CREATE FUNCTION forget_the_note() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE memories SET deleted_at = now() WHERE content = '{NOTE}' AND deleted_at IS NULL;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER forget_the_note AFTER INSERT ON memories FOR EACH STATEMENT EXECUTE FUNCTION forget_the_note();
+"""
+
+
+class OtherClientFirst:
+    """Embeds as the store's own embedder does; the first time, another client stores the same text meanwhile."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.inner, self.store = store.embedder, store
+        self.model, self.dim = self.inner.model, self.inner.dim
+        self.raced = False
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        vectors = await self.inner.embed(texts)
+        if self.raced:
+            return vectors
+        self.raced = True
+        other = MemoryStore(self.store.pool, self.inner, default_namespace=self.store.default_namespace,
+                            max_chars=self.store.max_chars)
+        await other.store(NOTE, namespace="chat")
+        async with self.store.connection() as c:
+            await c.execute(FORGET_AFTER_EACH_INSERT)
+        return vectors
+
+
+async def test_a_memory_stored_and_forgotten_by_another_client_meanwhile_is_a_clear_error(memory_service):
+    store = await memory_service.store()
+    store.embedder = OtherClientFirst(store)
+    with pytest.raises(MemoryStoreError, match="stored and forgotten meanwhile; try again"):
+        await store.store(NOTE, namespace="chat")
+    assert await store.search("brass lantern", namespace="chat") == []  # nothing current was left behind
