@@ -24,7 +24,7 @@ def listener() -> socket.socket:
 class LoopbackServer:
     """`with LoopbackServer(app) as server: server.url` — started on a free port, stopped on exit."""
 
-    def __init__(self, app: Any, *, lifespan: Literal["auto", "on", "off"] = "off", graceful: float | None = None) -> None:
+    def __init__(self, app: Any, *, lifespan: Literal["auto", "on", "off"] = "off", graceful: int | None = None) -> None:
         """`graceful`: at stop, let open requests finish for up to that many seconds, then run the app's lifespan
         shutdown to its end (None: stop at once, and an app's lifespan is cancelled, not shut down)."""
         self.app = app

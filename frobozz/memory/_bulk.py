@@ -55,7 +55,7 @@ class BulkStore:
                 for n, ((ns, content, meta, source, created, valid_to, old_id, supersedes), vector, picture) in \
                         enumerate(zip(rows, vectors, pictures, strict=True)):
                     digest = content_hash(content)
-                    image = records[n].get("image")
+                    image: dict[str, Any] = records[n].get("image") or {}
                     if picture is not None:  # as `store` made it: the words without the vision model's description
                         description = image.get("description")
                         words = content.removesuffix(f"{DESCRIBED}{description}") if description else content
