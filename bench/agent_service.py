@@ -59,8 +59,11 @@ async def engine_baseline(options: EngineOptions, rounds: int) -> list[float]:
             await engine.send(f"turn {n}")
             first = None
             async for event in engine.events():
-                if first is None and isinstance(event, StreamEvent) and \
-                        (event.event.get("delta") or {}).get("type") == "text_delta":
+                if (
+                    first is None
+                    and isinstance(event, StreamEvent)
+                    and (event.event.get("delta") or {}).get("type") == "text_delta"
+                ):
                     first = time.perf_counter() - t0
                 if type(event).__name__ == "Result":
                     break
@@ -69,8 +72,16 @@ async def engine_baseline(options: EngineOptions, rounds: int) -> list[float]:
     return took
 
 
-async def follow(client: httpx.AsyncClient, path: str, after: int, turns: int, seen: list, firsts: list,
-                 started: dict, failed: list | None = None) -> None:
+async def follow(
+    client: httpx.AsyncClient,
+    path: str,
+    after: int,
+    turns: int,
+    seen: list,
+    firsts: list,
+    started: dict,
+    failed: list | None = None,
+) -> None:
     """One listening client: every event (by id), and when it saw each turn's first text delta; a turn that
     ended in error goes to `failed` (what its done said)."""
     done = 0
@@ -101,20 +112,23 @@ async def follow(client: httpx.AsyncClient, path: str, after: int, turns: int, s
             event = {}
 
 
-async def service_rounds(url: str, session: str, last: int, clients: int, rounds: int,
-                         agent_busy) -> tuple[list[float], bool]:
+async def service_rounds(
+    url: str, session: str, last: int, clients: int, rounds: int, agent_busy
+) -> tuple[list[float], bool]:
     """`rounds` turns with `clients` following the session's events from `last` (the log's end now)."""
     limits = httpx.Limits(max_connections=clients + 10)
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120,
-                                 limits=limits) as http:
+    async with httpx.AsyncClient(
+        base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120, limits=limits
+    ) as http:
         seen: list[list[int]] = [[] for _ in range(clients)]
         firsts: list[list[float]] = [[] for _ in range(clients)]
         started = {"t0": 0.0}
         failed: list[str] = []
         async with anyio.create_task_group() as tg:
             for i in range(clients):
-                tg.start_soon(follow, http, f"/sessions/{session}/events", last, rounds, seen[i], firsts[i], started,
-                              failed)
+                tg.start_soon(
+                    follow, http, f"/sessions/{session}/events", last, rounds, seen[i], firsts[i], started, failed
+                )
             await anyio.sleep(0.5)  # every client connected and caught up
             for n in range(rounds):
                 started["t0"] = time.perf_counter()
@@ -122,14 +136,19 @@ async def service_rounds(url: str, session: str, last: int, clients: int, rounds
                 assert posted.status_code == 202
                 try:
                     with anyio.fail_after(TURN_LIMIT):  # a turn that never streams text must not stall the run
-                        while min(len(f) for f in firsts) <= n or not all(s and s[-1] == seen[0][-1] for s in seen) \
-                                or agent_busy():
+                        while (
+                            min(len(f) for f in firsts) <= n
+                            or not all(s and s[-1] == seen[0][-1] for s in seen)
+                            or agent_busy()
+                        ):
                             await anyio.sleep(0.001)  # each turn alone, as the engine's: every client has its done
                 except TimeoutError:
-                    raise RuntimeError(f"turn {n} of {rounds} with {clients} clients: not every client saw its first "
-                                       f"text delta and its done within {TURN_LIMIT} s (first deltas seen per "
-                                       f"client: {sorted({len(f) for f in firsts})}; busy: {agent_busy()}; turns that "
-                                       f"failed: {failed or 'none'})") from None
+                    raise RuntimeError(
+                        f"turn {n} of {rounds} with {clients} clients: not every client saw its first "
+                        f"text delta and its done within {TURN_LIMIT} s (first deltas seen per "
+                        f"client: {sorted({len(f) for f in firsts})}; busy: {agent_busy()}; turns that "
+                        f"failed: {failed or 'none'})"
+                    ) from None
     everyone = all(s == seen[0] for s in seen) and seen[0] == list(range(last + 1, last + 1 + len(seen[0])))
     return [t for f in firsts for t in f], everyone
 
@@ -152,22 +171,30 @@ async def main(args: argparse.Namespace) -> None:
                 home = Path(scratch) / "home"
                 home.mkdir()
                 env = {**model.env(), "HOME": str(home), "CLAUDE_CODE_MAX_RETRIES": "0"}
-                agent = Agent(AgentSettings(workspaces=Path(scratch) / "ws", max_live=4),
-                              engine_options=EngineOptions(env=env),
-                              memory=MemorySettings(database_url=server.get_uri()))
+                agent = Agent(
+                    AgentSettings(workspaces=Path(scratch) / "ws", max_live=4),
+                    engine_options=EngineOptions(env=env),
+                    memory=MemorySettings(database_url=server.get_uri()),
+                )
                 with LoopbackServer(BearerToken(create_app(agent), TOKEN), lifespan="on", graceful=5) as site:
-                    async with httpx.AsyncClient(base_url=site.url, headers={"Authorization": f"Bearer {TOKEN}"},
-                                                 timeout=120) as http:
+                    async with httpx.AsyncClient(
+                        base_url=site.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120
+                    ) as http:
                         session = (await http.post("/sessions", json={"workspace": "bench/one"})).json()["session_id"]
                     live = agent._live[session]
                     same = replace(live._options({}), session_store=None)  # as the service runs it: hooks and all
                     #   (but the transcript store, whose pool belongs to the service's event loop)
                     base = await engine_baseline(same, args.rounds)
                     p50_engine = statistics.median(base)
-                    print(f"{args.rounds} turns per row, the real claude CLI, a scripted model, Postgres and HTTP on "
-                          "this machine")
-                    print(f"engine alone (the service's options): first text delta {1000 * p50_engine:.1f} ms p50 "
-                          "after send()")
+                    print(
+                        f"{args.rounds} turns per row, the real claude CLI, a scripted model, Postgres and HTTP on "
+                        "this machine"
+                    )
+                    print(
+                        f"engine alone (the service's options): first text delta {1000 * p50_engine:.1f} ms p50 "
+                        "after send()"
+                    )
+
                     def log_end() -> int:
                         return live.relay.last_seq  # an int read across threads: the log's end
 
@@ -175,11 +202,13 @@ async def main(args: argparse.Namespace) -> None:
                         return live.busy or live.relay.writing  # (its done may still be on its way)
 
                     def warmed(after: int) -> bool:  # (the message may be posted before the session is running)
-                        return not busy() and any(isinstance(logged.event, Done) and logged.seq > after
-                                                  for logged in list(live.relay.log))
+                        return not busy() and any(
+                            isinstance(logged.event, Done) and logged.seq > after for logged in list(live.relay.log)
+                        )
 
-                    async with httpx.AsyncClient(base_url=site.url, headers={"Authorization": f"Bearer {TOKEN}"},
-                                                 timeout=120) as http:
+                    async with httpx.AsyncClient(
+                        base_url=site.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120
+                    ) as http:
                         before = log_end()
                         await http.post(f"/sessions/{session}/messages", json={"text": "warm up"})
                     await idle(lambda: not warmed(before))
@@ -187,11 +216,14 @@ async def main(args: argparse.Namespace) -> None:
                     print(f"{'clients':>8} {'first delta p50':>16} {'p90':>8} {'added p50':>10} {'every event':>12}")
                     for clients in (int(c) for c in args.clients.split(",")):
                         await idle(busy)
-                        firsts, everyone = await service_rounds(site.url, session, log_end(), clients, args.rounds,
-                                                                busy)
+                        firsts, everyone = await service_rounds(
+                            site.url, session, log_end(), clients, args.rounds, busy
+                        )
                         p50, p90 = statistics.median(firsts), statistics.quantiles(firsts, n=10)[-1]
-                        print(f"{clients:>8} {1000 * p50:>13.1f} ms {1000 * p90:>5.1f} ms "
-                              f"{1000 * (p50 - p50_engine):>+7.1f} ms {'yes' if everyone else 'NO':>12}")
+                        print(
+                            f"{clients:>8} {1000 * p50:>13.1f} ms {1000 * p90:>5.1f} ms "
+                            f"{1000 * (p50 - p50_engine):>+7.1f} ms {'yes' if everyone else 'NO':>12}"
+                        )
                 print("target: under 10 ms added p50 with 10 clients, every client every event")
                 if args.instances:
                     await instance_rows(args, Path(scratch), server.get_uri(), env)
@@ -208,10 +240,28 @@ class Instance:
             port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "frobozz", "serve", "agent", "--workspaces", str(scratch / "ws"), "--port", str(port),
-             "--max-live", "8"], stderr=subprocess.DEVNULL,
-            env={**os.environ, **env, "FROBOZZ_HUB_TOKEN": TOKEN, "FROBOZZ_DATABASE_URL": database,
-                 "FROBOZZ_AGENT_LEASE_TTL": "10"})
+            [
+                sys.executable,
+                "-m",
+                "frobozz",
+                "serve",
+                "agent",
+                "--workspaces",
+                str(scratch / "ws"),
+                "--port",
+                str(port),
+                "--max-live",
+                "8",
+            ],
+            stderr=subprocess.DEVNULL,
+            env={
+                **os.environ,
+                **env,
+                "FROBOZZ_HUB_TOKEN": TOKEN,
+                "FROBOZZ_DATABASE_URL": database,
+                "FROBOZZ_AGENT_LEASE_TTL": "10",
+            },
+        )
 
     async def ready(self) -> None:
         async with httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}) as http:
@@ -233,28 +283,48 @@ class Instance:
             self.process.wait()
 
 
-async def spread_rounds(instances: list[Instance], session: str, last: int, clients: int, rounds: int
-                        ) -> tuple[list[list[float]], bool]:
+async def spread_rounds(
+    instances: list[Instance], session: str, last: int, clients: int, rounds: int
+) -> tuple[list[list[float]], bool]:
     """`rounds` turns posted to the first instance with `clients` spread over all of them: per instance, every
     client's time to each turn's first delta; and whether every client saw every event."""
     seen: list[list[int]] = [[] for _ in range(clients)]
     firsts: list[list[float]] = [[] for _ in range(clients)]
     started = {"t0": 0.0}
-    https = [httpx.AsyncClient(base_url=i.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120,
-                               limits=httpx.Limits(max_connections=clients + 10)) for i in instances]
+    https = [
+        httpx.AsyncClient(
+            base_url=i.url,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=120,
+            limits=httpx.Limits(max_connections=clients + 10),
+        )
+        for i in instances
+    ]
     try:
         async with anyio.create_task_group() as tg:
             for c in range(clients):
-                tg.start_soon(follow, https[c % len(instances)], f"/sessions/{session}/events", last, rounds, seen[c],
-                              firsts[c], started)
+                tg.start_soon(
+                    follow,
+                    https[c % len(instances)],
+                    f"/sessions/{session}/events",
+                    last,
+                    rounds,
+                    seen[c],
+                    firsts[c],
+                    started,
+                )
             await anyio.sleep(1.0)  # every client connected and caught up
             for n in range(rounds):
                 started["t0"] = time.perf_counter()
-                assert (await https[0].post(f"/sessions/{session}/messages", json={"text": f"turn {n}"})
-                        ).status_code == 202
+                assert (
+                    await https[0].post(f"/sessions/{session}/messages", json={"text": f"turn {n}"})
+                ).status_code == 202
                 with anyio.fail_after(TURN_LIMIT):  # (said, not waited on for ever)
-                    while min(len(f) for f in firsts) <= n or not all(s and s[-1] == seen[0][-1] for s in seen) or \
-                            (await https[0].get(f"/sessions/{session}")).json()["status"] != "idle":
+                    while (
+                        min(len(f) for f in firsts) <= n
+                        or not all(s and s[-1] == seen[0][-1] for s in seen)
+                        or (await https[0].get(f"/sessions/{session}")).json()["status"] != "idle"
+                    ):
                         await anyio.sleep(0.005)
     finally:
         for http in https:
@@ -280,28 +350,36 @@ async def log_end(http: httpx.AsyncClient, session: str) -> int:
 
 async def instance_rows(args: argparse.Namespace, scratch: Path, database: str, env: dict[str, str]) -> None:
     clients = 100
-    print(f"\nseveral instances (frobozz serve agent processes on one Postgres), {clients} clients spread over them, "
-          "messages posted to the first")
+    print(
+        f"\nseveral instances (frobozz serve agent processes on one Postgres), {clients} clients spread over them, "
+        "messages posted to the first"
+    )
     print(f"{'instances':>9} {'owner p50':>10} {'others p50':>11} {'relay adds':>11} {'every event':>12}")
     for n in (int(i) for i in args.instances.split(",")):
         instances = [Instance(scratch, database, env) for _ in range(n)]
         try:
             for instance in instances:
                 await instance.ready()
-            async with httpx.AsyncClient(base_url=instances[0].url, headers={"Authorization": f"Bearer {TOKEN}"},
-                                         timeout=120) as http:
+            async with httpx.AsyncClient(
+                base_url=instances[0].url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120
+            ) as http:
                 session = (await http.post("/sessions", json={"workspace": f"bench/many{n}"})).json()["session_id"]
                 await http.post(f"/sessions/{session}/messages", json={"text": "warm up"})
-                while (await http.get(f"/sessions/{session}")).json()["status"] != "idle" or \
-                        not (await http.get(f"/sessions/{session}/messages")).json()["messages"][1:]:
+                while (await http.get(f"/sessions/{session}")).json()["status"] != "idle" or not (
+                    await http.get(f"/sessions/{session}/messages")
+                ).json()["messages"][1:]:
                     await anyio.sleep(0.05)
                 last = await log_end(http, session)
             per, everyone = await spread_rounds(instances, session, last, clients, args.rounds)
             p50s = sorted(statistics.median(p) for p in per)  # the owner's clients are the quickest
-            owner, others = p50s[0], (statistics.median([t for p in per for t in p if p]) if n == 1 else
-                                      statistics.median(p50s[1:]))
-            print(f"{n:>9} {1000 * owner:>7.1f} ms {(1000 * others if n > 1 else float('nan')):>8.1f} ms "
-                  f"{(1000 * (others - owner) if n > 1 else 0.0):>+8.1f} ms {'yes' if everyone else 'NO':>12}")
+            owner, others = (
+                p50s[0],
+                (statistics.median([t for p in per for t in p if p]) if n == 1 else statistics.median(p50s[1:])),
+            )
+            print(
+                f"{n:>9} {1000 * owner:>7.1f} ms {(1000 * others if n > 1 else float('nan')):>8.1f} ms "
+                f"{(1000 * (others - owner) if n > 1 else 0.0):>+8.1f} ms {'yes' if everyone else 'NO':>12}"
+            )
         finally:
             for instance in instances:
                 instance.stop()
@@ -325,6 +403,7 @@ async def takeover_row(scratch: Path, database: str, env: dict[str, str]) -> Non
     try:
         async with httpx.AsyncClient(base_url=b.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120) as http:
             async with anyio.create_task_group() as tg:
+
                 async def watch() -> None:
                     async with http.stream("GET", f"/sessions/{session}/events?types=text_delta,error,done") as stream:
                         async for line in stream.aiter_lines():
@@ -333,6 +412,7 @@ async def takeover_row(scratch: Path, database: str, env: dict[str, str]) -> Non
                                     marks[kind] = time.perf_counter()
                             if "done" in marks and marks["done"] > marks.get("kill", marks["done"] + 1):
                                 return
+
                 tg.start_soon(watch)
                 async with httpx.AsyncClient(base_url=a.url, headers={"Authorization": f"Bearer {TOKEN}"}) as to_a:
                     await to_a.post(f"/sessions/{session}/messages", json={"text": "slowly"})
@@ -346,9 +426,11 @@ async def takeover_row(scratch: Path, database: str, env: dict[str, str]) -> Non
         if a.process.poll() is None:
             a.stop(kill=True)
         b.stop()
-    print(f"takeover after kill -9 (lease 10 s): the other instance carries the turn on after "
-          f"{marks['error'] - marks['kill']:.1f} s, its done after {marks['done'] - marks['kill']:.1f} s "
-          f"(target: under 30 s)")
+    print(
+        f"takeover after kill -9 (lease 10 s): the other instance carries the turn on after "
+        f"{marks['error'] - marks['kill']:.1f} s, its done after {marks['done'] - marks['kill']:.1f} s "
+        f"(target: under 30 s)"
+    )
 
 
 if __name__ == "__main__":

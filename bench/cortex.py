@@ -26,19 +26,55 @@ from frobozz.memory._minilm import weights_dir
 from frobozz.memory._store import content_hash
 
 TARGET_MS, TARGET_RECALL = 30, 0.95  # issue 8: hybrid p50 at 100k, query embedding included; HNSW against exact
-SUBJECTS = ["the user", "my sister", "the team", "our landlord", "the doctor", "Grandpa", "the new intern", "Alice",
-            "the client in Lyon", "the band"]
-VERBS = ["mentioned", "decided", "forgot", "promised", "asked about", "complained about", "booked", "cancelled",
-         "recommended", "bought"]
-OBJECTS = ["the trip to Kyoto", "a blue bicycle", "the quarterly report", "sourdough bread", "the dentist appointment",
-           "a jazz concert", "the server migration", "piano lessons", "the garden fence", "a vintage camera",
-           "the tax return", "a hiking boot sale", "the birthday party", "a chess tournament", "the car insurance"]
+SUBJECTS = [
+    "the user",
+    "my sister",
+    "the team",
+    "our landlord",
+    "the doctor",
+    "Grandpa",
+    "the new intern",
+    "Alice",
+    "the client in Lyon",
+    "the band",
+]
+VERBS = [
+    "mentioned",
+    "decided",
+    "forgot",
+    "promised",
+    "asked about",
+    "complained about",
+    "booked",
+    "cancelled",
+    "recommended",
+    "bought",
+]
+OBJECTS = [
+    "the trip to Kyoto",
+    "a blue bicycle",
+    "the quarterly report",
+    "sourdough bread",
+    "the dentist appointment",
+    "a jazz concert",
+    "the server migration",
+    "piano lessons",
+    "the garden fence",
+    "a vintage camera",
+    "the tax return",
+    "a hiking boot sale",
+    "the birthday party",
+    "a chess tournament",
+    "the car insurance",
+]
 WHEN = ["on Monday", "last week", "in March", "yesterday", "before the holidays", "after lunch", "at the weekend"]
 
 
 def memory(rng: random.Random, n: int) -> str:
-    return (f"{rng.choice(SUBJECTS).capitalize()} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(WHEN)}; "
-            f"reference {rng.randrange(10**6):06d}, note {n}.")
+    return (
+        f"{rng.choice(SUBJECTS).capitalize()} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(WHEN)}; "
+        f"reference {rng.randrange(10**6):06d}, note {n}."
+    )
 
 
 def pct(values: list[float], q: float) -> float:
@@ -66,13 +102,18 @@ async def load(store, count: int, rng: random.Random, namespace: str = "default"
     t0 = time.perf_counter()
     vectors: list[list[float]] = []
     for start in range(0, count, 512):
-        vectors += await store.embedder.embed(texts[start:start + 512])
+        vectors += await store.embedder.embed(texts[start : start + 512])
     embedded = time.perf_counter() - t0
     async with store.pool.acquire() as c:
         await c.execute("DROP INDEX memories_embedding")
         t1 = time.perf_counter()
-        await c.copy_records_to_table("memories", columns=["namespace", "content", "content_hash", "embedding"], records=[
-            (namespace, text, content_hash(text), vector) for text, vector in zip(texts, vectors, strict=True)])
+        await c.copy_records_to_table(
+            "memories",
+            columns=["namespace", "content", "content_hash", "embedding"],
+            records=[
+                (namespace, text, content_hash(text), vector) for text, vector in zip(texts, vectors, strict=True)
+            ],
+        )
         copied = time.perf_counter() - t1
         t3 = time.perf_counter()
         await c.execute("SELECT cortex_rebuild_context($1)", namespace)  # the words in context that import refreshes
@@ -83,8 +124,10 @@ async def load(store, count: int, rng: random.Random, namespace: str = "default"
         indexed = time.perf_counter() - t2
         await c.execute("VACUUM (ANALYZE) memories")  # measure the steady state, not autovacuum after a bulk load
         await c.execute("CHECKPOINT")
-    return (f"loaded {count} memories: embedding {embedded:.1f} s ({count / embedded:.0f}/s), COPY {copied:.1f} s, "
-            f"words in context {context:.1f} s, HNSW index {indexed:.1f} s")
+    return (
+        f"loaded {count} memories: embedding {embedded:.1f} s ({count / embedded:.0f}/s), COPY {copied:.1f} s, "
+        f"words in context {context:.1f} s, HNSW index {indexed:.1f} s"
+    )
 
 
 async def main(count: int, queries: int) -> None:
@@ -112,8 +155,10 @@ async def main(count: int, queries: int) -> None:
     print(f"query embedding alone : p50 {pct(alone, 50):6.1f} ms, p95 {pct(alone, 95):6.1f} ms")
     if isinstance(store.embedder, LocalEmbedder):
         before = torch_p50(probes)
-        print(f"  the same model on PyTorch (sentence-transformers): p50 {before:6.1f} ms "
-              f"(ONNX Runtime takes {pct(alone, 50) / before:.2f}x that)")
+        print(
+            f"  the same model on PyTorch (sentence-transformers): p50 {before:6.1f} ms "
+            f"(ONNX Runtime takes {pct(alone, 50) / before:.2f}x that)"
+        )
     for mode in ("hybrid", "semantic", "keyword"):
         times = []
         for query in probes:
@@ -127,16 +172,20 @@ async def main(count: int, queries: int) -> None:
     async with store.pool.acquire() as c:
         for query in probes[:50]:
             [vector] = await store.embedder.embed([query])
-            approx = [r["id"] for r in await c.fetch(
-                "SELECT id FROM memories ORDER BY embedding <=> $1 LIMIT 10", vector)]
+            approx = [
+                r["id"] for r in await c.fetch("SELECT id FROM memories ORDER BY embedding <=> $1 LIMIT 10", vector)
+            ]
             async with c.transaction():
                 await c.execute("SET LOCAL enable_indexscan = off")
-                exact = [r["id"] for r in await c.fetch(
-                    "SELECT id FROM memories ORDER BY embedding <=> $1 LIMIT 10", vector)]
+                exact = [
+                    r["id"] for r in await c.fetch("SELECT id FROM memories ORDER BY embedding <=> $1 LIMIT 10", vector)
+                ]
             recalls.append(len(set(approx) & set(exact)) / 10)
     recall = statistics.mean(recalls)
-    print(f"HNSW recall@10 against exact kNN: {recall:.3f}   "
-          f"({recall / TARGET_RECALL:.2f}x the target: >= {TARGET_RECALL})")
+    print(
+        f"HNSW recall@10 against exact kNN: {recall:.3f}   "
+        f"({recall / TARGET_RECALL:.2f}x the target: >= {TARGET_RECALL})"
+    )
     await cortex.aclose()
     stop_embedded(cortex.settings, delete=True)  # a scratch database: nothing is left running
     shutil.rmtree(cortex.settings.data_dir, ignore_errors=True)

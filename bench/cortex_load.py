@@ -30,8 +30,10 @@ from mcp.client.streamable_http import streamable_http_client
 from frobozz._children import dying_with_parent
 
 TARGET_OPS, TARGET_P99_MS = 150, 400
-WORDS = ("lantern troll garlic river sword bottle leaflet mailbox window attic cellar maze thief egg canary "
-         "painting torch coffin dam reservoir").split()
+WORDS = (
+    "lantern troll garlic river sword bottle leaflet mailbox window attic cellar maze thief egg canary "
+    "painting torch coffin dam reservoir"
+).split()
 
 
 def free_port() -> int:
@@ -54,8 +56,11 @@ async def wait_ready(url: str, token: str, server: subprocess.Popen[bytes]) -> N
 
 
 def client(url: str, token: str) -> Client:
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {token}"}, timeout=120)))
+    return Client(
+        streamable_http_client(
+            url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+        )
+    )
 
 
 async def load(url: str, token: str, clients: int, seconds: float, tag: str) -> tuple[float, list[float], int]:
@@ -76,8 +81,13 @@ async def load(url: str, token: str, clients: int, seconds: float, tag: str) -> 
             while time.perf_counter() < end:
                 w = [WORDS[(n * 7 + i * 3 + k) % len(WORDS)] for k in range(4)]
                 if i % 2 == 0:
-                    name, args = "store", {"content": f"{tag} client {n} note {i}: the {w[0]} is near the {w[1]} "
-                                                      f"and the {w[2]}.", "namespace": "load"}
+                    name, args = (
+                        "store",
+                        {
+                            "content": f"{tag} client {n} note {i}: the {w[0]} is near the {w[1]} and the {w[2]}.",
+                            "namespace": "load",
+                        },
+                    )
                 else:
                     name, args = "search", {"query": f"where is the {w[0]} {w[3]}", "namespace": "load", "limit": 5}
                 t = time.perf_counter()
@@ -103,13 +113,21 @@ async def main(seconds: float, levels: list[int]) -> None:
     try:
         for label, batch_ms in (("batched", None), ("one at a time", "0")):
             token, port = secrets.token_urlsafe(16), free_port()
-            env = {**os.environ, "FROBOZZ_DATA_DIR": str(root / "data"), "FROBOZZ_DATABASE_URL": pg.get_uri(),
-                   "FROBOZZ_HUB_TOKEN": token, "FROBOZZ_CORTEX_POOL_SIZE": "20"}
+            env = {
+                **os.environ,
+                "FROBOZZ_DATA_DIR": str(root / "data"),
+                "FROBOZZ_DATABASE_URL": pg.get_uri(),
+                "FROBOZZ_HUB_TOKEN": token,
+                "FROBOZZ_CORTEX_POOL_SIZE": "20",
+            }
             if batch_ms is not None:
                 env["FROBOZZ_EMBEDDING_BATCH_MS"] = batch_ms
-            server = subprocess.Popen(dying_with_parent([sys.executable, "-m", "frobozz", "serve", "cortex", "--http",
-                                                         "--port", str(port)]), env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            server = subprocess.Popen(
+                dying_with_parent([sys.executable, "-m", "frobozz", "serve", "cortex", "--http", "--port", str(port)]),
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             try:
                 url = f"http://127.0.0.1:{port}/cortex/mcp"
                 await wait_ready(url, token, server)
@@ -118,8 +136,11 @@ async def main(seconds: float, levels: list[int]) -> None:
                     ops, latencies, errors = await load(url, token, clients, seconds, label)
                     q = statistics.quantiles(latencies, n=100)
                     results[(label, clients)] = (ops, q[49], q[98], errors)
-                    print(f"{label:14} {clients:3} clients: {ops:6.1f} ops/s, p50 {q[49]:6.1f} ms, "
-                          f"p99 {q[98]:7.1f} ms, {errors} errors ({len(latencies)} calls)", flush=True)
+                    print(
+                        f"{label:14} {clients:3} clients: {ops:6.1f} ops/s, p50 {q[49]:6.1f} ms, "
+                        f"p99 {q[98]:7.1f} ms, {errors} errors ({len(latencies)} calls)",
+                        flush=True,
+                    )
             finally:
                 server.terminate()
                 server.wait(timeout=30)
@@ -129,11 +150,15 @@ async def main(seconds: float, levels: list[int]) -> None:
     print("batched against one at a time, in this run:")
     for clients in levels:
         b, o = results[("batched", clients)], results[("one at a time", clients)]
-        print(f"  {clients:3} clients: {b[0] / o[0]:.2f}x the operations per second, p99 {b[2]:.0f} ms against "
-              f"{o[2]:.0f} ms")
+        print(
+            f"  {clients:3} clients: {b[0] / o[0]:.2f}x the operations per second, p99 {b[2]:.0f} ms against "
+            f"{o[2]:.0f} ms"
+        )
     top = results[("batched", max(levels))]
-    print(f"target at {max(levels)} clients: >= {TARGET_OPS} ops/s ({top[0]:.0f}: {top[0] / TARGET_OPS:.2f}x), "
-          f"p99 < {TARGET_P99_MS} ms ({top[2]:.0f})")
+    print(
+        f"target at {max(levels)} clients: >= {TARGET_OPS} ops/s ({top[0]:.0f}: {top[0] / TARGET_OPS:.2f}x), "
+        f"p99 < {TARGET_P99_MS} ms ({top[2]:.0f})"
+    )
 
 
 if __name__ == "__main__":

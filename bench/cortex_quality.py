@@ -73,8 +73,13 @@ def read(path: Path) -> Conversation:
         date = d[f"session_{n}_date_time"]
         start = datetime.strptime(date, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
         for i, t in enumerate(d[f"session_{n}"]):
-            turns.append({"dia": t["dia_id"], "content": f"[{date}] {t['speaker']}: {t['text']}",
-                          "created_at": (start + timedelta(seconds=i)).isoformat()})
+            turns.append(
+                {
+                    "dia": t["dia_id"],
+                    "content": f"[{date}] {t['speaker']}: {t['text']}",
+                    "created_at": (start + timedelta(seconds=i)).isoformat(),
+                }
+            )
         n += 1
     index = {t["dia"]: i for i, t in enumerate(turns)}
     questions = []
@@ -92,11 +97,15 @@ def recall(ranked: list[int], evidence: set[int], k: int) -> float:
 async def baselines(store: MemoryStore, conv: Conversation) -> dict[str, list[list[int]]]:
     """The outside baselines' rankings (memory ids), computed over every turn of the conversation."""
     async with store.connection() as c:
-        rows = await c.fetch("SELECT id, embedding, (SELECT array_agg(array_length(u.positions, 1) || ':' || u.lexeme) "
-                             "FROM unnest(fts) u) AS lexemes FROM memories WHERE id = ANY($1::bigint[]) ORDER BY id",
-                             conv.ids)
-        queries = [[r["lexeme"] for r in await c.fetch("SELECT lexeme FROM unnest(to_tsvector('english', $1))", q)]
-                   for q, _ in conv.questions]
+        rows = await c.fetch(
+            "SELECT id, embedding, (SELECT array_agg(array_length(u.positions, 1) || ':' || u.lexeme) "
+            "FROM unnest(fts) u) AS lexemes FROM memories WHERE id = ANY($1::bigint[]) ORDER BY id",
+            conv.ids,
+        )
+        queries = [
+            [r["lexeme"] for r in await c.fetch("SELECT lexeme FROM unnest(to_tsvector('english', $1))", q)]
+            for q, _ in conv.questions
+        ]
     ids = np.array([r["id"] for r in rows])
     vectors = np.array([np.asarray(r["embedding"].to_list(), dtype=np.float32) for r in rows])
     docs = [{x.split(":", 1)[1]: int(x.split(":", 1)[0] or 1) for x in (r["lexemes"] or [])} for r in rows]
@@ -117,8 +126,11 @@ async def baselines(store: MemoryStore, conv: Conversation) -> dict[str, list[li
     def ranked(scores: np.ndarray) -> list[list[int]]:
         return [ids[np.argsort(-row, kind="stable")[:LIMIT]].tolist() for row in scores]
 
-    return {"baseline: cosine (MiniLM)": ranked(cosine), "baseline: BM25": ranked(bm25),
-            "baseline: weighted 0.3 BM25 + 0.7 cosine": ranked(weighted)}
+    return {
+        "baseline: cosine (MiniLM)": ranked(cosine),
+        "baseline: BM25": ranked(bm25),
+        "baseline: weighted 0.3 BM25 + 0.7 cosine": ranked(weighted),
+    }
 
 
 async def main(data: Path) -> None:
@@ -131,11 +143,16 @@ async def main(data: Path) -> None:
         bulk = BulkStore(store)
         started = time.perf_counter()
         for conv in conversations:
-            await bulk.import_batch([{"content": t["content"], "created_at": t["created_at"]} for t in conv.turns],
-                                    f"locomo-{conv.name}")
+            await bulk.import_batch(
+                [{"content": t["content"], "created_at": t["created_at"]} for t in conv.turns], f"locomo-{conv.name}"
+            )
             async with store.connection() as c:
-                conv.ids = [r["id"] for r in await c.fetch("SELECT id FROM memories WHERE namespace = $1 ORDER BY "
-                                                           "created_at, id", f"locomo-{conv.name}")]
+                conv.ids = [
+                    r["id"]
+                    for r in await c.fetch(
+                        "SELECT id FROM memories WHERE namespace = $1 ORDER BY created_at, id", f"locomo-{conv.name}"
+                    )
+                ]
             assert len(conv.ids) == len(conv.turns), f"{conv.name}: turns were merged as duplicates"
         loaded = time.perf_counter() - started
         table: dict[str, list[tuple[float, float]]] = {}
@@ -167,9 +184,15 @@ async def main(data: Path) -> None:
                 if mode == "hybrid":
                     per_conversation[conv.name] = statistics.mean(r10 for _, r10 in rows)
             for question, evidence in conv.questions:
-                tries.append(([_with_query(h, question) for h in await store.search(question, limit=CANDIDATES,
-                                                                                    namespace=ns)],
-                              {conv.ids[i] for i in evidence}))
+                tries.append(
+                    (
+                        [
+                            _with_query(h, question)
+                            for h in await store.search(question, limit=CANDIDATES, namespace=ns)
+                        ],
+                        {conv.ids[i] for i in evidence},
+                    )
+                )
             other = conversations[(n + 1) % len(conversations)]
             for question, _ in other.questions:
                 hits = await store.search(question, limit=CANDIDATES, namespace=ns)
@@ -183,30 +206,39 @@ async def main(data: Path) -> None:
 
     turns = sum(len(c.turns) for c in conversations)
     questions = sum(len(c.questions) for c in conversations)
-    print(f"{len(conversations)} conversations from {data}: {turns} turns (imported in {loaded:.0f} s), "
-          f"{questions} questions")
+    print(
+        f"{len(conversations)} conversations from {data}: {turns} turns (imported in {loaded:.0f} s), "
+        f"{questions} questions"
+    )
     print(f"{'method':45} {'recall@5':>9} {'recall@10':>10}")
     for name, rows in table.items():
         print(f"{name:45} {statistics.mean(r for r, _ in rows):9.3f} {statistics.mean(r for _, r in rows):10.3f}")
     hybrid = statistics.mean(r10 for _, r10 in table["server: search(mode='hybrid')"])
     weighted = statistics.mean(r10 for _, r10 in table["baseline: weighted 0.3 BM25 + 0.7 cosine"])
-    print(f"hybrid recall@10 {hybrid:.3f}: {hybrid / TARGET:.2f}x the target ({TARGET}), {hybrid / weighted:.2f}x the "
-          f"weighted baseline measured here ({weighted:.3f}), {hybrid / OUTSIDE_BASELINE:.2f}x the one measured "
-          f"outside ({OUTSIDE_BASELINE})")
+    print(
+        f"hybrid recall@10 {hybrid:.3f}: {hybrid / TARGET:.2f}x the target ({TARGET}), {hybrid / weighted:.2f}x the "
+        f"weighted baseline measured here ({weighted:.3f}), {hybrid / OUTSIDE_BASELINE:.2f}x the one measured "
+        f"outside ({OUTSIDE_BASELINE})"
+    )
     print("hybrid recall@10 per conversation: " + ", ".join(f"{k} {v:.3f}" for k, v in per_conversation.items()))
     q = statistics.quantiles(latencies, n=100)
-    print(f"hybrid search latency ({len(latencies)} searches, ~600 memories a namespace, {turns} in the database): "
-          f"p50 {q[49]:.1f} ms, p95 {q[94]:.1f} ms")
-    print("min_score trade-off (hybrid): questions with an evidence turn in the top 10 at or above it | "
-          "unrelated queries (another conversation's questions) that return nothing")
+    print(
+        f"hybrid search latency ({len(latencies)} searches, ~600 memories a namespace, {turns} in the database): "
+        f"p50 {q[49]:.1f} ms, p95 {q[94]:.1f} ms"
+    )
+    print(
+        "min_score trade-off (hybrid): questions with an evidence turn in the top 10 at or above it | "
+        "unrelated queries (another conversation's questions) that return nothing"
+    )
     for t in (0.0, *THRESHOLDS):
         kept = statistics.mean(found and score >= t for score, found in top_scores)
         empty = statistics.mean(best < t for best in unrelated) if t else 0.0
         print(f"  min_score {t:4.2f}: {kept:.3f} | {empty:.3f}")
 
-
-    print(f"scorings tried (re-scored from each query's top {CANDIDATES} hybrid candidates; 'now' is the server's): "
-          "recall@10 | evidence kept at 0.3 | unrelated empty at 0.3 | probes: lamp, garlic, xxxx (issue 38)")
+    print(
+        f"scorings tried (re-scored from each query's top {CANDIDATES} hybrid candidates; 'now' is the server's): "
+        "recall@10 | evidence kept at 0.3 | unrelated empty at 0.3 | probes: lamp, garlic, xxxx (issue 38)"
+    )
     for name, formula in SCORINGS.items():
         r10, kept = [], []
         for hits, wanted in tries:
@@ -228,26 +260,34 @@ def _with_query(hit: Hit, query: str) -> Hit:
     (`named`), and whether it names the month and year the memory is from (`month`)."""
     months = {(int(m[2]), _MONTHS.index(m[1].lower()) + 1) for m in _MONTH.finditer(query)}
     when = (hit.memory.created_at.year, hit.memory.created_at.month)
-    return replace(hit, parts=hit.parts | {"named": float(speaker_named(hit.memory.content, set(WORD.findall(query)))),
-                                           "month": float(when in months)})
+    return replace(
+        hit,
+        parts=hit.parts
+        | {"named": float(speaker_named(hit.memory.content, set(WORD.findall(query)))), "month": float(when in months)},
+    )
 
 
-def _mix(neighbours: float, words: float = 0.6, speaker: float = SPEAKER,
-         month: float = 0.0) -> Callable[[dict[str, float]], float]:
+def _mix(
+    neighbours: float, words: float = 0.6, speaker: float = SPEAKER, month: float = 0.0
+) -> Callable[[dict[str, float]], float]:
     """words x (own words + `neighbours` x what the neighbours' words add) + the rest x closeness, times
     `speaker` when the query names the line's speaker, plus `month` when it names the memory's month."""
+
     def score(p: dict[str, float]) -> float:
         own, every = math.tanh(p.get("own", 0.0)), math.tanh(p.get("coverage", 0.0))
         mixed = words * (own + neighbours * (every - own)) + (1 - words) * p.get("closeness", 0.0)
         return min(mixed * (speaker if p.get("named") else 1.0) + month * p.get("month", 0.0), 1.0)
+
     return score
 
 
 def _capped(cap: float, words: float = 0.6) -> Callable[[dict[str, float]], float]:
     """What the neighbours' words add counts up to `cap`: a memory found by them alone stays under 0.3."""
+
     def score(p: dict[str, float]) -> float:
         own, every = math.tanh(p.get("own", 0.0)), math.tanh(p.get("coverage", 0.0))
         return words * (own + min(cap, every - own)) + (1 - words) * p.get("closeness", 0.0)
+
     return score
 
 
@@ -255,17 +295,20 @@ def _leaning(lean: float, words: float = 0.6, speaker: float = 1.0) -> Callable[
     """What the neighbours' words add counts in full only for a memory close to the query in meaning:
     (1 - lean) of it at closeness 0, all of it from closeness `lean` up; times `speaker` when the query names
     the line's speaker."""
+
     def score(p: dict[str, float]) -> float:
         own, every = math.tanh(p.get("own", 0.0)), math.tanh(p.get("coverage", 0.0))
         share = min(1.0, (1 - lean) + p.get("closeness", 0.0))
         mixed = words * (own + share * (every - own)) + (1 - words) * p.get("closeness", 0.0)
         return min(mixed * (speaker if p.get("named") else 1.0), 1.0)
+
     return score
 
 
 SCORINGS: dict[str, Callable[[dict[str, float]], float]] = {
-    f"now: neighbours' words 0.6 of them at closeness 0, all from 0.4; x{SPEAKER} when it names the speaker":
-        _leaning(0.4, speaker=SPEAKER),
+    f"now: neighbours' words 0.6 of them at closeness 0, all from 0.4; x{SPEAKER} when it names the speaker": _leaning(
+        0.4, speaker=SPEAKER
+    ),
     "issue 38 alone: without the speaker": _leaning(0.4),
     "issue 36 alone: neighbours' words in full, with the speaker": _mix(1.0),
     "before both: 0.6 words in context + 0.4 closeness": _mix(1.0, speaker=1.0),
@@ -290,20 +333,32 @@ SCORINGS: dict[str, Callable[[dict[str, float]], float]] = {
 async def probe(store: MemoryStore) -> list[dict[str, float]]:
     """Issue 38's probes, in a namespace of their own: their hybrid score parts."""
     ns = "probes"
-    for text in ("The brass lantern is in the living room.", "Buy garlic for the pasta sauce.",
-                 "The troll guards the bridge with an axe.", "x" * 10_000, "The mailbox is west of the house."):
+    for text in (
+        "The brass lantern is in the living room.",
+        "Buy garlic for the pasta sauce.",
+        "The troll guards the bridge with an axe.",
+        "x" * 10_000,
+        "The mailbox is west of the house.",
+    ):
         await store.store(text, namespace=ns)
 
     async def parts(query: str, start: str) -> dict[str, float]:
         hits = await store.search(query, limit=10, namespace=ns)
         return next((h.parts for h in hits if h.memory.content.startswith(start)), {})
 
-    return [await parts("where is the lamp", "The brass"), await parts("troll", "Buy garlic"),
-            await parts("troll", "xxx")]
+    return [
+        await parts("where is the lamp", "The brass"),
+        await parts("troll", "Buy garlic"),
+        await parts("troll", "xxx"),
+    ]
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "eval"
-                        / "locomo-dev", help="a folder of LoCoMo conversations (*.json)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "locomo-dev",
+        help="a folder of LoCoMo conversations (*.json)",
+    )
     anyio.run(main, parser.parse_args().data)

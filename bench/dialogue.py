@@ -33,23 +33,28 @@ async def run(rounds: int) -> None:
         async with ScriptedModel(ScriptedDialogue()) as model:
             options = EngineOptions(env={**model.env(), "HOME": str(root / "home"), "CLAUDE_CODE_MAX_RETRIES": "0"})
             started = time.monotonic()
-            report = await Dialogue.create(root / "d", "Attic or cellar?", roles, rounds=rounds, options=options,
-                                           on_event=events.append).run()
+            report = await Dialogue.create(
+                root / "d", "Attic or cellar?", roles, rounds=rounds, options=options, on_event=events.append
+            ).run()
             wall = time.monotonic() - started
         steps = [e for e in events if isinstance(e, StepFinished)]
         tools = collections.Counter(e.line.split()[1].rstrip(":") for e in events if isinstance(e, ToolUsed))
         main = [r for r in model.requests if r.body.get("tools")]
         in_turns = sum(s.seconds for s in steps)
         print(f"{rounds}-round dialogue, 2 agents and a scribe, scripted model ({report.state.value}):")
-        print(f"  turns                 {len(steps):6d}   ({sum(s.step.kind == 'agent' for s in steps)} agent, "
-              f"{sum(s.step.kind == 'summary' for s in steps)} summary, {sum(s.step.kind == 'synthesis' for s in steps)}"
-              " synthesis)")
+        print(
+            f"  turns                 {len(steps):6d}   ({sum(s.step.kind == 'agent' for s in steps)} agent, "
+            f"{sum(s.step.kind == 'summary' for s in steps)} summary, {sum(s.step.kind == 'synthesis' for s in steps)}"
+            " synthesis)"
+        )
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(tools.items()))
         print(f"  tool calls            {sum(tools.values()):6d}   ({kinds})")
         print(f"  model requests        {len(main):6d}   (+{len(model.requests) - len(main)} side calls claude makes)")
         print("  per role              " + "; ".join(f"{r.role} {r.turns} turns {r.tools} tools" for r in report.roles))
-        print(f"  wall time             {wall:8.2f} s   in claude's turns {in_turns:.2f} s; the rest "
-              f"({wall - in_turns:.2f} s) is three claude start-ups and the orchestrator's file work")
+        print(
+            f"  wall time             {wall:8.2f} s   in claude's turns {in_turns:.2f} s; the rest "
+            f"({wall - in_turns:.2f} s) is three claude start-ups and the orchestrator's file work"
+        )
 
 
 def main() -> None:

@@ -47,12 +47,14 @@ def bare_cli(model: ScriptedModel, home: str, turns: int) -> tuple[float, list[b
     command = [find_claude(), "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
     recorded: list[bytes] = []
     t0 = time.perf_counter()
-    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                          env=env, cwd=home) as process:
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=home
+    ) as process:
         assert process.stdin and process.stdout
         for turn in range(turns):
-            process.stdin.write(json.dumps({"type": "user", "message": {"role": "user", "content": f"turn {turn}"}})
-                                .encode() + b"\n")
+            process.stdin.write(
+                json.dumps({"type": "user", "message": {"role": "user", "content": f"turn {turn}"}}).encode() + b"\n"
+            )
             process.stdin.flush()
             for line in process.stdout:
                 recorded.append(line)
@@ -127,12 +129,28 @@ async def walkthrough_in_tools_mode(moves: int, in_process: bool) -> float:
 
     commands = walkthrough_for(GameLibrary(GamesSettings()).find("zork1").md5)[:moves]
     home = tempfile.mkdtemp()
-    servers = {"in_process_servers": {"game": create_server(Settings(data_dir=home))}} if in_process else {
-        "mcp_config": {"mcpServers": {"game": {"command": sys.executable, "args": ["-m", "frobozz", "serve", "game"],
-                                               "env": {"FROBOZZ_DATA_DIR": home}}}}}
+    servers = (
+        {"in_process_servers": {"game": create_server(Settings(data_dir=home))}}
+        if in_process
+        else {
+            "mcp_config": {
+                "mcpServers": {
+                    "game": {
+                        "command": sys.executable,
+                        "args": ["-m", "frobozz", "serve", "game"],
+                        "env": {"FROBOZZ_DATA_DIR": home},
+                    }
+                }
+            }
+        }
+    )
     async with ScriptedModel(tool_handler(commands, "zork1")) as model:
-        options = EngineOptions(env={**model.env(), "HOME": home, "CLAUDE_CODE_MAX_RETRIES": "0"}, cwd=home,
-                                allowed_tools=["mcp__game__new_game", "mcp__game__act"], **servers)
+        options = EngineOptions(
+            env={**model.env(), "HOME": home, "CLAUDE_CODE_MAX_RETRIES": "0"},
+            cwd=home,
+            allowed_tools=["mcp__game__new_game", "mcp__game__act"],
+            **servers,
+        )
         async with Engine(options) as engine:
             await engine.start()
             await engine.wait_for_mcp(["game"])
@@ -155,8 +173,13 @@ async def tool_calls(calls: int, hooked: bool) -> float:
         f.write("a note\n")
 
     def handler(request):
-        done = sum(1 for m in request.messages if m.get("role") == "user" and isinstance(m.get("content"), list)
-                   for b in m["content"] if b.get("type") == "tool_result")
+        done = sum(
+            1
+            for m in request.messages
+            if m.get("role") == "user" and isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        )
         return Reply((ToolUse("Read", {"file_path": path}),)) if done < calls else "done"
 
     async def let_through(event: HookInput) -> None:
@@ -164,8 +187,12 @@ async def tool_calls(calls: int, hooked: bool) -> float:
 
     hooks = {"PreToolUse": [HookMatcher([let_through], "Read")]} if hooked else {}
     async with ScriptedModel(handler) as model:
-        options = EngineOptions(env={**model.env(), "HOME": home, "CLAUDE_CODE_MAX_RETRIES": "0"}, cwd=home,
-                                allowed_tools=["Read"], hooks=hooks)
+        options = EngineOptions(
+            env={**model.env(), "HOME": home, "CLAUDE_CODE_MAX_RETRIES": "0"},
+            cwd=home,
+            allowed_tools=["Read"],
+            hooks=hooks,
+        )
         async with Engine(options) as engine:
             await engine.start()
             t0 = time.perf_counter()
@@ -211,8 +238,10 @@ def main() -> None:
     hooked_calls = anyio.run(tool_calls, args.calls, True)
     print(f"{args.calls} Read tool calls, one turn:")
     print(f"  without a hook                 {1000 * bare_calls:8.1f} ms per call")
-    print(f"  with a PreToolUse hook         {1000 * hooked_calls:8.1f} ms per call   "
-          f"the hook's round trip adds {1000 * (hooked_calls - bare_calls):+.1f} ms")
+    print(
+        f"  with a PreToolUse hook         {1000 * hooked_calls:8.1f} ms per call   "
+        f"the hook's round trip adds {1000 * (hooked_calls - bare_calls):+.1f} ms"
+    )
 
 
 if __name__ == "__main__":

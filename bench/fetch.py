@@ -27,14 +27,20 @@ REF_VENV = Path(tempfile.gettempdir()) / "frobozz-bench-mcp-server-fetch"
 def page(n: int) -> bytes:
     """About 120 kB of HTML shaped like a real article page: navigation, article, table, footer."""
     nav = "".join(f'<li><a href="/section/{i}">Section {i}</a></li>' for i in range(80))
-    paragraphs = "".join(f"<p>Paragraph {i} of article {n}: the adventurer enters the maze of twisty little "
-                         f"passages, all alike, carrying a brass lantern and an elvish sword. " * 3 + "</p>"
-                         for i in range(120))
-    table = "<table>" + "".join(f"<tr><td>Treasure {i}</td><td>{i * 5} points</td></tr>" for i in range(40)) + "</table>"
+    paragraphs = "".join(
+        f"<p>Paragraph {i} of article {n}: the adventurer enters the maze of twisty little "
+        f"passages, all alike, carrying a brass lantern and an elvish sword. " * 3 + "</p>"
+        for i in range(120)
+    )
+    table = (
+        "<table>" + "".join(f"<tr><td>Treasure {i}</td><td>{i * 5} points</td></tr>" for i in range(40)) + "</table>"
+    )
     footer = "".join(f'<a href="/legal/{i}">Legal {i}</a> ' for i in range(60))
-    return (f"<!doctype html><html><head><title>Article {n}</title><script>var x = {'1' * 2000};</script></head>"
-            f"<body><nav><ul>{nav}</ul></nav><main><article><h1>Article {n}</h1>{paragraphs}{table}</article></main>"
-            f"<footer>{footer}</footer></body></html>").encode()
+    return (
+        f"<!doctype html><html><head><title>Article {n}</title><script>var x = {'1' * 2000};</script></head>"
+        f"<body><nav><ul>{nav}</ul></nav><main><article><h1>Article {n}</h1>{paragraphs}{table}</article></main>"
+        f"<footer>{footer}</footer></body></html>"
+    ).encode()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -68,8 +74,12 @@ def reference_python() -> str | None:
         print("installing mcp-server-fetch for comparison …", file=sys.stderr)
         try:
             subprocess.run([sys.executable, "-m", "venv", str(REF_VENV)], check=True)
-            subprocess.run([str(python), "-m", "pip", "install", "-q", "mcp-server-fetch"], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", "mcp-server-fetch"],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         except (subprocess.CalledProcessError, OSError):
             return None
     return str(python)
@@ -111,24 +121,35 @@ def main() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}"
-    env = {"FROBOZZ_FETCH_ALLOW_PRIVATE": "1", "FROBOZZ_FETCH_CACHE": "0", "FROBOZZ_FETCH_MAX_BYTES": str(5 * 2**20),
-           "FROBOZZ_DATA_DIR": tempfile.mkdtemp()}
+    env = {
+        "FROBOZZ_FETCH_ALLOW_PRIVATE": "1",
+        "FROBOZZ_FETCH_CACHE": "0",
+        "FROBOZZ_FETCH_MAX_BYTES": str(5 * 2**20),
+        "FROBOZZ_DATA_DIR": tempfile.mkdtemp(),
+    }
     ours = StdioServerParameters(command=sys.executable, args=["-m", "frobozz", "serve", "fetch"], env=env)
     rate, peak, size = anyio.run(measure, ours, base, "frobozz serve fetch", {})
     print(f"{PAGES} article pages of {len(page(0)) // 1024} kB each, served from 127.0.0.1, fetched over stdio")
-    print(f"  frobozz fetch          {rate:7.1f} pages/s   {size:7d} chars/page   peak memory grew by {peak:5.1f} MB "
-          "fetching a 50 MB body with a 5 MB cap")
+    print(
+        f"  frobozz fetch          {rate:7.1f} pages/s   {size:7d} chars/page   peak memory grew by {peak:5.1f} MB "
+        "fetching a 50 MB body with a 5 MB cap"
+    )
     python = reference_python()
     if python is None:
         print("  mcp-server-fetch       (could not be installed here)")
         return
-    reference = StdioServerParameters(command=python, args=["-m", "mcp_server_fetch", "--ignore-robots-txt",
-                                                                     "--allow-private-ips"])
+    reference = StdioServerParameters(
+        command=python, args=["-m", "mcp_server_fetch", "--ignore-robots-txt", "--allow-private-ips"]
+    )
     ref_rate, ref_peak, ref_size = anyio.run(measure, reference, base, "mcp_server_fetch", {})
-    print(f"  mcp-server-fetch       {ref_rate:7.1f} pages/s   {ref_size:7d} chars/page   peak memory grew by "
-          f"{ref_peak:5.1f} MB fetching the same body")
-    print(f"  ratio (frobozz / reference): {rate / ref_rate:.1f}x pages/s; peak memory growth "
-          f"{peak:.1f} MB vs {ref_peak:.1f} MB")
+    print(
+        f"  mcp-server-fetch       {ref_rate:7.1f} pages/s   {ref_size:7d} chars/page   peak memory grew by "
+        f"{ref_peak:5.1f} MB fetching the same body"
+    )
+    print(
+        f"  ratio (frobozz / reference): {rate / ref_rate:.1f}x pages/s; peak memory growth "
+        f"{peak:.1f} MB vs {ref_peak:.1f} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,9 @@ def main() -> None:
     n = len(steps)
     print(f"walkthrough: {n} steps, median of {rounds} rounds")
     print(f"  raw jericho (in process)       {raw_s:8.3f} s   {n / raw_s:9.0f} steps/s")
-    print(f"  game server over stdio (acts)  {act_s:8.3f} s   {n / act_s:9.0f} steps/s   "
-          f"{1000 * act_s / n:.2f} ms/step")
+    print(
+        f"  game server over stdio (acts)  {act_s:8.3f} s   {n / act_s:9.0f} steps/s   {1000 * act_s / n:.2f} ms/step"
+    )
     print(f"  ... with server start + new    {whole_s:8.3f} s")
     print(f"  ratio stdio / raw jericho      {act_s / raw_s:8.1f} x   (target: whole walkthrough < 1 s)")
 

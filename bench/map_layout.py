@@ -25,9 +25,11 @@ async def main() -> None:
                 started = time.perf_counter()
                 layout = grid_layout(explored)
                 took = time.perf_counter() - started
-                print(f"after {n:3} steps: {len(layout.places)} rooms, {len(layout.passages)} passages, "
-                      f"{layout.crossings} crossings, {through_rooms(layout)} lines through a room, "
-                      f"grid {layout.width}x{layout.height}, {took:.2f} s")
+                print(
+                    f"after {n:3} steps: {len(layout.places)} rooms, {len(layout.passages)} passages, "
+                    f"{layout.crossings} crossings, {through_rooms(layout)} lines through a room, "
+                    f"grid {layout.width}x{layout.height}, {took:.2f} s"
+                )
     finally:
         await game.aclose()
 

@@ -93,8 +93,10 @@ async def main(count: int, turns: int) -> None:
     rng = random.Random(11)
     try:
         print(await load(await service.store(), count, rng, namespace="bench"))
-        messages = [f"What did {rng.choice(SUBJECTS)} say when they {rng.choice(VERBS)} {rng.choice(OBJECTS)}?"
-                    for _ in range(turns)]
+        messages = [
+            f"What did {rng.choice(SUBJECTS)} say when they {rng.choice(VERBS)} {rng.choice(OBJECTS)}?"
+            for _ in range(turns)
+        ]
         home = Path(tempfile.mkdtemp(prefix="frobozz-loop-home-"))
         with model_process() as model_env:
             options = EngineOptions(env={**model_env, "HOME": str(home)}, cwd=home, tools=())
@@ -118,7 +120,7 @@ async def main(count: int, turns: int) -> None:
                 before, whole, sidecar_in_recall = [], [], []
                 for text in messages:
                     with anyio.fail_after(120):  # the last turn's suggestions are in, and a person reads the
-                        await loop.settled()     # reply: the sidecars are idle and warm, as between messages
+                        await loop.settled()  # reply: the sidecars are idle and warm, as between messages
                     await anyio.sleep(THINK)
                     seen = len(asked)
                     sending, answering = await turn(partial(loop.send, text), loop.events)
@@ -136,16 +138,24 @@ async def main(count: int, turns: int) -> None:
     own = [b - s for b, s in zip(before[1:], sidecar_in_recall[1:], strict=True)]  # the first carries orientation
     print(f"{turns} turns, {count} memories in cortex, claude on the scripted model (a process of its own)")
     print(f"bare turn through the engine     : p50 {pct(bare, 50):7.1f} ms, p95 {pct(bare, 95):7.1f} ms")
-    print(f"turn with the loop (sent→result) : p50 {pct(whole, 50):7.1f} ms, p95 {pct(whole, 95):7.1f} ms "
-          "(archive and suggest run beside it)")
+    print(
+        f"turn with the loop (sent→result) : p50 {pct(whole, 50):7.1f} ms, p95 {pct(whole, 95):7.1f} ms "
+        "(archive and suggest run beside it)"
+    )
     print(f"before the turn, first (orientation, recall, the user's words archived): {before[0]:.1f} ms")
-    print(f"before the turn, later (recall with the sidecar, nudge, archive): p50 {pct(before[1:], 50):7.1f} ms, "
-          f"p95 {pct(before[1:], 95):7.1f} ms")
+    print(
+        f"before the turn, later (recall with the sidecar, nudge, archive): p50 {pct(before[1:], 50):7.1f} ms, "
+        f"p95 {pct(before[1:], 95):7.1f} ms"
+    )
     print(f"  the sidecar's own time (reported apart)    : p50 {pct(sidecar_in_recall[1:], 50):7.1f} ms")
-    print(f"  the loop's own time, sidecar excluded      : p50 {pct(own, 50):7.1f} ms, p95 {pct(own, 95):7.1f} ms "
-          f"({pct(own, 50) / TARGET_MS:.2f}x the target: p50 < {TARGET_MS} ms)")
-    print(f"after the turn: {archived} archive entries written by the observer, suggestions in the background; "
-          f"time between turns added: {pct(whole, 50) - pct(bare, 50):+.1f} ms p50 against bare")
+    print(
+        f"  the loop's own time, sidecar excluded      : p50 {pct(own, 50):7.1f} ms, p95 {pct(own, 95):7.1f} ms "
+        f"({pct(own, 50) / TARGET_MS:.2f}x the target: p50 < {TARGET_MS} ms)"
+    )
+    print(
+        f"after the turn: {archived} archive entries written by the observer, suggestions in the background; "
+        f"time between turns added: {pct(whole, 50) - pct(bare, 50):+.1f} ms p50 against bare"
+    )
 
 
 if __name__ == "__main__":

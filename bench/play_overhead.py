@@ -32,22 +32,51 @@ from frobozz.runner._prompts import status_header
 
 TARGET_MS, TARGET_MEMORY_MS = 10, 30
 GAMES = ["enchanter", "planetfall", "hitchhiker", "spellbreaker", "deadline", "wishbringer", "trinity", "lurking"]
-ROOMS = ["the Library", "the Engine Room", "a Dusty Corridor", "the Observatory", "the Cellar", "the Kitchen",
-         "the Tower Top", "a Marsh", "the Hall of Mirrors", "the Crypt", "the Bridge", "the Galley"]
+ROOMS = [
+    "the Library",
+    "the Engine Room",
+    "a Dusty Corridor",
+    "the Observatory",
+    "the Cellar",
+    "the Kitchen",
+    "the Tower Top",
+    "a Marsh",
+    "the Hall of Mirrors",
+    "the Crypt",
+    "the Bridge",
+    "the Galley",
+]
 THINGS = ["brass key", "scroll", "lantern", "rope", "gold coin", "dusty book", "lever", "crystal", "wand", "map"]
-ACTS = ["is found under the rug in", "opens the door of", "must be carried before entering", "is guarded in",
-        "is the way out of", "breaks if dropped in", "glows near the exit of"]
+ACTS = [
+    "is found under the rug in",
+    "opens the door of",
+    "must be carried before entering",
+    "is guarded in",
+    "is the way out of",
+    "breaks if dropped in",
+    "glows near the exit of",
+]
 
 
 def bare_cli(commands: list[str], home: str) -> float:
     """The bare CLI answering the same number of game-shaped messages from the same scripted model."""
     with ScriptedModel(text_handler(commands)) as model:
         env = {**os.environ, **model.env(), "HOME": home}
-        command = [find_claude(), "-p", "--input-format", "stream-json", "--output-format", "stream-json",
-                   "--verbose", "--tools", ""]
+        command = [
+            find_claude(),
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--tools",
+            "",
+        ]
         t0 = time.perf_counter()
-        with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              env=env, cwd=home) as process:
+        with subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=home
+        ) as process:
             assert process.stdin and process.stdout
             for n in range(len(commands)):
                 header = status_header("Zork I", Turn(n, None, "", 0, n, "Somewhere"), 350, n, None)
@@ -70,9 +99,16 @@ async def other_games(count: int) -> str:
         bulk = BulkStore(await service.store())
         t0 = time.perf_counter()
         for start in range(0, count, 500):
-            await bulk.import_batch([{"namespace": rng.choice(GAMES), "content": (
-                f"The {rng.choice(THINGS)} {rng.choice(ACTS)} {rng.choice(ROOMS)} (note {n}).")}
-                for n in range(start, min(count, start + 500))], None)
+            await bulk.import_batch(
+                [
+                    {
+                        "namespace": rng.choice(GAMES),
+                        "content": (f"The {rng.choice(THINGS)} {rng.choice(ACTS)} {rng.choice(ROOMS)} (note {n})."),
+                    }
+                    for n in range(start, min(count, start + 500))
+                ],
+                None,
+            )
         return f"stored {count} memories of other games in {time.perf_counter() - t0:.0f} s"
     finally:
         await service.aclose()
@@ -106,8 +142,11 @@ async def game_acts(commands: list[str], recall: bool) -> list[float]:
 async def runner(settings: RunnerSettings, memory: str | None) -> tuple[float, list[float], int]:
     contexts = []
     t0 = time.perf_counter()
-    result = await play(RunConfig(game="zork1", player="walkthrough", memory=memory), settings,
-                        on_turn=lambda context, record: contexts.append(context) if not contexts else None)
+    result = await play(
+        RunConfig(game="zork1", player="walkthrough", memory=memory),
+        settings,
+        on_turn=lambda context, record: contexts.append(context) if not contexts else None,
+    )
     wall = time.perf_counter() - t0
     assert result.won and result.score == 350, result
     return wall, contexts[0].own_turns, result.turns
@@ -132,28 +171,40 @@ def main() -> None:
             print(anyio.run(other_games, args.others))
         wall, own, turns = anyio.run(runner, settings, None)
         print(f"Zork I walkthrough, {turns} turns, scripted model, text mode")
-        print(f"  runner's own time per turn     {1000 * sum(own) / turns:8.2f} ms   (target < {TARGET_MS} ms)"
-              f"   p50 {ms(own, 50):.2f} ms")
+        print(
+            f"  runner's own time per turn     {1000 * sum(own) / turns:8.2f} ms   (target < {TARGET_MS} ms)"
+            f"   p50 {ms(own, 50):.2f} ms"
+        )
         if args.memory:
             mwall, mown, _ = anyio.run(runner, settings, "")
             added = ms(mown, 50) - ms(own, 50)
-            print(f"  --memory: runner's own time    p50 {ms(mown, 50):8.2f} ms   p95 {ms(mown, 95):.2f} ms   "
-                  f"first message (orientation) {1000 * mown[0]:.1f} ms")
-            print(f"  memory adds per turn, p50      {added:8.2f} ms   ({added / TARGET_MEMORY_MS:.2f}x the "
-                  f"{TARGET_MEMORY_MS} ms target; recall, archive, orientation)")
+            print(
+                f"  --memory: runner's own time    p50 {ms(mown, 50):8.2f} ms   p95 {ms(mown, 95):.2f} ms   "
+                f"first message (orientation) {1000 * mown[0]:.1f} ms"
+            )
+            print(
+                f"  memory adds per turn, p50      {added:8.2f} ms   ({added / TARGET_MEMORY_MS:.2f}x the "
+                f"{TARGET_MEMORY_MS} ms target; recall, archive, orientation)"
+            )
             print(f"  --memory whole run             {mwall:8.2f} s    {1000 * mwall / turns:6.1f} ms/turn")
             plain_acts, recall_acts = anyio.run(game_acts, commands, False), anyio.run(game_acts, commands, True)
             added = ms(recall_acts[1:], 50) - ms(plain_acts[1:], 50)
-            print(f"  tools mode: game server's act  p50 {ms(plain_acts, 50):8.2f} ms without recall, "
-                  f"{ms(recall_acts[1:], 50):.2f} ms with (p95 {ms(recall_acts[1:], 95):.2f}; first act "
-                  f"{1000 * recall_acts[0]:.0f} ms)")
-            print(f"  recall adds per act, p50       {added:8.2f} ms   ({added / TARGET_MEMORY_MS:.2f}x the "
-                  f"{TARGET_MEMORY_MS} ms target)")
+            print(
+                f"  tools mode: game server's act  p50 {ms(plain_acts, 50):8.2f} ms without recall, "
+                f"{ms(recall_acts[1:], 50):.2f} ms with (p95 {ms(recall_acts[1:], 95):.2f}; first act "
+                f"{1000 * recall_acts[0]:.0f} ms)"
+            )
+            print(
+                f"  recall adds per act, p50       {added:8.2f} ms   ({added / TARGET_MEMORY_MS:.2f}x the "
+                f"{TARGET_MEMORY_MS} ms target)"
+            )
         bare = bare_cli(commands, tempfile.mkdtemp())
         print(f"  whole run (runner + claude)    {wall:8.2f} s    {1000 * wall / turns:6.1f} ms/turn")
         print(f"  bare claude CLI, same turns    {bare:8.2f} s    {1000 * bare / turns:6.1f} ms/turn")
-        print(f"  difference per turn            {1000 * (wall - bare) / turns:8.2f} ms   "
-              "(includes start-up, reports and images)")
+        print(
+            f"  difference per turn            {1000 * (wall - bare) / turns:8.2f} ms   "
+            "(includes start-up, reports and images)"
+        )
     finally:
         stop_embedded(MemorySettings(), delete=True)
 

@@ -37,17 +37,22 @@ WARM_MS, COLD_MS = 100, 2000
 def run_hook(event: str, payload: dict, env: dict[str, str], settings: PluginSettings) -> tuple[float, dict]:
     plugin = settings.plugin_dir / "frobozz-memory"
     t = time.perf_counter()
-    done = subprocess.run([sys.executable, "-I", "-S", str(plugin / "hooks" / "frobozz_hook.py"), event,
-                           str(plugin / "frobozz.json")], input=json.dumps(payload).encode(), env=env,
-                          capture_output=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(plugin / "hooks" / "frobozz_hook.py"), event, str(plugin / "frobozz.json")],
+        input=json.dumps(payload).encode(),
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
     ms = 1000 * (time.perf_counter() - t)
     return ms, json.loads(done.stdout) if done.stdout.strip() else {}
 
 
 def claude_p(prompt: str, env: dict[str, str], cwd: Path) -> float:
     t = time.perf_counter()
-    done = subprocess.run([str(find_claude()), "-p", prompt], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [str(find_claude()), "-p", prompt], env=env, cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     if done.returncode:
         raise SystemExit(f"claude -p failed: {done.stderr[-500:]}")
     return 1000 * (time.perf_counter() - t)
@@ -76,36 +81,51 @@ def main(count: int, warm: int, cold: int, prompts: int) -> None:
     env = {**os.environ, "HOME": str(home), "FROBOZZ_DATA_DIR": str(data), "FROBOZZ_PLUGIN_IDLE": "600"}
     settings = PluginSettings(data_dir=data)
     try:
-        done = subprocess.run([sys.executable, "-m", "frobozz", "plugin", "install"], env=env, cwd=project,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "frobozz", "plugin", "install"],
+            env=env,
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if done.returncode:
             raise SystemExit(f"install failed: {done.stderr}")
-        questions = [f"What did {rng.choice(SUBJECTS)} say when they {rng.choice(VERBS)} {rng.choice(OBJECTS)}?"
-                     for _ in range(max(warm, prompts))]
+        questions = [
+            f"What did {rng.choice(SUBJECTS)} say when they {rng.choice(VERBS)} {rng.choice(OBJECTS)}?"
+            for _ in range(max(warm, prompts))
+        ]
         base = {"cwd": str(project), "transcript_path": ""}
 
         cold_start, cold_prompt = [], []
         for n in range(cold):
             stop_daemon(settings.socket)
-            cold_start.append(run_hook("SessionStart", {**base, "session_id": f"cold-{n}", "source": "startup"},
-                                       env, settings)[0])
+            cold_start.append(
+                run_hook("SessionStart", {**base, "session_id": f"cold-{n}", "source": "startup"}, env, settings)[0]
+            )
             stop_daemon(settings.socket)  # a prompt whose daemon had gone (idle, or killed): it starts it again
-            cold_prompt.append(run_hook("UserPromptSubmit", {**base, "session_id": f"cold-{n}",
-                                                              "prompt": questions[n]}, env, settings)[0])
+            cold_prompt.append(
+                run_hook(
+                    "UserPromptSubmit", {**base, "session_id": f"cold-{n}", "prompt": questions[n]}, env, settings
+                )[0]
+            )
         run_hook("SessionStart", {**base, "session_id": "warm", "source": "startup"}, env, settings)
         timed: dict[str, list[float]] = {"SessionStart": [], "UserPromptSubmit": [], "Stop": [], "SessionEnd": []}
         recalled = 0
         for n in range(warm):
             sid = f"warm-{n}"
-            timed["SessionStart"].append(run_hook("SessionStart", {**base, "session_id": sid, "source": "startup"},
-                                                  env, settings)[0])
+            timed["SessionStart"].append(
+                run_hook("SessionStart", {**base, "session_id": sid, "source": "startup"}, env, settings)[0]
+            )
             ms, out = run_hook("UserPromptSubmit", {**base, "session_id": sid, "prompt": questions[n]}, env, settings)
             timed["UserPromptSubmit"].append(ms)
             recalled += "recalled-memories" in out.get("hookSpecificOutput", {}).get("additionalContext", "")
-            timed["Stop"].append(run_hook("Stop", {**base, "session_id": sid, "last_assistant_message": "Noted."},
-                                          env, settings)[0])
-            timed["SessionEnd"].append(run_hook("SessionEnd", {**base, "session_id": sid, "reason": "other"},
-                                                env, settings)[0])
+            timed["Stop"].append(
+                run_hook("Stop", {**base, "session_id": sid, "last_assistant_message": "Noted."}, env, settings)[0]
+            )
+            timed["SessionEnd"].append(
+                run_hook("SessionEnd", {**base, "session_id": sid, "reason": "other"}, env, settings)[0]
+            )
         t = time.perf_counter()
         subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], check=True)
         python_ms = 1000 * (time.perf_counter() - t)
@@ -119,19 +139,37 @@ def main(count: int, warm: int, cold: int, prompts: int) -> None:
         stop_embedded(memory, delete=True)
         shutil.rmtree(scratch, ignore_errors=True)
 
-    print(f"{count} memories in the project's namespace; each hook run as claude runs it (a bare `python -I -S` "
-          f"starts in {python_ms:.0f} ms here); noisy: a shared 2-core machine")
+    print(
+        f"{count} memories in the project's namespace; each hook run as claude runs it (a bare `python -I -S` "
+        f"starts in {python_ms:.0f} ms here); noisy: a shared 2-core machine"
+    )
     print(line("cold SessionStart (daemon started)", cold_start))
-    print(line("cold UserPromptSubmit", cold_prompt, f"  target < {COLD_MS} ms: "
-               f"{'met' if pct(cold_prompt, 50) < COLD_MS else 'NOT met'}"))
+    print(
+        line(
+            "cold UserPromptSubmit",
+            cold_prompt,
+            f"  target < {COLD_MS} ms: {'met' if pct(cold_prompt, 50) < COLD_MS else 'NOT met'}",
+        )
+    )
     for event, values in timed.items():
-        extra = (f"  target < {WARM_MS} ms: {'met' if pct(values, 50) < WARM_MS else 'NOT met'}; "
-                 f"{recalled}/{warm} with recalled memories") if event == "UserPromptSubmit" else ""
+        extra = (
+            (
+                f"  target < {WARM_MS} ms: {'met' if pct(values, 50) < WARM_MS else 'NOT met'}; "
+                f"{recalled}/{warm} with recalled memories"
+            )
+            if event == "UserPromptSubmit"
+            else ""
+        )
         print(line(f"warm {event}", values, extra))
     added = pct(with_plugin, 50) - pct(without, 50)
     print(line("claude -p without the plugin", without))
-    print(line("claude -p with the plugin (warm)", with_plugin,
-               f"  added p50 {added:+.0f} ms, ratio {pct(with_plugin, 50) / pct(without, 50):.2f}x"))
+    print(
+        line(
+            "claude -p with the plugin (warm)",
+            with_plugin,
+            f"  added p50 {added:+.0f} ms, ratio {pct(with_plugin, 50) / pct(without, 50):.2f}x",
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,9 @@ def main(prompts: int) -> None:
                 claude_p("Warm up, please.", {**env, **model}, project)
             for n in range(prompts):
                 for name, env in setups.items():
-                    timed[name].append(claude_p(f"Question {n}: what did we note about the build?", {**env, **model},
-                                                project))
+                    timed[name].append(
+                        claude_p(f"Question {n}: what did we note about the build?", {**env, **model}, project)
+                    )
     finally:
         for settings in plugins:
             stop_daemon(settings.socket)
@@ -71,12 +72,26 @@ def main(prompts: int) -> None:
     none, before, after = (pct(timed[k], 50) for k in ("none", "per-claude", "shared"))
     print(f"claude -p, {prompts} prompts each, the daemon warm; noisy: a shared 2-core machine")
     print(line("without the plugin", timed["none"]))
-    print(line("plugin, servers per claude (before)", timed["per-claude"],
-               f"  added p50 {before - none:+.0f} ms, ratio {before / none:.2f}x"))
-    print(line("plugin, servers in the daemon (after)", timed["shared"],
-               f"  added p50 {after - none:+.0f} ms, ratio {after / none:.2f}x"))
-    print(f"after / before (whole claude -p, p50): {after / before:.2f}x; what the plugin adds, after / before: "
-          f"{(after - none) / (before - none):.2f}x" if before > none else "")
+    print(
+        line(
+            "plugin, servers per claude (before)",
+            timed["per-claude"],
+            f"  added p50 {before - none:+.0f} ms, ratio {before / none:.2f}x",
+        )
+    )
+    print(
+        line(
+            "plugin, servers in the daemon (after)",
+            timed["shared"],
+            f"  added p50 {after - none:+.0f} ms, ratio {after / none:.2f}x",
+        )
+    )
+    print(
+        f"after / before (whole claude -p, p50): {after / before:.2f}x; what the plugin adds, after / before: "
+        f"{(after - none) / (before - none):.2f}x"
+        if before > none
+        else ""
+    )
 
 
 if __name__ == "__main__":

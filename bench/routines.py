@@ -66,8 +66,13 @@ async def bench(args: argparse.Namespace, scratch: Path) -> None:
 
     try:
         async with ScriptedModel(answer) as model:
-            os.environ.update(model.env(), FROBOZZ_DATABASE_URL=server.get_uri(), CLAUDE_CODE_MAX_RETRIES="0",
-                              FROBOZZ_DATA_DIR=str(scratch / "data"), HOME=str(scratch / "home"))
+            os.environ.update(
+                model.env(),
+                FROBOZZ_DATABASE_URL=server.get_uri(),
+                CLAUDE_CODE_MAX_RETRIES="0",
+                FROBOZZ_DATA_DIR=str(scratch / "data"),
+                HOME=str(scratch / "home"),
+            )
             (scratch / "home").mkdir()
             settings = MemorySettings()
             store, ledger = await RoutineStore.open(settings), await RunLedger.open(settings, size=12)
@@ -76,8 +81,15 @@ async def bench(args: argparse.Namespace, scratch: Path) -> None:
                 user, password = imap.add_user()
                 os.environ["FROBOZZ_IMAP_PASSWORD"] = password
                 name = f"mail-{'idle' if idle else 'poll'}"
-                await store.add(routine(name=name, kind="inbox", url=imap.url(user), prompt="Triage this mail.",
-                                        poll=60 if idle else args.poll))
+                await store.add(
+                    routine(
+                        name=name,
+                        kind="inbox",
+                        url=imap.url(user),
+                        prompt="Triage this mail.",
+                        poll=60 if idle else args.poll,
+                    )
+                )
                 worker = RoutineWorker(store, ledger, RoutineSettings(routine_idle=idle, routine_tick=0.2))
                 delays: list[float] = []
                 starts: list[float] = []
@@ -87,8 +99,9 @@ async def bench(args: argparse.Namespace, scratch: Path) -> None:
                     for n in range(args.mails + 1):  # the first warms claude and the embedding model up
                         subject = f"{name}-{n}"
                         sent = time.time()
-                        await anyio.to_thread.run_sync(imap.append, user, password,
-                                                       f"Subject: {subject}\r\n\r\nhello\r\n".encode())
+                        await anyio.to_thread.run_sync(
+                            imap.append, user, password, f"Subject: {subject}\r\n\r\nhello\r\n".encode()
+                        )
                         with anyio.fail_after(600):
                             while not (await store.firings(name)) or (await store.open_firings(name)):
                                 await anyio.sleep(0.05)
@@ -113,8 +126,9 @@ async def bench(args: argparse.Namespace, scratch: Path) -> None:
                 await store.set_paused("tick", True)
                 worker.stop()
             await worker.memory.aclose()
-            fired = sorted((f for f in await store.firings("tick", limit=1000) if f["state"] == "done"),
-                           key=lambda f: f["due"])[1:]
+            fired = sorted(
+                (f for f in await store.firings("tick", limit=1000) if f["state"] == "done"), key=lambda f: f["due"]
+            )[1:]
             ticks = sorted(v for k, v in first_request.items() if k.startswith("tick@"))
             due_to_request = []
             for firing in fired:
@@ -124,16 +138,19 @@ async def bench(args: argparse.Namespace, scratch: Path) -> None:
                     due_to_request.append(after[0] - due)
             rows = await store.pool.fetch(
                 "SELECT routine, extract(epoch FROM started - GREATEST(due, created)) AS wait FROM routine_firings "
-                "WHERE state = 'done' AND attempts = 1")
+                "WHERE state = 'done' AND attempts = 1"
+            )
             queue = [float(r["wait"]) for r in rows]
             await store.aclose()
             await ledger.aclose()
     finally:
         imap.stop()
         server.cleanup()
-    print(f"routines: {args.mails} mails each way ({args.gap:g} s apart), "
-          f"{len(due_to_request)} schedule firings (every {args.every:g} s), {os.cpu_count()} CPUs, "
-          f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; figures on a shared machine are noisy")
+    print(
+        f"routines: {args.mails} mails each way ({args.gap:g} s apart), "
+        f"{len(due_to_request)} schedule firings (every {args.every:g} s), {os.cpu_count()} CPUs, "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; figures on a shared machine are noisy"
+    )
     print(line("mail APPEND -> first model request (IDLE)", results["mail-idle"], 1.0))
     print(line(f"mail APPEND -> first model request (poll {args.poll:g} s)", results["mail-poll"], args.poll + 1))
     print(line("mail APPEND -> firing start (IDLE)", results["mail-idle-start"]))
@@ -141,9 +158,11 @@ async def bench(args: argparse.Namespace, scratch: Path) -> None:
     print(line("schedule due time -> first model request", due_to_request, 1.0))
     print(line("queue: due/enqueue -> firing start (database)", queue))
     base = statistics.median(queue)
-    print(f"ratios to the queue's own p50: IDLE {statistics.median(results['mail-idle']) / base:.1f}x, "
-          f"poll {statistics.median(results['mail-poll']) / base:.1f}x, "
-          f"schedule {statistics.median(due_to_request) / base:.1f}x")
+    print(
+        f"ratios to the queue's own p50: IDLE {statistics.median(results['mail-idle']) / base:.1f}x, "
+        f"poll {statistics.median(results['mail-poll']) / base:.1f}x, "
+        f"schedule {statistics.median(due_to_request) / base:.1f}x"
+    )
 
 
 def main() -> None:
@@ -152,9 +171,15 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=5)
     parser.add_argument("--every", type=float, default=30, help="The schedule's interval (a firing takes seconds).")
     parser.add_argument("--poll", type=float, default=2)
-    parser.add_argument("--gap", type=float, default=8, help=(
-        "Seconds between one mail's firing ending and the next mail (0: a burst, each mail coming while the claude "
-        "the last firing took is still being replaced)."))
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=8,
+        help=(
+            "Seconds between one mail's firing ending and the next mail (0: a burst, each mail coming while the claude "
+            "the last firing took is still being replaced)."
+        ),
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         os.chmod(scratch, 0o755)

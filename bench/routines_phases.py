@@ -3,6 +3,7 @@
 the time goes, per mail, and the medians of each step's gap. It wraps the parts' functions from outside
 (nothing in them changes). Run: .venv/bin/python bench/routines_phases.py --mails 4 --ticks 1 --every 20
 """
+
 import atexit
 import functools
 import statistics
@@ -23,41 +24,67 @@ from frobozz.routines import _worker
 from tests import imapserver
 
 EV = []
-def ev(name): EV.append((time.time(), name))
+
+
+def ev(name):
+    EV.append((time.time(), name))
+
 
 orig_append = imapserver.ImapServer.append
+
+
 def append(self, *a):
-    ev("append"); r = orig_append(self, *a); ev("append done"); return r
+    ev("append")
+    r = orig_append(self, *a)
+    ev("append done")
+    return r
+
+
 imapserver.ImapServer.append = append
 
 orig_init = api.ScriptedModel.__init__
+
+
 def init(self, handler, **kw):
     def h(req):
         texts = [b.get("text", "") for b in req.last_user_blocks() if b.get("type") == "text"]
         t = texts[-1] if texts else ""
         ev("REQUEST " + ("side " if t.startswith(bench_mod.SIDE) else "") + t[:30].replace("\n", " "))
         return handler(req)
+
     orig_init(self, h, **kw)
+
+
 api.ScriptedModel.__init__ = init
+
 
 def wrap_async(owner, attr, name, cond=None):
     f = getattr(owner, attr)
+
     @functools.wraps(f)
     async def w(*a, **k):
         on = cond is None or cond(*a, **k)
-        if on: ev(name + " start")
+        if on:
+            ev(name + " start")
         try:
             return await f(*a, **k)
         finally:
-            if on: ev(name + " end")
+            if on:
+                ev(name + " end")
+
     setattr(owner, attr, w)
 
+
 orig_push = aioimaplib.IMAP4.wait_server_push
+
+
 async def push(self, *a, **k):
     r = await orig_push(self, *a, **k)
     if any(b"EXISTS" in bytes(p) for p in (r if isinstance(r, list) else [r]) if isinstance(p, (bytes, bytearray))):
         ev("IDLE EXISTS")
     return r
+
+
 aioimaplib.IMAP4.wait_server_push = push
 wrap_async(_worker.RoutineWorker, "look", "look", lambda self, row, *a: row["spec"].kind == "inbox")
 wrap_async(_inbox.Inbox, "poll", "inbox.poll")
@@ -71,18 +98,20 @@ wrap_async(_recall.Recall, "__call__", "recall")
 wrap_async(_session.MemorySession, "message", "message")
 wrap_async(_session.MemorySession, "send", "send")
 
-STEPS = [("append done", "IDLE EXISTS", "dovecot: APPEND done -> IDLE's EXISTS"),
-         ("IDLE EXISTS", "inbox.poll end", "EXISTS -> the look's poll done"),
-         ("inbox.poll start", "inbox.poll end", "the poll itself"),
-         ("inbox.poll end", "enqueue end", "enqueue"),
-         ("enqueue end", "fire start", "queue -> firing start"),
-         ("fire start", "session enter end", "firing start -> session entered"),
-         ("session enter end", "orientation start", "session entered -> orientation starts"),
-         ("orientation start", "orientation end", "orientation"),
-         ("recall start", "recall end", "recall"),
-         ("recall end", "send end", "archive + send"),
-         ("send end", "REQUEST Triage", "claude: send -> first request"),
-         ("append done", "REQUEST Triage", "APPEND done -> first request")]
+STEPS = [
+    ("append done", "IDLE EXISTS", "dovecot: APPEND done -> IDLE's EXISTS"),
+    ("IDLE EXISTS", "inbox.poll end", "EXISTS -> the look's poll done"),
+    ("inbox.poll start", "inbox.poll end", "the poll itself"),
+    ("inbox.poll end", "enqueue end", "enqueue"),
+    ("enqueue end", "fire start", "queue -> firing start"),
+    ("fire start", "session enter end", "firing start -> session entered"),
+    ("session enter end", "orientation start", "session entered -> orientation starts"),
+    ("orientation start", "orientation end", "orientation"),
+    ("recall start", "recall end", "recall"),
+    ("recall end", "send end", "archive + send"),
+    ("send end", "REQUEST Triage", "claude: send -> first request"),
+    ("append done", "REQUEST Triage", "APPEND done -> first request"),
+]
 
 
 def report():
@@ -95,7 +124,7 @@ def report():
             first.setdefault(n if not n.startswith("REQUEST Triage") else "REQUEST Triage", t)
         mails.append(first)
     half = len(mails) // 2  # the IDLE routine's mails, then the polling one's; the first of each warms up
-    for which, chosen in (("IDLE", mails[1:half]), ("poll", mails[half + 1:])):
+    for which, chosen in (("IDLE", mails[1:half]), ("poll", mails[half + 1 :])):
         print(which)
         for a, b, name in STEPS:
             gaps = [m[b] - m[a] for m in chosen if a in m and b in m]

@@ -81,10 +81,15 @@ async def main(args: argparse.Namespace) -> None:
         store = await TranscriptStore.open(MemorySettings(database_url=server.get_uri()))
         try:
             async with ScriptedModel(answer) as model:
-                print(f"{args.turns} turns per session, the real claude CLI, a scripted model, Postgres on this machine")
+                print(
+                    f"{args.turns} turns per session, the real claude CLI, a scripted model, Postgres on this machine"
+                )
                 rows = {}
-                for name, more in (("no store", {}), ("batched", {"session_store": store}),
-                                   ("eager", {"session_store": store, "session_store_flush": "eager"})):
+                for name, more in (
+                    ("no store", {}),
+                    ("batched", {"session_store": store}),
+                    ("eager", {"session_store": store, "session_store_flush": "eager"}),
+                ):
                     home = Path(tempfile.mkdtemp(dir=scratch))
                     await turns(model, home, 3, **more)  # warm up
                     Timed.spent = 0.0
@@ -94,21 +99,27 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"{'mode':>10} {'ms/turn (median)':>17} {'added':>9} {'in the read loop':>17}")
                 for name, (median, loop) in rows.items():
                     print(f"{name:>10} {1000 * median:>17.1f} {1000 * (median - base):>+8.2f}  {1000 * loop:>13.3f} ms")
-                print(f"target: batched under 1 ms per turn; measured {1000 * (rows['batched'][0] - base):+.2f} ms "
-                      f"end to end (noise of the CLI's own turn is larger), {1000 * rows['batched'][1]:.3f} ms "
-                      f"on the event stream")
+                print(
+                    f"target: batched under 1 ms per turn; measured {1000 * (rows['batched'][0] - base):+.2f} ms "
+                    f"end to end (noise of the CLI's own turn is larger), {1000 * rows['batched'][1]:.3f} ms "
+                    f"on the event stream"
+                )
 
                 origin = Path(tempfile.mkdtemp(dir=scratch))
                 t0 = time.perf_counter()
                 _, session = await turns(model, origin, args.long, session_store=store)
-                print(f"\na session of {args.long} turns mirrored in {time.perf_counter() - t0:.1f} s "
-                      f"({len(await store.load({'project_key': _key(origin), 'session_id': session}))} entries)")
+                print(
+                    f"\na session of {args.long} turns mirrored in {time.perf_counter() - t0:.1f} s "
+                    f"({len(await store.load({'project_key': _key(origin), 'session_id': session}))} entries)"
+                )
                 local = await resume(model, origin, session)
                 fresh = Path(tempfile.mkdtemp(dir=scratch))
                 remote = await resume(model, fresh, session, session_store=store, session_project=_key(origin))
                 print(f"resume from local disk   {1000 * local:8.0f} ms")
-                print(f"resume from Postgres     {1000 * remote:8.0f} ms   ratio {remote / local:.2f}x of local disk "
-                      f"(target within 2x)")
+                print(
+                    f"resume from Postgres     {1000 * remote:8.0f} ms   ratio {remote / local:.2f}x of local disk "
+                    f"(target within 2x)"
+                )
         finally:
             await store.aclose()
             server.cleanup()

@@ -179,15 +179,23 @@ async def runner(turns: int) -> dict[str, float]:
             wall, own = time.perf_counter(), _own_cpu()
             marks.append((wall, own, _children_cpu(), _postgres_cpu(), record.turn))
 
-    result = await play(RunConfig(game="zork1", player="walkthrough", max_turns=turns), RunnerSettings(),
-                        on_turn=on_turn)
+    result = await play(
+        RunConfig(game="zork1", player="walkthrough", max_turns=turns), RunnerSettings(), on_turn=on_turn
+    )
     first, last = marks[0], marks[-1]
     n = last[-1] - first[-1]
     own = contexts[0].own_turns
     per = [1000 * (b - a) / n for a, b in zip(first[:-1], last[:-1], strict=True)]
-    return {"own_ms": 1000 * statistics.median(own), "own_mean_ms": 1000 * statistics.mean(own), "turn_ms": per[0],
-            "own_cpu_ms": per[1], "children_cpu_ms": per[2], "pg_cpu_ms": per[3],
-            "cpu_ms": per[1] + per[2] + per[3], "turns": result.turns}
+    return {
+        "own_ms": 1000 * statistics.median(own),
+        "own_mean_ms": 1000 * statistics.mean(own),
+        "turn_ms": per[0],
+        "own_cpu_ms": per[1],
+        "children_cpu_ms": per[2],
+        "pg_cpu_ms": per[3],
+        "cpu_ms": per[1] + per[2] + per[3],
+        "turns": result.turns,
+    }
 
 
 def _count_kept(url: str) -> int:
@@ -215,8 +223,16 @@ def span_work(rounds: int = 300) -> float:
     use = ToolUseBlock(id="toolu_1", name="Read", input={"file_path": "/tmp/notes.md"})
     asked = AssistantMessage(session_id="s", message_id="m", model="claude", content=(use,))
     answered = UserMessage(session_id="s", content=(ToolResultBlock(tool_use_id="toolu_1", content="x" * 200),))
-    result = Result(subtype="success", is_error=False, result="ok", session_id="s", num_turns=2, duration_ms=10,
-                    total_cost_usd=0.01, usage={})
+    result = Result(
+        subtype="success",
+        is_error=False,
+        result="ok",
+        session_id="s",
+        num_turns=2,
+        duration_ms=10,
+        total_cost_usd=0.01,
+        usage={},
+    )
     payload = {"model": "claude-x", "max_tokens": 1000, "messages": [{"role": "user", "content": "hi"}]}
     trace = EngineTrace({"frobozz.session.kind": "bench"})
     trace.start()
@@ -282,20 +298,34 @@ def main() -> None:
     import pgserver
 
     postgres = pgserver.get_server(tempfile.mkdtemp(prefix="frobozz-bench-pg-"), cleanup_mode="delete")
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith(("OTEL_", "FROBOZZ_TRACE", "CLAUDE_CODE_ENABLE_TELEMETRY", "FROBOZZ_DATABASE_URL"))}
-    kept = {"OTEL_EXPORTER_OTLP_ENDPOINT": url, "FROBOZZ_DATABASE_URL": postgres.get_uri(),
-            "BENCH_PGDATA": str(postgres.pgdata)}
-    sides = {"off": {}, "on": {**kept, "FROBOZZ_TRACE_CLAUDE": "false"},
-             "on+claude": kept}  # (with claude's own telemetry, the default)
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OTEL_", "FROBOZZ_TRACE", "CLAUDE_CODE_ENABLE_TELEMETRY", "FROBOZZ_DATABASE_URL"))
+    }
+    kept = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": url,
+        "FROBOZZ_DATABASE_URL": postgres.get_uri(),
+        "BENCH_PGDATA": str(postgres.pgdata),
+    }
+    sides = {
+        "off": {},
+        "on": {**kept, "FROBOZZ_TRACE_CLAUDE": "false"},
+        "on+claude": kept,
+    }  # (with claude's own telemetry, the default)
     results: dict[str, list[dict]] = {side: [] for side in sides}
     began = time.monotonic()
     for n in range(args.rounds):
-        for side in list(sides)[::1 if n % 2 == 0 else -1]:
+        for side in list(sides)[:: 1 if n % 2 == 0 else -1]:
             env = {**base, "FROBOZZ_DATA_DIR": tempfile.mkdtemp(prefix="frobozz-bench-"), **sides[side]}
-            done = subprocess.run([sys.executable, __file__, "--child", "off" if side == "off" else "on",
-                                   "--turns", str(args.turns)], env=env, capture_output=True, text=True, timeout=1800,
-                                  check=False)
+            done = subprocess.run(
+                [sys.executable, __file__, "--child", "off" if side == "off" else "on", "--turns", str(args.turns)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=1800,
+                check=False,
+            )
             if done.returncode != 0:
                 sys.exit(f"the {side} run failed:\n{done.stderr[-3000:]}")
             results[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -308,18 +338,22 @@ def main() -> None:
     def values(side: str, key: str) -> list[float]:
         return [r[key] for r in results[side]]
 
-    print(f"Zork I walkthrough, text mode, scripted model: {args.turns} turns x {args.rounds} rounds (off, on, "
-          f"on+claude, the order turned round every other round) in {time.monotonic() - began:.0f} s, load average "
-          f"{os.getloadavg()[0]:.1f} at the end; the receiver took {took['requests']} exports, "
-          f"{took['bytes'] / 1024:.0f} KiB; Postgres kept {kept_rows} spans")
+    print(
+        f"Zork I walkthrough, text mode, scripted model: {args.turns} turns x {args.rounds} rounds (off, on, "
+        f"on+claude, the order turned round every other round) in {time.monotonic() - began:.0f} s, load average "
+        f"{os.getloadavg()[0]:.1f} at the end; the receiver took {took['requests']} exports, "
+        f"{took['bytes'] / 1024:.0f} KiB; Postgres kept {kept_rows} spans"
+    )
     print(f"{'':46}{'off':>9}{'on':>9}{'on/off':>8}{'pairs':>13}{'on+claude':>11}{'/off':>7}{'pairs':>13}")
-    rows = (("runner's own CPU per turn (ms) *", "own_cpu_ms"),
-            ("CPU per turn, Frobozz+claude+game+PG (ms)", "cpu_ms"),
-            ("  of which the Postgres keeping spans (ms)", "pg_cpu_ms"),
-            ("runner's own time per turn, wall, p50 (ms)", "own_ms"),
-            ("runner's own time per turn, wall, mean (ms)", "own_mean_ms"),
-            ("whole turn, runner + claude, wall (ms)", "turn_ms"),
-            ("engine events per second", "events_per_s"))
+    rows = (
+        ("runner's own CPU per turn (ms) *", "own_cpu_ms"),
+        ("CPU per turn, Frobozz+claude+game+PG (ms)", "cpu_ms"),
+        ("  of which the Postgres keeping spans (ms)", "pg_cpu_ms"),
+        ("runner's own time per turn, wall, p50 (ms)", "own_ms"),
+        ("runner's own time per turn, wall, mean (ms)", "own_mean_ms"),
+        ("whole turn, runner + claude, wall (ms)", "turn_ms"),
+        ("engine events per second", "events_per_s"),
+    )
     verdicts = {}
     for label, key in rows:
         off = values("off", key)
@@ -339,15 +373,23 @@ def main() -> None:
         for key, what in (("own_cpu_ms", "the runner's own CPU per turn"), ("cpu_ms", "the whole turn's CPU")):
             middle, low, high, interval = verdicts[(side, key)]
             added = middle - 1
-            shown = ("shown: every pair under it" if high - 1 < TARGET else
-                     "not shown: some pairs over it, within this run's noise" if low - 1 < TARGET else
-                     "over it in every pair")
-            print(f"tracing {side}: {what} {100 * added:+.2f}% (pairs {100 * (low - 1):+.1f}% to "
-                  f"{100 * (high - 1):+.1f}%{f'; bootstrap 90% {interval}' if interval else ''}): target < "
-                  f"{100 * TARGET:.0f}% {'met' if added < TARGET else 'NOT met'} ({shown})")
+            shown = (
+                "shown: every pair under it"
+                if high - 1 < TARGET
+                else "not shown: some pairs over it, within this run's noise"
+                if low - 1 < TARGET
+                else "over it in every pair"
+            )
+            print(
+                f"tracing {side}: {what} {100 * added:+.2f}% (pairs {100 * (low - 1):+.1f}% to "
+                f"{100 * (high - 1):+.1f}%{f'; bootstrap 90% {interval}' if interval else ''}): target < "
+                f"{100 * TARGET:.0f}% {'met' if added < TARGET else 'NOT met'} ({shown})"
+            )
     work = median("on", "span_us") - median("off", "span_us")
-    print(f"the spans' own work per turn (a loop of the engine's span calls, CPU): {work:.0f} us on "
-          f"({median('off', 'span_us'):.1f} us off); * is the verdict's figure (see the docstring)")
+    print(
+        f"the spans' own work per turn (a loop of the engine's span calls, CPU): {work:.0f} us on "
+        f"({median('off', 'span_us'):.1f} us off); * is the verdict's figure (see the docstring)"
+    )
 
 
 if __name__ == "__main__":

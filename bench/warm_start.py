@@ -38,8 +38,9 @@ async def first_delta(options: EngineOptions, spare: WarmSpare | None = None) ->
 async def run(rounds: int) -> None:
     home = tempfile.mkdtemp()
     async with ScriptedModel(lambda _: "West of House. You are standing in an open field.") as model:
-        options = EngineOptions(env={**model.env(), "HOME": home, "CLAUDE_CODE_MAX_RETRIES": "0"}, cwd=home,
-                                include_partial_messages=True)
+        options = EngineOptions(
+            env={**model.env(), "HOME": home, "CLAUDE_CODE_MAX_RETRIES": "0"}, cwd=home, include_partial_messages=True
+        )
         await first_delta(options)  # claude's files in the page cache, for both
         cold = [await first_delta(options) for _ in range(rounds)]
         warm = []
@@ -50,8 +51,10 @@ async def run(rounds: int) -> None:
                 warm.append(await first_delta(options, spare))
             taken = spare.taken
     c, w = statistics.median(cold), statistics.median(warm)
-    print(f"new session to first text delta, median of {rounds}: cold {c * 1000:.0f} ms, warm {w * 1000:.0f} ms "
-          f"(spare taken {taken} of {rounds} times)")
+    print(
+        f"new session to first text delta, median of {rounds}: cold {c * 1000:.0f} ms, warm {w * 1000:.0f} ms "
+        f"(spare taken {taken} of {rounds} times)"
+    )
     print(f"warm / cold = {w / c:.2f} (target < 0.3)")
 
 

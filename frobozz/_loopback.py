@@ -24,7 +24,9 @@ def listener() -> socket.socket:
 class LoopbackServer:
     """`with LoopbackServer(app) as server: server.url` — started on a free port, stopped on exit."""
 
-    def __init__(self, app: Any, *, lifespan: Literal["auto", "on", "off"] = "off", graceful: int | None = None) -> None:
+    def __init__(
+        self, app: Any, *, lifespan: Literal["auto", "on", "off"] = "off", graceful: int | None = None
+    ) -> None:
         """`graceful`: at stop, let open requests finish for up to that many seconds, then run the app's lifespan
         shutdown to its end (None: stop at once, and an app's lifespan is cancelled, not shut down)."""
         self.app = app
@@ -41,8 +43,15 @@ class LoopbackServer:
     def start(self) -> None:
         sock = listener()
         self.port = sock.getsockname()[1]
-        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan=self.lifespan,
-                                                      access_log=False, timeout_graceful_shutdown=self.graceful))
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                self.app,
+                log_level="warning",
+                lifespan=self.lifespan,
+                access_log=False,
+                timeout_graceful_shutdown=self.graceful,
+            )
+        )
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()
         while not self._server.started:

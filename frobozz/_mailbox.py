@@ -22,8 +22,7 @@ class Mailbox:
     def post(self, text: str) -> None:
         """Leave a note for the next game answer."""
         if text.strip():
-            atomic_write(self.folder / f"{time.time_ns():020d}-{os.getpid()}.note",
-                         text[:MAX_NOTE_CHARS].encode())
+            atomic_write(self.folder / f"{time.time_ns():020d}-{os.getpid()}.note", text[:MAX_NOTE_CHARS].encode())
 
     def take(self) -> list[str]:
         """The notes waiting, oldest first, each claimed by this call alone (and gone)."""

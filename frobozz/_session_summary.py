@@ -14,12 +14,18 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-_LAST_WINS = {"customTitle": "custom_title", "aiTitle": "ai_title", "lastPrompt": "last_prompt",
-              "summary": "summary_hint", "gitBranch": "git_branch"}
+_LAST_WINS = {
+    "customTitle": "custom_title",
+    "aiTitle": "ai_title",
+    "lastPrompt": "last_prompt",
+    "summary": "summary_hint",
+    "gitBranch": "git_branch",
+}
 _COMMAND = re.compile(r"<command-name>(.*?)</command-name>")
 _NOT_A_PROMPT = re.compile(  # what claude writes in a user turn that the user did not type
     r"^(?:<local-command-stdout>|<session-start-hook>|<tick>|<goal>|\[Request interrupted by user[^\]]*\]|"
-    r"\s*<ide_opened_file>[\s\S]*</ide_opened_file>\s*$|\s*<ide_selection>[\s\S]*</ide_selection>\s*$)")
+    r"\s*<ide_opened_file>[\s\S]*</ide_opened_file>\s*$|\s*<ide_selection>[\s\S]*</ide_selection>\s*$)"
+)
 PROMPT_CHARS = 200
 
 __all__ = ["PROMPT_CHARS", "fold_summary"]
@@ -41,8 +47,11 @@ def _texts(entry: Mapping[str, Any]) -> list[str]:
         return [content]
     if not isinstance(content, list):
         return []
-    return [b["text"] for b in content
-            if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)]
+    return [
+        b["text"]
+        for b in content
+        if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
 
 
 def _first_prompt(data: dict[str, Any], entry: Mapping[str, Any]) -> None:
@@ -70,8 +79,9 @@ def _first_prompt(data: dict[str, Any], entry: Mapping[str, Any]) -> None:
         return
 
 
-def fold_summary(previous: Mapping[str, Any] | None, key: Mapping[str, Any],
-                 entries: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def fold_summary(
+    previous: Mapping[str, Any] | None, key: Mapping[str, Any], entries: Iterable[Mapping[str, Any]]
+) -> dict[str, Any]:
     """`previous` (or nothing) with `entries` folded in. Only for a main transcript (no subpath); the
     `mtime` is carried over as it was (0 for a new session): the store stamps it."""
     if previous is None:

@@ -13,8 +13,8 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
-from opentelemetry import context as otel_context
 from opentelemetry import baggage, propagate, trace
+from opentelemetry import context as otel_context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 __all__ = ["Span", "SpanKind", "Status", "StatusCode"]  # re-exported for the parts, with the names below
@@ -113,7 +113,9 @@ GAME_COMMAND = "frobozz.game.command"  # the player's command: content, only wit
 GAME_SCORE = "frobozz.game.score"
 GAME_MOVES = "frobozz.game.moves"
 HANDOFF_STEP = "frobozz.handoff.step"  # compact, ask
-HANDOFF_WINDOW = "frobozz.handoff.window"  # the model's context window, in tokens (the step's context is CONTEXT_TOKENS)
+HANDOFF_WINDOW = (
+    "frobozz.handoff.window"  # the model's context window, in tokens (the step's context is CONTEXT_TOKENS)
+)
 HANDOFF_ID = "frobozz.handoff.id"
 HANDOFF_NEXT_STEPS = "frobozz.handoff.next_steps"  # how many
 HANDOFF_MEMORIES = "frobozz.handoff.memories"  # how many
@@ -142,8 +144,9 @@ def recording() -> bool:
     return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
-def inject(carrier: MutableMapping[str, Any] | None = None, span: Span | None = None,
-           session_id: str | None = None) -> dict[str, Any]:
+def inject(
+    carrier: MutableMapping[str, Any] | None = None, span: Span | None = None, session_id: str | None = None
+) -> dict[str, Any]:
     """The current trace context (or `span`'s) as W3C `traceparent`/`tracestate` entries of `carrier`, and
     `session_id` as W3C `baggage` (`session.id`), so a server in another process puts it on its spans."""
     out: dict[str, Any] = dict(carrier or {})
@@ -177,11 +180,22 @@ def record_error(span: Span, error: BaseException | str) -> None:
 
 
 @contextmanager
-def span(name: str, *, attributes: Mapping[str, Any] | None = None, kind: SpanKind = SpanKind.INTERNAL,
-         parent: otel_context.Context | None = None) -> Iterator[Span]:
+def span(
+    name: str,
+    *,
+    attributes: Mapping[str, Any] | None = None,
+    kind: SpanKind = SpanKind.INTERNAL,
+    parent: otel_context.Context | None = None,
+) -> Iterator[Span]:
     """A span made current for the block; an exception escaping it is recorded on it (then raised on)."""
-    with tracer().start_as_current_span(name, context=parent, kind=kind, attributes=dict(attributes or {}),
-                                        record_exception=False, set_status_on_exception=False) as current:
+    with tracer().start_as_current_span(
+        name,
+        context=parent,
+        kind=kind,
+        attributes=dict(attributes or {}),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as current:
         try:
             yield current
         except BaseException as e:
@@ -196,5 +210,5 @@ def cut(text: str, limit: int, *, newest: bool = False) -> str:
     if len(text) <= limit:
         return text
     if newest:
-        return f"[{len(text) - limit} earlier chars] …" + text[len(text) - limit:]
+        return f"[{len(text) - limit} earlier chars] …" + text[len(text) - limit :]
     return text[:limit] + f"… [{len(text) - limit} more chars]"

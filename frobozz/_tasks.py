@@ -57,8 +57,13 @@ async def while_following(request: Callable[[], Awaitable[T]], follow: Callable[
     return outcome[0]
 
 
-async def until_stopped(serve: Callable[[], Awaitable[None]], stopping: anyio.Event,
-                        errors: tuple[type[BaseException], ...], log: logging.Logger, what: str) -> None:
+async def until_stopped(
+    serve: Callable[[], Awaitable[None]],
+    stopping: anyio.Event,
+    errors: tuple[type[BaseException], ...],
+    log: logging.Logger,
+    what: str,
+) -> None:
     """`serve` until it returns or `stopping` is set; when it fails with one of `errors` (a database gone
     away), again after a wait that doubles from half a second to half a minute."""
     delay = 0.5

@@ -119,10 +119,16 @@ async def sessions(memory_service):
 
 def hub_servers(names, frobozz_env: Path, cortex_settings, **env: str) -> dict:
     """The hub's real MCP servers, for claude's --mcp-config, on the test's database and data folder."""
-    base = {"FROBOZZ_DATA_DIR": str(frobozz_env),
-            "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
-    return {"mcpServers": {name: {"command": sys.executable, "args": ["-m", "frobozz", "serve", name],
-                                  "env": {**base, **env}} for name in names}}
+    base = {
+        "FROBOZZ_DATA_DIR": str(frobozz_env),
+        "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
+    }
+    return {
+        "mcpServers": {
+            name: {"command": sys.executable, "args": ["-m", "frobozz", "serve", name], "env": {**base, **env}}
+            for name in names
+        }
+    }
 
 
 def reachable_by_others(path: Path) -> bool:
@@ -172,6 +178,7 @@ def make_options(claude_home: Path) -> Callable[..., EngineOptions]:
     def make(scripted: ScriptedModel, *, env: dict[str, str] | None = None, **options: Any) -> EngineOptions:
         full_env = {**scripted.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0", **(env or {})}
         return EngineOptions(env=full_env, cwd=claude_home, **options)
+
     return make
 
 

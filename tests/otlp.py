@@ -37,7 +37,9 @@ class Receiver:
     delay: float = 0.0  # seconds each export waits before its answer
     status: int = 200
     headers: list[dict[str, str]] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)  # every export's path: /v1/traces, and claude's /v1/metrics, /v1/logs
+    paths: list[str] = field(
+        default_factory=list
+    )  # every export's path: /v1/traces, and claude's /v1/metrics, /v1/logs
     others: list[tuple[str, bytes]] = field(default_factory=list)  # what came to another path than /v1/traces
 
     def log_resources(self) -> list[dict[str, Any]]:
@@ -46,8 +48,11 @@ class Receiver:
 
         with self.lock:
             bodies = [body for path, body in self.others if path == "/v1/logs"]
-        return [{kv.key: _value(kv.value) for kv in rl.resource.attributes}
-                for body in bodies for rl in ExportLogsServiceRequest.FromString(body).resource_logs]
+        return [
+            {kv.key: _value(kv.value) for kv in rl.resource.attributes}
+            for body in bodies
+            for rl in ExportLogsServiceRequest.FromString(body).resource_logs
+        ]
 
     def log_attributes(self) -> list[dict[str, Any]]:
         """The attributes of every log record exported to /v1/logs (claude's events), resource's included."""
@@ -62,6 +67,7 @@ class Receiver:
                 for sl in rl.scope_logs:
                     out += [{**resource, **{kv.key: _value(kv.value) for kv in r.attributes}} for r in sl.log_records]
         return out
+
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def named(self, prefix: str) -> list[dict[str, Any]]:
@@ -77,8 +83,9 @@ class Receiver:
             if predicate(spans):
                 return spans
             if time.monotonic() > deadline:
-                raise AssertionError(f"the receiver has {len(spans)} spans, not what was awaited: "
-                                     f"{sorted({s['name'] for s in spans})}")
+                raise AssertionError(
+                    f"the receiver has {len(spans)} spans, not what was awaited: {sorted({s['name'] for s in spans})}"
+                )
             time.sleep(0.05)
 
 
@@ -119,13 +126,23 @@ def receiver() -> Iterator[Receiver]:
                 resource = {kv.key: _value(kv.value) for kv in rs.resource.attributes}
                 for ss in rs.scope_spans:
                     for s in ss.spans:
-                        got.append({"name": s.name, "trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
-                                    "parent_id": s.parent_span_id.hex() or None, "kind": s.kind,
-                                    "start": s.start_time_unix_nano, "end": s.end_time_unix_nano,
-                                    "attributes": {kv.key: _value(kv.value) for kv in s.attributes},
-                                    "status": s.status.code, "status_message": s.status.message,
-                                    "events": [e.name for e in s.events],
-                                    "links": [link.span_id.hex() for link in s.links], "resource": resource})
+                        got.append(
+                            {
+                                "name": s.name,
+                                "trace_id": s.trace_id.hex(),
+                                "span_id": s.span_id.hex(),
+                                "parent_id": s.parent_span_id.hex() or None,
+                                "kind": s.kind,
+                                "start": s.start_time_unix_nano,
+                                "end": s.end_time_unix_nano,
+                                "attributes": {kv.key: _value(kv.value) for kv in s.attributes},
+                                "status": s.status.code,
+                                "status_message": s.status.message,
+                                "events": [e.name for e in s.events],
+                                "links": [link.span_id.hex() for link in s.links],
+                                "resource": resource,
+                            }
+                        )
             with state.lock:
                 state.spans.extend(got)
             answer = ExportTraceServiceResponse().SerializeToString()

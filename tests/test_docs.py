@@ -48,8 +48,9 @@ def test_the_commands_table_names_every_command_the_cli_has():
 def test_every_frobozz_command_line_in_the_readme_uses_options_the_command_has():
     group = typer.main.get_command(app)
     blocks = re.findall(r"```sh\n(.*?)```", README.replace("\\\n", " "), re.S)
-    lines = [line.split("bin/frobozz ", 1)[1] for block in blocks for line in block.splitlines()
-             if "bin/frobozz " in line]
+    lines = [
+        line.split("bin/frobozz ", 1)[1] for block in blocks for line in block.splitlines() if "bin/frobozz " in line
+    ]
     assert len(lines) > 10
     for line in lines:
         words = line.split("#", 1)[0].replace(";", " ").split()

@@ -15,7 +15,13 @@ ALLOWED = {
     "routines": {"engine", "games", "loop", "memory", "runner"},  # a firing is a memory-loop session recorded as a run
     "servers": {"games", "memory"},
     "runner": {"engine", "games", "loop", "memory"},
-    "web": {"games", "memory", "routines", "runner", "tracing"},  # reads runs, routines, memory and kept spans (public APIs)
+    "web": {
+        "games",
+        "memory",
+        "routines",
+        "runner",
+        "tracing",
+    },  # reads runs, routines, memory and kept spans (public APIs)
     "agent": {"engine", "loop", "memory"},  # never servers or runner: MCP configs are data it hands to claude
     "dialogue": {"engine"},  # orchestrator, skeletons, consensus on the engine: no MCP, no memory
     "plugin": {"engine", "loop", "memory"},  # its hooks' daemon runs the loop; the hook itself imports nothing
@@ -30,7 +36,7 @@ def _imported_parts(path: Path) -> set[str]:
     parts = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.level:
-            base = module[:len(module) - node.level]
+            base = module[: len(module) - node.level]
             target = [*base, *(node.module or "").split(".")] if node.module else list(base)
             names = [target] if node.module or len(target) > 1 else [[*target, a.name] for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -57,8 +63,9 @@ def test_the_servers_stand_alone_and_share_only_their_helpers():
         own = path.relative_to(servers).parts[0]
         text = path.read_text(encoding="utf-8")
         for other in names - {own}:
-            assert f"from ..{other}" not in text and f"frobozz.servers.{other}" not in text, \
+            assert f"from ..{other}" not in text and f"frobozz.servers.{other}" not in text, (
                 f"{path.relative_to(PACKAGE)} imports the {other} server"
+            )
 
 
 def test_nothing_but_the_cli_imports_the_web_view():
@@ -81,7 +88,7 @@ def _imported_modules(path: Path) -> list[tuple[str, ...]]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.level:
-            base = module[:len(module) - node.level]
+            base = module[: len(module) - node.level]
             found.append((*base, *(node.module or "").split(".")) if node.module else tuple(base))
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.append(tuple(node.module.split(".")))
@@ -130,10 +137,10 @@ SAME_NAME_ANOTHER_THING = {
     "create_server": "each MCP server's factory, by the servers' convention",
     "create_app": "each ASGI part's factory (agent, web), by the same convention",
     "install": "games.install (a story file) and plugin.install (the plugin): the CLI's `games install`, "
-               "`plugin install`",
+    "`plugin install`",
     "enqueue": "runner.enqueue (runs) and routines.enqueue (a firing): both put work on the one run queue",
     "Thinking": "engine.Thinking (the option) and engine.scripted.Thinking (a scripted reply's block); the "
-                "scripted model's blocks are used across the tests",
+    "scripted model's blocks are used across the tests",
     "ToolUse": "agent.ToolUse (an agent event) and engine.scripted.ToolUse (a scripted reply's block)",
 }
 
@@ -151,6 +158,9 @@ def test_a_name_two_parts_export_means_one_thing():
         module = importlib.import_module(package)
         for name in getattr(module, "__all__", ()):
             exported.setdefault(name, {}).setdefault(id(getattr(module, name)), []).append(package)
-    twice = {name: sorted(p for ps in found.values() for p in ps) for name, found in exported.items()
-             if len(found) > 1 and name not in SAME_NAME_ANOTHER_THING}
+    twice = {
+        name: sorted(p for ps in found.values() for p in ps)
+        for name, found in exported.items()
+        if len(found) > 1 and name not in SAME_NAME_ANOTHER_THING
+    }
     assert not twice, f"one name, two meanings: {twice}"

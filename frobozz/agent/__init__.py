@@ -9,6 +9,24 @@ from ._workspaces import Workspace, Workspaces
 from .exceptions import AgentError, InputError, QuestionError, SessionNotFoundError, WorkspaceError
 from .settings import AgentSettings
 
-__all__ = ["Agent", "AgentError", "AgentEvent", "AgentSettings", "Done", "Error", "InputError", "Logged", "Question",
-           "QuestionError", "SessionNotFoundError", "Status", "TextDelta", "ToolResult", "ToolUse", "Workspace",
-           "WorkspaceError", "Workspaces", "create_app"]
+__all__ = [
+    "Agent",
+    "AgentError",
+    "AgentEvent",
+    "AgentSettings",
+    "Done",
+    "Error",
+    "InputError",
+    "Logged",
+    "Question",
+    "QuestionError",
+    "SessionNotFoundError",
+    "Status",
+    "TextDelta",
+    "ToolResult",
+    "ToolUse",
+    "Workspace",
+    "WorkspaceError",
+    "Workspaces",
+    "create_app",
+]

@@ -19,21 +19,33 @@ from .exceptions import InputError
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[..., Awaitable[list[Any]]]  # anyio.getaddrinfo's shape
-_METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("100.100.100.200"),
-             ipaddress.ip_address("fd00:ec2::254")}
+_METADATA = {
+    ipaddress.ip_address("169.254.169.254"),
+    ipaddress.ip_address("100.100.100.200"),
+    ipaddress.ip_address("fd00:ec2::254"),
+}
 _SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT: not the internet either
 
 
 def public(ip: Address) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
-    return not (ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_reserved
-                or ip.is_unspecified or ip in _METADATA or ip in _SHARED)
+    return not (
+        ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+        or ip in _METADATA
+        or ip in _SHARED
+    )
 
 
 @dataclass(frozen=True)
 class Pinned:
     """A checked URL and the address its host resolved to: where the request goes."""
+
     url: str
     address: Address
 
@@ -44,8 +56,7 @@ class Pinned:
         return named.copy_with(host=str(self.address)), {"Host": named.netloc.decode("ascii")}, extensions
 
 
-async def pinned(url: Any, *, https_only: bool, loopback: bool,
-                 resolve: Resolver = anyio.getaddrinfo) -> Pinned:
+async def pinned(url: Any, *, https_only: bool, loopback: bool, resolve: Resolver = anyio.getaddrinfo) -> Pinned:
     """`url` when it may be called, with the one address to call it at; else a clear InputError."""
     if not isinstance(url, str) or len(url) > 2000:
         raise InputError("the URL is a string of at most 2000 characters")

@@ -47,17 +47,24 @@ MemoryServers = Callable[[str], Mapping[str, Mapping[str, Any]]]  # a namespace 
 class Agent:
     """The layer an app's backend talks to (see the module): sessions in workspaces, kept in Postgres."""
 
-    def __init__(self, settings: AgentSettings | None = None, *, engine_options: EngineOptions | None = None,
-                 memory: MemorySettings | None = None, memory_servers: MemoryServers | None = None,
-                 accounts: bool | None = None) -> None:
+    def __init__(
+        self,
+        settings: AgentSettings | None = None,
+        *,
+        engine_options: EngineOptions | None = None,
+        memory: MemorySettings | None = None,
+        memory_servers: MemoryServers | None = None,
+        accounts: bool | None = None,
+    ) -> None:
         """`memory_servers`: the MCP servers (cortex) a session with memory on also gets, storing into its
         namespace; without them the loop still orients and recalls, but suggests nothing to store.
         `accounts`: run each claude as its workspace's owner (None: when the service is root, as it must)."""
         self.settings = settings or AgentSettings()
         if self.settings.workspaces is None:
             raise AgentError("the agent service needs a workspaces root (--workspaces ROOT)")
-        self.workspaces = Workspaces(self.settings.workspaces, self.settings.platform_dir,
-                                     first_uid=self.settings.first_uid, accounts=accounts)
+        self.workspaces = Workspaces(
+            self.settings.workspaces, self.settings.platform_dir, first_uid=self.settings.first_uid, accounts=accounts
+        )
         self.engine_options = engine_options or EngineOptions(model=self.settings.claude_model)
         self.memory = memory or MemorySettings()
         self.memory_servers = memory_servers
@@ -125,9 +132,15 @@ class Agent:
             await self.memory_service.aclose()
 
     # -- the API --------------------------------------------------------------------------------------
-    async def create_session(self, workspace: object, history: Sequence[Mapping[str, Any]] | None = None,
-                             attached: Sequence[Mapping[str, Any]] | None = None, *, token: str | None = None,
-                             **options: Any) -> str:
+    async def create_session(
+        self,
+        workspace: object,
+        history: Sequence[Mapping[str, Any]] | None = None,
+        attached: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        token: str | None = None,
+        **options: Any,
+    ) -> str:
         """A new session in `user/name` (made if missing); `history` an app's own conversation to restore,
         `attached` documents the user picked; `token` the name of the scoped token that asked (its webhooks get
         the session's notifications); options: model, allowed_tools, max_turns, max_budget_usd, and
@@ -140,9 +153,16 @@ class Agent:
         space = self.workspaces.resolve(workspace)
         text = preamble(space, history, attached, inline_chars=self.settings.attach_inline_chars)
         assert self.store is not None and self.leases is not None
-        record = await self.store.add(SessionRecord(id=secrets.token_hex(16), workspace=space.spec, owner=space.user,
-                                                    token=token, options={k: v for k, v in options.items() if v is not None},
-                                                    preamble=text))
+        record = await self.store.add(
+            SessionRecord(
+                id=secrets.token_hex(16),
+                workspace=space.spec,
+                owner=space.user,
+                token=token,
+                options={k: v for k, v in options.items() if v is not None},
+                preamble=text,
+            )
+        )
         first = [Logged(seq=1, event=Status(state="idle"))]
         await self.leases.log(record.id, None, first)  # before any instance holds it: no one else can write
         async with self._loading:
@@ -158,8 +178,9 @@ class Agent:
         except MemoryStoreError as e:
             raise InputError(str(e)) from e
 
-    async def send_message(self, session_id: str, text: str, *, workspace: str | None = None
-                           ) -> AsyncIterator[AgentEvent]:
+    async def send_message(
+        self, session_id: str, text: str, *, workspace: str | None = None
+    ) -> AsyncIterator[AgentEvent]:
         """Queue a message, then the events of its turn (from the status that begins it), to its Done."""
         session = await self.session(session_id, workspace=workspace)
         after = session.relay.last_seq
@@ -170,12 +191,21 @@ class Agent:
             begun = begun or (isinstance(event, Status) and event.message_id == message_id)
             if begun:
                 yield event
-                if isinstance(event, (Done, Status)) and event.message_id == message_id and \
-                        (isinstance(event, Done) or event.state == "idle"):
+                if (
+                    isinstance(event, (Done, Status))
+                    and event.message_id == message_id
+                    and (isinstance(event, Done) or event.state == "idle")
+                ):
                     return
 
-    async def post_message(self, session: AgentSession, text: object, *, images: Sequence[Any] | None = None,
-                           files: Sequence[Any] | None = None) -> str:
+    async def post_message(
+        self,
+        session: AgentSession,
+        text: object,
+        *,
+        images: Sequence[Any] | None = None,
+        files: Sequence[Any] | None = None,
+    ) -> str:
         """Queue a message (answered after those before it, on whichever instance runs the session); its id.
         `images` inline ({"media_type", "data": base64}), `files` ids of images uploaded to the session: all
         checked before anything is kept."""
@@ -202,13 +232,17 @@ class Agent:
             await self._claim(session.id)  # here, when no other instance runs it and there is room
         return message_id
 
-    async def add_file(self, session_id: str, media_type: Any, data: bytes, *,
-                       owners: Collection[str] | None = None) -> dict[str, Any]:
+    async def add_file(
+        self, session_id: str, media_type: Any, data: bytes, *, owners: Collection[str] | None = None
+    ) -> dict[str, Any]:
         """An image uploaded for the session's next messages (checked: its type by its bytes, its size)."""
         session = await self.session(session_id, owners=owners)
         media_type = checked(media_type, data)
-        return {"file_id": await self._keep_file(session, media_type, data), "media_type": media_type,
-                "size": len(data)}
+        return {
+            "file_id": await self._keep_file(session, media_type, data),
+            "media_type": media_type,
+            "size": len(data),
+        }
 
     async def _keep_file(self, session: AgentSession, media_type: str, data: bytes) -> str:
         assert self.store is not None
@@ -220,8 +254,15 @@ class Agent:
         assert self.store is not None
         return [block(media_type, data) for media_type, data in await self.store.files(session.id, files)]
 
-    async def answer(self, session_id: str, question_id: str, answers: Mapping[str, Any], *,
-                     workspace: str | None = None, owners: Collection[str] | None = None) -> None:
+    async def answer(
+        self,
+        session_id: str,
+        question_id: str,
+        answers: Mapping[str, Any],
+        *,
+        workspace: str | None = None,
+        owners: Collection[str] | None = None,
+    ) -> None:
         """Answer a question the session asked (on whichever instance): the first answer counts."""
         if not isinstance(answers, Mapping) or not answers:
             raise InputError("answers are an object: each question's text, and the answer chosen")
@@ -229,14 +270,17 @@ class Agent:
         await self._sync(session)
         asked = isinstance(question_id, str) and any(
             logged.event.kind == "question" and getattr(logged.event, "question_id", None) == question_id
-            for logged in session.relay.log)
+            for logged in session.relay.log
+        )
         assert self.leases is not None
         if not asked or not await self.leases.answer(session.id, question_id, dict(answers)):
-            raise QuestionError(f"question {str(question_id)[:64]} is not waiting for an answer (answered, timed "
-                                "out, or never asked)")
+            raise QuestionError(
+                f"question {str(question_id)[:64]} is not waiting for an answer (answered, timed out, or never asked)"
+            )
 
-    async def interrupt(self, session_id: str, *, workspace: str | None = None,
-                        owners: Collection[str] | None = None) -> None:
+    async def interrupt(
+        self, session_id: str, *, workspace: str | None = None, owners: Collection[str] | None = None
+    ) -> None:
         session = await self.session(session_id, workspace=workspace, owners=owners)
         if session.owned:
             await session.interrupt()
@@ -257,8 +301,9 @@ class Agent:
         session.relay.close(Status(state="closed"))
         self._live.pop(session.id, None)
 
-    async def follow(self, session_id: str, after: int = 0, kinds: Collection[str] | None = None, *,
-                     workspace: str | None = None) -> AsyncIterator[Logged]:
+    async def follow(
+        self, session_id: str, after: int = 0, kinds: Collection[str] | None = None, *, workspace: str | None = None
+    ) -> AsyncIterator[Logged]:
         session = await self.session(session_id, workspace=workspace)
         async for logged in session.relay.follow(after, kinds):
             yield logged
@@ -268,8 +313,13 @@ class Agent:
         found = []
         for record in await self.store.list(sorted(owners) if owners is not None else None):
             live = self._live.get(record.id)
-            found.append(live.describe() if live and live.owned else record.describe(
-                str(self.workspaces.root / record.workspace), live.state if live else record.status))
+            found.append(
+                live.describe()
+                if live and live.owned
+                else record.describe(
+                    str(self.workspaces.root / record.workspace), live.state if live else record.status
+                )
+            )
         return found
 
     async def describe(self, session: AgentSession) -> dict[str, Any]:
@@ -286,8 +336,9 @@ class Agent:
         assert self.store is not None
         return await self.store.tool_calls(session_id)
 
-    async def session(self, session_id: str, *, workspace: str | None = None,
-                      owners: Collection[str] | None = None) -> AgentSession:
+    async def session(
+        self, session_id: str, *, workspace: str | None = None, owners: Collection[str] | None = None
+    ) -> AgentSession:
         """The session (loaded from the database: made on another instance, or before a restart); refused
         under another workspace or user."""
         if not isinstance(session_id, str) or not session_id.isalnum() or len(session_id) > 64:
@@ -300,8 +351,9 @@ class Agent:
                 if record is None:
                     raise SessionNotFoundError(f"no session {session_id}")
                 session = self._open(record, await self.store.events(session_id))
-        if (workspace is not None and session.record.workspace != workspace) or \
-                (owners is not None and session.record.owner not in owners):
+        if (workspace is not None and session.record.workspace != workspace) or (
+            owners is not None and session.record.owner not in owners
+        ):
             raise SessionNotFoundError(f"no session {session_id} in that workspace")  # never says whose it is
         return session
 
@@ -320,11 +372,23 @@ class Agent:
 
         relay = Relay(history, persist=persist, on_lost=lambda: self._lost(session))
         space = space or self.workspaces.resolve(record.workspace)
-        session = AgentSession(record, space, relay, workspaces=self.workspaces,
-                               options=self._engine_options(), question_timeout=self.settings.question_timeout,
-                               on_change=self._changed, on_tool_call=self._tool_call, on_message=self._message,
-                               answers=self._answers, on_turn=self._commit, images=self._images,
-                               memory_loop=self._memory_loop, memory_options=self._memory_options, spare=self.spare)
+        session = AgentSession(
+            record,
+            space,
+            relay,
+            workspaces=self.workspaces,
+            options=self._engine_options(),
+            question_timeout=self.settings.question_timeout,
+            on_change=self._changed,
+            on_tool_call=self._tool_call,
+            on_message=self._message,
+            answers=self._answers,
+            on_turn=self._commit,
+            images=self._images,
+            memory_loop=self._memory_loop,
+            memory_options=self._memory_options,
+            spare=self.spare,
+        )
         self._live[record.id] = session
         self._tg.start_soon(relay.keep)
         return session
@@ -337,8 +401,12 @@ class Agent:
             log.warning("session %s: no notification for event %d: %s", record.id, logged.seq, e)
 
     def _engine_options(self) -> EngineOptions:
-        return replace(self.engine_options, session_store=self.transcripts, session_store_flush="batched",
-                       trace_attributes={**self.engine_options.trace_attributes, _spans.SESSION_KIND: "agent"})
+        return replace(
+            self.engine_options,
+            session_store=self.transcripts,
+            session_store_flush="batched",
+            trace_attributes={**self.engine_options.trace_attributes, _spans.SESSION_KIND: "agent"},
+        )
 
     def _memory_options(self, options: EngineOptions, namespace: str) -> tuple[EngineOptions, bool]:
         """The options of a memory session's claude (cortex storing into its namespace, when there is one), and
@@ -353,11 +421,29 @@ class Agent:
         """The memory loop around a session's claude: orientation, recall, the archive, and (when the model can
         store) suggestions. Its sidecar is a bare claude of the same account: no tools, no MCP servers."""
         options, can_store = self._memory_options(options, namespace)
-        sidecar = replace(options, tools=(), mcp_config=None, strict_mcp_config=True, hooks={}, can_use_tool=None,
-                          allowed_tools=(), session_store=None, include_partial_messages=False, max_turns=None,
-                          max_budget_usd=None)
-        return MemorySession(options, self.memory_service, namespace=namespace, client="frobozz agent",
-                             resume=resume, sidecar=sidecar, suggest=can_store, spare=self.spare)
+        sidecar = replace(
+            options,
+            tools=(),
+            mcp_config=None,
+            strict_mcp_config=True,
+            hooks={},
+            can_use_tool=None,
+            allowed_tools=(),
+            session_store=None,
+            include_partial_messages=False,
+            max_turns=None,
+            max_budget_usd=None,
+        )
+        return MemorySession(
+            options,
+            self.memory_service,
+            namespace=namespace,
+            client="frobozz agent",
+            resume=resume,
+            sidecar=sidecar,
+            suggest=can_store,
+            spare=self.spare,
+        )
 
     async def _changed(self, session: AgentSession) -> None:
         assert self.store is not None
@@ -384,8 +470,14 @@ class Agent:
         """A turn's files into the workspace's history (when it is a git repository), one commit at a time."""
         assert self.store is not None
         try:
-            await commit(self.store.pool, session.workspace, user=session.record.owner, session_id=session.id,
-                         first_line=first_line, paths=turn_files(session.workspace, targets))
+            await commit(
+                self.store.pool,
+                session.workspace,
+                user=session.record.owner,
+                session_id=session.id,
+                first_line=first_line,
+                paths=turn_files(session.workspace, targets),
+            )
         except HistoryError as e:
             log.warning("session %s: the turn's files are not committed: %s", session.id, e)
 
@@ -394,8 +486,7 @@ class Agent:
         n = session.tool_base + len(session.tool_log.calls)
         self._tg.start_soon(self.store.add_tool_call, session.id, n, asdict(call))
 
-    async def _answers(self, session: AgentSession, question_id: str,
-                       timeout: float) -> dict[str, Any] | None:  # noqa: ASYNC109 - None when none came: not an error
+    async def _answers(self, session: AgentSession, question_id: str, timeout: float) -> dict[str, Any] | None:  # noqa: ASYNC109 - None when none came: not an error
         """A question's answers, given on whichever instance (None: none came in `timeout` seconds)."""
         assert self.leases is not None
         deadline = anyio.current_time() + timeout
@@ -436,7 +527,7 @@ class Agent:
             if spare is not None and spare.live and self._claudes() + need + spare.live > self.settings.max_live:
                 options = session.launch_options()
                 if options is None or not spare.fits(options):  # not this session's: it goes first, and is gone
-                    await spare.clear()                        # before this session's claude starts
+                    await spare.clear()  # before this session's claude starts
                     continue
             return
 
@@ -454,8 +545,11 @@ class Agent:
             await anyio.sleep(every)
             now = anyio.current_time()
             for session in list(self._live.values()):
-                if session.engine is not None and not session.busy \
-                        and now - session.last_used > self.settings.idle_timeout:
+                if (
+                    session.engine is not None
+                    and not session.busy
+                    and now - session.last_used > self.settings.idle_timeout
+                ):
                     log.info("session %s idle for %.0f s: its claude is released", session.id, now - session.last_used)
                     await self._let_go(session)
 
@@ -513,8 +607,12 @@ class Agent:
             session.claim(token, self._acquire, self._tg)
             if session.state in ("streaming", "waiting"):
                 log.warning("session %s: its turn was cut short on another instance; taken over", session_id)
-                session.relay.publish(Error(message="the instance running this turn stopped; another instance took "
-                                                    "the session over and answers the message again"))
+                session.relay.publish(
+                    Error(
+                        message="the instance running this turn stopped; another instance took "
+                        "the session over and answers the message again"
+                    )
+                )
                 session.relay.publish(Status(state="idle"))
             await self._pump(session)
         except (AgentError, DatabaseError) as e:
@@ -565,8 +663,12 @@ class Agent:
                 held = await self.leases.renew()
                 for session in list(self._live.values()):
                     token = session.relay.token
-                    if session.owned and held.get(session.id) != token and \
-                            await self.leases.holder(session.id) != token and session.relay.token == token:
+                    if (
+                        session.owned
+                        and held.get(session.id) != token
+                        and await self.leases.holder(session.id) != token
+                        and session.relay.token == token
+                    ):
                         self._lost(session)  # (asked again: a lease taken just after the renewal is not lost)
                     elif not session.owned and not session.relay.closed:
                         await self._sync(session)

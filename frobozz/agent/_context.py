@@ -18,8 +18,13 @@ MAX_HISTORY = 500
 MAX_ATTACHED = 50
 
 
-def preamble(workspace: Workspace, history: Sequence[Mapping[str, Any]] | None,
-             attached: Sequence[Mapping[str, Any]] | None, *, inline_chars: int) -> str:
+def preamble(
+    workspace: Workspace,
+    history: Sequence[Mapping[str, Any]] | None,
+    attached: Sequence[Mapping[str, Any]] | None,
+    *,
+    inline_chars: int,
+) -> str:
     parts = []
     if history:
         if not isinstance(history, Sequence) or isinstance(history, str) or len(history) > MAX_HISTORY:
@@ -29,20 +34,23 @@ def preamble(workspace: Workspace, history: Sequence[Mapping[str, Any]] | None,
             role, content = (turn.get("role"), turn.get("content")) if isinstance(turn, Mapping) else (None, None)
             if role not in ("user", "assistant") or not isinstance(content, str):
                 raise InputError("each history message is {role: user|assistant, content: text}")
-            lines.append(f"<message role=\"{role}\">\n{content}\n</message>")
-        parts.append("<conversation-so-far>\nThis conversation began elsewhere; here it is so far. Go on from it."
-                     f"\n{chr(10).join(lines)}\n</conversation-so-far>")
+            lines.append(f'<message role="{role}">\n{content}\n</message>')
+        parts.append(
+            "<conversation-so-far>\nThis conversation began elsewhere; here it is so far. Go on from it."
+            f"\n{chr(10).join(lines)}\n</conversation-so-far>"
+        )
     if attached:
         if not isinstance(attached, Sequence) or isinstance(attached, str) or len(attached) > MAX_ATTACHED:
             raise InputError(f"attached is a list of at most {MAX_ATTACHED} {{name, content}} documents")
         inline, files = [], []
         for document in attached:
-            name, content = (document.get("name"), document.get("content")) if isinstance(document, Mapping) \
-                else (None, None)
+            name, content = (
+                (document.get("name"), document.get("content")) if isinstance(document, Mapping) else (None, None)
+            )
             if not isinstance(name, str) or not name.strip() or not isinstance(content, str):
                 raise InputError("each attached document is {name: text, content: text}")
             if len(content) <= inline_chars:
-                inline.append(f"<document name=\"{name}\">\n{content}\n</document>")
+                inline.append(f'<document name="{name}">\n{content}\n</document>')
             else:
                 safe = _FILE.sub("-", name).strip("-.")[:100] or "document"
                 path = write_inside(workspace, ATTACHED, safe, content)
@@ -50,6 +58,7 @@ def preamble(workspace: Workspace, history: Sequence[Mapping[str, Any]] | None,
         if inline:
             parts.append("<attached-documents>\n" + "\n".join(inline) + "\n</attached-documents>")
         if files:
-            parts.append("The user attached these documents, too large to show here; read them as you need:\n"
-                         + "\n".join(files))
+            parts.append(
+                "The user attached these documents, too large to show here; read them as you need:\n" + "\n".join(files)
+            )
     return "\n\n".join(parts)

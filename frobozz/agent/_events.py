@@ -71,7 +71,9 @@ class Error(AgentEvent):
     message: str
 
 
-KINDS: dict[str, type[AgentEvent]] = {c.kind: c for c in (TextDelta, ToolUse, ToolResult, Question, Status, Done, Error)}
+KINDS: dict[str, type[AgentEvent]] = {
+    c.kind: c for c in (TextDelta, ToolUse, ToolResult, Question, Status, Done, Error)
+}
 
 
 def from_data(kind: str, data: dict[str, Any]) -> AgentEvent:

@@ -31,8 +31,7 @@ def sniffed(data: bytes) -> str | None:
 def checked(media_type: Any, data: bytes) -> str:
     """The image's type, when `data` is one of the kinds allowed, of that type, and not too large."""
     if not isinstance(media_type, str) or media_type.split(";")[0].strip().lower() not in KINDS:
-        raise InputError(f"images are {', '.join(KINDS.values())} ({', '.join(KINDS)}); not "
-                         f"{str(media_type)[:60]!r}")
+        raise InputError(f"images are {', '.join(KINDS.values())} ({', '.join(KINDS)}); not {str(media_type)[:60]!r}")
     media_type = media_type.split(";")[0].strip().lower()
     if not data:
         raise InputError("the image is empty")
@@ -40,8 +39,10 @@ def checked(media_type: Any, data: bytes) -> str:
         raise InputError(f"the image is {len(data)} bytes; at most {MAX_IMAGE_BYTES} ({MAX_IMAGE_BYTES // 2**20} MB)")
     actual = sniffed(data)
     if actual != media_type:
-        raise InputError(f"the file says it is {KINDS[media_type]} but it is "
-                         f"{KINDS[actual] if actual else 'no image this service takes'}")
+        raise InputError(
+            f"the file says it is {KINDS[media_type]} but it is "
+            f"{KINDS[actual] if actual else 'no image this service takes'}"
+        )
     return media_type
 
 
@@ -60,5 +61,7 @@ def inline(item: Any) -> tuple[str, bytes]:
 
 def block(media_type: str, data: bytes) -> dict[str, Any]:
     """The content block the model gets."""
-    return {"type": "image", "source": {"type": "base64", "media_type": media_type,
-                                        "data": base64.b64encode(data).decode("ascii")}}
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": media_type, "data": base64.b64encode(data).decode("ascii")},
+    }

@@ -34,9 +34,18 @@ async def _git(space: Workspace, *args: str) -> str:
     run = as_account(command, *space.account) if space.account is not None else dying_with_parent(command)
     if run is None:
         raise HistoryError("git cannot run as the workspace's owner here (no setpriv)")
-    done = await anyio.run_process(run, cwd=space.path, check=False, env={
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(space.path), "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+    done = await anyio.run_process(
+        run,
+        cwd=space.path,
+        check=False,
+        env={
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(space.path),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+            "LC_ALL": "C",
+        },
+    )
     if done.returncode != 0:
         raise HistoryError(f"git {args[0]} failed: {done.stderr.decode(errors='replace').strip()[:500]}")
     return done.stdout.decode(errors="replace")
@@ -89,8 +98,11 @@ async def dirty(space: Workspace, before: dict[str, State | None] | None = None)
 
     def look() -> dict[str, State | None]:
         now = time.time()
-        return {path: _state(space.path / path, now, (earlier.get(path) or (0, 0, None))[2] is not None)
-                for path in filter(None, paths)}
+        return {
+            path: _state(space.path / path, now, (earlier.get(path) or (0, 0, None))[2] is not None)
+            for path in filter(None, paths)
+        }
+
     return await anyio.to_thread.run_sync(look)
 
 
@@ -125,8 +137,9 @@ def turn_files(space: Workspace, targets: Iterable[str]) -> list[str]:
     return found
 
 
-async def commit(pool: asyncpg.Pool, space: Workspace, *, user: str, session_id: str, first_line: str,
-                 paths: list[str]) -> str | None:
+async def commit(
+    pool: asyncpg.Pool, space: Workspace, *, user: str, session_id: str, first_line: str, paths: list[str]
+) -> str | None:
     """Commit `paths` (those the turn changed) under the workspace's lock; the commit's id, or None when the
     workspace is no repository or nothing changed."""
     if not paths or not is_repository(space):
@@ -138,8 +151,20 @@ async def commit(pool: asyncpg.Pool, space: Workspace, *, user: str, session_id:
             await _git(space, "add", "--all", "--", *paths)
             if not (await _git(space, "diff", "--cached", "--name-only", "--", *paths)).strip():
                 return None
-            await _git(space, "-c", f"user.name={user}", "-c", f"user.email={user}@frobozz.invalid", "commit",
-                       "--quiet", "--no-verify", "-m", f"{subject}\n\nsession: {session_id}", "--", *paths)
+            await _git(
+                space,
+                "-c",
+                f"user.name={user}",
+                "-c",
+                f"user.email={user}@frobozz.invalid",
+                "commit",
+                "--quiet",
+                "--no-verify",
+                "-m",
+                f"{subject}\n\nsession: {session_id}",
+                "--",
+                *paths,
+            )
             return (await _git(space, "rev-parse", "HEAD")).strip()
         finally:
             await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"agent-git:{space.spec}")
@@ -150,8 +175,14 @@ async def changes(space: Workspace, session_id: str) -> list[dict[str, Any]]:
     if not is_repository(space):
         return []
     try:
-        out = await _git(space, "log", "--fixed-strings", f"--grep=session: {session_id}",
-                         f"--format={RECORD}%H{FIELD}%an{FIELD}%aI{FIELD}%s", "--name-only")
+        out = await _git(
+            space,
+            "log",
+            "--fixed-strings",
+            f"--grep=session: {session_id}",
+            f"--format={RECORD}%H{FIELD}%an{FIELD}%aI{FIELD}%s",
+            "--name-only",
+        )
     except HistoryError as e:
         if "does not have any commits" in str(e):
             return []
@@ -160,6 +191,13 @@ async def changes(space: Workspace, session_id: str) -> list[dict[str, Any]]:
     for record in out.split(RECORD)[1:]:
         head, _, files = record.partition("\n")
         commit_id, author, when, subject = head.split(FIELD)
-        found.append({"commit": commit_id, "author": author, "time": when, "message": subject,
-                      "files": [f for f in files.splitlines() if f]})
+        found.append(
+            {
+                "commit": commit_id,
+                "author": author,
+                "time": when,
+                "message": subject,
+                "files": [f for f in files.splitlines() if f],
+            }
+        )
     return found

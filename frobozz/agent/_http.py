@@ -61,22 +61,32 @@ async def _body(request: Request) -> dict[str, Any]:
 def _json(handler: Handler, problem: bool = False) -> Handler:
     """Errors the agent raises on purpose as `{error}` (agentapi's routes: problem+json) with their status; a
     database that is away is a 503 that says so (the pool reconnects on its own once it is back)."""
+
     async def wrapped(request: Request) -> Response:
         try:
             return await handler(request)
         except (AgentError, DatabaseError) as e:
             status = e.status if isinstance(e, AgentError) else 503
             if problem:
-                return JSONResponse({"title": type(e).__name__, "status": status, "detail": str(e)},
-                                    status_code=status, media_type="application/problem+json")
+                return JSONResponse(
+                    {"title": type(e).__name__, "status": status, "detail": str(e)},
+                    status_code=status,
+                    media_type="application/problem+json",
+                )
             return JSONResponse({"error": str(e)}, status_code=status)
+
     return wrapped
 
 
 def _update(n: int, message: dict[str, Any]) -> dict[str, str]:
     """agentapi's message_update event for one message of the conversation."""
-    return {"id": str(n), "event": "message_update", "data": json.dumps(
-        {"id": message["id"], "message": message["content"], "role": message["role"], "time": message["time"]})}
+    return {
+        "id": str(n),
+        "event": "message_update",
+        "data": json.dumps(
+            {"id": message["id"], "message": message["content"], "role": message["role"], "time": message["time"]}
+        ),
+    }
 
 
 def create_app(agent: Agent) -> Starlette:
@@ -96,8 +106,9 @@ def create_app(agent: Agent) -> Starlette:
         namespace = body["memory"].get("namespace") if isinstance(body.get("memory"), dict) else None
         if grant is not None and isinstance(namespace, str) and not grant.may(namespace, write=True):
             raise ForbiddenError(f"this token may not write to the memory namespace {namespace[:100]!r}")
-        session_id = await agent.create_session(workspace, history=body.get("history"), attached=body.get("attached"),
-                                                token=_token(request), **options)
+        session_id = await agent.create_session(
+            workspace, history=body.get("history"), attached=body.get("attached"), token=_token(request), **options
+        )
         live = await agent.session(session_id)
         return JSONResponse({"session_id": session_id, "workspace": str(live.workspace.path)}, status_code=201)
 
@@ -121,8 +132,14 @@ def create_app(agent: Agent) -> Starlette:
         for key in ("images", "files"):
             if body.get(key) is not None and not isinstance(body[key], list):
                 raise InputError(f"{key} is a list")
-        return JSONResponse({"message_id": await agent.post_message(session, body.get("text"), images=body.get("images"),
-                                                                    files=body.get("files"))}, status_code=202)
+        return JSONResponse(
+            {
+                "message_id": await agent.post_message(
+                    session, body.get("text"), images=body.get("images"), files=body.get("files")
+                )
+            },
+            status_code=202,
+        )
 
     async def upload(request: Request) -> Response:
         await session_of(request)  # (a session that is not there, or not this token's: nothing read)
@@ -130,18 +147,30 @@ def create_app(agent: Agent) -> Starlette:
         async for chunk in request.stream():
             data += chunk
             if len(data) > MAX_IMAGE_BYTES:
-                raise TooLargeError(f"the file is larger than {MAX_IMAGE_BYTES} bytes "
-                                    f"({MAX_IMAGE_BYTES // 2**20} MB), the most an image may be")
-        return JSONResponse(await agent.add_file(request.path_params["session_id"],
-                                                 request.headers.get("content-type"), bytes(data),
-                                                 owners=_owners(request)), status_code=201)
+                raise TooLargeError(
+                    f"the file is larger than {MAX_IMAGE_BYTES} bytes "
+                    f"({MAX_IMAGE_BYTES // 2**20} MB), the most an image may be"
+                )
+        return JSONResponse(
+            await agent.add_file(
+                request.path_params["session_id"],
+                request.headers.get("content-type"),
+                bytes(data),
+                owners=_owners(request),
+            ),
+            status_code=201,
+        )
 
     async def answers(request: Request) -> Response:
         body = await _body(request)
         if not isinstance(body.get("answers"), dict) or not body["answers"]:
             raise InputError("answers are an object: each question's text, and the answer chosen")
-        await agent.answer(request.path_params["session_id"], str(body.get("question_id", "")), body["answers"],
-                           owners=_owners(request))
+        await agent.answer(
+            request.path_params["session_id"],
+            str(body.get("question_id", "")),
+            body["answers"],
+            owners=_owners(request),
+        )
         return JSONResponse({"ok": True})
 
     async def events(request: Request) -> Response:
@@ -153,19 +182,24 @@ def create_app(agent: Agent) -> Starlette:
         if request.query_params.get("types"):
             kinds = set(request.query_params["types"].split(","))
             if kinds - set(KINDS):
-                raise InputError(f"unknown event types: {', '.join(sorted(kinds - set(KINDS)))}; "
-                                 f"known: {', '.join(KINDS)}")
+                raise InputError(
+                    f"unknown event types: {', '.join(sorted(kinds - set(KINDS)))}; known: {', '.join(KINDS)}"
+                )
 
         async def stream() -> AsyncIterator[dict[str, Any]]:
             async for logged in session.relay.follow(int(after), kinds):
-                yield {"id": str(logged.seq), "event": logged.event.kind,
-                       "data": json.dumps(logged.event.data(), default=str)}
+                yield {
+                    "id": str(logged.seq),
+                    "event": logged.event.kind,
+                    "data": json.dumps(logged.event.data(), default=str),
+                }
 
         return EventSourceResponse(stream(), ping=15, send_timeout=30)
 
     async def history(request: Request) -> Response:
-        return JSONResponse({"changes": await agent.changes(request.path_params["session_id"],
-                                                             owners=_owners(request))})
+        return JSONResponse(
+            {"changes": await agent.changes(request.path_params["session_id"], owners=_owners(request))}
+        )
 
     async def tools(request: Request) -> Response:
         session = await session_of(request)
@@ -201,8 +235,11 @@ def create_app(agent: Agent) -> Starlette:
                 n += 1
                 yield _update(n, m)
             n += 1
-            yield {"id": str(n), "event": "status_change",
-                   "data": json.dumps({"agent_type": AGENT_TYPE, "status": api_state(session)})}
+            yield {
+                "id": str(n),
+                "event": "status_change",
+                "data": json.dumps({"agent_type": AGENT_TYPE, "status": api_state(session)}),
+            }
             async for logged in session.relay.follow(session.relay.last_seq, {"status"}):
                 assert isinstance(logged.event, Status)
                 if logged.event.state == "idle":
@@ -210,8 +247,13 @@ def create_app(agent: Agent) -> Starlette:
                         n += 1
                         yield _update(n, m)
                 n += 1
-                yield {"id": str(n), "event": "status_change", "data": json.dumps(
-                    {"agent_type": AGENT_TYPE, "status": "stable" if logged.event.state == "idle" else "running"})}
+                yield {
+                    "id": str(n),
+                    "event": "status_change",
+                    "data": json.dumps(
+                        {"agent_type": AGENT_TYPE, "status": "stable" if logged.event.state == "idle" else "running"}
+                    ),
+                }
 
         return EventSourceResponse(stream(), ping=15, send_timeout=30)
 
@@ -250,8 +292,7 @@ def create_app(agent: Agent) -> Starlette:
         """The token a webhook is for: a scoped token registers for itself only; the hub's own token (no scope),
         which acts for every user, for any token."""
         token, mine = body.get("token"), _token(request)
-        if not isinstance(token, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}", token) or \
-                "user" in body:
+        if not isinstance(token, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}", token) or "user" in body:
             raise InputError("token is the name of the token whose sessions it is for (and then no user)")
         if mine is not None and token != mine:
             raise ForbiddenError(f"token {mine!r} may register a webhook for itself only, not for another token")
@@ -261,8 +302,9 @@ def create_app(agent: Agent) -> Starlette:
         assert agent.notifier is not None
         owners = _owners(request)
         if request.method == "GET":
-            return JSONResponse({"webhooks": await agent.notifier.webhooks(sorted(owners) if owners else None,
-                                                                           _token(request))})
+            return JSONResponse(
+                {"webhooks": await agent.notifier.webhooks(sorted(owners) if owners else None, _token(request))}
+            )
         body = await _body(request)
         if "token" in body:
             made = await agent.notifier.add_webhook(None, body.get("url"), token=token_of(request, body))
@@ -310,9 +352,11 @@ def create_app(agent: Agent) -> Starlette:
         Route("/webhooks/{item}/resume", _json(webhook), methods=["POST"]),
     ]
     for prefix in (base, f"{base}/agentapi"):  # an agentapi client's base URL: /sessions/ID/agentapi (all four)
-        routes += [Route(f"{prefix}/message", _json(api_message, problem=True), methods=["POST"]),
-                   Route(f"{prefix}/messages", _json(api_messages, problem=True), methods=["GET"]),
-                   Route(f"{prefix}/status", _json(api_status, problem=True), methods=["GET"])]
+        routes += [
+            Route(f"{prefix}/message", _json(api_message, problem=True), methods=["POST"]),
+            Route(f"{prefix}/messages", _json(api_messages, problem=True), methods=["GET"]),
+            Route(f"{prefix}/status", _json(api_status, problem=True), methods=["GET"]),
+        ]
     routes.append(Route(f"{base}/agentapi/events", _json(api_events, problem=True), methods=["GET"]))
     return Starlette(routes=routes, lifespan=lifespan)
 

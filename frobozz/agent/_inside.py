@@ -39,8 +39,9 @@ def folder(root: Path, parts: tuple[str, ...], owner: tuple[int, int] | None) ->
                 inner = os.open(part, _FOLDER, dir_fd=fd)
             except OSError as e:
                 if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise WorkspaceError(f"{part} in {root} is a link or a file; the service writes only into "
-                                         "folders of the workspace") from None
+                    raise WorkspaceError(
+                        f"{part} in {root} is a link or a file; the service writes only into folders of the workspace"
+                    ) from None
                 raise
             os.close(fd)
             fd = inner
@@ -62,7 +63,7 @@ def write(fd: int, name: str, data: bytes, owner: tuple[int, int] | None) -> Non
 
 
 def kind(fd: int, name: str) -> str | None:
-    """"dir", "file", "link" (or anything else that is not a folder), or None when there is nothing."""
+    """ "dir", "file", "link" (or anything else that is not a folder), or None when there is nothing."""
     try:
         mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
     except FileNotFoundError:

@@ -29,8 +29,13 @@ Note = Callable[[str, str], Awaitable[None]]  # (kind, session id)
 
 def answered(events: Sequence[Logged]) -> list[str]:
     """The messages whose turn these events end (a done, or the idle that ends a turn that failed)."""
-    return [e.event.message_id for e in events if isinstance(e.event, (Done, Status)) and e.event.message_id
-            and (isinstance(e.event, Done) or e.event.state == "idle")]
+    return [
+        e.event.message_id
+        for e in events
+        if isinstance(e.event, (Done, Status))
+        and e.event.message_id
+        and (isinstance(e.event, Done) or e.event.state == "idle")
+    ]
 
 
 class Leases:
@@ -45,42 +50,64 @@ class Leases:
     # -- leases ---------------------------------------------------------------------------------------
     async def acquire(self, session_id: str) -> int | None:
         """A new fencing token for the session when no live lease holds it (None: another instance has it)."""
-        return await self._do("fetchval", """
+        return await self._do(
+            "fetchval",
+            """
             INSERT INTO agent_leases (session_id, instance, token, expires)
             SELECT $1, $2, nextval('agent_lease_tokens'), now() + make_interval(secs => $3)
             WHERE EXISTS (SELECT 1 FROM agent_sessions WHERE id = $1)
             ON CONFLICT (session_id) DO UPDATE SET instance = EXCLUDED.instance, token = EXCLUDED.token,
                                                    expires = EXCLUDED.expires
             WHERE agent_leases.expires < now()
-            RETURNING token""", session_id, self.instance, self.ttl)
+            RETURNING token""",
+            session_id,
+            self.instance,
+            self.ttl,
+        )
 
     async def renew(self) -> dict[str, int]:
         """Every lease this instance still holds, renewed: session -> token."""
-        rows = await self._do("fetch", "UPDATE agent_leases SET expires = now() + make_interval(secs => $2) "
-                                       "WHERE instance = $1 RETURNING session_id, token", self.instance, self.ttl)
+        rows = await self._do(
+            "fetch",
+            "UPDATE agent_leases SET expires = now() + make_interval(secs => $2) "
+            "WHERE instance = $1 RETURNING session_id, token",
+            self.instance,
+            self.ttl,
+        )
         return {r["session_id"]: r["token"] for r in rows}
 
     async def holder(self, session_id: str) -> int | None:
         """The token that holds the session's lease now (None: no one's)."""
-        return await self._do("fetchval", "SELECT token FROM agent_leases WHERE session_id = $1 AND instance = $2",
-                              session_id, self.instance)
+        return await self._do(
+            "fetchval",
+            "SELECT token FROM agent_leases WHERE session_id = $1 AND instance = $2",
+            session_id,
+            self.instance,
+        )
 
     async def release(self, session_id: str, token: int, *, force: bool = False) -> bool:
         """Give the lease up (unless messages wait for it, or `force`); others are told at once."""
         async with self.pool.acquire() as c, c.transaction():
             gone = await c.fetchval(
                 "DELETE FROM agent_leases WHERE session_id = $1 AND token = $2 AND ($3 OR NOT EXISTS (SELECT 1 FROM "
-                "agent_inbox WHERE session_id = $1 AND NOT done)) RETURNING 1", session_id, token, force)
+                "agent_inbox WHERE session_id = $1 AND NOT done)) RETURNING 1",
+                session_id,
+                token,
+                force,
+            )
             if gone:
                 await c.execute("SELECT pg_notify($1, $2)", CHANNEL, f"inbox:{session_id}")
         return bool(gone)
 
     async def unclaimed(self) -> list[str]:
         """Sessions with messages waiting and no live lease (their instance gone, or never claimed)."""
-        rows = await self._do("fetch", """
+        rows = await self._do(
+            "fetch",
+            """
             SELECT DISTINCT i.session_id FROM agent_inbox i
             LEFT JOIN agent_leases l ON l.session_id = i.session_id AND l.expires > now()
-            WHERE NOT i.done AND l.session_id IS NULL""")
+            WHERE NOT i.done AND l.session_id IS NULL""",
+        )
         return [r[0] for r in rows]
 
     # -- the event log, fenced -------------------------------------------------------------------------
@@ -92,7 +119,8 @@ class Leases:
         kinds = [e.event.kind for e in events]
         datas = [json.dumps(e.event.data(), default=str) for e in events]
         try:
-            held = await self.pool.fetchval("""
+            held = await self.pool.fetchval(
+                """
                 WITH lease AS (SELECT token FROM agent_leases WHERE session_id = $1 FOR SHARE),
                      ok AS (SELECT $2::bigint IS NULL OR $2::bigint = (SELECT token FROM lease) AS yes),
                      written AS (INSERT INTO agent_events (session_id, seq, kind, data)
@@ -103,46 +131,83 @@ class Leases:
                                   AND (SELECT yes FROM ok) RETURNING 1)
                 SELECT CASE WHEN (SELECT yes FROM ok) THEN
                     pg_notify($7, 'events:' || $1) IS NULL OR (SELECT count(*) FROM written) >= 0 END""",
-                session_id, token, seqs, kinds, datas, answered(events), CHANNEL)
+                session_id,
+                token,
+                seqs,
+                kinds,
+                datas,
+                answered(events),
+                CHANNEL,
+            )
         except asyncpg.UniqueViolationError as e:
             raise LeaseLostError(f"session {session_id}: another instance wrote these event numbers") from e
         except DATABASE_ERRORS as e:
             raise DatabaseError(f"the agent service's database failed: {e}") from e
         if held is None:
-            raise LeaseLostError(f"session {session_id}: the lease was taken over (token {token}); these events are "
-                                 "not written")
+            raise LeaseLostError(
+                f"session {session_id}: the lease was taken over (token {token}); these events are not written"
+            )
 
     async def events_after(self, session_id: str, after: int) -> list[Logged]:
-        rows = await self._do("fetch", "SELECT seq, kind, data::text FROM agent_events WHERE session_id = $1 AND "
-                                       "seq > $2 ORDER BY seq", session_id, after)
+        rows = await self._do(
+            "fetch",
+            "SELECT seq, kind, data::text FROM agent_events WHERE session_id = $1 AND seq > $2 ORDER BY seq",
+            session_id,
+            after,
+        )
         return [Logged(seq=r["seq"], event=from_data(r["kind"], json.loads(r["data"]))) for r in rows]
 
     # -- the inbox and the answers ----------------------------------------------------------------------
     async def post(self, session_id: str, message_id: str, content: str, files: list[str]) -> None:
-        await self._do("execute", """
+        await self._do(
+            "execute",
+            """
             WITH m AS (INSERT INTO agent_inbox (session_id, message_id, content, files) VALUES ($1, $2, $3, $5)
                        RETURNING id)
-            SELECT pg_notify($4, 'inbox:' || $1) FROM m""", session_id, message_id, content, CHANNEL, files)
+            SELECT pg_notify($4, 'inbox:' || $1) FROM m""",
+            session_id,
+            message_id,
+            content,
+            CHANNEL,
+            files,
+        )
 
     async def waiting(self, session_id: str, after: int) -> list[tuple[int, str, str, list[str]]]:
         """The session's messages not yet answered, after inbox position `after`, in the order accepted: (position,
         message id, text, its files)."""
-        rows = await self._do("fetch", "SELECT id, message_id, content, files FROM agent_inbox WHERE session_id = $1 "
-                                       "AND NOT done AND id > $2 ORDER BY id", session_id, after)
+        rows = await self._do(
+            "fetch",
+            "SELECT id, message_id, content, files FROM agent_inbox WHERE session_id = $1 "
+            "AND NOT done AND id > $2 ORDER BY id",
+            session_id,
+            after,
+        )
         return [(r["id"], r["message_id"], r["content"], list(r["files"])) for r in rows]
 
     async def answer(self, session_id: str, question_id: str, answers: dict[str, Any] | None) -> bool:
         """Record the answer (None: timed out); False when the question already has one."""
-        return bool(await self._do("fetchval", """
+        return bool(
+            await self._do(
+                "fetchval",
+                """
             WITH a AS (INSERT INTO agent_answers (session_id, question_id, answers) VALUES ($1, $2, $3::jsonb)
                        ON CONFLICT DO NOTHING RETURNING 1)
             SELECT pg_notify($4, 'answer:' || $1) IS NOT NULL FROM a""",
-            session_id, question_id, json.dumps(answers) if answers is not None else None, CHANNEL))
+                session_id,
+                question_id,
+                json.dumps(answers) if answers is not None else None,
+                CHANNEL,
+            )
+        )
 
     async def answer_of(self, session_id: str, question_id: str) -> tuple[bool, dict[str, Any] | None]:
         """(closed?, the answers): closed with None when it timed out."""
-        row = await self._do("fetchrow", "SELECT answers::text FROM agent_answers WHERE session_id = $1 AND "
-                                         "question_id = $2", session_id, question_id)
+        row = await self._do(
+            "fetchrow",
+            "SELECT answers::text FROM agent_answers WHERE session_id = $1 AND question_id = $2",
+            session_id,
+            question_id,
+        )
         return (row is not None, json.loads(row[0]) if row is not None and row[0] is not None else None)
 
     async def notify(self, kind: str, session_id: str) -> None:

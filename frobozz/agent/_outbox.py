@@ -48,8 +48,9 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
 
 
 class Outbox:
-    def __init__(self, pool: asyncpg.Pool, settings: AgentSettings, instance: str, *,
-                 resolve: Resolver = anyio.getaddrinfo) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, settings: AgentSettings, instance: str, *, resolve: Resolver = anyio.getaddrinfo
+    ) -> None:
         self.pool = pool
         self.settings = settings
         self.instance = instance
@@ -71,9 +72,14 @@ class Outbox:
         try:
             async with self.pool.acquire() as connection, connection.transaction():
                 hooks = await connection.fetch(
-                    "INSERT INTO agent_webhook_outbox (webhook_id, delivery, body) SELECT id, $3, $4 FROM agent_webhooks "
-                    "WHERE (token IS NULL AND owner = $1) OR token = $2 ON CONFLICT DO NOTHING RETURNING webhook_id",
-                    owner, token, delivery, body)
+                    "INSERT INTO agent_webhook_outbox (webhook_id, delivery, body) SELECT id, $3, $4 "
+                    "FROM agent_webhooks WHERE (token IS NULL AND owner = $1) OR token = $2 "
+                    "ON CONFLICT DO NOTHING RETURNING webhook_id",
+                    owner,
+                    token,
+                    delivery,
+                    body,
+                )
                 if hooks:
                     await connection.execute(_TRIM, [h[0] for h in hooks], max(1, self.settings.webhook_keep))
         except DATABASE_ERRORS as e:
@@ -88,8 +94,10 @@ class Outbox:
 
     async def pending(self) -> list[dict[str, Any]]:
         """What waits to be delivered (oldest first): for reports and tests."""
-        rows = await self._do("fetch", "SELECT webhook_id, delivery, attempts, claimed_by, last_problem "
-                                       "FROM agent_webhook_outbox ORDER BY id")
+        rows = await self._do(
+            "fetch",
+            "SELECT webhook_id, delivery, attempts, claimed_by, last_problem FROM agent_webhook_outbox ORDER BY id",
+        )
         return [dict(r) for r in rows]
 
     async def deliver_forever(self) -> None:
@@ -117,11 +125,14 @@ class Outbox:
     async def _next_due(self) -> float | None:
         """Seconds until the first waiting delivery of a webhook is due here, at most the poll interval."""
         try:
-            soonest = await self._do("fetchval", "SELECT EXTRACT(EPOCH FROM min(o.due_at) - now())::float8 FROM "
-                                                 "(SELECT DISTINCT ON (webhook_id) webhook_id, due_at, claimed_until "
-                                                 "FROM agent_webhook_outbox ORDER BY webhook_id, id) o "
-                                                 "JOIN agent_webhooks w ON w.id = o.webhook_id "
-                                                 "WHERE o.claimed_until IS NULL AND w.paused_at IS NULL")
+            soonest = await self._do(
+                "fetchval",
+                "SELECT EXTRACT(EPOCH FROM min(o.due_at) - now())::float8 FROM "
+                "(SELECT DISTINCT ON (webhook_id) webhook_id, due_at, claimed_until "
+                "FROM agent_webhook_outbox ORDER BY webhook_id, id) o "
+                "JOIN agent_webhooks w ON w.id = o.webhook_id "
+                "WHERE o.claimed_until IS NULL AND w.paused_at IS NULL",
+            )
         except DatabaseError:
             soonest = None
         return max(0.01, min(self.settings.webhook_poll, soonest if soonest is not None else math.inf))
@@ -135,7 +146,9 @@ class Outbox:
                 hooks = await connection.fetch(
                     "SELECT w.id FROM agent_webhooks w WHERE w.paused_at IS NULL AND EXISTS (SELECT 1 FROM "
                     "agent_webhook_outbox o WHERE o.webhook_id = w.id AND o.due_at <= now()) "
-                    "ORDER BY w.id LIMIT $1 FOR UPDATE OF w SKIP LOCKED", BATCH)
+                    "ORDER BY w.id LIMIT $1 FOR UPDATE OF w SKIP LOCKED",
+                    BATCH,
+                )
                 if not hooks:
                     return {}
                 rows = await connection.fetch(  # (a statement after the lock: it sees every claim made before)
@@ -146,7 +159,11 @@ class Outbox:
                     "  agent_webhook_outbox q WHERE q.webhook_id = ANY($3) WINDOW run AS (PARTITION BY q.webhook_id "
                     "  ORDER BY q.id)) r WHERE r.ready AND r.n <= $4) "
                     "RETURNING o.id, o.delivery, o.body, o.attempts, w.id AS webhook_id, w.url, w.secret",
-                    self.instance, float(self.settings.webhook_claim), [h[0] for h in hooks], BATCH)
+                    self.instance,
+                    float(self.settings.webhook_claim),
+                    [h[0] for h in hooks],
+                    BATCH,
+                )
         except DATABASE_ERRORS as e:
             raise DatabaseError(f"the agent service's database failed: {e}") from e
         runs: dict[str, list[asyncpg.Record]] = {}
@@ -159,12 +176,17 @@ class Outbox:
         stops it, and the rest are let go untried, for the next claim."""
         for n, row in enumerate(rows):
             if not await self._try(row):
-                rest = [r["id"] for r in rows[n + 1:]]
+                rest = [r["id"] for r in rows[n + 1 :]]
                 if rest:
                     try:
-                        await self._do("execute", "UPDATE agent_webhook_outbox SET claimed_by = NULL, claimed_until "
-                                                  "= NULL, attempts = attempts - 1 WHERE id = ANY($1) AND claimed_by "
-                                                  "= $2", rest, self.instance)
+                        await self._do(
+                            "execute",
+                            "UPDATE agent_webhook_outbox SET claimed_by = NULL, claimed_until "
+                            "= NULL, attempts = attempts - 1 WHERE id = ANY($1) AND claimed_by "
+                            "= $2",
+                            rest,
+                            self.instance,
+                        )
                     except DatabaseError as e:  # their claims lapse
                         log.warning("webhook %s: deliveries not let go: %s", row["webhook_id"], e)
                 return
@@ -176,12 +198,22 @@ class Outbox:
         stamp = str(int(time.time()))
         final = row["attempts"] >= max(1, self.settings.webhook_retries)
         try:
-            target = await pinned(row["url"], https_only=False, loopback=self.settings.loopback_receivers,
-                                  resolve=self.resolve)
+            target = await pinned(
+                row["url"], https_only=False, loopback=self.settings.loopback_receivers, resolve=self.resolve
+            )
             url, host, extensions = target.request()
-            answer = await self._http.post(url, content=body, extensions=extensions, headers={
-                **host, "Content-Type": "application/json", "X-Frobozz-Timestamp": stamp,
-                "X-Frobozz-Signature": signature(row["secret"], stamp, body), "X-Frobozz-Delivery": row["delivery"]})
+            answer = await self._http.post(
+                url,
+                content=body,
+                extensions=extensions,
+                headers={
+                    **host,
+                    "Content-Type": "application/json",
+                    "X-Frobozz-Timestamp": stamp,
+                    "X-Frobozz-Signature": signature(row["secret"], stamp, body),
+                    "X-Frobozz-Delivery": row["delivery"],
+                },
+            )
             problem = "" if answer.is_success else f"HTTP {answer.status_code}"
         except InputError as e:
             problem, final = str(e), True  # the address is refused now: trying again changes nothing
@@ -192,13 +224,20 @@ class Outbox:
                 await self._done(row, "UPDATE agent_webhooks SET failures = 0 WHERE id = $1")
                 return True
             if final:
-                log.warning("webhook %s: a delivery failed after %d tries (%s)", row["webhook_id"], row["attempts"],
-                            problem)
+                log.warning(
+                    "webhook %s: a delivery failed after %d tries (%s)", row["webhook_id"], row["attempts"], problem
+                )
                 return not await self._failed(row, problem)
-            await self._do("execute", "UPDATE agent_webhook_outbox SET claimed_by = NULL, claimed_until = NULL, "
-                                      "last_problem = $3, due_at = now() + make_interval(secs => $2) "
-                                      "WHERE id = $1 AND claimed_by = $4", row["id"],
-                           self.settings.webhook_backoff * 2 ** (row["attempts"] - 1), problem, self.instance)
+            await self._do(
+                "execute",
+                "UPDATE agent_webhook_outbox SET claimed_by = NULL, claimed_until = NULL, "
+                "last_problem = $3, due_at = now() + make_interval(secs => $2) "
+                "WHERE id = $1 AND claimed_by = $4",
+                row["id"],
+                self.settings.webhook_backoff * 2 ** (row["attempts"] - 1),
+                problem,
+                self.instance,
+            )
         except DatabaseError as e:  # the claim lapses and the delivery is made again: at least once, never lost
             log.warning("webhook %s: the delivery's outcome is not recorded: %s", row["webhook_id"], e)
         return False
@@ -213,11 +252,20 @@ class Outbox:
                     "UPDATE agent_webhooks SET failures = failures + 1, paused_at = CASE WHEN failures + 1 >= $2 "
                     "THEN now() END, paused_reason = CASE WHEN failures + 1 >= $2 THEN $3 END WHERE id = $1 AND "
                     "EXISTS (SELECT 1 FROM agent_webhook_outbox WHERE id = $4 AND claimed_by = $5) "
-                    "RETURNING paused_at IS NOT NULL", row["webhook_id"], self.settings.webhook_pause_after, reason,
-                    row["id"], self.instance)
+                    "RETURNING paused_at IS NOT NULL",
+                    row["webhook_id"],
+                    self.settings.webhook_pause_after,
+                    reason,
+                    row["id"],
+                    self.instance,
+                )
                 if paused:
-                    await connection.execute("UPDATE agent_webhook_outbox SET claimed_by = NULL, claimed_until = NULL, "
-                                             "last_problem = $2 WHERE id = $1", row["id"], problem)
+                    await connection.execute(
+                        "UPDATE agent_webhook_outbox SET claimed_by = NULL, claimed_until = NULL, "
+                        "last_problem = $2 WHERE id = $1",
+                        row["id"],
+                        problem,
+                    )
                 elif paused is not None:
                     await connection.execute("DELETE FROM agent_webhook_outbox WHERE id = $1", row["id"])
         except DATABASE_ERRORS as e:
@@ -228,8 +276,11 @@ class Outbox:
         """The row is gone and the webhook's record updated, at once (only while this instance's claim holds)."""
         try:
             async with self.pool.acquire() as connection, connection.transaction():
-                gone = await connection.fetchval("DELETE FROM agent_webhook_outbox WHERE id = $1 AND claimed_by = $2 "
-                                                 "RETURNING 1", row["id"], self.instance)
+                gone = await connection.fetchval(
+                    "DELETE FROM agent_webhook_outbox WHERE id = $1 AND claimed_by = $2 RETURNING 1",
+                    row["id"],
+                    self.instance,
+                )
                 if gone:
                     await connection.execute(update, row["webhook_id"], *args)
         except DATABASE_ERRORS as e:

@@ -61,7 +61,8 @@ class Owners:
         if stat.st_uid == 0:
             raise WorkspaceError(
                 f"workspace {spec} belongs to root, and claude never runs as root: give it (and its user folder) "
-                f"to the account that user's claude should run as (chown -R ACCOUNT {path.parent})")
+                f"to the account that user's claude should run as (chown -R ACCOUNT {path.parent})"
+            )
         return stat.st_uid, stat.st_gid
 
     def home(self, uid: int, gid: int, env: Mapping[str, str]) -> dict[str, str]:

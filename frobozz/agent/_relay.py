@@ -24,8 +24,12 @@ RETRY_SECONDS = 1.0  # while the database is away, how often the relay tries aga
 
 
 class Relay:
-    def __init__(self, history: list[Logged] | None = None, persist: Persist | None = None,
-                 on_lost: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        history: list[Logged] | None = None,
+        persist: Persist | None = None,
+        on_lost: Callable[[], object] | None = None,
+    ) -> None:
         self.log: list[Logged] = list(history or ())
         self._persist = persist
         self._on_lost = on_lost
@@ -132,8 +136,12 @@ class Relay:
                     continue
                 except Exception as e:  # noqa: BLE001 - the live followers have them; a restart would not
                     if not self.closed:
-                        log.warning("%d events not written to the database yet (tried again in %gs): %s",
-                                    len(batch), RETRY_SECONDS, e)
+                        log.warning(
+                            "%d events not written to the database yet (tried again in %gs): %s",
+                            len(batch),
+                            RETRY_SECONDS,
+                            e,
+                        )
                         self._unsaved = batch + self._unsaved
                         await anyio.sleep(RETRY_SECONDS)
                         self._saving.set()

@@ -55,16 +55,25 @@ ASK = "AskUserQuestion"
 
 
 class AgentSession:
-    def __init__(self, record: SessionRecord, workspace: Workspace, relay: Relay, *, workspaces: Workspaces,
-                 options: EngineOptions, question_timeout: float, on_change: Callable[[AgentSession], Any],
-                 on_tool_call: Callable[[AgentSession, ToolCall], Any],
-                 on_message: Callable[[AgentSession, str, str], Any],
-                 answers: Callable[[AgentSession, str, float], Awaitable[dict[str, Any] | None]],
-                 on_turn: Callable[[AgentSession, str, list[str]], Awaitable[Any]] | None = None,
-                 images: Callable[[AgentSession, list[str]], Awaitable[list[dict[str, Any]]]] | None = None,
-                 memory_loop: Callable[[EngineOptions, str, str | None], MemorySession] | None = None,
-                 memory_options: Callable[[EngineOptions, str], tuple[EngineOptions, bool]] | None = None,
-                 spare: WarmSpare | None = None) -> None:
+    def __init__(
+        self,
+        record: SessionRecord,
+        workspace: Workspace,
+        relay: Relay,
+        *,
+        workspaces: Workspaces,
+        options: EngineOptions,
+        question_timeout: float,
+        on_change: Callable[[AgentSession], Any],
+        on_tool_call: Callable[[AgentSession, ToolCall], Any],
+        on_message: Callable[[AgentSession, str, str], Any],
+        answers: Callable[[AgentSession, str, float], Awaitable[dict[str, Any] | None]],
+        on_turn: Callable[[AgentSession, str, list[str]], Awaitable[Any]] | None = None,
+        images: Callable[[AgentSession, list[str]], Awaitable[list[dict[str, Any]]]] | None = None,
+        memory_loop: Callable[[EngineOptions, str, str | None], MemorySession] | None = None,
+        memory_options: Callable[[EngineOptions, str], tuple[EngineOptions, bool]] | None = None,
+        spare: WarmSpare | None = None,
+    ) -> None:
         self.record = record
         self.memory_options = memory_options  # (options, namespace) -> the memory loop's claude's options
         self.spare = spare  # a claude started ahead of need, taken when this session's options launch the same
@@ -214,8 +223,9 @@ class AgentSession:
                             await self.on_change(self)  # kept at once: a restart resumes this loop session
                         await live(loop.pool.primary.engine, loop)
                 else:
-                    async with started_engine(options, spare=self.spare,
-                                              resume=self.record.claude_session_id) as engine:
+                    async with started_engine(
+                        options, spare=self.spare, resume=self.record.claude_session_id
+                    ) as engine:
                         await live(engine, engine)
             except Exception as e:  # noqa: BLE001 - said by the turn that wanted it
                 failure.append(e)
@@ -242,13 +252,19 @@ class AgentSession:
             uid, gid = self.workspace.account
             home = self.workspaces.owners.home(uid, gid, {**os.environ, **base.env})
             base = replace(base, user=uid, group=gid, env={**base.env, **home})
-        return replace(base, cwd=self.workspace.path, include_partial_messages=True, strict_mcp_config=True,
-                       mcp_config={"mcpServers": servers},
-                       model=opts.get("model") or base.model, max_turns=opts.get("max_turns"),
-                       max_budget_usd=opts.get("max_budget_usd"), can_use_tool=self._permission,
-                       hooks={**base.hooks, "PreToolUse": [*base.hooks.get("PreToolUse", ()),
-                                                           HookMatcher([self._guard])]},
-                       session_project=f"frobozz-agent-{self.id}")
+        return replace(
+            base,
+            cwd=self.workspace.path,
+            include_partial_messages=True,
+            strict_mcp_config=True,
+            mcp_config={"mcpServers": servers},
+            model=opts.get("model") or base.model,
+            max_turns=opts.get("max_turns"),
+            max_budget_usd=opts.get("max_budget_usd"),
+            can_use_tool=self._permission,
+            hooks={**base.hooks, "PreToolUse": [*base.hooks.get("PreToolUse", ()), HookMatcher([self._guard])]},
+            session_project=f"frobozz-agent-{self.id}",
+        )
 
     async def _turn(self, text: str, files: list[str]) -> None:
         assert self.engine is not None and self._channel is not None
@@ -274,8 +290,12 @@ class AgentSession:
                 await self.on_change(self)
             if isinstance(event, StreamEvent):
                 delta = event.event.get("delta") or {}
-                if event.event.get("type") == "content_block_delta" and delta.get("type") == "text_delta" \
-                        and delta.get("text") and not event.raw.get("parent_tool_use_id"):
+                if (
+                    event.event.get("type") == "content_block_delta"
+                    and delta.get("type") == "text_delta"
+                    and delta.get("text")
+                    and not event.raw.get("parent_tool_use_id")
+                ):
                     self.relay.publish(TextDelta(text=delta["text"]))
             elif isinstance(event, AssistantMessage) and not event.is_replay:
                 for use in event.tool_uses:
@@ -284,8 +304,9 @@ class AgentSession:
                 for result in event.tool_results:
                     if result.tool_use_id in self._before_bash:
                         by_bash += await self._changed_by_bash(self._before_bash.pop(result.tool_use_id))
-                    self.relay.publish(ToolResult(tool_use_id=result.tool_use_id, output=result.content,
-                                                  is_error=result.is_error))
+                    self.relay.publish(
+                        ToolResult(tool_use_id=result.tool_use_id, output=result.content, is_error=result.is_error)
+                    )
             elif isinstance(event, ErrorEvent):
                 self.relay.publish(Error(message=event.message))
             elif isinstance(event, Result) and not event.is_replay:
@@ -296,13 +317,30 @@ class AgentSession:
                 self.record.cost_usd += turn_cost
                 await self.on_message(self, "agent", event.result or "")  # kept before anyone hears of it
                 if self.on_turn is not None:  # the files the turn wrote, committed before anyone hears of it
-                    await self.on_turn(self, first_line, [*(c.target for c in self.tool_log.calls[calls_before:]
-                                                            if c.name in FILE_TOOLS and c.outcome == "ok"), *by_bash])
+                    await self.on_turn(
+                        self,
+                        first_line,
+                        [
+                            *(
+                                c.target
+                                for c in self.tool_log.calls[calls_before:]
+                                if c.name in FILE_TOOLS and c.outcome == "ok"
+                            ),
+                            *by_bash,
+                        ],
+                    )
                 self._busy = False  # likewise: a status asked for after `done` says stable
                 self.last_used = anyio.current_time()  # and --max-live, asked next, sees this turn as the latest
                 self.record.last_activity = datetime.now(UTC)  # as a client told `done` reads it (saved just after)
-                self.relay.publish(Done(usage=dict(event.usage), cost_usd=turn_cost,
-                                        is_error=event.is_error, result=event.result, message_id=self.current))
+                self.relay.publish(
+                    Done(
+                        usage=dict(event.usage),
+                        cost_usd=turn_cost,
+                        is_error=event.is_error,
+                        result=event.result,
+                        message_id=self.current,
+                    )
+                )
                 self.relay.publish(Status(state="idle", message_id=self.current))
                 await self.on_change(self)
                 return
@@ -321,15 +359,20 @@ class AgentSession:
         allowed = self.record.options.get("allowed_tools")
         if allowed is not None and name not in allowed and name != ASK:
             self.tool_log.denied(hook.tool_use_id)
-            return HookOutput(permission="deny", reason=f"{name} is not among the tools this session may use "
-                                                        f"({', '.join(allowed) or 'none'})")
+            return HookOutput(
+                permission="deny",
+                reason=f"{name} is not among the tools this session may use ({', '.join(allowed) or 'none'})",
+            )
         if name in FILE_TOOLS:
             target = Path(str(tool_input.get(FILE_TOOLS[name]) or ""))
             resolved = Path(await anyio.Path(self.workspace.path / target).resolve())  # absolute: the target itself
             if resolved != self.workspace.path and self.workspace.path not in resolved.parents:
                 self.tool_log.denied(hook.tool_use_id)
-                return HookOutput(permission="deny", reason=f"{name} may only change files inside the workspace "
-                                                            f"{self.workspace.path}; {target} is outside it")
+                return HookOutput(
+                    permission="deny",
+                    reason=f"{name} may only change files inside the workspace "
+                    f"{self.workspace.path}; {target} is outside it",
+                )
         if name == "Bash" and hook.tool_use_id and is_repository(self.workspace):  # committed at the turn's end
             try:
                 self._before_bash[hook.tool_use_id] = await dirty(self.workspace)
@@ -346,8 +389,10 @@ class AgentSession:
         answers = await self.answers(self, question_id, self.question_timeout)  # from any instance, the first
         self.relay.publish(Status(state="streaming"))
         if answers is None:
-            return Deny(f"the user did not answer within {self.question_timeout:g} s; go on without the answer, "
-                        "or ask again later")
+            return Deny(
+                f"the user did not answer within {self.question_timeout:g} s; go on without the answer, "
+                "or ask again later"
+            )
         return Allow(updated_input={**tool_input, "answers": answers})
 
     def describe(self) -> dict[str, Any]:

@@ -34,20 +34,41 @@ class SessionRecord:
 
     def describe(self, path: str, status: str) -> dict[str, Any]:
         """What the API says of a session: its workspace's absolute `path` and its `status` now."""
-        memory = {"memory": {"namespace": self.options["memory"]["namespace"], "session": self.memory_session}} \
-            if self.options.get("memory") else {}
-        return {"session_id": self.id, "workspace": path, "token": self.token, "status": status, "usage": self.usage,
-                "cost_usd": self.cost_usd, "claude_session_id": self.claude_session_id, "created_at": _iso(self.created_at),
-                "last_activity": _iso(self.last_activity), **memory}
+        memory = (
+            {"memory": {"namespace": self.options["memory"]["namespace"], "session": self.memory_session}}
+            if self.options.get("memory")
+            else {}
+        )
+        return {
+            "session_id": self.id,
+            "workspace": path,
+            "token": self.token,
+            "status": status,
+            "usage": self.usage,
+            "cost_usd": self.cost_usd,
+            "claude_session_id": self.claude_session_id,
+            "created_at": _iso(self.created_at),
+            "last_activity": _iso(self.last_activity),
+            **memory,
+        }
 
     @classmethod
     def of(cls, row: asyncpg.Record) -> SessionRecord:
-        return cls(id=row["id"], workspace=row["workspace"], owner=row["owner"], token=row["token"],
-                   options=json.loads(row["options"]),
-                   preamble=row["preamble"], claude_session_id=row["claude_session_id"],
-                   memory_session=row["memory_session"], status=row["status"],
-                   usage=json.loads(row["usage"]), cost_usd=row["cost_usd"], created_at=row["created_at"],
-                   last_activity=row["last_activity"])
+        return cls(
+            id=row["id"],
+            workspace=row["workspace"],
+            owner=row["owner"],
+            token=row["token"],
+            options=json.loads(row["options"]),
+            preamble=row["preamble"],
+            claude_session_id=row["claude_session_id"],
+            memory_session=row["memory_session"],
+            status=row["status"],
+            usage=json.loads(row["usage"]),
+            cost_usd=row["cost_usd"],
+            created_at=row["created_at"],
+            last_activity=row["last_activity"],
+        )
 
 
 def _iso(when: datetime | None) -> str | None:
@@ -62,8 +83,10 @@ async def query(pool: asyncpg.Pool, method: str, sql: str, *args: Any) -> Any:
         raise DatabaseError(f"the agent service's database failed: {e}") from e
 
 
-_COLUMNS = "id, workspace, owner, token, options::text, preamble, claude_session_id, memory_session, status, usage::text, " \
-           "cost_usd, created_at, last_activity"
+_COLUMNS = (
+    "id, workspace, owner, token, options::text, preamble, claude_session_id, memory_session, status, usage::text, "
+    "cost_usd, created_at, last_activity"
+)
 
 
 class AgentStore:
@@ -81,10 +104,17 @@ class AgentStore:
         return await query(self.pool, method, sql, *args)
 
     async def add(self, record: SessionRecord) -> SessionRecord:
-        row = await self._do("fetchrow", f"INSERT INTO agent_sessions (id, workspace, owner, token, options, preamble) "
-                                         f"VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING {_COLUMNS}",
-                             record.id, record.workspace, record.owner, record.token, json.dumps(record.options),
-                             record.preamble)
+        row = await self._do(
+            "fetchrow",
+            f"INSERT INTO agent_sessions (id, workspace, owner, token, options, preamble) "
+            f"VALUES ($1, $2, $3, $4, $5::jsonb, $6) RETURNING {_COLUMNS}",
+            record.id,
+            record.workspace,
+            record.owner,
+            record.token,
+            json.dumps(record.options),
+            record.preamble,
+        )
         return SessionRecord.of(row)
 
     async def get(self, session_id: str) -> SessionRecord | None:
@@ -92,20 +122,35 @@ class AgentStore:
         return SessionRecord.of(row) if row else None
 
     async def list(self, owners: list[str] | None = None) -> list[SessionRecord]:
-        rows = await self._do("fetch", f"SELECT {_COLUMNS} FROM agent_sessions WHERE ($1::text[] IS NULL OR "
-                                       "owner = ANY($1)) ORDER BY last_activity DESC, id", owners)
+        rows = await self._do(
+            "fetch",
+            f"SELECT {_COLUMNS} FROM agent_sessions WHERE ($1::text[] IS NULL OR "
+            "owner = ANY($1)) ORDER BY last_activity DESC, id",
+            owners,
+        )
         return [SessionRecord.of(r) for r in rows]
 
     async def update(self, record: SessionRecord, token: int) -> None:
         """Keep what a turn changed, under the session's lease (refused, quietly, once another holds it); its
         `last_activity` becomes the database's now."""
-        record.last_activity = await self._do(
-            "fetchval", "UPDATE agent_sessions SET claude_session_id = $2, status = $3, usage = $4::jsonb, "
-                        "cost_usd = $5, preamble = $6, memory_session = $7, last_activity = now() "
-                        "WHERE id = $1 AND EXISTS (SELECT 1 FROM agent_leases WHERE session_id = $1 AND token = $8) "
-                        "RETURNING last_activity", record.id, record.claude_session_id, record.status,
-            json.dumps(record.usage), record.cost_usd, record.preamble, record.memory_session, token) \
+        record.last_activity = (
+            await self._do(
+                "fetchval",
+                "UPDATE agent_sessions SET claude_session_id = $2, status = $3, usage = $4::jsonb, "
+                "cost_usd = $5, preamble = $6, memory_session = $7, last_activity = now() "
+                "WHERE id = $1 AND EXISTS (SELECT 1 FROM agent_leases WHERE session_id = $1 AND token = $8) "
+                "RETURNING last_activity",
+                record.id,
+                record.claude_session_id,
+                record.status,
+                json.dumps(record.usage),
+                record.cost_usd,
+                record.preamble,
+                record.memory_session,
+                token,
+            )
             or record.last_activity
+        )
 
     async def delete(self, session_id: str) -> None:
         """The session and all that is its (its lease row locked first, as an event write locks it: no deadlock)."""
@@ -117,43 +162,71 @@ class AgentStore:
             raise DatabaseError(f"the agent service's database failed: {e}") from e
 
     async def events(self, session_id: str) -> builtins.list[Logged]:
-        rows = await self._do("fetch", "SELECT seq, kind, data::text FROM agent_events WHERE session_id = $1 "
-                                       "ORDER BY seq", session_id)
+        rows = await self._do(
+            "fetch", "SELECT seq, kind, data::text FROM agent_events WHERE session_id = $1 ORDER BY seq", session_id
+        )
         return [Logged(seq=r["seq"], event=from_data(r["kind"], json.loads(r["data"]))) for r in rows]
 
     async def add_tool_call(self, session_id: str, n: int, call: dict[str, Any]) -> None:
-        await self._do("execute", "INSERT INTO agent_tool_calls (session_id, n, call) VALUES ($1, $2, $3::jsonb) "
-                                  "ON CONFLICT DO NOTHING", session_id, n, json.dumps(call))
+        await self._do(
+            "execute",
+            "INSERT INTO agent_tool_calls (session_id, n, call) VALUES ($1, $2, $3::jsonb) ON CONFLICT DO NOTHING",
+            session_id,
+            n,
+            json.dumps(call),
+        )
 
     async def tool_calls(self, session_id: str) -> builtins.list[dict[str, Any]]:
-        rows = await self._do("fetch", "SELECT call::text FROM agent_tool_calls WHERE session_id = $1 ORDER BY n",
-                              session_id)
+        rows = await self._do(
+            "fetch", "SELECT call::text FROM agent_tool_calls WHERE session_id = $1 ORDER BY n", session_id
+        )
         return [json.loads(r[0]) for r in rows]
 
     async def add_file(self, session_id: str, file_id: str, media_type: str, data: bytes) -> None:
-        await self._do("execute", "INSERT INTO agent_files (id, session_id, media_type, data) VALUES ($1, $2, $3, $4)",
-                       file_id, session_id, media_type, data)
+        await self._do(
+            "execute",
+            "INSERT INTO agent_files (id, session_id, media_type, data) VALUES ($1, $2, $3, $4)",
+            file_id,
+            session_id,
+            media_type,
+            data,
+        )
 
     async def file_ids(self, session_id: str, ids: builtins.list[str]) -> set[str]:
         """Which of `ids` are the session's files."""
-        rows = await self._do("fetch", "SELECT id FROM agent_files WHERE session_id = $1 AND id = ANY($2)",
-                              session_id, ids)
+        rows = await self._do(
+            "fetch", "SELECT id FROM agent_files WHERE session_id = $1 AND id = ANY($2)", session_id, ids
+        )
         return {r[0] for r in rows}
 
     async def files(self, session_id: str, ids: builtins.list[str]) -> builtins.list[tuple[str, bytes]]:
         """The session's files `ids`, in that order: (media type, bytes)."""
-        rows = {r["id"]: (r["media_type"], bytes(r["data"])) for r in await self._do(
-            "fetch", "SELECT id, media_type, data FROM agent_files WHERE session_id = $1 AND id = ANY($2)",
-            session_id, ids)}
+        rows = {
+            r["id"]: (r["media_type"], bytes(r["data"]))
+            for r in await self._do(
+                "fetch",
+                "SELECT id, media_type, data FROM agent_files WHERE session_id = $1 AND id = ANY($2)",
+                session_id,
+                ids,
+            )
+        }
         return [rows[i] for i in ids if i in rows]
 
     async def add_message(self, session_id: str, role: str, content: str, message_id: str | None = None) -> None:
         """The next message of the conversation (a turn's, once: a turn taken over is not recorded twice)."""
-        await self._do("execute", "INSERT INTO agent_messages (session_id, n, role, content, message_id) "
-                                  "SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4 FROM agent_messages "
-                                  "WHERE session_id = $1 ON CONFLICT DO NOTHING", session_id, role, content, message_id)
+        await self._do(
+            "execute",
+            "INSERT INTO agent_messages (session_id, n, role, content, message_id) "
+            "SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4 FROM agent_messages "
+            "WHERE session_id = $1 ON CONFLICT DO NOTHING",
+            session_id,
+            role,
+            content,
+            message_id,
+        )
 
     async def messages(self, session_id: str) -> builtins.list[dict[str, Any]]:
-        rows = await self._do("fetch", "SELECT n, role, content, at FROM agent_messages WHERE session_id = $1 "
-                                       "ORDER BY n", session_id)
+        rows = await self._do(
+            "fetch", "SELECT n, role, content, at FROM agent_messages WHERE session_id = $1 ORDER BY n", session_id
+        )
         return [{"id": r["n"], "role": r["role"], "content": r["content"], "time": r["at"].isoformat()} for r in rows]

@@ -47,8 +47,9 @@ def _under(path: Path, parent: Path) -> bool:
 class Workspaces:
     """The workspaces under `root` (`<user>/<name>`), each with the MCP servers and skills of its hierarchy."""
 
-    def __init__(self, root: Path, platform_dir: Path | None = None, *, first_uid: int = 2_000_000,
-                 accounts: bool | None = None) -> None:
+    def __init__(
+        self, root: Path, platform_dir: Path | None = None, *, first_uid: int = 2_000_000, accounts: bool | None = None
+    ) -> None:
         """`accounts`: run each claude as its workspace's owner (default: when the service is root)."""
         self.root = Path(root).resolve()
         self.platform_dir = Path(platform_dir).resolve() if platform_dir else None
@@ -79,8 +80,9 @@ class Workspaces:
             if not create:
                 raise WorkspaceError(f"no workspace {spec}")
             self._make(user_dir, path, spec)
-        return Workspace(user=user, name=name, path=path.resolve(), user_dir=user_dir.resolve(),
-                         account=self.owners.of(path, spec))
+        return Workspace(
+            user=user, name=name, path=path.resolve(), user_dir=user_dir.resolve(), account=self.owners.of(path, spec)
+        )
 
     def _make(self, user_dir: Path, path: Path, spec: str) -> None:
         """A new workspace, its owner decided before anything is made: the user folder's, or a new user's own."""

@@ -24,8 +24,11 @@ from ._routines import routine_app
 from ._runs import leaderboard, runs, worker
 from ._serve import hub_token, serve, web
 
-app = typer.Typer(help="Frobozz: an MCP tool hub and headless game runner for Claude.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="Frobozz: an MCP tool hub and headless game runner for Claude.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 app.add_typer(games, name="games")
 app.add_typer(cortex, name="cortex")
 app.add_typer(database, name="database")
@@ -45,11 +48,17 @@ app.add_typer(plugin, name="plugin")
 
 
 @app.callback()
-def _root(log_level: str = typer.Option("WARNING", envvar="FROBOZZ_LOG_LEVEL",
-                                        help="Logging level; logs always go to stderr.")) -> None:
+def _root(
+    log_level: str = typer.Option(
+        "WARNING", envvar="FROBOZZ_LOG_LEVEL", help="Logging level; logs always go to stderr."
+    ),
+) -> None:
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")  # platformdirs, on machines without one
-    logging.basicConfig(level=log_level.upper(), format="%(message)s",
-                        handlers=[RichHandler(console=Console(stderr=True), show_path=False)])
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(message)s",
+        handlers=[RichHandler(console=Console(stderr=True), show_path=False)],
+    )
 
 
 BARE_VALUES = {"--memory": ""}  # options whose value may be left out: `--memory` or `--memory NAMESPACE`

@@ -91,22 +91,25 @@ def _sessions_table(namespace: str | None) -> None:
         return
     table = Table("id", "namespace", "created", "last activity", "preview")
     for s in found:
-        table.add_row(s.id, s.namespace, f"{s.created_at:%Y-%m-%d %H:%M}", f"{s.last_active_at:%Y-%m-%d %H:%M}",
-                      s.preview[:60])
+        table.add_row(
+            s.id, s.namespace, f"{s.created_at:%Y-%m-%d %H:%M}", f"{s.last_active_at:%Y-%m-%d %H:%M}", s.preview[:60]
+        )
     out.print(table)
 
 
 def chat(
     namespace: str = typer.Option("chat", "--namespace", "-n", help="Whose memory: sessions, recall and archive."),
-    system_prompt_file: Path | None = typer.Option(None, exists=True, dir_okay=False,
-                                                   help="The session's fixed identity (a system prompt)."),
+    system_prompt_file: Path | None = typer.Option(
+        None, exists=True, dir_okay=False, help="The session's fixed identity (a system prompt)."
+    ),
     context_dir: list[Path] = typer.Option([], "--context-dir", help="Markdown files with front matter (autoload)."),
     resume: str | None = typer.Option(None, help="Take up a past session (see --list)."),
     list_sessions: bool = typer.Option(False, "--list", help="List past sessions and exit."),
     no_recall: bool = typer.Option(False, "--no-recall", help="Do not recall memories before each turn."),
     no_suggest: bool = typer.Option(False, "--no-suggest", help="Do not suggest facts to remember."),
-    model: str | None = typer.Option(None, help="claude's model; `scripted` runs offline on the project's "
-                                                "scripted model."),
+    model: str | None = typer.Option(
+        None, help="claude's model; `scripted` runs offline on the project's scripted model."
+    ),
     trace: bool = trace_option(),
 ) -> None:
     """Chat with claude, with long-term memory around every turn."""
@@ -128,8 +131,15 @@ def chat(
         pass
 
 
-async def _chat(namespace: str, system: str | None, context_dirs: list[Path], resume: str | None, recall: bool,
-                suggest: bool, model: str | None) -> None:
+async def _chat(
+    namespace: str,
+    system: str | None,
+    context_dirs: list[Path],
+    resume: str | None,
+    recall: bool,
+    suggest: bool,
+    model: str | None,
+) -> None:
     from frobozz.engine import AssistantMessage, EngineOptions, McpServerError, Result, StreamEvent
     from frobozz.engine.observers import HandoffRelay
     from frobozz.engine.scripted import ScriptedModel
@@ -138,8 +148,13 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
     from frobozz.servers import config_for
 
     def providers(store, sessions, handoffs):
-        return [context_files(*context_dirs), here_and_now("frobozz chat"), latest_letter(handoffs),
-                capsules(sessions), memories(store, sessions)]
+        return [
+            context_files(*context_dirs),
+            here_and_now("frobozz chat"),
+            latest_letter(handoffs),
+            capsules(sessions),
+            memories(store, sessions),
+        ]
 
     async def run(env: dict[str, str]) -> None:
         """The chat on the hub's servers, whose memory defaults to the session's namespace (what the model
@@ -153,24 +168,44 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
             mcp = config_for(SERVERS)
             for server in mcp["mcpServers"].values():
                 server["env"]["FROBOZZ_CORTEX_DEFAULT_NAMESPACE"] = ns
-            options = EngineOptions(model=claude_model, env=env, system_prompt=system, mcp_config=mcp,
-                                    session_store=transcripts, session_project="frobozz-chat",
-                                    strict_mcp_config=True, include_partial_messages=True,
-                                    allowed_tools=[f"mcp__{name}" for name in SERVERS],
-                                    trace_attributes={_spans.SESSION_KIND: "chat", _spans.MEMORY_NAMESPACE: ns})
-            sidecar = EngineOptions(model=claude_model, env=env, tools=(),
-                                    trace_attributes={_spans.SESSION_KIND: "sidecar"})
-            async with MemorySession(options, service, namespace=ns, client="frobozz chat", resume=resume,
-                                     sidecar=sidecar,
-                                     providers=providers, recall=recall, suggest=suggest, observers=[relay],
-                                     producers=[relay]) as loop:
+            options = EngineOptions(
+                model=claude_model,
+                env=env,
+                system_prompt=system,
+                mcp_config=mcp,
+                session_store=transcripts,
+                session_project="frobozz-chat",
+                strict_mcp_config=True,
+                include_partial_messages=True,
+                allowed_tools=[f"mcp__{name}" for name in SERVERS],
+                trace_attributes={_spans.SESSION_KIND: "chat", _spans.MEMORY_NAMESPACE: ns},
+            )
+            sidecar = EngineOptions(
+                model=claude_model, env=env, tools=(), trace_attributes={_spans.SESSION_KIND: "sidecar"}
+            )
+            async with MemorySession(
+                options,
+                service,
+                namespace=ns,
+                client="frobozz chat",
+                resume=resume,
+                sidecar=sidecar,
+                providers=providers,
+                recall=recall,
+                suggest=suggest,
+                observers=[relay],
+                producers=[relay],
+            ) as loop:
                 try:  # a first turn sent while a server starts would go without its tools
                     servers = await loop.pool.primary.wait_for_mcp(timeout=MCP_WAIT)
                     connected = ", ".join(s.name for s in servers)
                 except McpServerError as e:
                     connected = f"not all: {e}"
-                err.print(f"session {loop.id} (namespace {loop.record.namespace}; servers {connected}); "
-                          "Ctrl-C interrupts a reply, twice exits", markup=False)
+                err.print(
+                    f"session {loop.id} (namespace {loop.record.namespace}; servers {connected}); "
+                    "Ctrl-C interrupts a reply, twice exits",
+                    markup=False,
+                )
                 await converse(loop)
         except MemoryStoreError as e:
             err.print(f"[red]error:[/red] {e}")
@@ -183,6 +218,7 @@ async def _chat(namespace: str, system: str | None, context_dirs: list[Path], re
         turn_running = False
         interrupts = 0
         async with anyio.create_task_group() as tg:
+
             async def on_signals() -> None:
                 nonlocal interrupts
                 with anyio.open_signal_receiver(signal.SIGINT) as signals:

@@ -16,8 +16,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-cortex = typer.Typer(help="Long-term memory: store, search, recent, get, supersede, forget, import, export, reembed.",
-                     no_args_is_help=True)
+cortex = typer.Typer(
+    help="Long-term memory: store, search, recent, get, supersede, forget, import, export, reembed.",
+    no_args_is_help=True,
+)
 out = Console()
 err = Console(stderr=True, soft_wrap=True)  # an error is one line, whole, whatever the width
 T = TypeVar("T")
@@ -44,12 +46,19 @@ def _run(work: Callable[[Any], Awaitable[T]], *, check_model: bool = True) -> T:
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    console=err, transient=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    )
 
 
-NAMESPACE_HELP = ("Whose memories: a namespace (letters, digits, '_', '.', ':', '-'); default "
-                  "FROBOZZ_CORTEX_DEFAULT_NAMESPACE.")
+NAMESPACE_HELP = (
+    "Whose memories: a namespace (letters, digits, '_', '.', ':', '-'); default FROBOZZ_CORTEX_DEFAULT_NAMESPACE."
+)
 
 
 def _print(rows: list[dict[str, Any]], as_json: bool, columns: tuple[str, ...]) -> None:
@@ -63,9 +72,17 @@ def _print(rows: list[dict[str, Any]], as_json: bool, columns: tuple[str, ...]) 
 
 
 @cortex.command("store")
-def store_cmd(content: str, namespace: str = typer.Option(None, help=NAMESPACE_HELP), metadata: str = typer.Option(None, help="JSON."),
-              image: Path | None = typer.Option(None, dir_okay=False, help="An image to keep with it (PNG, JPEG, GIF "
-                                                "or WebP): a thumbnail, and a description when FROBOZZ_CORTEX_VISION_MODEL is set.")) -> None:
+def store_cmd(
+    content: str,
+    namespace: str = typer.Option(None, help=NAMESPACE_HELP),
+    metadata: str = typer.Option(None, help="JSON."),
+    image: Path | None = typer.Option(
+        None,
+        dir_okay=False,
+        help="An image to keep with it (PNG, JPEG, GIF "
+        "or WebP): a thumbnail, and a description when FROBOZZ_CORTEX_VISION_MODEL is set.",
+    ),
+) -> None:
     """Remember CONTENT (with an image: --image)."""
     try:
         meta = json.loads(metadata) if metadata else None
@@ -91,36 +108,67 @@ def _aware(moment: datetime | None) -> datetime | None:
 
 
 @cortex.command("search")
-def search_cmd(query: str, limit: int = typer.Option(10, min=1, max=200), mode: str = typer.Option("hybrid"),
-               namespace: str = typer.Option(None, help=NAMESPACE_HELP), as_json: bool = typer.Option(False, "--json"),
-               min_score: float = typer.Option(0.0, min=0.0, max=1.0, help="Leave out results scoring under this "
-                                               "(scores are absolute, in [0, 1]; 0.3 keeps what is likely relevant)."),
-               since: datetime | None = typer.Option(None, help="Only memories stored at or after this time."),
-               until: datetime | None = typer.Option(None, help="Only memories stored before this time."),
-               history: bool = typer.Option(False, "--history", help="Superseded memories too (facts that changed)."),
-               ) -> None:
+def search_cmd(
+    query: str,
+    limit: int = typer.Option(10, min=1, max=200),
+    mode: str = typer.Option("hybrid"),
+    namespace: str = typer.Option(None, help=NAMESPACE_HELP),
+    as_json: bool = typer.Option(False, "--json"),
+    min_score: float = typer.Option(
+        0.0,
+        min=0.0,
+        max=1.0,
+        help="Leave out results scoring under this "
+        "(scores are absolute, in [0, 1]; 0.3 keeps what is likely relevant).",
+    ),
+    since: datetime | None = typer.Option(None, help="Only memories stored at or after this time."),
+    until: datetime | None = typer.Option(None, help="Only memories stored before this time."),
+    history: bool = typer.Option(False, "--history", help="Superseded memories too (facts that changed)."),
+) -> None:
     """Memories matching QUERY (hybrid, semantic or keyword); each score in [0, 1] means the same for every query."""
     if mode not in ("hybrid", "semantic", "keyword"):
         raise typer.BadParameter("use hybrid, semantic or keyword", param_hint="--mode")
 
     async def work(store):
-        return await store.search(query, limit=limit, namespace=namespace, mode=mode,
-                                  min_score=min_score, since=_aware(since), until=_aware(until),
-                                  include_history=history)
+        return await store.search(
+            query,
+            limit=limit,
+            namespace=namespace,
+            mode=mode,
+            min_score=min_score,
+            since=_aware(since),
+            until=_aware(until),
+            include_history=history,
+        )
 
     hits = _run(work)
     if not hits and not as_json:
         out.print("no memories found" + (f" scoring {min_score} or more" if min_score else ""))
         return
-    _print([{"id": h.memory.id, "score": round(h.score, 4), "created_at": h.memory.created_at.isoformat(timespec="seconds"),
-             "content": h.memory.content} | ({"superseded_by": h.memory.superseded_by} if h.memory.valid_to else {})
-            for h in hits], as_json, ("id", "score", "created_at", "content") + (("superseded_by",) if history else ()))
+    _print(
+        [
+            {
+                "id": h.memory.id,
+                "score": round(h.score, 4),
+                "created_at": h.memory.created_at.isoformat(timespec="seconds"),
+                "content": h.memory.content,
+            }
+            | ({"superseded_by": h.memory.superseded_by} if h.memory.valid_to else {})
+            for h in hits
+        ],
+        as_json,
+        ("id", "score", "created_at", "content") + (("superseded_by",) if history else ()),
+    )
 
 
 @cortex.command("recent")
-def recent_cmd(limit: int = typer.Option(10, min=1, max=500), namespace: str = typer.Option(None, help=NAMESPACE_HELP),
-               as_json: bool = typer.Option(False, "--json")) -> None:
+def recent_cmd(
+    limit: int = typer.Option(10, min=1, max=500),
+    namespace: str = typer.Option(None, help=NAMESPACE_HELP),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """The newest memories."""
+
     async def work(store):
         return await store.recent(limit, namespace)
 
@@ -128,28 +176,45 @@ def recent_cmd(limit: int = typer.Option(10, min=1, max=500), namespace: str = t
     if not found and not as_json:  # as search says it: an unknown namespace is an empty one
         out.print(f"no memories in namespace {namespace} yet" if namespace else "no memories yet", markup=False)
         return
-    _print([{"id": m.id, "created_at": m.created_at.isoformat(timespec="seconds"), "content": m.content}
-            for m in found], as_json, ("id", "created_at", "content"))
+    _print(
+        [{"id": m.id, "created_at": m.created_at.isoformat(timespec="seconds"), "content": m.content} for m in found],
+        as_json,
+        ("id", "created_at", "content"),
+    )
 
 
 def _as_json(m: Any) -> dict[str, Any]:
-    return {"id": m.id, "namespace": m.namespace, "content": m.content, "metadata": m.metadata, "source": m.source,
-            "created_at": m.created_at.isoformat(), "updated_at": m.updated_at.isoformat(),
-            "valid_to": m.valid_to.isoformat() if m.valid_to else None, "supersedes": m.supersedes,
-            "superseded_by": m.superseded_by}
+    return {
+        "id": m.id,
+        "namespace": m.namespace,
+        "content": m.content,
+        "metadata": m.metadata,
+        "source": m.source,
+        "created_at": m.created_at.isoformat(),
+        "updated_at": m.updated_at.isoformat(),
+        "valid_to": m.valid_to.isoformat() if m.valid_to else None,
+        "supersedes": m.supersedes,
+        "superseded_by": m.superseded_by,
+    }
 
 
 @cortex.command("get")
 def get_cmd(memory_id: int) -> None:
     """One memory, as JSON, with every version of its fact (`history`, oldest first)."""
+
     async def work(store):
         from frobozz.memory import ImageStore, MemorySettings
 
         images = ImageStore(store, MemorySettings())
         image = await images.image(memory_id)
-        shown = image and {"media_type": image.media_type, "width": image.width, "height": image.height,
-                           "description": image.description, "file": str(images.path(image.original)),
-                           "thumbnail": str(images.path(image.thumbnail))}
+        shown = image and {
+            "media_type": image.media_type,
+            "width": image.width,
+            "height": image.height,
+            "description": image.description,
+            "file": str(images.path(image.original)),
+            "thumbnail": str(images.path(image.thumbnail)),
+        }
         return await store.get(memory_id), await store.history(memory_id), shown
 
     m, history, image = _run(work)
@@ -159,6 +224,7 @@ def get_cmd(memory_id: int) -> None:
 @cortex.command("supersede")
 def supersede_cmd(old_id: int, content: str) -> None:
     """A fact changed: CONTENT takes the place of memory OLD_ID, which is kept as history."""
+
     async def work(store):
         return await store.supersede(old_id, content)
 
@@ -168,6 +234,7 @@ def supersede_cmd(old_id: int, content: str) -> None:
 @cortex.command("forget")
 def forget_cmd(memory_id: int) -> None:
     """Forget a memory."""
+
     async def work(store):
         return await store.forget(memory_id)
 
@@ -175,9 +242,11 @@ def forget_cmd(memory_id: int) -> None:
 
 
 @cortex.command("import")
-def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL: one memory per line."),
-               namespace: str = typer.Option(None, help="For lines that do not name one."),
-               batch: int = typer.Option(64, min=1, max=1024)) -> None:
+def import_cmd(
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL: one memory per line."),
+    namespace: str = typer.Option(None, help="For lines that do not name one."),
+    batch: int = typer.Option(64, min=1, max=1024),
+) -> None:
     """Import memories from JSONL ({content, metadata?, namespace?, created_at?, image?} per line). Every line
     is checked first (an image as store checks one): a bad one is named (its number in FILE, and what is wrong)
     and nothing is imported."""
@@ -210,7 +279,7 @@ def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, hel
         with _progress() as progress:
             task = progress.add_task("importing", total=len(records))
             for start in range(0, len(records), batch):
-                s, d = await bulk.import_batch(records[start:start + batch], namespace)
+                s, d = await bulk.import_batch(records[start : start + batch], namespace)
                 stored, duplicates = stored + s, duplicates + d
                 progress.advance(task, s + d)
         return stored, duplicates
@@ -220,8 +289,10 @@ def import_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, hel
 
 
 @cortex.command("export")
-def export_cmd(output: Path = typer.Option(None, help="Write here instead of stdout."),
-               namespace: str = typer.Option(None, help=NAMESPACE_HELP)) -> None:
+def export_cmd(
+    output: Path = typer.Option(None, help="Write here instead of stdout."),
+    namespace: str = typer.Option(None, help=NAMESPACE_HELP),
+) -> None:
     """Export memories as JSONL (to back them up or move them); an image goes in its memory's line, in base64."""
     from frobozz.memory import BulkStore, ImageStore, MemorySettings
 

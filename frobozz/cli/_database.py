@@ -6,8 +6,9 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-database = typer.Typer(help="The embedded Postgres (memory, the run queue): stop it when nothing uses it.",
-                       no_args_is_help=True)
+database = typer.Typer(
+    help="The embedded Postgres (memory, the run queue): stop it when nothing uses it.", no_args_is_help=True
+)
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -27,8 +28,11 @@ def stop_cmd() -> None:
         return
     if users or not stop_embedded_unused(settings):
         users = embedded_users(settings) or users
-        err.print(f"the embedded Postgres (in {settings.postgres_dir}) is in use by process "
-                  f"{', '.join(map(str, users)) or '(unknown)'}: stop that first (a `serve all`, a `worker`, a "
-                  "`play --memory`, or claude's MCP servers), then try again", highlight=False)
+        err.print(
+            f"the embedded Postgres (in {settings.postgres_dir}) is in use by process "
+            f"{', '.join(map(str, users)) or '(unknown)'}: stop that first (a `serve all`, a `worker`, a "
+            "`play --memory`, or claude's MCP servers), then try again",
+            highlight=False,
+        )
         raise typer.Exit(1)
     out.print(f"stopped the embedded Postgres (in {settings.postgres_dir})", highlight=False)

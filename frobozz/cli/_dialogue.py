@@ -67,26 +67,37 @@ def _table(report, path: Path) -> None:
     for number in ("turns", "tools", "denied", "time", "cost"):
         table.add_column(number, justify="right")
     for r in report.roles:
-        table.add_row(r.role, r.agent, str(r.turns), str(r.tools), str(r.denied), f"{r.seconds:.1f} s",
-                      f"${r.cost_usd:.4f}")
+        table.add_row(
+            r.role, r.agent, str(r.turns), str(r.tools), str(r.denied), f"{r.seconds:.1f} s", f"${r.cost_usd:.4f}"
+        )
     out.print(table, soft_wrap=False)  # a table fits the width; the lines around it stay whole
-    consensus = (f"round {report.consensus_round} ({report.consensus_role}, {report.consensus_how})"
-                 if report.consensus_round is not None else "none")
+    consensus = (
+        f"round {report.consensus_round} ({report.consensus_role}, {report.consensus_how})"
+        if report.consensus_round is not None
+        else "none"
+    )
     out.print(f"consensus: {consensus}; restores: {report.restores}; files in {path}", markup=False)
 
 
 @dialogue.command("run")
 def run(
     question: Path | None = typer.Option(None, "--question", dir_okay=False, help="The question (a text file)."),
-    agent: list[str] = typer.Option([], "--agent", help="NAME=PROMPT_FILE, once per agent, in speaking order; the "
-                                                        "role is the prompt's header <Role Prompt: ...>."),
+    agent: list[str] = typer.Option(
+        [],
+        "--agent",
+        help="NAME=PROMPT_FILE, once per agent, in speaking order; the role is the prompt's header <Role Prompt: ...>.",
+    ),
     scribe: Path | None = typer.Option(None, "--scribe", dir_okay=False, help="The scribe's prompt file."),
     rounds: int | None = typer.Option(None, "--rounds", min=1, max=100, help="Rounds at most (default 3)."),
-    directory: Path | None = typer.Option(None, "--dir", file_okay=False,
-                                          help="Where the dialogue's files go (default: a new folder in the data "
-                                               "directory)."),
-    model: str | None = typer.Option(None, help="claude's model; `scripted` runs offline on the project's scripted "
-                                                "model."),
+    directory: Path | None = typer.Option(
+        None,
+        "--dir",
+        file_okay=False,
+        help="Where the dialogue's files go (default: a new folder in the data directory).",
+    ),
+    model: str | None = typer.Option(
+        None, help="claude's model; `scripted` runs offline on the project's scripted model."
+    ),
     resume: Path | None = typer.Option(None, "--resume", file_okay=False, help="Take up the dialogue in DIR."),
 ) -> None:
     """Run a dialogue: each agent in turn fills its entry of dialogue.json; the scribe sums up each round."""
@@ -105,8 +116,10 @@ def run(
     try:
         if resume is not None:
             if question or agent or scribe or directory or rounds is not None:
-                raise _fail("--resume takes the dialogue as it was set up: leave out --question, --agent, --scribe, "
-                            "--dir and --rounds")
+                raise _fail(
+                    "--resume takes the dialogue as it was set up: leave out --question, --agent, --scribe, "
+                    "--dir and --rounds"
+                )
             path, model = resume, model or Dialogue.model_of(resume)
             question_text = ""
             roles: tuple[Role, ...] = ()
@@ -133,8 +146,16 @@ def run(
             if resume is not None:
                 made = Dialogue.resume(path, options=options, settings=settings, on_event=_show)
             else:
-                made = Dialogue.create(path, question_text, roles, rounds=rounds or 3, options=options,
-                                       settings=settings, on_event=_show, model=model)
+                made = Dialogue.create(
+                    path,
+                    question_text,
+                    roles,
+                    rounds=rounds or 3,
+                    options=options,
+                    settings=settings,
+                    on_event=_show,
+                    model=model,
+                )
                 out.print(f"dialogue in {made.dir.path}", markup=False)
             return await made.run()
 

@@ -44,16 +44,20 @@ async def check_login() -> str:
         message, _, fix = problem.partition(": ")
         if "not logged in" not in message:
             raise Problem(problem, "see the claude CLI check above")
-        raise Problem("claude is not logged in: `play` and `chat` with claude refuse to start",
-                      fix.rstrip(".") or "run `claude` once and use /login")
+        raise Problem(
+            "claude is not logged in: `play` and `chat` with claude refuse to start",
+            fix.rstrip(".") or "run `claude` once and use /login",
+        )
     return "logged in"
 
 
 async def check_claude() -> str:
     from frobozz.engine import CLINotFoundError, EngineSettings, find_claude, inspect_cli
 
-    fix = ("run the README's set-up (scripts/bootstrap installs claude into .venv), or "
-           "`npm install -g @anthropic-ai/claude-code`, or set FROBOZZ_CLAUDE_PATH")
+    fix = (
+        "run the README's set-up (scripts/bootstrap installs claude into .venv), or "
+        "`npm install -g @anthropic-ai/claude-code`, or set FROBOZZ_CLAUDE_PATH"
+    )
     try:
         claude = find_claude(EngineSettings().claude_path)
     except CLINotFoundError as e:
@@ -70,8 +74,11 @@ async def check_postgres(settings: MemorySettings) -> str:
     from frobozz.memory import database_url
 
     where = "FROBOZZ_DATABASE_URL" if settings.database_url else f"the embedded Postgres in {settings.postgres_dir}"
-    fix = ("check that the server is up and FROBOZZ_DATABASE_URL is right" if settings.database_url else
-           "reinstall the pgserver package (pip install pgserver), and check the data directory is writable")
+    fix = (
+        "check that the server is up and FROBOZZ_DATABASE_URL is right"
+        if settings.database_url
+        else "reinstall the pgserver package (pip install pgserver), and check the data directory is writable"
+    )
     try:
         url = await database_url(settings)
         connection = await asyncpg.connect(url, timeout=20)
@@ -79,13 +86,17 @@ async def check_postgres(settings: MemorySettings) -> str:
         raise Problem(f"cannot reach {where}: {type(e).__name__}: {e}", fix) from e
     try:
         version = await connection.fetchval("SHOW server_version")
-        vector = await connection.fetchrow("SELECT default_version, installed_version FROM pg_available_extensions "
-                                           "WHERE name = 'vector'")
+        vector = await connection.fetchrow(
+            "SELECT default_version, installed_version FROM pg_available_extensions WHERE name = 'vector'"
+        )
     finally:
         await connection.close()
     if vector is None:
-        raise Problem(f"Postgres {version} at {where} has no pgvector", "install pgvector on that server "
-                      "(https://github.com/pgvector/pgvector#installation), or unset FROBOZZ_DATABASE_URL")
+        raise Problem(
+            f"Postgres {version} at {where} has no pgvector",
+            "install pgvector on that server "
+            "(https://github.com/pgvector/pgvector#installation), or unset FROBOZZ_DATABASE_URL",
+        )
     available = vector["installed_version"] or vector["default_version"]
     if tuple(int(p) for p in available.split(".")[:2]) < REQUIRED_PGVECTOR:
         raise Problem(f"pgvector {available} is too old (HNSW needs 0.5)", "upgrade pgvector on that server")
@@ -96,10 +107,12 @@ async def check_embeddings(settings: MemorySettings) -> str:
     from frobozz.memory import make_embedder
     from frobozz.memory.exceptions import MemoryStoreError
 
-    fix = ("let it fetch the model once (FROBOZZ_EMBEDDING_ONNX_URL), or with no network export it here: "
-           "pip install 'frobozz[export]' (the README's set-up does)"
-           if settings.embedding_provider == "local" else
-           f"check FROBOZZ_EMBEDDING_URL and that the {settings.embedding_provider} service serves the model")
+    fix = (
+        "let it fetch the model once (FROBOZZ_EMBEDDING_ONNX_URL), or with no network export it here: "
+        "pip install 'frobozz[export]' (the README's set-up does)"
+        if settings.embedding_provider == "local"
+        else f"check FROBOZZ_EMBEDDING_URL and that the {settings.embedding_provider} service serves the model"
+    )
     try:
         embedder = make_embedder(settings)
         [vector] = await embedder.embed(["Is the embedding model working?"])
@@ -114,8 +127,10 @@ async def check_games(settings: GamesSettings) -> str:
     installed = [g for g in GameLibrary(settings).listing() if g.installed]
     if not installed:  # the folders searched, made yet or not
         folders = [*([settings.games_dir] if settings.games_dir else []), settings.installed_games_dir]
-        raise Problem(f"no story files in {' or '.join(str(d) for d in folders)}",
-                      "frobozz games install zork1 (or set FROBOZZ_GAMES_DIR to a folder of story files)")
+        raise Problem(
+            f"no story files in {' or '.join(str(d) for d in folders)}",
+            "frobozz games install zork1 (or set FROBOZZ_GAMES_DIR to a folder of story files)",
+        )
     return ", ".join(g.name for g in installed)
 
 
@@ -144,15 +159,20 @@ async def check_tracing() -> str:
     from frobozz.tracing import TracingConfigError, endpoint_set, probe
 
     if not endpoint_set():
-        return ("no OTEL_EXPORTER_OTLP_ENDPOINT set: --trace would send to http://localhost:4318 "
-                "(the README's Tracing section says how to point it at a backend)")
+        return (
+            "no OTEL_EXPORTER_OTLP_ENDPOINT set: --trace would send to http://localhost:4318 "
+            "(the README's Tracing section says how to point it at a backend)"
+        )
     try:
         return await probe()
     except TracingConfigError as e:
         raise Problem(str(e), "fix the OTEL_* variable named (the README's Tracing section has examples)") from e
     except ConnectionError as e:
-        raise Problem(str(e), "start the tracing backend, or correct OTEL_EXPORTER_OTLP_ENDPOINT "
-                      "(a run with --trace goes on without it, its spans dropped)") from e
+        raise Problem(
+            str(e),
+            "start the tracing backend, or correct OTEL_EXPORTER_OTLP_ENDPOINT "
+            "(a run with --trace goes on without it, its spans dropped)",
+        ) from e
 
 
 async def run_checks() -> list[Outcome]:
@@ -177,8 +197,14 @@ async def run_checks() -> list[Outcome]:
         except Problem as e:
             outcomes.append(Outcome(name, False, str(e), e.fix, required=name != "claude login"))
         except TimeoutError:
-            outcomes.append(Outcome(name, False, "did not answer within 180 s", "run it again; if it hangs, "
-                                    "run with FROBOZZ_LOG_LEVEL=DEBUG to see where"))
+            outcomes.append(
+                Outcome(
+                    name,
+                    False,
+                    "did not answer within 180 s",
+                    "run it again; if it hangs, run with FROBOZZ_LOG_LEVEL=DEBUG to see where",
+                )
+            )
     return outcomes
 
 
@@ -190,8 +216,7 @@ def doctor() -> None:
     outcomes = anyio.run(run_checks)
     table = Table("check", "", "found")
     for o in outcomes:
-        table.add_row(o.name, "[green]ok[/]" if o.ok else "[red]FAIL[/]" if o.required else "[yellow]no[/]",
-                      o.detail)
+        table.add_row(o.name, "[green]ok[/]" if o.ok else "[red]FAIL[/]" if o.required else "[yellow]no[/]", o.detail)
     console = Console(soft_wrap=True)  # fixes are commands: whole lines, so they can be copied
     console.print(table)
     claude = outcomes[0]
@@ -199,8 +224,9 @@ def doctor() -> None:
         console.print(f"claude CLI: {claude.detail}", highlight=False)  # whole, on one line: what it lacks
     for o in outcomes:
         if not o.ok:
-            console.print(f"[{'red' if o.required else 'yellow'}]{o.name}[/]: {o.detail}\n  fix: {o.fix}",
-                          highlight=False)
+            console.print(
+                f"[{'red' if o.required else 'yellow'}]{o.name}[/]: {o.detail}\n  fix: {o.fix}", highlight=False
+            )
     failed = [o for o in outcomes if not o.ok and o.required]
     if failed:
         Console(stderr=True).print(f"[red]{len(failed)} problem(s):[/] {', '.join(o.name for o in failed)}")

@@ -59,9 +59,15 @@ def verify(path: Path, as_json: bool = typer.Option(False, "--json", help="Print
         story = read_story(path)
     except GameError as e:
         raise _fail(str(e)) from e
-    report = {"path": str(story.path), "version": story.version, "release": story.release,
-              "serial": story.serial, "md5": story.md5, "bytes": story.size,
-              "jericho_supported": jericho_supports(story.md5)}
+    report = {
+        "path": str(story.path),
+        "version": story.version,
+        "release": story.release,
+        "serial": story.serial,
+        "md5": story.md5,
+        "bytes": story.size,
+        "jericho_supported": jericho_supports(story.md5),
+    }
     if as_json:
         out.print_json(json.dumps(report))
         return
@@ -84,8 +90,9 @@ def show_map(session: str, format: str = typer.Option("text", help="text, dot or
 
 
 @games.command("walkthrough")
-def walkthrough(game: str = typer.Argument("zork1"),
-                as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")) -> None:
+def walkthrough(
+    game: str = typer.Argument("zork1"), as_json: bool = typer.Option(False, "--json", help="Print one JSON object.")
+) -> None:
     """Play a game's walkthrough through the game MCP server over stdio, and show the result."""
     from ._walkthrough import play_walkthrough  # the MCP client: imported only for this command
 
@@ -98,7 +105,13 @@ def walkthrough(game: str = typer.Argument("zork1"),
         out.print_json(json.dumps(result))
         return
     table = Table("game", "steps", "score", "moves", "won", "seconds", "steps/s", title="walkthrough")
-    table.add_row(result["game"], str(result["steps"]), f"{result['score']}/{result['max_score']}",
-                  str(result["moves"]), "yes" if result["won"] else "no", f"{result['seconds']:.2f}",
-                  f"{result['steps'] / result['seconds']:.0f}")
+    table.add_row(
+        result["game"],
+        str(result["steps"]),
+        f"{result['score']}/{result['max_score']}",
+        str(result["moves"]),
+        "yes" if result["won"] else "no",
+        f"{result['seconds']:.2f}",
+        f"{result['steps'] / result['seconds']:.0f}",
+    )
     out.print(table)

@@ -12,11 +12,15 @@ from frobozz.servers import BUNDLES, ConfigError, check_names, config_for, insta
 
 
 def mcp_config(
-    servers: str = typer.Option("frobozz", "--servers", "-s",
-                                help=f"Server names, comma-separated, or a bundle: {', '.join(BUNDLES)}."),
+    servers: str = typer.Option(
+        "frobozz", "--servers", "-s", help=f"Server names, comma-separated, or a bundle: {', '.join(BUNDLES)}."
+    ),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the config to this file."),
-    install_to: bool = typer.Option(False, "--install", help="Add the servers to the project's .mcp.json, "
-                                                            "as `claude mcp add --scope project` would."),
+    install_to: bool = typer.Option(
+        False,
+        "--install",
+        help="Add the servers to the project's .mcp.json, as `claude mcp add --scope project` would.",
+    ),
     project: Path = typer.Option(Path("."), "--project", help="The project directory for --install."),
 ) -> None:
     """Print (or write, or install) an MCP config for claude or any MCP client."""

@@ -32,10 +32,15 @@ def ensure_game(game: str, settings: GamesSettings, *, url: str | None = None) -
 
 def play(
     game: str = typer.Argument("zork1", help="A catalogue name, a story file name, or a path."),
-    player: str = typer.Option("claude", help="claude, walkthrough, script:FILE, or auto (claude when it "
-                                              "is installed and logged in, else the walkthrough)."),
-    mode: str = typer.Option("text", help="text (the runner reads commands from replies) or tools "
-                                          "(claude plays through the game server's tools)."),
+    player: str = typer.Option(
+        "claude",
+        help="claude, walkthrough, script:FILE, or auto (claude when it "
+        "is installed and logged in, else the walkthrough).",
+    ),
+    mode: str = typer.Option(
+        "text",
+        help="text (the runner reads commands from replies) or tools (claude plays through the game server's tools).",
+    ),
     model: str = typer.Option(None, help="The model claude plays with."),
     max_turns: int = typer.Option(None, min=1, help="Stop after this many commands."),
     max_cost: float = typer.Option(None, min=0.0001, help="Stop when claude's cost reaches this (USD)."),
@@ -46,12 +51,23 @@ def play(
     runs: int = typer.Option(1, min=1, max=64, help="How many runs."),
     parallel: int = typer.Option(1, min=1, max=16, help="How many runs at once."),
     as_json: bool = typer.Option(False, "--json", help="Print one final JSON object (a list for --runs)."),
-    memory: str = typer.Option(None, "--memory", metavar="[NAMESPACE]", help=(
-        "Play with long-term memory (cortex and handoff as tools, orientation, recall, hand-off, lessons kept "
-        "for the next run), in NAMESPACE (default: the game's name, shared by all its runs).")),
-    queue: bool = typer.Option(False, "--queue", help=(
-        "Queue the runs in the database (FROBOZZ_DATABASE_URL, or the embedded one) for `frobozz worker`s "
-        "to play, and print their ids.")),
+    memory: str = typer.Option(
+        None,
+        "--memory",
+        metavar="[NAMESPACE]",
+        help=(
+            "Play with long-term memory (cortex and handoff as tools, orientation, recall, hand-off, lessons kept "
+            "for the next run), in NAMESPACE (default: the game's name, shared by all its runs)."
+        ),
+    ),
+    queue: bool = typer.Option(
+        False,
+        "--queue",
+        help=(
+            "Queue the runs in the database (FROBOZZ_DATABASE_URL, or the embedded one) for `frobozz worker`s "
+            "to play, and print their ids."
+        ),
+    ),
     trace: bool = trace_option(),
 ) -> None:
     """Play GAME headless: claude drives the real CLI; the game answers each command."""
@@ -75,21 +91,38 @@ def play(
         problem = claude_readiness()
         player = "claude" if problem is None else "walkthrough"
         reason = problem.split("; or play offline", 1)[0].split(", or play offline", 1)[0] if problem else None
-        err.print(f"[bold]playing with {player}[/bold]" + (f": {reason}" if reason else
-                                                          ": claude is installed and logged in"))
+        err.print(
+            f"[bold]playing with {player}[/bold]" + (f": {reason}" if reason else ": claude is installed and logged in")
+        )
     from pydantic import ValidationError
 
     try:
-        config = RunConfig(game=game, player=player, mode=mode, model=model, max_turns=max_turns, max_cost=max_cost,
-                           max_seconds=max_time, multi=multi, prompt_file=prompt_file, resume=resume, memory=memory)
+        config = RunConfig(
+            game=game,
+            player=player,
+            mode=mode,
+            model=model,
+            max_turns=max_turns,
+            max_cost=max_cost,
+            max_seconds=max_time,
+            multi=multi,
+            prompt_file=prompt_file,
+            resume=resume,
+            memory=memory,
+        )
     except ValidationError:
-        raise typer.BadParameter(f"{memory[:80]!r} is not a namespace: 1-100 letters, digits, '_', '.', ':' or "
-                                 "'-', starting with a letter or digit", param_hint="--memory") from None
+        raise typer.BadParameter(
+            f"{memory[:80]!r} is not a namespace: 1-100 letters, digits, '_', '.', ':' or "
+            "'-', starting with a letter or digit",
+            param_hint="--memory",
+        ) from None
     settings = RunnerSettings()
     if queue:
         if resume is not None:
-            raise typer.BadParameter("a queued run starts afresh; a stopped queued run goes back to the queue "
-                                     "by itself", param_hint="--resume")
+            raise typer.BadParameter(
+                "a queued run starts afresh; a stopped queued run goes back to the queue by itself",
+                param_hint="--resume",
+            )
         _enqueue(config, settings, runs, as_json)
         return
     if resume is None:
@@ -104,8 +137,9 @@ def play(
         async with limiter:
             if live:
                 with LiveView(out) as view:
-                    results[index] = await play(config, settings, on_turn=view.on_turn, handle_signals=True,
-                                                ledger=ledger)
+                    results[index] = await play(
+                        config, settings, on_turn=view.on_turn, handle_signals=True, ledger=ledger
+                    )
             else:
                 results[index] = await play(config, settings, handle_signals=runs == 1, ledger=ledger)
             if not live and not as_json:
@@ -146,8 +180,7 @@ def play(
     stopped = [r.run_id for r in results if r.reason == "interrupted"]
     if stopped:  # a Ctrl-C (or SIGTERM): what was played is kept, and says how to go on
         for run_id in stopped:
-            err.print(f"stopped; everything played is saved: go on with `frobozz play --resume {run_id}`",
-                      markup=False)
+            err.print(f"stopped; everything played is saved: go on with `frobozz play --resume {run_id}`", markup=False)
         raise typer.Exit(130)
 
 

@@ -10,8 +10,9 @@ from rich.console import Console
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
-plugin = typer.Typer(help="Memory in your own Claude Code: a plugin whose hooks run the memory loop.",
-                     no_args_is_help=True)
+plugin = typer.Typer(
+    help="Memory in your own Claude Code: a plugin whose hooks run the memory loop.", no_args_is_help=True
+)
 
 
 @plugin.command(hidden=True)
@@ -22,7 +23,9 @@ def daemon(socket: Path | None = typer.Option(None, help="The socket to listen o
     from frobozz.plugin import PLUGIN_SERVERS, MemoryDaemon, PluginError, PluginSettings
 
     try:
-        anyio.run(MemoryDaemon(PluginSettings(), socket, servers={name: _factory(name) for name in PLUGIN_SERVERS}).serve)
+        anyio.run(
+            MemoryDaemon(PluginSettings(), socket, servers={name: _factory(name) for name in PLUGIN_SERVERS}).serve
+        )
     except PluginError as e:
         err.print(f"error: {e}", markup=False)
         raise typer.Exit(1) from e
@@ -38,6 +41,7 @@ def _factory(name: str):
     def make(overrides, service):
         settings = settings_class(**overrides)
         return create_server(settings, service.sharing(settings))
+
     return make
 
 
@@ -52,12 +56,18 @@ def _claude() -> str:
 
 
 @plugin.command()
-def install(scope: str = typer.Option("user", help="user: every project; project: this one (.claude/settings.json)."),
-            namespace: str | None = typer.Option(None, help="Whose memory (default: each project's, the git root's "
-                                                            "or the folder's name)."),
-            hub: str | None = typer.Option(None, help="A running hub's address (`frobozz serve all --http`): the hooks "
-                                                      "call it, with FROBOZZ_HUB_TOKEN, instead of a daemon of their "
-                                                      "own.")) -> None:
+def install(
+    scope: str = typer.Option("user", help="user: every project; project: this one (.claude/settings.json)."),
+    namespace: str | None = typer.Option(
+        None, help="Whose memory (default: each project's, the git root's or the folder's name)."
+    ),
+    hub: str | None = typer.Option(
+        None,
+        help="A running hub's address (`frobozz serve all --http`): the hooks "
+        "call it, with FROBOZZ_HUB_TOKEN, instead of a daemon of their "
+        "own.",
+    ),
+) -> None:
     """Install the memory plugin into Claude Code (through claude's own plugin commands)."""
     from frobozz.plugin import PluginError, PluginSettings
     from frobozz.plugin import install as install_plugin
@@ -73,19 +83,31 @@ def install(scope: str = typer.Option("user", help="user: every project; project
 
         url = urlsplit(hub)
         if url.scheme not in ("http", "https") or not url.hostname or url.query or url.username:
-            err.print("error: --hub is the hub's http(s) address, like http://127.0.0.1:8765 (the token goes in "
-                      "FROBOZZ_HUB_TOKEN, not in the address)", markup=False)
+            err.print(
+                "error: --hub is the hub's http(s) address, like http://127.0.0.1:8765 (the token goes in "
+                "FROBOZZ_HUB_TOKEN, not in the address)",
+                markup=False,
+            )
             raise typer.Exit(2)
     try:
-        done = install_plugin(PluginSettings(), scope, Path.cwd(), namespace, _claude(),  # type: ignore[arg-type]  # scope: checked
-                              hub=hub.rstrip("/") if hub else None)
+        done = install_plugin(
+            PluginSettings(),
+            scope,  # type: ignore[arg-type]  # checked against user/project above
+            Path.cwd(),
+            namespace,
+            _claude(),
+            hub=hub.rstrip("/") if hub else None,
+        )
     except PluginError as e:
         err.print(f"error: {e}", markup=False)
         raise typer.Exit(1) from e
-    out.print(f"installed frobozz-memory ({done.scope} scope, {done.settings}); namespace: "
-              f"{done.namespace or 'each project its own'}; memory from "
-              f"{done.hub + ' (FROBOZZ_HUB_TOKEN)' if done.hub else 'a per-user daemon'}. New claude sessions have "
-              "memory.", markup=False)
+    out.print(
+        f"installed frobozz-memory ({done.scope} scope, {done.settings}); namespace: "
+        f"{done.namespace or 'each project its own'}; memory from "
+        f"{done.hub + ' (FROBOZZ_HUB_TOKEN)' if done.hub else 'a per-user daemon'}. New claude sessions have "
+        "memory.",
+        markup=False,
+    )
 
 
 @plugin.command()
@@ -116,11 +138,15 @@ def status() -> None:
     if not found:
         out.print("not installed", markup=False)
     for one in found:
-        out.print(f"installed: {one.scope} scope, {one.settings}; namespace: {one.namespace or 'per project'}"
-                  f"{f'; hooks call the hub at {one.hub}' if one.hub else ''}", markup=False)
+        out.print(
+            f"installed: {one.scope} scope, {one.settings}; namespace: {one.namespace or 'per project'}"
+            f"{f'; hooks call the hub at {one.hub}' if one.hub else ''}",
+            markup=False,
+        )
     pid = daemon_pid(settings.socket)
-    out.print(f"memory daemon: {f'running (pid {pid})' if pid else 'not running'}; socket {settings.socket}",
-              markup=False)
+    out.print(
+        f"memory daemon: {f'running (pid {pid})' if pid else 'not running'}; socket {settings.socket}", markup=False
+    )
 
 
 @plugin.command("serve", hidden=True)

@@ -18,9 +18,11 @@ err = Console(stderr=True)
 T = TypeVar("T")
 MAX_PROMPT_FILE = 100_000
 
-routine_app = typer.Typer(help="Routines: a prompt at cron times, every N seconds, on new mail or on new feed "
-                               "entries, each firing a session with memory recorded as a run.",
-                          no_args_is_help=True)
+routine_app = typer.Typer(
+    help="Routines: a prompt at cron times, every N seconds, on new mail or on new feed "
+    "entries, each firing a session with memory recorded as a run.",
+    no_args_is_help=True,
+)
 
 
 def _with_store(work: Callable[[Any, Any], Awaitable[T]]) -> T:
@@ -61,26 +63,32 @@ def _prompt(prompt: str | None, prompt_file: Path | None) -> str:
 
 
 @routine_app.command("add")
-def add(name: str,
-        cron: str = typer.Option(None, help="5 cron fields (minute hour day month weekday) or @hourly, @daily…"),
-        tz: str = typer.Option("UTC", help="The time zone of --cron (an IANA name, such as Europe/Lisbon)."),
-        every: float = typer.Option(None, help="Fire every this many seconds."),
-        inbox: str = typer.Option(None, help="imaps://user@host[:port]/FOLDER: fire on each new mail "
-                                            "(plain imap:// on loopback only)."),
-        feed: str = typer.Option(None, help="An RSS or Atom feed's URL: fire on each new entry."),
-        poll: float = typer.Option(60.0, help="Seconds between looks at the inbox or feed."),
-        prompt: str = typer.Option(None, help="What the model is to do."),
-        prompt_file: Path = typer.Option(None, help="The prompt, from a file."),
-        namespace: str = typer.Option("", help="The memory namespace (default: routine-NAME)."),
-        workspace: Path = typer.Option(None, help="The folder claude works in (default: one of the routine's own)."),
-        model: str = typer.Option(None), max_turns: int = typer.Option(None, help="Model turns per firing."),
-        max_cost: float = typer.Option(None, help="Dollars per firing."),
-        max_seconds: float = typer.Option(None, help="Seconds per firing."),
-        game: str = typer.Option(None, help="Each firing is a game run with memory (Solitude with a game)."),
-        password_env: str = typer.Option(None, help="The environment variable with the mailbox's password "
-                                                    "(default FROBOZZ_IMAP_PASSWORD), read by each worker."),
-        password_file: Path = typer.Option(None, help="A file with the mailbox's password, read by each worker.")
-        ) -> None:
+def add(
+    name: str,
+    cron: str = typer.Option(None, help="5 cron fields (minute hour day month weekday) or @hourly, @daily…"),
+    tz: str = typer.Option("UTC", help="The time zone of --cron (an IANA name, such as Europe/Lisbon)."),
+    every: float = typer.Option(None, help="Fire every this many seconds."),
+    inbox: str = typer.Option(
+        None, help="imaps://user@host[:port]/FOLDER: fire on each new mail (plain imap:// on loopback only)."
+    ),
+    feed: str = typer.Option(None, help="An RSS or Atom feed's URL: fire on each new entry."),
+    poll: float = typer.Option(60.0, help="Seconds between looks at the inbox or feed."),
+    prompt: str = typer.Option(None, help="What the model is to do."),
+    prompt_file: Path = typer.Option(None, help="The prompt, from a file."),
+    namespace: str = typer.Option("", help="The memory namespace (default: routine-NAME)."),
+    workspace: Path = typer.Option(None, help="The folder claude works in (default: one of the routine's own)."),
+    model: str = typer.Option(None),
+    max_turns: int = typer.Option(None, help="Model turns per firing."),
+    max_cost: float = typer.Option(None, help="Dollars per firing."),
+    max_seconds: float = typer.Option(None, help="Seconds per firing."),
+    game: str = typer.Option(None, help="Each firing is a game run with memory (Solitude with a game)."),
+    password_env: str = typer.Option(
+        None,
+        help="The environment variable with the mailbox's password "
+        "(default FROBOZZ_IMAP_PASSWORD), read by each worker.",
+    ),
+    password_file: Path = typer.Option(None, help="A file with the mailbox's password, read by each worker."),
+) -> None:
     """Add a routine (kept in the database; every `frobozz worker` on it fires it)."""
     from frobozz.routines import RoutineInputError, routine
 
@@ -96,11 +104,22 @@ def add(name: str,
             GameLibrary(GamesSettings()).find(game, allow_path=True)
         except GameError as e:
             raise typer.BadParameter(str(e), param_hint="--game") from None
-    values: dict[str, Any] = dict(name=name, kind=kind, prompt=_prompt(prompt, prompt_file), tz=tz, poll=poll,
-                                  namespace=namespace, model=model, max_turns=max_turns, max_cost=max_cost,
-                                  max_seconds=max_seconds, game=game, password_env=password_env,
-                                  password_file=str(password_file.resolve()) if password_file else None,
-                                  workspace=str(workspace.resolve()) if workspace else None)
+    values: dict[str, Any] = dict(
+        name=name,
+        kind=kind,
+        prompt=_prompt(prompt, prompt_file),
+        tz=tz,
+        poll=poll,
+        namespace=namespace,
+        model=model,
+        max_turns=max_turns,
+        max_cost=max_cost,
+        max_seconds=max_seconds,
+        game=game,
+        password_env=password_env,
+        password_file=str(password_file.resolve()) if password_file else None,
+        workspace=str(workspace.resolve()) if workspace else None,
+    )
     if kind == "cron":
         values["cron"] = cron
     elif kind == "every":
@@ -118,9 +137,16 @@ def add(name: str,
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
     spec = r["spec"]
-    return {"name": r["name"], "when": spec.describe(), "paused": r["paused"], "problem": r.get("problem"),
-            "firings": r.get("counts", {}), "last_fired": r.get("last_fired"), "spec": spec.model_dump(),
-            "created": r["created"]}
+    return {
+        "name": r["name"],
+        "when": spec.describe(),
+        "paused": r["paused"],
+        "problem": r.get("problem"),
+        "firings": r.get("counts", {}),
+        "last_fired": r.get("last_fired"),
+        "spec": spec.model_dump(),
+        "created": r["created"],
+    }
 
 
 @routine_app.command("list")
@@ -142,9 +168,11 @@ def list_(as_json: bool = typer.Option(False, "--json")) -> None:
 
 
 @routine_app.command("show")
-def show(name: str, as_json: bool = typer.Option(False, "--json"),
-         limit: int = typer.Option(50, min=1, max=10000)) -> None:
+def show(
+    name: str, as_json: bool = typer.Option(False, "--json"), limit: int = typer.Option(50, min=1, max=10000)
+) -> None:
     """One routine and its firings (due time or item, state, run, cost), newest first."""
+
     async def work(store: Any, ledger: Any) -> dict[str, Any]:
         row = _row(await store.get(name))
         row["firings_list"] = await store.firings(name, limit=limit)
@@ -162,8 +190,9 @@ def show(name: str, as_json: bool = typer.Option(False, "--json"),
         return
     table = Table("firing", "state", "reason", "run", "cost", "at")
     for f in row["firings_list"]:
-        table.add_row(f["title"], f["state"], f["reason"] or "", f["run_id"] or "", f"${f['cost_usd']:.4f}",
-                      str(f["created"]))
+        table.add_row(
+            f["title"], f["state"], f["reason"] or "", f["run_id"] or "", f"${f['cost_usd']:.4f}", str(f["created"])
+        )
     out.print(table)
 
 
@@ -209,7 +238,10 @@ def run(name: str) -> None:
 
     firing = _with_store(work)
     assert firing is not None
-    out.print(f"routine {name}: {firing['state']}" + (f" ({firing['reason']})" if firing["reason"] else "")
-              + f", run {firing['run_id'] or '-'}, ${firing['cost_usd']:.4f}")
+    out.print(
+        f"routine {name}: {firing['state']}"
+        + (f" ({firing['reason']})" if firing["reason"] else "")
+        + f", run {firing['run_id'] or '-'}, ${firing['cost_usd']:.4f}"
+    )
     if firing["state"] == "failed":
         raise typer.Exit(1)

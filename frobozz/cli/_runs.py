@@ -42,10 +42,11 @@ def _with_ledger(work: Callable[[Any], Awaitable[T]], *, one_shot: bool = True, 
         raise typer.Exit(1) from None
 
 
-def worker(concurrency: int = typer.Option(1, min=1, max=16, help="How many runs at once."),
-           games: str = typer.Option(None, help="Comma-separated games this worker takes (default: every game "
-                                                "it has)."),
-           trace: bool = trace_option()) -> None:
+def worker(
+    concurrency: int = typer.Option(1, min=1, max=16, help="How many runs at once."),
+    games: str = typer.Option(None, help="Comma-separated games this worker takes (default: every game it has)."),
+    trace: bool = trace_option(),
+) -> None:
     """Take queued runs (`play --queue`) and play them, until Ctrl-C or SIGTERM: the runs in hand then stop
     at their next turn and go back to the queue, to be taken up from there."""
     start_tracing(trace, "frobozz-worker")
@@ -58,8 +59,9 @@ def worker(concurrency: int = typer.Option(1, min=1, max=16, help="How many runs
         raise typer.BadParameter("name at least one game", param_hint="--games")
 
     def finished(result: Any) -> None:
-        out.print(f"run {result.run_id}: {result.reason}, score {result.score}/{result.max_score} "
-                  f"in {result.turns} turns")
+        out.print(
+            f"run {result.run_id}: {result.reason}, score {result.score}/{result.max_score} in {result.turns} turns"
+        )
 
     async def work(ledger: Any) -> None:
         from frobozz.routines import RoutineSettings, RoutineStore, RoutineWorker
@@ -71,8 +73,10 @@ def worker(concurrency: int = typer.Option(1, min=1, max=16, help="How many runs
             if names:  # games asked for by name and not here: refused
                 err.print(f"[red]error:[/red] {e}")
                 raise typer.Exit(1) from None
-            err.print(f"worker: {e}; queued game runs are left to a worker that has their game, and a --game "
-                      "routine's firing fails here, saying so")  # routines without a game need none
+            err.print(
+                f"worker: {e}; queued game runs are left to a worker that has their game, and a --game "
+                "routine's firing fails here, saying so"
+            )  # routines without a game need none
         store = await RoutineStore.open(size=4)
         routines = RoutineWorker(store, ledger, RoutineSettings())  # the routines on this database fire here too
         try:
@@ -82,8 +86,10 @@ def worker(concurrency: int = typer.Option(1, min=1, max=16, help="How many runs
                     err.print("worker: firing routines")
                     await routines.run()
                 else:
-                    err.print(f"worker: taking runs of {len(taker.stories)} game(s), {concurrency} at a time, "
-                              "and firing routines")
+                    err.print(
+                        f"worker: taking runs of {len(taker.stories)} game(s), {concurrency} at a time, "
+                        "and firing routines"
+                    )
                     async with anyio.create_task_group() as both:
                         both.start_soon(routines.run)
                         await taker.run()
@@ -111,15 +117,20 @@ async def _stop_on_signal(*takers: Any) -> None:
             return
 
 
-runs = typer.Typer(help="Runs in the database (queued and played by workers): list them, or show one.",
-                   invoke_without_command=True)
+runs = typer.Typer(
+    help="Runs in the database (queued and played by workers): list them, or show one.", invoke_without_command=True
+)
 
 
 @runs.callback()
-def runs_list(ctx: typer.Context, game: str = typer.Option(None), model: str = typer.Option(None),
-              status: str = typer.Option(None, help="queued, running, finished, stopped or failed."),
-              limit: int = typer.Option(50, min=1, max=10000),
-              as_json: bool = typer.Option(False, "--json")) -> None:
+def runs_list(
+    ctx: typer.Context,
+    game: str = typer.Option(None),
+    model: str = typer.Option(None),
+    status: str = typer.Option(None, help="queued, running, finished, stopped or failed."),
+    limit: int = typer.Option(50, min=1, max=10000),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """The newest runs first."""
     from frobozz.runner import STATUSES
 
@@ -135,8 +146,9 @@ def runs_list(ctx: typer.Context, game: str = typer.Option(None), model: str = t
         out.print_json(json.dumps(rows, default=str))
         return
     if not rows:
-        out.print("no runs" + (" matching" if game or model or status else " yet: `frobozz play GAME --queue` "
-                                                                           "queues some"))
+        out.print(
+            "no runs" + (" matching" if game or model or status else " yet: `frobozz play GAME --queue` queues some")
+        )
         return
     table = Table()
     table.add_column("run", no_wrap=True, min_width=22)  # never cut: it is what `runs show` takes
@@ -144,8 +156,19 @@ def runs_list(ctx: typer.Context, game: str = typer.Option(None), model: str = t
         table.add_column(name, overflow="fold")
     for r in rows:
         score = "" if r["score"] is None else f"{r['score']}" + (f"/{r['max_score']}" if r["max_score"] else "")
-        table.add_row(r["run_id"], r["game"], r["player"], r["mode"], r["model"] or "", r["status"], score,
-                      str(r["turns"]), "yes" if r["won"] else "no", r["reason"] or "", f"${r['cost_usd']:.4f}")
+        table.add_row(
+            r["run_id"],
+            r["game"],
+            r["player"],
+            r["mode"],
+            r["model"] or "",
+            r["status"],
+            score,
+            str(r["turns"]),
+            "yes" if r["won"] else "no",
+            r["reason"] or "",
+            f"${r['cost_usd']:.4f}",
+        )
     out.print(table)
 
 
@@ -160,13 +183,20 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
         row = await run_row(ledger, here, run_id.strip())
         row["info"] = json.loads(row["info"])
         row.pop("snapshot", None)
-        turns = await ledger.turns(row["run_id"]) if row["in_database"] else \
-            RunStore.open(here, row["run_id"]).turns(repair=False)
-        row["last_turn"] = None if not turns else {"turn": turns[-1].turn, "command": turns[-1].command,
-                                                   "text": turns[-1].text}
+        turns = (
+            await ledger.turns(row["run_id"])
+            if row["in_database"]
+            else RunStore.open(here, row["run_id"]).turns(repair=False)
+        )
+        row["last_turn"] = (
+            None if not turns else {"turn": turns[-1].turn, "command": turns[-1].command, "text": turns[-1].text}
+        )
         where = Path(row["run_dir"]) if row["run_dir"] else None
-        row["files"] = {name: str(where / name) for name in ("transcript.md", "score.png", "map.png")
-                        if where is not None and (where / name).exists()}
+        row["files"] = {
+            name: str(where / name)
+            for name in ("transcript.md", "score.png", "map.png")
+            if where is not None and (where / name).exists()
+        }
         return row
 
     row = _with_ledger(work)
@@ -176,15 +206,23 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
     info = row["info"]
     table = Table.grid(padding=(0, 2))
     score = f"{row['score']}/{row['max_score']}" if row["max_score"] else str(row["score"])
-    for name, value in (("run", row["run_id"]), ("game", f"{row['game']} ({info.get('title')})"),
-                        ("player", row["player"]), ("mode", row["mode"]), ("model", row["model"] or "(default)"),
-                        ("status", f"{row['status']}" + (f": {row['reason']}" if row["reason"] else "")),
-                        ("score", score), ("turns", row["turns"]), ("won", "yes" if row["won"] else "no"),
-                        ("cost", f"${row['cost_usd']:.4f}"),
-                        ("worker", row["worker"] or ("(not taken yet)" if row["in_database"] else
-                                                     "played here, not in the database")),
-                        ("run directory", row["run_dir"] or "-"), ("queued", row["queued_at"]),
-                        ("started", row["started_at"]), ("ended", row["ended_at"])):
+    for name, value in (
+        ("run", row["run_id"]),
+        ("game", f"{row['game']} ({info.get('title')})"),
+        ("player", row["player"]),
+        ("mode", row["mode"]),
+        ("model", row["model"] or "(default)"),
+        ("status", f"{row['status']}" + (f": {row['reason']}" if row["reason"] else "")),
+        ("score", score),
+        ("turns", row["turns"]),
+        ("won", "yes" if row["won"] else "no"),
+        ("cost", f"${row['cost_usd']:.4f}"),
+        ("worker", row["worker"] or ("(not taken yet)" if row["in_database"] else "played here, not in the database")),
+        ("run directory", row["run_dir"] or "-"),
+        ("queued", row["queued_at"]),
+        ("started", row["started_at"]),
+        ("ended", row["ended_at"]),
+    ):
         table.add_row(f"[bold]{name}[/bold]", str(value if value is not None else "-"))
     for name, path in row["files"].items():
         table.add_row(f"[bold]{name}[/bold]", path)
@@ -210,11 +248,32 @@ def leaderboard(game: str = typer.Option(None), as_json: bool = typer.Option(Fal
     if not rows:
         out.print("no finished runs" + (f" of {game}" if game else "") + " yet")
         return
-    table = Table("model", "player", "game", "mode", "runs", "mean score", "best", "wins", "mean turns",
-                  "cost/point", title="Frobozz leaderboard")
+    table = Table(
+        "model",
+        "player",
+        "game",
+        "mode",
+        "runs",
+        "mean score",
+        "best",
+        "wins",
+        "mean turns",
+        "cost/point",
+        title="Frobozz leaderboard",
+    )
     for r in rows:
         best = f"{r['best_score']}/{r['max_score']}" if r["max_score"] else str(r["best_score"])
         per_point = "-" if r["cost_per_point"] is None else f"${r['cost_per_point']:.4f}"
-        table.add_row(r["model"] or "(default)", r["player"], r["game"], r["mode"], str(r["runs"]),
-                      f"{r['mean_score']:.1f}", best, str(r["wins"]), f"{r['mean_turns']:.1f}", per_point)
+        table.add_row(
+            r["model"] or "(default)",
+            r["player"],
+            r["game"],
+            r["mode"],
+            str(r["runs"]),
+            f"{r['mean_score']:.1f}",
+            best,
+            str(r["wins"]),
+            f"{r['mean_turns']:.1f}",
+            per_point,
+        )
     out.print(table)

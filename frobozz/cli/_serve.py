@@ -18,30 +18,64 @@ from frobozz.servers import SERVERS, load_server
 from ._trace import start_tracing, trace_option
 
 
-def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)}, 'all' (with --http), or "
-                                                 "'agent' (the agent service, over HTTP)."),
-          http: bool = typer.Option(False, "--http", help="Serve over streamable HTTP instead of stdio."),
-          host: str = typer.Option("127.0.0.1", help="The address to listen on (with --http)."),
-          port: int = typer.Option(None, min=1, max=65535, show_default=False,
-                                   help="The port to listen on (with --http): 8765, or 8771 for the agent."),
-          workspaces: Path | None = typer.Option(None, envvar="FROBOZZ_AGENT_WORKSPACES", show_default=False,
-                                                 help="The agent's workspaces root (ROOT/<user>/<name>); with "
-                                                      "'all', the agent is mounted at /agent."),
-          platform_dir: Path | None = typer.Option(None, envvar="FROBOZZ_AGENT_PLATFORM_DIR", show_default=False,
-                                                   help="MCP servers (.mcp.json) and skills every workspace gets."),
-          idle_timeout: float = typer.Option(600, envvar="FROBOZZ_AGENT_IDLE_TIMEOUT", min=0.1,
-                                             help="Seconds an agent session's claude may idle before it is released."),
-          max_live: int = typer.Option(8, envvar="FROBOZZ_AGENT_MAX_LIVE", min=1,
-                                       help="claude processes the agent runs at once."),
-          model: str | None = typer.Option(None, envvar="FROBOZZ_AGENT_CLAUDE_MODEL", show_default=False,
-                                           help="The agent's claude model (a session's own `model` wins); "
-                                                "`scripted` runs offline on the project's scripted model."),
-          token: str | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKEN", show_default=False,
-                                           help="The bearer token clients must send; generated when unset."),
-          tokens: Path | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKENS", show_default=False, help=(
-              "A TOML file of scoped tokens (each: a name, its servers, the namespaces it may read and write; "
-              "`frobozz hub-token` makes one), instead of the one token.")),
-          trace: bool = trace_option()) -> None:
+def serve(
+    name: str = typer.Argument(
+        ..., help=f"The server: {', '.join(SERVERS)}, 'all' (with --http), or 'agent' (the agent service, over HTTP)."
+    ),
+    http: bool = typer.Option(False, "--http", help="Serve over streamable HTTP instead of stdio."),
+    host: str = typer.Option("127.0.0.1", help="The address to listen on (with --http)."),
+    port: int = typer.Option(
+        None,
+        min=1,
+        max=65535,
+        show_default=False,
+        help="The port to listen on (with --http): 8765, or 8771 for the agent.",
+    ),
+    workspaces: Path | None = typer.Option(
+        None,
+        envvar="FROBOZZ_AGENT_WORKSPACES",
+        show_default=False,
+        help="The agent's workspaces root (ROOT/<user>/<name>); with 'all', the agent is mounted at /agent.",
+    ),
+    platform_dir: Path | None = typer.Option(
+        None,
+        envvar="FROBOZZ_AGENT_PLATFORM_DIR",
+        show_default=False,
+        help="MCP servers (.mcp.json) and skills every workspace gets.",
+    ),
+    idle_timeout: float = typer.Option(
+        600,
+        envvar="FROBOZZ_AGENT_IDLE_TIMEOUT",
+        min=0.1,
+        help="Seconds an agent session's claude may idle before it is released.",
+    ),
+    max_live: int = typer.Option(
+        8, envvar="FROBOZZ_AGENT_MAX_LIVE", min=1, help="claude processes the agent runs at once."
+    ),
+    model: str | None = typer.Option(
+        None,
+        envvar="FROBOZZ_AGENT_CLAUDE_MODEL",
+        show_default=False,
+        help="The agent's claude model (a session's own `model` wins); "
+        "`scripted` runs offline on the project's scripted model.",
+    ),
+    token: str | None = typer.Option(
+        None,
+        envvar="FROBOZZ_HUB_TOKEN",
+        show_default=False,
+        help="The bearer token clients must send; generated when unset.",
+    ),
+    tokens: Path | None = typer.Option(
+        None,
+        envvar="FROBOZZ_HUB_TOKENS",
+        show_default=False,
+        help=(
+            "A TOML file of scoped tokens (each: a name, its servers, the namespaces it may read and write; "
+            "`frobozz hub-token` makes one), instead of the one token."
+        ),
+    ),
+    trace: bool = trace_option(),
+) -> None:
     """Run an MCP server over stdio (as `claude --mcp-config` launches it), every server over HTTP, or the
     agent service."""
     start_tracing(trace, f"frobozz-{name}")
@@ -56,16 +90,18 @@ def serve(name: str = typer.Argument(..., help=f"The server: {', '.join(SERVERS)
         _serve_hub(name, http, host, port, token, tokens, agent)
 
 
-def _serve_hub(name: str, http: bool, host: str, port: int | None, token: str | None, tokens: Path | None,
-               agent: Any) -> None:
+def _serve_hub(
+    name: str, http: bool, host: str, port: int | None, token: str | None, tokens: Path | None, agent: Any
+) -> None:
     port = port or 8765
     names = list(SERVERS) if name == "all" else [name]
     if any(n not in SERVERS for n in names):
         raise typer.BadParameter(f"no server {name!r}; known: {', '.join(SERVERS)}, all", param_hint="NAME")
     if not http:
         if name == "all":
-            raise typer.BadParameter("'all' needs --http: over stdio a client starts each server itself",
-                                     param_hint="NAME")
+            raise typer.BadParameter(
+                "'all' needs --http: over stdio a client starts each server itself", param_hint="NAME"
+            )
         load_server(name).run("stdio")
         return
     import uvicorn
@@ -86,8 +122,10 @@ def _serve_hub(name: str, http: bool, host: str, port: int | None, token: str | 
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     if token is not None:
-        notes.append(f"claude: claude mcp add --transport http {names[0]} {base}/{names[0]}/mcp --header "
-                     f"\"Authorization: Bearer {token if generated else '$FROBOZZ_HUB_TOKEN'}\"")
+        notes.append(
+            f"claude: claude mcp add --transport http {names[0]} {base}/{names[0]}/mcp --header "
+            f'"Authorization: Bearer {token if generated else "$FROBOZZ_HUB_TOKEN"}"'
+        )
     if site is not None:
         notes.append(f"web view: {_link(base, token, generated)}")
     if agent is not None:
@@ -119,25 +157,42 @@ def _warn_unless_logged_in() -> None:
     problem = claude_readiness()
     if problem:
         Console(stderr=True, soft_wrap=True).print(
-            f"[yellow]warning:[/] {problem.replace('--player walkthrough', '--model scripted')}", highlight=False)
+            f"[yellow]warning:[/] {problem.replace('--player walkthrough', '--model scripted')}", highlight=False
+        )
 
 
-def _agent_app(workspaces: Path | None, platform_dir: Path | None, idle_timeout: float, max_live: int,
-               model: str | None = None, env: dict[str, str] | None = None) -> Any:
+def _agent_app(
+    workspaces: Path | None,
+    platform_dir: Path | None,
+    idle_timeout: float,
+    max_live: int,
+    model: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Any:
     from frobozz.agent import Agent, AgentSettings, create_app
     from frobozz.engine import EngineOptions
 
     if workspaces is None:
-        raise typer.BadParameter("the agent service needs --workspaces ROOT (a workspace is ROOT/<user>/<name>)",
-                                 param_hint="--workspaces")
+        raise typer.BadParameter(
+            "the agent service needs --workspaces ROOT (a workspace is ROOT/<user>/<name>)", param_hint="--workspaces"
+        )
     if platform_dir is not None and not platform_dir.is_dir():
         raise typer.BadParameter(f"{platform_dir} is not a folder", param_hint="--platform-dir")
     workspaces.mkdir(parents=True, exist_ok=True)
     claude_model = None if model == "scripted" else model
-    return create_app(Agent(AgentSettings(workspaces=workspaces, platform_dir=platform_dir, idle_timeout=idle_timeout,
-                                          max_live=max_live, claude_model=claude_model),
-                            engine_options=EngineOptions(model=claude_model, env=env or {}),
-                            memory_servers=_memory_servers()))
+    return create_app(
+        Agent(
+            AgentSettings(
+                workspaces=workspaces,
+                platform_dir=platform_dir,
+                idle_timeout=idle_timeout,
+                max_live=max_live,
+                claude_model=claude_model,
+            ),
+            engine_options=EngineOptions(model=claude_model, env=env or {}),
+            memory_servers=_memory_servers(),
+        )
+    )
 
 
 def _memory_servers() -> Any:
@@ -152,6 +207,7 @@ def _memory_servers() -> Any:
         config = config_for(["cortex"])["mcpServers"]
         config["cortex"]["env"]["FROBOZZ_CORTEX_DEFAULT_NAMESPACE"] = namespace
         return config
+
     return servers
 
 
@@ -164,21 +220,36 @@ def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Pa
     stop_embedded_at_exit()
     grants, token, _, notes = _tokens(token, tokens)
     try:
-        app = ScopedTokens(agent, grants, frozenset(), only="agent") if grants is not None else \
-            BearerToken(agent, token or "")
+        app = (
+            ScopedTokens(agent, grants, frozenset(), only="agent")
+            if grants is not None
+            else BearerToken(agent, token or "")
+        )
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     _announce(f"[bold]frobozz agent[/] on http://{host}:{port}/sessions", notes)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
-def web(host: str = typer.Option("127.0.0.1", help="The address to listen on."),
-        port: int = typer.Option(8770, min=1, max=65535, help="The port to listen on."),
-        token: str | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKEN", show_default=False,
-                                         help="The token the browser must give; generated when unset."),
-        tokens: Path | None = typer.Option(None, envvar="FROBOZZ_HUB_TOKENS", show_default=False, help=(
+def web(
+    host: str = typer.Option("127.0.0.1", help="The address to listen on."),
+    port: int = typer.Option(8770, min=1, max=65535, help="The port to listen on."),
+    token: str | None = typer.Option(
+        None,
+        envvar="FROBOZZ_HUB_TOKEN",
+        show_default=False,
+        help="The token the browser must give; generated when unset.",
+    ),
+    tokens: Path | None = typer.Option(
+        None,
+        envvar="FROBOZZ_HUB_TOKENS",
+        show_default=False,
+        help=(
             "A TOML file of scoped tokens (`frobozz hub-token --server web`): each sees the memory namespaces "
-            "it may read, and may forget only where it may write."))) -> None:
+            "it may read, and may forget only where it may write."
+        ),
+    ),
+) -> None:
     """Serve the web view alone: runs (live and past) and memory in the browser (`serve all --http` serves it
     too, at /, beside the MCP servers)."""
     import uvicorn
@@ -191,8 +262,11 @@ def web(host: str = typer.Option("127.0.0.1", help="The address to listen on."),
     base = f"http://{host}:{port}"
     grants, token, generated, notes = _tokens(token, tokens)
     try:
-        app = ScopedTokens(create_app(agent_served=False), grants, frozenset()) if grants is not None else \
-            BearerToken(create_app(agent_served=False), token or "")
+        app = (
+            ScopedTokens(create_app(agent_served=False), grants, frozenset())
+            if grants is not None
+            else BearerToken(create_app(agent_served=False), token or "")
+        )
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     _announce(f"[bold]frobozz web[/] on {base}: {_link(base, token, generated)}", notes)
@@ -240,13 +314,17 @@ def _announce(headline: str, notes: list[str]) -> None:
     sys.stderr.flush()
 
 
-def hub_token(name: str = typer.Argument(..., help="Who the token is for (shown in refusals)."),
-              servers: list[str] = typer.Option(["cortex", "handoff"], "--server",
-                                                help="A server it may use ('web': the web view; '*': any)."),
-              read: list[str] = typer.Option([], "--read", help="A namespace it may read ('*': any)."),
-              write: list[str] = typer.Option([], "--write", help="A namespace it may write (and read)."),
-              users: list[str] = typer.Option([], "--user", help="With --server agent: a user whose workspaces it "
-                                                                 "may use ('*': any).")) -> None:
+def hub_token(
+    name: str = typer.Argument(..., help="Who the token is for (shown in refusals)."),
+    servers: list[str] = typer.Option(
+        ["cortex", "handoff"], "--server", help="A server it may use ('web': the web view; '*': any)."
+    ),
+    read: list[str] = typer.Option([], "--read", help="A namespace it may read ('*': any)."),
+    write: list[str] = typer.Option([], "--write", help="A namespace it may write (and read)."),
+    users: list[str] = typer.Option(
+        [], "--user", help="With --server agent: a user whose workspaces it may use ('*': any)."
+    ),
+) -> None:
     """Make a scoped token: the token goes to its holder (shown once, here), the entry to FROBOZZ_HUB_TOKENS."""
     from pydantic import ValidationError
 
@@ -257,8 +335,11 @@ def hub_token(name: str = typer.Argument(..., help="Who the token is for (shown 
         grant = Grant(name=name, sha256=hashed(secret), servers=servers, read=read, write=write, users=users)
     except ValidationError as e:
         raise typer.BadParameter("; ".join(f"{err['loc'][0]}: {err['msg']}" for err in e.errors())) from e
-    Console(stderr=True).print(f"token for {name} (give it to them; it is not kept anywhere): {secret}",
-                               highlight=False, soft_wrap=True)
+    Console(stderr=True).print(
+        f"token for {name} (give it to them; it is not kept anywhere): {secret}", highlight=False, soft_wrap=True
+    )
     lists = {k: ", ".join(f'"{v}"' for v in getattr(grant, k)) for k in ("servers", "read", "write", "users")}
-    print(f'[[token]]\nname = "{grant.name}"\nsha256 = "{grant.sha256}"\nservers = [{lists["servers"]}]\n'
-          f'read = [{lists["read"]}]\nwrite = [{lists["write"]}]' + (f'\nusers = [{lists["users"]}]' if users else ""))
+    print(
+        f'[[token]]\nname = "{grant.name}"\nsha256 = "{grant.sha256}"\nservers = [{lists["servers"]}]\n'
+        f"read = [{lists['read']}]\nwrite = [{lists['write']}]" + (f"\nusers = [{lists['users']}]" if users else "")
+    )

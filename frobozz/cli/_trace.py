@@ -7,8 +7,10 @@ from rich.console import Console
 
 err = Console(stderr=True)
 
-TRACE_HELP = ("Send OpenTelemetry traces (turns, model requests, tools, memory) over OTLP to "
-              "OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318); the standard OTEL_* variables apply.")
+TRACE_HELP = (
+    "Send OpenTelemetry traces (turns, model requests, tools, memory) over OTLP to "
+    "OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318); the standard OTEL_* variables apply."
+)
 
 
 def trace_option() -> bool:

@@ -38,10 +38,20 @@ async def play_walkthrough(game: str, settings: GamesSettings, *, progress: Cons
                 raise GameError(f"step {i} ({command!r}): {result.content[0].text}")  # type: ignore[union-attr]  # as above
             state = result.structured_content
             if progress and (i % 50 == 0 or i == len(steps)):
-                progress.print(f"[dim]{i:>4}/{len(steps)}  score {state['score']}/{state['max_score']}  "
-                               f"{state['location']}[/dim]")
+                progress.print(
+                    f"[dim]{i:>4}/{len(steps)}  score {state['score']}/{state['max_score']}  {state['location']}[/dim]"
+                )
         seconds = time.perf_counter() - t0
         await client.call_tool("end_game", {"session_id": session_id})
-    return {"game": game, "session_id": session_id, "steps": len(steps), "score": state["score"],
-            "max_score": state["max_score"], "moves": state["moves"], "won": state["won"],
-            "done": state["done"], "seconds": seconds, "last_text": state["text"]}
+    return {
+        "game": game,
+        "session_id": session_id,
+        "steps": len(steps),
+        "score": state["score"],
+        "max_score": state["max_score"],
+        "moves": state["moves"],
+        "won": state["won"],
+        "done": state["done"],
+        "seconds": seconds,
+        "last_text": state["text"],
+    }

@@ -9,8 +9,28 @@ from collections.abc import Sequence
 from ._entries import Entry
 
 # Words that, among the few before a phrase in its sentence, turn it around ("no consensus reached yet").
-NEGATIONS = frozenset({"no", "not", "never", "nor", "without", "hardly", "cannot", "can't", "don't", "doesn't",
-                       "haven't", "hasn't", "isn't", "aren't", "wasn't", "weren't", "won't", "nothing"})
+NEGATIONS = frozenset(
+    {
+        "no",
+        "not",
+        "never",
+        "nor",
+        "without",
+        "hardly",
+        "cannot",
+        "can't",
+        "don't",
+        "doesn't",
+        "haven't",
+        "hasn't",
+        "isn't",
+        "aren't",
+        "wasn't",
+        "weren't",
+        "won't",
+        "nothing",
+    }
+)
 LOOKBACK = 3  # words
 
 
@@ -27,6 +47,6 @@ def consensus_of(entry: Entry, phrases: Sequence[str]) -> str | None:
     text = " ".join(entry.content.lower().split())
     for phrase in phrases:
         wanted = " ".join(phrase.lower().split())
-        if wanted and any(not _negated(text[:at.start()]) for at in re.finditer(re.escape(wanted), text)):
+        if wanted and any(not _negated(text[: at.start()]) for at in re.finditer(re.escape(wanted), text)):
             return f"phrase: {phrase}"
     return None

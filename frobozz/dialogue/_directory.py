@@ -92,9 +92,14 @@ class DialogueDir:
 
     # -- creating and reading the set-up --------------------------------------------------------
     def create(self, question: str, roles: tuple[Role, ...], rounds: int, model: str | None) -> Ledger:
-        ledger = Ledger(rounds=rounds, model=model, roles=[
-            RoleRecord(agent=r.agent, name=r.name, prompt=r.prompt, scribe=r.scribe, session_id=str(uuid.uuid4()))
-            for r in roles])
+        ledger = Ledger(
+            rounds=rounds,
+            model=model,
+            roles=[
+                RoleRecord(agent=r.agent, name=r.name, prompt=r.prompt, scribe=r.scribe, session_id=str(uuid.uuid4()))
+                for r in roles
+            ],
+        )
         self.private.mkdir(parents=True, exist_ok=True)
         self.write(QUESTION, question)
         self.write(DIALOGUE, dump([]))
@@ -166,8 +171,17 @@ class DialogueDir:
         else:
             self.write(name, good)
         with (self.private / "restores.jsonl").open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"at": datetime.now(UTC).isoformat(timespec="seconds"), "file": name, "step": step,
-                                "reason": reason}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+                        "file": name,
+                        "step": step,
+                        "reason": reason,
+                    }
+                )
+                + "\n"
+            )
 
     # -- steps: a checkpoint before, the ledger after ---------------------------------------------
     def begin(self, ledger: Ledger, step: str) -> None:

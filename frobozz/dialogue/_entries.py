@@ -70,8 +70,10 @@ def metadata_changes(before: list[Entry], after: list[Entry], max_content: int |
                 whose = "the orchestrator's" if name in METADATA else "an earlier turn's"
                 return f"entry {n}'s {name} is {whose}: only the last entry's content and consensus may change"
     if max_content is not None and after and len(after[-1].content) > max_content:
-        return (f"the last entry's content would be {len(after[-1].content)} characters; the limit is {max_content} "
-                "(FROBOZZ_DIALOGUE_MAX_CONTENT_CHARS): write it shorter")
+        return (
+            f"the last entry's content would be {len(after[-1].content)} characters; the limit is {max_content} "
+            "(FROBOZZ_DIALOGUE_MAX_CONTENT_CHARS): write it shorter"
+        )
     return None
 
 

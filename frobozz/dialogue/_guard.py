@@ -40,8 +40,14 @@ def proposed_text(tool: str, tool_input: Mapping[str, Any], current: str) -> str
 class Guard:
     """One per role. `denials` counts what it refused; `on_deny` hears each (tool_use_id, tool, file, reason)."""
 
-    def __init__(self, directory: Path, *, scribe: bool, max_chars: int,
-                 on_deny: Callable[[str | None, str, str, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        scribe: bool,
+        max_chars: int,
+        on_deny: Callable[[str | None, str, str, str], None] | None = None,
+    ) -> None:
         self.directory = directory.resolve()
         self.max_chars = max_chars  # an entry's content; the whole of a scribe's file
         self.editable = (SUMMARY, SYNTHESIS) if scribe else (DIALOGUE,)
@@ -90,9 +96,14 @@ class Guard:
         elif name == DIALOGUE:
             why = check_new_text(current, proposed, self.max_chars)
         else:
-            why = None if len(proposed) <= self.max_chars else (
-                f"{name} would be {len(proposed)} characters; the limit is {self.max_chars} "
-                "(FROBOZZ_DIALOGUE_MAX_CONTENT_CHARS): write it shorter")
+            why = (
+                None
+                if len(proposed) <= self.max_chars
+                else (
+                    f"{name} would be {len(proposed)} characters; the limit is {self.max_chars} "
+                    "(FROBOZZ_DIALOGUE_MAX_CONTENT_CHARS): write it shorter"
+                )
+            )
         if why is not None:
             return self._deny(event, name, why)
         return HookOutput(permission="allow")

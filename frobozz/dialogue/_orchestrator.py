@@ -41,17 +41,25 @@ from ._tool_log import RoleToolLog
 from .exceptions import DialogueError, DialogueFileError, DialogueInputError, TurnError
 from .settings import DialogueSettings
 
-RULES = ("You take part in a written dialogue run by an orchestrator. Each turn it tells you which files to read "
-         "and which one to edit. Use Read, then Edit; change only what the instruction names.")
+RULES = (
+    "You take part in a written dialogue run by an orchestrator. Each turn it tells you which files to read "
+    "and which one to edit. Use Read, then Edit; change only what the instruction names."
+)
 
 
 class Dialogue:
     """`await Dialogue.create(dir, question, roles, rounds=3, options=...).run()`, or `Dialogue.resume(dir, ...)`.
     `options` is the template of every role's claude (model, env); the dialogue sets the rest."""
 
-    def __init__(self, directory: DialogueDir, ledger: Ledger, *, options: EngineOptions | None = None,
-                 settings: DialogueSettings | None = None,
-                 on_event: Callable[[DialogueEvent], None] | None = None) -> None:
+    def __init__(
+        self,
+        directory: DialogueDir,
+        ledger: Ledger,
+        *,
+        options: EngineOptions | None = None,
+        settings: DialogueSettings | None = None,
+        on_event: Callable[[DialogueEvent], None] | None = None,
+    ) -> None:
         self.dir = directory
         self.ledger = ledger
         self.options = options or EngineOptions()
@@ -65,9 +73,18 @@ class Dialogue:
 
     # -- making one ---------------------------------------------------------------------------------
     @classmethod
-    def create(cls, path: Path, question: str, roles: tuple[Role, ...], *, rounds: int = 3,
-               options: EngineOptions | None = None, settings: DialogueSettings | None = None,
-               on_event: Callable[[DialogueEvent], None] | None = None, model: str | None = None) -> Dialogue:
+    def create(
+        cls,
+        path: Path,
+        question: str,
+        roles: tuple[Role, ...],
+        *,
+        rounds: int = 3,
+        options: EngineOptions | None = None,
+        settings: DialogueSettings | None = None,
+        on_event: Callable[[DialogueEvent], None] | None = None,
+        model: str | None = None,
+    ) -> Dialogue:
         """A new dialogue in `path` (which must not hold one). `model` is recorded for a resume (default: the
         options' model)."""
         settings = settings or DialogueSettings()
@@ -76,8 +93,10 @@ class Dialogue:
             raise DialogueInputError(f"rounds must be between 1 and 100, not {rounds}")
         directory = DialogueDir(path)
         if directory.exists():
-            raise DialogueInputError(f"{directory.path} already holds a dialogue (or its files): take it up with "
-                                     "--resume, or choose another directory")
+            raise DialogueInputError(
+                f"{directory.path} already holds a dialogue (or its files): take it up with "
+                "--resume, or choose another directory"
+            )
         if directory.path.exists() and not directory.path.is_dir():
             raise DialogueInputError(f"{directory.path} is not a directory")
         lock = directory.lock()
@@ -92,8 +111,14 @@ class Dialogue:
         return DialogueDir(path).load().model
 
     @classmethod
-    def resume(cls, path: Path, *, options: EngineOptions | None = None, settings: DialogueSettings | None = None,
-               on_event: Callable[[DialogueEvent], None] | None = None) -> Dialogue:
+    def resume(
+        cls,
+        path: Path,
+        *,
+        options: EngineOptions | None = None,
+        settings: DialogueSettings | None = None,
+        on_event: Callable[[DialogueEvent], None] | None = None,
+    ) -> Dialogue:
         """A dialogue from its files. A broken `dialogue.json` (or a summary that is not text) is an error that
         changes nothing."""
         directory = DialogueDir(path)
@@ -178,8 +203,13 @@ class Dialogue:
         self._validate(step, target)
         self.dir.keep_good()
         stats = self.ledger.stats.setdefault(role.agent, {})
-        for name, value in (("turns", 1), ("tools", len(tools.calls) - calls), ("denied", guard.denials - denials),
-                            ("seconds", seconds), ("cost_usd", cost)):
+        for name, value in (
+            ("turns", 1),
+            ("tools", len(tools.calls) - calls),
+            ("denied", guard.denials - denials),
+            ("seconds", seconds),
+            ("cost_usd", cost),
+        ):
             stats[name] = stats.get(name, 0) + value
         if step.kind == "agent":
             *earlier, last = self.dir.entries()
@@ -197,52 +227,78 @@ class Dialogue:
             self.dir.write_entries([*self.dir.entries(), skeleton(step.round, step.role)])
             return DIALOGUE
         if step.kind == "summary":
-            self.dir.write(SUMMARY, (self.dir.read(SUMMARY) or "# Summary\n").rstrip("\n")
-                           + f"\n\n## Round {step.round}\n\n{PENDING}\n")
+            self.dir.write(
+                SUMMARY,
+                (self.dir.read(SUMMARY) or "# Summary\n").rstrip("\n") + f"\n\n## Round {step.round}\n\n{PENDING}\n",
+            )
             return SUMMARY
         agreed = self.ledger.consensus
-        outcome = (f"consensus in round {agreed['round']}, signalled by {agreed['role']}" if agreed
-                   else f"no consensus after {self.ledger.rounds} rounds")
+        outcome = (
+            f"consensus in round {agreed['round']}, signalled by {agreed['role']}"
+            if agreed
+            else f"no consensus after {self.ledger.rounds} rounds"
+        )
         entries = self.dir.entries()
-        self.dir.write(SYNTHESIS, f"# Consensus synthesis\n\n- Outcome: {outcome}\n- Entries: {len(entries)}\n"
-                                  f"- Participants: {', '.join(a.name for a in self.agents)}\n\n"
-                                  f"## Synthesis\n\n{PENDING}\n")
+        self.dir.write(
+            SYNTHESIS,
+            f"# Consensus synthesis\n\n- Outcome: {outcome}\n- Entries: {len(entries)}\n"
+            f"- Participants: {', '.join(a.name for a in self.agents)}\n\n"
+            f"## Synthesis\n\n{PENDING}\n",
+        )
         return SYNTHESIS
 
     def _instruction(self, step: Step, target: str) -> str:
         """One short instruction: which files to read, which to edit. Paths only (in backquotes: a path may hold
         spaces), never their content."""
+
         def p(name: str) -> str:
             return f"`{self.dir[name]}`"
 
         if step.kind == "agent":
-            return (f"Round {step.round}, your turn as {step.role}. Read {p(QUESTION)}, {p(SUMMARY)} (if it exists) "
-                    f"and {p(DIALOGUE)}. Then Edit {p(DIALOGUE)}: fill the content field of its last entry with "
-                    "your contribution, and set its consensus field to true only if you agree with the other "
-                    "agents' position. Change nothing else.")
+            return (
+                f"Round {step.round}, your turn as {step.role}. Read {p(QUESTION)}, {p(SUMMARY)} (if it exists) "
+                f"and {p(DIALOGUE)}. Then Edit {p(DIALOGUE)}: fill the content field of its last entry with "
+                "your contribution, and set its consensus field to true only if you agree with the other "
+                "agents' position. Change nothing else."
+            )
         if step.kind == "summary":
-            return (f"Round {step.round} is over. Read {p(DIALOGUE)}, then Edit {p(SUMMARY)}: replace the line "
-                    f"{PENDING} under the heading 'Round {step.round}' with a short summary of that round.")
-        return (f"The dialogue has ended. Read {p(DIALOGUE)} and {p(SUMMARY)}, then Edit {p(SYNTHESIS)}: "
-                f"replace the line {PENDING} with the synthesis of the dialogue.")
+            return (
+                f"Round {step.round} is over. Read {p(DIALOGUE)}, then Edit {p(SUMMARY)}: replace the line "
+                f"{PENDING} under the heading 'Round {step.round}' with a short summary of that round."
+            )
+        return (
+            f"The dialogue has ended. Read {p(DIALOGUE)} and {p(SUMMARY)}, then Edit {p(SYNTHESIS)}: "
+            f"replace the line {PENDING} with the synthesis of the dialogue."
+        )
 
     async def _session(self, stack: AsyncExitStack, role: RoleRecord) -> tuple[Session, RoleToolLog, Guard]:
         """The role's claude, started at its first step (resumed when it has a transcript already)."""
         if role.name in self._sessions:
             return self._sessions[role.name]
-        tools = RoleToolLog(self.dir.path, self.dir.tool_log(role.agent),
-                            on_line=lambda line: self.on_event(ToolUsed(role.name, line)))
+        tools = RoleToolLog(
+            self.dir.path, self.dir.tool_log(role.agent), on_line=lambda line: self.on_event(ToolUsed(role.name, line))
+        )
 
         def denied(tool_use_id: str | None, tool: str, file: str, reason: str) -> None:
             tools.denied(tool_use_id)
             self.on_event(ToolDenied(role.name, tool, file, reason))
 
         guard = Guard(self.dir.path, scribe=role.scribe, max_chars=self.settings.max_content_chars, on_deny=denied)
-        options = replace(self.options, cwd=self.dir.path, tools=("Read", "Edit"), allowed_tools=(),
-                          permission_mode="acceptEdits", system_prompt=f"{role.prompt.strip()}\n\n{RULES}",
-                          append_system_prompt=None, setting_sources=(), hooks={"PreToolUse": [guard.matcher()]},
-                          max_turns=self.settings.max_turns, session_id=role.session_id, mcp_config=None,
-                          strict_mcp_config=True)
+        options = replace(
+            self.options,
+            cwd=self.dir.path,
+            tools=("Read", "Edit"),
+            allowed_tools=(),
+            permission_mode="acceptEdits",
+            system_prompt=f"{role.prompt.strip()}\n\n{RULES}",
+            append_system_prompt=None,
+            setting_sources=(),
+            hooks={"PreToolUse": [guard.matcher()]},
+            max_turns=self.settings.max_turns,
+            session_id=role.session_id,
+            mcp_config=None,
+            strict_mcp_config=True,
+        )
         env = Engine(options).env  # where claude keeps this role's transcript depends on its environment
         resume = role.session_id if transcript_path(role.session_id, self.dir.path, env).is_file() else None
         if resume is not None:  # claude carries the session's cost total on: what the role has spent so far
@@ -261,8 +317,9 @@ class Dialogue:
                         raise TurnError(f"the turn ended in error ({event.subtype}): {(event.result or '')[:300]}")
                     return self._costs.of(event) or 0.0
         if deadline.cancelled_caught:
-            raise TurnError(f"the turn took longer than {self.settings.turn_timeout:g} s "
-                            "(FROBOZZ_DIALOGUE_TURN_TIMEOUT)")
+            raise TurnError(
+                f"the turn took longer than {self.settings.turn_timeout:g} s (FROBOZZ_DIALOGUE_TURN_TIMEOUT)"
+            )
         raise TurnError("claude stopped before the turn ended")
 
     def _validate(self, step: Step, target: str) -> None:
@@ -270,8 +327,11 @@ class Dialogue:
         consensus; the scribe's file must be text. What is not is put back, with a record."""
         good, limit = parse(self.dir.good(DIALOGUE) or "[]"), self.settings.max_content_chars
         try:
-            why = metadata_changes(good, self.dir.entries(), limit) if step.kind == "agent" else (
-                None if self.dir.entries() == good else "only agents edit dialogue.json")
+            why = (
+                metadata_changes(good, self.dir.entries(), limit)
+                if step.kind == "agent"
+                else (None if self.dir.entries() == good else "only agents edit dialogue.json")
+            )
         except DialogueFileError as e:
             why = str(e)
         if why is not None:
@@ -279,8 +339,13 @@ class Dialogue:
         if target != DIALOGUE:
             try:
                 text = self.dir.read(target)
-                why = ("it is missing" if text is None
-                       else f"it is {len(text)} characters; the limit is {limit}" if len(text) > limit else None)
+                why = (
+                    "it is missing"
+                    if text is None
+                    else f"it is {len(text)} characters; the limit is {limit}"
+                    if len(text) > limit
+                    else None
+                )
             except (DialogueFileError, OSError) as e:
                 text, why = None, f"it cannot be read: {e}"
             if why is not None:
@@ -298,13 +363,29 @@ class Dialogue:
     def report(self) -> Report:
         entries = self.dir.entries()
         agreed = self.ledger.consensus or {}
-        roles = tuple(RoleStats(role=r.name, agent=r.agent, turns=int(s.get("turns", 0)), tools=int(s.get("tools", 0)),
-                                denied=int(s.get("denied", 0)), seconds=s.get("seconds", 0.0),
-                                cost_usd=s.get("cost_usd", 0.0))
-                      for r in self.ledger.roles for s in [self.ledger.stats.get(r.agent, {})])
-        return Report(state=self.ledger.state, rounds=max((e.round for e in entries), default=0),
-                      roles=roles, consensus_round=agreed.get("round"), consensus_role=agreed.get("role"),
-                      consensus_how=agreed.get("how"), restores=self.ledger.restores, entries=len(entries))
+        roles = tuple(
+            RoleStats(
+                role=r.name,
+                agent=r.agent,
+                turns=int(s.get("turns", 0)),
+                tools=int(s.get("tools", 0)),
+                denied=int(s.get("denied", 0)),
+                seconds=s.get("seconds", 0.0),
+                cost_usd=s.get("cost_usd", 0.0),
+            )
+            for r in self.ledger.roles
+            for s in [self.ledger.stats.get(r.agent, {})]
+        )
+        return Report(
+            state=self.ledger.state,
+            rounds=max((e.round for e in entries), default=0),
+            roles=roles,
+            consensus_round=agreed.get("round"),
+            consensus_role=agreed.get("role"),
+            consensus_how=agreed.get("how"),
+            restores=self.ledger.restores,
+            entries=len(entries),
+        )
 
 
 def _meta(entry: Entry) -> tuple[int, str, str]:
@@ -316,8 +397,10 @@ def _recorded(text: str | None, where: Path) -> list[tuple[int, str, str]]:
     try:
         return [_meta(e) for e in parse(text or "[]")]
     except ValueError as e:
-        raise DialogueFileError(f"the orchestrator's record {where} is broken ({e}): this dialogue cannot be "
-                                "resumed as it was; start a new one") from e
+        raise DialogueFileError(
+            f"the orchestrator's record {where} is broken ({e}): this dialogue cannot be "
+            "resumed as it was; start a new one"
+        ) from e
 
 
 def _check_resumable(directory: DialogueDir, ledger: Ledger) -> None:
@@ -330,16 +413,20 @@ def _check_resumable(directory: DialogueDir, ledger: Ledger) -> None:
     try:
         now = [_meta(e) for e in directory.entries()]
         # a step cut off may have left its skeleton (one entry more than its checkpoint)
-        cut_off = before_meta is not None and now[:len(before_meta)] == before_meta \
-            and len(now) - len(before_meta) <= 1
+        cut_off = (
+            before_meta is not None and now[: len(before_meta)] == before_meta and len(now) - len(before_meta) <= 1
+        )
         if now != good and not cut_off:
-            raise DialogueFileError(f"{directory[DIALOGUE]} does not match the orchestrator's record: "
-                                    f"{_difference(good, now)}")
+            raise DialogueFileError(
+                f"{directory[DIALOGUE]} does not match the orchestrator's record: {_difference(good, now)}"
+            )
         for name in (SUMMARY, SYNTHESIS):  # the scribe's files: text, or DialogueFileError
             directory.read(name)
     except DialogueFileError as e:
-        raise DialogueFileError(f"{e}. The last good copy is {directory.private / 'good' / name}: "
-                                "put it back (or mend the file) and resume again") from e
+        raise DialogueFileError(
+            f"{e}. The last good copy is {directory.private / 'good' / name}: "
+            "put it back (or mend the file) and resume again"
+        ) from e
 
 
 def _difference(good: list[tuple[int, str, str]], now: list[tuple[int, str, str]]) -> str:

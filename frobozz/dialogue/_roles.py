@@ -33,7 +33,8 @@ def role_of(text: str, source: str = "the prompt") -> str:
     if found is None:
         raise DialogueInputError(
             f"{source} has no role header: its first line must be like `<Architect-1 Prompt: what the role does>`"
-            + (f" (it is {first[:60]!r})" if first else " (the file is empty)"))
+            + (f" (it is {first[:60]!r})" if first else " (the file is empty)")
+        )
     return found.group(1)
 
 
@@ -55,7 +56,8 @@ def load_roles(agents: list[tuple[str, Path]], scribe: Path | None, *, limit: in
         for key, what in ((role.name.lower(), "role"), ("agent:" + role.agent.lower(), "agent name")):
             if key in seen:
                 shown = key.removeprefix("agent:")
-                raise DialogueInputError(f"two participants have the {what} {shown!r} ({seen[key]} and {role.agent}): "
-                                         "each must be different")
+                raise DialogueInputError(
+                    f"two participants have the {what} {shown!r} ({seen[key]} and {role.agent}): each must be different"
+                )
             seen[key] = role.agent
     return tuple(roles)

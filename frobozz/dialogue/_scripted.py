@@ -28,8 +28,11 @@ def instruction_of(request: MessagesRequest) -> str:
             continue
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        texts = [b.get("text", "") for b in blocks if b.get("type") == "text"
-                 and not b.get("text", "").lstrip().startswith("<system-reminder>")]
+        texts = [
+            b.get("text", "")
+            for b in blocks
+            if b.get("type") == "text" and not b.get("text", "").lstrip().startswith("<system-reminder>")
+        ]
         if texts:
             return "\n".join(texts)
     return ""

@@ -8,4 +8,4 @@ def inert(text: object, limit: int = 120) -> str:
     """`text` with every control character (and any other unprintable one) as `?`, at most `limit` characters."""
     raw = str(text)
     shown = "".join(c if c.isprintable() else "?" for c in raw[:limit])
-    return shown if len(raw) <= limit else shown[:limit - 1] + "…"
+    return shown if len(raw) <= limit else shown[: limit - 1] + "…"

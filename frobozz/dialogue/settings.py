@@ -21,10 +21,16 @@ class DialogueSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FROBOZZ_DIALOGUE_", env_file=".env", extra="ignore")
 
     consensus_phrases: tuple[str, ...] = Field(
-        default=CONSENSUS_PHRASES, description="Phrases that signal consensus in an entry's content (a JSON list).")
+        default=CONSENSUS_PHRASES, description="Phrases that signal consensus in an entry's content (a JSON list)."
+    )
     max_question_bytes: int = Field(default=1024 * 1024, ge=1, description="Largest question file taken.")
     max_prompt_bytes: int = Field(default=256 * 1024, ge=1, description="Largest role prompt file taken.")
-    max_content_chars: int = Field(default=100_000, ge=1, description=(
-        "Longest content one entry may hold, and longest summary or synthesis the scribe may write (characters)."))
+    max_content_chars: int = Field(
+        default=100_000,
+        ge=1,
+        description=(
+            "Longest content one entry may hold, and longest summary or synthesis the scribe may write (characters)."
+        ),
+    )
     turn_timeout: float = Field(default=900.0, gt=0, description="Seconds one agent's turn may take.")
     max_turns: int = Field(default=30, ge=1, description="Model requests one agent's turn may make.")

@@ -53,9 +53,16 @@ Writer = Callable[[str], Awaitable[None]]
 
 
 class ControlChannel:
-    def __init__(self, write: Writer, *, can_use_tool: PermissionCallback | None, timeout: float,
-                 hooks: HookRegistry | None = None, servers: InProcessServers | None = None,
-                 trace: EngineTrace | None = None) -> None:
+    def __init__(
+        self,
+        write: Writer,
+        *,
+        can_use_tool: PermissionCallback | None,
+        timeout: float,
+        hooks: HookRegistry | None = None,
+        servers: InProcessServers | None = None,
+        trace: EngineTrace | None = None,
+    ) -> None:
         self._trace = trace
         self._write = write
         self._can_use_tool = can_use_tool
@@ -69,22 +76,30 @@ class ControlChannel:
         """Answer claude's permission and hook requests with these from now on (a warm spare taken over)."""
         self._can_use_tool, self._hooks = can_use_tool, hooks
 
-    async def request(self, subtype: str, *,
-                      timeout: float | None = None,  # noqa: ASYNC109 - withdrawn, and named in the error
-                      **fields: Any) -> dict[str, Any]:
+    async def request(
+        self,
+        subtype: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - withdrawn, and named in the error
+        **fields: Any,
+    ) -> dict[str, Any]:
         """Send a control request and wait for its answer (ControlError, ControlTimeoutError)."""
         request_id = f"req_{secrets.token_hex(8)}"
         done = anyio.Event()
         box: list[dict[str, Any] | Exception] = []
         self._pending[request_id] = (done, box)
         try:
-            await self._write(json.dumps({"type": "control_request", "request_id": request_id,
-                                          "request": {"subtype": subtype, **fields}}))
+            await self._write(
+                json.dumps(
+                    {"type": "control_request", "request_id": request_id, "request": {"subtype": subtype, **fields}}
+                )
+            )
             with anyio.fail_after(timeout or self.timeout):
                 await done.wait()
         except TimeoutError:
             raise ControlTimeoutError(
-                f"claude did not answer {subtype!r} within {timeout or self.timeout:g} s") from None
+                f"claude did not answer {subtype!r} within {timeout or self.timeout:g} s"
+            ) from None
         finally:
             self._pending.pop(request_id, None)
         answer = box[0]
@@ -170,20 +185,28 @@ class ControlChannel:
         if subtype == "mcp_message":
             if self._servers is None:
                 raise ControlError("no in-process MCP servers are configured")
-            return {"mcp_response": await self._servers.handle(str(request.get("server_name")),
-                                                               request.get("message") or {})}
+            return {
+                "mcp_response": await self._servers.handle(
+                    str(request.get("server_name")), request.get("message") or {}
+                )
+            }
         if subtype != "can_use_tool":
             raise ControlError(f"unsupported control request {subtype!r}")
         if self._can_use_tool is None:
             raise ControlError("no permission callback is configured")
         tool_input = request.get("input") or {}
-        context = PermissionContext(tool_use_id=request.get("tool_use_id"),
-                                    suggestions=list(request.get("permission_suggestions") or []),
-                                    description=request.get("description"), raw=request)
+        context = PermissionContext(
+            tool_use_id=request.get("tool_use_id"),
+            suggestions=list(request.get("permission_suggestions") or []),
+            description=request.get("description"),
+            raw=request,
+        )
         decision = await self._can_use_tool(request.get("tool_name", ""), tool_input, context)
         if isinstance(decision, Allow):
-            body: dict[str, Any] = {"behavior": "allow", "updatedInput": dict(
-                decision.updated_input if decision.updated_input is not None else tool_input)}
+            body: dict[str, Any] = {
+                "behavior": "allow",
+                "updatedInput": dict(decision.updated_input if decision.updated_input is not None else tool_input),
+            }
             if decision.updated_permissions is not None:
                 body["updatedPermissions"] = decision.updated_permissions
             return body

@@ -59,6 +59,7 @@ log = logging.getLogger("frobozz.engine")
 
 class EngineState(Enum):
     """Where an engine's claude is: not started, running, being restarted after a crash, closed, or given up on."""
+
     NEW = "new"
     RUNNING = "running"
     RESTARTING = "restarting"
@@ -97,8 +98,11 @@ class Engine:
         self._mirror: TranscriptMirror | None = None
         self._materialized: Materialized | None = None
         self._one_session = True
-        self.trace = EngineTrace(self.options.trace_attributes, cwd=str(self.cwd),
-                                 content=self.settings.trace_content_max if self.settings.trace_content else None)
+        self.trace = EngineTrace(
+            self.options.trace_attributes,
+            cwd=str(self.cwd),
+            content=self.settings.trace_content_max if self.settings.trace_content else None,
+        )
 
     def _child_env(self) -> dict[str, str]:
         env = {**os.environ, **self.options.child_env(), **self.options.env}
@@ -172,9 +176,13 @@ class Engine:
     def _start_mirror(self) -> None:
         assert self._tg is not None and self.options.session_store is not None
         self._mirror = TranscriptMirror(
-            self.options.session_store, projects_dir=_transcripts.config_dir(self.env) / "projects",
-            project_key=self.options.session_project, flush=self.options.session_store_flush,
-            timeout=self.options.session_store_timeout, on_error=self._on_mirror_error)
+            self.options.session_store,
+            projects_dir=_transcripts.config_dir(self.env) / "projects",
+            project_key=self.options.session_project,
+            flush=self.options.session_store_flush,
+            timeout=self.options.session_store_timeout,
+            on_error=self._on_mirror_error,
+        )
         self._tg.start_soon(self._mirror.run)
 
     async def _from_store(self, session_id: str | None) -> str | None:
@@ -184,13 +192,17 @@ class Engine:
         assert store is not None
         project = project or _transcripts.project_key(self.cwd)
         timeout = self.options.session_store_timeout
-        if session_id is None and self.options.continue_conversation \
-                and not _transcripts.list_sessions(self.cwd, self.env):
+        if (
+            session_id is None
+            and self.options.continue_conversation
+            and not _transcripts.list_sessions(self.cwd, self.env)
+        ):
             session_id = await latest(store, project, timeout)
         if session_id is None or _transcripts.transcript_path(session_id, self.cwd, self.env).is_file():
             return session_id
-        self._materialized = await materialize(store, session_id, project_key=project, cwd=self.cwd, env=self.env,
-                                               timeout=timeout)
+        self._materialized = await materialize(
+            store, session_id, project_key=project, cwd=self.cwd, env=self.env, timeout=timeout
+        )
         if self._materialized is None:
             raise EngineError(f"no transcript for session {session_id} here or in the session store")
         self.env["CLAUDE_CONFIG_DIR"] = str(self._materialized.config_dir)
@@ -201,8 +213,12 @@ class Engine:
 
     def _on_mirror_error(self, key: SessionKey | None, error: str) -> None:
         session = key["session_id"] if key else ""
-        event = MirrorError(source="session_store", session_id=session, subpath=key.get("subpath") if key else None,
-                            message=f"the session store missed transcript entries of {session}: {error}")
+        event = MirrorError(
+            source="session_store",
+            session_id=session,
+            subpath=key.get("subpath") if key else None,
+            message=f"the session store missed transcript entries of {session}: {error}",
+        )
         try:
             self._send_events.send_nowait(event)
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -210,21 +226,31 @@ class Engine:
 
     async def _spawn(self, *, resume: str | None) -> None:
         assert self._tg is not None
-        command = [find_claude(self.options.cli_path or self.settings.claude_path),
-                   *self.options.arguments(resume=resume)]
+        command = [
+            find_claude(self.options.cli_path or self.settings.claude_path),
+            *self.options.arguments(resume=resume),
+        ]
         named = self._telemetry_session(resume)
         if named is not None:  # claude's own telemetry, with tracing on: its session's id on its resource
             if resume is None and not self.options.session_id:
                 command.append(f"--session-id={named}")  # the id claude would have made up, chosen here first
             claude_resource(self.env, named)
-        process = CLIProcess(max_line_bytes=self.settings.max_line_bytes,
-                             stderr_tail_bytes=self.settings.stderr_tail_bytes, on_stderr=self.options.stderr)
+        process = CLIProcess(
+            max_line_bytes=self.settings.max_line_bytes,
+            stderr_tail_bytes=self.settings.stderr_tail_bytes,
+            on_stderr=self.options.stderr,
+        )
         user, group = self._account
         await process.start(command, env=self.env, cwd=self.cwd, task_group=self._tg, user=user, group=group)
         self._process = process
-        self._control = ControlChannel(process.write, can_use_tool=self.options.can_use_tool,
-                                       timeout=self.settings.control_timeout, hooks=self._hooks,
-                                       servers=await self._serve_in_process(), trace=self.trace)
+        self._control = ControlChannel(
+            process.write,
+            can_use_tool=self.options.can_use_tool,
+            timeout=self.settings.control_timeout,
+            hooks=self._hooks,
+            servers=await self._serve_in_process(),
+            trace=self.trace,
+        )
         self._reader_done = anyio.Event()
         self._tg.start_soon(self._read, process, self._control)
         try:
@@ -232,8 +258,9 @@ class Engine:
             self.init_response = await self._control.request("initialize", hooks=self._hooks.config(), **agents)
         except EngineError as e:
             await process.close(self.settings.close_timeout)
-            raise ProcessError(f"claude did not start: {e}", exit_code=process.returncode,
-                               stderr=process.stderr_tail) from e
+            raise ProcessError(
+                f"claude did not start: {e}", exit_code=process.returncode, stderr=process.stderr_tail
+            ) from e
 
     def _telemetry_session(self, resume: str | None) -> str | None:
         """The id of the session this claude is started for, when tracing is on, claude's own telemetry too,
@@ -297,8 +324,12 @@ class Engine:
         """Write one user message (text, or a list of content blocks) to claude."""
         if self.state not in (EngineState.RUNNING, EngineState.RESTARTING) or self._process is None:
             raise SessionClosedError(f"the engine is {self.state.value}")
-        message = {"type": "user", "message": {"role": "user", "content": content},
-                   "parent_tool_use_id": None, "session_id": self.session_id or "default"}
+        message = {
+            "type": "user",
+            "message": {"role": "user", "content": content},
+            "parent_tool_use_id": None,
+            "session_id": self.session_id or "default",
+        }
         self.trace.begin_turn(content)
         await self._process.write(json.dumps(message))
 
@@ -318,9 +349,13 @@ class Engine:
         answer = await self._require_control().request("mcp_status")
         return tuple(McpServerStatus.parse(s) for s in answer.get("mcpServers") or () if isinstance(s, Mapping))
 
-    async def wait_for_mcp(self, names: Iterable[str] | None = None, *,
-                           timeout: float = 120,  # noqa: ASYNC109 - the error names the servers
-                           poll: float = 0.1) -> tuple[McpServerStatus, ...]:
+    async def wait_for_mcp(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        timeout: float = 120,  # noqa: ASYNC109 - the error names the servers
+        poll: float = 0.1,
+    ) -> tuple[McpServerStatus, ...]:
         """Until claude has started the MCP servers (those named, or all): a turn that begins while a
         server is still "pending" runs without its tools. McpServerError names each one that failed,
         is missing from the config, or was still starting after `timeout` seconds. In-process servers are
@@ -336,9 +371,17 @@ class Engine:
                 await anyio.sleep(poll)
                 servers = await status()
         commands = self.options.server_commands()
-        problems = [f"{s.name}: {s.status}" + (f" ({s.error})" if s.error else "") + (
-                    f" [command: {commands[s.name]}]" if s.name in commands and commands[s.name] not in (s.error or "")
-                    else "") for s in servers if s.status != "connected"]
+        problems = [
+            f"{s.name}: {s.status}"
+            + (f" ({s.error})" if s.error else "")
+            + (
+                f" [command: {commands[s.name]}]"
+                if s.name in commands and commands[s.name] not in (s.error or "")
+                else ""
+            )
+            for s in servers
+            if s.status != "connected"
+        ]
         problems += [f"{name}: not in the MCP config" for name in sorted((wanted or set()) - {s.name for s in servers})]
         if problems:
             late = f" after {timeout:g} s" if any(s.status == "pending" for s in servers) else ""
@@ -426,8 +469,14 @@ class Engine:
         try:
             async for line in process.lines():
                 if isinstance(line, OversizedLine):
-                    await self._emit(ErrorEvent(source="stdout", message=(
-                        f"a line longer than {process.max_line_bytes} bytes was dropped: {bytes(line[:80])!r}…")))
+                    await self._emit(
+                        ErrorEvent(
+                            source="stdout",
+                            message=(
+                                f"a line longer than {process.max_line_bytes} bytes was dropped: {bytes(line[:80])!r}…"
+                            ),
+                        )
+                    )
                     continue
                 try:
                     data = orjson.loads(line)
@@ -470,8 +519,13 @@ class Engine:
             event = await self._typed(event)
         if isinstance(event, Result) and event.is_error and event.api_error_status:
             # before the Result, so a consumer that stops at the end of the turn has seen it
-            await self._emit(ErrorEvent(source="api", status=event.api_error_status,
-                                        message=event.result or f"API error {event.api_error_status}"))
+            await self._emit(
+                ErrorEvent(
+                    source="api",
+                    status=event.api_error_status,
+                    message=event.result or f"API error {event.api_error_status}",
+                )
+            )
         await self._emit(event)
 
     def _traced(self, event: Event) -> None:
@@ -492,8 +546,9 @@ class Engine:
         try:
             return replace(result, structured=schema.model_validate(result.structured))
         except ValueError as e:  # pydantic's ValidationError is one
-            await self._emit(ErrorEvent(source="structured_output", message=f"the answer does not fit "
-                                                                             f"{schema.__name__}: {e}"))
+            await self._emit(
+                ErrorEvent(source="structured_output", message=f"the answer does not fit {schema.__name__}: {e}")
+            )
             return result
 
     async def _recover(self, code: int | None, stderr: str) -> None:
@@ -513,14 +568,21 @@ class Engine:
             self.state = EngineState.RUNNING
             if resume is None:
                 self.session_id = None  # a new session: its id comes with the next init
-            await self._emit(Restarted(session_id=resume, attempt=self.restarts, reason=reason,
-                                       resumed=resume is not None))
+            await self._emit(
+                Restarted(session_id=resume, attempt=self.restarts, reason=reason, resumed=resume is not None)
+            )
             return
         if not self._closing:
             self.state = EngineState.FAILED
             self._process = None
             self.trace.end_turn(outcome="error", error=f"claude exited with code {code} and was not restarted")
-            await self._emit(ErrorEvent(source="process", message=(
-                f"claude exited with code {code} and was not restarted "
-                f"({self.restarts} of {self.options.max_restarts} restarts used): {stderr[-500:]}")))
+            await self._emit(
+                ErrorEvent(
+                    source="process",
+                    message=(
+                        f"claude exited with code {code} and was not restarted "
+                        f"({self.restarts} of {self.options.max_restarts} restarts used): {stderr[-500:]}"
+                    ),
+                )
+            )
             self._send_events.close()

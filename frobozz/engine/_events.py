@@ -52,8 +52,12 @@ class McpServerStatus:
 
     @classmethod
     def parse(cls, d: Mapping[str, Any]) -> McpServerStatus:
-        return cls(name=str(d.get("name", "")), status=str(d.get("status", "")), error=d.get("error"),
-                   tools=tuple(str(t.get("name", "")) for t in d.get("tools") or () if isinstance(t, Mapping)))
+        return cls(
+            name=str(d.get("name", "")),
+            status=str(d.get("status", "")),
+            error=d.get("error"),
+            tools=tuple(str(t.get("name", "")) for t in d.get("tools") or () if isinstance(t, Mapping)),
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,10 +72,17 @@ class ContextUsage:
 
     @classmethod
     def parse(cls, d: Mapping[str, Any]) -> ContextUsage:
-        return cls(total_tokens=int(d.get("totalTokens") or 0), max_tokens=int(d.get("maxTokens") or 0),
-                   percentage=float(d.get("percentage") or 0),
-                   categories=tuple((str(c.get("name", "")), int(c.get("tokens") or 0))
-                                    for c in d.get("categories") or () if isinstance(c, Mapping)), raw=d)
+        return cls(
+            total_tokens=int(d.get("totalTokens") or 0),
+            max_tokens=int(d.get("maxTokens") or 0),
+            percentage=float(d.get("percentage") or 0),
+            categories=tuple(
+                (str(c.get("name", "")), int(c.get("tokens") or 0))
+                for c in d.get("categories") or ()
+                if isinstance(c, Mapping)
+            ),
+            raw=d,
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -258,8 +269,11 @@ def parse_blocks(content: Any) -> tuple[Block, ...]:
         elif kind == "tool_use":
             blocks.append(ToolUseBlock(id=b.get("id", ""), name=b.get("name", ""), input=b.get("input") or {}))
         elif kind == "tool_result":
-            blocks.append(ToolResultBlock(tool_use_id=b.get("tool_use_id", ""), content=b.get("content"),
-                                          is_error=bool(b.get("is_error"))))
+            blocks.append(
+                ToolResultBlock(
+                    tool_use_id=b.get("tool_use_id", ""), content=b.get("content"), is_error=bool(b.get("is_error"))
+                )
+            )
     return tuple(blocks)
 
 
@@ -272,12 +286,27 @@ def _system(d: dict[str, Any], replay: bool) -> Event:
     subtype = d.get("subtype")
     if subtype == "init":
         servers = tuple(McpServerStatus.parse(s) for s in d.get("mcp_servers") or () if isinstance(s, Mapping))
-        return SystemInit(raw=d, is_replay=replay, session_id=d.get("session_id"), model=d.get("model"),
-                          cwd=d.get("cwd"), tools=tuple(d.get("tools") or ()), mcp_servers=servers,
-                          permission_mode=d.get("permissionMode"), version=d.get("claude_code_version"))
+        return SystemInit(
+            raw=d,
+            is_replay=replay,
+            session_id=d.get("session_id"),
+            model=d.get("model"),
+            cwd=d.get("cwd"),
+            tools=tuple(d.get("tools") or ()),
+            mcp_servers=servers,
+            permission_mode=d.get("permissionMode"),
+            version=d.get("claude_code_version"),
+        )
     if subtype == "api_retry":
-        return ApiRetry(raw=d, is_replay=replay, attempt=d.get("attempt", 0), max_retries=d.get("max_retries", 0),
-                        delay_ms=d.get("retry_delay_ms", 0.0), status=d.get("error_status"), error=d.get("error"))
+        return ApiRetry(
+            raw=d,
+            is_replay=replay,
+            attempt=d.get("attempt", 0),
+            max_retries=d.get("max_retries", 0),
+            delay_ms=d.get("retry_delay_ms", 0.0),
+            status=d.get("error_status"),
+            error=d.get("error"),
+        )
     if subtype == "compact_boundary":
         meta = d.get("compact_metadata") or {}
         return CompactBoundary(raw=d, is_replay=replay, trigger=meta.get("trigger"), pre_tokens=meta.get("pre_tokens"))
@@ -289,23 +318,46 @@ def parse_event(d: dict[str, Any], *, is_replay: bool = False) -> Event:
     kind = d.get("type")
     if kind == "assistant":
         m = d.get("message") or {}
-        return AssistantMessage(raw=d, is_replay=is_replay, session_id=d.get("session_id") or d.get("sessionId"),
-                                message_id=m.get("id"), model=m.get("model"), content=parse_blocks(m.get("content")),
-                                parent_tool_use_id=d.get("parent_tool_use_id"), error=d.get("error"))
+        return AssistantMessage(
+            raw=d,
+            is_replay=is_replay,
+            session_id=d.get("session_id") or d.get("sessionId"),
+            message_id=m.get("id"),
+            model=m.get("model"),
+            content=parse_blocks(m.get("content")),
+            parent_tool_use_id=d.get("parent_tool_use_id"),
+            error=d.get("error"),
+        )
     if kind == "stream_event":
         return StreamEvent(raw=d, is_replay=is_replay, event=d.get("event") or {}, session_id=d.get("session_id"))
     if kind == "user":
         m = d.get("message") or {}
-        return UserMessage(raw=d, is_replay=is_replay, session_id=d.get("session_id") or d.get("sessionId"),
-                           content=parse_blocks(m.get("content")), parent_tool_use_id=d.get("parent_tool_use_id"),
-                           tool_use_result=d.get("tool_use_result"), uuid=d.get("uuid"))
+        return UserMessage(
+            raw=d,
+            is_replay=is_replay,
+            session_id=d.get("session_id") or d.get("sessionId"),
+            content=parse_blocks(m.get("content")),
+            parent_tool_use_id=d.get("parent_tool_use_id"),
+            tool_use_result=d.get("tool_use_result"),
+            uuid=d.get("uuid"),
+        )
     if kind == "result":
-        return Result(raw=d, is_replay=is_replay, subtype=d.get("subtype", ""), is_error=bool(d.get("is_error")),
-                      result=d.get("result"), session_id=d.get("session_id"), num_turns=d.get("num_turns"),
-                      duration_ms=d.get("duration_ms"), total_cost_usd=d.get("total_cost_usd"),
-                      usage=d.get("usage") or {}, api_error_status=d.get("api_error_status"),
-                      stop_reason=d.get("stop_reason"), model_usage=d.get("modelUsage") or {},
-                      structured=d.get("structured_output"))
+        return Result(
+            raw=d,
+            is_replay=is_replay,
+            subtype=d.get("subtype", ""),
+            is_error=bool(d.get("is_error")),
+            result=d.get("result"),
+            session_id=d.get("session_id"),
+            num_turns=d.get("num_turns"),
+            duration_ms=d.get("duration_ms"),
+            total_cost_usd=d.get("total_cost_usd"),
+            usage=d.get("usage") or {},
+            api_error_status=d.get("api_error_status"),
+            stop_reason=d.get("stop_reason"),
+            model_usage=d.get("modelUsage") or {},
+            structured=d.get("structured_output"),
+        )
     if kind == "system":
         return _system(d, is_replay)
     if kind == "rate_limit_event":

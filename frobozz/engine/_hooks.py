@@ -18,8 +18,18 @@ import anyio
 
 log = logging.getLogger("frobozz.engine")
 
-HookEvent = Literal["PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop", "SubagentStop",
-                    "PreCompact", "SessionStart", "SessionEnd", "Notification"]
+HookEvent = Literal[
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "UserPromptSubmit",
+    "Stop",
+    "SubagentStop",
+    "PreCompact",
+    "SessionStart",
+    "SessionEnd",
+    "Notification",
+]
 CLI_MARGIN = 5.0  # seconds claude's own timeout for a hook is longer than ours, so ours answers first
 
 
@@ -39,10 +49,17 @@ class HookInput:
 
     @classmethod
     def of(cls, data: Mapping[str, Any], tool_use_id: str | None) -> HookInput:
-        return cls(event=str(data.get("hook_event_name", "")), session_id=data.get("session_id"),
-                   tool_name=data.get("tool_name"), tool_input=data.get("tool_input"),
-                   tool_use_id=tool_use_id or data.get("tool_use_id"), tool_response=data.get("tool_response"),
-                   prompt=data.get("prompt"), trigger=data.get("trigger") or data.get("source"), raw=data)
+        return cls(
+            event=str(data.get("hook_event_name", "")),
+            session_id=data.get("session_id"),
+            tool_name=data.get("tool_name"),
+            tool_input=data.get("tool_input"),
+            tool_use_id=tool_use_id or data.get("tool_use_id"),
+            tool_response=data.get("tool_response"),
+            prompt=data.get("prompt"),
+            trigger=data.get("trigger") or data.get("source"),
+            raw=data,
+        )
 
 
 @dataclass(frozen=True)
@@ -114,7 +131,8 @@ class HookRegistry:
                     self._callbacks[callback_id] = (hook, matcher.timeout, event)
                     ids.append(callback_id)
                 self._config.setdefault(event, []).append(
-                    {"matcher": matcher.matcher, "hookCallbackIds": ids, "timeout": matcher.timeout + CLI_MARGIN})
+                    {"matcher": matcher.matcher, "hookCallbackIds": ids, "timeout": matcher.timeout + CLI_MARGIN}
+                )
 
     def config(self) -> dict[str, list[dict[str, Any]]] | None:
         """The `hooks` field of the initialize request (None: no hooks)."""
@@ -134,8 +152,9 @@ class HookRegistry:
             if output is not None and not isinstance(output, HookOutput):
                 raise TypeError(f"it must return a HookOutput or None, not {type(output).__name__}")
         except Exception as e:  # noqa: BLE001 - whatever a hook does, claude gets an answer
-            why = (f"timed out after {timeout:g} s" if isinstance(e, TimeoutError)
-                   else f"failed: {type(e).__name__}: {e}")
+            why = (
+                f"timed out after {timeout:g} s" if isinstance(e, TimeoutError) else f"failed: {type(e).__name__}: {e}"
+            )
             log.error("hook %s for %s %s", name, hook_input.event or event, why)
             if (hook_input.event or event) == "PreToolUse":
                 return HookOutput(permission="deny", reason=f"the {name} hook {why}").wire("PreToolUse")

@@ -29,9 +29,16 @@ BACKOFF = (0.2, 0.8)
 
 
 class TranscriptMirror:
-    def __init__(self, store: SessionStore, *, projects_dir: Path, project_key: str | None = None,
-                 flush: FlushMode = "batched", timeout: float = 60.0,
-                 on_error: Callable[[SessionKey | None, str], None] = lambda key, error: None) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        projects_dir: Path,
+        project_key: str | None = None,
+        flush: FlushMode = "batched",
+        timeout: float = 60.0,
+        on_error: Callable[[SessionKey | None, str], None] = lambda key, error: None,
+    ) -> None:
         self.store = store
         self.projects_dir = projects_dir
         self.project_key = project_key

@@ -24,6 +24,7 @@ _SKILL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 
 class Thinking(TypedDict, total=False):
     """claude's extended thinking: adaptive, on with a token budget, or off."""
+
     type: Literal["adaptive", "enabled", "disabled"]
     budget_tokens: int  # with "enabled"
 
@@ -107,8 +108,11 @@ class EngineOptions:
         except (OSError, ValueError):
             return {}
         servers = config.get("mcpServers") if isinstance(config, Mapping) else None
-        return {str(name): str(server["command"]) for name, server in (servers or {}).items()
-                if isinstance(server, Mapping) and isinstance(server.get("command"), str)}
+        return {
+            str(name): str(server["command"])
+            for name, server in (servers or {}).items()
+            if isinstance(server, Mapping) and isinstance(server.get("command"), str)
+        }
 
     def child_env(self) -> dict[str, str]:
         """What claude's environment gets from these options, beside `env`."""
@@ -147,8 +151,10 @@ class EngineOptions:
             config = self.mcp_config
             args += ["--mcp-config", json.dumps(config) if isinstance(config, Mapping) else str(config)]
         if self.in_process_servers:
-            args += ["--mcp-config", json.dumps({"mcpServers": {name: {"type": "sdk", "name": name}
-                                                                for name in self.in_process_servers}})]
+            args += [
+                "--mcp-config",
+                json.dumps({"mcpServers": {name: {"type": "sdk", "name": name} for name in self.in_process_servers}}),
+            ]
         if self.strict_mcp_config:
             args.append("--strict-mcp-config")
         if self.tools is not None:
@@ -228,4 +234,5 @@ def find_claude(explicit: str | Path | None = None) -> str:
         return found
     raise CLINotFoundError(
         "the claude CLI is not installed: run the README's set-up (it installs claude into .venv), "
-        "or `npm install -g @anthropic-ai/claude-code`, or set FROBOZZ_CLAUDE_PATH")
+        "or `npm install -g @anthropic-ai/claude-code`, or set FROBOZZ_CLAUDE_PATH"
+    )

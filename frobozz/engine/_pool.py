@@ -46,8 +46,16 @@ class Sidecar:
     memory loop) run side by side. An engine is replaced when a question fails on it, and after `reuse`
     questions, so no claude lives for ever."""
 
-    def __init__(self, options: EngineOptions, settings: EngineSettings | None = None, *, timeout: float = 300,
-                 warm: int = 1, reuse: int = 100, clear_after: float = CLEAR_AFTER) -> None:
+    def __init__(
+        self,
+        options: EngineOptions,
+        settings: EngineSettings | None = None,
+        *,
+        timeout: float = 300,
+        warm: int = 1,
+        reuse: int = 100,
+        clear_after: float = CLEAR_AFTER,
+    ) -> None:
         self.options = options
         self.settings = settings
         self.timeout = timeout
@@ -128,9 +136,17 @@ class EnginePool:
     """`async with EnginePool(primary_options, sidecar_options) as pool:` gives `pool.primary`
     (a Session) and `pool.sidecar` (a Sidecar with `ask()`)."""
 
-    def __init__(self, primary: EngineOptions, sidecar: EngineOptions | None = None, *,
-                 settings: EngineSettings | None = None, sidecars: int = 1, spare: WarmSpare | None = None,
-                 shared_sidecar: Sidecar | None = None, **session_kwargs: Unpack[SessionOptions]) -> None:
+    def __init__(
+        self,
+        primary: EngineOptions,
+        sidecar: EngineOptions | None = None,
+        *,
+        settings: EngineSettings | None = None,
+        sidecars: int = 1,
+        spare: WarmSpare | None = None,
+        shared_sidecar: Sidecar | None = None,
+        **session_kwargs: Unpack[SessionOptions],
+    ) -> None:
         """`spare`: the primary takes over its claude when it was started for such options (a new session).
         `shared_sidecar`: one kept warm by the caller across pools (neither started nor closed here)."""
         self.primary = Session(primary, settings=settings, spare=spare, **session_kwargs)

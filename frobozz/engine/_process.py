@@ -42,8 +42,9 @@ class OversizedLine(bytes):
 
 
 class CLIProcess:
-    def __init__(self, *, max_line_bytes: int, stderr_tail_bytes: int,
-                 on_stderr: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, *, max_line_bytes: int, stderr_tail_bytes: int, on_stderr: Callable[[str], None] | None = None
+    ) -> None:
         self.max_line_bytes = max_line_bytes
         self._on_stderr = on_stderr
         self._stderr_cap = stderr_tail_bytes
@@ -69,8 +70,16 @@ class CLIProcess:
     def stderr_tail(self) -> str:
         return b"".join(self._stderr).decode("utf-8", "replace")
 
-    async def start(self, command: Sequence[str], *, env: Mapping[str, str], cwd: Path | None,
-                    task_group: TaskGroup, user: int | None = None, group: int | None = None) -> None:
+    async def start(
+        self,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path | None,
+        task_group: TaskGroup,
+        user: int | None = None,
+        group: int | None = None,
+    ) -> None:
         """Spawn `command`; with `user` (and `group`), as that account, with no supplementary groups."""
         argv = dying_with_parent(command)
         switch: dict[str, Any] = {}
@@ -79,12 +88,21 @@ class CLIProcess:
             argv, switch = (switched, {}) if switched else (argv, {"user": user, "group": group, "extra_groups": []})
         try:
             self._process = await anyio.open_process(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=dict(env), cwd=cwd, start_new_session=True, **switch)
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=dict(env),
+                cwd=cwd,
+                start_new_session=True,
+                **switch,
+            )
         except PermissionError as e:
             if user is not None:
-                raise ProcessError(f"cannot run {command[0]} as uid {user}: {e.strerror} (only root may switch "
-                                   "users, and that account must be able to reach the program and the cwd)") from e
+                raise ProcessError(
+                    f"cannot run {command[0]} as uid {user}: {e.strerror} (only root may switch "
+                    "users, and that account must be able to reach the program and the cwd)"
+                ) from e
             raise CLINotFoundError(f"cannot run {command[0]}: {e.strerror}") from e
         except FileNotFoundError as e:
             raise CLINotFoundError(f"cannot run {command[0]}: {e.strerror}") from e
@@ -130,8 +148,11 @@ class CLIProcess:
             try:
                 await process.stdin.send(line.encode("utf-8") + b"\n")
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as e:
-                raise ProcessError("claude's stdin is closed: the process has exited",
-                                   exit_code=process.returncode, stderr=self.stderr_tail) from e
+                raise ProcessError(
+                    "claude's stdin is closed: the process has exited",
+                    exit_code=process.returncode,
+                    stderr=self.stderr_tail,
+                ) from e
 
     async def lines(self) -> AsyncIterator[bytes]:
         """stdout, one line at a time. A line over the cap comes as an OversizedLine of its start."""
@@ -145,7 +166,7 @@ class CLIProcess:
                     end = buffer.find(b"\n")
                     if end < 0:
                         break
-                    line, buffer = buffer[:end], buffer[end + 1:]
+                    line, buffer = buffer[:end], buffer[end + 1 :]
                     if skipping is not None:
                         yield skipping
                         skipping = None

@@ -69,8 +69,9 @@ class _QuietServer(uvicorn.Server):
 class _UsageReader:
     """Reads usage out of an SSE stream (or a JSON body) as it passes, without holding it."""
 
-    def __init__(self, streaming: bool, on_tool_use: Callable[[str, str], None] | None = None,
-                 keep_text: bool = False) -> None:
+    def __init__(
+        self, streaming: bool, on_tool_use: Callable[[str, str], None] | None = None, keep_text: bool = False
+    ) -> None:
         self.streaming = streaming
         self._pending = b""
         self._body = bytearray()
@@ -123,8 +124,13 @@ class _UsageReader:
     def _blocks(self, event: dict[str, Any]) -> None:
         """Tool uses as they begin (a JSON answer's all at once); text only when content is captured."""
         kind = event.get("type")
-        blocks = [event.get("content_block")] if kind == "content_block_start" else \
-            event.get("content") if kind == "message" else ()
+        blocks = (
+            [event.get("content_block")]
+            if kind == "content_block_start"
+            else event.get("content")
+            if kind == "message"
+            else ()
+        )
         for block in blocks or ():
             if not isinstance(block, dict):
                 continue
@@ -158,8 +164,9 @@ def request_head(body: bytes) -> dict[str, Any] | None:
 
 
 class Proxy:
-    def __init__(self, upstream: str | None, on_usage: Callable[[Usage], None],
-                 trace: EngineTrace | None = None) -> None:
+    def __init__(
+        self, upstream: str | None, on_usage: Callable[[Usage], None], trace: EngineTrace | None = None
+    ) -> None:
         self.upstream = (upstream or DEFAULT_UPSTREAM).rstrip("/")
         self.on_usage = on_usage
         self.trace = trace or EngineTrace()
@@ -178,9 +185,14 @@ class Proxy:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         sock = listener()  # with TCP_NODELAY: a streamed answer's chunks reach claude at once
         self.port = sock.getsockname()[1]
-        app = Starlette(routes=[Route(TRACE_PARENTS_PATH + "/{tool_use_id}", self._traceparent, methods=["GET"]),
-                                Route("/{path:path}", self._forward,
-                                      methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])])
+        app = Starlette(
+            routes=[
+                Route(TRACE_PARENTS_PATH + "/{tool_use_id}", self._traceparent, methods=["GET"]),
+                Route(
+                    "/{path:path}", self._forward, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+                ),
+            ]
+        )
         self._server = _QuietServer(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._server.serve, [sock])
@@ -218,14 +230,18 @@ class Proxy:
         if self.rewrite is not None and counted and isinstance(payload, dict) and self.is_compaction(payload):
             body = json.dumps(_keep_summary_form(self.rewrite(payload))).encode()
             rewritten = True
-        span = self.trace.model_request(payload if isinstance(payload, dict) else None, request.headers) \
-            if counted else None
+        span = (
+            self.trace.model_request(payload if isinstance(payload, dict) else None, request.headers)
+            if counted
+            else None
+        )
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
         headers["accept-encoding"] = "identity"  # so usage can be read as it passes
         url = f"{self.upstream}{path}" + (f"?{request.url.query}" if request.url.query else "")
         try:
             upstream = await self._client.send(
-                self._client.build_request(request.method, url, headers=headers, content=body), stream=True)
+                self._client.build_request(request.method, url, headers=headers, content=body), stream=True
+            )
         except httpx.HTTPError as e:
             log.warning("proxy: upstream %s failed: %s", self.upstream, e)
             if span is not None:
@@ -235,15 +251,28 @@ class Proxy:
             return Response(message, status_code=502, media_type="application/json")
         limits = {k: v for k, v in upstream.headers.items() if k.lower().startswith("anthropic-ratelimit-unified")}
         self.rate_limits.update(limits)
-        reader = _UsageReader("text/event-stream" in upstream.headers.get("content-type", ""),
-                              on_tool_use=self.trace.tool_started if span is not None else None,
-                              keep_text=span is not None and self.trace.content is not None)
+        reader = _UsageReader(
+            "text/event-stream" in upstream.headers.get("content-type", ""),
+            on_tool_use=self.trace.tool_started if span is not None else None,
+            keep_text=span is not None and self.trace.content is not None,
+        )
         response_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
-        return StreamingResponse(self._relay(upstream, reader, counted, path, limits, rewritten, span),
-                                 status_code=upstream.status_code, headers=response_headers)
+        return StreamingResponse(
+            self._relay(upstream, reader, counted, path, limits, rewritten, span),
+            status_code=upstream.status_code,
+            headers=response_headers,
+        )
 
-    async def _relay(self, upstream: httpx.Response, reader: _UsageReader, counted: bool, path: str,
-                     limits: dict[str, str], rewritten: bool, span: S.Span | None = None) -> AsyncIterator[bytes]:
+    async def _relay(
+        self,
+        upstream: httpx.Response,
+        reader: _UsageReader,
+        counted: bool,
+        path: str,
+        limits: dict[str, str],
+        rewritten: bool,
+        span: S.Span | None = None,
+    ) -> AsyncIterator[bytes]:
         started = time.monotonic()
         error: BaseException | None = None
         try:
@@ -262,15 +291,26 @@ class Proxy:
                 if span is not None:
                     self._end_span(span, upstream.status_code, reader, limits, rewritten, started, error)
 
-    def _end_span(self, span: S.Span, status: int, reader: _UsageReader, limits: dict[str, str], rewritten: bool,
-                  started: float, error: BaseException | None) -> None:
+    def _end_span(
+        self,
+        span: S.Span,
+        status: int,
+        reader: _UsageReader,
+        limits: dict[str, str],
+        rewritten: bool,
+        started: float,
+        error: BaseException | None,
+    ) -> None:
         """The model request's span: the GenAI conventions' facts, and Frobozz's (first token, retries, limits)."""
         u = reader.usage
         attributes: dict[str, Any] = {
-            S.HTTP_STATUS: status, S.GEN_AI_INPUT_TOKENS: u.get("input_tokens", 0),
+            S.HTTP_STATUS: status,
+            S.GEN_AI_INPUT_TOKENS: u.get("input_tokens", 0),
             S.GEN_AI_OUTPUT_TOKENS: u.get("output_tokens", 0),
             S.GEN_AI_CACHE_CREATION_TOKENS: u.get("cache_creation_input_tokens", 0),
-            S.GEN_AI_CACHE_READ_TOKENS: u.get("cache_read_input_tokens", 0), S.CONTEXT_TOKENS: self.high_water}
+            S.GEN_AI_CACHE_READ_TOKENS: u.get("cache_read_input_tokens", 0),
+            S.CONTEXT_TOKENS: self.high_water,
+        }
         if reader.model:
             attributes[S.GEN_AI_RESPONSE_MODEL] = reader.model
         cost = request_cost(reader.model, u) if status < 400 else None
@@ -302,7 +342,18 @@ class Proxy:
         outputs = u.get("output_tokens", 0)
         context = inputs + created + read + outputs
         self.high_water = max(self.high_water, context)
-        self.on_usage(Usage(path=path, status=status, model=reader.model, input_tokens=inputs, output_tokens=outputs,
-                            cache_creation_input_tokens=created, cache_read_input_tokens=read,
-                            context_tokens=context, context_high_water=self.high_water,
-                            rate_limits=dict(limits), rewritten=rewritten))
+        self.on_usage(
+            Usage(
+                path=path,
+                status=status,
+                model=reader.model,
+                input_tokens=inputs,
+                output_tokens=outputs,
+                cache_creation_input_tokens=created,
+                cache_read_input_tokens=read,
+                context_tokens=context,
+                context_high_water=self.high_water,
+                rate_limits=dict(limits),
+                rewritten=rewritten,
+            )
+        )

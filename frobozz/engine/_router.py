@@ -78,8 +78,14 @@ class Router:
                     self._lagging.discard(index)
             elif index not in self._lagging:  # say so once per stretch of lag, not per event
                 self._lagging.add(index)
-                self._report(ErrorEvent(source=f"observer:{observer_name(observer)}", message=(
-                    f"observer is {self._buffer} events behind; events are dropped for it until it catches up")))
+                self._report(
+                    ErrorEvent(
+                        source=f"observer:{observer_name(observer)}",
+                        message=(
+                            f"observer is {self._buffer} events behind; events are dropped for it until it catches up"
+                        ),
+                    )
+                )
 
     def close(self) -> None:
         for _, inbox in self._inboxes:

@@ -42,6 +42,7 @@ class SessionOptions(TypedDict, total=False):
 
 class SessionState(Enum):
     """A Session's life: not started, running, closed."""
+
     NEW = "new"
     RUNNING = "running"
     CLOSED = "closed"
@@ -50,9 +51,17 @@ class SessionState(Enum):
 class Session:
     """`async with Session(options, producers=[...], observers=[...]) as session:`"""
 
-    def __init__(self, options: EngineOptions | None = None, *, producers: Sequence[Producer] = (),
-                 observers: Sequence[Observer] = (), resume: str | None = None, consume: bool = True,
-                 settings: EngineSettings | None = None, spare: WarmSpare | None = None) -> None:
+    def __init__(
+        self,
+        options: EngineOptions | None = None,
+        *,
+        producers: Sequence[Producer] = (),
+        observers: Sequence[Observer] = (),
+        resume: str | None = None,
+        consume: bool = True,
+        settings: EngineSettings | None = None,
+        spare: WarmSpare | None = None,
+    ) -> None:
         """`spare`: a new session (no `resume`) takes over its claude when it was started for such options."""
         self.engine = Engine(options, settings)
         self.spare = spare
@@ -63,8 +72,7 @@ class Session:
         self.state = SessionState.NEW
         self.turns_completed = 0
         self._queue_in, self._queue_out = anyio.create_memory_object_stream[Content](math.inf)
-        self._consumer_in, self._consumer_out = anyio.create_memory_object_stream[Event](
-            math.inf if consume else 0)
+        self._consumer_in, self._consumer_out = anyio.create_memory_object_stream[Event](math.inf if consume else 0)
         self._consume = consume
         self._turn_done = anyio.Event()
         self._turn_outcome = ""
@@ -82,7 +90,9 @@ class Session:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         try:
-            taken = await self.spare.take(self.engine.options) if self.spare is not None and self.resume is None else None
+            taken = (
+                await self.spare.take(self.engine.options) if self.spare is not None and self.resume is None else None
+            )
             if taken is not None:
                 self.engine, self._taken = taken, True
             else:
@@ -139,9 +149,12 @@ class Session:
     async def interrupt(self) -> None:
         await self.engine.interrupt()
 
-    async def wait_for_mcp(self, names: Iterable[str] | None = None, *,
-                           timeout: float = 120,  # noqa: ASYNC109 - Engine.wait_for_mcp's
-                           ) -> tuple[McpServerStatus, ...]:
+    async def wait_for_mcp(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        timeout: float = 120,  # noqa: ASYNC109 - Engine.wait_for_mcp's
+    ) -> tuple[McpServerStatus, ...]:
         """Until claude has started the MCP servers (see `Engine.wait_for_mcp`): before a turn that needs them."""
         return await self.engine.wait_for_mcp(names, timeout=timeout)
 

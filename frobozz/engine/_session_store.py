@@ -34,6 +34,7 @@ __all__ = ["Materialized", "SessionKey", "SessionStore", "implements", "key_for_
 
 class SessionKey(TypedDict):
     """Where a transcript is kept in a session store: its project, its session, and a subagent's subpath."""
+
     project_key: str
     session_id: str
     subpath: NotRequired[str]  # only for a subagent's transcript; never ""
@@ -97,10 +98,13 @@ def key_for_path(file_path: str, projects_dir: Path, project_key: str | None = N
         return None
     project = project_key or parts[0]
     if len(parts) == 2:
-        return {"project_key": project, "session_id": parts[1][:-len(".jsonl")]}
+        return {"project_key": project, "session_id": parts[1][: -len(".jsonl")]}
     if len(parts) >= 4:
-        return {"project_key": project, "session_id": parts[1],
-                "subpath": "/".join([*parts[2:-1], parts[-1][:-len(".jsonl")]])}
+        return {
+            "project_key": project,
+            "session_id": parts[1],
+            "subpath": "/".join([*parts[2:-1], parts[-1][: -len(".jsonl")]]),
+        }
     return None
 
 
@@ -125,24 +129,29 @@ async def _within(call: Awaitable[T], timeout: float, what: str) -> T:  # noqa: 
         raise EngineError(f"the session store failed {what}: {type(e).__name__}: {e}") from e
 
 
-async def latest(store: SessionStore, project_key: str,
-                 timeout: float) -> str | None:  # noqa: ASYNC109 - the error names the call
+async def latest(store: SessionStore, project_key: str, timeout: float) -> str | None:  # noqa: ASYNC109 - the error names the call
     """The most recently written main session of a project that is not a subagent's, if the store lists."""
     if not implements(store, "list_sessions"):
         return None
     listed = await _within(store.list_sessions(project_key), timeout, "list_sessions")
     for item in sorted(listed, key=lambda s: s["mtime"], reverse=True):
-        entries = await _within(store.load({"project_key": project_key, "session_id": item["session_id"]}),
-                                timeout, "load")
+        entries = await _within(
+            store.load({"project_key": project_key, "session_id": item["session_id"]}), timeout, "load"
+        )
         if entries and not entries[0].get("isSidechain"):
             return item["session_id"]
     return None
 
 
-async def materialize(store: SessionStore, session_id: str, *, project_key: str, cwd: Path,
-                      env: Mapping[str, str],
-                      timeout: float,  # noqa: ASYNC109 - the error names the call
-                      ) -> Materialized | None:
+async def materialize(
+    store: SessionStore,
+    session_id: str,
+    *,
+    project_key: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout: float,  # noqa: ASYNC109 - the error names the call
+) -> Materialized | None:
     """Session `session_id` from the store, written where claude looks for it in a new private config
     directory (with the caller's credentials and settings copied in, so claude can still sign in).
     None when the store has no such session."""
@@ -167,8 +176,13 @@ async def materialize(store: SessionStore, session_id: str, *, project_key: str,
     except BaseException:
         shutil.rmtree(config, ignore_errors=True)
         raise
-    log.info("session %s loaded from the store (%d entries, %d subagents) into %s", session_id, len(entries),
-             len(subkeys), config)
+    log.info(
+        "session %s loaded from the store (%d entries, %d subagents) into %s",
+        session_id,
+        len(entries),
+        len(subkeys),
+        config,
+    )
     return Materialized(config_dir=config, session_id=session_id)
 
 

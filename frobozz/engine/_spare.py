@@ -45,13 +45,24 @@ def launch_key(options: EngineOptions, settings: EngineSettings | None = None) -
         arguments = options.arguments(resume=None)
     except (EngineError, ValueError):
         return None
-    return json.dumps({
-        "program": program, "arguments": arguments, "env": sorted({**options.child_env(), **options.env}.items()),
-        "cwd": os.path.abspath(options.cwd or os.getcwd()), "user": options.user, "group": options.group,
-        "proxy": options.proxy, "hooks": HookRegistry(options.hooks).config(), "agents": options.agents,
-        "stderr": options.stderr is not None,
-        "store": None if options.session_store is None else id(options.session_store),
-        "partial": options.include_partial_messages}, default=str, sort_keys=True)
+    return json.dumps(
+        {
+            "program": program,
+            "arguments": arguments,
+            "env": sorted({**options.child_env(), **options.env}.items()),
+            "cwd": os.path.abspath(options.cwd or os.getcwd()),
+            "user": options.user,
+            "group": options.group,
+            "proxy": options.proxy,
+            "hooks": HookRegistry(options.hooks).config(),
+            "agents": options.agents,
+            "stderr": options.stderr is not None,
+            "store": None if options.session_store is None else id(options.session_store),
+            "partial": options.include_partial_messages,
+        },
+        default=str,
+        sort_keys=True,
+    )
 
 
 class WarmSpare:
@@ -226,8 +237,13 @@ async def _rehearse(engine: Engine, timeout: float) -> None:  # noqa: ASYNC109 -
 
 
 @asynccontextmanager
-async def started(options: EngineOptions, settings: EngineSettings | None = None, *, spare: WarmSpare | None = None,
-                  resume: str | None = None) -> AsyncIterator[Engine]:
+async def started(
+    options: EngineOptions,
+    settings: EngineSettings | None = None,
+    *,
+    spare: WarmSpare | None = None,
+    resume: str | None = None,
+) -> AsyncIterator[Engine]:
     """A started engine for `options`: the spare's when it fits (a new session), else one started now."""
     engine = await spare.take(options) if spare is not None and resume is None else None
     if engine is None:
@@ -240,4 +256,3 @@ async def started(options: EngineOptions, settings: EngineSettings | None = None
     finally:
         assert spare is not None
         await spare.give_back(engine)
-

@@ -32,8 +32,9 @@ def load_prices() -> None:
     the package imports its table at the first price asked, not at its own import), so the first request's
     span does not hold the proxy's event loop up while it loads."""
     if not _PRICES_LOADING:
-        thread = threading.Thread(target=lambda: request_cost("claude-sonnet-4-5", {}), name="frobozz-prices",
-                                  daemon=True)
+        thread = threading.Thread(
+            target=lambda: request_cost("claude-sonnet-4-5", {}), name="frobozz-prices", daemon=True
+        )
         _PRICES_LOADING.append(thread)
         thread.start()
 
@@ -49,9 +50,16 @@ def request_cost(model: str | None, usage: Mapping[str, int]) -> float | None:
         return None
     created, read = usage.get("cache_creation_input_tokens", 0), usage.get("cache_read_input_tokens", 0)
     try:  # the table counts cached tokens inside the input's; Anthropic's usage counts them apart
-        price = calc_price(Usage(input_tokens=usage.get("input_tokens", 0) + created + read,
-                                 cache_write_tokens=created, cache_read_tokens=read,
-                                 output_tokens=usage.get("output_tokens", 0)), model, provider_id="anthropic")
+        price = calc_price(
+            Usage(
+                input_tokens=usage.get("input_tokens", 0) + created + read,
+                cache_write_tokens=created,
+                cache_read_tokens=read,
+                output_tokens=usage.get("output_tokens", 0),
+            ),
+            model,
+            provider_id="anthropic",
+        )
     except (LookupError, ValueError):
         return None
     return float(price.total_price)
@@ -61,8 +69,11 @@ def claude_resource(env: dict[str, str], session_id: str) -> None:
     """claude's own telemetry (its metrics and events) under `session_id` as a resource attribute, beside the
     resource attributes the user set (OTEL_RESOURCE_ATTRIBUTES' `key=value,…`; a session.id of theirs is
     replaced): a backend then finds claude's telemetry and Frobozz's spans of one session by the same id."""
-    own = [m for m in env.get("OTEL_RESOURCE_ATTRIBUTES", "").split(",")
-           if m.strip() and m.partition("=")[0].strip() != S.SESSION_ID]
+    own = [
+        m
+        for m in env.get("OTEL_RESOURCE_ATTRIBUTES", "").split(",")
+        if m.strip() and m.partition("=")[0].strip() != S.SESSION_ID
+    ]
     env["OTEL_RESOURCE_ATTRIBUTES"] = ",".join([*own, f"{S.SESSION_ID}={session_id}"])
 
 
@@ -79,8 +90,9 @@ class EngineTrace:
     """The spans of one engine. `content` is how many characters of prompt and completion text a span may
     carry (None: none at all, the default, as the GenAI conventions ask)."""
 
-    def __init__(self, attributes: Mapping[str, Any] | None = None, *, content: int | None = None,
-                 cwd: str | None = None) -> None:
+    def __init__(
+        self, attributes: Mapping[str, Any] | None = None, *, content: int | None = None, cwd: str | None = None
+    ) -> None:
         self.on = S.recording()
         if self.on:
             load_prices()
@@ -99,8 +111,12 @@ class EngineTrace:
         if not self.on or self.session is not None:
             return
         caller = trace.get_current_span().get_span_context()  # a queued job's, say: the session is its work
-        self.session = S.tracer().start_span(S.SESSION, context=otel_context.Context(), attributes=self.attributes,
-                                             links=[Link(caller)] if caller.is_valid else [])
+        self.session = S.tracer().start_span(
+            S.SESSION,
+            context=otel_context.Context(),
+            attributes=self.attributes,
+            links=[Link(caller)] if caller.is_valid else [],
+        )
 
     def set_session_id(self, session_id: str | None) -> None:
         if not self.on or not session_id or session_id == self.session_id:
@@ -138,8 +154,9 @@ class EngineTrace:
         if self.session_id:
             attributes[S.SESSION_ID] = attributes[S.GEN_AI_CONVERSATION_ID] = self.session_id
         links = [Link(self.session.get_span_context())] if self.session is not None else []
-        self.turn = S.tracer().start_span(S.TURN, context=parent or otel_context.Context(), links=links,
-                                          attributes=attributes)
+        self.turn = S.tracer().start_span(
+            S.TURN, context=parent or otel_context.Context(), links=links, attributes=attributes
+        )
 
     def end_turn(self, result: Result | None = None, *, outcome: str = "result", error: str | None = None) -> None:
         if not self.on or self.turn is None:
@@ -148,8 +165,11 @@ class EngineTrace:
         if result is not None:
             denied = {d.get("tool_use_id") for d in result.raw.get("permission_denials") or () if isinstance(d, dict)}
             self._close_tools(denied)
-            for key, value in ((S.COST_USD, result.total_cost_usd), (S.NUM_TURNS, result.num_turns),
-                               (S.DURATION_API_MS, result.raw.get("duration_api_ms"))):
+            for key, value in (
+                (S.COST_USD, result.total_cost_usd),
+                (S.NUM_TURNS, result.num_turns),
+                (S.DURATION_API_MS, result.raw.get("duration_api_ms")),
+            ):
                 if isinstance(value, int | float):
                     turn.set_attribute(key, value)
             if result.is_error:
@@ -169,8 +189,7 @@ class EngineTrace:
     def compacted(self, trigger: str | None, pre_tokens: int | None) -> None:
         span = self.turn or self.session
         if self.on and span is not None:
-            span.add_event(S.COMPACTION, {S.COMPACTION_TRIGGER: trigger or "",
-                                          S.COMPACTION_TOKENS: pre_tokens or 0})
+            span.add_event(S.COMPACTION, {S.COMPACTION_TRIGGER: trigger or "", S.COMPACTION_TOKENS: pre_tokens or 0})
 
     def context_for(self, tool_use_id: Any) -> otel_context.Context:
         """Under the tool call's span when there is one (a permission question, a hook), else the turn's."""
@@ -193,8 +212,11 @@ class EngineTrace:
         if not self.on:
             return None
         model = (payload or {}).get("model")
-        attributes: dict[str, Any] = {S.GEN_AI_OPERATION: "chat", S.GEN_AI_PROVIDER: "anthropic",
-                                      S.GEN_AI_SYSTEM: "anthropic"}
+        attributes: dict[str, Any] = {
+            S.GEN_AI_OPERATION: "chat",
+            S.GEN_AI_PROVIDER: "anthropic",
+            S.GEN_AI_SYSTEM: "anthropic",
+        }
         if isinstance(model, str):
             attributes[S.GEN_AI_REQUEST_MODEL] = model
         max_tokens = (payload or {}).get("max_tokens")
@@ -206,12 +228,14 @@ class EngineTrace:
         if retry and retry.isdigit():
             attributes[S.MODEL_RETRY] = int(retry)
         if self.content is not None and payload:
-            attributes[S.GEN_AI_INPUT_MESSAGES] = S.cut(json.dumps(payload.get("messages") or [],
-                                                                   ensure_ascii=False), self.content, newest=True)
+            attributes[S.GEN_AI_INPUT_MESSAGES] = S.cut(
+                json.dumps(payload.get("messages") or [], ensure_ascii=False), self.content, newest=True
+            )
             if payload.get("system"):
                 system = payload["system"]
                 attributes[S.GEN_AI_SYSTEM_INSTRUCTIONS] = S.cut(
-                    system if isinstance(system, str) else json.dumps(system, ensure_ascii=False), self.content)
+                    system if isinstance(system, str) else json.dumps(system, ensure_ascii=False), self.content
+                )
         name = f"{S.CHAT} {model}" if isinstance(model, str) else S.CHAT
         return S.tracer().start_span(name, context=self.context(), kind=SpanKind.CLIENT, attributes=attributes)
 
@@ -221,15 +245,22 @@ class EngineTrace:
         if not self.on or not tool_use_id or tool_use_id in self._tools:
             return
         mcp = name.startswith("mcp__")
-        attributes: dict[str, Any] = {S.GEN_AI_OPERATION: "execute_tool", S.GEN_AI_TOOL_NAME: name,
-                                      S.GEN_AI_TOOL_CALL_ID: tool_use_id,
-                                      S.GEN_AI_TOOL_TYPE: "extension" if mcp else "function"}
+        attributes: dict[str, Any] = {
+            S.GEN_AI_OPERATION: "execute_tool",
+            S.GEN_AI_TOOL_NAME: name,
+            S.GEN_AI_TOOL_CALL_ID: tool_use_id,
+            S.GEN_AI_TOOL_TYPE: "extension" if mcp else "function",
+        }
         if mcp:
             attributes[S.MCP_METHOD] = "tools/call"
         if self.session_id:
             attributes[S.SESSION_ID] = self.session_id
-        span = S.tracer().start_span(f"{S.EXECUTE_TOOL} {name}", context=self.context(),
-                                     kind=SpanKind.CLIENT if mcp else SpanKind.INTERNAL, attributes=attributes)
+        span = S.tracer().start_span(
+            f"{S.EXECUTE_TOOL} {name}",
+            context=self.context(),
+            kind=SpanKind.CLIENT if mcp else SpanKind.INTERNAL,
+            attributes=attributes,
+        )
         self._tools[tool_use_id] = _Tool(span, name)
 
     def traceparent(self, tool_use_id: str) -> dict[str, Any] | None:
@@ -244,8 +275,9 @@ class EngineTrace:
         for use in event.tool_uses:
             self.tool_started(use.id, use.name)
             tool = self._tools[use.id]
-            tool.attributes.update({S.TOOL_TARGET: target_of(use.input, self.cwd),
-                                    S.TOOL_INPUT_SIZE: input_size(use.name, use.input)})
+            tool.attributes.update(
+                {S.TOOL_TARGET: target_of(use.input, self.cwd), S.TOOL_INPUT_SIZE: input_size(use.name, use.input)}
+            )
 
     def on_user(self, event: UserMessage) -> None:
         if not self.on or event.is_replay:
@@ -272,7 +304,11 @@ class EngineTrace:
             tool.attributes[S.TOOL_OUTCOME] = tool.outcome
             tool.span.set_attributes({k: v for k, v in tool.attributes.items() if v != ""})
             if tool.outcome != "ok":
-                S.record_error(tool.span, f"the tool call was {tool.outcome}" if tool.outcome != "error"
-                               else "the tool answered with an error")
+                S.record_error(
+                    tool.span,
+                    f"the tool call was {tool.outcome}"
+                    if tool.outcome != "error"
+                    else "the tool answered with an error",
+                )
             tool.span.end(end_time=tool.ended_ns)
         self._tools.clear()

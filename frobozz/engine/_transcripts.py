@@ -84,8 +84,12 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
 def replay(path: Path) -> Iterator[Event]:
     """The conversation in a transcript as events (is_replay=True): user turns and assistant messages."""
     for record in _records(path):
-        if record.get("type") in ("user", "assistant") and not record.get("isSidechain") \
-                and not record.get("isMeta") and isinstance(record.get("message"), dict):
+        if (
+            record.get("type") in ("user", "assistant")
+            and not record.get("isSidechain")
+            and not record.get("isMeta")
+            and isinstance(record.get("message"), dict)
+        ):
             yield parse_event(record, is_replay=True)
 
 

@@ -54,8 +54,11 @@ class CLIReport:
         if self.problem:
             return f"{self.path} cannot run: {self.problem}"
         found = f"claude {self.version or '(version unreadable)'} at {self.path}"
-        tested = ("one of the versions the engine was tested with" if self.tested else
-                  f"not a version the engine was tested with ({', '.join(TESTED)})")
+        tested = (
+            "one of the versions the engine was tested with"
+            if self.tested
+            else f"not a version the engine was tested with ({', '.join(TESTED)})"
+        )
         lacks = "; it lacks " + ", ".join(f"{flag} ({need})" for flag, need in self.lacking) if self.lacking else ""
         return f"{found}: {tested}{lacks}"
 
@@ -72,8 +75,14 @@ def _accepts(claude: str, flag: Sequence[str], env: dict[str, str] | None, timeo
     if "--input-format" not in flag:
         command += ["--input-format", "stream-json"]
     try:
-        done = subprocess.run(dying_with_parent(command), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=timeout, env=env)  # a doctor or test killed mid-probe leaves no claude behind
+        done = subprocess.run(
+            dying_with_parent(command),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )  # a doctor or test killed mid-probe leaves no claude behind
     except (OSError, subprocess.TimeoutExpired):
         return True  # no answer is no "unknown option": the doctor's other checks say what is wrong
     return "unknown option" not in (done.stderr + done.stdout)
@@ -82,7 +91,9 @@ def _accepts(claude: str, flag: Sequence[str], env: dict[str, str] | None, timeo
 def inspect_cli(claude: str, *, env: dict[str, str] | None = None, timeout: float = 30) -> CLIReport:
     """The installed claude's version, and every flag of FLAGS it refuses (asked in parallel)."""
     try:
-        done = subprocess.run(dying_with_parent([claude, "--version"]), capture_output=True, text=True, timeout=timeout, env=env)
+        done = subprocess.run(
+            dying_with_parent([claude, "--version"]), capture_output=True, text=True, timeout=timeout, env=env
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return CLIReport(path=claude, version=None, problem=str(e))
     if done.returncode != 0:
@@ -91,6 +102,7 @@ def inspect_cli(claude: str, *, env: dict[str, str] | None = None, timeout: floa
     version = ".".join(map(str, parsed)) if parsed else None
     with ThreadPoolExecutor(max_workers=8) as pool:
         accepted = list(pool.map(lambda flag: _accepts(claude, flag, env, timeout), FLAGS))
-    lacking = tuple((flag[0].split("=")[0], need)
-                    for (flag, need), ok in zip(FLAGS.items(), accepted, strict=True) if not ok)
+    lacking = tuple(
+        (flag[0].split("=")[0], need) for (flag, need), ok in zip(FLAGS.items(), accepted, strict=True) if not ok
+    )
     return CLIReport(path=claude, version=version, lacking=lacking)

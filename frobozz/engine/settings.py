@@ -16,8 +16,18 @@ class EngineSettings(BaseSettings):
     stderr_tail_bytes: int = Field(default=64 * 1024, ge=1024, description="stderr kept for error reports.")
     control_timeout: float = Field(default=60.0, gt=0, description="Seconds a control request may take.")
     close_timeout: float = Field(default=10.0, gt=0, description="Seconds to wait for claude to exit.")
-    trace_content: bool = Field(default=False, validation_alias=AliasChoices(
-        "trace_content", "FROBOZZ_TRACE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"), description=(
-        "With tracing on, spans carry prompt and completion text (off by default, as the GenAI conventions say)."))
-    trace_content_max: int = Field(default=4000, ge=0, le=1_000_000, description=(
-        "With content capture on: the characters of text one span attribute may carry, the rest cut."))
+    trace_content: bool = Field(
+        default=False,
+        validation_alias=AliasChoices(
+            "trace_content", "FROBOZZ_TRACE_CONTENT", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+        ),
+        description=(
+            "With tracing on, spans carry prompt and completion text (off by default, as the GenAI conventions say)."
+        ),
+    )
+    trace_content_max: int = Field(
+        default=4000,
+        ge=0,
+        le=1_000_000,
+        description=("With content capture on: the characters of text one span attribute may carry, the rest cut."),
+    )

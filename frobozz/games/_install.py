@@ -21,8 +21,7 @@ def catalogue_entry(name: str) -> CatalogueEntry:
         raise InstallError(f"no game {name[:80]!r} in the catalogue (known: {', '.join(CATALOGUE)})") from None
 
 
-async def download(url: str, *, client: httpx.AsyncClient | None = None,
-                   timeout: float = 30.0) -> bytes:  # noqa: ASYNC109 - httpx's own, per read
+async def download(url: str, *, client: httpx.AsyncClient | None = None, timeout: float = 30.0) -> bytes:  # noqa: ASYNC109 - httpx's own, per read
     """The body at `url`, refused past MAX_STORY_BYTES without reading the rest."""
     own = client is None
     client = client or httpx.AsyncClient(timeout=timeout, follow_redirects=True)
@@ -44,8 +43,9 @@ async def download(url: str, *, client: httpx.AsyncClient | None = None,
             await client.aclose()
 
 
-async def install(name: str, games_dir: Path, *, url: str | None = None,
-                  client: httpx.AsyncClient | None = None) -> StoryInfo:
+async def install(
+    name: str, games_dir: Path, *, url: str | None = None, client: httpx.AsyncClient | None = None
+) -> StoryInfo:
     """Install a catalogued game into `games_dir` (verified by md5); a no-op when already there."""
     entry = catalogue_entry(name)
     target = games_dir / entry.file_name
@@ -59,8 +59,10 @@ async def install(name: str, games_dir: Path, *, url: str | None = None,
     data = await download(url or entry.url, client=client)
     got = hashlib.md5(data).hexdigest()
     if got != entry.source_md5:
-        raise InstallError(f"{entry.name}: downloaded file has md5 {got}, the catalogue expects "
-                           f"{entry.source_md5}; nothing was installed")
+        raise InstallError(
+            f"{entry.name}: downloaded file has md5 {got}, the catalogue expects "
+            f"{entry.source_md5}; nothing was installed"
+        )
     data = entry.finish(data)
     story = parse_story(data, target)
     if story.md5 != entry.md5:

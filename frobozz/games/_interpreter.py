@@ -39,13 +39,16 @@ class WorkerProcess:
 
     async def start(self) -> None:
         self._process = await anyio.open_process(
-            dying_with_parent([sys.executable, "-m", "frobozz.games._worker"]), cwd=self._scratch.name,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
+            dying_with_parent([sys.executable, "-m", "frobozz.games._worker"]),
+            cwd=self._scratch.name,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+        )
         assert self._process.stdout is not None
         self._reader = BufferedByteReceiveStream(self._process.stdout)
 
-    async def call(self, op: str, *args: Any,
-                   timeout: float | None = None) -> Any:  # noqa: ASYNC109 - a hung child is killed
+    async def call(self, op: str, *args: Any, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - a hung child is killed
         """Send one request and wait for its answer (within `timeout`, else the worker's own); a dead or hung
         child raises InterpreterCrashedError."""
         limit = self.timeout if timeout is None else timeout
@@ -63,8 +66,13 @@ class WorkerProcess:
             except TimeoutError:
                 await self._kill()
                 raise self._crashed(f"the interpreter did not answer within {limit:g} s") from None
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.IncompleteRead,
-                    anyio.ClosedResourceError, OSError) as e:
+            except (
+                anyio.EndOfStream,
+                anyio.BrokenResourceError,
+                anyio.IncompleteRead,
+                anyio.ClosedResourceError,
+                OSError,
+            ) as e:
                 await self._kill()
                 raise self._crashed("the interpreter process died") from e
             if status != "ok":

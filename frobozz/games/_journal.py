@@ -49,7 +49,7 @@ def replay(path: Path) -> tuple[dict[str, Any], list[Turn]]:
         elif event == "turn":
             turns.append(Turn(**record["turn"]))
         elif event == "undo":
-            del turns[len(turns) - int(record["steps"]):]
+            del turns[len(turns) - int(record["steps"]) :]
         elif event in ("restore", "restart", "resume"):
             turns = [Turn(**t) for t in record["turns"]]
     return start, turns

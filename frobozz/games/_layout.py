@@ -18,14 +18,27 @@ from ._map import GameMap, direction
 
 class PassageKind(Enum):
     """How a passage between rooms is drawn on the map: by compass, up and down, or in and out."""
+
     COMPASS = "compass"  # n, s, e, w and the diagonals
     VERTICAL = "vertical"  # up, down (stairs, ladders, the chimney)
     INOUT = "inout"  # in, out, enter, exit, a named thing: `enter window`, `climb tree`
 
 
 # where a step leads on the grid, y downwards (as on a screen and in SVG): north is up
-_STEP = {"n": (0, -1), "s": (0, 1), "e": (1, 0), "w": (-1, 0), "ne": (1, -1), "nw": (-1, -1), "se": (1, 1),
-         "sw": (-1, 1), "u": (1, -1), "d": (-1, 1), "in": (1, 1), "out": (-1, -1)}
+_STEP = {
+    "n": (0, -1),
+    "s": (0, 1),
+    "e": (1, 0),
+    "w": (-1, 0),
+    "ne": (1, -1),
+    "nw": (-1, -1),
+    "se": (1, 1),
+    "sw": (-1, 1),
+    "u": (1, -1),
+    "d": (-1, 1),
+    "in": (1, 1),
+    "out": (-1, -1),
+}
 _INOUT = {"in": "in", "enter": "in", "inside": "in", "out": "out", "exit": "out", "leave": "out", "outside": "out"}
 _PASSES = 3  # improvement rounds over every room (each stops early when nothing moves)
 
@@ -103,8 +116,10 @@ def _drawn(pos: dict[str, tuple[int, int]], passages: tuple[PlacedPassage, ...])
     """The passages drawn as lines: every compass one, and of the others (up, down, in, out, a teleport) each,
     shortest first, whose line crosses none already drawn and runs through no room; the rest become stubs."""
     drawn = [p for p in passages if p.kind is PassageKind.COMPASS]
-    others = sorted((p for p in passages if p.kind is not PassageKind.COMPASS),
-                    key=lambda p: abs(pos[p.source][0] - pos[p.target][0]) + abs(pos[p.source][1] - pos[p.target][1]))
+    others = sorted(
+        (p for p in passages if p.kind is not PassageKind.COMPASS),
+        key=lambda p: abs(pos[p.source][0] - pos[p.target][0]) + abs(pos[p.source][1] - pos[p.target][1]),
+    )
     for p in others:
         if not _through(pos, p) and not any(_cross(pos, p, q) for q in drawn):
             drawn.append(p)
@@ -128,8 +143,9 @@ def _passages(explored: GameMap) -> tuple[PlacedPassage, ...]:
     return tuple(pairs.values())
 
 
-def _first_places(rooms: tuple[str, ...], passages: tuple[PlacedPassage, ...],
-                  steps: dict[tuple[str, str], tuple[int, int] | None]) -> dict[str, tuple[int, int]]:
+def _first_places(
+    rooms: tuple[str, ...], passages: tuple[PlacedPassage, ...], steps: dict[tuple[str, str], tuple[int, int] | None]
+) -> dict[str, tuple[int, int]]:
     """Breadth-first from the first room: each room reached is put on the first free cell along the step it
     was entered by (one cell away, else two, …); a second, unconnected piece (a teleport) starts to the right."""
     ways: dict[str, list[tuple[str, tuple[int, int] | None, bool]]] = {room: [] for room in rooms}
@@ -170,8 +186,14 @@ def _first_places(rooms: tuple[str, ...], passages: tuple[PlacedPassage, ...],
     return pos
 
 
-def _free_cell(room: str, origin: tuple[int, int], step: tuple[int, int], pos: dict[str, tuple[int, int]],
-               taken: set[tuple[int, int]], ways: dict[str, list]) -> tuple[int, int]:
+def _free_cell(
+    room: str,
+    origin: tuple[int, int],
+    step: tuple[int, int],
+    pos: dict[str, tuple[int, int]],
+    taken: set[tuple[int, int]],
+    ways: dict[str, list],
+) -> tuple[int, int]:
     """The first free cell along `step` from `origin` (nearest first) whose passages to the rooms already
     placed cross none and run through no room; failing that along `step` turned 45° or 90°; failing all,
     the nearest free cell along `step`."""
@@ -199,8 +221,9 @@ def _rotate(step: tuple[int, int], eighths: int) -> tuple[int, int]:
     return ring[(ring.index(step) + eighths) % 8]
 
 
-def _clear(cell: tuple[int, int], links: list[str], placed: list[tuple[str, str]],
-           pos: dict[str, tuple[int, int]]) -> bool:
+def _clear(
+    cell: tuple[int, int], links: list[str], placed: list[tuple[str, str]], pos: dict[str, tuple[int, int]]
+) -> bool:
     """A room at `cell` joined to the rooms `links` crosses no placed passage and runs through no room."""
     trial = {**pos, "\0new": cell}
     for there in links:
@@ -210,12 +233,14 @@ def _clear(cell: tuple[int, int], links: list[str], placed: list[tuple[str, str]
         for a, b in placed:
             if _cross(trial, new, PlacedPassage(a, b, "", PassageKind.COMPASS, "", False)):
                 return False
-    return not any(_on_segment(cell, trial, PlacedPassage(a, b, "", PassageKind.COMPASS, "", False))
-                   for a, b in placed)
+    return not any(_on_segment(cell, trial, PlacedPassage(a, b, "", PassageKind.COMPASS, "", False)) for a, b in placed)
 
 
-def _improve(pos: dict[str, tuple[int, int]], passages: tuple[PlacedPassage, ...],
-             steps: dict[tuple[str, str], tuple[int, int] | None]) -> None:
+def _improve(
+    pos: dict[str, tuple[int, int]],
+    passages: tuple[PlacedPassage, ...],
+    steps: dict[tuple[str, str], tuple[int, int] | None],
+) -> None:
     """Move one room at a time to a free cell nearby (or further along one of its passages' directions)
     when that lowers the cost: crossings and passages through rooms first, then broken compass
     directions, then length. Only the moved room's passages are re-checked."""
@@ -242,14 +267,17 @@ def _improve(pos: dict[str, tuple[int, int]], passages: tuple[PlacedPassage, ...
             break
 
 
-def _troubled(pos: dict[str, tuple[int, int]], passages: tuple[PlacedPassage, ...],
-              steps: dict[tuple[str, str], tuple[int, int] | None]) -> list[str]:
+def _troubled(
+    pos: dict[str, tuple[int, int]],
+    passages: tuple[PlacedPassage, ...],
+    steps: dict[tuple[str, str], tuple[int, int] | None],
+) -> list[str]:
     """The rooms worth moving: the ends of passages that cross, run through a room or break their
     direction, and the rooms run through (most rooms of a walk have none of these, and stay put)."""
     found: dict[str, None] = {}
     for i, a in enumerate(passages):
         bad = not _keeps_direction(pos, a, steps[(a.source, a.target)])
-        for b in passages[i + 1:]:
+        for b in passages[i + 1 :]:
             if _cross(pos, a, b):
                 bad = True
                 found.update({b.source: None, b.target: None})
@@ -262,8 +290,12 @@ def _troubled(pos: dict[str, tuple[int, int]], passages: tuple[PlacedPassage, ..
     return list(found)
 
 
-def _candidates(room: str, pos: dict[str, tuple[int, int]], touching: dict[str, list[PlacedPassage]],
-                steps: dict[tuple[str, str], tuple[int, int] | None]) -> list[tuple[int, int]]:
+def _candidates(
+    room: str,
+    pos: dict[str, tuple[int, int]],
+    touching: dict[str, list[PlacedPassage]],
+    steps: dict[tuple[str, str], tuple[int, int] | None],
+) -> list[tuple[int, int]]:
     x, y = pos[room]
     cells = [(x + dx, y + dy) for dx in range(-2, 3) for dy in range(-2, 3) if dx or dy]
     for p in touching[room]:  # further out along the direction the room is from each neighbour
@@ -276,16 +308,20 @@ def _candidates(room: str, pos: dict[str, tuple[int, int]], touching: dict[str, 
     return cells
 
 
-def _room_cost(room: str, pos: dict[str, tuple[int, int]], touching: dict[str, list[PlacedPassage]],
-               passages: tuple[PlacedPassage, ...], steps: dict[tuple[str, str], tuple[int, int] | None]) -> tuple:
+def _room_cost(
+    room: str,
+    pos: dict[str, tuple[int, int]],
+    touching: dict[str, list[PlacedPassage]],
+    passages: tuple[PlacedPassage, ...],
+    steps: dict[tuple[str, str], tuple[int, int] | None],
+) -> tuple:
     mine = touching[room]
     ids = {id(p) for p in mine}
     crossings = sum(1 for a in mine for b in passages if id(b) not in ids and _cross(pos, a, b))
-    crossings += sum(1 for i, a in enumerate(mine) for b in mine[i + 1:] if _cross(pos, a, b))
+    crossings += sum(1 for i, a in enumerate(mine) for b in mine[i + 1 :] if _cross(pos, a, b))
     through = sum(_through(pos, p) for p in passages if id(p) in ids or _on_segment(pos[room], pos, p))
     broken = sum(1 for p in mine if not _keeps_direction(pos, p, steps[(p.source, p.target)]))
-    length = sum(max(abs(pos[p.source][0] - pos[p.target][0]), abs(pos[p.source][1] - pos[p.target][1]))
-                 for p in mine)
+    length = sum(max(abs(pos[p.source][0] - pos[p.target][0]), abs(pos[p.source][1] - pos[p.target][1])) for p in mine)
     return (crossings + through, broken, length)
 
 
@@ -303,8 +339,7 @@ def _sign(v: int) -> int:
 
 def _through(pos: dict[str, tuple[int, int]], p: PlacedPassage) -> int:
     """How many rooms the straight line of passage `p` runs through."""
-    return sum(1 for room, cell in pos.items()
-               if room not in (p.source, p.target) and _on_segment(cell, pos, p))
+    return sum(1 for room, cell in pos.items() if room not in (p.source, p.target) and _on_segment(cell, pos, p))
 
 
 def _on_segment(cell: tuple[int, int], pos: dict[str, tuple[int, int]], p: PlacedPassage) -> bool:
@@ -328,8 +363,12 @@ def _cross(pos: dict[str, tuple[int, int]], a: PlacedPassage, b: PlacedPassage) 
     d1, d2, d3, d4 = _turn(p3, p4, p1), _turn(p3, p4, p2), _turn(p1, p2, p3), _turn(p1, p2, p4)
     if d1 * d2 < 0 and d3 * d4 < 0:
         return True
-    return ((d1 == 0 and _between(p3, p4, p1)) or (d2 == 0 and _between(p3, p4, p2))
-            or (d3 == 0 and _between(p1, p2, p3)) or (d4 == 0 and _between(p1, p2, p4)))
+    return (
+        (d1 == 0 and _between(p3, p4, p1))
+        or (d2 == 0 and _between(p3, p4, p2))
+        or (d3 == 0 and _between(p1, p2, p3))
+        or (d4 == 0 and _between(p1, p2, p4))
+    )
 
 
 def _turn(a: tuple[int, int], b: tuple[int, int], c: tuple[int, int]) -> int:
@@ -342,7 +381,7 @@ def _between(a: tuple[int, int], b: tuple[int, int], c: tuple[int, int]) -> bool
 
 
 def _count_crossings(pos: dict[str, tuple[int, int]], passages: tuple[PlacedPassage, ...]) -> int:
-    return sum(1 for i, a in enumerate(passages) for b in passages[i + 1:] if _cross(pos, a, b))
+    return sum(1 for i, a in enumerate(passages) for b in passages[i + 1 :] if _cross(pos, a, b))
 
 
 def count_crossings(layout: GridLayout) -> int:

@@ -63,11 +63,16 @@ class GameLibrary:
         name = name.strip()
         if allow_path and ("/" in name or Path(name).is_file()):
             return read_story(name)
-        if len(name) > _MAX_NAME or any(c in name for c in "/\\\0") or name.startswith(".") or \
-                any(ord(c) < 32 for c in name):
+        if (
+            len(name) > _MAX_NAME
+            or any(c in name for c in "/\\\0")
+            or name.startswith(".")
+            or any(ord(c) < 32 for c in name)
+        ):
             raise GameNotFoundError(
                 f"{name[:80]!r} is not a game name: give a catalogue name or the name of a story file "
-                "in the games directories, not a path")
+                "in the games directories, not a path"
+            )
         entry = CATALOGUE.get(name.lower())
         candidates = [entry.file_name] if entry else []
         candidates += [name] + [name + suffix for suffix in STORY_SUFFIXES]
@@ -105,14 +110,32 @@ class GameLibrary:
         games = []
         for entry in CATALOGUE.values():
             installed = found.pop(entry.file_name, None)
-            games.append(GameListing(entry.name, entry.title, entry.file_name, installed is not None,
-                                     str(installed) if installed else None, entry.license, entry.max_score))
+            games.append(
+                GameListing(
+                    entry.name,
+                    entry.title,
+                    entry.file_name,
+                    installed is not None,
+                    str(installed) if installed else None,
+                    entry.license,
+                    entry.max_score,
+                )
+            )
         for file_name, path in sorted(found.items()):
             try:
                 story = read_story(path)
             except StoryFileError:
                 continue
             known = by_md5(story.md5)
-            games.append(GameListing(path.stem, f"{path.name} ({story.describe()})", file_name, True, str(path),
-                                     known.license if known else None, known.max_score if known else None))
+            games.append(
+                GameListing(
+                    path.stem,
+                    f"{path.name} ({story.describe()})",
+                    file_name,
+                    True,
+                    str(path),
+                    known.license if known else None,
+                    known.max_score if known else None,
+                )
+            )
         return games

@@ -9,12 +9,25 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 MapFormat = Literal["text", "dot", "mermaid"]
-DIRECTIONS = {"n": "north", "s": "south", "e": "east", "w": "west", "ne": "northeast", "nw": "northwest",
-              "se": "southeast", "sw": "southwest", "u": "up", "d": "down"}
+DIRECTIONS = {
+    "n": "north",
+    "s": "south",
+    "e": "east",
+    "w": "west",
+    "ne": "northeast",
+    "nw": "northwest",
+    "se": "southeast",
+    "sw": "southwest",
+    "u": "up",
+    "d": "down",
+}
 _SHORT = {long: short for short, long in DIRECTIONS.items()}
 _COMPASS = re.compile(r"\b(north|south|east|west)(east|west)?\b", re.IGNORECASE)
-_UP_DOWN = re.compile(r"\b(?:leads?|leading|goes|going|stairs|staircase|stairway|ladder|chimney|passage|path|climb)"
-                      r"\s+(?:\w+\s+){0,2}?(up|down)(?:ward)?s?\b", re.IGNORECASE)
+_UP_DOWN = re.compile(
+    r"\b(?:leads?|leading|goes|going|stairs|staircase|stairway|ladder|chimney|passage|path|climb)"
+    r"\s+(?:\w+\s+){0,2}?(up|down)(?:ward)?s?\b",
+    re.IGNORECASE,
+)
 
 
 class Step(Protocol):  # read-only: a frozen Turn or TurnRecord is one
@@ -82,8 +95,11 @@ class GameMap:
             if turn.location and (turn.location != here or turn.command in ("look", "l")):
                 exits.setdefault(turn.location, set()).update(mentioned_exits(turn.text))
             here = turn.location or here
-        return cls(explored.rooms, explored.passages,
-                   tuple((room, tuple(d for d in DIRECTIONS if d in found)) for room, found in exits.items()))
+        return cls(
+            explored.rooms,
+            explored.passages,
+            tuple((room, tuple(d for d in DIRECTIONS if d in found)) for room, found in exits.items()),
+        )
 
     def to_compact(self, *, max_rooms: int = 80) -> str:
         """One line per room: the exits taken and where they led, then the named exits not yet taken

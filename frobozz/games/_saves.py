@@ -38,8 +38,9 @@ class SaveRecord:
 
 def check_slot(slot: str) -> str:
     if not isinstance(slot, str) or not _SLOT.fullmatch(slot):
-        raise SaveError(f"invalid save slot {slot[:80]!r}: use 1-64 letters, digits, '-' or '_', "
-                        "starting with a letter or digit")
+        raise SaveError(
+            f"invalid save slot {slot[:80]!r}: use 1-64 letters, digits, '-' or '_', starting with a letter or digit"
+        )
     return slot
 
 
@@ -50,9 +51,17 @@ def encode_state(state: tuple) -> dict[str, Any]:
     def b64(b: Any) -> str:
         return base64.b64encode(bytes(b)).decode("ascii")
 
-    return {"ram": b64(ram), "stack": b64(stack), "pc": int(pc), "sp": int(sp), "fp": int(fp),
-            "frame_count": int(frame_count), "opcode": int(opcode), "rng": [int(x) for x in rng],
-            "narrative": b64(narrative)}
+    return {
+        "ram": b64(ram),
+        "stack": b64(stack),
+        "pc": int(pc),
+        "sp": int(sp),
+        "fp": int(fp),
+        "frame_count": int(frame_count),
+        "opcode": int(opcode),
+        "rng": [int(x) for x in rng],
+        "narrative": b64(narrative),
+    }
 
 
 def decode_state(d: dict[str, Any]) -> tuple:
@@ -66,8 +75,17 @@ def decode_state(d: dict[str, Any]) -> tuple:
 
     ints = [int(d[k]) for k in ("pc", "sp", "fp", "frame_count", "opcode")]
     pc, sp, fp, frame_count, opcode = ints
-    return (array("ram"), array("stack"), pc, sp, fp, frame_count, opcode,
-            tuple(int(x) for x in d["rng"]), raw("narrative"))
+    return (
+        array("ram"),
+        array("stack"),
+        pc,
+        sp,
+        fp,
+        frame_count,
+        opcode,
+        tuple(int(x) for x in d["rng"]),
+        raw("narrative"),
+    )
 
 
 class SaveStore:
@@ -82,10 +100,21 @@ class SaveStore:
 
     def write(self, slot: str, turns: list[Turn], state: tuple) -> SaveInfo:
         last = turns[-1]
-        info = SaveInfo(slot=check_slot(slot), saved_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                        turn=last.number, score=last.score, moves=last.moves, location=last.location)
-        doc = {"format": _FORMAT, "story_md5": self.story_md5, "info": asdict(info),
-               "turns": [asdict(t) for t in turns], "state": encode_state(state)}
+        info = SaveInfo(
+            slot=check_slot(slot),
+            saved_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            turn=last.number,
+            score=last.score,
+            moves=last.moves,
+            location=last.location,
+        )
+        doc = {
+            "format": _FORMAT,
+            "story_md5": self.story_md5,
+            "info": asdict(info),
+            "turns": [asdict(t) for t in turns],
+            "state": encode_state(state),
+        }
         try:
             atomic_write(self._path(slot), json.dumps(doc).encode("utf-8"))
         except OSError as e:
@@ -104,8 +133,11 @@ class SaveStore:
         try:
             if doc["format"] != _FORMAT or doc["story_md5"] != self.story_md5:
                 raise SaveError(f"save slot {slot!r} belongs to another story file or format")
-            return SaveRecord(info=SaveInfo(**doc["info"]), turns=tuple(Turn(**t) for t in doc["turns"]),
-                              state=decode_state(doc["state"]))
+            return SaveRecord(
+                info=SaveInfo(**doc["info"]),
+                turns=tuple(Turn(**t) for t in doc["turns"]),
+                state=decode_state(doc["state"]),
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise SaveError(f"save slot {slot!r} is corrupt ({type(e).__name__}: {e})") from e
 

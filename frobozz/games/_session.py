@@ -41,8 +41,10 @@ def check_command(command: object) -> str:
     if not isinstance(command, str):
         raise CommandError("a command must be text")
     if len(command) > MAX_COMMAND_CHARS:
-        raise CommandError(f"command is {len(command)} characters long; the game reads at most "
-                           f"{MAX_COMMAND_CHARS}: give one short command such as 'open mailbox'")
+        raise CommandError(
+            f"command is {len(command)} characters long; the game reads at most "
+            f"{MAX_COMMAND_CHARS}: give one short command such as 'open mailbox'"
+        )
     if any(ord(c) < 32 or ord(c) == 127 for c in command):
         raise CommandError("command contains control characters (newlines, tabs, escapes): send one plain line")
     if not command.isascii():
@@ -56,8 +58,15 @@ def check_command(command: object) -> str:
 class GameSession:
     """Use `await GameSession.open(story, settings)`; every method is safe to call concurrently."""
 
-    def __init__(self, story: StoryInfo, settings: GamesSettings, worker: WorkerProcess, *, seed: int | None,
-                 session_id: str | None = None) -> None:
+    def __init__(
+        self,
+        story: StoryInfo,
+        settings: GamesSettings,
+        worker: WorkerProcess,
+        *,
+        seed: int | None,
+        session_id: str | None = None,
+    ) -> None:
         self.id = session_id or secrets.token_hex(8)
         self.story = story
         self.seed = seed
@@ -75,16 +84,22 @@ class GameSession:
     @classmethod
     async def open(cls, story: StoryInfo, settings: GamesSettings, *, seed: int | None = None) -> GameSession:
         self, raw = await cls._start(story, settings, seed, None)
-        self._journal.write("start", session=self.id, story=str(story.path), md5=story.md5,
-                            started=datetime.now(UTC).isoformat(timespec="seconds"))
+        self._journal.write(
+            "start",
+            session=self.id,
+            story=str(story.path),
+            md5=story.md5,
+            started=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
         self._push(self._turn(raw, None))
         self._states[-1] = raw["state"]
         self._opening = (self._turns[0], raw["state"])  # restart goes here, whatever was restored since
         return self
 
     @classmethod
-    async def reopen(cls, story: StoryInfo, settings: GamesSettings, session_id: str, snapshot: dict,
-                     turns: list[Turn]) -> GameSession:
+    async def reopen(
+        cls, story: StoryInfo, settings: GamesSettings, session_id: str, snapshot: dict, turns: list[Turn]
+    ) -> GameSession:
         """Session `session_id`, begun by another process (its journal is already written), picked up
         here at `snapshot`; nothing is journalled twice."""
         self, raw = await cls._start(story, settings, None, session_id)
@@ -98,8 +113,9 @@ class GameSession:
         return self
 
     @classmethod
-    async def _start(cls, story: StoryInfo, settings: GamesSettings, seed: int | None,
-                     session_id: str | None) -> tuple[GameSession, dict]:
+    async def _start(
+        cls, story: StoryInfo, settings: GamesSettings, seed: int | None, session_id: str | None
+    ) -> tuple[GameSession, dict]:
         worker = WorkerProcess(timeout=settings.step_timeout)
         try:
             raw = await worker.call("open", str(await anyio.Path(story.path).resolve()), seed)
@@ -152,8 +168,9 @@ class GameSession:
         if verb == "undo":
             return await self.undo(1)
         if verb in ("quit", "q", "script", "unscript"):
-            raise CommandError(f"{verb!r} is not sent to the game: end the session with end_game, "
-                               "or use restart to begin again")
+            raise CommandError(
+                f"{verb!r} is not sent to the game: end the session with end_game, or use restart to begin again"
+            )
         if self.state is GameSessionState.OVER:
             raise GameError("the game is over: undo, restore a save or restart to play on")
         raw = await self._call("step", text)
@@ -213,11 +230,21 @@ class GameSession:
         with `undo`, the kept states of up to that many turns before it too, so undo works after a resume."""
         state = self._states[-1]
         assert state is not None
-        earlier = [{"turn": t.number, "state": encode_state(s)}
-                   for t, s in zip(self._turns[-1 - undo:-1], self._states[-1 - undo:-1], strict=True)
-                   if s is not None] if undo else []
-        return {"story_md5": self.story.md5, "turn": asdict(self.current), "state": encode_state(state),
-                **({"undo": earlier} if earlier else {})}
+        earlier = (
+            [
+                {"turn": t.number, "state": encode_state(s)}
+                for t, s in zip(self._turns[-1 - undo : -1], self._states[-1 - undo : -1], strict=True)
+                if s is not None
+            ]
+            if undo
+            else []
+        )
+        return {
+            "story_md5": self.story.md5,
+            "turn": asdict(self.current),
+            "state": encode_state(state),
+            **({"undo": earlier} if earlier else {}),
+        }
 
     async def resume(self, snapshot: dict, turns: list[Turn], *, journal: bool = True) -> Turn:
         """Put the game back to `snapshot` (from `snapshot()`), with `turns` as its history;
@@ -258,15 +285,17 @@ class GameSession:
         if self.state is GameSessionState.CLOSED:
             raise GameSessionClosedError(f"game session {self.id} has ended: start a new game")
 
-    async def _call(self, op: str, *args: object,
-                    timeout: float | None = None) -> dict:  # noqa: ASYNC109 - the worker's
+    async def _call(self, op: str, *args: object, timeout: float | None = None) -> dict:  # noqa: ASYNC109 - the worker's
         try:
             return await self._worker.call(op, *args, timeout=timeout)
         except InterpreterCrashedError as e:
             await self._recover()
             raise InterpreterCrashedError(
                 f"{e} while running {op!r}; a new interpreter was started and the game put back to turn "
-                f"{self.current.number}", exit_code=e.exit_code, stderr=e.stderr) from e
+                f"{self.current.number}",
+                exit_code=e.exit_code,
+                stderr=e.stderr,
+            ) from e
 
     async def _recover(self) -> None:
         """Start a new interpreter at the last kept state; if even that fails, close the session."""
@@ -285,8 +314,16 @@ class GameSession:
             done = looks_like_game_over(text) or bool(raw["halted"])
             won = bool(done and self.max_score is not None and (raw["score"] or 0) >= self.max_score)
         number = self._turns[-1].number + 1 if self._turns else 0
-        return Turn(number=number, command=command, text=text, score=raw["score"], moves=raw["moves"],
-                    location=raw["location"], done=bool(done), won=bool(won))
+        return Turn(
+            number=number,
+            command=command,
+            text=text,
+            score=raw["score"],
+            moves=raw["moves"],
+            location=raw["location"],
+            done=bool(done),
+            won=bool(won),
+        )
 
     def _push(self, turn: Turn) -> None:
         self._turns.append(turn)

@@ -17,8 +17,16 @@ MAX_STORY_BYTES = 512 * 1024
 _HEADER_BYTES = 64
 # How the header's file-length word is scaled, and the largest story each version allows.
 _LENGTH_SCALE = {1: 2, 2: 2, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8, 8: 8}
-_MAX_BYTES = {1: 128 * 1024, 2: 128 * 1024, 3: 128 * 1024, 4: 256 * 1024, 5: 256 * 1024,
-              6: 512 * 1024, 7: 512 * 1024, 8: 512 * 1024}
+_MAX_BYTES = {
+    1: 128 * 1024,
+    2: 128 * 1024,
+    3: 128 * 1024,
+    4: 256 * 1024,
+    5: 256 * 1024,
+    6: 512 * 1024,
+    7: 512 * 1024,
+    8: 512 * 1024,
+}
 
 
 @dataclass(frozen=True)
@@ -43,7 +51,7 @@ class StoryInfo:
 
 
 def _word(data: bytes, offset: int) -> int:
-    return int.from_bytes(data[offset:offset + 2], "big")
+    return int.from_bytes(data[offset : offset + 2], "big")
 
 
 def parse_story(data: bytes, path: Path) -> StoryInfo:
@@ -61,8 +69,7 @@ def parse_story(data: bytes, path: Path) -> StoryInfo:
         raise StoryFileError(f"{where} is not a Z-machine story file: its serial number is not text")
     length = _word(data, 0x1A) * _LENGTH_SCALE[version] or len(data)
     if length > len(data):
-        raise StoryFileError(
-            f"{where} is truncated: its header declares {length} bytes but the file has {len(data)}")
+        raise StoryFileError(f"{where} is truncated: its header declares {length} bytes but the file has {len(data)}")
     high, pc, dictionary, objects, globals_, static = (_word(data, o) for o in (4, 6, 8, 10, 12, 14))
     if not _HEADER_BYTES <= static <= length or not 0 < high <= length:
         raise StoryFileError(f"{where} is not a Z-machine story file: its memory map is inconsistent")
@@ -74,8 +81,14 @@ def parse_story(data: bytes, path: Path) -> StoryInfo:
     if checksum and sum(data[_HEADER_BYTES:length]) & 0xFFFF != checksum:
         raise StoryFileError(f"{where} is corrupt: its checksum does not match its contents")
     return StoryInfo(
-        path=path, version=version, release=_word(data, 2), serial=serial_bytes.decode("ascii"),
-        checksum=checksum, length=length, size=len(data), md5=hashlib.md5(data).hexdigest(),
+        path=path,
+        version=version,
+        release=_word(data, 2),
+        serial=serial_bytes.decode("ascii"),
+        checksum=checksum,
+        length=length,
+        size=len(data),
+        md5=hashlib.md5(data).hexdigest(),
     )
 
 

@@ -7,11 +7,11 @@ import re
 # An unsupported game's output starts with the echoed prompt and the status line drawn before
 # the command ran: "> West of House      Score: 0      Moves: 2".
 _ECHO = re.compile(r"\A\s*>\s?")
-_STATUS_LINE = re.compile(r"\A[^\n]*?\s{2,}(?:Score:\s*-?\d+\s+Moves:\s*\d+|Time:\s*\d+:\d+\s*[ap]?m?)\s*(?:\n|\Z)",
-                          re.IGNORECASE)
+_STATUS_LINE = re.compile(
+    r"\A[^\n]*?\s{2,}(?:Score:\s*-?\d+\s+Moves:\s*\d+|Time:\s*\d+:\d+\s*[ap]?m?)\s*(?:\n|\Z)", re.IGNORECASE
+)
 _TRAILING_PROMPT = re.compile(r"\n\s*>\s*\Z")
-_GAME_OVER = re.compile(
-    r"restart.{0,80}restore.{0,120}(?:quit|end this session)", re.IGNORECASE | re.DOTALL)
+_GAME_OVER = re.compile(r"restart.{0,80}restore.{0,120}(?:quit|end this session)", re.IGNORECASE | re.DOTALL)
 
 
 def clean_output(text: str) -> str:
@@ -19,10 +19,10 @@ def clean_output(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     echo = _ECHO.match(text)
     if echo:
-        text = text[echo.end():]
+        text = text[echo.end() :]
         status = _STATUS_LINE.match(text)
         if status:
-            text = text[status.end():]
+            text = text[status.end() :]
     text = _TRAILING_PROMPT.sub("", text)
     return "\n".join(line.rstrip() for line in text.strip("\n").split("\n")).strip()
 

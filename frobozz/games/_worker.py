@@ -50,9 +50,12 @@ class Interpreter:
     def load(self) -> dict[str, Any]:
         text, _ = self.env.reset()
         self._room_depth = len(self._ancestors()) or None
-        return {**self._observe(text), "supported": self.supported,
-                "max_score": self.env.get_max_score() if self.supported else None,
-                "walkthrough": self.env.get_walkthrough() if self.supported else []}
+        return {
+            **self._observe(text),
+            "supported": self.supported,
+            "max_score": self.env.get_max_score() if self.supported else None,
+            "walkthrough": self.env.get_walkthrough() if self.supported else [],
+        }
 
     def step(self, command: str) -> dict[str, Any]:
         text, _, _, _ = self.env.step(command)
@@ -85,19 +88,21 @@ class Interpreter:
         memory = self._zmemory(env._get_ram().tobytes(), self.story)
         if self.supported:  # jericho knows where the player is; its short names drop words, so decode ours
             room = self._room()
-            obs = {"score": env.get_score(), "moves": env.get_moves(),
-                   "location": memory.object_name(room) if room else None,
-                   "done": env.game_over() or env.victory(), "won": env.victory()}
+            obs = {
+                "score": env.get_score(),
+                "moves": env.get_moves(),
+                "location": memory.object_name(room) if room else None,
+                "done": env.game_over() or env.victory(),
+                "won": env.victory(),
+            }
         else:
             status = memory.status()
-            obs = {"score": status.score, "moves": status.moves, "location": status.location,
-                   "done": None, "won": None}
+            obs = {"score": status.score, "moves": status.moves, "location": status.location, "done": None, "won": None}
         obs["text"] = text
         obs["halted"] = env._emulator_halted()
         if with_state:
             obs["state"] = env.get_state()
         return obs
-
 
     def _ancestors(self) -> list[int]:
         """The player's parent, its parent, and so on up to the object tree's root."""

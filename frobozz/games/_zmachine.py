@@ -26,12 +26,12 @@ class ZMemory:
 
     def __init__(self, ram: bytes, story: bytes) -> None:
         self.version = story[0]
-        self.mem = bytes(ram) + story[len(ram):]
+        self.mem = bytes(ram) + story[len(ram) :]
         self._abbreviations = self.word(0x18)
         self._alphabets = self._read_alphabets()
 
     def word(self, addr: int) -> int:
-        return int.from_bytes(self.mem[addr:addr + 2], "big")
+        return int.from_bytes(self.mem[addr : addr + 2], "big")
 
     def global_var(self, n: int) -> int:
         return self.word(self.word(0x0C) + 2 * n)
@@ -40,7 +40,7 @@ class ZMemory:
         table = self.word(0x34) if self.version >= 5 else 0
         if not table:
             return _A0, _A1, _A2
-        chars = "".join(chr(b) if 32 <= b < 127 else "?" for b in self.mem[table:table + 78])
+        chars = "".join(chr(b) if 32 <= b < 127 else "?" for b in self.mem[table : table + 78])
         return chars[:26], chars[26:52], " \n" + chars[54:78]
 
     # -- objects ---------------------------------------------------------------------------

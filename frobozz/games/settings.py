@@ -16,8 +16,9 @@ def default_data_dir() -> Path:
 class GamesSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore")
 
-    data_dir: Path = Field(default_factory=default_data_dir,
-                           description="Where installed games, saves, runs and the database live.")
+    data_dir: Path = Field(
+        default_factory=default_data_dir, description="Where installed games, saves, runs and the database live."
+    )
     games_dir: Path | None = Field(default=None, description="A folder of story files, searched first.")
     step_timeout: float = Field(default=10.0, gt=0, description="Seconds one interpreter call may take.")
 

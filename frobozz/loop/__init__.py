@@ -6,20 +6,34 @@ session (primary and sidecar)."""
 from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules
 from ._orientation import (
-                           Provider,
-                           Section,
-                           Window,
-                           capsules,
-                           context_files,
-                           here_and_now,
-                           latest_letter,
-                           memories,
-                           orientation,
+    Provider,
+    Section,
+    Window,
+    capsules,
+    context_files,
+    here_and_now,
+    latest_letter,
+    memories,
+    orientation,
 )
 from ._recalled_blocks import recalled_blocks
 from ._session import MemorySession
 from ._suggest import Suggester, nudge_blocks
 
-__all__ = ["ArchiveObserver", "MemorySession", "Provider", "Section", "Suggester", "Window", "capsules",
-           "context_files", "here_and_now", "latest_letter", "memories", "nudge_blocks", "orientation",
-           "recalled_blocks", "refresh_capsules"]
+__all__ = [
+    "ArchiveObserver",
+    "MemorySession",
+    "Provider",
+    "Section",
+    "Suggester",
+    "Window",
+    "capsules",
+    "context_files",
+    "here_and_now",
+    "latest_letter",
+    "memories",
+    "nudge_blocks",
+    "orientation",
+    "recalled_blocks",
+    "refresh_capsules",
+]

@@ -51,19 +51,34 @@ class ArchiveObserver:
             if event.text.strip():
                 await self.sessions.archive(self.session_id, self.turn, "assistant", event.text)
             for use in event.tool_uses:
-                await self.sessions.archive(self.session_id, self.turn, "tool_use",
-                                            f"{use.name} {_brief(dict(use.input))}", {"id": use.id, "tool": use.name})
+                await self.sessions.archive(
+                    self.session_id,
+                    self.turn,
+                    "tool_use",
+                    f"{use.name} {_brief(dict(use.input))}",
+                    {"id": use.id, "tool": use.name},
+                )
                 if use.name in STORE_TOOLS or use.name.endswith(("cortex__store", "cortex__supersede")):
                     await self.sessions.clear_suggestions(self.session_id)
         elif isinstance(event, UserMessage) and not event.parent_tool_use_id:
             for result in event.tool_results:
-                await self.sessions.archive(self.session_id, self.turn, "tool_result", _brief(text_of(result.content)),
-                                            {"id": result.tool_use_id, "is_error": result.is_error})
+                await self.sessions.archive(
+                    self.session_id,
+                    self.turn,
+                    "tool_result",
+                    _brief(text_of(result.content)),
+                    {"id": result.tool_use_id, "is_error": result.is_error},
+                )
         elif isinstance(event, Result):
             try:
                 usage = {k: v for k, v in event.usage.items() if isinstance(v, int | float)}
-                await self.sessions.archive(self.session_id, self.turn, "usage", event.result or "", {
-                    **usage, "cost_usd": event.total_cost_usd or 0.0, "is_error": event.is_error})
+                await self.sessions.archive(
+                    self.session_id,
+                    self.turn,
+                    "usage",
+                    event.result or "",
+                    {**usage, "cost_usd": event.total_cost_usd or 0.0, "is_error": event.is_error},
+                )
                 if event.session_id:
                     await self.sessions.set_claude_session(self.session_id, event.session_id)
             finally:  # the turn ends even when the database could not take its entries

@@ -14,8 +14,10 @@ log = logging.getLogger("frobozz.loop")
 Ask = Callable[[str], Awaitable[str]]
 LAST_SESSION, EARLIER_TODAY = "the last session", "earlier today"
 MAX_CHARS = 8_000  # of the most recent conversation given to the sidecar
-SUMMARY_PROMPT = ("Summarise this conversation in at most three sentences, for the same assistant to read "
-                  "before it talks with the user again. Only the summary.\n\n{conversation}")
+SUMMARY_PROMPT = (
+    "Summarise this conversation in at most three sentences, for the same assistant to read "
+    "before it talks with the user again. Only the summary.\n\n{conversation}"
+)
 
 
 async def refresh_capsules(sessions: LoopSessionStore, namespace: str, current: str, ask: Ask) -> list[Capsule]:
@@ -27,8 +29,10 @@ async def refresh_capsules(sessions: LoopSessionStore, namespace: str, current: 
     for entry in await sessions.search_archive(namespace=namespace, since=midnight, limit=500):
         if entry.session_id != current:
             earlier.append(entry)
-    periods = {EARLIER_TODAY: earlier[::-1],
-               LAST_SESSION: await sessions.transcript(last.id) if last is not None else []}
+    periods = {
+        EARLIER_TODAY: earlier[::-1],
+        LAST_SESSION: await sessions.transcript(last.id) if last is not None else [],
+    }
     written = []
     for period, entries in periods.items():
         said = [e for e in entries if e.kind in ("user", "assistant") and e.content.strip()]

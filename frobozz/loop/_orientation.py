@@ -99,8 +99,11 @@ def here_and_now(client: str) -> Provider:
 
     async def provide(window: Window) -> Section:
         now = datetime.now().astimezone()
-        return Section("Here and now", f"Client: {client}. Host: {socket.gethostname()}. "
-                                       f"Local time: {now:%A %d %B %Y, %H:%M} ({now.tzname()}, UTC{now:%z}).")
+        return Section(
+            "Here and now",
+            f"Client: {client}. Host: {socket.gethostname()}. "
+            f"Local time: {now:%A %d %B %Y, %H:%M} ({now.tzname()}, UTC{now:%z}).",
+        )
 
     provide.__name__ = "here and now"
     return provide
@@ -135,15 +138,29 @@ def capsules(sessions: LoopSessionStore, periods: Sequence[str] = ("the last ses
     return provide
 
 
-def memories(store: MemoryStore, seen: LoopSessionStore | None = None, *, recent: int = 5, relevant: int = 5,
-             min_score: float = RECALL_MIN_SCORE) -> Provider:
+def memories(
+    store: MemoryStore,
+    seen: LoopSessionStore | None = None,
+    *,
+    recent: int = 5,
+    relevant: int = 5,
+    min_score: float = RECALL_MIN_SCORE,
+) -> Provider:
     """The newest few memories, and the few most relevant to the window's topic; with `seen`, they join
     the session's seen-set, so recall does not show them again right after."""
 
     async def provide(window: Window) -> Section | None:
         newest = await store.recent(recent, window.namespace)
-        best = [h.memory for h in await store.search(window.topic, limit=relevant, namespace=window.namespace,
-                                                     min_score=min_score)] if window.topic.strip() else []
+        best = (
+            [
+                h.memory
+                for h in await store.search(
+                    window.topic, limit=relevant, namespace=window.namespace, min_score=min_score
+                )
+            ]
+            if window.topic.strip()
+            else []
+        )
         shown = {m.id: m for m in [*best, *newest]}
         if not shown:
             return None

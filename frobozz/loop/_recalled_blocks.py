@@ -12,5 +12,9 @@ def recalled_blocks(hits: list[Hit]) -> list[dict[str, Any]]:
     if not hits:
         return []
     lines = "\n".join(memory_line(h.memory) for h in hits)
-    return [{"type": "text", "text": f"<recalled-memories>\nFrom long-term memory (may help, may not):\n{lines}\n"
-                                     "</recalled-memories>"}]
+    return [
+        {
+            "type": "text",
+            "text": f"<recalled-memories>\nFrom long-term memory (may help, may not):\n{lines}\n</recalled-memories>",
+        }
+    ]

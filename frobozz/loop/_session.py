@@ -47,6 +47,7 @@ Providers = Callable[[MemoryStore, LoopSessionStore, HandoffStore], Sequence[Pro
 def default_providers(client: str) -> Providers:
     def make(store: MemoryStore, sessions: LoopSessionStore, handoffs: HandoffStore) -> list[Provider]:
         return [here_and_now(client), latest_letter(handoffs), capsules(sessions), memories(store, sessions)]
+
     return make
 
 
@@ -79,12 +80,26 @@ class MemorySession:
 
     CLAUDES = 1 + SIDECARS  # claude processes a live one runs: the primary and the warm sidecars
 
-    def __init__(self, options: EngineOptions, memory: MemoryService, *, namespace: str | None = None,
-                 client: str = "frobozz", resume: str | None = None, sidecar: EngineOptions | None = None,
-                 providers: Providers | None = None, recall: bool = True, suggest: bool = True,
-                 observers: Sequence[Observer] = (), producers: Sequence[Producer] = (),
-                 settings: EngineSettings | None = None, deadline: float = 1.5, spare: WarmSpare | None = None,
-                 shared_sidecar: Sidecar | None = None, recall_queries: bool = True) -> None:
+    def __init__(
+        self,
+        options: EngineOptions,
+        memory: MemoryService,
+        *,
+        namespace: str | None = None,
+        client: str = "frobozz",
+        resume: str | None = None,
+        sidecar: EngineOptions | None = None,
+        providers: Providers | None = None,
+        recall: bool = True,
+        suggest: bool = True,
+        observers: Sequence[Observer] = (),
+        producers: Sequence[Producer] = (),
+        settings: EngineSettings | None = None,
+        deadline: float = 1.5,
+        spare: WarmSpare | None = None,
+        shared_sidecar: Sidecar | None = None,
+        recall_queries: bool = True,
+    ) -> None:
         """`spare`: a new session's primary takes over its claude when it was started for `options`.
         `shared_sidecar`: warm sidecar claudes the caller keeps across sessions (then none start here).
         `recall_queries=False`: recall searches with the message alone, without first asking the sidecar for
@@ -113,14 +128,21 @@ class MemorySession:
         self.record = await self.sessions.open(self.namespace, client=self.client, session_id=self.resume)
         turns = await self.sessions.transcript(self.record.id)
         self.archive = ArchiveObserver(self.sessions, self.record.id, turn=max((e.turn for e in turns), default=0) + 1)
-        self.pool = EnginePool(self.options, self.sidecar_options, settings=self.settings, sidecars=SIDECARS,
-                               spare=self.spare, shared_sidecar=self.shared_sidecar,
-                               resume=self.record.claude_session_id if self.resume else None,
-                               observers=[self.archive, _Watcher(self), *self.extra_observers],
-                               producers=self.extra_producers)
+        self.pool = EnginePool(
+            self.options,
+            self.sidecar_options,
+            settings=self.settings,
+            sidecars=SIDECARS,
+            spare=self.spare,
+            shared_sidecar=self.shared_sidecar,
+            resume=self.record.claude_session_id if self.resume else None,
+            observers=[self.archive, _Watcher(self), *self.extra_observers],
+            producers=self.extra_producers,
+        )
         self._providers = list(self.providers(store, self.sessions, handoffs))
-        self._recall = Recall(store, self.sessions, ask=self.pool.sidecar.ask if self.recall_queries else None,
-                              deadline=self.deadline)
+        self._recall = Recall(
+            store, self.sessions, ask=self.pool.sidecar.ask if self.recall_queries else None, deadline=self.deadline
+        )
         self._suggest = Suggester(self.sessions, self.pool.sidecar.ask)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
@@ -130,8 +152,9 @@ class MemorySession:
         except BaseException:
             await self._tg.__aexit__(None, None, None)
             raise
-        self._in_background(refresh_capsules(self.sessions, self.record.namespace, self.record.id,
-                                             self.pool.sidecar.ask))
+        self._in_background(
+            refresh_capsules(self.sessions, self.record.namespace, self.record.id, self.pool.sidecar.ask)
+        )
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -174,8 +197,13 @@ class MemorySession:
         if self.use_recall:
             with _spans.span(_spans.RECALL, parent=self._turn, attributes=where) as span:
                 hits = await self._quietly("recall", self._recall(self.record.id, self.record.namespace, text), [])
-                span.set_attributes({_spans.MEMORY_FOUND: len(hits), _spans.MEMORY_IDS: [h.memory.id for h in hits],
-                                     _spans.MEMORY_SCORES: [round(h.score, 4) for h in hits]})
+                span.set_attributes(
+                    {
+                        _spans.MEMORY_FOUND: len(hits),
+                        _spans.MEMORY_IDS: [h.memory.id for h in hits],
+                        _spans.MEMORY_SCORES: [round(h.score, 4) for h in hits],
+                    }
+                )
             blocks += recalled_blocks(hits)
         blocks += await self._quietly("the nudge", nudge_blocks(self.sessions, self.record.id), [])
         return [*blocks, {"type": "text", "text": text}]
@@ -195,9 +223,12 @@ class MemorySession:
         seen = [_image_note(image) for image in images]
         archived = "\n".join([text, *(f"[image: {n['media_type']}, {n['bytes']} bytes]" for n in seen)])
         with _spans.span(_spans.ARCHIVE, parent=self._turn):
-            await self._quietly("archiving the user's words",
-                                self.archive.archive_user(archived, data={"images": seen} if seen else None), None,
-                                within=ARCHIVE_WAIT)
+            await self._quietly(
+                "archiving the user's words",
+                self.archive.archive_user(archived, data={"images": seen} if seen else None),
+                None,
+                within=ARCHIVE_WAIT,
+            )
         self._last_user = text
         await self.pool.primary.send([*content, *map(dict, images)] if images else content)
 

@@ -23,13 +23,15 @@ SUGGEST_PROMPT = (
     "Here is the last exchange of a conversation. List up to {n} facts in it worth remembering in "
     "later conversations (about the user, their people, plans, preferences, decisions), one per line, "
     "each a short complete sentence. If there are none, answer {none}.\n\n"
-    "User: {user}\n\nAssistant: {assistant}")
+    "User: {user}\n\nAssistant: {assistant}"
+)
 SIMILAR = 0.3  # a stored memory this close to a new fact may be the same fact, changed (RECALL_MIN_SCORE)
 REPLACES = "REPLACES"
 CONTRADICTS_PROMPT = (
     "A stored memory and a new fact from the conversation:\n\nStored: {old}\nNew: {new}\n\n"
     "Is the new fact the same thing as the stored one, changed since (a new address, a changed plan, a "
-    "different preference), so that the stored one is no longer true? Answer {replaces} or KEEP, nothing else.")
+    "different preference), so that the stored one is no longer true? Answer {replaces} or KEEP, nothing else."
+)
 
 
 class Suggester:
@@ -43,8 +45,9 @@ class Suggester:
         """Propose and buffer the facts of one exchange (each that changes a stored memory as a supersede
         of it, when `namespace` is given); a failure is logged, never raised."""
         try:
-            answer = await self.ask(SUGGEST_PROMPT.format(n=MAX_FACTS, none=NONE, user=user[:4_000],
-                                                          assistant=assistant[:4_000]))
+            answer = await self.ask(
+                SUGGEST_PROMPT.format(n=MAX_FACTS, none=NONE, user=user[:4_000], assistant=assistant[:4_000])
+            )
             facts = [f.strip(" -*\t") for f in answer.splitlines()]
             facts = [f for f in facts if f and f.upper().rstrip(".") != NONE][:MAX_FACTS]
             if namespace is not None:
@@ -70,7 +73,7 @@ class Suggester:
         if not verdict.strip().upper().startswith(REPLACES):
             return fact
         quoted = old.content if len(old.content) <= 200 else old.content[:200] + "…"
-        return f"{fact} (this changes memory {old.id}, \"{quoted}\": supersede({old.id}, …) rather than store)"
+        return f'{fact} (this changes memory {old.id}, "{quoted}": supersede({old.id}, …) rather than store)'
 
 
 async def nudge_blocks(sessions: LoopSessionStore, session_id: str) -> list[dict[str, Any]]:
@@ -79,5 +82,10 @@ async def nudge_blocks(sessions: LoopSessionStore, session_id: str) -> list[dict
     if not waiting:
         return []
     lines = "\n".join(f"- {fact}" for fact in waiting)
-    return [{"type": "text", "text": "<memory-nudge>\nWorth keeping, if right (store it with cortex, or supersede "
-                                     f"the memory it changes):\n{lines}\n</memory-nudge>"}]
+    return [
+        {
+            "type": "text",
+            "text": "<memory-nudge>\nWorth keeping, if right (store it with cortex, or supersede "
+            f"the memory it changes):\n{lines}\n</memory-nudge>",
+        }
+    ]

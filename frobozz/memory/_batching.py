@@ -77,7 +77,7 @@ class Batcher:
                 else:
                     start = 0
                     for r in batch:
-                        r.vectors, start = vectors[start:start + len(r.texts)], start + len(r.texts)
+                        r.vectors, start = vectors[start : start + len(r.texts)], start + len(r.texts)
                 finally:
                     for r in batch:
                         r.done.set()

@@ -49,11 +49,15 @@ class BulkStore:
         kept: set[int] = set()  # which records' files a new row names
         try:
             for picture in pictures:
-                written.append(None if picture is None else await anyio.to_thread.run_sync(self._images().write,
-                                                                                           picture))
+                written.append(
+                    None if picture is None else await anyio.to_thread.run_sync(self._images().write, picture)
+                )
             async with s.connection() as c, c.transaction():
-                for n, ((ns, content, meta, source, created, valid_to, old_id, supersedes), vector, picture) in \
-                        enumerate(zip(rows, vectors, pictures, strict=True)):
+                for n, (
+                    (ns, content, meta, source, created, valid_to, old_id, supersedes),
+                    vector,
+                    picture,
+                ) in enumerate(zip(rows, vectors, pictures, strict=True)):
                     digest = content_hash(content)
                     image: dict[str, Any] = records[n].get("image") or {}
                     if picture is not None:  # as `store` made it: the words without the vision model's description
@@ -61,36 +65,68 @@ class BulkStore:
                         words = content.removesuffix(f"{DESCRIBED}{description}") if description else content
                         digest = image_hash(words, picture.sha256)
                     if valid_to is not None:  # a superseded version: the same one imported twice is kept once
-                        row = await c.fetchrow("SELECT id, false AS new FROM memories WHERE namespace = $1 AND "
-                                               "content_hash = $2 AND valid_to = $3 AND deleted_at IS NULL", ns,
-                                               digest, valid_to)
+                        row = await c.fetchrow(
+                            "SELECT id, false AS new FROM memories WHERE namespace = $1 AND "
+                            "content_hash = $2 AND valid_to = $3 AND deleted_at IS NULL",
+                            ns,
+                            digest,
+                            valid_to,
+                        )
                     else:
                         row = None
                     row = row or await c.fetchrow(
                         "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding, "
                         "created_at, updated_at, valid_to, supersedes) VALUES ($1, $2, $3, $4::jsonb, $5, $6, "
                         f"COALESCE($7, now()), COALESCE($7, now()), $8, $9) ON CONFLICT (namespace, content_hash) "
-                        f"WHERE {CURRENT} DO NOTHING RETURNING id, true AS new", ns, content, digest, meta, source,
-                        vector, created, valid_to, self._ids.get(supersedes) if supersedes is not None else None)
+                        f"WHERE {CURRENT} DO NOTHING RETURNING id, true AS new",
+                        ns,
+                        content,
+                        digest,
+                        meta,
+                        source,
+                        vector,
+                        created,
+                        valid_to,
+                        self._ids.get(supersedes) if supersedes is not None else None,
+                    )
                     if row is None:  # the same current text is here already
-                        row = await c.fetchrow(f"SELECT id, false AS new FROM memories WHERE namespace = $1 AND "
-                                               f"content_hash = $2 AND {CURRENT}", ns, digest)
+                        row = await c.fetchrow(
+                            f"SELECT id, false AS new FROM memories WHERE namespace = $1 AND "
+                            f"content_hash = $2 AND {CURRENT}",
+                            ns,
+                            digest,
+                        )
                     if row is None:  # and forgotten since
-                        raise MemoryStoreError(f"a memory of namespace {ns} was stored and forgotten meanwhile; "
-                                               "nothing was imported: try again")
+                        raise MemoryStoreError(
+                            f"a memory of namespace {ns} was stored and forgotten meanwhile; "
+                            "nothing was imported: try again"
+                        )
                     if row["new"]:
                         added.setdefault(ns, []).append(row["id"])
                         if supersedes in self._ids:
-                            await c.execute("UPDATE memories SET superseded_by = $2 WHERE id = $1 AND "
-                                            "superseded_by IS NULL", self._ids[supersedes], row["id"])
+                            await c.execute(
+                                "UPDATE memories SET superseded_by = $2 WHERE id = $1 AND superseded_by IS NULL",
+                                self._ids[supersedes],
+                                row["id"],
+                            )
                         names = written[n]
                         if picture is not None and names is not None:
                             await c.execute(
                                 f"INSERT INTO memory_images (memory_id, {IMAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, "
-                                "$6, $7, $8, $9, $10, $11, $12)", row["id"], picture.media_type, len(picture.raw),
-                                picture.width, picture.height, picture.sha256, names[0], names[1],
-                                picture.thumbnail_width, picture.thumbnail_height, image.get("description"),
-                                image.get("described_by"))
+                                "$6, $7, $8, $9, $10, $11, $12)",
+                                row["id"],
+                                picture.media_type,
+                                len(picture.raw),
+                                picture.width,
+                                picture.height,
+                                picture.sha256,
+                                names[0],
+                                names[1],
+                                picture.thumbnail_width,
+                                picture.thumbnail_height,
+                                image.get("description"),
+                                image.get("described_by"),
+                            )
                             kept.add(n)
                     if old_id is not None:
                         self._ids[old_id] = row["id"]
@@ -135,40 +171,63 @@ class BulkStore:
         if len(source) > 200 or "\0" in source:
             raise MemoryStoreError("'source' must be at most 200 characters, without NUL characters")
         _image_record(record.get("image"))
-        return (s.namespace(record.get("namespace") or default_namespace), s.content(record["content"]),
-                s.metadata(record.get("metadata")), source, _moment(record, "created_at"),
-                _moment(record, "valid_to"), _id(record, "id"), _id(record, "supersedes"))
+        return (
+            s.namespace(record.get("namespace") or default_namespace),
+            s.content(record["content"]),
+            s.metadata(record.get("metadata")),
+            source,
+            _moment(record, "created_at"),
+            _moment(record, "valid_to"),
+            _id(record, "id"),
+            _id(record, "supersedes"),
+        )
 
     async def export(self, namespace: str | None) -> AsyncIterator[dict[str, Any]]:
         columns = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
         async with self.store.connection() as c, c.transaction():
-            query = (f"SELECT {columns}, i.media_type, i.original, i.description, i.described_by FROM memories m "
-                     "LEFT JOIN memory_images i ON i.memory_id = m.id WHERE m.deleted_at IS NULL "
-                     + ("AND m.namespace = $1 " if namespace else "") + "ORDER BY m.id")
+            query = (
+                f"SELECT {columns}, i.media_type, i.original, i.description, i.described_by FROM memories m "
+                "LEFT JOIN memory_images i ON i.memory_id = m.id WHERE m.deleted_at IS NULL "
+                + ("AND m.namespace = $1 " if namespace else "")
+                + "ORDER BY m.id"
+            )
             async for row in c.cursor(query, *([self.store.namespace(namespace)] if namespace else [])):
                 m = memory(row)
-                record = {"id": m.id, "namespace": m.namespace, "content": m.content, "metadata": m.metadata,
-                          "source": m.source, "created_at": m.created_at.isoformat(),
-                          "updated_at": m.updated_at.isoformat()}
+                record = {
+                    "id": m.id,
+                    "namespace": m.namespace,
+                    "content": m.content,
+                    "metadata": m.metadata,
+                    "source": m.source,
+                    "created_at": m.created_at.isoformat(),
+                    "updated_at": m.updated_at.isoformat(),
+                }
                 if m.supersedes is not None or m.valid_to is not None:  # a chain: import links it again
-                    record |= {"supersedes": m.supersedes,
-                               "valid_to": m.valid_to.isoformat() if m.valid_to else None}
+                    record |= {"supersedes": m.supersedes, "valid_to": m.valid_to.isoformat() if m.valid_to else None}
                 if row["original"] is not None:
                     path = self._images().path(row["original"])
                     try:
                         data = await anyio.Path(path).read_bytes()
                     except OSError as e:
-                        raise MemoryStoreError(f"the image of memory {m.id} is missing from {path.parent} "
-                                               f"({e.strerror}); nothing more was exported") from e
-                    record["image"] = {"media_type": row["media_type"], "data": base64.b64encode(data).decode(),
-                                       "description": row["description"], "described_by": row["described_by"]}
+                        raise MemoryStoreError(
+                            f"the image of memory {m.id} is missing from {path.parent} "
+                            f"({e.strerror}); nothing more was exported"
+                        ) from e
+                    record["image"] = {
+                        "media_type": row["media_type"],
+                        "data": base64.b64encode(data).decode(),
+                        "description": row["description"],
+                        "described_by": row["described_by"],
+                    }
                 yield record
 
     async def count(self, namespace: str | None = None) -> int:
         async with self.store.connection() as c:
             if namespace:
-                count: int = await c.fetchval("SELECT count(*) FROM memories WHERE deleted_at IS NULL "
-                                              "AND namespace = $1", self.store.namespace(namespace))
+                count: int = await c.fetchval(
+                    "SELECT count(*) FROM memories WHERE deleted_at IS NULL AND namespace = $1",
+                    self.store.namespace(namespace),
+                )
             else:
                 count = await c.fetchval("SELECT count(*) FROM memories WHERE deleted_at IS NULL")
         return count
@@ -183,10 +242,14 @@ class BulkStore:
             ids = [r["id"] for r in await c.fetch("SELECT id FROM memories ORDER BY id")]
         for start in range(0, len(ids), batch):
             async with self.store.connection() as c:
-                rows = await c.fetch("SELECT id, content FROM memories WHERE id = ANY($1::bigint[])", ids[start:start + batch])
+                rows = await c.fetch(
+                    "SELECT id, content FROM memories WHERE id = ANY($1::bigint[])", ids[start : start + batch]
+                )
                 vectors = await embedder.embed([r["content"] for r in rows])
-                await c.executemany("UPDATE memories SET embedding_next = $2 WHERE id = $1",
-                                    [(r["id"], v) for r, v in zip(rows, vectors, strict=True)])
+                await c.executemany(
+                    "UPDATE memories SET embedding_next = $2 WHERE id = $1",
+                    [(r["id"], v) for r, v in zip(rows, vectors, strict=True)],
+                )
             if on_batch:
                 on_batch(len(rows))
         async with self.store.connection() as c, c.transaction():
@@ -218,16 +281,20 @@ def _id(record: dict[str, Any], key: str) -> int | None:
 
 
 def _bad(key: str) -> NoReturn:
-    raise MemoryStoreError(f"'{key}' must be " + ("an ISO date and time" if key in ("created_at", "valid_to")
-                                                  else "a positive memory id"))
+    raise MemoryStoreError(
+        f"'{key}' must be " + ("an ISO date and time" if key in ("created_at", "valid_to") else "a positive memory id")
+    )
 
 
 def _image_record(image: Any) -> None:
     """The shape of a record's image (its bytes are checked by `BulkStore.picture`)."""
     if image is None:
         return
-    if not isinstance(image, dict) or not isinstance(image.get("data"), str) or \
-            not isinstance(image.get("media_type"), str):
+    if (
+        not isinstance(image, dict)
+        or not isinstance(image.get("data"), str)
+        or not isinstance(image.get("media_type"), str)
+    ):
         raise MemoryStoreError("'image' must be a JSON object with base64 'data' and its 'media_type'")
     for key in ("description", "described_by"):
         value = image.get(key)

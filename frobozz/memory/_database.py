@@ -22,8 +22,7 @@ _LOCK = 0x636F7274  # "cort": one migration at a time, whichever server starts f
 
 _ONE_SHOT = False
 # what a database that is away, or goes away, raises: a part that keeps going without it catches these
-DATABASE_ERRORS = (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError,
-                   asyncpg.InternalClientError)
+DATABASE_ERRORS = (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)
 
 
 def stop_embedded_at_exit() -> None:
@@ -115,8 +114,10 @@ def embedded_note(settings: MemorySettings) -> str | None:
     one's own (FROBOZZ_DATABASE_URL), which is not Frobozz's to stop."""
     if settings.database_url is not None:
         return None
-    return (f"the embedded Postgres (in {settings.postgres_dir}) stays running after this ends, for the next "
-            f"run, server or session to reuse; `{STOP_HINT}` stops it")
+    return (
+        f"the embedded Postgres (in {settings.postgres_dir}) stays running after this ends, for the next "
+        f"run, server or session to reuse; `{STOP_HINT}` stops it"
+    )
 
 
 async def database_url(settings: MemorySettings) -> str:
@@ -126,8 +127,10 @@ async def database_url(settings: MemorySettings) -> str:
     return await anyio.to_thread.run_sync(embedded_url, settings)
 
 
-HNSW_INDEX = ("CREATE INDEX memories_embedding ON memories USING hnsw (embedding vector_cosine_ops) "
-              "WITH (m = 24, ef_construction = 128)")  # as migration 003 builds it
+HNSW_INDEX = (
+    "CREATE INDEX memories_embedding ON memories USING hnsw (embedding vector_cosine_ops) "
+    "WITH (m = 24, ef_construction = 128)"
+)  # as migration 003 builds it
 
 # Enough candidates for filtered kNN and for clustered memories. Given at connection start, so it is
 # the session's default: a plain SET would be undone by the RESET ALL a pool runs on every release.
@@ -162,8 +165,9 @@ async def connect(url: str, size: int) -> asyncpg.Pool:
     finally:
         await first.close()
     try:
-        return await asyncpg.create_pool(url, min_size=1, max_size=size, init=_init, server_settings=SESSION,
-                                         reset=_keep_session)
+        return await asyncpg.create_pool(
+            url, min_size=1, max_size=size, init=_init, server_settings=SESSION, reset=_keep_session
+        )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
         raise DatabaseError(f"cannot reach the database: {e}") from e
 
@@ -180,19 +184,23 @@ def _migrations(package: str) -> list[tuple[int, str, str]]:
 
 async def migrate(pool: asyncpg.Pool, *, dim: int, model: str) -> None:
     """cortex's tables, for memories of `dim` dimensions made by `model`."""
-    await apply_migrations(pool, __package__, "cortex_migrations", {"{dim}": str(int(dim)),
-                                                                    "{model}": model.replace("'", "''")})
+    await apply_migrations(
+        pool, __package__, "cortex_migrations", {"{dim}": str(int(dim)), "{model}": model.replace("'", "''")}
+    )
 
 
-async def apply_migrations(pool: asyncpg.Pool, package: str, ledger: str,
-                           substitutions: dict[str, str] | None = None) -> None:
+async def apply_migrations(
+    pool: asyncpg.Pool, package: str, ledger: str, substitutions: dict[str, str] | None = None
+) -> None:
     """Apply the pending migrations in `package`'s migrations folder (each part that owns tables has one,
     and its own `ledger` table of what was applied), in one transaction, under a lock, so two processes
     never race."""
     async with pool.acquire() as connection, connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1)", _LOCK)
-        await connection.execute(f"CREATE TABLE IF NOT EXISTS {ledger} (version int PRIMARY KEY, "
-                                 "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
+        await connection.execute(
+            f"CREATE TABLE IF NOT EXISTS {ledger} (version int PRIMARY KEY, "
+            "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
         done = {r["version"] for r in await connection.fetch(f"SELECT version FROM {ledger}")}
         for version, name, sql in _migrations(package):
             if version in done:

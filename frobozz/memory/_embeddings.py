@@ -30,8 +30,15 @@ class LocalEmbedder:
     dim = DIM
     _lock = threading.Lock()  # one batch at a time on the CPU, across every embedder in the process
 
-    def __init__(self, cache_dir: Path, url: str | None = URL, sha256: str = SHA256, *, batch_window: float = 0.004,
-                 batch_max: int = 64) -> None:
+    def __init__(
+        self,
+        cache_dir: Path,
+        url: str | None = URL,
+        sha256: str = SHA256,
+        *,
+        batch_window: float = 0.004,
+        batch_max: int = 64,
+    ) -> None:
         self.model = MODEL
         self._cache_dir, self._url, self._sha256 = cache_dir, url, sha256
         self._batcher = Batcher(self._encode, window=batch_window, max_texts=batch_max)  # concurrent requests, one run
@@ -42,8 +49,10 @@ class LocalEmbedder:
             try:
                 model = load(self._cache_dir, self._url, self._sha256)
             except OSError as e:
-                raise MemoryStoreError(f"the local embedding model could not be prepared in {self._cache_dir} ({e}): "
-                                  "set FROBOZZ_CACHE_DIR to a writable directory") from e
+                raise MemoryStoreError(
+                    f"the local embedding model could not be prepared in {self._cache_dir} ({e}): "
+                    "set FROBOZZ_CACHE_DIR to a writable directory"
+                ) from e
             vectors: list[list[float]] = model.encode(texts).tolist()
             return vectors
 
@@ -77,15 +86,18 @@ class HttpEmbedder:
                 vectors: list[list[float]] = response.json()["embeddings"]
             else:
                 headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-                response = await self._client.post(f"{self.url}/v1/embeddings", headers=headers,
-                                                   json={"model": self.model, "input": texts})
+                response = await self._client.post(
+                    f"{self.url}/v1/embeddings", headers=headers, json={"model": self.model, "input": texts}
+                )
                 response.raise_for_status()
                 vectors = [item["embedding"] for item in sorted(response.json()["data"], key=lambda d: d["index"])]
         except (httpx.HTTPError, KeyError, TypeError, ValueError) as e:
             raise MemoryStoreError(f"the {self.kind} embedding service at {self.url} failed: {e}") from e
         if len(vectors) != len(texts) or any(len(v) != self.dim for v in vectors):
-            raise MemoryStoreError(f"the {self.kind} embedding service returned vectors of the wrong size "
-                              f"(expected {len(texts)} of {self.dim})")
+            raise MemoryStoreError(
+                f"the {self.kind} embedding service returned vectors of the wrong size "
+                f"(expected {len(texts)} of {self.dim})"
+            )
         return vectors
 
 
@@ -93,11 +105,19 @@ def make_embedder(settings: MemorySettings) -> Embedder:
     """The embedder the settings name: the local ONNX model, or an HTTP provider (which needs its URL, model
     and dimension)."""
     if settings.embedding_provider == "local":
-        return LocalEmbedder(settings.cache_dir, settings.embedding_onnx_url or None, settings.embedding_onnx_sha256,
-                             batch_window=settings.embedding_batch_ms / 1000, batch_max=settings.embedding_batch_max)
+        return LocalEmbedder(
+            settings.cache_dir,
+            settings.embedding_onnx_url or None,
+            settings.embedding_onnx_sha256,
+            batch_window=settings.embedding_batch_ms / 1000,
+            batch_max=settings.embedding_batch_max,
+        )
     if not (settings.embedding_url and settings.embedding_model and settings.embedding_dim):
-        raise MemoryStoreError(f"the {settings.embedding_provider} provider needs FROBOZZ_EMBEDDING_URL, "
-                          "FROBOZZ_EMBEDDING_MODEL and FROBOZZ_EMBEDDING_DIM")
+        raise MemoryStoreError(
+            f"the {settings.embedding_provider} provider needs FROBOZZ_EMBEDDING_URL, "
+            "FROBOZZ_EMBEDDING_MODEL and FROBOZZ_EMBEDDING_DIM"
+        )
     key = settings.embedding_api_key.get_secret_value() if settings.embedding_api_key else None
-    return HttpEmbedder(settings.embedding_provider, settings.embedding_url, settings.embedding_model,
-                        settings.embedding_dim, key)
+    return HttpEmbedder(
+        settings.embedding_provider, settings.embedding_url, settings.embedding_model, settings.embedding_dim, key
+    )

@@ -23,8 +23,15 @@ _GUARDS: list[subprocess.Popen[bytes]] = []  # held, so that the pipe stays open
 def guard(pgdata: Path) -> None:
     """Start the guard for `pgdata`; it outlives this process only as long as it takes to stop the server.
     In its own session, so that a Ctrl-C meant for the command does not end the guard first."""
-    _GUARDS.append(subprocess.Popen([sys.executable, "-m", __name__, str(pgdata)], stdin=subprocess.PIPE,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+    _GUARDS.append(
+        subprocess.Popen(
+            [sys.executable, "-m", __name__, str(pgdata)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    )
 
 
 def stop_if_unused(pgdata: Path) -> bool:

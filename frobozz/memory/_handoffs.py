@@ -41,12 +41,20 @@ class HandoffStore:
             raise MemoryStoreError(f"{len(items)} {what} given; at most {MAX_ITEMS} fit in one letter")
         for item in items:
             if not item.strip() or len(item) > MAX_ITEM_CHARS or "\0" in item:
-                raise MemoryStoreError(f"each of the {what} must be 1-{MAX_ITEM_CHARS} characters of text, "
-                                  f"without NUL characters: {item[:60]!r} is not")
+                raise MemoryStoreError(
+                    f"each of the {what} must be 1-{MAX_ITEM_CHARS} characters of text, "
+                    f"without NUL characters: {item[:60]!r} is not"
+                )
         return items
 
-    async def write(self, summary: str, next_steps: list[str] | None, memories: list[str] | None,
-                    namespace: str | None, session_id: str | None) -> tuple[int, list[int]]:
+    async def write(
+        self,
+        summary: str,
+        next_steps: list[str] | None,
+        memories: list[str] | None,
+        namespace: str | None,
+        session_id: str | None,
+    ) -> tuple[int, list[int]]:
         """Everything is checked before anything is written; the memories are stored first (a retry
         after a failure finds them as duplicates), then the letter naming them, which is the commit."""
         if not summary or not summary.strip():
@@ -57,17 +65,29 @@ class HandoffStore:
         ns = self.memories.namespace(namespace)
         metadata = {"handoff_session": session_id} if session_id else {}
         memory_ids = []
-        with _spans.span(_spans.HANDOFF_WRITE, attributes={
-                _spans.MEMORY_NAMESPACE: ns, _spans.HANDOFF_NEXT_STEPS: len(steps), _spans.HANDOFF_MEMORIES: len(remember),
-                _spans.HANDOFF_SUMMARY_CHARS: len(summary), **({_spans.SESSION_ID: session_id} if session_id else {})}) as span:
+        with _spans.span(
+            _spans.HANDOFF_WRITE,
+            attributes={
+                _spans.MEMORY_NAMESPACE: ns,
+                _spans.HANDOFF_NEXT_STEPS: len(steps),
+                _spans.HANDOFF_MEMORIES: len(remember),
+                _spans.HANDOFF_SUMMARY_CHARS: len(summary),
+                **({_spans.SESSION_ID: session_id} if session_id else {}),
+            },
+        ) as span:
             for text in remember:
                 memory, duplicate = await self.memories.store(text, metadata, ns, source="handoff")
                 memory_ids.append(duplicate or memory.id)
             async with self.memories.connection() as c:
                 letter_id = await c.fetchval(
                     "INSERT INTO handoffs (namespace, session_id, summary, next_steps, memory_ids) "
-                    "VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING id", ns, session_id, summary, json.dumps(steps),
-                    memory_ids)
+                    "VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING id",
+                    ns,
+                    session_id,
+                    summary,
+                    json.dumps(steps),
+                    memory_ids,
+                )
             span.set_attributes({_spans.HANDOFF_ID: letter_id, _spans.MEMORY_IDS: memory_ids})
         return letter_id, memory_ids
 
@@ -75,8 +95,10 @@ class HandoffStore:
         ns = self.memories.namespace(namespace)
         with _spans.span(_spans.HANDOFF_READ, attributes={_spans.MEMORY_NAMESPACE: ns}) as span:
             async with self.memories.connection() as c:
-                row = await c.fetchrow(f"SELECT {_COLUMNS} FROM handoffs WHERE namespace = $1 "
-                                       "ORDER BY created_at DESC, id DESC LIMIT 1", ns)
+                row = await c.fetchrow(
+                    f"SELECT {_COLUMNS} FROM handoffs WHERE namespace = $1 ORDER BY created_at DESC, id DESC LIMIT 1",
+                    ns,
+                )
             return None if row is None else _read(span, await self._letter(row))
 
     async def read(self, letter_id: int) -> Letter:
@@ -89,8 +111,11 @@ class HandoffStore:
 
     async def recent(self, limit: int, namespace: str | None) -> list[Letter]:
         async with self.memories.connection() as c:
-            rows = await c.fetch(f"SELECT {_COLUMNS} FROM handoffs WHERE namespace = $1 "
-                                 "ORDER BY created_at DESC, id DESC LIMIT $2", self.memories.namespace(namespace), limit)
+            rows = await c.fetch(
+                f"SELECT {_COLUMNS} FROM handoffs WHERE namespace = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
+                self.memories.namespace(namespace),
+                limit,
+            )
         return [_letter(row, []) for row in rows]
 
     async def _letter(self, row: asyncpg.Record) -> Letter:
@@ -105,14 +130,27 @@ class HandoffStore:
 
 def _read(span: _spans.Span, letter: Letter) -> Letter:
     """The letter read, its sizes on its span (never its text)."""
-    span.set_attributes({_spans.HANDOFF_ID: letter.id, _spans.MEMORY_NAMESPACE: letter.namespace,
-                         _spans.HANDOFF_NEXT_STEPS: len(letter.next_steps), _spans.HANDOFF_MEMORIES: len(letter.memories),
-                         _spans.HANDOFF_SUMMARY_CHARS: len(letter.summary), _spans.MEMORY_FOUND: 1})
+    span.set_attributes(
+        {
+            _spans.HANDOFF_ID: letter.id,
+            _spans.MEMORY_NAMESPACE: letter.namespace,
+            _spans.HANDOFF_NEXT_STEPS: len(letter.next_steps),
+            _spans.HANDOFF_MEMORIES: len(letter.memories),
+            _spans.HANDOFF_SUMMARY_CHARS: len(letter.summary),
+            _spans.MEMORY_FOUND: 1,
+        }
+    )
     return letter
 
 
 def _letter(row: asyncpg.Record, memories: list[Memory]) -> Letter:
     steps = row["next_steps"]
-    return Letter(id=row["id"], namespace=row["namespace"], session_id=row["session_id"], summary=row["summary"],
-                  next_steps=json.loads(steps) if isinstance(steps, str) else list(steps), memories=memories,
-                  created_at=row["created_at"])
+    return Letter(
+        id=row["id"],
+        namespace=row["namespace"],
+        session_id=row["session_id"],
+        summary=row["summary"],
+        next_steps=json.loads(steps) if isinstance(steps, str) else list(steps),
+        memories=memories,
+        created_at=row["created_at"],
+    )

@@ -68,12 +68,18 @@ class ImageStore:
     async def check(self, given: ImageInput) -> Picture:
         """The image read and checked (its limits, its type, its pixels), with its thumbnail made."""
         raw, claimed = await anyio.to_thread.run_sync(
-            lambda: _images.read(given, folders=self.folders, max_bytes=self.max_bytes))
+            lambda: _images.read(given, folders=self.folders, max_bytes=self.max_bytes)
+        )
         return await anyio.to_thread.run_sync(lambda: _images.check(raw, claimed, max_pixels=self.max_pixels))
 
-    async def remember(self, content: str, given: ImageInput, metadata: dict[str, Any] | None = None,
-                       namespace: str | None = None,
-                       source: str | None = None) -> tuple[Memory, int | None, MemoryImage]:
+    async def remember(
+        self,
+        content: str,
+        given: ImageInput,
+        metadata: dict[str, Any] | None = None,
+        namespace: str | None = None,
+        source: str | None = None,
+    ) -> tuple[Memory, int | None, MemoryImage]:
         """Store `content` with the image: the memory (its text, and the vision model's description of the image
         when one is configured, so words find it), the id of the memory it duplicates (the same text with the
         same image: nothing new is kept), and the image's record."""
@@ -93,20 +99,38 @@ class ImageStore:
                 row = await c.fetchrow(
                     "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding) "
                     "VALUES ($1, $2, $3, $4::jsonb, $5, $6) ON CONFLICT (namespace, content_hash) "
-                    f"WHERE {CURRENT} DO NOTHING RETURNING {COLUMNS}", ns, text, digest, meta, source, vector)
+                    f"WHERE {CURRENT} DO NOTHING RETURNING {COLUMNS}",
+                    ns,
+                    text,
+                    digest,
+                    meta,
+                    source,
+                    vector,
+                )
                 if row is not None:
                     kept = await c.fetchrow(
                         f"INSERT INTO memory_images (memory_id, {_IMAGE.removesuffix(', created_at')}) VALUES "
                         f"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING memory_id, {_IMAGE}",
-                        row["id"], picture.media_type, len(picture.raw), picture.width, picture.height,
-                        picture.sha256, names[0], names[1], picture.thumbnail_width, picture.thumbnail_height,
-                        description, self.describer.model if description and self.describer else None)
+                        row["id"],
+                        picture.media_type,
+                        len(picture.raw),
+                        picture.width,
+                        picture.height,
+                        picture.sha256,
+                        names[0],
+                        names[1],
+                        picture.thumbnail_width,
+                        picture.thumbnail_height,
+                        description,
+                        self.describer.model if description and self.describer else None,
+                    )
                     await c.execute(REFRESH, ns, [row["id"]])
         except BaseException as e:
             await anyio.to_thread.run_sync(self.remove, names)
             if isinstance(e, asyncpg.PostgresError):
-                raise DatabaseError(f"the memory and its image were not stored ({type(e).__name__}: {e}); "
-                                    "nothing was kept") from e
+                raise DatabaseError(
+                    f"the memory and its image were not stored ({type(e).__name__}: {e}); nothing was kept"
+                ) from e
             raise
         if row is None:  # another client stored the same text and image a moment ago
             await anyio.to_thread.run_sync(self.remove, names)
@@ -119,10 +143,14 @@ class ImageStore:
 
     async def _existing(self, namespace: str, digest: str) -> tuple[Memory, MemoryImage] | None:
         async with self.store.connection() as c:
-            row = await c.fetchrow(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 "
-                                   f"AND {CURRENT}", namespace, digest)
-            image = row and await c.fetchrow(f"SELECT memory_id, {_IMAGE} FROM memory_images WHERE memory_id = $1",
-                                             row["id"])
+            row = await c.fetchrow(
+                f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 AND {CURRENT}",
+                namespace,
+                digest,
+            )
+            image = row and await c.fetchrow(
+                f"SELECT memory_id, {_IMAGE} FROM memory_images WHERE memory_id = $1", row["id"]
+            )
         return (memory(row), _image(image)) if row and image else None
 
     async def _describe(self, picture: Picture, note: str) -> str | None:
@@ -164,6 +192,7 @@ class ImageStore:
     async def sweep(self, *, older_than: float = 3600.0) -> list[str]:
         """Remove the files no row names, left by a process killed between writing them and committing (only
         those older than `older_than` seconds: a store under way has not committed yet). The names removed."""
+
         def stray(names: set[str]) -> list[str]:
             gone: list[str] = []
             try:
@@ -194,8 +223,11 @@ class ImageStore:
         """The image kept with a memory, or None (a forgotten memory's too: it is never served)."""
         columns = ", ".join(f"i.{c}" for c in _IMAGE.split(", "))
         async with self.store.connection() as c:
-            row = await c.fetchrow(f"SELECT i.memory_id, {columns} FROM memory_images i JOIN memories m ON m.id = "
-                                   "i.memory_id WHERE i.memory_id = $1 AND m.deleted_at IS NULL", memory_id)
+            row = await c.fetchrow(
+                f"SELECT i.memory_id, {columns} FROM memory_images i JOIN memories m ON m.id = "
+                "i.memory_id WHERE i.memory_id = $1 AND m.deleted_at IS NULL",
+                memory_id,
+            )
         return _image(row) if row else None
 
     async def with_images(self, memory_ids: Sequence[int]) -> set[int]:
@@ -203,8 +235,9 @@ class ImageStore:
         if not memory_ids:
             return set()
         async with self.store.connection() as c:
-            rows = await c.fetch("SELECT memory_id FROM memory_images WHERE memory_id = ANY($1::bigint[])",
-                                 list(memory_ids))
+            rows = await c.fetch(
+                "SELECT memory_id FROM memory_images WHERE memory_id = ANY($1::bigint[])", list(memory_ids)
+            )
         return {r["memory_id"] for r in rows}
 
     def path(self, name: str) -> Path:
@@ -217,5 +250,6 @@ class ImageStore:
         try:
             return await anyio.Path(path).read_bytes()
         except OSError as e:
-            raise ImageError(f"the image of memory {image.memory_id} is missing from {self.folder} "
-                             f"({e.strerror})") from e
+            raise ImageError(
+                f"the image of memory {image.memory_id} is missing from {self.folder} ({e.strerror})"
+            ) from e

@@ -21,8 +21,7 @@ from .exceptions import ImageError
 
 THUMBNAIL_EDGE = 768
 # the types kept, as Pillow names them (a camera's MPO is a JPEG with more pictures after the first)
-MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "MPO": "image/jpeg", "GIF": "image/gif",
-               "WEBP": "image/webp"}
+MEDIA_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "MPO": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
 _FORMATS = ("PNG", "JPEG", "GIF", "WEBP")  # MPO is opened as JPEG
 
@@ -77,16 +76,20 @@ def _read_file(path: str, folders: list[Path], max_bytes: int) -> bytes:
     if not path or "\0" in path:
         raise ImageError("the image path is empty or holds a NUL character")
     if not folders:
-        raise ImageError("this server reads no image files (no folder is allowed: FROBOZZ_CORTEX_IMAGE_FOLDERS); "
-                         "send the image as base64 data with its media_type instead")
+        raise ImageError(
+            "this server reads no image files (no folder is allowed: FROBOZZ_CORTEX_IMAGE_FOLDERS); "
+            "send the image as base64 data with its media_type instead"
+        )
     try:
         target = Path(path).expanduser().resolve(strict=True)  # symlinks followed: where it really is counts
     except (OSError, RuntimeError):
         raise ImageError(f"no such image file: {path[:300]!r}") from None
     allowed = [f.expanduser().resolve() for f in folders]
     if not any(target.is_relative_to(f) for f in allowed):
-        raise ImageError(f"{path[:300]!r} is outside the folders this server may read images from "
-                         f"({', '.join(str(f) for f in allowed)})")
+        raise ImageError(
+            f"{path[:300]!r} is outside the folders this server may read images from "
+            f"({', '.join(str(f) for f in allowed)})"
+        )
     try:
         fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as e:
@@ -112,8 +115,10 @@ def check(raw: bytes, claimed: str | None, *, max_pixels: int) -> Picture:
         try:
             image = Image.open(io.BytesIO(raw), formats=_FORMATS)
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-            raise ImageError(f"the image claims more pixels than the {max_pixels:,} allowed (a decompression "
-                             "bomb?); nothing was kept") from None
+            raise ImageError(
+                f"the image claims more pixels than the {max_pixels:,} allowed (a decompression "
+                "bomb?); nothing was kept"
+            ) from None
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
             what = f"claims to be {claimed} but " if claimed else ""
             raise ImageError(f"the image {what}is not a PNG, JPEG, GIF or WebP image Pillow can read") from None
@@ -124,16 +129,25 @@ def check(raw: bytes, claimed: str | None, *, max_pixels: int) -> Picture:
             raise ImageError(f"the image claims to be {claimed} but is {media_type}: nothing was kept")
         width, height = image.size
         if width * height > max_pixels:
-            raise ImageError(f"the image is {width}x{height} = {width * height:,} pixels; at most {max_pixels:,} "
-                             "are decoded (a decompression bomb?): nothing was kept")
+            raise ImageError(
+                f"the image is {width}x{height} = {width * height:,} pixels; at most {max_pixels:,} "
+                "are decoded (a decompression bomb?): nothing was kept"
+            )
         try:
             thumbnail = _thumbnail(image)
         except (OSError, SyntaxError, ValueError, Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
             raise ImageError(f"the {media_type} image is damaged and cannot be decoded ({type(e).__name__})") from None
     data = io.BytesIO()
     thumbnail.save(data, "JPEG", quality=85, optimize=True)
-    return Picture(raw=raw, media_type=media_type, width=width, height=height, thumbnail=data.getvalue(),
-                   thumbnail_width=thumbnail.width, thumbnail_height=thumbnail.height)
+    return Picture(
+        raw=raw,
+        media_type=media_type,
+        width=width,
+        height=height,
+        thumbnail=data.getvalue(),
+        thumbnail_width=thumbnail.width,
+        thumbnail_height=thumbnail.height,
+    )
 
 
 def _thumbnail(image: Image.Image) -> Image.Image:

@@ -66,9 +66,16 @@ def _session(row: asyncpg.Record) -> LoopSession:
 
 def _entry(row: asyncpg.Record) -> ArchiveEntry:
     data = row["data"]
-    return ArchiveEntry(id=row["id"], session_id=row["session_id"], namespace=row["namespace"], turn=row["turn"],
-                        kind=row["kind"], content=row["content"], created_at=row["created_at"],
-                        data=json.loads(data) if isinstance(data, str) else dict(data or {}))
+    return ArchiveEntry(
+        id=row["id"],
+        session_id=row["session_id"],
+        namespace=row["namespace"],
+        turn=row["turn"],
+        kind=row["kind"],
+        content=row["content"],
+        created_at=row["created_at"],
+        data=json.loads(data) if isinstance(data, str) else dict(data or {}),
+    )
 
 
 class LoopSessionStore:
@@ -81,20 +88,26 @@ class LoopSessionStore:
 
     def _id(self, session_id: str) -> str:
         if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
-            raise MemoryStoreError(f"invalid session id {str(session_id)[:80]!r}: 1-100 letters, digits, '_', '.', "
-                                   "':' or '-'")
+            raise MemoryStoreError(
+                f"invalid session id {str(session_id)[:80]!r}: 1-100 letters, digits, '_', '.', ':' or '-'"
+            )
         return session_id
 
     # -- sessions ----------------------------------------------------------------------------------
-    async def open(self, namespace: str | None = None, *, client: str = "", session_id: str | None = None) \
-            -> LoopSession:
+    async def open(
+        self, namespace: str | None = None, *, client: str = "", session_id: str | None = None
+    ) -> LoopSession:
         """A new session, or (given its id) the one to resume, which must exist."""
         if session_id is not None:
             return await self.get(session_id)
         ns = self.memories.namespace(namespace)
         async with self.memories.connection() as c:
-            row = await c.fetchrow(f"INSERT INTO loop_sessions (id, namespace, client) VALUES ($1, $2, $3) "
-                                   f"RETURNING {_SESSION}", uuid.uuid4().hex, ns, client[:200])
+            row = await c.fetchrow(
+                f"INSERT INTO loop_sessions (id, namespace, client) VALUES ($1, $2, $3) RETURNING {_SESSION}",
+                uuid.uuid4().hex,
+                ns,
+                client[:200],
+            )
         assert row is not None  # an INSERT … RETURNING returns its row
         return _session(row)
 
@@ -103,8 +116,12 @@ class LoopSessionStore:
         own (Claude Code's hooks key the loop on claude's session id)."""
         ns = self.memories.namespace(namespace)
         async with self.memories.connection() as c:
-            await c.execute("INSERT INTO loop_sessions (id, namespace, client) VALUES ($1, $2, $3) "
-                            "ON CONFLICT (id) DO NOTHING", self._id(session_id), ns, client[:200])
+            await c.execute(
+                "INSERT INTO loop_sessions (id, namespace, client) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+                self._id(session_id),
+                ns,
+                client[:200],
+            )
         return await self.get(session_id)
 
     async def get(self, session_id: str) -> LoopSession:
@@ -117,28 +134,36 @@ class LoopSessionStore:
     async def list(self, namespace: str | None = None, *, limit: int = 20) -> list[LoopSession]:
         """The most recently active first; every namespace when none is given."""
         async with self.memories.connection() as c:
-            rows = await c.fetch(f"SELECT {_SESSION} FROM loop_sessions WHERE ($1::text IS NULL OR namespace = $1) "
-                                 "ORDER BY last_active_at DESC, id LIMIT $2",
-                                 None if namespace is None else self.memories.namespace(namespace), max(limit, 0))
+            rows = await c.fetch(
+                f"SELECT {_SESSION} FROM loop_sessions WHERE ($1::text IS NULL OR namespace = $1) "
+                "ORDER BY last_active_at DESC, id LIMIT $2",
+                None if namespace is None else self.memories.namespace(namespace),
+                max(limit, 0),
+            )
         return [_session(r) for r in rows]
 
     async def set_claude_session(self, session_id: str, claude_session_id: str) -> None:
         async with self.memories.connection() as c:
-            await c.execute("UPDATE loop_sessions SET claude_session_id = $2 WHERE id = $1", self._id(session_id),
-                            claude_session_id)
+            await c.execute(
+                "UPDATE loop_sessions SET claude_session_id = $2 WHERE id = $1", self._id(session_id), claude_session_id
+            )
 
     async def new_window(self, session_id: str) -> datetime:
         """Mark the start of a context window (session start, or after a compaction): its time."""
         async with self.memories.connection() as c:
-            started: datetime | None = await c.fetchval("UPDATE loop_sessions SET window_started_at = clock_timestamp() WHERE id = $1 "
-                                       "RETURNING window_started_at", self._id(session_id))
+            started: datetime | None = await c.fetchval(
+                "UPDATE loop_sessions SET window_started_at = clock_timestamp() WHERE id = $1 "
+                "RETURNING window_started_at",
+                self._id(session_id),
+            )
         if started is None:
             raise MemoryStoreError(f"no session {session_id}")
         return started
 
     # -- the archive -------------------------------------------------------------------------------
-    async def archive(self, session_id: str, turn: int, kind: Kind, content: str,
-                      data: dict[str, Any] | None = None) -> ArchiveEntry:
+    async def archive(
+        self, session_id: str, turn: int, kind: Kind, content: str, data: dict[str, Any] | None = None
+    ) -> ArchiveEntry:
         """Write one thing said or done, committed before this returns; the session's last activity
         (and, for its first user message, its preview) move with it."""
         if kind not in KINDS:
@@ -152,21 +177,38 @@ class LoopSessionStore:
                 "  WHERE id = $1 RETURNING namespace) "
                 f"INSERT INTO loop_archive (session_id, namespace, turn, kind, content, data) "
                 f"SELECT $1, s.namespace, $2, $3, $4, $5::jsonb FROM s RETURNING {_ENTRY}",
-                self._id(session_id), turn, kind, content, encoded, PREVIEW_CHARS)
+                self._id(session_id),
+                turn,
+                kind,
+                content,
+                encoded,
+                PREVIEW_CHARS,
+            )
         if row is None:
             raise MemoryStoreError(f"no session {session_id}: nothing was archived")
         return _entry(row)
 
-    async def transcript(self, session_id: str, *, after_id: int = 0,
-                         limit: int = 10_000) -> builtins.list[ArchiveEntry]:
+    async def transcript(
+        self, session_id: str, *, after_id: int = 0, limit: int = 10_000
+    ) -> builtins.list[ArchiveEntry]:
         async with self.memories.connection() as c:
-            rows = await c.fetch(f"SELECT {_ENTRY} FROM loop_archive WHERE session_id = $1 AND id > $2 ORDER BY id "
-                                 "LIMIT $3", self._id(session_id), after_id, max(limit, 0))
+            rows = await c.fetch(
+                f"SELECT {_ENTRY} FROM loop_archive WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+                self._id(session_id),
+                after_id,
+                max(limit, 0),
+            )
         return [_entry(r) for r in rows]
 
-    async def search_archive(self, query: str | None = None, *, namespace: str | None = None,
-                             since: datetime | None = None, until: datetime | None = None,
-                             limit: int = 50) -> builtins.list[ArchiveEntry]:
+    async def search_archive(
+        self,
+        query: str | None = None,
+        *,
+        namespace: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 50,
+    ) -> builtins.list[ArchiveEntry]:
         """Entries of a namespace holding every word of `query` (all of them, without one), newest first."""
         ns = self.memories.namespace(namespace)
         words = " & ".join(f"'{w}'" for w in dict.fromkeys(re.findall(r"\w+", (query or "").lower()[:10_000])))
@@ -177,49 +219,76 @@ class LoopSessionStore:
                 f"SELECT {_ENTRY} FROM loop_archive WHERE namespace = $1 "
                 "AND ($2::text IS NULL OR fts @@ to_tsquery('english', $2)) "
                 "AND ($3::timestamptz IS NULL OR created_at >= $3) AND ($4::timestamptz IS NULL OR created_at < $4) "
-                "ORDER BY created_at DESC, id DESC LIMIT $5", ns, words or None, since, until, max(limit, 0))
+                "ORDER BY created_at DESC, id DESC LIMIT $5",
+                ns,
+                words or None,
+                since,
+                until,
+                max(limit, 0),
+            )
         return [_entry(r) for r in rows]
 
     # -- recall's seen-set and suggest's buffer ------------------------------------------------------
     async def unseen(self, session_id: str, memory_ids: builtins.list[int]) -> builtins.list[int]:
         """The memories not yet shown in this session, in the order given."""
         async with self.memories.connection() as c:
-            seen = {r["memory_id"] for r in await c.fetch(
-                "SELECT memory_id FROM loop_seen WHERE session_id = $1 AND memory_id = ANY($2::bigint[])",
-                self._id(session_id), memory_ids)}
+            seen = {
+                r["memory_id"]
+                for r in await c.fetch(
+                    "SELECT memory_id FROM loop_seen WHERE session_id = $1 AND memory_id = ANY($2::bigint[])",
+                    self._id(session_id),
+                    memory_ids,
+                )
+            }
         return [m for m in memory_ids if m not in seen]
 
     async def mark_seen(self, session_id: str, memory_ids: builtins.list[int]) -> None:
         async with self.memories.connection() as c:
             try:
-                await c.execute("INSERT INTO loop_seen (session_id, memory_id) SELECT $1, unnest($2::bigint[]) "
-                                "ON CONFLICT DO NOTHING", self._id(session_id), memory_ids)
+                await c.execute(
+                    "INSERT INTO loop_seen (session_id, memory_id) SELECT $1, unnest($2::bigint[]) "
+                    "ON CONFLICT DO NOTHING",
+                    self._id(session_id),
+                    memory_ids,
+                )
             except asyncpg.ForeignKeyViolationError as e:
                 raise MemoryStoreError(f"no loop session {session_id!r}: open one first") from e
 
     async def suggest(self, session_id: str, facts: builtins.list[str]) -> None:
         facts = [f.strip().replace("\0", "")[:2_000] for f in facts if f and f.strip()]
         async with self.memories.connection() as c:
-            await c.execute("INSERT INTO loop_suggestions (session_id, content) SELECT $1, unnest($2::text[]) "
-                            "ON CONFLICT (session_id, content) DO NOTHING", self._id(session_id), facts)
+            await c.execute(
+                "INSERT INTO loop_suggestions (session_id, content) SELECT $1, unnest($2::text[]) "
+                "ON CONFLICT (session_id, content) DO NOTHING",
+                self._id(session_id),
+                facts,
+            )
 
     async def suggestions(self, session_id: str) -> builtins.list[str]:
         async with self.memories.connection() as c:
-            rows = await c.fetch("SELECT content FROM loop_suggestions WHERE session_id = $1 AND cleared_at IS NULL "
-                                 "ORDER BY id", self._id(session_id))
+            rows = await c.fetch(
+                "SELECT content FROM loop_suggestions WHERE session_id = $1 AND cleared_at IS NULL ORDER BY id",
+                self._id(session_id),
+            )
         return [r["content"] for r in rows]
 
     async def clear_suggestions(self, session_id: str) -> int:
         async with self.memories.connection() as c:
-            done = await c.execute("UPDATE loop_suggestions SET cleared_at = now() WHERE session_id = $1 "
-                                   "AND cleared_at IS NULL", self._id(session_id))
+            done = await c.execute(
+                "UPDATE loop_suggestions SET cleared_at = now() WHERE session_id = $1 AND cleared_at IS NULL",
+                self._id(session_id),
+            )
         return int(done.split()[-1])
 
     # -- capsules ----------------------------------------------------------------------------------
     async def capsule(self, namespace: str | None, period: str) -> Capsule | None:
         async with self.memories.connection() as c:
-            row = await c.fetchrow("SELECT namespace, period, until_id, summary, created_at FROM loop_capsules "
-                                   "WHERE namespace = $1 AND period = $2", self.memories.namespace(namespace), period)
+            row = await c.fetchrow(
+                "SELECT namespace, period, until_id, summary, created_at FROM loop_capsules "
+                "WHERE namespace = $1 AND period = $2",
+                self.memories.namespace(namespace),
+                period,
+            )
         return None if row is None else Capsule(**dict(row))
 
     async def put_capsule(self, namespace: str | None, period: str, until_id: int, summary: str) -> Capsule:
@@ -228,6 +297,11 @@ class LoopSessionStore:
                 "INSERT INTO loop_capsules (namespace, period, until_id, summary) VALUES ($1, $2, $3, $4) "
                 "ON CONFLICT (namespace, period) DO UPDATE SET until_id = excluded.until_id, "
                 "summary = excluded.summary, created_at = now() RETURNING namespace, period, until_id, summary, "
-                "created_at", self.memories.namespace(namespace), period[:100], until_id, summary.replace("\0", ""))
+                "created_at",
+                self.memories.namespace(namespace),
+                period[:100],
+                until_id,
+                summary.replace("\0", ""),
+            )
         assert row is not None  # an upsert … RETURNING returns its row
         return Capsule(**dict(row))

@@ -59,8 +59,9 @@ def export(target: Path) -> None:
             self.model = model
 
         def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]  # torch's tracer
-            return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+            return self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     example = tuple(torch.ones((2, 8), dtype=torch.int64) for _ in INPUTS)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -69,9 +70,16 @@ def export(target: Path) -> None:
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")  # the tracer's notes about Python control flow: stderr is for logs
-            torch.onnx.export(Hidden(), example, part, input_names=list(INPUTS), output_names=["hidden"],
-                              dynamic_axes={name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "hidden")},
-                              opset_version=17, dynamo=False)
+            torch.onnx.export(
+                Hidden(),
+                example,
+                part,
+                input_names=list(INPUTS),
+                output_names=["hidden"],
+                dynamic_axes={name: {0: "batch", 1: "tokens"} for name in (*INPUTS, "hidden")},
+                opset_version=17,
+                dynamo=False,
+            )
         os.replace(part, target)
     finally:
         Path(part).unlink(missing_ok=True)
@@ -101,7 +109,7 @@ class MiniLM:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         vectors = np.empty((len(texts), DIM), dtype=np.float32)
         for start in range(0, len(order), BATCH):
-            chosen = order[start:start + BATCH]
+            chosen = order[start : start + BATCH]
             vectors[chosen] = self._batch([texts[i] for i in chosen])
         return vectors
 
@@ -109,8 +117,9 @@ class MiniLM:
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        outputs: list[np.ndarray] = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                                          "token_type_ids": np.zeros_like(ids)})
+        outputs: list[np.ndarray] = self._session.run(
+            None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )
         [hidden] = outputs
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
@@ -147,8 +156,10 @@ def load(cache_dir: Path, url: str | None = _model_download.URL, sha256: str = _
             level = logging.INFO if isinstance(e, _model_download.Unreachable) else logging.WARNING
             log.log(level, "memory: %s; exporting the model here instead", problem)
     if exported is None:
-        raise MemoryStoreError(f"the local embedding model is not here and could not be fetched ({problem}); "
-                               "with no network, install the exporter: pip install 'frobozz[export]'")
+        raise MemoryStoreError(
+            f"the local embedding model is not here and could not be fetched ({problem}); "
+            "with no network, install the exporter: pip install 'frobozz[export]'"
+        )
     with _exporting(exported):
         if not exported.is_file():  # made by another process while this one waited
             export(exported)

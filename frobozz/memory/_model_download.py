@@ -53,8 +53,9 @@ def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None
             kind = Unreachable if isinstance(e, httpx.TransportError) else DownloadError
             raise kind(f"{url} could not be fetched: {e}") from e
         if digest.hexdigest() != sha256.lower():
-            raise DownloadError(f"{url} does not match its SHA-256 (got {digest.hexdigest()}, expected {sha256}): "
-                                "nothing was kept")
+            raise DownloadError(
+                f"{url} does not match its SHA-256 (got {digest.hexdigest()}, expected {sha256}): nothing was kept"
+            )
         staged = Path(scratch) / "model"
         staged.mkdir()
         _extract(archive, staged)

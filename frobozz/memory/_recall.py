@@ -25,16 +25,25 @@ MAX_QUERIES = 3
 SEEN_SHARE = 0.2  # seconds of the deadline kept for the seen-set
 QUERIES_PROMPT = (
     "Write up to {n} short search queries, one per line and nothing else, that would find notes from "
-    "earlier conversations useful for answering this message:\n\n{message}")
+    "earlier conversations useful for answering this message:\n\n{message}"
+)
 
 
 class Recall:
     """The memories for one user turn, found within a deadline and never shown twice in a session (see the
     module)."""
 
-    def __init__(self, store: MemoryStore, sessions: LoopSessionStore, *, ask: Ask | None = None,
-                 min_score: float = RECALL_MIN_SCORE, limit: int = 5, deadline: float = 1.5,
-                 context: bool = True) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        sessions: LoopSessionStore,
+        *,
+        ask: Ask | None = None,
+        min_score: float = RECALL_MIN_SCORE,
+        limit: int = 5,
+        deadline: float = 1.5,
+        context: bool = True,
+    ) -> None:
         self.store, self.sessions, self.ask = store, sessions, ask
         self.min_score, self.limit, self.deadline = min_score, limit, deadline
         self.context = context  # False: notes stand alone (a game's), so their neighbours' words do not count
@@ -45,9 +54,13 @@ class Recall:
         found: dict[int, Hit] = {}
 
         async def search(*queries: str) -> None:
-            for hits in await self.store.search_many([q[:10_000] for q in queries], limit=self.limit,
-                                                     namespace=namespace, min_score=self.min_score,
-                                                     context=self.context):
+            for hits in await self.store.search_many(
+                [q[:10_000] for q in queries],
+                limit=self.limit,
+                namespace=namespace,
+                min_score=self.min_score,
+                context=self.context,
+            ):
                 for hit in hits:
                     if hit.memory.id not in found or found[hit.memory.id].score < hit.score:
                         found[hit.memory.id] = hit
@@ -78,7 +91,7 @@ class Recall:
         best = sorted(found.values(), key=lambda h: (-h.score, -h.memory.id))
         with anyio.CancelScope(deadline=end):
             fresh = set(await self.sessions.unseen(session_id, [h.memory.id for h in best]))
-            shown = [h for h in best if h.memory.id in fresh][:self.limit]
+            shown = [h for h in best if h.memory.id in fresh][: self.limit]
             await self.sessions.mark_seen(session_id, [h.memory.id for h in shown])
             return shown
         return []

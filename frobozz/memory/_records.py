@@ -45,10 +45,18 @@ class Hit:
 
 def memory(row: asyncpg.Record) -> Memory:
     metadata = row["metadata"]
-    return Memory(id=row["id"], namespace=row["namespace"], content=row["content"],
-                  metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata or {}),
-                  source=row["source"], created_at=row["created_at"], updated_at=row["updated_at"],
-                  valid_to=row["valid_to"], supersedes=row["supersedes"], superseded_by=row["superseded_by"])
+    return Memory(
+        id=row["id"],
+        namespace=row["namespace"],
+        content=row["content"],
+        metadata=json.loads(metadata) if isinstance(metadata, str) else dict(metadata or {}),
+        source=row["source"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        valid_to=row["valid_to"],
+        supersedes=row["supersedes"],
+        superseded_by=row["superseded_by"],
+    )
 
 
 def content_hash(content: str) -> str:

@@ -94,8 +94,7 @@ class Words:
     @classmethod
     def of(cls, row: asyncpg.Record, *, own: bool) -> Words:
         n = max(int(row["memories"]), 0)
-        counts = {w: max(int(c), 0) for w, c in zip(row["lexemes"], row["counts"], strict=True)
-                  if _WORD.fullmatch(w)}
+        counts = {w: max(int(c), 0) for w, c in zip(row["lexemes"], row["counts"], strict=True) if _WORD.fullmatch(w)}
         counts = dict(list(counts.items())[:MAX_QUERY_WORDS])
         idf = {w: math.log(1 + (n - c + 0.5) / (c + 0.5)) for w, c in counts.items()}
         return cls(n, float(row["length"]) / n if n else 0.0, idf, counts, own)
@@ -130,9 +129,19 @@ class Words:
         return bm25 / total if total else 0.0
 
 
-async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, since: datetime | None,
-                 until: datetime | None, namespace: str | None, mode: Mode, min_score: float,
-                 context: bool = True, include_history: bool = False) -> list[list[Hit]]:
+async def search(
+    store: MemoryStore,
+    queries: Sequence[str],
+    *,
+    limit: int,
+    since: datetime | None,
+    until: datetime | None,
+    namespace: str | None,
+    mode: Mode,
+    min_score: float,
+    context: bool = True,
+    include_history: bool = False,
+) -> list[list[Hit]]:
     """The hits of each query, in order. Several queries are embedded in one batch and looked up side by
     side: the memory loop's recall asks a few at once, and one model run for all costs less than one each.
     `context=False` scores a memory's own words only: for standalone notes (a game's), whose neighbours
@@ -171,30 +180,45 @@ async def search(store: MemoryStore, queries: Sequence[str], *, limit: int, sinc
         if not query_words.memories or (mode == "keyword" and not query_words.idf):
             return []
         with _spans.span(_spans.SQL, attributes={_spans.DB_OPERATION: "candidates"}) as sql:
-            rows = await _candidates(store, ns, since, until, vector, query_words if mode != "semantic" else None,
-                                     limit, include_history)
+            rows = await _candidates(
+                store, ns, since, until, vector, query_words if mode != "semantic" else None, limit, include_history
+            )
             sql.set_attribute(_spans.DB_ROWS, len(rows))
         with _spans.span(_spans.SCORE) as scoring:
             names = set(_WORD.findall(query)) if mode == "hybrid" else set()
             scored = [(_score(row, query_words, mode, store.cosine_floor, names), row) for row in rows]
-            scored = sorted((s for s in scored if s[0][0] >= min_score and s[0][0] > 0),
-                            key=lambda s: (-s[0][0], -s[1]["id"]))
+            scored = sorted(
+                (s for s in scored if s[0][0] >= min_score and s[0][0] > 0), key=lambda s: (-s[0][0], -s[1]["id"])
+            )
             hits = [Hit(memory(row), score, parts, row["has_image"]) for (score, parts), row in scored[:limit]]
             if scoring.is_recording():
-                scoring.set_attributes({_spans.MEMORY_FOUND: len(hits), _spans.MEMORY_IDS: [h.memory.id for h in hits],
-                                        _spans.MEMORY_SCORES: [round(h.score, 4) for h in hits]})
+                scoring.set_attributes(
+                    {
+                        _spans.MEMORY_FOUND: len(hits),
+                        _spans.MEMORY_IDS: [h.memory.id for h in hits],
+                        _spans.MEMORY_SCORES: [round(h.score, 4) for h in hits],
+                    }
+                )
             return hits
 
     found = iter(await every([functools.partial(one, q, v, w) for q, v, w in zip(live, vectors, words, strict=True)]))
     return [next(found) if _WORD.search(q) else [] for q in queries]
 
 
-async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until: datetime | None,
-                      vector: list[float] | None, words: Words | None, limit: int,
-                      include_history: bool = False) -> list[asyncpg.Record]:
-    where = ("m.namespace = $1 AND m.deleted_at IS NULL AND ($2::timestamptz IS NULL OR m.created_at >= $2) "
-             "AND ($3::timestamptz IS NULL OR m.created_at < $3)"
-             + ("" if include_history else " AND m.valid_to IS NULL"))  # current memories, unless history is asked
+async def _candidates(
+    store: MemoryStore,
+    ns: str,
+    since: datetime | None,
+    until: datetime | None,
+    vector: list[float] | None,
+    words: Words | None,
+    limit: int,
+    include_history: bool = False,
+) -> list[asyncpg.Record]:
+    where = (
+        "m.namespace = $1 AND m.deleted_at IS NULL AND ($2::timestamptz IS NULL OR m.created_at >= $2) "
+        "AND ($3::timestamptz IS NULL OR m.created_at < $3)" + ("" if include_history else " AND m.valid_to IS NULL")
+    )  # current memories, unless history is asked
     args: list[object] = [ns, since, until]
 
     def arg(value: object) -> str:
@@ -204,8 +228,9 @@ async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until
     pools, cosine, found, length = [], "NULL::float8", "''::text AS found", "0::float8 AS length"
     if vector is not None:
         v = arg(vector)
-        pools.append(f"(SELECT m.id FROM memories m WHERE {where} ORDER BY m.embedding <=> {v} "
-                     f"LIMIT {arg(max(limit * 4, 40))})")
+        pools.append(
+            f"(SELECT m.id FROM memories m WHERE {where} ORDER BY m.embedding <=> {v} LIMIT {arg(max(limit * 4, 40))})"
+        )
         cosine = f"1 - (m.embedding <=> {v})"
     if words is not None and words.idf:
         # a memory whose own words hold every query word (memories_fts), and those whose words (in context,
@@ -215,19 +240,28 @@ async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until
         def order(column: str, bound: int) -> str:
             return f"ORDER BY ts_rank({column}, {arg(words.any())}::tsquery) DESC " if bound <= RANK_CAP else ""
 
-        pools.append(f"(SELECT m.id FROM memories m WHERE m.fts @@ {arg(words.every())}::tsquery AND {where} "
-                     f"{order('m.fts', words.every_bound())}LIMIT {many})")
+        pools.append(
+            f"(SELECT m.id FROM memories m WHERE m.fts @@ {arg(words.every())}::tsquery AND {where} "
+            f"{order('m.fts', words.every_bound())}LIMIT {many})"
+        )
         if words.rare() and words.own:
-            pools.append(f"(SELECT m.id FROM memories m WHERE m.fts @@ {arg(words.rare())}::tsquery AND {where} "
-                         f"{order('m.fts', words.rare_bound())}LIMIT {many})")
+            pools.append(
+                f"(SELECT m.id FROM memories m WHERE m.fts @@ {arg(words.rare())}::tsquery AND {where} "
+                f"{order('m.fts', words.rare_bound())}LIMIT {many})"
+            )
         elif words.rare():
-            pools.append(f"(SELECT m.id FROM memory_context c JOIN memories m USING (id) WHERE c.namespace = $1 "
-                         f"AND c.words @@ {arg(words.rare())}::tsquery AND {where} "
-                         f"{order('c.words', words.rare_bound())}LIMIT {many})")
+            pools.append(
+                f"(SELECT m.id FROM memory_context c JOIN memories m USING (id) WHERE c.namespace = $1 "
+                f"AND c.words @@ {arg(words.rare())}::tsquery AND {where} "
+                f"{order('c.words', words.rare_bound())}LIMIT {many})"
+            )
         # own words: the memory's fts (unweighted positions count 1); in context: memory_context, or the
         # memory's own words while it has none (a bulk load not yet refreshed)
-        text, length = ("m.fts", "m.own_length") if words.own else \
-            ("coalesce(c.words, setweight(m.fts, 'A'))", "coalesce(c.words_length, m.own_length)")
+        text, length = (
+            ("m.fts", "m.own_length")
+            if words.own
+            else ("coalesce(c.words, setweight(m.fts, 'A'))", "coalesce(c.words_length, m.own_length)")
+        )
         lexemes = arg(list(words.idf))
         found = f"ts_delete({text}, tsvector_to_array(ts_delete({text}, {lexemes}::text[])))::text"  # query's only
         found, length = f"{found} AS found", f"{length} AS length"
@@ -236,9 +270,12 @@ async def _candidates(store: MemoryStore, ns: str, since: datetime | None, until
     columns = ", ".join(f"m.{c}" for c in COLUMNS.split(", "))
     async with store.connection() as c:
         # whether each has an image too: search results say so, without a round trip of their own
-        return await c.fetch(f"SELECT {columns}, {cosine} AS cosine, {found}, {length}, EXISTS (SELECT 1 FROM "
-                             "memory_images i WHERE i.memory_id = m.id) AS has_image FROM memories m "
-                             f"LEFT JOIN memory_context c USING (id) WHERE m.id IN ({' UNION '.join(pools)})", *args)
+        return await c.fetch(
+            f"SELECT {columns}, {cosine} AS cosine, {found}, {length}, EXISTS (SELECT 1 FROM "
+            "memory_images i WHERE i.memory_id = m.id) AS has_image FROM memories m "
+            f"LEFT JOIN memory_context c USING (id) WHERE m.id IN ({' UNION '.join(pools)})",
+            *args,
+        )
 
 
 _POSITIONS = re.compile(r"'(\w+)':([0-9A-D,]+)")
@@ -265,11 +302,14 @@ def speaker_named(content: str, names: set[str]) -> bool:
     return match is not None and match.group(1) in names
 
 
-def _score(row: asyncpg.Record, words: Words, mode: Mode, floor: float,
-           names: set[str] | None = None) -> tuple[float, dict[str, float]]:
+def _score(
+    row: asyncpg.Record, words: Words, mode: Mode, floor: float, names: set[str] | None = None
+) -> tuple[float, dict[str, float]]:
     bm25_ = bm25(row["found"] or "", float(row["length"] or 0.0), words)
-    coverage, own = words.coverage(bm25_), words.coverage(bm25(row["found"] or "", float(row["length"] or 0.0),
-                                                               words, own=True))
+    coverage, own = (
+        words.coverage(bm25_),
+        words.coverage(bm25(row["found"] or "", float(row["length"] or 0.0), words, own=True)),
+    )
     cosine = float(row["cosine"]) if row["cosine"] is not None else 0.0
     closeness = min(max((cosine - floor) / (1 - floor), 0.0), 1.0)
     # what the neighbours' words add: they find a reply, but alone they must not make an unrelated note

@@ -33,19 +33,26 @@ class MemoryService:
         async with self._lock:
             if self._store is None and self._share is not None:
                 shared = await self._share.store(check_model=check_model)
-                self._store = MemoryStore(shared.pool, self.embedder,
-                                          default_namespace=self.settings.cortex_default_namespace,
-                                          max_chars=self.settings.cortex_max_content_chars,
-                                          cosine_floor=self.settings.cortex_cosine_floor,
-                                          images_dir=self.settings.images_dir)
+                self._store = MemoryStore(
+                    shared.pool,
+                    self.embedder,
+                    default_namespace=self.settings.cortex_default_namespace,
+                    max_chars=self.settings.cortex_max_content_chars,
+                    cosine_floor=self.settings.cortex_cosine_floor,
+                    images_dir=self.settings.images_dir,
+                )
             if self._store is None:
                 pool = await connect(await database_url(self.settings), self.settings.cortex_pool_size)
                 try:
                     await migrate(pool, dim=self.embedder.dim, model=self.embedder.model)
-                    store = MemoryStore(pool, self.embedder, default_namespace=self.settings.cortex_default_namespace,
-                                        max_chars=self.settings.cortex_max_content_chars,
-                                        cosine_floor=self.settings.cortex_cosine_floor,
-                                        images_dir=self.settings.images_dir)
+                    store = MemoryStore(
+                        pool,
+                        self.embedder,
+                        default_namespace=self.settings.cortex_default_namespace,
+                        max_chars=self.settings.cortex_max_content_chars,
+                        cosine_floor=self.settings.cortex_cosine_floor,
+                        images_dir=self.settings.images_dir,
+                    )
                     if check_model:
                         await store.check_model()
                 except BaseException:

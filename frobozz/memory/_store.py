@@ -24,13 +24,20 @@ from ._search import Mode
 from .exceptions import DatabaseError, EmbeddingMismatchError, MemoryStoreError
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
-_DOWN = (OSError, asyncpg.InterfaceError, asyncpg.CannotConnectNowError, asyncpg.ConnectionDoesNotExistError,
-         asyncpg.PostgresConnectionError,
-         asyncpg.InternalClientError)  # a pooled connection whose server went away, caught mid-use
+_DOWN = (
+    OSError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InternalClientError,
+)  # a pooled connection whose server went away, caught mid-use
 REFRESH = "SELECT cortex_refresh_context($1, $2::bigint[])"
 # the columns of an image's row (migration 007) that another version of its memory shares
-IMAGE_COLUMNS = ("media_type, bytes, width, height, sha256, original, thumbnail, thumbnail_width, thumbnail_height, "
-                 "description, described_by")
+IMAGE_COLUMNS = (
+    "media_type, bytes, width, height, sha256, original, thumbnail, thumbnail_width, thumbnail_height, "
+    "description, described_by"
+)
 
 __all__ = ["Hit", "Memory", "MemoryStore", "Mode", "content_hash"]
 
@@ -38,8 +45,16 @@ __all__ = ["Hit", "Memory", "MemoryStore", "Mode", "content_hash"]
 class MemoryStore:
     """The memories in Postgres: write, read, search with absolute scores, supersede and forget, by namespace."""
 
-    def __init__(self, pool: asyncpg.Pool, embedder: Embedder, *, default_namespace: str, max_chars: int,
-                 cosine_floor: float = _search.COSINE_FLOOR, images_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        embedder: Embedder,
+        *,
+        default_namespace: str,
+        max_chars: int,
+        cosine_floor: float = _search.COSINE_FLOOR,
+        images_dir: Path | None = None,
+    ) -> None:
         """`images_dir`: where memories' image files are kept, so that forgetting one removes its files."""
         self.pool = pool
         self.images_dir = images_dir
@@ -54,8 +69,10 @@ class MemoryStore:
             async with self.pool.acquire() as connection:
                 yield connection
         except _DOWN as e:
-            raise DatabaseError(f"the database is not reachable right now ({type(e).__name__}); nothing was "
-                                "changed: try again when it is back") from e
+            raise DatabaseError(
+                f"the database is not reachable right now ({type(e).__name__}); nothing was "
+                "changed: try again when it is back"
+            ) from e
 
     async def check_model(self) -> None:
         async with self.connection() as c:
@@ -64,7 +81,8 @@ class MemoryStore:
             raise EmbeddingMismatchError(
                 f"the memories were embedded with {meta.get('embedding_model')} ({meta.get('embedding_dim')} dims) "
                 f"but {self.embedder.model} ({self.embedder.dim} dims) is configured: configure the same model, "
-                "or run `frobozz cortex reembed` to embed every memory again with the new one")
+                "or run `frobozz cortex reembed` to embed every memory again with the new one"
+            )
 
     # -- checks ------------------------------------------------------------------------------------
     def namespace(self, value: str | None) -> str:
@@ -77,8 +95,10 @@ class MemoryStore:
         if not value or not value.strip():
             raise MemoryStoreError("the memory is empty: give it some text")
         if len(value) > self.max_chars:
-            raise MemoryStoreError(f"the memory is {len(value):,} characters; at most {self.max_chars:,} are kept "
-                                   "(FROBOZZ_CORTEX_MAX_CONTENT_CHARS): store it in smaller parts")
+            raise MemoryStoreError(
+                f"the memory is {len(value):,} characters; at most {self.max_chars:,} are kept "
+                "(FROBOZZ_CORTEX_MAX_CONTENT_CHARS): store it in smaller parts"
+            )
         if "\0" in value:
             raise MemoryStoreError("the memory contains a NUL character, which Postgres text cannot hold")
         return value
@@ -94,24 +114,40 @@ class MemoryStore:
         return encoded
 
     # -- writing -----------------------------------------------------------------------------------
-    async def store(self, content: str, metadata: dict[str, Any] | None = None, namespace: str | None = None,
-                    source: str | None = None) -> tuple[Memory, int | None]:
+    async def store(
+        self,
+        content: str,
+        metadata: dict[str, Any] | None = None,
+        namespace: str | None = None,
+        source: str | None = None,
+    ) -> tuple[Memory, int | None]:
         """The stored memory, and the id of the memory it duplicates (then nothing new is stored)."""
         content, ns, meta = self.content(content), self.namespace(namespace), self.metadata(metadata)
         digest = content_hash(content)
         async with self.connection() as c:
-            existing = await c.fetchrow(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 "
-                                        f"AND {CURRENT}", ns, digest)
+            existing = await c.fetchrow(
+                f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 AND {CURRENT}", ns, digest
+            )
         if existing:
             return memory(existing), existing["id"]
         [vector] = await self.embedder.embed([content])
         async with self.connection() as c:
             # one statement (migration 008): the namespace's word counts are locked for one round trip only
-            row = await c.fetchrow(f"SELECT {COLUMNS} FROM cortex_store($1, $2, $3, $4::jsonb, $5, $6)", ns, content,
-                                   digest, meta, source, vector)
+            row = await c.fetchrow(
+                f"SELECT {COLUMNS} FROM cortex_store($1, $2, $3, $4::jsonb, $5, $6)",
+                ns,
+                content,
+                digest,
+                meta,
+                source,
+                vector,
+            )
             if row is None:  # another client stored the same text a moment ago
-                row = await c.fetchrow(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 "
-                                       f"AND {CURRENT}", ns, digest)
+                row = await c.fetchrow(
+                    f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND content_hash = $2 AND {CURRENT}",
+                    ns,
+                    digest,
+                )
                 if row is None:  # and forgotten since
                     raise MemoryStoreError("the same memory was stored and forgotten meanwhile; try again")
                 return memory(row), row["id"]
@@ -130,8 +166,12 @@ class MemoryStore:
             return await self.supersede(memory_id, content, metadata)
         meta = self.metadata(metadata if metadata is not None else current.metadata)
         async with self.connection() as c, c.transaction():
-            row = await c.fetchrow("UPDATE memories SET metadata = $2::jsonb, updated_at = now() "
-                                   f"WHERE id = $1 AND deleted_at IS NULL RETURNING {COLUMNS}", memory_id, meta)
+            row = await c.fetchrow(
+                "UPDATE memories SET metadata = $2::jsonb, updated_at = now() "
+                f"WHERE id = $1 AND deleted_at IS NULL RETURNING {COLUMNS}",
+                memory_id,
+                meta,
+            )
         if row is None:
             raise MemoryStoreError(f"no memory {memory_id}")
         return memory(row)
@@ -143,16 +183,22 @@ class MemoryStore:
         files = None
         async with self.connection() as c:
             async with c.transaction():
-                row = await c.fetchrow(f"UPDATE memories SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL "
-                                       f"RETURNING {COLUMNS}", memory_id)
+                row = await c.fetchrow(
+                    f"UPDATE memories SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL RETURNING {COLUMNS}",
+                    memory_id,
+                )
                 if row is not None:  # its words leave its neighbours' context too
                     await c.execute(REFRESH, row["namespace"], [memory_id])
-                    files = await c.fetchrow("DELETE FROM memory_images WHERE memory_id = $1 RETURNING original, "
-                                             "thumbnail", memory_id)
+                    files = await c.fetchrow(
+                        "DELETE FROM memory_images WHERE memory_id = $1 RETURNING original, thumbnail", memory_id
+                    )
             if row is not None and files is not None:
                 names = [files["original"], files["thumbnail"]]
-                shared = await c.fetchval("SELECT array_agg(n) FROM memory_images, unnest(array[original, thumbnail]) n "
-                                          "WHERE original = ANY($1::text[]) OR thumbnail = ANY($1::text[])", names)
+                shared = await c.fetchval(
+                    "SELECT array_agg(n) FROM memory_images, unnest(array[original, thumbnail]) n "
+                    "WHERE original = ANY($1::text[]) OR thumbnail = ANY($1::text[])",
+                    names,
+                )
                 await self._remove_files([n for n in names if n not in (shared or [])])
         if row is None:
             raise MemoryStoreError(f"no memory {memory_id} (it may already be forgotten)")
@@ -175,8 +221,9 @@ class MemoryStore:
         content = self.content(content)
         old = await self.get(memory_id)
         if not old.current:
-            raise MemoryStoreError(f"memory {memory_id} was already superseded by memory {old.superseded_by}: "
-                                   "supersede that one")
+            raise MemoryStoreError(
+                f"memory {memory_id} was already superseded by memory {old.superseded_by}: supersede that one"
+            )
         if content_hash(content) == content_hash(old.content):
             raise MemoryStoreError(f"memory {memory_id} already says exactly that: nothing changed")
         meta = self.metadata(metadata if metadata is not None else old.metadata)
@@ -189,23 +236,37 @@ class MemoryStore:
         [vector] = await self.embedder.embed([content])
         async with self.connection() as c, c.transaction():
             # the old one is locked and checked again: two clients superseding it at once make one chain
-            ended = await c.fetchval(f"UPDATE memories SET valid_to = now() WHERE id = $1 AND {CURRENT} "
-                                     "RETURNING id", memory_id)
+            ended = await c.fetchval(
+                f"UPDATE memories SET valid_to = now() WHERE id = $1 AND {CURRENT} RETURNING id", memory_id
+            )
             if ended is None:
                 raise MemoryStoreError(f"memory {memory_id} was superseded or forgotten a moment ago; nothing changed")
             try:
                 row = await c.fetchrow(
                     "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding, supersedes) "
-                    f"VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7) RETURNING {COLUMNS}", old.namespace, content,
-                    digest, meta, old.source, vector, memory_id)
+                    f"VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7) RETURNING {COLUMNS}",
+                    old.namespace,
+                    content,
+                    digest,
+                    meta,
+                    old.source,
+                    vector,
+                    memory_id,
+                )
             except asyncpg.UniqueViolationError:
-                raise MemoryStoreError("another current memory in this namespace already has that exact text: "
-                                       "forget or supersede that one instead") from None
+                raise MemoryStoreError(
+                    "another current memory in this namespace already has that exact text: "
+                    "forget or supersede that one instead"
+                ) from None
             assert row is not None  # an INSERT … RETURNING with no ON CONFLICT returns its row
             await c.execute("UPDATE memories SET superseded_by = $2 WHERE id = $1", memory_id, row["id"])
             # both versions name the same files (no copy: an image may be 20 MB); forget removes them with the last
-            await c.execute(f"INSERT INTO memory_images (memory_id, {IMAGE_COLUMNS}) SELECT $2, {IMAGE_COLUMNS} "
-                            "FROM memory_images WHERE memory_id = $1", memory_id, row["id"])
+            await c.execute(
+                f"INSERT INTO memory_images (memory_id, {IMAGE_COLUMNS}) SELECT $2, {IMAGE_COLUMNS} "
+                "FROM memory_images WHERE memory_id = $1",
+                memory_id,
+                row["id"],
+            )
             await c.execute(REFRESH, old.namespace, [row["id"]])
         return memory(row)
 
@@ -218,7 +279,9 @@ class MemoryStore:
                 "fwd(id) AS (SELECT $1::bigint UNION SELECT m.superseded_by FROM memories m JOIN fwd "
                 "ON m.id = fwd.id WHERE m.superseded_by IS NOT NULL) "
                 f"SELECT {COLUMNS} FROM memories WHERE id IN (SELECT id FROM back UNION SELECT id FROM fwd) "
-                "AND deleted_at IS NULL ORDER BY created_at, id", memory_id)
+                "AND deleted_at IS NULL ORDER BY created_at, id",
+                memory_id,
+            )
         return [memory(r) for r in rows]
 
     # -- reading -----------------------------------------------------------------------------------
@@ -229,13 +292,18 @@ class MemoryStore:
             raise MemoryStoreError(f"no memory {memory_id}")
         return memory(row)
 
-    async def recent(self, limit: int, namespace: str | None, *,
-                     metadata: dict[str, Any] | None = None) -> list[Memory]:
+    async def recent(
+        self, limit: int, namespace: str | None, *, metadata: dict[str, Any] | None = None
+    ) -> list[Memory]:
         """The newest current memories; with `metadata`, only those whose metadata holds all of it."""
         async with self.connection() as c:
-            rows = await c.fetch(f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND {CURRENT} "
-                                 "AND metadata @> $3::jsonb ORDER BY created_at DESC, id DESC LIMIT $2",
-                                 self.namespace(namespace), limit, self.metadata(metadata or {}))
+            rows = await c.fetch(
+                f"SELECT {COLUMNS} FROM memories WHERE namespace = $1 AND {CURRENT} "
+                "AND metadata @> $3::jsonb ORDER BY created_at DESC, id DESC LIMIT $2",
+                self.namespace(namespace),
+                limit,
+                self.metadata(metadata or {}),
+            )
         return [memory(r) for r in rows]
 
     async def namespaces(self) -> dict[str, int]:
@@ -244,22 +312,59 @@ class MemoryStore:
             rows = await c.fetch("SELECT namespace, memories FROM memory_namespaces WHERE memories > 0 ORDER BY 1")
         return {r["namespace"]: r["memories"] for r in rows}
 
-    async def search(self, query: str, *, limit: int = 10, since: datetime | None = None,
-                     until: datetime | None = None, namespace: str | None = None, mode: Mode = "hybrid",
-                     min_score: float = 0.0, context: bool = True, include_history: bool = False) -> list[Hit]:
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        namespace: str | None = None,
+        mode: Mode = "hybrid",
+        min_score: float = 0.0,
+        context: bool = True,
+        include_history: bool = False,
+    ) -> list[Hit]:
         """The best `limit` memories for `query`, each scored in [0, 1] whatever else was found
         (`_search` says how); those under `min_score` are left out. Nothing found is an empty list.
         `context=False`: a memory's own words only, not its neighbours' (standalone notes).
         Current memories only, unless `include_history` (then superseded ones too, marked by `valid_to`)."""
-        [hits] = await self.search_many([query], limit=limit, since=since, until=until, namespace=namespace,
-                                        mode=mode, min_score=min_score, context=context,
-                                        include_history=include_history)
+        [hits] = await self.search_many(
+            [query],
+            limit=limit,
+            since=since,
+            until=until,
+            namespace=namespace,
+            mode=mode,
+            min_score=min_score,
+            context=context,
+            include_history=include_history,
+        )
         return hits
 
-    async def search_many(self, queries: Sequence[str], *, limit: int = 10, since: datetime | None = None,
-                          until: datetime | None = None, namespace: str | None = None, mode: Mode = "hybrid",
-                          min_score: float = 0.0, context: bool = True,
-                          include_history: bool = False) -> list[list[Hit]]:
+    async def search_many(
+        self,
+        queries: Sequence[str],
+        *,
+        limit: int = 10,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        namespace: str | None = None,
+        mode: Mode = "hybrid",
+        min_score: float = 0.0,
+        context: bool = True,
+        include_history: bool = False,
+    ) -> list[list[Hit]]:
         """`search` for each query, in order, embedded in one batch and looked up side by side."""
-        return await _search.search(self, queries, limit=limit, since=since, until=until, namespace=namespace,
-                                    mode=mode, min_score=min_score, context=context, include_history=include_history)
+        return await _search.search(
+            self,
+            queries,
+            limit=limit,
+            since=since,
+            until=until,
+            namespace=namespace,
+            mode=mode,
+            min_score=min_score,
+            context=context,
+            include_history=include_history,
+        )

@@ -9,6 +9,20 @@ from ._install import PLUGIN_ID, PLUGIN_SERVERS, Installed, install, settings_fi
 from .exceptions import PluginError
 from .settings import PluginSettings
 
-__all__ = ["PLUGIN_ID", "PLUGIN_SERVERS", "HookMemory", "Installed", "MemoryDaemon", "PluginError", "PluginSettings",
-           "daemon_pid", "hook_app", "install", "project_namespace", "settings_file", "status", "stop_daemon",
-           "uninstall"]
+__all__ = [
+    "PLUGIN_ID",
+    "PLUGIN_SERVERS",
+    "HookMemory",
+    "Installed",
+    "MemoryDaemon",
+    "PluginError",
+    "PluginSettings",
+    "daemon_pid",
+    "hook_app",
+    "install",
+    "project_namespace",
+    "settings_file",
+    "status",
+    "stop_daemon",
+    "uninstall",
+]

@@ -106,8 +106,13 @@ def parse_request(data: bytes) -> dict[str, Any]:
 class MemoryDaemon:
     """The per-user daemon the plugin's hooks talk to over a Unix socket (see the module)."""
 
-    def __init__(self, settings: PluginSettings, socket_path: Path | None = None,
-                 memory: MemorySettings | None = None, servers: ServerFactories | None = None) -> None:
+    def __init__(
+        self,
+        settings: PluginSettings,
+        socket_path: Path | None = None,
+        memory: MemorySettings | None = None,
+        servers: ServerFactories | None = None,
+    ) -> None:
         self.settings = settings
         self.socket_path = socket_path or settings.socket
         self.memory = memory or MemorySettings()
@@ -229,8 +234,9 @@ class MemoryDaemon:
                 pass
         return parse_request(data)
 
-    async def _serve_mcp(self, request: dict[str, Any], buffered: BufferedByteReceiveStream,
-                         stream: SocketStream) -> None:
+    async def _serve_mcp(
+        self, request: dict[str, Any], buffered: BufferedByteReceiveStream, stream: SocketStream
+    ) -> None:
         """One of the plugin's MCP servers for one claude, on this connection until it closes: the project's
         namespace by default (the one the hooks recall from), claude's session as cortex's seen-session."""
         name, project, session = request.get("server"), request.get("project"), request.get("session")
@@ -259,8 +265,11 @@ class MemoryDaemon:
         namespace = request.get("namespace")
         try:
             with anyio.fail_after(self.settings.limits.get(event, 5.0)):
-                return {"context": await hooks.handle(event, request.get("input"),
-                                                      namespace if isinstance(namespace, str) else None)}
+                return {
+                    "context": await hooks.handle(
+                        event, request.get("input"), namespace if isinstance(namespace, str) else None
+                    )
+                }
         except TimeoutError as e:
             raise PluginError(f"the {event} hook's memory work took too long") from e
         except DatabaseError as e:

@@ -44,8 +44,15 @@ def _start_daemon(config: dict[str, Any]) -> None:
     log = config["log"]
     os.makedirs(os.path.dirname(log), mode=0o700, exist_ok=True)
     with open(log, "ab") as out:
-        subprocess.Popen(config["command"], stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                         close_fds=True, env={**os.environ, **config.get("env", {})})
+        subprocess.Popen(
+            config["command"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            close_fds=True,
+            env={**os.environ, **config.get("env", {})},
+        )
 
 
 def _open(config: dict[str, Any], deadline: float) -> socket.socket:
@@ -164,8 +171,10 @@ def run(event: str, config_path: str, raw: bytes) -> dict[str, Any]:
         with open(config_path, encoding="utf-8") as f:
             config = json.load(f)
     except (OSError, ValueError):
-        return {"systemMessage": "Frobozz memory is off: its plugin's configuration cannot be read "
-                                 "(run `frobozz plugin install` again)."}
+        return {
+            "systemMessage": "Frobozz memory is off: its plugin's configuration cannot be read "
+            "(run `frobozz plugin install` again)."
+        }
     try:
         payload = json.loads(raw) if len(raw) <= MAX_INPUT else None
     except ValueError:
@@ -175,8 +184,9 @@ def run(event: str, config_path: str, raw: bytes) -> dict[str, Any]:
     try:
         if payload is None or not isinstance(payload, dict):
             raise Off("the hook's input could not be read")
-        reply = ask(config, {"event": event, "input": payload, "namespace": config.get("namespace")},
-                    time.monotonic() + limit)
+        reply = ask(
+            config, {"event": event, "input": payload, "namespace": config.get("namespace")}, time.monotonic() + limit
+        )
     except Off as e:
         return _say_once(config, session, str(e))
     context = reply.get("context")
@@ -198,16 +208,25 @@ def relay(config_path: str, server: str) -> int:
         sys.stderr.write(f"frobozz memory: the {server} server is not available: {e}\n")
         return 1
     sock.settimeout(None)
-    sock.sendall(json.dumps({"event": "mcp", "server": server, "namespace": config.get("namespace"),
-                             "project": os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd(),
-                             "session": os.environ.get("CLAUDE_CODE_SESSION_ID", "")}).encode() + b"\n")
+    sock.sendall(
+        json.dumps(
+            {
+                "event": "mcp",
+                "server": server,
+                "namespace": config.get("namespace"),
+                "project": os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd(),
+                "session": os.environ.get("CLAUDE_CODE_SESSION_ID", ""),
+            }
+        ).encode()
+        + b"\n"
+    )
 
     def answers() -> None:  # the daemon's side ended: so does the server, for claude
         try:
             while chunk := sock.recv(65536):
                 view = memoryview(chunk)
                 while view:
-                    view = view[os.write(1, view):]
+                    view = view[os.write(1, view) :]
         except OSError:
             pass
         os._exit(0)

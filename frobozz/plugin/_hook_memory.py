@@ -42,7 +42,8 @@ LETTER_PROMPT = (
     "The conversation below is about to be compacted. Write a hand-off letter for the same assistant, "
     "who will continue it with only the letter to go on: first one paragraph saying what was being done and "
     "where things stand, then the next steps, one per line, each starting with '- '. Only the letter.\n\n"
-    "{conversation}")
+    "{conversation}"
+)
 
 
 class HookInput(BaseModel):
@@ -83,8 +84,11 @@ def conversation_of(transcript: str, chars: int = TRANSCRIPT_CHARS) -> str:
         if entry.get("type") not in ("user", "assistant") or not isinstance(message, dict):
             continue
         content = message.get("content")
-        texts = [content] if isinstance(content, str) else [
-            b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+        texts = (
+            [content]
+            if isinstance(content, str)
+            else [b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+        )
         text = "\n".join(t for t in texts if t.strip())
         if text:
             said.append(f"{'User' if entry['type'] == 'user' else 'Assistant'}: {text}")
@@ -111,9 +115,14 @@ class HookMemory:
         except ValidationError as e:
             raise PluginError(f"the {event} hook's input was not understood ({e.error_count()} problems)") from e
         ns = namespace or project_namespace(data.cwd)
-        handler = {"SessionStart": self.session_start, "UserPromptSubmit": self.prompt,
-                   "PostToolUse": self.post_tool_use, "Stop": self.stop,
-                   "PreCompact": self.pre_compact, "SessionEnd": self.session_end}.get(event)
+        handler = {
+            "SessionStart": self.session_start,
+            "UserPromptSubmit": self.prompt,
+            "PostToolUse": self.post_tool_use,
+            "Stop": self.stop,
+            "PreCompact": self.pre_compact,
+            "SessionEnd": self.session_end,
+        }.get(event)
         if handler is None:
             raise PluginError(f"no such hook event: {event[:40]!r}")
         return await handler(data, ns)
@@ -142,8 +151,9 @@ class HookMemory:
         await sessions.new_window(record.id)
         store, handoffs = await self.service.store(), await self.service.handoffs()
         providers = [here_and_now(CLIENT), latest_letter(handoffs), capsules(sessions), memories(store, sessions)]
-        return await orientation(providers, Window(record.namespace, record.id, previous_start=previous),
-                                 deadline=self.deadline)
+        return await orientation(
+            providers, Window(record.namespace, record.id, previous_start=previous), deadline=self.deadline
+        )
 
     async def prompt(self, data: HookInput, ns: str) -> str:
         """Recall for the prompt (its threshold and the session's seen-set) and the nudge; the prompt is archived."""
@@ -154,8 +164,9 @@ class HookMemory:
         if data.prompt.strip():
             await sessions.archive(record.id, turn, "user", redact(data.prompt))
         recall = Recall(await self.service.store(), sessions, deadline=self.deadline)
-        blocks = recalled_blocks(await quietly("recall", recall(record.id, record.namespace, data.prompt), [],
-                                               within=self.deadline + 0.5))
+        blocks = recalled_blocks(
+            await quietly("recall", recall(record.id, record.namespace, data.prompt), [], within=self.deadline + 0.5)
+        )
         blocks += await quietly("the nudge", nudge_blocks(sessions, record.id), [], within=self.deadline)
         return "\n\n".join(b["text"] for b in blocks)
 
@@ -196,8 +207,9 @@ class HookMemory:
         steps = [line.strip()[2:].strip() for line in lines if line.strip().startswith("- ")]
         summary = "\n".join(line for line in lines if not line.strip().startswith("- ")).strip() or answer
         if summary:
-            await (await self.service.handoffs()).write(summary[:20_000], [s[:1000] for s in steps if s][:20], None,
-                                                         ns, data.session_id)
+            await (await self.service.handoffs()).write(
+                summary[:20_000], [s[:1000] for s in steps if s][:20], None, ns, data.session_id
+            )
         return ""
 
     async def session_end(self, data: HookInput, ns: str) -> str:
@@ -215,8 +227,9 @@ class HookMemory:
         self._turns.pop(record.id, None)
         self._open.pop(record.id, None)
         if self.ask is not None and self._background is not None:
-            self._background.start_soon(self._quietly_in_background,
-                                        refresh_capsules(sessions, record.namespace, record.id, self.ask))
+            self._background.start_soon(
+                self._quietly_in_background, refresh_capsules(sessions, record.namespace, record.id, self.ask)
+            )
         return ""
 
     async def archive_transcript(self, record: LoopSession, data: HookInput, turn: int) -> None:
@@ -233,8 +246,11 @@ class HookMemory:
         for subpath, entries in transcript.subagents.items():
             await self._transcripts.append({**key, "subpath": subpath}, entries)
         sessions = await self.service.sessions()
-        kept = {(e.kind, e.data.get("id")) for e in await sessions.transcript(record.id)
-                if e.kind in ("tool_use", "tool_result")}
+        kept = {
+            (e.kind, e.data.get("id"))
+            for e in await sessions.transcript(record.id)
+            if e.kind in ("tool_use", "tool_result")
+        }
         for kind, content, meta in tool_steps(transcript.main):
             if (kind, meta["id"]) not in kept:
                 await sessions.archive(record.id, turn, kind, content, meta)

@@ -50,8 +50,9 @@ def settings_file(scope: Scope, project: Path) -> Path:
     return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "settings.json"
 
 
-def write_plugin(settings: PluginSettings, namespace: str | None, *, shared_servers: bool = True,
-                 hub: str | None = None) -> Path:
+def write_plugin(
+    settings: PluginSettings, namespace: str | None, *, shared_servers: bool = True, hub: str | None = None
+) -> Path:
     """The plugin's files and the marketplace that lists it; the marketplace's folder. Its MCP servers are
     served by the memory daemon through the relay (`shared_servers`), or each started by claude as a process
     of its own (the first design's, seconds slower per claude: kept for the benchmark's comparison)."""
@@ -60,43 +61,99 @@ def write_plugin(settings: PluginSettings, namespace: str | None, *, shared_serv
     shutil.rmtree(plugin, ignore_errors=True)
     for folder in (root / ".claude-plugin", plugin / ".claude-plugin", plugin / "hooks", plugin / "commands"):
         folder.mkdir(parents=True, exist_ok=True)
-    (root / ".claude-plugin" / "marketplace.json").write_text(json.dumps({
-        "name": MARKETPLACE, "owner": {"name": "Frobozz"},
-        "plugins": [{"name": NAME, "source": f"./{NAME}", "description": "Frobozz memory around every session"}]},
-        indent=2))
-    (plugin / ".claude-plugin" / "plugin.json").write_text(json.dumps({
-        "name": NAME, "version": "0.1.0",
-        "description": ("Long-term memory around every session: orientation, recall, suggestions, "
-                        "hand-off letters")},
-        indent=2))
+    (root / ".claude-plugin" / "marketplace.json").write_text(
+        json.dumps(
+            {
+                "name": MARKETPLACE,
+                "owner": {"name": "Frobozz"},
+                "plugins": [
+                    {"name": NAME, "source": f"./{NAME}", "description": "Frobozz memory around every session"}
+                ],
+            },
+            indent=2,
+        )
+    )
+    (plugin / ".claude-plugin" / "plugin.json").write_text(
+        json.dumps(
+            {
+                "name": NAME,
+                "version": "0.1.0",
+                "description": (
+                    "Long-term memory around every session: orientation, recall, suggestions, hand-off letters"
+                ),
+            },
+            indent=2,
+        )
+    )
     shutil.copyfile(Path(__file__).with_name("_hook.py"), plugin / "hooks" / "frobozz_hook.py")
     python = sys.executable
     command = [python, "-m", "frobozz", "plugin", "daemon", "--socket", str(settings.socket)]
-    (plugin / "frobozz.json").write_text(json.dumps({
-        "socket": str(settings.socket), "command": command, "log": str(settings.log), "namespace": namespace,
-        "env": {"FROBOZZ_DATA_DIR": str(settings.data_dir)}, "limits": settings.limits, "hub": hub}, indent=2))
-    hook = '"{python}" -I -S "${{CLAUDE_PLUGIN_ROOT}}/hooks/frobozz_hook.py" {event} ' \
-           '"${{CLAUDE_PLUGIN_ROOT}}/frobozz.json"'
-    (plugin / "hooks" / "hooks.json").write_text(json.dumps({"hooks": {
-        event: [{**({"matcher": MATCHERS[event]} if event in MATCHERS else {}),
-                 "hooks": [{"type": "command", "command": hook.format(python=python, event=event),
-                            "timeout": int(settings.limits[event]) + 5}]}] for event in EVENTS}}, indent=2))
+    (plugin / "frobozz.json").write_text(
+        json.dumps(
+            {
+                "socket": str(settings.socket),
+                "command": command,
+                "log": str(settings.log),
+                "namespace": namespace,
+                "env": {"FROBOZZ_DATA_DIR": str(settings.data_dir)},
+                "limits": settings.limits,
+                "hub": hub,
+            },
+            indent=2,
+        )
+    )
+    hook = (
+        '"{python}" -I -S "${{CLAUDE_PLUGIN_ROOT}}/hooks/frobozz_hook.py" {event} '
+        '"${{CLAUDE_PLUGIN_ROOT}}/frobozz.json"'
+    )
+    (plugin / "hooks" / "hooks.json").write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    event: [
+                        {
+                            **({"matcher": MATCHERS[event]} if event in MATCHERS else {}),
+                            "hooks": [
+                                {
+                                    "type": "command",
+                                    "command": hook.format(python=python, event=event),
+                                    "timeout": int(settings.limits[event]) + 5,
+                                }
+                            ],
+                        }
+                    ]
+                    for event in EVENTS
+                }
+            },
+            indent=2,
+        )
+    )
     servers_env = {"FROBOZZ_DATA_DIR": str(settings.data_dir)}
     if namespace:
         servers_env["FROBOZZ_CORTEX_DEFAULT_NAMESPACE"] = namespace
     relay = ["-I", "-S", "${CLAUDE_PLUGIN_ROOT}/hooks/frobozz_hook.py", "mcp", "${CLAUDE_PLUGIN_ROOT}/frobozz.json"]
-    (plugin / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        name: {"command": python, "args": [*relay, name]} if shared_servers else
-        {"command": python, "args": ["-m", "frobozz", "plugin", "serve", name], "env": servers_env}
-        for name in PLUGIN_SERVERS}}, indent=2))
+    (plugin / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    name: {"command": python, "args": [*relay, name]}
+                    if shared_servers
+                    else {"command": python, "args": ["-m", "frobozz", "plugin", "serve", name], "env": servers_env}
+                    for name in PLUGIN_SERVERS
+                }
+            },
+            indent=2,
+        )
+    )
     (plugin / "commands" / "memory.md").write_text(MEMORY_COMMAND)
     return root
 
 
 def _claude(args: list[str], cwd: Path, claude: str) -> None:
     try:
-        done = subprocess.run([claude, "plugin", *args], cwd=cwd, capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [claude, "plugin", *args], cwd=cwd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise PluginError(f"`claude plugin {args[0]}` could not run ({type(e).__name__}: {e})") from e
     if done.returncode:
@@ -115,8 +172,16 @@ def _records(settings: PluginSettings) -> dict[str, Any]:
         return {}
 
 
-def install(settings: PluginSettings, scope: Scope, project: Path, namespace: str | None, claude: str, *,
-            shared_servers: bool = True, hub: str | None = None) -> Installed:
+def install(
+    settings: PluginSettings,
+    scope: Scope,
+    project: Path,
+    namespace: str | None,
+    claude: str,
+    *,
+    shared_servers: bool = True,
+    hub: str | None = None,
+) -> Installed:
     """Install (again) at `scope`; the settings file's bytes from before the first install are kept for
     uninstall."""
     target = settings_file(scope, project)
@@ -124,8 +189,12 @@ def install(settings: PluginSettings, scope: Scope, project: Path, namespace: st
     key = str(target)
     if key not in records:
         original = target.read_bytes().decode("latin-1") if target.is_file() else None
-        records[key] = {"scope": scope, "original": original, "project": str(project),
-                        "folder_existed": target.parent.is_dir()}
+        records[key] = {
+            "scope": scope,
+            "original": original,
+            "project": str(project),
+            "folder_existed": target.parent.is_dir(),
+        }
     records[key]["namespace"], records[key]["hub"] = namespace, hub
     root = write_plugin(settings, namespace, shared_servers=shared_servers, hub=hub)
     _record(settings).write_text(json.dumps(records, indent=2))
@@ -178,5 +247,6 @@ def _restore(target: Path, original: str | None) -> None:
 
 def status(settings: PluginSettings) -> list[Installed]:
     """Where the plugin is installed (as this data directory recorded it)."""
-    return [Installed(r["scope"], Path(path), r.get("namespace"), r.get("hub"))
-            for path, r in _records(settings).items()]
+    return [
+        Installed(r["scope"], Path(path), r.get("namespace"), r.get("hub")) for path, r in _records(settings).items()
+    ]

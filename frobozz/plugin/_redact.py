@@ -12,34 +12,40 @@ import re
 from typing import Any
 
 MASK = "[REDACTED]"
-_PATTERNS = [re.compile(p) for p in (
-    # whole private key blocks (and a block cut off by a transcript's limit)
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)",
-    # prefixed keys and tokens: Anthropic, OpenAI, GitHub, GitLab, Slack, Stripe, AWS, Google, npm, PyPI,
-    # Hugging Face, SendGrid, Twilio, JSON web tokens
-    r"\bsk-(ant-)?[A-Za-z0-9_-]{16,}",
-    r"\b(ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}",
-    r"\bglpat-[A-Za-z0-9_-]{20,}",
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
-    r"\b[rs]k_(live|test)_[A-Za-z0-9]{16,}",
-    r"\b(AKIA|ASIA)[A-Z0-9]{16}\b",
-    r"\bAIza[A-Za-z0-9_-]{35}",
-    r"\bnpm_[A-Za-z0-9]{36}",
-    r"\bpypi-[A-Za-z0-9_-]{50,}",
-    r"\bhf_[A-Za-z0-9]{30,}",
-    r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
-    r"\bSK[0-9a-fA-F]{32}\b",
-    r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-)]
+_PATTERNS = [
+    re.compile(p)
+    for p in (
+        # whole private key blocks (and a block cut off by a transcript's limit)
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----[\s\S]*?(-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)",
+        # prefixed keys and tokens: Anthropic, OpenAI, GitHub, GitLab, Slack, Stripe, AWS, Google, npm, PyPI,
+        # Hugging Face, SendGrid, Twilio, JSON web tokens
+        r"\bsk-(ant-)?[A-Za-z0-9_-]{16,}",
+        r"\b(ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}",
+        r"\bglpat-[A-Za-z0-9_-]{20,}",
+        r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+        r"\b[rs]k_(live|test)_[A-Za-z0-9]{16,}",
+        r"\b(AKIA|ASIA)[A-Z0-9]{16}\b",
+        r"\bAIza[A-Za-z0-9_-]{35}",
+        r"\bnpm_[A-Za-z0-9]{36}",
+        r"\bpypi-[A-Za-z0-9_-]{50,}",
+        r"\bhf_[A-Za-z0-9]{30,}",
+        r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}",
+        r"\bSK[0-9a-fA-F]{32}\b",
+        r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    )
+]
 # the value only: what names it stays, so the archive still says a password was there
-_KEEP_NAME = [re.compile(p, re.IGNORECASE) for p in (
-    r"(\b(?:authorization|proxy-authorization)\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]{8,}",
-    r"(\b(?:bearer)\s+)[A-Za-z0-9._~+/=-]{20,}",
-    r"(\b[a-z][a-z0-9+.-]*://[^\s:/@\"']+:)[^\s@/\"']+(?=@)",  # user:password@ in a URL
-    r"(\b[A-Za-z0-9_.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|"
-    r"client[_-]?secret)[A-Za-z0-9_.-]*[\"']?\s*[:=]\s*[\"']?)(?![\"'\s,;}]|\[REDACTED\]|\d+\b)"
-    r"[^\s\"',;}]{6,}",
-)]
+_KEEP_NAME = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"(\b(?:authorization|proxy-authorization)\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+)[A-Za-z0-9._~+/=-]{8,}",
+        r"(\b(?:bearer)\s+)[A-Za-z0-9._~+/=-]{20,}",
+        r"(\b[a-z][a-z0-9+.-]*://[^\s:/@\"']+:)[^\s@/\"']+(?=@)",  # user:password@ in a URL
+        r"(\b[A-Za-z0-9_.-]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|"
+        r"client[_-]?secret)[A-Za-z0-9_.-]*[\"']?\s*[:=]\s*[\"']?)(?![\"'\s,;}]|\[REDACTED\]|\d+\b)"
+        r"[^\s\"',;}]{6,}",
+    )
+]
 
 
 def redact(text: str) -> str:
@@ -53,8 +59,9 @@ def redact(text: str) -> str:
     return text
 
 
-_SECRET_KEY = re.compile(r"(password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|authorization)$",
-                         re.IGNORECASE)
+_SECRET_KEY = re.compile(
+    r"(password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|authorization)$", re.IGNORECASE
+)
 
 
 def redact_value(value: Any) -> Any:
@@ -65,6 +72,8 @@ def redact_value(value: Any) -> Any:
     if isinstance(value, list):
         return [redact_value(v) for v in value]
     if isinstance(value, dict):
-        return {k: MASK if isinstance(v, str) and v and _SECRET_KEY.search(str(k)) else redact_value(v)
-                for k, v in value.items()}
+        return {
+            k: MASK if isinstance(v, str) and v and _SECRET_KEY.search(str(k)) else redact_value(v)
+            for k, v in value.items()
+        }
     return value

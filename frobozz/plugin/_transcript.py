@@ -73,12 +73,22 @@ def tool_steps(entries: list[dict[str, Any]]) -> list[ToolStep]:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                steps.append(("tool_use", f"{block.get('name', '?')} {_brief(block.get('input', {}))}",
-                              {"id": block["id"], "tool": str(block.get("name", ""))}))
+                steps.append(
+                    (
+                        "tool_use",
+                        f"{block.get('name', '?')} {_brief(block.get('input', {}))}",
+                        {"id": block["id"], "tool": str(block.get("name", ""))},
+                    )
+                )
             elif block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
                 content = block.get("content")
                 if isinstance(content, list):
                     content = "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-                steps.append(("tool_result", _brief(content if content is not None else ""),
-                              {"id": block["tool_use_id"], "is_error": bool(block.get("is_error"))}))
+                steps.append(
+                    (
+                        "tool_result",
+                        _brief(content if content is not None else ""),
+                        {"id": block["tool_use_id"], "is_error": bool(block.get("is_error"))},
+                    )
+                )
     return steps

@@ -12,22 +12,39 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # seconds each hook waits for the daemon (the first one may start it), and claude's own limit, a little longer
-LIMITS = {"SessionStart": 10.0, "UserPromptSubmit": 5.0, "PostToolUse": 5.0, "Stop": 5.0, "PreCompact": 60.0,
-          "SessionEnd": 5.0}
+LIMITS = {
+    "SessionStart": 10.0,
+    "UserPromptSubmit": 5.0,
+    "PostToolUse": 5.0,
+    "Stop": 5.0,
+    "PreCompact": 60.0,
+    "SessionEnd": 5.0,
+}
 
 
 class PluginSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore")
 
     data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path("frobozz", appauthor=False))
-    plugin_idle: float = Field(default=1800.0, gt=0, description="Seconds the memory daemon waits for a hook "
-                                                                 "before it ends itself.")
-    plugin_deadline: float = Field(default=1.0, gt=0, le=60, description="Seconds recall and the orientation may "
-                                                                         "take in the daemon.")
-    plugin_limits_scale: float = Field(default=1.0, gt=0, le=100, description=(
-        "Multiplies every hook's time limit when the plugin is installed (a slow machine's, or a test's)."))
-    plugin_ask_timeout: float = Field(default=50.0, gt=0, description="Seconds the daemon's sidecar claude may "
-                                                                      "take to write a suggestion or a letter.")
+    plugin_idle: float = Field(
+        default=1800.0, gt=0, description="Seconds the memory daemon waits for a hook before it ends itself."
+    )
+    plugin_deadline: float = Field(
+        default=1.0, gt=0, le=60, description="Seconds recall and the orientation may take in the daemon."
+    )
+    plugin_limits_scale: float = Field(
+        default=1.0,
+        gt=0,
+        le=100,
+        description=(
+            "Multiplies every hook's time limit when the plugin is installed (a slow machine's, or a test's)."
+        ),
+    )
+    plugin_ask_timeout: float = Field(
+        default=50.0,
+        gt=0,
+        description="Seconds the daemon's sidecar claude may take to write a suggestion or a letter.",
+    )
 
     @property
     def limits(self) -> dict[str, float]:

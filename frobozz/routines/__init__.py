@@ -9,6 +9,24 @@ from ._worker import ENTRYPOINT, Firer, RoutineWorker, enqueue, next_due
 from .exceptions import RoutineError, RoutineInputError, RoutineNotFoundError
 from .settings import RoutineSettings
 
-__all__ = ["ENDED", "ENTRYPOINT", "PASSWORD_ENV", "STATES", "Fired", "Firer", "Routine", "RoutineError",
-           "RoutineInputError", "RoutineNotFoundError", "RoutineSettings", "RoutineStore", "RoutineWorker", "enqueue",
-           "fire", "next_due", "password", "producer", "routine"]
+__all__ = [
+    "ENDED",
+    "ENTRYPOINT",
+    "PASSWORD_ENV",
+    "STATES",
+    "Fired",
+    "Firer",
+    "Routine",
+    "RoutineError",
+    "RoutineInputError",
+    "RoutineNotFoundError",
+    "RoutineSettings",
+    "RoutineStore",
+    "RoutineWorker",
+    "enqueue",
+    "fire",
+    "next_due",
+    "password",
+    "producer",
+    "routine",
+]

@@ -48,15 +48,25 @@ class Fired:
 
 
 def item_json(item: Item) -> dict[str, Any]:
-    return {"title": item.title, "fields": [list(f) for f in item.fields], "excerpt": item.excerpt,
-            "body": item.body, "at": item.at.isoformat() if item.at else None}
+    return {
+        "title": item.title,
+        "fields": [list(f) for f in item.fields],
+        "excerpt": item.excerpt,
+        "body": item.body,
+        "at": item.at.isoformat() if item.at else None,
+    }
 
 
 def item_from(name: str, key: str, data: dict[str, Any] | None, title: str) -> Item:
     data = data or {}
-    return Item(source=name, key=key, title=data.get("title") or title,
-                fields=tuple((str(a), str(b)) for a, b in data.get("fields") or ()),
-                excerpt=data.get("excerpt") or "", body=data.get("body"))
+    return Item(
+        source=name,
+        key=key,
+        title=data.get("title") or title,
+        fields=tuple((str(a), str(b)) for a, b in data.get("fields") or ()),
+        excerpt=data.get("excerpt") or "",
+        body=data.get("body"),
+    )
 
 
 def workspace(spec: Routine, settings: RoutineSettings) -> Path:
@@ -65,23 +75,44 @@ def workspace(spec: Routine, settings: RoutineSettings) -> Path:
 
 def primary_options(spec: Routine, settings: RoutineSettings, cli_path: str | None) -> EngineOptions:
     """The firing's claude: what a warm spare is started with, so that the firing can take it over."""
-    return EngineOptions(model=spec.model, cwd=workspace(spec, settings), max_turns=spec.max_turns,
-                         max_budget_usd=spec.max_cost, cli_path=cli_path)
+    return EngineOptions(
+        model=spec.model,
+        cwd=workspace(spec, settings),
+        max_turns=spec.max_turns,
+        max_budget_usd=spec.max_cost,
+        cli_path=cli_path,
+    )
 
 
 def sidecar_options(spec: Routine, settings: RoutineSettings, cli_path: str | None) -> EngineOptions:
     """The memory loop's sidecar answers stateless questions (recall's queries, suggestions): any folder will
     do, so one kept warm serves every routine of the same model."""
-    return EngineOptions(model=spec.model, cwd=settings.routines_dir, cli_path=cli_path,
-                         trace_attributes={_spans.SESSION_KIND: "sidecar"})
+    return EngineOptions(
+        model=spec.model,
+        cwd=settings.routines_dir,
+        cli_path=cli_path,
+        trace_attributes={_spans.SESSION_KIND: "sidecar"},
+    )
 
 
 def run_info(spec: Routine, run_id: str, title: str) -> RunInfo:
-    return RunInfo(run_id=run_id, game=f"routine:{spec.name}", story="", story_md5="", title=title[:200],
-                   player="claude", mode="routine", model=spec.model, max_turns=spec.max_turns,
-                   max_cost=spec.max_cost, max_seconds=spec.max_seconds, multi=False, prompt_file=None,
-                   created=datetime.now(UTC).isoformat(timespec="seconds"),
-                   memory_namespace=spec.namespace_or_default)
+    return RunInfo(
+        run_id=run_id,
+        game=f"routine:{spec.name}",
+        story="",
+        story_md5="",
+        title=title[:200],
+        player="claude",
+        mode="routine",
+        model=spec.model,
+        max_turns=spec.max_turns,
+        max_cost=spec.max_cost,
+        max_seconds=spec.max_seconds,
+        multi=False,
+        prompt_file=None,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        memory_namespace=spec.namespace_or_default,
+    )
 
 
 def _ended(result: Result | None, timed_out: bool) -> tuple[str, str]:
@@ -99,10 +130,20 @@ def _ended(result: Result | None, timed_out: bool) -> tuple[str, str]:
     return "done", "finished"
 
 
-async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | None, run_id: str, *,
-               ledger: RunLedger, memory: MemoryService, settings: RoutineSettings,
-               cli_path: str | None = None, spare: WarmSpare | None = None,
-               sidecar: Sidecar | None = None) -> Fired:
+async def fire(
+    spec: Routine,
+    key: str,
+    title: str,
+    item_data: dict[str, Any] | None,
+    run_id: str,
+    *,
+    ledger: RunLedger,
+    memory: MemoryService,
+    settings: RoutineSettings,
+    cli_path: str | None = None,
+    spare: WarmSpare | None = None,
+    sidecar: Sidecar | None = None,
+) -> Fired:
     """Play one firing to its end and record it as run `run_id` (made now, or taken up after a crash). `spare`
     and `sidecar`: claudes the worker keeps started between firings (the firing's first request then waits
     for none to start)."""
@@ -119,16 +160,29 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
         writer = Polling(spec.prompt, source=spec.name, files=folder / ".frobozz" / "items")
         body = writer.body_file(item)
     message = item.message(spec.prompt, body)
-    options = replace(primary_options(spec, settings, cli_path), trace_attributes={
-        _spans.SESSION_KIND: "routine", _spans.ROUTINE: spec.name, _spans.RUN_ID: run_id,
-        _spans.MEMORY_NAMESPACE: spec.namespace_or_default})  # spans only: a warm spare still serves it
+    options = replace(
+        primary_options(spec, settings, cli_path),
+        trace_attributes={
+            _spans.SESSION_KIND: "routine",
+            _spans.ROUTINE: spec.name,
+            _spans.RUN_ID: run_id,
+            _spans.MEMORY_NAMESPACE: spec.namespace_or_default,
+        },
+    )  # spans only: a warm spare still serves it
     settings.routines_dir.mkdir(parents=True, exist_ok=True)
     said: list[str] = []
     result: Result | None = None
-    async with MemorySession(options, memory, namespace=spec.namespace_or_default, client=f"routine {spec.name}",
-                             sidecar=sidecar_options(spec, settings, cli_path), deadline=settings.memory_deadline,
-                             spare=spare, shared_sidecar=sidecar,
-                             recall_queries=settings.routine_recall_queries) as session:
+    async with MemorySession(
+        options,
+        memory,
+        namespace=spec.namespace_or_default,
+        client=f"routine {spec.name}",
+        sidecar=sidecar_options(spec, settings, cli_path),
+        deadline=settings.memory_deadline,
+        spare=spare,
+        shared_sidecar=sidecar,
+        recall_queries=settings.routine_recall_queries,
+    ) as session:
         info.memory_session = session.id
         await session.send(message)
         with anyio.move_on_after(spec.max_seconds or float("inf")) as timer:
@@ -148,15 +202,26 @@ async def fire(spec: Routine, key: str, title: str, item_data: dict[str, Any] | 
     cost = float(result.total_cost_usd or 0.0) if result is not None else 0.0
     info.turns, info.cost_usd, info.done = 1, cost, True
     info.status, info.reason = ("finished" if state == "done" else "failed"), reason
-    turn = TurnRecord(turn=1, command=title[:300], text="\n".join(said)[:100_000], score=None, moves=None,
-                      location=None, done=True, won=False, reply="\n".join(said)[:100_000], cost_usd=cost)
+    turn = TurnRecord(
+        turn=1,
+        command=title[:300],
+        text="\n".join(said)[:100_000],
+        score=None,
+        moves=None,
+        location=None,
+        done=True,
+        won=False,
+        reply="\n".join(said)[:100_000],
+        cost_usd=cost,
+    )
     await ledger.record(info, turn, None)
     await ledger.save(info, ended_at=datetime.now(UTC))
     return Fired(state=state, reason=reason, run_id=run_id, cost_usd=cost)
 
 
-async def _game(spec: Routine, run_id: str, *, ledger: RunLedger, settings: RoutineSettings,
-                cli_path: str | None) -> Fired:
+async def _game(
+    spec: Routine, run_id: str, *, ledger: RunLedger, settings: RoutineSettings, cli_path: str | None
+) -> Fired:
     """A firing with --game: a run of the game with memory in the routine's namespace (Solitude with Zork),
     the routine's prompt before the game's own instructions. The run is the runner's, recorded by it, under
     the firing's run id: a firing taken up again after its worker died goes on with that run from its last
@@ -166,9 +231,16 @@ async def _game(spec: Routine, run_id: str, *, ledger: RunLedger, settings: Rout
     prompt_file = folder / "game-prompt.md"
     default = load_template(None, tools=False).template
     prompt_file.write_text(f"{spec.prompt.strip()}\n\n{default}", encoding="utf-8")
-    config = RunConfig(game=spec.game or "", player="claude", model=spec.model, max_turns=spec.max_turns,
-                       max_cost=spec.max_cost, max_seconds=spec.max_seconds, prompt_file=prompt_file,
-                       memory=spec.namespace_or_default)
+    config = RunConfig(
+        game=spec.game or "",
+        player="claude",
+        model=spec.model,
+        max_turns=spec.max_turns,
+        max_cost=spec.max_cost,
+        max_seconds=spec.max_seconds,
+        prompt_file=prompt_file,
+        memory=spec.namespace_or_default,
+    )
     try:
         try:
             await ledger.get(run_id)
@@ -187,8 +259,11 @@ async def _game(spec: Routine, run_id: str, *, ledger: RunLedger, settings: Rout
             return Fired(state="failed", reason=reason, run_id=run_id, cost_usd=0.0)
         return Fired(state="failed", reason=reason, run_id="", cost_usd=0.0)
     except GameError as e:  # a worker without the game: the firing says so, the worker goes on with the rest
-        return Fired(state="failed", reason=f"this worker cannot play {spec.game}: {e}"[:300], run_id="",
-                     cost_usd=0.0)
+        return Fired(state="failed", reason=f"this worker cannot play {spec.game}: {e}"[:300], run_id="", cost_usd=0.0)
     ended = result.reason in ("won", "died", "game over", "max turns", "max cost", "time limit") or result.done
-    return Fired(state="done" if ended else "failed", reason=f"game run: {result.reason}",
-                 run_id=result.run_id, cost_usd=result.cost_usd)
+    return Fired(
+        state="done" if ended else "failed",
+        reason=f"game run: {result.reason}",
+        run_id=result.run_id,
+        cost_usd=result.cost_usd,
+    )

@@ -90,8 +90,10 @@ def routine(**values: object) -> Routine:
     try:
         return Routine(**values)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'routine'}: "
-                             f"{err['msg'].removeprefix('Value error, ')}" for err in e.errors())
+        problems = "; ".join(
+            f"{'.'.join(map(str, err['loc'])) or 'routine'}: {err['msg'].removeprefix('Value error, ')}"
+            for err in e.errors()
+        )
         raise RoutineInputError(problems[:1000]) from None
 
 
@@ -107,22 +109,47 @@ def password(spec: Routine) -> str:
         return text
     value = os.environ.get(spec.password_env or PASSWORD_ENV, "")
     if not value:
-        raise RoutineInputError(f"set {spec.password_env or PASSWORD_ENV} to the mailbox's password "
-                                "(or give --password-file)")
+        raise RoutineInputError(
+            f"set {spec.password_env or PASSWORD_ENV} to the mailbox's password (or give --password-file)"
+        )
     return value
 
 
-def producer(spec: Routine, deliveries: Deliveries, *, created: datetime, files: Path | None = None,
-             idle: bool = True) -> Polling:
+def producer(
+    spec: Routine, deliveries: Deliveries, *, created: datetime, files: Path | None = None, idle: bool = True
+) -> Polling:
     """The engine producer that reads this routine's source, remembering through `deliveries`."""
     try:
         if spec.kind in ("cron", "every"):
-            return Schedule(spec.prompt, cron=spec.cron, tz=spec.tz, every=spec.every, source=spec.name,
-                            deliveries=deliveries, start=created, files=files)
+            return Schedule(
+                spec.prompt,
+                cron=spec.cron,
+                tz=spec.tz,
+                every=spec.every,
+                source=spec.name,
+                deliveries=deliveries,
+                start=created,
+                files=files,
+            )
         if spec.kind == "feed":
-            return Feed(spec.url or "", spec.prompt, source=spec.name, since=created, deliveries=deliveries,
-                        interval=spec.poll, files=files)
-        return Inbox(spec.url or "", spec.prompt, password=password(spec), source=spec.name, deliveries=deliveries,
-                     interval=spec.poll, files=files, idle=idle)
+            return Feed(
+                spec.url or "",
+                spec.prompt,
+                source=spec.name,
+                since=created,
+                deliveries=deliveries,
+                interval=spec.poll,
+                files=files,
+            )
+        return Inbox(
+            spec.url or "",
+            spec.prompt,
+            password=password(spec),
+            source=spec.name,
+            deliveries=deliveries,
+            interval=spec.poll,
+            files=files,
+            idle=idle,
+        )
     except ProducerError as e:
         raise RoutineInputError(str(e)) from e

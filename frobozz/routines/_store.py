@@ -34,8 +34,11 @@ class RoutineStore:
 
     # -- routines ---------------------------------------------------------------------------------
     async def add(self, spec: Routine) -> None:
-        done = await self.pool.execute("INSERT INTO routines (name, spec) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                                       spec.name, spec.model_dump_json())
+        done = await self.pool.execute(
+            "INSERT INTO routines (name, spec) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            spec.name,
+            spec.model_dump_json(),
+        )
         if done.endswith(" 0"):
             raise RoutineInputError(f"there is a routine {spec.name} already: remove it first, or pick another name")
 
@@ -57,7 +60,9 @@ class RoutineStore:
             "SELECT r.*, (SELECT json_object_agg(state, n) FROM (SELECT state, count(*) AS n FROM routine_firings f "
             "WHERE f.routine = r.name GROUP BY state) s) AS counts, "
             "(SELECT max(created) FROM routine_firings f WHERE f.routine = r.name) AS last_fired "
-            "FROM routines r WHERE NOT ($1 AND r.paused) ORDER BY r.name", active)
+            "FROM routines r WHERE NOT ($1 AND r.paused) ORDER BY r.name",
+            active,
+        )
         found = []
         for row in rows:
             item = self._routine(row)
@@ -71,8 +76,11 @@ class RoutineStore:
             raise RoutineNotFoundError(f"no routine {name[:80]!r}")
 
     async def set_problem(self, name: str, problem: str | None) -> None:
-        await self.pool.execute("UPDATE routines SET problem = $2 WHERE name = $1 AND problem IS DISTINCT FROM $2",
-                                name, None if problem is None else problem[:500])
+        await self.pool.execute(
+            "UPDATE routines SET problem = $2 WHERE name = $1 AND problem IS DISTINCT FROM $2",
+            name,
+            None if problem is None else problem[:500],
+        )
 
     async def remove(self, name: str) -> None:
         done = await self.pool.execute("DELETE FROM routines WHERE name = $1", name)
@@ -80,14 +88,30 @@ class RoutineStore:
             raise RoutineNotFoundError(f"no routine {name[:80]!r}")
 
     # -- firings ----------------------------------------------------------------------------------
-    async def claim(self, name: str, key: str, title: str, *, due: datetime | None = None,
-                    item: dict[str, Any] | None = None, state: str = "queued", reason: str | None = None) -> bool:
+    async def claim(
+        self,
+        name: str,
+        key: str,
+        title: str,
+        *,
+        due: datetime | None = None,
+        item: dict[str, Any] | None = None,
+        state: str = "queued",
+        reason: str | None = None,
+    ) -> bool:
         """A new firing, unless this key of this routine has one already (another worker was first)."""
         row = await self.pool.fetchval(
             "INSERT INTO routine_firings (routine, key, title, due, state, reason, item, ended) "
             "VALUES ($1, $2, $3, COALESCE($4, now()), $5, $6, $7, CASE WHEN $5 IN ('done', 'skipped', 'failed') "
             "THEN now() END) ON CONFLICT DO NOTHING RETURNING 1",
-            name, key, title[:500], due, state, reason, None if item is None else json.dumps(item))
+            name,
+            key,
+            title[:500],
+            due,
+            state,
+            reason,
+            None if item is None else json.dumps(item),
+        )
         return row is not None
 
     async def firing(self, name: str, key: str) -> dict[str, Any] | None:
@@ -102,34 +126,62 @@ class RoutineStore:
         """The newest firings first."""
         rows = await self.pool.fetch(
             "SELECT routine, key, title, due, state, reason, run_id, cost_usd, attempts, created, started, ended "
-            "FROM routine_firings WHERE routine = $1 ORDER BY created DESC, key DESC LIMIT $2", name, limit)
+            "FROM routine_firings WHERE routine = $1 ORDER BY created DESC, key DESC LIMIT $2",
+            name,
+            limit,
+        )
         return [dict(r) for r in rows]
 
     async def open_firings(self, name: str) -> int:
-        return await self.pool.fetchval("SELECT count(*) FROM routine_firings WHERE routine = $1 AND state IN "
-                                        "('queued', 'running')", name)
+        return await self.pool.fetchval(
+            "SELECT count(*) FROM routine_firings WHERE routine = $1 AND state IN ('queued', 'running')", name
+        )
 
     async def last_due(self, name: str) -> datetime | None:
-        return await self.pool.fetchval("SELECT max(due) FROM routine_firings WHERE routine = $1 AND key LIKE '20%'",
-                                        name)
+        return await self.pool.fetchval(
+            "SELECT max(due) FROM routine_firings WHERE routine = $1 AND key LIKE '20%'", name
+        )
 
     async def start(self, name: str, key: str, run_id: str | None) -> None:
-        await self.pool.execute("UPDATE routine_firings SET state = 'running', attempts = attempts + 1, "
-                                "started = now(), run_id = COALESCE($3, run_id) WHERE routine = $1 AND key = $2",
-                                name, key, run_id)
+        await self.pool.execute(
+            "UPDATE routine_firings SET state = 'running', attempts = attempts + 1, "
+            "started = now(), run_id = COALESCE($3, run_id) WHERE routine = $1 AND key = $2",
+            name,
+            key,
+            run_id,
+        )
 
-    async def finish(self, name: str, key: str, state: str, reason: str | None = None, *,
-                     cost_usd: float | None = None, run_id: str | None = None) -> None:
+    async def finish(
+        self,
+        name: str,
+        key: str,
+        state: str,
+        reason: str | None = None,
+        *,
+        cost_usd: float | None = None,
+        run_id: str | None = None,
+    ) -> None:
         assert state in ENDED
-        await self.pool.execute("UPDATE routine_firings SET state = $3, reason = $4, ended = now(), "
-                                "cost_usd = COALESCE($5, cost_usd), run_id = COALESCE($6, run_id) "
-                                "WHERE routine = $1 AND key = $2",
-                                name, key, state, None if reason is None else reason[:500], cost_usd, run_id)
+        await self.pool.execute(
+            "UPDATE routine_firings SET state = $3, reason = $4, ended = now(), "
+            "cost_usd = COALESCE($5, cost_usd), run_id = COALESCE($6, run_id) "
+            "WHERE routine = $1 AND key = $2",
+            name,
+            key,
+            state,
+            None if reason is None else reason[:500],
+            cost_usd,
+            run_id,
+        )
 
     # -- the engine's Deliveries protocol (a source is a routine's name) ----------------------------
     async def done(self, source: str, keys: Iterable[str]) -> set[str]:
-        rows = await self.pool.fetch("SELECT key FROM routine_firings WHERE routine = $1 AND key = ANY($2::text[]) "
-                                     "AND state = ANY($3::text[])", source, list(keys), list(ENDED))
+        rows = await self.pool.fetch(
+            "SELECT key FROM routine_firings WHERE routine = $1 AND key = ANY($2::text[]) AND state = ANY($3::text[])",
+            source,
+            list(keys),
+            list(ENDED),
+        )
         return {r["key"] for r in rows}
 
     async def mark_done(self, source: str, key: str) -> None:

@@ -36,8 +36,8 @@ class _Held:
 
 class Warm:
     """`async with Warm(settings, memory) as warm:` then `warm.prime(spec)`; a firing asks `warm.spare(name)` and
-    `warm.sidecar(spec)`; a firing leases its routine's spare (`async with warm.lease(name) as spare:`), so that
-letting a spare go (paused, removed, or the least recently primed) never closes a claude a firing took from it."""
+        `warm.sidecar(spec)`; a firing leases its routine's spare (`async with warm.lease(name) as spare:`), so that
+    letting a spare go (paused, removed, or the least recently primed) never closes a claude a firing took from it."""
 
     def __init__(self, settings: RoutineSettings, memory: MemoryService, *, cli_path: str | None = None) -> None:
         self.settings, self.memory, self.cli_path = settings, memory, cli_path
@@ -126,8 +126,9 @@ letting a spare go (paused, removed, or the least recently primed) never closes 
         sidecar = self._sidecars.get(spec.model)
         if sidecar is None:
             self.settings.routines_dir.mkdir(parents=True, exist_ok=True)
-            sidecar = self._sidecars[spec.model] = Sidecar(sidecar_options(spec, self.settings, self.cli_path),
-                                                           warm=SIDECARS)
+            sidecar = self._sidecars[spec.model] = Sidecar(
+                sidecar_options(spec, self.settings, self.cli_path), warm=SIDECARS
+            )
             for _ in range(SIDECARS):
                 self._tg.start_soon(sidecar.keep_warm)
         return sidecar

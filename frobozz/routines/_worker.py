@@ -45,15 +45,33 @@ def new_run_id() -> str:
     return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
 
 
-async def enqueue(store: RoutineStore, ledger: RunLedger, name: str, key: str, title: str, *,
-                  due: datetime | None = None, item: dict[str, Any] | None = None, manual: bool = False) -> bool:
+async def enqueue(
+    store: RoutineStore,
+    ledger: RunLedger,
+    name: str,
+    key: str,
+    title: str,
+    *,
+    due: datetime | None = None,
+    item: dict[str, Any] | None = None,
+    manual: bool = False,
+) -> bool:
     """A firing on the queue (at `due`, or now) and in the firings table; False if it was there already."""
     queries = await install_queue(ledger)
     delay = max((due - datetime.now(UTC)).total_seconds(), 0.0) if due else 0.0
-    payload = json.dumps({"routine": name, "key": key, "title": title, "manual": manual,
-                          "due": due.isoformat() if due else None, "item": item}).encode()
-    (job,) = await queries.enqueue(ENTRYPOINT, payload, 0, timedelta(seconds=delay),
-                                   f"routine:{name}:{key}", on_conflict="skip")
+    payload = json.dumps(
+        {
+            "routine": name,
+            "key": key,
+            "title": title,
+            "manual": manual,
+            "due": due.isoformat() if due else None,
+            "item": item,
+        }
+    ).encode()
+    (job,) = await queries.enqueue(
+        ENTRYPOINT, payload, 0, timedelta(seconds=delay), f"routine:{name}:{key}", on_conflict="skip"
+    )
     claimed = await store.claim(name, key, title, due=due, item=item)
     return job is not None and claimed
 
@@ -77,8 +95,15 @@ async def next_due(store: RoutineStore, row: dict[str, Any]) -> datetime | None:
 class Firer:
     """Fires one firing to its end: the part a worker's job and `routine run` share."""
 
-    def __init__(self, store: RoutineStore, ledger: RunLedger, memory: MemoryService, settings: RoutineSettings, *,
-                 cli_path: str | None = None) -> None:
+    def __init__(
+        self,
+        store: RoutineStore,
+        ledger: RunLedger,
+        memory: MemoryService,
+        settings: RoutineSettings,
+        *,
+        cli_path: str | None = None,
+    ) -> None:
         self.store, self.ledger, self.memory, self.settings, self.cli_path = store, ledger, memory, settings, cli_path
         self.warm: Warm | None = None  # a worker's claudes kept started between firings
 
@@ -86,8 +111,9 @@ class Firer:
         """The firing's end state (None: nothing to do: ended before, or its routine is gone). Traced: a span
         from the job taken to its end (in the trace of the queue's job), the firing's claude session linked."""
         name = str(data["routine"])
-        with _spans.span(_spans.ROUTINE_FIRE, attributes={_spans.ROUTINE: name,
-                                                          _spans.ROUTINE_MANUAL: bool(data.get("manual"))}) as span:
+        with _spans.span(
+            _spans.ROUTINE_FIRE, attributes={_spans.ROUTINE: name, _spans.ROUTINE_MANUAL: bool(data.get("manual"))}
+        ) as span:
             state = await self._fire(data, span)
             span.set_attribute(_spans.ROUTINE_STATE, state or "nothing to do")
             if state == "failed":
@@ -114,10 +140,12 @@ class Firer:
             if row["paused"] and not data.get("manual"):
                 await self.store.finish(name, key, "skipped", "the routine was paused before it fired")
                 return "skipped"
-            if not await connection.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
-                                             f"frobozz-routine:{name}"):
-                await self.store.finish(name, key, "skipped",
-                                        "overlap: the routine's previous firing was still running")
+            if not await connection.fetchval(
+                "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", f"frobozz-routine:{name}"
+            ):
+                await self.store.finish(
+                    name, key, "skipped", "overlap: the routine's previous firing was still running"
+                )
                 return "skipped"
             try:
                 run_id = firing["run_id"] or new_run_id()
@@ -126,22 +154,34 @@ class Firer:
                 try:
                     warm = self.warm
                     async with warm.lease(name) if warm else nullcontext() as spare:
-                        fired = await fire(spec, key, firing["title"], firing["item"], run_id, ledger=self.ledger,
-                                           memory=self.memory, settings=self.settings, cli_path=self.cli_path,
-                                           spare=spare, sidecar=warm.sidecar(spec) if warm else None)
+                        fired = await fire(
+                            spec,
+                            key,
+                            firing["title"],
+                            firing["item"],
+                            run_id,
+                            ledger=self.ledger,
+                            memory=self.memory,
+                            settings=self.settings,
+                            cli_path=self.cli_path,
+                            spare=spare,
+                            sidecar=warm.sidecar(spec) if warm else None,
+                        )
                 except DATABASE_ERRORS:
                     raise
                 except Exception as e:  # noqa: BLE001 - a firing that cannot run is recorded, the worker goes on
                     log.warning("routine %s: firing %s failed: %s: %s", name, key, type(e).__name__, e)
                     await self.store.finish(name, key, "failed", f"{type(e).__name__}: {e}")
                     return "failed"
-                await self.store.finish(name, key, fired.state, fired.reason, cost_usd=fired.cost_usd,
-                                        run_id=fired.run_id or None)
+                await self.store.finish(
+                    name, key, fired.state, fired.reason, cost_usd=fired.cost_usd, run_id=fired.run_id or None
+                )
                 span.set_attributes({_spans.ROUTINE_REASON: fired.reason, _spans.COST_USD: fired.cost_usd})
                 return fired.state
             finally:
-                await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))",
-                                         f"frobozz-routine:{name}")
+                await connection.execute(
+                    "SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-routine:{name}"
+                )
 
     @asynccontextmanager
     async def _lock(self, name: str, *, wait: bool) -> AsyncIterator[Any]:
@@ -150,7 +190,8 @@ class Firer:
             # Postgres says nothing when a lock frees, and a blocking pg_advisory_lock would hold the
             # connection in a query that only a cancel request could end: tried again every 0.25 s
             while not await connection.fetchval(  # noqa: ASYNC110 - see the comment above
-                    "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name):
+                "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name
+            ):
                 await anyio.sleep(0.25)
             try:
                 yield connection
@@ -165,8 +206,15 @@ class Firer:
 class RoutineWorker:
     """Looks at the routines and fires what is due, until stopped."""
 
-    def __init__(self, store: RoutineStore, ledger: RunLedger, settings: RoutineSettings, *,
-                 memory: MemoryService | None = None, cli_path: str | None = None) -> None:
+    def __init__(
+        self,
+        store: RoutineStore,
+        ledger: RunLedger,
+        settings: RoutineSettings,
+        *,
+        memory: MemoryService | None = None,
+        cli_path: str | None = None,
+    ) -> None:
         self.store, self.ledger, self.settings = store, ledger, settings
         self.memory = memory or MemoryService(MemorySettings())
         self.firer = Firer(store, ledger, self.memory, settings, cli_path=cli_path)
@@ -267,15 +315,22 @@ class RoutineWorker:
                 for _ in range(MISSED_KEPT):
                     if due >= latest:
                         break
-                    await self.store.claim(spec.name, Schedule.key(due), f"due {Schedule.key(due)}", due=due,
-                                           state="skipped", reason="missed: no worker was looking when it was due")
+                    await self.store.claim(
+                        spec.name,
+                        Schedule.key(due),
+                        f"due {Schedule.key(due)}",
+                        due=due,
+                        state="skipped",
+                        reason="missed: no worker was looking when it was due",
+                    )
                     due = schedule.next_after(due)
                 due = latest
             if self.firer.warm is not None and due - now <= timedelta(seconds=WARM_LEAD):
                 await self.firer.warm.prime(spec)
             if due - now <= timedelta(seconds=self.settings.routine_tick * 2 + 1):
-                await enqueue(self.store, self.ledger, spec.name, Schedule.key(due), f"due {Schedule.key(due)}",
-                              due=due)
+                await enqueue(
+                    self.store, self.ledger, spec.name, Schedule.key(due), f"due {Schedule.key(due)}", due=due
+                )
             return
         clock = anyio.current_time()
         if clock < self._next_look.get(spec.name, 0.0):
@@ -287,7 +342,9 @@ class RoutineWorker:
         if kept is not None and kept[0] != spec:  # removed and added again with other settings
             await self._forget(spec.name)
             kept = None
-        source = kept[1] if kept else producer(spec, self.store, created=row["created"], idle=self.settings.routine_idle)
+        source = (
+            kept[1] if kept else producer(spec, self.store, created=row["created"], idle=self.settings.routine_idle)
+        )
         if isinstance(source, Inbox):
             self._inboxes[spec.name] = (spec, source)  # its connections kept: the next look is a round trip
         try:

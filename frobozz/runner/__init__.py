@@ -12,7 +12,32 @@ from ._run import RunConfig, RunResult, new_info, play
 from ._store import RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord
 from .settings import RunnerSettings
 
-__all__ = ["STATUSES", "LiveView", "PlayerError", "PlayerSpec", "RunConfig", "RunFinishedError", "RunInfo", "RunLedger",
-           "RunNotFoundError", "RunResult", "RunStore", "RunnerSettings", "TurnRecord", "Worker", "all_runs",
-           "claude_readiness", "commands_for", "enqueue", "extract_commands", "install_queue", "leaderboard",
-           "load_template", "local_infos", "new_info", "play", "run_row", "summary_table"]
+__all__ = [
+    "STATUSES",
+    "LiveView",
+    "PlayerError",
+    "PlayerSpec",
+    "RunConfig",
+    "RunFinishedError",
+    "RunInfo",
+    "RunLedger",
+    "RunNotFoundError",
+    "RunResult",
+    "RunStore",
+    "RunnerSettings",
+    "TurnRecord",
+    "Worker",
+    "all_runs",
+    "claude_readiness",
+    "commands_for",
+    "enqueue",
+    "extract_commands",
+    "install_queue",
+    "leaderboard",
+    "load_template",
+    "local_infos",
+    "new_info",
+    "play",
+    "run_row",
+    "summary_table",
+]

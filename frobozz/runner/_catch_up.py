@@ -23,8 +23,9 @@ async def missed_turns(server: dict[str, Any], session_id: str, last: Turn | Non
     # Loaded here, not with the runner: it takes seconds, and `runs`, `worker` and `play` start without it.
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(command=server["command"], args=server["args"],
-                                   env={**os.environ, **server.get("env", {})})
+    params = StdioServerParameters(
+        command=server["command"], args=server["args"], env={**os.environ, **server.get("env", {})}
+    )
     try:
         async with Client(params) as client:
             result = await client.call_tool("history", {"session_id": session_id, "last": _REACH})
@@ -33,14 +34,23 @@ async def missed_turns(server: dict[str, Any], session_id: str, last: Turn | Non
         return []
     if result.is_error or not result.structured_content:
         return []
-    turns = [Turn(number=t["turn"], command=t["command"], text=t["text"], score=t["score"], moves=t["moves"],
-                  location=t["location"]) for t in result.structured_content["turns"]]
+    turns = [
+        Turn(
+            number=t["turn"],
+            command=t["command"],
+            text=t["text"],
+            score=t["score"],
+            moves=t["moves"],
+            location=t["location"],
+        )
+        for t in result.structured_content["turns"]
+    ]
     if last is None:
         return [t for t in turns if t.command is not None]
     for i in range(len(turns) - 1, -1, -1):
         t = turns[i]
         if (t.command, t.moves, t.text) == (last.command, last.moves, last.text):
-            return turns[i + 1:]
+            return turns[i + 1 :]
     return []
 
 

@@ -29,14 +29,23 @@ _DIED = re.compile(r"\*+\s*You have died\s*\*+", re.IGNORECASE)
 
 
 class RunContext:
-    def __init__(self, store: RunStore, *, max_score: int | None, correction_limit: int = 5,
-                 on_turn: Callable[[RunContext, TurnRecord], None] | None = None, priced: bool = True,
-                 ledger: RunLedger | None = None, ledger_required: bool = True) -> None:
+    def __init__(
+        self,
+        store: RunStore,
+        *,
+        max_score: int | None,
+        correction_limit: int = 5,
+        on_turn: Callable[[RunContext, TurnRecord], None] | None = None,
+        priced: bool = True,
+        ledger: RunLedger | None = None,
+        ledger_required: bool = True,
+    ) -> None:
         self.store = store
         self.ledger = ledger  # each turn is committed to the database too, in order
         self.ledger_required = ledger_required  # a queued run stops without its database; one played here goes on
         self._to_ledger, self._ledger_queue = anyio.create_memory_object_stream[
-            tuple[TurnRecord, dict[str, Any] | None]](math.inf)
+            tuple[TurnRecord, dict[str, Any] | None]
+        ](math.inf)
         self._pending = 0
         self._written = anyio.Condition()
         self.priced = priced  # False: a scripted model, which costs nothing (claude prices it as a paid one)
@@ -72,14 +81,25 @@ class RunContext:
         if self.info.max_cost is not None and self.info.cost_usd >= self.info.max_cost:
             self.finish("max cost")
 
-    def commit(self, command: str, turn: Turn, *, reply: str, snapshot: dict | None,
-               notes: TurnNotes | None = None) -> TurnRecord:
+    def commit(
+        self, command: str, turn: Turn, *, reply: str, snapshot: dict | None, notes: TurnNotes | None = None
+    ) -> TurnRecord:
         """Record one played command before anything else happens (with what memory did around it);
         return its record."""
         noted = {} if notes is None else asdict(notes)  # its fields are the record's
-        record = TurnRecord(turn=self.info.turns + 1, command=command, text=turn.text, score=turn.score,
-                            moves=turn.moves, location=turn.location, done=turn.done, won=turn.won,
-                            reply=reply, cost_usd=self.info.cost_usd, **noted)
+        record = TurnRecord(
+            turn=self.info.turns + 1,
+            command=command,
+            text=turn.text,
+            score=turn.score,
+            moves=turn.moves,
+            location=turn.location,
+            done=turn.done,
+            won=turn.won,
+            reply=reply,
+            cost_usd=self.info.cost_usd,
+            **noted,
+        )
         self.store.record(record, snapshot)
         if self.ledger is not None:
             self._pending += 1
@@ -104,8 +124,11 @@ class RunContext:
                 if self.ledger_required:  # the run stops where the database last has it (its directory: all)
                     self.finish(f"{DATABASE_GONE}: {e}"[:300], status="stopped")
                 else:
-                    log.warning("the database went away (%s): run %s goes on, recorded in its directory only",
-                                e, self.info.run_id)
+                    log.warning(
+                        "the database went away (%s): run %s goes on, recorded in its directory only",
+                        e,
+                        self.info.run_id,
+                    )
             async with self._written:
                 self._pending = 0 if self.ledger is None else self._pending - 1
                 self._written.notify_all()
@@ -137,8 +160,13 @@ class RunContext:
 
     def _take(self, record: TurnRecord) -> None:
         info = self.info
-        info.turns, info.score, info.moves, info.won, info.done = (record.turn, record.score, record.moves,
-                                                                    record.won, record.done)
+        info.turns, info.score, info.moves, info.won, info.done = (
+            record.turn,
+            record.score,
+            record.moves,
+            record.won,
+            record.done,
+        )
         info.memories_recalled += len(record.recalled)
         info.memories_stored += len(record.stored)
         info.compactions += record.compacted
@@ -155,8 +183,16 @@ class RunContext:
         last = records[-1] if records else None
         if last:
             self.info.cost_usd = max(self.info.cost_usd, last.cost_usd)
-            self.current = Turn(number=last.turn, command=last.command, text=last.text, score=last.score,
-                                moves=last.moves, location=last.location, done=last.done, won=last.won)
+            self.current = Turn(
+                number=last.turn,
+                command=last.command,
+                text=last.text,
+                score=last.score,
+                moves=last.moves,
+                location=last.location,
+                done=last.done,
+                won=last.won,
+            )
         if self.info.claude_session_id:  # resumed, claude carries that session's total on: at most the run's
             self._costs.resumed(self.info.claude_session_id, self.info.cost_usd)
 

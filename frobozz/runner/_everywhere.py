@@ -31,17 +31,40 @@ def local_infos(runs_dir: Path) -> list[RunInfo]:
 def local_row(info: RunInfo, runs_dir: Path) -> dict[str, Any]:
     """A run of this machine as the runs table lists one."""
     created = datetime.fromisoformat(info.created) if info.created else None
-    return {"run_id": info.run_id, "game": info.game, "player": info.player, "mode": info.mode, "model": info.model,
-            "status": info.status, "reason": info.reason, "score": info.score, "max_score": info.max_score,
-            "turns": info.turns, "won": info.won, "cost_usd": info.cost_usd, "worker": None,
-            "run_dir": str(runs_dir / info.run_id), "created": created, "updated": None}
+    return {
+        "run_id": info.run_id,
+        "game": info.game,
+        "player": info.player,
+        "mode": info.mode,
+        "model": info.model,
+        "status": info.status,
+        "reason": info.reason,
+        "score": info.score,
+        "max_score": info.max_score,
+        "turns": info.turns,
+        "won": info.won,
+        "cost_usd": info.cost_usd,
+        "worker": None,
+        "run_dir": str(runs_dir / info.run_id),
+        "created": created,
+        "updated": None,
+    }
 
 
-async def all_runs(ledger: RunLedger | None, runs_dir: Path, *, game: str | None = None, model: str | None = None,
-                   status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+async def all_runs(
+    ledger: RunLedger | None,
+    runs_dir: Path,
+    *,
+    game: str | None = None,
+    model: str | None = None,
+    status: str | None = None,
+    limit: int = 100,
+) -> list[dict[str, Any]]:
     """The newest runs first, from the database and from this machine (the database's row wins)."""
-    found = {r["run_id"]: r for r in (await ledger.runs(game=game, model=model, status=status, limit=limit)
-                                      if ledger is not None else [])}
+    found = {
+        r["run_id"]: r
+        for r in (await ledger.runs(game=game, model=model, status=status, limit=limit) if ledger is not None else [])
+    }
     wanted = {"game": game, "model": model, "status": status}
     for info in local_infos(runs_dir):
         row = local_row(info, runs_dir)
@@ -66,8 +89,14 @@ async def run_row(ledger: RunLedger | None, runs_dir: Path, run_id: str) -> dict
         if missing is None:
             raise
         raise RunNotFoundError(f"{missing}, nor on this machine") from None
-    return {**local_row(store.info, runs_dir), "info": json.dumps(asdict(store.info)), "queued_at": None,
-            "started_at": None, "ended_at": None, "in_database": False}
+    return {
+        **local_row(store.info, runs_dir),
+        "info": json.dumps(asdict(store.info)),
+        "queued_at": None,
+        "started_at": None,
+        "ended_at": None,
+        "in_database": False,
+    }
 
 
 async def leaderboard(ledger: RunLedger | None, runs_dir: Path, *, game: str | None = None) -> list[dict[str, Any]]:
@@ -91,13 +120,26 @@ def board(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         scores = [r["score"] or 0 for r in runs]
         cost = sum(r["cost_usd"] or 0.0 for r in runs)
         maxima = [r["max_score"] for r in runs if r["max_score"] is not None]
-        out.append({"model": model, "player": player, "game": game, "mode": mode, "runs": len(runs),
-                    "mean_score": round(sum(scores) / len(runs), 2), "best_score": max(scores),
-                    "max_score": max(maxima) if maxima else None, "wins": sum(bool(r["won"]) for r in runs),
-                    "mean_turns": round(sum(r["turns"] for r in runs) / len(runs), 1), "cost_usd": round(cost, 6),
-                    "cost_per_point": round(cost / sum(scores), 6) if sum(scores) > 0 else None})
-    return sorted(out, key=lambda b: (-b["mean_score"], -b["wins"], b["mean_turns"], b["model"], b["player"],
-                                      b["game"], b["mode"]))
+        out.append(
+            {
+                "model": model,
+                "player": player,
+                "game": game,
+                "mode": mode,
+                "runs": len(runs),
+                "mean_score": round(sum(scores) / len(runs), 2),
+                "best_score": max(scores),
+                "max_score": max(maxima) if maxima else None,
+                "wins": sum(bool(r["won"]) for r in runs),
+                "mean_turns": round(sum(r["turns"] for r in runs) / len(runs), 1),
+                "cost_usd": round(cost, 6),
+                "cost_per_point": round(cost / sum(scores), 6) if sum(scores) > 0 else None,
+            }
+        )
+    return sorted(
+        out,
+        key=lambda b: (-b["mean_score"], -b["wins"], b["mean_turns"], b["model"], b["player"], b["game"], b["mode"]),
+    )
 
 
 def _when(created: Any) -> str:

@@ -16,8 +16,9 @@ _TAG = re.compile(r"<command>(.*?)</command>", re.IGNORECASE | re.DOTALL)
 _PROMPT_LINE = re.compile(r"^[ \t]*>[ \t]*(\S.*?)[ \t]*$", re.MULTILINE)
 _COMMAND_LINE = re.compile(r"^[ \t*_]*command[ \t*_]*:[ \t*_]*(\S.*?)[ \t*_]*$", re.IGNORECASE | re.MULTILINE)
 _MAX_WORDS = 8
-_PROSE_START = re.compile(r"^(i|i'm|i'll|let's|let me|the|this|that|it|we|you|my|there|here|so|now|ok|okay)\b",
-                          re.IGNORECASE)
+_PROSE_START = re.compile(
+    r"^(i|i'm|i'll|let's|let me|the|this|that|it|we|you|my|there|here|so|now|ok|okay)\b", re.IGNORECASE
+)
 
 
 def _clean(raw: str) -> str | None:

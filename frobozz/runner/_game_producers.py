@@ -76,9 +76,18 @@ class GameProducer:
 
     name = "game"
 
-    def __init__(self, game: GameSession, context: RunContext, replies: MemoryObjectReceiveStream[Reply], *,
-                 first_message: str, multi: bool, memory: RunMemory | None = None, instructions: str = "",
-                 note: str = "") -> None:
+    def __init__(
+        self,
+        game: GameSession,
+        context: RunContext,
+        replies: MemoryObjectReceiveStream[Reply],
+        *,
+        first_message: str,
+        multi: bool,
+        memory: RunMemory | None = None,
+        instructions: str = "",
+        note: str = "",
+    ) -> None:
         self.game = game
         self.context = context
         self.replies = replies
@@ -99,8 +108,15 @@ class GameProducer:
         except GameError:
             inventory = None
         opening = self.game.turns[0] if self.game.turns[0].number == 0 else None
-        return GameView(self.instructions, self.header(), text, self.game.current.location, inventory,
-                        tuple(self.context.records), opening)
+        return GameView(
+            self.instructions,
+            self.header(),
+            text,
+            self.game.current.location,
+            inventory,
+            tuple(self.context.records),
+            opening,
+        )
 
     async def send(self, session: Session, message: str) -> None:
         if self.memory is not None:
@@ -135,17 +151,26 @@ class GameProducer:
                     with _spans.span(_spans.GAME_ACT, parent=next_turn) as span:
                         turn = await self.game.act(command)
                         if span.is_recording():
-                            span.set_attributes({_spans.GAME_SCORE: turn.score or 0, _spans.GAME_MOVES: turn.moves or 0,
-                                                 **({_spans.GAME_COMMAND: command} if trace.content is not None
-                                                    else {})})
+                            span.set_attributes(
+                                {
+                                    _spans.GAME_SCORE: turn.score or 0,
+                                    _spans.GAME_MOVES: turn.moves or 0,
+                                    **({_spans.GAME_COMMAND: command} if trace.content is not None else {}),
+                                }
+                            )
                 except CommandError as e:  # a refused meta-command: tell the player, play on
                     answers.append(f"[{e}]")
                     continue
                 except GameError as e:
                     answers.append(f"[{e}]")
                     continue
-                context.commit(command, turn, reply=reply.text, snapshot=self.game.snapshot(),
-                               notes=self.memory.notes() if self.memory else None)
+                context.commit(
+                    command,
+                    turn,
+                    reply=reply.text,
+                    snapshot=self.game.snapshot(),
+                    notes=self.memory.notes() if self.memory else None,
+                )
                 await context.committed()
                 answers.append(turn.text if len(commands) == 1 else f"> {command}\n{turn.text}")
                 reason = context.stop_reason(turn)
@@ -159,8 +184,9 @@ class GameProducer:
                 paused = time.perf_counter()
                 await self.memory.between_turns(session, self.replies.receive)  # the model's time: not counted
                 started += time.perf_counter() - paused
-                message = await self.memory.message(self.header(), text, self.game.current.location,
-                                                    partial(self.view, text))
+                message = await self.memory.message(
+                    self.header(), text, self.game.current.location, partial(self.view, text)
+                )
             await self.send(session, message)
             context.own_turn(time.perf_counter() - started)
 
@@ -210,17 +236,25 @@ class ToolWatcher:
                 self.context.info.game_session = self.session_id  # a queued run's game, shared: taken up by id
                 if self.memory is not None and tool == "act":
                     self.memory.recalled_by_game(state.get("recalled") or [])
-                turn = Turn(number=self.context.turn_number, command=command, text=state.get("text", ""),
-                            score=state.get("score"), moves=state.get("moves"), location=state.get("location"),
-                            done=bool(state.get("done")), won=bool(state.get("won")))
+                turn = Turn(
+                    number=self.context.turn_number,
+                    command=command,
+                    text=state.get("text", ""),
+                    score=state.get("score"),
+                    moves=state.get("moves"),
+                    location=state.get("location"),
+                    done=bool(state.get("done")),
+                    won=bool(state.get("won")),
+                )
                 if tool != "act":
                     if tool == "new_game" and not self.context.records and self.context.info.start_location is None:
                         self.context.info.start_location = turn.location  # the map's first room
                     self.context.current = turn
                     continue
                 reply, self._texts = "\n".join(t for t in self._texts if t), []
-                self.context.commit(command or "", turn, reply=reply, snapshot=None,
-                                    notes=self.memory.notes() if self.memory else None)
+                self.context.commit(
+                    command or "", turn, reply=reply, snapshot=None, notes=self.memory.notes() if self.memory else None
+                )
                 reason = self.context.stop_reason(turn)
                 if reason:
                     self.context.finish(reason)
@@ -238,9 +272,17 @@ class ToolsProducer:
 
     name = "game-instructions"
 
-    def __init__(self, context: RunContext, watcher: ToolWatcher, *, first_message: str, max_score: int | None,
-                 memory: RunMemory | None = None, instructions: str = "",
-                 inventory: Callable[[], Awaitable[str | None]] | None = None) -> None:
+    def __init__(
+        self,
+        context: RunContext,
+        watcher: ToolWatcher,
+        *,
+        first_message: str,
+        max_score: int | None,
+        memory: RunMemory | None = None,
+        instructions: str = "",
+        inventory: Callable[[], Awaitable[str | None]] | None = None,
+    ) -> None:
         self.context = context
         self.watcher = watcher
         self.first_message = first_message
@@ -251,15 +293,26 @@ class ToolsProducer:
 
     def header(self) -> str:
         current = self.context.current
-        return status_header(self.watcher.title, current, self.max_score, self.context.turn_number,
-                             self.context.info.max_turns) if current else ""
+        return (
+            status_header(
+                self.watcher.title, current, self.max_score, self.context.turn_number, self.context.info.max_turns
+            )
+            if current
+            else ""
+        )
 
     async def view(self) -> GameView:
         current = self.context.current
         inventory = await self.inventory() if self.inventory and current else None
-        return GameView(self.instructions, self.header() or "[the game has not started: call new_game]",
-                        current.text if current else "", current.location if current else None, inventory,
-                        tuple(self.context.records), session_id=self.watcher.session_id)
+        return GameView(
+            self.instructions,
+            self.header() or "[the game has not started: call new_game]",
+            current.text if current else "",
+            current.location if current else None,
+            inventory,
+            tuple(self.context.records),
+            session_id=self.watcher.session_id,
+        )
 
     async def run(self, session: Session) -> None:
         try:  # a first turn that starts before the game server is up has no game tools

@@ -20,8 +20,20 @@ from frobozz.memory import MemorySettings, migrated_pool
 
 from ._store import RunInfo, RunNotFoundError, RunStore, TurnRecord
 
-_COLUMNS = ("game", "story_md5", "player", "mode", "model", "status", "reason", "score", "max_score", "turns", "won",
-            "cost_usd")
+_COLUMNS = (
+    "game",
+    "story_md5",
+    "player",
+    "mode",
+    "model",
+    "status",
+    "reason",
+    "score",
+    "max_score",
+    "turns",
+    "won",
+    "cost_usd",
+)
 STATUSES = ("queued", "running", "finished", "stopped", "failed")
 _KNOWN = {f.name for f in fields(RunInfo)}
 
@@ -56,7 +68,11 @@ class RunLedger:
         await self.pool.execute(
             f"INSERT INTO runs (run_id, {', '.join(_COLUMNS)}, info, {'queued_at' if queued else 'started_at'}) "
             f"VALUES ($1, {', '.join(f'${i + 2}' for i in range(len(_COLUMNS)))}, ${len(_COLUMNS) + 2}, now()) "
-            "ON CONFLICT (run_id) DO NOTHING", info.run_id, *values, json.dumps(asdict(info)))
+            "ON CONFLICT (run_id) DO NOTHING",
+            info.run_id,
+            *values,
+            json.dumps(asdict(info)),
+        )
 
     async def save(self, info: RunInfo, **extra: Any) -> None:
         """The run's state as run.json has it (and `extra` columns: worker, run_dir, started_at…)."""
@@ -67,24 +83,32 @@ class RunLedger:
             sets.append(f"{name} = ${len(values) + 1}")
         values.append(json.dumps(asdict(info)))
         sets.append(f"info = ${len(values) + 1}")
-        done = await self.pool.execute(f"UPDATE runs SET {', '.join(sets)}, updated = now() WHERE run_id = $1",
-                                       info.run_id, *values)
+        done = await self.pool.execute(
+            f"UPDATE runs SET {', '.join(sets)}, updated = now() WHERE run_id = $1", info.run_id, *values
+        )
         if done.endswith(" 0"):
             raise RunNotFoundError(f"no run {info.run_id} in the database")
 
     async def record(self, info: RunInfo, turn: TurnRecord, snapshot: dict[str, Any] | None) -> None:
         """Commit one turn with the run's state and the game after it, all or nothing."""
         async with self.pool.acquire() as c, c.transaction():
-            await c.execute("INSERT INTO run_turns (run_id, turn, record) VALUES ($1, $2, $3) "
-                            "ON CONFLICT (run_id, turn) DO UPDATE SET record = EXCLUDED.record",
-                            info.run_id, turn.turn, json.dumps(asdict(turn)))
+            await c.execute(
+                "INSERT INTO run_turns (run_id, turn, record) VALUES ($1, $2, $3) "
+                "ON CONFLICT (run_id, turn) DO UPDATE SET record = EXCLUDED.record",
+                info.run_id,
+                turn.turn,
+                json.dumps(asdict(turn)),
+            )
             await c.execute("DELETE FROM run_turns WHERE run_id = $1 AND turn > $2", info.run_id, turn.turn)
             await c.execute(
                 f"UPDATE runs SET {', '.join(f'{c_} = ${i + 2}' for i, c_ in enumerate(_COLUMNS))}, "
                 f"info = ${len(_COLUMNS) + 2}, snapshot = COALESCE(${len(_COLUMNS) + 3}::jsonb, snapshot), "
                 "updated = now() WHERE run_id = $1",
-                info.run_id, *[getattr(info, c_) for c_ in _COLUMNS], json.dumps(asdict(info)),
-                None if snapshot is None else json.dumps({"record": asdict(turn), **snapshot}))
+                info.run_id,
+                *[getattr(info, c_) for c_ in _COLUMNS],
+                json.dumps(asdict(info)),
+                None if snapshot is None else json.dumps({"record": asdict(turn), **snapshot}),
+            )
 
     async def get(self, run_id: str) -> dict[str, Any]:
         row = await self.pool.fetchrow("SELECT * FROM runs WHERE run_id = $1", run_id)
@@ -96,18 +120,25 @@ class RunLedger:
         return _info((await self.get(run_id))["info"])
 
     async def turns(self, run_id: str, *, after: int = 0) -> list[TurnRecord]:
-        rows = await self.pool.fetch("SELECT record FROM run_turns WHERE run_id = $1 AND turn > $2 ORDER BY turn",
-                                     run_id, after)
+        rows = await self.pool.fetch(
+            "SELECT record FROM run_turns WHERE run_id = $1 AND turn > $2 ORDER BY turn", run_id, after
+        )
         return [TurnRecord(**json.loads(r["record"])) for r in rows]
 
-    async def runs(self, *, game: str | None = None, model: str | None = None, status: str | None = None,
-                   limit: int = 100) -> list[dict[str, Any]]:
+    async def runs(
+        self, *, game: str | None = None, model: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
         """The newest runs first, each without its turns and snapshot."""
         rows = await self.pool.fetch(
             "SELECT run_id, game, player, mode, model, status, reason, score, max_score, turns, won, cost_usd, "
             "worker, run_dir, created, updated FROM runs WHERE ($1::text IS NULL OR game = $1) "
             "AND ($2::text IS NULL OR model = $2) AND ($3::text IS NULL OR status = $3) "
-            "ORDER BY created DESC, run_id DESC LIMIT $4", game, model, status, limit)
+            "ORDER BY created DESC, run_id DESC LIMIT $4",
+            game,
+            model,
+            status,
+            limit,
+        )
         return [dict(r) for r in rows]
 
     async def leaderboard(self, *, game: str | None = None) -> list[dict[str, Any]]:
@@ -121,7 +152,9 @@ class RunLedger:
         """The runs that ended (status finished), with what the leaderboard counts of each."""
         rows = await self.pool.fetch(
             "SELECT run_id, model, player, game, mode, score, max_score, won, turns, cost_usd FROM runs "
-            "WHERE status = 'finished' AND ($1::text IS NULL OR game = $1)", game)
+            "WHERE status = 'finished' AND ($1::text IS NULL OR game = $1)",
+            game,
+        )
         return [dict(r) for r in rows]
 
     async def known(self, run_ids: list[str]) -> set[str]:

@@ -32,8 +32,13 @@ class LiveView:
         status = Table.grid(padding=(0, 2))
         score = f"{record.score}/{context.max_score}" if context.max_score else str(record.score)
         budget = f"/{info.max_turns}" if info.max_turns else ""
-        status.add_row(f"[bold]{info.title}[/bold]", f"score [cyan]{score}[/cyan]", f"moves {record.moves}",
-                       f"turn {record.turn}{budget}", f"cost ${info.cost_usd:.4f}")
+        status.add_row(
+            f"[bold]{info.title}[/bold]",
+            f"score [cyan]{score}[/cyan]",
+            f"moves {record.moves}",
+            f"turn {record.turn}{budget}",
+            f"cost ${info.cost_usd:.4f}",
+        )
         lines = record.text.strip().splitlines()[-14:]
         body = Group(status, Text(f"> {record.command}", style="bold green"), Text("\n".join(lines)))
         self._live.update(Panel(body, title=record.location or "", subtitle=f"run {info.run_id}"))
@@ -61,6 +66,7 @@ def summary_table(results: list) -> Group:
     for name in ("recalled", "stored", "compacted", "hand-offs"):
         memory.add_column(name, no_wrap=True, justify="right")
     for r in remembered:
-        memory.add_row(r.run_id, r.memory_namespace, *map(str, (r.memories_recalled, r.memories_stored,
-                                                                  r.compactions, r.handoffs)))
+        memory.add_row(
+            r.run_id, r.memory_namespace, *map(str, (r.memories_recalled, r.memories_stored, r.compactions, r.handoffs))
+        )
     return Group(table, memory)

@@ -46,8 +46,12 @@ def game_sections(view: GameView) -> list[Section]:
     if view.session_id:
         where += f"\n\nYour game is session_id {view.session_id} of the game tools: go on with it (no new_game)."
     sections = [Section("The game", view.instructions), Section("Where you are", where)]
-    sections.append(Section("Inventory", view.inventory if view.inventory is not None else
-                            "Not known here: ask the game (inventory costs no move)."))
+    sections.append(
+        Section(
+            "Inventory",
+            view.inventory if view.inventory is not None else "Not known here: ask the game (inventory costs no move).",
+        )
+    )
     if view.records:
         start = [view.opening] if view.opening else []
         sections.append(Section("Explored map", GameMap.from_turns([*start, *view.records]).to_compact()))

@@ -76,8 +76,10 @@ def claude_readiness(cli_path: str | None = None) -> str | None:
     except (OSError, subprocess.TimeoutExpired, ValueError) as e:
         return f"claude could not be asked whether it is logged in ({e}); {offline}."
     if not status.get("loggedIn"):
-        return ("claude is installed but not logged in: run `claude` once and use /login "
-                f"(or set ANTHROPIC_API_KEY), {offline}.")
+        return (
+            "claude is installed but not logged in: run `claude` once and use /login "
+            f"(or set ANTHROPIC_API_KEY), {offline}."
+        )
     return None
 
 
@@ -95,6 +97,7 @@ def _styled(command: str, style: str, n: int) -> str:
 def text_handler(commands: list[str], styles: tuple[str, ...] = STYLES) -> Handler:
     """Answers the game message for turn N with commands[N], in a rotating reply style; with memory, it
     writes a hand-off letter when asked (then gives the command), and answers the lessons question."""
+
     def handler(request: MessagesRequest) -> Reply | str:
         text = request.last_user_text()
         if is_compaction(request):
@@ -105,10 +108,19 @@ def text_handler(commands: list[str], styles: tuple[str, ...] = STYLES) -> Handl
         if n is None or n >= len(commands):
             return "I have no more commands to give."
         if HANDOFF_ASK in text and not request.tool_results():
-            return Reply((ToolUse("mcp__handoff__handoff", {
-                "summary": f"Following the walkthrough: {n} commands done.",
-                "next_steps": [f"next command: {commands[n]}"]}),))
+            return Reply(
+                (
+                    ToolUse(
+                        "mcp__handoff__handoff",
+                        {
+                            "summary": f"Following the walkthrough: {n} commands done.",
+                            "next_steps": [f"next command: {commands[n]}"],
+                        },
+                    ),
+                )
+            )
         return Reply((Text(_styled(commands[n], styles[n % len(styles)], n)),))
+
     return handler
 
 
@@ -138,6 +150,7 @@ def tool_handler(commands: list[str], game: str) -> Handler:
     line names, plus the acts answered since: a compacted window goes on where it was). With memory, it
     writes a hand-off letter when a game answer asks, ends its turn when moves pause, and answers the
     lessons question."""
+
     def handler(request: MessagesRequest) -> Reply | str:
         if is_compaction(request):
             return "Summary: the scripted player is playing through the game tools."
@@ -148,25 +161,40 @@ def tool_handler(commands: list[str], game: str) -> Handler:
             return "Ending my turn, as asked."
         acts = _acts_done(request)
         if HANDOFF_ASK in answered:
-            return Reply((ToolUse("mcp__handoff__handoff", {
-                "summary": f"Playing through the game tools: {acts} commands done.",
-                "next_steps": [f"next command: {commands[min(acts, len(commands) - 1)]}"]}),))
+            return Reply(
+                (
+                    ToolUse(
+                        "mcp__handoff__handoff",
+                        {
+                            "summary": f"Playing through the game tools: {acts} commands done.",
+                            "next_steps": [f"next command: {commands[min(acts, len(commands) - 1)]}"],
+                        },
+                    ),
+                )
+            )
         session = _latest_session(request)
         slot = _SLOT.search(request.last_user_text())
         if slot and not request.tool_results():  # told to pick the game up again after a stop
             return Reply((ToolUse("mcp__game__new_game", {"game": game}),))
         if session is None:
             return Reply((Text("Starting the game."), ToolUse("mcp__game__new_game", {"game": game})))
-        uses = [b for m in request.messages if m.get("role") == "assistant" and isinstance(m.get("content"), list)
-                for b in m["content"] if b.get("type") == "tool_use"]
+        uses = [
+            b
+            for m in request.messages
+            if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+            for b in m["content"]
+            if b.get("type") == "tool_use"
+        ]
         last_use = uses[-1]["name"] if uses else ""
         wanted = _SLOT.findall(" ".join(text_of(m.get("content")) for m in request.messages if m.get("role") == "user"))
         if wanted and last_use.endswith("__new_game"):
             return Reply((ToolUse("mcp__game__restore", {"session_id": session, "slot": wanted[-1]}),))
         if acts >= len(commands):
             return "That was the last command I had."
-        return Reply((Text(f"Move {acts + 1}."), ToolUse("mcp__game__act",
-                                                        {"session_id": session, "command": commands[acts]})))
+        return Reply(
+            (Text(f"Move {acts + 1}."), ToolUse("mcp__game__act", {"session_id": session, "command": commands[acts]}))
+        )
+
     return handler
 
 
@@ -183,14 +211,21 @@ def _acts_done(request: MessagesRequest) -> int:
         if message.get("role") == "assistant":
             names.update({b["id"]: b.get("name", "") for b in blocks if b.get("type") == "tool_use"})
             continue
-        said = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text") \
-            if blocks else text_of(message.get("content"))
+        said = (
+            " ".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            if blocks
+            else text_of(message.get("content"))
+        )
         turn = turn_in(said)
         if turn is not None:
             done = turn
-        done += sum(1 for b in blocks if b.get("type") == "tool_result"  # a paused act was not played
-                    and names.get(b.get("tool_use_id", ""), "").endswith("__act")
-                    and not (b.get("is_error") and PAUSED in text_of(b.get("content"))))
+        done += sum(
+            1
+            for b in blocks
+            if b.get("type") == "tool_result"  # a paused act was not played
+            and names.get(b.get("tool_use_id", ""), "").endswith("__act")
+            and not (b.get("is_error") and PAUSED in text_of(b.get("content")))
+        )
     return done
 
 

@@ -36,15 +36,15 @@ def load_template(prompt_file: Path | None, *, tools: bool) -> Template:
 
 
 def instructions(template: Template, *, title: str, game: str, max_score: int | None, multi: bool) -> str:
-    return template.safe_substitute(title=title, game=game, max_score=max_score or "unknown",
-                                    multi=MULTI if multi else "")
+    return template.safe_substitute(
+        title=title, game=game, max_score=max_score or "unknown", multi=MULTI if multi else ""
+    )
 
 
 def status_header(title: str, turn: Turn, max_score: int | None, number: int, budget: int | None) -> str:
     score = f"{turn.score}/{max_score}" if max_score else f"{turn.score}"
     limit = budget if budget is not None else "no limit"
-    return (f"[{title} · score {score} · moves {turn.moves} · {turn.location or 'somewhere'} · "
-            f"turn {number} of {limit}]")
+    return f"[{title} · score {score} · moves {turn.moves} · {turn.location or 'somewhere'} · turn {number} of {limit}]"
 
 
 def game_message(header: str, text: str) -> str:
@@ -58,5 +58,4 @@ def turn_in(message: str) -> int | None:
 
 
 def correction(header: str, problem: str) -> str:
-    return (f"{header}\n\n({problem} Reply with one command for the game inside tags, "
-            "like <command>look</command>.)")
+    return f"{header}\n\n({problem} Reply with one command for the game inside tags, like <command>look</command>.)"

@@ -64,10 +64,15 @@ async def enqueue(ledger: RunLedger, config: RunConfig, settings: RunnerSettings
     infos = [new_info(config, settings) for _ in range(runs)]
     for info in infos:
         await ledger.add(info)
-    jobs = await queries.enqueue([entrypoint(i.story_md5) for i in infos], [i.run_id.encode() for i in infos],
-                                 [0] * runs, dedupe_key=[i.run_id for i in infos])
-    await ledger.pool.executemany("UPDATE runs SET job_id = $2 WHERE run_id = $1",
-                                  [(i.run_id, job) for i, job in zip(infos, jobs, strict=True)])
+    jobs = await queries.enqueue(
+        [entrypoint(i.story_md5) for i in infos],
+        [i.run_id.encode() for i in infos],
+        [0] * runs,
+        dedupe_key=[i.run_id for i in infos],
+    )
+    await ledger.pool.executemany(
+        "UPDATE runs SET job_id = $2 WHERE run_id = $1", [(i.run_id, job) for i, job in zip(infos, jobs, strict=True)]
+    )
     return [i.run_id for i in infos]
 
 
@@ -79,17 +84,25 @@ class _Slots(QueueManager):
 
     slots: int = 1
 
-    def fetch_jobs(self, batch_size: int, global_concurrency_limit: int | None,
-                   heartbeat_timeout: timedelta) -> AsyncGenerator[Job, None]:
+    def fetch_jobs(
+        self, batch_size: int, global_concurrency_limit: int | None, heartbeat_timeout: timedelta
+    ) -> AsyncGenerator[Job, None]:
         return super().fetch_jobs(batch_size, self.slots, heartbeat_timeout)
 
 
 class Worker:
     """Takes queued runs of the games it has and plays them, `concurrency` at a time, until stopped."""
 
-    def __init__(self, ledger: RunLedger, settings: RunnerSettings, *, concurrency: int = 1,
-                 games: list[str] | None = None, cli_path: str | None = None,
-                 on_finished: Callable[[RunResult], None] | None = None) -> None:
+    def __init__(
+        self,
+        ledger: RunLedger,
+        settings: RunnerSettings,
+        *,
+        concurrency: int = 1,
+        games: list[str] | None = None,
+        cli_path: str | None = None,
+        on_finished: Callable[[RunResult], None] | None = None,
+    ) -> None:
         self.ledger = ledger
         self.on_finished = on_finished
         self.settings = settings
@@ -103,8 +116,10 @@ class Worker:
         library = GameLibrary(self.settings)
         found = [library.find(g, allow_path=True) for g in games] if games else library.stories()
         if not found:
-            raise GameError("this worker has no games to play: install one (frobozz games install zork1) "
-                            "or name story files with --games")
+            raise GameError(
+                "this worker has no games to play: install one (frobozz games install zork1) "
+                "or name story files with --games"
+            )
         return {story.md5: str(story.path) for story in found}
 
     async def run(self) -> None:
@@ -163,8 +178,14 @@ class Worker:
         if info.status == "failed":
             return
         try:
-            result = await play(RunConfig(resume=run_id), self.settings, ledger=self.ledger, queued=True,
-                                stop=self.stopping, cli_path=self.cli_path)
+            result = await play(
+                RunConfig(resume=run_id),
+                self.settings,
+                ledger=self.ledger,
+                queued=True,
+                stop=self.stopping,
+                cli_path=self.cli_path,
+            )
         except (PlayerError, GameError) as e:
             info = await self.ledger.info(run_id)
             info.status, info.reason = "failed", str(e)[:300]
@@ -217,14 +238,16 @@ class Worker:
             # Postgres says nothing when a lock frees, and a blocking pg_advisory_lock would hold the
             # connection in a query that only a cancel request could end: tried again every 0.5 s
             while not await connection.fetchval(  # noqa: ASYNC110 - see the comment above
-                    "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", f"frobozz-run:{run_id}"):
+                "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", f"frobozz-run:{run_id}"
+            ):
                 await anyio.sleep(0.5)
             try:
                 yield
             finally:
                 with anyio.CancelScope(shield=True):
                     try:
-                        await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))",
-                                                 f"frobozz-run:{run_id}")
+                        await connection.execute(
+                            "SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-run:{run_id}"
+                        )
                     except DATABASE_ERRORS:
                         pass  # the connection is gone, and its lock with it

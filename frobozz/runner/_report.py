@@ -15,11 +15,29 @@ from ._store import RunStore, TurnRecord
 
 def start_transcript(store: RunStore) -> None:
     info = asdict(store.info)
-    rows = "\n".join(f"| {k} | {v} |" for k, v in info.items()
-                     if k in ("run_id", "game", "title", "player", "mode", "model", "max_turns", "max_cost",
-                              "max_seconds", "multi", "prompt_file", "memory_namespace", "created"))
-    store.transcript.write_text(f"# {store.info.title}: run {store.info.run_id}\n\n| setting | value |\n|---|---|\n"
-                                f"{rows}\n\n", encoding="utf-8")
+    rows = "\n".join(
+        f"| {k} | {v} |"
+        for k, v in info.items()
+        if k
+        in (
+            "run_id",
+            "game",
+            "title",
+            "player",
+            "mode",
+            "model",
+            "max_turns",
+            "max_cost",
+            "max_seconds",
+            "multi",
+            "prompt_file",
+            "memory_namespace",
+            "created",
+        )
+    )
+    store.transcript.write_text(
+        f"# {store.info.title}: run {store.info.run_id}\n\n| setting | value |\n|---|---|\n{rows}\n\n", encoding="utf-8"
+    )
 
 
 def mark_resumed(store: RunStore, turn: int, stopped_by: str) -> None:
@@ -30,15 +48,19 @@ def mark_resumed(store: RunStore, turn: int, stopped_by: str) -> None:
     if found:
         text = head
     when = datetime.now(UTC).isoformat(timespec="seconds")
-    store.transcript.write_text(f"{text}## Resumed after turn {turn}\n\n*The run stopped here ({stopped_by}) and "
-                                f"went on {when}.*\n\n", encoding="utf-8")
+    store.transcript.write_text(
+        f"{text}## Resumed after turn {turn}\n\n*The run stopped here ({stopped_by}) and went on {when}.*\n\n",
+        encoding="utf-8",
+    )
 
 
 def append_turn(store: RunStore, record: TurnRecord) -> None:
     reply = "\n".join(f"> {line}" for line in record.reply.strip().splitlines()) if record.reply.strip() else ""
     status = f"score {record.score} · moves {record.moves} · {record.location}"
-    block = (f"## Turn {record.turn}: `{record.command}`\n\n{_memory_lines(record)}{reply}\n\n"
-             f"```\n{record.text}\n```\n*{status}*\n\n")
+    block = (
+        f"## Turn {record.turn}: `{record.command}`\n\n{_memory_lines(record)}{reply}\n\n"
+        f"```\n{record.text}\n```\n*{status}*\n\n"
+    )
     with store.transcript.open("a", encoding="utf-8") as f:
         f.write(block)
 
@@ -67,13 +89,20 @@ def game_map(records: Sequence[TurnRecord], start: str | None = None) -> GameMap
 def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None, *, start: str | None = None) -> None:
     """Summary, chart and map, written once the run has stopped (for whatever reason)."""
     info = store.info
-    summary = (f"## Summary\n\n| | |\n|---|---|\n| reason | {info.reason} |\n| score | {info.score}/{max_score} |\n"
-               f"| moves | {info.moves} |\n| turns | {info.turns} |\n| won | {info.won} |\n"
-               f"| cost | ${info.cost_usd:.4f} |\n| corrections | {info.corrections} |\n"
-               + (f"| memory | {info.memory_namespace} |\n| memories recalled | {info.memories_recalled} |\n"
-                  f"| memories stored | {info.memories_stored} |\n| compactions | {info.compactions} |\n"
-                  f"| hand-offs | {info.handoffs} |\n" if info.memory_namespace else "") + "\n"
-               "![score over turns](score.png)\n\n![explored map](map.png)\n")
+    summary = (
+        f"## Summary\n\n| | |\n|---|---|\n| reason | {info.reason} |\n| score | {info.score}/{max_score} |\n"
+        f"| moves | {info.moves} |\n| turns | {info.turns} |\n| won | {info.won} |\n"
+        f"| cost | ${info.cost_usd:.4f} |\n| corrections | {info.corrections} |\n"
+        + (
+            f"| memory | {info.memory_namespace} |\n| memories recalled | {info.memories_recalled} |\n"
+            f"| memories stored | {info.memories_stored} |\n| compactions | {info.compactions} |\n"
+            f"| hand-offs | {info.handoffs} |\n"
+            if info.memory_namespace
+            else ""
+        )
+        + "\n"
+        "![score over turns](score.png)\n\n![explored map](map.png)\n"
+    )
     with store.transcript.open("a", encoding="utf-8") as f:
         f.write(summary)
     explored = game_map(records, start)
@@ -130,11 +159,28 @@ def map_image(explored: GameMap, path: Path, *, title: str, current: str | None 
         _edge_label(ax, (x1, y1), (x2, y2), p.label, color, box_w, box_h)
     for room, (x, y) in place.items():
         here = room == current
-        ax.add_patch(FancyBboxPatch((x - box_w / 2, y - box_h / 2), box_w, box_h, boxstyle="round,pad=0.02",
-                                    facecolor="#ffd27a" if here else "#f7ecc8", zorder=2,
-                                    edgecolor="#9a5800" if here else "#b9a56a", linewidth=2 if here else 0.8))
-        ax.text(x, y, "\n".join(_wrap(room)), ha="center", va="center", fontsize=7, zorder=3,
-                fontweight="bold" if here else "normal")
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - box_w / 2, y - box_h / 2),
+                box_w,
+                box_h,
+                boxstyle="round,pad=0.02",
+                facecolor="#ffd27a" if here else "#f7ecc8",
+                zorder=2,
+                edgecolor="#9a5800" if here else "#b9a56a",
+                linewidth=2 if here else 0.8,
+            )
+        )
+        ax.text(
+            x,
+            y,
+            "\n".join(_wrap(room)),
+            ha="center",
+            va="center",
+            fontsize=7,
+            zorder=3,
+            fontweight="bold" if here else "normal",
+        )
     if not grid.places:
         ax.text(0.5, 0.5, "no room seen yet", ha="center", va="center", transform=ax.transAxes, color="#777777")
     else:
@@ -148,25 +194,48 @@ def map_image(explored: GameMap, path: Path, *, title: str, current: str | None 
     plt.close(fig)
 
 
-def _edge_label(ax, start: tuple[float, float], end: tuple[float, float], text: str, color: str,
-                box_w: float, box_h: float) -> tuple[float, float]:
+def _edge_label(
+    ax, start: tuple[float, float], end: tuple[float, float], text: str, color: str, box_w: float, box_h: float
+) -> tuple[float, float]:
     """`text` where the line from `start` to `end` leaves the box at `start`; returns that point."""
     (x1, y1), (x2, y2) = start, end
     dx, dy = x2 - x1, y2 - y1
     scale = min(box_w / 2 / abs(dx) if dx else 1e9, box_h / 2 / abs(dy) if dy else 1e9)
-    ax.text(x1 + dx * scale, y1 + dy * scale, f" {text} ", fontsize=8, color=color, zorder=3,
-            ha="left" if dx >= 0 else "right", va="bottom" if dy >= 0 else "top")
+    ax.text(
+        x1 + dx * scale,
+        y1 + dy * scale,
+        f" {text} ",
+        fontsize=8,
+        color=color,
+        zorder=3,
+        ha="left" if dx >= 0 else "right",
+        va="bottom" if dy >= 0 else "top",
+    )
     return x1 + dx * scale, y1 + dy * scale
 
 
-def _stub(ax, start: tuple[float, float], end: tuple[float, float], text: str, color: str, style: object,
-          box_w: float, box_h: float) -> None:
+def _stub(
+    ax,
+    start: tuple[float, float],
+    end: tuple[float, float],
+    text: str,
+    color: str,
+    style: object,
+    box_w: float,
+    box_h: float,
+) -> None:
     """A short line from the box at `start` towards `end`, labelled with where it leads."""
     (x1, y1), (x2, y2) = start, end
     ex, ey = _edge_label(ax, start, end, text, color, box_w, box_h)
     length = ((x2 - x1) ** 2 + (y2 - y1) ** 2) ** 0.5 or 1.0
-    ax.plot([ex, ex + 0.25 * (x2 - x1) / length], [ey, ey + 0.25 * (y2 - y1) / length], color=color,
-            linestyle=style, linewidth=1.1, zorder=1)
+    ax.plot(
+        [ex, ex + 0.25 * (x2 - x1) / length],
+        [ey, ey + 0.25 * (y2 - y1) / length],
+        color=color,
+        linestyle=style,
+        linewidth=1.1,
+        zorder=1,
+    )
 
 
 def _wrap(name: str, width: int = 18) -> list[str]:

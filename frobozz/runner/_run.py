@@ -42,6 +42,7 @@ GAME_TOOLS = ("new_game", "act", "look", "inventory", "undo", "save", "restore",
 class RunConfig(BaseModel):
     """What to play and how (`frobozz play`'s options): the game, the player, the mode, the budgets, a run to
     resume."""
+
     game: str = "zork1"
     player: str = "claude"
     mode: Literal["text", "tools"] = "text"
@@ -52,12 +53,16 @@ class RunConfig(BaseModel):
     multi: bool = False
     prompt_file: Path | None = None
     resume: str | None = None
-    memory: str | None = Field(default=None, pattern=r"^([A-Za-z0-9][A-Za-z0-9_.:-]{0,99})?$", description=(
-        "Play with memory in this namespace ('': the game's own); None: without memory."))
+    memory: str | None = Field(
+        default=None,
+        pattern=r"^([A-Za-z0-9][A-Za-z0-9_.:-]{0,99})?$",
+        description=("Play with memory in this namespace ('': the game's own); None: without memory."),
+    )
 
 
 class RunResult(BaseModel):
     """How a run ended: its score, turns, cost and why it stopped."""
+
     run_id: str
     game: str
     player: str
@@ -110,19 +115,38 @@ def new_info(config: RunConfig, settings: RunnerSettings, player: PlayerSpec | N
     player = player or PlayerSpec.parse(config.player)
     story = GameLibrary(settings).find(config.game, allow_path=True)
     run_id = new_run_id()
-    return RunInfo(run_id=run_id, game=config.game, story=str(story.path), story_md5=story.md5, title=_title(story),
-                   player=player.name, mode=config.mode, model=config.model or settings.claude_model,
-                   max_turns=config.max_turns, max_cost=config.max_cost, max_seconds=config.max_seconds,
-                   multi=config.multi, prompt_file=str(config.prompt_file) if config.prompt_file else None,
-                   created=datetime.now(UTC).isoformat(timespec="seconds"),
-                   autosave_slot=f"run-{run_id}" if config.mode == "tools" else None,
-                   memory_namespace=None if config.memory is None else config.memory or game_namespace(story))
+    return RunInfo(
+        run_id=run_id,
+        game=config.game,
+        story=str(story.path),
+        story_md5=story.md5,
+        title=_title(story),
+        player=player.name,
+        mode=config.mode,
+        model=config.model or settings.claude_model,
+        max_turns=config.max_turns,
+        max_cost=config.max_cost,
+        max_seconds=config.max_seconds,
+        multi=config.multi,
+        prompt_file=str(config.prompt_file) if config.prompt_file else None,
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        autosave_slot=f"run-{run_id}" if config.mode == "tools" else None,
+        memory_namespace=None if config.memory is None else config.memory or game_namespace(story),
+    )
 
 
-async def play(config: RunConfig, settings: RunnerSettings | None = None, *, handler: Handler | None = None,
-               on_turn: Callable[[RunContext, TurnRecord], None] | None = None,
-               handle_signals: bool = False, cli_path: str | None = None, ledger: RunLedger | None = None,
-               queued: bool = False, stop: anyio.Event | None = None) -> RunResult:
+async def play(
+    config: RunConfig,
+    settings: RunnerSettings | None = None,
+    *,
+    handler: Handler | None = None,
+    on_turn: Callable[[RunContext, TurnRecord], None] | None = None,
+    handle_signals: bool = False,
+    cli_path: str | None = None,
+    ledger: RunLedger | None = None,
+    queued: bool = False,
+    stop: anyio.Event | None = None,
+) -> RunResult:
     """Play one run to its end. `handler` replaces the scripted player's model (tests, demos); `ledger`
     records the run and commits each turn to the database too (`queued`: a worker's run, which the database
     holds, so it stops when the database goes away); `stop` set: stop at the next turn boundary."""
@@ -132,14 +156,20 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
         store = await _open_run(config.resume, settings, ledger)
         stopped_by = store.info.reason
         if store.info.status in ("queued", "running") or store.info.reason in (
-                "interrupted", "time limit", "max turns", "max cost"):
+            "interrupted",
+            "time limit",
+            "max turns",
+            "max cost",
+        ):
             for name in ("max_turns", "max_cost", "max_seconds"):  # a resume may raise a budget
                 value = getattr(config, name)
                 if value is not None:
                     setattr(store.info, name, value)
             if not queued and _spent(store.info):
-                raise RunFinishedError(f"run {store.info.run_id} is finished ({_how_far(store.info)}): to play on, "
-                                       "raise its budget (--max-turns N, --max-cost USD)")
+                raise RunFinishedError(
+                    f"run {store.info.run_id} is finished ({_how_far(store.info)}): to play on, "
+                    "raise its budget (--max-turns N, --max-cost USD)"
+                )
             store.info.status, store.info.reason = "running", None
         elif not queued:
             raise RunFinishedError(f"run {store.info.run_id} is finished ({_how_far(store.info)}): nothing to resume")
@@ -157,13 +187,25 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
     story = read_story(info.story)
     if info.status != "running":
         return _result(store)
-    scripted = handler or (None if player.kind == "claude" else (
-        text_handler(commands_for(player, story)) if info.mode == "text"
-        else tool_handler(commands_for(player, story), info.game)))
+    scripted = handler or (
+        None
+        if player.kind == "claude"
+        else (
+            text_handler(commands_for(player, story))
+            if info.mode == "text"
+            else tool_handler(commands_for(player, story), info.game)
+        )
+    )
     known = by_md5(story.md5)
-    context = RunContext(store, max_score=known.max_score if known else None,
-                         correction_limit=settings.correction_limit, on_turn=on_turn, priced=scripted is None,
-                         ledger=ledger, ledger_required=queued)
+    context = RunContext(
+        store,
+        max_score=known.max_score if known else None,
+        correction_limit=settings.correction_limit,
+        on_turn=on_turn,
+        priced=scripted is None,
+        ledger=ledger,
+        ledger_required=queued,
+    )
     if ledger is not None and not queued:
         await _recorded(ledger, context)
     records = store.turns()
@@ -182,11 +224,22 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
             env.update(model.env())
             env["CLAUDE_CONFIG_DIR"] = str(store.dir / "claude")  # the scripted player's sessions stay with the run
         transcripts = await _transcripts(context)
-        options = EngineOptions(model=info.model, env=env, cwd=store.dir, tools=(), cli_path=cli_path,
-                                session_store=transcripts, session_project=f"frobozz-run-{info.run_id}",
-                                session_store_flush="eager",  # in tools mode one claude turn is many game turns
-                                trace_attributes={_spans.SESSION_KIND: "play", _spans.RUN_ID: info.run_id,
-                                                  _spans.GAME: info.game, _spans.RUN_MODE: info.mode})
+        options = EngineOptions(
+            model=info.model,
+            env=env,
+            cwd=store.dir,
+            tools=(),
+            cli_path=cli_path,
+            session_store=transcripts,
+            session_project=f"frobozz-run-{info.run_id}",
+            session_store_flush="eager",  # in tools mode one claude turn is many game turns
+            trace_attributes={
+                _spans.SESSION_KIND: "play",
+                _spans.RUN_ID: info.run_id,
+                _spans.GAME: info.game,
+                _spans.RUN_MODE: info.mode,
+            },
+        )
         template = load_template(Path(info.prompt_file) if info.prompt_file else None, tools=info.mode == "tools")
         intro = instructions(template, title=info.title, game=info.game, max_score=context.max_score, multi=info.multi)
         if memory is not None:
@@ -207,40 +260,73 @@ async def play(config: RunConfig, settings: RunnerSettings | None = None, *, han
             header = status_header(info.title, game.current, context.max_score, info.turns, info.max_turns)
             note = "(The run was stopped and has now resumed. This is where you are.)\n\n" if resumed else ""
             first = f"{intro}\n{game_message(header, note + game.current.text)}"
-            producers: list = [GameProducer(game, context, collector.replies, first_message=first, multi=info.multi,
-                                            memory=memory, instructions=intro, note=note)]
+            producers: list = [
+                GameProducer(
+                    game,
+                    context,
+                    collector.replies,
+                    first_message=first,
+                    multi=info.multi,
+                    memory=memory,
+                    instructions=intro,
+                    note=note,
+                )
+            ]
             observers: list = [collector, _SessionKeeper(store)]
-            engine_options = options if memory is None else replace(
-                options, mcp_config={"mcpServers": servers}, strict_mcp_config=True, allowed_tools=TOOLS)
+            engine_options = (
+                options
+                if memory is None
+                else replace(options, mcp_config={"mcpServers": servers}, strict_mcp_config=True, allowed_tools=TOOLS)
+            )
         else:
             watcher = ToolWatcher(context, info.title, memory)
             shared = queued  # a queued run's game session is shared: any machine's server has it
-            config_ = _game_server_config(settings, info, {
-                **(memory.game_server_env(Mailbox(store.dir / "mailbox")) if memory is not None else {}),
-                **({"FROBOZZ_GAME_SHARED_SESSIONS": "true"} if shared else {})})
+            config_ = _game_server_config(
+                settings,
+                info,
+                {
+                    **(memory.game_server_env(Mailbox(store.dir / "mailbox")) if memory is not None else {}),
+                    **({"FROBOZZ_GAME_SHARED_SESSIONS": "true"} if shared else {}),
+                },
+            )
             if shared and resumed and info.game_session:
                 await catch_up(context, config_["mcpServers"]["game"])  # the game may be ahead of the record
-            restart = ("" if not resumed else
-                       f"The run was stopped and has resumed. {_header(info, context)}: your game is session_id "
-                       f"{info.game_session}, just where you left it: keep playing it with act."
-                       if shared and info.game_session else
-                       f"The run was stopped and has resumed: call new_game with game \"{info.game}\", then "
-                       f"restore with slot '{info.autosave_slot}', and keep playing.")
+            restart = (
+                ""
+                if not resumed
+                else f"The run was stopped and has resumed. {_header(info, context)}: your game is session_id "
+                f"{info.game_session}, just where you left it: keep playing it with act."
+                if shared and info.game_session
+                else f'The run was stopped and has resumed: call new_game with game "{info.game}", then '
+                f"restore with slot '{info.autosave_slot}', and keep playing."
+            )
             first = f"{intro}\n{restart}" if restart else intro
-            producers = [ToolsProducer(context, watcher, first_message=first if memory is None else restart or
-                                       "Start the game.", max_score=context.max_score, memory=memory,
-                                       instructions=intro, inventory=lambda: _saved_inventory(story, settings, info))]
+            producers = [
+                ToolsProducer(
+                    context,
+                    watcher,
+                    first_message=first if memory is None else restart or "Start the game.",
+                    max_score=context.max_score,
+                    memory=memory,
+                    instructions=intro,
+                    inventory=lambda: _saved_inventory(story, settings, info),
+                )
+            ]
             observers = [watcher, _SessionKeeper(store)]
             config_["mcpServers"].update(servers)
-            engine_options = replace(options, mcp_config=config_, strict_mcp_config=True,
-                                           allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS] + (
-                                               TOOLS if memory is not None else []))
+            engine_options = replace(
+                options,
+                mcp_config=config_,
+                strict_mcp_config=True,
+                allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS] + (TOOLS if memory is not None else []),
+            )
         if memory is not None and memory.archive is not None:
             observers.append(memory.archive)
 
         resume_id = await _resumable(info, engine_options) if resumed else None
-        async with Session(engine_options, producers=producers, observers=observers, resume=resume_id,
-                           consume=False) as session:
+        async with Session(
+            engine_options, producers=producers, observers=observers, resume=resume_id, consume=False
+        ) as session:
             async with anyio.create_task_group() as tg:
                 if handle_signals:
                     tg.start_soon(_stop_on_signal, context)
@@ -327,9 +413,15 @@ async def _open_memory(stack: AsyncExitStack, store: RunStore, settings: RunnerS
     """The run's memory, its loop session kept in run.json (a resume takes up its seen-set)."""
     info = store.info
     try:
-        memory = await RunMemory.open(MemorySettings(), namespace=info.memory_namespace or "", run_id=info.run_id,
-                                      session_id=info.memory_session, threshold=settings.handoff_threshold,
-                                      context_window=settings.context_window, deadline=settings.memory_deadline)
+        memory = await RunMemory.open(
+            MemorySettings(),
+            namespace=info.memory_namespace or "",
+            run_id=info.run_id,
+            session_id=info.memory_session,
+            threshold=settings.handoff_threshold,
+            context_window=settings.context_window,
+            deadline=settings.memory_deadline,
+        )
     except MemoryStoreError as e:
         info.status, info.reason = "failed", f"memory could not be opened: {e}"
         store.save_info()
@@ -348,10 +440,21 @@ async def _keep_lessons(memory: RunMemory, session: Session, context: RunContext
     how = f"{info.reason}, score {info.score}/{context.max_score} after {info.turns} turns"
     kept = await memory.lessons(session, how=how, score=info.score, turn=info.turns)
     if info.reason == "died" and last is not None:
-        death = (f"{info.title}: died at {last.location} on turn {last.turn} after '{last.command}': "
-                 f"{' '.join(last.text.split())[:300]}")
-        if await memory.keep(death, {"kind": "lesson", "death": True, "run_id": info.run_id, "score": info.score,
-                                     "turn": last.turn, "location": last.location}):
+        death = (
+            f"{info.title}: died at {last.location} on turn {last.turn} after '{last.command}': "
+            f"{' '.join(last.text.split())[:300]}"
+        )
+        if await memory.keep(
+            death,
+            {
+                "kind": "lesson",
+                "death": True,
+                "run_id": info.run_id,
+                "score": info.score,
+                "turn": last.turn,
+                "location": last.location,
+            },
+        ):
             kept.append(death)
     info.lessons += len(kept)
     info.memories_stored += len(kept)
@@ -408,7 +511,8 @@ async def _stop_on_signal(context: RunContext) -> None:
 def _spent(info: RunInfo) -> bool:
     """Whether a stopped run's budget of turns or cost is used up (then a resume plays nothing)."""
     return (info.max_turns is not None and info.turns >= info.max_turns) or (
-        info.max_cost is not None and info.cost_usd >= info.max_cost)
+        info.max_cost is not None and info.cost_usd >= info.max_cost
+    )
 
 
 def _how_far(info: RunInfo) -> str:
@@ -418,8 +522,23 @@ def _how_far(info: RunInfo) -> str:
 
 def _result(store: RunStore) -> RunResult:
     info = store.info
-    return RunResult(run_id=info.run_id, game=info.game, player=info.player, mode=info.mode, score=info.score,
-                     max_score=info.max_score, moves=info.moves, turns=info.turns, won=info.won, done=info.done,
-                     reason=info.reason, cost_usd=info.cost_usd, transcript=str(store.transcript),
-                     memory_namespace=info.memory_namespace, memories_recalled=info.memories_recalled,
-                     memories_stored=info.memories_stored, compactions=info.compactions, handoffs=info.handoffs)
+    return RunResult(
+        run_id=info.run_id,
+        game=info.game,
+        player=info.player,
+        mode=info.mode,
+        score=info.score,
+        max_score=info.max_score,
+        moves=info.moves,
+        turns=info.turns,
+        won=info.won,
+        done=info.done,
+        reason=info.reason,
+        cost_usd=info.cost_usd,
+        transcript=str(store.transcript),
+        memory_namespace=info.memory_namespace,
+        memories_recalled=info.memories_recalled,
+        memories_stored=info.memories_stored,
+        compactions=info.compactions,
+        handoffs=info.handoffs,
+    )

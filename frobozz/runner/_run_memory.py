@@ -42,14 +42,20 @@ RECALL_LIMIT = 3  # memories under one status line
 LESSONS = 3
 LESSONS_WAIT = 120.0  # seconds the model gets to answer the lessons question
 COMPACT_WAIT = 600.0  # seconds a compaction may take
-PAUSE = ("The run pauses here for a new context window (your letter is kept): end your turn now, without another "
-         "game call; the game goes on right after")
-TOOLS_NOTE = ("You also have long-term memory tools. cortex stores and searches notes that outlive this run: "
-              "store what a later run of this game should know (what worked, what killed you, where things are), "
-              "naming the room a note is about, and it comes back when you are there. handoff writes a letter "
-              "to your next context window when I ask for one.")
-LESSONS_PROMPT = ("The run has ended: {how}. Write up to {n} lessons worth keeping for the next run of this game, "
-                  "one per line and nothing else: what worked, what to avoid, where things are.")
+PAUSE = (
+    "The run pauses here for a new context window (your letter is kept): end your turn now, without another "
+    "game call; the game goes on right after"
+)
+TOOLS_NOTE = (
+    "You also have long-term memory tools. cortex stores and searches notes that outlive this run: "
+    "store what a later run of this game should know (what worked, what killed you, where things are), "
+    "naming the room a note is about, and it comes back when you are there. handoff writes a letter "
+    "to your next context window when I ask for one."
+)
+LESSONS_PROMPT = (
+    "The run has ended: {how}. Write up to {n} lessons worth keeping for the next run of this game, "
+    "one per line and nothing else: what worked, what to avoid, where things are."
+)
 
 
 def ask_with_command(used: int, window: int) -> str:
@@ -126,8 +132,13 @@ class MemoryWatch:
 
 def _duplicate(content: Any) -> bool:
     """Whether cortex's answer to a store says the text was there already (then nothing new was stored)."""
-    texts = [content] if isinstance(content, str) else [
-        b.get("text", "") for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    texts = (
+        [content]
+        if isinstance(content, str)
+        else [b.get("text", "") for b in content if isinstance(b, dict)]
+        if isinstance(content, list)
+        else []
+    )
     for text in texts:
         try:
             answer = json.loads(text)
@@ -149,8 +160,10 @@ async def interrupt(session: Session) -> None:
 
 def _given(section: Section) -> Provider:
     """A section known already, as an orientation provider (the loop renders every section alike)."""
+
     async def provide(_: Window) -> Section:
         return section
+
     provide.__name__ = section.title
     return provide
 
@@ -169,17 +182,27 @@ class RunMemory:
     """`await RunMemory.open(settings, namespace=..., run_id=...)`; `session_id=` takes up a killed run's
     loop session (its seen-set and archive)."""
 
-    def __init__(self, service: MemoryService, store: MemoryStore, sessions: LoopSessionStore, *, namespace: str,
-                 session_id: str, run_id: str, threshold: float, context_window: int | None,
-                 deadline: float = 1.5) -> None:
+    def __init__(
+        self,
+        service: MemoryService,
+        store: MemoryStore,
+        sessions: LoopSessionStore,
+        *,
+        namespace: str,
+        session_id: str,
+        run_id: str,
+        threshold: float,
+        context_window: int | None,
+        deadline: float = 1.5,
+    ) -> None:
         self.service, self.store, self.sessions = service, store, sessions
         self.namespace, self.session_id, self.run_id, self.deadline = namespace, session_id, run_id, deadline
-        self.watch = MemoryWatch(HandoffRelay(threshold=threshold, context_window=context_window,
-                                              ask=ask_with_command))
+        self.watch = MemoryWatch(HandoffRelay(threshold=threshold, context_window=context_window, ask=ask_with_command))
         self.archive: ArchiveObserver | None = None
         self.letter: str | None = None  # this run's latest hand-off letter
-        self._recall = Recall(store, sessions, limit=RECALL_LIMIT, deadline=deadline,
-                             context=False)  # a game's notes stand alone
+        self._recall = Recall(
+            store, sessions, limit=RECALL_LIMIT, deadline=deadline, context=False
+        )  # a game's notes stand alone
         self._recalled: list[str] = []
         self.mailbox: Mailbox | None = None  # tools mode: notes for the game server's next answer
         self.pausing = False  # tools mode: the turn is being ended to compact with a letter
@@ -188,18 +211,37 @@ class RunMemory:
         self._compactions = 0
 
     @classmethod
-    async def open(cls, settings: MemorySettings, *, namespace: str, run_id: str, session_id: str | None = None,
-                   threshold: float = 0.75, context_window: int | None = None, deadline: float = 1.5) -> RunMemory:
+    async def open(
+        cls,
+        settings: MemorySettings,
+        *,
+        namespace: str,
+        run_id: str,
+        session_id: str | None = None,
+        threshold: float = 0.75,
+        context_window: int | None = None,
+        deadline: float = 1.5,
+    ) -> RunMemory:
         service = MemoryService(settings)
         try:
             store, sessions = await service.store(), await service.sessions()
-            record = await sessions.open(store.namespace(namespace), client=f"frobozz play {run_id}",
-                                         session_id=session_id)
+            record = await sessions.open(
+                store.namespace(namespace), client=f"frobozz play {run_id}", session_id=session_id
+            )
         except BaseException:
             await service.aclose()
             raise
-        self = cls(service, store, sessions, namespace=record.namespace, session_id=record.id, run_id=run_id,
-                   threshold=threshold, context_window=context_window, deadline=deadline)
+        self = cls(
+            service,
+            store,
+            sessions,
+            namespace=record.namespace,
+            session_id=record.id,
+            run_id=run_id,
+            threshold=threshold,
+            context_window=context_window,
+            deadline=deadline,
+        )
         try:  # the embedding model loads now, not in the first orientation's time
             await store.embedder.embed(["warming up"])
         except Exception as e:  # noqa: BLE001 - recall and orientation say so on their own
@@ -213,10 +255,14 @@ class RunMemory:
 
     def servers(self, env: dict[str, str]) -> dict[str, Any]:
         """cortex and handoff for claude's --mcp-config, storing in this run's namespace by default."""
-        env = {**env, "FROBOZZ_CORTEX_DEFAULT_NAMESPACE": self.namespace,
-               "FROBOZZ_CORTEX_SEEN_SESSION": self.session_id}  # recall does not hand the model its own notes
-        return {name: {"command": sys.executable, "args": ["-m", "frobozz", "serve", name], "env": env}
-                for name in SERVERS}
+        env = {
+            **env,
+            "FROBOZZ_CORTEX_DEFAULT_NAMESPACE": self.namespace,
+            "FROBOZZ_CORTEX_SEEN_SESSION": self.session_id,
+        }  # recall does not hand the model its own notes
+        return {
+            name: {"command": sys.executable, "args": ["-m", "frobozz", "serve", name], "env": env} for name in SERVERS
+        }
 
     def game_server_env(self, mailbox: Mailbox) -> dict[str, str]:
         """Tools mode: the game server recalls after each act, in this run's namespace and seen-set, and
@@ -224,15 +270,19 @@ class RunMemory:
         self.mailbox = mailbox
         mailbox.resume()  # a run killed while paused is not paused any more
         mailbox.take()  # nor are its stale notes still due
-        return {"FROBOZZ_GAME_RECALL_NAMESPACE": self.namespace, "FROBOZZ_GAME_RECALL_SESSION": self.session_id,
-                "FROBOZZ_GAME_MAILBOX": str(mailbox.folder)}
+        return {
+            "FROBOZZ_GAME_RECALL_NAMESPACE": self.namespace,
+            "FROBOZZ_GAME_RECALL_SESSION": self.session_id,
+            "FROBOZZ_GAME_MAILBOX": str(mailbox.folder),
+        }
 
     async def quietly(self, part: str, work: Awaitable[T], default: T, *, within: float | None = None) -> T:
         return await quietly(part, work, default, within=self.deadline + 0.5 if within is None else within)
 
     # -- before a message ---------------------------------------------------------------------------
-    async def message(self, header: str, text: str, location: str | None,
-                      view: Callable[[], Awaitable[GameView]]) -> str:
+    async def message(
+        self, header: str, text: str, location: str | None, view: Callable[[], Awaitable[GameView]]
+    ) -> str:
         """The next game message: after a compaction, the orientation (it carries the status and the
         game's answer); else the status line, what memory recalls for this room, and the answer; with
         the ask to hand off when the window is full."""
@@ -251,10 +301,20 @@ class RunMemory:
 
         async def notes(_: Window) -> Section | None:
             lessons = await self.store.recent(LESSONS * 2, self.namespace, metadata={"kind": "lesson"})
-            relevant = [h.memory for h in await self.store.search(topic, limit=RECALL_LIMIT, namespace=self.namespace,
-                                                                  min_score=self._recall.min_score,
-                                                                  context=False)] \
-                if topic.strip() else []  # tools mode, before the game has begun
+            relevant = (
+                [
+                    h.memory
+                    for h in await self.store.search(
+                        topic,
+                        limit=RECALL_LIMIT,
+                        namespace=self.namespace,
+                        min_score=self._recall.min_score,
+                        context=False,
+                    )
+                ]
+                if topic.strip()
+                else []
+            )  # tools mode, before the game has begun
             shown = {m.id: m for m in [*relevant, *lessons]}
             if not shown:
                 return None
@@ -264,14 +324,16 @@ class RunMemory:
 
         letter = [Section("This run's latest hand-off letter", self.letter)] if self.letter else []
         window = Window(self.namespace, self.session_id, previous_start=None, topic=topic)
-        return await orientation([*map(_given, game_sections(view)), notes, *map(_given, letter)], window,
-                                 deadline=self.deadline)
+        return await orientation(
+            [*map(_given, game_sections(view)), notes, *map(_given, letter)], window, deadline=self.deadline
+        )
 
     async def recall(self, location: str | None, text: str) -> str:
         """The memories for this room and text not shown before in this run, as a block, or ''."""
         queries = memory_queries(location, text) or [""]
-        hits = await self.quietly("recall", self._recall(self.session_id, self.namespace, queries[0],
-                                                         extra=queries[1:]), [])
+        hits = await self.quietly(
+            "recall", self._recall(self.session_id, self.namespace, queries[0], extra=queries[1:]), []
+        )
         self._recalled += [f"[memory {h.memory.id}] {h.memory.content}" for h in hits]
         blocks = recalled_blocks(hits)
         return blocks[0]["text"] if blocks else ""
@@ -311,8 +373,9 @@ class RunMemory:
             self.pausing = False
             self.mailbox.resume()
 
-    async def between_moves(self, session: Session, view: Callable[[], Awaitable[GameView]],
-                            settled: Callable[[], Awaitable[None]]) -> None:
+    async def between_moves(
+        self, session: Session, view: Callable[[], Awaitable[GameView]], settled: Callable[[], Awaitable[None]]
+    ) -> None:
         """Tools mode, for the whole run: a turn is many game calls, so what cannot wait for its end goes
         with the next game answer (through the mailbox): the orientation after claude compacted on its
         own, the ask to hand off once the window is full. Once a letter is accepted, moves pause and the
@@ -383,4 +446,3 @@ class RunMemory:
         if duplicate is not None:
             log.info("memory: %r was kept already (memory %d)", content[:60], duplicate)
         return duplicate is None
-

@@ -1,10 +1,10 @@
 """A run's directory: written turn by turn, so a crash or a kill loses nothing already played.
 
-    run.json        the run's settings and its state (atomic rewrites)
-    turns.jsonl     one line per game turn, appended before the next turn starts (with --memory, what
-                    memory recalled, stored, compacted and handed off around it)
-    snapshot.json   the game after the last turn (atomic), in text mode
-    transcript.md   the readable transcript, appended turn by turn
+run.json        the run's settings and its state (atomic rewrites)
+turns.jsonl     one line per game turn, appended before the next turn starts (with --memory, what
+                memory recalled, stored, compacted and handed off around it)
+snapshot.json   the game after the last turn (atomic), in text mode
+transcript.md   the readable transcript, appended turn by turn
 """
 
 from __future__ import annotations

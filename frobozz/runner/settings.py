@@ -12,16 +12,33 @@ from frobozz.games import GamesSettings
 class RunnerSettings(GamesSettings):
     correction_limit: int = Field(default=5, ge=0, description="Replies without a command tolerated per run.")
     claude_model: str | None = Field(default=None, description="The model claude plays with, unless --model.")
-    handoff_threshold: float = Field(default=0.75, gt=0, le=1, description=(
-        "With --memory: how full the context window may get before the player is asked to hand off."))
-    context_window: int | None = Field(default=None, ge=1000, description=(
-        "The context window's size in tokens; unset: the one claude reports for its model."))
-    memory_deadline: float = Field(default=1.5, gt=0, le=60, description=(
-        "With --memory: seconds recall and a new window's orientation may take before the turn goes without "
-        "what they have not found yet (raise it for a slow remote embedding service)."))
+    handoff_threshold: float = Field(
+        default=0.75,
+        gt=0,
+        le=1,
+        description=("With --memory: how full the context window may get before the player is asked to hand off."),
+    )
+    context_window: int | None = Field(
+        default=None,
+        ge=1000,
+        description=("The context window's size in tokens; unset: the one claude reports for its model."),
+    )
+    memory_deadline: float = Field(
+        default=1.5,
+        gt=0,
+        le=60,
+        description=(
+            "With --memory: seconds recall and a new window's orientation may take before the turn goes without "
+            "what they have not found yet (raise it for a slow remote embedding service)."
+        ),
+    )
 
-    worker_heartbeat: float = Field(default=30.0, ge=0.5, le=3600, description=(
-        "Seconds without a heartbeat after which a worker's run is given to another worker."))
+    worker_heartbeat: float = Field(
+        default=30.0,
+        ge=0.5,
+        le=3600,
+        description=("Seconds without a heartbeat after which a worker's run is given to another worker."),
+    )
 
     @property
     def runs_dir(self) -> Path:

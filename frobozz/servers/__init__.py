@@ -9,8 +9,15 @@ from ._registry import SERVERS, ServerSpec, load_server
 
 # The hub's parts import mcp and starlette (half a second): loaded when first asked for, so that every CLI
 # command, which imports this package for its configs, stays quick.
-_LAZY = {"BearerToken": "_auth", "ScopedTokens": "_auth", "Grant": "_grants", "hashed": "_grants",
-         "load_grants": "_grants", "hub_app": "_http", "new_token": "_http"}
+_LAZY = {
+    "BearerToken": "_auth",
+    "ScopedTokens": "_auth",
+    "Grant": "_grants",
+    "hashed": "_grants",
+    "load_grants": "_grants",
+    "hub_app": "_http",
+    "new_token": "_http",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -19,6 +26,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["BUNDLES", "SERVERS", "BearerToken", "ConfigError", "Grant", "ScopedTokens", "ServerSpec", "check_names",
-           "config_for", "hashed", "hub_app", "install_config", "load_grants", "load_server", "new_token", "portable",
-           "write_config"]
+__all__ = [
+    "BUNDLES",
+    "SERVERS",
+    "BearerToken",
+    "ConfigError",
+    "Grant",
+    "ScopedTokens",
+    "ServerSpec",
+    "check_names",
+    "config_for",
+    "hashed",
+    "hub_app",
+    "install_config",
+    "load_grants",
+    "load_server",
+    "new_token",
+    "portable",
+    "write_config",
+]

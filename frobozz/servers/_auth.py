@@ -58,8 +58,13 @@ class _Gate:
             if why:  # a known token, outside its grant
                 await _refuse(scope, send, 403, why, human=f"Your token does not open this page: {why}.")
             else:
-                await _refuse(scope, send, 401, "unauthorized: send the hub's token as 'Authorization: Bearer TOKEN'",
-                              human=SIGN_IN if not token else STALE)
+                await _refuse(
+                    scope,
+                    send,
+                    401,
+                    "unauthorized: send the hub's token as 'Authorization: Bearer TOKEN'",
+                    human=SIGN_IN if not token else STALE,
+                )
             return
         scope.setdefault("state", {})["grant"] = grant
         with granted(grant):
@@ -79,11 +84,16 @@ class _Gate:
         token, next_path = form.get("token", [""])[0].strip(), form.get("next", ["/"])[0]
         allowed, _, _ = self.admit(token, "") if token else (False, None, "")
         if not allowed:
-            await _refuse(scope, send, 401, "that is not this hub's token", next_path=next_path,
-                          human="That is not this hub's token. Check it (it is long: copy it whole) and try again.")
+            await _refuse(
+                scope,
+                send,
+                401,
+                "that is not this hub's token",
+                next_path=next_path,
+                human="That is not this hub's token. Check it (it is long: copy it whole) and try again.",
+            )
             return
-        await _redirect(send, next_path if next_path.startswith("/") and not next_path.startswith("//") else "/",
-                        token)
+        await _redirect(send, next_path if next_path.startswith("/") and not next_path.startswith("//") else "/", token)
 
 
 def BearerToken(app: ASGIApp, token: str) -> ASGIApp:  # a middleware, named as one
@@ -94,14 +104,17 @@ def BearerToken(app: ASGIApp, token: str) -> ASGIApp:  # a middleware, named as 
 
     def admit(given: str, _: str) -> tuple[bool, Grant | None, str]:
         return hmac.compare_digest(given.encode(), expected), None, ""
+
     return _Gate(app, admit)
 
 
-def ScopedTokens(app: ASGIApp, grants: list[Grant], servers: frozenset[str] | set[str], *,
-                 only: str | None = None) -> ASGIApp:
+def ScopedTokens(
+    app: ASGIApp, grants: list[Grant], servers: frozenset[str] | set[str], *, only: str | None = None
+) -> ASGIApp:
     """`FROBOZZ_HUB_TOKENS`: the caller's token picks its grant; `servers` are the paths that are MCP servers
     (`/servers` lists them to any token; the rest is the web view, which the grant must name as "web");
     `only`: every path is that part (an app served alone: the agent service)."""
+
     def admit(given: str, path: str) -> tuple[bool, Grant | None, str]:
         grant = find_grant(grants, given)
         if grant is None:
@@ -109,10 +122,17 @@ def ScopedTokens(app: ASGIApp, grants: list[Grant], servers: frozenset[str] | se
         first = path.strip("/").split("/")[0]
         part = only or (first if first in servers else "" if first == "servers" else "web")
         if path and part and not grant.may_use(part):
-            return False, grant, (f"token {grant.name!r} may not use the {part} " + (
-                "view" if part == "web" else "service" if part == "agent" else "server") +
-                f" (it may use: {', '.join(grant.servers) or 'none'})")
+            return (
+                False,
+                grant,
+                (
+                    f"token {grant.name!r} may not use the {part} "
+                    + ("view" if part == "web" else "service" if part == "agent" else "server")
+                    + f" (it may use: {', '.join(grant.servers) or 'none'})"
+                ),
+            )
         return True, grant, ""
+
     return _Gate(app, admit)
 
 
@@ -139,8 +159,12 @@ def _query_token(scope: Scope) -> str | None:
 
 
 def _without_token(scope: Scope) -> str:
-    query = [(k, v) for k, vs in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()
-             for v in vs if k != "token"]
+    query = [
+        (k, v)
+        for k, vs in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()
+        for v in vs
+        if k != "token"
+    ]
     return scope.get("root_path", "") + scope["path"] + (f"?{urlencode(query)}" if query else "")
 
 
@@ -148,9 +172,17 @@ async def _redirect(send: Send, location: str, token: str) -> None:
     seconds = COOKIE_DAYS * 86400
     expires = formatdate(time.time() + seconds, usegmt=True)
     cookie = f"{COOKIE}={token}; Path=/; Max-Age={seconds}; Expires={expires}; HttpOnly; SameSite=Strict"
-    await send({"type": "http.response.start", "status": 303,
-                "headers": [(b"location", location.encode("latin-1", "replace")), (b"set-cookie", cookie.encode()),
-                            (b"cache-control", b"no-store")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [
+                (b"location", location.encode("latin-1", "replace")),
+                (b"set-cookie", cookie.encode()),
+                (b"cache-control", b"no-store"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": b""})
 
 
@@ -158,8 +190,9 @@ def _wants_html(scope: Scope) -> bool:
     return scope["method"] in ("GET", "POST") and b"text/html" in _headers(scope).get(b"accept", b"")
 
 
-async def _refuse(scope: Scope, send: Send, status: int, message: str, *, next_path: str | None = None,
-                  human: str | None = None) -> None:
+async def _refuse(
+    scope: Scope, send: Send, status: int, message: str, *, next_path: str | None = None, human: str | None = None
+) -> None:
     """JSON with `message` for a program; for a browser, a page that says it in words for people (`human`)."""
     if _wants_html(scope):
         headers = [(b"content-type", b"text/html; charset=utf-8")]
@@ -176,29 +209,39 @@ async def _refuse(scope: Scope, send: Send, status: int, message: str, *, next_p
 def _sign_in(message: str, next_path: str, status: int) -> str:
     """The page a browser gets instead: what went wrong, and (for a missing token) a form to give it, in the
     web view's colours (its stylesheet is behind this gate, so the few rules it needs are here)."""
-    form = "" if status != 401 else (
-        f'<form method="post" action="{LOGIN}"><input type="hidden" name="next" value="{escape(next_path)}">'
-        '<label for="token">Hub token</label><input id="token" type="password" name="token" '
-        'autocomplete="current-password" spellcheck="false" required autofocus>'
-        '<button type="submit">Sign in</button></form>'
-        "<p class=help>Where to find it: <code>frobozz serve all --http</code> (or <code>frobozz web</code>) "
-        "printed it when it started, with a link that signs you in at once. When the hub was started with "
-        "<code>FROBOZZ_HUB_TOKEN</code> set, it is that; with scoped tokens, it is the one "
-        "<code>frobozz hub-token</code> gave you.</p>"
-        f"<p class=help>You stay signed in on this browser for {COOKIE_DAYS} days.</p>")
-    return ("<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport "
-            "content='width=device-width, initial-scale=1'><title>Frobozz: sign in</title><style>" + _STYLE +
-            "</style></head><body><header>Frobozz</header><main>"
-            f'<h1>{"Sign in" if status == 401 else "Not for this token"}</h1>'
-            f'<p id="refused" role="alert">{escape(message)}</p>{form}</main></body></html>')
+    form = (
+        ""
+        if status != 401
+        else (
+            f'<form method="post" action="{LOGIN}"><input type="hidden" name="next" value="{escape(next_path)}">'
+            '<label for="token">Hub token</label><input id="token" type="password" name="token" '
+            'autocomplete="current-password" spellcheck="false" required autofocus>'
+            '<button type="submit">Sign in</button></form>'
+            "<p class=help>Where to find it: <code>frobozz serve all --http</code> (or <code>frobozz web</code>) "
+            "printed it when it started, with a link that signs you in at once. When the hub was started with "
+            "<code>FROBOZZ_HUB_TOKEN</code> set, it is that; with scoped tokens, it is the one "
+            "<code>frobozz hub-token</code> gave you.</p>"
+            f"<p class=help>You stay signed in on this browser for {COOKIE_DAYS} days.</p>"
+        )
+    )
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport "
+        "content='width=device-width, initial-scale=1'><title>Frobozz: sign in</title><style>"
+        + _STYLE
+        + "</style></head><body><header>Frobozz</header><main>"
+        f"<h1>{'Sign in' if status == 401 else 'Not for this token'}</h1>"
+        f'<p id="refused" role="alert">{escape(message)}</p>{form}</main></body></html>'
+    )
 
 
-_STYLE = ("*{box-sizing:border-box}body{margin:0;font:15px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;"
-          "color:#1d2327;background:#f5f7f9}header{padding:.6rem 1rem;background:#1d2327;color:#fff;font-weight:700;"
-          "letter-spacing:.04em}main{max-width:30rem;margin:2.5rem auto;padding:1.25rem 1.5rem;background:#fff;"
-          "border:1px solid #d9dee3;border-radius:8px}h1{font-size:1.4rem;margin:0 0 .6rem}#refused{margin:0 0 1rem}"
-          "form{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center}label{width:100%;font-size:.85rem;"
-          "color:#66707a}input{flex:1 1 14rem;min-width:0;font:inherit;padding:.4rem .5rem;border:1px solid "
-          "#d9dee3;border-radius:6px}button{font:inherit;padding:.4rem .9rem;border:1px solid #2a7ab0;"
-          "border-radius:6px;background:#2a7ab0;color:#fff;cursor:pointer}.help{color:#66707a;font-size:.9rem}"
-          "code{font-size:.85em;background:#f5f7f9;padding:0 .2rem;border-radius:3px;white-space:nowrap}")
+_STYLE = (
+    "*{box-sizing:border-box}body{margin:0;font:15px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;"
+    "color:#1d2327;background:#f5f7f9}header{padding:.6rem 1rem;background:#1d2327;color:#fff;font-weight:700;"
+    "letter-spacing:.04em}main{max-width:30rem;margin:2.5rem auto;padding:1.25rem 1.5rem;background:#fff;"
+    "border:1px solid #d9dee3;border-radius:8px}h1{font-size:1.4rem;margin:0 0 .6rem}#refused{margin:0 0 1rem}"
+    "form{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center}label{width:100%;font-size:.85rem;"
+    "color:#66707a}input{flex:1 1 14rem;min-width:0;font:inherit;padding:.4rem .5rem;border:1px solid "
+    "#d9dee3;border-radius:6px}button{font:inherit;padding:.4rem .9rem;border:1px solid #2a7ab0;"
+    "border-radius:6px;background:#2a7ab0;color:#fff;cursor:pointer}.help{color:#66707a;font-size:.9rem}"
+    "code{font-size:.85em;background:#f5f7f9;padding:0 .2rem;border-radius:3px;white-space:nowrap}"
+)

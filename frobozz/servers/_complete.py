@@ -27,8 +27,9 @@ MAX_VALUES = 100  # the spec's limit for one answer
 MAX_TYPED = 1000  # a longer partial value matches nothing worth suggesting
 
 
-def offer_completion(server: MCPServer, completers: Mapping[tuple[str, str], Completer],
-                     expected: tuple[type[Exception], ...] = ()) -> None:
+def offer_completion(
+    server: MCPServer, completers: Mapping[tuple[str, str], Completer], expected: tuple[type[Exception], ...] = ()
+) -> None:
     """Serve `completion/complete` (which advertises the capability) for each (prompt, argument) named.
 
     Anything else (another prompt, a resource, an argument with nothing to suggest) completes with nothing,
@@ -36,8 +37,11 @@ def offer_completion(server: MCPServer, completers: Mapping[tuple[str, str], Com
     with nothing too: a suggestion is help, never a failure the user has to read."""
 
     @server.completion()
-    async def complete(ref: PromptReference | ResourceTemplateReference, argument: CompletionArgument,
-                       context: CompletionContext | None) -> Completion:
+    async def complete(
+        ref: PromptReference | ResourceTemplateReference,
+        argument: CompletionArgument,
+        context: CompletionContext | None,
+    ) -> Completion:
         name = ref.name if isinstance(ref, PromptReference) else ref.uri
         completer = completers.get((name, argument.name))
         typed = argument.value

@@ -37,15 +37,21 @@ def check_names(names: list[str]) -> list[str]:
 
 def portable(names: list[str]) -> dict[str, Any]:
     """The config as shipped in mcp-config/: `frobozz` from PATH, settings from the environment."""
-    return {"mcpServers": {n: {"type": "stdio", "command": "frobozz", "args": ["serve", n]} for n in check_names(names)}}
+    return {
+        "mcpServers": {n: {"type": "stdio", "command": "frobozz", "args": ["serve", n]} for n in check_names(names)}
+    }
 
 
 def config_for(names: list[str], environ: dict[str, str] | None = None) -> dict[str, Any]:
     """This install's config: this Python's absolute path, and the path settings now in effect."""
     environ = dict(os.environ if environ is None else environ)
     env = {k: str(Path(environ[k]).resolve()) for k in _PATHS if environ.get(k)}
-    return {"mcpServers": {n: {"type": "stdio", "command": sys.executable, "args": ["-m", "frobozz", "serve", n],
-                               "env": env} for n in check_names(names)}}
+    return {
+        "mcpServers": {
+            n: {"type": "stdio", "command": sys.executable, "args": ["-m", "frobozz", "serve", n], "env": env}
+            for n in check_names(names)
+        }
+    }
 
 
 def write_config(config: dict[str, Any], path: Path) -> None:

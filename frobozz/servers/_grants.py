@@ -36,6 +36,7 @@ Names = Annotated[list[Name], Field(max_length=1000)]
 class Grant(BaseModel):
     """One token's access to the hub: its name, its SHA-256 (never the token), the servers it may call and the
     namespaces it may read and write."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}$")

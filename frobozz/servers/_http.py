@@ -27,16 +27,26 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def hub_app(names: list[str], token: str | None, *, host: str = "127.0.0.1", grants: list[Grant] | None = None,
-            site: Starlette | None = None, mounts: dict[str, Starlette] | None = None, **overrides: Any) -> ASGIApp:
+def hub_app(
+    names: list[str],
+    token: str | None,
+    *,
+    host: str = "127.0.0.1",
+    grants: list[Grant] | None = None,
+    site: Starlette | None = None,
+    mounts: dict[str, Starlette] | None = None,
+    **overrides: Any,
+) -> ASGIApp:
     """One ASGI app with each named server mounted at `/NAME` (its endpoint `/NAME/mcp`), `mounts` at their
     `/NAME` (the agent service), and `site` (the web view) at `/`, behind one token, or behind scoped tokens
     (`grants`; a mount is used only by a grant that names it)."""
     mounts = mounts or {}
     overrides = {**overrides, "game": {"game_shared_sessions": True, **overrides.get("game", {})}}
     servers = {name: load_server(name, **overrides.get(name, {})) for name in names}
-    apps = {name: server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, host=host)
-            for name, server in servers.items()}
+    apps = {
+        name: server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, host=host)
+        for name, server in servers.items()
+    }
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -53,9 +63,13 @@ def hub_app(names: list[str], token: str | None, *, host: str = "127.0.0.1", gra
     async def health(_: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
-    routes = [Route("/servers", index), Route("/healthz", health), *(Mount(f"/{n}", app=a) for n, a in apps.items()),
-              *(Mount(f"/{n}", app=a) for n, a in mounts.items()),
-              *([Mount("/", app=site)] if site is not None else [])]
+    routes = [
+        Route("/servers", index),
+        Route("/healthz", health),
+        *(Mount(f"/{n}", app=a) for n, a in apps.items()),
+        *(Mount(f"/{n}", app=a) for n, a in mounts.items()),
+        *([Mount("/", app=site)] if site is not None else []),
+    ]
     app = Starlette(routes=routes, lifespan=lifespan)
     if grants is not None:
         return ScopedTokens(app, grants, frozenset(apps) | set(mounts))

@@ -25,9 +25,16 @@ LEVELS: tuple[LoggingLevel, ...] = get_args(LoggingLevel)  # debug … emergency
 DEFAULT: LoggingLevel = "warning"  # before a client sets one: what stderr shows by default too
 ROOT = "frobozz"
 _STATE_KEY = "frobozz.log_level"
-_PYTHON = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO + 5, "warning": logging.WARNING,
-           "error": logging.ERROR, "critical": logging.CRITICAL, "alert": logging.CRITICAL + 5,
-           "emergency": logging.CRITICAL + 9}
+_PYTHON = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO + 5,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL + 5,
+    "emergency": logging.CRITICAL + 9,
+}
 
 
 def mcp_level(levelno: int) -> LoggingLevel:
@@ -126,7 +133,7 @@ def offer_logging(server: MCPServer, default: LoggingLevel = DEFAULT) -> None:
                 try:
                     result = await call_next(ctx)
                 except Exception as e:  # noqa: BLE001 - re-raised after the group, not in an ExceptionGroup the
-                    failure = e         # SDK would not know for an MCPError (its code and message lost)
+                    failure = e  # SDK would not know for an MCPError (its code and message lost)
                 finally:
                     send.close()  # the lines so far still go, before the answer
         finally:

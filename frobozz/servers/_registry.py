@@ -21,13 +21,18 @@ class ServerSpec:
         return module.create_server, module.Settings
 
 
-SERVERS: dict[str, ServerSpec] = {s.name: s for s in (
-    ServerSpec("game", "frobozz.servers.game", "play Z-machine games (Zork I and any story file)"),
-    ServerSpec("cortex", "frobozz.servers.cortex", "long-term memory on Postgres + pgvector"),
-    ServerSpec("fetch", "frobozz.servers.fetch", "read the web: pages, feeds, PDFs, JSON, images"),
-    ServerSpec("forge", "frobozz.servers.forge", "make images on SD WebUI, ComfyUI or an OpenAI-compatible API"),
-    ServerSpec("handoff", "frobozz.servers.handoff", "pass work to the next context window (letters in cortex's Postgres)"),
-)}
+SERVERS: dict[str, ServerSpec] = {
+    s.name: s
+    for s in (
+        ServerSpec("game", "frobozz.servers.game", "play Z-machine games (Zork I and any story file)"),
+        ServerSpec("cortex", "frobozz.servers.cortex", "long-term memory on Postgres + pgvector"),
+        ServerSpec("fetch", "frobozz.servers.fetch", "read the web: pages, feeds, PDFs, JSON, images"),
+        ServerSpec("forge", "frobozz.servers.forge", "make images on SD WebUI, ComfyUI or an OpenAI-compatible API"),
+        ServerSpec(
+            "handoff", "frobozz.servers.handoff", "pass work to the next context window (letters in cortex's Postgres)"
+        ),
+    )
+}
 
 
 def load_server(name: str, **overrides: Any) -> Any:

@@ -13,11 +13,17 @@ from mcp.types import ToolAnnotations
 log = logging.getLogger("frobozz.servers")
 
 
-def hints(title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False,
-                open_world: bool = False) -> ToolAnnotations:
+def hints(
+    title: str, *, read_only: bool, destructive: bool = False, idempotent: bool = False, open_world: bool = False
+) -> ToolAnnotations:
     """All four hints, always spelled out: clients must not have to guess the defaults."""
-    return ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive,
-                           idempotent_hint=idempotent, open_world_hint=open_world)
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=read_only,
+        destructive_hint=destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=open_world,
+    )
 
 
 @contextmanager
@@ -32,6 +38,7 @@ def tool_errors(*expected: type[Exception]) -> Iterator[None]:
 
 def closing(*closers: Callable[[], Awaitable[None]]) -> Callable[[Any], Any]:
     """A server lifespan that closes what the server opened (clients, pools, sessions) when it stops."""
+
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
         try:
@@ -39,4 +46,5 @@ def closing(*closers: Callable[[], Awaitable[None]]) -> Callable[[Any], Any]:
         finally:
             for close in closers:
                 await close()
+
     return lifespan

@@ -25,10 +25,24 @@ PRUNE_EVERY = 3600.0  # seconds between two deletions of what is past its time
 WRITE_WAIT = 30.0  # seconds a batch's writing may take
 FIND_WAIT = 10.0  # seconds a batch waits for the embedded Postgres to start (the first batch only, in practice)
 Where = str | Callable[[], Awaitable[str]]  # a URL, or what finds one (starts the embedded Postgres) when first needed
-_COLUMNS = ("trace_id", "span_id", "parent_id", "name", "kind", "service", "started_at", "duration_ms", "status",
-            "session_id", "run_id", "attributes")
-_INSERT = (f"INSERT INTO trace_spans ({', '.join(_COLUMNS)}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
-           "$12) ON CONFLICT DO NOTHING")
+_COLUMNS = (
+    "trace_id",
+    "span_id",
+    "parent_id",
+    "name",
+    "kind",
+    "service",
+    "started_at",
+    "duration_ms",
+    "status",
+    "session_id",
+    "run_id",
+    "attributes",
+)
+_INSERT = (
+    f"INSERT INTO trace_spans ({', '.join(_COLUMNS)}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+    "$12) ON CONFLICT DO NOTHING"
+)
 
 
 def schema() -> str:
@@ -40,11 +54,20 @@ def _row(span: ReadableSpan) -> tuple[Any, ...]:
     start, end = span.start_time or 0, span.end_time or span.start_time or 0
     parent = span.parent.span_id if span.parent is not None else None
     service = (span.resource.attributes if span.resource else {}).get("service.name")
-    return (f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}",
-            f"{parent:016x}" if parent is not None else None, span.name, span.kind.name.lower(),
-            str(service) if service else None, datetime.fromtimestamp(start / 1e9, UTC), (end - start) / 1e6,
-            span.status.status_code.name.lower(), attributes.get(S.SESSION_ID), attributes.get(S.RUN_ID),
-            json.dumps(attributes, default=str))
+    return (
+        f"{span.context.trace_id:032x}",
+        f"{span.context.span_id:016x}",
+        f"{parent:016x}" if parent is not None else None,
+        span.name,
+        span.kind.name.lower(),
+        str(service) if service else None,
+        datetime.fromtimestamp(start / 1e9, UTC),
+        (end - start) / 1e6,
+        span.status.status_code.name.lower(),
+        attributes.get(S.SESSION_ID),
+        attributes.get(S.RUN_ID),
+        json.dumps(attributes, default=str),
+    )
 
 
 class LocalSpans(SpanExporter):
@@ -96,8 +119,11 @@ class LocalSpans(SpanExporter):
                 written.result(WRITE_WAIT)
         except Exception as e:  # noqa: BLE001 - the SDK's thread must not die of it (a database away)
             if not self._failing:
-                log.warning("tracing: spans cannot be kept in the database (%s: %s); they are dropped. Said once.",
-                            type(e).__name__, e if isinstance(e, ConnectionError) else "see the database's own log")
+                log.warning(
+                    "tracing: spans cannot be kept in the database (%s: %s); they are dropped. Said once.",
+                    type(e).__name__,
+                    e if isinstance(e, ConnectionError) else "see the database's own log",
+                )
             self._failing = True
             return SpanExportResult.FAILURE
         self._failing = False
@@ -135,6 +161,7 @@ class LocalSpans(SpanExporter):
                 self._loop.run_until_complete(self._connection.close(timeout=5))
             if self._loop is not None:
                 self._loop.close()
+
         try:
             self._writer.submit(close).result(10)
         except Exception as e:  # noqa: BLE001 - closing is best effort: the process is ending
@@ -144,8 +171,9 @@ class LocalSpans(SpanExporter):
 
 async def prune(connection: Any, keep_days: float) -> int:
     """Delete the spans past their time; how many went."""
-    done = await connection.execute("DELETE FROM trace_spans WHERE started_at < now() - make_interval(secs => $1)",
-                                    keep_days * 86400.0)
+    done = await connection.execute(
+        "DELETE FROM trace_spans WHERE started_at < now() - make_interval(secs => $1)", keep_days * 86400.0
+    )
     return int(done.split()[-1])
 
 
@@ -165,7 +193,9 @@ async def _traces_with(connection: Any, column: str, value: str) -> list[dict[st
     try:
         rows = await connection.fetch(
             f"SELECT * FROM trace_spans WHERE trace_id IN (SELECT trace_id FROM trace_spans WHERE {column} = $1) "
-            "ORDER BY started_at, span_id", value)
+            "ORDER BY started_at, span_id",
+            value,
+        )
     except asyncpg.UndefinedTableError:
         return []
     return [{**dict(r), "attributes": json.loads(r["attributes"])} for r in rows]

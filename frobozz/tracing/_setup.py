@@ -36,8 +36,11 @@ DEFAULT_ENDPOINT = "http://localhost:4318"
 _PROTOCOL = "http/protobuf"
 _INHERITED = "FROBOZZ_TRACE_OTEL"  # the OTEL_* settings of the process that turned tracing on, as JSON
 _HEADER_KEY = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an HTTP token (RFC 9110)
-_EXPORTER_LOGGERS = ("opentelemetry.exporter.otlp.proto.http", "opentelemetry.exporter.otlp.proto.http.trace_exporter",
-                     "opentelemetry.sdk.trace.export")
+_EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http",
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.sdk.trace.export",
+)
 
 
 def check_headers(environ: Mapping[str, str]) -> dict[str, str]:
@@ -55,8 +58,10 @@ def check_headers(environ: Mapping[str, str]) -> dict[str, str]:
             key, sep, value = member.partition("=")
             where = f"{name} is malformed: its member {index} of {len(members)}"
             if not sep:
-                raise TracingConfigError(f"{where} has no '=': write key=value pairs separated by commas, values "
-                                         f"URL-encoded (e.g. authorization=Bearer%20TOKEN)")
+                raise TracingConfigError(
+                    f"{where} has no '=': write key=value pairs separated by commas, values "
+                    f"URL-encoded (e.g. authorization=Bearer%20TOKEN)"
+                )
             if not _HEADER_KEY.match(key.strip()):
                 raise TracingConfigError(f"{where} has a key that is not an HTTP header name")
             decoded = urllib.parse.unquote(value.strip())
@@ -81,17 +86,23 @@ def _shown(url: str) -> str:
     """A URL without its credentials, for a message."""
     parsed = urllib.parse.urlsplit(url)
     host = parsed.hostname or ""
-    return urllib.parse.urlunsplit((parsed.scheme, host + (f":{parsed.port}" if parsed.port else ""), parsed.path,
-                                    "", "")) if host else url[:40]
+    return (
+        urllib.parse.urlunsplit((parsed.scheme, host + (f":{parsed.port}" if parsed.port else ""), parsed.path, "", ""))
+        if host
+        else url[:40]
+    )
 
 
 def check_protocol(environ: Mapping[str, str]) -> None:
     """Refuses an OTLP protocol other than HTTP/protobuf, the one Frobozz exports, with the setting to use."""
-    protocol = (environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-                or _PROTOCOL).strip()
+    protocol = (
+        environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or _PROTOCOL
+    ).strip()
     if protocol != _PROTOCOL:
-        raise TracingConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not spoken here: Frobozz exports "
-                                 f"OTLP over HTTP, set it to {_PROTOCOL} (every OTLP backend takes it, on port 4318)")
+        raise TracingConfigError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not spoken here: Frobozz exports "
+            f"OTLP over HTTP, set it to {_PROTOCOL} (every OTLP backend takes it, on port 4318)"
+        )
 
 
 class WarnOnce(SpanExporter):
@@ -113,8 +124,11 @@ class WarnOnce(SpanExporter):
         if result is SpanExportResult.FAILURE:
             self.dropped += len(spans)
             if not self.failing:
-                log.warning("tracing: spans cannot be sent to %s (is the backend up?); they are dropped and the "
-                            "run goes on. Said once.", _shown(self.endpoint))
+                log.warning(
+                    "tracing: spans cannot be sent to %s (is the backend up?); they are dropped and the "
+                    "run goes on. Said once.",
+                    _shown(self.endpoint),
+                )
             self.failing = True
         elif self.failing:
             log.info("tracing: %s takes spans again (%d were dropped)", _shown(self.endpoint), self.dropped)
@@ -161,9 +175,14 @@ class Tracing:
 _current: Tracing | None = None
 
 
-def configure(service: str = "frobozz", settings: TracingSettings | None = None, *, force: bool = False,
-              environ: MutableMapping[str, str] | None = None,
-              database: Callable[[], Awaitable[str]] | None = None) -> Tracing | None:
+def configure(
+    service: str = "frobozz",
+    settings: TracingSettings | None = None,
+    *,
+    force: bool = False,
+    environ: MutableMapping[str, str] | None = None,
+    database: Callable[[], Awaitable[str]] | None = None,
+) -> Tracing | None:
     """Tracing on for this process when `FROBOZZ_TRACE` (or `--trace`, which sets it) says so; None when off
     (the API stays a no-op: nothing is made, nothing exported). Children inherit the setting (claude, and
     through it the MCP servers it starts), and claude's own telemetry is pointed at the same endpoint.
@@ -181,8 +200,11 @@ def configure(service: str = "frobozz", settings: TracingSettings | None = None,
     check_headers(environ)
     endpoint = traces_endpoint(environ)
     detected = Resource.create()
-    resource = detected if not str(detected.attributes.get(SERVICE_NAME, "")).startswith("unknown_service") \
+    resource = (
+        detected
+        if not str(detected.attributes.get(SERVICE_NAME, "")).startswith("unknown_service")
         else detected.merge(Resource({SERVICE_NAME: service}))
+    )
     provider = TracerProvider(resource=resource)  # its sampler from OTEL_TRACES_SAMPLER, as the SDK reads it
     exporter = WarnOnce(OTLPSpanExporter(endpoint=endpoint, headers=check_headers(environ) or None), endpoint)
     if settings.trace_warn_once:
@@ -241,8 +263,12 @@ def inherit(environ: MutableMapping[str, str]) -> None:
 def claude_telemetry() -> dict[str, str]:
     """claude's own telemetry (its documented variables): metrics and events over OTLP/HTTP to the same
     endpoint; each carries claude's `session.id`, the id Frobozz's spans carry too."""
-    return {"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_METRICS_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "otlp",
-            "OTEL_EXPORTER_OTLP_PROTOCOL": _PROTOCOL}
+    return {
+        "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+        "OTEL_METRICS_EXPORTER": "otlp",
+        "OTEL_LOGS_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": _PROTOCOL,
+    }
 
 
 def current() -> Tracing | None:

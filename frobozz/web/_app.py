@@ -46,9 +46,14 @@ def create_app(settings: WebSettings | None = None, *, agent_served: bool = True
     async def health(_: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
-    routes = [*_run_pages.routes, *_routine_pages.routes, *_memory_pages.routes, *_chat_page.routes,
-              Route("/healthz", health),
-              Mount("/static", app=StaticFiles(directory=STATIC), name="static")]
+    routes = [
+        *_run_pages.routes,
+        *_routine_pages.routes,
+        *_memory_pages.routes,
+        *_chat_page.routes,
+        Route("/healthz", health),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: error, Exception: error})
     app.state.web = web
     return app

@@ -71,5 +71,12 @@ def score_chart(turns: Sequence[TurnRecord], max_score: int | None) -> ScoreChar
     x_step, y_step = nice_step(last), nice_step(top)
     x_ticks = tuple(Tick(round(x(t), 1), str(t)) for t in range(0, last + 1, x_step))
     y_ticks = tuple(Tick(round(y(s), 1), str(s)) for s in range(0, top + 1, y_step))
-    return ScoreChart(f"{x(0):.1f},{y(0):.1f} " + points, top, last, y(max_score) if max_score else None,
-                      x_ticks, y_ticks, max_score or None)
+    return ScoreChart(
+        f"{x(0):.1f},{y(0):.1f} " + points,
+        top,
+        last,
+        y(max_score) if max_score else None,
+        x_ticks,
+        y_ticks,
+        max_score or None,
+    )

@@ -20,8 +20,7 @@ async def chat_page(request: Request) -> HTMLResponse:
     if session and not _SESSION.fullmatch(session):
         session = ""
     web = web_of(request)
-    return web.page(request, "chat.html", session=session, agent=web.settings.web_agent_path,
-                    served=web.agent_served)
+    return web.page(request, "chat.html", session=session, agent=web.settings.web_agent_path, served=web.agent_served)
 
 
 routes = [Route("/chat", chat_page, name="chat")]

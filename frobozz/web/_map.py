@@ -70,8 +70,10 @@ def _placed(explored: GameMap) -> MapLayout:
         start, end = place[p.source], place[p.target]
         hover = f"{p.source}: {p.command} → {p.target}" + (" (and back)" if p.both_ways else "")
         if p.stub:  # a line across the map would cross others: a short stub at each end says where it goes
-            links += [_stub(start, end, f"{p.label} → {p.target}", hover, p.kind.value),
-                      _stub(end, start, f"from {p.source} ({p.label})", hover, p.kind.value)]
+            links += [
+                _stub(start, end, f"{p.label} → {p.target}", hover, p.kind.value),
+                _stub(end, start, f"from {p.source} ({p.label})", hover, p.kind.value),
+            ]
             continue
         wx, wy = _beside_box(*start, *end)
         links.append(Link(*start, *end, hover, p.kind.value, p.label, wx, wy))
@@ -109,5 +111,5 @@ def _wrap(name: str, width: int = 20) -> tuple[str, ...]:
             line = f"{line} {word}".strip()
     lines.append(line)
     if len(lines) > 3:
-        lines = [*lines[:2], " ".join(lines[2:])[:width - 1] + "…"]
+        lines = [*lines[:2], " ".join(lines[2:])[: width - 1] + "…"]
     return tuple(lines)

@@ -25,8 +25,9 @@ async def _memory(work: Awaitable[T]) -> T:
     try:
         return await work
     except DATABASE_ERRORS as e:
-        raise HTTPException(503, f"the memory database is not reachable right now ({type(e).__name__}); "
-                                 "try again when it is back") from None
+        raise HTTPException(
+            503, f"the memory database is not reachable right now ({type(e).__name__}); try again when it is back"
+        ) from None
     except EmbeddingMismatchError as e:
         raise HTTPException(503, str(e)) from None
     except MemoryStoreError as e:
@@ -41,7 +42,7 @@ def _may(request: Request, namespace: str, *, write: bool = False) -> bool:
 def _id(request: Request, name: str) -> int:
     """A memory's or letter's id from the path; one past what Postgres can hold is simply not there."""
     value: int = request.path_params[name]  # an {…:int} path parameter
-    if value >= 2 ** 63:
+    if value >= 2**63:
         raise HTTPException(404, f"no {name.removesuffix('_id')} {value}")
     return value
 
@@ -75,11 +76,23 @@ async def memory_page(request: Request) -> HTMLResponse:
         hits = await _memory(store.search(query, limit=20, since=since, until=until, namespace=namespace))
     recent = await _memory(store.recent(20, namespace))
     letters = await _memory((await web.memory.handoffs()).recent(10, namespace))
-    pictured = await _memory((await _memory(web.memory.images())).with_images(
-        [h.memory.id for h in hits or ()] + [m.id for m in recent]))
-    return web.page(request, "memory.html", query=query, namespace=namespace, namespaces=namespaces, hits=hits,
-                    pictured=pictured, recent=recent, letters=letters, since=params.get("since") or "", until=params.get("until") or "",
-                    forgotten=params.get("forgotten"))
+    pictured = await _memory(
+        (await _memory(web.memory.images())).with_images([h.memory.id for h in hits or ()] + [m.id for m in recent])
+    )
+    return web.page(
+        request,
+        "memory.html",
+        query=query,
+        namespace=namespace,
+        namespaces=namespaces,
+        hits=hits,
+        pictured=pictured,
+        recent=recent,
+        letters=letters,
+        since=params.get("since") or "",
+        until=params.get("until") or "",
+        forgotten=params.get("forgotten"),
+    )
 
 
 class _Kept(Protocol):  # read-only: a frozen Memory or Letter is one
@@ -109,8 +122,14 @@ async def one_memory(request: Request) -> HTMLResponse:
     store = await _memory(web_of(request).memory.store())
     history = await _memory(store.history(found.id)) if found.supersedes or found.superseded_by else [found]
     image = await _memory((await _memory(web_of(request).memory.images())).image(found.id))
-    return web_of(request).page(request, "memory_one.html", m=found, history=history, image=image,
-                                may_forget=_may(request, found.namespace, write=True))
+    return web_of(request).page(
+        request,
+        "memory_one.html",
+        m=found,
+        history=history,
+        image=image,
+        may_forget=_may(request, found.namespace, write=True),
+    )
 
 
 async def memory_image(request: Request) -> Response:
@@ -122,8 +141,11 @@ async def memory_image(request: Request) -> Response:
         raise HTTPException(404, f"memory {found.id} has no image")
     original = request.query_params.get("original") == "1"
     data = await _memory(images.read(image, thumbnail=not original))
-    return Response(data, media_type=image.media_type if original else "image/jpeg",
-                    headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=3600"})
+    return Response(
+        data,
+        media_type=image.media_type if original else "image/jpeg",
+        headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=3600"},
+    )
 
 
 async def forget(request: Request) -> Response:

@@ -30,8 +30,11 @@ class Routines:
 
     def __init__(self, settings: WebSettings) -> None:
         self.settings = settings
-        self._store = LazyStore(lambda: RoutineStore.open(settings, size=2), what="the routines' database",
-                                without="routines live only there")
+        self._store = LazyStore(
+            lambda: RoutineStore.open(settings, size=2),
+            what="the routines' database",
+            without="routines live only there",
+        )
 
     @property
     def database_error(self) -> str | None:
@@ -42,16 +45,24 @@ class Routines:
 
     async def rows(self) -> list[RoutineRow]:
         """Every routine, by name (none without a database: `database_error` says why)."""
+
         async def read(store: RoutineStore) -> list[RoutineRow]:
             return [await _row(store, r) for r in await store.routines()]
+
         return await self._store.use(read) or []
 
 
 async def _row(store: RoutineStore, row: dict[str, Any]) -> RoutineRow:
     spec = row["spec"]
     state = "paused" if row["paused"] else (f"problem: {row['problem']}" if row.get("problem") else "active")
-    return RoutineRow(name=row["name"], trigger=spec.describe(), state=state, next=await _next(store, row),
-                      counts=row.get("counts") or {}, firings=await store.firings(row["name"], limit=LAST))
+    return RoutineRow(
+        name=row["name"],
+        trigger=spec.describe(),
+        state=state,
+        next=await _next(store, row),
+        counts=row.get("counts") or {},
+        firings=await store.firings(row["name"], limit=LAST),
+    )
 
 
 async def _next(store: RoutineStore, row: dict[str, Any]) -> str:

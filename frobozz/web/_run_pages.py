@@ -33,8 +33,15 @@ async def runs_page(request: Request) -> HTMLResponse:
     everything = await web.runs.rows()
     rows = await web.runs.rows(**chosen) if any(chosen.values()) else everything
     choices = {name: sorted({getattr(r, name) for r in everything if getattr(r, name)}) for name in FILTERS}
-    return web.page(request, "runs.html", rows=rows, chosen=chosen, choices=choices,
-                    leaderboard=await web.runs.leaderboard(), notice=web.runs.database_error)
+    return web.page(
+        request,
+        "runs.html",
+        rows=rows,
+        chosen=chosen,
+        choices=choices,
+        leaderboard=await web.runs.leaderboard(),
+        notice=web.runs.database_error,
+    )
 
 
 async def _view(web: Web, run_id: str, after: int = 0) -> RunView:
@@ -50,10 +57,10 @@ async def _figures(web: Web, request: Request, view: RunView, turns: list[TurnRe
     current = turns[-1].location if turns else None
     start = [(None, view.info.start_location)]  # the room the game began in, before the first command
     explored = await anyio.to_thread.run_sync(
-        layout, GameMap.from_path([*start, *((t.command, t.location) for t in turns)]), current)
+        layout, GameMap.from_path([*start, *((t.command, t.location) for t in turns)]), current
+    )
     template = web.templates.get_template("_figures.html")
-    return template.render(request=request, chart=score_chart(turns, view.info.max_score), map=explored,
-                           info=view.info)
+    return template.render(request=request, chart=score_chart(turns, view.info.max_score), map=explored, info=view.info)
 
 
 def _render(web: Web, request: Request, name: str, **context: Any) -> str:
@@ -64,9 +71,17 @@ async def run_page(request: Request) -> HTMLResponse:
     web = web_of(request)
     view = await _view(web, request.path_params["run_id"])
     traces = waterfall(await web.runs.spans(view.info.run_id))
-    return web.page(request, "run.html", info=view.info, turns=view.turns, live=view.live, traces=traces,
-                    figures=await _figures(web, request, view, view.turns),
-                    last=view.turns[-1].turn if view.turns else 0, notice=web.runs.database_error)
+    return web.page(
+        request,
+        "run.html",
+        info=view.info,
+        turns=view.turns,
+        live=view.live,
+        traces=traces,
+        figures=await _figures(web, request, view, view.turns),
+        last=view.turns[-1].turn if view.turns else 0,
+        notice=web.runs.database_error,
+    )
 
 
 async def run_events(request: Request) -> Response:
@@ -88,8 +103,10 @@ async def run_events(request: Request) -> Response:
                 turns.append(turn)
                 yield {"event": "turn", "id": str(turn.turn), "data": _render(web, request, "_turn.html", t=turn)}
             yield {"event": "figures", "data": await _figures(web, request, view, turns)}
-            yield {"event": "status" if view.live else "end",
-                   "data": _render(web, request, "_status.html", info=view.info, live=view.live)}
+            yield {
+                "event": "status" if view.live else "end",
+                "data": _render(web, request, "_status.html", info=view.info, live=view.live),
+            }
 
     return EventSourceResponse(events(), ping=15, send_timeout=30)
 

@@ -40,8 +40,22 @@ class RunRow:
 
     @classmethod
     def of(cls, info: RunInfo) -> RunRow:
-        return cls(info.run_id, info.game, info.title, info.player, info.model, info.mode, info.status, info.reason,
-                   info.score, info.max_score, info.turns, info.won, info.cost_usd, info.created)
+        return cls(
+            info.run_id,
+            info.game,
+            info.title,
+            info.player,
+            info.model,
+            info.mode,
+            info.status,
+            info.reason,
+            info.score,
+            info.max_score,
+            info.turns,
+            info.won,
+            info.cost_usd,
+            info.created,
+        )
 
 
 @dataclass(frozen=True)
@@ -59,8 +73,11 @@ class RunView:
 class Runs:
     def __init__(self, settings: WebSettings) -> None:
         self.settings = settings
-        self._ledger = LazyStore(lambda: RunLedger.open(settings, size=2), what="the runs database",
-                                 without="only the runs played on this machine are shown")
+        self._ledger = LazyStore(
+            lambda: RunLedger.open(settings, size=2),
+            what="the runs database",
+            without="only the runs played on this machine are shown",
+        )
         self._from_ledger = self._ledger.use  # work(ledger), or None without a database right now
 
     @property
@@ -105,10 +122,13 @@ class Runs:
 
     async def spans(self, run_id: str | None = None, *, session_id: str | None = None) -> list[dict[str, Any]]:
         """The spans kept of a run's traces, or a claude session's (none without a database, or none kept)."""
+
         async def kept(ledger: RunLedger) -> list[dict[str, Any]]:
             async with ledger.pool.acquire() as connection:
-                return await (run_spans(connection, run_id) if run_id is not None
-                              else session_spans(connection, session_id or ""))
+                return await (
+                    run_spans(connection, run_id) if run_id is not None else session_spans(connection, session_id or "")
+                )
+
         return await self._from_ledger(kept) or []
 
     async def follow(self, run_id: str, after: int) -> AsyncIterator[RunView]:
@@ -131,8 +151,9 @@ class Runs:
         directory = self.settings.runs_dir / run_id
         if (directory / "run.json").exists():
             return tuple(_stat(directory / name) for name in ("run.json", "turns.jsonl", "snapshot.json"))
-        return await self._from_ledger(lambda ledger: ledger.pool.fetchval(
-            "SELECT updated FROM runs WHERE run_id = $1", run_id))
+        return await self._from_ledger(
+            lambda ledger: ledger.pool.fetchval("SELECT updated FROM runs WHERE run_id = $1", run_id)
+        )
 
 
 async def _ledger_view(ledger: RunLedger, run_id: str, after: int) -> RunView:
@@ -141,9 +162,22 @@ async def _ledger_view(ledger: RunLedger, run_id: str, after: int) -> RunView:
 
 def _row(row: dict[str, Any]) -> RunRow:
     created = row.get("created")
-    return RunRow(row["run_id"], row["game"], row["game"], row["player"], row["model"], row["mode"], row["status"],
-                  row["reason"], row["score"], row["max_score"], row["turns"], row["won"], row["cost_usd"],
-                  created.isoformat(timespec="seconds") if isinstance(created, datetime) else str(created or ""))
+    return RunRow(
+        row["run_id"],
+        row["game"],
+        row["game"],
+        row["player"],
+        row["model"],
+        row["mode"],
+        row["status"],
+        row["reason"],
+        row["score"],
+        row["max_score"],
+        row["turns"],
+        row["won"],
+        row["cost_usd"],
+        created.isoformat(timespec="seconds") if isinstance(created, datetime) else str(created or ""),
+    )
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
@@ -152,4 +186,3 @@ def _stat(path: Path) -> tuple[int, int] | None:
     except FileNotFoundError:
         return None
     return st.st_size, st.st_mtime_ns
-

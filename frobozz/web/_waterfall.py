@@ -46,9 +46,17 @@ def _bars(children: dict[str | None, list[dict[str, Any]]], start: float, total:
 
     def walk(span: dict[str, Any], depth: int) -> None:
         offset = span["started_at"].timestamp() - start
-        bars.append(Bar(span["name"], depth, round(100 * offset / total, 2),
-                        max(round(100 * span["duration_ms"] / 1000 / total, 2), 0.3), round(span["duration_ms"], 1),
-                        span["status"] == "error", _detail(span)))
+        bars.append(
+            Bar(
+                span["name"],
+                depth,
+                round(100 * offset / total, 2),
+                max(round(100 * span["duration_ms"] / 1000 / total, 2), 0.3),
+                round(span["duration_ms"], 1),
+                span["status"] == "error",
+                _detail(span),
+            )
+        )
         for child in sorted(children.get(span["span_id"], ()), key=lambda c: c["started_at"]):
             walk(child, depth + 1)
 

@@ -28,8 +28,12 @@ class Web:
         self.runs = Runs(settings)
         self.routines = Routines(settings)
         self.memory = MemoryService(settings)
-        env = Environment(loader=PackageLoader("frobozz.web"), autoescape=select_autoescape(default=True),
-                          trim_blocks=True, lstrip_blocks=True)
+        env = Environment(
+            loader=PackageLoader("frobozz.web"),
+            autoescape=select_autoescape(default=True),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
         env.filters["when"] = lambda value: str(value or "")[:16].replace("T", " ")
         self.templates = Jinja2Templates(env=env)
 

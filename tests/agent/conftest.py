@@ -16,9 +16,16 @@ from tests.conftest import other_accounts_can_run_claude
 # as root, claude runs as each workspace's owner: where no other account can reach this checkout's claude, the
 # tests run it as root instead (and the accounts' own tests are skipped)
 ACCOUNTS = None if other_accounts_can_run_claude() or os.geteuid() != 0 else False
-QUESTION = {"questions": [{"question": "Which colour for the lamp?", "header": "Colour", "multiSelect": False,
-                           "options": [{"label": "Red", "description": "warm"},
-                                       {"label": "Blue", "description": "cool"}]}]}
+QUESTION = {
+    "questions": [
+        {
+            "question": "Which colour for the lamp?",
+            "header": "Colour",
+            "multiSelect": False,
+            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}],
+        }
+    ]
+}
 
 
 def model_reply(request):
@@ -33,10 +40,10 @@ def model_reply(request):
     if images:
         return f"I see {images} image(s). You said: {said}"
     if said.startswith("write "):  # "write PATH: TEXT"
-        path, _, content = said[len("write "):].partition(": ")
+        path, _, content = said[len("write ") :].partition(": ")
         return Reply((ToolUse("Write", {"file_path": path, "content": content}),))
     if said.startswith("run "):
-        return Reply((ToolUse("Bash", {"command": said[len("run "):]}),))
+        return Reply((ToolUse("Bash", {"command": said[len("run ") :]}),))
     if said == "ask me":
         return Reply((ToolUse("AskUserQuestion", QUESTION),))
     if said == "slowly":
@@ -65,9 +72,14 @@ def make_agent(scripted, roots, cortex_settings, claude_home):
     def make(home: Path | None = None, memory_servers=None, **settings) -> Agent:
         root, platform = roots
         env = {**scripted.env(), "HOME": str(home or claude_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
-        return Agent(AgentSettings(workspaces=root, platform_dir=platform, **settings),
-                     engine_options=EngineOptions(env=env), memory=cortex_settings, memory_servers=memory_servers,
-                     accounts=ACCOUNTS)
+        return Agent(
+            AgentSettings(workspaces=root, platform_dir=platform, **settings),
+            engine_options=EngineOptions(env=env),
+            memory=cortex_settings,
+            memory_servers=memory_servers,
+            accounts=ACCOUNTS,
+        )
+
     return make
 
 

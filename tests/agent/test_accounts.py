@@ -15,10 +15,14 @@ from frobozz.agent._workspaces import Workspaces
 from tests.agent.test_agent import turn
 from tests.conftest import other_accounts_can_run_claude
 
-pytestmark = [pytest.mark.anyio,
-              pytest.mark.skipif(os.geteuid() != 0, reason="only a service run as root runs claude as another account")]
-as_others = pytest.mark.skipif(os.geteuid() == 0 and not other_accounts_can_run_claude(),
-                               reason="this checkout's claude is in a folder other accounts cannot reach")
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(os.geteuid() != 0, reason="only a service run as root runs claude as another account"),
+]
+as_others = pytest.mark.skipif(
+    os.geteuid() == 0 and not other_accounts_can_run_claude(),
+    reason="this checkout's claude is in a folder other accounts cannot reach",
+)
 NOBODY = 65534
 BIG = "lamp oil, rope, garlic. " * 1000  # over the inline threshold: written under the workspace
 
@@ -42,8 +46,12 @@ async def test_each_new_user_gets_a_uid_of_its_own_and_their_claude_and_files_ar
         pwd.getpwuid(uid)  # no account on the machine: nothing else runs as it
     assert f"{uid}\n{uid}" in said_by_tools(events)  # claude's uid, and its only group: none of root's
     workspace = root / "alice" / "notes"
-    made = [workspace / "made.txt", workspace / ".frobozz" / "attached" / "supplies.txt",
-            workspace / ".claude" / "skills" / "maps" / "SKILL.md", workspace / ".claude" / "skills" / "maps"]
+    made = [
+        workspace / "made.txt",
+        workspace / ".frobozz" / "attached" / "supplies.txt",
+        workspace / ".claude" / "skills" / "maps" / "SKILL.md",
+        workspace / ".claude" / "skills" / "maps",
+    ]
     assert all(p.stat().st_uid == uid for p in made)
     home = root / HOMES / str(uid)
     assert home.stat().st_uid == uid and stat.S_IMODE(home.stat().st_mode) == 0o700

@@ -44,8 +44,9 @@ async def test_a_turn_streams_true_deltas_then_done_and_the_status_goes_idle_str
     assert isinstance(done, Done) and not done.is_error and done.usage["output_tokens"] > 0
     assert len(deltas) > 1 and "".join(deltas) == done.result  # each piece only what is new
     assert all(not later.startswith(earlier) for earlier, later in pairwise(deltas))
-    states = [logged.event.state for logged in (await agent.session(session)).relay.log
-              if isinstance(logged.event, Status)]
+    states = [
+        logged.event.state for logged in (await agent.session(session)).relay.log if isinstance(logged.event, Status)
+    ]
     assert states == ["idle", "streaming", "idle"]
     [listed] = await agent.sessions()
     assert listed["session_id"] == session and listed["workspace"] == str(roots[0].resolve() / "alice" / "notes")
@@ -63,8 +64,10 @@ async def test_each_turn_costs_what_it_added_not_claudes_running_total(agent):
 
 async def test_the_history_and_attached_documents_reach_the_model_before_the_first_message(agent, scripted):
     history = [{"role": "user", "content": "My lamp is brass."}, {"role": "assistant", "content": "Noted: brass."}]
-    attached = [{"name": "small.txt", "content": "the key is under the mat"},
-                {"name": "../big report.md", "content": "chapter " * 5000}]
+    attached = [
+        {"name": "small.txt", "content": "the key is under the mat"},
+        {"name": "../big report.md", "content": "chapter " * 5000},
+    ]
     session = await agent.create_session("alice/notes", history=history, attached=attached)
     await turn(agent, session, "what do you know?")
     first = scripted.requests[-1].last_user_text()
@@ -93,21 +96,21 @@ async def test_a_write_inside_lands_one_outside_is_denied_and_the_tool_log_says_
     events += await turn(agent, session, "run echo hi")  # Bash is not among the allowed tools
     assert inside.read_text() == "buy oil" and not outside.exists()
     assert "only change files inside the workspace" in str(denied[0].output)
-    assert any("not among the tools this session may use" in str(e.output) for e in events
-               if isinstance(e, ToolResult))
+    assert any("not among the tools this session may use" in str(e.output) for e in events if isinstance(e, ToolResult))
     calls = await agent.tool_calls(session)
     assert [(c["name"], c["outcome"]) for c in calls] == [("Write", "ok"), ("Write", "denied"), ("Bash", "denied")]
     assert calls[0]["target"] == "todo.md" and calls[0]["input_size"] == "7 chars"
 
 
-async def test_a_question_waits_for_the_answer_which_reaches_the_model_and_a_second_answer_is_refused(
-        agent, scripted):
+async def test_a_question_waits_for_the_answer_which_reaches_the_model_and_a_second_answer_is_refused(agent, scripted):
     session = await agent.create_session("alice/notes")
     live = await agent.session(session)
     seen = []
     async with anyio.create_task_group() as tg:
+
         async def ask():
             seen.extend(await turn(agent, session, "ask me"))
+
         tg.start_soon(ask)
         with anyio.fail_after(60):
             async for logged in live.relay.follow():
@@ -149,8 +152,9 @@ async def test_a_message_sent_while_a_turn_runs_is_queued_and_answered_after_it(
     assert states == ["idle", "streaming", "idle", "streaming", "idle"]  # one turn after the other, not mixed
 
 
-async def test_after_a_restart_a_message_resumes_the_session_with_its_history_and_its_log(make_agent, scripted,
-                                                                                       tmp_path):
+async def test_after_a_restart_a_message_resumes_the_session_with_its_history_and_its_log(
+    make_agent, scripted, tmp_path
+):
     async with make_agent() as agent:
         session = await agent.create_session("alice/notes")
         await turn(agent, session, "the password is plugh")
@@ -167,22 +171,28 @@ async def test_after_a_restart_a_message_resumes_the_session_with_its_history_an
 
 
 async def test_the_workspaces_mcp_server_overrides_the_platforms_and_skills_sync_in_before_the_session_starts(
-        agent, roots, scripted, open_dir):
+    agent, roots, scripted, open_dir
+):
     _, platform = roots
     drop = open_dir / "drop"  # each config's server writes its own file there, as the workspace's owner
     marker = drop / "workspace.json"  # (the warm spare, primed before the workspace had a config, may start the
     python = python_for_any_account()  # platform's: that is not the session's claude)
-    probe = ("import json, os, sys; open(sys.argv[1] + '/' + sys.argv[2] + '.json', 'w').write(json.dumps("
-             "{'config': sys.argv[2], 'workspace': os.environ.get('WORKSPACE_PATH')}))")
-    (platform / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "probe": {"command": python, "args": ["-c", probe, str(drop), "platform"]}}}))
+    probe = (
+        "import json, os, sys; open(sys.argv[1] + '/' + sys.argv[2] + '.json', 'w').write(json.dumps("
+        "{'config': sys.argv[2], 'workspace': os.environ.get('WORKSPACE_PATH')}))"
+    )
+    (platform / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"probe": {"command": python, "args": ["-c", probe, str(drop), "platform"]}}})
+    )
     (platform / "skills" / "cartography").mkdir(parents=True)
     (platform / "skills" / "cartography" / "SKILL.md").write_text(
-        "---\nname: cartography\ndescription: Draws maps of the underground\n---\nDraw the map.\n")
+        "---\nname: cartography\ndescription: Draws maps of the underground\n---\nDraw the map.\n"
+    )
     session = await agent.create_session("alice/notes")
     workspace = (await agent.session(session)).workspace.path
-    (workspace / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "probe": {"command": python, "args": ["-c", probe, str(drop), "workspace"]}}}))
+    (workspace / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"probe": {"command": python, "args": ["-c", probe, str(drop), "workspace"]}}})
+    )
     await turn(agent, session, "hello")
     with anyio.fail_after(30):
         await eventually(lambda: marker.exists() and marker.read_text())

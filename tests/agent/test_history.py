@@ -18,8 +18,9 @@ TURNS = 20
 
 
 def git(path, *args: str) -> str:
-    return subprocess.run(["git", "-c", f"safe.directory={path}", *args], cwd=path, check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", "-c", f"safe.directory={path}", *args], cwd=path, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def repository(path) -> None:
@@ -68,8 +69,9 @@ async def test_two_sessions_writing_at_once_for_twenty_turns_commit_every_change
         assert (path / f"{name}-7.md").read_text() == f"turn 7 of {name}"
     assert int(git(path, "rev-list", "--count", "HEAD")) == 2 * TURNS
     assert git(path, "status", "--porcelain") == ""  # every change committed
-    fsck = subprocess.run(["git", "-c", f"safe.directory={path}", "fsck", "--strict"], cwd=path, capture_output=True,
-                          text=True)
+    fsck = subprocess.run(
+        ["git", "-c", f"safe.directory={path}", "fsck", "--strict"], cwd=path, capture_output=True, text=True
+    )
     assert fsck.returncode == 0 and "error" not in fsck.stderr.lower()
     assert git(path, "log", "-1", "--format=%B", commits[0]["commit"]).strip().endswith(f"session: {second}")
 

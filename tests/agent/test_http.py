@@ -38,8 +38,15 @@ class Service:
         self.server.stop()
 
 
-async def sse(client: httpx.AsyncClient, path: str, *, until: str = "done", headers: dict | None = None,
-              into: list | None = None, count: int = 1) -> list[dict]:
+async def sse(
+    client: httpx.AsyncClient,
+    path: str,
+    *,
+    until: str = "done",
+    headers: dict | None = None,
+    into: list | None = None,
+    count: int = 1,
+) -> list[dict]:
     """Server-sent events from `path` (id, event, data parsed), up to the `count`-th `until` event."""
     events = [] if into is None else into
     seen = 0
@@ -71,8 +78,13 @@ async def test_without_the_token_nothing_is_served_and_with_it_an_empty_service_
             assert refused.status_code == 401
         assert (await client.get("/sessions")).json() == {"sessions": []}
         assert (await client.get("/sessions/" + "a" * 32)).status_code == 404
-        for body in (b"not json", b"[1]", json.dumps({"workspace": "../x"}).encode(),
-                     json.dumps({"workspace": "/etc"}).encode(), json.dumps({}).encode()):
+        for body in (
+            b"not json",
+            b"[1]",
+            json.dumps({"workspace": "../x"}).encode(),
+            json.dumps({"workspace": "/etc"}).encode(),
+            json.dumps({}).encode(),
+        ):
             bad = await client.post("/sessions", content=body)
             assert bad.status_code == 400 and bad.json()["error"]
         huge = await client.post("/sessions", content=b'{"workspace": "' + b"a" * (17 * 1024 * 1024) + b'"}')
@@ -81,9 +93,14 @@ async def test_without_the_token_nothing_is_served_and_with_it_an_empty_service_
 
 async def test_two_clients_see_the_same_question_one_answers_and_both_follow_it_to_done(make_agent, scripted):
     with Service(make_agent()) as client:
-        created = await client.post("/sessions", json={
-            "workspace": "alice/notes", "history": [{"role": "user", "content": "My lamp is brass."}],
-            "attached": [{"name": "map.txt", "content": "the cellar is below the kitchen"}]})
+        created = await client.post(
+            "/sessions",
+            json={
+                "workspace": "alice/notes",
+                "history": [{"role": "user", "content": "My lamp is brass."}],
+                "attached": [{"name": "map.txt", "content": "the cellar is below the kitchen"}],
+            },
+        )
         assert created.status_code == 201
         session = created.json()["session_id"]
         assert created.json()["workspace"].endswith("/alice/notes")
@@ -95,16 +112,24 @@ async def test_two_clients_see_the_same_question_one_answers_and_both_follow_it_
             with anyio.fail_after(60):
                 await eventually(lambda: any(e["event"] == "question" for e in second), interval=0.02)
             question = next(e for e in second if e["event"] == "question")["data"]
-            answered = await client.post(f"/sessions/{session}/answers", json={
-                "question_id": question["question_id"], "answers": {"Which colour for the lamp?": "Blue"}})
-            again = await client.post(f"/sessions/{session}/answers", json={
-                "question_id": question["question_id"], "answers": {"Which colour for the lamp?": "Red"}})
+            answered = await client.post(
+                f"/sessions/{session}/answers",
+                json={"question_id": question["question_id"], "answers": {"Which colour for the lamp?": "Blue"}},
+            )
+            again = await client.post(
+                f"/sessions/{session}/answers",
+                json={"question_id": question["question_id"], "answers": {"Which colour for the lamp?": "Red"}},
+            )
         assert answered.status_code == 200 and again.status_code == 409
         assert first == second and first[-1]["event"] == "done"  # the same events, in the same order
         assert [int(e["id"]) for e in first] == list(range(1, len(first) + 1))
         states = [e["data"]["state"] for e in first if e["event"] == "status"]
         assert states == ["idle", "streaming", "waiting", "streaming", "idle"] or states[:4] == [
-            "idle", "streaming", "waiting", "streaming"]
+            "idle",
+            "streaming",
+            "waiting",
+            "streaming",
+        ]
         asked = scripted.requests[0].last_user_text()
         assert "My lamp is brass." in asked and "the cellar is below the kitchen" in asked
         assert '"Which colour for the lamp?"="Blue"' in str(scripted.requests[-1].tool_results()[0].get("content"))
@@ -118,12 +143,16 @@ async def test_two_clients_see_the_same_question_one_answers_and_both_follow_it_
 
 
 async def test_a_message_sent_while_one_streams_is_queued_and_the_tool_log_and_agentapi_see_the_turns(
-        make_agent, open_dir):
+    make_agent, open_dir
+):
     with Service(make_agent()) as client:
-        session = (await client.post("/sessions", json={"workspace": "alice/notes",
-                                                          "allowed_tools": ["Write"]})).json()["session_id"]
-        ids = [(await client.post(f"/sessions/{session}/messages", json={"text": t})).json()["message_id"]
-               for t in ("slowly", f"write {open_dir / 'drop' / 'out.md'}: nope", "write todo.md: lamp oil")]
+        session = (
+            await client.post("/sessions", json={"workspace": "alice/notes", "allowed_tools": ["Write"]})
+        ).json()["session_id"]
+        ids = [
+            (await client.post(f"/sessions/{session}/messages", json={"text": t})).json()["message_id"]
+            for t in ("slowly", f"write {open_dir / 'drop' / 'out.md'}: nope", "write todo.md: lamp oil")
+        ]
         assert len(set(ids)) == 3
         busy = await client.post(f"/sessions/{session}/agentapi/message", json={"content": "hi", "type": "user"})
         assert busy.status_code == 409 and busy.headers["content-type"] == "application/problem+json"
@@ -133,31 +162,40 @@ async def test_a_message_sent_while_one_streams_is_queued_and_the_tool_log_and_a
         tools = (await client.get(f"/sessions/{session}/tools")).json()["tools"]
         assert [(t["name"], t["outcome"]) for t in tools] == [("Write", "denied"), ("Write", "ok")]
         assert not (open_dir / "drop" / "out.md").exists()
-        assert (await client.get(f"/sessions/{session}/agentapi/status")).json() == {"agent_type": "claude",
-                                                                                      "status": "stable"}
+        assert (await client.get(f"/sessions/{session}/agentapi/status")).json() == {
+            "agent_type": "claude",
+            "status": "stable",
+        }
         messages = (await client.get(f"/sessions/{session}/agentapi/messages")).json()["messages"]
         assert [m["role"] for m in messages] == ["user", "agent"] * 3 and messages[0]["content"] == "slowly"
         updates: list = []
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:  # an agentapi client listening, then a message
-                tg.start_soon(lambda: sse(client, f"/sessions/{session}/agentapi/events", until="status_change",
-                                          count=3, into=updates))
+                tg.start_soon(
+                    lambda: sse(
+                        client, f"/sessions/{session}/agentapi/events", until="status_change", count=3, into=updates
+                    )
+                )
                 await eventually(lambda: any(u["event"] == "status_change" for u in updates), interval=0.02)
                 sent = await client.post(f"/sessions/{session}/message", json={"content": "hello", "type": "user"})
                 assert sent.json() == {"ok": True}
         statuses = [u["data"]["status"] for u in updates if u["event"] == "status_change"]
-        assert statuses == ["stable", "running", "stable"] and len([u for u in updates if u["event"] ==
-                                                                     "message_update"]) >= 8
+        assert (
+            statuses == ["stable", "running", "stable"]
+            and len([u for u in updates if u["event"] == "message_update"]) >= 8
+        )
         assert updates[0]["event"] == "message_update" and updates[0]["data"]["role"] == "user"
         assert updates[-1]["data"] == {"agent_type": "claude", "status": "stable"}  # the turn ended, and so:
         assert updates[-2]["event"] == "message_update" and updates[-2]["data"]["role"] == "agent"
         assert updates[-2]["data"]["message"].startswith("You said: hello")
-        assert (await client.post(f"/sessions/{session}/message", json={"content": "x", "type": "raw"})
-                ).status_code == 400
+        assert (
+            await client.post(f"/sessions/{session}/message", json={"content": "x", "type": "raw"})
+        ).status_code == 400
 
 
-async def test_after_the_service_restarts_a_message_resumes_the_session_with_its_history(make_agent, scripted,
-                                                                                     tmp_path):
+async def test_after_the_service_restarts_a_message_resumes_the_session_with_its_history(
+    make_agent, scripted, tmp_path
+):
     with Service(make_agent()) as client:
         session = (await client.post("/sessions", json={"workspace": "bob/work"})).json()["session_id"]
         await client.post(f"/sessions/{session}/messages", json={"text": "the password is xyzzy"})
@@ -176,10 +214,17 @@ async def test_after_the_service_restarts_a_message_resumes_the_session_with_its
 
 
 def test_serve_agent_without_a_root_or_with_a_bad_one_is_a_clear_error(tmp_path):
-    for args, expected in (([], "needs --workspaces"), (["--workspaces", str(tmp_path), "--platform-dir",
-                                                         str(tmp_path / "none")], "is not a folder")):
-        done = subprocess.run([sys.executable, "-m", "frobozz", "serve", "agent", *args], capture_output=True,
-                              text=True, timeout=60, env={**os.environ, "COLUMNS": "250"})
+    for args, expected in (
+        ([], "needs --workspaces"),
+        (["--workspaces", str(tmp_path), "--platform-dir", str(tmp_path / "none")], "is not a folder"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "frobozz", "serve", "agent", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "COLUMNS": "250"},
+        )
         assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr
 
 
@@ -187,16 +232,22 @@ async def test_a_scoped_token_uses_only_the_workspaces_of_the_users_its_grant_na
     from frobozz.servers._auth import ScopedTokens
     from frobozz.servers._grants import Grant, hashed
 
-    grants = [Grant(name="alice", sha256=hashed("alice-token-0123456789"), servers=["agent"], users=["alice"]),
-              Grant(name="admin", sha256=hashed("admin-token-0123456789"), servers=["agent"], users=["*"]),
-              Grant(name="reader", sha256=hashed("reader-token-012345678"), servers=["cortex"], users=["*"])]
+    grants = [
+        Grant(name="alice", sha256=hashed("alice-token-0123456789"), servers=["agent"], users=["alice"]),
+        Grant(name="admin", sha256=hashed("admin-token-0123456789"), servers=["agent"], users=["*"]),
+        Grant(name="reader", sha256=hashed("reader-token-012345678"), servers=["cortex"], users=["*"]),
+    ]
     server = LoopbackServer(ScopedTokens(create_app(make_agent()), grants, frozenset(), only="agent"), lifespan="on")
     with server:
+
         def as_(token):
             return httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
 
-        async with as_("alice-token-0123456789") as alice, as_("admin-token-0123456789") as admin, \
-                as_("reader-token-012345678") as reader:
+        async with (
+            as_("alice-token-0123456789") as alice,
+            as_("admin-token-0123456789") as admin,
+            as_("reader-token-012345678") as reader,
+        ):
             mine = (await alice.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
             theirs = (await admin.post("/sessions", json={"workspace": "bob/notes"})).json()["session_id"]
             assert (await alice.post("/sessions", json={"workspace": "bob/notes"})).status_code == 403
@@ -209,7 +260,8 @@ async def test_a_scoped_token_uses_only_the_workspaces_of_the_users_its_grant_na
 
 
 async def test_a_database_that_goes_away_is_a_503_that_says_so_and_once_back_the_service_recovers_with_nothing_lost(
-        make_agent, postgres, cortex_settings):
+    make_agent, postgres, cortex_settings
+):
     from tests.web.test_app import _admin  # the database taken away and given back, as the web view's test does
 
     name = cortex_settings.database_url.get_secret_value().partition("?")[0].rsplit("/", 1)[1]
@@ -217,16 +269,21 @@ async def test_a_database_that_goes_away_is_a_503_that_says_so_and_once_back_the
         session = (await client.post("/sessions", json={"workspace": "bob/work"})).json()["session_id"]
         await _admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
         try:
-            await _admin(postgres, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                   f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
+            await _admin(
+                postgres,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE datname = '{name}' AND pid <> pg_backend_pid()",
+            )
             for gone in (await client.get("/sessions"), await client.post("/sessions", json={"workspace": "bob/x"})):
                 assert gone.status_code == 503, gone.text
                 assert "the agent service's database failed" in gone.json()["error"]
         finally:
             await _admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
         with anyio.fail_after(30):
+
             async def ready() -> object:
                 return (await client.get("/sessions")).status_code == 200
+
             await eventually(ready, interval=0.2)
         back = await client.get("/sessions")
         assert [s["session_id"] for s in back.json()["sessions"]] == [session]
@@ -258,17 +315,38 @@ def _serve_agent(tmp_path, cortex_settings, *args):
     home = tmp_path / "home"  # a fresh HOME: claude is not logged in there
     home.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
-    env.update(HOME=str(home), FROBOZZ_HUB_TOKEN=TOKEN, COLUMNS="250",
-               FROBOZZ_DATABASE_URL=cortex_settings.database_url.get_secret_value())
+    env.update(
+        HOME=str(home),
+        FROBOZZ_HUB_TOKEN=TOKEN,
+        COLUMNS="250",
+        FROBOZZ_DATABASE_URL=cortex_settings.database_url.get_secret_value(),
+    )
     port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "agent", "--workspaces",
-                                str(tmp_path / "ws"), "--port", str(port), *args], env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "frobozz",
+            "serve",
+            "agent",
+            "--workspaces",
+            str(tmp_path / "ws"),
+            "--port",
+            str(port),
+            *args,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     return process, f"http://127.0.0.1:{port}"
 
 
 async def test_serve_agent_warns_when_claude_is_not_logged_in_and_runs_offline_with_the_scripted_model(
-        tmp_path, cortex_settings):
+    tmp_path, cortex_settings
+):
     import signal
 
     process, _ = _serve_agent(tmp_path, cortex_settings)

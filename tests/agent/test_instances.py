@@ -23,9 +23,13 @@ from tests.conftest import other_accounts_can_run_claude
 from tests.orphans import command_line, descendants
 from tests.waiting import eventually
 
-pytestmark = [pytest.mark.anyio, pytest.mark.skipif(
-    os.geteuid() == 0 and not other_accounts_can_run_claude(),
-    reason="run as root, the service runs claude as the workspace's owner, who cannot reach this checkout's claude")]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(
+        os.geteuid() == 0 and not other_accounts_can_run_claude(),
+        reason="run as root, the service runs claude as the workspace's owner, who cannot reach this checkout's claude",
+    ),
+]
 TOKEN = "instances-token-0123456789"
 
 
@@ -35,8 +39,11 @@ class Instance:
     def __init__(self, env: dict[str, str], root: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "agent", "--workspaces", str(root),
-                                         "--port", str(self.port)], env=env, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "frobozz", "serve", "agent", "--workspaces", str(root), "--port", str(self.port)],
+            env=env,
+            stderr=subprocess.DEVNULL,
+        )
         self.client = httpx.AsyncClient(base_url=self.url, timeout=60, headers={"Authorization": f"Bearer {TOKEN}"})
 
     async def ready(self) -> None:
@@ -62,11 +69,17 @@ async def cluster(cortex_settings, claude_home, open_dir):
     workspaces root; all stopped after the test."""
     started: list[Instance] = []
     async with ScriptedModel(model_reply) as model:
+
         async def start(n: int, **settings: object) -> list[Instance]:
-            env = {**os.environ, **model.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0",
-                   "FROBOZZ_HUB_TOKEN": TOKEN,
-                   "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
-                   **{f"FROBOZZ_AGENT_{k.upper()}": str(v) for k, v in settings.items()}}
+            env = {
+                **os.environ,
+                **model.env(),
+                "HOME": str(claude_home),
+                "CLAUDE_CODE_MAX_RETRIES": "0",
+                "FROBOZZ_HUB_TOKEN": TOKEN,
+                "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
+                **{f"FROBOZZ_AGENT_{k.upper()}": str(v) for k, v in settings.items()},
+            }
             new = [Instance(env, open_dir / "ws") for _ in range(n)]
             started.extend(new)
             for instance in new:
@@ -81,11 +94,12 @@ async def cluster(cortex_settings, claude_home, open_dir):
                     await instance.stop(kill=True)
 
 
-async def wait_for(client: httpx.AsyncClient, path: str, predicate,
-                   timeout: float = 60) -> None:  # noqa: ASYNC109 - every wait of the tests has a limit
+async def wait_for(client: httpx.AsyncClient, path: str, predicate, timeout: float = 60) -> None:  # noqa: ASYNC109 - every wait of the tests has a limit
     with anyio.fail_after(timeout):
+
         async def ready() -> object:
             return predicate((await client.get(path)).json())
+
         await eventually(ready)
 
 
@@ -103,10 +117,14 @@ async def test_a_session_made_on_one_instance_is_served_by_another_with_the_same
         with anyio.fail_after(60):
             await eventually(lambda: any(e["event"] == "question" for e in on_a), interval=0.02)
         question = next(e for e in on_a if e["event"] == "question")["data"]["question_id"]
-        answered = await b.client.post(f"/sessions/{session}/answers", json={
-            "question_id": question, "answers": {"Which colour for the lamp?": "Blue"}})
-        again = await a.client.post(f"/sessions/{session}/answers", json={
-            "question_id": question, "answers": {"Which colour for the lamp?": "Red"}})
+        answered = await b.client.post(
+            f"/sessions/{session}/answers",
+            json={"question_id": question, "answers": {"Which colour for the lamp?": "Blue"}},
+        )
+        again = await a.client.post(
+            f"/sessions/{session}/answers",
+            json={"question_id": question, "answers": {"Which colour for the lamp?": "Red"}},
+        )
         assert answered.status_code == 200 and again.status_code == 409  # the first, wherever it came
         with anyio.fail_after(60):
             await eventually(lambda: any(e["event"] == "done" for e in on_b), interval=0.02)
@@ -160,13 +178,17 @@ async def test_an_instance_killed_mid_turn_is_taken_over_and_its_message_answere
     assert took < 30
     events = first + on_b
     assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))  # no gap, no number twice
-    after_kill = on_b[next(i for i, e in enumerate(on_b) if e["event"] == "error"):]
+    after_kill = on_b[next(i for i, e in enumerate(on_b) if e["event"] == "error") :]
     assert "took the session over" in after_kill[0]["data"]["message"]
     dones = [e for e in on_b if e["event"] == "done"]
     assert len(dones) == 1 and dones[0]["data"]["result"].startswith("one two three")  # answered once
     messages = (await b.client.get(f"/sessions/{session}/agentapi/messages")).json()["messages"]
     assert [(m["role"], m["content"][:6]) for m in messages] == [
-        ("user", "the pa"), ("agent", "You sa"), ("user", "slowly"), ("agent", "one tw")]
+        ("user", "the pa"),
+        ("agent", "You sa"),
+        ("user", "slowly"),
+        ("agent", "one tw"),
+    ]
     await b.client.post(f"/sessions/{session}/messages", json={"text": "what came before?"})
     resumed = await sse(b.client, f"/sessions/{session}/events", headers={"Last-Event-ID": events[-1]["id"]})
     assert "the password is plugh" in resumed[-1]["data"]["result"]  # B resumed A's claude from the store
@@ -181,8 +203,9 @@ async def test_a_stopped_instance_hands_its_session_over_at_once_not_when_the_le
     assert len(said) < len("one two three four five six seven eight nine ten " * 6)  # cut short
     first += cut
     await wait_for(b.client, f"/sessions/{session}", lambda d: d["status"] == "idle")
-    first += await sse(b.client, f"/sessions/{session}/events", headers={"Last-Event-ID": first[-1]["id"]},
-                       until="status")  # the idle after the done
+    first += await sse(
+        b.client, f"/sessions/{session}/events", headers={"Last-Event-ID": first[-1]["id"]}, until="status"
+    )  # the idle after the done
     on_b: list[dict] = []
     with anyio.fail_after(300):  # well inside the lease: only a handover lets B answer in time
         async with slow_turn_on_a_followed_on_b(a, b, session, first[-1]["id"], on_b):
@@ -194,14 +217,14 @@ async def test_a_stopped_instance_hands_its_session_over_at_once_not_when_the_le
 
 def claudes(instance: Instance) -> int:
     """claude processes the instance runs now (by their executable's name: claude's own helpers are not counted)."""
-    return sum(Path(command_line(p)[0]).name == "claude" for p in descendants(instance.process.pid)
-               if command_line(p))
+    return sum(Path(command_line(p)[0]).name == "claude" for p in descendants(instance.process.pid) if command_line(p))
 
 
 async def test_max_live_holds_on_each_instance_and_a_full_one_leaves_new_turns_to_another(cluster):
     a, b = await cluster(2, max_live=1)
-    first, second = [(await a.client.post("/sessions", json={"workspace": f"dave/s{n}"})).json()["session_id"]
-                     for n in range(2)]
+    first, second = [
+        (await a.client.post("/sessions", json={"workspace": f"dave/s{n}"})).json()["session_id"] for n in range(2)
+    ]
     most = {"a": 0, "b": 0}
 
     async def watch() -> None:
@@ -221,11 +244,11 @@ async def test_max_live_holds_on_each_instance_and_a_full_one_leaves_new_turns_t
     assert most == {"a": 1, "b": 1}
 
 
-async def test_a_webhook_delivery_its_instance_died_making_is_made_by_another_from_the_outbox(cluster,
-                                                                                               cortex_settings):
+async def test_a_webhook_delivery_its_instance_died_making_is_made_by_another_from_the_outbox(cluster, cortex_settings):
     """The receiver holds A's first try; A is killed -9; B, started after, finds the row in the outbox once A's
     claim lapses and delivers it, signed, once."""
     from tests.agent.test_notify import Receiver
+
     receiver, tries = Receiver(), []
     receiver.hold = True  # the first try hangs, as if the network were slow when its instance died
     settings = {"loopback_receivers": True, "webhook_claim": 3, "webhook_poll": 0.5, "webhook_backoff": 0.2}
@@ -245,8 +268,10 @@ async def test_a_webhook_delivery_its_instance_died_making_is_made_by_another_fr
             [b] = await cluster(1, **settings)
             with anyio.fail_after(120):
                 await eventually(lambda: receiver.received.get("crash"))
+
                 async def ready() -> object:
                     return not await connection.fetchval("SELECT count(*) FROM agent_webhook_outbox")
+
                 await eventually(ready)
             hooks = (await b.client.get("/webhooks")).json()["webhooks"]
         finally:

@@ -78,8 +78,7 @@ async def test_a_session_with_memory_counts_its_sidecars_against_max_live(make_a
         assert isinstance(events[-1], Done) and live.engine is None
 
 
-async def test_a_new_session_s_first_message_is_answered_by_the_claude_started_when_the_session_was_made(
-        make_agent):
+async def test_a_new_session_s_first_message_is_answered_by_the_claude_started_when_the_session_was_made(make_agent):
     async with make_agent() as agent:
         session = await agent.create_session("alice/notes")
         with anyio.fail_after(120):

@@ -22,12 +22,16 @@ LAMP = "The brass lantern is kept in the trophy case."
 
 def primary_texts(scripted):
     """What the session's claude was sent (the sidecar's prompts are the loop's own, told apart by their text)."""
-    return [r.last_user_text() for r in scripted.requests
-            if not r.last_user_text().startswith(("Write up to", "Here is the last exchange"))]
+    return [
+        r.last_user_text()
+        for r in scripted.requests
+        if not r.last_user_text().startswith(("Write up to", "Here is the last exchange"))
+    ]
 
 
 async def test_with_memory_on_the_first_message_is_oriented_the_words_archived_and_a_restart_resumes_the_loop(
-        make_agent, memory_service, tmp_path, scripted):
+    make_agent, memory_service, tmp_path, scripted
+):
     await (await memory_service.store()).store(LAMP, namespace="house")
     async with make_agent() as agent:
         session = await agent.create_session("alice/notes", memory={"namespace": "house"})
@@ -53,12 +57,19 @@ async def test_with_memory_on_the_first_message_is_oriented_the_words_archived_a
 async def test_the_memory_servers_start_with_the_sessions_namespace(make_agent, open_dir):
     marker = open_dir / "drop" / "memory-server.json"
     python = python_for_any_account()
-    probe = ("import json, os, sys; open(sys.argv[1], 'w').write(json.dumps("
-             "{'namespace': os.environ.get('FROBOZZ_CORTEX_DEFAULT_NAMESPACE')}))")
+    probe = (
+        "import json, os, sys; open(sys.argv[1], 'w').write(json.dumps("
+        "{'namespace': os.environ.get('FROBOZZ_CORTEX_DEFAULT_NAMESPACE')}))"
+    )
 
     def servers(namespace):
-        return {"cortex": {"command": python, "args": ["-c", probe, str(marker)],
-                           "env": {"FROBOZZ_CORTEX_DEFAULT_NAMESPACE": namespace}}}
+        return {
+            "cortex": {
+                "command": python,
+                "args": ["-c", probe, str(marker)],
+                "env": {"FROBOZZ_CORTEX_DEFAULT_NAMESPACE": namespace},
+            }
+        }
 
     async with make_agent(memory_servers=servers) as agent:
         session = await agent.create_session("alice/notes", memory={"namespace": "garden"})
@@ -69,8 +80,15 @@ async def test_the_memory_servers_start_with_the_sessions_namespace(make_agent, 
 
 
 async def test_a_bad_memory_option_is_refused_and_nothing_is_made(agent, roots):
-    for bad in ("house", {"namespace": ""}, {"namespace": "../up"}, {"namespace": "x" * 500}, {"name": "house"},
-                {"namespace": "house", "extra": 1}, {"namespace": 7}):
+    for bad in (
+        "house",
+        {"namespace": ""},
+        {"namespace": "../up"},
+        {"namespace": "x" * 500},
+        {"name": "house"},
+        {"namespace": "house", "extra": 1},
+        {"namespace": 7},
+    ):
         with pytest.raises(InputError):
             await agent.create_session("alice/notes", memory=bad)
     assert await agent.sessions() == [] and not (roots[0] / "alice").exists()
@@ -80,13 +98,24 @@ async def test_a_token_that_may_not_write_the_namespace_gets_403_and_one_that_ma
     from frobozz.servers._auth import ScopedTokens
     from frobozz.servers._grants import Grant, hashed
 
-    grants = [Grant(name="app", sha256=hashed("app-token-0123456789ab"), servers=["agent"], users=["*"],
-                    write=["house"], read=["garden"])]
+    grants = [
+        Grant(
+            name="app",
+            sha256=hashed("app-token-0123456789ab"),
+            servers=["agent"],
+            users=["*"],
+            write=["house"],
+            read=["garden"],
+        )
+    ]
     server = LoopbackServer(ScopedTokens(create_app(make_agent()), grants, frozenset(), only="agent"), lifespan="on")
     with server:
-        async with httpx.AsyncClient(base_url=server.url, timeout=60,
-                                     headers={"Authorization": "Bearer app-token-0123456789ab"}) as client:
-            refused = await client.post("/sessions", json={"workspace": "alice/notes", "memory": {"namespace": "garden"}})
+        async with httpx.AsyncClient(
+            base_url=server.url, timeout=60, headers={"Authorization": "Bearer app-token-0123456789ab"}
+        ) as client:
+            refused = await client.post(
+                "/sessions", json={"workspace": "alice/notes", "memory": {"namespace": "garden"}}
+            )
             assert refused.status_code == 403 and "garden" in refused.json()["error"]
             bad = await client.post("/sessions", json={"workspace": "alice/notes", "memory": "house"})
             assert bad.status_code == 400 and "namespace" in bad.json()["error"]
@@ -97,15 +126,18 @@ async def test_a_token_that_may_not_write_the_namespace_gets_403_and_one_that_ma
 
 
 async def test_with_memory_on_a_message_with_an_image_is_archived_with_the_image_noted_and_reaches_the_model(
-        make_agent, memory_service, scripted):
+    make_agent, memory_service, scripted
+):
     from tests.agent.test_images import images_in, png
+
     picture = png(3, 2)
     async with make_agent() as agent:
         session = await agent.create_session("alice/pictures", memory={"namespace": "house"})
         live = await agent.session(session)
         after = live.relay.last_seq
-        await agent.post_message(live, "what is in this?", images=[
-            {"media_type": "image/png", "data": base64.b64encode(picture).decode()}])
+        await agent.post_message(
+            live, "what is in this?", images=[{"media_type": "image/png", "data": base64.b64encode(picture).decode()}]
+        )
         with anyio.fail_after(120):
             async for logged in live.relay.follow(after):
                 if isinstance(logged.event, Done):

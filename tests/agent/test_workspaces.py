@@ -8,8 +8,23 @@ import pytest
 from frobozz.agent import WorkspaceError, Workspaces
 
 
-@pytest.mark.parametrize("spec", ["../escape", "alice/..", "/etc/passwd", "alice/../../x", "alice", "a/b/c", "",
-                                  "alice/.", "alice/na me", "alice/" + "x" * 100, None, 7])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "../escape",
+        "alice/..",
+        "/etc/passwd",
+        "alice/../../x",
+        "alice",
+        "a/b/c",
+        "",
+        "alice/.",
+        "alice/na me",
+        "alice/" + "x" * 100,
+        None,
+        7,
+    ],
+)
 def test_a_workspace_outside_the_root_or_badly_named_is_refused_and_nothing_is_made(tmp_path, spec):
     root = tmp_path / "root"
     root.mkdir()
@@ -33,16 +48,26 @@ def test_a_symlink_that_leads_out_is_refused(tmp_path):
 
 def test_a_good_name_is_made_under_the_root(tmp_path):
     space = Workspaces(tmp_path).resolve("alice/notes")
-    assert space.path == (tmp_path / "alice" / "notes").resolve() and space.path.is_dir() and space.spec == "alice/notes"
+    assert (
+        space.path == (tmp_path / "alice" / "notes").resolve() and space.path.is_dir() and space.spec == "alice/notes"
+    )
 
 
 def test_mcp_servers_come_from_each_level_the_later_winning_and_each_stdio_one_knows_its_workspace(tmp_path):
     root, platform = tmp_path / "root", tmp_path / "platform"
     platform.mkdir()
     space = Workspaces(root, platform).resolve("alice/notes")
-    (platform / ".mcp.json").write_text(json.dumps({"mcpServers": {
-        "tools": {"command": "platform-tools"}, "search": {"command": "search", "env": {"WORKSPACE_PATH": "/mine"}},
-        "remote": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}}))
+    (platform / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "tools": {"command": "platform-tools"},
+                    "search": {"command": "search", "env": {"WORKSPACE_PATH": "/mine"}},
+                    "remote": {"type": "http", "url": "http://127.0.0.1:9/mcp"},
+                }
+            }
+        )
+    )
     (root / "alice" / ".mcp.json").write_text(json.dumps({"mcpServers": {"tools": {"command": "user-tools"}}}))
     (space.path / ".mcp.json").write_text(json.dumps({"mcpServers": {"tools": {"command": "workspace-tools"}}}))
     servers = Workspaces(root, platform).mcp_servers(space)
@@ -77,7 +102,6 @@ def test_skills_sync_in_with_the_workspace_winning_and_only_synced_ones_removed(
     skill(root / "alice" / "skills", "lamps", "alice's brighter lamps")
     spaces.sync_skills(space)
     assert "brighter" in (own / "lamps" / "SKILL.md").read_text()  # a changed skill is copied again
-
 
     shutil.rmtree(root / "alice" / "skills" / "lamps")
     shutil.rmtree(platform / "skills")

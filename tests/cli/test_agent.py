@@ -20,21 +20,37 @@ pytestmark = pytest.mark.anyio
 TOKEN = "an-agent-token-long-enough"
 
 
-@pytest.mark.skipif(os.geteuid() == 0 and not other_accounts_can_run_claude(),
-                    reason="run as root, the service runs claude as the workspace's owner, who cannot reach this "
-                           "checkout's claude")
+@pytest.mark.skipif(
+    os.geteuid() == 0 and not other_accounts_can_run_claude(),
+    reason="run as root, the service runs claude as the workspace's owner, who cannot reach this checkout's claude",
+)
 async def test_the_agent_service_killed_with_sigkill_mid_turn_takes_its_claude_and_postgres_with_it(
-        frobozz_env, claude_home, open_dir):
+    frobozz_env, claude_home, open_dir
+):
     port = free_port()
     async with ScriptedModel(model_reply) as model:
         env = {**os.environ, **model.env(), "HOME": str(claude_home), "FROBOZZ_HUB_TOKEN": TOKEN}
         env.pop("FROBOZZ_DATABASE_URL", None)  # the embedded default, as on a fresh install
-        service = subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "agent", "--workspaces",
-                                    str(open_dir / "ws"), "--port", str(port)], stderr=subprocess.DEVNULL, env=env)
+        service = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "frobozz",
+                "serve",
+                "agent",
+                "--workspaces",
+                str(open_dir / "ws"),
+                "--port",
+                str(port),
+            ],
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
         postmaster = frobozz_env / "postgres" / "postmaster.pid"
         try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60,
-                                         headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{port}", timeout=60, headers={"Authorization": f"Bearer {TOKEN}"}
+            ) as client:
                 with anyio.fail_after(60):
                     while True:
                         try:
@@ -45,8 +61,10 @@ async def test_the_agent_service_killed_with_sigkill_mid_turn_takes_its_claude_a
                         await anyio.sleep(0.1)
                     session = (await client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
                     await client.post(f"/sessions/{session}/messages", json={"text": "slowly"})
+
                     async def ready() -> object:
                         return (await client.get(f"/sessions/{session}")).json()["status"] == "streaming"
+
                     await eventually(ready)
             children = descendants(service.pid)
             assert any("claude" in " ".join(p.cmdline()) for p in children) and postmaster.exists()

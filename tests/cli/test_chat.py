@@ -12,13 +12,20 @@ from tests.orphans import descendants, still_running
 
 @pytest.fixture
 def chat_env(cortex_settings, claude_home, frobozz_env):
-    return {**os.environ, "HOME": str(claude_home), "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
-            "FROBOZZ_DATA_DIR": str(frobozz_env), "COLUMNS": "200", "NO_COLOR": "1"}
+    return {
+        **os.environ,
+        "HOME": str(claude_home),
+        "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
+        "FROBOZZ_DATA_DIR": str(frobozz_env),
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+    }
 
 
 def spawn(env, *args):
-    child = pexpect.spawn(sys.executable, ["-m", "frobozz", "chat", "--model", "scripted", *args], env=env,
-                          encoding="utf-8", timeout=120)
+    child = pexpect.spawn(
+        sys.executable, ["-m", "frobozz", "chat", "--model", "scripted", *args], env=env, encoding="utf-8", timeout=120
+    )
     child.expect(r"session ([0-9a-f]{32})")
     return child, child.match.group(1)
 
@@ -44,8 +51,9 @@ def test_two_turns_a_ctrl_c_then_the_list_and_a_resumed_session(chat_env):
     child.expect_exact("(saved; bye)")
     child.expect(pexpect.EOF)
 
-    listed = pexpect.run(f"{sys.executable} -m frobozz chat --list --namespace pty", env=chat_env,
-                         encoding="utf-8", timeout=120)
+    listed = pexpect.run(
+        f"{sys.executable} -m frobozz chat --list --namespace pty", env=chat_env, encoding="utf-8", timeout=120
+    )
     assert session in listed and "The brass lantern is in the attic." in listed
 
     child, resumed = spawn(chat_env, "--namespace", "pty", "--resume", session)
@@ -59,15 +67,17 @@ def test_two_turns_a_ctrl_c_then_the_list_and_a_resumed_session(chat_env):
 
 
 def test_without_a_logged_in_claude_it_says_how_to_log_in(chat_env):
-    done = pexpect.run(f"{sys.executable} -m frobozz chat", env=chat_env, encoding="utf-8", timeout=120,
-                       withexitstatus=True)
+    done = pexpect.run(
+        f"{sys.executable} -m frobozz chat", env=chat_env, encoding="utf-8", timeout=120, withexitstatus=True
+    )
     output, status = done
     assert status == 1 and "not logged in" in output and "--model scripted" in output
 
 
 def test_listing_sessions_of_an_empty_namespace_says_there_are_none(chat_env):
-    listed = pexpect.run(f"{sys.executable} -m frobozz chat --list --namespace nobody", env=chat_env,
-                         encoding="utf-8", timeout=120)
+    listed = pexpect.run(
+        f"{sys.executable} -m frobozz chat --list --namespace nobody", env=chat_env, encoding="utf-8", timeout=120
+    )
     assert "no sessions yet" in listed
 
 

@@ -18,8 +18,9 @@ def cortex_env(cortex_settings, frobozz_env):
 
 
 def cortex(env, *args, check=True):
-    done = subprocess.run([sys.executable, "-m", "frobozz", "cortex", *args], capture_output=True, text=True,
-                          timeout=180, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "cortex", *args], capture_output=True, text=True, timeout=180, env=env
+    )
     if check:
         assert done.returncode == 0, done.stderr
     return done
@@ -43,28 +44,43 @@ def cortex_here(env, monkeypatch, *args, code=0):
 def test_memories_can_be_stored_searched_exported_and_imported_elsewhere(cortex_env, tmp_path, postgres):
     from tests.conftest import database_url
 
-    assert "stored 1" in cortex(cortex_env, "store", "The brass lantern is in the living room.",
-                                "--metadata", '{"room": "living"}').stdout
+    assert (
+        "stored 1"
+        in cortex(
+            cortex_env, "store", "The brass lantern is in the living room.", "--metadata", '{"room": "living"}'
+        ).stdout
+    )
     assert "already stored as 1" in cortex(cortex_env, "store", "The brass lantern is in the living room.").stdout
     lines = tmp_path / "in.jsonl"
-    lines.write_text("\n".join(json.dumps(r) for r in [
-        {"content": "The troll guards the bridge.", "created_at": "2020-05-01T12:00:00+00:00"},
-        {"content": "Agent B's note.", "namespace": "b"}]) + "\n")
+    lines.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"content": "The troll guards the bridge.", "created_at": "2020-05-01T12:00:00+00:00"},
+                {"content": "Agent B's note.", "namespace": "b"},
+            ]
+        )
+        + "\n"
+    )
     assert "imported 2 memories (0 already there)" in cortex(cortex_env, "import", str(lines)).stdout
     hits = json.loads(cortex(cortex_env, "search", "where is the lamp", "--json", "--limit", "1").stdout)
     assert hits[0]["content"] == "The brass lantern is in the living room."
     backup = tmp_path / "backup.jsonl"
     cortex(cortex_env, "export", "--output", str(backup))
     exported = [json.loads(line) for line in backup.read_text().splitlines()]
-    assert [r["content"] for r in exported] == ["The brass lantern is in the living room.",
-                                                "The troll guards the bridge.", "Agent B's note."]
+    assert [r["content"] for r in exported] == [
+        "The brass lantern is in the living room.",
+        "The troll guards the bridge.",
+        "Agent B's note.",
+    ]
     assert exported[0]["metadata"] == {"room": "living"} and exported[1]["created_at"].startswith("2020-05-01")
     postgres.psql("CREATE DATABASE restored;")
     elsewhere = {**cortex_env, "FROBOZZ_DATABASE_URL": database_url(postgres, "restored")}
     assert "imported 3 memories" in cortex(elsewhere, "import", str(backup)).stdout
     again = [json.loads(line) for line in cortex(elsewhere, "export").stdout.splitlines()]
-    assert [(r["content"], r["namespace"], r["created_at"]) for r in again] == \
-        [(r["content"], r["namespace"], r["created_at"]) for r in exported]
+    assert [(r["content"], r["namespace"], r["created_at"]) for r in again] == [
+        (r["content"], r["namespace"], r["created_at"]) for r in exported
+    ]
     assert "forgot 1" in cortex(cortex_env, "forget", "1").stdout
     assert "no memory 1" in cortex(cortex_env, "get", "1", check=False).stderr
 
@@ -77,18 +93,21 @@ def test_a_bad_import_file_imports_nothing(cortex_env, tmp_path):
     assert json.loads(cortex(cortex_env, "recent", "--json").stdout) == []
 
 
-def test_an_import_names_the_bad_line_by_its_number_in_the_file_and_says_what_is_wrong(cortex_env, tmp_path,
-                                                                                      monkeypatch):
+def test_an_import_names_the_bad_line_by_its_number_in_the_file_and_says_what_is_wrong(
+    cortex_env, tmp_path, monkeypatch
+):
     """Every line is checked before any is stored: with batches of one, the good lines before the bad one
     would otherwise be in already. Line numbers count the blank lines too, as an editor does."""
     good = '{"content": "The lamp is in the living room."}\n\n{"content": "The troll guards the bridge."}\n'
-    cases = ((json.dumps({"content": "x" * 10_001}), "the memory is 10,001 characters; at most 10,000"),
-             ('{"content": "ok", "namespace": "../etc"}', "invalid namespace '../etc'"),
-             ('{"content": "ok", "namespace": 5}', "'namespace' must be text"),
-             ('{"text": "no content"}', "a memory must be a JSON object with a text 'content'"),
-             ('["content"]', "a memory must be a JSON object"),
-             ('{"content": "ok", "created_at": "yesterday"}', "'created_at' must be an ISO date"),
-             ('{"content": "ok", "metadata": "[red]x"}', "'metadata' must be a JSON object"))
+    cases = (
+        (json.dumps({"content": "x" * 10_001}), "the memory is 10,001 characters; at most 10,000"),
+        ('{"content": "ok", "namespace": "../etc"}', "invalid namespace '../etc'"),
+        ('{"content": "ok", "namespace": 5}', "'namespace' must be text"),
+        ('{"text": "no content"}', "a memory must be a JSON object with a text 'content'"),
+        ('["content"]', "a memory must be a JSON object"),
+        ('{"content": "ok", "created_at": "yesterday"}', "'created_at' must be an ISO date"),
+        ('{"content": "ok", "metadata": "[red]x"}', "'metadata' must be a JSON object"),
+    )
     for n, (bad, says) in enumerate(cases):
         (tmp_path / "in.jsonl").write_text(good + bad + "\n")
         args = ("import", str(tmp_path / "in.jsonl"), "--batch", "1")
@@ -108,7 +127,9 @@ def test_a_memory_over_the_size_limit_is_refused_with_the_limit_and_how_to_raise
     done = cortex(cortex_env, "store", "y" * 10_001, check=False)
     assert done.returncode == 1 and "at most 10,000 are kept (FROBOZZ_CORTEX_MAX_CONTENT_CHARS)" in done.stderr
     assert json.loads(cortex(cortex_env, "recent", "--json").stdout) == []
-    assert "stored 1" in cortex({**cortex_env, "FROBOZZ_CORTEX_MAX_CONTENT_CHARS": "20000"}, "store", "y" * 10_001).stdout
+    assert (
+        "stored 1" in cortex({**cortex_env, "FROBOZZ_CORTEX_MAX_CONTENT_CHARS": "20000"}, "store", "y" * 10_001).stdout
+    )
 
 
 def test_searching_a_fresh_store_finds_nothing_in_every_mode_without_an_error(frobozz_env):
@@ -141,8 +162,12 @@ def holding_export(frobozz_env, tmp_path):
     env.pop("FROBOZZ_DATABASE_URL", None)
     fifo = tmp_path / "backup.jsonl"
     os.mkfifo(fifo)
-    command = subprocess.Popen([sys.executable, "-m", "frobozz", "cortex", "export", "--output", str(fifo)],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = subprocess.Popen(
+        [sys.executable, "-m", "frobozz", "cortex", "export", "--output", str(fifo)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     postmaster = frobozz_env / "postgres" / "postmaster.pid"
 
     def guard() -> psutil.Process | None:
@@ -226,7 +251,9 @@ def test_min_score_leaves_out_weaker_results_and_a_bad_one_is_refused(cortex_env
     cortex(cortex_env, "store", "The brass lantern is in the living room.")
     cortex(cortex_env, "store", "The troll guards the bridge.")
     every = json.loads(cortex(cortex_env, "search", "brass lantern living room", "--json").stdout)
-    strong = json.loads(cortex(cortex_env, "search", "brass lantern living room", "--json", "--min-score", "0.5").stdout)
+    strong = json.loads(
+        cortex(cortex_env, "search", "brass lantern living room", "--json", "--min-score", "0.5").stdout
+    )
     assert len(strong) == 1 < len(every) and strong[0]["id"] == every[0]["id"] and strong[0]["score"] >= 0.5
     assert "no memories found scoring 1.0 or more" in cortex(cortex_env, "search", "troll", "--min-score", "1").stdout
     refused = cortex(cortex_env, "search", "troll", "--min-score", "1.5", check=False)
@@ -238,13 +265,19 @@ def test_every_mode_finds_nothing_in_an_empty_namespace_window_or_among_forgotte
     cortex(cortex_env, "store", "The troll guards the bridge.", "--namespace", "gone")
     cortex(cortex_env, "forget", "2")
     for mode in ("hybrid", "semantic", "keyword"):
-        for args in (["brass lantern", "--namespace", "empty"], ["brass lantern", "--since", "2999-01-01"],
-                     ["brass lantern", "--until", "2000-01-01T00:00:00+00:00"], ["troll bridge", "--namespace", "gone"],
-                     ["🐉🔦"], ["zqxj vbnm wkpf"]):
+        for args in (
+            ["brass lantern", "--namespace", "empty"],
+            ["brass lantern", "--since", "2999-01-01"],
+            ["brass lantern", "--until", "2000-01-01T00:00:00+00:00"],
+            ["troll bridge", "--namespace", "gone"],
+            ["🐉🔦"],
+            ["zqxj vbnm wkpf"],
+        ):
             found = cortex_here(cortex_env, monkeypatch, "search", *args, "--mode", mode, "--json").stdout
             assert json.loads(found) == [], (mode, args)
     assert json.loads(cortex(cortex_env, "search", "brass lantern", "--since", "2000-01-01", "--json").stdout)[0][
-        "id"] == int(stored)
+        "id"
+    ] == int(stored)
 
 
 def test_a_fact_that_changed_is_superseded_and_get_shows_its_history(cortex_env):
@@ -266,8 +299,13 @@ def test_recent_in_a_namespace_with_nothing_in_it_says_so(cortex_env):
 
 @pytest.mark.parametrize("command", ["store", "search", "recent", "export"])
 def test_the_namespace_option_says_what_it_is(command):
-    done = subprocess.run([sys.executable, "-m", "frobozz", "cortex", command, "--help"], capture_output=True,
-                          text=True, timeout=120, env={**__import__("os").environ, "COLUMNS": "200"})
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "cortex", command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "COLUMNS": "200"},
+    )
     assert done.returncode == 0 and "Whose memories" in done.stdout, done.stdout
 
 
@@ -276,7 +314,9 @@ def test_a_memory_is_stored_with_an_image_and_get_names_its_files(cortex_env, tm
 
     Image.new("RGB", (1600, 1200), "teal").save(tmp_path / "map.jpg")
     (tmp_path / "fake.png").write_text("not an image")
-    assert "stored 1" in cortex(cortex_env, "store", "The map of the maze.", "--image", str(tmp_path / "map.jpg")).stdout
+    assert (
+        "stored 1" in cortex(cortex_env, "store", "The map of the maze.", "--image", str(tmp_path / "map.jpg")).stdout
+    )
     refused = cortex(cortex_env, "store", "Another.", "--image", str(tmp_path / "fake.png"), check=False)
     got = json.loads(cortex(cortex_env, "get", "1").stdout)
     assert refused.returncode == 1 and "claims to be image/png but is not" in refused.stderr

@@ -9,8 +9,10 @@ import sys
 import anyio
 import pytest
 
-HOLD = ("from frobozz.memory import MemorySettings\nfrom frobozz.memory._database import embedded_url\n"
-        "embedded_url(MemorySettings())\nprint('ready', flush=True)\nimport sys\nsys.stdin.read()\n")
+HOLD = (
+    "from frobozz.memory import MemorySettings\nfrom frobozz.memory._database import embedded_url\n"
+    "embedded_url(MemorySettings())\nprint('ready', flush=True)\nimport sys\nsys.stdin.read()\n"
+)
 
 
 def _env() -> dict[str, str]:
@@ -21,8 +23,9 @@ def _env() -> dict[str, str]:
 
 
 def frobozz(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "frobozz", *args], capture_output=True, text=True, timeout=300,
-                          env=env or _env())
+    return subprocess.run(
+        [sys.executable, "-m", "frobozz", *args], capture_output=True, text=True, timeout=300, env=env or _env()
+    )
 
 
 def test_stop_with_nothing_running_says_so_and_a_database_of_ones_own_is_not_touched(frobozz_env):
@@ -35,8 +38,9 @@ def test_stop_with_nothing_running_says_so_and_a_database_of_ones_own_is_not_tou
 
 def test_stop_leaves_a_postgres_in_use_and_stops_it_once_nobody_holds_it(frobozz_env):
     postmaster = frobozz_env / "postgres" / "postmaster.pid"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env=_env())
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env()
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
         busy = frobozz("database", "stop")
@@ -57,8 +61,12 @@ async def test_serve_all_says_the_embedded_postgres_stays_running_and_how_to_sto
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    hub = subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)],
-                           stderr=subprocess.PIPE, text=True, env=_env())
+    hub = subprocess.Popen(
+        [sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     try:
         with anyio.fail_after(120):
             while "embedded Postgres" not in (line := await anyio.to_thread.run_sync(hub.stderr.readline)):

@@ -22,8 +22,13 @@ from tests.orphans import descendants, still_running
 
 @pytest.fixture
 def cli_env(claude_home, frobozz_env):
-    return {**os.environ, "HOME": str(claude_home), "FROBOZZ_DATA_DIR": str(frobozz_env), "COLUMNS": "200",
-            "NO_COLOR": "1"}
+    return {
+        **os.environ,
+        "HOME": str(claude_home),
+        "FROBOZZ_DATA_DIR": str(frobozz_env),
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+    }
 
 
 @pytest.fixture
@@ -32,27 +37,50 @@ def inputs(tmp_path):
     folder.mkdir()
     question = folder / "question.md"
     question.write_text(QUESTION)
-    return {"question": question, "a1": prompt(folder / "a1.md", "Architect-1"),
-            "a2": prompt(folder / "a2.md", "Architect-2"), "scribe": prompt(folder / "scribe.md", "Scribe")}
+    return {
+        "question": question,
+        "a1": prompt(folder / "a1.md", "Architect-1"),
+        "a2": prompt(folder / "a2.md", "Architect-2"),
+        "scribe": prompt(folder / "scribe.md", "Scribe"),
+    }
 
 
 def arguments(inputs, directory, *extra, a2=None):
-    return ["dialogue", "run", "--question", str(inputs["question"]), "--agent", f"a1={inputs['a1']}",
-            "--agent", f"a2={a2 or inputs['a2']}", "--scribe", str(inputs["scribe"]), "--dir", str(directory),
-            "--model", "scripted", "--rounds", "2", *extra]
+    return [
+        "dialogue",
+        "run",
+        "--question",
+        str(inputs["question"]),
+        "--agent",
+        f"a1={inputs['a1']}",
+        "--agent",
+        f"a2={a2 or inputs['a2']}",
+        "--scribe",
+        str(inputs["scribe"]),
+        "--dir",
+        str(directory),
+        "--model",
+        "scripted",
+        "--rounds",
+        "2",
+        *extra,
+    ]
 
 
 def frobozz(env, *args):
-    return subprocess.run([sys.executable, "-m", "frobozz", *args], env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "frobozz", *args], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def final_files(directory: Path) -> dict:
     """What a dialogue ends with, but the orchestrator's timestamps (which say when, not what)."""
     entries = json.loads((directory / "dialogue.json").read_text())
-    return {"entries": [{k: v for k, v in e.items() if k != "timestamp"} for e in entries],
-            "summary": (directory / "summary.md").read_text(),
-            "synthesis": (directory / "consensus_synthesis.md").read_text()}
+    return {
+        "entries": [{k: v for k, v in e.items() if k != "timestamp"} for e in entries],
+        "summary": (directory / "summary.md").read_text(),
+        "synthesis": (directory / "consensus_synthesis.md").read_text(),
+    }
 
 
 def bad_inputs(inputs, tmp_path):
@@ -96,11 +124,14 @@ def test_a_resume_given_rounds_is_refused_rather_than_run_with_the_rounds_it_was
 def test_a_dialogue_killed_in_round_two_resumes_to_the_same_files_as_one_never_killed(cli_env, inputs, tmp_path):
     whole = frobozz(cli_env, *arguments(inputs, tmp_path / "whole"))
     assert whole.returncode == 0, whole.stderr
-    assert "dialogue finished: 2 rounds, 4 entries" in whole.stdout and "[Tool] Edit: dialogue.json (old: " in whole.stdout
+    assert (
+        "dialogue finished: 2 rounds, 4 entries" in whole.stdout and "[Tool] Edit: dialogue.json (old: " in whole.stdout
+    )
 
     killed = tmp_path / "killed"
-    child = pexpect.spawn(sys.executable, ["-m", "frobozz", *arguments(inputs, killed)], env=cli_env,
-                          encoding="utf-8", timeout=180)
+    child = pexpect.spawn(
+        sys.executable, ["-m", "frobozz", *arguments(inputs, killed)], env=cli_env, encoding="utf-8", timeout=180
+    )
     child.expect_exact("▶ round 2 · Architect-2")
     child.expect_exact("[Tool] Read: dialogue.json")  # mid-turn: read, not yet edited
     children = descendants(child.pid)
@@ -133,8 +164,9 @@ def test_a_dialogue_killed_in_round_two_resumes_to_the_same_files_as_one_never_k
     assert taken.returncode == 2 and "already holds a dialogue" in taken.stderr
 
 
-def test_the_live_view_errors_and_table_keep_whole_lines_at_80_columns_when_piped(cli_env, inputs, tmp_path,
-                                                                                   monkeypatch):
+def test_the_live_view_errors_and_table_keep_whole_lines_at_80_columns_when_piped(
+    cli_env, inputs, tmp_path, monkeypatch
+):
     """Piped (to grep, to a file) at 80 columns, a long line must not be broken where the columns end: each event
     and each error is one whole line, and the table fits the width with every role's whole name in it."""
     binary = tmp_path / "question.bin"
@@ -147,15 +179,26 @@ def test_the_live_view_errors_and_table_keep_whole_lines_at_80_columns_when_pipe
     monkeypatch.setattr(_dialogue.out, "file", piped)
     monkeypatch.setattr(_dialogue.out, "width", 80)
     long_role = "Architect-2-of-the-long-and-winding-name"
-    denial = ToolDenied(long_role, "Edit", "dialogue.json", "entry 2's role is the orchestrator's: only the last "
-                                                             "entry's content and consensus may change")
+    denial = ToolDenied(
+        long_role,
+        "Edit",
+        "dialogue.json",
+        "entry 2's role is the orchestrator's: only the last entry's content and consensus may change",
+    )
     for event in (StepStarted(Step("agent", 2, long_role)), denial, ToolUsed(long_role, "[Tool] Read: x" + "y" * 90)):
         _dialogue._show(event)
     assert len(piped.getvalue().splitlines()) == 3 and denial.reason in piped.getvalue()
     piped.seek(0), piped.truncate()
-    report = Report(state=DialogueState.CONSENSUS, rounds=2, roles=(
-        RoleStats(long_role, "a2", 3, 6, 2, 1234.5, 10.5), RoleStats("Scribe", "scribe", 4, 8, 0, 3.0, 0.0)),
-        consensus_round=2, consensus_role=long_role, consensus_how="field", restores=1, entries=5)
+    report = Report(
+        state=DialogueState.CONSENSUS,
+        rounds=2,
+        roles=(RoleStats(long_role, "a2", 3, 6, 2, 1234.5, 10.5), RoleStats("Scribe", "scribe", 4, 8, 0, 3.0, 0.0)),
+        consensus_round=2,
+        consensus_role=long_role,
+        consensus_how="field",
+        restores=1,
+        entries=5,
+    )
     _dialogue._table(report, tmp_path / ("folder-" * 12))
     *table, last = piped.getvalue().splitlines()
     folded = "".join(line.split("│")[1].strip() for line in table if line.startswith("│"))  # the role column

@@ -6,15 +6,26 @@ import sys
 
 
 def doctor(env):
-    return subprocess.run([sys.executable, "-m", "frobozz", "doctor"], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "250", **env})
+    return subprocess.run(
+        [sys.executable, "-m", "frobozz", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "250", **env},
+    )
 
 
 def test_a_good_install_passes_every_check(frobozz_env, cortex_settings):
     done = doctor({"FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()})
     assert done.returncode == 0, done.stdout + done.stderr
-    for found in ("one of the versions the engine was tested with", "Postgres 16", "pgvector 0.6", "all-MiniLM-L6-v2 (384 dims", "zork1",
-                  "played a turn of zork1: 'West of House'"):
+    for found in (
+        "one of the versions the engine was tested with",
+        "Postgres 16",
+        "pgvector 0.6",
+        "all-MiniLM-L6-v2 (384 dims",
+        "zork1",
+        "played a turn of zork1: 'West of House'",
+    ):
         assert found in done.stdout
     assert "FAIL" not in done.stdout
 
@@ -22,14 +33,26 @@ def test_a_good_install_passes_every_check(frobozz_env, cortex_settings):
 def test_a_broken_install_says_what_is_wrong_and_how_to_fix_each_part(frobozz_env, tmp_path):
     empty = tmp_path / "no-games"
     empty.mkdir()
-    done = doctor({"FROBOZZ_CLAUDE_PATH": str(tmp_path / "no-claude"), "FROBOZZ_GAMES_DIR": str(empty),
-                   "FROBOZZ_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/nothing",
-                   "FROBOZZ_EMBEDDING_PROVIDER": "ollama", "FROBOZZ_EMBEDDING_URL": "http://127.0.0.1:1",
-                   "FROBOZZ_EMBEDDING_MODEL": "nomic-embed-text", "FROBOZZ_EMBEDDING_DIM": "768"})
+    done = doctor(
+        {
+            "FROBOZZ_CLAUDE_PATH": str(tmp_path / "no-claude"),
+            "FROBOZZ_GAMES_DIR": str(empty),
+            "FROBOZZ_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/nothing",
+            "FROBOZZ_EMBEDDING_PROVIDER": "ollama",
+            "FROBOZZ_EMBEDDING_URL": "http://127.0.0.1:1",
+            "FROBOZZ_EMBEDDING_MODEL": "nomic-embed-text",
+            "FROBOZZ_EMBEDDING_DIM": "768",
+        }
+    )
     assert done.returncode == 1
     assert done.stdout.count("FAIL") == 5 and "5 problem(s)" in done.stderr
-    for fix in ("npm install -g @anthropic-ai/claude-code", "FROBOZZ_DATABASE_URL is right",
-                "check FROBOZZ_EMBEDDING_URL", "frobozz games install zork1", "install a game first"):
+    for fix in (
+        "npm install -g @anthropic-ai/claude-code",
+        "FROBOZZ_DATABASE_URL is right",
+        "check FROBOZZ_EMBEDDING_URL",
+        "frobozz games install zork1",
+        "install a game first",
+    ):
         assert fix in done.stdout
 
 
@@ -58,7 +81,6 @@ def test_an_older_claude_is_named_with_what_it_lacks_in_one_line_and_no_tracebac
     broken.chmod(0o755)
     done = doctor({"FROBOZZ_CLAUDE_PATH": str(broken)})
     assert "`--version` failed: segfault" in done.stdout and "Traceback" not in done.stdout + done.stderr
-
 
 
 def test_the_tracing_endpoint_is_said_to_take_spans_to_be_down_or_to_be_misconfigured(monkeypatch):
@@ -91,9 +113,18 @@ def test_on_a_fresh_home_it_names_the_games_folder_and_says_claude_is_not_logged
     home = tmp_path / "fresh-home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE", "FROBOZZ_GAMES"))}
-    done = subprocess.run([sys.executable, "-m", "frobozz", "doctor"], capture_output=True, text=True, timeout=300,
-                          env={**env, "HOME": str(home), "COLUMNS": "250",
-                               "FROBOZZ_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/nothing"})
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **env,
+            "HOME": str(home),
+            "COLUMNS": "250",
+            "FROBOZZ_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/nothing",
+        },
+    )
     games = frobozz_env / "games"  # where `frobozz games install` puts them: named, though not made yet
     assert f"no story files in {games}" in done.stdout, done.stdout
     line = next(line for line in done.stdout.splitlines() if line.startswith("claude login"))

@@ -22,8 +22,15 @@ def test_games_list_shows_the_catalogue_and_what_is_installed():
 
 def test_games_verify_reports_the_header_md5_and_jericho_support():
     report = json.loads(frobozz("games", "verify", str(ZORK1), "--json").stdout)
-    assert report == {"path": str(ZORK1), "version": 3, "release": 88, "serial": "840726",
-                      "md5": "b732a93a6244ddd92a9b9a3e3a46c687", "bytes": 92160, "jericho_supported": True}
+    assert report == {
+        "path": str(ZORK1),
+        "version": 3,
+        "release": 88,
+        "serial": "840726",
+        "md5": "b732a93a6244ddd92a9b9a3e3a46c687",
+        "bytes": 92160,
+        "jericho_supported": True,
+    }
     assert json.loads(frobozz("games", "verify", str(ZORK1_R119), "--json").stdout)["jericho_supported"] is False
 
 

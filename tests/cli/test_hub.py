@@ -26,8 +26,9 @@ SERVERS = ["cortex", "fetch", "forge", "handoff", "game"]
 
 
 def frobozz(*args, env=None, check=True):
-    done = subprocess.run([sys.executable, "-m", "frobozz", *args], capture_output=True, text=True, timeout=120,
-                          env=env or os.environ)
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", *args], capture_output=True, text=True, timeout=120, env=env or os.environ
+    )
     if check:
         assert done.returncode == 0, done.stderr
     return done
@@ -35,30 +36,51 @@ def frobozz(*args, env=None, check=True):
 
 @pytest.mark.anyio
 async def test_claude_connects_all_five_servers_from_the_shipped_config_and_calls_one_tool_of_each(
-        make_options, frobozz_env, cortex_settings):
-    with serve({"/page": (200, b"<html><title>Hub page</title><body><p>The hub fetched this.</p></body></html>")}) \
-            as site, FakeImageBackend("sdwebui") as images:
-        calls = [ToolUse("mcp__cortex__store", {"content": "Stored through the hub."}),
-                 ToolUse("mcp__fetch__fetch", {"url": f"{site}/page"}),
-                 ToolUse("mcp__forge__imagine", {"prompt": "a white house", "width": 64, "height": 64}),
-                 ToolUse("mcp__handoff__handoff", {"summary": "Every server answered."}),
-                 ToolUse("mcp__game__new_game", {"game": "zork1"})]
+    make_options, frobozz_env, cortex_settings
+):
+    with (
+        serve(
+            {"/page": (200, b"<html><title>Hub page</title><body><p>The hub fetched this.</p></body></html>")}
+        ) as site,
+        FakeImageBackend("sdwebui") as images,
+    ):
+        calls = [
+            ToolUse("mcp__cortex__store", {"content": "Stored through the hub."}),
+            ToolUse("mcp__fetch__fetch", {"url": f"{site}/page"}),
+            ToolUse("mcp__forge__imagine", {"prompt": "a white house", "width": 64, "height": 64}),
+            ToolUse("mcp__handoff__handoff", {"summary": "Every server answered."}),
+            ToolUse("mcp__game__new_game", {"game": "zork1"}),
+        ]
 
         def script(request):
-            done = sum(1 for m in request.messages for b in (m["content"] if isinstance(m["content"], list) else [])
-                       if b.get("type") == "tool_result")
+            done = sum(
+                1
+                for m in request.messages
+                for b in (m["content"] if isinstance(m["content"], list) else [])
+                if b.get("type") == "tool_result"
+            )
             if done == len(calls):
                 return "All five answered."
             return Reply((Text(f"Calling {calls[done].name}."), calls[done]))
 
-        env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # `frobozz` as installed
-               "FROBOZZ_DATA_DIR": str(frobozz_env), "FROBOZZ_GAMES_DIR": os.environ["FROBOZZ_GAMES_DIR"],
-               "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
-               "FROBOZZ_FETCH_ALLOW_PRIVATE": "true", "FROBOZZ_FETCH_RESPECT_ROBOTS": "false",
-               "FROBOZZ_FORGE_URL": images.url, "FROBOZZ_FORGE_API_KEY": "sk-test"}
+        env = {
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # `frobozz` as installed
+            "FROBOZZ_DATA_DIR": str(frobozz_env),
+            "FROBOZZ_GAMES_DIR": os.environ["FROBOZZ_GAMES_DIR"],
+            "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
+            "FROBOZZ_FETCH_ALLOW_PRIVATE": "true",
+            "FROBOZZ_FETCH_RESPECT_ROBOTS": "false",
+            "FROBOZZ_FORGE_URL": images.url,
+            "FROBOZZ_FORGE_API_KEY": "sk-test",
+        }
         async with ScriptedModel(script) as model:
-            options = make_options(model, env=env, mcp_config=ROOT / "mcp-config" / "frobozz.json",
-                                   strict_mcp_config=True, allowed_tools=[c.name for c in calls])
+            options = make_options(
+                model,
+                env=env,
+                mcp_config=ROOT / "mcp-config" / "frobozz.json",
+                strict_mcp_config=True,
+                allowed_tools=[c.name for c in calls],
+            )
             async with Session(options) as session:
                 servers = await session.wait_for_mcp()
                 await session.send("use one tool of each server")
@@ -104,14 +126,19 @@ async def healthy(port: int) -> None:
 
 @pytest.mark.anyio
 async def test_serve_all_over_http_prints_a_generated_token_that_clients_and_the_web_view_then_use(
-        frobozz_env, cortex_settings):
+    frobozz_env, cortex_settings
+):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
     env.pop("FROBOZZ_HUB_TOKEN", None)
-    hub = subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)],
-                           stderr=subprocess.PIPE, text=True, env=env)
+    hub = subprocess.Popen(
+        [sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         token = link = None
         with anyio.fail_after(60):
@@ -154,7 +181,8 @@ def test_hub_token_makes_an_entry_the_hub_loads_and_a_bad_tokens_file_stops_serv
 
 @pytest.mark.anyio
 async def test_two_hubs_on_one_database_play_one_game_in_turns_to_its_end_and_serialise_concurrent_acts(
-        tmp_path, frobozz_env, cortex_settings):
+    tmp_path, frobozz_env, cortex_settings
+):
     from frobozz.games import CATALOGUE, walkthrough_for
 
     ports = []
@@ -162,20 +190,38 @@ async def test_two_hubs_on_one_database_play_one_game_in_turns_to_its_end_and_se
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             ports.append(s.getsockname()[1])
-    env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
-           "FROBOZZ_HUB_TOKEN": "two-hubs-one-database"}
-    hubs = [subprocess.Popen([sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)],
-                             stderr=subprocess.DEVNULL, env={**env, "FROBOZZ_DATA_DIR": str(tmp_path / f"machine{i}")})
-            for i, port in enumerate(ports)]  # two machines: nothing shared but the database
+    env = {
+        **os.environ,
+        "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
+        "FROBOZZ_HUB_TOKEN": "two-hubs-one-database",
+    }
+    hubs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)],
+            stderr=subprocess.DEVNULL,
+            env={**env, "FROBOZZ_DATA_DIR": str(tmp_path / f"machine{i}")},
+        )
+        for i, port in enumerate(ports)
+    ]  # two machines: nothing shared but the database
     try:
         with anyio.fail_after(90):
             for port in ports:
                 await healthy(port)
         headers = {"Authorization": "Bearer two-hubs-one-database"}
-        async with Client(streamable_http_client(f"http://127.0.0.1:{ports[0]}/game/mcp", http_client=httpx2.AsyncClient(
-                headers=headers, timeout=120))) as one, Client(streamable_http_client(
-                f"http://127.0.0.1:{ports[1]}/game/mcp", http_client=httpx2.AsyncClient(headers=headers,
-                                                                                       timeout=120))) as two:
+        async with (
+            Client(
+                streamable_http_client(
+                    f"http://127.0.0.1:{ports[0]}/game/mcp",
+                    http_client=httpx2.AsyncClient(headers=headers, timeout=120),
+                )
+            ) as one,
+            Client(
+                streamable_http_client(
+                    f"http://127.0.0.1:{ports[1]}/game/mcp",
+                    http_client=httpx2.AsyncClient(headers=headers, timeout=120),
+                )
+            ) as two,
+        ):
             sid = (await one.call_tool("new_game", {"game": "zork1"})).structured_content["session_id"]
             state = {}
             for n, command in enumerate(walkthrough_for(CATALOGUE["zork1"].md5)):
@@ -188,8 +234,9 @@ async def test_two_hubs_on_one_database_play_one_game_in_turns_to_its_end_and_se
             moves = []
 
             async def wait(client):
-                moves.append((await client.call_tool("act", {"session_id": sid, "command": "wait"}))
-                             .structured_content["moves"])
+                moves.append(
+                    (await client.call_tool("act", {"session_id": sid, "command": "wait"})).structured_content["moves"]
+                )
 
             async with anyio.create_task_group() as tg:
                 for n in range(10):

@@ -22,13 +22,24 @@ def _env(tmp_path, **extra):
 
 
 def _play(tmp_path, *args, env=None, timeout=300):
-    return subprocess.run([sys.executable, "-m", "frobozz", "play", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env or _env(tmp_path))
+    return subprocess.run(
+        [sys.executable, "-m", "frobozz", "play", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or _env(tmp_path),
+    )
 
 
 def _start(tmp_path, *args):
-    return subprocess.Popen([sys.executable, "-m", "frobozz", "play", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env(tmp_path), start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "frobozz", "play", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+        start_new_session=True,
+    )
 
 
 def _wait_for_turns(run_dir_parent, count, timeout=120):
@@ -65,7 +76,9 @@ def test_ctrl_c_stops_cleanly_with_everything_saved_and_the_run_resumes(frobozz_
     result = json.loads(out)
     assert result["reason"] == "interrupted" and result["turns"] >= 20
     assert (run_dir / "score.png").exists() and "| reason | interrupted |" in (run_dir / "transcript.md").read_text()
-    more = json.loads(_play(tmp_path, "--resume", run_dir.name, "--max-turns", str(result["turns"] + 5), "--json").stdout)
+    more = json.loads(
+        _play(tmp_path, "--resume", run_dir.name, "--max-turns", str(result["turns"] + 5), "--json").stdout
+    )
     assert (more["turns"], more["reason"]) == (result["turns"] + 5, "max turns")
 
 
@@ -95,8 +108,9 @@ def test_the_claude_player_plays_through_the_real_cli_and_its_api(tmp_path):
 
 
 def test_several_runs_in_parallel_get_a_combined_summary(tmp_path):
-    done = _play(tmp_path, "zork1", "--player", "walkthrough", "--runs", "3", "--parallel", "2", "--max-turns", "3",
-                 "--json")
+    done = _play(
+        tmp_path, "zork1", "--player", "walkthrough", "--runs", "3", "--parallel", "2", "--max-turns", "3", "--json"
+    )
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
     assert len({r["run_id"] for r in results}) == 3 and all(r["turns"] == 3 for r in results)
@@ -104,17 +118,20 @@ def test_several_runs_in_parallel_get_a_combined_summary(tmp_path):
     assert table.returncode == 0 and "Frobozz runs" in table.stdout and table.stdout.count("transcript:") == 2
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--player", "robot"], "unknown player 'robot': use claude, walkthrough, script:FILE, or auto"),
-    (["--mode", "telepathy"], "use text or tools"),
-    (["--resume", "../../etc"], "is not a run id"),
-    (["--resume", "20200101-000000-abcdef"], "no run 20200101-000000-abcdef"),
-    (["--player", "script:/no/such/file"], "cannot read the script"),
-    (["nosuchgame", "--player", "walkthrough"], "no game 'nosuchgame'"),
-    (["--max-turns", "0"], "greater than or equal to 1"),
-    (["--memory", "bad namespace!"], "'bad namespace!' is not a namespace"),
-    (["--memory", "x" * 101], "is not a namespace"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--player", "robot"], "unknown player 'robot': use claude, walkthrough, script:FILE, or auto"),
+        (["--mode", "telepathy"], "use text or tools"),
+        (["--resume", "../../etc"], "is not a run id"),
+        (["--resume", "20200101-000000-abcdef"], "no run 20200101-000000-abcdef"),
+        (["--player", "script:/no/such/file"], "cannot read the script"),
+        (["nosuchgame", "--player", "walkthrough"], "no game 'nosuchgame'"),
+        (["--max-turns", "0"], "greater than or equal to 1"),
+        (["--memory", "bad namespace!"], "'bad namespace!' is not a namespace"),
+        (["--memory", "x" * 101], "is not a namespace"),
+    ],
+)
 def test_bad_play_arguments_are_clear_errors(tmp_path, args, message):
     game = [] if not args[0].startswith("-") else ["zork1"]
     done = _play(tmp_path, *game, *args, timeout=60)
@@ -145,8 +162,9 @@ def test_memory_takes_a_namespace_or_none_as_a_bare_option_does():
     assert bare_values(["zork1", "--memory=mine"]) == ["zork1", "--memory=mine"]
 
 
-def test_a_killed_memory_run_resumes_with_its_seen_set_and_recalls_nothing_twice(frobozz_env, tmp_path, cortex_settings,
-                                                                                monkeypatch):
+def test_a_killed_memory_run_resumes_with_its_seen_set_and_recalls_nothing_twice(
+    frobozz_env, tmp_path, cortex_settings, monkeypatch
+):
     import anyio
 
     from frobozz.memory import MemoryService

@@ -21,14 +21,18 @@ WALKTHROUGH_TURNS = 396  # zork1's walkthrough, played to 350/350
 def queue_env(tmp_path, frobozz_env, cortex_settings):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
     (tmp_path / "home").mkdir(exist_ok=True)
-    env.update(HOME=str(tmp_path / "home"), FROBOZZ_DATABASE_URL=cortex_settings.database_url.get_secret_value(),
-               FROBOZZ_WORKER_HEARTBEAT="2")
+    env.update(
+        HOME=str(tmp_path / "home"),
+        FROBOZZ_DATABASE_URL=cortex_settings.database_url.get_secret_value(),
+        FROBOZZ_WORKER_HEARTBEAT="2",
+    )
     return env
 
 
 def frobozz(env, *args, check=True, timeout=120):
-    done = subprocess.run([sys.executable, "-m", "frobozz", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
     if check:
         assert done.returncode == 0, done.stderr
     return done
@@ -37,8 +41,14 @@ def frobozz(env, *args, check=True, timeout=120):
 def start_worker(env, *args, data_dir=None):
     """A worker process in its own process group (on its own "machine" when `data_dir` is given)."""
     env = {**env, **({"FROBOZZ_DATA_DIR": str(data_dir)} if data_dir else {})}
-    return subprocess.Popen([sys.executable, "-m", "frobozz", "worker", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "frobozz", "worker", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def psql(env, sql):
@@ -100,21 +110,27 @@ def test_runs_and_the_leaderboard_on_an_empty_database_say_so(queue_env):
 
 def test_a_database_that_cannot_be_reached_is_a_clear_error_for_every_queue_command(queue_env):
     env = {**queue_env, "FROBOZZ_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
-    for args in (["play", "zork1", "--player", "walkthrough", "--queue"], ["runs"], ["runs", "show", "x"],
-                 ["leaderboard"], ["worker"]):
+    for args in (
+        ["play", "zork1", "--player", "walkthrough", "--queue"],
+        ["runs"],
+        ["runs", "show", "x"],
+        ["leaderboard"],
+        ["worker"],
+    ):
         done = frobozz(env, *args, check=False)
         assert done.returncode == 1 and "cannot reach the database" in done.stderr, (args, done.stderr)
 
 
 def test_bad_queue_arguments_are_clear_errors_and_queue_nothing(queue_env):
     for args, code, message in [
-            (["nosuchgame"], 1, "no game 'nosuchgame'"),
-            (["zork1", "--player", "nobody"], 1, "unknown player"),
-            (["zork1", "--player", "script:/nonexistent/file"], 1, "cannot read the script"),
-            (["zork1", "--resume", "20261122-013000-a1b2c3"], 2, "starts afresh"),
-            (["zork1", "--runs", "0"], 2, "runs"),
-            (["zork1", "--runs", "100000"], 2, "runs"),
-            (["zork1", "--memory", "bad namespace!"], 2, "not a namespace")]:
+        (["nosuchgame"], 1, "no game 'nosuchgame'"),
+        (["zork1", "--player", "nobody"], 1, "unknown player"),
+        (["zork1", "--player", "script:/nonexistent/file"], 1, "cannot read the script"),
+        (["zork1", "--resume", "20261122-013000-a1b2c3"], 2, "starts afresh"),
+        (["zork1", "--runs", "0"], 2, "runs"),
+        (["zork1", "--runs", "100000"], 2, "runs"),
+        (["zork1", "--memory", "bad namespace!"], 2, "not a namespace"),
+    ]:
         player = [] if "--player" in args else ["--player", "walkthrough"]
         done = frobozz(queue_env, "play", "--queue", *player, *args, check=False)
         assert done.returncode == code and message in done.stderr + done.stdout, (args, done.stderr)
@@ -144,23 +160,55 @@ def test_six_queued_runs_on_two_workers_all_win_each_played_once_and_make_the_le
     shown = json.loads(frobozz(queue_env, "runs", "show", ids[0], "--json").stdout)
     assert set(shown["files"]) == {"transcript.md", "score.png", "map.png"} and shown["last_turn"]["turn"] == 396
     board = json.loads(frobozz(queue_env, "leaderboard", "--json").stdout)
-    assert board == [{"model": "", "player": "walkthrough", "game": "zork1", "mode": "text", "runs": 6,
-                      "mean_score": 350.0, "best_score": 350, "max_score": 350, "wins": 6,
-                      "mean_turns": float(WALKTHROUGH_TURNS), "cost_usd": 0.0, "cost_per_point": 0.0}]
+    assert board == [
+        {
+            "model": "",
+            "player": "walkthrough",
+            "game": "zork1",
+            "mode": "text",
+            "runs": 6,
+            "mean_score": 350.0,
+            "best_score": 350,
+            "max_score": 350,
+            "wins": 6,
+            "mean_turns": float(WALKTHROUGH_TURNS),
+            "cost_usd": 0.0,
+            "cost_per_point": 0.0,
+        }
+    ]
     assert "zork1" in frobozz(queue_env, "leaderboard").stdout
     assert json.loads(frobozz(queue_env, "leaderboard", "--json", "--game", "zork2").stdout) == []
 
 
 @pytest.mark.parametrize("mode, turns", [("text", 80), ("tools", 45)])
 def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_if_uninterrupted(
-        queue_env, tmp_path, mode, turns):
+    queue_env, tmp_path, mode, turns
+):
     """In tools mode the game itself is taken up too: the game server's session is shared in the database."""
-    first, second = json.loads(frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--queue", "--runs",
-                                       "2", "--mode", mode, "--max-turns", str(turns), "--json").stdout)
+    first, second = json.loads(
+        frobozz(
+            queue_env,
+            "play",
+            "zork1",
+            "--player",
+            "walkthrough",
+            "--queue",
+            "--runs",
+            "2",
+            "--mode",
+            mode,
+            "--max-turns",
+            str(turns),
+            "--json",
+        ).stdout
+    )
     doomed = start_worker(queue_env, data_dir=tmp_path / "machine1")  # takes one run at a time
     try:
-        taken = wait_until(lambda: next(iter(psql(queue_env, "SELECT run_id, turns FROM runs WHERE turns >= 15 "
-                                                          "AND status = 'running'")), None))
+        taken = wait_until(
+            lambda: next(
+                iter(psql(queue_env, "SELECT run_id, turns FROM runs WHERE turns >= 15 AND status = 'running'")), None
+            )
+        )
         children = descendants(doomed.pid)
     finally:
         os.kill(doomed.pid, signal.SIGKILL)
@@ -169,37 +217,58 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
     assert still_running(children, within=5) == []
     cut = taken["turns"]
     if mode == "tools":  # as when the game answered an act the record had not yet committed: the game is ahead
-        psql(queue_env, f"DELETE FROM run_turns WHERE run_id = '{taken['run_id']}' AND turn = "
-                        f"(SELECT max(turn) FROM run_turns WHERE run_id = '{taken['run_id']}')")
+        psql(
+            queue_env,
+            f"DELETE FROM run_turns WHERE run_id = '{taken['run_id']}' AND turn = "
+            f"(SELECT max(turn) FROM run_turns WHERE run_id = '{taken['run_id']}')",
+        )
         cut -= 1
     session = json.loads(frobozz(queue_env, "runs", "show", taken["run_id"], "--json").stdout)["info"][
-        "claude_session_id"]
+        "claude_session_id"
+    ]
     (tmp_path / "home2").mkdir()
-    survivor = start_worker({**queue_env, "HOME": str(tmp_path / "home2")}, "--concurrency", "2",
-                            data_dir=tmp_path / "machine2")  # another machine: its own HOME and data
+    survivor = start_worker(
+        {**queue_env, "HOME": str(tmp_path / "home2")}, "--concurrency", "2", data_dir=tmp_path / "machine2"
+    )  # another machine: its own HOME and data
     try:
         wait_until(lambda: len(finished(queue_env)) == 2, timeout=900)
     finally:
         out = stop(survivor)
-    assert sorted(line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("run ")) == \
-        sorted([first, second])
+    assert sorted(line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("run ")) == sorted(
+        [first, second]
+    )
     finals = {}
     for run_id in (first, second):
         shown = json.loads(frobozz(queue_env, "runs", "show", run_id, "--json").stdout)
         assert shown["run_dir"].startswith(str(tmp_path / "machine2"))
         lines = [json.loads(line) for line in open(os.path.join(shown["run_dir"], "turns.jsonl"))]
         assert [t["turn"] for t in lines] == list(range(1, turns + 1))  # not a turn twice
-        finals[run_id] = (shown["score"], shown["won"], shown["turns"], lines[-1]["moves"], lines[-1]["location"],
-                          lines[-1]["text"])
+        finals[run_id] = (
+            shown["score"],
+            shown["won"],
+            shown["turns"],
+            lines[-1]["moves"],
+            lines[-1]["location"],
+            lines[-1]["text"],
+        )
         if run_id == taken["run_id"]:  # taken up where the database had it, not played again from the start
             assert all(t["at"] <= killed_at for t in lines[:cut]) and lines[-1]["at"] >= killed_at
             # machine1's claude transcript is not here, but the database has it: the same claude session goes on
             assert session and shown["info"]["claude_session_id"] == session
-            stored = [json.loads(r["entry"]) for r in psql(queue_env, (
-                f"SELECT entry::text FROM claude_transcript_entries WHERE project_key = 'frobozz-run-{run_id}' "
-                f"AND session_id = '{session}' AND subpath = '' ORDER BY seq"))]
+            stored = [
+                json.loads(r["entry"])
+                for r in psql(
+                    queue_env,
+                    (
+                        f"SELECT entry::text FROM claude_transcript_entries WHERE project_key = 'frobozz-run-{run_id}' "
+                        f"AND session_id = '{session}' AND subpath = '' ORDER BY seq"
+                    ),
+                )
+            ]
             by_uuid = {e["uuid"]: e for e in stored if e.get("uuid")}
-            told = next(e for e in stored if e.get("type") == "user" and "was stopped and has" in json.dumps(e["message"]))
+            told = next(
+                e for e in stored if e.get("type") == "user" and "was stopped and has" in json.dumps(e["message"])
+            )
             chain, entry = [], told  # the request after the kill is built on this chain: the turns before it
             while entry.get("parentUuid") in by_uuid:
                 entry = by_uuid[entry["parentUuid"]]
@@ -210,8 +279,9 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
 
 
 def test_a_stopped_worker_puts_its_runs_back_and_the_next_goes_on_with_the_same_claude_session(queue_env, tmp_path):
-    (run_id,) = json.loads(frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--queue", "--max-turns",
-                                   "120", "--json").stdout)
+    (run_id,) = json.loads(
+        frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--queue", "--max-turns", "120", "--json").stdout
+    )
     worker = start_worker(queue_env, data_dir=tmp_path / "machine")
     wait_until(lambda: psql(queue_env, "SELECT turns FROM runs")[0]["turns"] >= 5)  # early: the run has far to go
     assert "run " not in stop(worker)  # SIGTERM: the run in hand stopped at a turn, and was not finished
@@ -230,11 +300,17 @@ def test_a_stopped_worker_puts_its_runs_back_and_the_next_goes_on_with_the_same_
 
 
 def test_a_run_played_here_with_a_database_configured_is_listed_and_ranked_too(queue_env):
-    result = json.loads(frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--max-turns", "10",
-                                "--json").stdout)
+    result = json.loads(
+        frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--max-turns", "10", "--json").stdout
+    )
     (run,) = runs(queue_env)
-    assert (run["run_id"], run["status"], run["reason"], run["turns"], run["score"]) == \
-        (result["run_id"], "finished", "max turns", 10, result["score"])
+    assert (run["run_id"], run["status"], run["reason"], run["turns"], run["score"]) == (
+        result["run_id"],
+        "finished",
+        "max turns",
+        10,
+        result["score"],
+    )
     (row,) = json.loads(frobozz(queue_env, "leaderboard", "--json").stdout)
     assert (row["runs"], row["best_score"], row["mean_turns"]) == (1, result["score"], 10.0)
     away = {**queue_env, "FROBOZZ_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
@@ -245,17 +321,17 @@ def test_a_run_played_here_with_a_database_configured_is_listed_and_ranked_too(q
     assert here in frobozz(queue_env, "runs").stdout
     shown = json.loads(frobozz(queue_env, "runs", "show", here, "--json").stdout)
     assert (shown["run_id"], shown["turns"], shown["last_turn"]["turn"]) == (here, 3, 3)
-    assert "transcript.md" in shown["files"] and "not in the database" in frobozz(queue_env, "runs", "show", here).stdout
+    assert (
+        "transcript.md" in shown["files"] and "not in the database" in frobozz(queue_env, "runs", "show", here).stdout
+    )
     (row,) = json.loads(frobozz(queue_env, "leaderboard", "--json").stdout)
     assert (row["runs"], row["mean_turns"]) == (2, 6.5)
 
 
 def test_play_resume_on_a_machine_with_only_the_database_goes_on_in_the_same_claude_session(queue_env, tmp_path):
     first = {**queue_env, "FROBOZZ_DATA_DIR": str(tmp_path / "machine1")}
-    result = json.loads(frobozz(first, "play", "zork1", "--player", "walkthrough", "--max-turns", "8",
-                                "--json").stdout)
-    session = json.loads(frobozz(first, "runs", "show", result["run_id"], "--json").stdout)["info"][
-        "claude_session_id"]
+    result = json.loads(frobozz(first, "play", "zork1", "--player", "walkthrough", "--max-turns", "8", "--json").stdout)
+    session = json.loads(frobozz(first, "runs", "show", result["run_id"], "--json").stdout)["info"]["claude_session_id"]
     (tmp_path / "home2").mkdir()
     second = {**queue_env, "FROBOZZ_DATA_DIR": str(tmp_path / "machine2"), "HOME": str(tmp_path / "home2")}
     assert not (tmp_path / "machine2").exists()  # neither the run's directory nor its claude transcript is here

@@ -19,6 +19,7 @@ def cli(cortex_settings, monkeypatch, tmp_path):
         done = runner.invoke(app, list(args), env={"COLUMNS": "500"})
         assert done.exit_code == code, done.output
         return done.output
+
     return invoke
 
 
@@ -35,8 +36,21 @@ def test_on_nothing_list_says_so_and_show_pause_resume_remove_run_name_the_missi
 def test_a_routine_is_added_listed_shown_paused_resumed_and_removed(cli, tmp_path):
     prompt = tmp_path / "brief.md"
     prompt.write_text("Write my morning briefing.")
-    assert "every worker" not in cli("routine", "add", "brief", "--cron", "30 7 * * 1-5", "--tz", "Europe/Lisbon",
-                                     "--prompt-file", str(prompt), "--max-turns", "5", "--max-cost", "0.5")
+    assert "every worker" not in cli(
+        "routine",
+        "add",
+        "brief",
+        "--cron",
+        "30 7 * * 1-5",
+        "--tz",
+        "Europe/Lisbon",
+        "--prompt-file",
+        str(prompt),
+        "--max-turns",
+        "5",
+        "--max-cost",
+        "0.5",
+    )
     cli("routine", "add", "news", "--feed", "https://example.org/atom.xml", "--poll", "300", "--prompt", "Summarise.")
     rows = listed(cli)
     assert [r["name"] for r in rows] == ["brief", "news"]
@@ -53,23 +67,26 @@ def test_a_routine_is_added_listed_shown_paused_resumed_and_removed(cli, tmp_pat
     assert [r["name"] for r in listed(cli)] == ["news"]
 
 
-@pytest.mark.parametrize("args, error", [
-    (["--cron", "99 * * * *", "--prompt", "x"], "invalid cron expression"),
-    (["--cron", "@daily", "--tz", "Atlantis/Capital", "--prompt", "x"], "unknown time zone"),
-    (["--cron", "@daily", "--every", "5", "--prompt", "x"], "exactly one of"),
-    (["--prompt", "x"], "exactly one of"),
-    (["--every", "5"], "--prompt TEXT or --prompt-file"),
-    (["--every", "5", "--prompt", "x", "--prompt-file", "/etc/hostname"], "one of them"),
-    (["--every", "5", "--prompt-file", "/nonexistent/prompt.md"], "cannot be read"),
-    (["--every", "0.5", "--prompt", "x"], "greater than or equal to 1"),
-    (["--every", "5", "--prompt", "  \n "], "prompt is empty"),
-    (["--inbox", "imap://me@mail.example.org/INBOX", "--prompt", "x"], "in the clear"),
-    (["--inbox", "imaps://me:hunter2@mail.example.org/INBOX", "--prompt", "x"], "no password in the IMAP URL"),
-    (["--feed", "javascript:alert(1)", "--prompt", "x"], "http:// or https://"),
-    (["--every", "5", "--prompt", "x", "--max-cost", "-1"], "max_cost"),
-    (["--every", "5", "--prompt", "x", "--game", "no-such-game"], "--game"),
-    (["--inbox", "imaps://me@mail.example.org", "--password", "hunter2", "--prompt", "x"], "No such option"),
-])
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        (["--cron", "99 * * * *", "--prompt", "x"], "invalid cron expression"),
+        (["--cron", "@daily", "--tz", "Atlantis/Capital", "--prompt", "x"], "unknown time zone"),
+        (["--cron", "@daily", "--every", "5", "--prompt", "x"], "exactly one of"),
+        (["--prompt", "x"], "exactly one of"),
+        (["--every", "5"], "--prompt TEXT or --prompt-file"),
+        (["--every", "5", "--prompt", "x", "--prompt-file", "/etc/hostname"], "one of them"),
+        (["--every", "5", "--prompt-file", "/nonexistent/prompt.md"], "cannot be read"),
+        (["--every", "0.5", "--prompt", "x"], "greater than or equal to 1"),
+        (["--every", "5", "--prompt", "  \n "], "prompt is empty"),
+        (["--inbox", "imap://me@mail.example.org/INBOX", "--prompt", "x"], "in the clear"),
+        (["--inbox", "imaps://me:hunter2@mail.example.org/INBOX", "--prompt", "x"], "no password in the IMAP URL"),
+        (["--feed", "javascript:alert(1)", "--prompt", "x"], "http:// or https://"),
+        (["--every", "5", "--prompt", "x", "--max-cost", "-1"], "max_cost"),
+        (["--every", "5", "--prompt", "x", "--game", "no-such-game"], "--game"),
+        (["--inbox", "imaps://me@mail.example.org", "--password", "hunter2", "--prompt", "x"], "No such option"),
+    ],
+)
 def test_bad_input_is_a_clear_error_and_adds_nothing(cli, args, error):
     output = cli("routine", "add", "r1", *args, code=2)
     flat = " ".join(output.replace("│", " ").split())

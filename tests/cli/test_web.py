@@ -29,8 +29,9 @@ async def test_web_prints_a_link_that_signs_in_and_serves_this_machines_runs(fro
     port = free_port()
     env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
     env.pop("FROBOZZ_HUB_TOKEN", None)
-    web = subprocess.Popen([sys.executable, "-m", "frobozz", "web", "--port", str(port)], stderr=subprocess.PIPE,
-                           text=True, env=env)
+    web = subprocess.Popen(
+        [sys.executable, "-m", "frobozz", "web", "--port", str(port)], stderr=subprocess.PIPE, text=True, env=env
+    )
     try:
         with anyio.fail_after(60):
             line = await anyio.to_thread.run_sync(web.stderr.readline)
@@ -58,14 +59,16 @@ async def test_web_killed_with_sigkill_takes_the_embedded_postgres_it_started_wi
     port = free_port()
     env = {**os.environ, "FROBOZZ_HUB_TOKEN": "a-token-long-enough-for-the-hub"}
     env.pop("FROBOZZ_DATABASE_URL", None)  # the embedded default, as on a fresh install
-    web = subprocess.Popen([sys.executable, "-m", "frobozz", "web", "--port", str(port)], stderr=subprocess.DEVNULL,
-                           env=env)
+    web = subprocess.Popen(
+        [sys.executable, "-m", "frobozz", "web", "--port", str(port)], stderr=subprocess.DEVNULL, env=env
+    )
     postmaster = frobozz_env / "postgres" / "postmaster.pid"
     try:
         with anyio.fail_after(60):
             await healthy(port)
-        page = httpx.get(f"http://127.0.0.1:{port}/", headers={"Authorization": f"Bearer {env['FROBOZZ_HUB_TOKEN']}"},
-                         timeout=60)
+        page = httpx.get(
+            f"http://127.0.0.1:{port}/", headers={"Authorization": f"Bearer {env['FROBOZZ_HUB_TOKEN']}"}, timeout=60
+        )
         assert page.status_code == 200 and "Leaderboard" in page.text and postmaster.exists()  # it started one
     finally:
         web.kill()
@@ -76,9 +79,12 @@ async def test_web_killed_with_sigkill_takes_the_embedded_postgres_it_started_wi
 
 def test_bad_arguments_are_clear_errors(tmp_path):
     (tmp_path / "bad.toml").write_text("[[token]]\nname = 1\n")
-    for args, message in ((["--tokens", str(tmp_path / "bad.toml")], "FROBOZZ_HUB_TOKENS"),
-                          (["--tokens", str(tmp_path / "missing.toml")], "cannot read"),
-                          (["--token", "short"], "at least 16"),
-                          (["--port", "0"], "--port"), (["--port", "http"], "--port")):
+    for args, message in (
+        (["--tokens", str(tmp_path / "bad.toml")], "FROBOZZ_HUB_TOKENS"),
+        (["--tokens", str(tmp_path / "missing.toml")], "cannot read"),
+        (["--token", "short"], "at least 16"),
+        (["--port", "0"], "--port"),
+        (["--port", "http"], "--port"),
+    ):
         done = frobozz("web", *args, check=False)
         assert done.returncode == 2 and message in done.stderr, (args, done.stderr)

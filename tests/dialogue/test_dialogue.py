@@ -35,21 +35,32 @@ def user_texts(request) -> list[str]:
     for message in request.messages:
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        texts += [b["text"] for b in blocks if message.get("role") == "user" and b.get("type") == "text"
-                  and not b["text"].lstrip().startswith("<system-reminder>")]
+        texts += [
+            b["text"]
+            for b in blocks
+            if message.get("role") == "user"
+            and b.get("type") == "text"
+            and not b["text"].lstrip().startswith("<system-reminder>")
+        ]
     return texts
 
 
 async def test_two_agents_and_a_scribe_fill_three_rounds_the_orchestrator_writes_the_metadata(
-        make_options, roles, tmp_path):
+    make_options, roles, tmp_path
+):
     path, events = tmp_path / "talk", []
     script = ScriptedDialogue()
     async with ScriptedModel(script) as model:
         report = await run_dialogue(path, make_options(model), roles, events=events)
     entries = json.loads((path / "dialogue.json").read_text())
     assert [(e["round"], e["role"]) for e in entries] == [
-        (1, "Architect-1"), (1, "Architect-2"), (2, "Architect-1"), (2, "Architect-2"), (3, "Architect-1"),
-        (3, "Architect-2")]
+        (1, "Architect-1"),
+        (1, "Architect-2"),
+        (2, "Architect-1"),
+        (2, "Architect-2"),
+        (3, "Architect-1"),
+        (3, "Architect-2"),
+    ]
     assert [e["content"] for e in entries] == [script.content(e["role"], e["round"]) for e in entries]
     assert not any(e["consensus"] for e in entries)
     stamps = [datetime.fromisoformat(e["timestamp"]) for e in entries]  # the orchestrator's, in order, in UTC
@@ -60,7 +71,10 @@ async def test_two_agents_and_a_scribe_fill_three_rounds_the_orchestrator_writes
     assert "no consensus after 3 rounds" in synthesis and "(scripted) Scribe's synthesis." in synthesis
     assert report.state is DialogueState.FINISHED and report.rounds == 3 and report.consensus_round is None
     assert {(r.role, r.turns, r.tools) for r in report.roles} == {
-        ("Architect-1", 3, 6), ("Architect-2", 3, 6), ("Scribe", 4, 8)}
+        ("Architect-1", 3, 6),
+        ("Architect-2", 3, 6),
+        ("Scribe", 4, 8),
+    }
     lines = [e.line for e in events if isinstance(e, ToolUsed)]
     assert any(line.startswith("[Tool] Edit: dialogue.json (old: ") for line in lines)
     assert (path / ".dialogue" / "tools-a1.log").read_text().count("[Tool] ") == 6
@@ -75,18 +89,27 @@ async def test_two_agents_and_a_scribe_fill_three_rounds_the_orchestrator_writes
 
 
 async def test_an_agent_that_changes_a_role_or_adds_an_entry_is_denied_and_the_metadata_is_kept(
-        make_options, roles, tmp_path):
+    make_options, roles, tmp_path
+):
     script = ScriptedDialogue()
     rename = {"old_string": '"role": "Architect-2"', "new_string": '"role": "Architect-1"'}
-    add = {"old_string": "\n  }\n]", "new_string": '\n  },\n  {"round": 9, "role": "Architect-2", "timestamp": "now", '
-                                                  '"content": "mine", "consensus": true}\n]'}
+    add = {
+        "old_string": "\n  }\n]",
+        "new_string": '\n  },\n  {"round": 9, "role": "Architect-2", "timestamp": "now", '
+        '"content": "mine", "consensus": true}\n]',
+    }
 
     def hostile(request):
         """Architect-2 reads, then renames its role, then adds an entry of its own, then gives up."""
         if "Architect-2 Prompt" not in request.system or last_tool(request) is None:
             return script(request)
-        edits = [b for m in request.messages if m["role"] == "assistant" and isinstance(m["content"], list)
-                 for b in m["content"] if b.get("type") == "tool_use" and b["name"] == "Edit"]
+        edits = [
+            b
+            for m in request.messages
+            if m["role"] == "assistant" and isinstance(m["content"], list)
+            for b in m["content"]
+            if b.get("type") == "tool_use" and b["name"] == "Edit"
+        ]
         if len(edits) < 2:
             dialogue = str(tmp_path / "talk" / "dialogue.json")
             return Reply((ToolUse("Edit", {"file_path": dialogue, **(add if edits else rename)}),))
@@ -97,7 +120,9 @@ async def test_an_agent_that_changes_a_role_or_adds_an_entry_is_denied_and_the_m
         report = await run_dialogue(path, make_options(model), roles, rounds=1, events=events)
     entries = json.loads((path / "dialogue.json").read_text())
     assert [(e["round"], e["role"], e["content"]) for e in entries] == [
-        (1, "Architect-1", script.content("Architect-1", 1)), (1, "Architect-2", "")]
+        (1, "Architect-1", script.content("Architect-1", 1)),
+        (1, "Architect-2", ""),
+    ]
     denied = [e for e in events if isinstance(e, ToolDenied)]
     assert [(d.role, d.tool) for d in denied] == [("Architect-2", "Edit")] * 2
     assert "entry 2's role is the orchestrator's" in denied[0].reason
@@ -110,7 +135,8 @@ async def test_an_agent_that_changes_a_role_or_adds_an_entry_is_denied_and_the_m
 
 @pytest.mark.parametrize("phrase", [None, "We have reached consensus on the attic."])
 async def test_consensus_from_the_first_agent_in_round_two_ends_the_dialogue_after_that_turn(
-        make_options, roles, tmp_path, phrase):
+    make_options, roles, tmp_path, phrase
+):
     """The field, or (with `phrase`) the fallback phrase in the content: the second agent does not speak in round
     2, the scribe sums the round up and writes the synthesis."""
     path, events = tmp_path / "talk", []
@@ -118,21 +144,29 @@ async def test_consensus_from_the_first_agent_in_round_two_ends_the_dialogue_aft
         report = await run_dialogue(path, make_options(model), roles, events=events)
     entries = json.loads((path / "dialogue.json").read_text())
     assert [(e["round"], e["role"], e["consensus"]) for e in entries] == [
-        (1, "Architect-1", False), (1, "Architect-2", False), (2, "Architect-1", phrase is None)]
+        (1, "Architect-1", False),
+        (1, "Architect-2", False),
+        (2, "Architect-1", phrase is None),
+    ]
     how = "field" if phrase is None else "phrase: we have reached consensus"
     assert [e for e in events if isinstance(e, ConsensusReached)] == [ConsensusReached(2, "Architect-1", how)]
-    assert (report.state, report.consensus_round, report.consensus_role) == (DialogueState.CONSENSUS, 2,
-                                                                            "Architect-1")
+    assert (report.state, report.consensus_round, report.consensus_role) == (DialogueState.CONSENSUS, 2, "Architect-1")
     synthesis = (path / "consensus_synthesis.md").read_text()
     assert "consensus in round 2, signalled by Architect-1" in synthesis and "Scribe's synthesis" in synthesis
     assert "## Round 2" in (path / "summary.md").read_text() and "## Round 3" not in (path / "summary.md").read_text()
     assert [e.step.key for e in events if isinstance(e, StepFinished)] == [
-        "1:agent:Architect-1", "1:agent:Architect-2", "1:summary:Scribe", "2:agent:Architect-1", "2:summary:Scribe",
-        "synthesis"]
+        "1:agent:Architect-1",
+        "1:agent:Architect-2",
+        "1:summary:Scribe",
+        "2:agent:Architect-1",
+        "2:summary:Scribe",
+        "synthesis",
+    ]
 
 
 async def test_a_dialogue_json_broken_during_a_turn_is_restored_from_the_last_good_copy_with_a_record(
-        make_options, roles, tmp_path):
+    make_options, roles, tmp_path
+):
     """What the guard cannot see (a file changed behind claude's tools) is caught after the turn."""
     script, path, events = ScriptedDialogue(), tmp_path / "talk", []
 
@@ -146,7 +180,9 @@ async def test_a_dialogue_json_broken_during_a_turn_is_restored_from_the_last_go
         report = await run_dialogue(path, make_options(model), roles[:2], rounds=1, events=events)
     entries = json.loads((path / "dialogue.json").read_text())
     assert [(e["role"], e["content"]) for e in entries] == [
-        ("Architect-1", script.content("Architect-1", 1)), ("Architect-2", "")]
+        ("Architect-1", script.content("Architect-1", 1)),
+        ("Architect-2", ""),
+    ]
     [restored] = [e for e in events if isinstance(e, FileRestored)]
     assert restored.file == "dialogue.json" and "is broken: it is not JSON" in restored.reason
     [record] = [json.loads(line) for line in (path / ".dialogue" / "restores.jsonl").read_text().splitlines()]
@@ -155,14 +191,18 @@ async def test_a_dialogue_json_broken_during_a_turn_is_restored_from_the_last_go
 
 
 async def test_a_turn_that_fails_stops_the_dialogue_which_resumes_each_roles_session_without_repeating_a_turn(
-        make_options, roles, tmp_path):
+    make_options, roles, tmp_path
+):
     """Architect-2 fails in round 2: the resume runs only that turn, in Architect-2's own claude session (its
     round 1 is in the history the model is sent), and Architect-1 is not asked again."""
     script, path = ScriptedDialogue(), tmp_path / "talk"
 
     def fails(request):
-        return ApiError(500, "api_error", "the model is down") if "Architect-2 Prompt" in request.system \
-            and "Round 2" in instruction_of(request) else script(request)
+        return (
+            ApiError(500, "api_error", "the model is down")
+            if "Architect-2 Prompt" in request.system and "Round 2" in instruction_of(request)
+            else script(request)
+        )
 
     async with ScriptedModel(fails) as model:
         with pytest.raises(TurnError, match="the turn ended in error"):
@@ -176,21 +216,22 @@ async def test_a_turn_that_fails_stops_the_dialogue_which_resumes_each_roles_ses
     history = [r for r in model.requests if "Round 1, your turn as Architect-2" in json.dumps(r.messages)]
     assert history and len(history) == len(model.requests)  # the session resumed, not a new one
     assert [e["content"] for e in json.loads((path / "dialogue.json").read_text())] == [
-        script.content(role, n) for n in (1, 2) for role in ("Architect-1", "Architect-2")]
+        script.content(role, n) for n in (1, 2) for role in ("Architect-1", "Architect-2")
+    ]
     assert report.state is DialogueState.FINISHED and {r.role: r.turns for r in report.roles} == {
-        "Architect-1": 2, "Architect-2": 2}
+        "Architect-1": 2,
+        "Architect-2": 2,
+    }
 
 
-async def test_the_first_entry_of_a_dialogue_cannot_end_it_there_is_no_one_to_agree_with(make_options, roles,
-                                                                                          tmp_path):
+async def test_the_first_entry_of_a_dialogue_cannot_end_it_there_is_no_one_to_agree_with(make_options, roles, tmp_path):
     async with ScriptedModel(ScriptedDialogue(agree={(1, "Architect-1")})) as model:
         report = await run_dialogue(tmp_path / "talk", make_options(model), roles[:2], rounds=1)
     assert report.consensus_round is None and report.entries == 2 and report.state is DialogueState.FINISHED
     assert json.loads((tmp_path / "talk" / "dialogue.json").read_text())[0]["consensus"] is True  # kept as written
 
 
-def test_a_summary_broken_by_hand_before_a_resume_is_refused_naming_its_good_copy_and_nothing_changes(roles,
-                                                                                                       tmp_path):
+def test_a_summary_broken_by_hand_before_a_resume_is_refused_naming_its_good_copy_and_nothing_changes(roles, tmp_path):
     """Not only dialogue.json: a summary.md that is no longer text stops the resume before any claude starts."""
     path = tmp_path / "talk"
     Dialogue.create(path, QUESTION, roles).close()
@@ -217,16 +258,21 @@ def test_a_dialogue_under_way_is_not_taken_up_by_another_resume_until_it_lets_go
     second.close()
 
 
-async def test_a_dialogue_in_a_folder_whose_path_has_spaces_is_filled_by_the_scripted_model(make_options, roles,
-                                                                                             tmp_path):
+async def test_a_dialogue_in_a_folder_whose_path_has_spaces_is_filled_by_the_scripted_model(
+    make_options, roles, tmp_path
+):
     """The instruction's paths are quoted, so a model (the scripted one too) finds them whole: `My Talks/`."""
     path, script = tmp_path / "My Talks" / "on the lantern", ScriptedDialogue()
     async with ScriptedModel(script) as model:
         report = await run_dialogue(path, make_options(model), roles[:2], rounds=1)
     assert [e["content"] for e in json.loads((path / "dialogue.json").read_text())] == [
-        script.content("Architect-1", 1), script.content("Architect-2", 1)]
+        script.content("Architect-1", 1),
+        script.content("Architect-2", 1),
+    ]
     assert report.state is DialogueState.FINISHED and {r.role: r.tools for r in report.roles} == {
-        "Architect-1": 2, "Architect-2": 2}
+        "Architect-1": 2,
+        "Architect-2": 2,
+    }
 
 
 def test_a_ledger_with_a_state_it_cannot_have_is_refused_on_resume(roles, tmp_path):

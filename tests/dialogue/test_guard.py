@@ -43,20 +43,38 @@ async def test_an_agent_fills_only_the_last_entrys_content_and_consensus(folder)
     assert await decide(guard, call("Edit", file_path=path, old_string=EMPTY_LAST, new_string=good)) == ("allow", "")
     assert await decide(guard, call("Read", file_path=path)) == ("allow", "")
     cases = [
-        (call("Edit", file_path=path, old_string='"content": "attic"', new_string='"content": "mine"'),
-         "entry 1's content is an earlier turn's"),
-        (call("Edit", file_path=path, old_string='"round": 1,\n    "role": "Architect-2"',
-              new_string='"round": 2,\n    "role": "Architect-2"'), "entry 2's round is the orchestrator's"),
-        (call("Edit", file_path=path, old_string='"round": 1', new_string='"round": 2', replace_all=True),
-         "entry 1's round"),
+        (
+            call("Edit", file_path=path, old_string='"content": "attic"', new_string='"content": "mine"'),
+            "entry 1's content is an earlier turn's",
+        ),
+        (
+            call(
+                "Edit",
+                file_path=path,
+                old_string='"round": 1,\n    "role": "Architect-2"',
+                new_string='"round": 2,\n    "role": "Architect-2"',
+            ),
+            "entry 2's round is the orchestrator's",
+        ),
+        (
+            call("Edit", file_path=path, old_string='"round": 1', new_string='"round": 2', replace_all=True),
+            "entry 1's round",
+        ),
         (call("Edit", file_path=path, old_string="no such text", new_string="x"), "old_string must appear"),
         (call("Edit", file_path=path, old_string="[", new_string="{"), "the edit would break dialogue.json"),
         (call("Write", file_path=path, content="[]"), "entries may not be removed"),
-        (call("MultiEdit", file_path=path, edits=[{"old_string": EMPTY_LAST, "new_string": good},
-                                                  {"old_string": '"t1"', "new_string": '"t0"'}]),
-         "entry 1's timestamp"),
-        (call("Edit", file_path=str(folder / "summary.md"), old_string="#", new_string="##"),
-         "this role edits only dialogue.json"),
+        (
+            call(
+                "MultiEdit",
+                file_path=path,
+                edits=[{"old_string": EMPTY_LAST, "new_string": good}, {"old_string": '"t1"', "new_string": '"t0"'}],
+            ),
+            "entry 1's timestamp",
+        ),
+        (
+            call("Edit", file_path=str(folder / "summary.md"), old_string="#", new_string="##"),
+            "this role edits only dialogue.json",
+        ),
         (call("Read", file_path=str(folder / ".dialogue" / "state.json")), "agents use only"),
         (call("Read", file_path="/etc/passwd"), "agents use only"),
         (call("Read", file_path=str(folder / "sub" / ".." / ".." / "dialogue.json")), "agents use only"),
@@ -79,9 +97,11 @@ async def test_a_path_through_a_symlink_names_no_dialogue_file_whichever_way_it_
     (folder / "question.md").symlink_to("/etc/hostname")
     guard = Guard(folder, scribe=False, max_chars=1000)
     good = '"content": "cellar",\n    "consensus": true\n  }\n]'
-    for event in (call("Edit", file_path=str(outside / "dialogue.json"), old_string=EMPTY_LAST, new_string=good),
-                  call("Read", file_path=str(outside / "dialogue.json")),
-                  call("Read", file_path=str(folder / "question.md"))):
+    for event in (
+        call("Edit", file_path=str(outside / "dialogue.json"), old_string=EMPTY_LAST, new_string=good),
+        call("Read", file_path=str(outside / "dialogue.json")),
+        call("Read", file_path=str(folder / "question.md")),
+    ):
         permission, reason = await decide(guard, event)
         assert permission == "deny" and "agents use only" in reason, event.tool_input
     assert (await decide(guard, call("Read", file_path=str(folder / "dialogue.json"))))[0] == "allow"
@@ -95,8 +115,16 @@ async def test_keys_and_paths_a_model_wrote_reach_the_live_view_and_the_tool_log
     permission, reason = await decide(guard, call("Edit", file_path=path, old_string=EMPTY_LAST, new_string=hostile))
     assert permission == "deny" and "Extra inputs are not permitted" in reason and "pwned" in reason
     assert not [c for c in reason if not c.isprintable()], reason
-    tried = ToolCall(tool_use_id="toolu_1", name="Read", target="/tmp/\x1b[2J\x1b]0;pwned\x07notes.md",
-                     input_size="40 chars in", output_chars=0, duration_ms=3, outcome="denied", started_at=0.0)
+    tried = ToolCall(
+        tool_use_id="toolu_1",
+        name="Read",
+        target="/tmp/\x1b[2J\x1b]0;pwned\x07notes.md",
+        input_size="40 chars in",
+        output_chars=0,
+        duration_ms=3,
+        outcome="denied",
+        started_at=0.0,
+    )
     line = tool_line(tried, {"file_path": tried.target})
     assert line.startswith("[Tool] Read: /tmp/?[2J?]0;pwned?notes.md (") and line.isprintable(), line
 
@@ -105,13 +133,15 @@ async def test_the_scribe_edits_the_summary_and_synthesis_never_the_dialogue(fol
     guard = Guard(folder, scribe=True, max_chars=1000)
     summary = str(folder / "summary.md")
     assert (await decide(guard, call("Edit", file_path=summary, old_string="#", new_string="##")))[0] == "allow"
-    permission, reason = await decide(guard, call("Edit", file_path=str(folder / "dialogue.json"),
-                                                  old_string=EMPTY_LAST, new_string="x"))
+    permission, reason = await decide(
+        guard, call("Edit", file_path=str(folder / "dialogue.json"), old_string=EMPTY_LAST, new_string="x")
+    )
     assert permission == "deny" and "edits only summary.md and consensus_synthesis.md" in reason
     (folder / "dialogue.json").write_text("[{broken")
     agent = Guard(folder, scribe=False, max_chars=1000)
-    permission, reason = await decide(agent, call("Edit", file_path=str(folder / "dialogue.json"),
-                                                  old_string="broken", new_string="x"))
+    permission, reason = await decide(
+        agent, call("Edit", file_path=str(folder / "dialogue.json"), old_string="broken", new_string="x")
+    )
     assert permission == "deny" and "dialogue.json is broken now" in reason
 
 
@@ -121,18 +151,24 @@ async def test_a_huge_content_field_or_summary_is_denied_and_the_files_are_uncha
     kept = (folder / "dialogue.json").read_text()
     agent = Guard(folder, scribe=False, max_chars=1000)
     huge = f'"content": {json.dumps("x" * 5_000_000)},\n    "consensus": false\n  }}\n]'
-    permission, reason = await decide(agent, call("Edit", file_path=str(folder / "dialogue.json"),
-                                                  old_string=EMPTY_LAST, new_string=huge))
+    permission, reason = await decide(
+        agent, call("Edit", file_path=str(folder / "dialogue.json"), old_string=EMPTY_LAST, new_string=huge)
+    )
     assert permission == "deny" and "content would be 5000000 characters; the limit is 1000" in reason
     fits = '"content": "' + "x" * 1000 + '",\n    "consensus": false\n  }\n]'
-    assert (await decide(agent, call("Edit", file_path=str(folder / "dialogue.json"), old_string=EMPTY_LAST,
-                                     new_string=fits)))[0] == "allow"
+    assert (
+        await decide(
+            agent, call("Edit", file_path=str(folder / "dialogue.json"), old_string=EMPTY_LAST, new_string=fits)
+        )
+    )[0] == "allow"
     scribe = Guard(folder, scribe=True, max_chars=1000)
-    permission, reason = await decide(scribe, call("Edit", file_path=str(folder / "summary.md"),
-                                                   old_string="# Summary", new_string="y" * 1001))
+    permission, reason = await decide(
+        scribe, call("Edit", file_path=str(folder / "summary.md"), old_string="# Summary", new_string="y" * 1001)
+    )
     assert permission == "deny" and "summary.md would be 1002 characters; the limit is 1000" in reason
-    permission, reason = await decide(scribe, call("Edit", file_path=str(folder / "consensus_synthesis.md"),
-                                                   old_string="_pending_", new_string="z"))
+    permission, reason = await decide(
+        scribe, call("Edit", file_path=str(folder / "consensus_synthesis.md"), old_string="_pending_", new_string="z")
+    )
     assert permission == "deny" and "does not exist now" in reason
     assert (folder / "dialogue.json").read_text() == kept and (folder / "summary.md").read_text() == "# Summary\n"
     entries = [Entry(round=1, role="A", timestamp="t"), Entry(round=1, role="B", timestamp="t", content="x" * 1001)]
@@ -145,8 +181,9 @@ def test_consensus_is_the_field_or_a_fallback_phrase_and_the_phrases_are_configu
     assert consensus_of(Entry(round=1, role="A", timestamp="t", consensus=True), CONSENSUS_PHRASES) == "field"
     agreed = Entry(round=1, role="A", timestamp="t", content="After all this, WE HAVE REACHED\nconsensus.")
     assert consensus_of(agreed, DialogueSettings().consensus_phrases) == "phrase: we have reached consensus"
-    assert consensus_of(Entry(round=1, role="A", timestamp="t", content="We have not agreed."),
-                        CONSENSUS_PHRASES) is None
+    assert (
+        consensus_of(Entry(round=1, role="A", timestamp="t", content="We have not agreed."), CONSENSUS_PHRASES) is None
+    )
     assert consensus_of(Entry(round=1, role="A", timestamp="t", content=""), CONSENSUS_PHRASES) is None
     monkeypatch.setenv("FROBOZZ_DIALOGUE_CONSENSUS_PHRASES", '["the lantern stays"]')
     phrases = DialogueSettings().consensus_phrases
@@ -155,8 +192,10 @@ def test_consensus_is_the_field_or_a_fallback_phrase_and_the_phrases_are_configu
     assert consensus_of(Entry(**old), phrases) == "phrase: the lantern stays"  # an entry from before the field
 
 
-@pytest.mark.parametrize("content", ["No consensus reached yet.", "There is still no consensus reached here.",
-                                     "I cannot say I fully agree with it."])
+@pytest.mark.parametrize(
+    "content",
+    ["No consensus reached yet.", "There is still no consensus reached here.", "I cannot say I fully agree with it."],
+)
 def test_a_fallback_phrase_that_is_negated_is_not_consensus(content):
     assert consensus_of(Entry(round=1, role="A", timestamp="t", content=content), CONSENSUS_PHRASES) is None
 

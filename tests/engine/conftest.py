@@ -15,8 +15,7 @@ from tests.waiting import eventually
 E = TypeVar("E", bound=Event)
 
 
-async def until(events: AsyncIterator[Event], kind: type[E], *, count: int = 1,
-                timeout: float = 60) -> list[Event]:  # noqa: ASYNC109 - every wait of the tests has a limit
+async def until(events: AsyncIterator[Event], kind: type[E], *, count: int = 1, timeout: float = 60) -> list[Event]:  # noqa: ASYNC109 - every wait of the tests has a limit
     """Events up to and including the `count`-th of type `kind` (fails if the stream ends first)."""
     seen: list[Event] = []
     found = 0

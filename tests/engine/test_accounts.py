@@ -21,8 +21,10 @@ pytestmark = pytest.mark.anyio
 NOBODY = 65534
 
 
-needs_root = pytest.mark.skipif(not other_accounts_can_run_claude(), reason="only root may run a child as another "
-                                "account, and only a claude other accounts can reach")
+needs_root = pytest.mark.skipif(
+    not other_accounts_can_run_claude(),
+    reason="only root may run a child as another account, and only a claude other accounts can reach",
+)
 
 
 @pytest.fixture
@@ -63,8 +65,9 @@ async def test_an_unknown_account_is_refused_before_claude_starts():
 async def test_claude_runs_as_the_account_with_no_root_groups_and_its_files_are_that_accounts(place):
     async with ScriptedModel(reply) as model:
         env = {**model.env(), "HOME": str(place / "home"), "CLAUDE_CODE_MAX_RETRIES": "0"}
-        options = EngineOptions(env=env, cwd=place / "work", user=NOBODY, allowed_tools=["Bash"],
-                                permission_mode="acceptEdits")
+        options = EngineOptions(
+            env=env, cwd=place / "work", user=NOBODY, allowed_tools=["Bash"], permission_mode="acceptEdits"
+        )
         async with Engine(options) as engine:
             await engine.start()
             status = Path(f"/proc/{engine._process.pid}/status").read_text()
@@ -72,8 +75,9 @@ async def test_claude_runs_as_the_account_with_no_root_groups_and_its_files_are_
             assert set(uids) == {str(NOBODY)}
             await engine.send("who are you?")
             events = await until(engine.events(), Result)
-    said = " ".join(str(b.content) for m in of(events, UserMessage) for b in m.content
-                    if isinstance(b, ToolResultBlock))
+    said = " ".join(
+        str(b.content) for m in of(events, UserMessage) for b in m.content if isinstance(b, ToolResultBlock)
+    )
     assert f"{NOBODY}\n{NOBODY}" in said  # uid, then its only group: root's groups were dropped
     made = place / "work" / "made.txt"
     assert made.read_text() == "hi\n" and made.stat().st_uid == NOBODY
@@ -85,8 +89,9 @@ async def test_a_session_resumed_from_the_store_runs_as_the_account_in_a_config_
     store = InMemorySessionStore()
     async with ScriptedModel(lambda request: "noted") as model:
         env = {**model.env(), "HOME": str(place / "home"), "CLAUDE_CODE_MAX_RETRIES": "0"}
-        options = EngineOptions(env=env, cwd=place / "work", user=NOBODY, session_store=store,
-                                session_project="accounts")
+        options = EngineOptions(
+            env=env, cwd=place / "work", user=NOBODY, session_store=store, session_project="accounts"
+        )
         async with Engine(options) as engine:
             await engine.start()
             await engine.send("remember the lamp")

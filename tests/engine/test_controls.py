@@ -21,8 +21,11 @@ CALC = {"mcpServers": {"calc": {"command": sys.executable, "args": [str(Path(__f
 async def test_a_rewind_puts_back_a_file_a_tool_wrote(make_options, claude_home):
     notes = claude_home / "notes.txt"
     notes.write_text("the lamp is lit\n")
-    script = replies(Reply((ToolUse("Read", {"file_path": str(notes)}),)),  # (claude writes only what it has read)
-                     Reply((ToolUse("Write", {"file_path": str(notes), "content": "the lamp is out\n"}),)), "done")
+    script = replies(
+        Reply((ToolUse("Read", {"file_path": str(notes)}),)),  # (claude writes only what it has read)
+        Reply((ToolUse("Write", {"file_path": str(notes), "content": "the lamp is out\n"}),)),
+        "done",
+    )
     async with ScriptedModel(script) as model:
         async with Engine(make_options(model, file_checkpointing=True, allowed_tools=["Read", "Write"])) as engine:
             await engine.start()
@@ -50,8 +53,9 @@ async def test_context_usage_and_server_info_report_what_claude_has(make_options
 async def test_a_toggled_mcp_server_disappears_and_comes_back_and_a_reconnect_keeps_it(make_options):
     add = Reply((ToolUse("mcp__calc__add", {"numbers": [2, 2]}),))
     async with ScriptedModel(replies(add, "four", add, "gone", add, "four again")) as model:
-        async with Engine(make_options(model, mcp_config=CALC, strict_mcp_config=True,
-                                       allowed_tools=["mcp__calc__add"])) as engine:
+        async with Engine(
+            make_options(model, mcp_config=CALC, strict_mcp_config=True, allowed_tools=["mcp__calc__add"])
+        ) as engine:
             await engine.start()
             await engine.wait_for_mcp(["calc"])
             statuses, results = [], []
@@ -102,8 +106,14 @@ async def test_plugins_skills_and_settings_hooks_reach_claude_and_their_events_c
     (claude_home / ".claude" / "settings.json").write_text(json.dumps({"hooks": {"PreToolUse": [hook]}}))
     script = replies(Reply((ToolUse("Read", {"file_path": str(skill / "SKILL.md")}),)), "read")
     async with ScriptedModel(script) as model:
-        options = make_options(model, skills=["mapmaker"], plugins=[plugin], include_hook_events=True,
-                               allowed_tools=["Read"], sandbox={"enabled": False})
+        options = make_options(
+            model,
+            skills=["mapmaker"],
+            plugins=[plugin],
+            include_hook_events=True,
+            allowed_tools=["Read"],
+            sandbox={"enabled": False},
+        )
         async with Engine(options) as engine:
             await engine.start()
             commands = [c.get("name") for c in engine.get_server_info()["commands"]]
@@ -133,8 +143,10 @@ def test_bad_option_values_are_clear_errors_before_claude_starts():
         EngineOptions(skills=["../../etc"]).arguments()
     with pytest.raises(ValueError, match="budget_tokens"):
         EngineOptions(thinking={"type": "enabled"}).arguments()
-    args = EngineOptions(thinking={"type": "enabled", "budget_tokens": 4000}, sandbox={"enabled": True},
-                         session_id="x").arguments(resume="abc")
+    args = EngineOptions(
+        thinking={"type": "enabled", "budget_tokens": 4000}, sandbox={"enabled": True}, session_id="x"
+    ).arguments(resume="abc")
     assert "--max-thinking-tokens" in args and json.loads(args[args.index("--settings") + 1]) == {
-        "sandbox": {"enabled": True}}
+        "sandbox": {"enabled": True}
+    }
     assert "--session-id=x" not in args  # a resumed session keeps its own id

@@ -17,8 +17,10 @@ def echo(request):
 
 
 def _result(total: float | None, *, session: str = "s", replay: bool = False) -> Result:
-    event = parse_event({"type": "result", "subtype": "success", "session_id": session, "total_cost_usd": total,
-                         "usage": {}}, is_replay=replay)
+    event = parse_event(
+        {"type": "result", "subtype": "success", "session_id": session, "total_cost_usd": total, "usage": {}},
+        is_replay=replay,
+    )
     assert isinstance(event, Result)
     return event
 

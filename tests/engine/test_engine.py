@@ -171,7 +171,9 @@ async def test_garbage_on_stdout_becomes_error_events_and_the_stream_goes_on(mak
     from frobozz.engine import find_claude
 
     wrapper = tmp_path / "noisy-claude"
-    wrapper.write_text(f"#!/bin/sh\necho 'Welcome! this is not JSON'\necho '[1, 2, 3]'\nexec {find_claude(real)} \"$@\"\n")
+    wrapper.write_text(
+        f"#!/bin/sh\necho 'Welcome! this is not JSON'\necho '[1, 2, 3]'\nexec {find_claude(real)} \"$@\"\n"
+    )
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     async with ScriptedModel(replies("fine")) as model:
         async with Engine(make_options(model, cli_path=wrapper)) as engine:

@@ -45,8 +45,10 @@ async def test_an_in_process_server_is_listed_called_and_answers_as_over_stdio(m
     stdio = {"mcpServers": {"calc": {"command": sys.executable, "args": [script]}}}
     told_stdio, offered_stdio, _ = await play(make_options, mcp_config=stdio)
     assert offered == offered_stdio  # the same names, descriptions and schemas
+
     def same(results):
         return [(r["content"], r.get("is_error")) for r in results]
+
     assert same(told) == same(told_stdio)
 
 

@@ -19,11 +19,24 @@ class Where(BaseModel):
 
 
 def test_each_option_becomes_its_flag_and_nothing_is_sent_for_options_left_alone(tmp_path):
-    assert EngineOptions().arguments() == ["-p", "--input-format", "stream-json", "--output-format", "stream-json",
-                                           "--verbose"]
-    args = EngineOptions(output_schema=Where, max_turns=3, max_budget_usd=0.5, fallback_model="claude-haiku",
-                         max_thinking_tokens=2048, add_dirs=[tmp_path, "/srv"], setting_sources=[],
-                         fork_session=True).arguments(resume="abc")
+    assert EngineOptions().arguments() == [
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]
+    args = EngineOptions(
+        output_schema=Where,
+        max_turns=3,
+        max_budget_usd=0.5,
+        fallback_model="claude-haiku",
+        max_thinking_tokens=2048,
+        add_dirs=[tmp_path, "/srv"],
+        setting_sources=[],
+        fork_session=True,
+    ).arguments(resume="abc")
     joined = " ".join(args)
     assert '"room"' in args[args.index("--json-schema") + 1] and "--max-turns 3" in joined
     assert "--max-budget-usd 0.5" in joined and "--fallback-model claude-haiku" in joined
@@ -57,8 +70,7 @@ async def test_max_turns_stops_a_model_that_would_go_on_calling_tools(make_optio
     assert result.subtype == "error_max_turns" and len(model.requests) == 2
 
 
-async def test_fork_session_goes_on_under_a_new_id_with_the_history_and_continue_takes_up_the_latest(
-        make_options):
+async def test_fork_session_goes_on_under_a_new_id_with_the_history_and_continue_takes_up_the_latest(make_options):
     async with ScriptedModel(replies("the lamp is in the attic", "yes, the attic", "still the attic")) as model:
         async with Engine(make_options(model)) as engine:
             await engine.start()

@@ -14,9 +14,15 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_usage_and_rate_limit_headers_reach_the_consumer_as_events(make_options):
-    limits = (("anthropic-ratelimit-unified-5h-utilization", "0.42"), ("anthropic-ratelimit-unified-7d-utilization", "0.1"))
-    script = replies(Reply((Text("small"),), input_tokens=1200, output_tokens=30, headers=limits),
-                     Reply((Text("bigger"),), input_tokens=5000, output_tokens=70), "smaller again")
+    limits = (
+        ("anthropic-ratelimit-unified-5h-utilization", "0.42"),
+        ("anthropic-ratelimit-unified-7d-utilization", "0.1"),
+    )
+    script = replies(
+        Reply((Text("small"),), input_tokens=1200, output_tokens=30, headers=limits),
+        Reply((Text("bigger"),), input_tokens=5000, output_tokens=70),
+        "smaller again",
+    )
     async with ScriptedModel(script) as model:
         async with Engine(make_options(model)) as engine:
             await engine.start()
@@ -26,10 +32,15 @@ async def test_usage_and_rate_limit_headers_reach_the_consumer_as_events(make_op
                 await engine.send(text)
                 events += await until(engine.events(), Result)
     usage = [u for u in of(events, Usage) if u.path.endswith("/v1/messages")]
-    assert [(u.input_tokens, u.output_tokens, u.context_tokens) for u in usage[:2]] == [(1200, 30, 1230), (5000, 70, 5070)]
+    assert [(u.input_tokens, u.output_tokens, u.context_tokens) for u in usage[:2]] == [
+        (1200, 30, 1230),
+        (5000, 70, 5070),
+    ]
     assert [u.context_high_water for u in usage] == [1230, 5070, 5070]
-    assert usage[0].rate_limits == {"anthropic-ratelimit-unified-5h-utilization": "0.42",
-                                    "anthropic-ratelimit-unified-7d-utilization": "0.1"}
+    assert usage[0].rate_limits == {
+        "anthropic-ratelimit-unified-5h-utilization": "0.42",
+        "anthropic-ratelimit-unified-7d-utilization": "0.1",
+    }
     assert engine.context_high_water == 5070
     assert [r.result for r in of(events, Result)] == ["small", "bigger", "smaller again"]  # streamed through intact
 
@@ -41,8 +52,12 @@ async def test_a_registered_rewrite_changes_compaction_requests_only(make_option
         return "a normal answer"
 
     def rewrite(body):
-        body["messages"][-1]["content"] = [{"type": "text", "text": "FROBOZZ-INSTRUCTIONS: Your task is to "
-                                                                    "create a detailed summary of the game so far."}]
+        body["messages"][-1]["content"] = [
+            {
+                "type": "text",
+                "text": "FROBOZZ-INSTRUCTIONS: Your task is to create a detailed summary of the game so far.",
+            }
+        ]
         return body
 
     async with ScriptedModel(script) as model:
@@ -79,9 +94,20 @@ async def test_an_unreachable_upstream_becomes_an_api_error_not_a_hang(make_opti
 
 def test_the_request_s_model_and_max_tokens_are_read_without_its_history_only_in_claude_s_order():
     """A traced request with no content captured needs these two only; any other shape is read whole."""
-    body = json.dumps({"model": "claude-x", "messages": [{"role": "user", "content": [
-        {"type": "tool_use", "input": {"max_tokens": 5, "model": "not-this"}}]}], "system": "s", "tools": [],
-        "max_tokens": 32000, "thinking": {"type": "enabled"}, "stream": True}, separators=(",", ":")).encode()
+    body = json.dumps(
+        {
+            "model": "claude-x",
+            "messages": [
+                {"role": "user", "content": [{"type": "tool_use", "input": {"max_tokens": 5, "model": "not-this"}}]}
+            ],
+            "system": "s",
+            "tools": [],
+            "max_tokens": 32000,
+            "thinking": {"type": "enabled"},
+            "stream": True,
+        },
+        separators=(",", ":"),
+    ).encode()
     assert request_head(body) == {"model": "claude-x", "max_tokens": 32000}
     assert request_head(b'{"model":"claude-x","messages":[]}') == {"model": "claude-x"}
     for other in (b'{"messages":[],"model":"claude-x"}', b'{"model":"a\\"b"}', b"", b"not json", b'{"model":1}'):

@@ -50,8 +50,9 @@ class Sender:
 async def test_two_producers_sending_at_once_each_get_their_turn_in_order(make_options):
     recorder = Recorder()
     async with ScriptedModel(echo) as model:
-        async with Session(make_options(model), producers=[Sender("alice", 3), Sender("bob", 3)],
-                           observers=[recorder]) as session:
+        async with Session(
+            make_options(model), producers=[Sender("alice", 3), Sender("bob", 3)], observers=[recorder]
+        ) as session:
             await until(session.events(), Result, count=6)
             await session.wait_idle()
     answers = [e.text for e in of(recorder.events, AssistantMessage)]
@@ -124,7 +125,7 @@ async def test_a_resumed_session_replays_its_history_then_continues_with_it(make
             seen = await until(second.events(), Result)
     replayed = [e for e in seen if e.is_replay]
     events = [e for e in seen if not e.is_replay]
-    assert seen[:len(replayed)] == replayed  # history first, then the live stream
+    assert seen[: len(replayed)] == replayed  # history first, then the live stream
     assert [type(e).__name__ for e in replayed] == ["UserMessage", "AssistantMessage"]
     assert replayed[0].text == "remember the word xyzzy" and replayed[1].text == "echo: remember the word xyzzy"
     assert of(events, Result)[0].session_id == session_id
@@ -142,18 +143,28 @@ async def test_claude_calls_tools_of_a_real_mcp_server_from_the_mcp_config(make_
             return "you are welcome"
         if not results:
             return Reply((Text("Starting a game."), ToolUse("mcp__game__new_game", {"game": "zork1"})))
-        payload = json.loads(results[0]["content"][0]["text"]) if isinstance(results[0]["content"], list) \
+        payload = (
+            json.loads(results[0]["content"][0]["text"])
+            if isinstance(results[0]["content"], list)
             else json.loads(results[0]["content"])
+        )
         if "session_id" in payload and payload.get("moves") == 0:
             return Reply((ToolUse("mcp__game__act", {"session_id": payload["session_id"], "command": "open mailbox"}),))
         return f"The game says: {payload['text']}"
 
-    config = {"mcpServers": {"game": {
-        "command": sys.executable, "args": ["-m", "frobozz", "serve", "game"],
-        "env": {"FROBOZZ_DATA_DIR": str(frobozz_env), "FROBOZZ_GAMES_DIR": os.environ["FROBOZZ_GAMES_DIR"]}}}}
+    config = {
+        "mcpServers": {
+            "game": {
+                "command": sys.executable,
+                "args": ["-m", "frobozz", "serve", "game"],
+                "env": {"FROBOZZ_DATA_DIR": str(frobozz_env), "FROBOZZ_GAMES_DIR": os.environ["FROBOZZ_GAMES_DIR"]},
+            }
+        }
+    }
     async with ScriptedModel(script) as model:
-        options = make_options(model, mcp_config=config, strict_mcp_config=True,
-                               allowed_tools=["mcp__game__new_game", "mcp__game__act"])
+        options = make_options(
+            model, mcp_config=config, strict_mcp_config=True, allowed_tools=["mcp__game__new_game", "mcp__game__act"]
+        )
         async with Session(options) as session:
             [game] = await session.wait_for_mcp({"game"})
             await session.send("play zork")
@@ -170,11 +181,15 @@ async def test_claude_calls_tools_of_a_real_mcp_server_from_the_mcp_config(make_
 
 
 async def test_waiting_for_mcp_servers_names_each_that_failed_is_missing_or_is_still_starting(
-        make_options, frobozz_env):
-    config = {"mcpServers": {
-        "game": {"command": sys.executable, "args": ["-m", "frobozz", "serve", "game"]},
-        "broken": {"command": str(frobozz_env / "no-such-server"), "args": []},
-        "silent": {"command": "sleep", "args": ["600"]}}}  # never answers MCP's initialize: pending
+    make_options, frobozz_env
+):
+    config = {
+        "mcpServers": {
+            "game": {"command": sys.executable, "args": ["-m", "frobozz", "serve", "game"]},
+            "broken": {"command": str(frobozz_env / "no-such-server"), "args": []},
+            "silent": {"command": "sleep", "args": ["600"]},
+        }
+    }  # never answers MCP's initialize: pending
     async with ScriptedModel(lambda request: "ok") as model:
         async with Session(make_options(model, mcp_config=config, strict_mcp_config=True)) as session:
             [game] = await session.wait_for_mcp({"game"})

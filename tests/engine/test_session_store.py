@@ -36,8 +36,11 @@ async def test_the_reference_store_meets_the_official_sdks_conformance_suite():
 def test_a_transcripts_path_names_its_key_and_one_outside_names_none(tmp_path):
     projects = tmp_path / "projects"
     assert key_for_path(str(projects / "-w" / "abc.jsonl"), projects) == {"project_key": "-w", "session_id": "abc"}
-    assert key_for_path(str(projects / "-w" / "abc" / "subagents" / "agent-1.jsonl"), projects, "mine") == \
-        {"project_key": "mine", "session_id": "abc", "subpath": "subagents/agent-1"}
+    assert key_for_path(str(projects / "-w" / "abc" / "subagents" / "agent-1.jsonl"), projects, "mine") == {
+        "project_key": "mine",
+        "session_id": "abc",
+        "subpath": "subagents/agent-1",
+    }
     for outside in (tmp_path / "elsewhere" / "abc.jsonl", projects / "abc.jsonl", projects / "-w" / "abc.txt"):
         assert key_for_path(str(outside), projects) is None
     long = "/" + "d" * 300
@@ -48,8 +51,9 @@ async def test_a_session_mirrored_on_one_machine_resumes_from_the_store_on_anoth
     store = InMemorySessionStore()
     async with ScriptedModel(replies("the lamp is in the attic", "yes: the attic")) as model:
         first_home = machine(tmp_path, "first")
-        async with Engine(make_options(model, env={"HOME": str(first_home)}, session_store=store,
-                                       session_project="zork")) as engine:
+        async with Engine(
+            make_options(model, env={"HOME": str(first_home)}, session_store=store, session_project="zork")
+        ) as engine:
             session = (await one_turn(engine, "where is the lamp?"))[-1].session_id
         stored = await store.load({"project_key": "zork", "session_id": session})
         assert stored and any(e.get("type") == "user" for e in stored)
@@ -71,14 +75,29 @@ async def test_a_session_mirrored_on_one_machine_resumes_from_the_store_on_anoth
 async def test_a_forked_session_resumes_from_the_store_under_a_new_id_with_the_history(make_options, tmp_path):
     store = InMemorySessionStore()
     async with ScriptedModel(replies("north of the house", "still north", "the fork's answer")) as model:
-        async with Engine(make_options(model, env={"HOME": str(machine(tmp_path, "a"))}, session_store=store,
-                                       session_project="p")) as engine:
+        async with Engine(
+            make_options(model, env={"HOME": str(machine(tmp_path, "a"))}, session_store=store, session_project="p")
+        ) as engine:
             session = (await one_turn(engine, "where am I?"))[-1].session_id
-        async with Engine(make_options(model, env={"HOME": str(machine(tmp_path, "b"))}, session_store=store,
-                                       session_project="p", fork_session=True)) as engine:
+        async with Engine(
+            make_options(
+                model,
+                env={"HOME": str(machine(tmp_path, "b"))},
+                session_store=store,
+                session_project="p",
+                fork_session=True,
+            )
+        ) as engine:
             forked = (await one_turn(engine, "and now?", resume=session))[-1].session_id
-        async with Engine(make_options(model, env={"HOME": str(machine(tmp_path, "c"))}, session_store=store,
-                                       session_project="p", continue_conversation=True)) as engine:
+        async with Engine(
+            make_options(
+                model,
+                env={"HOME": str(machine(tmp_path, "c"))},
+                session_store=store,
+                session_project="p",
+                continue_conversation=True,
+            )
+        ) as engine:
             continued = (await one_turn(engine, "and after that?"))[-1].session_id
     assert forked != session and "where am I?" in str(model.requests[1].body["messages"])
     assert await store.load({"project_key": "p", "session_id": forked})
@@ -102,7 +121,8 @@ async def test_a_session_neither_here_nor_in_the_store_is_a_clear_error(make_opt
 
 @pytest.mark.parametrize("trouble", ["fail", "stall"])
 async def test_a_store_that_fails_or_stalls_never_delays_an_event_and_the_gap_is_reported(
-        make_options, claude_home, trouble):
+    make_options, claude_home, trouble
+):
     store = InMemorySessionStore()
     setattr(store, trouble, True)
     async with ScriptedModel(replies("first", "second")) as model:

@@ -63,17 +63,20 @@ async def test_other_options_a_resumed_session_or_no_spare_start_their_own_claud
                 assert engine.pid != waiting
     assert launch_key(options) == launch_key(EngineOptions(**{**options.__dict__}))
     assert launch_key(EngineOptions(session_id="0" * 32)) is None and launch_key(options) != launch_key(
-        make_options(model, env={"EXTRA": "1"}))
+        make_options(model, env={"EXTRA": "1"})
+    )
 
 
-async def test_the_taker_s_permission_callback_answers_not_the_one_the_spare_was_started_with(make_options,
-                                                                                            claude_home):
+async def test_the_taker_s_permission_callback_answers_not_the_one_the_spare_was_started_with(
+    make_options, claude_home
+):
     asked = []
 
     def refuse(who):
         async def can_use_tool(name, tool_input, context):
             asked.append(who)
             return Deny(f"refused by {who}")
+
         return can_use_tool
 
     target = claude_home / "x.txt"
@@ -128,8 +131,7 @@ def running_pid(pid: int) -> bool:
         return False
 
 
-async def test_the_spare_s_rehearsal_leaves_nothing_in_the_session_store_and_the_taker_s_session_is_kept(
-        make_options):
+async def test_the_spare_s_rehearsal_leaves_nothing_in_the_session_store_and_the_taker_s_session_is_kept(make_options):
     from frobozz.engine.testing import InMemorySessionStore
 
     store = InMemorySessionStore()
@@ -138,8 +140,9 @@ async def test_the_spare_s_rehearsal_leaves_nothing_in_the_session_store_and_the
             spare.prime(make_options(model, session_store=store, session_project="primer"))
             with anyio.fail_after(120):
                 await spare.wait_ready()
-            async with Session(make_options(model, session_store=store, session_project="taker"),
-                               spare=spare) as session:
+            async with Session(
+                make_options(model, session_store=store, session_project="taker"), spare=spare
+            ) as session:
                 assert spare.taken == 1 and session.session_id is None  # its id comes with its first message
                 assert await answer(session, "where is the lamp?") == "the lamp is in the attic"
                 taken_id = session.session_id
@@ -148,8 +151,7 @@ async def test_the_spare_s_rehearsal_leaves_nothing_in_the_session_store_and_the
     assert len(model.requests) == 1  # the rehearsal asked the API nothing
 
 
-async def test_a_cleared_spare_counts_until_its_claude_has_exited_and_none_starts_while_there_is_no_room(
-        make_options):
+async def test_a_cleared_spare_counts_until_its_claude_has_exited_and_none_starts_while_there_is_no_room(make_options):
     """Under a bound on claudes the spare counts until its process is gone, not merely until it is dropped."""
     room = [True]
     async with ScriptedModel(lambda r: "ok") as model:

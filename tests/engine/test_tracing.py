@@ -24,16 +24,20 @@ def _by_name(finished, prefix):
 
 
 def _all_text(finished) -> str:
-    return json.dumps([{**dict(s.attributes or {}), "events": [dict(e.attributes or {}) for e in s.events]}
-                       for s in finished], default=str)
+    return json.dumps(
+        [{**dict(s.attributes or {}), "events": [dict(e.attributes or {}) for e in s.events]} for s in finished],
+        default=str,
+    )
 
 
-async def test_each_turn_is_a_trace_of_its_own_with_its_model_requests_and_tool_calls(make_options, claude_home,
-                                                                                    spans):
+async def test_each_turn_is_a_trace_of_its_own_with_its_model_requests_and_tool_calls(make_options, claude_home, spans):
     notes = claude_home / "notes.md"
     notes.write_text(f"{SECRET_TEXT}\n")
-    script = replies(Reply((ToolUse("Read", {"file_path": str(notes)}),), input_tokens=1234, output_tokens=56),
-                     Reply((Text(f"It says: {SECRET_TEXT}"),), input_tokens=1500, output_tokens=9), "second answer")
+    script = replies(
+        Reply((ToolUse("Read", {"file_path": str(notes)}),), input_tokens=1234, output_tokens=56),
+        Reply((Text(f"It says: {SECRET_TEXT}"),), input_tokens=1500, output_tokens=9),
+        "second answer",
+    )
     async with ScriptedModel(script) as model:
         async with Engine(make_options(model, trace_attributes={S.SESSION_KIND: "test"})) as engine:
             await engine.start()
@@ -52,8 +56,11 @@ async def test_each_turn_is_a_trace_of_its_own_with_its_model_requests_and_tool_
     assert all(t.attributes[S.TURN_OUTCOME] == "result" and S.COST_USD in t.attributes for t in turns)
 
     first = turns[0].context.trace_id
-    chats = [s for s in _by_name(finished, S.CHAT) if s.context.trace_id == first
-             and s.attributes.get(S.GEN_AI_INPUT_TOKENS) in (1234, 1500)]
+    chats = [
+        s
+        for s in _by_name(finished, S.CHAT)
+        if s.context.trace_id == first and s.attributes.get(S.GEN_AI_INPUT_TOKENS) in (1234, 1500)
+    ]
     assert [c.attributes[S.GEN_AI_INPUT_TOKENS] for c in chats] == [1234, 1500]
     tool_call, answer = chats
     assert tool_call.kind is SpanKind.CLIENT and tool_call.parent.span_id == turns[0].context.span_id
@@ -66,8 +73,13 @@ async def test_each_turn_is_a_trace_of_its_own_with_its_model_requests_and_tool_
     # the request's model and max_tokens, read from the head and tail of claude's body, not its whole history
     assert tool_call.attributes[S.GEN_AI_REQUEST_MODEL] == model and tool_call.name == f"{S.CHAT} {model}"
     assert tool_call.attributes[S.GEN_AI_REQUEST_MAX_TOKENS] > 0
-    assert tool_call.attributes[S.GEN_AI_COST] == pytest.approx(float(calc_price(  # each request's cost, at list price
-        PriceUsage(input_tokens=1234, output_tokens=56), model, provider_id="anthropic").total_price))
+    assert tool_call.attributes[S.GEN_AI_COST] == pytest.approx(
+        float(
+            calc_price(  # each request's cost, at list price
+                PriceUsage(input_tokens=1234, output_tokens=56), model, provider_id="anthropic"
+            ).total_price
+        )
+    )
     assert 0 < tool_call.attributes[S.GEN_AI_COST] < answer.attributes[S.GEN_AI_COST]
 
     [read] = _by_name(finished, f"{S.EXECUTE_TOOL} Read")
@@ -83,8 +95,9 @@ def test_a_request_s_cost_counts_cached_tokens_at_their_own_price_and_an_unknown
     from frobozz.engine._tracing import request_cost
 
     plain = request_cost("claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 100})
-    cached = request_cost("claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 100,
-                                                "cache_read_input_tokens": 5000})
+    cached = request_cost(
+        "claude-sonnet-4-5", {"input_tokens": 1000, "output_tokens": 100, "cache_read_input_tokens": 5000}
+    )
     assert plain is not None and cached is not None and plain < cached < plain + 5000 * 3e-6  # reads cost less
     assert request_cost("a-model-nobody-sells", {"input_tokens": 10}) is None
     assert request_cost(None, {"input_tokens": 10}) is None
@@ -138,8 +151,11 @@ async def test_a_denied_call_and_a_failed_one_are_red_with_their_outcome(make_op
     async def guard(name, tool_input, context):
         return Deny("outside the workspace") if name == "Write" else Allow()
 
-    script = replies(Reply((ToolUse("Write", {"file_path": str(outside), "content": "x" * 40}),)),
-                     Reply((ToolUse("Read", {"file_path": str(claude_home / "missing.md")}),)), "done")
+    script = replies(
+        Reply((ToolUse("Write", {"file_path": str(outside), "content": "x" * 40}),)),
+        Reply((ToolUse("Read", {"file_path": str(claude_home / "missing.md")}),)),
+        "done",
+    )
     async with ScriptedModel(script) as model:
         async with Session(make_options(model, can_use_tool=guard)) as session:
             await session.send("write it")
@@ -172,5 +188,8 @@ async def test_a_compaction_is_an_event_on_its_turn_and_its_rewritten_request_sa
     finished = spans.get_finished_spans()
     compacted = [t for t in _by_name(finished, S.TURN) if any(e.name == S.COMPACTION for e in t.events)]
     assert [t.attributes[S.TURN_NUMBER] for t in compacted] == [4]
-    assert any(c.attributes.get(S.MODEL_REWRITTEN) for c in _by_name(finished, S.CHAT)
-               if c.context.trace_id == compacted[0].context.trace_id)
+    assert any(
+        c.attributes.get(S.MODEL_REWRITTEN)
+        for c in _by_name(finished, S.CHAT)
+        if c.context.trace_id == compacted[0].context.trace_id
+    )

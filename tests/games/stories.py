@@ -27,6 +27,6 @@ def endless_loop_story(path: Path) -> Path:
     """A story whose first instruction jumps to itself: the interpreter never asks for input."""
     data = bytearray(ZORK1_R119.read_bytes())
     pc = int.from_bytes(data[6:8], "big")
-    data[pc:pc + 3] = b"\x8c\xff\xff"  # jump -1: back to this same instruction
+    data[pc : pc + 3] = b"\x8c\xff\xff"  # jump -1: back to this same instruction
     path.write_bytes(with_checksum(data))
     return path

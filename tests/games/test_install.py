@@ -32,12 +32,15 @@ async def test_install_is_a_no_op_when_the_game_is_already_there(tmp_path):
     assert story.md5 == CATALOGUE["zork1"].md5
 
 
-@pytest.mark.parametrize("status, body, message", [
-    (200, b"<html>not a story</html>", "md5"),
-    (404, b"", "HTTP 404"),
-    (500, b"oops", "HTTP 500"),
-    (200, b"\x03" * (600 * 1024), "larger than any story"),
-])
+@pytest.mark.parametrize(
+    "status, body, message",
+    [
+        (200, b"<html>not a story</html>", "md5"),
+        (404, b"", "HTTP 404"),
+        (500, b"oops", "HTTP 500"),
+        (200, b"\x03" * (600 * 1024), "larger than any story"),
+    ],
+)
 async def test_a_bad_download_installs_nothing(tmp_path, status, body, message):
     with serve({"/f": (status, body)}) as base:
         with pytest.raises(InstallError, match=message):

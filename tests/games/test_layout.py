@@ -9,9 +9,17 @@ def test_no_room_is_an_empty_layout():
 
 
 def test_north_is_above_east_is_right_and_up_down_and_in_out_are_passages_of_their_own():
-    explored = GameMap.from_path([(None, "West of House"), ("n", "North of House"), ("e", "Behind House"),
-                                  ("enter window", "Kitchen"), ("up", "Attic"), ("down", "Kitchen"),
-                                  ("w", "Living Room")])
+    explored = GameMap.from_path(
+        [
+            (None, "West of House"),
+            ("n", "North of House"),
+            ("e", "Behind House"),
+            ("enter window", "Kitchen"),
+            ("up", "Attic"),
+            ("down", "Kitchen"),
+            ("w", "Living Room"),
+        ]
+    )
     layout = grid_layout(explored)
     at = dict(layout.places)
     assert at["North of House"][1] < at["West of House"][1] and at["North of House"][0] == at["West of House"][0]
@@ -27,8 +35,19 @@ def test_north_is_above_east_is_right_and_up_down_and_in_out_are_passages_of_the
 def test_a_room_reached_past_another_is_not_drawn_through_it_nor_across_a_passage():
     """Straight along its direction `Far` would sit behind `Near`, its line running through it (and the loop
     back would cross): it is put where nothing is crossed, still east of where it was entered."""
-    explored = GameMap.from_path([(None, "Start"), ("e", "Near"), ("w", "Start"), ("n", "North"),
-                                  ("se", "Mid"), ("e", "Far"), ("w", "Mid"), ("s", "South"), ("ne", "Far")])
+    explored = GameMap.from_path(
+        [
+            (None, "Start"),
+            ("e", "Near"),
+            ("w", "Start"),
+            ("n", "North"),
+            ("se", "Mid"),
+            ("e", "Far"),
+            ("w", "Mid"),
+            ("s", "South"),
+            ("ne", "Far"),
+        ]
+    )
     layout = grid_layout(explored)
     at = dict(layout.places)
     assert len(set(at.values())) == len(at)
@@ -43,8 +62,19 @@ def test_hostile_and_huge_room_names_are_only_names():
 
 
 def test_a_teleport_whose_line_would_cross_a_passage_is_drawn_as_two_labelled_stubs():
-    explored = GameMap.from_path([(None, "Altar"), ("e", "Temple"), ("n", "Dome"), ("w", "Torch"), ("s", "Altar"),
-                                  ("ne", "Dome"), ("sw", "Altar"), ("e", "Temple"), ("pray", "Torch")])
+    explored = GameMap.from_path(
+        [
+            (None, "Altar"),
+            ("e", "Temple"),
+            ("n", "Dome"),
+            ("w", "Torch"),
+            ("s", "Altar"),
+            ("ne", "Dome"),
+            ("sw", "Altar"),
+            ("e", "Temple"),
+            ("pray", "Torch"),
+        ]
+    )
     layout = grid_layout(explored)
     kinds = {(p.source, p.target): (p.kind, p.stub) for p in layout.passages}
     assert kinds[("Temple", "Torch")] == (PassageKind.INOUT, True)

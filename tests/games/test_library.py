@@ -4,17 +4,35 @@ from frobozz.games import GameLibrary, GameNotFoundError, GamesSettings, StoryFi
 from tests.conftest import GAMES_DIR, ZORK1
 
 
-@pytest.mark.parametrize("name, file_name", [
-    ("zork1", "zork1.z5"), ("ZORK1", "zork1.z5"), ("zork1.z5", "zork1.z5"),
-    ("zork1-r119", "zork1-r119.z3"), ("zork1-r119.z3", "zork1-r119.z3"), (" zork1 ", "zork1.z5"),
-])
+@pytest.mark.parametrize(
+    "name, file_name",
+    [
+        ("zork1", "zork1.z5"),
+        ("ZORK1", "zork1.z5"),
+        ("zork1.z5", "zork1.z5"),
+        ("zork1-r119", "zork1-r119.z3"),
+        ("zork1-r119.z3", "zork1-r119.z3"),
+        (" zork1 ", "zork1.z5"),
+    ],
+)
 def test_games_are_found_by_catalogue_name_or_file_name(settings, name, file_name):
     assert GameLibrary(settings).find(name).path == GAMES_DIR / file_name
 
 
-@pytest.mark.parametrize("name", [
-    "../games/zork1.z5", "/etc/passwd", str(ZORK1), "..", ".hidden", "a\\b", "nul\0", "tab\tname", "x" * 300,
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../games/zork1.z5",
+        "/etc/passwd",
+        str(ZORK1),
+        "..",
+        ".hidden",
+        "a\\b",
+        "nul\0",
+        "tab\tname",
+        "x" * 300,
+    ],
+)
 def test_paths_and_hostile_names_are_refused_as_game_names(settings, name):
     with pytest.raises(GameNotFoundError, match="not a game name"):
         GameLibrary(settings).find(name)

@@ -2,17 +2,25 @@ from frobozz.games import GameMap, Passage
 
 
 def _zork_path():
-    return [(None, "West of House"), ("n", "North of House"), ("look", "North of House"),
-            ("e", "Behind House"), ("w", "Kitchen"), ("e", "Behind House")]
+    return [
+        (None, "West of House"),
+        ("n", "North of House"),
+        ("look", "North of House"),
+        ("e", "Behind House"),
+        ("w", "Kitchen"),
+        ("e", "Behind House"),
+    ]
 
 
 def test_rooms_are_listed_in_the_order_first_seen_and_moves_that_stay_put_are_not_passages():
     game_map = GameMap.from_path(_zork_path())
     assert game_map.rooms == ("West of House", "North of House", "Behind House", "Kitchen")
-    assert game_map.passages == (Passage("West of House", "n", "North of House"),
-                                 Passage("North of House", "e", "Behind House"),
-                                 Passage("Behind House", "w", "Kitchen"),
-                                 Passage("Kitchen", "e", "Behind House"))
+    assert game_map.passages == (
+        Passage("West of House", "n", "North of House"),
+        Passage("North of House", "e", "Behind House"),
+        Passage("Behind House", "w", "Kitchen"),
+        Passage("Kitchen", "e", "Behind House"),
+    )
 
 
 def test_text_dot_and_mermaid_name_every_room_and_passage():

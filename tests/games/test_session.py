@@ -139,15 +139,18 @@ async def test_in_game_meta_commands_become_session_actions(zork):
             await zork.act(meta)
 
 
-@pytest.mark.parametrize("command, message", [
-    ("", "empty command"),
-    ("   ", "empty command"),
-    ("x" * 1_000_000, "at most 198"),
-    ("look\nsave", "control characters"),
-    ("look\x1b[2J", "control characters"),
-    ("take caf\u00e9", "non-ASCII"),
-    ("\U0001f600", "non-ASCII"),
-])
+@pytest.mark.parametrize(
+    "command, message",
+    [
+        ("", "empty command"),
+        ("   ", "empty command"),
+        ("x" * 1_000_000, "at most 198"),
+        ("look\nsave", "control characters"),
+        ("look\x1b[2J", "control characters"),
+        ("take caf\u00e9", "non-ASCII"),
+        ("\U0001f600", "non-ASCII"),
+    ],
+)
 async def test_bad_commands_are_refused_and_change_nothing(zork, command, message):
     before = zork.current
     with pytest.raises(CommandError, match=message):
@@ -242,10 +245,12 @@ async def test_several_sessions_play_at_once_without_mixing(settings):
     try:
         async with anyio.create_task_group() as tg:
             for i, session in enumerate(sessions):
+
                 async def play(s=session, n=i + 1):
                     for _ in range(n):
                         await s.act("n")
                         await s.act("s")
+
                 tg.start_soon(play)
         assert [s.current.moves for s in sessions] == [2, 4, 6]
     finally:

@@ -15,12 +15,15 @@ def test_zork1_releases_are_read_from_their_headers():
     assert (r119.release, r119.serial, r119.md5) == (119, "880429", "1d4606016ea58ee038da53d994392323")
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"", "shorter than a header"),
-    (b"\x03" * 63, "shorter than a header"),
-    (b"\x00" * 4096, "version byte 0"),
-    (b"\xff" + bytes(4095), "version byte 255"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"", "shorter than a header"),
+        (b"\x03" * 63, "shorter than a header"),
+        (b"\x00" * 4096, "version byte 0"),
+        (b"\xff" + bytes(4095), "version byte 255"),
+    ],
+)
 def test_files_that_are_not_stories_are_refused(data, message):
     with pytest.raises(StoryFileError, match=message):
         parse_story(data, Path("bad.z5"))

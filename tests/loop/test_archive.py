@@ -10,7 +10,6 @@ from tests.engine.conftest import of, send_and_kill_mid_turn, until
 pytestmark = pytest.mark.anyio
 
 
-
 async def test_every_turn_is_archived_even_when_claude_is_killed_mid_turn_and_restarted(make_options, sessions):
     slow = Reply((Text("slow " * 200),), delay=0.05)
     calls = []
@@ -32,8 +31,13 @@ async def test_every_turn_is_archived_even_when_claude_is_killed_mid_turn_and_re
     assert of(events, Restarted)[0].resumed
     entries = await sessions.transcript(loop_session.id)
     assert [(e.turn, e.kind, e.content) for e in entries] == [
-        (1, "user", "first"), (1, "assistant", "echo: first"), (1, "usage", "echo: first"),
-        (2, "user", "second"), (2, "assistant", "echo: second"), (2, "usage", "echo: second")]
+        (1, "user", "first"),
+        (1, "assistant", "echo: first"),
+        (1, "usage", "echo: first"),
+        (2, "user", "second"),
+        (2, "assistant", "echo: second"),
+        (2, "usage", "echo: second"),
+    ]
     assert entries[2].data["output_tokens"] > 0 and entries[2].data["cost_usd"] >= 0
     assert (await sessions.get(loop_session.id)).claude_session_id == session.session_id
 

@@ -12,12 +12,15 @@ pytestmark = pytest.mark.anyio
 WINDOW = Window(namespace="chat", session_id="s1", previous_start=None, topic="the brass lantern")
 
 
-
 async def test_with_nothing_to_say_the_orientation_is_empty(memory_service, tmp_path):
     store, handoffs = await memory_service.store(), await memory_service.handoffs()
     sessions = await memory_service.sessions()
-    providers = [context_files(tmp_path / "missing", tmp_path), latest_letter(handoffs), capsules(sessions),
-                 memories(store)]
+    providers = [
+        context_files(tmp_path / "missing", tmp_path),
+        latest_letter(handoffs),
+        capsules(sessions),
+        memories(store),
+    ]
     assert await orientation(providers, WINDOW) == ""
     assert await orientation([], WINDOW) == ""
 
@@ -33,8 +36,16 @@ async def test_every_section_comes_from_its_provider_in_order(memory_service, tm
     await store.store("The brass lantern is in the living room.", namespace="chat")
     await handoffs.write("We mapped the cellar.", ["Open the trap door"], ["The troll wants the sword."], "chat", None)
     await sessions.put_capsule("chat", "earlier today", 1, "We talked about the lantern.")
-    text = await orientation([context_files(tmp_path), here_and_now("frobozz chat"), latest_letter(handoffs),
-                              capsules(sessions), memories(store)], WINDOW)
+    text = await orientation(
+        [
+            context_files(tmp_path),
+            here_and_now("frobozz chat"),
+            latest_letter(handoffs),
+            capsules(sessions),
+            memories(store),
+        ],
+        WINDOW,
+    )
     titles = [line for line in text.splitlines() if line.startswith("## ")]
     assert titles[:3] == ["## Context", "## Here and now", titles[2]] and titles[2].startswith("## Hand-off letter")
     assert titles[3:] == ["## Recently", "## Memories"]

@@ -10,10 +10,12 @@ from frobozz.memory import Recall
 from tests.loop import answering
 
 pytestmark = pytest.mark.anyio
-NOTES = ["The user's sister Ana lives in Porto and teaches the cello.",
-         "The user is allergic to peanuts.",
-         "The user's car is a green 2009 Volvo estate.",
-         "The user plays five-a-side football on Tuesday evenings."]
+NOTES = [
+    "The user's sister Ana lives in Porto and teaches the cello.",
+    "The user is allergic to peanuts.",
+    "The user's car is a green 2009 Volvo estate.",
+    "The user plays five-a-side football on Tuesday evenings.",
+]
 
 
 @pytest.fixture

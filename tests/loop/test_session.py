@@ -1,6 +1,5 @@
 """The memory loop around a real claude CLI: the scripted model answers as primary and as sidecar."""
 
-
 import anyio
 import pytest
 
@@ -32,26 +31,33 @@ def script(request):
 def primary_messages(model):
     """What the primary was sent (its requests carry tools; the sidecar's are the same CLI too, so
     the sidecar's prompts are told apart by their text)."""
-    return [r.last_user_text() for r in model.requests
-            if not r.last_user_text().startswith(("Write up to", "Here is the last exchange", "Summarise",
-                                                  "A stored memory"))]
+    return [
+        r.last_user_text()
+        for r in model.requests
+        if not r.last_user_text().startswith(
+            ("Write up to", "Here is the last exchange", "Summarise", "A stored memory")
+        )
+    ]
 
 
 def providers(folder):
     def make(store, sessions, handoffs):
         return [context_files(folder), here_and_now("test client"), latest_letter(handoffs), memories(store, sessions)]
+
     return make
 
 
 async def test_orientation_recall_and_suggestions_around_each_turn_and_again_after_a_compaction(
-        make_options, memory_service, tmp_path):
+    make_options, memory_service, tmp_path
+):
     store = await memory_service.store()
     await store.store(SISTER, namespace="chat")
     (tmp_path / "who.md").write_text("---\nautoload: all\n---\nYou help the user remember things.\n")
     async with ScriptedModel(script) as model:
         options = make_options(model, system_prompt=IDENTITY)
-        async with MemorySession(options, memory_service, namespace="chat", sidecar=make_options(model),
-                                 providers=providers(tmp_path)) as loop:
+        async with MemorySession(
+            options, memory_service, namespace="chat", sidecar=make_options(model), providers=providers(tmp_path)
+        ) as loop:
             await loop.send("What does my sister Ana teach?")
             await until(loop.events(), Result)
             await loop.send("I am learning the cello myself now.")
@@ -79,15 +85,27 @@ async def test_orientation_recall_and_suggestions_around_each_turn_and_again_aft
     assert len(turns) == 5 and all(IDENTITY in r.system for r in turns)  # the same identity, before and after
     entries = await (await memory_service.sessions()).transcript(loop.id)
     assert [e.content for e in entries if e.kind == "user"] == [
-        "What does my sister Ana teach?", "I am learning the cello myself now.", "Any tips?", "Where does Ana live?"]
+        "What does my sister Ana teach?",
+        "I am learning the cello myself now.",
+        "Any tips?",
+        "Where does Ana live?",
+    ]
 
 
 async def test_without_recall_or_a_namespace_with_memories_the_message_is_the_orientation_and_the_text(
-        make_options, memory_service, tmp_path):
+    make_options, memory_service, tmp_path
+):
     async with ScriptedModel(script) as model:
         options = make_options(model)
-        async with MemorySession(options, memory_service, namespace="empty", sidecar=options, recall=False,
-                                 suggest=False, providers=providers(tmp_path / "none")) as loop:
+        async with MemorySession(
+            options,
+            memory_service,
+            namespace="empty",
+            sidecar=options,
+            recall=False,
+            suggest=False,
+            providers=providers(tmp_path / "none"),
+        ) as loop:
             await loop.send("hello")
             await until(loop.events(), Result)
             await loop.send("again")
@@ -106,7 +124,8 @@ def only_here_and_now(store, sessions, handoffs):
 
 
 async def test_a_memory_the_model_stores_in_one_session_is_recalled_in_a_later_one_once_and_not_when_unrelated(
-        make_options, memory_service, frobozz_env, cortex_settings):
+    make_options, memory_service, frobozz_env, cortex_settings
+):
     def storing(request):
         text = request.last_user_text()
         if request.tool_results():
@@ -118,14 +137,20 @@ async def test_a_memory_the_model_stores_in_one_session_is_recalled_in_a_later_o
     async with ScriptedModel(storing) as model:
         cortex = hub_servers(["cortex"], frobozz_env, cortex_settings, FROBOZZ_CORTEX_DEFAULT_NAMESPACE="chat")
         options = make_options(model, mcp_config=cortex, strict_mcp_config=True, allowed_tools=["mcp__cortex"])
-        async with MemorySession(options, memory_service, namespace="chat", sidecar=make_options(model),
-                                 providers=only_here_and_now) as first:
+        async with MemorySession(
+            options, memory_service, namespace="chat", sidecar=make_options(model), providers=only_here_and_now
+        ) as first:
             await first.pool.primary.wait_for_mcp({"cortex"})
             await first.send("My locker code is 4417, remember it.")
             await until(first.events(), Result)
         model.requests.clear()
-        async with MemorySession(make_options(model), memory_service, namespace="chat", sidecar=make_options(model),
-                                 providers=only_here_and_now) as later:
+        async with MemorySession(
+            make_options(model),
+            memory_service,
+            namespace="chat",
+            sidecar=make_options(model),
+            providers=only_here_and_now,
+        ) as later:
             for text in ("What is my locker code?", "Tell me my locker code again.", "How do I bake sourdough bread?"):
                 await later.send(text)
                 await until(later.events(), Result)
@@ -137,7 +162,8 @@ async def test_a_memory_the_model_stores_in_one_session_is_recalled_in_a_later_o
 
 
 async def test_sessions_share_a_sidecar_kept_warm_by_their_caller_and_one_closed_once_its_turn_is_handled_suggests(
-        make_options, memory_service):
+    make_options, memory_service
+):
     """A caller firing sessions one after another (the routines' worker) keeps the sidecar claudes: no session
     starts or closes them. Closing a session right after its Result, once `handled` says the loop saw the turn
     end, still asks the turn's suggestions (the loop's observer sees the Result on a task of its own)."""
@@ -149,8 +175,13 @@ async def test_sessions_share_a_sidecar_kept_warm_by_their_caller_and_one_closed
             for _ in range(2):
                 tg.start_soon(sidecar.keep_warm)
             for text in ("I am learning the cello myself now.", "And the piano."):
-                async with MemorySession(make_options(model), memory_service, namespace="chat",
-                                         providers=only_here_and_now, shared_sidecar=sidecar) as loop:
+                async with MemorySession(
+                    make_options(model),
+                    memory_service,
+                    namespace="chat",
+                    providers=only_here_and_now,
+                    shared_sidecar=sidecar,
+                ) as loop:
                     await loop.send(text)
                     await until(loop.events(), Result)
                     with anyio.fail_after(60):
@@ -173,8 +204,14 @@ async def test_a_slow_sidecar_does_not_hold_the_turn_past_the_recall_deadline(ma
 
     await (await memory_service.store()).store(SISTER, namespace="chat")
     async with ScriptedModel(slow_queries) as model:
-        async with MemorySession(make_options(model), memory_service, namespace="chat", sidecar=make_options(model),
-                                 providers=only_here_and_now, deadline=1.0) as loop:
+        async with MemorySession(
+            make_options(model),
+            memory_service,
+            namespace="chat",
+            sidecar=make_options(model),
+            providers=only_here_and_now,
+            deadline=1.0,
+        ) as loop:
             with anyio.fail_after(10):  # the sidecar would take 25 s
                 await loop.send("What does my sister Ana teach?")
             await until(loop.events(), Result)
@@ -184,7 +221,8 @@ async def test_a_slow_sidecar_does_not_hold_the_turn_past_the_recall_deadline(ma
 
 
 async def test_with_the_database_away_the_turn_still_goes_and_the_archive_takes_up_again_when_it_is_back(
-        make_options, frobozz_env, tmp_path, caplog):
+    make_options, frobozz_env, tmp_path, caplog
+):
     import pgserver
 
     from frobozz.memory import MemoryService, MemorySettings
@@ -193,8 +231,14 @@ async def test_with_the_database_away_the_turn_still_goes_and_the_archive_takes_
     service = MemoryService(MemorySettings(database_url=server.get_uri()))
     try:
         async with ScriptedModel(script) as model:
-            async with MemorySession(make_options(model), service, namespace="chat", sidecar=make_options(model),
-                                     providers=only_here_and_now, suggest=False) as loop:
+            async with MemorySession(
+                make_options(model),
+                service,
+                namespace="chat",
+                sidecar=make_options(model),
+                providers=only_here_and_now,
+                suggest=False,
+            ) as loop:
                 await loop.send("before the outage")
                 await until(loop.events(), Result)
                 server.cleanup()  # the database stops

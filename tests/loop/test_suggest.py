@@ -10,7 +10,6 @@ from tests.loop import answering
 pytestmark = pytest.mark.anyio
 
 
-
 async def test_no_facts_means_no_nudge(sessions):
     session = await sessions.open("chat")
 
@@ -24,7 +23,8 @@ async def test_no_facts_means_no_nudge(sessions):
 async def test_proposed_facts_wait_for_the_next_turn_and_go_once_cleared(sessions):
     session = await sessions.open("chat")
     sidecar, prompts = answering(
-        "- The user's sister is called Ana.\n- Ana lives in Porto.\n\n- Ana teaches cello.\n- One too many.")
+        "- The user's sister is called Ana.\n- Ana lives in Porto.\n\n- Ana teaches cello.\n- One too many."
+    )
 
     facts = await Suggester(sessions, sidecar)(session.id, "My sister Ana moved to Porto.", "How exciting!")
     assert facts == ["The user's sister is called Ana.", "Ana lives in Porto.", "Ana teaches cello."]
@@ -70,5 +70,7 @@ async def test_a_fact_that_changes_a_stored_memory_is_proposed_as_a_supersede_wh
 async def test_with_nothing_stored_a_fact_is_suggested_as_before_without_asking_more(sessions):
     session = await sessions.open("chat")
     sidecar, prompts = answering("- Ana lives in Lisbon now.")
-    assert await Suggester(sessions, sidecar)(session.id, "hi", "hello", namespace="chat") == ["Ana lives in Lisbon now."]
+    assert await Suggester(sessions, sidecar)(session.id, "hi", "hello", namespace="chat") == [
+        "Ana lives in Lisbon now."
+    ]
     assert len(prompts) == 1

@@ -15,14 +15,20 @@ from tests.loop.test_session import SISTER, script
 pytestmark = pytest.mark.anyio
 
 
-async def test_the_recall_span_holds_the_memories_found_and_sits_in_the_turn_s_trace(make_options, memory_service,
-                                                                                    spans):
+async def test_the_recall_span_holds_the_memories_found_and_sits_in_the_turn_s_trace(
+    make_options, memory_service, spans
+):
     store = await memory_service.store()
     kept, _ = await store.store(SISTER, namespace="chat")
     async with ScriptedModel(script) as model:
-        async with MemorySession(make_options(model), memory_service, namespace="chat", sidecar=make_options(model),
-                                 providers=lambda *_: [here_and_now("test client")],  # (the memory is not shown
-                                 deadline=30) as loop:                                # in the orientation)
+        async with MemorySession(
+            make_options(model),
+            memory_service,
+            namespace="chat",
+            sidecar=make_options(model),
+            providers=lambda *_: [here_and_now("test client")],  # (the memory is not shown
+            deadline=30,
+        ) as loop:  # in the orientation)
             await loop.send("What does my sister Ana teach?")
             await until(loop.events(), Result)
             with anyio.fail_after(60):
@@ -32,8 +38,13 @@ async def test_the_recall_span_holds_the_memories_found_and_sits_in_the_turn_s_t
     def named(name):
         return [s for s in finished if s.name == name]
 
-    [turn] = [t for t in named(S.TURN) if t.parent is None and t.attributes.get(S.TURN_OUTCOME) == "result"
-              and any(c.parent and c.parent.span_id == t.context.span_id for c in named(S.RECALL))]
+    [turn] = [
+        t
+        for t in named(S.TURN)
+        if t.parent is None
+        and t.attributes.get(S.TURN_OUTCOME) == "result"
+        and any(c.parent and c.parent.span_id == t.context.span_id for c in named(S.RECALL))
+    ]
     trace_id = turn.context.trace_id
     [recall] = named(S.RECALL)
     assert recall.context.trace_id == trace_id and recall.parent.span_id == turn.context.span_id

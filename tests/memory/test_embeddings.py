@@ -42,13 +42,18 @@ class EmbeddingService:
         body = await request.json()
         if request.headers.get("authorization") != "Bearer sk-embed":
             return JSONResponse({"error": {"message": "bad key"}}, status_code=401)
-        data = [{"object": "embedding", "index": i, "embedding": vector(t, self.dim)}
-                for i, t in enumerate(body["input"])]
+        data = [
+            {"object": "embedding", "index": i, "embedding": vector(t, self.dim)} for i, t in enumerate(body["input"])
+        ]
         return JSONResponse({"data": list(reversed(data)), "model": body["model"]})  # order by index, not position
 
     def app(self):
-        return Starlette(routes=[Route("/api/embed", self.ollama, methods=["POST"]),
-                                 Route("/v1/embeddings", self.openai, methods=["POST"])])
+        return Starlette(
+            routes=[
+                Route("/api/embed", self.ollama, methods=["POST"]),
+                Route("/v1/embeddings", self.openai, methods=["POST"]),
+            ]
+        )
 
 
 async def _store_and_search(settings):
@@ -64,9 +69,15 @@ async def test_a_remote_embedding_service_embeds_memories_and_queries(cortex_set
     server = LoopbackServer(service.app())
     server.start()
     try:
-        settings = cortex_settings.model_copy(update={
-            "embedding_provider": provider, "embedding_url": server.url, "embedding_model": "fake-embed",
-            "embedding_dim": DIM, "embedding_api_key": SecretStr("sk-embed")})
+        settings = cortex_settings.model_copy(
+            update={
+                "embedding_provider": provider,
+                "embedding_url": server.url,
+                "embedding_model": "fake-embed",
+                "embedding_dim": DIM,
+                "embedding_api_key": SecretStr("sk-embed"),
+            }
+        )
         result = await _store_and_search(settings)
     finally:
         server.stop()
@@ -80,9 +91,14 @@ async def test_a_failing_or_wrong_sized_embedding_service_is_a_clear_error(corte
         server = LoopbackServer(service.app())
         server.start()
         try:
-            settings = cortex_settings.model_copy(update={
-                "embedding_provider": "ollama", "embedding_url": server.url, "embedding_model": "m",
-                "embedding_dim": DIM})
+            settings = cortex_settings.model_copy(
+                update={
+                    "embedding_provider": "ollama",
+                    "embedding_url": server.url,
+                    "embedding_model": "m",
+                    "embedding_dim": DIM,
+                }
+            )
             async with Client(create_server(settings)) as client:
                 result = await client.call_tool("store", {"content": "anything at all"})
                 assert result.is_error and message in result.content[0].text
@@ -106,8 +122,14 @@ async def test_switching_models_is_an_error_until_reembed_moves_every_memory(cor
     server = LoopbackServer(service.app())
     server.start()
     try:
-        switched = cortex_settings.model_copy(update={"embedding_provider": "ollama", "embedding_url": server.url,
-                                                      "embedding_model": "fake-embed", "embedding_dim": DIM})
+        switched = cortex_settings.model_copy(
+            update={
+                "embedding_provider": "ollama",
+                "embedding_url": server.url,
+                "embedding_model": "fake-embed",
+                "embedding_dim": DIM,
+            }
+        )
         async with Client(create_server(switched)) as client:
             refused = await client.call_tool("search", {"query": "lantern"})
         assert refused.is_error and "frobozz cortex reembed" in refused.content[0].text

@@ -18,8 +18,13 @@ SUMMARY = "Mapped the white house; the lamp is lit."
 async def test_a_letter_written_and_read_is_a_span_each_with_its_sizes_and_no_text(memory_service, spans):
     letters = await memory_service.handoffs()
     assert await letters.latest("zork") is None  # nothing written yet: a read that found nothing
-    letter_id, memory_ids = await letters.write(SUMMARY, ["open the trap door"], ["The troll takes the sword once."],
-                                                "zork", "7d6c2a4e-0000-4000-8000-000000000000")
+    letter_id, memory_ids = await letters.write(
+        SUMMARY,
+        ["open the trap door"],
+        ["The troll takes the sword once."],
+        "zork",
+        "7d6c2a4e-0000-4000-8000-000000000000",
+    )
     assert (await letters.latest("zork")).id == letter_id
     with pytest.raises(MemoryStoreError):
         await letters.read(letter_id + 1000)

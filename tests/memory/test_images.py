@@ -49,7 +49,8 @@ def test_the_pixel_limit_refuses_before_decoding():
 
 def test_base64_over_the_limit_is_refused_before_it_is_decoded():
     with pytest.raises(ImageError, match=r"over the limit of 0\.0 MB"):
-        read(ImageInput(data=base64.b64encode(b"x" * 1000).decode(), media_type="image/png"), folders=[],
-             max_bytes=100)
-    assert read(ImageInput(data="aGVs\nbG8=", media_type="image/png"), folders=[], max_bytes=100) == (b"hello",
-                                                                                                      "image/png")
+        read(ImageInput(data=base64.b64encode(b"x" * 1000).decode(), media_type="image/png"), folders=[], max_bytes=100)
+    assert read(ImageInput(data="aGVs\nbG8=", media_type="image/png"), folders=[], max_bytes=100) == (
+        b"hello",
+        "image/png",
+    )

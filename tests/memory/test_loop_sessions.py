@@ -10,7 +10,6 @@ from frobozz.memory import MemoryStoreError
 pytestmark = pytest.mark.anyio
 
 
-
 async def test_everything_is_empty_before_anything_is_said(sessions):
     assert await sessions.list() == [] and await sessions.list("elsewhere") == []
     assert await sessions.search_archive("lamp") == [] and await sessions.search_archive() == []
@@ -85,8 +84,11 @@ async def test_hostile_and_huge_text_is_archived_exactly_or_cut_to_the_limit(ses
         await sessions.archive(session.id, 1, "user", text)
     await sessions.archive(session.id, 2, "assistant", "y" * 300_000)
     entries = await sessions.transcript(session.id)
-    assert [e.content for e in entries[:3]] == ["'); DROP TABLE loop_archive; --", "Unicode: Zürich, 東京, 🐉",
-                                                "NULinside"]
+    assert [e.content for e in entries[:3]] == [
+        "'); DROP TABLE loop_archive; --",
+        "Unicode: Zürich, 東京, 🐉",
+        "NULinside",
+    ]
     assert len(entries[3].content) == 200_000
 
 

@@ -15,10 +15,14 @@ from frobozz.servers.cortex import create_server
 from tests.httpserver import serve
 from tests.servers.mcp import call, error
 
-TEXTS = ["", "a", "The doctor recommended the dentist appointment on Monday.",
-         "Café 🎉 東京 naïve Zürich " * 200,  # far past 256 tokens: truncated as sentence-transformers does
-         "'; DROP TABLE memories; -- \\ % _ \x01", "short"] + [
-    f"note {n} about piano lessons" * (n % 7) for n in range(70)]
+TEXTS = [
+    "",
+    "a",
+    "The doctor recommended the dentist appointment on Monday.",
+    "Café 🎉 東京 naïve Zürich " * 200,  # far past 256 tokens: truncated as sentence-transformers does
+    "'; DROP TABLE memories; -- \\ % _ \x01",
+    "short",
+] + [f"note {n} about piano lessons" * (n % 7) for n in range(70)]
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +96,8 @@ def light_install(cache_dir, monkeypatch):
 
 
 def test_a_light_install_fetches_the_pre_exported_model_once_checks_it_and_embeds_the_same(
-        cache_dir: Path, tmp_path: Path, light_install):
+    cache_dir: Path, tmp_path: Path, light_install
+):
     body = _archive(cache_dir)
     digest = hashlib.sha256(body).hexdigest()
     with serve({"/onnx.tar.gz": (200, body)}) as base:
@@ -109,25 +114,36 @@ def test_a_light_install_fetches_the_pre_exported_model_once_checks_it_and_embed
 
 @pytest.mark.parametrize("case", ["checksum", "not found", "not an archive", "a link", "no network", "no url"])
 def test_a_fetch_that_fails_or_does_not_check_out_keeps_nothing_and_says_how_to_go_on(
-        cache_dir: Path, tmp_path: Path, light_install, case):
+    cache_dir: Path, tmp_path: Path, light_install, case
+):
     body = _archive(cache_dir, tokenizer_as_link=case == "a link")
     routes = {"/good": (200, body), "/junk": (200, b"\x1f\x8b not gzip at all"), "/missing": (404, b"no")}
-    path, digest = {"checksum": ("/good", "0" * 64), "not found": ("/missing", None),
-                    "not an archive": ("/junk", None), "a link": ("/good", None)}.get(case, ("/good", None))
+    path, digest = {
+        "checksum": ("/good", "0" * 64),
+        "not found": ("/missing", None),
+        "not an archive": ("/junk", None),
+        "a link": ("/good", None),
+    }.get(case, ("/good", None))
     with serve(routes) as base:
         url = {"no network": "http://127.0.0.1:9/onnx.tar.gz", "no url": None}.get(case, f"{base}{path}")
         served = routes.get(path, (0, b""))[1]
         with pytest.raises(MemoryStoreError, match=r"pip install 'frobozz\[export\]'") as raised:
             _minilm.load(tmp_path / case, url, digest or hashlib.sha256(served).hexdigest())
-    assert {"checksum": "SHA-256", "not found": "404", "not an archive": "could not be read",
-            "a link": "no tokenizer.json", "no network": "could not be fetched",
-            "no url": "FROBOZZ_EMBEDDING_ONNX_URL"}[case] in str(raised.value)
+    assert {
+        "checksum": "SHA-256",
+        "not found": "404",
+        "not an archive": "could not be read",
+        "a link": "no tokenizer.json",
+        "no network": "could not be fetched",
+        "no url": "FROBOZZ_EMBEDDING_ONNX_URL",
+    }[case] in str(raised.value)
     models = tmp_path / case / "models"
     assert not models.exists() or not any(models.iterdir())  # nothing kept, not even half
 
 
-def test_with_no_network_the_model_is_exported_here_when_the_exporter_is_installed(cache_dir: Path, tmp_path: Path,
-                                                                                  monkeypatch):
+def test_with_no_network_the_model_is_exported_here_when_the_exporter_is_installed(
+    cache_dir: Path, tmp_path: Path, monkeypatch
+):
     exported = []
 
     def export(target):  # the real export takes seconds; the file it makes is the cached one's
@@ -147,9 +163,9 @@ def _waiting_on(lock: Path) -> bool:
     return any("->" in line and inode in line for line in Path("/proc/locks").read_text().splitlines())
 
 
-def test_two_loads_at_once_on_an_empty_cache_export_once_and_the_second_waits_for_that_file(cache_dir: Path,
-                                                                                          tmp_path: Path,
-                                                                                          monkeypatch):
+def test_two_loads_at_once_on_an_empty_cache_export_once_and_the_second_waits_for_that_file(
+    cache_dir: Path, tmp_path: Path, monkeypatch
+):
     """Two servers (or two test workers) starting together: one exports, the other waits and loads its file."""
     import threading
     import time
@@ -169,8 +185,9 @@ def test_two_loads_at_once_on_an_empty_cache_export_once_and_the_second_waits_fo
     _minilm.load(cache_dir)
     monkeypatch.setattr(_minilm, "export", export)
     models: list = []
-    threads = [threading.Thread(target=lambda: models.append(_minilm.load.__wrapped__(tmp_path, None)))
-               for _ in range(2)]
+    threads = [
+        threading.Thread(target=lambda: models.append(_minilm.load.__wrapped__(tmp_path, None))) for _ in range(2)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

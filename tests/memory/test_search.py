@@ -5,9 +5,11 @@ import pytest
 from frobozz.memory import MemoryStoreError
 
 pytestmark = pytest.mark.anyio
-NOTES = ["The user's sister Ana lives in Porto and teaches the cello.",
-         "The user is allergic to peanuts.",
-         "The user's car is a green 2009 Volvo estate."]
+NOTES = [
+    "The user's sister Ana lives in Porto and teaches the cello.",
+    "The user is allergic to peanuts.",
+    "The user's car is a green 2009 Volvo estate.",
+]
 
 
 async def test_several_queries_on_nothing_find_nothing_each(memory_service):
@@ -23,8 +25,9 @@ async def test_several_queries_at_once_find_what_each_finds_alone_in_the_order_a
     queries = ["peanut allergy", "🎻?!", "Ana teaches the cello in Porto", "a green Volvo"]
     together = await store.search_many(queries, namespace="chat", limit=2, min_score=0.3)
     alone = [await store.search(q, namespace="chat", limit=2, min_score=0.3) for q in queries]
-    assert [[(h.memory.id, round(h.score, 6)) for h in hits] for hits in together] == \
-        [[(h.memory.id, round(h.score, 6)) for h in hits] for hits in alone]
+    assert [[(h.memory.id, round(h.score, 6)) for h in hits] for hits in together] == [
+        [(h.memory.id, round(h.score, 6)) for h in hits] for hits in alone
+    ]
     assert [hits[0].memory.content if hits else None for hits in together] == [NOTES[1], None, NOTES[0], NOTES[2]]
 
 
@@ -36,7 +39,8 @@ async def test_one_bad_query_among_several_is_a_clear_error(memory_service, bad)
 
 
 async def test_a_word_pool_too_large_to_rank_gives_its_matches_unranked_and_the_same_scores(
-        memory_service, monkeypatch):
+    memory_service, monkeypatch
+):
     from frobozz.memory import _search
 
     store = await memory_service.store()
@@ -52,8 +56,11 @@ async def test_a_word_pool_too_large_to_rank_gives_its_matches_unranked_and_the_
 
 async def test_without_context_a_note_is_found_by_its_own_words_and_not_by_its_neighbours(memory_service):
     store = await memory_service.store()
-    for note in ("In the Kitchen, the brown sack holds garlic.", "The loud room's echo stops when you say echo.",
-                 "A grating in the clearing opens with the skeleton key."):
+    for note in (
+        "In the Kitchen, the brown sack holds garlic.",
+        "The loud room's echo stops when you say echo.",
+        "A grating in the clearing opens with the skeleton key.",
+    ):
         await store.store(note, {}, "notes")
     assert await store.search("Kitchen", namespace="empty-notes", context=False) == []
     in_context = await store.search("Kitchen", namespace="notes")

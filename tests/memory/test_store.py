@@ -33,8 +33,9 @@ class OtherClientFirst:
         if self.raced:
             return vectors
         self.raced = True
-        other = MemoryStore(self.store.pool, self.inner, default_namespace=self.store.default_namespace,
-                            max_chars=self.store.max_chars)
+        other = MemoryStore(
+            self.store.pool, self.inner, default_namespace=self.store.default_namespace, max_chars=self.store.max_chars
+        )
         await other.store(NOTE, namespace="chat")
         async with self.store.connection() as c:
             await c.execute(FORGET_AFTER_EACH_INSERT)

@@ -58,8 +58,12 @@ async def test_an_entry_appended_twice_is_kept_once_and_entries_without_uuid_alw
 
 async def test_bad_keys_and_entries_are_clear_errors_and_change_nothing(store):
     await store.append(KEY, [entry(1)])
-    for bad in ({}, {"project_key": "", "session_id": "s"}, {"project_key": "p", "session_id": 7},
-                {"project_key": "p\x00", "session_id": "s"}):
+    for bad in (
+        {},
+        {"project_key": "", "session_id": "s"},
+        {"project_key": "p", "session_id": 7},
+        {"project_key": "p\x00", "session_id": "s"},
+    ):
         with pytest.raises(MemoryStoreError, match="project_key and a session_id"):
             await store.append(bad, [entry(9)])
     with pytest.raises(MemoryStoreError, match="NUL"):
@@ -82,18 +86,21 @@ async def test_concurrent_writers_to_one_session_lose_nothing_and_fold_one_summa
     finally:
         await other.aclose()
     loaded = await store.load(KEY)
-    assert sorted(e["uuid"] for e in loaded) == sorted([f"u{n}" for n in range(20)] + [f"u{n}" for n in range(1000, 1020)])
+    assert sorted(e["uuid"] for e in loaded) == sorted(
+        [f"u{n}" for n in range(20)] + [f"u{n}" for n in range(1000, 1020)]
+    )
     listed = await store.list_sessions("zork")
     assert len(listed) == 1 and (await store.list_session_summaries("zork"))[0]["mtime"] == listed[0]["mtime"]
 
 
-async def test_a_database_that_is_unreachable_or_drops_its_connections_is_a_database_error_and_loses_nothing(
-        store):
+async def test_a_database_that_is_unreachable_or_drops_its_connections_is_a_database_error_and_loses_nothing(store):
     with pytest.raises(DatabaseError):
         await TranscriptStore.open(MemorySettings(database_url="postgresql://nobody@127.0.0.1:9/none"))
     await store.append(KEY, [entry(1)])
-    await store.pool.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                             "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    await store.pool.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
     failures = []
     with anyio.fail_after(30):
         while True:  # what the mirror does: try again (a raw asyncpg error here would fail the test)
@@ -109,19 +116,22 @@ async def test_a_database_that_is_unreachable_or_drops_its_connections_is_a_data
 
 
 async def test_a_real_session_mirrored_into_postgres_resumes_on_a_machine_that_never_saw_it(
-        store, make_options, tmp_path):
+    store, make_options, tmp_path
+):
     project = f"run-{secrets.token_hex(4)}"
     async with ScriptedModel(replies("the troll is west", "west, with an axe")) as model:
         homes = [tmp_path / "one", tmp_path / "two"]
         for home in homes:
             home.mkdir()
-        async with Engine(make_options(model, env={"HOME": str(homes[0])}, session_store=store,
-                                       session_project=project)) as engine:
+        async with Engine(
+            make_options(model, env={"HOME": str(homes[0])}, session_store=store, session_project=project)
+        ) as engine:
             await engine.start()
             await engine.send("where is the troll?")
             session = (await until(engine.events(), Result))[-1].session_id
-        async with Engine(make_options(model, env={"HOME": str(homes[1])}, session_store=store,
-                                       session_project=project)) as engine:
+        async with Engine(
+            make_options(model, env={"HOME": str(homes[1])}, session_store=store, session_project=project)
+        ) as engine:
             await engine.start(session)
             await engine.send("and what does it carry?")
             result = (await until(engine.events(), Result))[-1]

@@ -17,14 +17,22 @@ from frobozz.plugin import PluginSettings, stop_daemon
 
 def hook_env(claude_home: Path, cortex_settings, **more: str) -> dict[str, str]:
     """What claude (and so the hooks, and the daemon they start) runs with: the test's HOME and database."""
-    return {**os.environ, "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0",
-            "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
-            "FROBOZZ_PLUGIN_IDLE": "300", "FROBOZZ_PLUGIN_DEADLINE": "10", "FROBOZZ_PLUGIN_LIMITS_SCALE": "6", **more}
+    return {
+        **os.environ,
+        "HOME": str(claude_home),
+        "CLAUDE_CODE_MAX_RETRIES": "0",
+        "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
+        "FROBOZZ_PLUGIN_IDLE": "300",
+        "FROBOZZ_PLUGIN_DEADLINE": "10",
+        "FROBOZZ_PLUGIN_LIMITS_SCALE": "6",
+        **more,
+    }
 
 
 def frobozz(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "frobozz", *args], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "frobozz", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=180
+    )
 
 
 @pytest.fixture
@@ -58,8 +66,9 @@ def embedder_ready(cache_dir: Path) -> None:
 
 
 @pytest.fixture
-def installed(claude_home: Path, cortex_settings, project: Path, plugin_settings: PluginSettings,
-              embedder_ready: None) -> dict[str, str]:
+def installed(
+    claude_home: Path, cortex_settings, project: Path, plugin_settings: PluginSettings, embedder_ready: None
+) -> dict[str, str]:
     """The plugin installed at user scope into the fresh HOME: claude's environment."""
     env = hook_env(claude_home, cortex_settings)
     done = frobozz("plugin", "install", env=env, cwd=project)
@@ -72,7 +81,12 @@ def hook(event: str, payload: dict | bytes, env: dict[str, str], settings: Plugi
     config = settings.plugin_dir / "frobozz-memory" / "frobozz.json"
     script = settings.plugin_dir / "frobozz-memory" / "hooks" / "frobozz_hook.py"
     raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-    done = subprocess.run([sys.executable, "-I", "-S", str(script), event, str(config)], input=raw, env=env,
-                          capture_output=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(script), event, str(config)],
+        input=raw,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout) if done.stdout.strip() else {}

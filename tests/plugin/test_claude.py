@@ -42,8 +42,14 @@ def reply(request) -> str:  # type: ignore[no-untyped-def]
 
 
 def claude_p(prompt: str, env: dict[str, str], cwd: Path, *more: str) -> dict:
-    done = subprocess.run([str(find_claude()), "-p", prompt, "--output-format", "json", *more], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [str(find_claude()), "-p", prompt, "--output-format", "json", *more],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     return json.loads(done.stdout)
 
@@ -54,8 +60,12 @@ def said(request) -> str:  # type: ignore[no-untyped-def]
 
 def main_requests(scripted: ScriptedModel) -> list:
     """The conversation's requests (not claude's side calls, nor the daemon's sidecar questions)."""
-    return [r for r in scripted.requests if r.body.get("tools") and
-            not r.last_user_text().startswith(("The conversation below", "Here is the last exchange", "Summarise"))]
+    return [
+        r
+        for r in scripted.requests
+        if r.body.get("tools")
+        and not r.last_user_text().startswith(("The conversation below", "Here is the last exchange", "Summarise"))
+    ]
 
 
 @pytest.fixture
@@ -67,15 +77,17 @@ async def memories(cortex_settings) -> list[int]:
         store = await service.store()
         ids = [(await store.store(CAT, namespace="myproject"))[0].id]
         for n in range(5):
-            ids.append((await store.store(f"Build note {n}: the linter runs before the tests.",
-                                          namespace="myproject"))[0].id)
+            ids.append(
+                (await store.store(f"Build note {n}: the linter runs before the tests.", namespace="myproject"))[0].id
+            )
         return ids
     finally:
         await service.aclose()
 
 
 async def test_a_stored_memory_reaches_the_first_prompt_and_not_the_next_of_the_same_session(
-        installed, memories, project):
+    installed, memories, project
+):
     with ScriptedModel(reply) as scripted:
         env = {**installed, **scripted.env()}
         first = claude_p("What is my cat called?", env, project)
@@ -98,8 +110,9 @@ async def test_a_compaction_is_followed_by_the_hand_off_letter(installed, memori
         assert "Hand-off letter" in said(after) and LETTER in said(after) and "tell the vet" in said(after)
 
 
-async def test_what_is_worth_keeping_is_offered_next_turn_until_the_model_stores_it(installed, project,
-                                                                                    cortex_settings):
+async def test_what_is_worth_keeping_is_offered_next_turn_until_the_model_stores_it(
+    installed, project, cortex_settings
+):
     with ScriptedModel(reply) as scripted:
         env = {**installed, **scripted.env()}
         first = claude_p("My dog is called Rex.", env, project)
@@ -107,8 +120,10 @@ async def test_what_is_worth_keeping_is_offered_next_turn_until_the_model_stores
         try:
             sessions = await service.sessions()
             with anyio.fail_after(120):  # the daemon's sidecar claude reads the exchange in the background
+
                 async def ready() -> object:
                     return await sessions.suggestions(first["session_id"])
+
                 await eventually(ready, interval=0.2)
             more = ("--resume", first["session_id"], "--allowedTools", STORE)
             claude_p("keep it, please", env, project, *more)
@@ -134,7 +149,8 @@ async def test_with_the_database_down_the_prompt_reaches_the_model_unchanged(ins
 
 
 async def test_the_session_end_archives_the_whole_transcript_with_its_tool_calls_and_secrets_redacted(
-        installed, project, cortex_settings):
+    installed, project, cortex_settings
+):
     with ScriptedModel(reply) as scripted:
         env = {**installed, **scripted.env()}
         done = claude_p("run the check, please", env, project, "--allowedTools", "Bash")
@@ -145,8 +161,10 @@ async def test_the_session_end_archives_the_whole_transcript_with_its_tool_calls
         key = {"project_key": project_key(project.resolve()), "session_id": done["session_id"]}
         transcripts = await TranscriptStore.on((await service.store()).pool)
         with anyio.fail_after(120):  # the daemon archives it in the background once claude has ended
+
             async def ready() -> object:
                 return any(e.kind == "tool_result" for e in await sessions.transcript(done["session_id"]))
+
             await eventually(ready, interval=0.2)
         entries = await transcripts.load(key)
         text = json.dumps(entries)

@@ -51,13 +51,15 @@ def test_an_empty_namespace_orients_with_the_time_alone_and_recalls_nothing(inst
     started = hook("SessionStart", payload(project, "SessionStart", source="startup"), installed, plugin_settings)
     context = started["hookSpecificOutput"]["additionalContext"]
     assert "# Orientation" in context and "Here and now" in context and "Memories" not in context
-    assert hook("UserPromptSubmit", payload(project, "UserPromptSubmit", prompt="hello"), installed,
-                plugin_settings) == {}
+    assert (
+        hook("UserPromptSubmit", payload(project, "UserPromptSubmit", prompt="hello"), installed, plugin_settings) == {}
+    )
     assert daemon_pid(plugin_settings.socket)  # the first hook started it
 
 
-async def test_recall_shows_a_memory_once_in_a_session_and_again_in_the_next(installed, plugin_settings, project,
-                                                                             cortex_settings):
+async def test_recall_shows_a_memory_once_in_a_session_and_again_in_the_next(
+    installed, plugin_settings, project, cortex_settings
+):
     service = MemoryService(cortex_settings)
     try:
         await (await service.store()).store("The deploy key lives in the blue vault.", namespace="myproject")
@@ -78,12 +80,15 @@ def test_a_daemon_that_cannot_start_lets_the_prompt_through_and_says_why_once(in
     assert "hookSpecificOutput" not in first and "did not start" in first["systemMessage"]
     assert hook("UserPromptSubmit", ask, installed, plugin_settings) == {}  # said once
     config(plugin_settings, command=["/nonexistent/python"])
-    assert "could not start" in hook("UserPromptSubmit", {**ask, "session_id": "s-3"}, installed,
-                                     plugin_settings)["systemMessage"]
+    assert (
+        "could not start"
+        in hook("UserPromptSubmit", {**ask, "session_id": "s-3"}, installed, plugin_settings)["systemMessage"]
+    )
 
 
-def test_a_database_that_is_down_lets_the_prompt_through_and_says_why_once(claude_home, cortex_settings,
-                                                                           installed, plugin_settings, project):
+def test_a_database_that_is_down_lets_the_prompt_through_and_says_why_once(
+    claude_home, cortex_settings, installed, plugin_settings, project
+):
     with socket.socket() as closed:  # a port nothing listens on
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
@@ -105,8 +110,7 @@ def test_a_daemon_slower_than_the_limit_lets_the_prompt_through(installed, plugi
     threading.Thread(target=lambda: held.append(silent.accept()[0]), daemon=True).start()
     try:
         config(plugin_settings, limits={"UserPromptSubmit": 1.0})
-        out = hook("UserPromptSubmit", payload(project, "UserPromptSubmit", prompt="hello"), installed,
-                   plugin_settings)
+        out = hook("UserPromptSubmit", payload(project, "UserPromptSubmit", prompt="hello"), installed, plugin_settings)
         assert "hookSpecificOutput" not in out and "slower than the hook's limit" in out["systemMessage"]
     finally:
         silent.close()
@@ -116,8 +120,13 @@ def test_a_daemon_slower_than_the_limit_lets_the_prompt_through(installed, plugi
 
 
 def test_malformed_or_hostile_input_adds_nothing_and_says_why(installed, plugin_settings):
-    for raw in [b"", b"not json", b"[1, 2]", json.dumps({"session_id": "../../etc"}).encode(),
-                json.dumps({"session_id": "s-1", "prompt": "x" * 2_000_000}).encode()]:
+    for raw in [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        json.dumps({"session_id": "../../etc"}).encode(),
+        json.dumps({"session_id": "s-1", "prompt": "x" * 2_000_000}).encode(),
+    ]:
         config(plugin_settings, limits={"UserPromptSubmit": 30.0})
         for mark in (plugin_settings.socket.parent / f"{plugin_settings.socket.stem}.off").glob("*"):
             mark.unlink()  # each says why again
@@ -132,7 +141,8 @@ def test_an_unreadable_configuration_says_to_install_again(installed, plugin_set
 
 
 async def test_a_daemon_killed_with_sigkill_is_replaced_by_the_next_hook_and_an_idle_one_ends_itself(
-        installed, plugin_settings, project):
+    installed, plugin_settings, project
+):
     start = payload(project, "SessionStart", source="startup")
     assert hook("SessionStart", start, {**installed, "FROBOZZ_PLUGIN_IDLE": "3"}, plugin_settings)
     first = daemon_pid(plugin_settings.socket)
@@ -151,20 +161,45 @@ def test_the_mcp_relay_says_why_and_fails_when_the_daemon_cannot_start(installed
     """claude then shows the server as failed; the hooks go on letting prompts through."""
     config(plugin_settings, command=["/nonexistent/python"])
     script = plugin_settings.plugin_dir / "frobozz-memory" / "hooks" / "frobozz_hook.py"
-    done = subprocess.run([sys.executable, "-I", "-S", str(script), "mcp",
-                           str(plugin_settings.plugin_dir / "frobozz-memory" / "frobozz.json"), "cortex"],
-                          input=b"", env=installed, cwd=project, capture_output=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            str(script),
+            "mcp",
+            str(plugin_settings.plugin_dir / "frobozz-memory" / "frobozz.json"),
+            "cortex",
+        ],
+        input=b"",
+        env=installed,
+        cwd=project,
+        capture_output=True,
+        timeout=120,
+    )
     assert done.returncode == 1 and b"cortex server is not available" in done.stderr and not done.stdout
 
 
-async def test_the_mcp_relay_serves_cortex_from_the_daemon_in_the_projects_namespace(installed, plugin_settings,
-                                                                                     project, cortex_settings):
+async def test_the_mcp_relay_serves_cortex_from_the_daemon_in_the_projects_namespace(
+    installed, plugin_settings, project, cortex_settings
+):
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     script = plugin_settings.plugin_dir / "frobozz-memory" / "hooks" / "frobozz_hook.py"
-    params = StdioServerParameters(command=sys.executable, cwd=str(project), env=installed, args=[
-        "-I", "-S", str(script), "mcp", str(plugin_settings.plugin_dir / "frobozz-memory" / "frobozz.json"), "cortex"])
+    params = StdioServerParameters(
+        command=sys.executable,
+        cwd=str(project),
+        env=installed,
+        args=[
+            "-I",
+            "-S",
+            str(script),
+            "mcp",
+            str(plugin_settings.plugin_dir / "frobozz-memory" / "frobozz.json"),
+            "cortex",
+        ],
+    )
     with anyio.fail_after(120):
         async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
             await client.initialize()

@@ -36,9 +36,12 @@ def free_port() -> int:
 def hub(claude_home: Path, cortex_settings, frobozz_env: Path, embedder_ready: None) -> Iterator[str]:
     port = free_port()
     env = {**hook_env(claude_home, cortex_settings), "FROBOZZ_HUB_TOKEN": TOKEN}
-    process = subprocess.Popen(dying_with_parent([sys.executable, "-m", "frobozz", "serve", "all", "--http",
-                                                  "--port", str(port)]),
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        dying_with_parent([sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)]),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         with anyio.from_thread.start_blocking_portal() as portal:
             portal.call(_healthy, port)
@@ -59,8 +62,9 @@ async def _healthy(port: int) -> None:
             await anyio.sleep(0.2)
 
 
-async def test_the_hooks_recall_from_the_hub_and_start_no_daemon(hub, claude_home, cortex_settings, project,
-                                                                 plugin_settings: PluginSettings):
+async def test_the_hooks_recall_from_the_hub_and_start_no_daemon(
+    hub, claude_home, cortex_settings, project, plugin_settings: PluginSettings
+):
     service = MemoryService(cortex_settings)
     try:
         await (await service.store()).store("The release train leaves on Thursdays.", namespace="myproject")
@@ -76,24 +80,28 @@ async def test_the_hooks_recall_from_the_hub_and_start_no_daemon(hub, claude_hom
     assert hook("UserPromptSubmit", ask, {**env, "FROBOZZ_HUB_TOKEN": TOKEN}, plugin_settings) == {}  # seen
     assert daemon_pid(plugin_settings.socket) is None  # the hub answered: no daemon was started
 
-    wrong = hook("UserPromptSubmit", {**ask, "session_id": "s-2"}, {**env, "FROBOZZ_HUB_TOKEN": "wrong"},
-                 plugin_settings)
+    wrong = hook(
+        "UserPromptSubmit", {**ask, "session_id": "s-2"}, {**env, "FROBOZZ_HUB_TOKEN": "wrong"}, plugin_settings
+    )
     assert "hookSpecificOutput" not in wrong and "refused the token" in wrong["systemMessage"]
     assert TOKEN not in wrong["systemMessage"] and "wrong" not in wrong["systemMessage"]
 
 
-def test_a_hub_that_is_down_lets_the_prompt_through_and_says_why(claude_home, cortex_settings, project,
-                                                                 plugin_settings, embedder_ready):
+def test_a_hub_that_is_down_lets_the_prompt_through_and_says_why(
+    claude_home, cortex_settings, project, plugin_settings, embedder_ready
+):
     env = hook_env(claude_home, cortex_settings)
-    assert frobozz("plugin", "install", "--hub", f"http://127.0.0.1:{free_port()}", env=env,
-                   cwd=project).returncode == 0
+    assert (
+        frobozz("plugin", "install", "--hub", f"http://127.0.0.1:{free_port()}", env=env, cwd=project).returncode == 0
+    )
     out = hook("UserPromptSubmit", payload(project, "UserPromptSubmit", prompt="hi"), env, plugin_settings)
     assert "hookSpecificOutput" not in out and "hub cannot be reached" in out["systemMessage"]
     assert daemon_pid(plugin_settings.socket) is None
 
 
-def test_a_hub_address_that_is_not_http_is_refused_and_nothing_is_installed(claude_home, cortex_settings, project,
-                                                                           plugin_settings):
+def test_a_hub_address_that_is_not_http_is_refused_and_nothing_is_installed(
+    claude_home, cortex_settings, project, plugin_settings
+):
     env = hook_env(claude_home, cortex_settings)
     for bad in ["ftp://127.0.0.1", "127.0.0.1:8765", "http://u:p@127.0.0.1:1", "http://127.0.0.1:1/?token=x", ""]:
         done = frobozz("plugin", "install", "--hub", bad, env=env, cwd=project)

@@ -19,12 +19,14 @@ def other_plugin(home: Path, tmp_path: Path, env: dict[str, str]) -> None:
     market = tmp_path / "other-market"
     (market / ".claude-plugin").mkdir(parents=True)
     (market / "p" / ".claude-plugin").mkdir(parents=True)
-    (market / ".claude-plugin" / "marketplace.json").write_text(json.dumps(
-        {"name": "other", "owner": {"name": "x"}, "plugins": [{"name": "theirs", "source": "./p"}]}))
+    (market / ".claude-plugin" / "marketplace.json").write_text(
+        json.dumps({"name": "other", "owner": {"name": "x"}, "plugins": [{"name": "theirs", "source": "./p"}]})
+    )
     (market / "p" / ".claude-plugin" / "plugin.json").write_text(json.dumps({"name": "theirs", "version": "1.0.0"}))
     for args in (["marketplace", "add", str(market)], ["install", "theirs@other"]):
-        done = subprocess.run([str(find_claude()), "plugin", *args], env=env, capture_output=True, text=True,
-                              timeout=120, cwd=home)
+        done = subprocess.run(
+            [str(find_claude()), "plugin", *args], env=env, capture_output=True, text=True, timeout=120, cwd=home
+        )
         assert done.returncode == 0, done.stderr
 
 
@@ -34,7 +36,8 @@ def test_status_says_nothing_is_installed_at_first(claude_home, cortex_settings,
 
 
 def test_uninstall_leaves_the_users_settings_byte_for_byte_with_other_plugins_and_hooks(
-        claude_home, cortex_settings, project, tmp_path, plugin_settings):
+    claude_home, cortex_settings, project, tmp_path, plugin_settings
+):
     env = hook_env(claude_home, cortex_settings)
     other_plugin(claude_home, tmp_path, env)
     settings = claude_home / ".claude" / "settings.json"
@@ -50,15 +53,27 @@ def test_uninstall_leaves_the_users_settings_byte_for_byte_with_other_plugins_an
     status = frobozz("plugin", "status", env=env, cwd=project).stdout
     assert "user scope" in status and "per project" in status
     hooks = json.loads((plugin_settings.plugin_dir / "frobozz-memory" / "hooks" / "hooks.json").read_text())
-    assert set(hooks["hooks"]) == {"SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "PreCompact",
-                                   "SessionEnd"}
+    assert set(hooks["hooks"]) == {
+        "SessionStart",
+        "UserPromptSubmit",
+        "PostToolUse",
+        "Stop",
+        "PreCompact",
+        "SessionEnd",
+    }
 
     assert frobozz("plugin", "install", env=env, cwd=project).returncode == 0  # again: still one install
     done = frobozz("plugin", "uninstall", env=env, cwd=project)
     assert done.returncode == 0, done.stderr
     assert settings.read_bytes() == before
-    listed = subprocess.run([str(find_claude()), "plugin", "list", "--json"], env=env, capture_output=True,
-                            text=True, timeout=120, cwd=project)
+    listed = subprocess.run(
+        [str(find_claude()), "plugin", "list", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=project,
+    )
     assert [p["id"] for p in json.loads(listed.stdout)] == ["theirs@other"]
     assert "not installed" in frobozz("plugin", "status", env=env, cwd=project).stdout
 
@@ -73,15 +88,18 @@ def test_a_user_without_settings_has_none_again_after_uninstall(claude_home, cor
     assert not settings.exists()
 
 
-def test_project_scope_writes_the_projects_settings_and_leaves_the_users_alone(claude_home, cortex_settings,
-                                                                               project):
+def test_project_scope_writes_the_projects_settings_and_leaves_the_users_alone(claude_home, cortex_settings, project):
     env = hook_env(claude_home, cortex_settings)
     done = frobozz("plugin", "install", "--scope", "project", "--namespace", "work", env=env, cwd=project)
     assert done.returncode == 0, done.stderr
-    assert "frobozz-memory@frobozz-local" in json.loads((project / ".claude" / "settings.json").read_text())[
-        "enabledPlugins"]
-    assert not (claude_home / ".claude" / "settings.json").exists() or "frobozz" not in (
-        claude_home / ".claude" / "settings.json").read_text()
+    assert (
+        "frobozz-memory@frobozz-local"
+        in json.loads((project / ".claude" / "settings.json").read_text())["enabledPlugins"]
+    )
+    assert (
+        not (claude_home / ".claude" / "settings.json").exists()
+        or "frobozz" not in (claude_home / ".claude" / "settings.json").read_text()
+    )
     assert "namespace: work" in frobozz("plugin", "status", env=env, cwd=project).stdout
     assert frobozz("plugin", "uninstall", "--scope", "project", env=env, cwd=project).returncode == 0
     assert not (project / ".claude").exists()  # the folder install made goes with it: the project as it was

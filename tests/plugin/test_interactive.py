@@ -28,10 +28,14 @@ def person_ready(home: Path, project: Path, key: str) -> None:
     """What a person has done once in their own claude: onboarding, the project trusted, the API key approved."""
     path = home / ".claude.json"
     config = json.loads(path.read_text()) if path.exists() else {}
-    config.update({"hasCompletedOnboarding": True, "theme": "dark",
-                   "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
-                   "projects": {str(project): {"hasTrustDialogAccepted": True,
-                                               "hasCompletedProjectOnboarding": True}}})
+    config.update(
+        {
+            "hasCompletedOnboarding": True,
+            "theme": "dark",
+            "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+            "projects": {str(project): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}},
+        }
+    )
     path.write_text(json.dumps(config))
 
 
@@ -46,8 +50,13 @@ def replies(request) -> str:  # type: ignore[no-untyped-def]
 
 
 def conversation(scripted: ScriptedModel) -> list:
-    return [r for r in scripted.requests if r.body.get("tools") and "ANSWER" not in r.last_user_text()
-            and not r.last_user_text().startswith(("The conversation below", "Here is the last", "Summarise"))]
+    return [
+        r
+        for r in scripted.requests
+        if r.body.get("tools")
+        and "ANSWER" not in r.last_user_text()
+        and not r.last_user_text().startswith(("The conversation below", "Here is the last", "Summarise"))
+    ]
 
 
 async def opened(cortex_settings) -> None:
@@ -55,8 +64,10 @@ async def opened(cortex_settings) -> None:
     try:
         sessions = await service.sessions()
         with anyio.fail_after(60):
+
             async def ready() -> object:
                 return await sessions.list("myproject")
+
             await eventually(ready)
     finally:
         await service.aclose()
@@ -69,17 +80,21 @@ def ask(child: pexpect.spawn, text: str, answer: str) -> None:
 
 
 async def test_a_person_at_the_terminal_gets_the_memory_once_and_the_letter_after_compact(
-        installed,
-        memories,  # noqa: F811 - the fixture imported above
-        project, claude_home, plugin_settings, cortex_settings,
+    installed,
+    memories,  # noqa: F811 - the fixture imported above
+    project,
+    claude_home,
+    plugin_settings,
+    cortex_settings,
 ):
     with ScriptedModel(replies) as scripted:
         env = {**installed, **scripted.env(), "COLUMNS": "120", "TERM": "xterm"}
         person_ready(claude_home, project, scripted.env()["ANTHROPIC_API_KEY"])
         # the daemon up, as a person's is after their first session (the cold start is claude -p's test)
         hook("ping", {"session_id": "warm-up"}, env, plugin_settings)
-        child = pexpect.spawn(str(find_claude()), [], env=env, cwd=str(project), encoding="utf-8", timeout=120,
-                              dimensions=(40, 120))
+        child = pexpect.spawn(
+            str(find_claude()), [], env=env, cwd=str(project), encoding="utf-8", timeout=120, dimensions=(40, 120)
+        )
         child.logfile_read = (project.parent / "screen.log").open("w")
         try:
             child.expect(READY)

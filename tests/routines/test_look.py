@@ -21,8 +21,9 @@ OLD = ("1", "Old", "Mon, 05 Jan 2026 08:00:00 GMT")
 NEW = [("2", "New one", "Wed, 24 Nov 2027 08:00:00 GMT"), ("3", "New two", "Wed, 24 Nov 2027 09:00:00 GMT")]
 
 
-async def test_a_feed_s_new_entries_are_queued_one_at_a_time_oldest_first_and_none_twice(store, ledger,
-                                                                                        routine_settings):
+async def test_a_feed_s_new_entries_are_queued_one_at_a_time_oldest_first_and_none_twice(
+    store, ledger, routine_settings
+):
     routes = {"/f": (200, rss(OLD))}
     with serve(routes) as url:
         await store.add(routine(name="news", kind="feed", url=f"{url}/f", poll=1, prompt="Summarise."))
@@ -45,7 +46,8 @@ async def test_a_feed_s_new_entries_are_queued_one_at_a_time_oldest_first_and_no
 
 
 async def test_sources_that_cannot_be_read_are_recorded_on_their_routines_and_the_worker_goes_on(
-        store, ledger, routine_settings, imap_server, monkeypatch):
+    store, ledger, routine_settings, imap_server, monkeypatch
+):
     user, _ = imap_server.add_user()
     monkeypatch.setenv("FROBOZZ_IMAP_PASSWORD", "not-the-password")
     with serve({"/page": (200, b"<html>no feed here</html>")}) as url:
@@ -56,8 +58,10 @@ async def test_sources_that_cannot_be_read_are_recorded_on_their_routines_and_th
         async with anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
             with anyio.fail_after(120):
+
                 async def ready() -> object:
                     return all(r["problem"] for r in await store.routines())
+
                 await eventually(ready, interval=0.1)
             worker.stop()
         await worker.memory.aclose()

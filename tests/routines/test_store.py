@@ -46,8 +46,13 @@ async def test_an_item_is_delivered_only_once_its_firing_ended_and_a_key_is_clai
 
 
 async def test_the_feed_producer_remembers_through_postgres_across_instances(store):
-    routes = {"/f": (200, b"<rss version='2.0'><channel><title>N</title><item><guid>1</guid><title>One</title>"
-                          b"</item></channel></rss>")}
+    routes = {
+        "/f": (
+            200,
+            b"<rss version='2.0'><channel><title>N</title><item><guid>1</guid><title>One</title>"
+            b"</item></channel></rss>",
+        )
+    }
     await store.add(routine(name="f", kind="feed", url="http://127.0.0.1:1/f", prompt="Read."))
     with serve(routes) as url:
         (item,) = await Feed(f"{url}/f", "Read.", source="f", deliveries=store).poll()
@@ -56,22 +61,25 @@ async def test_the_feed_producer_remembers_through_postgres_across_instances(sto
         assert await Feed(f"{url}/f", "Read.", source="f", deliveries=store).poll() == []
 
 
-@pytest.mark.parametrize("values, error", [
-    (dict(kind="cron", cron="61 * * * *"), "invalid cron expression"),
-    (dict(kind="cron", cron="@daily", tz="Nowhere/Land"), "unknown time zone"),
-    (dict(kind="every"), "--every needs"),
-    (dict(kind="every", every=0), "greater than or equal to 1"),
-    (dict(kind="inbox", url="imap://mail.example.org/INBOX"), "in the clear"),
-    (dict(kind="inbox", url="imaps://u:pw@mail.example.org/INBOX"), "no password in the IMAP URL"),
-    (dict(kind="feed", url="ftp://x"), "http:// or https://"),
-    (dict(kind="cron", cron="@daily", prompt="   "), "prompt is empty"),
-    (dict(kind="cron", cron="@daily", prompt=""), "at least 1 character"),
-    (dict(kind="cron", cron="@daily", prompt="x" * 100_001), "at most 100000"),
-    (dict(kind="cron", cron="@daily", name="../etc"), "name"),
-    (dict(kind="cron", cron="@daily", name=""), "name"),
-    (dict(kind="cron", cron="@daily", max_cost=-1), "max_cost"),
-    (dict(kind="sometimes"), "kind"),
-])
+@pytest.mark.parametrize(
+    "values, error",
+    [
+        (dict(kind="cron", cron="61 * * * *"), "invalid cron expression"),
+        (dict(kind="cron", cron="@daily", tz="Nowhere/Land"), "unknown time zone"),
+        (dict(kind="every"), "--every needs"),
+        (dict(kind="every", every=0), "greater than or equal to 1"),
+        (dict(kind="inbox", url="imap://mail.example.org/INBOX"), "in the clear"),
+        (dict(kind="inbox", url="imaps://u:pw@mail.example.org/INBOX"), "no password in the IMAP URL"),
+        (dict(kind="feed", url="ftp://x"), "http:// or https://"),
+        (dict(kind="cron", cron="@daily", prompt="   "), "prompt is empty"),
+        (dict(kind="cron", cron="@daily", prompt=""), "at least 1 character"),
+        (dict(kind="cron", cron="@daily", prompt="x" * 100_001), "at most 100000"),
+        (dict(kind="cron", cron="@daily", name="../etc"), "name"),
+        (dict(kind="cron", cron="@daily", name=""), "name"),
+        (dict(kind="cron", cron="@daily", max_cost=-1), "max_cost"),
+        (dict(kind="sometimes"), "kind"),
+    ],
+)
 def test_bad_settings_are_one_clear_error(values, error):
     with pytest.raises(RoutineInputError, match=error):
         routine(**{"name": "r", "prompt": "Do it.", **values})
@@ -89,8 +97,9 @@ def test_a_routine_makes_its_producer_and_an_inbox_wants_its_password_from_where
         producer(spec, None, created=now)
     monkeypatch.setenv("FROBOZZ_IMAP_PASSWORD", "s3cret")
     assert producer(spec, None, created=now).user == "me"
-    missing = routine(name="m", kind="inbox", url="imap://me@127.0.0.1/", prompt="x",
-                      password_file=str(tmp_path / "none"))
+    missing = routine(
+        name="m", kind="inbox", url="imap://me@127.0.0.1/", prompt="x", password_file=str(tmp_path / "none")
+    )
     with pytest.raises(RoutineInputError, match="cannot be read"):
         producer(missing, None, created=now)
     assert "s3cret" not in spec.model_dump_json()

@@ -36,15 +36,17 @@ async def scripted(monkeypatch, tmp_path):
         yield model
 
 
-async def test_a_firing_run_now_is_a_memory_session_recorded_as_a_run(store, ledger, routine_settings, scripted,
-                                                                       cortex_settings, spans):
+async def test_a_firing_run_now_is_a_memory_session_recorded_as_a_run(
+    store, ledger, routine_settings, scripted, cortex_settings, spans
+):
     await store.add(routine(name="brief", kind="cron", cron="@daily", prompt="Write the morning briefing."))
     await store.claim("brief", "run:1", "run by hand")
     memory = MemoryService(cortex_settings)
     try:
         with anyio.fail_after(300):
-            state = await Firer(store, ledger, memory, routine_settings)({"routine": "brief", "key": "run:1",
-                                                                          "manual": True})
+            state = await Firer(store, ledger, memory, routine_settings)(
+                {"routine": "brief", "key": "run:1", "manual": True}
+            )
         sessions = await memory.sessions()
         firing = await store.firing("brief", "run:1")
         (run,) = await ledger.runs(game="routine:brief")
@@ -71,15 +73,20 @@ async def test_a_firing_run_now_is_a_memory_session_recorded_as_a_run(store, led
     # traced: the firing a span (its routine, kind, run, end), its claude session a routine's, linked to it
     fires = [s for s in spans.get_finished_spans() if s.name == S.ROUTINE_FIRE]
     assert [(f.attributes[S.ROUTINE], f.attributes[S.ROUTINE_STATE]) for f in fires] == [
-        ("brief", "done"), ("brief", "nothing to do")]
+        ("brief", "done"),
+        ("brief", "nothing to do"),
+    ]
     fired = fires[0]
     assert fired.attributes[S.ROUTINE_KIND] == "cron" and fired.attributes[S.ROUTINE_MANUAL] is True
     assert fired.attributes[S.RUN_ID] == run["run_id"] and fired.attributes[S.ROUTINE_REASON] == "finished"
-    [session] = [s for s in spans.get_finished_spans() if s.name == S.SESSION
-                 and s.attributes.get(S.SESSION_KIND) == "routine"]
+    [session] = [
+        s for s in spans.get_finished_spans() if s.name == S.SESSION and s.attributes.get(S.SESSION_KIND) == "routine"
+    ]
     assert session.attributes[S.RUN_ID] == run["run_id"] and session.attributes[S.ROUTINE] == "brief"
     assert [link.context.span_id for link in session.links] == [fired.context.span_id]
-    [turn] = [s for s in spans.get_finished_spans() if s.name == S.TURN and s.attributes.get(S.SESSION_KIND) == "routine"]
+    [turn] = [
+        s for s in spans.get_finished_spans() if s.name == S.TURN and s.attributes.get(S.SESSION_KIND) == "routine"
+    ]
     assert turn.attributes[S.TURN_OUTCOME] == "result"
 
 
@@ -98,6 +105,7 @@ async def fire_once(store, ledger, settings, cortex_settings, name):
 @pytest.fixture
 async def stubborn(monkeypatch):
     """A model that keeps reading a file (max turns), or, asked to be slow, does not answer for ten minutes."""
+
     def answer(request):
         text = request.last_user_text()
         if text.startswith(("Write up to", "Here is the last exchange", "Summarise")):
@@ -113,8 +121,9 @@ async def stubborn(monkeypatch):
         yield model
 
 
-async def test_a_firing_past_its_time_or_turns_ends_cleanly_and_says_which_limit(store, ledger, routine_settings,
-                                                                                 stubborn, cortex_settings):
+async def test_a_firing_past_its_time_or_turns_ends_cleanly_and_says_which_limit(
+    store, ledger, routine_settings, stubborn, cortex_settings
+):
     await store.add(routine(name="slow", kind="every", every=3600, prompt="Be slow.", max_seconds=3))
     firing, run = await fire_once(store, ledger, routine_settings, cortex_settings, "slow")
     assert firing["state"] == "failed" and firing["reason"].startswith("time limit")
@@ -125,7 +134,8 @@ async def test_a_firing_past_its_time_or_turns_ends_cleanly_and_says_which_limit
 
 
 async def test_a_game_firing_is_a_run_of_the_game_with_memory_in_the_routine_s_namespace(
-        store, ledger, routine_settings, monkeypatch, cortex_settings):
+    store, ledger, routine_settings, monkeypatch, cortex_settings
+):
     def answer(request):
         text = request.last_user_text()
         if text.startswith(("Write up to", "Here is the last exchange", "Summarise")):
@@ -136,8 +146,16 @@ async def test_a_game_firing_is_a_run_of_the_game_with_memory_in_the_routine_s_n
         for name, value in model.env().items():
             monkeypatch.setenv(name, value)
         monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
-        await store.add(routine(name="solitude", kind="cron", cron="@daily", game="zork1", max_turns=3,
-                                prompt="A quiet hour: play a little Zork."))
+        await store.add(
+            routine(
+                name="solitude",
+                kind="cron",
+                cron="@daily",
+                game="zork1",
+                max_turns=3,
+                prompt="A quiet hour: play a little Zork.",
+            )
+        )
         firing, run = await fire_once(store, ledger, routine_settings, cortex_settings, "solitude")
         first = next(r.last_user_text() for r in model.requests if "A quiet hour" in r.last_user_text())
     assert firing["state"] == "done" and firing["reason"] == "game run: max turns", firing
@@ -147,7 +165,8 @@ async def test_a_game_firing_is_a_run_of_the_game_with_memory_in_the_routine_s_n
 
 
 async def test_the_global_concurrency_limit_holds_firings_of_different_routines_one_at_a_time(
-        store, ledger, routine_settings, scripted):
+    store, ledger, routine_settings, scripted
+):
     from frobozz.routines import RoutineSettings
 
     for name in ("left", "right"):
@@ -156,14 +175,18 @@ async def test_the_global_concurrency_limit_holds_firings_of_different_routines_
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
         with anyio.fail_after(400):
+
             async def ready() -> object:
                 return await done_in(store, "left") and await done_in(store, "right")
+
             await eventually(ready, interval=0.2)
         for name in ("left", "right"):
             await store.set_paused(name, True)
         with anyio.fail_after(400):
+
             async def ready() -> object:
                 return not (await store.open_firings("left") or await store.open_firings("right"))
+
             await eventually(ready, interval=0.2)
         worker.stop()
     await worker.memory.aclose()
@@ -173,7 +196,8 @@ async def test_the_global_concurrency_limit_holds_firings_of_different_routines_
 
 
 async def test_a_worker_keeps_its_routine_s_claudes_started_between_firings_and_each_firing_takes_them(
-        store, ledger, routine_settings, scripted):
+    store, ledger, routine_settings, scripted
+):
     """The next firing's claude waits started (the engine's warm spare), and the memory loop's sidecars are the
     worker's, shared by every firing."""
     from frobozz.routines import RoutineSettings
@@ -183,15 +207,19 @@ async def test_a_worker_keeps_its_routine_s_claudes_started_between_firings_and_
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
         with anyio.fail_after(400):
+
             async def ready() -> object:
                 return len(await done_in(store, "warmth")) >= 2
+
             await eventually(ready, interval=0.2)
         warm = worker.firer.warm
         spare, sidecar = warm._spares["warmth"].spare, warm._sidecars[None]
         await store.set_paused("warmth", True)  # its spare is let go, a firing running now keeps its claude
         with anyio.fail_after(400):
+
             async def ready() -> object:
                 return not await store.open_firings("warmth")
+
             await eventually(ready, interval=0.2)
         taken, started, answered = spare.taken, sidecar.started, sidecar.answered
         worker.stop()
@@ -209,7 +237,8 @@ async def done_in(store, name):
 
 
 async def test_a_firing_whose_database_goes_away_mid_turn_is_fired_again_once_it_is_back_and_nothing_recorded_is_lost(
-        store, ledger, routine_settings, postgres, monkeypatch, caplog):
+    store, ledger, routine_settings, postgres, monkeypatch, caplog
+):
     import logging
     import threading
 
@@ -246,8 +275,10 @@ async def test_a_firing_whose_database_goes_away_mid_turn_is_fired_again_once_it
                 tg.start_soon(worker.run)
                 await enqueue(store, ledger, "before", "run:1", "by hand")
                 with anyio.fail_after(300):
+
                     async def ready() -> object:
                         return await done_in(store, "before")
+
                     await eventually(ready, interval=0.2)
                 await enqueue(store, ledger, "during", "run:1", "by hand")
                 with anyio.fail_after(300):
@@ -255,20 +286,27 @@ async def test_a_firing_whose_database_goes_away_mid_turn_is_fired_again_once_it
                 await anyio.to_thread.run_sync(postgres_stopped)  # the embedded server itself, stopped
                 released.set()
                 with anyio.fail_after(300):
-                    await eventually(lambda: any("database failed" in r.getMessage() for r in caplog.records),
-                                     interval=0.1)
+                    await eventually(
+                        lambda: any("database failed" in r.getMessage() for r in caplog.records), interval=0.1
+                    )
                 await anyio.to_thread.run_sync(postgres.ensure_postgres_running)  # and started again
                 with anyio.fail_after(400):
+
                     async def ready() -> object:
                         return (await store.firing("during", "run:1"))["state"] not in ("queued", "running")
+
                     await eventually(ready, interval=0.2)
                 worker.stop()
         finally:
             released.set()
             await anyio.to_thread.run_sync(postgres.ensure_postgres_running)
             await worker.memory.aclose()
-        during = [r for r in model.requests if "Say during." in r.last_user_text()
-                  and not r.last_user_text().startswith(("Write up to", "Here is the last exchange", "Summarise"))]
+        during = [
+            r
+            for r in model.requests
+            if "Say during." in r.last_user_text()
+            and not r.last_user_text().startswith(("Write up to", "Here is the last exchange", "Summarise"))
+        ]
     before = await store.firing("before", "run:1")
     firing = await store.firing("during", "run:1")
     assert before["state"] == "done" and (await ledger.get(before["run_id"]))["status"] == "finished"  # kept

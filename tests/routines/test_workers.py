@@ -36,14 +36,23 @@ def firing_texts(model, prompt, also=""):
 @pytest.fixture
 def worker_env(routine_settings, tmp_path, cortex_settings):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
-    env.update(FROBOZZ_DATABASE_URL=cortex_settings.database_url.get_secret_value(), FROBOZZ_WORKER_HEARTBEAT="2",
-               CLAUDE_CODE_MAX_RETRIES="0", FROBOZZ_ROUTINE_TICK="0.5")
+    env.update(
+        FROBOZZ_DATABASE_URL=cortex_settings.database_url.get_secret_value(),
+        FROBOZZ_WORKER_HEARTBEAT="2",
+        CLAUDE_CODE_MAX_RETRIES="0",
+        FROBOZZ_ROUTINE_TICK="0.5",
+    )
     return env
 
 
 def start_worker(env):
-    return subprocess.Popen([sys.executable, "-m", "frobozz", "worker"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "frobozz", "worker"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
 
 
 def stop(worker):
@@ -54,8 +63,9 @@ def stop(worker):
 
 
 def mail(subject):
-    return (f"From: ana@example.org\r\nTo: robin@example.org\r\nSubject: {subject}\r\n\r\n"
-            f"About {subject}.\r\n").encode()
+    return (
+        f"From: ana@example.org\r\nTo: robin@example.org\r\nSubject: {subject}\r\n\r\nAbout {subject}.\r\n"
+    ).encode()
 
 
 async def wait_for(check, timeout=300):  # noqa: ASYNC109 - every wait of the tests has a limit
@@ -64,13 +74,15 @@ async def wait_for(check, timeout=300):  # noqa: ASYNC109 - every wait of the te
     async def ready() -> object:
         found[:] = [await check()]
         return found[0]
+
     with anyio.fail_after(timeout):
         await eventually(ready, interval=0.2)
     return found[0]
 
 
 async def test_three_mails_fire_three_sessions_in_order_and_a_worker_killed_mid_mail_loses_and_repeats_nothing(
-        store, ledger, imap_server, worker_env):
+    store, ledger, imap_server, worker_env
+):
     user, password = imap_server.add_user()
     killed = anyio.Event()
 
@@ -81,8 +93,7 @@ async def test_three_mails_fire_three_sessions_in_order_and_a_worker_killed_mid_
             return Reply((Text("thinking about beta"),), delay=600)  # the worker dies during this turn
         return "Filed."
 
-    await store.add(routine(name="mail", kind="inbox", url=imap_server.url(user), poll=1,
-                            prompt="Triage this mail."))
+    await store.add(routine(name="mail", kind="inbox", url=imap_server.url(user), poll=1, prompt="Triage this mail."))
     await anyio.to_thread.run_sync(imap_server.append, user, password, mail("alpha"), mail("beta"), mail("gamma"))
     async with ScriptedModel(answer) as model:
         env = {**worker_env, **model.env(), "FROBOZZ_IMAP_PASSWORD": password}
@@ -97,9 +108,11 @@ async def test_three_mails_fire_three_sessions_in_order_and_a_worker_killed_mid_
             assert (await store.firing("mail", (await store.firings("mail"))[0]["key"]))["state"] == "running"
             second = start_worker(env)
             try:
+
                 async def three_done():
                     rows = await store.firings("mail")
                     return len(rows) == 3 and all(r["state"] == "done" for r in rows) and rows
+
                 rows = await wait_for(three_done, timeout=400)
                 assert await store.open_firings("mail") == 0
             finally:
@@ -107,8 +120,10 @@ async def test_three_mails_fire_three_sessions_in_order_and_a_worker_killed_mid_
         finally:
             if first.poll() is None:
                 first.kill()
-        asked = [next(s for s in ("alpha", "beta", "gamma") if f"subject: {s}" in t)
-                 for t in firing_texts(model, "Triage this mail.")]
+        asked = [
+            next(s for s in ("alpha", "beta", "gamma") if f"subject: {s}" in t)
+            for t in firing_texts(model, "Triage this mail.")
+        ]
     assert asked == ["alpha", "beta", "beta", "gamma"]  # in order; the killed turn again, nothing else twice
     by_title = {r["title"]: r for r in rows}
     assert [by_title[s]["attempts"] for s in ("alpha", "beta", "gamma")] == [1, 2, 1]
@@ -118,7 +133,8 @@ async def test_three_mails_fire_three_sessions_in_order_and_a_worker_killed_mid_
 
 
 async def test_two_workers_fire_every_due_time_of_a_two_second_routine_once_and_name_the_skipped_ones(
-        store, ledger, worker_env):
+    store, ledger, worker_env
+):
     def answer(request):
         return "NONE" if request.last_user_text().startswith(SIDE) else "Tick noted."
 
@@ -154,7 +170,8 @@ async def _none_open(store):
 
 
 async def test_a_worker_on_a_machine_with_no_game_fires_routines_and_refuses_only_game_work_saying_why(
-        store, ledger, worker_env, tmp_path):
+    store, ledger, worker_env, tmp_path
+):
     from frobozz.routines import enqueue
     from frobozz.runner import RunConfig, RunnerSettings
     from frobozz.runner import enqueue as queue_run
@@ -167,8 +184,12 @@ async def test_a_worker_on_a_machine_with_no_game_fires_routines_and_refuses_onl
     await store.add(routine(name="solitude", kind="cron", cron="@yearly", game="zork1", prompt="Play a little."))
     (queued,) = await queue_run(ledger, RunConfig(game="zork1", player="claude"), RunnerSettings(), 1)
     async with ScriptedModel(answer) as model:
-        env = {**worker_env, **model.env(), "FROBOZZ_GAMES_DIR": str(tmp_path / "no-games"),
-               "FROBOZZ_DATA_DIR": str(tmp_path / "bare")}
+        env = {
+            **worker_env,
+            **model.env(),
+            "FROBOZZ_GAMES_DIR": str(tmp_path / "no-games"),
+            "FROBOZZ_DATA_DIR": str(tmp_path / "bare"),
+        }
         worker = start_worker(env)
         try:
             for name in ("brief", "solitude"):
@@ -177,6 +198,7 @@ async def test_a_worker_on_a_machine_with_no_game_fires_routines_and_refuses_onl
             async def both_ended():
                 rows = [await store.firing(n, "run:1") for n in ("brief", "solitude")]
                 return all(r["state"] not in ("queued", "running") for r in rows) and rows
+
             brief, solitude = await wait_for(both_ended)
             assert worker.poll() is None  # alive
         finally:
@@ -190,7 +212,8 @@ async def test_a_worker_on_a_machine_with_no_game_fires_routines_and_refuses_onl
 
 
 async def test_a_game_firing_whose_worker_is_killed_goes_on_with_its_run_after_restart_as_a_queued_run_does(
-        store, ledger, worker_env):
+    store, ledger, worker_env
+):
     from frobozz.routines import enqueue
 
     killed = anyio.Event()
@@ -205,8 +228,16 @@ async def test_a_game_firing_whose_worker_is_killed_goes_on_with_its_run_after_r
             return Reply((Text("<command>look</command>"),), delay=600)  # the worker dies during the 2nd turn
         return "<command>look</command>"
 
-    await store.add(routine(name="solitude", kind="cron", cron="@yearly", game="zork1", max_turns=3,
-                            prompt="A quiet hour: play a little Zork."))
+    await store.add(
+        routine(
+            name="solitude",
+            kind="cron",
+            cron="@yearly",
+            game="zork1",
+            max_turns=3,
+            prompt="A quiet hour: play a little Zork.",
+        )
+    )
     async with ScriptedModel(answer) as model:
         env = {**worker_env, **model.env()}
         first = start_worker(env)
@@ -217,6 +248,7 @@ async def test_a_game_firing_whose_worker_is_killed_goes_on_with_its_run_after_r
                 firing = await store.firing("solitude", "run:1")
                 runs = await ledger.runs(game="zork1")
                 return firing["run_id"] and runs and runs[0]["turns"] >= 1 and len(primaries) > 1 and runs
+
             (killed_run,) = await wait_for(one_turn_in)
             os.killpg(first.pid, signal.SIGKILL)
             first.wait(timeout=30)
@@ -224,9 +256,11 @@ async def test_a_game_firing_whose_worker_is_killed_goes_on_with_its_run_after_r
             assert (await ledger.get(killed_run["run_id"]))["status"] == "running"
             second = start_worker(env)
             try:
+
                 async def ended():
                     firing = await store.firing("solitude", "run:1")
                     return firing["state"] not in ("queued", "running") and firing
+
                 firing = await wait_for(ended, timeout=400)
             finally:
                 stop(second)

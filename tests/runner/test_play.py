@@ -22,19 +22,28 @@ async def test_both_modes_win_zork1_with_the_walkthrough_and_record_the_same_tur
     tools = await play(RunConfig(game="zork1", player="walkthrough", mode="tools"), runner_settings)
     for result in (text, tools):
         assert (result.score, result.max_score, result.won, result.reason, result.turns) == (350, 350, True, "won", 396)
+
     def same(r):
         return (r.turn, r.command, r.score, r.moves, r.location, r.text)
-    assert [same(r) for r in _turns(runner_settings, text.run_id)] == [same(r) for r in _turns(runner_settings, tools.run_id)]
+
+    assert [same(r) for r in _turns(runner_settings, text.run_id)] == [
+        same(r) for r in _turns(runner_settings, tools.run_id)
+    ]
     run_dir = runner_settings.runs_dir / text.run_id
     transcript = (run_dir / "transcript.md").read_text()
-    assert transcript.startswith("# Zork I: The Great Underground Empire: run ") and "| player | walkthrough |" in transcript
+    assert (
+        transcript.startswith("# Zork I: The Great Underground Empire: run ")
+        and "| player | walkthrough |" in transcript
+    )
     assert "## Turn 396: `" in transcript and "| reason | won |" in transcript
     for image in ("score.png", "map.png"):
         assert (run_dir / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Stone Barrow" in (run_dir / "map.dot").read_text()
     # every reply style the scripted player uses was understood: tag, '>' line, COMMAND:, prose
     replies = [r.reply for r in _turns(runner_settings, text.run_id)[:4]]
-    assert ["<command>" in replies[0], "\n> " in replies[1], "COMMAND:" in replies[2], "plan" in replies[3]] == [True] * 4
+    assert ["<command>" in replies[0], "\n> " in replies[1], "COMMAND:" in replies[2], "plan" in replies[3]] == [
+        True
+    ] * 4
 
 
 async def test_a_reply_without_a_command_gets_a_correction_and_play_goes_on(runner_settings):
@@ -93,8 +102,9 @@ async def test_budgets_of_turns_cost_and_time_stop_the_run(runner_settings, monk
         by_cost = await play(RunConfig(game="zork1", player="claude", max_cost=0.0035), runner_settings)
     assert by_cost.reason == "max cost" and by_cost.cost_usd >= 0.0035 and by_cost.turns < 10
     slow = Reply((Text("<command>wait</command>"),), delay=0.3)
-    by_time = await play(RunConfig(game="zork1", player="walkthrough", max_seconds=3), runner_settings,
-                         handler=lambda r: slow)
+    by_time = await play(
+        RunConfig(game="zork1", player="walkthrough", max_seconds=3), runner_settings, handler=lambda r: slow
+    )
     assert by_time.reason == "time limit" and by_time.turns < 10
 
 
@@ -124,7 +134,7 @@ async def test_a_finished_run_cannot_be_replayed_by_resume(runner_settings):
     assert transcript.count("## Summary") == 1 and transcript.index("## Turn 3:") < transcript.index("## Summary")
     resumed = transcript.index("## Resumed after turn 2")  # where the resumed run went on, said where it did
     assert transcript.index("## Turn 2:") < resumed < transcript.index("## Turn 3:")
-    assert "max turns" in transcript[resumed:transcript.index("## Turn 3:")]
+    assert "max turns" in transcript[resumed : transcript.index("## Turn 3:")]
 
 
 async def test_a_tools_mode_run_whose_game_server_cannot_start_fails_saying_so(runner_settings, monkeypatch):
@@ -141,10 +151,13 @@ async def test_a_tools_mode_run_resumes_from_the_game_servers_autosave(runner_se
     resumed = await play(RunConfig(resume=first.run_id, max_turns=12), runner_settings)
     assert (resumed.run_id, resumed.turns, resumed.reason) == (first.run_id, 12, "max turns")
     straight = await play(RunConfig(game="zork1", player="walkthrough", mode="text", max_turns=12), runner_settings)
+
     def same(r):
         return (r.turn, r.command, r.score, r.moves, r.location)
-    assert [same(r) for r in _turns(runner_settings, first.run_id)] == \
-        [same(r) for r in _turns(runner_settings, straight.run_id)]  # the game went on where it stopped
+
+    assert [same(r) for r in _turns(runner_settings, first.run_id)] == [
+        same(r) for r in _turns(runner_settings, straight.run_id)
+    ]  # the game went on where it stopped
 
 
 async def test_the_map_starts_where_the_game_does(runner_settings):

@@ -22,7 +22,8 @@ async def test_the_runs_tables_on_nothing_have_no_runs_no_turns_and_no_leaderboa
 
 
 async def test_a_run_whose_database_goes_away_stops_where_it_was_and_is_played_to_its_end_once_it_is_back(
-        ledger, runner_settings, postgres, cortex_settings, monkeypatch):
+    ledger, runner_settings, postgres, cortex_settings, monkeypatch
+):
     monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "2")
     settings = type(runner_settings)()
     name = cortex_settings.database_url.get_secret_value().partition("?")[0].rsplit("/", 1)[1]
@@ -33,8 +34,10 @@ async def test_a_run_whose_database_goes_away_stops_where_it_was_and_is_played_t
         async with anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
             with anyio.fail_after(120):
+
                 async def ready() -> object:
                     return (await ledger.get(run_id))["turns"] >= 10
+
                 await eventually(ready)
             await admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
             await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name)
@@ -44,8 +47,10 @@ async def test_a_run_whose_database_goes_away_stops_where_it_was_and_is_played_t
             kept = len((settings.runs_dir / run_id / "turns.jsonl").read_text().splitlines())
             await admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
             with anyio.fail_after(180):
+
                 async def ready() -> object:
                     return (await ledger.get(run_id))["status"] == "finished"
+
                 await eventually(ready, interval=0.1)
             worker.stop()
     finally:
@@ -54,7 +59,6 @@ async def test_a_run_whose_database_goes_away_stops_where_it_was_and_is_played_t
     assert kept >= 10 and worker.played == [run_id]
     assert [t.turn for t in await ledger.turns(run_id)] == list(range(1, 61))  # none lost, none twice
     assert (await ledger.get(run_id))["reason"] == "max turns"
-
 
 
 async def test_the_leaderboard_s_figures_are_the_runs_own_results(ledger, runner_settings):
@@ -79,8 +83,11 @@ async def test_the_leaderboard_s_figures_are_the_runs_own_results(ledger, runner
     groups = {(r["model"] or "", r["player"], r["game"], r["mode"]) for r in ended}
     assert {(b["model"], b["player"], b["game"], b["mode"]) for b in board} == groups
     for b in board:
-        mine = [r for r in ended if (r["model"] or "", r["player"], r["game"], r["mode"]) ==
-                (b["model"], b["player"], b["game"], b["mode"])]
+        mine = [
+            r
+            for r in ended
+            if (r["model"] or "", r["player"], r["game"], r["mode"]) == (b["model"], b["player"], b["game"], b["mode"])
+        ]
         scores = [r["score"] for r in mine]
         assert b["runs"] == len(mine) and b["wins"] == sum(r["won"] for r in mine)
         assert b["mean_score"] == pytest.approx(statistics.mean(scores), abs=0.005) and b["best_score"] == max(scores)

@@ -12,14 +12,15 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_queued_run_taken_over_by_a_second_worker_is_one_trace(ledger, runner_settings, spans):
-    (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=12),
-                              runner_settings, 1)
+    (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=12), runner_settings, 1)
     first = Worker(ledger, runner_settings)
     async with anyio.create_task_group() as tg:
         tg.start_soon(first.run)
         with anyio.fail_after(120):
+
             async def ready() -> object:
                 return (await ledger.get(run_id))["turns"] >= 3
+
             await eventually(ready)
         first.stop()  # the run in hand goes back to the queue at its next turn
     assert (await ledger.get(run_id))["status"] == "queued"
@@ -27,8 +28,10 @@ async def test_a_queued_run_taken_over_by_a_second_worker_is_one_trace(ledger, r
     async with anyio.create_task_group() as tg:
         tg.start_soon(second.run)
         with anyio.fail_after(180):
+
             async def ready() -> object:
                 return (await ledger.get(run_id))["status"] == "finished"
+
             await eventually(ready, interval=0.1)
         second.stop()
 

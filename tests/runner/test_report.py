@@ -12,7 +12,14 @@ def test_an_empty_map_is_still_an_image_that_says_no_room_was_seen(tmp_path):
 
 
 def test_a_walk_is_drawn_with_its_current_room(tmp_path):
-    explored = GameMap.from_path([(None, "West of House"), ("n", "North of House"), ("e", "Behind House"),
-                                  ("enter window", "Kitchen"), ("up", "Attic")])
+    explored = GameMap.from_path(
+        [
+            (None, "West of House"),
+            ("n", "North of House"),
+            ("e", "Behind House"),
+            ("enter window", "Kitchen"),
+            ("up", "Attic"),
+        ]
+    )
     map_image(explored, tmp_path / "map.png", title="Zork I", current="Attic")
     assert (tmp_path / "map.png").read_bytes().startswith(PNG)

@@ -93,13 +93,21 @@ async def test_a_full_window_is_handed_off_and_the_next_starts_oriented_and_play
     assert len(asked) == 1 and "85% full" in asked[0]
     window = [m for m in player.messages[1:] if m.startswith("# Orientation")]
     assert len(window) == 1
-    for section in ("## Where you are", "## Inventory", "## Explored map", "## Score so far",
-                    "## This run's latest hand-off letter", "Following the walkthrough: 13 commands done."):
+    for section in (
+        "## Where you are",
+        "## Inventory",
+        "## Explored map",
+        "## Score so far",
+        "## This run's latest hand-off letter",
+        "Following the walkthrough: 13 commands done.",
+    ):
         assert section in window[0]
     assert "West of House" in window[0] and "unexplored:" in window[0]  # the map, with exits not yet taken
     assert (with_handoff.handoffs, with_handoff.compactions) == (1, 1)
+
     def same(r):
         return (r.turn, r.command, r.score, r.location, r.text)
+
     turns = RunStore.open(memory_env.runs_dir, with_handoff.run_id).turns()
     assert [same(r) for r in turns] == [same(r) for r in RunStore.open(memory_env.runs_dir, plain.run_id).turns()]
     assert [r.turn for r in turns if r.handoff] == [14] and [r.turn for r in turns if r.compacted] == [15]
@@ -110,8 +118,9 @@ async def test_without_memory_a_run_is_what_it_was_and_with_an_empty_memory_it_p
     commands = walkthrough(memory_env)
     bare, remembering = Recorder(commands), Recorder(commands)
     without = await play(RunConfig(player="walkthrough", max_turns=25), memory_env, handler=bare)
-    with_empty = await play(RunConfig(player="walkthrough", max_turns=25, memory="empty-ns"), memory_env,
-                            handler=remembering)
+    with_empty = await play(
+        RunConfig(player="walkthrough", max_turns=25, memory="empty-ns"), memory_env, handler=remembering
+    )
     assert bare.messages[0].startswith("You are playing Zork I") and "cortex" not in bare.messages[0]
     assert not any("# Orientation" in m or "<recalled-memories>" in m for m in bare.messages)
     assert without.memory_namespace is None and (without.memories_recalled, without.memories_stored) == (0, 0)
@@ -120,10 +129,13 @@ async def test_without_memory_a_run_is_what_it_was_and_with_an_empty_memory_it_p
     # an empty namespace: an orientation with nothing from earlier runs, nothing recalled, the same game
     assert "## Notes from earlier runs" not in remembering.messages[0] and "cortex" in remembering.messages[0]
     assert not any("<recalled-memories>" in m for m in remembering.messages)
+
     def same(r):
         return (r.turn, r.command, r.score, r.text)
-    assert [same(r) for r in RunStore.open(memory_env.runs_dir, without.run_id).turns()] == \
-        [same(r) for r in RunStore.open(memory_env.runs_dir, with_empty.run_id).turns()]
+
+    assert [same(r) for r in RunStore.open(memory_env.runs_dir, without.run_id).turns()] == [
+        same(r) for r in RunStore.open(memory_env.runs_dir, with_empty.run_id).turns()
+    ]
     assert with_empty.memory_namespace == "empty-ns" and with_empty.memories_recalled == 0
 
 
@@ -156,8 +168,9 @@ async def test_in_tools_mode_memory_adds_its_tools_to_the_game_tools_and_opens_w
         requests.append(request)
         return base(request)
 
-    result = await play(RunConfig(player="walkthrough", mode="tools", max_turns=8, memory="tools-ns"), memory_env,
-                        handler=handler)
+    result = await play(
+        RunConfig(player="walkthrough", mode="tools", max_turns=8, memory="tools-ns"), memory_env, handler=handler
+    )
     assert (result.turns, result.reason, result.memory_namespace) == (8, "max turns", "tools-ns")
     tools = set(requests[0].tools)
     assert {"mcp__game__act", "mcp__cortex__store", "mcp__cortex__search", "mcp__handoff__handoff"} <= tools
@@ -208,12 +221,14 @@ class ToolsRecorder:
 async def test_in_tools_mode_the_game_answer_carries_what_memory_recalls_for_its_room(memory_env):
     commands = walkthrough(memory_env)
     first = ToolsRecorder(commands, store_at="The Troll Room")
-    await play(RunConfig(player="walkthrough", mode="tools", max_turns=30, memory="tools-recall"), memory_env,
-               handler=first)
+    await play(
+        RunConfig(player="walkthrough", mode="tools", max_turns=30, memory="tools-recall"), memory_env, handler=first
+    )
     assert first.stored and not any('"recalled"' in a for a in first.answers)  # nothing to recall in run 1
     second = ToolsRecorder(commands)
-    two = await play(RunConfig(player="walkthrough", mode="tools", max_turns=30, memory="tools-recall"), memory_env,
-                     handler=second)
+    two = await play(
+        RunConfig(player="walkthrough", mode="tools", max_turns=30, memory="tools-recall"), memory_env, handler=second
+    )
     carrying = [_answer(a) for a in second.answers if TROLL in a]
     assert len(carrying) == 1 and carrying[0]["location"] == "The Troll Room"
     assert [TROLL in line for line in carrying[0]["recalled"]] == [True]
@@ -228,26 +243,35 @@ async def test_in_tools_mode_a_full_window_is_handed_off_mid_turn_and_play_goes_
     memory_env.context_window = 200_000
     commands = walkthrough(memory_env)
     player = ToolsRecorder(commands, big_at=12)
-    with_handoff = await play(RunConfig(player="walkthrough", mode="tools", max_turns=40, memory="tools-handoff"),
-                              memory_env, handler=player)
+    with_handoff = await play(
+        RunConfig(player="walkthrough", mode="tools", max_turns=40, memory="tools-handoff"), memory_env, handler=player
+    )
     plain = await play(RunConfig(player="walkthrough", mode="tools", max_turns=40), memory_env)
     asked = [a for a in player.answers if "Call the handoff tool now" in a]
     assert len(asked) == 1 and "85% full" in _answer(asked[0])["note"]  # it came with a game answer
     window = [m for m in player.messages[1:] if "# Orientation" in m]
     assert len(window) == 1 and window[0].rstrip().endswith("keep playing with the act tool.")
-    for section in ("## Where you are", "## Explored map", "## This run's latest hand-off letter",
-                    "Playing through the game tools: 13 commands done.", "session_id "):
+    for section in (
+        "## Where you are",
+        "## Explored map",
+        "## This run's latest hand-off letter",
+        "Playing through the game tools: 13 commands done.",
+        "session_id ",
+    ):
         assert section in window[0]
     assert (with_handoff.handoffs, with_handoff.compactions) == (1, 1)
+
     def same(r):
         return (r.turn, r.command, r.score, r.location, r.text)
+
     turns = RunStore.open(memory_env.runs_dir, with_handoff.run_id).turns()
     assert [same(r) for r in turns] == [same(r) for r in RunStore.open(memory_env.runs_dir, plain.run_id).turns()]
     assert (with_handoff.score, with_handoff.turns) == (plain.score, plain.turns) == (plain.score, 40)
 
 
 async def test_in_tools_mode_claude_compacting_on_its_own_mid_turn_sends_the_orientation_with_the_next_answer(
-        cortex_settings, tmp_path):
+    cortex_settings, tmp_path
+):
     """claude's automatic compaction cannot be brought about here on demand; the runner's part is what
     follows it: the orientation waits in the mailbox for the game server's next answer."""
     from frobozz._mailbox import Mailbox
@@ -269,8 +293,14 @@ async def test_in_tools_mode_claude_compacting_on_its_own_mid_turn_sends_the_ori
         assert env["FROBOZZ_GAME_MAILBOX"] == str(tmp_path / "mailbox") and mailbox.take() == []
 
         async def view():
-            return GameView("Play Zork I.", "[Zork I · score 0/350 · moves 4 · Attic · turn 4 of 40]", "Attic", "Attic",
-                            "A brass lantern", session_id="0123456789abcdef")
+            return GameView(
+                "Play Zork I.",
+                "[Zork I · score 0/350 · moves 4 · Attic · turn 4 of 40]",
+                "Attic",
+                "Attic",
+                "A brass lantern",
+                session_id="0123456789abcdef",
+            )
 
         async def settled():
             return None

@@ -7,13 +7,28 @@ from frobozz.runner import RunInfo, RunNotFoundError, RunStore, TurnRecord
 
 
 def _info(run_id="20261122-010000-abcdef"):
-    return RunInfo(run_id=run_id, game="zork1", story="/x/zork1.z5", story_md5="m", title="Zork I", player="walkthrough",
-                   mode="text", model=None, max_turns=None, max_cost=None, max_seconds=None, multi=False,
-                   prompt_file=None, created="2026-11-22T01:00:00+00:00")
+    return RunInfo(
+        run_id=run_id,
+        game="zork1",
+        story="/x/zork1.z5",
+        story_md5="m",
+        title="Zork I",
+        player="walkthrough",
+        mode="text",
+        model=None,
+        max_turns=None,
+        max_cost=None,
+        max_seconds=None,
+        multi=False,
+        prompt_file=None,
+        created="2026-11-22T01:00:00+00:00",
+    )
 
 
 def _turn(n):
-    return TurnRecord(turn=n, command=f"c{n}", text=f"t{n}", score=n, moves=n, location="Kitchen", done=False, won=False)
+    return TurnRecord(
+        turn=n, command=f"c{n}", text=f"t{n}", score=n, moves=n, location="Kitchen", done=False, won=False
+    )
 
 
 def test_turns_are_committed_one_line_each_and_read_back_in_order(tmp_path):

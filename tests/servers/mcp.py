@@ -21,8 +21,9 @@ def assert_conventions(tools) -> None:
     """Every tool has a title, all four annotations and an output schema."""
     for tool in tools:
         a = tool.annotations
-        assert a.title and None not in (a.read_only_hint, a.destructive_hint, a.idempotent_hint,
-                                        a.open_world_hint), tool.name
+        assert a.title and None not in (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint), (
+            tool.name
+        )
         assert tool.output_schema, tool.name
 
 

@@ -23,8 +23,9 @@ HTML = {"Accept": "text/html,application/xhtml+xml"}
 
 async def echo(request: Request) -> JSONResponse:
     grant = getattr(request.state, "grant", None)
-    return JSONResponse({"path": request.url.path, "query": str(request.query_params),
-                         "grant": grant.name if grant else None})
+    return JSONResponse(
+        {"path": request.url.path, "query": str(request.query_params), "grant": grant.name if grant else None}
+    )
 
 
 APP = Starlette(routes=[Route("/{path:path}", echo, methods=["GET", "POST"])])
@@ -81,16 +82,21 @@ def test_the_sign_in_form_sets_the_cookie_and_goes_back_only_to_a_page_of_this_s
         assert httpx.post(f"{gate}/login", data={"token": TOKEN, "next": away}).headers["location"] == "/"
     bad = httpx.post(f"{gate}/login", data={"token": "nope", "next": "/"}, headers=HTML)
     assert bad.status_code == 401 and "not this hub" in bad.text and "set-cookie" not in bad.headers
-    huge = httpx.post(f"{gate}/login", content=b"token=" + b"x" * 100_000,
-                      headers={"Content-Type": "application/x-www-form-urlencoded"})
+    huge = httpx.post(
+        f"{gate}/login",
+        content=b"token=" + b"x" * 100_000,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert huge.status_code == 413
     hostile = httpx.post(f"{gate}/login", data={"token": "", "next": '"><script>alert(1)</script>'}, headers=HTML)
     assert hostile.status_code == 401 and "<script>alert" not in hostile.text
 
 
 ALICE, BOB = new_token(), new_token()
-GRANTS = [Grant(name="alice", sha256=hashed(ALICE), servers=["web"], read=["team"]),
-          Grant(name="bob", sha256=hashed(BOB), servers=["cortex"], write=["bob"])]
+GRANTS = [
+    Grant(name="alice", sha256=hashed(ALICE), servers=["web"], read=["team"]),
+    Grant(name="bob", sha256=hashed(BOB), servers=["cortex"], write=["bob"]),
+]
 
 
 def test_a_scoped_token_sees_the_web_view_only_when_its_grant_names_it(cortex_settings):

@@ -41,8 +41,10 @@ async def test_fetch_completes_the_urls_it_has_fetched_the_latest_first(frobozz_
             assert await complete(client, "read_page", "url", "http") == []  # nothing fetched yet
             for path in ("/page.html", "/feed.xml"):
                 assert not (await client.call_tool("fetch", {"url": f"{site.url}{path}"})).is_error
-            assert await complete(client, "read_page", "url", site.url) == [f"{site.url}/feed.xml",
-                                                                          f"{site.url}/page.html"]
+            assert await complete(client, "read_page", "url", site.url) == [
+                f"{site.url}/feed.xml",
+                f"{site.url}/page.html",
+            ]
             assert await complete(client, "read_page", "url", f"{site.url}/p") == [f"{site.url}/page.html"]
     async with Client(fetch.create_server(fetch.Settings(fetch_cache=False))) as client:
         assert await complete(client, "read_page", "url") == []  # no cache: nothing kept to suggest

@@ -19,7 +19,9 @@ def test_the_shipped_config_files_hold_their_servers(bundle):
 
 
 def test_an_install_config_uses_this_python_and_absolute_paths(tmp_path):
-    config = config_for(["game"], {"FROBOZZ_GAMES_DIR": "relative/games", "FROBOZZ_DATABASE_URL": "postgresql://secret"})
+    config = config_for(
+        ["game"], {"FROBOZZ_GAMES_DIR": "relative/games", "FROBOZZ_DATABASE_URL": "postgresql://secret"}
+    )
     game = config["mcpServers"]["game"]
     assert game["command"] == sys.executable and game["args"] == ["-m", "frobozz", "serve", "game"]
     assert game["env"] == {"FROBOZZ_GAMES_DIR": str(Path("relative/games").resolve())}  # never the secret URL

@@ -30,6 +30,7 @@ def with_token(app, token: str):
         if scope["type"] == "http":
             scope = {**scope, "headers": [*scope["headers"], header]}
         await app(scope, receive, send)
+
     return proxy
 
 
@@ -45,9 +46,22 @@ def hub(postgres, tmp_path_factory):
         env.setenv("FROBOZZ_DATA_DIR", str(data))
         ours = logging.getLogger("frobozz")  # the suite sets a level: this process's logging is put back after
         env.setattr(ours, "level", ours.level)
-        with FakeImageBackend("sdwebui") as backend, LoopbackServer(with_token(hub_app(
-                list(SERVERS), TOKEN, forge={"forge_url": backend.url}, cortex={"database_url": url},
-                handoff={"database_url": url, "session_id": "conformance"}), TOKEN), lifespan="on") as server:
+        with (
+            FakeImageBackend("sdwebui") as backend,
+            LoopbackServer(
+                with_token(
+                    hub_app(
+                        list(SERVERS),
+                        TOKEN,
+                        forge={"forge_url": backend.url},
+                        cortex={"database_url": url},
+                        handoff={"database_url": url, "session_id": "conformance"},
+                    ),
+                    TOKEN,
+                ),
+                lifespan="on",
+            ) as server,
+        ):
             yield server
 
 
@@ -55,9 +69,23 @@ def hub(postgres, tmp_path_factory):
 def test_the_official_conformance_suite_passes_but_for_its_expected_failures(hub, name, tmp_path):
     assert (SUITE / "conformance").exists(), "the conformance suite is missing: run scripts/bootstrap (bin/test does)"
     env = {**os.environ, "PATH": f"{SUITE}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run([str(SUITE / "conformance"), "server", "--url", f"{hub.url}/{name}/mcp",
-                           "--expected-failures", str(HERE / "expected-failures.yml"), "-o", str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    done = subprocess.run(
+        [
+            str(SUITE / "conformance"),
+            "server",
+            "--url",
+            f"{hub.url}/{name}/mcp",
+            "--expected-failures",
+            str(HERE / "expected-failures.yml"),
+            "-o",
+            str(tmp_path),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, f"{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
 
 

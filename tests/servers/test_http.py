@@ -17,8 +17,11 @@ TOKEN = new_token()
 
 
 def hub_client(url: str, token: str = TOKEN) -> Client:
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {token}"}, timeout=120)))
+    return Client(
+        streamable_http_client(
+            url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+        )
+    )
 
 
 @pytest.fixture
@@ -28,8 +31,12 @@ def overrides(cortex_settings):
 
 
 async def test_every_server_answers_at_its_own_path_with_the_token(overrides):
-    with FakeImageBackend("sdwebui") as backend, LoopbackServer(hub_app(
-            list(SERVERS), TOKEN, forge={"forge_url": backend.url}, **overrides), lifespan="on") as hub:
+    with (
+        FakeImageBackend("sdwebui") as backend,
+        LoopbackServer(
+            hub_app(list(SERVERS), TOKEN, forge={"forge_url": backend.url}, **overrides), lifespan="on"
+        ) as hub,
+    ):
         for name in SERVERS:
             async with hub_client(f"{hub.url}/{name}/mcp") as client:
                 tools = (await client.list_tools()).tools
@@ -42,12 +49,20 @@ async def test_every_server_answers_at_its_own_path_with_the_token(overrides):
     assert set(listing["servers"]) == set(SERVERS) and listing["servers"]["cortex"]["endpoint"] == "/cortex/mcp"
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong-token-wrong-token"},
-                                     {"Authorization": f"bearer {TOKEN}"}, {"Authorization": TOKEN}])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong-token-wrong-token"},
+        {"Authorization": f"bearer {TOKEN}"},
+        {"Authorization": TOKEN},
+    ],
+)
 async def test_requests_without_the_right_token_are_refused_and_health_is_open(overrides, headers):
     with LoopbackServer(hub_app(["cortex"], TOKEN, **overrides), lifespan="on") as hub:
-        refused = httpx.post(f"{hub.url}/cortex/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1,
-                                                                            "method": "tools/list"})
+        refused = httpx.post(
+            f"{hub.url}/cortex/mcp", headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        )
         health = httpx.get(f"{hub.url}/healthz")
     assert refused.status_code == 401 and "Bearer" in refused.headers["www-authenticate"]
     assert "Authorization: Bearer TOKEN" in refused.json()["error"]
@@ -61,8 +76,10 @@ def test_a_short_token_is_refused():
 
 async def test_two_hub_processes_share_one_memory_through_postgres(overrides):
     """What one hub writes, another (a second process behind a load balancer) reads."""
-    with LoopbackServer(hub_app(["cortex", "handoff"], TOKEN, **overrides), lifespan="on") as one, \
-            LoopbackServer(hub_app(["cortex", "handoff"], TOKEN, **overrides), lifespan="on") as two:
+    with (
+        LoopbackServer(hub_app(["cortex", "handoff"], TOKEN, **overrides), lifespan="on") as one,
+        LoopbackServer(hub_app(["cortex", "handoff"], TOKEN, **overrides), lifespan="on") as two,
+    ):
         async with hub_client(f"{one.url}/cortex/mcp") as client:
             stored = await call(client, "store", content="The hub on machine one stored this.")
         async with hub_client(f"{one.url}/handoff/mcp") as client:

@@ -35,12 +35,18 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.fail("the tracing tests need Arize Phoenix: run scripts/phoenix (bin/test does)")
     work = tmp_path_factory.mktemp("phoenix")
     port = _free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PHOENIX_"))},
-           "PHOENIX_WORKING_DIR": str(work), "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(_free_port()),
-           "PHOENIX_HOST": "127.0.0.1", "PHOENIX_TELEMETRY_ENABLED": "false"}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PHOENIX_"))},
+        "PHOENIX_WORKING_DIR": str(work),
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(_free_port()),
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+    }
     with open(work / "phoenix.log", "wb") as log:
-        process = subprocess.Popen(dying_with_parent([exe, "serve"]), env=env, stdout=log, stderr=log,
-                                   stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            dying_with_parent([exe, "serve"]), env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START

@@ -47,8 +47,11 @@ async def test_a_traced_process_keeps_its_spans_by_run_and_old_ones_are_pruned(c
         tracing.shutdown()
     """)
     with receiver() as got:
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
-               "OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "FROBOZZ_DATABASE_URL": url}
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+            "OTEL_EXPORTER_OTLP_ENDPOINT": got.url,
+            "FROBOZZ_DATABASE_URL": url,
+        }
         done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     connection = await asyncpg.connect(url)
@@ -59,8 +62,9 @@ async def test_a_traced_process_keeps_its_spans_by_run_and_old_ones_are_pruned(c
         assert chat["parent_id"] == turn["span_id"] and chat["attributes"][S.GEN_AI_INPUT_TOKENS] == 12
         assert act["status"] == "error" and turn["session_id"] == "sess-1" and turn["service"] == "frobozz-test"
         assert [s["name"] for s in await run_spans(connection, "run-2")] == [S.TURN]
-        await connection.execute("UPDATE trace_spans SET started_at = now() - interval '10 days' "
-                                 "WHERE run_id = 'run-2'")
+        await connection.execute(
+            "UPDATE trace_spans SET started_at = now() - interval '10 days' WHERE run_id = 'run-2'"
+        )
         assert await prune(connection, keep_days=7) == 1
         assert await run_spans(connection, "run-2") == [] and len(await run_spans(connection, "run-1")) == 3
     finally:
@@ -85,8 +89,10 @@ async def test_with_no_database_url_spans_are_kept_in_the_embedded_postgres(post
     """)
     try:
         with receiver() as got:
-            env = {**{k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FROBOZZ_DATABASE_URL"))},
-                   "OTEL_EXPORTER_OTLP_ENDPOINT": got.url}
+            env = {
+                **{k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FROBOZZ_DATABASE_URL"))},
+                "OTEL_EXPORTER_OTLP_ENDPOINT": got.url,
+            }
             done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
     finally:  # not the test's own embedded Postgres: the data directory's teardown must not stop the session's
         (frobozz_env / "postgres").unlink()
@@ -102,6 +108,7 @@ async def test_with_no_database_url_spans_are_kept_in_the_embedded_postgres(post
 
 def test_a_database_that_cannot_be_found_is_said_once_and_the_spans_are_dropped(caplog):
     """(Its message never repeats the error's own text, which may name the database's address.)"""
+
     async def nowhere() -> str:
         raise OSError("no Postgres here")
 

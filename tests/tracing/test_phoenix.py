@@ -18,11 +18,20 @@ GAME_TEXT = ("West of House", "small mailbox", "ZORK I")  # what Zork says in th
 
 
 def _play(phoenix: str, project: str, *args: str) -> dict:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
-           "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix, "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
-           "OTEL_BSP_SCHEDULE_DELAY": "200", "FROBOZZ_TRACE_KEEP_DAYS": "0"}  # (no embedded Postgres started)
-    done = subprocess.run([sys.executable, "-m", "frobozz", "play", "zork1", "--player", "walkthrough", "--trace",
-                           "--json", *args], env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+        "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix,
+        "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={project}",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+        "FROBOZZ_TRACE_KEEP_DAYS": "0",
+    }  # (no embedded Postgres started)
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "play", "zork1", "--player", "walkthrough", "--trace", "--json", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -46,8 +55,9 @@ def test_a_text_mode_walkthrough_is_a_trace_per_turn_with_its_model_request_and_
     chats = _named(spans, S.CHAT)
     by_trace = Counter(c["context"]["trace_id"] for c in chats)
     assert all(by_trace[t["context"]["trace_id"]] == 1 for t in turns)  # each turn: its one model request
-    assert all(c["attributes"][S.GEN_AI_INPUT_TOKENS] > 0 and c["attributes"][S.GEN_AI_OUTPUT_TOKENS] > 0
-               for c in chats), chats[0]
+    assert all(
+        c["attributes"][S.GEN_AI_INPUT_TOKENS] > 0 and c["attributes"][S.GEN_AI_OUTPUT_TOKENS] > 0 for c in chats
+    ), chats[0]
     acts = _named(spans, S.GAME_ACT)
     assert len(acts) == 20 and all(S.GAME_MOVES in a["attributes"] for a in acts)
 
@@ -67,7 +77,9 @@ def test_a_tools_mode_walkthrough_shows_the_game_servers_span_under_each_tool_ca
     calls = _named(spans, f"{S.EXECUTE_TOOL} mcp__game__act")
     played = [c for c in calls if c["attributes"][S.TOOL_OUTCOME] == "ok"]
     outcomes = [(c["attributes"][S.TOOL_OUTCOME], c["context"]["span_id"]) for c in calls]
-    assert len(played) == 10, outcomes  # (a call the model asked for as the run stopped is there too, "unfinished", red)
+    assert len(played) == 10, (
+        outcomes
+    )  # (a call the model asked for as the run stopped is there too, "unfinished", red)
     assert all(c["status_code"] == "ERROR" for c in calls if c not in played)
     served = {s["parent_id"]: s for s in _named(spans, "tools/call act")}
     [session] = _named(spans, S.SESSION)

@@ -24,11 +24,17 @@ from tests.otlp import receiver
 SECRET = "s3cr3t-t0ken"
 
 
-def _python(code: str, env: dict[str, str], timeout: float = 120,
-            args: tuple[str, ...] | list[str] = ()) -> subprocess.CompletedProcess[str]:
+def _python(
+    code: str, env: dict[str, str], timeout: float = 120, args: tuple[str, ...] | list[str] = ()
+) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], env={**full, **env},
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        env={**full, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_tracing_off_configures_nothing_and_spans_are_no_ops():
@@ -39,8 +45,16 @@ def test_tracing_off_configures_nothing_and_spans_are_no_ops():
     assert "traceparent" not in _spans.inject()
 
 
-@pytest.mark.parametrize("raw", [SECRET, f"authorization={SECRET},{SECRET}", f"bad key=Bearer%20{SECRET}",
-                                 f"x-token={SECRET}%0D%0Ax-evil=1", f"={SECRET}"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        SECRET,
+        f"authorization={SECRET},{SECRET}",
+        f"bad key=Bearer%20{SECRET}",
+        f"x-token={SECRET}%0D%0Ax-evil=1",
+        f"={SECRET}",
+    ],
+)
 def test_a_malformed_header_list_is_a_clear_error_that_never_shows_its_values(raw):
     with pytest.raises(TracingConfigError) as caught:
         check_headers({"OTEL_EXPORTER_OTLP_HEADERS": raw})
@@ -49,9 +63,12 @@ def test_a_malformed_header_list_is_a_clear_error_that_never_shows_its_values(ra
 
 
 def test_a_header_list_is_read_as_the_specification_writes_it():
-    assert check_headers({"OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20abc, x-team=game,",
-                          "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-only-traces=1"}) == {
-        "authorization": "Bearer abc", "x-team": "game", "x-only-traces": "1"}
+    assert check_headers(
+        {
+            "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20abc, x-team=game,",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-only-traces=1",
+        }
+    ) == {"authorization": "Bearer abc", "x-team": "game", "x-only-traces": "1"}
     assert check_headers({}) == {}
 
 
@@ -64,14 +81,20 @@ def test_an_unsupported_protocol_or_endpoint_is_a_clear_error():
         traces_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": f"ftp://user:{SECRET}@example"})
     except TracingConfigError as e:
         assert SECRET not in str(e)
-    assert traces_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318/"}) == "http://127.0.0.1:4318/v1/traces"
+    assert (
+        traces_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318/"}) == "http://127.0.0.1:4318/v1/traces"
+    )
     assert traces_endpoint({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://h:1/x"}) == "http://h:1/x"
 
 
 def test_play_with_a_malformed_header_list_stops_at_once_and_plays_nothing(frobozz_env):
-    done = subprocess.run([sys.executable, "-m", "frobozz", "play", "zork1", "--player", "walkthrough",
-                           "--max-turns", "2", "--trace"], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "OTEL_EXPORTER_OTLP_HEADERS": SECRET})
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "play", "zork1", "--player", "walkthrough", "--max-turns", "2", "--trace"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OTEL_EXPORTER_OTLP_HEADERS": SECRET},
+    )
     assert done.returncode == 2, done.stderr
     assert "OTEL_EXPORTER_OTLP_HEADERS is malformed" in done.stderr and SECRET not in done.stderr + done.stdout
     assert not (frobozz_env / "runs").exists()
@@ -79,7 +102,8 @@ def test_play_with_a_malformed_header_list_stops_at_once_and_plays_nothing(frobo
 
 def test_spans_reach_an_otlp_receiver_with_the_standard_variables():
     with receiver() as got:
-        done = _python("""
+        done = _python(
+            """
             from frobozz import _spans
             from frobozz.tracing import configure
             tracing = configure("frobozz-test", force=True)
@@ -87,8 +111,13 @@ def test_spans_reach_an_otlp_receiver_with_the_standard_variables():
                 with _spans.span(_spans.RECALL):
                     pass
             tracing.shutdown()
-        """, {"OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_EXPORTER_OTLP_HEADERS": "x-team=game%20night",
-              "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test"})
+        """,
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": got.url,
+                "OTEL_EXPORTER_OTLP_HEADERS": "x-team=game%20night",
+                "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test",
+            },
+        )
         assert done.returncode == 0, done.stderr
         spans = got.wait_for(lambda s: len(s) == 2)
     turn, recall = sorted(spans, key=lambda s: s["name"] != _spans.TURN)
@@ -101,14 +130,17 @@ def test_spans_reach_an_otlp_receiver_with_the_standard_variables():
 
 def test_otel_service_name_wins_over_frobozz_own_name():
     with receiver() as got:
-        done = _python("""
+        done = _python(
+            """
             from frobozz import _spans
             from frobozz.tracing import configure
             tracing = configure("frobozz-test", force=True)
             with _spans.span(_spans.TURN):
                 pass
             tracing.shutdown()
-        """, {"OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_SERVICE_NAME": "my-zork-bench"})
+        """,
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_SERVICE_NAME": "my-zork-bench"},
+        )
         assert done.returncode == 0, done.stderr
         spans = got.wait_for(lambda s: len(s) == 1)
     assert spans[0]["resource"]["service.name"] == "my-zork-bench"
@@ -117,7 +149,8 @@ def test_otel_service_name_wins_over_frobozz_own_name():
 def test_an_endpoint_that_is_down_costs_one_warning_and_the_work_goes_on():
     with receiver() as got:  # a port that was open a moment ago and is closed now
         url = got.url
-    done = _python("""
+    done = _python(
+        """
         import logging, sys
         logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
         from frobozz import _spans
@@ -130,7 +163,9 @@ def test_an_endpoint_that_is_down_costs_one_warning_and_the_work_goes_on():
             tracing.provider.force_flush(5000)
         print("all work done")
         tracing.shutdown(timeout=2)
-    """, {"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_EXPORTER_OTLP_TIMEOUT": "1"})
+    """,
+        {"OTEL_EXPORTER_OTLP_ENDPOINT": url, "OTEL_EXPORTER_OTLP_TIMEOUT": "1"},
+    )
     assert done.returncode == 0, done.stderr
     assert "all work done" in done.stdout
     assert done.stderr.count("spans cannot be sent") == 1, done.stderr
@@ -140,7 +175,8 @@ def test_an_endpoint_that_is_down_costs_one_warning_and_the_work_goes_on():
 def test_a_slow_endpoint_never_holds_the_work_up():
     with receiver() as got:
         got.delay = 60  # an export hangs far longer than the work takes
-        done = _python("""
+        done = _python(
+            """
             import os, sys, time, urllib.request
             from frobozz import _spans
             from frobozz.tracing import configure
@@ -157,7 +193,10 @@ def test_a_slow_endpoint_never_holds_the_work_up():
                     pass
             print("all work done", flush=True)
             os._exit(0)  # (at a normal exit the SDK would give the hung export its own timeout)
-        """, {"OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_EXPORTER_OTLP_TIMEOUT": "120"}, args=[got.url])
+        """,
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_EXPORTER_OTLP_TIMEOUT": "120"},
+            args=[got.url],
+        )
         assert done.returncode == 0, done.stderr
         assert "all work done" in done.stdout
         assert not got.spans  # the receiver had answered no export when the work was done
@@ -167,21 +206,42 @@ def test_claude_s_own_telemetry_goes_to_the_same_endpoint_with_its_session_id(fr
     """The id on claude's events, and on its resource (what backends group by), the user's own resource
     attributes kept beside it."""
     with receiver() as got:
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
-               "OTEL_EXPORTER_OTLP_ENDPOINT": got.url, "OTEL_LOGS_EXPORT_INTERVAL": "200",
-               "OTEL_METRIC_EXPORT_INTERVAL": "500", "OTEL_RESOURCE_ATTRIBUTES": "team=zork,session.id=theirs",
-               "FROBOZZ_TRACE_KEEP_DAYS": "0"}
-        done = subprocess.run([sys.executable, "-m", "frobozz", "play", "zork1", "--player", "walkthrough",
-                               "--max-turns", "3", "--trace", "--json"], capture_output=True, text=True,
-                              timeout=300, env=env)
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+            "OTEL_EXPORTER_OTLP_ENDPOINT": got.url,
+            "OTEL_LOGS_EXPORT_INTERVAL": "200",
+            "OTEL_METRIC_EXPORT_INTERVAL": "500",
+            "OTEL_RESOURCE_ATTRIBUTES": "team=zork,session.id=theirs",
+            "FROBOZZ_TRACE_KEEP_DAYS": "0",
+        }
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "frobozz",
+                "play",
+                "zork1",
+                "--player",
+                "walkthrough",
+                "--max-turns",
+                "3",
+                "--trace",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         spans = got.wait_for(lambda spans: any(s["name"] == _spans.SESSION for s in spans))
     [session] = [s for s in spans if s["name"] == _spans.SESSION]
     events = got.log_attributes()  # claude's own events, beside Frobozz's spans
     assert events and {e.get("session.id") for e in events} == {session["attributes"][_spans.SESSION_ID]}
     resources = got.log_resources()
-    assert resources and all(r.get("session.id") == session["attributes"][_spans.SESSION_ID] and r.get("team") == "zork"
-                             for r in resources)
+    assert resources and all(
+        r.get("session.id") == session["attributes"][_spans.SESSION_ID] and r.get("team") == "zork" for r in resources
+    )
     assert session["resource"].get("team") == "zork"  # Frobozz's own spans keep the user's attributes too
 
 
@@ -202,11 +262,14 @@ def test_every_span_under_one_with_a_session_id_carries_it_too():
     alone.end()
     turn = tracer.start_span(_spans.TURN, attributes={_spans.SESSION_ID: "sess-1"})
     act = tracer.start_span(_spans.GAME_ACT, context=set_span_in_context(turn))
-    own = tracer.start_span(_spans.HANDOFF_WRITE, context=set_span_in_context(act),
-                            attributes={_spans.SESSION_ID: "sess-2"})  # its own id is kept
+    own = tracer.start_span(
+        _spans.HANDOFF_WRITE, context=set_span_in_context(act), attributes={_spans.SESSION_ID: "sess-2"}
+    )  # its own id is kept
     for span in (own, act, turn):
         span.end()
-    found = {s.name + str(i): (s.attributes or {}).get(_spans.SESSION_ID) for i, s in enumerate(kept.get_finished_spans())}
+    found = {
+        s.name + str(i): (s.attributes or {}).get(_spans.SESSION_ID) for i, s in enumerate(kept.get_finished_spans())
+    }
     assert list(found.values()) == [None, "sess-2", "sess-1", "sess-1"]
 
 
@@ -231,11 +294,18 @@ def test_a_server_s_spans_carry_the_session_id_its_caller_sent_as_baggage_and_no
     served = tracer.start_span("tools/call search", context=_spans.extract(meta))  # the server's, from `_meta`
     under = tracer.start_span(_spans.SQL, context=set_span_in_context(served))
     for hostile in ("x" * 5000, "a\x00b"):
-        odd = tracer.start_span("tools/call search", context=_spans.extract(
-            {**_spans.inject(span=call), "baggage": f"session.id={hostile}"}))
+        odd = tracer.start_span(
+            "tools/call search",
+            context=_spans.extract({**_spans.inject(span=call), "baggage": f"session.id={hostile}"}),
+        )
         odd.end()
     for span in (under, served, call):
         span.end()
     found = [(s.name, (s.attributes or {}).get(_spans.SESSION_ID)) for s in kept.get_finished_spans()]
-    assert found == [("tools/call search", None), ("tools/call search", None), (_spans.SQL, "sess-9"),
-                     ("tools/call search", "sess-9"), (_spans.EXECUTE_TOOL, None)]
+    assert found == [
+        ("tools/call search", None),
+        ("tools/call search", None),
+        (_spans.SQL, "sess-9"),
+        ("tools/call search", "sess-9"),
+        (_spans.EXECUTE_TOOL, None),
+    ]

@@ -38,20 +38,49 @@ def client(site) -> Iterator[httpx.Client]:
         yield c
 
 
-def new_run(runs_dir: Path, run_id: str = "20261123-120000-abc123", *, status: str = "running",
-            created: str = "2026-11-23T12:00:00+00:00", **info) -> RunStore:
+def new_run(
+    runs_dir: Path,
+    run_id: str = "20261123-120000-abc123",
+    *,
+    status: str = "running",
+    created: str = "2026-11-23T12:00:00+00:00",
+    **info,
+) -> RunStore:
     """A run directory as the runner writes one (through its own store)."""
-    fields = dict(run_id=run_id, game="zork1", story="zork1.z5", story_md5="0" * 32, title="Zork I", player="claude",
-                  mode="text", model="claude-test", max_turns=None, max_cost=None, max_seconds=None, multi=False,
-                  prompt_file=None, created=created, status=status, max_score=350)
+    fields = dict(
+        run_id=run_id,
+        game="zork1",
+        story="zork1.z5",
+        story_md5="0" * 32,
+        title="Zork I",
+        player="claude",
+        mode="text",
+        model="claude-test",
+        max_turns=None,
+        max_cost=None,
+        max_seconds=None,
+        multi=False,
+        prompt_file=None,
+        created=created,
+        status=status,
+        max_score=350,
+    )
     store = RunStore.create(runs_dir, RunInfo(**{**fields, **info}))
     return store
 
 
 def play_turn(store: RunStore, turn: int, command: str, location: str, score: int = 0, text: str = "") -> TurnRecord:
-    record = TurnRecord(turn=turn, command=command, text=text or f"{location}\nYou are in the {location}.",
-                        score=score, moves=turn, location=location, done=False, won=False,
-                        reply=f"I should go {command}.\n<command>{command}</command>")
+    record = TurnRecord(
+        turn=turn,
+        command=command,
+        text=text or f"{location}\nYou are in the {location}.",
+        score=score,
+        moves=turn,
+        location=location,
+        done=False,
+        won=False,
+        reply=f"I should go {command}.\n<command>{command}</command>",
+    )
     store.info.turns, store.info.score, store.info.moves = turn, score, turn
     store.record(record, None)
     store.save_info()
@@ -62,8 +91,10 @@ def play_turn(store: RunStore, turn: int, command: str, location: str, score: in
 def chromium() -> str:
     path = os.environ.get("FROBOZZ_CHROMIUM") or shutil.which("chromium")
     if not path:
-        raise RuntimeError("the web view's tests need Debian's chromium: run bin/test (scripts/browser installs it), "
-                           "or set FROBOZZ_CHROMIUM")
+        raise RuntimeError(
+            "the web view's tests need Debian's chromium: run bin/test (scripts/browser installs it), "
+            "or set FROBOZZ_CHROMIUM"
+        )
     return path
 
 

@@ -73,7 +73,8 @@ async def _admin(postgres, sql: str) -> None:
 
 
 def test_a_database_that_goes_away_is_said_plainly_and_once_back_everything_is_there(
-        client, web_settings, postgres, monkeypatch):
+    client, web_settings, postgres, monkeypatch
+):
     import frobozz.web._lazy_store
 
     monkeypatch.setattr(frobozz.web._lazy_store, "RETRY_SECONDS", 0.0)
@@ -92,8 +93,12 @@ def test_a_database_that_goes_away_is_said_plainly_and_once_back_everything_is_t
     assert "The grating is locked" in client.get("/memory").text and "Leaderboard" in client.get("/").text
     anyio.run(_admin, postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
     try:
-        anyio.run(_admin, postgres, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                    f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
+        anyio.run(
+            _admin,
+            postgres,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()",
+        )
         gone = client.get("/memory", params={"q": "grating"})
         assert gone.status_code == 503 and "not reachable" in gone.text
         runs = client.get("/")

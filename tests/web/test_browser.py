@@ -21,8 +21,13 @@ ROOMS_BEFORE_THE_HOUSE = ("West of House", "North of House", "Behind House")
 def _play(tmp_path, *args):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
     (tmp_path / "home").mkdir(exist_ok=True)
-    return subprocess.Popen([sys.executable, "-m", "frobozz", "play", "zork1", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**env, "HOME": str(tmp_path / "home")})
+    return subprocess.Popen(
+        [sys.executable, "-m", "frobozz", "play", "zork1", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "HOME": str(tmp_path / "home")},
+    )
 
 
 def _first_run(runs_dir, turns, timeout=120):
@@ -39,8 +44,9 @@ def shown_turns(page):
     return page.eval_on_selector_all("#turns .turn", "turns => turns.map(t => Number(t.id.slice(5)))")
 
 
-def test_a_walkthrough_run_is_watched_live_without_a_reload_and_then_listed_finished(page, site, web_settings,
-                                                                                   tmp_path):
+def test_a_walkthrough_run_is_watched_live_without_a_reload_and_then_listed_finished(
+    page, site, web_settings, tmp_path
+):
     player = _play(tmp_path, "--player", "walkthrough", "--max-turns", "200", "--json")
     try:
         run_id = _first_run(web_settings.runs_dir, 3)
@@ -50,7 +56,7 @@ def test_a_walkthrough_run_is_watched_live_without_a_reload_and_then_listed_fini
         assert page.get_attribute("#run", "data-events")  # live: the page listens
         page.wait_for_function("document.querySelectorAll('#turns .turn').length >= 60", timeout=120_000)
         assert page.evaluate("window.notReloaded") is True  # the turns came in, the page stayed
-        assert shown_turns(page)[:len(first)] == first and len(shown_turns(page)) > len(first)
+        assert shown_turns(page)[: len(first)] == first and len(shown_turns(page)) > len(first)
         player.communicate(timeout=300)
         assert player.returncode == 0
         page.wait_for_selector("#status .status-finished", timeout=60_000)
@@ -81,8 +87,9 @@ def test_the_map_marks_the_room_of_the_last_turn_and_follows_it(page, site, web_
 
 
 @pytest.mark.parametrize("width", [1280, 390])
-def test_the_score_chart_has_axis_titles_and_ticks_read_at_a_normal_size_and_fills_its_box(browser, site,
-                                                                                         web_settings, tmp_path, width):
+def test_the_score_chart_has_axis_titles_and_ticks_read_at_a_normal_size_and_fills_its_box(
+    browser, site, web_settings, tmp_path, width
+):
     store = new_run(web_settings.runs_dir, status="finished")
     for n in range(1, 46):
         play_turn(store, n, "north", f"Room {n % 7}", 5 * (n // 4))
@@ -140,8 +147,9 @@ def test_a_browser_without_the_token_is_refused_and_signs_in_with_it(browser, si
         refused = page.goto(f"{site}/memory")
         assert refused.status == 401 and "Sign in with this hub's token" in page.inner_text("#refused")
         assert page.inner_text("h1") == "Sign in" and "printed it when it started" in page.inner_text("main")
-        assert page.evaluate("getComputedStyle(document.querySelector('button')).backgroundColor") != \
-            "rgb(239, 239, 239)"  # styled, not the browser's grey default
+        assert (
+            page.evaluate("getComputedStyle(document.querySelector('button')).backgroundColor") != "rgb(239, 239, 239)"
+        )  # styled, not the browser's grey default
         screenshot(page.locator("body"), tmp_path / "refused.png")
         page.fill("input[name=token]", "not-the-token-not-the-token")
         page.click("button[type=submit]")

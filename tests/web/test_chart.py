@@ -5,8 +5,9 @@ from frobozz.web._chart import HEIGHT, WIDTH, nice_step, score_chart
 
 
 def turn(n: int, score: int | None) -> TurnRecord:
-    return TurnRecord(turn=n, command="look", text="", score=score, moves=n, location="West of House", done=False,
-                      won=False)
+    return TurnRecord(
+        turn=n, command="look", text="", score=score, moves=n, location="West of House", done=False, won=False
+    )
 
 
 def test_a_run_with_no_turn_yet_has_an_empty_chart():

@@ -25,8 +25,12 @@ def hub(web_settings, cortex_settings, open_dir, claude_home):
     """The web view at / and the agent service at /agent, behind one token, as `serve all --http` has them."""
     model = ScriptedModel(model_reply).start()
     env = {**model.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
-    agent = Agent(AgentSettings(workspaces=open_dir / "workspaces"), engine_options=EngineOptions(env=env),
-                  memory=cortex_settings, accounts=ACCOUNTS)
+    agent = Agent(
+        AgentSettings(workspaces=open_dir / "workspaces"),
+        engine_options=EngineOptions(env=env),
+        memory=cortex_settings,
+        accounts=ACCOUNTS,
+    )
     app = hub_app([], TOKEN, site=create_app(web_settings), mounts={"agent": agent_app(agent)})
     try:
         with LoopbackServer(app, lifespan="on") as server:
@@ -47,7 +51,8 @@ def started(page, hub: str, workspace: str):
 
 
 def test_two_tabs_on_one_session_stream_the_same_turn_and_a_question_answered_in_one_is_answered_in_both(
-        browser, hub, tmp_path):
+    browser, hub, tmp_path
+):
     context = browser.new_context(viewport={"width": 1100, "height": 800})
     one = context.new_page()
     one.set_default_timeout(30_000)
@@ -91,8 +96,7 @@ def test_the_chat_page_without_the_agent_service_says_how_to_serve_it(page, site
     assert "serve all --http --workspaces ROOT" in page.inner_text("#problem")
 
 
-def test_an_image_attached_on_the_chat_page_reaches_the_model_and_a_fake_one_is_refused_clearly(
-        browser, hub, tmp_path):
+def test_an_image_attached_on_the_chat_page_reaches_the_model_and_a_fake_one_is_refused_clearly(browser, hub, tmp_path):
     from tests.agent.test_images import png
 
     (tmp_path / "lamp.png").write_bytes(png())
@@ -167,8 +171,7 @@ def test_the_chat_page_links_its_session_s_traces_drawn_as_a_waterfall(kept_span
     screenshot(page, tmp_path / "chat-trace.png")
 
 
-def test_a_question_pushed_to_the_service_worker_shows_its_answers_as_buttons_and_one_pressed_answers_it(
-        browser, hub):
+def test_a_question_pushed_to_the_service_worker_shows_its_answers_as_buttons_and_one_pressed_answers_it(browser, hub):
     """The worker the page registers gets the service's push (delivered by Chromium's DevTools protocol: headless
     Chromium has no push service), shows a notification with the question's options as action buttons, and a
     button pressed posts the answer (a notification's button cannot be pressed headless: its click event is
@@ -176,6 +179,7 @@ def test_a_question_pushed_to_the_service_worker_shows_its_answers_as_buttons_an
     from frobozz.agent import Logged, Question
     from frobozz.agent._notify import summary
     from tests.agent.conftest import QUESTION
+
     context = browser.new_context()
     context.grant_permissions(["notifications"], origin=hub)
     page = started(context.new_page(), hub, "alice/notes")
@@ -202,15 +206,20 @@ def test_a_question_pushed_to_the_service_worker_shows_its_answers_as_buttons_an
     while not registrations and time.monotonic() < deadline:  # the protocol's event may still be on its way
         page.wait_for_timeout(50)
     [registration] = [r for r in registrations if not r.get("isDeleted")][:1]
-    cdp.send("ServiceWorker.deliverPushMessage", {"origin": hub, "registrationId": registration["registrationId"],
-                                                  "data": json.dumps(payload)})
-    shown = "window.pushWorker.getNotifications().then(ns => ns.map(n => " \
-            "({title: n.title, body: n.body, actions: n.actions.map(a => a.action)})))"
+    cdp.send(
+        "ServiceWorker.deliverPushMessage",
+        {"origin": hub, "registrationId": registration["registrationId"], "data": json.dumps(payload)},
+    )
+    shown = (
+        "window.pushWorker.getNotifications().then(ns => ns.map(n => "
+        "({title: n.title, body: n.body, actions: n.actions.map(a => a.action)})))"
+    )
     notes, deadline = [], time.monotonic() + 30
     while not notes and time.monotonic() < deadline:  # the worker shows it when its push event has run
         notes = page.evaluate(shown) or page.wait_for_timeout(50) or []
-    assert notes == [{"title": "A question is waiting", "body": "Which colour for the lamp?",
-                      "actions": ["Red", "Blue"]}]
+    assert notes == [
+        {"title": "A question is waiting", "body": "Which colour for the lamp?", "actions": ["Red", "Blue"]}
+    ]
     worker = context.service_workers[0] if context.service_workers else context.wait_for_event("serviceworker")
     worker.evaluate("""async () => {
         const [shown] = await self.registration.getNotifications();

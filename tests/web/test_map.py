@@ -12,8 +12,12 @@ pytestmark = pytest.mark.anyio
 
 def overlapping(explored):
     rooms = explored.rooms
-    return [(a.name, b.name) for i, a in enumerate(rooms) for b in rooms[i + 1:]
-            if abs(a.x - b.x) < explored.box_w and abs(a.y - b.y) < explored.box_h]
+    return [
+        (a.name, b.name)
+        for i, a in enumerate(rooms)
+        for b in rooms[i + 1 :]
+        if abs(a.x - b.x) < explored.box_w and abs(a.y - b.y) < explored.box_h
+    ]
 
 
 def test_no_room_is_an_empty_map():
@@ -22,8 +26,19 @@ def test_no_room_is_an_empty_map():
 
 
 def test_rooms_sit_where_the_compass_says_and_the_current_one_is_marked():
-    explored = layout(GameMap.from_path([(None, "Start"), ("north", "North"), ("s", "Start"), ("east", "East"),
-                                         ("go west", "Start"), ("up", "Attic")]), "East")
+    explored = layout(
+        GameMap.from_path(
+            [
+                (None, "Start"),
+                ("north", "North"),
+                ("s", "Start"),
+                ("east", "East"),
+                ("go west", "Start"),
+                ("up", "Attic"),
+            ]
+        ),
+        "East",
+    )
     at = {r.name: (r.x, r.y) for r in explored.rooms}
     assert at["North"][1] < at["Start"][1] and abs(at["North"][0] - at["Start"][0]) < explored.box_w
     assert at["East"][0] > at["Start"][0] and abs(at["East"][1] - at["Start"][1]) < explored.box_h
@@ -60,7 +75,12 @@ async def test_the_whole_walkthrough_of_zork1_is_laid_out_with_no_room_on_anothe
     assert grid.crossings <= 2 and through_rooms(grid) == 0
     assert {p.label for p in grid.passages if p.stub} >= {"pray"}
     ways = {(link.way, link.kind) for link in explored.links}
-    assert {("n", "compass"), ("up", "vertical"), ("down", "vertical"), ("pray → Forest", "inout"),
-            ("from Altar (pray)", "inout")} <= ways
+    assert {
+        ("n", "compass"),
+        ("up", "vertical"),
+        ("down", "vertical"),
+        ("pray → Forest", "inout"),
+        ("from Altar (pray)", "inout"),
+    } <= ways
     assert len(explored.rooms) > 60 and not overlapping(explored)
     assert explored.current is not None and explored.width < 60 * explored.box_w  # wide, but not a line of rooms

@@ -20,6 +20,7 @@ TROLL = "The troll in the Troll Room is killed with the sword; the lantern must 
 
 def stored(settings, *items, letters=()):
     """Store memories (content, namespace) and letters (summary, namespace) as cortex and handoff would."""
+
     async def store():
         service = MemoryService(settings)
         try:
@@ -31,6 +32,7 @@ def stored(settings, *items, letters=()):
             return ids
         finally:
             await service.aclose()
+
     return anyio.run(store)
 
 
@@ -42,8 +44,12 @@ def test_an_empty_store_searches_to_nothing_and_lists_nothing(client):
 
 
 def test_a_search_finds_the_memory_with_its_score_and_opens_it(client, web_settings):
-    troll, _ = stored(web_settings, (TROLL, "zork1"), ("A brass lantern is in the living room.", "zork1"),
-                         ("The troll is friendly.", "elsewhere"))[:2]
+    troll, _ = stored(
+        web_settings,
+        (TROLL, "zork1"),
+        ("A brass lantern is in the living room.", "zork1"),
+        ("The troll is friendly.", "elsewhere"),
+    )[:2]
     page = client.get("/memory", params={"q": "how do I get past the troll", "namespace": "zork1"}).text
     assert page.index(f"/memory/{troll}") < page.index("Newest in zork1")
     assert 'class="score"' in page and "The troll is friendly" not in page.split("Newest in")[0]
@@ -90,8 +96,10 @@ def test_hand_off_letters_are_listed_and_open_with_the_memories_they_name(client
 
 
 ALICE, BOB = new_token(), new_token()
-GRANTS = [Grant(name="alice", sha256=hashed(ALICE), servers=["web"], read=["team"], write=["alice"]),
-          Grant(name="bob", sha256=hashed(BOB), servers=["cortex"], write=["bob"])]
+GRANTS = [
+    Grant(name="alice", sha256=hashed(ALICE), servers=["web"], read=["team"], write=["alice"]),
+    Grant(name="bob", sha256=hashed(BOB), servers=["cortex"], write=["bob"]),
+]
 
 
 @pytest.fixture
@@ -101,8 +109,9 @@ def scoped(web_settings):
 
 
 def test_a_scoped_token_sees_only_its_namespaces_and_forgets_only_where_it_may_write(scoped, web_settings):
-    mine, team, bobs = stored(web_settings, ("a note of alice", "alice"), ("a note of the team", "team"),
-                              ("a secret of bob", "bob"))
+    mine, team, bobs = stored(
+        web_settings, ("a note of alice", "alice"), ("a note of the team", "team"), ("a secret of bob", "bob")
+    )
     alice = httpx.Client(base_url=scoped, headers={"Authorization": f"Bearer {ALICE}"}, timeout=60)
     page = alice.get("/memory", params={"namespace": "alice"}).text
     assert "alice (1)" in page and "team (1)" in page and "bob" not in page
@@ -132,11 +141,14 @@ def test_a_superseded_memory_shows_when_and_by_which_and_the_fact_s_history(clie
     assert 'id="superseded"' in before and f"/memory/{new}" in before and 'id="superseded"' not in after
     history = after.split('id="history"')[1]
     assert history.index("Ana lives in Porto.") < history.index("Ana lives in Lisbon now.") and "current" in history
-    assert "Ana lives in Porto." not in client.get("/memory", params={"q": "where does Ana live"}).text.split("Newest")[0]
+    assert (
+        "Ana lives in Porto." not in client.get("/memory", params={"q": "where does Ana live"}).text.split("Newest")[0]
+    )
 
 
 def test_a_memory_s_image_shows_on_its_page_and_in_the_lists_and_is_served_only_to_who_may_read_it(
-        client, scoped, web_settings):
+    client, scoped, web_settings
+):
     import base64
     import io
 
@@ -152,8 +164,10 @@ def test_a_memory_s_image_shows_on_its_page_and_in_the_lists_and_is_served_only_
         service = MemoryService(web_settings)
         try:
             given = ImageInput(data=base64.b64encode(data.getvalue()).decode(), media_type="image/png")
-            return [(await (await service.images()).remember(text, given, namespace=ns))[0].id
-                    for text, ns in (("The troll's bridge, drawn.", "default"), ("Bob's photo.", "bob"))]
+            return [
+                (await (await service.images()).remember(text, given, namespace=ns))[0].id
+                for text, ns in (("The troll's bridge, drawn.", "default"), ("Bob's photo.", "bob"))
+            ]
         finally:
             await service.aclose()
 
@@ -164,7 +178,9 @@ def test_a_memory_s_image_shows_on_its_page_and_in_the_lists_and_is_served_only_
     listed = client.get("/memory", params={"q": "troll bridge"}).text
     assert listed.count('class="has-image"') == 2  # in the results and in the newest, not beside the plain one
     thumbnail = client.get(f"/memory/{drawn}/image")
-    assert thumbnail.headers["content-type"] == "image/jpeg" and thumbnail.headers["x-content-type-options"] == "nosniff"
+    assert (
+        thumbnail.headers["content-type"] == "image/jpeg" and thumbnail.headers["x-content-type-options"] == "nosniff"
+    )
     assert Image.open(io.BytesIO(thumbnail.content)).size == (768, 576)
     original = client.get(f"/memory/{drawn}/image", params={"original": "1"})
     assert original.headers["content-type"] == "image/png" and original.content == data.getvalue()

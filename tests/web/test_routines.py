@@ -27,17 +27,36 @@ def test_routines_show_their_trigger_next_firing_and_last_firings_with_their_out
     async def add() -> None:
         store = await RoutineStore.open(web_settings)
         try:
-            await store.add(routine(name="brief", kind="cron", cron="30 7 * * *", tz="Europe/Lisbon",
-                                    prompt="Write the morning briefing."))
+            await store.add(
+                routine(
+                    name="brief",
+                    kind="cron",
+                    cron="30 7 * * *",
+                    tz="Europe/Lisbon",
+                    prompt="Write the morning briefing.",
+                )
+            )
             await store.add(routine(name="tick", kind="every", every=60, prompt="Tick."))
             await store.set_paused("tick", True)
-            await store.add(routine(name="mail", kind="inbox", url="imaps://me@mail.example.org/INBOX", poll=120,
-                                    prompt="Triage this mail."))
+            await store.add(
+                routine(
+                    name="mail",
+                    kind="inbox",
+                    url="imaps://me@mail.example.org/INBOX",
+                    poll=120,
+                    prompt="Triage this mail.",
+                )
+            )
             await store.claim("brief", "run:1", "run by hand")
             await store.start("brief", "run:1", "20261124-073000-abcdef")
             await store.finish("brief", "run:1", "done", "finished", cost_usd=0.0123)
-            await store.claim("mail", "7:1", "<script>alert(1)</script>", state="skipped",
-                              reason="the mail is 20 MB, over the 10 MB limit")
+            await store.claim(
+                "mail",
+                "7:1",
+                "<script>alert(1)</script>",
+                state="skipped",
+                reason="the mail is 20 MB, over the 10 MB limit",
+            )
             await store.claim("mail", "7:2", "Lunch?")
             await store.finish("mail", "7:2", "failed", "max turns: the firing used its --max-turns and was stopped")
         finally:

@@ -28,8 +28,16 @@ def test_a_finished_run_played_here_only_is_on_the_leaderboard_too(client, web_s
 
 
 def test_runs_are_listed_newest_first_and_filtered(client, web_settings):
-    new_run(web_settings.runs_dir, "20261123-100000-aaaaaa", created="2026-11-23T10:00:00+00:00", status="finished",
-            player="walkthrough", reason="won", won=True, score=350)
+    new_run(
+        web_settings.runs_dir,
+        "20261123-100000-aaaaaa",
+        created="2026-11-23T10:00:00+00:00",
+        status="finished",
+        player="walkthrough",
+        reason="won",
+        won=True,
+        score=350,
+    )
     new_run(web_settings.runs_dir, "20261123-110000-bbbbbb", created="2026-11-23T11:00:00+00:00", mode="tools")
     page = client.get("/").text
     assert page.index("20261123-110000-bbbbbb") < page.index("20261123-100000-aaaaaa")
@@ -45,16 +53,21 @@ def test_a_run_page_shows_each_turn_its_reasoning_folded_the_chart_and_the_map(c
     play_turn(store, 2, "east", "Behind House", 5, text="Behind House\n<b>a window</b> is slightly ajar.")
     page = client.get(f"/runs/{store.info.run_id}").text
     assert 'id="turn-1"' in page and 'id="turn-2"' in page and "&gt; east" in page
-    assert "<details class=\"reply\">" in page and "I should go east." in page
+    assert '<details class="reply">' in page and "I should go east." in page
     assert "&lt;b&gt;a window&lt;/b&gt;" in page  # the game's text is text, never markup
     assert 'class="room current"' in page and 'id="current-room">Behind House<' in page
     assert "<polyline" in page and "data-events" not in page  # finished: a static page
-    assert '>turn</text>' in page and '>score</text>' in page and "max 350" in page  # the chart's axes say what
+    assert ">turn</text>" in page and ">score</text>" in page and "max 350" in page  # the chart's axes say what
 
 
 def test_an_unknown_or_hostile_run_id_is_not_found_and_nothing_is_written(client, web_settings):
-    for run_id in ("20261123-000000-ffffff", "..%2F..%2Frun", "x" * 5000, "%2e%2e%2f%2e%2e%2fetc",
-                   "20261123-000000-ffffff%00"):
+    for run_id in (
+        "20261123-000000-ffffff",
+        "..%2F..%2Frun",
+        "x" * 5000,
+        "%2e%2e%2f%2e%2e%2fetc",
+        "20261123-000000-ffffff%00",
+    ):
         page = client.get(f"/runs/{run_id}")
         assert page.status_code == 404, run_id
         assert client.get(f"/runs/{run_id}/events").status_code == 404
@@ -151,6 +164,7 @@ def test_a_reader_never_writes_to_a_live_runs_directory(client, web_settings):
     from dataclasses import asdict, replace
 
     from frobozz._files import atomic_write
+
     later = replace(record, turn=2, command="east", location="Behind House")
     atomic_write(store.dir / "snapshot.json", json.dumps({"record": asdict(later)}).encode())
     before = (store.dir / "turns.jsonl").read_bytes()

@@ -23,10 +23,30 @@ def test_a_traced_run_s_page_shows_each_turn_s_waterfall_in_a_browser(page, site
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE", "OTEL_"))}
     (tmp_path / "home").mkdir()
     with receiver() as backend:
-        done = subprocess.run([sys.executable, "-m", "frobozz", "play", "zork1", "--player", "walkthrough",
-                               "--max-turns", "6", "--trace", "--json"], capture_output=True, text=True, timeout=300,
-                              env={**env, "HOME": str(tmp_path / "home"), "OTEL_EXPORTER_OTLP_ENDPOINT": backend.url,
-                                   "FROBOZZ_DATABASE_URL": web_settings.database_url.get_secret_value()})
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "frobozz",
+                "play",
+                "zork1",
+                "--player",
+                "walkthrough",
+                "--max-turns",
+                "6",
+                "--trace",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={
+                **env,
+                "HOME": str(tmp_path / "home"),
+                "OTEL_EXPORTER_OTLP_ENDPOINT": backend.url,
+                "FROBOZZ_DATABASE_URL": web_settings.database_url.get_secret_value(),
+            },
+        )
     assert done.returncode == 0, done.stderr[-2000:]
     run_id = next(p.name for p in web_settings.runs_dir.iterdir())
     page.goto(f"{site}/runs/{run_id}")

@@ -67,8 +67,14 @@ class TranscriptArchive:
 
     def _write(self, event: Event) -> None:
         assert self._jsonl is not None and self._md is not None
-        record = dict(event.raw) if event.raw else {"type": type(event).__name__, **{
-            f.name: getattr(event, f.name) for f in fields(event) if f.name not in ("raw", "is_replay")}}
+        record = (
+            dict(event.raw)
+            if event.raw
+            else {
+                "type": type(event).__name__,
+                **{f.name: getattr(event, f.name) for f in fields(event) if f.name not in ("raw", "is_replay")},
+            }
+        )
         if event.is_replay:
             record["is_replay"] = True
         self._jsonl.write(json.dumps(record, default=str) + "\n")

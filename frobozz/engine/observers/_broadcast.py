@@ -14,6 +14,7 @@ from .._events import Event
 class Broadcast:
     """Observer: every event to every subscriber's bounded stream; a subscriber that falls behind misses events
     (counted in `dropped`) rather than holding the others up."""
+
     name = "broadcast"
 
     def __init__(self, *, buffer: int = 1000) -> None:

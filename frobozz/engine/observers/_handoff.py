@@ -41,6 +41,7 @@ class HandoffLetter:
         def items(key: str) -> tuple[str, ...]:
             value = arguments.get(key) or ()
             return tuple(str(v) for v in value) if isinstance(value, list | tuple) else (str(value),)
+
         return cls(str(arguments.get("summary") or ""), items("next_steps"), items("memories"))
 
     def text(self) -> str:
@@ -53,20 +54,26 @@ class HandoffLetter:
 
 
 def compact_command(letter: HandoffLetter) -> str:
-    return ("/compact Keep the hand-off letter below whole at the top of the summary; it is what the next "
-            f"context window most needs.\n\n{letter.text()}")
+    return (
+        "/compact Keep the hand-off letter below whole at the top of the summary; it is what the next "
+        f"context window most needs.\n\n{letter.text()}"
+    )
 
 
 def orientation(letter: HandoffLetter) -> str:
-    return ("A new context window begins. Your previous window handed its work to you with this letter "
-            f"(latest_handoff has it too):\n\n{letter.text()}\n\nCarry on from the next steps.")
+    return (
+        "A new context window begins. Your previous window handed its work to you with this letter "
+        f"(latest_handoff has it too):\n\n{letter.text()}\n\nCarry on from the next steps."
+    )
 
 
 def ask_to_hand_off(used: int, window: int) -> str:
     """The message that asks the model to call the handoff tool, with how full its context window is."""
-    return (f"Your context window is {100 * used // window}% full ({used:,} of {window:,} tokens). Call the handoff "
-            "tool now with a summary of where things stand, the next steps, and anything worth remembering; "
-            "the conversation will be compacted after this turn.")
+    return (
+        f"Your context window is {100 * used // window}% full ({used:,} of {window:,} tokens). Call the handoff "
+        "tool now with a summary of where things stand, the next steps, and anything worth remembering; "
+        "the conversation will be compacted after this turn."
+    )
 
 
 @dataclass(frozen=True)
@@ -83,11 +90,17 @@ def handoff_span(step: HandoffStep, parent: otel_context.Context | None) -> Iter
     """A step taken, as a span (its sizes, never the letter's text) under `parent`: the turn it begins (the
     compaction's, or the one the ask goes with)."""
     letter = step.letter
-    attributes: dict[str, Any] = {_spans.HANDOFF_STEP: "ask" if letter is None else "compact",
-                                  _spans.CONTEXT_TOKENS: step.used, _spans.HANDOFF_WINDOW: step.window}
+    attributes: dict[str, Any] = {
+        _spans.HANDOFF_STEP: "ask" if letter is None else "compact",
+        _spans.CONTEXT_TOKENS: step.used,
+        _spans.HANDOFF_WINDOW: step.window,
+    }
     if letter is not None:
-        attributes |= {_spans.HANDOFF_NEXT_STEPS: len(letter.next_steps), _spans.HANDOFF_MEMORIES: len(letter.memories),
-                       _spans.HANDOFF_SUMMARY_CHARS: len(letter.summary)}
+        attributes |= {
+            _spans.HANDOFF_NEXT_STEPS: len(letter.next_steps),
+            _spans.HANDOFF_MEMORIES: len(letter.memories),
+            _spans.HANDOFF_SUMMARY_CHARS: len(letter.summary),
+        }
     with _spans.span(_spans.HANDOFF, parent=parent, attributes=attributes) as span:
         yield span
 

@@ -65,7 +65,9 @@ def printable(text: str) -> str:
 
 def input_size(name: str, tool_input: Mapping[str, Any]) -> str:
     if name in ("Edit", "MultiEdit") and "old_string" in tool_input:
-        return f"old {len(str(tool_input.get('old_string', '')))}, new {len(str(tool_input.get('new_string', '')))} chars"
+        return (
+            f"old {len(str(tool_input.get('old_string', '')))}, new {len(str(tool_input.get('new_string', '')))} chars"
+        )
     if name == "Write":
         return f"{len(str(tool_input.get('content', '')))} chars"
     return f"{len(json.dumps(dict(tool_input), ensure_ascii=False))} chars in"
@@ -104,14 +106,22 @@ class ToolLog:
             refused = {d.get("tool_use_id") for d in event.raw.get("permission_denials") or () if isinstance(d, dict)}
             self.calls = [replace(c, outcome="denied") if c.tool_use_id in refused else c for c in self.calls]
 
-    def _finish(self, tool_use_id: str, opened: tuple[str, Mapping[str, Any], float, float], content: Any,
-                is_error: bool) -> None:
+    def _finish(
+        self, tool_use_id: str, opened: tuple[str, Mapping[str, Any], float, float], content: Any, is_error: bool
+    ) -> None:
         name, tool_input, started, wall = opened
         outcome: Outcome = "denied" if tool_use_id in self._denied else "error" if is_error else "ok"
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
-        call = ToolCall(tool_use_id=tool_use_id, name=name, target=target_of(tool_input, self.cwd),
-                        input_size=input_size(name, tool_input), output_chars=len(text or ""),
-                        duration_ms=round((time.monotonic() - started) * 1000), outcome=outcome, started_at=wall)
+        call = ToolCall(
+            tool_use_id=tool_use_id,
+            name=name,
+            target=target_of(tool_input, self.cwd),
+            input_size=input_size(name, tool_input),
+            output_chars=len(text or ""),
+            duration_ms=round((time.monotonic() - started) * 1000),
+            outcome=outcome,
+            started_at=wall,
+        )
         self.calls.append(call)
         log.info("%s", call.line())
         if self.on_call is not None:

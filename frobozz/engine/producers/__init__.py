@@ -9,5 +9,21 @@ from ._mail import html_text, mail_item
 from ._polling import Polling, ProducerError
 from ._schedule import Schedule, check_cron, zone
 
-__all__ = ["OUTSIDE", "Deliveries", "Feed", "HumanInput", "Inbox", "Item", "MemoryDeliveries", "Polling",
-           "ProducerError", "Schedule", "check_cron", "clean", "html_text", "mail_item", "parse_url", "zone"]
+__all__ = [
+    "OUTSIDE",
+    "Deliveries",
+    "Feed",
+    "HumanInput",
+    "Inbox",
+    "Item",
+    "MemoryDeliveries",
+    "Polling",
+    "ProducerError",
+    "Schedule",
+    "check_cron",
+    "clean",
+    "html_text",
+    "mail_item",
+    "parse_url",
+    "zone",
+]

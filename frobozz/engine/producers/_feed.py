@@ -40,8 +40,17 @@ class Feed(Polling):
 
     name = "feed"
 
-    def __init__(self, url: str, prompt: str, *, source: str | None = None, since: datetime | None = None,
-                 timeout: float = 20.0, max_bytes: int = MAX_BYTES, **kwargs: Unpack[PollingOptions]) -> None:
+    def __init__(
+        self,
+        url: str,
+        prompt: str,
+        *,
+        source: str | None = None,
+        since: datetime | None = None,
+        timeout: float = 20.0,
+        max_bytes: int = MAX_BYTES,
+        **kwargs: Unpack[PollingOptions],
+    ) -> None:
         if not url.startswith(("http://", "https://")):
             raise ProducerError(f"a feed is an http:// or https:// URL, not {clean(url, 80)!r}")
         super().__init__(prompt, source=source or url, **kwargs)
@@ -49,8 +58,10 @@ class Feed(Polling):
 
     async def fetch(self) -> bytes:
         try:
-            async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client, \
-                    client.stream("GET", self.url, headers={"User-Agent": "frobozz-routines"}) as response:
+            async with (
+                httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client,
+                client.stream("GET", self.url, headers={"User-Agent": "frobozz-routines"}) as response,
+            ):
                 if response.status_code >= 400:
                     raise ProducerError(f"the feed answered HTTP {response.status_code}")
                 body = bytearray()
@@ -80,13 +91,28 @@ class Feed(Polling):
             title = clean(entry.get("title", ""), 300) or "(untitled)"
             summary = _text(entry.get("summary", "") or "")
             content = "\n\n".join(_text(c.get("value", "")) for c in entry.get("content", []) or [])
-            fields = [("feed", clean(parsed.feed.get("title", ""), 200) or clean(self.url, 200)),
-                      ("title", title), ("link", clean(entry.get("link", ""), 500))]
+            fields = [
+                ("feed", clean(parsed.feed.get("title", ""), 200) or clean(self.url, 200)),
+                ("title", title),
+                ("link", clean(entry.get("link", ""), 500)),
+            ]
             if at is not None:
                 fields.append(("date", at.isoformat(timespec="seconds")))
-            found.append((at or datetime.max.replace(tzinfo=UTC), order, Item(
-                source=self.source, key=key, title=title, at=at, fields=tuple((n, v) for n, v in fields if v),
-                excerpt=clean(summary or content, EXCERPT), body=content or summary or None)))
+            found.append(
+                (
+                    at or datetime.max.replace(tzinfo=UTC),
+                    order,
+                    Item(
+                        source=self.source,
+                        key=key,
+                        title=title,
+                        at=at,
+                        fields=tuple((n, v) for n, v in fields if v),
+                        excerpt=clean(summary or content, EXCERPT),
+                        body=content or summary or None,
+                    ),
+                )
+            )
         return [item for _, _, item in sorted(found, key=lambda f: (f[0], f[1]))]
 
     async def poll(self) -> list[Item]:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 class HumanInput:
     """Producer: each line a person types (stdin, or the stream given) as a user message."""
+
     name = "human"
 
     def __init__(self, stream: TextIO | None = None, *, max_chars: int = 100_000) -> None:

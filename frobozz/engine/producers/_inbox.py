@@ -78,15 +78,25 @@ class Inbox(Polling):
 
     name = "inbox"
 
-    def __init__(self, url: str, prompt: str, *, user: str | None = None, password: str, source: str | None = None,
-                 max_bytes: int = MAX_BYTES, timeout: float = 30.0, idle: bool = True, **kwargs: Unpack[PollingOptions]) -> None:
+    def __init__(
+        self,
+        url: str,
+        prompt: str,
+        *,
+        user: str | None = None,
+        password: str,
+        source: str | None = None,
+        max_bytes: int = MAX_BYTES,
+        timeout: float = 30.0,
+        idle: bool = True,
+        **kwargs: Unpack[PollingOptions],
+    ) -> None:
         self.tls, self.host, self.port, self.folder, in_url = parse_url(url)
         user = user or in_url
         if not user or not password:
             raise ProducerError("an inbox needs a user name and a password")
         self.user = user
-        super().__init__(prompt, source=source or f"imap://{self.user}@{self.host}:{self.port}/{self.folder}",
-                         **kwargs)
+        super().__init__(prompt, source=source or f"imap://{self.user}@{self.host}:{self.port}/{self.folder}", **kwargs)
         self._password, self.max_bytes, self.timeout, self.use_idle = password, max_bytes, timeout, idle
         self._looker: _Connection | None = None  # kept between polls
         self._idler: _Connection | None = None  # kept between waits
@@ -115,10 +125,17 @@ class Inbox(Polling):
         where = f"{self.host}:{self.port}"
         connection = _Connection()
         try:
-            client = (aioimaplib.IMAP4_SSL(self.host, self.port, timeout=self.timeout,
-                                           ssl_context=ssl.create_default_context(), conn_lost_cb=connection.on_lost)
-                      if self.tls else aioimaplib.IMAP4(self.host, self.port, timeout=self.timeout,
-                                                        conn_lost_cb=connection.on_lost))
+            client = (
+                aioimaplib.IMAP4_SSL(
+                    self.host,
+                    self.port,
+                    timeout=self.timeout,
+                    ssl_context=ssl.create_default_context(),
+                    conn_lost_cb=connection.on_lost,
+                )
+                if self.tls
+                else aioimaplib.IMAP4(self.host, self.port, timeout=self.timeout, conn_lost_cb=connection.on_lost)
+            )
             connection.client = client
             self.connections += 1
             await client.wait_hello_from_server()
@@ -191,8 +208,9 @@ class Inbox(Polling):
 
     @staticmethod
     async def _ok(answer: aioimaplib.Response, what: str) -> aioimaplib.Response:
-        if answer.result == "BYE" or any(bytes(line).startswith(b"* BYE") for line in answer.lines
-                                         if isinstance(line, (bytes, bytearray))):
+        if answer.result == "BYE" or any(
+            bytes(line).startswith(b"* BYE") for line in answer.lines if isinstance(line, (bytes, bytearray))
+        ):
             raise _Dropped(f"the server ended the session during {what}")
         return answer
 
@@ -221,8 +239,14 @@ class Inbox(Polling):
         for uid in new:
             key = keys[uid]
             if sizes.get(uid, 0) > self.max_bytes:
-                items.append(Item(source=self.source, key=key, title=f"(mail {uid}: {sizes[uid]} bytes)",
-                                  skipped=f"the mail is {sizes[uid]} bytes, over the limit of {self.max_bytes}"))
+                items.append(
+                    Item(
+                        source=self.source,
+                        key=key,
+                        title=f"(mail {uid}: {sizes[uid]} bytes)",
+                        skipped=f"the mail is {sizes[uid]} bytes, over the limit of {self.max_bytes}",
+                    )
+                )
                 continue
             answer = await client.uid("fetch", str(uid), "BODY.PEEK[]")
             raw = next((bytes(line) for line in answer.lines if isinstance(line, bytearray)), None)
@@ -275,8 +299,9 @@ class Inbox(Polling):
                     lines = pushed if isinstance(pushed, list) else [pushed]
                     if any(b"EXISTS" in bytes(p) for p in lines if isinstance(p, (bytes, bytearray))):
                         break
-                    if connection.lost or any(bytes(p).startswith(b"* BYE") for p in lines
-                                              if isinstance(p, (bytes, bytearray))):
+                    if connection.lost or any(
+                        bytes(p).startswith(b"* BYE") for p in lines if isinstance(p, (bytes, bytearray))
+                    ):
                         return
             except TimeoutError:
                 pass

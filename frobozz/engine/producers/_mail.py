@@ -94,13 +94,24 @@ def mail_item(raw: bytes, *, source: str, key: str) -> Item:
             name = clean(part.get_filename() or "(unnamed)", 200)
             attachments.append(f"{name} ({len(payload) if isinstance(payload, bytes) else 0} bytes)")
     except Exception as e:  # noqa: BLE001 - malformed MIME of any kind: a record, not a crash
-        return Item(source=source, key=key, title="(unreadable mail)",
-                    skipped=f"the mail could not be read: {type(e).__name__}: {clean(str(e), 200)}")
+        return Item(
+            source=source,
+            key=key,
+            title="(unreadable mail)",
+            skipped=f"the mail could not be read: {type(e).__name__}: {clean(str(e), 200)}",
+        )
     fields = [("from", sender), ("to", to), ("subject", subject)]
     if when is not None:
         fields.append(("date", when.isoformat(timespec="seconds")))
     if attachments:
         fields.append(("attachments", "; ".join(attachments)[:1000]))
     header = "\n".join(f"{n}: {v}" for n, v in fields if v)
-    return Item(source=source, key=key, title=subject, at=when, fields=tuple((n, v) for n, v in fields if v),
-                excerpt=clean(text, EXCERPT), body=f"{header}\n\n{text[:BODY_CHARS]}")
+    return Item(
+        source=source,
+        key=key,
+        title=subject,
+        at=when,
+        fields=tuple((n, v) for n, v in fields if v),
+        excerpt=clean(text, EXCERPT),
+        body=f"{header}\n\n{text[:BODY_CHARS]}",
+    )

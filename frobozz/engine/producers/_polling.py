@@ -40,8 +40,15 @@ class Polling:
 
     name = "polling"
 
-    def __init__(self, prompt: str, *, source: str, deliveries: Deliveries | None = None, interval: float = 60.0,
-                 files: Path | None = None) -> None:
+    def __init__(
+        self,
+        prompt: str,
+        *,
+        source: str,
+        deliveries: Deliveries | None = None,
+        interval: float = 60.0,
+        files: Path | None = None,
+    ) -> None:
         if not prompt.strip():
             raise ProducerError("a producer needs a prompt: what the model is to do with each item")
         if interval <= 0:

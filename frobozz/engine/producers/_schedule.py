@@ -34,8 +34,10 @@ def check_cron(expression: str) -> str:
     if text.lower() in KEYWORDS:
         return text.lower()
     if len(text.split()) != 5 or not croniter.is_valid(text):
-        raise ProducerError(f"invalid cron expression {text[:80]!r}: use 5 fields (minute hour day month weekday), "
-                            f"such as '30 7 * * 1-5', or one of {', '.join(KEYWORDS)}")
+        raise ProducerError(
+            f"invalid cron expression {text[:80]!r}: use 5 fields (minute hour day month weekday), "
+            f"such as '30 7 * * 1-5', or one of {', '.join(KEYWORDS)}"
+        )
     return text
 
 
@@ -44,8 +46,17 @@ class Schedule(Polling):
 
     name = "schedule"
 
-    def __init__(self, prompt: str, *, cron: str | None = None, tz: str = "UTC", every: float | None = None,
-                 source: str = "schedule", start: datetime | None = None, **kwargs: Unpack[PollingOptions]) -> None:
+    def __init__(
+        self,
+        prompt: str,
+        *,
+        cron: str | None = None,
+        tz: str = "UTC",
+        every: float | None = None,
+        source: str = "schedule",
+        start: datetime | None = None,
+        **kwargs: Unpack[PollingOptions],
+    ) -> None:
         super().__init__(prompt, source=source, **kwargs)
         if (cron is None) == (every is None):
             raise ProducerError("a schedule has either a cron expression or an interval in seconds, not both")

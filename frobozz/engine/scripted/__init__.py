@@ -3,5 +3,4 @@ the walkthrough player, `--model scripted` and offline demos run on it (and the 
 
 from ._messages_api import ApiError, Handler, MessagesRequest, Reply, ScriptedModel, Text, Thinking, ToolUse, replies
 
-__all__ = ["ApiError", "Handler", "MessagesRequest", "Reply", "ScriptedModel", "Text", "Thinking", "ToolUse",
-           "replies"]
+__all__ = ["ApiError", "Handler", "MessagesRequest", "Reply", "ScriptedModel", "Text", "Thinking", "ToolUse", "replies"]

@@ -149,37 +149,68 @@ def _sse(event: dict[str, Any]) -> bytes:
 
 
 def _stream_events(reply: Reply, model: str) -> Iterator[dict[str, Any]]:
-    usage = {"input_tokens": reply.input_tokens, "output_tokens": 1, "cache_creation_input_tokens": 0,
-             "cache_read_input_tokens": 0}
-    yield {"type": "message_start", "message": {
-        "id": f"msg_{secrets.token_hex(12)}", "type": "message", "role": "assistant", "model": model,
-        "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}
+    usage = {
+        "input_tokens": reply.input_tokens,
+        "output_tokens": 1,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
+    yield {
+        "type": "message_start",
+        "message": {
+            "id": f"msg_{secrets.token_hex(12)}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage,
+        },
+    }
     for index, block in enumerate(reply.blocks):
         if isinstance(block, Text):
             yield {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
             for piece in _pieces(block.text):
-                yield {"type": "content_block_delta", "index": index,
-                       "delta": {"type": "text_delta", "text": piece}}
+                yield {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}
         elif isinstance(block, Thinking):
-            yield {"type": "content_block_start", "index": index,
-                   "content_block": {"type": "thinking", "thinking": "", "signature": ""}}
-            yield {"type": "content_block_delta", "index": index,
-                   "delta": {"type": "thinking_delta", "thinking": block.thinking}}
-            yield {"type": "content_block_delta", "index": index,
-                   "delta": {"type": "signature_delta", "signature": "c2NyaXB0ZWQ="}}
+            yield {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            }
+            yield {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "thinking_delta", "thinking": block.thinking},
+            }
+            yield {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "signature_delta", "signature": "c2NyaXB0ZWQ="},
+            }
         else:
-            yield {"type": "content_block_start", "index": index,
-                   "content_block": {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}}
-            yield {"type": "content_block_delta", "index": index,
-                   "delta": {"type": "input_json_delta", "partial_json": json.dumps(block.input)}}
+            yield {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "tool_use", "id": block.id, "name": block.name, "input": {}},
+            }
+            yield {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": json.dumps(block.input)},
+            }
         yield {"type": "content_block_stop", "index": index}
-    yield {"type": "message_delta", "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None},
-           "usage": {"output_tokens": reply.output_tokens}}
+    yield {
+        "type": "message_delta",
+        "delta": {"stop_reason": reply.stop_reason, "stop_sequence": None},
+        "usage": {"output_tokens": reply.output_tokens},
+    }
     yield {"type": "message_stop"}
 
 
 def _pieces(text: str, size: int = 40) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 def _message_json(reply: Reply, model: str) -> dict[str, Any]:
@@ -191,9 +222,16 @@ def _message_json(reply: Reply, model: str) -> dict[str, Any]:
             content.append({"type": "thinking", "thinking": block.thinking, "signature": "c2NyaXB0ZWQ="})
         else:
             content.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.input})
-    return {"id": f"msg_{secrets.token_hex(12)}", "type": "message", "role": "assistant", "model": model,
-            "content": content, "stop_reason": reply.stop_reason, "stop_sequence": None,
-            "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens}}
+    return {
+        "id": f"msg_{secrets.token_hex(12)}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": reply.stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
+    }
 
 
 class ScriptedModel:
@@ -214,16 +252,21 @@ class ScriptedModel:
 
     def env(self) -> dict[str, str]:
         """What a claude process needs in its environment to talk to this server."""
-        return {"ANTHROPIC_BASE_URL": self.url, "ANTHROPIC_API_KEY": "sk-scripted",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+        return {
+            "ANTHROPIC_BASE_URL": self.url,
+            "ANTHROPIC_API_KEY": "sk-scripted",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
 
     # -- HTTP ------------------------------------------------------------------------------------
     async def _messages(self, request: Request) -> Response:
         try:
             body = await request.json()
         except ValueError:
-            return JSONResponse({"type": "error", "error": {"type": "invalid_request_error",
-                                                              "message": "body is not JSON"}}, status_code=400)
+            return JSONResponse(
+                {"type": "error", "error": {"type": "invalid_request_error", "message": "body is not JSON"}},
+                status_code=400,
+            )
         seen = MessagesRequest(body=body, path=request.url.path, headers=dict(request.headers))
         with self._lock:
             self.requests.append(seen)
@@ -235,12 +278,14 @@ class ScriptedModel:
             if is_compaction_request(body):
                 answer = _as_summary(answer)
         if isinstance(answer, ApiError):
-            return JSONResponse({"type": "error", "error": {"type": answer.type, "message": answer.message}},
-                                status_code=answer.status)
+            return JSONResponse(
+                {"type": "error", "error": {"type": answer.type, "message": answer.message}}, status_code=answer.status
+            )
         if not body.get("stream"):
             return JSONResponse(_message_json(answer, model), headers=dict(answer.headers))
-        return StreamingResponse(self._stream(answer, model), media_type="text/event-stream",
-                                 headers=dict(answer.headers))
+        return StreamingResponse(
+            self._stream(answer, model), media_type="text/event-stream", headers=dict(answer.headers)
+        )
 
     async def _stream(self, reply: Reply, model: str) -> AsyncIterator[bytes]:
         for n, event in enumerate(_stream_events(reply, model)):
@@ -255,10 +300,12 @@ class ScriptedModel:
         return JSONResponse({"input_tokens": max(1, len(json.dumps(body.get("messages", []))) // 4)})
 
     def _app(self) -> Starlette:
-        return Starlette(routes=[
-            Route("/v1/messages", self._messages, methods=["POST"]),
-            Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
-        ])
+        return Starlette(
+            routes=[
+                Route("/v1/messages", self._messages, methods=["POST"]),
+                Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
+            ]
+        )
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> ScriptedModel:

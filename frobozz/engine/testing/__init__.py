@@ -5,5 +5,16 @@ from ..scripted import ApiError, Handler, MessagesRequest, Reply, ScriptedModel,
 from ._fake_cli import fake_cli_path
 from ._session_store import InMemorySessionStore
 
-__all__ = ["ApiError", "Handler", "InMemorySessionStore", "MessagesRequest", "Reply", "ScriptedModel", "Text",
-           "Thinking", "ToolUse", "fake_cli_path", "replies"]
+__all__ = [
+    "ApiError",
+    "Handler",
+    "InMemorySessionStore",
+    "MessagesRequest",
+    "Reply",
+    "ScriptedModel",
+    "Text",
+    "Thinking",
+    "ToolUse",
+    "fake_cli_path",
+    "replies",
+]

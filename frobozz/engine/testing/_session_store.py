@@ -47,13 +47,15 @@ class InMemorySessionStore:
         path = _path(key)
         known = {e.get("uuid") for e in self.entries.get(path, ()) if e.get("uuid")}
         self.entries.setdefault(path, []).extend(
-            copy.deepcopy(e) for e in entries if not e.get("uuid") or e["uuid"] not in known)
+            copy.deepcopy(e) for e in entries if not e.get("uuid") or e["uuid"] not in known
+        )
         self._clock = max(int(time.time() * 1000), self._clock + 1)
         self._mtimes[path] = self._clock
         if not path[2]:
             summary = fold_summary(self._summaries.get(path[:2]), key, entries)
-            self._summaries[path[:2]] = SessionSummaryEntry(session_id=summary["session_id"], mtime=self._clock,
-                                                            data=summary["data"])
+            self._summaries[path[:2]] = SessionSummaryEntry(
+                session_id=summary["session_id"], mtime=self._clock, data=summary["data"]
+            )
         self.appends += 1
 
     async def load(self, key: SessionKey) -> list[Entry] | None:
@@ -63,8 +65,11 @@ class InMemorySessionStore:
 
     async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
         await self._misbehave()
-        return [{"session_id": s, "mtime": self._mtimes[(p, s, sub)]}
-                for p, s, sub in self.entries if p == project_key and not sub]
+        return [
+            {"session_id": s, "mtime": self._mtimes[(p, s, sub)]}
+            for p, s, sub in self.entries
+            if p == project_key and not sub
+        ]
 
     async def list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
         await self._misbehave()

@@ -32,14 +32,21 @@ class Summary(TypedDict):  # the engine's SessionSummaryEntry
     mtime: int
     data: dict[str, Any]
 
+
 LEDGER = "transcript_migrations"
 _NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 
 def _parts(key: Mapping[str, Any]) -> tuple[str, str, str]:
     project, session, subpath = key.get("project_key"), key.get("session_id"), key.get("subpath") or ""
-    if not isinstance(project, str) or not isinstance(session, str) or not isinstance(subpath, str) \
-            or not project or not session or "\x00" in project + session + subpath:
+    if (
+        not isinstance(project, str)
+        or not isinstance(session, str)
+        or not isinstance(subpath, str)
+        or not project
+        or not session
+        or "\x00" in project + session + subpath
+    ):
         raise MemoryStoreError(f"a session key needs a project_key and a session_id (text): {dict(key)!r:.200}")
     return project, session, subpath
 
@@ -86,13 +93,24 @@ class TranscriptStore:
         await self._run(self._append, project, session, subpath, uuids, texts, entries)
 
     @staticmethod
-    async def _append(connection: asyncpg.Connection, project: str, session: str, subpath: str,
-                      uuids: list[str | None], texts: list[str], entries: list[dict[str, Any]]) -> None:
+    async def _append(
+        connection: asyncpg.Connection,
+        project: str,
+        session: str,
+        subpath: str,
+        uuids: list[str | None],
+        texts: list[str],
+        entries: list[dict[str, Any]],
+    ) -> None:
         async with connection.transaction():
             await connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"{project}/{session}")
             old = await connection.fetchrow(
                 "SELECT mtime, summary::text AS summary FROM claude_transcripts "
-                "WHERE project_key = $1 AND session_id = $2 AND subpath = $3", project, session, subpath)
+                "WHERE project_key = $1 AND session_id = $2 AND subpath = $3",
+                project,
+                session,
+                subpath,
+            )
             mtime = await connection.fetchval(f"SELECT GREATEST({_NOW_MS}, $1::bigint + 1)", old["mtime"] if old else 0)
             summary = None
             if not subpath:
@@ -102,12 +120,22 @@ class TranscriptStore:
                 "INSERT INTO claude_transcripts (project_key, session_id, subpath, mtime, summary) "
                 "VALUES ($1, $2, $3, $4, $5::jsonb) ON CONFLICT (project_key, session_id, subpath) "
                 "DO UPDATE SET mtime = EXCLUDED.mtime, summary = EXCLUDED.summary",
-                project, session, subpath, mtime, orjson.dumps(summary).decode() if summary else None)
+                project,
+                session,
+                subpath,
+                mtime,
+                orjson.dumps(summary).decode() if summary else None,
+            )
             await connection.execute(
                 "INSERT INTO claude_transcript_entries (project_key, session_id, subpath, uuid, entry) "
                 "SELECT $1, $2, $3, u, e::jsonb FROM unnest($4::text[], $5::text[]) WITH ORDINALITY AS t(u, e, n) "
                 "ORDER BY n ON CONFLICT (project_key, session_id, subpath, uuid) WHERE uuid IS NOT NULL DO NOTHING",
-                project, session, subpath, uuids, texts)
+                project,
+                session,
+                subpath,
+                uuids,
+                texts,
+            )
 
     async def load(self, key: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         project, session, subpath = _parts(key)
@@ -115,40 +143,65 @@ class TranscriptStore:
         async def load(connection: asyncpg.Connection) -> list[dict[str, Any]] | None:
             async with connection.transaction(isolation="repeatable_read", readonly=True):
                 if not await connection.fetchval(
-                        "SELECT true FROM claude_transcripts WHERE project_key = $1 AND session_id = $2 "
-                        "AND subpath = $3", project, session, subpath):
+                    "SELECT true FROM claude_transcripts WHERE project_key = $1 AND session_id = $2 AND subpath = $3",
+                    project,
+                    session,
+                    subpath,
+                ):
                     return None
                 rows = await connection.fetch(
                     "SELECT entry::text FROM claude_transcript_entries WHERE project_key = $1 AND session_id = $2 "
-                    "AND subpath = $3 ORDER BY seq", project, session, subpath)
+                    "AND subpath = $3 ORDER BY seq",
+                    project,
+                    session,
+                    subpath,
+                )
             return [orjson.loads(r[0]) for r in rows]
 
         return await self._run(load)
 
     # -- optional ------------------------------------------------------------------------------------
     async def list_sessions(self, project_key: str) -> list[Listed]:
-        rows = await self._run(lambda c: c.fetch(
-            "SELECT session_id, mtime FROM claude_transcripts WHERE project_key = $1 AND subpath = '' "
-            "ORDER BY mtime DESC", project_key))
+        rows = await self._run(
+            lambda c: c.fetch(
+                "SELECT session_id, mtime FROM claude_transcripts WHERE project_key = $1 AND subpath = '' "
+                "ORDER BY mtime DESC",
+                project_key,
+            )
+        )
         return [{"session_id": r["session_id"], "mtime": r["mtime"]} for r in rows]
 
     async def list_session_summaries(self, project_key: str) -> list[Summary]:
-        rows = await self._run(lambda c: c.fetch(
-            "SELECT summary::text FROM claude_transcripts WHERE project_key = $1 AND subpath = '' "
-            "AND summary IS NOT NULL ORDER BY mtime DESC", project_key))
+        rows = await self._run(
+            lambda c: c.fetch(
+                "SELECT summary::text FROM claude_transcripts WHERE project_key = $1 AND subpath = '' "
+                "AND summary IS NOT NULL ORDER BY mtime DESC",
+                project_key,
+            )
+        )
         return [orjson.loads(r[0]) for r in rows]
 
     async def delete(self, key: Mapping[str, Any]) -> None:
         """A main transcript with its subagents' (the entries go by cascade), or one subagent's alone."""
         project, session, subpath = _parts(key)
-        await self._run(lambda c: c.execute(
-            "DELETE FROM claude_transcripts WHERE project_key = $1 AND session_id = $2"
-            " AND ($3 = '' OR subpath = $3)",
-            project, session, subpath))
+        await self._run(
+            lambda c: c.execute(
+                "DELETE FROM claude_transcripts WHERE project_key = $1 AND session_id = $2"
+                " AND ($3 = '' OR subpath = $3)",
+                project,
+                session,
+                subpath,
+            )
+        )
 
     async def list_subkeys(self, key: Mapping[str, Any]) -> list[str]:
         project, session, _ = _parts(key)
-        rows = await self._run(lambda c: c.fetch(
-            "SELECT subpath FROM claude_transcripts WHERE project_key = $1 AND session_id = $2 AND subpath <> '' "
-            "ORDER BY subpath", project, session))
+        rows = await self._run(
+            lambda c: c.fetch(
+                "SELECT subpath FROM claude_transcripts WHERE project_key = $1 AND session_id = $2 AND subpath <> '' "
+                "ORDER BY subpath",
+                project,
+                session,
+            )
+        )
         return [r["subpath"] for r in rows]

@@ -29,8 +29,15 @@ class Cache:
             body = body_path.read_bytes()
         except (OSError, ValueError):
             return None
-        fetched = Fetched(url=url, final_url=meta["final_url"], status=meta["status"], headers=meta["headers"],
-                          body=body, capped=meta.get("capped", False), from_cache=True)
+        fetched = Fetched(
+            url=url,
+            final_url=meta["final_url"],
+            status=meta["status"],
+            headers=meta["headers"],
+            body=body,
+            capped=meta.get("capped", False),
+            from_cache=True,
+        )
         return fetched, time.time() - meta["stored"]
 
     def store(self, fetched: Fetched, accept: str) -> None:
@@ -38,8 +45,14 @@ class Cache:
             return
         self.dir.mkdir(parents=True, exist_ok=True)
         meta_path, body_path = self._paths(fetched.url, accept)
-        meta = {"url": fetched.url, "final_url": fetched.final_url, "status": fetched.status, "headers": fetched.headers,
-                "capped": fetched.capped, "stored": time.time()}
+        meta = {
+            "url": fetched.url,
+            "final_url": fetched.final_url,
+            "status": fetched.status,
+            "headers": fetched.headers,
+            "capped": fetched.capped,
+            "stored": time.time(),
+        }
         atomic_write(body_path, fetched.body)
         atomic_write(meta_path, json.dumps(meta).encode())  # last: a meta file always has its body
 

@@ -61,8 +61,15 @@ def _html(html: str, url: str) -> Converted:
 
     title_match = _TITLE.search(html)
     title = " ".join(title_match.group(1).split()) if title_match else None
-    text = trafilatura.extract(html, url=url, output_format="markdown", include_links=True, include_tables=True,
-                               include_images=False, favor_recall=True)
+    text = trafilatura.extract(
+        html,
+        url=url,
+        output_format="markdown",
+        include_links=True,
+        include_tables=True,
+        include_images=False,
+        favor_recall=True,
+    )
     if not text or len(text) < 40:  # trafilatura found no main content: take the whole page
         from markdownify import markdownify
 
@@ -116,8 +123,9 @@ def _image(data: bytes, px: int) -> Converted:
     except (UnidentifiedImageError, OSError, Image.DecompressionBombError, ValueError) as e:
         raise UnsupportedError(f"the image cannot be read: {e}") from e
     shown = image.size
-    return Converted(f"Image, {width}x{height} pixels (shown at {shown[0]}x{shown[1]}).", None, out.getvalue(),
-                     "image/png")
+    return Converted(
+        f"Image, {width}x{height} pixels (shown at {shown[0]}x{shown[1]}).", None, out.getvalue(), "image/png"
+    )
 
 
 def convert(fetched: Fetched, *, raw: bool, image_px: int) -> Converted:
@@ -143,8 +151,9 @@ def convert(fetched: Fetched, *, raw: bool, image_px: int) -> Converted:
         return Converted(text)
     if kind in ("application/xml", "text/xml"):
         return Converted(text)
-    raise UnsupportedError(f"cannot read {kind} content: fetch reads web pages, Markdown, text, JSON, feeds, "
-                           "PDFs and images")
+    raise UnsupportedError(
+        f"cannot read {kind} content: fetch reads web pages, Markdown, text, JSON, feeds, PDFs and images"
+    )
 
 
 def page(text: str, start: int, max_length: int) -> tuple[str, int | None]:
@@ -168,7 +177,7 @@ def github_raw(url: str, github: str, raw: str) -> tuple[str, bool] | None:
     github = github.rstrip("/")
     if not url.startswith(github + "/"):
         return None
-    parts = [p for p in url[len(github) + 1:].split("?")[0].split("#")[0].split("/") if p]
+    parts = [p for p in url[len(github) + 1 :].split("?")[0].split("#")[0].split("/") if p]
     if len(parts) == 2:
         return f"{raw.rstrip('/')}/{parts[0]}/{parts[1]}/HEAD/README.md", True
     if len(parts) >= 5 and parts[2] in ("blob", "raw"):

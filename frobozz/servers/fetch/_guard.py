@@ -13,15 +13,26 @@ from .exceptions import BlockedError, FetchError
 from .settings import Settings
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-_METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254"),
-             ipaddress.ip_address("100.100.100.200")}
+_METADATA = {
+    ipaddress.ip_address("169.254.169.254"),
+    ipaddress.ip_address("fd00:ec2::254"),
+    ipaddress.ip_address("100.100.100.200"),
+}
 
 
 def is_public(ip: Address) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
         ip = ip.ipv4_mapped
-    return not (ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_reserved
-                or ip.is_unspecified or ip in _METADATA or ip in ipaddress.ip_network("100.64.0.0/10"))
+    return not (
+        ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+        or ip in _METADATA
+        or ip in ipaddress.ip_network("100.64.0.0/10")
+    )
 
 
 def _allowlisted(host: str, ip: Address, settings: Settings) -> bool:
@@ -50,14 +61,17 @@ def _pick(url: httpx.URL, infos: list, settings: Settings) -> Address:
             return ip
     raise BlockedError(
         f"{url.host} resolves to {', '.join(sorted({str(a) for a in addresses}))}, a private, loopback, "
-        "link-local or metadata address; set FROBOZZ_FETCH_ALLOW_PRIVATE=1 or FROBOZZ_FETCH_ALLOWLIST to allow it")
+        "link-local or metadata address; set FROBOZZ_FETCH_ALLOW_PRIVATE=1 or FROBOZZ_FETCH_ALLOWLIST to allow it"
+    )
 
 
 def resolve_sync(url: httpx.URL, settings: Settings) -> Address:
     """`resolve` for code that runs in a thread (the YouTube client)."""
     check_url(url)
     try:
-        infos = socket.getaddrinfo(url.host, url.port or (443 if url.scheme == "https" else 80), type=socket.SOCK_STREAM)
+        infos = socket.getaddrinfo(
+            url.host, url.port or (443 if url.scheme == "https" else 80), type=socket.SOCK_STREAM
+        )
     except OSError as e:
         raise FetchError(f"cannot resolve {url.host}: {e.strerror or e}") from e
     return _pick(url, infos, settings)

@@ -37,7 +37,7 @@ class Fetched:
         for part in self.headers.get("content-type", "").split(";")[1:]:
             key, _, value = part.strip().partition("=")
             if key.lower() == "charset" and value:
-                return value.strip('"\' ')
+                return value.strip("\"' ")
         return None
 
 
@@ -69,15 +69,18 @@ class _Decoder:
 class Http:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.client = httpx.AsyncClient(follow_redirects=False, timeout=httpx.Timeout(
-            settings.fetch_read_timeout, connect=settings.fetch_connect_timeout))
+        self.client = httpx.AsyncClient(
+            follow_redirects=False,
+            timeout=httpx.Timeout(settings.fetch_read_timeout, connect=settings.fetch_connect_timeout),
+        )
         self._robots: dict[str, Protego | None] = {}
 
     async def aclose(self) -> None:
         await self.client.aclose()
 
-    async def get(self, url: str, *, accept: str = "*/*", headers: dict[str, str] | None = None,
-                  robots: bool = True) -> Fetched:
+    async def get(
+        self, url: str, *, accept: str = "*/*", headers: dict[str, str] | None = None, robots: bool = True
+    ) -> Fetched:
         s = self.settings
         try:
             with anyio.fail_after(s.fetch_total_timeout):
@@ -101,20 +104,27 @@ class Http:
             finally:
                 await response.aclose()
             headers = {k.lower(): v for k, v in response.headers.items()}
-            return Fetched(url=url, final_url=str(current), status=response.status_code, headers=headers,
-                           body=body, capped=capped)
+            return Fetched(
+                url=url, final_url=str(current), status=response.status_code, headers=headers, body=body, capped=capped
+            )
         raise FetchError(f"more than {self.settings.fetch_max_redirects} redirects from {url[:200]}")
 
     async def _send(self, url: httpx.URL, accept: str, extra: dict[str, str]) -> httpx.Response:
         ip = await resolve(url, self.settings)
         host = f"[{ip}]" if ip.version == 6 else str(ip)
         pinned = url.copy_with(host=host)
-        headers = {"Host": url.netloc.decode(), "User-Agent": self.settings.fetch_user_agent, "Accept": accept,
-                   "Accept-Encoding": "gzip, deflate", **extra}
+        headers = {
+            "Host": url.netloc.decode(),
+            "User-Agent": self.settings.fetch_user_agent,
+            "Accept": accept,
+            "Accept-Encoding": "gzip, deflate",
+            **extra,
+        }
         extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
         try:
-            return await self.client.send(self.client.build_request("GET", pinned, headers=headers,
-                                                                    extensions=extensions), stream=True)
+            return await self.client.send(
+                self.client.build_request("GET", pinned, headers=headers, extensions=extensions), stream=True
+            )
         except httpx.ConnectTimeout as e:
             raise FetchError(f"connecting to {url.host} timed out") from e
         except httpx.ConnectError as e:
@@ -146,11 +156,12 @@ class Http:
         if origin not in self._robots:
             try:
                 got = await self._get(f"{origin}/robots.txt", "text/plain", {})
-                self._robots[origin] = Protego.parse(got.body.decode("utf-8", "replace")) \
-                    if got.status == 200 else None
+                self._robots[origin] = Protego.parse(got.body.decode("utf-8", "replace")) if got.status == 200 else None
             except FetchError:
                 self._robots[origin] = None  # no readable robots.txt: nothing is disallowed
         rules = self._robots[origin]
         if rules is not None and not rules.can_fetch(url, self.settings.fetch_user_agent):
-            raise BlockedError(f"{origin}/robots.txt disallows fetching {url[:200]} for this user agent "
-                               "(set FROBOZZ_FETCH_RESPECT_ROBOTS=0 to fetch it anyway)")
+            raise BlockedError(
+                f"{origin}/robots.txt disallows fetching {url[:200]} for this user agent "
+                "(set FROBOZZ_FETCH_RESPECT_ROBOTS=0 to fetch it anyway)"
+            )

@@ -34,21 +34,40 @@ class FetchResult(BaseModel):
     length: int = Field(description="Characters of text in the whole document.")
     truncated: bool
     next_start_index: int | None = Field(description="Pass as start_index to read on; null at the end.")
-    content: str = Field(description="This part of the text (clients that show only structured output, as claude "
-                                     "does, read it here).")
+    content: str = Field(
+        description="This part of the text (clients that show only structured output, as claude does, read it here)."
+    )
 
 
-def _text_result(url: str, final_url: str, status: int, content_type: str, title: str | None, text: str,
-                 start_index: int, max_length: int, *, capped: bool = False) -> CallToolResult:
+def _text_result(
+    url: str,
+    final_url: str,
+    status: int,
+    content_type: str,
+    title: str | None,
+    text: str,
+    start_index: int,
+    max_length: int,
+    *,
+    capped: bool = False,
+) -> CallToolResult:
     """One part of a text, with where the next part starts, as the tool's result."""
     part, next_start = page(text, start_index, max_length)
     if next_start is not None:
         part += f"\n\n[Content truncated: call fetch with start_index={next_start} to read on.]"
     elif start_index and not part:
         part = f"[No more content: the text has {len(text)} characters.]"
-    result = FetchResult(url=url, final_url=final_url, status=status, content_type=content_type, title=title,
-                         length=len(text), truncated=next_start is not None or capped, next_start_index=next_start,
-                         content=part)
+    result = FetchResult(
+        url=url,
+        final_url=final_url,
+        status=status,
+        content_type=content_type,
+        title=title,
+        length=len(text),
+        truncated=next_start is not None or capped,
+        next_start_index=next_start,
+        content=part,
+    )
     return CallToolResult(content=[TextContent(type="text", text=part)], structured_content=result.model_dump())
 
 
@@ -57,8 +76,12 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     http = Http(settings)
     cache = Cache(settings.cache_dir, settings.fetch_cache_ttl) if settings.fetch_cache else None
 
-    server = MCPServer("frobozz-fetch", title="Frobozz fetch", lifespan=closing(http.aclose),
-                       instructions="Read the web: pages as Markdown, feeds, PDFs, JSON, text and images.")
+    server = MCPServer(
+        "frobozz-fetch",
+        title="Frobozz fetch",
+        lifespan=closing(http.aclose),
+        instructions="Read the web: pages as Markdown, feeds, PDFs, JSON, text and images.",
+    )
 
     async def get(url: str, accept: str = ACCEPT) -> Fetched:
         if cache is None:
@@ -98,9 +121,11 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             source = github_raw(str(target), settings.fetch_github_url, settings.fetch_github_raw_url)
             fetched = await get(source[0] if source else str(target))
             if fetched.status >= 400:
-                raise FetchError(f"{fetched.final_url[:300]} answered HTTP {fetched.status}"
-                                 + (": not found" if fetched.status == 404 else "")
-                                 + ("; try again later" if fetched.status >= 500 else ""))
+                raise FetchError(
+                    f"{fetched.final_url[:300]} answered HTTP {fetched.status}"
+                    + (": not found" if fetched.status == 404 else "")
+                    + ("; try again later" if fetched.status >= 500 else "")
+                )
             if fetched.content_type in ("text/html", "application/xhtml+xml") and not raw:
                 alternate = markdown_alternate(fetched.body[:65536].decode("utf-8", "replace"), fetched.final_url)
                 if alternate:
@@ -112,25 +137,52 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                         log.info("the page's Markdown version at %s failed: %s", alternate, e)
             converted = convert(fetched, raw=raw, image_px=settings.fetch_image_px)
             if converted.image is not None:
-                result = FetchResult(url=url, final_url=fetched.final_url, status=fetched.status,
-                                     content_type=fetched.content_type, title=None, length=0, truncated=False,
-                                     next_start_index=None, content=converted.text)
-                picture = ImageContent(type="image", data=base64.b64encode(converted.image).decode(),
-                                       mime_type=converted.image_mime or "image/png")
-                return CallToolResult(content=[picture, TextContent(type="text", text=converted.text)],
-                                      structured_content=result.model_dump())
+                result = FetchResult(
+                    url=url,
+                    final_url=fetched.final_url,
+                    status=fetched.status,
+                    content_type=fetched.content_type,
+                    title=None,
+                    length=0,
+                    truncated=False,
+                    next_start_index=None,
+                    content=converted.text,
+                )
+                picture = ImageContent(
+                    type="image",
+                    data=base64.b64encode(converted.image).decode(),
+                    mime_type=converted.image_mime or "image/png",
+                )
+                return CallToolResult(
+                    content=[picture, TextContent(type="text", text=converted.text)],
+                    structured_content=result.model_dump(),
+                )
             text = converted.text
             if fetched.capped:
-                text += (f"\n\n[The body was cut at {settings.fetch_max_bytes} bytes, the most this server reads.]")
-            return _text_result(url, fetched.final_url, fetched.status, fetched.content_type, converted.title, text,
-                                start_index, max_length, capped=fetched.capped)
+                text += f"\n\n[The body was cut at {settings.fetch_max_bytes} bytes, the most this server reads.]"
+            return _text_result(
+                url,
+                fetched.final_url,
+                fetched.status,
+                fetched.content_type,
+                converted.title,
+                text,
+                start_index,
+                max_length,
+                capped=fetched.capped,
+            )
 
     @server.prompt(title="Read a page")
-    def read_page(url: Annotated[str, Field(description="An http(s) URL (it completes from the pages already "
-                                                        "fetched).", max_length=8192)]) -> str:
+    def read_page(
+        url: Annotated[
+            str, Field(description="An http(s) URL (it completes from the pages already fetched).", max_length=8192)
+        ],
+    ) -> str:
         """Read a page and sum it up (the URL completes from the pages fetched before)."""
-        return (f"Fetch {url} with the fetch tool (reading on with start_index while the text is truncated) "
-                "and sum it up: what it is, its main points, and anything dated or doubtful.")
+        return (
+            f"Fetch {url} with the fetch tool (reading on with start_index while the text is truncated) "
+            "and sum it up: what it is, its main points, and anything dated or doubtful."
+        )
 
     async def fetched_urls(typed: str, _: object) -> list[str]:
         return cache.urls() if cache is not None else []

@@ -25,7 +25,7 @@ def video_id(url: str, base: str) -> str | None:
     parts = urlsplit(url)
     base_parts = urlsplit(base)
     on_base = (parts.scheme, parts.netloc) == (base_parts.scheme, base_parts.netloc)
-    path = parts.path[len(base_parts.path.rstrip("/")):] if on_base else parts.path
+    path = parts.path[len(base_parts.path.rstrip("/")) :] if on_base else parts.path
     if parts.netloc == "youtu.be":
         candidate = path.strip("/").split("/")[0]
     elif parts.netloc in _HOSTS or on_base:
@@ -58,7 +58,7 @@ def _transcript(vid: str, settings: Settings) -> tuple[str, str | None]:
     class Guarded(HTTPAdapter):
         def send(self, request, **kwargs):
             if base != "https://www.youtube.com" and request.url.startswith("https://www.youtube.com"):
-                request.url = base + request.url[len("https://www.youtube.com"):]
+                request.url = base + request.url[len("https://www.youtube.com") :]
             resolve_sync(httpx.URL(request.url), settings)  # the guard, for every request the library makes
             kwargs["timeout"] = (settings.fetch_connect_timeout, settings.fetch_read_timeout)
             response = super().send(request, **kwargs)

@@ -21,14 +21,27 @@ def workflow(request: ImageRequest, checkpoint: str) -> dict[str, Any]:
     """ComfyUI's standard text-to-image graph, in its API format."""
     return {
         "4": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": checkpoint}},
-        "5": {"class_type": "EmptyLatentImage", "inputs": {"width": request.width, "height": request.height,
-                                                          "batch_size": 1}},
+        "5": {
+            "class_type": "EmptyLatentImage",
+            "inputs": {"width": request.width, "height": request.height, "batch_size": 1},
+        },
         "6": {"class_type": "CLIPTextEncode", "inputs": {"text": request.prompt, "clip": ["4", 1]}},
         "7": {"class_type": "CLIPTextEncode", "inputs": {"text": request.negative_prompt or "", "clip": ["4", 1]}},
-        "3": {"class_type": "KSampler", "inputs": {
-            "seed": request.seed, "steps": request.steps or 20, "cfg": 7.0, "sampler_name": "euler",
-            "scheduler": "normal", "denoise": 1.0, "model": ["4", 0], "positive": ["6", 0],
-            "negative": ["7", 0], "latent_image": ["5", 0]}},
+        "3": {
+            "class_type": "KSampler",
+            "inputs": {
+                "seed": request.seed,
+                "steps": request.steps or 20,
+                "cfg": 7.0,
+                "sampler_name": "euler",
+                "scheduler": "normal",
+                "denoise": 1.0,
+                "model": ["4", 0],
+                "positive": ["6", 0],
+                "negative": ["7", 0],
+                "latent_image": ["5", 0],
+            },
+        },
         "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}},
         "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "frobozz", "images": ["8", 0]}},
     }
@@ -49,16 +62,23 @@ class ComfyUI:
         prompt_id = None
         try:
             with http_errors(self.url, self.timeout):
-                queued = await self.client.post(f"{self.url}/prompt", json={
-                    "prompt": workflow(request, checkpoint), "client_id": secrets.token_hex(8)})
+                queued = await self.client.post(
+                    f"{self.url}/prompt",
+                    json={"prompt": workflow(request, checkpoint), "client_id": secrets.token_hex(8)},
+                )
                 queued.raise_for_status()
                 prompt_id = queued.json().get("prompt_id")
                 if not prompt_id:
                     raise BackendError("ComfyUI did not queue the workflow (no prompt_id)")
                 image = await self._wait(prompt_id, progress)
-                response = await self.client.get(f"{self.url}/view", params={
-                    "filename": image["filename"], "subfolder": image.get("subfolder", ""),
-                    "type": image.get("type", "output")})
+                response = await self.client.get(
+                    f"{self.url}/view",
+                    params={
+                        "filename": image["filename"],
+                        "subfolder": image.get("subfolder", ""),
+                        "type": image.get("type", "output"),
+                    },
+                )
                 response.raise_for_status()
         except anyio.get_cancelled_exc_class():
             with anyio.move_on_after(5, shield=True):

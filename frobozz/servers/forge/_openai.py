@@ -18,8 +18,16 @@ DEFAULT_MODEL = "gpt-image-1"
 class OpenAIImages:
     name = "openai"
 
-    def __init__(self, client: httpx.AsyncClient, url: str, *, timeout: float, poll: float, api_key: str | None,
-                 model: str | None) -> None:
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        url: str,
+        *,
+        timeout: float,
+        poll: float,
+        api_key: str | None,
+        model: str | None,
+    ) -> None:
         self.client, self.url, self.timeout, self.poll = client, url.rstrip("/"), timeout, poll
         self.api_key, self.model = api_key, model or DEFAULT_MODEL
 
@@ -33,13 +41,22 @@ class OpenAIImages:
     async def generate(self, request: ImageRequest, progress: Progress) -> Generated:
         model = request.model or self.model
         prompt = request.prompt + (f"\nAvoid: {request.negative_prompt}" if request.negative_prompt else "")
-        payload = {"model": model, "prompt": prompt, "size": f"{request.width}x{request.height}", "n": 1,
-                   "response_format": "b64_json"}
+        payload = {
+            "model": model,
+            "prompt": prompt,
+            "size": f"{request.width}x{request.height}",
+            "n": 1,
+            "response_format": "b64_json",
+        }
         with http_errors(self.url, self.timeout):
             response = await while_following(
-                lambda: self.client.post(f"{self.url}/v1/images/generations", json=payload,
-                                         headers={"Authorization": f"Bearer {self.api_key}"}),
-                lambda: self._heartbeat(progress))
+                lambda: self.client.post(
+                    f"{self.url}/v1/images/generations",
+                    json=payload,
+                    headers={"Authorization": f"Bearer {self.api_key}"},
+                ),
+                lambda: self._heartbeat(progress),
+            )
             response.raise_for_status()
             items = response.json().get("data") or []
             if not items or not isinstance(items[0], dict):

@@ -32,16 +32,24 @@ class SdWebUI:
         check_multiple_of(request, 8)
 
     async def generate(self, request: ImageRequest, progress: Progress) -> Generated:
-        payload = {"prompt": request.prompt, "negative_prompt": request.negative_prompt or "",
-                   "width": request.width, "height": request.height, "steps": request.steps or 20,
-                   "seed": request.seed if request.seed is not None else -1, "batch_size": 1, "n_iter": 1}
+        payload = {
+            "prompt": request.prompt,
+            "negative_prompt": request.negative_prompt or "",
+            "width": request.width,
+            "height": request.height,
+            "steps": request.steps or 20,
+            "seed": request.seed if request.seed is not None else -1,
+            "batch_size": 1,
+            "n_iter": 1,
+        }
         if request.model:
             payload["override_settings"] = {"sd_model_checkpoint": request.model}
         try:
             with http_errors(self.url, self.timeout):
                 response = await while_following(
                     lambda: self.client.post(f"{self.url}/sdapi/v1/txt2img", json=payload),
-                    lambda: self._follow(progress))
+                    lambda: self._follow(progress),
+                )
                 response.raise_for_status()
                 body = response.json()
         except anyio.get_cancelled_exc_class():
@@ -58,17 +66,23 @@ class SdWebUI:
             info = json.loads(body.get("info") or "{}")
         except (TypeError, ValueError):
             info = {}
-        return Generated(decode_b64(images[0], "the WebUI"), info.get("seed", request.seed),
-                         info.get("sd_model_name") or request.model)
+        return Generated(
+            decode_b64(images[0], "the WebUI"),
+            info.get("seed", request.seed),
+            info.get("sd_model_name") or request.model,
+        )
 
     async def _follow(self, progress: Progress) -> None:
         while True:
             await anyio.sleep(self.poll)
             try:
-                state = (await self.client.get(f"{self.url}/sdapi/v1/progress",
-                                               params={"skip_current_image": "true"})).json()
+                state = (
+                    await self.client.get(f"{self.url}/sdapi/v1/progress", params={"skip_current_image": "true"})
+                ).json()
                 steps = state.get("state") or {}
-                await progress(float(state.get("progress") or 0.0),
-                               f"step {steps.get('sampling_step', '?')} of {steps.get('sampling_steps', '?')}")
+                await progress(
+                    float(state.get("progress") or 0.0),
+                    f"step {steps.get('sampling_step', '?')} of {steps.get('sampling_steps', '?')}",
+                )
             except (httpx.HTTPError, ValueError, AttributeError):
                 continue  # progress is a courtesy; the image is what matters

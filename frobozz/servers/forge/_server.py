@@ -63,16 +63,21 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     store = ImageStore(settings.images_dir)
     client = httpx.AsyncClient(timeout=httpx.Timeout(settings.forge_timeout, connect=10.0))
     backend = make_backend(settings, client)
-    server = MCPServer("frobozz-forge", title="Frobozz forge", lifespan=closing(client.aclose),
-                       instructions="Make images with imagine; list_images and get_image show earlier ones.")
+    server = MCPServer(
+        "frobozz-forge",
+        title="Frobozz forge",
+        lifespan=closing(client.aclose),
+        instructions="Make images with imagine; list_images and get_image show earlier ones.",
+    )
 
     def check(prompt: str, negative: str | None, model: str | None) -> None:
         if not prompt.strip():
             raise BadRequestError("the prompt is empty: describe the image to make")
         for name, text in (("prompt", prompt), ("negative_prompt", negative or "")):
             if len(text) > settings.forge_max_prompt_chars:
-                raise BadRequestError(f"the {name} is {len(text)} characters; at most "
-                                      f"{settings.forge_max_prompt_chars} are accepted")
+                raise BadRequestError(
+                    f"the {name} is {len(text)} characters; at most {settings.forge_max_prompt_chars} are accepted"
+                )
             if "\0" in text:
                 raise BadRequestError(f"the {name} contains a NUL character")
         if model is not None and (not model.strip() or len(model) > 200):
@@ -92,10 +97,15 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         """Make an image from a prompt. Returns a preview to look at, and where the full PNG is kept."""
         with tool_errors(ForgeError):
             check(prompt, negative_prompt, model)
-            request = ImageRequest(prompt=prompt.strip(), negative_prompt=negative_prompt, width=width,
-                                   height=height, steps=steps,
-                                   seed=seed if seed is not None or backend.name == "openai" else secrets.randbelow(2**32),
-                                   model=model)
+            request = ImageRequest(
+                prompt=prompt.strip(),
+                negative_prompt=negative_prompt,
+                width=width,
+                height=height,
+                steps=steps,
+                seed=seed if seed is not None or backend.name == "openai" else secrets.randbelow(2**32),
+                model=model,
+            )
             backend.check(request)
             started = time.monotonic()
 
@@ -106,30 +116,50 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                 with anyio.fail_after(settings.forge_timeout):
                     made = await backend.generate(request, progress)
             except TimeoutError:
-                raise BackendError(f"the image took longer than {settings.forge_timeout:g} s; "
-                                   "try fewer steps or a smaller size") from None
+                raise BackendError(
+                    f"the image took longer than {settings.forge_timeout:g} s; try fewer steps or a smaller size"
+                ) from None
             image = await anyio.to_thread.run_sync(open_image, made.data)
-            parameters = {"negative_prompt": negative_prompt, "width": image.width, "height": image.height,
-                          "steps": steps, "seed": made.seed, "backend": backend.name, "model": made.model}
+            parameters = {
+                "negative_prompt": negative_prompt,
+                "width": image.width,
+                "height": image.height,
+                "steps": steps,
+                "seed": made.seed,
+                "backend": backend.name,
+                "model": made.model,
+            }
             stored = await anyio.to_thread.run_sync(store.save, image, request.prompt, parameters)
             preview = await anyio.to_thread.run_sync(preview_png, image, settings.forge_preview_px)
-            result = ImageResult(id=stored.id, path=stored.path, width=image.width, height=image.height,
-                                 seed=made.seed, backend=backend.name, model=made.model,
-                                 elapsed_s=round(time.monotonic() - started, 3))
-            text = TextContent(type="text", text=f"Image {stored.id}: {image.width}x{image.height}, saved at "
-                                                 f"{stored.path} (the preview is at most {settings.forge_preview_px} px).")
+            result = ImageResult(
+                id=stored.id,
+                path=stored.path,
+                width=image.width,
+                height=image.height,
+                seed=made.seed,
+                backend=backend.name,
+                model=made.model,
+                elapsed_s=round(time.monotonic() - started, 3),
+            )
+            text = TextContent(
+                type="text",
+                text=f"Image {stored.id}: {image.width}x{image.height}, saved at "
+                f"{stored.path} (the preview is at most {settings.forge_preview_px} px).",
+            )
             return CallToolResult(content=[_picture(preview), text], structured_content=result.model_dump())
 
     @server.tool(annotations=hints("List images", read_only=True, idempotent=True))
-    def list_images(limit: Annotated[int, Field(ge=1, le=500)] = 20,
-                    query: Annotated[str | None, Field(max_length=1000)] = None) -> ImageList:
+    def list_images(
+        limit: Annotated[int, Field(ge=1, le=500)] = 20, query: Annotated[str | None, Field(max_length=1000)] = None
+    ) -> ImageList:
         """Images made so far, newest first; `query` keeps those whose prompt contains it."""
         with tool_errors(ForgeError, OSError):
             return ImageList(images=store.list(limit, query))
 
     @server.tool(annotations=hints("Get an image", read_only=True, idempotent=True))
-    async def get_image(id: Annotated[str, Field(max_length=100)],
-                        size: Annotated[int, Field(ge=64, le=2048)] = 512) -> Annotated[CallToolResult, StoredImage]:
+    async def get_image(
+        id: Annotated[str, Field(max_length=100)], size: Annotated[int, Field(ge=64, le=2048)] = 512
+    ) -> Annotated[CallToolResult, StoredImage]:
         """An image made earlier, at most `size` pixels on its longest side, with its prompt and parameters."""
         with tool_errors(ForgeError):
             stored = store.get(id)
@@ -142,13 +172,16 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             return CallToolResult(content=[_picture(preview)], structured_content=asdict(stored))
 
     @server.prompt(title="Vary an image")
-    def vary_image(image: Annotated[str, Field(description="An image's id (it completes from the images made).",
-                                               max_length=100)],
-                   change: Annotated[str, Field(description="What to change.", max_length=2000)] = "") -> str:
+    def vary_image(
+        image: Annotated[str, Field(description="An image's id (it completes from the images made).", max_length=100)],
+        change: Annotated[str, Field(description="What to change.", max_length=2000)] = "",
+    ) -> str:
         """Make a new image from an earlier one's prompt (the id completes from the images made)."""
         how = f", changed so: {change}" if change else ", with a new seed"
-        return (f"Look at image {image} with get_image, then make a variation of it with imagine: its prompt and "
-                f"parameters{how}. Show both and say what differs.")
+        return (
+            f"Look at image {image} with get_image, then make a variation of it with imagine: its prompt and "
+            f"parameters{how}. Show both and say what differs."
+        )
 
     async def image_ids(typed: str, _: object) -> list[str]:
         return [stored.id for stored in await anyio.to_thread.run_sync(store.list, 10_000, None)]

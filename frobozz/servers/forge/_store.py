@@ -67,9 +67,15 @@ class ImageStore:
         info.add_itxt("parameters", json.dumps(parameters))
         out = io.BytesIO()
         image.save(out, format="PNG", pnginfo=info)
-        stored = StoredImage(id=image_id, path=str(self.root / f"{image_id}.png"), width=image.width,
-                             height=image.height, created=now.isoformat(timespec="microseconds"), prompt=prompt,
-                             parameters=parameters)
+        stored = StoredImage(
+            id=image_id,
+            path=str(self.root / f"{image_id}.png"),
+            width=image.width,
+            height=image.height,
+            created=now.isoformat(timespec="microseconds"),
+            prompt=prompt,
+            parameters=parameters,
+        )
         atomic_write(self.root / f"{image_id}.png", out.getvalue())
         atomic_write(self.root / f"{image_id}.json", json.dumps(asdict(stored), indent=2).encode())
         return stored

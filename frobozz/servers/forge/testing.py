@@ -33,8 +33,15 @@ def png(width: int, height: int, seed: int = 0) -> bytes:
 
 
 class FakeImageBackend:
-    def __init__(self, kind: Kind, *, delay: float = 0.0, fail: int | None = None, not_image: bool = False,
-                 api_key: str = "sk-test") -> None:
+    def __init__(
+        self,
+        kind: Kind,
+        *,
+        delay: float = 0.0,
+        fail: int | None = None,
+        not_image: bool = False,
+        api_key: str = "sk-test",
+    ) -> None:
         self.kind, self.delay, self.fail, self.not_image, self.api_key = kind, delay, fail, not_image, api_key
         self.requests: list[tuple[str, str, dict]] = []
         self.interrupted = threading.Event()
@@ -60,8 +67,9 @@ class FakeImageBackend:
 
     def _failure(self) -> Response | None:
         if self.fail:
-            return JSONResponse({"error": "scripted failure", "detail": "the fake backend was told to fail"},
-                                status_code=self.fail)
+            return JSONResponse(
+                {"error": "scripted failure", "detail": "the fake backend was told to fail"}, status_code=self.fail
+            )
         return None
 
     async def _work(self) -> bool:
@@ -84,8 +92,12 @@ class FakeImageBackend:
         seed = body.get("seed", -1)
         seed = seed if seed >= 0 else 1234
         data = self._image(body.get("width", 512), body.get("height", 512), seed)
-        return JSONResponse({"images": [base64.b64encode(data).decode()],
-                             "info": json.dumps({"seed": seed, "sd_model_name": "fake-sd-model"})})
+        return JSONResponse(
+            {
+                "images": [base64.b64encode(data).decode()],
+                "info": json.dumps({"seed": seed, "sd_model_name": "fake-sd-model"}),
+            }
+        )
 
     async def progress(self, request: Request) -> Response:
         done = min(1.0, (time.monotonic() - self._started) / self.delay) if self.delay and self._started else 0.0
@@ -110,8 +122,9 @@ class FakeImageBackend:
         if request.method == "POST":
             await self._record(request)
             return JSONResponse({})
-        running = [[0, pid, {}, {}, []] for pid, (start, _) in self._jobs.items()
-                   if time.monotonic() - start < self.delay]
+        running = [
+            [0, pid, {}, {}, []] for pid, (start, _) in self._jobs.items() if time.monotonic() - start < self.delay
+        ]
         return JSONResponse({"queue_running": running, "queue_pending": []})
 
     async def history(self, request: Request) -> Response:
@@ -119,9 +132,14 @@ class FakeImageBackend:
         job = self._jobs.get(prompt_id)
         if job is None or time.monotonic() - job[0] < self.delay or self.interrupted.is_set():
             return JSONResponse({})
-        return JSONResponse({prompt_id: {"status": {"status_str": "success", "completed": True},
-                                         "outputs": {"9": {"images": [{"filename": f"{prompt_id}.png",
-                                                                       "subfolder": "", "type": "output"}]}}}})
+        return JSONResponse(
+            {
+                prompt_id: {
+                    "status": {"status_str": "success", "completed": True},
+                    "outputs": {"9": {"images": [{"filename": f"{prompt_id}.png", "subfolder": "", "type": "output"}]}},
+                }
+            }
+        )
 
     async def view(self, request: Request) -> Response:
         prompt_id = request.query_params.get("filename", "").removesuffix(".png")
@@ -140,17 +158,27 @@ class FakeImageBackend:
         if not await self._work():
             return JSONResponse({"data": []})
         width, height = (int(v) for v in body.get("size", "256x256").split("x"))
-        return JSONResponse({"created": int(time.time()),
-                             "data": [{"b64_json": base64.b64encode(self._image(width, height, 7)).decode()}]})
+        return JSONResponse(
+            {
+                "created": int(time.time()),
+                "data": [{"b64_json": base64.b64encode(self._image(width, height, 7)).decode()}],
+            }
+        )
 
     def _app(self) -> Starlette:
         routes = {
-            "sdwebui": [Route("/sdapi/v1/txt2img", self.txt2img, methods=["POST"]),
-                        Route("/sdapi/v1/progress", self.progress), Route("/sdapi/v1/interrupt", self.interrupt,
-                                                                          methods=["POST"])],
-            "comfyui": [Route("/prompt", self.prompt, methods=["POST"]), Route("/queue", self.queue, methods=["GET", "POST"]),
-                        Route("/history/{prompt_id}", self.history), Route("/view", self.view),
-                        Route("/interrupt", self.interrupt, methods=["POST"])],
+            "sdwebui": [
+                Route("/sdapi/v1/txt2img", self.txt2img, methods=["POST"]),
+                Route("/sdapi/v1/progress", self.progress),
+                Route("/sdapi/v1/interrupt", self.interrupt, methods=["POST"]),
+            ],
+            "comfyui": [
+                Route("/prompt", self.prompt, methods=["POST"]),
+                Route("/queue", self.queue, methods=["GET", "POST"]),
+                Route("/history/{prompt_id}", self.history),
+                Route("/view", self.view),
+                Route("/interrupt", self.interrupt, methods=["POST"]),
+            ],
             "openai": [Route("/v1/images/generations", self.generations, methods=["POST"])],
         }[self.kind]
         return Starlette(routes=routes)

@@ -18,10 +18,18 @@ class GameState(BaseModel):
     location: str | None
     done: bool = Field(description="The game has ended (won, or lost for good).")
     won: bool
-    recalled: list[str] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
-        "Notes from long-term memory about this room or answer, each shown once in a run (play --memory)."))
-    note: str | None = Field(default=None, exclude_if=lambda v: v is None, description=(
-        "A message from the runner that arrived since the last answer (play --memory)."))
+    recalled: list[str] = Field(
+        default_factory=list,
+        exclude_if=lambda v: not v,
+        description=(
+            "Notes from long-term memory about this room or answer, each shown once in a run (play --memory)."
+        ),
+    )
+    note: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description=("A message from the runner that arrived since the last answer (play --memory)."),
+    )
 
 
 class GameEntry(BaseModel):
@@ -78,5 +86,11 @@ class ValidActions(BaseModel):
 
 
 def turn_record(turn: Turn) -> TurnRecord:
-    return TurnRecord(turn=turn.number, command=turn.command, text=turn.text, score=turn.score,
-                      moves=turn.moves, location=turn.location)
+    return TurnRecord(
+        turn=turn.number,
+        command=turn.command,
+        text=turn.text,
+        score=turn.score,
+        moves=turn.moves,
+        location=turn.location,
+    )

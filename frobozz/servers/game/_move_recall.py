@@ -39,8 +39,7 @@ class MoveRecall:
             service = self._service = MemoryService(MemorySettings())
             try:
                 store = await service.store()
-                self._recall = Recall(store, await service.sessions(), limit=LIMIT, deadline=DEADLINE,
-                                      context=False)
+                self._recall = Recall(store, await service.sessions(), limit=LIMIT, deadline=DEADLINE, context=False)
                 await store.embedder.embed(["warming up"])
             except (MemoryStoreError, OSError) as e:
                 log.warning("game: recall is off, memory could not be opened: %s", e)
@@ -59,8 +58,12 @@ class MoveRecall:
         queries = memory_queries(location, text)
         if not queries:
             return []
-        hits = await quietly("recall", self._recall(self.session_id, self.namespace, queries[0], extra=queries[1:]),
-                             [], within=DEADLINE + 0.5)
+        hits = await quietly(
+            "recall",
+            self._recall(self.session_id, self.namespace, queries[0], extra=queries[1:]),
+            [],
+            within=DEADLINE + 0.5,
+        )
         return [memory_line(h.memory) for h in hits]
 
     async def aclose(self) -> None:

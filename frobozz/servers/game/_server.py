@@ -64,9 +64,18 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     def _state(session: GameSession, turn: Turn, recalled: list[str] | None = None) -> GameState:
         """A game answer, with the runner's notes waiting in the mailbox (play --memory in tools mode)."""
         note = "\n\n".join(mailbox.take()) if mailbox else ""
-        return GameState(session_id=session.id, text=turn.text, score=turn.score, max_score=session.max_score,
-                         moves=turn.moves, location=turn.location, done=turn.done, won=turn.won,
-                         recalled=recalled or [], note=note or None)
+        return GameState(
+            session_id=session.id,
+            text=turn.text,
+            score=turn.score,
+            max_score=session.max_score,
+            moves=turn.moves,
+            location=turn.location,
+            done=turn.done,
+            won=turn.won,
+            recalled=recalled or [],
+            note=note or None,
+        )
 
     def _unpaused() -> None:
         reason = mailbox.paused() if mailbox else None
@@ -80,14 +89,29 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     def list_games() -> GameList:
         """The games that can be started: catalogued ones (installed or not) and any story file found."""
         with tool_errors(GameError, OSError):
-            return GameList(games=[GameEntry(name=g.name, title=g.title, file_name=g.file_name,
-                                             installed=g.installed, license=g.license, max_score=g.max_score)
-                                   for g in sessions.library.listing()])
+            return GameList(
+                games=[
+                    GameEntry(
+                        name=g.name,
+                        title=g.title,
+                        file_name=g.file_name,
+                        installed=g.installed,
+                        license=g.license,
+                        max_score=g.max_score,
+                    )
+                    for g in sessions.library.listing()
+                ]
+            )
 
     @server.tool(annotations=hints("Start a game", read_only=False))
     async def new_game(
-        game: Annotated[str, Field(description="A catalogue name ('zork1') or a story file name "
-                                               "('zork1-r119.z3', 'mygame.z8').", max_length=1000)],
+        game: Annotated[
+            str,
+            Field(
+                description="A catalogue name ('zork1') or a story file name ('zork1-r119.z3', 'mygame.z8').",
+                max_length=1000,
+            ),
+        ],
     ) -> GameState:
         """Start a new game session and return the game's opening text."""
         with tool_errors(GameError):
@@ -95,8 +119,10 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             return _state(session, session.current)
 
     @server.tool(annotations=hints("Give a command", read_only=False))
-    async def act(session_id: SessionId, command: Annotated[str, Field(
-            description="One command, as a player would type it: 'north', 'take lamp'.")]) -> GameState:
+    async def act(
+        session_id: SessionId,
+        command: Annotated[str, Field(description="One command, as a player would type it: 'north', 'take lamp'.")],
+    ) -> GameState:
         """Send one command to the game and return its answer."""
         _unpaused()
         with tool_errors(GameError):
@@ -161,8 +187,13 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         with tool_errors(GameError):
             async with sessions.hold(session_id) as session:
                 game_map = session.map()
-            return MapResult(session_id=session_id, format=format, rooms=len(game_map.rooms),
-                             passages=len(game_map.passages), map=game_map.render(format))
+            return MapResult(
+                session_id=session_id,
+                format=format,
+                rooms=len(game_map.rooms),
+                passages=len(game_map.passages),
+                map=game_map.render(format),
+            )
 
     @server.tool(annotations=hints("History", **reading))
     async def history(session_id: SessionId, last: Annotated[int, Field(ge=1, le=10_000)] = 20) -> History:
@@ -184,20 +215,25 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         with tool_errors(GameError):
             session = await sessions.end(session_id)
             turn = session.current
-            return EndedGame(session_id=session.id, turns=turn.number, score=turn.score,
-                             max_score=session.max_score, won=turn.won)
+            return EndedGame(
+                session_id=session.id, turns=turn.number, score=turn.score, max_score=session.max_score, won=turn.won
+            )
 
     @server.prompt(title="Play a game")
     def play(game: GameName) -> str:
         """Start a game and play it (the game's name completes from the games there are)."""
-        return (f"Start a new game of {game!r} with new_game, then play it: read each answer, and send one "
-                "command at a time with act. Save before anything risky.")
+        return (
+            f"Start a new game of {game!r} with new_game, then play it: read each answer, and send one "
+            "command at a time with act. Save before anything risky."
+        )
 
     @server.prompt(title="Go back to a save")
     def restore_save(game: GameName, slot: Slot) -> str:
         """Take a game up again from a save slot (the slot completes from the game's saves)."""
-        return (f"Take up the game of {game!r} from the save slot {slot!r}: in a session of that game (start one "
-                "with new_game if there is none), restore the slot, then look around and go on playing.")
+        return (
+            f"Take up the game of {game!r} from the save slot {slot!r}: in a session of that game (start one "
+            "with new_game if there is none), restore the slot, then look around and go on playing."
+        )
 
     async def games(typed: str, _: object) -> list[str]:
         listing = sessions.library.listing()
@@ -206,7 +242,10 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     async def slots(typed: str, given: Mapping[str, str]) -> list[str]:
         return sessions.library.save_slots(given["game"]) if given.get("game") else []
 
-    offer_completion(server, {("play", "game"): games, ("restore_save", "game"): games,
-                              ("restore_save", "slot"): slots}, expected=(GameError, OSError))
+    offer_completion(
+        server,
+        {("play", "game"): games, ("restore_save", "game"): games, ("restore_save", "slot"): slots},
+        expected=(GameError, OSError),
+    )
     offer_logging(server)
     return server

@@ -84,14 +84,14 @@ class Sessions:
         session = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None or session.state is GameSessionState.CLOSED:
             running = ", ".join(self._sessions) or "none"
-            raise GameError(f"no game session {str(session_id)[:80]!r} (running: {running}); "
-                            "start one with new_game")
+            raise GameError(f"no game session {str(session_id)[:80]!r} (running: {running}); start one with new_game")
         return session
 
     def _check_room(self) -> None:
         if len(self._sessions) + self._opening >= self.settings.max_sessions:
-            raise SessionLimitError(f"{self.settings.max_sessions} games are already running: end one with "
-                                    "end_game first")
+            raise SessionLimitError(
+                f"{self.settings.max_sessions} games are already running: end one with end_game first"
+            )
 
     async def _fresh(self, session_id: str) -> GameSession:
         """The session at its latest shared state: as held, or picked up; an error when it has ended."""
@@ -109,8 +109,9 @@ class Sessions:
         try:
             if session is None:
                 self._check_room()
-                session = await GameSession.reopen(shared.story, self.settings, session_id, shared.snapshot,
-                                                   shared.turns)
+                session = await GameSession.reopen(
+                    shared.story, self.settings, session_id, shared.snapshot, shared.turns
+                )
             else:
                 await session.resume(shared.snapshot, shared.turns, journal=False)
         except (KeyError, TypeError, ValueError) as e:

@@ -83,8 +83,9 @@ class FileShare(_LocalLocks):
 
     async def save(self, session: GameSession) -> object:
         snapshot = session.snapshot(undo=SHARED_UNDO)
-        atomic_write(self._path(session.id), json.dumps({"story": str(session.story.path),
-                                                         "snapshot": snapshot}).encode())
+        atomic_write(
+            self._path(session.id), json.dumps({"story": str(session.story.path), "snapshot": snapshot}).encode()
+        )
         return await self.mark(session.id)
 
     async def delete(self, session_id: str) -> None:
@@ -123,8 +124,9 @@ class DatabaseShare:
                 yield
             finally:
                 with anyio.CancelScope(shield=True):
-                    await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))",
-                                             f"frobozz-game:{session_id}")
+                    await connection.execute(
+                        "SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-game:{session_id}"
+                    )
 
     async def mark(self, session_id: str) -> object | None:
         pool = await self._open()
@@ -139,8 +141,9 @@ class DatabaseShare:
             raise GameError(f"no game session {session_id!r} in the database")
         try:
             turns = [Turn(**t) for t in json.loads(row["turns"])]
-            return Shared(self._story(row["story"], row["story_md5"]), json.loads(row["snapshot"]), turns,
-                          row["version"])
+            return Shared(
+                self._story(row["story"], row["story_md5"]), json.loads(row["snapshot"]), turns, row["version"]
+            )
         except (ValueError, TypeError) as e:
             raise GameError(f"game session {session_id} could not be picked up from the database: {e}") from e
 
@@ -151,8 +154,12 @@ class DatabaseShare:
                 "INSERT INTO game_sessions (session_id, story, story_md5, snapshot, turns) VALUES ($1, $2, $3, $4, $5) "
                 "ON CONFLICT (session_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, turns = EXCLUDED.turns, "
                 "version = game_sessions.version + 1, updated = now() RETURNING version",
-                session.id, str(session.story.path), session.story.md5,
-                json.dumps(session.snapshot(undo=SHARED_UNDO)), json.dumps([asdict(t) for t in session.turns]))
+                session.id,
+                str(session.story.path),
+                session.story.md5,
+                json.dumps(session.snapshot(undo=SHARED_UNDO)),
+                json.dumps([asdict(t) for t in session.turns]),
+            )
 
     async def delete(self, session_id: str) -> None:
         pool = await self._open()

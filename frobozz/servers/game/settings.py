@@ -10,19 +10,30 @@ from frobozz.games import GamesSettings
 
 
 class Settings(GamesSettings):
-    max_sessions: int = Field(default=16, ge=1, le=256,
-                              description="Game sessions one server keeps at once (each is a process).")
-    autosave_slot: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
-                                      description="Save every game to this slot after each act (for runners).")
+    max_sessions: int = Field(
+        default=16, ge=1, le=256, description="Game sessions one server keeps at once (each is a process)."
+    )
+    autosave_slot: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
+        description="Save every game to this slot after each act (for runners).",
+    )
     game_shared_sessions: bool = Field(
-        default=False, description="Keep each session's state in the data directory, so any of several server "
-                                   "processes (behind a load balancer) can answer for it. `serve all --http` sets it.")
+        default=False,
+        description="Keep each session's state in the data directory, so any of several server "
+        "processes (behind a load balancer) can answer for it. `serve all --http` sets it.",
+    )
     game_recall_namespace: str | None = Field(
-        default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$",
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$",
         description="With game_recall_session: after each act, recall long-term memories of this namespace "
-                    "(`play --memory` in tools mode).")
+        "(`play --memory` in tools mode).",
+    )
     game_recall_session: str | None = Field(
-        default=None, max_length=100, description="The memory-loop session whose seen-set recall keeps (no memory "
-                                                  "comes back twice in a run).")
+        default=None,
+        max_length=100,
+        description="The memory-loop session whose seen-set recall keeps (no memory comes back twice in a run).",
+    )
     game_mailbox: Path | None = Field(
-        default=None, description="A folder where the runner leaves notes for the next game answer, and pauses play.")
+        default=None, description="A folder where the runner leaves notes for the next game answer, and pauses play."
+    )

@@ -60,9 +60,15 @@ Items = Annotated[list[Annotated[str, Field(max_length=MAX_ITEM_CHARS)]] | None,
 
 
 def _out(letter: Letter) -> LetterOut:
-    return LetterOut(id=letter.id, namespace=letter.namespace, session_id=letter.session_id, summary=letter.summary,
-                     next_steps=letter.next_steps, created_at=letter.created_at,
-                     memories=[RememberedOut(id=m.id, content=m.content) for m in letter.memories])
+    return LetterOut(
+        id=letter.id,
+        namespace=letter.namespace,
+        session_id=letter.session_id,
+        summary=letter.summary,
+        next_steps=letter.next_steps,
+        created_at=letter.created_at,
+        memories=[RememberedOut(id=m.id, content=m.content) for m in letter.memories],
+    )
 
 
 def create_server(settings: Settings | None = None, service: MemoryService | None = None) -> MCPServer:
@@ -77,17 +83,26 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
             check(store.memories.namespace(namespace), write=write)
         return store
 
-    server = MCPServer("frobozz-handoff", title="Frobozz handoff", lifespan=closing(memory.aclose),
-                       instructions="Before your context window fills up or the session ends, call `handoff` with a "
-                                    "letter to your next self; at the start of a new window, `latest_handoff` reads it.")
+    server = MCPServer(
+        "frobozz-handoff",
+        title="Frobozz handoff",
+        lifespan=closing(memory.aclose),
+        instructions="Before your context window fills up or the session ends, call `handoff` with a "
+        "letter to your next self; at the start of a new window, `latest_handoff` reads it.",
+    )
 
     @server.tool(annotations=hints("Hand off to the next context window", read_only=False))
-    async def handoff(summary: Annotated[str, Field(description="What was done and where things stand.")],
-                      next_steps: Items = None, memories: Items = None, namespace: Namespace = None) -> HandedOff:
+    async def handoff(
+        summary: Annotated[str, Field(description="What was done and where things stand.")],
+        next_steps: Items = None,
+        memories: Items = None,
+        namespace: Namespace = None,
+    ) -> HandedOff:
         """Write the letter your next context window reads first; each of `memories` is also stored in cortex."""
         with tool_errors(MemoryStoreError):
             letter_id, memory_ids = await (await letters(namespace, write=True)).write(
-                summary, next_steps, memories, namespace, settings.session_id)
+                summary, next_steps, memories, namespace, settings.session_id
+            )
             return HandedOff(handoff_id=letter_id, memory_ids=memory_ids)
 
     @server.tool(annotations=hints("Read the latest handoff", read_only=True, idempotent=True))
@@ -109,18 +124,32 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
     async def list_handoffs(limit: Annotated[int, Field(ge=1, le=200)] = 10, namespace: Namespace = None) -> Letters:
         """The newest letters first, briefly; read_handoff gives one whole."""
         with tool_errors(MemoryStoreError):
-            return Letters(handoffs=[
-                LetterBrief(id=x.id, session_id=x.session_id, created_at=x.created_at, summary=x.summary[:300],
-                            next_steps=len(x.next_steps), memories=len(x.memories))
-                for x in await (await letters(namespace, write=False)).recent(limit, namespace)])
+            return Letters(
+                handoffs=[
+                    LetterBrief(
+                        id=x.id,
+                        session_id=x.session_id,
+                        created_at=x.created_at,
+                        summary=x.summary[:300],
+                        next_steps=len(x.next_steps),
+                        memories=len(x.memories),
+                    )
+                    for x in await (await letters(namespace, write=False)).recent(limit, namespace)
+                ]
+            )
 
     @server.prompt(title="Pick up where the last window left off")
-    def pick_up(namespace: Annotated[str, Field(description="Whose letters (it completes from the namespaces in use).",
-                                                max_length=100)] = "") -> str:
+    def pick_up(
+        namespace: Annotated[
+            str, Field(description="Whose letters (it completes from the namespaces in use).", max_length=100)
+        ] = "",
+    ) -> str:
         """Read the latest handoff letter and go on from it (the namespace completes from those in use)."""
         where = f" of the namespace {namespace!r}" if namespace else ""
-        return (f"Read the latest handoff letter{where} with latest_handoff, say in two lines where things stand, "
-                "and go on with its next steps.")
+        return (
+            f"Read the latest handoff letter{where} with latest_handoff, say in two lines where things stand, "
+            "and go on with its next steps."
+        )
 
     async def namespaces(typed: str, _: object) -> list[str]:
         return readable(await (await letters()).memories.namespaces())

@@ -8,8 +8,16 @@ pytestmark = pytest.mark.anyio
 
 
 def _result(text: str) -> Result:
-    return Result(subtype="success", is_error=False, result=text, session_id="s", num_turns=1, duration_ms=1,
-                  total_cost_usd=0.0, usage={})
+    return Result(
+        subtype="success",
+        is_error=False,
+        result=text,
+        session_id="s",
+        num_turns=1,
+        duration_ms=1,
+        total_cost_usd=0.0,
+        usage={},
+    )
 
 
 async def test_every_subscriber_gets_every_event_and_a_stalled_one_only_loses_its_own():

@@ -22,12 +22,16 @@ from tests.engine.conftest import of, until
 
 pytestmark = pytest.mark.anyio
 
-LETTER = {"summary": "Mapped the white house; the lamp is lit.", "next_steps": ["open the trap door"],
-          "memories": ["The troll takes the sword only once."]}
+LETTER = {
+    "summary": "Mapped the white house; the lamp is lit.",
+    "next_steps": ["open the trap door"],
+    "memories": ["The troll takes the sword only once."],
+}
 
 
 async def test_a_session_hands_off_compacts_and_the_next_window_opens_with_the_letter(
-        make_options, frobozz_env, cortex_settings, spans):
+    make_options, frobozz_env, cortex_settings, spans
+):
     def script(request):
         if is_compaction_request(request.body):
             return "The summary of the first window."
@@ -39,8 +43,12 @@ async def test_a_session_hands_off_compacts_and_the_next_window_opens_with_the_l
 
     relay = HandoffRelay()
     async with ScriptedModel(script) as model:
-        options = make_options(model, mcp_config=hub_servers(["handoff"], frobozz_env, cortex_settings),
-                               strict_mcp_config=True, allowed_tools=["mcp__handoff__handoff"])
+        options = make_options(
+            model,
+            mcp_config=hub_servers(["handoff"], frobozz_env, cortex_settings),
+            strict_mcp_config=True,
+            allowed_tools=["mcp__handoff__handoff"],
+        )
         async with Session(options, producers=[relay], observers=[relay]) as session:
             await session.wait_for_mcp({"handoff"})
             for text in ("tell me more", "wrap up"):  # claude compacts nothing shorter
@@ -53,7 +61,7 @@ async def test_a_session_hands_off_compacts_and_the_next_window_opens_with_the_l
     compaction = [n for n, r in enumerate(model.requests) if is_compaction_request(r.body)]
     assert len(compaction) == 1 and "open the trap door" in model.requests[compaction[0]].last_user_text()
     assert of(events, CompactBoundary)
-    next_window = next(r for r in model.requests[compaction[0] + 1:] if r.body.get("tools"))
+    next_window = next(r for r in model.requests[compaction[0] + 1 :] if r.body.get("tools"))
     first_user = json.dumps(next_window.messages)
     assert "A new context window begins" in first_user and LETTER["summary"] in first_user
     assert "wrap up" not in first_user  # the old window is gone: only the summary and the orientation remain
@@ -100,8 +108,17 @@ async def test_the_window_is_the_one_claude_reports_for_its_model(make_options):
 
 
 def _result(**model_usage) -> Result:
-    return Result(subtype="success", is_error=False, result="", session_id="s", num_turns=1, duration_ms=1,
-                  total_cost_usd=0, usage={}, model_usage=model_usage)
+    return Result(
+        subtype="success",
+        is_error=False,
+        result="",
+        session_id="s",
+        num_turns=1,
+        duration_ms=1,
+        total_cost_usd=0,
+        usage={},
+        model_usage=model_usage,
+    )
 
 
 def test_a_window_given_is_kept_and_otherwise_the_largest_reported_is_used():
@@ -109,9 +126,20 @@ def test_a_window_given_is_kept_and_otherwise_the_largest_reported_is_used():
     assert reported.context_window == 1_000_000 and _result().context_window is None
     learned, fixed = HandoffRelay(), HandoffRelay(context_window=200_000)
     for relay in (learned, fixed):
-        relay.on_event(Usage(path="/v1/messages", status=200, model="m", input_tokens=160_000, output_tokens=10,
-                             cache_creation_input_tokens=0, cache_read_input_tokens=0, context_tokens=160_000,
-                             context_high_water=160_000, rate_limits={}))
+        relay.on_event(
+            Usage(
+                path="/v1/messages",
+                status=200,
+                model="m",
+                input_tokens=160_000,
+                output_tokens=10,
+                cache_creation_input_tokens=0,
+                cache_read_input_tokens=0,
+                context_tokens=160_000,
+                context_high_water=160_000,
+                rate_limits={},
+            )
+        )
         relay.on_event(reported)
     assert learned.context_used == pytest.approx(0.16) and fixed.context_used == pytest.approx(0.8)
 
@@ -123,18 +151,43 @@ def test_a_letter_reads_from_any_tool_input():
 
 
 def _turn(relay: HandoffRelay, *, refused: bool) -> None:
-    relay.on_event(AssistantMessage(session_id="s", message_id="m", model=None, content=(
-        ToolUseBlock(id="t1", name="mcp__handoff__handoff", input=LETTER),)))
-    relay.on_event(UserMessage(session_id="s", content=(ToolResultBlock(tool_use_id="t1", content="x", is_error=refused),)))
-    relay.on_event(Result(subtype="success", is_error=False, result="", session_id="s", num_turns=1, duration_ms=1,
-                          total_cost_usd=0, usage={}))
+    relay.on_event(
+        AssistantMessage(
+            session_id="s",
+            message_id="m",
+            model=None,
+            content=(ToolUseBlock(id="t1", name="mcp__handoff__handoff", input=LETTER),),
+        )
+    )
+    relay.on_event(
+        UserMessage(session_id="s", content=(ToolResultBlock(tool_use_id="t1", content="x", is_error=refused),))
+    )
+    relay.on_event(
+        Result(
+            subtype="success",
+            is_error=False,
+            result="",
+            session_id="s",
+            num_turns=1,
+            duration_ms=1,
+            total_cost_usd=0,
+            usage={},
+        )
+    )
 
 
 def test_a_letter_the_server_refused_is_not_relayed_and_replays_are_ignored():
     relay = HandoffRelay()
     _turn(relay, refused=True)
-    relay.on_event(AssistantMessage(session_id="s", message_id="m", model=None, is_replay=True, content=(
-        ToolUseBlock(id="t2", name="handoff", input=LETTER),)))
+    relay.on_event(
+        AssistantMessage(
+            session_id="s",
+            message_id="m",
+            model=None,
+            is_replay=True,
+            content=(ToolUseBlock(id="t2", name="handoff", input=LETTER),),
+        )
+    )
     assert relay.letters == []
     _turn(relay, refused=False)
     assert [letter.summary for letter in relay.letters] == [LETTER["summary"]]
@@ -143,12 +196,33 @@ def test_a_letter_the_server_refused_is_not_relayed_and_replays_are_ignored():
 def test_mid_turn_the_ask_is_due_once_past_the_threshold_and_not_again_when_the_turn_ends():
     relay = HandoffRelay(context_window=200_000)
     assert relay.due() is None  # nothing measured yet
-    relay.on_event(Usage(path="/v1/messages", status=200, model="m", input_tokens=170_000, output_tokens=10,
-                         cache_creation_input_tokens=0, cache_read_input_tokens=0, context_tokens=170_000,
-                         context_high_water=170_000, rate_limits={}))
+    relay.on_event(
+        Usage(
+            path="/v1/messages",
+            status=200,
+            model="m",
+            input_tokens=170_000,
+            output_tokens=10,
+            cache_creation_input_tokens=0,
+            cache_read_input_tokens=0,
+            context_tokens=170_000,
+            context_high_water=170_000,
+            rate_limits={},
+        )
+    )
     step = relay.due()
     assert step is not None and step.letter is None and (step.used, step.window) == (170_000, 200_000)
     assert relay.due() is None
-    relay.on_event(Result(subtype="success", is_error=False, result="", session_id="s", num_turns=1, duration_ms=1,
-                          total_cost_usd=0, usage={}))
+    relay.on_event(
+        Result(
+            subtype="success",
+            is_error=False,
+            result="",
+            session_id="s",
+            num_turns=1,
+            duration_ms=1,
+            total_cost_usd=0,
+            usage={},
+        )
+    )
     assert relay.steps() == []  # asked already in this window

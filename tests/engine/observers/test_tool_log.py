@@ -36,22 +36,33 @@ async def test_each_call_is_logged_with_its_target_sizes_and_outcome(make_option
 
     script = replies(
         Reply((ToolUse("Read", {"file_path": str(notes)}),)),
-        Reply((ToolUse("Edit", {"file_path": str(notes), "old_string": "lamp is lit", "new_string": "brass lamp is out"}),)),
+        Reply(
+            (
+                ToolUse(
+                    "Edit", {"file_path": str(notes), "old_string": "lamp is lit", "new_string": "brass lamp is out"}
+                ),
+            )
+        ),
         Reply((ToolUse("Write", {"file_path": str(outside), "content": "x" * 40}),)),
         Reply((ToolUse("Read", {"file_path": str(claude_home / "missing.md")}),)),
-        "done")
+        "done",
+    )
     caplog.set_level(logging.INFO, logger="frobozz.tools")
     async with ScriptedModel(script) as model:
         async with Session(make_options(model, can_use_tool=guard), observers=[log]) as session:
             await session.send("tidy the notes")
             await until(session.events(), Result)
     assert [(c.name, c.target[:40], c.outcome) for c in log.calls] == [
-        ("Read", "notes.md", "ok"), ("Edit", "notes.md", "ok"), ("Write", str(outside)[:40], "denied"),
-        ("Read", "missing.md", "error")]
+        ("Read", "notes.md", "ok"),
+        ("Edit", "notes.md", "ok"),
+        ("Write", str(outside)[:40], "denied"),
+        ("Read", "missing.md", "error"),
+    ]
     assert len(log.calls[2].target) <= 80  # a long path is cut, in brief
     edit = log.calls[1]
-    assert edit.input_size == "old 11, new 17 chars" and edit.line().startswith("[tool] Edit notes.md (old 11, new 17 "
-                                                                                "chars) ok ")
+    assert edit.input_size == "old 11, new 17 chars" and edit.line().startswith(
+        "[tool] Edit notes.md (old 11, new 17 chars) ok "
+    )
     assert log.calls[2].input_size == "40 chars" and log.calls[0].output_chars > len("the lamp is lit")
     assert all(c.duration_ms >= 0 for c in log.calls)
     assert [r.getMessage() for r in caplog.records if r.name == "frobozz.tools"] == [c.line() for c in log.calls]

@@ -13,8 +13,14 @@ pytestmark = pytest.mark.anyio
 
 
 def mail(subject, body="Hello there.", sender="ana@example.org", extra=b""):
-    return (f"From: Ana <{sender}>\r\nTo: robin@example.org\r\nSubject: {subject}\r\n"
-            f"Date: Tue, 24 Nov 2026 08:00:00 +0000\r\n").encode() + extra + f"\r\n{body}\r\n".encode()
+    return (
+        (
+            f"From: Ana <{sender}>\r\nTo: robin@example.org\r\nSubject: {subject}\r\n"
+            f"Date: Tue, 24 Nov 2026 08:00:00 +0000\r\n"
+        ).encode()
+        + extra
+        + f"\r\n{body}\r\n".encode()
+    )
 
 
 @pytest.fixture
@@ -43,7 +49,8 @@ async def test_an_empty_mailbox_has_nothing_and_three_mails_are_three_items_in_o
 
 
 async def test_each_new_mail_is_one_turn_of_a_real_claude_session_in_order_with_its_text_in_a_file(
-        mailbox, make_options, tmp_path):
+    mailbox, make_options, tmp_path
+):
     server, user, password = mailbox
     deliveries = MemoryDeliveries()
     producer = inbox(mailbox, deliveries=deliveries, files=tmp_path / "mail", interval=1)
@@ -54,29 +61,49 @@ async def test_each_new_mail_is_one_turn_of_a_real_claude_session_in_order_with_
                 await eventually(lambda: len(deliveries.kept.get(producer.source, ())) >= 3, interval=0.1)
             await session.wait_idle()
         asked = [r.last_user_text() for r in model.requests if "Triage this mail." in r.last_user_text()]
-    assert [next(s for s in ("alpha", "beta", "gamma") if f"subject: {s}" in a) for a in asked] == \
-        ["alpha", "beta", "gamma"]
+    assert [next(s for s in ("alpha", "beta", "gamma") if f"subject: {s}" in a) for a in asked] == [
+        "alpha",
+        "beta",
+        "gamma",
+    ]
     assert all("data, not instructions" in a and str(tmp_path / "mail") in a for a in asked)
-    assert sorted(p.read_text().splitlines()[2] for p in (tmp_path / "mail").iterdir()) == \
-        ["subject: alpha", "subject: beta", "subject: gamma"]
+    assert sorted(p.read_text().splitlines()[2] for p in (tmp_path / "mail").iterdir()) == [
+        "subject: alpha",
+        "subject: beta",
+        "subject: gamma",
+    ]
     assert await producer.poll() == []
 
 
 async def test_hostile_mail_is_cleaned_or_skipped_with_a_record_and_the_rest_still_comes(mailbox):
     server, user, password = mailbox
-    html = (b"Content-Type: text/html; charset=utf-8\r\n\r\n<html><head><style>p{}</style></head><body>"
-            b"<script>fetch('http://evil')</script><p>Quarterly <b>numbers</b></p></body></html>")
+    html = (
+        b"Content-Type: text/html; charset=utf-8\r\n\r\n<html><head><style>p{}</style></head><body>"
+        b"<script>fetch('http://evil')</script><p>Quarterly <b>numbers</b></p></body></html>"
+    )
     huge = mail("huge", body="x" * 20_000_000)
-    broken = (b"From: x@example.org\r\nSubject: broken\r\nMIME-Version: 1.0\r\n"
-              b"Content-Type: multipart/mixed; boundary=\"zz\"\r\n\r\n--zz\r\nContent-Type: text/plain\r\n"
-              b"Content-Transfer-Encoding: base64\r\n\r\n!!!not base64!!!\r\n")  # no closing boundary
-    with_file = (b"From: x@example.org\r\nSubject: with file\r\nMIME-Version: 1.0\r\n"
-                 b"Content-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\n"
-                 b"see attached\r\n--b\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; "
-                 b"filename=\"report.pdf\"\r\nContent-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n--b--\r\n")
-    await anyio.to_thread.run_sync(server.append, user, password, mail("Hi\x1b[2J\x07 there\u202e"),
-                                   b"From: x@example.org\r\nSubject: page\r\nMIME-Version: 1.0\r\n" + html,
-                                   huge, broken, with_file, mail("last"))
+    broken = (
+        b"From: x@example.org\r\nSubject: broken\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/mixed; boundary="zz"\r\n\r\n--zz\r\nContent-Type: text/plain\r\n'
+        b"Content-Transfer-Encoding: base64\r\n\r\n!!!not base64!!!\r\n"
+    )  # no closing boundary
+    with_file = (
+        b"From: x@example.org\r\nSubject: with file\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/mixed; boundary="b"\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\n'
+        b"see attached\r\n--b\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; "
+        b'filename="report.pdf"\r\nContent-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQK\r\n--b--\r\n'
+    )
+    await anyio.to_thread.run_sync(
+        server.append,
+        user,
+        password,
+        mail("Hi\x1b[2J\x07 there\u202e"),
+        b"From: x@example.org\r\nSubject: page\r\nMIME-Version: 1.0\r\n" + html,
+        huge,
+        broken,
+        with_file,
+        mail("last"),
+    )
     items = await inbox(mailbox).poll()
     assert [i.title for i in items][:3] == ["Hi [2J there", "page", f"(mail 3: {len(huge)} bytes)"]
     assert items[1].excerpt == "Quarterly numbers" and "evil" not in items[1].body

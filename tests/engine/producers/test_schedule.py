@@ -11,8 +11,10 @@ from tests.waiting import eventually
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize("expression", ["", "* * * *", "61 * * * *", "* * * * * *", "@sometimes", "hello world",
-                                        "* * * * * ; rm -rf /", "1" * 10_000])
+@pytest.mark.parametrize(
+    "expression",
+    ["", "* * * *", "61 * * * *", "* * * * * *", "@sometimes", "hello world", "* * * * * ; rm -rf /", "1" * 10_000],
+)
 def test_an_invalid_cron_expression_is_refused_with_what_a_valid_one_looks_like(expression):
     with pytest.raises(ProducerError, match=r"invalid cron expression.*5 fields"):
         Schedule("hi", cron=expression)
@@ -40,8 +42,9 @@ def test_cron_times_are_in_the_schedule_s_zone_across_a_daylight_saving_change()
     summer = lisbon.next_after(datetime(2026, 7, 10, 12, tzinfo=UTC))
     assert winter == datetime(2026, 1, 11, 7, 30, tzinfo=UTC)
     assert summer == datetime(2026, 7, 11, 6, 30, tzinfo=UTC)  # 07:30 WEST
-    assert Schedule("x", cron="@hourly").next_after(datetime(2026, 1, 1, 5, 59, 59, tzinfo=UTC)) == \
-        datetime(2026, 1, 1, 6, tzinfo=UTC)
+    assert Schedule("x", cron="@hourly").next_after(datetime(2026, 1, 1, 5, 59, 59, tzinfo=UTC)) == datetime(
+        2026, 1, 1, 6, tzinfo=UTC
+    )
 
 
 def test_every_n_seconds_counts_from_the_epoch_so_every_machine_agrees_and_only_the_latest_missed_time_fires():

@@ -31,8 +31,11 @@ async def test_supersede_keeps_the_old_fact_as_history_and_search_finds_the_curr
     assert {r["id"]: r["superseded_by"] for r in everything["results"]}[old["id"]] == new["id"]
     assert new["supersedes"] == old["id"] and new["metadata"] == {"who": "ana"} and new["namespace"] == "default"
     assert first["valid_to"] is not None and first["superseded_by"] == new["id"]
-    assert [h["id"] for h in first["history"]] == [h["id"] for h in last["history"]] == [old["id"], new["id"],
-                                                                                        newest["id"]]
+    assert (
+        [h["id"] for h in first["history"]]
+        == [h["id"] for h in last["history"]]
+        == [old["id"], new["id"], newest["id"]]
+    )
     assert last["valid_to"] is None and last["history"][-1]["valid_to"] is None
     assert [m["id"] for m in recent["memories"]] == [newest["id"]]
 
@@ -41,16 +44,19 @@ async def test_a_superseded_or_missing_memory_cannot_be_superseded_and_nothing_c
     async with Client(create_server(cortex_settings)) as client:
         old = await call(client, "store", content="The meeting is on Monday.")
         other = await call(client, "store", content="The meeting room is B12.")
-        assert "already says exactly that" in await error(client, "supersede", old_id=old["id"],
-                                                          content="The meeting is   on Monday.")
+        assert "already says exactly that" in await error(
+            client, "supersede", old_id=old["id"], content="The meeting is   on Monday."
+        )
         assert "empty" in await error(client, "supersede", old_id=old["id"], content="  ")
         assert "no memory 999999" in await error(client, "supersede", old_id=999999, content="x")
-        assert "already has that exact text" in await error(client, "supersede", old_id=old["id"],
-                                                            content="The meeting room is B12.")
+        assert "already has that exact text" in await error(
+            client, "supersede", old_id=old["id"], content="The meeting room is B12."
+        )
         assert (await call(client, "get", id=old["id"]))["valid_to"] is None  # the failed one left it current
         new = await call(client, "supersede", old_id=old["id"], content="The meeting is on Tuesday.")
-        assert f"superseded by memory {new['id']}" in await error(client, "supersede", old_id=old["id"],
-                                                                  content="Wednesday")
+        assert f"superseded by memory {new['id']}" in await error(
+            client, "supersede", old_id=old["id"], content="Wednesday"
+        )
         again = await call(client, "store", content="The meeting is on Monday.")  # the old text, current again
         assert again["duplicate_of"] is None and again["id"] not in (old["id"], new["id"], other["id"])
 
@@ -115,8 +121,11 @@ async def test_export_and_import_keep_the_chains(cortex_settings, tmp_path):
     assert json.loads(json.dumps(exported))[1]["supersedes"] == a.id and exported[0]["valid_to"]
     assert (first, rest, again) == ((1, 0), (3, 0), (0, 4))
     assert hit.memory.content == c.content
-    assert [m.content for m in history] == ["The office is in Leeds.", "The office moved to York.",
-                                            "The office moved to Hull."]
+    assert [m.content for m in history] == [
+        "The office is in Leeds.",
+        "The office moved to York.",
+        "The office moved to Hull.",
+    ]
     assert [m.valid_to is None for m in history] == [False, False, True]
 
 
@@ -129,15 +138,20 @@ async def test_the_migration_keeps_every_existing_memory_current(cortex_settings
             from frobozz.memory import _database
 
             found = _database._migrations("frobozz.memory")
-            await c.execute("CREATE TABLE cortex_migrations (version int PRIMARY KEY, name text NOT NULL, "
-                            "applied_at timestamptz NOT NULL DEFAULT now())")
+            await c.execute(
+                "CREATE TABLE cortex_migrations (version int PRIMARY KEY, name text NOT NULL, "
+                "applied_at timestamptz NOT NULL DEFAULT now())"
+            )
             for version, name, sql in found:
                 if version <= 5:
                     await c.execute(sql.replace("{dim}", "384").replace("{model}", "all-MiniLM-L6-v2"))
                     await c.execute("INSERT INTO cortex_migrations (version, name) VALUES ($1, $2)", version, name)
             [vector] = await service.embedder.embed(["The lamp is in the living room."])
-            await c.execute("INSERT INTO memories (namespace, content, content_hash, embedding) VALUES "
-                            "('default', 'The lamp is in the living room.', 'h', $1)", vector)
+            await c.execute(
+                "INSERT INTO memories (namespace, content, content_hash, embedding) VALUES "
+                "('default', 'The lamp is in the living room.', 'h', $1)",
+                vector,
+            )
         store = await service.store()
         [hit] = await store.search("lamp", limit=1)
         recent = await store.recent(5, None)

@@ -27,8 +27,9 @@ async def test_forgetting_a_memory_removes_its_image_and_it_is_never_served_agai
     async with Client(create_server(cortex_settings)) as client:
         assert "no memory 1" in await error(client, "forget", id=1)  # nothing to forget first
         plain = await call(client, "store", content="The lamp is in the living room.")
-        kept = await call(client, "store", content="The other garden.", image={**PNG, "data": b64(picture(
-            colour="green"))})
+        kept = await call(
+            client, "store", content="The other garden.", image={**PNG, "data": b64(picture(colour="green"))}
+        )
         stored = await call(client, "store", content="A sketch of the white house.", image=PNG)
         assert len(kept_files(cortex_settings)) == 4
         await call(client, "forget", id=plain["id"])
@@ -67,15 +68,17 @@ async def test_a_new_version_keeps_the_image_sharing_its_files_until_the_last_ve
 
 
 def cortex(env, *args, check=True):
-    done = subprocess.run([sys.executable, "-m", "frobozz", "cortex", *args], capture_output=True, text=True,
-                          timeout=180, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "cortex", *args], capture_output=True, text=True, timeout=180, env=env
+    )
     if check:
         assert done.returncode == 0, done.stderr
     return done
 
 
-async def test_export_carries_the_image_and_import_restores_it_checked_as_store_checks_it(cortex_settings,
-                                                                                         postgres, tmp_path):
+async def test_export_carries_the_image_and_import_restores_it_checked_as_store_checks_it(
+    cortex_settings, postgres, tmp_path
+):
     from tests.conftest import database_url
 
     env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
@@ -93,13 +96,18 @@ async def test_export_carries_the_image_and_import_restores_it_checked_as_store_
     assert lines[2]["image"]["media_type"] == "image/png" and lines[2]["image"]["description"] is None
 
     postgres.psql("CREATE DATABASE restored_images;")
-    elsewhere = {**env, "FROBOZZ_DATABASE_URL": database_url(postgres, "restored_images"),
-                 "FROBOZZ_CORTEX_IMAGES_DIR": str(tmp_path / "elsewhere")}
+    elsewhere = {
+        **env,
+        "FROBOZZ_DATABASE_URL": database_url(postgres, "restored_images"),
+        "FROBOZZ_CORTEX_IMAGES_DIR": str(tmp_path / "elsewhere"),
+    }
     bad = tmp_path / "bad.jsonl"
-    for image, expected in [({"data": b64(b"not a picture"), "media_type": "image/png"}, "is not a PNG"),
-                            ({"data": b64(picture(fmt="JPEG")), "media_type": "image/png"}, "claims to be image/png"),
-                            ({"data": "A" * 28_000_000, "media_type": "image/png"}, "over the limit"),
-                            ({"media_type": "image/png"}, "base64 'data'")]:
+    for image, expected in [
+        ({"data": b64(b"not a picture"), "media_type": "image/png"}, "is not a PNG"),
+        ({"data": b64(picture(fmt="JPEG")), "media_type": "image/png"}, "claims to be image/png"),
+        ({"data": "A" * 28_000_000, "media_type": "image/png"}, "over the limit"),
+        ({"media_type": "image/png"}, "base64 'data'"),
+    ]:
         bad.write_text(json.dumps(lines[0]) + "\n" + json.dumps({**lines[2], "image": image}) + "\n")
         done = cortex(elsewhere, "import", str(bad), check=False)
         assert done.returncode == 1 and "line 2" in done.stderr and expected in done.stderr, done.stderr

@@ -65,13 +65,24 @@ async def test_an_image_is_kept_with_its_memory_and_get_returns_its_thumbnail(co
     async with Client(create_server(cortex_settings)) as client:
         assert (await call(client, "search", query="orange sun"))["results"] == []  # nothing first
         plain = await call(client, "store", content="The lamp is in the living room.")
-        stored = await call(client, "store", content="A sketch of the orange sun over the white house.",
-                            image={"data": b64(picture()), "media_type": "image/png"})
+        stored = await call(
+            client,
+            "store",
+            content="A sketch of the orange sun over the white house.",
+            image={"data": b64(picture()), "media_type": "image/png"},
+        )
         hits = (await call(client, "search", query="orange sun white house"))["results"]
         result = await client.call_tool("get", {"id": stored["id"]})
         without = await client.call_tool("get", {"id": plain["id"]})
-    assert stored["image"] == {"media_type": "image/png", "bytes": len(picture()), "width": 2000, "height": 1000,
-                               "thumbnail_width": 768, "thumbnail_height": 384, "description": None}
+    assert stored["image"] == {
+        "media_type": "image/png",
+        "bytes": len(picture()),
+        "width": 2000,
+        "height": 1000,
+        "thumbnail_width": 768,
+        "thumbnail_height": 384,
+        "description": None,
+    }
     assert {h["id"]: h["has_image"] for h in hits}[stored["id"]] is True
     assert not [h for h in hits if h["id"] == plain["id"] and h["has_image"]]
     thumbnail = thumbnail_of(result)
@@ -85,12 +96,18 @@ async def test_an_image_is_kept_with_its_memory_and_get_returns_its_thumbnail(co
 
 async def test_the_same_text_and_image_is_kept_once_and_another_image_makes_another_memory(cortex_settings):
     async with Client(create_server(cortex_settings)) as client:
-        first = await call(client, "store", content="Our garden.", image={"data": b64(picture()),
-                                                                          "media_type": "image/png"})
-        again = await call(client, "store", content="Our garden.", image={"data": b64(picture()),
-                                                                          "media_type": "image/png"})
-        other = await call(client, "store", content="Our garden.",
-                           image={"data": b64(picture(colour="green", fmt="JPEG")), "media_type": "image/jpeg"})
+        first = await call(
+            client, "store", content="Our garden.", image={"data": b64(picture()), "media_type": "image/png"}
+        )
+        again = await call(
+            client, "store", content="Our garden.", image={"data": b64(picture()), "media_type": "image/png"}
+        )
+        other = await call(
+            client,
+            "store",
+            content="Our garden.",
+            image={"data": b64(picture(colour="green", fmt="JPEG")), "media_type": "image/jpeg"},
+        )
     assert again["duplicate_of"] == first["id"] and again["image"]["bytes"] == first["image"]["bytes"]
     assert other["duplicate_of"] is None and other["id"] != first["id"]
     assert len(kept_files(cortex_settings)) == 4  # the duplicate left no files
@@ -99,12 +116,20 @@ async def test_the_same_text_and_image_is_kept_once_and_another_image_makes_anot
 async def test_a_vision_model_describes_the_image_so_that_words_find_it(cortex_settings):
     seen = "A red lighthouse on a rocky cliff above a stormy sea, with the word PORTLAND painted on its side."
     with ScriptedModel(lambda _: "unused", side_reply=seen) as model:
-        settings = cortex_settings.model_copy(update={"cortex_vision_model": "claude-haiku-4-5",
-                                                      "cortex_vision_url": model.url,
-                                                      "cortex_vision_api_key": SecretStr("sk-scripted")})
+        settings = cortex_settings.model_copy(
+            update={
+                "cortex_vision_model": "claude-haiku-4-5",
+                "cortex_vision_url": model.url,
+                "cortex_vision_api_key": SecretStr("sk-scripted"),
+            }
+        )
         async with Client(create_server(settings)) as client:
-            stored = await call(client, "store", content="Holiday, day three.",
-                                image={"data": b64(picture((3000, 4000), "JPEG")), "media_type": "image/jpeg"})
+            stored = await call(
+                client,
+                "store",
+                content="Holiday, day three.",
+                image={"data": b64(picture((3000, 4000), "JPEG")), "media_type": "image/jpeg"},
+            )
             hits = (await call(client, "search", query="lighthouse on a cliff", min_score=0.3))["results"]
             got = await call(client, "get", id=stored["id"])
     [request] = model.requests
@@ -121,11 +146,13 @@ async def test_a_vision_model_describes_the_image_so_that_words_find_it(cortex_s
 async def test_a_vision_model_that_cannot_be_reached_leaves_the_memory_its_own_words(cortex_settings):
     with ScriptedModel(lambda _: "unused") as model:
         url = model.url  # stopped at once: its port answers nothing
-    settings = cortex_settings.model_copy(update={"cortex_vision_model": "claude-haiku-4-5", "cortex_vision_url": url,
-                                                  "cortex_vision_timeout": 5.0})
+    settings = cortex_settings.model_copy(
+        update={"cortex_vision_model": "claude-haiku-4-5", "cortex_vision_url": url, "cortex_vision_timeout": 5.0}
+    )
     async with Client(create_server(settings)) as client:
-        stored = await call(client, "store", content="The map of the cellar.",
-                            image={"data": b64(picture()), "media_type": "image/png"})
+        stored = await call(
+            client, "store", content="The map of the cellar.", image={"data": b64(picture()), "media_type": "image/png"}
+        )
         got = await call(client, "get", id=stored["id"])
     assert stored["image"]["description"] is None and got["content"] == "The map of the cellar."
 
@@ -141,8 +168,9 @@ async def test_an_image_is_read_by_path_only_under_the_allowed_folders(cortex_se
     with open(allowed / "huge.png", "wb") as f:  # 50 MB (sparse: nothing written)
         f.truncate(50_000_000)
     async with Client(create_server(cortex_settings)) as client:
-        assert "no folder is allowed" in await error(client, "store", content="x",
-                                                     image={"path": str(allowed / "house.png")})
+        assert "no folder is allowed" in await error(
+            client, "store", content="x", image={"path": str(allowed / "house.png")}
+        )
     settings = cortex_settings.model_copy(update={"cortex_image_folders": [allowed]})
     async with Client(create_server(settings)) as client:
         stored = await call(client, "store", content="The white house.", image={"path": str(allowed / "house.png")})
@@ -152,8 +180,12 @@ async def test_an_image_is_read_by_path_only_under_the_allowed_folders(cortex_se
         missing = await error(client, "store", content="x", image={"path": str(allowed / "nothing.png")})
         pipe = await error(client, "store", content="x", image={"path": str(allowed / "pipe.png")})
         huge = await error(client, "store", content="x", image={"path": str(allowed / "huge.png")})
-        both = await error(client, "store", content="x", image={"path": str(allowed / "house.png"),
-                                                                 "data": b64(picture()), "media_type": "image/png"})
+        both = await error(
+            client,
+            "store",
+            content="x",
+            image={"path": str(allowed / "house.png"), "data": b64(picture()), "media_type": "image/png"},
+        )
         recent = (await call(client, "recent"))["memories"]
     assert stored["image"]["width"] == 2000
     assert "outside the folders" in outside and "outside the folders" in dotdot and "outside the folders" in linked
@@ -163,8 +195,9 @@ async def test_an_image_is_read_by_path_only_under_the_allowed_folders(cortex_se
     assert [m["id"] for m in recent] == [stored["id"]] and len(kept_files(settings)) == 2
 
 
-async def test_an_image_that_is_not_what_it_claims_or_too_big_is_refused_and_nothing_is_kept(cortex_settings,
-                                                                                               tmp_path, bomb):
+async def test_an_image_that_is_not_what_it_claims_or_too_big_is_refused_and_nothing_is_kept(
+    cortex_settings, tmp_path, bomb
+):
     folder = tmp_path / "photos"
     folder.mkdir()
     (folder / "notes.png").write_text("these are my notes, not a picture")
@@ -177,7 +210,7 @@ async def test_an_image_that_is_not_what_it_claims_or_too_big_is_refused_and_not
         "claims to be image/png but is image/jpeg": {"data": b64(picture(fmt="JPEG")), "media_type": "image/png"},
         "claims to be image/png but is not": {"path": str(folder / "notes.png")},
         "claims to be image/png but is image/jpeg: nothing": {"path": str(folder / "photo.png")},
-        "damaged": {"data": b64(png[:len(png) // 2]), "media_type": "image/png"},
+        "damaged": {"data": b64(png[: len(png) // 2]), "media_type": "image/png"},
         "not valid base64": {"data": "not*base64!", "media_type": "image/png"},
         "over the limit of 20.0 MB": {"data": "A" * 28_000_000, "media_type": "image/png"},
         "decompression bomb": {"data": b64(bomb), "media_type": "image/png"},
@@ -190,7 +223,9 @@ async def test_an_image_that_is_not_what_it_claims_or_too_big_is_refused_and_not
         with anyio.fail_after(120):
             for expected, image in cases.items():
                 assert expected in await error(client, "store", content="A picture.", image=image), expected
-        assert "empty" in await error(client, "store", content="  ", image={"data": b64(png), "media_type": "image/png"})
+        assert "empty" in await error(
+            client, "store", content="  ", image={"data": b64(png), "media_type": "image/png"}
+        )
         assert (await call(client, "recent"))["memories"] == []
     assert len(bomb) < 200_000 and kept_files(settings) == []
 
@@ -205,7 +240,8 @@ async def test_a_failure_midway_keeps_neither_the_memory_nor_its_files(cortex_se
             await connection.execute(
                 "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
                 "RAISE EXCEPTION 'no space left (test)'; END $$; CREATE TRIGGER refuse BEFORE INSERT ON memory_images "
-                "FOR EACH ROW EXECUTE FUNCTION refuse()")
+                "FOR EACH ROW EXECUTE FUNCTION refuse()"
+            )
             message = await error(client, "store", content="The cellar map.", image=image)
             memories = await connection.fetchval("SELECT count(*) FROM memories")
             await connection.execute("DROP TRIGGER refuse ON memory_images")
@@ -218,12 +254,15 @@ async def test_a_failure_midway_keeps_neither_the_memory_nor_its_files(cortex_se
     (tmp_path / "a-file").write_text("not a folder")  # the files cannot be written: no row either
     async with Client(create_server(blocked)) as client:
         assert "nothing was kept" in await error(client, "store", content="The attic.", image=image)
-        assert [m["content"] for m in (await call(client, "recent"))["memories"]] == ["The cellar map.",
-                                                                                     "Migrated first."]
+        assert [m["content"] for m in (await call(client, "recent"))["memories"]] == [
+            "The cellar map.",
+            "Migrated first.",
+        ]
 
 
 async def test_over_stdio_a_served_cortex_reads_its_folders_from_the_environment_and_returns_the_thumbnail(
-        cortex_settings, tmp_path):
+    cortex_settings, tmp_path
+):
     from mcp.client.stdio import StdioServerParameters
 
     photos, scans = tmp_path / "photos", tmp_path / "scans"
@@ -232,12 +271,18 @@ async def test_over_stdio_a_served_cortex_reads_its_folders_from_the_environment
     (scans / "receipt.webp").write_bytes(picture((900, 1600), "WEBP", "white"))
     seen = "A shop receipt from Flathead Hardware listing a brass lantern and lamp oil."
     with ScriptedModel(lambda _: "unused", side_reply=seen) as model:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "frobozz", "serve", "cortex"], env={
-            "FROBOZZ_DATA_DIR": os.environ["FROBOZZ_DATA_DIR"],
-            "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
-            "FROBOZZ_CORTEX_IMAGE_FOLDERS": f"{photos}{os.pathsep}{scans}",
-            "FROBOZZ_CORTEX_VISION_MODEL": "claude-haiku-4-5", "FROBOZZ_CORTEX_VISION_URL": model.url,
-            "ANTHROPIC_API_KEY": "sk-from-the-usual-variable"})
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "frobozz", "serve", "cortex"],
+            env={
+                "FROBOZZ_DATA_DIR": os.environ["FROBOZZ_DATA_DIR"],
+                "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),
+                "FROBOZZ_CORTEX_IMAGE_FOLDERS": f"{photos}{os.pathsep}{scans}",
+                "FROBOZZ_CORTEX_VISION_MODEL": "claude-haiku-4-5",
+                "FROBOZZ_CORTEX_VISION_URL": model.url,
+                "ANTHROPIC_API_KEY": "sk-from-the-usual-variable",
+            },
+        )
         with anyio.fail_after(240):
             async with Client(params, read_timeout_seconds=120) as client:
                 stored = await call(client, "store", content="Paid.", image={"path": str(scans / "receipt.webp")})

@@ -23,8 +23,11 @@ SELECT (SELECT memories FROM memory_namespaces WHERE namespace = 'shared') AS me
 
 async def test_two_server_processes_storing_at_once_keep_every_acknowledged_memory(cortex_settings):
     url = cortex_settings.database_url.get_secret_value()
-    params = StdioServerParameters(command=sys.executable, args=["-m", "frobozz", "serve", "cortex"],
-                                   env={"FROBOZZ_DATA_DIR": os.environ["FROBOZZ_DATA_DIR"], "FROBOZZ_DATABASE_URL": url})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "frobozz", "serve", "cortex"],
+        env={"FROBOZZ_DATA_DIR": os.environ["FROBOZZ_DATA_DIR"], "FROBOZZ_DATABASE_URL": url},
+    )
     acknowledged: dict[int, str] = {}
 
     async def store(client, text):
@@ -37,8 +40,12 @@ async def test_two_server_processes_storing_at_once_keep_every_acknowledged_memo
             async with anyio.create_task_group() as tg:
                 for i in range(20):
                     for name, client in (("one", one), ("two", two)):
-                        tg.start_soon(store, client, f"Process {name} stored note {i} about the lantern and "
-                                                     f"the {['troll', 'garlic', 'river', 'sword'][i % 4]}.")
+                        tg.start_soon(
+                            store,
+                            client,
+                            f"Process {name} stored note {i} about the lantern and "
+                            f"the {['troll', 'garlic', 'river', 'sword'][i % 4]}.",
+                        )
     connection = await asyncpg.connect(url)
     try:
         kept = dict(await connection.fetch("SELECT id, content FROM memories WHERE namespace = 'shared'"))

@@ -26,7 +26,8 @@ async def test_every_mode_finds_nothing_in_an_empty_database(cortex_settings):
 
 
 async def test_every_mode_finds_nothing_in_an_empty_namespace_an_empty_window_or_among_forgotten_memories(
-        cortex_settings):
+    cortex_settings,
+):
     async with Client(create_server(cortex_settings)) as client:
         ids = [(await call(client, "store", content=text, namespace="full"))["id"] for text in MEMORIES]
         assert await _found(client, "Biscuit the dog", namespace="empty") == {mode: [] for mode in MODES}
@@ -108,10 +109,14 @@ async def test_explain_gives_the_parts_each_mode_is_made_of(cortex_settings):
 
 
 async def test_a_reply_is_found_by_the_words_of_what_it_answers_and_keyword_mode_keeps_to_its_own(cortex_settings):
-    conversation = ["Alex: Did you ever make it to the pottery class in Lisbon?",
-                    "Sam: Yes! Last week, and I loved every minute of it.",
-                    *(f"Sam: Note {n} about {topic}." for n, topic in enumerate(
-                        ["the car insurance", "a chess tournament", "the tax return", "sourdough bread"]))]
+    conversation = [
+        "Alex: Did you ever make it to the pottery class in Lisbon?",
+        "Sam: Yes! Last week, and I loved every minute of it.",
+        *(
+            f"Sam: Note {n} about {topic}."
+            for n, topic in enumerate(["the car insurance", "a chess tournament", "the tax return", "sourdough bread"])
+        ),
+    ]
     async with Client(create_server(cortex_settings)) as client:
         ids = [(await call(client, "store", content=text))["id"] for text in conversation]
         hybrid = (await call(client, "search", query="When did Sam go to the pottery class in Lisbon?"))["results"]
@@ -126,16 +131,32 @@ async def test_a_reply_is_found_by_the_words_of_what_it_answers_and_keyword_mode
 async def _statistics(store) -> tuple[list, list]:
     """The word statistics as kept by the triggers, and as counted afresh from the live memories."""
     async with store.connection() as c:
-        kept = [tuple(r) for r in await c.fetch(
-            "SELECT namespace, lexeme, memories FROM memory_words WHERE memories > 0 ORDER BY 1, 2")]
-        counted = [tuple(r) for r in await c.fetch(
-            "SELECT namespace, l, count(*) FROM memories, unnest(tsvector_to_array(fts)) l "
-            "WHERE deleted_at IS NULL GROUP BY 1, 2 ORDER BY 1, 2")]
-        kept += [tuple(r) for r in await c.fetch(
-            "SELECT namespace, memories::int, length::int FROM memory_namespaces WHERE memories > 0 ORDER BY 1")]
-        counted += [tuple(r) for r in await c.fetch(
-            "SELECT namespace, count(*)::int, sum(cortex_length(setweight(fts, 'A')))::int FROM memories "
-            "WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 1")]
+        kept = [
+            tuple(r)
+            for r in await c.fetch(
+                "SELECT namespace, lexeme, memories FROM memory_words WHERE memories > 0 ORDER BY 1, 2"
+            )
+        ]
+        counted = [
+            tuple(r)
+            for r in await c.fetch(
+                "SELECT namespace, l, count(*) FROM memories, unnest(tsvector_to_array(fts)) l "
+                "WHERE deleted_at IS NULL GROUP BY 1, 2 ORDER BY 1, 2"
+            )
+        ]
+        kept += [
+            tuple(r)
+            for r in await c.fetch(
+                "SELECT namespace, memories::int, length::int FROM memory_namespaces WHERE memories > 0 ORDER BY 1"
+            )
+        ]
+        counted += [
+            tuple(r)
+            for r in await c.fetch(
+                "SELECT namespace, count(*)::int, sum(cortex_length(setweight(fts, 'A')))::int FROM memories "
+                "WHERE deleted_at IS NULL GROUP BY 1 ORDER BY 1"
+            )
+        ]
     return kept, counted
 
 
@@ -154,13 +175,23 @@ async def test_word_statistics_follow_every_write_path(cortex_settings):
         second, _ = await store.store("The thief stole the jewelled egg.")
         await store.update(first.id, "The troll sleeps under the bridge now.", None)
         await store.forget(second.id)
-        await BulkStore(store).import_batch([{"content": "Imported: the grue lurks in the dark."},
-                                             {"content": "Imported elsewhere.", "namespace": "other"}], None)
+        await BulkStore(store).import_batch(
+            [
+                {"content": "Imported: the grue lurks in the dark."},
+                {"content": "Imported elsewhere.", "namespace": "other"},
+            ],
+            None,
+        )
         kept, counted = await _statistics(store)
         assert kept == counted and ("ns0", "lantern", 10) in kept and not any(w == "thief" for _, w, _ in kept)
         async with store.connection() as c:  # every live memory has its words in context, and only those
-            assert await c.fetchval("SELECT count(*) FROM memories m FULL JOIN memory_context c USING (id) "
-                                    "WHERE (m.deleted_at IS NULL) IS DISTINCT FROM (c.id IS NOT NULL)") == 0
+            assert (
+                await c.fetchval(
+                    "SELECT count(*) FROM memories m FULL JOIN memory_context c USING (id) "
+                    "WHERE (m.deleted_at IS NULL) IS DISTINCT FROM (c.id IS NOT NULL)"
+                )
+                == 0
+            )
     finally:
         await cortex.aclose()
 
@@ -171,16 +202,23 @@ async def test_migration_4_counts_words_and_builds_contexts_for_memories_already
     pool = await connect(cortex_settings.database_url.get_secret_value(), 2)
     try:
         async with pool.acquire() as c:
-            await c.execute("CREATE TABLE cortex_migrations (version int PRIMARY KEY, name text NOT NULL, "
-                            "applied_at timestamptz NOT NULL DEFAULT now())")
+            await c.execute(
+                "CREATE TABLE cortex_migrations (version int PRIMARY KEY, name text NOT NULL, "
+                "applied_at timestamptz NOT NULL DEFAULT now())"
+            )
             for version, name, sql in _migrations("frobozz.memory"):
                 if version < 4:
                     await c.execute(sql.replace("{dim}", "384").replace("{model}", "all-MiniLM-L6-v2"))
                     await c.execute("INSERT INTO cortex_migrations VALUES ($1, $2)", version, name)
-            for text in ["Alex: Did you ever make it to the pottery class in Lisbon?",
-                         "Sam: Yes! Last week, and I loved every minute of it."]:
-                await c.execute("INSERT INTO memories (namespace, content, content_hash, embedding) "
-                                "VALUES ('default', $1, md5($1), array_fill(0.1, ARRAY[384])::vector)", text)
+            for text in [
+                "Alex: Did you ever make it to the pottery class in Lisbon?",
+                "Sam: Yes! Last week, and I loved every minute of it.",
+            ]:
+                await c.execute(
+                    "INSERT INTO memories (namespace, content, content_hash, embedding) "
+                    "VALUES ('default', $1, md5($1), array_fill(0.1, ARRAY[384])::vector)",
+                    text,
+                )
     finally:
         await pool.close()
     cortex = MemoryService(cortex_settings)
@@ -206,8 +244,13 @@ async def test_the_readme_examples_score_as_the_readme_says(cortex_settings):
     0.3 of "likely relevant" (issue 38: a garlic note scored 0.32-0.40 and a 100,000-character "xxxx"
     0.31-0.41; a memory now holds at most 10,000 characters)."""
     async with Client(create_server(cortex_settings)) as client:
-        for text in ("The brass lantern is in the living room.", "Buy garlic for the pasta sauce.",
-                     "The troll guards the bridge with an axe.", "x" * 10_000, "The mailbox is west of the house."):
+        for text in (
+            "The brass lantern is in the living room.",
+            "Buy garlic for the pasta sauce.",
+            "The troll guards the bridge with an axe.",
+            "x" * 10_000,
+            "The mailbox is west of the house.",
+        ):
             await call(client, "store", content=text)
         lantern = (await call(client, "search", query="where is the lantern", min_score=0.3))["results"]
         lamp = (await call(client, "search", query="where is the lamp", explain=True))["results"]
@@ -224,15 +267,18 @@ async def test_the_readme_examples_score_as_the_readme_says(cortex_settings):
 
 async def test_a_conversation_line_counts_more_when_the_query_names_its_speaker(cortex_settings):
     """Hybrid only: the line's speaker, not a name said in it, and never a note that merely starts with a word."""
-    lines = {"nate": "[1:00 pm on 8 May, 2023] Nate: I cooked a spicy curry for dinner.",
-             "joanna": "[1:02 pm on 8 May, 2023] Joanna: I cooked a spicy curry for dinner with Nate.",
-             "note": "Nate cooked a spicy curry for dinner: a note."}
+    lines = {
+        "nate": "[1:00 pm on 8 May, 2023] Nate: I cooked a spicy curry for dinner.",
+        "joanna": "[1:02 pm on 8 May, 2023] Joanna: I cooked a spicy curry for dinner with Nate.",
+        "note": "Nate cooked a spicy curry for dinner: a note.",
+    }
     async with Client(create_server(cortex_settings)) as client:
         assert (await call(client, "search", query="What did Nate cook?", explain=True))["results"] == []
         ids = {k: (await call(client, "store", content=v))["id"] for k, v in lines.items()}
         hybrid = (await call(client, "search", query="What did Nate cook for dinner?", explain=True))["results"]
-        semantic = (await call(client, "search", query="What did Nate cook for dinner?", mode="semantic",
-                               explain=True))["results"]
+        semantic = (
+            await call(client, "search", query="What did Nate cook for dinner?", mode="semantic", explain=True)
+        )["results"]
         lowercase = (await call(client, "search", query="what did nate cook for dinner?", explain=True))["results"]
     boosted = {r["id"] for r in hybrid if "speaker" in r["parts"]}
     assert boosted == {ids["nate"]} and hybrid[0]["id"] == ids["nate"]

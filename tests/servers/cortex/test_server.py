@@ -18,8 +18,6 @@ from tests.waiting import eventually
 pytestmark = pytest.mark.anyio
 
 
-
-
 async def _seed(client, namespace=None):
     ids = []
     for text in MEMORIES:
@@ -78,13 +76,16 @@ async def test_recent_update_and_forget(cortex_settings):
         assert "no memory 999999" in await error(client, "update", id=999999, content="x")
 
 
-@pytest.mark.parametrize("text", [
-    "It's \"quoted\" and 'single' and a \\backslash\\",
-    "100% of the_underscores and %wildcards% in LIKE",
-    "Unicode: Zürich, 東京, Ελλάδα, emoji 🐉🔦",
-    "'); DROP TABLE memories; --",
-    "x" * 10_000,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "It's \"quoted\" and 'single' and a \\backslash\\",
+        "100% of the_underscores and %wildcards% in LIKE",
+        "Unicode: Zürich, 東京, Ελλάδα, emoji 🐉🔦",
+        "'); DROP TABLE memories; --",
+        "x" * 10_000,
+    ],
+)
 async def test_hostile_text_is_stored_and_found_exactly(cortex_settings, text):
     async with Client(create_server(cortex_settings)) as client:
         stored = await call(client, "store", content=text)
@@ -114,7 +115,9 @@ async def test_namespaces_never_leak_into_each_other(cortex_settings):
         for mode in ("keyword", "semantic", "hybrid"):
             hits = await call(client, "search", query="secret plan trap door", namespace="b", mode=mode)
             assert all("Agent A" not in r["content"] for r in hits["results"])
-        assert [m["content"] for m in (await call(client, "recent", namespace="b"))["memories"]] == ["Agent B likes sandwiches."]
+        assert [m["content"] for m in (await call(client, "recent", namespace="b"))["memories"]] == [
+            "Agent B likes sandwiches."
+        ]
         assert (await call(client, "recent"))["memories"] == []
 
 
@@ -122,10 +125,13 @@ async def test_concurrent_stores_from_several_clients_lose_nothing(cortex_settin
     async with Client(create_server(cortex_settings)) as one, Client(create_server(cortex_settings)) as two:
         async with anyio.create_task_group() as tg:
             for i in range(40):
-                tg.start_soon(partial(call, one if i % 2 else two, "store", content=f"memory number {i} of the stress test"))
+                tg.start_soon(
+                    partial(call, one if i % 2 else two, "store", content=f"memory number {i} of the stress test")
+                )
         recent = await call(one, "recent", limit=100)
-    assert sorted(m["content"] for m in recent["memories"]) == sorted(f"memory number {i} of the stress test"
-                                                                     for i in range(40))
+    assert sorted(m["content"] for m in recent["memories"]) == sorted(
+        f"memory number {i} of the stress test" for i in range(40)
+    )
 
 
 async def test_a_database_that_goes_away_gives_a_clear_error_and_service_resumes(frobozz_env, tmp_path):
@@ -139,8 +145,10 @@ async def test_a_database_that_goes_away_gives_a_clear_error_and_service_resumes
         assert "not reachable" in await error(client, "store", content="Written during the outage.")
         server = pgserver.get_server(tmp_path / "pg-flaky", cleanup_mode="stop")  # and comes back
         with anyio.fail_after(30):
+
             async def ready() -> object:
                 return not (await client.call_tool("recent", {})).is_error
+
             await eventually(ready, interval=0.2)
         memories = (await call(client, "recent"))["memories"]
         assert [m["id"] for m in memories] == [kept["id"]]  # nothing written was lost, nothing half-written
@@ -193,7 +201,8 @@ def test_reembed_and_the_bench_build_the_hnsw_index_as_the_latest_migration_does
 
 
 async def test_what_a_loop_session_stores_is_seen_in_it_and_a_bad_session_does_not_lose_the_memory(
-        cortex_settings, memory_service):
+    cortex_settings, memory_service
+):
     sessions = await memory_service.sessions()
     run = await sessions.open("default", client="test")
     seen_by_run = cortex_settings.model_copy(update={"cortex_seen_session": run.id})

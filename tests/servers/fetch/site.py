@@ -16,14 +16,18 @@ from starlette.routing import Route
 
 from frobozz._loopback import LoopbackServer
 
-ARTICLE = "".join(f"<p>Paragraph {i} of the article about the Great Underground Empire and its brass lantern.</p>"
-                  for i in range(12))
+ARTICLE = "".join(
+    f"<p>Paragraph {i} of the article about the Great Underground Empire and its brass lantern.</p>" for i in range(12)
+)
 PAGE = f"""<!doctype html><html><head><title>The Great Underground Empire</title></head><body>
 <nav><a href="/">Home</a> | <a href="/about">About</a> | <a href="/shop">Shop</a></nav>
 <article><h1>The Great Underground Empire</h1>{ARTICLE}</article>
 <footer>Copyright 1981 Infocom. Cookie settings. Subscribe to our newsletter.</footer></body></html>"""
-LONG = "<!doctype html><html><head><title>Long</title></head><body><article>" + "".join(
-    f"<p>Section {i}. " + "The troll guards the passage. " * 20 + "</p>" for i in range(60)) + "</article></body></html>"
+LONG = (
+    "<!doctype html><html><head><title>Long</title></head><body><article>"
+    + "".join(f"<p>Section {i}. " + "The troll guards the passage. " * 20 + "</p>" for i in range(60))
+    + "</article></body></html>"
+)
 RSS = """<?xml version="1.0"?><rss version="2.0"><channel><title>Zork News</title>
 <item><title>Thief spotted</title><link>http://example.org/thief</link><pubDate>Mon, 01 Jan 2024 10:00:00 GMT</pubDate>
 <description>A &lt;b&gt;seedy-looking&lt;/b&gt; gentleman was seen.</description></item>
@@ -42,8 +46,10 @@ def pdf(pages: list[str]) -> bytes:
         stream = f"BT /F1 18 Tf 72 720 Td ({text}) Tj ET".encode()
         page_no, content_no = len(objects) + 1, len(objects) + 2
         kids.append(f"{page_no} 0 R")
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content_no} 0 R "
-                       f"/Resources << /Font << /F1 {len(pages) * 2 + 3} 0 R >> >> >>")
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {content_no} 0 R "
+            f"/Resources << /Font << /F1 {len(pages) * 2 + 3} 0 R >> >> >>"
+        )
         objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream.decode()}\nendstream")
     objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(pages)} >>"
     objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
@@ -81,32 +87,41 @@ class Site:
     async def route(self, request: Request) -> Response:
         self._count(request)
         path = request.url.path
+
         def html(body, **kw):
             return Response(body, media_type="text/html; charset=utf-8", **kw)
+
         if path == "/page.html":
             return html(PAGE)
         if path == "/long.html":
             return html(LONG)
         if path == "/md-page.html":
-            return html('<html><head><title>Doc</title><link rel="alternate" type="text/markdown" href="/md-page.md">'
-                        "</head><body><p>HTML version.</p></body></html>")
+            return html(
+                '<html><head><title>Doc</title><link rel="alternate" type="text/markdown" href="/md-page.md">'
+                "</head><body><p>HTML version.</p></body></html>"
+            )
         if path == "/md-page.md":
             return Response("# The Markdown version\n\nRead this one.", media_type="text/markdown")
         if path == "/latin1.html":
-            body = "<html><head><meta charset='iso-8859-1'><title>Caf\xe9</title></head><body><article><p>" \
-                   + "Un caf\xe9 cr\xe8me au bord de la for\xeat, pr\xe8s de la maison blanche. " * 5 \
-                   + "</p></article></body></html>"
+            body = (
+                "<html><head><meta charset='iso-8859-1'><title>Caf\xe9</title></head><body><article><p>"
+                + "Un caf\xe9 cr\xe8me au bord de la for\xeat, pr\xe8s de la maison blanche. " * 5
+                + "</p></article></body></html>"
+            )
             return Response(body.encode("iso-8859-1"), media_type="text/html")
         if path == "/cp1252.txt":
-            return Response("\u201cSmart quotes\u201d \u2014 and a caf\u00e9, na\u00efve \u2026 ".encode("cp1252") * 20,
-                            media_type="text/plain")
+            return Response(
+                "\u201cSmart quotes\u201d \u2014 and a caf\u00e9, na\u00efve \u2026 ".encode("cp1252") * 20,
+                media_type="text/plain",
+            )
         if path == "/feed.xml":
             return Response(RSS, media_type="application/rss+xml")
         if path == "/atom.xml":
             return Response(ATOM, media_type="application/atom+xml")
         if path == "/doc.pdf":
-            return Response(pdf(["First page about the troll", "Second page about the thief"]),
-                            media_type="application/pdf")
+            return Response(
+                pdf(["First page about the troll", "Second page about the thief"]), media_type="application/pdf"
+            )
         if path == "/broken.pdf":
             return Response(b"%PDF-1.4 this is not really a pdf", media_type="application/pdf")
         if path == "/image.png":
@@ -132,17 +147,21 @@ class Site:
         if path == "/broken":
             return PlainTextResponse("oops", status_code=500)
         if path == "/slow":
+
             async def drip():
                 for _ in range(10_000):
                     yield b"x"
                     await anyio.sleep(0.3)
+
             return StreamingResponse(drip(), media_type="text/plain")
         if path == "/endless":
+
             async def flood():
                 chunk = b"All work and no play makes a dull adventurer. " * 1000
                 while True:
                     yield chunk
                     await anyio.lowlevel.checkpoint()
+
             return StreamingResponse(flood(), media_type="text/plain")
         if path == "/bomb":
             return Response(bomb(), media_type="text/plain", headers={"Content-Encoding": "gzip"})
@@ -155,21 +174,34 @@ class Site:
                 return Response(status_code=304, headers={"ETag": '"v1"'})
             return html(PAGE, headers={"ETag": '"v1"'})
         if path == "/yt/watch":
-            return html('<html><head><title>The Making of Zork - YouTube</title></head><body><script>'
-                        'var ytcfg = {"INNERTUBE_API_KEY": "testkey"};</script></body></html>')
+            return html(
+                "<html><head><title>The Making of Zork - YouTube</title></head><body><script>"
+                'var ytcfg = {"INNERTUBE_API_KEY": "testkey"};</script></body></html>'
+            )
         if path == "/yt/youtubei/v1/player":
             body = await request.json()
             if body.get("videoId") == "nocaptions0":
                 return JSONResponse({"playabilityStatus": {"status": "OK"}, "captions": {}})
-            track = {"baseUrl": f"{self.url}/yt/timedtext?v={body.get('videoId')}", "languageCode": "en",
-                     "name": {"runs": [{"text": "English"}]}, "isTranslatable": False}
-            return JSONResponse({"playabilityStatus": {"status": "OK"},
-                                 "captions": {"playerCaptionsTracklistRenderer": {"captionTracks": [track]}}})
+            track = {
+                "baseUrl": f"{self.url}/yt/timedtext?v={body.get('videoId')}",
+                "languageCode": "en",
+                "name": {"runs": [{"text": "English"}]},
+                "isTranslatable": False,
+            }
+            return JSONResponse(
+                {
+                    "playabilityStatus": {"status": "OK"},
+                    "captions": {"playerCaptionsTracklistRenderer": {"captionTracks": [track]}},
+                }
+            )
         if path == "/yt/timedtext":
-            return Response('<?xml version="1.0" encoding="utf-8" ?><transcript>'
-                            '<text start="0.5" dur="2.0">Welcome to the Great Underground Empire.</text>'
-                            '<text start="65.2" dur="3.1">Beware of the grue &amp; the thief.</text>'
-                            '</transcript>', media_type="text/xml")
+            return Response(
+                '<?xml version="1.0" encoding="utf-8" ?><transcript>'
+                '<text start="0.5" dur="2.0">Welcome to the Great Underground Empire.</text>'
+                '<text start="65.2" dur="3.1">Beware of the grue &amp; the thief.</text>'
+                "</transcript>",
+                media_type="text/xml",
+            )
         if path == "/raw/zork/zork1/HEAD/README.md":
             return PlainTextResponse("# zork1\n\nThe Great Underground Empire, in ZIL.")
         if path == "/raw/zork/zork1/main/src/1dungeon.zil":

@@ -52,7 +52,11 @@ async def test_a_page_becomes_markdown_of_its_main_content_with_the_title_first(
     assert text.startswith("# The Great Underground Empire") and "Paragraph 11 of the article" in text
     assert "Cookie settings" not in text and "Shop" not in text  # boilerplate removed
     assert (meta["status"], meta["content_type"], meta["title"], meta["truncated"]) == (
-        200, "text/html", "The Great Underground Empire", False)
+        200,
+        "text/html",
+        "The Great Underground Empire",
+        False,
+    )
     raw, _ = await _ok(_settings(), url=f"{site.url}/page.html", raw=True)
     assert raw[0].text.startswith("<!doctype html>") and "<nav>" in raw[0].text
 
@@ -64,8 +68,9 @@ async def test_long_text_comes_in_parts_cut_on_clean_boundaries(frobozz_env, sit
     assert f"start_index={meta['next_start_index']}" in first[0].text
     body = first[0].text.split("\n\n[Content truncated")[0]
     assert body.endswith((".", "\n")) or body.endswith(" ")
-    second, meta2 = await _ok(settings, url=f"{site.url}/long.html", max_length=3000,
-                              start_index=meta["next_start_index"])
+    second, meta2 = await _ok(
+        settings, url=f"{site.url}/long.html", max_length=3000, start_index=meta["next_start_index"]
+    )
     assert meta2["next_start_index"] > meta["next_start_index"] and second[0].text != first[0].text
     last, meta3 = await _ok(settings, url=f"{site.url}/long.html", start_index=meta["length"] + 10)
     assert "No more content" in last[0].text and meta3["next_start_index"] is None
@@ -119,24 +124,30 @@ async def test_github_links_give_the_raw_file_or_the_readme(frobozz_env, site):
 async def test_youtube_links_give_the_transcript_with_title_and_timestamps(frobozz_env, site):
     settings = _settings(fetch_youtube_url=f"{site.url}/yt")
     content, meta = await _ok(settings, url=f"{site.url}/yt/watch?v=abcdefghijk")
-    assert content[0].text == ("# The Making of Zork\n\nTranscript (English):\n\n"
-                               "[00:00] Welcome to the Great Underground Empire.\n"
-                               "[01:05] Beware of the grue & the thief.")
+    assert content[0].text == (
+        "# The Making of Zork\n\nTranscript (English):\n\n"
+        "[00:00] Welcome to the Great Underground Empire.\n"
+        "[01:05] Beware of the grue & the thief."
+    )
     assert (meta["title"], meta["content_type"]) == ("The Making of Zork", "text/x-transcript")
     assert "no transcript for YouTube video nocaptions0" in await _error(
-        settings, url=f"{site.url}/yt/watch?v=nocaptions0")
+        settings, url=f"{site.url}/yt/watch?v=nocaptions0"
+    )
     guarded = _settings(fetch_youtube_url=f"{site.url}/yt", fetch_allow_private=False)
     assert "loopback" in await _error(guarded, url=f"{site.url}/yt/watch?v=abcdefghijk")
 
 
-@pytest.mark.parametrize("url, expected", [
-    ("https://www.youtube.com/watch?v=dQw4w9WgXcQ&t=42", "dQw4w9WgXcQ"),
-    ("https://youtu.be/dQw4w9WgXcQ", "dQw4w9WgXcQ"),
-    ("https://m.youtube.com/shorts/dQw4w9WgXcQ", "dQw4w9WgXcQ"),
-    ("https://www.youtube.com/watch?v=short", None),
-    ("https://www.youtube.com/channel/abc", None),
-    ("https://example.org/watch?v=dQw4w9WgXcQ", None),
-])
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("https://www.youtube.com/watch?v=dQw4w9WgXcQ&t=42", "dQw4w9WgXcQ"),
+        ("https://youtu.be/dQw4w9WgXcQ", "dQw4w9WgXcQ"),
+        ("https://m.youtube.com/shorts/dQw4w9WgXcQ", "dQw4w9WgXcQ"),
+        ("https://www.youtube.com/watch?v=short", None),
+        ("https://www.youtube.com/channel/abc", None),
+        ("https://example.org/watch?v=dQw4w9WgXcQ", None),
+    ],
+)
 def test_youtube_video_ids_are_found_in_the_usual_link_shapes(url, expected):
     assert video_id(url, "https://www.youtube.com") == expected
 
@@ -217,7 +228,12 @@ async def test_the_tool_contract_over_real_stdio(frobozz_env, site):
         [tool] = (await client.list_tools()).tools
         a = tool.annotations
         assert (tool.name, a.read_only_hint, a.idempotent_hint, a.open_world_hint, a.destructive_hint) == (
-            "fetch", True, True, True, False)
+            "fetch",
+            True,
+            True,
+            True,
+            False,
+        )
         assert a.title and tool.output_schema["properties"]["next_start_index"]
         result = await client.call_tool("fetch", {"url": f"{site.url}/feed.xml"})
     assert result.structured_content["title"] == "Zork News"

@@ -20,8 +20,9 @@ pytestmark = pytest.mark.anyio
 
 
 def _settings(backend: FakeImageBackend, **extra) -> Settings:
-    return Settings(forge_backend=backend.kind, forge_url=backend.url, forge_api_key="sk-test",
-                    forge_poll_interval=0.05, **extra)
+    return Settings(
+        forge_backend=backend.kind, forge_url=backend.url, forge_api_key="sk-test", forge_poll_interval=0.05, **extra
+    )
 
 
 def _image(result) -> Image.Image:
@@ -39,9 +40,11 @@ async def test_imagine_makes_a_real_png_with_a_preview_metadata_and_a_sidecar(fr
         settings = _settings(backend)
         progress = []
         async with Client(create_server(settings)) as client:
-            result = await client.call_tool("imagine", {"prompt": "a white house in a field", "width": size[0],
-                                                        "height": size[1], "seed": 42, "steps": 8},
-                                            progress_callback=lambda p, t, m: progress.append((p, m)) or anyio.lowlevel.checkpoint())
+            result = await client.call_tool(
+                "imagine",
+                {"prompt": "a white house in a field", "width": size[0], "height": size[1], "seed": 42, "steps": 8},
+                progress_callback=lambda p, t, m: progress.append((p, m)) or anyio.lowlevel.checkpoint(),
+            )
     assert not result.is_error, result.content
     meta = result.structured_content
     assert (meta["width"], meta["height"], meta["backend"]) == (*size, kind)
@@ -94,8 +97,9 @@ async def test_bad_input_is_refused_before_the_backend_and_writes_nothing(froboz
 async def test_the_openai_backend_takes_only_its_sizes_and_needs_a_key(frobozz_env):
     with FakeImageBackend("openai") as backend:
         async with Client(create_server(_settings(backend))) as client:
-            assert "not a size this API makes" in await _error(client, "imagine", {"prompt": "p", "width": 640,
-                                                                                    "height": 480})
+            assert "not a size this API makes" in await _error(
+                client, "imagine", {"prompt": "p", "width": 640, "height": 480}
+            )
         async with Client(create_server(_settings(backend).model_copy(update={"forge_api_key": None}))) as client:
             assert "needs FROBOZZ_FORGE_API_KEY" in await _error(client, "imagine", {"prompt": "p"})
 
@@ -136,16 +140,23 @@ async def test_a_cancelled_call_interrupts_the_backend_and_other_calls_go_on(fro
 
 async def test_the_server_makes_an_image_over_real_stdio(frobozz_env):
     with FakeImageBackend("comfyui") as backend:
-        env = {"FROBOZZ_DATA_DIR": os.environ["FROBOZZ_DATA_DIR"], "FROBOZZ_FORGE_BACKEND": "comfyui",
-               "FROBOZZ_FORGE_URL": backend.url, "FROBOZZ_FORGE_POLL_INTERVAL": "0.05"}
+        env = {
+            "FROBOZZ_DATA_DIR": os.environ["FROBOZZ_DATA_DIR"],
+            "FROBOZZ_FORGE_BACKEND": "comfyui",
+            "FROBOZZ_FORGE_URL": backend.url,
+            "FROBOZZ_FORGE_POLL_INTERVAL": "0.05",
+        }
         params = StdioServerParameters(command=sys.executable, args=["-m", "frobozz", "serve", "forge"], env=env)
         async with Client(params) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             assert set(tools) == {"imagine", "list_images", "get_image"}
             for tool in tools.values():
                 a = tool.annotations
-                assert a.title and None not in (a.read_only_hint, a.destructive_hint, a.idempotent_hint,
-                                                a.open_world_hint) and tool.output_schema
+                assert (
+                    a.title
+                    and None not in (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint)
+                    and tool.output_schema
+                )
             result = await client.call_tool("imagine", {"prompt": "over stdio", "width": 320, "height": 240})
     assert not result.is_error and _image(result).size == (320, 240)
     workflow = next(body for method, path, body in backend.requests if path == "/prompt")["prompt"]

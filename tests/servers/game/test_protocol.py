@@ -65,8 +65,9 @@ def stderr_handler(monkeypatch):
     return stream
 
 
-async def test_the_servers_log_lines_reach_the_client_at_the_level_it_set_and_stderr_is_unchanged(frobozz_env,
-                                                                                                      stderr_handler):
+async def test_the_servers_log_lines_reach_the_client_at_the_level_it_set_and_stderr_is_unchanged(
+    frobozz_env, stderr_handler
+):
     received = []
 
     async def on_log(params) -> None:
@@ -95,8 +96,7 @@ async def test_on_the_2026_revision_log_lines_come_only_to_a_request_that_asked(
     async with Client(create_server(Settings()), mode="auto", logging_callback=on_log) as client:
         await client.call_tool("act", {"session_id": "nope", "command": "look"})
     assert received == []
-    async with Client(create_server(Settings()), mode="auto", logging_callback=on_log,
-                      log_level="info") as client:
+    async with Client(create_server(Settings()), mode="auto", logging_callback=on_log, log_level="info") as client:
         await client.call_tool("act", {"session_id": "nope", "command": "look"})
     assert [r.level for r in received] == ["info"]
 

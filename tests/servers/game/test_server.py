@@ -8,8 +8,21 @@ from tests.servers.mcp import call, error
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"list_games", "new_game", "act", "look", "inventory", "undo", "save", "restore", "list_saves",
-         "map", "history", "end_game", "valid_actions"}
+TOOLS = {
+    "list_games",
+    "new_game",
+    "act",
+    "look",
+    "inventory",
+    "undo",
+    "save",
+    "restore",
+    "list_saves",
+    "map",
+    "history",
+    "end_game",
+    "valid_actions",
+}
 
 
 async def test_every_tool_has_a_title_all_four_annotations_and_an_output_schema(client):
@@ -133,10 +146,12 @@ async def test_several_sessions_play_concurrently_through_one_server(client):
     sids = [(await call(client, "new_game", game=g))["session_id"] for g in ("zork1", "zork1", "zork1-r119")]
     async with anyio.create_task_group() as tg:
         for n, sid in enumerate(sids, 1):
+
             async def play(sid=sid, n=n):
                 for _ in range(n):
                     await call(client, "act", session_id=sid, command="n")
                     await call(client, "act", session_id=sid, command="s")
+
             tg.start_soon(play)
     moves = [(await call(client, "look", session_id=sid))["moves"] for sid in sids]
     assert moves == [2, 4, 6]

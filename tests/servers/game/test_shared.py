@@ -53,7 +53,8 @@ async def test_a_corrupt_shared_state_is_a_clear_error(frobozz_env):
 
 
 async def test_in_the_database_no_file_is_shared_and_concurrent_acts_from_two_servers_are_serialised(
-        frobozz_env, cortex_settings, monkeypatch):
+    frobozz_env, cortex_settings, monkeypatch
+):
     monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
     settings = Settings(game_shared_sessions=True)
     async with Client(create_server(settings)) as one, Client(create_server(settings)) as two:

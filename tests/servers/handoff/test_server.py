@@ -21,8 +21,13 @@ def settings(cortex_settings):
 async def test_a_letter_is_read_back_by_the_next_window_and_its_memories_reach_cortex(settings, cortex_settings):
     async with Client(handoff.create_server(settings)) as client:
         assert (await call(client, "latest_handoff"))["handoff"] is None
-        sent = await call(client, "handoff", summary="Mapped the house; the lamp is in the living room.",
-                          next_steps=["open the trap door", "go down"], memories=["The grue lives in the dark."])
+        sent = await call(
+            client,
+            "handoff",
+            summary="Mapped the house; the lamp is in the living room.",
+            next_steps=["open the trap door", "go down"],
+            memories=["The grue lives in the dark."],
+        )
         latest = (await call(client, "latest_handoff"))["handoff"]
         assert latest == await call(client, "read_handoff", id=sent["handoff_id"])
     assert latest["summary"] == "Mapped the house; the lamp is in the living room."
@@ -45,15 +50,18 @@ async def test_letters_list_newest_first_and_namespaces_stay_apart(settings):
     assert latest_b["id"] == other["handoff_id"]
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ({"summary": "   "}, "summary is empty"),
-    ({"summary": "ok\0"}, "NUL"),
-    ({"summary": "y" * 100_001}, "at most 100000"),
-    ({"summary": "ok", "next_steps": [""]}, "next steps"),
-    ({"summary": "ok", "memories": ["fine", " "]}, "memories"),
-    ({"summary": "ok", "namespace": "../etc"}, "invalid namespace"),
-    ({"summary": "ok", "memories": ["m"] * 101}, "101"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"summary": "   "}, "summary is empty"),
+        ({"summary": "ok\0"}, "NUL"),
+        ({"summary": "y" * 100_001}, "at most 100000"),
+        ({"summary": "ok", "next_steps": [""]}, "next steps"),
+        ({"summary": "ok", "memories": ["fine", " "]}, "memories"),
+        ({"summary": "ok", "namespace": "../etc"}, "invalid namespace"),
+        ({"summary": "ok", "memories": ["m"] * 101}, "101"),
+    ],
+)
 async def test_bad_letters_get_a_clear_error_and_write_nothing(settings, cortex_settings, arguments, message):
     async with Client(handoff.create_server(settings)) as client:
         assert message in await error(client, "handoff", **arguments)
