@@ -3,14 +3,19 @@ turn for a while, against a real hub process (`frobozz serve cortex --http`) on 
 Postgres; the same load twice in one run: concurrent embeddings batched (the default) and one at a time
 (FROBOZZ_EMBEDDING_BATCH_MS=0). Printed: operations per second, p50 and p99 latency, and the ratio.
 
-Run: .venv/bin/python bench/cortex_load.py [--seconds 20] [--clients 1,8,32]
+Run: .venv/bin/python bench/cortex_load.py [--seconds 20] [--clients 1,8,32] [--kind sdk,light]
 Target (issue 36): >= 150 store+search operations per second at 32 clients, p99 under 400 ms
-(one at a time served about 90 on two cores). The clients run in this process, on the same cores.
+(one at a time served about 90 on two cores). The clients run in this process, on the same two cores as
+the hub, so what a client costs is taken from the hub: two kinds of client, each a row. `sdk`: the MCP SDK's
+own client (about 8 ms of CPU a call, as much as the hub's own work). `light`: the same JSON-RPC `tools/call`
+over streamable HTTP, posted with httpx and its SSE answer read by hand (the hub serves MCP statelessly,
+so a call needs no session), so the figure is the hub's rather than the client library's.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import shutil
@@ -55,6 +60,45 @@ async def wait_ready(url: str, token: str, server: subprocess.Popen[bytes]) -> N
                 await anyio.sleep(0.5)
 
 
+class LightClient:
+    """An MCP client that only calls tools: one POST per call, its server-sent answer read by hand."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.calls = url, 0
+        self.http = httpx2.AsyncClient(
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2025-11-25",
+            },
+            timeout=120,
+        )
+
+    async def __aenter__(self) -> LightClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.http.aclose()
+
+    async def call_tool(self, name: str, arguments: dict[str, object]) -> bool:
+        """Whether the call failed (a tool error, or not an answer at all)."""
+        self.calls += 1
+        body = {
+            "jsonrpc": "2.0",
+            "id": self.calls,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
+        response = await self.http.post(self.url, json=body)
+        if response.status_code != 200:
+            return True
+        text = response.text
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            text = next((line[5:] for line in text.splitlines() if line.startswith("data:")), "{}")
+        answer = json.loads(text)
+        return "result" not in answer or bool(answer["result"].get("isError"))
+
+
 def client(url: str, token: str) -> Client:
     return Client(
         streamable_http_client(
@@ -63,7 +107,9 @@ def client(url: str, token: str) -> Client:
     )
 
 
-async def load(url: str, token: str, clients: int, seconds: float, tag: str) -> tuple[float, list[float], int]:
+async def load(
+    url: str, token: str, clients: int, seconds: float, tag: str, kind: str = "sdk"
+) -> tuple[float, list[float], int]:
     """(operations per second, latencies in ms, errors) of `clients` clients alternating store and search."""
     latencies: list[float] = []
     errors = 0
@@ -72,7 +118,7 @@ async def load(url: str, token: str, clients: int, seconds: float, tag: str) -> 
 
     async def one(n: int) -> None:
         nonlocal errors, connected
-        async with client(url, token) as c:
+        async with client(url, token) if kind == "sdk" else LightClient(url, token) as c:
             connected += 1
             if connected == clients:
                 ready.set()
@@ -93,7 +139,7 @@ async def load(url: str, token: str, clients: int, seconds: float, tag: str) -> 
                 t = time.perf_counter()
                 result = await c.call_tool(name, args)
                 latencies.append(1000 * (time.perf_counter() - t))
-                errors += bool(result.is_error)
+                errors += bool(result if isinstance(result, bool) else result.is_error)
                 i += 1
 
     started = time.perf_counter()
@@ -104,12 +150,12 @@ async def load(url: str, token: str, clients: int, seconds: float, tag: str) -> 
     return len(latencies) / min(elapsed, seconds), latencies, errors
 
 
-async def main(seconds: float, levels: list[int]) -> None:
+async def main(seconds: float, levels: list[int], kinds: list[str]) -> None:
     import pgserver
 
     root = Path(tempfile.mkdtemp(prefix="frobozz-cortex-load-"))
     pg = pgserver.get_server(root / "pg", cleanup_mode="delete")
-    results: dict[tuple[str, int], tuple[float, float, float, int]] = {}
+    results: dict[tuple[str, str, int], tuple[float, float, float, int]] = {}
     try:
         for label, batch_ms in (("batched", None), ("one at a time", "0")):
             token, port = secrets.token_urlsafe(16), free_port()
@@ -132,15 +178,16 @@ async def main(seconds: float, levels: list[int]) -> None:
                 url = f"http://127.0.0.1:{port}/cortex/mcp"
                 await wait_ready(url, token, server)
                 await load(url, token, 4, 2, f"warm {label}")  # the model loaded, the pool filled
-                for clients in levels:
-                    ops, latencies, errors = await load(url, token, clients, seconds, label)
-                    q = statistics.quantiles(latencies, n=100)
-                    results[(label, clients)] = (ops, q[49], q[98], errors)
-                    print(
-                        f"{label:14} {clients:3} clients: {ops:6.1f} ops/s, p50 {q[49]:6.1f} ms, "
-                        f"p99 {q[98]:7.1f} ms, {errors} errors ({len(latencies)} calls)",
-                        flush=True,
-                    )
+                for kind in kinds:
+                    for clients in levels:
+                        ops, latencies, errors = await load(url, token, clients, seconds, f"{label} {kind}", kind)
+                        q = statistics.quantiles(latencies, n=100)
+                        results[(label, kind, clients)] = (ops, q[49], q[98], errors)
+                        print(
+                            f"{label:14} {kind:5} {clients:3} clients: {ops:6.1f} ops/s, p50 {q[49]:6.1f} ms, "
+                            f"p99 {q[98]:7.1f} ms, {errors} errors ({len(latencies)} calls)",
+                            flush=True,
+                        )
             finally:
                 server.terminate()
                 server.wait(timeout=30)
@@ -148,22 +195,29 @@ async def main(seconds: float, levels: list[int]) -> None:
         pg.cleanup()
         shutil.rmtree(root, ignore_errors=True)
     print("batched against one at a time, in this run:")
-    for clients in levels:
-        b, o = results[("batched", clients)], results[("one at a time", clients)]
+    for kind in kinds:
+        for clients in levels:
+            b, o = results[("batched", kind, clients)], results[("one at a time", kind, clients)]
+            print(
+                f"  {kind:5} {clients:3} clients: {b[0] / o[0]:.2f}x the operations per second, p99 {b[2]:.0f} ms "
+                f"against {o[2]:.0f} ms"
+            )
+    for kind in kinds:
+        top = results[("batched", kind, max(levels))]
+        met = top[0] >= TARGET_OPS and top[2] < TARGET_P99_MS
         print(
-            f"  {clients:3} clients: {b[0] / o[0]:.2f}x the operations per second, p99 {b[2]:.0f} ms against "
-            f"{o[2]:.0f} ms"
+            f"target at {max(levels)} {kind} clients: >= {TARGET_OPS} ops/s ({top[0]:.0f}: "
+            f"{top[0] / TARGET_OPS:.2f}x), p99 < {TARGET_P99_MS} ms ({top[2]:.0f}): {'met' if met else 'NOT met'}"
         )
-    top = results[("batched", max(levels))]
-    print(
-        f"target at {max(levels)} clients: >= {TARGET_OPS} ops/s ({top[0]:.0f}: {top[0] / TARGET_OPS:.2f}x), "
-        f"p99 < {TARGET_P99_MS} ms ({top[2]:.0f})"
-    )
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--clients", default="1,8,32")
+    parser.add_argument("--kind", default="sdk,light", help="the clients: sdk, light or both (see the docstring)")
     arguments = parser.parse_args()
-    anyio.run(main, arguments.seconds, [int(n) for n in arguments.clients.split(",")])
+    kinds = [k for k in arguments.kind.split(",") if k]
+    if not kinds or set(kinds) - {"sdk", "light"}:
+        parser.error("--kind: sdk, light, or sdk,light")
+    anyio.run(main, arguments.seconds, [int(n) for n in arguments.clients.split(",")], kinds)
