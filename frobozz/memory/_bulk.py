@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import anyio
 
 from ._database import HNSW_INDEX
+from ._image_store import insert_image_row
 from ._images import ImageInput, Picture
 from ._records import COLUMNS, CURRENT, DESCRIBED, content_hash, image_hash, memory
-from ._store import IMAGE_COLUMNS, REFRESH, MemoryStore
+from ._store import REFRESH, MemoryStore
 from .exceptions import MemoryStoreError
 
 if TYPE_CHECKING:
@@ -111,21 +112,8 @@ class BulkStore:
                             )
                         names = written[n]
                         if picture is not None and names is not None:
-                            await c.execute(
-                                f"INSERT INTO memory_images (memory_id, {IMAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, "
-                                "$6, $7, $8, $9, $10, $11, $12)",
-                                row["id"],
-                                picture.media_type,
-                                len(picture.raw),
-                                picture.width,
-                                picture.height,
-                                picture.sha256,
-                                names[0],
-                                names[1],
-                                picture.thumbnail_width,
-                                picture.thumbnail_height,
-                                image.get("description"),
-                                image.get("described_by"),
+                            await insert_image_row(
+                                c, row["id"], picture, names, image.get("description"), image.get("described_by")
                             )
                             kept.add(n)
                     if old_id is not None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from . import _images
 from ._images import ImageInput, Picture
@@ -28,6 +29,34 @@ from .settings import MemorySettings
 
 log = logging.getLogger("frobozz.cortex")
 _IMAGE = f"{IMAGE_COLUMNS}, created_at"
+
+
+async def insert_image_row(
+    c: PoolConnectionProxy,
+    memory_id: int,
+    picture: Picture,
+    names: tuple[str, str],
+    description: str | None,
+    described_by: str | None,
+) -> asyncpg.Record | None:
+    """The `memory_images` row that names a memory's image files (`names`: original, thumbnail), in the
+    caller's transaction; the row as kept."""
+    return await c.fetchrow(
+        f"INSERT INTO memory_images (memory_id, {IMAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+        f"$11, $12) RETURNING memory_id, {_IMAGE}",
+        memory_id,
+        picture.media_type,
+        len(picture.raw),
+        picture.width,
+        picture.height,
+        picture.sha256,
+        names[0],
+        names[1],
+        picture.thumbnail_width,
+        picture.thumbnail_height,
+        description,
+        described_by,
+    )
 
 
 @dataclass(frozen=True)
@@ -108,19 +137,11 @@ class ImageStore:
                     vector,
                 )
                 if row is not None:
-                    kept = await c.fetchrow(
-                        f"INSERT INTO memory_images (memory_id, {_IMAGE.removesuffix(', created_at')}) VALUES "
-                        f"($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING memory_id, {_IMAGE}",
+                    kept = await insert_image_row(
+                        c,
                         row["id"],
-                        picture.media_type,
-                        len(picture.raw),
-                        picture.width,
-                        picture.height,
-                        picture.sha256,
-                        names[0],
-                        names[1],
-                        picture.thumbnail_width,
-                        picture.thumbnail_height,
+                        picture,
+                        names,
                         description,
                         self.describer.model if description and self.describer else None,
                     )

@@ -42,8 +42,10 @@ def test_nothing_passes_without_the_token_and_a_browser_gets_a_sign_in_form(gate
     assert program.status_code == 401 and program.json()["error"].startswith("unauthorized")
     browser = httpx.get(f"{gate}/memory", headers=HTML)
     assert browser.status_code == 401 and 'name="token"' in browser.text and 'value="/memory"' in browser.text
-    for cookie in ("", f"{COOKIE}=wrong-wrong-wrong-wrong", f"{COOKIE}=", "garbage;;==\x7f", f"{COOKIE}={'x' * 5000}"):
+    for cookie in ("", f"{COOKIE}=wrong-wrong-wrong-wrong", f"{COOKIE}=", "garbage;;==", f"{COOKIE}={'x' * 5000}"):
         assert httpx.get(f"{gate}/", headers={"Cookie": cookie}).status_code == 401, cookie
+    # a control character in a header is refused by the HTTP parser (httptools) before any app sees it
+    assert httpx.get(f"{gate}/", headers={"Cookie": "garbage;;==\x7f"}).status_code == 400
 
 
 def test_a_browser_is_told_in_words_for_people_why_and_where_to_find_the_token(gate):
