@@ -112,6 +112,7 @@ async def load(
 ) -> tuple[float, list[float], int]:
     """(operations per second, latencies in ms, errors) of `clients` clients alternating store and search."""
     latencies: list[float] = []
+    by_tool: dict[str, list[float]] = {"store": [], "search": []}
     errors = 0
     ready = anyio.Event()
     connected = 0
@@ -139,6 +140,7 @@ async def load(
                 t = time.perf_counter()
                 result = await c.call_tool(name, args)
                 latencies.append(1000 * (time.perf_counter() - t))
+                by_tool[name].append(latencies[-1])
                 errors += bool(result if isinstance(result, bool) else result.is_error)
                 i += 1
 
@@ -147,6 +149,10 @@ async def load(
         for n in range(clients):
             tg.start_soon(one, n)
     elapsed = time.perf_counter() - started
+    for name, spent in by_tool.items():
+        if len(spent) > 1:
+            q = statistics.quantiles(spent, n=100)
+            print(f"    {tag} {clients}: {name} p50 {q[49]:.1f} ms, p99 {q[98]:.1f} ms", flush=True)
     return len(latencies) / min(elapsed, seconds), latencies, errors
 
 
