@@ -77,7 +77,7 @@ class WarmSpare:
         self._options: EngineOptions | None = None
         self._key: str | None = None
         self._ready: Engine | None = None
-        self._starting = False
+        self._starting: int | None = None  # the generation of the claude starting now (a dropped one's will not serve)
         self._alive = 0  # spare claudes not yet closed (starting, waiting, or dropped and closing), never taken ones
         self._generation = 0  # `drop` makes a new one: a spare of an older one is closed as soon as it has started
         self._changed = anyio.Event()  # set (and renewed) whenever a spare is ready, or a start has ended
@@ -142,14 +142,18 @@ class WarmSpare:
     def fits(self, options: EngineOptions) -> bool:
         """Whether the spare (waiting, or still starting) would serve `options`."""
         key = launch_key(options, self.settings)
-        return key is not None and key == self._key and (self._ready is not None or self._starting)
+        return key is not None and key == self._key and (self._ready is not None or self._starting_now())
+
+    def _starting_now(self) -> bool:
+        """A claude is starting for the options primed now (one started before the last `drop` will not serve)."""
+        return self._starting is not None and self._starting == self._generation
 
     async def take(self, options: EngineOptions) -> Engine | None:
         """The started spare, now serving `options`, when it was started for options that launch the same
         claude (one still starting is waited for: it is nearer than a new one); else None, and the next spare
         starts for `options`. Give it back with `give_back`."""
         key = launch_key(options, self.settings)
-        while key is not None and key == self._key and self._ready is None and self._starting:
+        while key is not None and key == self._key and self._ready is None and self._starting_now():
             await self._changed.wait()
         engine = self._ready
         if key is None or engine is None or key != self._key or engine.state is not EngineState.RUNNING:
@@ -179,7 +183,7 @@ class WarmSpare:
             return
         if self.room is not None and not self.room():
             return
-        self._starting = True
+        self._starting = self._generation
         self._alive += 1
         self._tg.start_soon(self._keep, self._options, self._key, self._generation)
 
@@ -199,7 +203,7 @@ class WarmSpare:
                     else:  # dropped, or primed for other options, while it started
                         released.set()
                 finally:
-                    self._starting = False
+                    self._starting = None
                     self._notify()
                 await released.wait()
                 self._released.pop(id(engine), None)
@@ -209,8 +213,7 @@ class WarmSpare:
             log.warning("the warm spare claude did not start: %s", e)
             failed = True
         finally:
-            if self._starting:
-                self._starting = False
+            self._starting = None
             if not taken:
                 self._alive -= 1
             self._notify()

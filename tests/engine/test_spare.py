@@ -168,3 +168,22 @@ async def test_a_cleared_spare_counts_until_its_claude_has_exited_and_none_start
             assert spare.live == 0 and not running_pid(waiting)
             spare.prime(make_options(model))  # no room: nothing starts
             assert spare.live == 0
+
+
+async def test_a_spare_still_starting_when_primed_for_other_options_serves_neither(make_options):
+    """Primed for A, then for B while A's claude starts, then A again: the claude starting was started for A but
+    is closed once up (it belongs to a dropped generation), so it fits no one and is not waited for as if it did;
+    a bound on claudes must make room for it to go (this race let a second claude run past --max-live)."""
+    async with ScriptedModel(lambda r: "ok") as model:
+        first, other = make_options(model), make_options(model, model="other-model")
+        async with WarmSpare() as spare:
+            assert not spare.fits(first)  # the empty case: nothing primed
+            spare.prime(first)
+            assert spare.fits(first) and spare.live == 1  # starting, for these options
+            spare.prime(other)  # the one starting is dropped: nothing new starts until it is gone
+            assert not spare.fits(other) and spare.live == 1
+            spare.prime(first)
+            assert not spare.fits(first)  # its options again, but the claude starting is a dropped one
+            with anyio.fail_after(120):
+                await spare.wait_ready()  # the dropped one closes, and the next starts for these options
+            assert spare.fits(first) and spare.started == 2 and spare.live == 1

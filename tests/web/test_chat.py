@@ -206,16 +206,18 @@ def test_a_question_pushed_to_the_service_worker_shows_its_answers_as_buttons_an
     while not registrations and time.monotonic() < deadline:  # the protocol's event may still be on its way
         page.wait_for_timeout(50)
     [registration] = [r for r in registrations if not r.get("isDeleted")][:1]
-    cdp.send(
-        "ServiceWorker.deliverPushMessage",
-        {"origin": hub, "registrationId": registration["registrationId"], "data": json.dumps(payload)},
-    )
     shown = (
         "window.pushWorker.getNotifications().then(ns => ns.map(n => "
         "({title: n.title, body: n.body, actions: n.actions.map(a => a.action)})))"
     )
-    notes, deadline = [], time.monotonic() + 30
+    notes, deadline, pushed = [], time.monotonic() + 60, 0.0
     while not notes and time.monotonic() < deadline:  # the worker shows it when its push event has run
+        if time.monotonic() - pushed > 5:  # not shown in 5 s: sent again (once in CI, one push never showed in
+            pushed = time.monotonic()  # 30 s); the notification's tag makes a second replace the first
+            cdp.send(
+                "ServiceWorker.deliverPushMessage",
+                {"origin": hub, "registrationId": registration["registrationId"], "data": json.dumps(payload)},
+            )
         notes = page.evaluate(shown) or page.wait_for_timeout(50) or []
     assert notes == [
         {"title": "A question is waiting", "body": "Which colour for the lamp?", "actions": ["Red", "Blue"]}
