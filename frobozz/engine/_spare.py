@@ -25,6 +25,7 @@ from ._engine import Engine, EngineState
 from ._events import ProcessExit, Result
 from ._hooks import HookRegistry
 from ._options import EngineOptions, find_claude
+from ._transcripts import transcript_path
 from .exceptions import EngineError
 from .settings import EngineSettings
 
@@ -32,6 +33,7 @@ log = logging.getLogger("frobozz.engine")
 
 RETRY = 5.0  # seconds before another try after a spare failed to start: a claude that cannot start must not spin
 CLEAR = "/clear"  # claude's own command: a new session, no history, the same process (answered without the API)
+REHEARSAL = "(a rehearsal of a first turn, answered by the engine: nobody is waiting for it)"
 
 
 def launch_key(options: EngineOptions, settings: EngineSettings | None = None) -> str | None:
@@ -220,20 +222,42 @@ class WarmSpare:
 
 
 async def _rehearse(engine: Engine, timeout: float) -> None:  # noqa: ASYNC109 - a spare that is slow is dropped
-    """A first message claude answers by itself (`/clear`: no API call, no history kept), so that what claude
-    does on a session's first message (its tools, its system prompt: about half of a warm start) is done ahead
-    of need too. Its events are read here: the taker sees none of them."""
+    """A session's first turn, done ahead of need, then `/clear` (claude's own command: a new session, no
+    history kept), so that what claude does on a session's first message (its tools, its system prompt, its
+    first model request: about half of a warm start) is done before anyone waits for it. The rehearsal's
+    model request is answered by the engine's proxy (no tokens, nothing sent to the API; without a proxy
+    only `/clear` is rehearsed), no hook of the options is called, and its transcript is removed. Its events
+    are read here: the taker sees none of them."""
+    rehearsed: Result | None = None
     try:
-        with anyio.fail_after(timeout):
-            await engine.send(CLEAR)
-            async for event in engine.events():
-                if isinstance(event, Result):
-                    return
-                if isinstance(event, ProcessExit):
-                    break
+        with anyio.fail_after(timeout), engine.rehearsing() as answered_here:
+            if answered_here:
+                rehearsed = await _turn(engine, REHEARSAL)
+            await _turn(engine, CLEAR)
     except TimeoutError:
-        raise EngineError(f"the spare's claude did not answer {CLEAR} within {timeout:g} s") from None
+        raise EngineError(f"the spare's claude did not finish its rehearsal within {timeout:g} s") from None
+    if rehearsed is not None and rehearsed.is_error:
+        log.info("the spare's rehearsed first turn failed (%s): only /clear was rehearsed", rehearsed.result)
+    if rehearsed is not None and rehearsed.session_id:
+        _forget(rehearsed.session_id, engine)
+
+
+async def _turn(engine: Engine, content: str) -> Result:
+    await engine.send(content)
+    async for event in engine.events():
+        if isinstance(event, Result):
+            return event
+        if isinstance(event, ProcessExit):
+            break
     raise EngineError("the spare's claude stopped before it was ready")
+
+
+def _forget(session_id: str, engine: Engine) -> None:
+    """The rehearsal's transcript is nobody's session: gone, so that no list or `--continue` finds it."""
+    try:
+        transcript_path(session_id, engine.cwd, engine.env).unlink(missing_ok=True)
+    except (EngineError, OSError) as e:
+        log.warning("the spare's rehearsal transcript was not removed: %s", e)
 
 
 @asynccontextmanager

@@ -10,8 +10,20 @@ import textwrap
 import anyio
 import pytest
 
-from frobozz.engine import Deny, EngineOptions, Result, Session, WarmSpare, launch_key, started
+from frobozz.engine import (
+    Deny,
+    EngineOptions,
+    HookMatcher,
+    Result,
+    Session,
+    WarmSpare,
+    launch_key,
+    started,
+    transcript_path,
+)
+from frobozz.engine._spare import REHEARSAL
 from frobozz.engine.testing import Reply, ScriptedModel, ToolUse, replies
+from tests.engine.conftest import until
 from tests.orphans import running, still_running
 
 pytestmark = pytest.mark.anyio
@@ -168,3 +180,36 @@ async def test_a_cleared_spare_counts_until_its_claude_has_exited_and_none_start
             assert spare.live == 0 and not running_pid(waiting)
             spare.prime(make_options(model))  # no room: nothing starts
             assert spare.live == 0
+
+
+async def test_the_spare_rehearses_a_first_turn_that_reaches_no_model_calls_no_hook_and_leaves_no_transcript(
+    make_options, claude_home
+):
+    """What claude does on a session's first model request is done ahead, and the first real answer and its cost
+    are a cold session's."""
+    called = []
+
+    async def record(hook_input):
+        called.append((hook_input.event, hook_input.prompt))
+
+    hooks = {"UserPromptSubmit": [HookMatcher([record])], "Stop": [HookMatcher([record])]}
+    async with ScriptedModel(lambda r: f"You said: {r.last_user_text()}") as model:
+        options = make_options(model, hooks=hooks)
+        async with Session(options) as cold:
+            await cold.send("Where am I?")
+            cold_result = (await until(cold.events(), Result))[-1]
+        async with WarmSpare() as spare:
+            spare.prime(options)
+            with anyio.fail_after(120):
+                await spare.wait_ready()
+            assert len(model.requests) == 1  # the cold session's: the rehearsal's was answered by the proxy
+            assert called == [("UserPromptSubmit", "Where am I?"), ("Stop", None)]  # the cold session's only
+            folder = transcript_path(cold_result.session_id, claude_home, options.env).parent
+            assert not [p for p in folder.glob("*.jsonl") if REHEARSAL in p.read_text()]
+            async with Session(options, spare=spare) as warm:
+                assert spare.taken == 1
+                await warm.send("Where am I?")
+                warm_result = (await until(warm.events(), Result))[-1]
+    assert warm_result.result == cold_result.result == "You said: Where am I?"
+    assert warm_result.total_cost_usd == cold_result.total_cost_usd and warm_result.usage == cold_result.usage
+    assert len(model.requests) == 2 and called[2:] == called[:2]
