@@ -225,19 +225,20 @@ async def _rehearse(engine: Engine, timeout: float) -> None:  # noqa: ASYNC109 -
     """A session's first turn, done ahead of need, then `/clear` (claude's own command: a new session, no
     history kept), so that what claude does on a session's first message (its tools, its system prompt, its
     first model request: about half of a warm start) is done before anyone waits for it. The rehearsal's
-    model request is answered by the engine's proxy (no tokens, nothing sent to the API; without a proxy
-    only `/clear` is rehearsed), no hook of the options is called, and its transcript is removed. Its events
-    are read here: the taker sees none of them."""
+    model request is answered by the engine's proxy (no tokens, nothing sent to the API; without a proxy, or
+    with `rehearse_first_turn` off, only `/clear` is rehearsed), no hook of the options is called (those of
+    claude's settings files are claude's own: they run), and its transcript is removed. Its events are read
+    here: the taker sees none of them."""
     rehearsed: Result | None = None
     try:
         with anyio.fail_after(timeout), engine.rehearsing() as answered_here:
-            if answered_here:
+            if answered_here and engine.settings.rehearse_first_turn:
                 rehearsed = await _turn(engine, REHEARSAL)
             await _turn(engine, CLEAR)
     except TimeoutError:
         raise EngineError(f"the spare's claude did not finish its rehearsal within {timeout:g} s") from None
     if rehearsed is not None and rehearsed.is_error:
-        log.info("the spare's rehearsed first turn failed (%s): only /clear was rehearsed", rehearsed.result)
+        log.info("the spare's rehearsed first turn failed (%.200s): only /clear was rehearsed", rehearsed.result)
     if rehearsed is not None and rehearsed.session_id:
         _forget(rehearsed.session_id, engine)
 

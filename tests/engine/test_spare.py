@@ -1,6 +1,7 @@
 """The warm spare: a claude started ahead of need, taken over by a new session with options that launch the
 same claude, closed on shutdown, and gone with its parent."""
 
+import json
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 from frobozz.engine import (
     Deny,
     EngineOptions,
+    EngineSettings,
     HookMatcher,
     Result,
     Session,
@@ -213,3 +215,28 @@ async def test_the_spare_rehearses_a_first_turn_that_reaches_no_model_calls_no_h
     assert warm_result.result == cold_result.result == "You said: Where am I?"
     assert warm_result.total_cost_usd == cold_result.total_cost_usd and warm_result.usage == cold_result.usage
     assert len(model.requests) == 2 and called[2:] == called[:2]
+
+
+async def test_hooks_of_claude_s_settings_see_the_rehearsed_turn_unless_rehearse_first_turn_is_off(
+    make_options, claude_home
+):
+    """claude's own settings hooks are not the engine's to silence: the setting is the way to spare them."""
+    log = claude_home / "hooks.log"
+    command = {"type": "command", "command": f"cat >> {log}; echo >> {log}"}
+    (claude_home / ".claude").mkdir()
+    (claude_home / ".claude" / "settings.json").write_text(
+        json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [command]}]}})
+    )
+
+    async def prompts_seen(settings: EngineSettings) -> list[str]:
+        log.unlink(missing_ok=True)
+        async with WarmSpare(settings) as spare:
+            spare.prime(make_options(model))
+            with anyio.fail_after(120):
+                await spare.wait_ready()
+        return [json.loads(line)["prompt"] for line in log.read_text().splitlines() if line] if log.exists() else []
+
+    async with ScriptedModel(lambda r: "ok") as model:
+        assert await prompts_seen(EngineSettings()) == [REHEARSAL]
+        assert await prompts_seen(EngineSettings(rehearse_first_turn=False)) == []
+        assert model.requests == []
