@@ -234,13 +234,13 @@ async def _rehearse(engine: Engine, timeout: float) -> None:  # noqa: ASYNC109 -
         with anyio.fail_after(timeout), engine.rehearsing() as answered_here:
             if answered_here and engine.settings.rehearse_first_turn:
                 rehearsed = await _turn(engine, REHEARSAL)
-            await _turn(engine, CLEAR)
+            cleared = await _turn(engine, CLEAR)
     except TimeoutError:
         raise EngineError(f"the spare's claude did not finish its rehearsal within {timeout:g} s") from None
     if rehearsed is not None and rehearsed.is_error:
         log.info("the spare's rehearsed first turn failed (%.200s): only /clear was rehearsed", rehearsed.result)
-    if rehearsed is not None and rehearsed.session_id:
-        _forget(rehearsed.session_id, engine)
+    if rehearsed is not None and rehearsed.session_id and rehearsed.session_id != cleared.session_id:
+        _forget(rehearsed.session_id, engine)  # (a session the /clear did not end is the taker's: kept)
 
 
 async def _turn(engine: Engine, content: str) -> Result:
