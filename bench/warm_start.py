@@ -4,12 +4,15 @@ with the engine's warm spare, started ahead of need with the same options (warm)
 Run: .venv/bin/python bench/warm_start.py [--rounds 5]
 Target (issue 37): warm under 0.3x cold. Each session comes IDLE seconds after the last, both ways. The
 scripted Messages API answers at once, so what is measured is claude's start-up and the engine's, not a
-model's latency; on a busy machine the figures are noisy.
+model's latency; on a busy machine the figures are noisy. So the CPU time claude itself spends in the same
+span is printed too (read from /proc: cold, all of it since claude started; warm, from the take on), which a
+busy machine moves far less.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -22,17 +25,31 @@ from frobozz.engine.testing import ScriptedModel
 IDLE = 1.0  # seconds between sessions, both ways: the time a person takes to start the next one
 
 
-async def first_delta(options: EngineOptions, spare: WarmSpare | None = None) -> float:
-    """Seconds from making the session to its first text delta (after IDLE seconds with nothing running)."""
+def cpu_seconds(pid: int | None) -> float:
+    """The CPU time (user and system, every thread) a process has used so far; 0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+async def first_delta(options: EngineOptions, spare: WarmSpare | None = None) -> tuple[float, float]:
+    """Seconds from making the session to its first text delta (after IDLE seconds with nothing running), and
+    the CPU seconds claude spent in that span (a taken spare is idle until the session's message)."""
     await anyio.sleep(IDLE)
+    taken = spare.taken if spare is not None else 0
     t0 = time.perf_counter()
     async with Session(options, spare=spare) as session:
+        base = cpu_seconds(session.engine.pid) if spare is not None and spare.taken > taken else 0.0
         await session.send("Where am I?")
         async for event in session.events():
             if isinstance(event, StreamEvent) and event.text_delta:
                 elapsed = time.perf_counter() - t0
+                cpu = cpu_seconds(session.engine.pid) - base
                 break
-    return elapsed
+    return elapsed, cpu
 
 
 async def run(rounds: int) -> None:
@@ -43,19 +60,24 @@ async def run(rounds: int) -> None:
         )
         await first_delta(options)  # claude's files in the page cache, for both
         cold = [await first_delta(options) for _ in range(rounds)]
-        warm = []
+        warm: list[tuple[float, float]] = []
         async with WarmSpare() as spare:
             spare.prime(options)
             for _ in range(rounds):
                 await spare.wait_ready()  # ahead of need: the previous session's spare had time to start
                 warm.append(await first_delta(options, spare))
             taken = spare.taken
-    c, w = statistics.median(cold), statistics.median(warm)
+    c, w = statistics.median(t for t, _ in cold), statistics.median(t for t, _ in warm)
+    cc, wc = statistics.median(u for _, u in cold), statistics.median(u for _, u in warm)
     print(
         f"new session to first text delta, median of {rounds}: cold {c * 1000:.0f} ms, warm {w * 1000:.0f} ms "
         f"(spare taken {taken} of {rounds} times)"
     )
     print(f"warm / cold = {w / c:.2f} (target < 0.3)")
+    print(
+        f"claude's CPU time in that span, median: cold {cc * 1000:.0f} ms, warm {wc * 1000:.0f} ms "
+        f"(warm / cold = {wc / cc:.2f})"
+    )
 
 
 def main() -> None:

@@ -12,7 +12,8 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -43,7 +44,7 @@ from ._events import (
     UserMessage,
     parse_event,
 )
-from ._hooks import HookRegistry
+from ._hooks import HookRegistry, QuietHooks
 from ._inprocess import InProcessServers
 from ._mirror import TranscriptMirror
 from ._options import EngineOptions, find_claude
@@ -172,6 +173,24 @@ class Engine:
             self._mirror.project_key = options.session_project
         elif options.session_store is not None:
             self._start_mirror()
+
+    @contextmanager
+    def rehearsing(self) -> Iterator[bool]:
+        """A rehearsal, before anyone takes this claude (a warm spare's): claude's hook callbacks get empty
+        answers (no hook of the options is called), and its model requests are answered by the engine's own
+        proxy, with no tokens, and sent nowhere. Yields whether the proxy answers them: not without a proxy."""
+        control = self._control
+        if control is not None:
+            control.rebind(can_use_tool=self.options.can_use_tool, hooks=QuietHooks())
+        if self._proxy is not None:
+            self._proxy.rehearsing = True
+        try:
+            yield self._proxy is not None
+        finally:
+            if self._proxy is not None:
+                self._proxy.rehearsing = False
+            if control is not None:
+                control.rebind(can_use_tool=self.options.can_use_tool, hooks=self._hooks)
 
     def _start_mirror(self) -> None:
         assert self._tg is not None and self.options.session_store is not None

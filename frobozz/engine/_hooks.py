@@ -160,3 +160,13 @@ class HookRegistry:
                 return HookOutput(permission="deny", reason=f"the {name} hook {why}").wire("PreToolUse")
             return HookOutput(system_message=f"the {name} hook {why}").wire(hook_input.event or event)
         return {} if output is None else output.wire(hook_input.event or event)
+
+
+class QuietHooks(HookRegistry):
+    """Answers every hook callback with nothing and calls no hook: a warm spare's rehearsal is nobody's turn."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+
+    async def answer(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        return {}

@@ -3,7 +3,8 @@
 claude reaches the API through it (ANTHROPIC_BASE_URL). Responses stream through unchanged; on
 the way the proxy reads token usage from `message_start`/`message_delta` (keeping a high-water
 mark of context size), sniffs the `anthropic-ratelimit-unified-*` headers, and can rewrite
-compaction requests. Each model request becomes a `Usage` event.
+compaction requests. Each model request becomes a `Usage` event. While `rehearsing` (a warm spare's
+rehearsal of a first turn), the proxy answers model requests itself and sends nothing upstream.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ TRACE_PARENTS_PATH = "/.frobozz/trace-parents"  # never an API path: the proxy a
 
 Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
 SUMMARY_FORM = "Answer in plain text: an <analysis> block, then the summary itself in a <summary> block."
+REHEARSAL_ANSWER = "."  # what a rehearsal's model request is answered, by the proxy itself
 
 
 def is_compaction_request(body: dict[str, Any]) -> bool:
@@ -163,6 +165,42 @@ def request_head(body: bytes) -> dict[str, Any] | None:
     return found
 
 
+def _answered_here(body: bytes) -> Response:
+    """A rehearsal's model request, answered by the proxy as the Messages API would (streamed when asked), with
+    no tokens used: nothing is sent upstream, no usage is reported, and claude counts no cost."""
+    try:
+        request = orjson.loads(body)
+    except ValueError:
+        request = None
+    request = request if isinstance(request, dict) else {}
+    message: dict[str, Any] = {
+        "id": "msg_rehearsal",
+        "type": "message",
+        "role": "assistant",
+        "model": str(request.get("model") or "rehearsal"),
+        "content": [{"type": "text", "text": REHEARSAL_ANSWER}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 0, "output_tokens": 0},
+    }
+    if not request.get("stream"):
+        return Response(json.dumps(message), media_type="application/json")
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {**message, "content": [], "stop_reason": None}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": REHEARSAL_ANSWER}},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 0},
+        },
+        {"type": "message_stop"},
+    ]
+    stream = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+    return Response(stream, media_type="text/event-stream")
+
+
 class Proxy:
     def __init__(
         self, upstream: str | None, on_usage: Callable[[Usage], None], trace: EngineTrace | None = None
@@ -174,6 +212,7 @@ class Proxy:
         self.is_compaction: Callable[[dict[str, Any]], bool] = is_compaction_request
         self.high_water = 0
         self.rate_limits: dict[str, str] = {}
+        self.rehearsing = False  # model requests answered here, none sent upstream (`Engine.rehearsing`)
         self.port = 0
         self._server: _QuietServer | None = None
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))
@@ -219,6 +258,8 @@ class Proxy:
         path = request.url.path
         rewritten = False
         counted = path.endswith("/messages") and request.method == "POST"
+        if counted and self.rehearsing:
+            return _answered_here(body)
         payload: dict[str, Any] | None = None
         if counted and self.rewrite is None and self.trace.on and self.trace.content is None:
             payload = request_head(body)  # a span with no content needs the model and max_tokens only

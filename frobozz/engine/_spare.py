@@ -17,6 +17,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 from anyio.abc import TaskGroup
@@ -25,6 +26,7 @@ from ._engine import Engine, EngineState
 from ._events import ProcessExit, Result
 from ._hooks import HookRegistry
 from ._options import EngineOptions, find_claude
+from ._transcripts import config_dir, transcript_path
 from .exceptions import EngineError
 from .settings import EngineSettings
 
@@ -32,6 +34,7 @@ log = logging.getLogger("frobozz.engine")
 
 RETRY = 5.0  # seconds before another try after a spare failed to start: a claude that cannot start must not spin
 CLEAR = "/clear"  # claude's own command: a new session, no history, the same process (answered without the API)
+REHEARSAL = "(a rehearsal of a first turn, answered by the engine: nobody is waiting for it)"
 
 
 def launch_key(options: EngineOptions, settings: EngineSettings | None = None) -> str | None:
@@ -223,20 +226,73 @@ class WarmSpare:
 
 
 async def _rehearse(engine: Engine, timeout: float) -> None:  # noqa: ASYNC109 - a spare that is slow is dropped
-    """A first message claude answers by itself (`/clear`: no API call, no history kept), so that what claude
-    does on a session's first message (its tools, its system prompt: about half of a warm start) is done ahead
-    of need too. Its events are read here: the taker sees none of them."""
+    """A session's first turn, done ahead of need, then `/clear` (claude's own command: a new session, no
+    history kept), so that what claude does on a session's first message (its tools, its system prompt, its
+    first model request: about half of a warm start) is done before anyone waits for it. The rehearsal's
+    model request is answered by the engine's proxy (no tokens, nothing sent to the API; without a proxy, or
+    with `rehearse_first_turn` off, or when claude's settings files or plugins have hooks, which would see the
+    turn, only `/clear` is rehearsed), no hook of the options is called, and its transcript is removed. Its
+    events are read here: the taker sees none of them."""
+    rehearsed: Result | None = None
     try:
-        with anyio.fail_after(timeout):
-            await engine.send(CLEAR)
-            async for event in engine.events():
-                if isinstance(event, Result):
-                    return
-                if isinstance(event, ProcessExit):
-                    break
+        with anyio.fail_after(timeout), engine.rehearsing() as answered_here:
+            turn = answered_here and engine.settings.rehearse_first_turn
+            if turn and not await anyio.to_thread.run_sync(_hooks_beyond_the_engine, engine):
+                rehearsed = await _turn(engine, REHEARSAL)
+            cleared = await _turn(engine, CLEAR)
     except TimeoutError:
-        raise EngineError(f"the spare's claude did not answer {CLEAR} within {timeout:g} s") from None
+        raise EngineError(f"the spare's claude did not finish its rehearsal within {timeout:g} s") from None
+    if rehearsed is not None and rehearsed.is_error:
+        log.info("the spare's rehearsed first turn failed (%.200s): only /clear was rehearsed", rehearsed.result)
+    if rehearsed is not None and rehearsed.session_id and rehearsed.session_id != cleared.session_id:
+        _forget(rehearsed.session_id, engine)  # (a session the /clear did not end is the taker's: kept)
+
+
+MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
+
+
+def _hooks_beyond_the_engine(engine: Engine) -> bool:
+    """Whether claude could run hooks the engine does not answer (its settings files' or a plugin's): they would
+    see a rehearsed turn as a real one (a memory plugin would keep it), so then only `/clear` is rehearsed. A
+    settings file that cannot be read counts as having hooks."""
+    options = engine.options
+    if options.plugins:
+        return True
+    sources = ("user", "project", "local") if options.setting_sources is None else tuple(options.setting_sources)
+    files = [MANAGED_SETTINGS]
+    files += [config_dir(engine.env) / "settings.json"] if "user" in sources else []
+    files += [engine.cwd / ".claude" / "settings.json"] if "project" in sources else []
+    files += [engine.cwd / ".claude" / "settings.local.json"] if "local" in sources else []
+    for path in files:
+        try:
+            settings = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            return True
+        if not isinstance(settings, dict):
+            return True
+        if settings.get("hooks") or any((settings.get("enabledPlugins") or {}).values()):
+            return True
+    return False
+
+
+async def _turn(engine: Engine, content: str) -> Result:
+    await engine.send(content)
+    async for event in engine.events():
+        if isinstance(event, Result):
+            return event
+        if isinstance(event, ProcessExit):
+            break
     raise EngineError("the spare's claude stopped before it was ready")
+
+
+def _forget(session_id: str, engine: Engine) -> None:
+    """The rehearsal's transcript is nobody's session: gone, so that no list or `--continue` finds it."""
+    try:
+        transcript_path(session_id, engine.cwd, engine.env).unlink(missing_ok=True)
+    except (EngineError, OSError) as e:
+        log.warning("the spare's rehearsal transcript was not removed: %s", e)
 
 
 @asynccontextmanager

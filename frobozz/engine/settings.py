@@ -16,6 +16,14 @@ class EngineSettings(BaseSettings):
     stderr_tail_bytes: int = Field(default=64 * 1024, ge=1024, description="stderr kept for error reports.")
     control_timeout: float = Field(default=60.0, gt=0, description="Seconds a control request may take.")
     close_timeout: float = Field(default=10.0, gt=0, description="Seconds to wait for claude to exit.")
+    rehearse_first_turn: bool = Field(
+        default=True,
+        description=(
+            "A warm spare rehearses a session's first turn, its model request answered by the engine's proxy "
+            "(nothing reaches the API), so a warm session's first answer comes sooner; not when claude's settings "
+            "files or plugins have hooks, which would see that turn."
+        ),
+    )
     trace_content: bool = Field(
         default=False,
         validation_alias=AliasChoices(

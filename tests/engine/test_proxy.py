@@ -112,3 +112,22 @@ def test_the_request_s_model_and_max_tokens_are_read_without_its_history_only_in
     assert request_head(b'{"model":"claude-x","messages":[]}') == {"model": "claude-x"}
     for other in (b'{"messages":[],"model":"claude-x"}', b'{"model":"a\\"b"}', b"", b"not json", b'{"model":1}'):
         assert request_head(other) is None
+
+
+async def test_while_rehearsing_the_proxy_answers_model_requests_itself_and_reports_no_usage(make_options):
+    async with ScriptedModel(lambda r: "from the model") as model:
+        with Engine(make_options(model, proxy=False)).rehearsing() as answered_here:
+            assert answered_here is False  # no proxy: nothing can be answered on the way
+        async with Engine(make_options(model)) as engine:
+            await engine.start()
+            with engine.rehearsing() as answered_here:
+                assert answered_here
+                await engine.send("a rehearsal")
+                rehearsed = await until(engine.events(), Result)
+            assert model.requests == []  # nothing reached the API
+            await engine.send("a real one")
+            real = await until(engine.events(), Result)
+    assert [r.result for r in of(rehearsed, Result)] == ["."] and of(rehearsed, Usage) == []
+    assert of(rehearsed, Result)[0].total_cost_usd == 0 and not of(rehearsed, Result)[0].is_error
+    assert [r.result for r in of(real, Result)] == ["from the model"] and len(model.requests) == 1
+    assert [u.input_tokens for u in of(real, Usage) if u.path.endswith("/v1/messages")] == [100]

@@ -1,6 +1,7 @@
 """The warm spare: a claude started ahead of need, taken over by a new session with options that launch the
 same claude, closed on shutdown, and gone with its parent."""
 
+import json
 import os
 import signal
 import subprocess
@@ -10,8 +11,22 @@ import textwrap
 import anyio
 import pytest
 
-from frobozz.engine import Deny, EngineOptions, Result, Session, WarmSpare, launch_key, started
+from frobozz.engine import (
+    Deny,
+    Engine,
+    EngineOptions,
+    EngineSettings,
+    HookMatcher,
+    Result,
+    Session,
+    WarmSpare,
+    launch_key,
+    started,
+    transcript_path,
+)
+from frobozz.engine._spare import REHEARSAL, _hooks_beyond_the_engine
 from frobozz.engine.testing import Reply, ScriptedModel, ToolUse, replies
+from tests.engine.conftest import until
 from tests.orphans import running, still_running
 
 pytestmark = pytest.mark.anyio
@@ -187,3 +202,67 @@ async def test_a_spare_still_starting_when_primed_for_other_options_serves_neith
             with anyio.fail_after(120):
                 await spare.wait_ready()  # the dropped one closes, and the next starts for these options
             assert spare.fits(first) and spare.started == 2 and spare.live == 1
+
+
+async def test_the_spare_rehearses_a_first_turn_that_reaches_no_model_calls_no_hook_and_leaves_no_transcript(
+    make_options, claude_home
+):
+    """What claude does on a session's first model request is done ahead, and the first real answer and its cost
+    are a cold session's."""
+    called = []
+
+    async def record(hook_input):
+        called.append((hook_input.event, hook_input.prompt))
+
+    hooks = {"UserPromptSubmit": [HookMatcher([record])], "Stop": [HookMatcher([record])]}
+    async with ScriptedModel(lambda r: f"You said: {r.last_user_text()}") as model:
+        options = make_options(model, hooks=hooks)
+        async with Session(options) as cold:
+            await cold.send("Where am I?")
+            cold_result = (await until(cold.events(), Result))[-1]
+        async with WarmSpare() as spare:
+            spare.prime(options)
+            with anyio.fail_after(120):
+                await spare.wait_ready()
+            assert len(model.requests) == 1  # the cold session's: the rehearsal's was answered by the proxy
+            assert called == [("UserPromptSubmit", "Where am I?"), ("Stop", None)]  # the cold session's only
+            folder = transcript_path(cold_result.session_id, claude_home, options.env).parent
+            assert not [p for p in folder.glob("*.jsonl") if REHEARSAL in p.read_text()]
+            async with Session(options, spare=spare) as warm:
+                assert spare.taken == 1
+                await warm.send("Where am I?")
+                warm_result = (await until(warm.events(), Result))[-1]
+    assert warm_result.result == cold_result.result == "You said: Where am I?"
+    assert warm_result.total_cost_usd == cold_result.total_cost_usd and warm_result.usage == cold_result.usage
+    assert len(model.requests) == 2 and called[2:] == called[:2]
+
+
+async def test_with_hooks_in_claude_s_settings_or_a_plugin_enabled_only_clear_is_rehearsed(make_options, claude_home):
+    """claude's own settings hooks are not the engine's to silence: they would see a rehearsed turn as a real one
+    (a memory plugin would keep it), so the spare rehearses only `/clear` then; the setting turns the turn off too."""
+    log = claude_home / "hooks.log"
+    command = {"type": "command", "command": f"cat >> {log}; echo >> {log}"}
+    settings_file = claude_home / ".claude" / "settings.json"
+    settings_file.parent.mkdir()
+
+    async def prompts_seen(settings: EngineSettings) -> list[str]:
+        log.unlink(missing_ok=True)
+        async with WarmSpare(settings) as spare:
+            spare.prime(make_options(model))
+            with anyio.fail_after(120):
+                await spare.wait_ready()
+        return [json.loads(line)["prompt"] for line in log.read_text().splitlines() if line] if log.exists() else []
+
+    async with ScriptedModel(lambda r: "ok") as model:
+        settings_file.write_text(json.dumps({"hooks": {"UserPromptSubmit": [{"hooks": [command]}]}}))
+        assert await prompts_seen(EngineSettings()) == []  # the hook saw no rehearsed prompt
+        assert await prompts_seen(EngineSettings(rehearse_first_turn=False)) == []
+        for hostile in ("{not json", "[1, 2]"):  # a file that cannot be read counts as having hooks
+            settings_file.write_text(hostile)
+            assert _hooks_beyond_the_engine(Engine(make_options(model)))
+        settings_file.write_text(json.dumps({"enabledPlugins": {"memory@frobozz": True}}))
+        assert _hooks_beyond_the_engine(Engine(make_options(model)))
+        settings_file.write_text(json.dumps({"enabledPlugins": {"memory@frobozz": False}, "model": "x"}))
+        assert not _hooks_beyond_the_engine(Engine(make_options(model)))
+        assert _hooks_beyond_the_engine(Engine(make_options(model, plugins=(str(claude_home),))))
+        assert model.requests == []
