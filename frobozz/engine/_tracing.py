@@ -22,6 +22,7 @@ from opentelemetry.trace import Link, Span, SpanKind
 
 from .. import _spans as S
 from ._events import AssistantMessage, Result, UserMessage
+from ._prices import cost
 from .observers._tool_log import input_size, target_of
 
 _PRICES_LOADING: list[threading.Thread] = []
@@ -40,29 +41,16 @@ def load_prices() -> None:
 
 
 def request_cost(model: str | None, usage: Mapping[str, int]) -> float | None:
-    """One model request's cost in USD at the provider's list price (genai-prices' table; claude's own
-    reckoning is the turn's), or None for a model the table does not know."""
+    """One model request's cost in USD at the provider's list price (genai-prices' table, from rates worked out
+    once per model: see `_prices`; claude's own reckoning is the turn's), or None for a model the table does
+    not know."""
     if not model:
         return None
     try:
-        from genai_prices import Usage, calc_price
+        price = cost(model, usage)
     except ImportError:
         return None
-    created, read = usage.get("cache_creation_input_tokens", 0), usage.get("cache_read_input_tokens", 0)
-    try:  # the table counts cached tokens inside the input's; Anthropic's usage counts them apart
-        price = calc_price(
-            Usage(
-                input_tokens=usage.get("input_tokens", 0) + created + read,
-                cache_write_tokens=created,
-                cache_read_tokens=read,
-                output_tokens=usage.get("output_tokens", 0),
-            ),
-            model,
-            provider_id="anthropic",
-        )
-    except (LookupError, ValueError):
-        return None
-    return float(price.total_price)
+    return float(price) if price is not None else None
 
 
 def claude_resource(env: dict[str, str], session_id: str) -> None:
