@@ -112,8 +112,7 @@ class EngineTrace:
         self.session_id = session_id
         for span in (self.session, self.turn):
             if span is not None:
-                span.set_attribute(S.SESSION_ID, session_id)
-                span.set_attribute(S.GEN_AI_CONVERSATION_ID, session_id)
+                span.set_attributes({S.SESSION_ID: session_id, S.GEN_AI_CONVERSATION_ID: session_id})
 
     def prepare_turn(self, parent: otel_context.Context | None = None) -> otel_context.Context:
         """Open the next turn's span before its message is sent, so what makes the message (orientation,
@@ -150,6 +149,7 @@ class EngineTrace:
         if not self.on or self.turn is None:
             return
         turn, self.turn = self.turn, None
+        ended: dict[str, Any] = {}  # written in one call: each call takes the span's lock and checks its values
         if result is not None:
             denied = {d.get("tool_use_id") for d in result.raw.get("permission_denials") or () if isinstance(d, dict)}
             self._close_tools(denied)
@@ -159,12 +159,13 @@ class EngineTrace:
                 (S.DURATION_API_MS, result.raw.get("duration_api_ms")),
             ):
                 if isinstance(value, int | float):
-                    turn.set_attribute(key, value)
+                    ended[key] = value
             if result.is_error:
                 error = error or result.result or f"the turn ended in {result.subtype}"
         else:
             self._close_tools(set())
-        turn.set_attribute(S.TURN_OUTCOME, outcome if error is None or outcome != "result" else "error")
+        ended[S.TURN_OUTCOME] = outcome if error is None or outcome != "result" else "error"
+        turn.set_attributes(ended)
         if error is not None:
             S.record_error(turn, error)
         turn.end()

@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 import asyncpg
+import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, StatusCode
@@ -53,7 +54,16 @@ def schema() -> str:
 _KINDS = {kind: kind.name.lower() for kind in SpanKind}
 _STATUSES = {code: code.name.lower() for code in StatusCode}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_dumps = json.JSONEncoder(default=str).encode  # (tuples are written as the lists they were)
+
+
+def _json(attributes: dict[str, Any]) -> str:
+    """The attributes as JSON for the jsonb column: orjson (several times faster; tuples as lists, and an
+    infinite or NaN float as null, which jsonb takes, not as `Infinity`, which it refuses); json for what
+    orjson cannot write (an int past 64 bits)."""
+    try:
+        return orjson.dumps(attributes, default=str).decode()
+    except TypeError:
+        return json.dumps(attributes, default=str)
 
 
 def _row(span: ReadableSpan) -> tuple[Any, ...]:
@@ -73,7 +83,7 @@ def _row(span: ReadableSpan) -> tuple[Any, ...]:
         _STATUSES[span.status.status_code],
         attributes.get(S.SESSION_ID),
         attributes.get(S.RUN_ID),
-        _dumps(attributes),
+        _json(attributes),
     )
 
 
