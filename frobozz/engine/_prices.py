@@ -5,9 +5,9 @@ every call, resolves the price's keys, validates them against its unit registry 
 into leaves (input less its cached parts, and so on): ~90 µs a request, most of a traced turn's pricing.
 None of that depends on the token counts. A `_Plan` keeps, per resolved `ModelPrice` (time-conditional
 prices are still chosen at each request, by genai-prices' own `get_prices`), each priced unit's leaf as a
-sum of the four counts Frobozz reports with their signs, and prices the leaves with genai-prices' own
-`calc_unit_price` (its tiers, by input tokens), adding them in its own order: the same Decimal as
-`calc_price`. Whatever the plan cannot vouch for (a unit it would have to infer, a negative leaf, a price
+sum of the four counts Frobozz reports with their signs, and prices the leaves as genai-prices' `calc_unit_price`
+does (its tiers, by input tokens; the same Decimal operations), adding them in its own order: the same
+Decimal as `calc_price`. Whatever the plan cannot vouch for (a unit it would have to infer, a negative leaf, a price
 with request variants, a package whose internals moved) goes to `calc_price` itself.
 """
 
@@ -29,11 +29,12 @@ _REPORTED = ("input_tokens", "cache_write_tokens", "cache_read_tokens", "output_
 
 @dataclass(frozen=True)
 class _Plan:
-    """One resolved price: per priced unit (genai-prices' order), its price, its `per`, and its leaf as
-    (index into the reported counts, sign) pairs (None: a price per request, a count of one); and whether
-    any price is tiered (by input tokens)."""
+    """One resolved price: per priced unit that can cost anything (genai-prices' order), its base rate, its
+    tiers as (start, rate) from the highest down, its `per`, and its leaf as (index into the reported counts,
+    sign) pairs (None: a price per request, a count of one); and whether any price is tiered (by input
+    tokens: a tier's rate applies to every token above its start)."""
 
-    units: tuple[tuple[Any, int, tuple[tuple[int, int], ...] | None], ...]
+    units: tuple[tuple[Decimal, tuple[tuple[int, Decimal], ...], int, tuple[tuple[int, int], ...] | None], ...]
     tiered: bool
 
 
@@ -75,15 +76,19 @@ def cost(model: str, usage: Mapping[str, int], *, now: datetime | None = None) -
     counts = _reported(usage)
     if plan is None or any(c < 0 for c in counts):
         return exact_cost(model, usage)
-    from genai_prices.types import calc_unit_price
-
     total_input = counts[0] if plan.tiered else 0
     total = Decimal(0)
-    for price, per, leaf in plan.units:
+    for base, tiers, per, leaf in plan.units:  # genai-prices' calc_unit_price, the same Decimal operations
         value = 1 if leaf is None else sum(sign * counts[index] for index, sign in leaf)
         if value < 0:  # more cached than input: genai-prices' own error (and so None)
             return exact_cost(model, usage)
-        total += calc_unit_price(price, value, total_input, per)
+        if value:
+            rate = base
+            for start, tier_rate in tiers:
+                if total_input > start:
+                    rate = tier_rate
+                    break
+            total += rate * Decimal(value) / per
     return total
 
 
@@ -133,8 +138,14 @@ def _plan(model_price: Any) -> _Plan | None:
                         leaf[index] = leaf.get(index, 0) - sign
             leaves[unit.usage_key] = {i: s for i, s in leaf.items() if s}
         units = tuple(
-            (price, unit.per, None if unit.usage_key == "requests" else tuple(leaves[unit.usage_key].items()))
+            (
+                price.base if isinstance(price, TieredPrices) else price,
+                tuple((t.start, t.price) for t in reversed(price.tiers)) if isinstance(price, TieredPrices) else (),
+                unit.per,
+                None if unit.usage_key == "requests" else tuple(leaves[unit.usage_key].items()),
+            )
             for unit, price in resolved
+            if unit.usage_key == "requests" or leaves[unit.usage_key]  # a leaf of nothing costs nothing
         )
         return _Plan(units, any(isinstance(p, TieredPrices) for _, p in resolved))
     except Exception as e:  # noqa: BLE001 - an internal that moved, a price it refuses: calc_price decides
