@@ -22,6 +22,7 @@ from opentelemetry.trace import Link, Span, SpanKind
 
 from .. import _spans as S
 from ._events import AssistantMessage, Result, UserMessage
+from ._prices import cost
 from .observers._tool_log import input_size, target_of
 
 _PRICES_LOADING: list[threading.Thread] = []
@@ -40,29 +41,16 @@ def load_prices() -> None:
 
 
 def request_cost(model: str | None, usage: Mapping[str, int]) -> float | None:
-    """One model request's cost in USD at the provider's list price (genai-prices' table; claude's own
-    reckoning is the turn's), or None for a model the table does not know."""
+    """One model request's cost in USD at the provider's list price (genai-prices' table, from rates worked out
+    once per model: see `_prices`; claude's own reckoning is the turn's), or None for a model the table does
+    not know."""
     if not model:
         return None
     try:
-        from genai_prices import Usage, calc_price
+        price = cost(model, usage)
     except ImportError:
         return None
-    created, read = usage.get("cache_creation_input_tokens", 0), usage.get("cache_read_input_tokens", 0)
-    try:  # the table counts cached tokens inside the input's; Anthropic's usage counts them apart
-        price = calc_price(
-            Usage(
-                input_tokens=usage.get("input_tokens", 0) + created + read,
-                cache_write_tokens=created,
-                cache_read_tokens=read,
-                output_tokens=usage.get("output_tokens", 0),
-            ),
-            model,
-            provider_id="anthropic",
-        )
-    except (LookupError, ValueError):
-        return None
-    return float(price.total_price)
+    return float(price) if price is not None else None
 
 
 def claude_resource(env: dict[str, str], session_id: str) -> None:
@@ -124,8 +112,7 @@ class EngineTrace:
         self.session_id = session_id
         for span in (self.session, self.turn):
             if span is not None:
-                span.set_attribute(S.SESSION_ID, session_id)
-                span.set_attribute(S.GEN_AI_CONVERSATION_ID, session_id)
+                span.set_attributes({S.SESSION_ID: session_id, S.GEN_AI_CONVERSATION_ID: session_id})
 
     def prepare_turn(self, parent: otel_context.Context | None = None) -> otel_context.Context:
         """Open the next turn's span before its message is sent, so what makes the message (orientation,
@@ -162,6 +149,7 @@ class EngineTrace:
         if not self.on or self.turn is None:
             return
         turn, self.turn = self.turn, None
+        ended: dict[str, Any] = {}  # written in one call: each call takes the span's lock and checks its values
         if result is not None:
             denied = {d.get("tool_use_id") for d in result.raw.get("permission_denials") or () if isinstance(d, dict)}
             self._close_tools(denied)
@@ -171,12 +159,13 @@ class EngineTrace:
                 (S.DURATION_API_MS, result.raw.get("duration_api_ms")),
             ):
                 if isinstance(value, int | float):
-                    turn.set_attribute(key, value)
+                    ended[key] = value
             if result.is_error:
                 error = error or result.result or f"the turn ended in {result.subtype}"
         else:
             self._close_tools(set())
-        turn.set_attribute(S.TURN_OUTCOME, outcome if error is None or outcome != "result" else "error")
+        ended[S.TURN_OUTCOME] = outcome if error is None or outcome != "result" else "error"
+        turn.set_attributes(ended)
         if error is not None:
             S.record_error(turn, error)
         turn.end()

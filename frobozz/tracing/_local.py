@@ -10,13 +10,15 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
 
 import asyncpg
+import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import SpanKind, StatusCode
 
 from .. import _spans as S
 
@@ -49,8 +51,23 @@ def schema() -> str:
     return resources.files("frobozz.tracing.migrations").joinpath("001_spans.sql").read_text(encoding="utf-8")
 
 
+_KINDS = {kind: kind.name.lower() for kind in SpanKind}
+_STATUSES = {code: code.name.lower() for code in StatusCode}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _json(attributes: dict[str, Any]) -> str:
+    """The attributes as JSON for the jsonb column: orjson (several times faster; tuples as lists, and an
+    infinite or NaN float as null, which jsonb takes, not as `Infinity`, which it refuses); json for what
+    orjson cannot write (an int past 64 bits)."""
+    try:
+        return orjson.dumps(attributes, default=str).decode()
+    except TypeError:
+        return json.dumps(attributes, default=str)
+
+
 def _row(span: ReadableSpan) -> tuple[Any, ...]:
-    attributes = {k: (list(v) if isinstance(v, tuple) else v) for k, v in (span.attributes or {}).items()}
+    attributes = dict(span.attributes or {})
     start, end = span.start_time or 0, span.end_time or span.start_time or 0
     parent = span.parent.span_id if span.parent is not None else None
     service = (span.resource.attributes if span.resource else {}).get("service.name")
@@ -59,14 +76,14 @@ def _row(span: ReadableSpan) -> tuple[Any, ...]:
         f"{span.context.span_id:016x}",
         f"{parent:016x}" if parent is not None else None,
         span.name,
-        span.kind.name.lower(),
+        _KINDS[span.kind],
         str(service) if service else None,
-        datetime.fromtimestamp(start / 1e9, UTC),
+        _EPOCH + timedelta(microseconds=start // 1000),
         (end - start) / 1e6,
-        span.status.status_code.name.lower(),
+        _STATUSES[span.status.status_code],
         attributes.get(S.SESSION_ID),
         attributes.get(S.RUN_ID),
-        json.dumps(attributes, default=str),
+        _json(attributes),
     )
 
 

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from .. import _spans as S
+from ._otlp import LeanOTLPExporter
 from .exceptions import TracingConfigError
 from .settings import TracingSettings
 
@@ -148,10 +148,12 @@ class SessionOnEverySpan(SpanProcessor):
     another process (the engine's tool call, above an MCP server's span) sends the id as W3C baggage."""
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if S.SESSION_ID in (span.attributes or {}):  # its own (the engine's spans all have it): nothing to look up
+            return
         parent = trace.get_current_span(parent_context)
         session = getattr(parent, "attributes", None) or {}
         value = (session.get(S.SESSION_ID) if hasattr(session, "get") else None) or S.session_of(parent_context)
-        if value and S.SESSION_ID not in (span.attributes or {}):
+        if value:
             span.set_attribute(S.SESSION_ID, value)
 
 
@@ -206,7 +208,7 @@ def configure(
         else detected.merge(Resource({SERVICE_NAME: service}))
     )
     provider = TracerProvider(resource=resource)  # its sampler from OTEL_TRACES_SAMPLER, as the SDK reads it
-    exporter = WarnOnce(OTLPSpanExporter(endpoint=endpoint, headers=check_headers(environ) or None), endpoint)
+    exporter = WarnOnce(LeanOTLPExporter(endpoint=endpoint, headers=check_headers(environ) or None), endpoint)
     if settings.trace_warn_once:
         for name in _EXPORTER_LOGGERS:  # their per-batch errors: said once by WarnOnce instead
             logging.getLogger(name).setLevel(logging.CRITICAL)

@@ -146,3 +146,38 @@ async def test_spans_flushed_from_a_thread_whose_event_loop_runs_are_kept(cortex
         assert sorted(s["name"] for s in await run_spans(connection, "run-in-a-loop")) == [S.GAME_ACT, S.TURN]
     finally:
         await connection.close()
+
+
+async def test_a_span_with_odd_attribute_values_is_kept_with_its_batch(cortex_settings):
+    """jsonb refuses `Infinity` and `NaN` (what json writes for them): such a float is kept as null, and the
+    rest of the span, and of its batch, as they were (tuples as lists, an int past 64 bits as the number)."""
+    url = cortex_settings.database_url.get_secret_value()
+    tracer = TracerProvider().get_tracer("t")
+    odd = tracer.start_span(
+        S.CHAT,
+        attributes={
+            S.RUN_ID: "run-odd",
+            "infinite": float("inf"),
+            "nan": float("nan"),
+            "ids": ("a", "b"),
+            "ǅ": "🏰",
+            "n": 3,
+        },
+    )
+    odd.end()
+    huge = tracer.start_span(S.GAME_ACT, attributes={S.RUN_ID: "run-odd", "huge": 2**70})
+    huge.end()
+    plain = tracer.start_span(S.TURN, attributes={S.RUN_ID: "run-odd"})
+    plain.end()
+    local = LocalSpans(url, keep_days=7)
+    try:
+        assert local.export([odd, huge, plain]) is SpanExportResult.SUCCESS
+    finally:
+        local.shutdown()
+    connection = await asyncpg.connect(url)
+    try:
+        kept = {s["name"]: s["attributes"] for s in await run_spans(connection, "run-odd")}
+    finally:
+        await connection.close()
+    assert kept[S.CHAT] == {S.RUN_ID: "run-odd", "infinite": None, "nan": None, "ids": ["a", "b"], "ǅ": "🏰", "n": 3}
+    assert kept[S.GAME_ACT]["huge"] == 2**70 and S.TURN in kept
