@@ -33,6 +33,9 @@ _DOWN = (
     asyncpg.InternalClientError,
 )  # a pooled connection whose server went away, caught mid-use
 REFRESH = "SELECT cortex_refresh_context($1, $2::bigint[])"
+# Writes count words as deltas (migration 009); every FOLD_EVERY-th memory stored folds them into the totals, so
+# search sums a few dozen deltas at most. A fold takes a few milliseconds and makes no writer wait.
+FOLD, FOLD_EVERY = "SELECT cortex_fold()", 64
 # the columns of an image's row (migration 007) that another version of its memory shares
 IMAGE_COLUMNS = (
     "media_type, bytes, width, height, sha256, original, thumbnail, thumbnail_width, thumbnail_height, "
@@ -132,7 +135,7 @@ class MemoryStore:
             return memory(existing), existing["id"]
         [vector] = await self.embedder.embed([content])
         async with self.connection() as c:
-            # one statement (migration 008): the namespace's word counts are locked for one round trip only
+            # one statement (migration 008), which counts its words as deltas (009), locking no shared row
             row = await c.fetchrow(
                 f"SELECT {COLUMNS} FROM cortex_store($1, $2, $3, $4::jsonb, $5, $6)",
                 ns,
@@ -151,6 +154,8 @@ class MemoryStore:
                 if row is None:  # and forgotten since
                     raise MemoryStoreError("the same memory was stored and forgotten meanwhile; try again")
                 return memory(row), row["id"]
+            if row["id"] % FOLD_EVERY == 0:  # after the store's own commit: it is kept, whatever the fold does
+                await c.execute(FOLD)
         return memory(row), None
 
     async def update(self, memory_id: int, content: str | None, metadata: dict[str, Any] | None) -> Memory:
