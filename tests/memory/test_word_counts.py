@@ -129,7 +129,8 @@ async def test_search_scores_the_same_from_counted_rows_deltas_folded_totals_and
             await _store(store, CONVERSATION[:6])
             async with store.connection() as c:
                 assert await c.fetchval("SELECT cortex_fold()") > 6  # a namespace row and its words, each memory
-            await _store(store, CONVERSATION[6:])
+            for text in CONVERSATION[6:]:  # as a client stores: the memory, then its words in context (009)
+                await store.store(text)
             await _store(store, ELSEWHERE, "elsewhere")
             await _forget(store)
             half_folded, counts_half_folded = await _results(store), await _statistics(store)
@@ -202,3 +203,32 @@ async def test_counts_stay_exact_while_stores_forgets_and_folds_run_at_once(memo
     assert kept == counted and "(ns,lantern,15)" in kept
     assert len(refreshed) == 15 and refreshed == rebuilt
     assert await store.namespaces() == {"ns": 15}
+
+
+async def test_a_memory_whose_words_in_context_a_crash_lost_is_refreshed_when_the_store_is_next_opened(cortex_settings):
+    """A store is two transactions (009): the memory, then its words in its neighbours' context, committed without
+    waiting for the disk. Left with the first only (as a crash between them would), the next process to open the
+    store refreshes it, and searches score as if nothing had happened."""
+    first = MemoryService(cortex_settings)
+    try:
+        store = await first.store()
+        assert await store.heal() == 0  # the empty case
+        for text in CONVERSATION[:4]:
+            await store.store(text)
+        whole = await _results(store)
+        async with store.connection() as c:  # the last memory as a crash after its first transaction leaves it
+            await c.execute("DELETE FROM memory_context WHERE id = (SELECT max(id) FROM memories)")
+            await c.execute(  # and its neighbours without its words
+                "UPDATE memory_context SET words = ts_delete(words, $1::text[]) "
+                "WHERE id < (SELECT max(id) FROM memories)",
+                ["troll", "river", "garlic"],
+            )
+        broken = await _results(store)
+    finally:
+        await first.aclose()
+    second = MemoryService(cortex_settings)
+    try:
+        healed = await _results(await second.store())
+    finally:
+        await second.aclose()
+    assert broken != whole and healed == whole

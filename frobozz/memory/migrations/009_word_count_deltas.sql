@@ -112,3 +112,40 @@ BEGIN ATOMIC
     ON CONFLICT (id) DO UPDATE SET words = excluded.words, words_length = excluded.words_length
     WHERE memory_context.words IS DISTINCT FROM excluded.words;
 END;
+
+-- A store in two transactions (`MemoryStore.store`): the memory (committed as any write is: on disk before the
+-- store returns), then its words in its neighbours' context (`cortex_settle`), under the lock above but committed
+-- without waiting for the disk, so writers into a namespace take turns for the refresh alone, not for a disk
+-- flush each. What a crash could lose of the second is derived data: `cortex_heal` (run when a process opens the
+-- store) refreshes every live memory that has no words in context yet, with its neighbours. 008's `cortex_store`
+-- (both in one) stays for a process of the version before.
+CREATE FUNCTION cortex_insert(ns text, body text, digest text, meta jsonb, src text, vec vector)
+RETURNS SETOF memories LANGUAGE sql
+BEGIN ATOMIC
+    INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding)
+    VALUES (ns, body, digest, meta, src, vec)
+    ON CONFLICT (namespace, content_hash) WHERE deleted_at IS NULL AND valid_to IS NULL DO NOTHING
+    RETURNING *;
+END;
+
+CREATE FUNCTION cortex_settle(ns text, anchors bigint[]) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);  -- this transaction only
+    PERFORM cortex_refresh_context(ns, anchors);
+END $$;
+
+CREATE FUNCTION cortex_heal() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    healed bigint := 0;
+    missing record;
+BEGIN
+    FOR missing IN
+        SELECT m.namespace, array_agg(m.id ORDER BY m.id) AS ids FROM memories m
+        WHERE m.deleted_at IS NULL AND NOT EXISTS (SELECT 1 FROM memory_context c WHERE c.id = m.id)
+        GROUP BY m.namespace ORDER BY m.namespace
+    LOOP
+        PERFORM cortex_refresh_context(missing.namespace, missing.ids);
+        healed := healed + cardinality(missing.ids);
+    END LOOP;
+    RETURN healed;
+END $$;
