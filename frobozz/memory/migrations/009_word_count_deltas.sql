@@ -120,13 +120,14 @@ END;
 -- store) refreshes every live memory that has no words in context yet, with its neighbours. 008's `cortex_store`
 -- (both in one) stays for a process of the version before.
 CREATE FUNCTION cortex_insert(ns text, body text, digest text, meta jsonb, src text, vec vector)
-RETURNS SETOF memories LANGUAGE sql
-BEGIN ATOMIC
-    INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding)
+RETURNS SETOF memories LANGUAGE plpgsql AS $$  -- not BEGIN ATOMIC: reembed drops and adds the embedding column
+BEGIN
+    RETURN QUERY
+    INSERT INTO memories AS m (namespace, content, content_hash, metadata, source, embedding)
     VALUES (ns, body, digest, meta, src, vec)
     ON CONFLICT (namespace, content_hash) WHERE deleted_at IS NULL AND valid_to IS NULL DO NOTHING
-    RETURNING *;
-END;
+    RETURNING m.*;
+END $$;
 
 CREATE FUNCTION cortex_settle(ns text, anchors bigint[]) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
