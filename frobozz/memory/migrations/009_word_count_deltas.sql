@@ -81,37 +81,12 @@ END $$;
 -- context rows). So the refresh takes a lock of its own, per namespace, before it reads (its statements each see
 -- what committed before them): writers still take turns, but for the refresh and commit only, and counting their
 -- words is no longer part of the turn.
-CREATE OR REPLACE FUNCTION cortex_refresh_context(ns text, anchors bigint[]) RETURNS void LANGUAGE sql
-BEGIN ATOMIC
-    SELECT pg_advisory_xact_lock(1668577396, hashtext(ns));  -- "ctxt", the namespace
-    DELETE FROM memory_context c USING memories m
-    WHERE c.id = m.id AND m.id = ANY (anchors) AND m.deleted_at IS NOT NULL;
-    WITH a AS (SELECT created_at, id FROM memories WHERE id = ANY (anchors) AND namespace = ns),
-    near AS (
-        SELECT n.id, min(n.distance) AS distance FROM a CROSS JOIN LATERAL (
-            SELECT m.id, 0 AS distance FROM memories m WHERE m.id = a.id AND m.deleted_at IS NULL
-            UNION ALL
-            SELECT b.id, row_number() OVER (ORDER BY b.created_at DESC, b.id DESC) FROM (
-                SELECT m.id, m.created_at FROM memories m
-                WHERE m.namespace = ns AND m.deleted_at IS NULL AND (m.created_at, m.id) < (a.created_at, a.id)
-                ORDER BY m.created_at DESC, m.id DESC LIMIT 4) b
-            UNION ALL
-            SELECT f.id, row_number() OVER (ORDER BY f.created_at, f.id) FROM (
-                SELECT m.id, m.created_at FROM memories m
-                WHERE m.namespace = ns AND m.deleted_at IS NULL AND (m.created_at, m.id) > (a.created_at, a.id)
-                ORDER BY m.created_at, m.id LIMIT 4) f) n
-        GROUP BY n.id),
-    ordered AS (
-        SELECT m.id, near.distance, setweight(m.fts, 'A')
-               || setweight(coalesce(lag(m.fts) OVER w, '') || coalesce(lead(m.fts) OVER w, ''), 'B')
-               || setweight(coalesce(lag(m.fts, 2) OVER w, '') || coalesce(lead(m.fts, 2) OVER w, ''), 'C') AS words
-        FROM memories m JOIN near ON near.id = m.id
-        WINDOW w AS (ORDER BY m.created_at, m.id))
-    INSERT INTO memory_context (id, namespace, words, words_length)
-    SELECT o.id, ns, o.words, cortex_length(o.words) FROM ordered o WHERE o.distance <= 2
-    ON CONFLICT (id) DO UPDATE SET words = excluded.words, words_length = excluded.words_length
-    WHERE memory_context.words IS DISTINCT FROM excluded.words;
-END;
+ALTER FUNCTION cortex_refresh_context(text, bigint[]) RENAME TO cortex_refresh_context_unlocked;
+CREATE FUNCTION cortex_refresh_context(ns text, anchors bigint[]) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(1668577396, hashtext(ns));  -- "ctxt", the namespace
+    PERFORM cortex_refresh_context_unlocked(ns, anchors);  -- a statement of its own: it sees what committed first
+END $$;
 
 -- A store in two transactions (`MemoryStore.store`): the memory (committed as any write is: on disk before the
 -- store returns), then its words in its neighbours' context (`cortex_settle`), under the lock above but committed
