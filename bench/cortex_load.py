@@ -3,7 +3,9 @@ turn for a while, against a real hub process (`frobozz serve cortex --http`) on 
 Postgres; the same load twice in one run: concurrent embeddings batched (the default) and one at a time
 (FROBOZZ_EMBEDDING_BATCH_MS=0). Printed: operations per second, p50 and p99 latency, and the ratio.
 
-Run: .venv/bin/python bench/cortex_load.py [--seconds 20] [--clients 1,8,32] [--kind sdk,light]
+Run: .venv/bin/python bench/cortex_load.py [--seconds 20] [--clients 1,8,32] [--kind sdk,light] [--waits]
+`--waits`: what the hub's Postgres sessions wait on during each row, sampled from pg_stat_activity (a lock there
+is writers taking turns; IO:WALSync a commit's flush; CPU running).
 Target (issue 36): >= 150 store+search operations per second at 32 clients, p99 under 400 ms
 (one at a time served about 90 on two cores). The clients run in this process, on the same two cores as
 the hub, so what a client costs is taken from the hub: two kinds of client, each a row. `sdk`: the MCP SDK's
@@ -15,6 +17,7 @@ so a call needs no session), so the figure is the hub's rather than the client l
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import secrets
@@ -28,6 +31,7 @@ import time
 from pathlib import Path
 
 import anyio
+import asyncpg
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -39,6 +43,30 @@ WORDS = (
     "lantern troll garlic river sword bottle leaflet mailbox window attic cellar maze thief egg canary "
     "painting torch coffin dam reservoir"
 ).split()
+
+
+WAITS = """
+SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), coalesce(substring(query FROM 'cortex_[a-z_]+'),
+       split_part(ltrim(query), ' ', 1)) FROM pg_stat_activity
+WHERE backend_type = 'client backend' AND state = 'active' AND pid <> pg_backend_pid()"""
+
+
+async def waits(uri: str, seconds: float) -> None:
+    """Samples pg_stat_activity every 50 ms for `seconds`; prints the average number of active sessions in each
+    (wait, statement) state, the five most common."""
+    connection = await asyncpg.connect(uri)
+    tally: collections.Counter[tuple[str, str]] = collections.Counter()
+    samples = 0
+    try:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            tally.update((r[0], r[1]) for r in await connection.fetch(WAITS))
+            samples += 1
+            await anyio.sleep(0.05)
+    finally:
+        await connection.close()
+    top = ", ".join(f"{wait} in {what} {n / max(samples, 1):.2f}" for (wait, what), n in tally.most_common(5))
+    print(f"    sessions waiting (average of {samples} samples): {top}", flush=True)
 
 
 def free_port() -> int:
@@ -156,7 +184,7 @@ async def load(
     return len(latencies) / min(elapsed, seconds), latencies, errors
 
 
-async def main(seconds: float, levels: list[int], kinds: list[str]) -> None:
+async def main(seconds: float, levels: list[int], kinds: list[str], show_waits: bool = False) -> None:
     import pgserver
 
     root = Path(tempfile.mkdtemp(prefix="frobozz-cortex-load-"))
@@ -186,7 +214,10 @@ async def main(seconds: float, levels: list[int], kinds: list[str]) -> None:
                 await load(url, token, 4, 2, f"warm {label}")  # the model loaded, the pool filled
                 for kind in kinds:
                     for clients in levels:
-                        ops, latencies, errors = await load(url, token, clients, seconds, f"{label} {kind}", kind)
+                        async with anyio.create_task_group() as tg:
+                            if show_waits:
+                                tg.start_soon(waits, pg.get_uri(), seconds)
+                            ops, latencies, errors = await load(url, token, clients, seconds, f"{label} {kind}", kind)
                         q = statistics.quantiles(latencies, n=100)
                         results[(label, kind, clients)] = (ops, q[49], q[98], errors)
                         print(
@@ -222,8 +253,9 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--kind", default="sdk,light", help="the clients: sdk, light or both (see the docstring)")
+    parser.add_argument("--waits", action="store_true", help="print what Postgres sessions wait on in each row")
     arguments = parser.parse_args()
     kinds = [k for k in arguments.kind.split(",") if k]
     if not kinds or set(kinds) - {"sdk", "light"}:
         parser.error("--kind: sdk, light, or sdk,light")
-    anyio.run(main, arguments.seconds, [int(n) for n in arguments.clients.split(",")], kinds)
+    anyio.run(main, arguments.seconds, [int(n) for n in arguments.clients.split(",")], kinds, arguments.waits)

@@ -19,7 +19,7 @@ from ._database import HNSW_INDEX
 from ._image_store import insert_image_row
 from ._images import ImageInput, Picture
 from ._records import COLUMNS, CURRENT, DESCRIBED, content_hash, image_hash, memory
-from ._store import REFRESH, MemoryStore
+from ._store import FOLD, REFRESH, MemoryStore
 from .exceptions import MemoryStoreError
 
 if TYPE_CHECKING:
@@ -128,6 +128,9 @@ class BulkStore:
             if spare:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(self._images().remove, spare)
+        if added:  # the batch's word counts into the totals (migration 009), now that it is committed
+            async with s.connection() as c:
+                await c.execute(FOLD)
         stored = sum(map(len, added.values()))
         return stored, len(rows) - stored
 

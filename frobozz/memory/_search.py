@@ -74,11 +74,11 @@ SPEAKER = 1.35
 _SPEAKER = re.compile(r"(?:\[[^\]\n]{1,80}\]\s*)?([A-Z][\w'.-]{0,39})(?: [A-Z][\w'.-]{0,39}){0,2}:\s")
 
 _WORD_STATS = """
-SELECT coalesce((SELECT memories FROM memory_namespaces WHERE namespace = $2), 0) AS memories,
-       coalesce((SELECT length FROM memory_namespaces WHERE namespace = $2), 0) AS length,
+SELECT coalesce(n.memories, 0) AS memories, coalesce(n.length, 0) AS length,
        array(SELECT q.lexeme FROM unnest(to_tsvector('english', $1)) q ORDER BY q.lexeme) AS lexemes,
-       array(SELECT coalesce(w.memories, 0) FROM unnest(to_tsvector('english', $1)) q
-             LEFT JOIN memory_words w ON w.namespace = $2 AND w.lexeme = q.lexeme ORDER BY q.lexeme) AS counts"""
+       array(SELECT coalesce((SELECT w.memories FROM memory_words w WHERE w.namespace = $2 AND w.lexeme = q.lexeme), 0)
+             FROM unnest(to_tsvector('english', $1)) q ORDER BY q.lexeme) AS counts
+FROM (VALUES (1)) one LEFT JOIN memory_namespaces n ON n.namespace = $2"""  # each word's own sum (migration 009)
 
 
 @dataclass(frozen=True)

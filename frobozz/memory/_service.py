@@ -53,6 +53,7 @@ class MemoryService:
                         cosine_floor=self.settings.cortex_cosine_floor,
                         images_dir=self.settings.images_dir,
                     )
+                    await store.heal()  # what a crash mid-store left undone (migration 009)
                     if check_model:
                         await store.check_model()
                 except BaseException:

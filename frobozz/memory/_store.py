@@ -33,6 +33,12 @@ _DOWN = (
     asyncpg.InternalClientError,
 )  # a pooled connection whose server went away, caught mid-use
 REFRESH = "SELECT cortex_refresh_context($1, $2::bigint[])"
+# Writes count words as deltas (migration 009); every FOLD_EVERY-th memory stored folds them into the totals, so
+# search sums a few dozen deltas at most. A fold takes a few milliseconds and makes no writer wait.
+FOLD, FOLD_EVERY = "SELECT cortex_fold()", 64
+# A stored memory's words into its neighbours' context: a transaction of its own, not flushed to disk before the
+# store returns; what a crash loses of it, `cortex_heal` (run when the store is opened) makes again.
+SETTLE, HEAL = "SELECT cortex_settle($1, $2::bigint[])", "SELECT cortex_heal()"
 # the columns of an image's row (migration 007) that another version of its memory shares
 IMAGE_COLUMNS = (
     "media_type, bytes, width, height, sha256, original, thumbnail, thumbnail_width, thumbnail_height, "
@@ -84,6 +90,12 @@ class MemoryStore:
                 "or run `frobozz cortex reembed` to embed every memory again with the new one"
             )
 
+    async def heal(self) -> int:
+        """Refresh the words in context of every live memory that has none (a store whose second step a crash
+        lost), with its neighbours'; how many."""
+        async with self.connection() as c:
+            return int(await c.fetchval(HEAL))
+
     # -- checks ------------------------------------------------------------------------------------
     def namespace(self, value: str | None) -> str:
         ns = self.default_namespace if value is None else value
@@ -132,9 +144,9 @@ class MemoryStore:
             return memory(existing), existing["id"]
         [vector] = await self.embedder.embed([content])
         async with self.connection() as c:
-            # one statement (migration 008): the namespace's word counts are locked for one round trip only
+            # the memory, its words counted as deltas (migration 009): no row another writer needs is locked
             row = await c.fetchrow(
-                f"SELECT {COLUMNS} FROM cortex_store($1, $2, $3, $4::jsonb, $5, $6)",
+                f"SELECT {COLUMNS} FROM cortex_insert($1, $2, $3, $4::jsonb, $5, $6)",
                 ns,
                 content,
                 digest,
@@ -151,6 +163,10 @@ class MemoryStore:
                 if row is None:  # and forgotten since
                     raise MemoryStoreError("the same memory was stored and forgotten meanwhile; try again")
                 return memory(row), row["id"]
+            # then its words in its neighbours' context, taking turns with the namespace's other writers (009)
+            await c.execute(SETTLE, ns, [row["id"]])
+            if row["id"] % FOLD_EVERY == 0:  # after the store's own commit: it is kept, whatever the fold does
+                await c.execute(FOLD)
         return memory(row), None
 
     async def update(self, memory_id: int, content: str | None, metadata: dict[str, Any] | None) -> Memory:
