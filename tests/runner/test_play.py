@@ -2,6 +2,7 @@
 
 import json
 
+import anyio
 import pytest
 
 from frobozz.engine.testing import Reply, ScriptedModel, Text
@@ -18,8 +19,16 @@ def _turns(settings, run_id):
 
 
 async def test_both_modes_win_zork1_with_the_walkthrough_and_record_the_same_turns(runner_settings):
-    text = await play(RunConfig(game="zork1", player="walkthrough", mode="text"), runner_settings)
-    tools = await play(RunConfig(game="zork1", player="walkthrough", mode="tools"), runner_settings)
+    """The two games side by side (each waits on its claude and its interpreter most of a turn)."""
+    results = {}
+
+    async def play_in(mode):
+        results[mode] = await play(RunConfig(game="zork1", player="walkthrough", mode=mode), runner_settings)
+
+    async with anyio.create_task_group() as both:
+        both.start_soon(play_in, "text")
+        both.start_soon(play_in, "tools")
+    text, tools = results["text"], results["tools"]
     for result in (text, tools):
         assert (result.score, result.max_score, result.won, result.reason, result.turns) == (350, 350, True, "won", 396)
 
