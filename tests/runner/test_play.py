@@ -2,7 +2,6 @@
 
 import json
 
-import anyio
 import pytest
 
 from frobozz.engine.testing import Reply, ScriptedModel, Text
@@ -10,6 +9,7 @@ from frobozz.games import GameLibrary, walkthrough_for
 from frobozz.runner import RunConfig, RunFinishedError, RunStore, play
 from frobozz.runner._players import text_handler
 from frobozz.runner._prompts import turn_in
+from tests.side_by_side import side_by_side
 
 pytestmark = pytest.mark.anyio
 
@@ -19,16 +19,10 @@ def _turns(settings, run_id):
 
 
 async def test_both_modes_win_zork1_with_the_walkthrough_and_record_the_same_turns(runner_settings):
-    """The two games side by side (each waits on its claude and its interpreter most of a turn)."""
-    results = {}
-
-    async def play_in(mode):
-        results[mode] = await play(RunConfig(game="zork1", player="walkthrough", mode=mode), runner_settings)
-
-    async with anyio.create_task_group() as both:
-        both.start_soon(play_in, "text")
-        both.start_soon(play_in, "tools")
-    text, tools = results["text"], results["tools"]
+    text, tools = await side_by_side(
+        lambda: play(RunConfig(game="zork1", player="walkthrough", mode="text"), runner_settings),
+        lambda: play(RunConfig(game="zork1", player="walkthrough", mode="tools"), runner_settings),
+    )
     for result in (text, tools):
         assert (result.score, result.max_score, result.won, result.reason, result.turns) == (350, 350, True, "won", 396)
 
