@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from tests.cli.in_process import frobozz_here
 from tests.orphans import command_line, running
 from tests.waiting import eventually
 
@@ -27,18 +28,8 @@ def cortex(env, *args, check=True):
 
 
 def cortex_here(env, monkeypatch, *args, code=0):
-    """`frobozz cortex ARGS` in this process (typer's runner): the same parsing, store, output and exit code
-    as the command, for a test of many calls (a process each paid a Python start and a model load: about
-    1 s of CPU, 5 s on a busy machine). Each test that uses it keeps real processes for some calls too."""
-    from typer.testing import CliRunner
-
-    from frobozz.cli import app
-    from frobozz.memory import _database
-
-    monkeypatch.setattr(_database, "_ONE_SHOT", _database._ONE_SHOT)  # the command marks this process one-shot
-    done = CliRunner().invoke(app, ["cortex", *args], env=env, catch_exceptions=False)
-    assert done.exit_code == code, done.output
-    return done
+    """`frobozz cortex ARGS` in this process (a model load and a Python start saved a call)."""
+    return frobozz_here(env, monkeypatch, "cortex", *args, code=code)
 
 
 def test_memories_can_be_stored_searched_exported_and_imported_elsewhere(cortex_env, tmp_path, postgres):

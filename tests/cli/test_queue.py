@@ -8,10 +8,12 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from functools import partial
 
 import anyio
 import pytest
 
+from tests.cli.in_process import frobozz_here
 from tests.orphans import descendants, still_running
 
 WALKTHROUGH_TURNS = 396  # zork1's walkthrough, played to 350/350
@@ -92,48 +94,59 @@ def stop(worker):
     return out
 
 
-def test_runs_and_the_leaderboard_on_an_empty_database_say_so(queue_env):
+def test_runs_and_the_leaderboard_on_an_empty_database_say_so(queue_env, monkeypatch):
+    """The first `runs` is a real process; the other calls run in this one (`frobozz_here`)."""
     assert "no runs yet" in frobozz(queue_env, "runs").stdout
-    assert runs(queue_env) == [] and runs(queue_env, "--status", "finished", "--game", "zork1") == []
-    assert "no finished runs yet" in frobozz(queue_env, "leaderboard").stdout
-    assert json.loads(frobozz(queue_env, "leaderboard", "--json").stdout) == []
-    missing = frobozz(queue_env, "runs", "show", "20261122-013000-a1b2c3", check=False)
-    assert missing.returncode == 1 and "no run '20261122-013000-a1b2c3'" in missing.stderr
-    assert frobozz(queue_env, "runs", "--status", "bogus", check=False).returncode == 2
+    here = partial(frobozz_here, queue_env, monkeypatch)
+    assert json.loads(here("runs", "--json").stdout) == []
+    assert json.loads(here("runs", "--json", "--status", "finished", "--game", "zork1").stdout) == []
+    assert "no finished runs yet" in here("leaderboard").stdout
+    assert json.loads(here("leaderboard", "--json").stdout) == []
+    missing = here("runs", "show", "20261122-013000-a1b2c3", code=1)
+    assert "no run '20261122-013000-a1b2c3'" in missing.stderr
+    here("runs", "--status", "bogus", code=2)
     hostile = "x'; DROP TABLE runs; --" + "\u202e" * 5000
-    refused = frobozz(queue_env, "runs", "show", hostile, check=False)
-    assert refused.returncode == 1 and "no run" in refused.stderr and len(refused.stderr) < 500
-    assert runs(queue_env, "--game", hostile, "--model", hostile) == []
-    assert json.loads(frobozz(queue_env, "leaderboard", "--json", "--game", hostile).stdout) == []
+    refused = here("runs", "show", hostile, code=1)
+    assert "no run" in refused.stderr and len(refused.stderr) < 500
+    assert json.loads(here("runs", "--json", "--game", hostile, "--model", hostile).stdout) == []
+    assert json.loads(here("leaderboard", "--json", "--game", hostile).stdout) == []
     assert frobozz(queue_env, "worker", "--concurrency", "0", check=False).returncode == 2
 
 
-def test_a_database_that_cannot_be_reached_is_a_clear_error_for_every_queue_command(queue_env):
+def test_a_database_that_cannot_be_reached_is_a_clear_error_for_every_queue_command(queue_env, monkeypatch):
+    """`worker` is a real process (the one that would keep running); the others run in this one."""
     env = {**queue_env, "FROBOZZ_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
     for args in (
         ["play", "zork1", "--player", "walkthrough", "--queue"],
         ["runs"],
         ["runs", "show", "x"],
         ["leaderboard"],
-        ["worker"],
     ):
-        done = frobozz(env, *args, check=False)
-        assert done.returncode == 1 and "cannot reach the database" in done.stderr, (args, done.stderr)
+        assert "cannot reach the database" in frobozz_here(env, monkeypatch, *args, code=1).stderr, args
+    done = frobozz(env, "worker", check=False)
+    assert done.returncode == 1 and "cannot reach the database" in done.stderr, done.stderr
 
 
-def test_bad_queue_arguments_are_clear_errors_and_queue_nothing(queue_env):
-    for args, code, message in [
-        (["nosuchgame"], 1, "no game 'nosuchgame'"),
-        (["zork1", "--player", "nobody"], 1, "unknown player"),
-        (["zork1", "--player", "script:/nonexistent/file"], 1, "cannot read the script"),
-        (["zork1", "--resume", "20261122-013000-a1b2c3"], 2, "starts afresh"),
-        (["zork1", "--runs", "0"], 2, "runs"),
-        (["zork1", "--runs", "100000"], 2, "runs"),
-        (["zork1", "--memory", "bad namespace!"], 2, "not a namespace"),
-    ]:
+def test_bad_queue_arguments_are_clear_errors_and_queue_nothing(queue_env, monkeypatch):
+    """The first case is a real process; the others run in this one (`frobozz_here`)."""
+    for n, (args, code, message) in enumerate(
+        [
+            (["nosuchgame"], 1, "no game 'nosuchgame'"),
+            (["zork1", "--player", "nobody"], 1, "unknown player"),
+            (["zork1", "--player", "script:/nonexistent/file"], 1, "cannot read the script"),
+            (["zork1", "--resume", "20261122-013000-a1b2c3"], 2, "starts afresh"),
+            (["zork1", "--runs", "0"], 2, "runs"),
+            (["zork1", "--runs", "100000"], 2, "runs"),
+            (["zork1", "--memory", "bad namespace!"], 2, "not a namespace"),
+        ]
+    ):
         player = [] if "--player" in args else ["--player", "walkthrough"]
-        done = frobozz(queue_env, "play", "--queue", *player, *args, check=False)
-        assert done.returncode == code and message in done.stderr + done.stdout, (args, done.stderr)
+        if n == 0:
+            done = frobozz(queue_env, "play", "--queue", *player, *args, check=False)
+            assert done.returncode == code and message in done.stderr + done.stdout, (args, done.stderr)
+        else:
+            done = frobozz_here(queue_env, monkeypatch, "play", "--queue", *player, *args, code=code)
+            assert message in done.stderr + done.stdout, (args, done.output)
     assert runs(queue_env) == []
 
 
