@@ -71,6 +71,11 @@ def runs(env, *args):
     return json.loads(frobozz(env, "runs", "--json", *args).stdout)
 
 
+def queue_walkthroughs(env, *args):
+    """The ids of the zork1 walkthrough runs `play --queue ARGS` queued."""
+    return json.loads(frobozz(env, "play", "zork1", "--player", "walkthrough", "--queue", *args, "--json").stdout)
+
+
 def finished(env):
     """The finished runs' ids, for a wait: a `frobozz runs` process every quarter second was a Python start
     each, taking the CPU from the workers it waited on (what `runs` shows is checked after the wait)."""
@@ -160,22 +165,8 @@ def test_six_queued_runs_on_two_workers_are_each_played_once_to_their_end_and_ma
     """One run is a full game won (350 in 396 turns); five are cut at 40 turns. Six runs on two workers of two
     slots each: both workers play, two runs at once in one worker, and a freed slot takes the next. The
     leaderboard aggregates unequal runs. (Six full games proved the same at three times the CPU.)"""
-    (won,) = json.loads(frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--queue", "--json").stdout)
-    short = json.loads(
-        frobozz(
-            queue_env,
-            "play",
-            "zork1",
-            "--player",
-            "walkthrough",
-            "--queue",
-            "--runs",
-            "5",
-            "--max-turns",
-            "40",
-            "--json",
-        ).stdout
-    )
+    (won,) = queue_walkthroughs(queue_env)
+    short = queue_walkthroughs(queue_env, "--runs", "5", "--max-turns", "40")
     ids = [won, *short]
     assert len(set(ids)) == 6 and {r["status"] for r in runs(queue_env)} == {"queued"}
     workers = [start_worker(queue_env, "--concurrency", "2", data_dir=tmp_path / f"machine{i}") for i in (1, 2)]
@@ -220,23 +211,7 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
     queue_env, tmp_path, mode, turns
 ):
     """In tools mode the game itself is taken up too: the game server's session is shared in the database."""
-    first, second = json.loads(
-        frobozz(
-            queue_env,
-            "play",
-            "zork1",
-            "--player",
-            "walkthrough",
-            "--queue",
-            "--runs",
-            "2",
-            "--mode",
-            mode,
-            "--max-turns",
-            str(turns),
-            "--json",
-        ).stdout
-    )
+    first, second = queue_walkthroughs(queue_env, "--runs", "2", "--mode", mode, "--max-turns", str(turns))
     doomed = start_worker(queue_env, data_dir=tmp_path / "machine1")  # takes one run at a time
     try:
         taken = wait_until(
@@ -314,9 +289,7 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
 
 
 def test_a_stopped_worker_puts_its_runs_back_and_the_next_goes_on_with_the_same_claude_session(queue_env, tmp_path):
-    (run_id,) = json.loads(
-        frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--queue", "--max-turns", "120", "--json").stdout
-    )
+    (run_id,) = queue_walkthroughs(queue_env, "--max-turns", "120")
     worker = start_worker(queue_env, data_dir=tmp_path / "machine")
     wait_until(lambda: psql(queue_env, "SELECT turns FROM runs")[0]["turns"] >= 5)  # early: the run has far to go
     assert "run " not in stop(worker)  # SIGTERM: the run in hand stopped at a turn, and was not finished
