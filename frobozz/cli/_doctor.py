@@ -189,23 +189,26 @@ async def run_checks() -> list[Outcome]:
         ("jericho", lambda: check_jericho(games)),
         ("tracing endpoint", check_tracing),
     ]
-    outcomes = []
-    for name, check in checks:
+    outcomes: list[Outcome | None] = [None] * len(checks)
+
+    async def run(index: int, name: str, check: Callable[[], Awaitable[str]]) -> None:
         try:
             with anyio.fail_after(180):
-                outcomes.append(Outcome(name, True, await check()))
+                outcomes[index] = Outcome(name, True, await check())
         except Problem as e:
-            outcomes.append(Outcome(name, False, str(e), e.fix, required=name != "claude login"))
+            outcomes[index] = Outcome(name, False, str(e), e.fix, required=name != "claude login")
         except TimeoutError:
-            outcomes.append(
-                Outcome(
-                    name,
-                    False,
-                    "did not answer within 180 s",
-                    "run it again; if it hangs, run with FROBOZZ_LOG_LEVEL=DEBUG to see where",
-                )
+            outcomes[index] = Outcome(
+                name,
+                False,
+                "did not answer within 180 s",
+                "run it again; if it hangs, run with FROBOZZ_LOG_LEVEL=DEBUG to see where",
             )
-    return outcomes
+
+    async with anyio.create_task_group() as checking:  # independent: side by side, said in the table's order
+        for index, (name, check) in enumerate(checks):
+            checking.start_soon(run, index, name, check)
+    return [o for o in outcomes if o is not None]
 
 
 def doctor() -> None:

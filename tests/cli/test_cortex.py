@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from tests.cli.in_process import frobozz_here
 from tests.orphans import command_line, running
 from tests.waiting import eventually
 
@@ -27,18 +28,8 @@ def cortex(env, *args, check=True):
 
 
 def cortex_here(env, monkeypatch, *args, code=0):
-    """`frobozz cortex ARGS` in this process (typer's runner): the same parsing, store, output and exit code
-    as the command, for a test of many calls (a process each paid a Python start and a model load: about
-    1 s of CPU, 5 s on a busy machine). Each test that uses it keeps real processes for some calls too."""
-    from typer.testing import CliRunner
-
-    from frobozz.cli import app
-    from frobozz.memory import _database
-
-    monkeypatch.setattr(_database, "_ONE_SHOT", _database._ONE_SHOT)  # the command marks this process one-shot
-    done = CliRunner().invoke(app, ["cortex", *args], env=env, catch_exceptions=False)
-    assert done.exit_code == code, done.output
-    return done
+    """`frobozz cortex ARGS` in this process (a model load and a Python start saved a call)."""
+    return frobozz_here(env, monkeypatch, "cortex", *args, code=code)
 
 
 def test_memories_can_be_stored_searched_exported_and_imported_elsewhere(cortex_env, tmp_path, postgres):
@@ -247,15 +238,19 @@ def test_a_one_shot_command_leaves_a_postgres_it_did_not_start_running(frobozz_e
         stop_embedded(settings)
 
 
-def test_min_score_leaves_out_weaker_results_and_a_bad_one_is_refused(cortex_env):
-    cortex(cortex_env, "store", "The brass lantern is in the living room.")
-    cortex(cortex_env, "store", "The troll guards the bridge.")
-    every = json.loads(cortex(cortex_env, "search", "brass lantern living room", "--json").stdout)
+def test_min_score_leaves_out_weaker_results_and_a_bad_one_is_refused(cortex_env, monkeypatch):
+    """The stores and searches in this process (`cortex_here`); the refusal is a real process's exit code."""
+    cortex_here(cortex_env, monkeypatch, "store", "The brass lantern is in the living room.")
+    cortex_here(cortex_env, monkeypatch, "store", "The troll guards the bridge.")
+    every = json.loads(cortex_here(cortex_env, monkeypatch, "search", "brass lantern living room", "--json").stdout)
     strong = json.loads(
-        cortex(cortex_env, "search", "brass lantern living room", "--json", "--min-score", "0.5").stdout
+        cortex_here(
+            cortex_env, monkeypatch, "search", "brass lantern living room", "--json", "--min-score", "0.5"
+        ).stdout
     )
     assert len(strong) == 1 < len(every) and strong[0]["id"] == every[0]["id"] and strong[0]["score"] >= 0.5
-    assert "no memories found scoring 1.0 or more" in cortex(cortex_env, "search", "troll", "--min-score", "1").stdout
+    weak = cortex_here(cortex_env, monkeypatch, "search", "troll", "--min-score", "1").stdout
+    assert "no memories found scoring 1.0 or more" in weak
     refused = cortex(cortex_env, "search", "troll", "--min-score", "1.5", check=False)
     assert refused.returncode == 2 and "min-score" in refused.stderr
 
@@ -280,13 +275,16 @@ def test_every_mode_finds_nothing_in_an_empty_namespace_window_or_among_forgotte
     ] == int(stored)
 
 
-def test_a_fact_that_changed_is_superseded_and_get_shows_its_history(cortex_env):
-    assert "stored 1" in cortex(cortex_env, "store", "The troll lives under the bridge.").stdout
-    assert "stored 2, superseding 1" in cortex(cortex_env, "supersede", "1", "The troll moved to the cellar.").stdout
-    assert "already superseded by memory 2" in cortex(cortex_env, "supersede", "1", "again", check=False).stderr
-    current = json.loads(cortex(cortex_env, "search", "troll", "--json").stdout)
-    everything = json.loads(cortex(cortex_env, "search", "troll", "--json", "--history").stdout)
-    got = json.loads(cortex(cortex_env, "get", "1").stdout)
+def test_a_fact_that_changed_is_superseded_and_get_shows_its_history(cortex_env, monkeypatch):
+    """The refused second supersede is a real process (its stderr and exit code); the rest run in this one."""
+    assert "stored 1" in cortex_here(cortex_env, monkeypatch, "store", "The troll lives under the bridge.").stdout
+    superseded = cortex_here(cortex_env, monkeypatch, "supersede", "1", "The troll moved to the cellar.").stdout
+    assert "stored 2, superseding 1" in superseded
+    refused = cortex(cortex_env, "supersede", "1", "again", check=False)
+    assert refused.returncode == 1 and "already superseded by memory 2" in refused.stderr
+    current = json.loads(cortex_here(cortex_env, monkeypatch, "search", "troll", "--json").stdout)
+    everything = json.loads(cortex_here(cortex_env, monkeypatch, "search", "troll", "--json", "--history").stdout)
+    got = json.loads(cortex_here(cortex_env, monkeypatch, "get", "1").stdout)
     assert [h["id"] for h in current] == [2] and {h["id"] for h in everything} == {1, 2}
     assert got["superseded_by"] == 2 and got["valid_to"] and [h["id"] for h in got["history"]] == [1, 2]
 

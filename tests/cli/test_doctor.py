@@ -66,11 +66,36 @@ exit 0
 """
 
 
+# the checks these tests are not about, failing at once (no embedded Postgres started, no model loaded)
+ELSEWHERE_QUICK = {
+    "FROBOZZ_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/nothing",
+    "FROBOZZ_EMBEDDING_PROVIDER": "ollama",
+    "FROBOZZ_EMBEDDING_URL": "http://127.0.0.1:1",
+}
+
+
+def test_a_tested_claude_is_not_asked_flag_by_flag(tmp_path):
+    """Asking is a claude process a flag (about 0.7 s of CPU each); the suite passed on a tested version."""
+    from frobozz.engine import TESTED_CLI_VERSIONS as TESTED
+    from frobozz.engine import inspect_cli
+
+    tested = tmp_path / "claude"  # a double of a tested version that would refuse every flag, were it asked
+    tested.write_text(
+        f'#!/bin/sh\necho "$*" >> {tmp_path / "asked"}\n'
+        f'case " $* " in *" --version "*) echo \'{TESTED[-1]} (Claude Code)\'; exit 0;; esac\n'
+        "echo \"error: unknown option '$1'\" >&2; exit 1\n"
+    )
+    tested.chmod(0o755)
+    report = inspect_cli(str(tested))
+    assert (report.version, report.tested, report.lacking, report.problem) == (TESTED[-1], True, (), None)
+    assert (tmp_path / "asked").read_text().splitlines() == ["--version"]
+
+
 def test_an_older_claude_is_named_with_what_it_lacks_in_one_line_and_no_traceback(frobozz_env, tmp_path):
     old = tmp_path / "claude"
     old.write_text(OLD_CLAUDE)
     old.chmod(0o755)
-    done = doctor({"FROBOZZ_CLAUDE_PATH": str(old)})
+    done = doctor({"FROBOZZ_CLAUDE_PATH": str(old), **ELSEWHERE_QUICK})
     [line] = [line for line in done.stdout.splitlines() if line.startswith("claude CLI: claude 2.0.1")]
     assert "not a version the engine was tested with (2.1.197, 2.1.330)" in line
     assert "--session-mirror (session_store" in line and "--effort (effort)" in line
@@ -79,7 +104,7 @@ def test_an_older_claude_is_named_with_what_it_lacks_in_one_line_and_no_tracebac
     broken = tmp_path / "broken-claude"
     broken.write_text("#!/bin/sh\necho 'segfault' >&2; exit 139\n")
     broken.chmod(0o755)
-    done = doctor({"FROBOZZ_CLAUDE_PATH": str(broken)})
+    done = doctor({"FROBOZZ_CLAUDE_PATH": str(broken), **ELSEWHERE_QUICK})
     assert "`--version` failed: segfault" in done.stdout and "Traceback" not in done.stdout + done.stderr
 
 

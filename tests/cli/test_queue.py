@@ -8,10 +8,12 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime
+from functools import partial
 
 import anyio
 import pytest
 
+from tests.cli.in_process import frobozz_here
 from tests.orphans import descendants, still_running
 
 WALKTHROUGH_TURNS = 396  # zork1's walkthrough, played to 350/350
@@ -69,6 +71,11 @@ def runs(env, *args):
     return json.loads(frobozz(env, "runs", "--json", *args).stdout)
 
 
+def queue_walkthroughs(env, *args):
+    """The ids of the zork1 walkthrough runs `play --queue ARGS` queued."""
+    return json.loads(frobozz(env, "play", "zork1", "--player", "walkthrough", "--queue", *args, "--json").stdout)
+
+
 def finished(env):
     """The finished runs' ids, for a wait: a `frobozz runs` process every quarter second was a Python start
     each, taking the CPU from the workers it waited on (what `runs` shows is checked after the wait)."""
@@ -92,48 +99,59 @@ def stop(worker):
     return out
 
 
-def test_runs_and_the_leaderboard_on_an_empty_database_say_so(queue_env):
+def test_runs_and_the_leaderboard_on_an_empty_database_say_so(queue_env, monkeypatch):
+    """The first `runs` is a real process; the other calls run in this one (`frobozz_here`)."""
     assert "no runs yet" in frobozz(queue_env, "runs").stdout
-    assert runs(queue_env) == [] and runs(queue_env, "--status", "finished", "--game", "zork1") == []
-    assert "no finished runs yet" in frobozz(queue_env, "leaderboard").stdout
-    assert json.loads(frobozz(queue_env, "leaderboard", "--json").stdout) == []
-    missing = frobozz(queue_env, "runs", "show", "20261122-013000-a1b2c3", check=False)
-    assert missing.returncode == 1 and "no run '20261122-013000-a1b2c3'" in missing.stderr
-    assert frobozz(queue_env, "runs", "--status", "bogus", check=False).returncode == 2
+    here = partial(frobozz_here, queue_env, monkeypatch)
+    assert json.loads(here("runs", "--json").stdout) == []
+    assert json.loads(here("runs", "--json", "--status", "finished", "--game", "zork1").stdout) == []
+    assert "no finished runs yet" in here("leaderboard").stdout
+    assert json.loads(here("leaderboard", "--json").stdout) == []
+    missing = here("runs", "show", "20261122-013000-a1b2c3", code=1)
+    assert "no run '20261122-013000-a1b2c3'" in missing.stderr
+    here("runs", "--status", "bogus", code=2)
     hostile = "x'; DROP TABLE runs; --" + "\u202e" * 5000
-    refused = frobozz(queue_env, "runs", "show", hostile, check=False)
-    assert refused.returncode == 1 and "no run" in refused.stderr and len(refused.stderr) < 500
-    assert runs(queue_env, "--game", hostile, "--model", hostile) == []
-    assert json.loads(frobozz(queue_env, "leaderboard", "--json", "--game", hostile).stdout) == []
+    refused = here("runs", "show", hostile, code=1)
+    assert "no run" in refused.stderr and len(refused.stderr) < 500
+    assert json.loads(here("runs", "--json", "--game", hostile, "--model", hostile).stdout) == []
+    assert json.loads(here("leaderboard", "--json", "--game", hostile).stdout) == []
     assert frobozz(queue_env, "worker", "--concurrency", "0", check=False).returncode == 2
 
 
-def test_a_database_that_cannot_be_reached_is_a_clear_error_for_every_queue_command(queue_env):
+def test_a_database_that_cannot_be_reached_is_a_clear_error_for_every_queue_command(queue_env, monkeypatch):
+    """`worker` is a real process (the one that would keep running); the others run in this one."""
     env = {**queue_env, "FROBOZZ_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
     for args in (
         ["play", "zork1", "--player", "walkthrough", "--queue"],
         ["runs"],
         ["runs", "show", "x"],
         ["leaderboard"],
-        ["worker"],
     ):
-        done = frobozz(env, *args, check=False)
-        assert done.returncode == 1 and "cannot reach the database" in done.stderr, (args, done.stderr)
+        assert "cannot reach the database" in frobozz_here(env, monkeypatch, *args, code=1).stderr, args
+    done = frobozz(env, "worker", check=False)
+    assert done.returncode == 1 and "cannot reach the database" in done.stderr, done.stderr
 
 
-def test_bad_queue_arguments_are_clear_errors_and_queue_nothing(queue_env):
-    for args, code, message in [
-        (["nosuchgame"], 1, "no game 'nosuchgame'"),
-        (["zork1", "--player", "nobody"], 1, "unknown player"),
-        (["zork1", "--player", "script:/nonexistent/file"], 1, "cannot read the script"),
-        (["zork1", "--resume", "20261122-013000-a1b2c3"], 2, "starts afresh"),
-        (["zork1", "--runs", "0"], 2, "runs"),
-        (["zork1", "--runs", "100000"], 2, "runs"),
-        (["zork1", "--memory", "bad namespace!"], 2, "not a namespace"),
-    ]:
+def test_bad_queue_arguments_are_clear_errors_and_queue_nothing(queue_env, monkeypatch):
+    """The first case is a real process; the others run in this one (`frobozz_here`)."""
+    for n, (args, code, message) in enumerate(
+        [
+            (["nosuchgame"], 1, "no game 'nosuchgame'"),
+            (["zork1", "--player", "nobody"], 1, "unknown player"),
+            (["zork1", "--player", "script:/nonexistent/file"], 1, "cannot read the script"),
+            (["zork1", "--resume", "20261122-013000-a1b2c3"], 2, "starts afresh"),
+            (["zork1", "--runs", "0"], 2, "runs"),
+            (["zork1", "--runs", "100000"], 2, "runs"),
+            (["zork1", "--memory", "bad namespace!"], 2, "not a namespace"),
+        ]
+    ):
         player = [] if "--player" in args else ["--player", "walkthrough"]
-        done = frobozz(queue_env, "play", "--queue", *player, *args, check=False)
-        assert done.returncode == code and message in done.stderr + done.stdout, (args, done.stderr)
+        if n == 0:
+            done = frobozz(queue_env, "play", "--queue", *player, *args, check=False)
+            assert done.returncode == code and message in done.stderr + done.stdout, (args, done.stderr)
+        else:
+            done = frobozz_here(queue_env, monkeypatch, "play", "--queue", *player, *args, code=code)
+            assert message in done.stderr + done.stdout, (args, done.output)
     assert runs(queue_env) == []
 
 
@@ -143,9 +161,13 @@ def test_a_worker_with_no_game_it_can_find_refuses_to_start(queue_env):
     assert frobozz(queue_env, "worker", "--games", " , ", check=False).returncode == 2
 
 
-def test_six_queued_runs_on_two_workers_all_win_each_played_once_and_make_the_leaderboard(queue_env, tmp_path):
-    queued = frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--queue", "--runs", "6", "--json")
-    ids = json.loads(queued.stdout)
+def test_six_queued_runs_on_two_workers_are_each_played_once_to_their_end_and_make_the_leaderboard(queue_env, tmp_path):
+    """One run is a full game won (350 in 396 turns); five are cut at 40 turns. Six runs on two workers of two
+    slots each: both workers play, two runs at once in one worker, and a freed slot takes the next. The
+    leaderboard aggregates unequal runs. (Six full games proved the same at three times the CPU.)"""
+    (won,) = queue_walkthroughs(queue_env)
+    short = queue_walkthroughs(queue_env, "--runs", "5", "--max-turns", "40")
+    ids = [won, *short]
     assert len(set(ids)) == 6 and {r["status"] for r in runs(queue_env)} == {"queued"}
     workers = [start_worker(queue_env, "--concurrency", "2", data_dir=tmp_path / f"machine{i}") for i in (1, 2)]
     try:
@@ -155,10 +177,14 @@ def test_six_queued_runs_on_two_workers_all_win_each_played_once_and_make_the_le
     played = [line.split()[1].rstrip(":") for out in outs for line in out.splitlines() if line.startswith("run ")]
     assert sorted(played) == sorted(ids)  # each run played to its end by one worker, once
     assert all(out.strip() for out in outs)  # both workers played
-    for run in runs(queue_env):
-        assert (run["score"], run["won"], run["turns"], run["reason"]) == (350, True, WALKTHROUGH_TURNS, "won")
-    shown = json.loads(frobozz(queue_env, "runs", "show", ids[0], "--json").stdout)
+    shown = json.loads(frobozz(queue_env, "runs", "show", won, "--json").stdout)
     assert set(shown["files"]) == {"transcript.md", "score.png", "map.png"} and shown["last_turn"]["turn"] == 396
+    lines = [json.loads(line) for line in open(os.path.join(shown["run_dir"], "turns.jsonl"))]
+    at_40 = lines[39]["score"]  # what a run cut at 40 turns has: the same game, played alongside others
+    assert 0 < at_40 < 350
+    for run in runs(queue_env):
+        expected = (350, True, WALKTHROUGH_TURNS, "won") if run["run_id"] == won else (at_40, False, 40, "max turns")
+        assert (run["score"], run["won"], run["turns"], run["reason"]) == expected
     board = json.loads(frobozz(queue_env, "leaderboard", "--json").stdout)
     assert board == [
         {
@@ -167,11 +193,11 @@ def test_six_queued_runs_on_two_workers_all_win_each_played_once_and_make_the_le
             "game": "zork1",
             "mode": "text",
             "runs": 6,
-            "mean_score": 350.0,
+            "mean_score": round((350 + 5 * at_40) / 6, 2),
             "best_score": 350,
             "max_score": 350,
-            "wins": 6,
-            "mean_turns": float(WALKTHROUGH_TURNS),
+            "wins": 1,
+            "mean_turns": round((WALKTHROUGH_TURNS + 5 * 40) / 6, 1),
             "cost_usd": 0.0,
             "cost_per_point": 0.0,
         }
@@ -185,23 +211,7 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
     queue_env, tmp_path, mode, turns
 ):
     """In tools mode the game itself is taken up too: the game server's session is shared in the database."""
-    first, second = json.loads(
-        frobozz(
-            queue_env,
-            "play",
-            "zork1",
-            "--player",
-            "walkthrough",
-            "--queue",
-            "--runs",
-            "2",
-            "--mode",
-            mode,
-            "--max-turns",
-            str(turns),
-            "--json",
-        ).stdout
-    )
+    first, second = queue_walkthroughs(queue_env, "--runs", "2", "--mode", mode, "--max-turns", str(turns))
     doomed = start_worker(queue_env, data_dir=tmp_path / "machine1")  # takes one run at a time
     try:
         taken = wait_until(
@@ -279,9 +289,7 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
 
 
 def test_a_stopped_worker_puts_its_runs_back_and_the_next_goes_on_with_the_same_claude_session(queue_env, tmp_path):
-    (run_id,) = json.loads(
-        frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--queue", "--max-turns", "120", "--json").stdout
-    )
+    (run_id,) = queue_walkthroughs(queue_env, "--max-turns", "120")
     worker = start_worker(queue_env, data_dir=tmp_path / "machine")
     wait_until(lambda: psql(queue_env, "SELECT turns FROM runs")[0]["turns"] >= 5)  # early: the run has far to go
     assert "run " not in stop(worker)  # SIGTERM: the run in hand stopped at a turn, and was not finished

@@ -9,6 +9,7 @@ from frobozz.games import GameLibrary, walkthrough_for
 from frobozz.runner import RunConfig, RunFinishedError, RunStore, play
 from frobozz.runner._players import text_handler
 from frobozz.runner._prompts import turn_in
+from tests.side_by_side import side_by_side
 
 pytestmark = pytest.mark.anyio
 
@@ -18,8 +19,10 @@ def _turns(settings, run_id):
 
 
 async def test_both_modes_win_zork1_with_the_walkthrough_and_record_the_same_turns(runner_settings):
-    text = await play(RunConfig(game="zork1", player="walkthrough", mode="text"), runner_settings)
-    tools = await play(RunConfig(game="zork1", player="walkthrough", mode="tools"), runner_settings)
+    text, tools = await side_by_side(
+        lambda: play(RunConfig(game="zork1", player="walkthrough", mode="text"), runner_settings),
+        lambda: play(RunConfig(game="zork1", player="walkthrough", mode="tools"), runner_settings),
+    )
     for result in (text, tools):
         assert (result.score, result.max_score, result.won, result.reason, result.turns) == (350, 350, True, "won", 396)
 

@@ -12,6 +12,7 @@ from frobozz.games import GameLibrary, walkthrough_for
 from frobozz.memory import MemoryService
 from frobozz.runner import RunConfig, RunStore, play
 from frobozz.runner._players import is_compaction, text_handler, turn_of
+from tests.side_by_side import side_by_side
 
 pytestmark = pytest.mark.anyio
 TROLL = "In the Troll Room, the troll is killed with the sword."  # a note names its room, as asked
@@ -87,8 +88,10 @@ async def test_a_full_window_is_handed_off_and_the_next_starts_oriented_and_play
     memory_env.context_window = 200_000
     commands = walkthrough(memory_env)
     player = Recorder(commands, big_at=12)
-    with_handoff = await play(RunConfig(player="walkthrough", max_turns=40, memory=""), memory_env, handler=player)
-    plain = await play(RunConfig(player="walkthrough", max_turns=40), memory_env)
+    with_handoff, plain = await side_by_side(
+        lambda: play(RunConfig(player="walkthrough", max_turns=40, memory=""), memory_env, handler=player),
+        lambda: play(RunConfig(player="walkthrough", max_turns=40), memory_env),
+    )
     asked = [m for m in player.messages if "Call the handoff tool now" in m]
     assert len(asked) == 1 and "85% full" in asked[0]
     window = [m for m in player.messages[1:] if m.startswith("# Orientation")]
@@ -117,9 +120,9 @@ async def test_a_full_window_is_handed_off_and_the_next_starts_oriented_and_play
 async def test_without_memory_a_run_is_what_it_was_and_with_an_empty_memory_it_plays_the_same(memory_env):
     commands = walkthrough(memory_env)
     bare, remembering = Recorder(commands), Recorder(commands)
-    without = await play(RunConfig(player="walkthrough", max_turns=25), memory_env, handler=bare)
-    with_empty = await play(
-        RunConfig(player="walkthrough", max_turns=25, memory="empty-ns"), memory_env, handler=remembering
+    without, with_empty = await side_by_side(
+        lambda: play(RunConfig(player="walkthrough", max_turns=25), memory_env, handler=bare),
+        lambda: play(RunConfig(player="walkthrough", max_turns=25, memory="empty-ns"), memory_env, handler=remembering),
     )
     assert bare.messages[0].startswith("You are playing Zork I") and "cortex" not in bare.messages[0]
     assert not any("# Orientation" in m or "<recalled-memories>" in m for m in bare.messages)

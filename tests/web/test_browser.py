@@ -47,7 +47,7 @@ def shown_turns(page):
 def test_a_walkthrough_run_is_watched_live_without_a_reload_and_then_listed_finished(
     page, site, web_settings, tmp_path
 ):
-    player = _play(tmp_path, "--player", "walkthrough", "--max-turns", "200", "--json")
+    player = _play(tmp_path, "--player", "walkthrough", "--max-turns", "120", "--json")
     try:
         run_id = _first_run(web_settings.runs_dir, 3)
         page.goto(f"{site}/runs/{run_id}")
@@ -63,10 +63,10 @@ def test_a_walkthrough_run_is_watched_live_without_a_reload_and_then_listed_fini
     finally:
         player.kill()
     turns = shown_turns(page)
-    assert turns == list(range(1, 201)) and page.get_attribute("#run", "data-events") is None
+    assert turns == list(range(1, 121)) and page.get_attribute("#run", "data-events") is None
     current = page.get_attribute(".map .room.current", "data-room")
     assert current and current == page.inner_text("#current-room")
-    assert current in page.inner_text("#turn-200 .where")  # the map marks where the last turn ended
+    assert current in page.inner_text("#turn-120 .where")  # the map marks where the last turn ended
     screenshot(page, tmp_path / "run.png")
 
     page.goto(f"{site}/")
