@@ -12,8 +12,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -164,8 +163,10 @@ class Engine:
         self.options = options
         self.trace.attributes = {k: v for k, v in options.trace_attributes.items() if v is not None}  # the taker's
         self._hooks = HookRegistry(options.hooks)
-        if self._control is not None:
+        if self._control is not None:  # (a rehearsal's quiet hooks end here)
             self._control.rebind(can_use_tool=options.can_use_tool, hooks=self._hooks)
+        if self._proxy is not None:
+            self._proxy.rehearsing = False  # the taker's model requests go to the API
         if self._process is not None:
             self._process.tell_stderr_to(options.stderr)
         self.session_id = None  # the taker's session begins with its first message
@@ -174,23 +175,15 @@ class Engine:
         elif options.session_store is not None:
             self._start_mirror()
 
-    @contextmanager
-    def rehearsing(self) -> Iterator[bool]:
-        """A rehearsal, before anyone takes this claude (a warm spare's): claude's hook callbacks get empty
-        answers (no hook of the options is called), and its model requests are answered by the engine's own
-        proxy, with no tokens, and sent nowhere. Yields whether the proxy answers them: not without a proxy."""
-        control = self._control
-        if control is not None:
-            control.rebind(can_use_tool=self.options.can_use_tool, hooks=QuietHooks())
+    def rehearse(self) -> bool:
+        """From now until `take_over` (a warm spare's rehearsal, and its wait for a taker): claude's hook
+        callbacks get empty answers (no hook of the options is called), and its model requests are answered by
+        the engine's own proxy, with no tokens, and sent nowhere. Whether the proxy answers them: not without one."""
+        if self._control is not None:
+            self._control.rebind(can_use_tool=self.options.can_use_tool, hooks=QuietHooks())
         if self._proxy is not None:
             self._proxy.rehearsing = True
-        try:
-            yield self._proxy is not None
-        finally:
-            if self._proxy is not None:
-                self._proxy.rehearsing = False
-            if control is not None:
-                control.rebind(can_use_tool=self.options.can_use_tool, hooks=self._hooks)
+        return self._proxy is not None
 
     def _start_mirror(self) -> None:
         assert self._tg is not None and self.options.session_store is not None

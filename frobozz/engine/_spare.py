@@ -80,7 +80,9 @@ class WarmSpare:
         self._options: EngineOptions | None = None
         self._key: str | None = None
         self._ready: Engine | None = None
-        self._starting: int | None = None  # the generation of the claude starting now (a dropped one's will not serve)
+        # the claude starting now: its start's number and its generation (a dropped generation's will not serve)
+        self._starting: tuple[int, int] | None = None
+        self._starts = 0
         self._alive = 0  # spare claudes not yet closed (starting, waiting, or dropped and closing), never taken ones
         self._generation = 0  # `drop` makes a new one: a spare of an older one is closed as soon as it has started
         self._changed = anyio.Event()  # set (and renewed) whenever a spare is ready, or a start has ended
@@ -149,7 +151,7 @@ class WarmSpare:
 
     def _starting_now(self) -> bool:
         """A claude is starting for the options primed now (one started before the last `drop` will not serve)."""
-        return self._starting is not None and self._starting == self._generation
+        return self._starting is not None and self._starting[1] == self._generation
 
     async def take(self, options: EngineOptions) -> Engine | None:
         """The started spare, now serving `options`, when it was started for options that launch the same
@@ -186,11 +188,16 @@ class WarmSpare:
             return
         if self.room is not None and not self.room():
             return
-        self._starting = self._generation
+        self._starts += 1
+        start = self._starting = (self._starts, self._generation)
         self._alive += 1
-        self._tg.start_soon(self._keep, self._options, self._key, self._generation)
+        self._tg.start_soon(self._keep, self._options, self._key, start)
 
-    async def _keep(self, options: EngineOptions, key: str | None, generation: int) -> None:
+    def _done_starting(self, start: tuple[int, int]) -> None:
+        if self._starting == start:
+            self._starting = None
+
+    async def _keep(self, options: EngineOptions, key: str | None, start: tuple[int, int]) -> None:
         """One spare's life: started here, waiting, taken (then closed by its taker) or dropped, then gone."""
         released = anyio.Event()
         failed = taken = False
@@ -201,12 +208,12 @@ class WarmSpare:
                     await engine.start(mirror=False)
                     await _rehearse(engine, self.settings.control_timeout)
                     self.started += 1
-                    if key == self._key and generation == self._generation:
+                    if key == self._key and start[1] == self._generation:
                         self._ready = engine
                     else:  # dropped, or primed for other options, while it started
                         released.set()
                 finally:
-                    self._starting = None
+                    self._done_starting(start)
                     self._notify()
                 await released.wait()
                 self._released.pop(id(engine), None)
@@ -216,7 +223,7 @@ class WarmSpare:
             log.warning("the warm spare claude did not start: %s", e)
             failed = True
         finally:
-            self._starting = None
+            self._done_starting(start)  # (not the next spare's mark: a taken one's keeper ends long after)
             if not taken:
                 self._alive -= 1
             self._notify()
@@ -235,7 +242,8 @@ async def _rehearse(engine: Engine, timeout: float) -> None:  # noqa: ASYNC109 -
     events are read here: the taker sees none of them."""
     rehearsed: Result | None = None
     try:
-        with anyio.fail_after(timeout), engine.rehearsing() as answered_here:
+        answered_here = engine.rehearse()  # until a session takes it: nothing it sends meanwhile goes out
+        with anyio.fail_after(timeout):
             turn = answered_here and engine.settings.rehearse_first_turn
             if turn and not await anyio.to_thread.run_sync(_hooks_beyond_the_engine, engine):
                 rehearsed = await _turn(engine, REHEARSAL)

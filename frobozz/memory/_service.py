@@ -4,6 +4,8 @@ call tries again."""
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 import asyncpg
 
@@ -13,7 +15,10 @@ from ._handoffs import HandoffStore
 from ._image_store import ImageStore
 from ._loop_sessions import LoopSessionStore
 from ._store import MemoryStore
+from .exceptions import DatabaseError
 from .settings import MemorySettings
+
+log = logging.getLogger("frobozz.memory")
 
 
 class MemoryService:
@@ -53,7 +58,10 @@ class MemoryService:
                         cosine_floor=self.settings.cortex_cosine_floor,
                         images_dir=self.settings.images_dir,
                     )
-                    await store.heal()  # what a crash mid-store left undone (migration 009)
+                    try:  # what a crash mid-store left undone (migration 009): derived data, so best effort
+                        await store.heal()
+                    except (DatabaseError, asyncpg.PostgresError) as e:
+                        log.warning("the words in context of memories a crash cut short are not refreshed: %s", e)
                     if check_model:
                         await store.check_model()
                 except BaseException:

@@ -6,6 +6,7 @@ transaction, so `store` returns once the memory and everything search reads of i
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -22,6 +23,8 @@ from ._embeddings import Embedder
 from ._records import COLUMNS, CURRENT, Hit, Memory, content_hash, described, image_hash, memory
 from ._search import Mode
 from .exceptions import DatabaseError, EmbeddingMismatchError, MemoryStoreError
+
+log = logging.getLogger("frobozz.memory")
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 _DOWN = (
@@ -92,9 +95,11 @@ class MemoryStore:
 
     async def heal(self) -> int:
         """Refresh the words in context of every live memory that has none (a store whose second step a crash
-        lost), with its neighbours'; how many."""
+        lost), with its neighbours', and fold the word counts (forgets and updates count too); how many healed."""
         async with self.connection() as c:
-            return int(await c.fetchval(HEAL))
+            healed = int(await c.fetchval(HEAL))
+            await c.execute(FOLD)
+            return healed
 
     # -- checks ------------------------------------------------------------------------------------
     def namespace(self, value: str | None) -> str:
@@ -163,10 +168,21 @@ class MemoryStore:
                 if row is None:  # and forgotten since
                     raise MemoryStoreError("the same memory was stored and forgotten meanwhile; try again")
                 return memory(row), row["id"]
-            # then its words in its neighbours' context, taking turns with the namespace's other writers (009)
-            await c.execute(SETTLE, ns, [row["id"]])
-            if row["id"] % FOLD_EVERY == 0:  # after the store's own commit: it is kept, whatever the fold does
-                await c.execute(FOLD)
+            # then its words in its neighbours' context, taking turns with the namespace's other writers (009).
+            # The memory is kept already: a failure or a cancel here must not say otherwise (a retry would find
+            # it a duplicate of itself); what is left undone, the store's next opening heals.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await c.execute(SETTLE, ns, [row["id"]])
+                    if row["id"] % FOLD_EVERY == 0:
+                        await c.execute(FOLD)
+                except (*_DOWN, asyncpg.PostgresError) as e:
+                    log.warning(
+                        "memory %s is stored; its words in its neighbours' context are not yet (%s): healed when "
+                        "the store is next opened",
+                        row["id"],
+                        type(e).__name__,
+                    )
         return memory(row), None
 
     async def update(self, memory_id: int, content: str | None, metadata: dict[str, Any] | None) -> Memory:

@@ -101,7 +101,7 @@ _fixed64 = struct.Struct("<Q").pack
 _fixed32 = struct.Struct("<I").pack
 _double = struct.Struct("<d").pack
 _memo: dict[tuple[str, type, Any], bytes] = {}
-_SCALARS = frozenset((str, bool, int, float))  # hashable, and told apart by their type (True is not 1)
+_SCALARS = frozenset((str, bool, int))  # hashable, told apart by their type (True is not 1); not float: 0.0 == -0.0
 
 
 def _value(value: Any) -> bytes:
@@ -111,6 +111,8 @@ def _value(value: Any) -> bytes:
     if isinstance(value, str):
         return _field(_AV_STRING, value.encode())
     if isinstance(value, int):
+        if not -(1 << 63) <= value < 1 << 63:  # not an int64: the SDK drops the attribute; its encoding does that
+            raise Unsupported("an integer outside int64")
         return _AV_INT + _varint(value)
     if isinstance(value, float):
         return _AV_DOUBLE + _double(value)

@@ -116,15 +116,18 @@ def test_the_request_s_model_and_max_tokens_are_read_without_its_history_only_in
 
 async def test_while_rehearsing_the_proxy_answers_model_requests_itself_and_reports_no_usage(make_options):
     async with ScriptedModel(lambda r: "from the model") as model:
-        with Engine(make_options(model, proxy=False)).rehearsing() as answered_here:
-            assert answered_here is False  # no proxy: nothing can be answered on the way
-        async with Engine(make_options(model)) as engine:
+        assert Engine(make_options(model, proxy=False)).rehearse() is False  # no proxy: nothing answered on the way
+        options = make_options(model)
+        async with Engine(options) as engine:
             await engine.start()
-            with engine.rehearsing() as answered_here:
-                assert answered_here
-                await engine.send("a rehearsal")
-                rehearsed = await until(engine.events(), Result)
+            assert engine.rehearse()
+            await engine.send("a rehearsal")
+            rehearsed = await until(engine.events(), Result)
             assert model.requests == []  # nothing reached the API
+            await engine.send("a second, still before a taker")
+            await until(engine.events(), Result)
+            assert model.requests == []  # the rehearsal lasts until a session takes the claude over
+            engine.take_over(options)
             await engine.send("a real one")
             real = await until(engine.events(), Result)
     assert [r.result for r in of(rehearsed, Result)] == ["."] and of(rehearsed, Usage) == []

@@ -232,3 +232,37 @@ async def test_a_memory_whose_words_in_context_a_crash_lost_is_refreshed_when_th
     finally:
         await second.aclose()
     assert broken != whole and healed == whole
+
+
+async def test_a_store_whose_second_step_fails_says_the_memory_is_kept_and_the_next_open_heals_it(
+    cortex_settings, caplog
+):
+    """The memory is committed before its words go into its neighbours' context: a failure there (here the step's
+    function is gone) must not call the store failed (a retry would find it a duplicate of itself)."""
+    first = MemoryService(cortex_settings)
+    try:
+        store = await first.store()
+        for text in CONVERSATION[:3]:
+            await store.store(text)
+        whole = await _results(store)
+        async with store.connection() as c:
+            await c.execute("ALTER FUNCTION cortex_settle(text, bigint[]) RENAME TO cortex_settle_away")
+        try:
+            kept, existing = await store.store(CONVERSATION[3])
+        finally:
+            async with store.connection() as c:
+                await c.execute("ALTER FUNCTION cortex_settle_away(text, bigint[]) RENAME TO cortex_settle")
+        assert existing is None and kept.content == CONVERSATION[3]
+        assert "is stored; its words in its neighbours' context are not yet" in caplog.text
+        assert (await store.store(CONVERSATION[3]))[1] == kept.id  # a retry finds it kept, as said
+    finally:
+        await first.aclose()
+    second = MemoryService(cortex_settings)  # the next open heals what the failed step left undone
+    try:
+        store = await second.store()
+        async with store.connection() as c:
+            assert await c.fetchval("SELECT count(*) FROM memory_context WHERE id = $1", kept.id) == 1
+        assert await store.heal() == 0  # nothing left for another open
+        assert len(whole) == 30 and (await _results(store))[:1] != [[]]  # and search goes on, over all four
+    finally:
+        await second.aclose()

@@ -118,7 +118,7 @@ BEGIN
     FOR missing IN
         SELECT m.namespace, array_agg(m.id ORDER BY m.id) AS ids FROM memories m
         WHERE m.deleted_at IS NULL AND NOT EXISTS (SELECT 1 FROM memory_context c WHERE c.id = m.id)
-        GROUP BY m.namespace ORDER BY m.namespace
+        GROUP BY m.namespace ORDER BY m.namespace COLLATE "C"  -- the order the bulk import locks them in
     LOOP
         PERFORM cortex_refresh_context(missing.namespace, missing.ids);
         healed := healed + cardinality(missing.ids);
