@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from frobozz._tasks import every
 
 if TYPE_CHECKING:  # the parts load when the doctor runs: every other command starts without them
     from frobozz.games import GamesSettings
@@ -189,26 +192,23 @@ async def run_checks() -> list[Outcome]:
         ("jericho", lambda: check_jericho(games)),
         ("tracing endpoint", check_tracing),
     ]
-    outcomes: list[Outcome | None] = [None] * len(checks)
 
-    async def run(index: int, name: str, check: Callable[[], Awaitable[str]]) -> None:
+    async def run(name: str, check: Callable[[], Awaitable[str]]) -> Outcome:
         try:
             with anyio.fail_after(180):
-                outcomes[index] = Outcome(name, True, await check())
+                return Outcome(name, True, await check())
         except Problem as e:
-            outcomes[index] = Outcome(name, False, str(e), e.fix, required=name != "claude login")
+            return Outcome(name, False, str(e), e.fix, required=name != "claude login")
         except TimeoutError:
-            outcomes[index] = Outcome(
+            return Outcome(
                 name,
                 False,
                 "did not answer within 180 s",
                 "run it again; if it hangs, run with FROBOZZ_LOG_LEVEL=DEBUG to see where",
             )
 
-    async with anyio.create_task_group() as checking:  # independent: side by side, said in the table's order
-        for index, (name, check) in enumerate(checks):
-            checking.start_soon(run, index, name, check)
-    return [o for o in outcomes if o is not None]
+    # independent: side by side, said in the table's order
+    return await every([partial(run, name, check) for name, check in checks])
 
 
 def doctor() -> None:

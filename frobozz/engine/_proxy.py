@@ -212,7 +212,7 @@ class Proxy:
         self.is_compaction: Callable[[dict[str, Any]], bool] = is_compaction_request
         self.high_water = 0
         self.rate_limits: dict[str, str] = {}
-        self.rehearsing = False  # model requests answered here, none sent upstream (`Engine.rehearsing`)
+        self.rehearsing = False  # model requests answered here, none sent upstream (`Engine.rehearse`)
         self.port = 0
         self._server: _QuietServer | None = None
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))

@@ -168,6 +168,8 @@ def _span(span: ReadableSpan) -> bytes:
     if span.end_time:
         parts += (_S_END, _fixed64(span.end_time))
     parts.append(_attributes(_S_ATTRIBUTES, span.attributes))
+    if span.dropped_attributes:  # each field in its number's order, as protobuf writes them
+        parts += (_S_DROPPED_ATTRIBUTES, _varint(span.dropped_attributes))
     for event in span.events:
         body = [_E_TIME + _fixed64(event.timestamp)] if event.timestamp else []
         if event.name:
@@ -176,6 +178,8 @@ def _span(span: ReadableSpan) -> bytes:
         if event.dropped_attributes:
             body.append(_E_DROPPED + _varint(event.dropped_attributes))
         parts.append(_field(_S_EVENTS, b"".join(body)))
+    if span.dropped_events:
+        parts += (_S_DROPPED_EVENTS, _varint(span.dropped_events))
     for link in span.links:
         body = [_L_TRACE_ID, b"\x10", link.context.trace_id.to_bytes(16, "big")]
         body += (_L_SPAN_ID, b"\x08", link.context.span_id.to_bytes(8, "big"))
@@ -184,13 +188,8 @@ def _span(span: ReadableSpan) -> bytes:
             body.append(_L_DROPPED + _varint(link.dropped_attributes))
         body += (_L_FLAGS, _flags(link.context))
         parts.append(_field(_S_LINKS, b"".join(body)))
-    for tag, count in (
-        (_S_DROPPED_ATTRIBUTES, span.dropped_attributes),
-        (_S_DROPPED_EVENTS, span.dropped_events),
-        (_S_DROPPED_LINKS, span.dropped_links),
-    ):
-        if count:
-            parts += (tag, _varint(count))
+    if span.dropped_links:
+        parts += (_S_DROPPED_LINKS, _varint(span.dropped_links))
     status = b""
     if span.status.description:
         status += _field(_ST_MESSAGE, span.status.description.encode())

@@ -4,12 +4,12 @@ import json
 
 import pytest
 
+from frobozz._tasks import both
 from frobozz.engine.testing import Reply, ScriptedModel, Text
 from frobozz.games import GameLibrary, walkthrough_for
 from frobozz.runner import RunConfig, RunFinishedError, RunStore, play
 from frobozz.runner._players import text_handler
 from frobozz.runner._prompts import turn_in
-from tests.side_by_side import side_by_side
 
 pytestmark = pytest.mark.anyio
 
@@ -19,7 +19,7 @@ def _turns(settings, run_id):
 
 
 async def test_both_modes_win_zork1_with_the_walkthrough_and_record_the_same_turns(runner_settings):
-    text, tools = await side_by_side(
+    text, tools = await both(
         lambda: play(RunConfig(game="zork1", player="walkthrough", mode="text"), runner_settings),
         lambda: play(RunConfig(game="zork1", player="walkthrough", mode="tools"), runner_settings),
     )

@@ -7,12 +7,12 @@ import re
 import anyio
 import pytest
 
+from frobozz._tasks import both
 from frobozz.engine.testing import Reply, ToolUse
 from frobozz.games import GameLibrary, walkthrough_for
 from frobozz.memory import MemoryService
 from frobozz.runner import RunConfig, RunStore, play
 from frobozz.runner._players import is_compaction, text_handler, turn_of
-from tests.side_by_side import side_by_side
 
 pytestmark = pytest.mark.anyio
 TROLL = "In the Troll Room, the troll is killed with the sword."  # a note names its room, as asked
@@ -88,7 +88,7 @@ async def test_a_full_window_is_handed_off_and_the_next_starts_oriented_and_play
     memory_env.context_window = 200_000
     commands = walkthrough(memory_env)
     player = Recorder(commands, big_at=12)
-    with_handoff, plain = await side_by_side(
+    with_handoff, plain = await both(
         lambda: play(RunConfig(player="walkthrough", max_turns=40, memory=""), memory_env, handler=player),
         lambda: play(RunConfig(player="walkthrough", max_turns=40), memory_env),
     )
@@ -120,7 +120,7 @@ async def test_a_full_window_is_handed_off_and_the_next_starts_oriented_and_play
 async def test_without_memory_a_run_is_what_it_was_and_with_an_empty_memory_it_plays_the_same(memory_env):
     commands = walkthrough(memory_env)
     bare, remembering = Recorder(commands), Recorder(commands)
-    without, with_empty = await side_by_side(
+    without, with_empty = await both(
         lambda: play(RunConfig(player="walkthrough", max_turns=25), memory_env, handler=bare),
         lambda: play(RunConfig(player="walkthrough", max_turns=25, memory="empty-ns"), memory_env, handler=remembering),
     )

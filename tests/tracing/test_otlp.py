@@ -177,3 +177,26 @@ def test_the_lean_exporter_delivers_the_engine_s_spans_to_a_real_receiver():
     assert span["name"] == "chat claude-sonnet-4-5"
     assert span["attributes"][_spans.GEN_AI_INPUT_TOKENS] == 1200
     assert span["resource"]["team"] == "zork"
+
+
+def test_a_span_past_its_limits_says_what_it_dropped_in_the_exporter_s_very_bytes():
+    """Dropped attributes, events and links are counted, each count written in its field's order."""
+    from opentelemetry.sdk.trace import SpanLimits
+    from opentelemetry.trace import Link
+
+    kept = InMemorySpanExporter()
+    limits = SpanLimits(max_span_attributes=1, max_events=1, max_links=1)
+    provider = TracerProvider(resource=Resource({"service.name": "frobozz-test"}), span_limits=limits)
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    tracer = provider.get_tracer("frobozz")
+    linked = tracer.start_span("linked")
+    linked.end()
+    links = [Link(linked.get_span_context()), Link(linked.get_span_context())]
+    span = tracer.start_span("full", attributes={"a": 1, "b": 2}, links=links)
+    span.add_event("one")
+    span.add_event("two")
+    span.end()
+    spans = list(kept.get_finished_spans())
+    assert (spans[-1].dropped_attributes, spans[-1].dropped_events, spans[-1].dropped_links) == (1, 1, 1)
+    _same(spans)
+    assert encode(spans) == encode_spans(spans).SerializeToString()
