@@ -12,12 +12,12 @@ busy machine moves far less.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
 
 import anyio
+import psutil
 
 from frobozz.engine import EngineOptions, Session, StreamEvent, WarmSpare
 from frobozz.engine.testing import ScriptedModel
@@ -27,12 +27,13 @@ IDLE = 1.0  # seconds between sessions, both ways: the time a person takes to st
 
 def cpu_seconds(pid: int | None) -> float:
     """The CPU time (user and system, every thread) a process has used so far; 0 when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+    if pid is None:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return 0.0
+    return times.user + times.system
 
 
 async def first_delta(options: EngineOptions, spare: WarmSpare | None = None) -> tuple[float, float]:
