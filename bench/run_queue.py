@@ -4,30 +4,24 @@ the same runs in one process; and the queue's own overhead per run: enqueue to s
 finish to recorded (the run's end to its job logged done), from the database's own timestamps.
 
 Run: bin/frobozz games list >/dev/null; .venv/bin/python bench/run_queue.py [--runs 8] [--max-turns 60]
-(not queue.py: that name would shadow the standard library's queue).
 Targets (issue 16): the queue adds under 100 ms per run; throughput grows with workers until the CPUs
 are full (this machine has 2).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
-# This file's name is the standard library's `queue`, which asyncio imports: its folder leaves the path.
-# (So the imports below come after code: their noqa: E402.)
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-import anyio  # noqa: E402
-import asyncpg  # noqa: E402
+import anyio
+import asyncpg
 
 TARGET_MS = 100
 

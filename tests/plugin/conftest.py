@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from frobozz.memory import MemoryService
 from frobozz.plugin import PluginSettings, stop_daemon
+
+CAT = "The user's cat is called Zorkmid and she is afraid of grues."
 
 
 def hook_env(claude_home: Path, cortex_settings, **more: str) -> dict[str, str]:
@@ -90,3 +93,20 @@ def hook(event: str, payload: dict | bytes, env: dict[str, str], settings: Plugi
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+@pytest.fixture
+async def memories(cortex_settings) -> list[int]:
+    """The cat, stored before any session, then five newer memories, so the orientation's newest few leave
+    the cat for recall to find."""
+    service = MemoryService(cortex_settings)
+    try:
+        store = await service.store()
+        ids = [(await store.store(CAT, namespace="myproject"))[0].id]
+        for n in range(5):
+            ids.append(
+                (await store.store(f"Build note {n}: the linter runs before the tests.", namespace="myproject"))[0].id
+            )
+        return ids
+    finally:
+        await service.aclose()

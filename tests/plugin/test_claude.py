@@ -20,7 +20,6 @@ from tests.waiting import eventually
 pytestmark = pytest.mark.anyio
 
 DOG = "The user's dog is called Rex."
-CAT = "The user's cat is called Zorkmid and she is afraid of grues."
 STORE = "mcp__plugin_frobozz-memory_cortex__store"
 LETTER = "We were naming the cat; where things stand: the name is chosen."
 LEAKED = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # a GitHub token's form, made up
@@ -66,23 +65,6 @@ def main_requests(scripted: ScriptedModel) -> list:
         if r.body.get("tools")
         and not r.last_user_text().startswith(("The conversation below", "Here is the last exchange", "Summarise"))
     ]
-
-
-@pytest.fixture
-async def memories(cortex_settings) -> list[int]:
-    """The cat, stored before any session, then five newer memories, so the orientation's newest few leave
-    the cat for recall to find."""
-    service = MemoryService(cortex_settings)
-    try:
-        store = await service.store()
-        ids = [(await store.store(CAT, namespace="myproject"))[0].id]
-        for n in range(5):
-            ids.append(
-                (await store.store(f"Build note {n}: the linter runs before the tests.", namespace="myproject"))[0].id
-            )
-        return ids
-    finally:
-        await service.aclose()
 
 
 async def test_a_stored_memory_reaches_the_first_prompt_and_not_the_next_of_the_same_session(

@@ -18,7 +18,7 @@ from frobozz.memory import MemoryService
 from tests.waiting import eventually
 
 from .conftest import hook
-from .test_claude import LETTER, memories, said  # noqa: F401 (memories is a fixture)
+from .test_claude import LETTER, said
 
 pytestmark = pytest.mark.anyio
 READY = re.compile(r"for.{0,16}agents")  # the input box's footer: the prompt may be typed
@@ -81,7 +81,7 @@ def ask(child: pexpect.spawn, text: str, answer: str) -> None:
 
 async def test_a_person_at_the_terminal_gets_the_memory_once_and_the_letter_after_compact(
     installed,
-    memories,  # noqa: F811 - the fixture imported above
+    memories,
     project,
     claude_home,
     plugin_settings,
