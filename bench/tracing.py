@@ -388,7 +388,8 @@ def main() -> None:
     work = median("on", "span_us") - median("off", "span_us")
     print(
         f"the spans' own work per turn (a loop of the engine's span calls, CPU): {work:.0f} us on "
-        f"({median('off', 'span_us'):.1f} us off); * is the verdict's figure (see the docstring)"
+        f"({median('off', 'span_us'):.1f} us off; warm in the CPU's caches: the same calls where the runner makes "
+        f"them take 2-3 times as long, see bench/tracing_where.py); * is the verdict's figure (see the docstring)"
     )
 
 
