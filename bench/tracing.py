@@ -290,6 +290,22 @@ def child(on: bool, turns: int) -> None:
     print(json.dumps(figures))
 
 
+def run_child(script: str, side: str, args: list[str], env: dict[str, str]) -> dict:
+    """One side's run: `script --child ARGS` in a process of its own (a data directory of its own), its figures
+    (the JSON of its last line); a failed run ends the bench with its stderr's tail."""
+    done = subprocess.run(
+        [sys.executable, script, "--child", *args],
+        env={**env, "FROBOZZ_DATA_DIR": tempfile.mkdtemp(prefix="frobozz-bench-")},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"the {side} run failed:\n{done.stderr[-3000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def paired(offs: list[float], ons: list[float], *, seed: int = 32) -> tuple[float, float, float, str]:
     """The median of the rounds' on/off ratios, the lowest and highest ratio, and (five rounds or more) a
     bootstrap 90% interval of the median, as text."""
@@ -337,18 +353,10 @@ def main() -> None:
     began = time.monotonic()
     for n in range(args.rounds):
         for side in list(sides)[:: 1 if n % 2 == 0 else -1]:
-            env = {**base, "FROBOZZ_DATA_DIR": tempfile.mkdtemp(prefix="frobozz-bench-"), **sides[side]}
-            done = subprocess.run(
-                [sys.executable, __file__, "--child", "off" if side == "off" else "on", "--turns", str(args.turns)],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=1800,
-                check=False,
+            child_side = "off" if side == "off" else "on"
+            results[side].append(
+                run_child(__file__, side, [child_side, "--turns", str(args.turns)], {**base, **sides[side]})
             )
-            if done.returncode != 0:
-                sys.exit(f"the {side} run failed:\n{done.stderr[-3000:]}")
-            results[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
     kept_rows = _count_kept(postgres.get_uri())
     postgres.cleanup()
 

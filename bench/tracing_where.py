@@ -25,7 +25,6 @@ import gc
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -37,7 +36,7 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tracing import _flush, _scripted_model_thread, receiver, span_work
+from tracing import _flush, _scripted_model_thread, receiver, run_child, span_work
 
 SIDES = ("off", "sdk", "otlp", "local", "both")
 LOOP_SPANS = 3.5  # spans a round of span_work makes: its turn, two model requests, a tool call every other round
@@ -199,18 +198,7 @@ def child(side: str, turns: int, measure_calls: bool) -> None:
 
 
 def _run(side: str, turns: int, env: dict[str, str], measure_calls: bool = False) -> dict[str, Any]:
-    command = [sys.executable, __file__, "--child", side, "--turns", str(turns)]
-    done = subprocess.run(
-        command + (["--calls"] if measure_calls else []),
-        env={**env, "FROBOZZ_DATA_DIR": tempfile.mkdtemp(prefix="frobozz-bench-")},
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    if done.returncode != 0:
-        sys.exit(f"the {side} run failed:\n{done.stderr[-3000:]}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return run_child(__file__, side, [side, "--turns", str(turns), *(["--calls"] if measure_calls else [])], env)
 
 
 def main() -> None:
