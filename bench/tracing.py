@@ -9,11 +9,11 @@ round), so a machine whose load drifts weighs on both sides of a pair alike; eac
 rounds' on/off ratios, with the lowest and highest pair beside it (and, from five rounds on, a bootstrap 90%
 interval of that median).
 
-A full collection of the garbage collector takes ~50 ms of the runner's CPU (its heap holds the game's, the
+A full collection of the garbage collector takes 50-100 ms of the runner's CPU (its heap holds the game's, the
 engine's and the SDK's objects); whether one falls inside a run's count of 40 turns moves that run's figure by
-over 1 ms a turn, in either direction, and that, not tracing, was most of the spread between pairs. Each count
-now starts with a collection (on both sides), and the collector's CPU is shown apart, with the runner's CPU less
-it beside the verdict's figure.
+1-2 ms a turn, in either direction: a large part of the spread between pairs. Each count starts with a
+collection (on both sides), and the collector's CPU is shown apart, with the runner's CPU less it beside the
+verdict's figure (which still counts it: it is the runner's).
 
 The verdict's figure is the runner's own CPU per turn: this process's CPU (`time.process_time`: every thread,
 the runner, the engine, its proxy, the SDK's exporting threads), less the scripted model's server thread (it
