@@ -133,11 +133,11 @@ class Calls:
         ):
             self.wrap(_tracing.EngineTrace, name, f"engine: {name}")
         self.wrap(_proxy.Proxy, "_end_span", "engine: the model request's end (its price included)")
-        # what is left outside the engine's calls: the runner's game act span
-        self.wrap(sdk.Tracer, "start_as_current_span", "runner: a game act span's start")
-        self.wrap(sdk.Tracer, "start_span", "runner: a game act span's start")
-        self.wrap(sdk._Span, "set_attributes", "runner: a game act span's attributes")
-        self.wrap(sdk._Span, "end", "runner: a game act span's end")
+        # spans made outside the engine's calls (in a text-mode walkthrough, only the runner's game act)
+        self.wrap(sdk.Tracer, "start_as_current_span", "other spans (here the game act's): start")
+        self.wrap(sdk.Tracer, "start_span", "other spans (here the game act's): start")
+        self.wrap(sdk._Span, "set_attributes", "other spans (here the game act's): attributes")
+        self.wrap(sdk._Span, "end", "other spans (here the game act's): end")
         start = sdk._Span.start
 
         def counted(span: Any, *args: Any, **kwargs: Any) -> None:
