@@ -9,6 +9,12 @@ round), so a machine whose load drifts weighs on both sides of a pair alike; eac
 rounds' on/off ratios, with the lowest and highest pair beside it (and, from five rounds on, a bootstrap 90%
 interval of that median).
 
+A full collection of the garbage collector takes 50-100 ms of the runner's CPU (its heap holds the game's, the
+engine's and the SDK's objects); whether one falls inside a run's count of 40 turns moves that run's figure by
+1-2 ms a turn, in either direction: a large part of the spread between pairs. Each count starts with a
+collection (on both sides), and the collector's CPU is shown apart, with the runner's CPU less it beside the
+verdict's figure (which still counts it: it is the runner's).
+
 The verdict's figure is the runner's own CPU per turn: this process's CPU (`time.process_time`: every thread,
 the runner, the engine, its proxy, the SDK's exporting threads), less the scripted model's server thread (it
 stands in for the API, which is not the runner's), from the first turn's end to the last's, divided by the
@@ -23,6 +29,7 @@ Target (issue 32): tracing on adds under 2% per turn.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -164,6 +171,14 @@ async def runner(turns: int) -> dict[str, float]:
     from frobozz.runner import RunConfig, RunnerSettings, play
 
     contexts, marks = [], []
+    collector = [0.0, 0.0, 0]  # CPU in the garbage collector, the start of the collection under way, full ones
+
+    def on_gc(phase: str, info: dict) -> None:
+        if phase == "start":
+            collector[1] = time.thread_time()
+        elif marks:
+            collector[0] += time.thread_time() - collector[1]
+            collector[2] += info["generation"] == 2
 
     def on_turn(context, record) -> None:
         if not contexts:
@@ -173,12 +188,14 @@ async def runner(turns: int) -> dict[str, float]:
         _flush()  # what waits to be exported goes now: the first export's one-off work (imports, the connection,
         # the schema) before the count, and at its end every span its turns made
         if not marks:  # the machine-wide readings outside the runner's own count, on both ends
+            gc.collect()  # each side's count starts from the same state of the collector (see the docstring)
             others = _children_cpu(), _postgres_cpu()
             marks.append((time.perf_counter(), _own_cpu(), *others, record.turn))
         else:
             wall, own = time.perf_counter(), _own_cpu()
             marks.append((wall, own, _children_cpu(), _postgres_cpu(), record.turn))
 
+    gc.callbacks.append(on_gc)
     result = await play(
         RunConfig(game="zork1", player="walkthrough", max_turns=turns), RunnerSettings(), on_turn=on_turn
     )
@@ -191,6 +208,9 @@ async def runner(turns: int) -> dict[str, float]:
         "own_mean_ms": 1000 * statistics.mean(own),
         "turn_ms": per[0],
         "own_cpu_ms": per[1],
+        "gc_ms": 1000 * collector[0] / n,
+        "own_cpu_less_gc_ms": per[1] - 1000 * collector[0] / n,
+        "full_collections": collector[2],
         "children_cpu_ms": per[2],
         "pg_cpu_ms": per[3],
         "cpu_ms": per[1] + per[2] + per[3],
@@ -270,6 +290,22 @@ def child(on: bool, turns: int) -> None:
     print(json.dumps(figures))
 
 
+def run_child(script: str, side: str, args: list[str], env: dict[str, str]) -> dict:
+    """One side's run: `script --child ARGS` in a process of its own (a data directory of its own), its figures
+    (the JSON of its last line); a failed run ends the bench with its stderr's tail."""
+    done = subprocess.run(
+        [sys.executable, script, "--child", *args],
+        env={**env, "FROBOZZ_DATA_DIR": tempfile.mkdtemp(prefix="frobozz-bench-")},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if done.returncode != 0:
+        sys.exit(f"the {side} run failed:\n{done.stderr[-3000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def paired(offs: list[float], ons: list[float], *, seed: int = 32) -> tuple[float, float, float, str]:
     """The median of the rounds' on/off ratios, the lowest and highest ratio, and (five rounds or more) a
     bootstrap 90% interval of the median, as text."""
@@ -317,18 +353,10 @@ def main() -> None:
     began = time.monotonic()
     for n in range(args.rounds):
         for side in list(sides)[:: 1 if n % 2 == 0 else -1]:
-            env = {**base, "FROBOZZ_DATA_DIR": tempfile.mkdtemp(prefix="frobozz-bench-"), **sides[side]}
-            done = subprocess.run(
-                [sys.executable, __file__, "--child", "off" if side == "off" else "on", "--turns", str(args.turns)],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=1800,
-                check=False,
+            child_side = "off" if side == "off" else "on"
+            results[side].append(
+                run_child(__file__, side, [child_side, "--turns", str(args.turns)], {**base, **sides[side]})
             )
-            if done.returncode != 0:
-                sys.exit(f"the {side} run failed:\n{done.stderr[-3000:]}")
-            results[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
     kept_rows = _count_kept(postgres.get_uri())
     postgres.cleanup()
 
@@ -347,6 +375,8 @@ def main() -> None:
     print(f"{'':46}{'off':>9}{'on':>9}{'on/off':>8}{'pairs':>13}{'on+claude':>11}{'/off':>7}{'pairs':>13}")
     rows = (
         ("runner's own CPU per turn (ms) *", "own_cpu_ms"),
+        ("  of which the garbage collector (ms)", "gc_ms"),
+        ("  the rest: the runner's own CPU less it (ms)", "own_cpu_less_gc_ms"),
         ("CPU per turn, Frobozz+claude+game+PG (ms)", "cpu_ms"),
         ("  of which the Postgres keeping spans (ms)", "pg_cpu_ms"),
         ("runner's own time per turn, wall, p50 (ms)", "own_ms"),
@@ -360,7 +390,7 @@ def main() -> None:
         line = f"  {label:44}{statistics.median(off):9.2f}"
         for side in ("on", "on+claude"):
             on = values(side, key)
-            if key == "pg_cpu_ms":
+            if key in ("pg_cpu_ms", "gc_ms"):
                 line += f"{statistics.median(on):{9 if side == 'on' else 11}.2f}{'':{8 if side == 'on' else 7}}{'':13}"
                 continue
             middle, low, high, interval = paired(off, on)
@@ -369,8 +399,14 @@ def main() -> None:
             line += f"{statistics.median(on):{width[0]}.2f}{middle:{width[1]}.3f}{f'{low:.3f}-{high:.3f}':>13}"
         print(line)
     print("  (on/off: the median of the rounds' paired ratios; pairs: the lowest and highest of them)")
+    full = {side: [r["full_collections"] for r in results[side]] for side in sides}
+    print(f"  full collections in each round's count: {', '.join(f'{side} {full[side]}' for side in sides)}")
     for side in ("on", "on+claude"):
-        for key, what in (("own_cpu_ms", "the runner's own CPU per turn"), ("cpu_ms", "the whole turn's CPU")):
+        for key, what in (
+            ("own_cpu_ms", "the runner's own CPU per turn"),
+            ("own_cpu_less_gc_ms", "  the same less the garbage collector"),
+            ("cpu_ms", "the whole turn's CPU"),
+        ):
             middle, low, high, interval = verdicts[(side, key)]
             added = middle - 1
             shown = (
@@ -388,7 +424,8 @@ def main() -> None:
     work = median("on", "span_us") - median("off", "span_us")
     print(
         f"the spans' own work per turn (a loop of the engine's span calls, CPU): {work:.0f} us on "
-        f"({median('off', 'span_us'):.1f} us off); * is the verdict's figure (see the docstring)"
+        f"({median('off', 'span_us'):.1f} us off; warm in the CPU's caches: the same calls where the runner makes "
+        f"them take 2-3 times as long, see bench/tracing_where.py); * is the verdict's figure (see the docstring)"
     )
 
 
