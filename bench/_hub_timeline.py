@@ -25,6 +25,7 @@ now = time.monotonic
 requests: list[dict[str, Any]] = []
 model_runs: list[tuple[float, float, int, str]] = []  # start, end, texts, thread
 loop_lag: list[tuple[float, float]] = []  # when, how late (s)
+collections: list[tuple[float, float, int]] = []  # the garbage collector's pauses: start, end, generation
 current: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("request", default=None)
 _FUNCTION = re.compile(r"cortex_[a-z_]+|memory_words|FROM memories m |FROM memories")
 
@@ -158,6 +159,18 @@ def install() -> None:
 
     frobozz.servers.hub_app = with_probe
 
+    import gc
+
+    collecting: list[float] = []
+
+    def collected(stage: str, info: dict[str, int]) -> None:
+        if stage == "start":
+            collecting.append(now())
+        elif collecting:
+            collections.append((collecting.pop(), now(), info["generation"]))
+
+    gc.callbacks.append(collected)
+
 
 def report(path: str, start: float, end: float) -> None:
     """Where the time of the requests that arrived between `start` and `end` went: the mean of each part, for all
@@ -204,6 +217,18 @@ def report(path: str, start: float, end: float) -> None:
             f"{1000 * statistics.mean(m[1] - m[0] for m in runs):.1f} ms each, busy {busy:.0%} of the row",
             flush=True,
         )
+    pauses = [(e - s, g) for s, e, g in data["gc"] if start <= s <= end]
+    if pauses:
+        print(
+            "    garbage collections: "
+            + ", ".join(
+                f"generation {g}: {sum(1 for p in pauses if p[1] == g)}, "
+                f"{1000 * sum(p[0] for p in pauses if p[1] == g):.0f} ms in all, "
+                f"longest {1000 * max((p[0] for p in pauses if p[1] == g), default=0):.1f} ms"
+                for g in (0, 1, 2)
+            ),
+            flush=True,
+        )
     lag = sorted(1000 * late for when, late in data["loop_lag"] if start <= when <= end)
     if len(lag) > 10:
         q = statistics.quantiles(lag, n=100)
@@ -212,11 +237,13 @@ def report(path: str, start: float, end: float) -> None:
 
 def dump() -> None:
     with open(os.environ["FROBOZZ_BENCH_TIMELINE"], "w") as f:
-        json.dump({"requests": requests, "model_runs": model_runs, "loop_lag": loop_lag}, f)
+        json.dump({"requests": requests, "model_runs": model_runs, "loop_lag": loop_lag, "gc": collections}, f)
 
 
 if __name__ == "__main__":
     import sys
+
+    sys.path[0] = os.getcwd()  # frobozz from the checkout it is started in, as `python -m frobozz` would
 
     import uvicorn
 

@@ -70,9 +70,9 @@ async def waits(uri: str, seconds: float) -> None:
     print(f"    sessions waiting (average of {samples} samples): {top}", flush=True)
 
 
-def cpu(hub: int, root: Path) -> tuple[float, float, float]:
-    """CPU seconds used so far by the hub, by Postgres (the postmaster and its backends) and by this process
-    (the clients)."""
+def cpu(hub: int, root: Path) -> tuple[float, float, float, float]:
+    """CPU seconds used so far by the hub's event loop (its main thread), by its other threads (the model's),
+    by Postgres (the postmaster and its backends) and by this process (the clients)."""
     import psutil
 
     def of(process: psutil.Process) -> float:
@@ -80,8 +80,16 @@ def cpu(hub: int, root: Path) -> tuple[float, float, float]:
             return sum(process.cpu_times()[:2])
         return 0.0
 
+    loop = 0.0
+    with contextlib.suppress(psutil.Error):
+        loop = sum(t.user_time + t.system_time for t in psutil.Process(hub).threads() if t.id == hub)
     postgres = psutil.Process(int((root / "pg" / "postmaster.pid").read_text().split()[0]))
-    return of(psutil.Process(hub)), of(postgres) + sum(of(c) for c in postgres.children()), of(psutil.Process())
+    return (
+        loop,
+        of(psutil.Process(hub)) - loop,
+        of(postgres) + sum(of(c) for c in postgres.children()),
+        of(psutil.Process()),
+    )
 
 
 def free_port() -> int:
@@ -256,12 +264,13 @@ async def main(
                                 tg.start_soon(waits, pg.get_uri(), seconds)
                             ops, latencies, errors = await load(url, token, clients, seconds, f"{label} {kind}", kind)
                         rows.append((f"{label} {kind} {clients}", started, time.monotonic()))
-                        hub_cpu, pg_cpu, own = (
+                        loop_cpu, threads_cpu, pg_cpu, own = (
                             (b - a) / (time.monotonic() - started)
                             for a, b in zip(before, cpu(server.pid, root), strict=True)
                         )
                         print(
-                            f"    cores used: the hub {hub_cpu:.2f}, Postgres {pg_cpu:.2f}, the clients {own:.2f}; "
+                            f"    cores used: the hub {loop_cpu + threads_cpu:.2f} (its event loop {loop_cpu:.2f}, the "
+                            f"model's threads {threads_cpu:.2f}), Postgres {pg_cpu:.2f}, the clients {own:.2f}; "
                             f"load average {os.getloadavg()[0]:.1f}",
                             flush=True,
                         )
