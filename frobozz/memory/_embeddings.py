@@ -38,7 +38,7 @@ class LocalEmbedder:
         *,
         batch_window: float = 0.004,
         batch_max: int = 64,
-        threads: int = 1,
+        threads: int = 0,
     ) -> None:
         self.model = MODEL
         self._cache_dir, self._url, self._sha256, self._threads = cache_dir, url, sha256, threads

@@ -89,10 +89,11 @@ class MiniLM:
     """Tokenise, run the transformer, mean-pool over the real tokens, normalise: sentence-transformers'
     pipeline for this model, without PyTorch."""
 
-    def __init__(self, path: Path, tokenizer: Path, threads: int = 1) -> None:
-        """`threads`: how many share one batch's work (0: one per core). One by default: a hub under many
-        clients has every core busy already (its event loop, Postgres), and there a second thread adds its
-        handing over and little speed (bench/cortex_load.py prints the model's CPU per operation)."""
+    def __init__(self, path: Path, tokenizer: Path, threads: int = 0) -> None:
+        """`threads`: how many share one batch's work (0: one per core, ONNX Runtime's own choice). One costs less
+        CPU a text when every core is busy anyway (a hub under many clients: bench/cortex_load.py prints the model's
+        CPU per operation), but among other busy processes the scheduler shares the CPU out by threads, and there
+        one thread got the hub less of it."""
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -133,7 +134,7 @@ class MiniLM:
 
 @functools.cache
 def load(
-    cache_dir: Path, url: str | None = _model_download.URL, sha256: str = _model_download.SHA256, threads: int = 1
+    cache_dir: Path, url: str | None = _model_download.URL, sha256: str = _model_download.SHA256, threads: int = 0
 ) -> MiniLM:
     """Once per process: the model already here (fetched or exported), else fetched from `url`, else
     exported by PyTorch. A cached file that ONNX Runtime cannot read is made again. `threads`: see `MiniLM`."""

@@ -41,9 +41,9 @@ def test_the_onnx_model_embeds_like_sentence_transformers_across_batches_and_len
 
 
 def test_the_vectors_are_the_very_same_whatever_the_number_of_threads(cache_dir: Path):
-    """One thread is the default (FROBOZZ_EMBEDDING_THREADS); a memory stored with another count is found alike."""
-    one = _minilm.load(cache_dir).encode(TEXTS)
-    assert np.array_equal(one, _minilm.load(cache_dir, threads=0).encode(TEXTS))
+    """FROBOZZ_EMBEDDING_THREADS: a memory stored with one count is found alike with another."""
+    one = _minilm.load(cache_dir, threads=1).encode(TEXTS)
+    assert np.array_equal(one, _minilm.load(cache_dir).encode(TEXTS))
     assert np.array_equal(one, _minilm.load(cache_dir, threads=2).encode(TEXTS))
 
 
