@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import secrets
@@ -67,6 +68,28 @@ async def waits(uri: str, seconds: float) -> None:
         await connection.close()
     top = ", ".join(f"{wait} in {what} {n / max(samples, 1):.2f}" for (wait, what), n in tally.most_common(5))
     print(f"    sessions waiting (average of {samples} samples): {top}", flush=True)
+
+
+def cpu(hub: int, root: Path) -> tuple[float, float, float, float]:
+    """CPU seconds used so far by the hub's event loop (its main thread), by its other threads (the model's),
+    by Postgres (the postmaster and its backends) and by this process (the clients)."""
+    import psutil
+
+    def of(process: psutil.Process) -> float:
+        with contextlib.suppress(psutil.Error):
+            return sum(process.cpu_times()[:2])
+        return 0.0
+
+    loop = 0.0
+    with contextlib.suppress(psutil.Error):
+        loop = sum(t.user_time + t.system_time for t in psutil.Process(hub).threads() if t.id == hub)
+    postgres = psutil.Process(int((root / "pg" / "postmaster.pid").read_text().split()[0]))
+    return (
+        loop,
+        of(psutil.Process(hub)) - loop,
+        of(postgres) + sum(of(c) for c in postgres.children()),
+        of(psutil.Process()),
+    )
 
 
 def free_port() -> int:
@@ -184,14 +207,29 @@ async def load(
     return len(latencies) / min(elapsed, seconds), latencies, errors
 
 
-async def main(seconds: float, levels: list[int], kinds: list[str], show_waits: bool = False) -> None:
+async def main(
+    seconds: float,
+    levels: list[int],
+    kinds: list[str],
+    show_waits: bool = False,
+    timeline: bool = False,
+    one_at_a_time: bool = True,
+    hub_env: dict[str, str] | None = None,
+    pg_settings: dict[str, str] | None = None,
+) -> None:
     import pgserver
 
     root = Path(tempfile.mkdtemp(prefix="frobozz-cortex-load-"))
     pg = pgserver.get_server(root / "pg", cleanup_mode="delete")
     results: dict[tuple[str, str, int], tuple[float, float, float, int]] = {}
     try:
-        for label, batch_ms in (("batched", None), ("one at a time", "0")):
+        if pg_settings:  # e.g. commit_delay, to try a Postgres setting: set for the whole server, reloaded
+            connection = await asyncpg.connect(pg.get_uri())
+            for name, value in pg_settings.items():
+                await connection.execute(f"ALTER SYSTEM SET {name} = '{value}'")
+            await connection.execute("SELECT pg_reload_conf()")
+            await connection.close()
+        for label, batch_ms in (("batched", None), ("one at a time", "0"))[: 2 if one_at_a_time else 1]:
             token, port = secrets.token_urlsafe(16), free_port()
             env = {
                 **os.environ,
@@ -199,11 +237,17 @@ async def main(seconds: float, levels: list[int], kinds: list[str], show_waits: 
                 "FROBOZZ_DATABASE_URL": pg.get_uri(),
                 "FROBOZZ_HUB_TOKEN": token,
                 "FROBOZZ_CORTEX_POOL_SIZE": "20",
+                **(hub_env or {}),
             }
             if batch_ms is not None:
                 env["FROBOZZ_EMBEDDING_BATCH_MS"] = batch_ms
+            hub = ["-m", "frobozz"]
+            if timeline:  # the hub's requests taken apart (bench/_hub_timeline.py)
+                hub = [str(Path(__file__).with_name("_hub_timeline.py"))]
+                env["FROBOZZ_BENCH_TIMELINE"] = str(root / f"timeline-{batch_ms}.json")
+            rows: list[tuple[str, float, float]] = []
             server = subprocess.Popen(
-                dying_with_parent([sys.executable, "-m", "frobozz", "serve", "cortex", "--http", "--port", str(port)]),
+                dying_with_parent([sys.executable, *hub, "serve", "cortex", "--http", "--port", str(port)]),
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -214,10 +258,22 @@ async def main(seconds: float, levels: list[int], kinds: list[str], show_waits: 
                 await load(url, token, 4, 2, f"warm {label}")  # the model loaded, the pool filled
                 for kind in kinds:
                     for clients in levels:
+                        before, started = cpu(server.pid, root), time.monotonic()
                         async with anyio.create_task_group() as tg:
                             if show_waits:
                                 tg.start_soon(waits, pg.get_uri(), seconds)
                             ops, latencies, errors = await load(url, token, clients, seconds, f"{label} {kind}", kind)
+                        rows.append((f"{label} {kind} {clients}", started, time.monotonic()))
+                        loop_cpu, threads_cpu, pg_cpu, own = (
+                            (b - a) / (time.monotonic() - started)
+                            for a, b in zip(before, cpu(server.pid, root), strict=True)
+                        )
+                        print(
+                            f"    cores used: the hub {loop_cpu + threads_cpu:.2f} (its event loop {loop_cpu:.2f}, the "
+                            f"model's threads {threads_cpu:.2f}), Postgres {pg_cpu:.2f}, the clients {own:.2f}; "
+                            f"load average {os.getloadavg()[0]:.1f}",
+                            flush=True,
+                        )
                         q = statistics.quantiles(latencies, n=100)
                         results[(label, kind, clients)] = (ops, q[49], q[98], errors)
                         print(
@@ -228,17 +284,24 @@ async def main(seconds: float, levels: list[int], kinds: list[str], show_waits: 
             finally:
                 server.terminate()
                 server.wait(timeout=30)
+            if timeline:
+                from _hub_timeline import report
+
+                for row, start, end in rows:
+                    print(f"  where the hub's time went, {row}:")
+                    report(env["FROBOZZ_BENCH_TIMELINE"], start, end)
     finally:
         pg.cleanup()
         shutil.rmtree(root, ignore_errors=True)
-    print("batched against one at a time, in this run:")
-    for kind in kinds:
-        for clients in levels:
-            b, o = results[("batched", kind, clients)], results[("one at a time", kind, clients)]
-            print(
-                f"  {kind:5} {clients:3} clients: {b[0] / o[0]:.2f}x the operations per second, p99 {b[2]:.0f} ms "
-                f"against {o[2]:.0f} ms"
-            )
+    if one_at_a_time:
+        print("batched against one at a time, in this run:")
+        for kind in kinds:
+            for clients in levels:
+                b, o = results[("batched", kind, clients)], results[("one at a time", kind, clients)]
+                print(
+                    f"  {kind:5} {clients:3} clients: {b[0] / o[0]:.2f}x the operations per second, p99 {b[2]:.0f} ms "
+                    f"against {o[2]:.0f} ms"
+                )
     for kind in kinds:
         top = results[("batched", kind, max(levels))]
         met = top[0] >= TARGET_OPS and top[2] < TARGET_P99_MS
@@ -254,8 +317,24 @@ if __name__ == "__main__":
     parser.add_argument("--clients", default="1,8,32")
     parser.add_argument("--kind", default="sdk,light", help="the clients: sdk, light or both (see the docstring)")
     parser.add_argument("--waits", action="store_true", help="print what Postgres sessions wait on in each row")
+    parser.add_argument("--timeline", action="store_true", help="print where the hub's time went (_hub_timeline.py)")
+    parser.add_argument("--batched-only", action="store_true", help="without the one-at-a-time rows")
+    parser.add_argument(
+        "--hub-env", action="append", default=[], metavar="NAME=VALUE", help="for the hub, to try a setting"
+    )
+    parser.add_argument("--pg", action="append", default=[], metavar="NAME=VALUE", help="a Postgres setting to try")
     arguments = parser.parse_args()
     kinds = [k for k in arguments.kind.split(",") if k]
     if not kinds or set(kinds) - {"sdk", "light"}:
         parser.error("--kind: sdk, light, or sdk,light")
-    anyio.run(main, arguments.seconds, [int(n) for n in arguments.clients.split(",")], kinds, arguments.waits)
+    anyio.run(
+        main,
+        arguments.seconds,
+        [int(n) for n in arguments.clients.split(",")],
+        kinds,
+        arguments.waits,
+        arguments.timeline,
+        not arguments.batched_only,
+        dict(pair.split("=", 1) for pair in arguments.hub_env),
+        dict(pair.split("=", 1) for pair in arguments.pg),
+    )

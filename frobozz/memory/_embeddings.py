@@ -38,16 +38,17 @@ class LocalEmbedder:
         *,
         batch_window: float = 0.004,
         batch_max: int = 64,
+        threads: int = 0,
     ) -> None:
         self.model = MODEL
-        self._cache_dir, self._url, self._sha256 = cache_dir, url, sha256
+        self._cache_dir, self._url, self._sha256, self._threads = cache_dir, url, sha256, threads
         self._batcher = Batcher(self._encode, window=batch_window, max_texts=batch_max)  # concurrent requests, one run
         self._recent: OrderedDict[str, list[float]] = OrderedDict()  # the vectors of the last few texts embedded
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         with self._lock:
             try:
-                model = load(self._cache_dir, self._url, self._sha256)
+                model = load(self._cache_dir, self._url, self._sha256, self._threads)
             except OSError as e:
                 raise MemoryStoreError(
                     f"the local embedding model could not be prepared in {self._cache_dir} ({e}): "
@@ -111,6 +112,7 @@ def make_embedder(settings: MemorySettings) -> Embedder:
             settings.embedding_onnx_sha256,
             batch_window=settings.embedding_batch_ms / 1000,
             batch_max=settings.embedding_batch_max,
+            threads=settings.embedding_threads,
         )
     if not (settings.embedding_url and settings.embedding_model and settings.embedding_dim):
         raise MemoryStoreError(

@@ -89,12 +89,17 @@ class MiniLM:
     """Tokenise, run the transformer, mean-pool over the real tokens, normalise: sentence-transformers'
     pipeline for this model, without PyTorch."""
 
-    def __init__(self, path: Path, tokenizer: Path) -> None:
+    def __init__(self, path: Path, tokenizer: Path, threads: int = 0) -> None:
+        """`threads`: how many share one batch's work (0: one per core, ONNX Runtime's own choice). One costs less
+        CPU a text when every core is busy anyway (a hub under many clients: bench/cortex_load.py prints the model's
+        CPU per operation), but among other busy processes the scheduler shares the CPU out by threads, and there
+        one thread got the hub less of it."""
         import onnxruntime
         from tokenizers import Tokenizer
 
         options = onnxruntime.SessionOptions()
         options.inter_op_num_threads = 1
+        options.intra_op_num_threads = threads
         # idle threads sleep rather than spin: beside a busy claude, a query embeds in 7 ms instead of 16
         # (and 5.7 instead of 7.6 alone), at the same bulk throughput
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -128,28 +133,30 @@ class MiniLM:
 
 
 @functools.cache
-def load(cache_dir: Path, url: str | None = _model_download.URL, sha256: str = _model_download.SHA256) -> MiniLM:
+def load(
+    cache_dir: Path, url: str | None = _model_download.URL, sha256: str = _model_download.SHA256, threads: int = 0
+) -> MiniLM:
     """Once per process: the model already here (fetched or exported), else fetched from `url`, else
-    exported by PyTorch. A cached file that ONNX Runtime cannot read is made again."""
+    exported by PyTorch. A cached file that ONNX Runtime cannot read is made again. `threads`: see `MiniLM`."""
     from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidGraph, InvalidProtobuf
 
     damaged = (Fail, InvalidGraph, InvalidProtobuf)
     fetched, exported = cache_dir / "models" / f"{MODEL}-{sha256[:16]}", onnx_path_if_exportable(cache_dir)
     if _model_download.ready(fetched):
         try:
-            return MiniLM(fetched / "model.onnx", fetched / "tokenizer.json")
+            return MiniLM(fetched / "model.onnx", fetched / "tokenizer.json", threads)
         except damaged:
             shutil.rmtree(fetched, ignore_errors=True)
     if exported is not None and exported.is_file():
         try:
-            return MiniLM(exported, weights_dir() / "tokenizer.json")
+            return MiniLM(exported, weights_dir() / "tokenizer.json", threads)
         except damaged:  # a damaged file: the export is cheap (a few seconds)
             exported.unlink(missing_ok=True)
     problem = "no URL to fetch it from (FROBOZZ_EMBEDDING_ONNX_URL is empty)"
     if url:
         try:
             _model_download.fetch(url, sha256, fetched)
-            return MiniLM(fetched / "model.onnx", fetched / "tokenizer.json")
+            return MiniLM(fetched / "model.onnx", fetched / "tokenizer.json", threads)
         except (_model_download.DownloadError, *damaged) as e:
             shutil.rmtree(fetched, ignore_errors=True)
             problem = str(e)
@@ -163,7 +170,7 @@ def load(cache_dir: Path, url: str | None = _model_download.URL, sha256: str = _
     with _exporting(exported):
         if not exported.is_file():  # made by another process while this one waited
             export(exported)
-    return MiniLM(exported, weights_dir() / "tokenizer.json")
+    return MiniLM(exported, weights_dir() / "tokenizer.json", threads)
 
 
 @contextlib.contextmanager

@@ -282,18 +282,22 @@ _POSITIONS = re.compile(r"'(\w+)':([0-9A-D,]+)")
 _WEIGHTS = {"B": 0.5, "C": 0.25}  # a neighbour's word, one two away (migration 004); its own (A, or none) count 1
 
 
-def bm25(found: str, length: float, words: Words, *, own: bool = False) -> float:
+def bm25(found: str, length: float, words: Words) -> tuple[float, float]:
     """BM25 of a memory from its query words with their positions as Postgres prints them (`'lamp':3A,9B`):
-    computed here rather than in SQL, where a function per row cost ten times more. `own`: its own words'
-    positions only, not its neighbours'."""
+    computed here rather than in SQL, where a function per row cost ten times more. Two scores from one reading:
+    with its words in context, and with its own words only (the positions without a neighbour's mark)."""
     norm = K1 * (1 - B + B * length / max(words.average_length, 1.0))
-    total = 0.0
+    total = own_total = 0.0
     for lexeme, positions in _POSITIONS.findall(found):
-        tf = sum(_WEIGHTS.get(p[-1], 1.0) for p in positions.split(",") if not own or p[-1] not in _WEIGHTS)
-        if not tf:
-            continue
-        total += words.idf.get(lexeme, 0.0) * tf * (K1 + 1) / (tf + norm)
-    return total
+        marks = [p[-1] for p in positions.split(",")]
+        idf = words.idf.get(lexeme, 0.0)
+        tf = sum(_WEIGHTS.get(mark, 1.0) for mark in marks)
+        if tf:
+            total += idf * tf * (K1 + 1) / (tf + norm)
+        own = sum(1.0 for mark in marks if mark not in _WEIGHTS)
+        if own:
+            own_total += idf * own * (K1 + 1) / (own + norm)
+    return total, own_total
 
 
 def speaker_named(content: str, names: set[str]) -> bool:
@@ -305,11 +309,8 @@ def speaker_named(content: str, names: set[str]) -> bool:
 def _score(
     row: asyncpg.Record, words: Words, mode: Mode, floor: float, names: set[str] | None = None
 ) -> tuple[float, dict[str, float]]:
-    bm25_ = bm25(row["found"] or "", float(row["length"] or 0.0), words)
-    coverage, own = (
-        words.coverage(bm25_),
-        words.coverage(bm25(row["found"] or "", float(row["length"] or 0.0), words, own=True)),
-    )
+    bm25_, own_bm25 = bm25(row["found"] or "", float(row["length"] or 0.0), words)
+    coverage, own = words.coverage(bm25_), words.coverage(own_bm25)
     cosine = float(row["cosine"]) if row["cosine"] is not None else 0.0
     closeness = min(max((cosine - floor) / (1 - floor), 0.0), 1.0)
     # what the neighbours' words add: they find a reply, but alone they must not make an unrelated note

@@ -49,6 +49,15 @@ class MemorySettings(BaseSettings):
         ),
     )
     embedding_batch_max: int = Field(default=64, ge=1, le=1024, description="local: at most this many texts a batch.")
+    embedding_threads: int = Field(
+        default=0,
+        ge=0,
+        le=256,
+        description=(
+            "local: the model's threads for one batch (0: one per core). 1 costs about a third less CPU a text when "
+            "the cores are busy with the hub's own work (many clients); 0 is faster alone and among other processes."
+        ),
+    )
     cortex_default_namespace: str = "default"
     cortex_max_content_chars: int = Field(
         default=10_000,

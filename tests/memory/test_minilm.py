@@ -40,6 +40,13 @@ def test_the_onnx_model_embeds_like_sentence_transformers_across_batches_and_len
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
 
 
+def test_the_vectors_are_the_very_same_whatever_the_number_of_threads(cache_dir: Path):
+    """FROBOZZ_EMBEDDING_THREADS: a memory stored with one count is found alike with another."""
+    one = _minilm.load(cache_dir, threads=1).encode(TEXTS)
+    assert np.array_equal(one, _minilm.load(cache_dir).encode(TEXTS))
+    assert np.array_equal(one, _minilm.load(cache_dir, threads=2).encode(TEXTS))
+
+
 def test_an_empty_list_embeds_to_nothing(cache_dir: Path):
     assert _minilm.load(cache_dir).encode([]).shape == (0, _minilm.DIM)
 

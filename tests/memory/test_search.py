@@ -3,6 +3,7 @@
 import pytest
 
 from frobozz.memory import MemoryStoreError
+from frobozz.memory._search import Words, bm25
 
 pytestmark = pytest.mark.anyio
 NOTES = [
@@ -70,3 +71,13 @@ async def test_without_context_a_note_is_found_by_its_own_words_and_not_by_its_n
     assert len(in_context) >= 2
     assert [h.memory.content for h in likely] == ["In the Kitchen, the brown sack holds garlic."]
     assert [h.memory.content for h in alone] == ["In the Kitchen, the brown sack holds garlic."]
+
+
+def test_a_memorys_own_words_score_as_if_its_neighbours_words_were_not_there():
+    """One reading of the positions gives both BM25 scores: the own one ignores the neighbours' (B, C) marks."""
+    words = Words(memories=40, own_length=9.0, idf={"lamp": 2.0, "troll": 1.0}, counts={"lamp": 3, "troll": 9})
+    with_context, own = bm25("'lamp':3A,9B,12 'troll':4C", 30.0, words)
+    assert own == bm25("'lamp':3A,12", 30.0, words)[0] == bm25("'lamp':3A,12", 30.0, words)[1]
+    assert with_context > own > 0
+    assert bm25("'troll':4C,7B", 30.0, words)[1] == 0.0
+    assert bm25("", 30.0, words) == (0.0, 0.0)
