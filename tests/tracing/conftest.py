@@ -19,6 +19,7 @@ from frobozz._children import dying_with_parent
 
 ROOT = Path(__file__).resolve().parents[2]
 START = 300  # seconds Phoenix may take to start on a loaded machine (its first start migrates its database)
+SETUP = 240  # seconds a test waits for bin/test's Phoenix install still under way (within pytest's 300 s timeout)
 
 
 def _free_port() -> int:
@@ -27,9 +28,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_for_the_install() -> None:
+    """bin/test installs Phoenix while the suite runs; FROBOZZ_PHOENIX_SETUP names the file its exit code
+    appears in when the install ends (the tracing tests come late in the suite: they seldom wait)."""
+    status = os.environ.get("FROBOZZ_PHOENIX_SETUP")
+    if not status:
+        return
+    deadline = time.monotonic() + SETUP
+    while not os.path.exists(status):
+        if time.monotonic() > deadline:
+            pytest.fail(f"Phoenix's install by bin/test (scripts/phoenix) has not ended after {SETUP} s")
+        time.sleep(0.5)
+    code = Path(status).read_text().strip()
+    if code != "0":
+        pytest.fail(f"installing Phoenix failed (scripts/phoenix exited {code}; bin/test shows its output at the end)")
+
+
 @pytest.fixture(scope="session")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Phoenix's base URL: OTLP/HTTP at /v1/traces, spans read back from /v1/projects/NAME/spans."""
+    _wait_for_the_install()
     exe = os.environ.get("FROBOZZ_PHOENIX") or str(ROOT / ".venv-phoenix" / "bin" / "phoenix")
     if not shutil.which(exe):
         pytest.fail("the tracing tests need Arize Phoenix: run scripts/phoenix (bin/test does)")

@@ -6,13 +6,16 @@ with the database away an act answers without them."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import anyio
 
 from frobozz.games import memory_queries
-from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, Recall, memory_line, quietly
 
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from frobozz.memory import MemoryService, Recall
 
 log = logging.getLogger("frobozz.servers.game")
 LIMIT = 3  # memories with one answer
@@ -36,6 +39,9 @@ class MoveRecall:
         try:
             if not self.enabled:
                 return
+            # memory (numpy, the embedder, asyncpg: ~0.2 s of CPU) is imported only by a server that recalls
+            from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, Recall
+
             service = self._service = MemoryService(MemorySettings())
             try:
                 store = await service.store()
@@ -55,6 +61,8 @@ class MoveRecall:
             await self._started.wait()
         if self._recall is None or self.session_id is None or self.namespace is None:
             return []
+        from frobozz.memory import memory_line, quietly
+
         queries = memory_queries(location, text)
         if not queries:
             return []

@@ -13,14 +13,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import asyncpg
 
 from frobozz._files import atomic_write
 from frobozz.games import GameError, GameLibrary, GameSession, StoryInfo, Turn, read_story, replay_journal
-from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemorySettings, migrated_pool
+
+if TYPE_CHECKING:
+    from frobozz.memory import MemorySettings
 
 SHARED_UNDO = 10  # turns undo can reach back after another process picks a session up (~19 kB each)
 
@@ -107,6 +109,8 @@ class DatabaseShare:
     async def _open(self) -> asyncpg.Pool:
         async with self._opening:
             if self._pool is None:
+                from frobozz.memory import DatabaseError, migrated_pool
+
                 try:
                     self._pool = await migrated_pool(self.memory, __package__, "game_migrations", size=8)
                 except DatabaseError as e:
@@ -188,6 +192,8 @@ class DatabaseShare:
 
 @asynccontextmanager
 async def _database_errors() -> AsyncIterator[None]:
+    from frobozz.memory import DATABASE_ERRORS
+
     try:
         yield
     except DATABASE_ERRORS as e:
@@ -199,6 +205,9 @@ def share_for(settings: Any, library: GameLibrary) -> Share | None:
     (FROBOZZ_DATABASE_URL), or the data directory."""
     if not settings.game_shared_sessions:
         return None
+    # memory (numpy, the embedder: ~0.2 s of CPU) is imported only by a server whose sessions are shared
+    from frobozz.memory import MemorySettings
+
     memory = MemorySettings()
     if memory.database_url is not None:
         return DatabaseShare(memory, library)
