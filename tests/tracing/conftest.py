@@ -19,7 +19,15 @@ from frobozz._children import dying_with_parent
 
 ROOT = Path(__file__).resolve().parents[2]
 START = 300  # seconds Phoenix may take to start on a loaded machine (its first start migrates its database)
-SETUP = 240  # seconds a test waits for bin/test's Phoenix install still under way (within pytest's 300 s timeout)
+SETUP = 240  # seconds a test waits for bin/test's Phoenix install still under way
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """pytest-timeout counts a test's fixtures too: the first test to use Phoenix may wait for its install and
+    its first start (migrations) before its own body, so it gets those limits on top of the suite's 300 s."""
+    for item in items:
+        if "phoenix" in getattr(item, "fixturenames", ()) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SETUP + START + 300))
 
 
 def _free_port() -> int:
