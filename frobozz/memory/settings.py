@@ -54,8 +54,8 @@ class MemorySettings(BaseSettings):
         ge=0,
         le=256,
         description=(
-            "local: the model's threads for one batch (0: one per core). 1 costs about a third less CPU a text when "
-            "the cores are busy with the hub's own work (many clients); 0 is faster alone and among other processes."
+            "local: the model's threads for one batch (0: one per core). 1 costs less CPU a text when many clients "
+            "keep every core busy, but served fewer operations a second in bench/cortex_load.py, even when quiet."
         ),
     )
     cortex_default_namespace: str = "default"
