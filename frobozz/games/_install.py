@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from frobozz._files import atomic_write
 
 from ._catalogue import CATALOGUE, CatalogueEntry
 from ._story import MAX_STORY_BYTES, StoryInfo, parse_story, read_story
 from .exceptions import InstallError, StoryFileError
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def catalogue_entry(name: str) -> CatalogueEntry:
@@ -23,6 +25,8 @@ def catalogue_entry(name: str) -> CatalogueEntry:
 
 async def download(url: str, *, client: httpx.AsyncClient | None = None, timeout: float = 30.0) -> bytes:  # noqa: ASYNC109 - httpx's own, per read
     """The body at `url`, refused past MAX_STORY_BYTES without reading the rest."""
+    import httpx  # here, not at the top: the interpreter's worker process imports this package and never downloads
+
     own = client is None
     client = client or httpx.AsyncClient(timeout=timeout, follow_redirects=True)
     try:
