@@ -7,11 +7,12 @@ import json
 import logging
 import warnings
 from importlib import resources
-from pathlib import Path
 
 import anyio
 import asyncpg
 from pgvector.asyncpg import register_vector
+
+from frobozz._pgguard import forget_dead_handles, guard, stop_if_unused
 
 from .exceptions import DatabaseError
 from .settings import MemorySettings
@@ -47,27 +48,8 @@ def embedded_url(settings: MemorySettings) -> str:
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
         server = get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
     if started_here:
-        from ._guard import guard
-
         guard(server.pgdata)  # and stops it if the command is killed before its exit handler can
     return server.get_uri()
-
-
-def forget_dead_handles(postgres_dir: Path) -> None:
-    """pgserver keeps the pids of the processes using its server in a file, and stops the server when the
-    last one leaves; a process that died without its exit handlers (SIGKILL, SIGTERM) stays listed for
-    ever, so the last never leaves. The dead are taken off the list."""
-    import psutil
-
-    handles = postgres_dir / ".handle_pids.json"
-    try:
-        pids = json.loads(handles.read_text())
-    except (OSError, ValueError):
-        return
-    if isinstance(pids, list):
-        alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
-        if alive != pids:
-            handles.write_text(json.dumps(alive))
 
 
 def stop_embedded(settings: MemorySettings, *, delete: bool = False) -> None:
@@ -104,8 +86,6 @@ def embedded_users(settings: MemorySettings) -> list[int] | None:
 def stop_embedded_unused(settings: MemorySettings) -> bool:
     """Stop the embedded Postgres when no live process holds it (as the guard of a one-shot command does);
     whether it was stopped."""
-    from ._guard import stop_if_unused
-
     return stop_if_unused(settings.postgres_dir)
 
 

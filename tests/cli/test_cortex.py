@@ -162,7 +162,7 @@ def holding_export(frobozz_env, tmp_path):
     postmaster = frobozz_env / "postgres" / "postmaster.pid"
 
     def guard() -> psutil.Process | None:
-        found = [p for p in psutil.Process(command.pid).children() if "memory._guard" in " ".join(command_line(p))]
+        found = [p for p in psutil.Process(command.pid).children() if "frobozz._pgguard" in " ".join(command_line(p))]
         return found[0] if found and postmaster.exists() else None
 
     async def started() -> psutil.Process:
