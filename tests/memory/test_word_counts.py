@@ -1,14 +1,14 @@
 """The word statistics as deltas (migration 009): no store waits for another's, and search scores exactly as
 it did when the counts were rows that every store updated (migration 008)."""
 
-import secrets
+from collections.abc import Iterator
 
 import anyio
 import pytest
 
 from frobozz.memory import MemoryService, MemorySettings, MemoryStore
 from frobozz.memory._database import _migrations, connect
-from tests.conftest import database_url
+from tests.conftest import database_url, fresh_database
 
 pytestmark = pytest.mark.anyio
 
@@ -50,10 +50,11 @@ SELECT (SELECT array_agg((namespace, n, length)::text ORDER BY namespace) FROM (
             WHERE deleted_at IS NULL GROUP BY 1, 2) t)"""
 
 
-def _settings(postgres) -> MemorySettings:
-    name = f"t_{secrets.token_hex(6)}"
-    postgres.psql(f"CREATE DATABASE {name};")
-    return MemorySettings(database_url=database_url(postgres, name))
+@pytest.fixture
+def two_databases(postgres) -> Iterator[tuple[MemorySettings, ...]]:
+    """Settings on two fresh databases of the test's own (the shared fixture gives one)."""
+    with fresh_database(postgres) as one, fresh_database(postgres) as other:
+        yield tuple(MemorySettings(database_url=database_url(postgres, name)) for name in (one, other))
 
 
 async def _migrated_to(pool, last: int) -> None:
@@ -104,13 +105,12 @@ async def _statistics(store: MemoryStore) -> tuple[list[str], list[str]]:
         return await c.fetchval(KEPT), await c.fetchval(COUNTED)
 
 
-async def test_search_scores_the_same_from_counted_rows_deltas_folded_totals_and_both(postgres):
+async def test_search_scores_the_same_from_counted_rows_deltas_folded_totals_and_both(two_databases):
     """The same memories in two databases: one filled at migration 008 (every store updating the count rows)
     and then upgraded, one at 009 (deltas), searched unfolded, half folded and folded. Every ranked id, score
     and score part is the same, to the last digit."""
     with anyio.fail_after(600):
-        old = MemoryService(_settings(postgres))
-        new = MemoryService(_settings(postgres))
+        old, new = (MemoryService(settings) for settings in two_databases)
         pool = await connect(old.settings.database_url.get_secret_value(), 2)
         try:
             await _migrated_to(pool, 8)
