@@ -113,7 +113,14 @@ class Agent:
                 for session in held:
                     token = session.relay.token
                     session.disown()  # nothing more said here; the next instance takes the turn over
-                    await session.release()
+                    with anyio.move_on_after(self.settings.shutdown_timeout) as bounded:
+                        await session.release()
+                    if bounded.cancelled_caught:  # its claude is stopped below, with the service's task group
+                        log.warning(
+                            "session %s: its claude did not close within %g s",
+                            session.id,
+                            self.settings.shutdown_timeout,
+                        )
                     if token is not None and self.leases is not None:
                         with anyio.move_on_after(5):
                             await self.leases.release(session.id, token, force=True)  # handed over at once

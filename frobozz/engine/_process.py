@@ -195,12 +195,13 @@ class CLIProcess:
         if process is None:
             return None
         with anyio.CancelScope(shield=True):
-            async with self._write_lock:
-                if process.stdin is not None:
-                    try:
-                        await process.stdin.aclose()
-                    except (anyio.BrokenResourceError, OSError):
-                        pass
+            with anyio.move_on_after(timeout):  # a write stuck on a full pipe must not hold the close up
+                async with self._write_lock:
+                    if process.stdin is not None:
+                        try:
+                            await process.stdin.aclose()
+                        except (anyio.BrokenResourceError, OSError):
+                            pass
             with anyio.move_on_after(timeout):
                 await process.wait()
             if process.returncode is None:

@@ -79,7 +79,7 @@ async def test_a_session_with_memory_counts_its_sidecars_against_max_live(make_a
 
 
 async def test_a_new_session_s_first_message_is_answered_by_the_claude_started_when_the_session_was_made(make_agent):
-    async with make_agent() as agent:
+    async with make_agent(warm_spare=True) as agent:
         session = await agent.create_session("alice/notes")
         with anyio.fail_after(120):
             await agent.spare.wait_ready()  # started while the user writes the first message
@@ -94,7 +94,7 @@ async def test_a_new_session_s_first_message_is_answered_by_the_claude_started_w
 
 
 async def test_the_spare_counts_under_max_live_and_is_let_go_before_a_session(make_agent):
-    async with make_agent(max_live=1) as agent:
+    async with make_agent(max_live=1, warm_spare=True) as agent:
         first = await agent.create_session("alice/one")
         await turn(agent, first, "one")  # took the spare; no room for another under max_live=1
         assert agent.spare.live == 0
@@ -104,10 +104,25 @@ async def test_the_spare_counts_under_max_live_and_is_let_go_before_a_session(ma
 
 
 async def test_a_session_with_memory_takes_the_spare_for_its_loop_s_claude(make_agent):
-    async with make_agent() as agent:
+    async with make_agent(warm_spare=True) as agent:
         session = await agent.create_session("alice/notes", memory={"namespace": "house"})
         with anyio.fail_after(120):
             await agent.spare.wait_ready()
         waiting = agent.spare._ready.pid
         events = await turn(agent, session, "hello")
         assert isinstance(events[-1], Done) and (await agent.session(session)).engine.pid == waiting
+
+
+async def test_a_session_whose_claude_will_not_close_does_not_hold_the_service_s_shutdown_up(make_agent, monkeypatch):
+    with anyio.fail_after(120):  # (unbounded, the shutdown's shield would outlast this too: pytest's timeout ends it)
+        async with make_agent(shutdown_timeout=0.5) as agent:
+            session = await agent.create_session("alice/notes")
+            await turn(agent, session, "hello")
+            live = await agent.session(session)
+            pid = live.engine._process.pid
+
+            async def stuck() -> None:  # as a claude whose close never ends would be
+                await anyio.sleep_forever()
+
+            monkeypatch.setattr(live, "release", stuck)
+    assert not alive(pid)  # stopped with the service's task group instead
