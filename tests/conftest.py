@@ -18,6 +18,7 @@ import pytest
 from frobozz.engine import EngineOptions
 from frobozz.engine.testing import ScriptedModel
 from frobozz.games import GamesSettings
+from tests.imapserver import start_imap
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -203,7 +204,6 @@ def make_options(claude_home: Path) -> Callable[..., EngineOptions]:
 @pytest.fixture(scope="session")
 def imap_server():
     """One real IMAP server (dovecot on loopback) for the session; each test adds a user of its own."""
-    from tests.imapserver import start_imap
 
     server = start_imap()
     yield server

@@ -70,6 +70,9 @@ def roots(open_dir: Path) -> tuple[Path, Path]:
 @pytest.fixture
 def make_agent(scripted, roots, cortex_settings, claude_home):
     def make(home: Path | None = None, memory_servers=None, **settings) -> Agent:
+        """`warm_spare` is off unless a test asks for it (the spare's own tests, in test_lifecycle.py): a spare
+        nobody takes is a claude started, rehearsed and closed for nothing, twice a test."""
+        settings.setdefault("warm_spare", False)
         root, platform = roots
         env = {**scripted.env(), "HOME": str(home or claude_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
         return Agent(

@@ -17,6 +17,7 @@ from frobozz._loopback import LoopbackServer
 from frobozz.agent import create_app
 from frobozz.servers._auth import BearerToken
 from tests.waiting import eventually
+from tests.web.test_app import _admin
 
 pytestmark = pytest.mark.anyio
 TOKEN = "agent-test-token-0123456789"
@@ -262,7 +263,6 @@ async def test_a_scoped_token_uses_only_the_workspaces_of_the_users_its_grant_na
 async def test_a_database_that_goes_away_is_a_503_that_says_so_and_once_back_the_service_recovers_with_nothing_lost(
     make_agent, postgres, cortex_settings
 ):
-    from tests.web.test_app import _admin  # the database taken away and given back, as the web view's test does
 
     name = cortex_settings.database_url.get_secret_value().partition("?")[0].rsplit("/", 1)[1]
     with Service(make_agent()) as client:

@@ -18,6 +18,7 @@ import pytest
 from frobozz.engine.testing import ScriptedModel
 from tests.agent.conftest import model_reply
 from tests.agent.test_http import sse
+from tests.agent.test_notify import Receiver
 from tests.cli.test_web import free_port
 from tests.conftest import other_accounts_can_run_claude
 from tests.orphans import command_line, descendants
@@ -247,7 +248,6 @@ async def test_max_live_holds_on_each_instance_and_a_full_one_leaves_new_turns_t
 async def test_a_webhook_delivery_its_instance_died_making_is_made_by_another_from_the_outbox(cluster, cortex_settings):
     """The receiver holds A's first try; A is killed -9; B, started after, finds the row in the outbox once A's
     claim lapses and delivers it, signed, once."""
-    from tests.agent.test_notify import Receiver
 
     receiver, tries = Receiver(), []
     receiver.hold = True  # the first try hangs, as if the network were slow when its instance died

@@ -13,6 +13,7 @@ import pytest
 from frobozz._loopback import LoopbackServer
 from frobozz.agent import Done, InputError, create_app
 from tests.agent.test_agent import turn
+from tests.agent.test_images import images_in, png
 from tests.conftest import python_for_any_account
 from tests.waiting import eventually
 
@@ -128,7 +129,6 @@ async def test_a_token_that_may_not_write_the_namespace_gets_403_and_one_that_ma
 async def test_with_memory_on_a_message_with_an_image_is_archived_with_the_image_noted_and_reaches_the_model(
     make_agent, memory_service, scripted
 ):
-    from tests.agent.test_images import images_in, png
 
     picture = png(3, 2)
     async with make_agent() as agent:

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+from tests.otlp import receiver
+
 
 def doctor(env):
     return subprocess.run(
@@ -113,7 +115,6 @@ def test_the_tracing_endpoint_is_said_to_take_spans_to_be_down_or_to_be_misconfi
     import pytest
 
     from frobozz.cli._doctor import Problem, check_tracing
-    from tests.otlp import receiver
 
     for name in [k for k in os.environ if k.startswith("OTEL_")]:
         monkeypatch.delenv(name)

@@ -11,6 +11,7 @@ import pytest
 
 from frobozz.engine.testing import ScriptedModel
 from frobozz.runner._prompts import turn_in
+from tests.httpserver import serve
 from tests.orphans import descendants, still_running
 
 
@@ -142,7 +143,6 @@ def test_a_catalogued_game_that_is_missing_is_installed_before_play(tmp_path):
     from frobozz.cli._play import ensure_game
     from frobozz.games import GamesSettings
     from tests.conftest import ZORK1_R119
-    from tests.httpserver import serve
 
     settings = GamesSettings(games_dir=tmp_path / "empty", data_dir=tmp_path / "data")
     with serve({"/zork1.z3": (200, ZORK1_R119.read_bytes())}) as base:

@@ -17,6 +17,7 @@ from frobozz.engine.testing import ScriptedModel
 from frobozz.servers._http import hub_app
 from frobozz.web import create_app
 from tests.agent.conftest import ACCOUNTS, model_reply
+from tests.agent.test_images import png
 from tests.web.conftest import TOKEN, screenshot
 
 
@@ -97,7 +98,6 @@ def test_the_chat_page_without_the_agent_service_says_how_to_serve_it(page, site
 
 
 def test_an_image_attached_on_the_chat_page_reaches_the_model_and_a_fake_one_is_refused_clearly(browser, hub, tmp_path):
-    from tests.agent.test_images import png
 
     (tmp_path / "lamp.png").write_bytes(png())
     (tmp_path / "fake.png").write_bytes(b"<svg>not a png</svg>")
