@@ -22,6 +22,7 @@ from . import _search
 from ._embeddings import Embedder
 from ._records import COLUMNS, CURRENT, Hit, Memory, content_hash, described, image_hash, memory
 from ._search import Mode
+from ._settling import Settler
 from .exceptions import DatabaseError, EmbeddingMismatchError, MemoryStoreError
 
 log = logging.getLogger("frobozz.memory")
@@ -71,6 +72,7 @@ class MemoryStore:
         self.default_namespace = default_namespace
         self.max_chars = max_chars
         self.cosine_floor = cosine_floor
+        self._settler = Settler(self._settle)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[PoolConnectionProxy]:
@@ -168,22 +170,27 @@ class MemoryStore:
                 if row is None:  # and forgotten since
                     raise MemoryStoreError("the same memory was stored and forgotten meanwhile; try again")
                 return memory(row), row["id"]
-            # then its words in its neighbours' context, taking turns with the namespace's other writers (009).
-            # The memory is kept already: a failure or a cancel here must not say otherwise (a retry would find
-            # it a duplicate of itself); what is left undone, the store's next opening heals.
-            with anyio.CancelScope(shield=True):
-                try:
-                    await c.execute(SETTLE, ns, [row["id"]])
-                    if row["id"] % FOLD_EVERY == 0:
-                        await c.execute(FOLD)
-                except (*_DOWN, asyncpg.PostgresError) as e:
-                    log.warning(
-                        "memory %s is stored; its words in its neighbours' context are not yet (%s): healed when "
-                        "the store is next opened",
-                        row["id"],
-                        type(e).__name__,
-                    )
+        # then its words in its neighbours' context, taking turns with the namespace's other writers (009), as one
+        # call with the stores that arrive meanwhile (`Settler`). The memory is kept already: a failure or a cancel
+        # here must not say otherwise (a retry would find it a duplicate of itself); what is left undone, the
+        # store's next opening heals.
+        await self._settler.settle(ns, row["id"])
         return memory(row), None
+
+    async def _settle(self, namespace: str, ids: list[int]) -> None:
+        """Stored memories' words into their neighbours' context (a batch of one namespace, from `Settler`)."""
+        try:
+            async with self.connection() as c:
+                await c.execute(SETTLE, namespace, sorted(ids))
+                if any(i % FOLD_EVERY == 0 for i in ids):
+                    await c.execute(FOLD)
+        except (*_DOWN, DatabaseError, asyncpg.PostgresError) as e:
+            said = (
+                f"memory {ids[0]} is stored; its words in its neighbours'"
+                if len(ids) == 1
+                else f"memories {', '.join(map(str, ids))} are stored; their words in their neighbours'"
+            )
+            log.warning("%s context are not yet (%s): healed when the store is next opened", said, type(e).__name__)
 
     async def update(self, memory_id: int, content: str | None, metadata: dict[str, Any] | None) -> Memory:
         """A new text never overwrites: it supersedes the memory (the old version is kept as history, and
