@@ -161,9 +161,9 @@ class AgentSession:
         async for message_id, text, files in self._queue_out:
             self._busy = True
             self.current = message_id
-            self.relay.publish(Status(state="streaming", message_id=message_id))
             try:
-                await self.on_message(self, "user", text)
+                await self.on_message(self, "user", text)  # in the history before any tab hears of the turn:
+                self.relay.publish(Status(state="streaming", message_id=message_id))  # tabs read it on this
                 if self.engine is None:
                     await acquire(self)  # reserves room for this session's claudes until they are up
                     try:

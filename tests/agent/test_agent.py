@@ -53,6 +53,35 @@ async def test_a_turn_streams_true_deltas_then_done_and_the_status_goes_idle_str
     assert listed["status"] == "idle" and listed["cost_usd"] > 0
 
 
+async def test_a_turn_is_said_to_stream_only_once_its_message_is_in_the_history(agent, monkeypatch):
+    """Tabs read the history when they hear `streaming`: a message stored after it would be missing there."""
+    session = await agent.create_session("alice/notes")
+    live = await agent.session(session)
+    happened = []
+    add_message, publish = agent.store.add_message, live.relay.publish
+
+    async def stored(session_id, role, content, message_id):
+        await add_message(session_id, role, content, message_id)
+        happened.append(f"stored {role}")
+
+    def published(event):
+        if isinstance(event, Status):
+            happened.append(event.state)
+        return publish(event)
+
+    monkeypatch.setattr(agent.store, "add_message", stored)
+    monkeypatch.setattr(live.relay, "publish", published)
+    message_id = await agent.post_message(live, "hello there")
+    with anyio.fail_after(60):
+        async for logged in live.relay.follow():
+            if isinstance(logged.event, Status) and logged.event.state == "streaming":
+                assert logged.event.message_id == message_id
+                assert [m["content"] for m in await agent.messages(session) if m["role"] == "user"] == ["hello there"]
+            if isinstance(logged.event, Done):
+                break
+    assert happened == ["stored user", "streaming", "stored agent", "idle"]
+
+
 async def test_each_turn_costs_what_it_added_not_claudes_running_total(agent):
     """claude's `total_cost_usd` is a running total: two like turns cost alike, and add up."""
     session = await agent.create_session("alice/notes")

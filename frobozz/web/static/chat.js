@@ -112,12 +112,15 @@
     error: (d) => say(d.message),
   };
   const events = new EventSource(`${base}/sessions/${session}/events`);
+  let handled = Promise.resolve();  // one event after the other: the user's message shows before the answer
   for (const [name, handle] of Object.entries(handlers)) {
-    events.addEventListener(name, async (e) => {
-      const data = JSON.parse(e.data);
-      if (name === "status" && data.state === "streaming") await userMessages().catch((error) => say(error.message));
-      handle(data);
-      root.dataset.lastEvent = e.lastEventId;
+    events.addEventListener(name, (e) => {
+      handled = handled.then(async () => {
+        const data = JSON.parse(e.data);
+        if (name === "status" && data.state === "streaming") await userMessages().catch((error) => say(error.message));
+        handle(data);
+        root.dataset.lastEvent = e.lastEventId;
+      }).catch((error) => say(error.message));
     });
   }
   events.onerror = () => { if (events.readyState === EventSource.CLOSED) say("the session's events stopped; reload to follow it again"); };
