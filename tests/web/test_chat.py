@@ -84,7 +84,8 @@ def test_two_tabs_on_one_session_stream_the_same_turn_and_a_question_answered_in
         assert tab.inner_text("details.tool summary") == "tool AskUserQuestion"
         assert '"Which colour for the lamp?"="Blue"' in tab.inner_text(".msg.agent.done >> nth=1")
         assert tab.eval_on_selector_all(".msg.user", "ms => ms.map(m => m.textContent)") == ["hello there", "ask me"]
-        assert tab.eval_on_selector_all(".msg", "ms => ms.map(m => m.classList[1])") == ["user", "agent", "user", "agent"]
+        order = tab.eval_on_selector_all(".msg", "ms => ms.map(m => m.classList[1])")
+        assert order == ["user", "agent", "user", "agent"]  # each message before its answer
     screenshot(one, tmp_path / "chat-one.png")
     screenshot(two, tmp_path / "chat-two.png")
     context.close()
