@@ -113,9 +113,7 @@ class Agent:
                 for session in held:
                     token = session.relay.token
                     session.disown()  # nothing more said here; the next instance takes the turn over
-                    with anyio.move_on_after(self.settings.shutdown_timeout) as bounded:
-                        await session.release()
-                    if bounded.cancelled_caught:  # its claude is stopped below, with the service's task group
+                    if not await session.release(self.settings.shutdown_timeout):  # stopped below, with the tg
                         log.warning(
                             "session %s: its claude did not close within %g s",
                             session.id,

@@ -239,11 +239,15 @@ class AgentSession:
         if self.engine is None:
             raise failure[0] if failure else RuntimeError("claude did not start")
 
-    async def release(self) -> None:
-        """Let this session's claude go (it resumes on the next message)."""
+    async def release(self, timeout: float = math.inf) -> bool:  # noqa: ASYNC109 - the wait is shielded
+        """Let this session's claude go (it resumes on the next message). The wait for it to close is shielded
+        (a cancelled caller must not leave it half closed), so a bound is given here: False when it had not
+        closed within `timeout` seconds (the caller's task group is then what stops it)."""
         self._stop.set()
-        with anyio.CancelScope(shield=True):
-            await self._engine_done.wait()
+        done = self._engine_done
+        with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):
+            await done.wait()
+        return done.is_set()
 
     def _options(self, servers: dict[str, Any]) -> EngineOptions:
         opts = self.record.options

@@ -119,6 +119,10 @@ class Engine:
         try:
             await self.close()
         finally:
+            process, self._process = self._process, None
+            if process is not None:  # the close did not end (cancelled): claude must not outlive its engine
+                process.kill()
+                await process.close(1)  # (shielded) reaped
             assert self._tg is not None
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
