@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import struct
 import subprocess
@@ -17,6 +18,7 @@ from .._children import dying_with_parent
 from .exceptions import GameError, InterpreterCrashedError
 
 _LEN = struct.Struct(">I")
+WORKER = os.path.join(os.path.dirname(__file__), "_worker.py")  # run as a script: see its docstring
 _STDERR_TAIL = 4000
 
 
@@ -39,7 +41,7 @@ class WorkerProcess:
 
     async def start(self) -> None:
         self._process = await anyio.open_process(
-            dying_with_parent([sys.executable, "-m", "frobozz.games._worker"]),
+            dying_with_parent([sys.executable, "-P", WORKER]),  # -P: its folder is not put on sys.path
             cwd=self._scratch.name,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
