@@ -161,9 +161,11 @@ class AgentSession:
         async for message_id, text, files in self._queue_out:
             self._busy = True
             self.current = message_id
+            begun = False
             try:
                 await self.on_message(self, "user", text)  # in the history before any tab hears of the turn:
                 self.relay.publish(Status(state="streaming", message_id=message_id))  # tabs read it on this
+                begun = True
                 if self.engine is None:
                     await acquire(self)  # reserves room for this session's claudes until they are up
                     try:
@@ -175,6 +177,8 @@ class AgentSession:
                 if not self.relay.closed:  # (a session closed mid-turn ends its turn this way: nothing to say)
                     if self.owned:
                         log.exception("session %s: the turn failed", self.id)
+                    if not begun:  # (the message was not kept) a turn's events still begin with its status
+                        self.relay.publish(Status(state="streaming", message_id=message_id))
                     self.relay.publish(Error(message=f"{type(e).__name__}: {e}"))
                     self.relay.publish(Status(state="idle", message_id=message_id))
                 await self.release()

@@ -82,6 +82,18 @@ async def test_a_turn_is_said_to_stream_only_once_its_message_is_in_the_history(
     assert happened == ["stored user", "streaming", "stored agent", "idle"]
 
 
+async def test_a_message_the_history_cannot_keep_ends_its_turn_with_the_reason(agent, monkeypatch):
+    session = await agent.create_session("alice/notes")
+
+    async def refused(*args):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(agent.store, "add_message", refused)
+    events = await turn(agent, session, "hello there")
+    assert [type(e).__name__ for e in events] == ["Status", "Error", "Status"]
+    assert "the database went away" in events[1].message and events[-1].state == "idle"
+
+
 async def test_each_turn_costs_what_it_added_not_claudes_running_total(agent):
     """claude's `total_cost_usd` is a running total: two like turns cost alike, and add up."""
     session = await agent.create_session("alice/notes")
