@@ -109,19 +109,9 @@ class Agent:
         self._closing = True
         try:
             with anyio.CancelScope(shield=True):
-                held = [s for s in self._live.values() if s.owned]
-                for session in held:
-                    token = session.relay.token
-                    session.disown()  # nothing more said here; the next instance takes the turn over
-                    if not await session.release(self.settings.shutdown_timeout):  # stopped below, with the tg
-                        log.warning(
-                            "session %s: its claude did not close within %g s",
-                            session.id,
-                            self.settings.shutdown_timeout,
-                        )
-                    if token is not None and self.leases is not None:
-                        with anyio.move_on_after(5):
-                            await self.leases.release(session.id, token, force=True)  # handed over at once
+                async with anyio.create_task_group() as tg:  # all at once, within one bound
+                    for session in [s for s in self._live.values() if s.owned]:
+                        tg.start_soon(self._hand_over, session)
                 for session in list(self._live.values()):
                     session.relay.close()
         finally:
@@ -135,6 +125,25 @@ class Agent:
             if self.store is not None:
                 await self.store.aclose()
             await self.memory_service.aclose()
+
+    async def _hand_over(self, session: AgentSession) -> None:
+        """At shutdown: a held session's claudes closed (within the bound), then its lease handed over at once,
+        so the next instance takes its turn over; a claude still running keeps the lease until it lapses
+        (no other instance resumes a transcript that is still being written), and is stopped with the tg."""
+        token = session.relay.token
+        session.disown()  # nothing more said here
+        if not await session.release(self.settings.shutdown_timeout):
+            log.warning(
+                "session %s: its claude did not close within %g s: stopped, its lease left to lapse",
+                session.id,
+                self.settings.shutdown_timeout,
+            )
+        elif token is not None and self.leases is not None:
+            try:
+                with anyio.move_on_after(5):
+                    await self.leases.release(session.id, token, force=True)
+            except DatabaseError as e:
+                log.warning("session %s: its lease is not handed over (%s); it lapses", session.id, e)
 
     # -- the API --------------------------------------------------------------------------------------
     async def create_session(

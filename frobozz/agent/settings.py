@@ -13,7 +13,7 @@ class AgentSettings(BaseSettings):
     workspaces: Path | None = None  # ROOT: a workspace is ROOT/<user>/<name>
     platform_dir: Path | None = None  # MCP servers and skills every workspace gets
     idle_timeout: float = 600.0  # seconds a session's claude may idle before it is released
-    shutdown_timeout: float = 60.0  # seconds a held session's claudes may take to close at shutdown (then cancelled)
+    shutdown_timeout: float = 60.0  # seconds the held sessions' claudes may take to close at shutdown (then stopped)
     max_live: int = 8  # claude processes at once; the least recently used idle one goes first
     warm_spare: bool = True  # keep the next claude started ahead of need (counted under max_live; let go first)
     question_timeout: float = 600.0  # seconds a question waits for an answer

@@ -174,10 +174,11 @@ class WarmSpare:
         return engine
 
     async def give_back(self, engine: Engine) -> None:
-        """The taker is done: close the claude (shielded), and let its keeper task end."""
+        """The taker is done: close the claude, and let its keeper task end. Not shielded: the keeper owns the
+        engine, so a taker cancelled mid-close leaves the rest of the close to it (and to the spare's exit, which
+        kills a claude whose close does not end), where a shield here would hold the taker for as long."""
         try:
-            with anyio.CancelScope(shield=True):
-                await engine.close()
+            await engine.close()
         finally:
             released = self._released.get(id(engine))
             if released is not None:

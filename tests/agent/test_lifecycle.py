@@ -4,6 +4,7 @@ processes at once (a session with memory counts its sidecars), the least recentl
 import os
 
 import anyio
+import asyncpg
 import pytest
 
 from frobozz.agent import Done
@@ -113,16 +114,27 @@ async def test_a_session_with_memory_takes_the_spare_for_its_loop_s_claude(make_
         assert isinstance(events[-1], Done) and (await agent.session(session)).engine.pid == waiting
 
 
-async def test_a_session_whose_claude_will_not_close_does_not_hold_the_service_s_shutdown_up(make_agent, monkeypatch):
+@pytest.mark.parametrize("warm_spare", [False, True], ids=["own claude", "the spare's claude"])
+async def test_a_session_whose_claude_will_not_close_does_not_hold_the_service_s_shutdown_up(
+    make_agent, monkeypatch, warm_spare, cortex_settings
+):
+    """The claude is stopped with the service; its session's lease is left to lapse, not handed over at once:
+    another instance must not resume a transcript that claude may still be writing."""
     with anyio.fail_after(120):  # (unbounded, the shutdown's shield would outlast this too: pytest's timeout ends it)
-        async with make_agent(shutdown_timeout=0.5) as agent:
+        async with make_agent(shutdown_timeout=0.5, warm_spare=warm_spare) as agent:
             session = await agent.create_session("alice/notes")
             await turn(agent, session, "hello")
             live = await agent.session(session)
             pid = live.engine._process.pid
+            assert (agent.spare.taken if warm_spare else 0) == int(warm_spare)
 
             async def stuck() -> None:  # as a claude whose close never ends would be
                 await anyio.sleep_forever()
 
             monkeypatch.setattr(live.engine, "close", stuck)  # (the release's own wait is shielded: bounded there)
     assert not alive(pid)  # stopped with the service's task group instead
+    connection = await asyncpg.connect(cortex_settings.database_url.get_secret_value())
+    try:
+        assert await connection.fetchval("SELECT count(*) FROM agent_leases WHERE session_id = $1", session) == 1
+    finally:
+        await connection.close()
