@@ -227,6 +227,17 @@ class AgentStore:
 
     async def messages(self, session_id: str) -> builtins.list[dict[str, Any]]:
         rows = await self._do(
-            "fetch", "SELECT n, role, content, at FROM agent_messages WHERE session_id = $1 ORDER BY n", session_id
+            "fetch",
+            "SELECT n, role, content, at, message_id FROM agent_messages WHERE session_id = $1 ORDER BY n",
+            session_id,
         )
-        return [{"id": r["n"], "role": r["role"], "content": r["content"], "time": r["at"].isoformat()} for r in rows]
+        return [  # message_id: the turn's (a user's message's own id; its answer's, the message it answers)
+            {
+                "id": r["n"],
+                "role": r["role"],
+                "content": r["content"],
+                "time": r["at"].isoformat(),
+                "message_id": r["message_id"],
+            }
+            for r in rows
+        ]

@@ -86,6 +86,9 @@ def test_two_tabs_on_one_session_stream_the_same_turn_and_a_question_answered_in
         assert tab.eval_on_selector_all(".msg.user", "ms => ms.map(m => m.textContent)") == ["hello there", "ask me"]
         order = tab.eval_on_selector_all(".msg", "ms => ms.map(m => m.classList[1])")
         assert order == ["user", "agent", "user", "agent"]  # each message before its answer
+    one.reload()  # the whole log replayed: each message still before its answer
+    one.wait_for_selector(".msg.agent.done >> nth=1")
+    assert one.eval_on_selector_all(".msg", "ms => ms.map(m => m.classList[1])") == ["user", "agent", "user", "agent"]
     screenshot(one, tmp_path / "chat-one.png")
     screenshot(two, tmp_path / "chat-two.png")
     context.close()

@@ -6,8 +6,9 @@
   const problem = document.getElementById("problem");
   const say = (text) => { problem.textContent = text; problem.hidden = !text; };
   const api = async (path, body) => {
-    const response = await fetch(base + path, body === undefined ? {} : {
-      method: "POST", headers: {"content-type": "application/json"}, body: JSON.stringify(body)});
+    const signal = AbortSignal.timeout(30000);  // a request that hangs must not hold up the events behind it
+    const response = await fetch(base + path, body === undefined ? {signal} : {
+      signal, method: "POST", headers: {"content-type": "application/json"}, body: JSON.stringify(body)});
     if (response.status === 404 && path === "/sessions") throw new Error("the agent service is not served here: run `frobozz serve all --http --workspaces ROOT`");
     const data = await response.json().catch(() => ({}));
     if (!response.ok) throw new Error(data.error || data.detail || `${response.status}`);
@@ -39,9 +40,11 @@
     if (!bubble) { bubble = add("agent"); bubble.appendChild(document.createElement("span")).className = "text"; }
     return bubble;
   };
-  const userMessages = async () => {  // what the user said (from any tab), in order
+  const userMessages = async (upTo) => {  // what the user said (from any tab), in order, to the turn beginning
     const {messages} = await api(`/sessions/${session}/messages`);
-    for (const m of messages.filter((m) => m.role === "user").slice(shownMessages)) {
+    const said = messages.filter((m) => m.role === "user");
+    const end = said.findIndex((m) => upTo && m.message_id === upTo) + 1 || said.length;  // (a replay: one by one)
+    for (const m of said.slice(shownMessages, end)) {
       add("user", m.content);
       shownMessages += 1;
     }
@@ -117,7 +120,7 @@
     events.addEventListener(name, (e) => {
       handled = handled.then(async () => {
         const data = JSON.parse(e.data);
-        if (name === "status" && data.state === "streaming") await userMessages().catch((error) => say(error.message));
+        if (name === "status" && data.state === "streaming") await userMessages(data.message_id).catch((error) => say(error.message));
         handle(data);
         root.dataset.lastEvent = e.lastEventId;
       }).catch((error) => say(error.message));
