@@ -156,8 +156,10 @@ def tool_handler(commands: list[str], game: str) -> Handler:
             return "Summary: the scripted player is playing through the game tools."
         if "lessons worth keeping" in request.last_user_text():
             return f"The game tools take {len(commands)} commands of the walkthrough."
-        answered = " ".join(text_of(r.get("content")) for r in request.tool_results())
-        if PAUSED in answered:
+        results = request.tool_results()
+        answered = " ".join(text_of(r.get("content")) for r in results)
+        paused = [r for r in results if PAUSED in text_of(r.get("content"))]  # calls that were not made
+        if paused and not request.last_user_text():
             return "Ending my turn, as asked."
         acts = _acts_done(request)
         if HANDOFF_ASK in answered:
@@ -174,7 +176,7 @@ def tool_handler(commands: list[str], game: str) -> Handler:
             )
         session = _latest_session(request)
         slot = _SLOT.search(request.last_user_text())
-        if slot and not request.tool_results():  # told to pick the game up again after a stop
+        if slot and len(paused) == len(results):  # told to pick the game up again after a stop
             return Reply((ToolUse("mcp__game__new_game", {"game": game}),))
         if session is None:
             return Reply((Text("Starting the game."), ToolUse("mcp__game__new_game", {"game": game})))

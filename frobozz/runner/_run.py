@@ -19,7 +19,16 @@ from pydantic import BaseModel, Field
 
 from frobozz import _spans
 from frobozz._mailbox import Mailbox
-from frobozz.engine import EngineOptions, Event, Session, SystemInit, transcript_path
+from frobozz.engine import (
+    EngineOptions,
+    Event,
+    HookInput,
+    HookMatcher,
+    HookOutput,
+    Session,
+    SystemInit,
+    transcript_path,
+)
 from frobozz.engine.scripted import Handler, ScriptedModel
 from frobozz.games import GameError, GameLibrary, GameSession, StoryInfo, by_md5, read_story
 from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryStoreError, TranscriptStore
@@ -36,6 +45,7 @@ from ._store import RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnR
 from .settings import RunnerSettings
 
 log = logging.getLogger("frobozz.runner")
+ENDED = "The run pauses here: it has ended, and this call was not made. End your turn now, without another game call."
 GAME_TOOLS = ("new_game", "act", "look", "inventory", "undo", "save", "restore", "list_saves", "map", "history")
 
 
@@ -319,6 +329,7 @@ async def play(
                 mcp_config=config_,
                 strict_mcp_config=True,
                 allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS] + (TOOLS if memory is not None else []),
+                hooks={**options.hooks, "PreToolUse": [*options.hooks.get("PreToolUse", ()), _no_moves_after(context)]},
             )
         if memory is not None and memory.archive is not None:
             observers.append(memory.archive)
@@ -487,6 +498,19 @@ def _paths(settings: RunnerSettings) -> dict[str, str]:
     if settings.games_dir:
         env["FROBOZZ_GAMES_DIR"] = str(settings.games_dir)
     return env
+
+
+def _no_moves_after(context: RunContext) -> HookMatcher:
+    """A game tool claude calls once the run has ended is refused, and its turn stopped: claude is often
+    mid-turn when a limit ends the run, and each move it went on to make put the game past the run's record
+    (a resume restores the game as the server left it)."""
+
+    async def gate(hook: HookInput) -> HookOutput | None:
+        if not context.finished.is_set():
+            return None
+        return HookOutput(permission="deny", reason=ENDED, stop="the run has ended")
+
+    return HookMatcher([gate], matcher="|".join(f"mcp__game__{t}" for t in GAME_TOOLS))
 
 
 def _game_server_config(settings: RunnerSettings, info: RunInfo, memory_env: dict[str, str]) -> dict:

@@ -2,12 +2,14 @@
 
 import json
 
+import anyio
 import pytest
 
 from frobozz._tasks import both
 from frobozz.engine.testing import Reply, ScriptedModel, Text
 from frobozz.games import GameLibrary, walkthrough_for
 from frobozz.runner import RunConfig, RunFinishedError, RunStore, play
+from frobozz.runner._context import RunContext
 from frobozz.runner._players import text_handler
 from frobozz.runner._prompts import turn_in
 
@@ -148,8 +150,16 @@ async def test_a_tools_mode_run_whose_game_server_cannot_start_fails_saying_so(r
     assert result.reason.startswith("the game server did not start") and "game: failed" in result.reason
 
 
-async def test_a_tools_mode_run_resumes_from_the_game_servers_autosave(runner_settings):
-    first = await play(RunConfig(game="zork1", player="walkthrough", mode="tools", max_turns=6), runner_settings)
+async def test_a_tools_mode_run_resumes_from_the_game_servers_autosave(runner_settings, monkeypatch):
+    committed = RunContext.committed
+
+    async def slowly(self: RunContext) -> None:  # a busy database: claude, mid-turn, goes on meanwhile
+        await anyio.sleep(2)  # (a delay put in, not a wait for something)
+        await committed(self)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(RunContext, "committed", slowly)
+        first = await play(RunConfig(game="zork1", player="walkthrough", mode="tools", max_turns=6), runner_settings)
     assert (first.turns, first.reason) == (6, "max turns")
     resumed = await play(RunConfig(resume=first.run_id, max_turns=12), runner_settings)
     assert (resumed.run_id, resumed.turns, resumed.reason) == (first.run_id, 12, "max turns")
