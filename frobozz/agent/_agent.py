@@ -596,6 +596,13 @@ class Agent:
     async def _claim(self, session_id: str) -> None:
         """Run the session here when no instance does and there is room: catch its log up, say that a turn cut
         short elsewhere was taken over, and answer what waits in its inbox."""
+        # One claim of a session at a time: a message's poster returns only once the claim its own notice started
+        # is through (the session run here, its message queued), not while it is under way, when the session
+        # looked idle to anyone asking (agentapi's status said stable with three messages posted)
+        async with self._syncing.setdefault(f"claim:{session_id}", anyio.Lock()):
+            await self._claim_here(session_id)
+
+    async def _claim_here(self, session_id: str) -> None:
         assert self.leases is not None and self.store is not None and self._tg is not None
         try:
             if self._closing or not self._room():  # closing: its own hand-over's notice must not take it back

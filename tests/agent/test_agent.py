@@ -193,6 +193,38 @@ async def test_a_message_sent_while_a_turn_runs_is_queued_and_answered_after_it(
     assert states == ["idle", "streaming", "idle", "streaming", "idle"]  # one turn after the other, not mixed
 
 
+async def test_a_posted_message_leaves_the_session_busy_even_when_its_notice_claims_the_session_first(
+    agent, monkeypatch
+):
+    """The message's notice (LISTEN/NOTIFY) starts a claim of its own; the poster returns only once it is through:
+    returning sooner, the session looked idle with the message waiting (agentapi took a second one as stable)."""
+    session = await agent.create_session("alice/notes")
+    live = await agent.session(session)
+    acquired = anyio.Event()
+    acquire, post = agent.leases.acquire, agent.leases.post
+
+    async def slow_acquire(session_id):
+        token = await acquire(session_id)
+        if token is not None:
+            acquired.set()
+            await anyio.sleep(0.5)  # the claim under way (a delay put in, not a wait for something)
+        return token
+
+    async def post_then_let_the_notice_claim_first(*args):
+        await post(*args)
+        with anyio.fail_after(30):
+            await acquired.wait()
+
+    monkeypatch.setattr(agent.leases, "acquire", slow_acquire)
+    monkeypatch.setattr(agent.leases, "post", post_then_let_the_notice_claim_first)
+    await agent.post_message(live, "slowly")
+    assert live.owned and live.busy
+    with anyio.fail_after(60):
+        async for logged in live.relay.follow():
+            if isinstance(logged.event, Done):
+                break
+
+
 async def test_after_a_restart_a_message_resumes_the_session_with_its_history_and_its_log(
     make_agent, scripted, tmp_path
 ):
