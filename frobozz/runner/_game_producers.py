@@ -27,13 +27,14 @@ from frobozz.engine import (
     TextBlock,
     UserMessage,
     parse_blocks,
+    text_of,
 )
 from frobozz.games import CommandError, GameError, GameSession, Turn
 
 from ._context import RunContext
 from ._extract import extract_commands
 from ._orient import GameView
-from ._prompts import correction, game_message, status_header
+from ._prompts import PAUSED, correction, game_message, status_header
 from ._run_memory import RunMemory
 
 
@@ -191,6 +192,11 @@ class GameProducer:
             context.own_turn(time.perf_counter() - started)
 
 
+# Game calls that fail one after another before the run gives up: a failed call is not a turn, so neither the turn
+# limit nor the corrections would stop a player that keeps calling a game that is gone, only the time limit
+FAILED_CALLS_LIMIT = 10
+
+
 class ToolWatcher:
     """Observer (tools mode): pairs claude's game tool calls with their results and records each act."""
 
@@ -204,6 +210,7 @@ class ToolWatcher:
         self._texts: list[str] = []
         self._settled = anyio.Event()  # no game call is waiting for its answer
         self.session_id: str | None = None  # the game's, as the game server named it
+        self.failed_calls = 0  # game calls in a row that failed
         self._send: MemoryObjectSendStream[Result]
         self._send, self.turn_ends = anyio.create_memory_object_stream[Result](math.inf)
 
@@ -229,6 +236,8 @@ class ToolWatcher:
         elif isinstance(event, UserMessage):
             for result in event.tool_results:
                 tool, command = self._calls.pop(result.tool_use_id, ("", None))
+                if tool and self._failed(result.is_error, text_of(result.content)):
+                    return
                 state = _state(result.content)
                 if result.is_error or state is None or tool not in ("act", "new_game", "restore", "undo"):
                     continue
@@ -265,6 +274,21 @@ class ToolWatcher:
             self._settled.set()
             self.context.add_cost(event)
             self._send.send_nowait(event)
+
+    def _failed(self, is_error: bool, text: str) -> bool:
+        """Counts a game call's failure (a refused one, not made, is none); whether the run ended on it."""
+        if not is_error:
+            self.failed_calls = 0
+        elif PAUSED not in text:
+            self.failed_calls += 1
+            if self.failed_calls >= FAILED_CALLS_LIMIT:
+                self.context.finish(
+                    f"the game tools failed {self.failed_calls} times in a row; the last: {text}"[:300], status="failed"
+                )
+                self._calls.clear()
+                self._settled.set()
+                return True
+        return False
 
 
 class ToolsProducer:

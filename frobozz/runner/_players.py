@@ -16,7 +16,7 @@ from frobozz.engine import CLINotFoundError, find_claude, text_of
 from frobozz.engine.scripted import Handler, MessagesRequest, Reply, Text, ToolUse
 from frobozz.games import StoryInfo, walkthrough_for
 
-from ._prompts import turn_in
+from ._prompts import PAUSED, turn_in
 
 STYLES = ("tag", "prompt", "command", "prose")
 
@@ -198,9 +198,6 @@ def tool_handler(commands: list[str], game: str) -> Handler:
         )
 
     return handler
-
-
-PAUSED = "The run pauses here"
 
 
 def _acts_done(request: MessagesRequest) -> int:

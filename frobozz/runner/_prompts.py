@@ -23,6 +23,9 @@ session_id that new_game gives you. look and inventory cost no move. Keep playin
 the game ends, or I tell you to stop. Aim for the highest score: $max_score points.
 """
 
+# How every refusal of a game call begins (the run paused for a new window, or ended): the call was not made, so it is
+# not a failure, and a player knows to end its turn
+PAUSED = "The run pauses here"
 MULTI = "\nYou may give several commands, each in its own tag: they run in order."
 
 _TURN = re.compile(r"\bturn (\d+) of (\d+|no limit)\]")

@@ -39,13 +39,13 @@ from ._context import RunContext
 from ._game_producers import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
 from ._ledger import RunLedger
 from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for, text_handler, tool_handler
-from ._prompts import game_message, instructions, load_template, status_header
+from ._prompts import PAUSED, game_message, instructions, load_template, status_header
 from ._run_memory import TOOLS, TOOLS_NOTE, RunMemory, interrupt
 from ._store import RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord, new_run_id
 from .settings import RunnerSettings
 
 log = logging.getLogger("frobozz.runner")
-ENDED = "The run pauses here: it has ended, and this call was not made. End your turn now, without another game call."
+ENDED = f"{PAUSED}: it has ended, and this call was not made. End your turn now, without another game call."
 GAME_TOOLS = ("new_game", "act", "look", "inventory", "undo", "save", "restore", "list_saves", "map", "history")
 
 

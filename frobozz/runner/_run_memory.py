@@ -33,6 +33,7 @@ from frobozz.memory import (
 )
 
 from ._orient import GameView, game_sections
+from ._prompts import PAUSED
 
 log = logging.getLogger("frobozz.runner")
 T = TypeVar("T")
@@ -43,7 +44,7 @@ LESSONS = 3
 LESSONS_WAIT = 120.0  # seconds the model gets to answer the lessons question
 COMPACT_WAIT = 600.0  # seconds a compaction may take
 PAUSE = (
-    "The run pauses here for a new context window (your letter is kept): end your turn now, without another "
+    f"{PAUSED} for a new context window (your letter is kept): end your turn now, without another "
     "game call; the game goes on right after"
 )
 TOOLS_NOTE = (

@@ -6,10 +6,12 @@ import anyio
 import pytest
 
 from frobozz._tasks import both
-from frobozz.engine.testing import Reply, ScriptedModel, Text
+from frobozz.engine import text_of
+from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.games import GameLibrary, walkthrough_for
 from frobozz.runner import RunConfig, RunFinishedError, RunStore, play
 from frobozz.runner._context import RunContext
+from frobozz.runner._game_producers import FAILED_CALLS_LIMIT
 from frobozz.runner._players import text_handler
 from frobozz.runner._prompts import turn_in
 
@@ -148,6 +150,24 @@ async def test_a_tools_mode_run_whose_game_server_cannot_start_fails_saying_so(r
     info = json.loads((runner_settings.runs_dir / result.run_id / "run.json").read_text())
     assert info["status"] == "failed" and result.turns == 0
     assert result.reason.startswith("the game server did not start") and "game: failed" in result.reason
+
+
+async def test_a_tools_mode_player_that_keeps_calling_a_game_that_is_gone_is_stopped(runner_settings):
+    calls = []
+
+    def handler(request):  # a game started, then moves sent to a session that does not exist, again and again
+        calls.append([text_of(r.get("content")) for r in request.tool_results()])
+        if len(calls) == 1:
+            return Reply((ToolUse("mcp__game__new_game", {"game": "zork1"}),))
+        return Reply((ToolUse("mcp__game__act", {"session_id": "gone", "command": "n"}),))
+
+    config = RunConfig(game="zork1", player="walkthrough", mode="tools", max_turns=5, max_seconds=300)
+    result = await play(config, runner_settings, handler=handler)
+    info = json.loads((runner_settings.runs_dir / result.run_id / "run.json").read_text())
+    assert info["status"] == "failed" and result.turns == 0
+    assert result.reason.startswith(f"the game tools failed {FAILED_CALLS_LIMIT} times in a row; the last: ")
+    assert "gone" in result.reason  # the game server's own words: no such session
+    assert len(calls) <= FAILED_CALLS_LIMIT + 3  # not played on to the time limit
 
 
 async def test_a_tools_mode_run_resumes_from_the_game_servers_autosave(runner_settings, monkeypatch):
