@@ -604,17 +604,14 @@ class Agent:
 
     async def _claim_here(self, session_id: str) -> None:
         assert self.leases is not None and self.store is not None and self._tg is not None
+        token: int | None = None
         try:
             if self._closing or not self._room():  # closing: its own hand-over's notice must not take it back
                 return
             token = await self.leases.acquire(session_id)
             if token is None:
                 return
-            try:
-                session = await self.session(session_id)
-            except AgentError:
-                await self.leases.release(session_id, token, force=True)
-                raise
+            session = await self.session(session_id)
             if session.owned:
                 session.disown()  # an older lease of ours that lapsed
                 await session.release()
@@ -626,6 +623,7 @@ class Agent:
             session.tool_base = len(await self.store.tool_calls(session_id))
             session.inbox_after = 0
             session.claim(token, self._acquire, self._tg)
+            token = None  # the session's now: its driver lets the lease go
             if session.state in ("streaming", "waiting"):
                 log.warning("session %s: its turn was cut short on another instance; taken over", session_id)
                 session.relay.publish(
@@ -638,6 +636,20 @@ class Agent:
             await self._pump(session)
         except (AgentError, DatabaseError) as e:
             log.warning("session %s not taken up here: %s", session_id, e)
+        finally:
+            if token is not None:  # taken, then the claim failed: renewed with the rest, it would strand the session
+                self._tg.start_soon(self._give_up_lease, session_id, token)
+
+    async def _give_up_lease(self, session_id: str, token: int) -> None:
+        """The lease of a claim that failed, given up after a pause: its notice starts the next claim (here or
+        elsewhere), and a failure that persists is not tried again at once, over and over."""
+        assert self.leases is not None
+        await anyio.sleep(self.settings.lease_ttl / 3)  # (at shutdown, cancelled: the lease lapses with the rest)
+        try:
+            with anyio.move_on_after(self.settings.lease_ttl):
+                await self.leases.release(session_id, token, force=True)
+        except DatabaseError as e:
+            log.warning("session %s: the lease of a failed claim not given up (it lapses): %s", session_id, e)
 
     async def _pump(self, session: AgentSession) -> None:
         """Hand the driver what waits in the session's inbox, in the order it was accepted."""

@@ -18,6 +18,7 @@ from frobozz.agent import (
     ToolResult,
     WorkspaceError,
 )
+from frobozz.memory import DatabaseError
 from tests.conftest import python_for_any_account
 from tests.waiting import eventually
 
@@ -222,6 +223,30 @@ async def test_a_posted_message_leaves_the_session_busy_even_when_its_notice_cla
     with anyio.fail_after(60):
         async for logged in live.relay.follow():
             if isinstance(logged.event, Done):
+                break
+
+
+async def test_a_claim_that_fails_once_it_holds_the_lease_gives_the_lease_up_and_the_message_is_answered(
+    agent, monkeypatch
+):
+    """Kept, the lease was renewed with the instance's others, and no instance would ever take the session up."""
+    session = await agent.create_session("alice/notes")
+    live = await agent.session(session)
+    tool_calls, failed = agent.store.tool_calls, []
+
+    async def failing_once(session_id):
+        if not failed:
+            failed.append(session_id)
+            raise DatabaseError("the database went away for a moment")
+        return await tool_calls(session_id)
+
+    monkeypatch.setattr(agent.store, "tool_calls", failing_once)
+    await agent.post_message(live, "hello there")
+    assert failed == [session] and not live.owned
+    with anyio.fail_after(60):
+        async for logged in live.relay.follow():
+            if isinstance(logged.event, Done):
+                assert logged.event.result.startswith("You said: hello there")
                 break
 
 
