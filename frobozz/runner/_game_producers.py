@@ -192,9 +192,11 @@ class GameProducer:
             context.own_turn(time.perf_counter() - started)
 
 
-# Game calls that fail one after another before the run gives up: a failed call is not a turn, so neither the turn
-# limit nor the corrections would stop a player that keeps calling a game that is gone, only the time limit
-FAILED_CALLS_LIMIT = 10
+# Rounds of game calls (one model message's) in a row in which every call failed, before the run gives up: a failed
+# call is not a turn, so neither the turn limit nor the corrections would stop a player that keeps calling a game
+# that is gone, only the time limit. Counted by round, not call: claude makes every call of a message before the
+# model reads any result, so ten calls in one message are one mistake
+FAILING_ROUNDS_LIMIT = 10
 
 
 class ToolWatcher:
@@ -206,11 +208,12 @@ class ToolWatcher:
         self.context = context
         self.title = title
         self.memory = memory
-        self._calls: dict[str, tuple[str, str | None]] = {}
+        self._calls: dict[str, tuple[str, str | None, str]] = {}  # call id -> tool, command, the message making it
         self._texts: list[str] = []
         self._settled = anyio.Event()  # no game call is waiting for its answer
         self.session_id: str | None = None  # the game's, as the game server named it
-        self.failed_calls = 0  # game calls in a row that failed
+        self.failing_rounds = 0  # rounds of game calls in a row in which every one failed
+        self._counted: str | None = None  # the round last counted (a failure) or cleared (a call that worked)
         self._send: MemoryObjectSendStream[Result]
         self._send, self.turn_ends = anyio.create_memory_object_stream[Result](math.inf)
 
@@ -231,13 +234,16 @@ class ToolWatcher:
             for use in event.tool_uses:
                 tool = use.name.rsplit("__", 1)[-1]
                 if use.name.startswith("mcp__game__"):
-                    self._calls[use.id] = (tool, str(use.input.get("command", "")) if tool == "act" else None)
+                    command = str(use.input.get("command", "")) if tool == "act" else None
+                    self._calls[use.id] = (tool, command, event.message_id or use.id)
                     self._settled = anyio.Event() if self._settled.is_set() else self._settled
         elif isinstance(event, UserMessage):
             for result in event.tool_results:
-                tool, command = self._calls.pop(result.tool_use_id, ("", None))
-                if tool and self._failed(result.is_error, text_of(result.content)):
-                    return
+                tool, command, round_ = self._calls.pop(result.tool_use_id, ("", None, ""))
+                if tool and not result.is_error:
+                    self._count(round_, None)
+                elif tool and PAUSED not in (text := text_of(result.content)):  # a refusal is no call made
+                    self._count(round_, text)
                 state = _state(result.content)
                 if result.is_error or state is None or tool not in ("act", "new_game", "restore", "undo"):
                     continue
@@ -275,20 +281,17 @@ class ToolWatcher:
             self.context.add_cost(event)
             self._send.send_nowait(event)
 
-    def _failed(self, is_error: bool, text: str) -> bool:
-        """Counts a game call's failure (a refused one, not made, is none); whether the run ended on it."""
-        if not is_error:
-            self.failed_calls = 0
-        elif PAUSED not in text:
-            self.failed_calls += 1
-            if self.failed_calls >= FAILED_CALLS_LIMIT:
+    def _count(self, round_: str, failure: str | None) -> None:
+        """A game call's outcome: one that worked clears its round; a round's first failure counts it."""
+        if failure is None:
+            self.failing_rounds, self._counted = 0, round_
+        elif round_ != self._counted:
+            self.failing_rounds, self._counted = self.failing_rounds + 1, round_
+            if self.failing_rounds >= FAILING_ROUNDS_LIMIT:
                 self.context.finish(
-                    f"the game tools failed {self.failed_calls} times in a row; the last: {text}"[:300], status="failed"
+                    f"the game tools failed {self.failing_rounds} times in a row; the last: {failure}"[:300],
+                    status="failed",
                 )
-                self._calls.clear()
-                self._settled.set()
-                return True
-        return False
 
 
 class ToolsProducer:
