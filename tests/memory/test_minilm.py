@@ -1,10 +1,10 @@
 """The local embedding model on ONNX Runtime gives sentence-transformers' vectors for the same weights."""
 
-import functools
 import hashlib
 import io
 import shutil
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -73,10 +73,22 @@ async def test_a_cache_directory_that_cannot_be_written_is_a_clear_error_and_sto
         assert (await call(client, "recent"))["memories"] == []
 
 
-@functools.cache
+@pytest.fixture(scope="module")
+def archive(cache_dir: Path) -> Callable[..., bytes]:
+    """The archive of each layout, made once for the module: at gzip's default level each took 5 s of CPU."""
+    made: dict[bool, bytes] = {}
+
+    def of(*, tokenizer_as_link: bool = False) -> bytes:
+        if tokenizer_as_link not in made:
+            made[tokenizer_as_link] = _archive(cache_dir, tokenizer_as_link=tokenizer_as_link)
+        return made[tokenizer_as_link]
+
+    return of
+
+
 def _archive(cache_dir: Path, *, tokenizer_as_link: bool = False) -> bytes:
-    """An archive laid out as Chroma's (onnx/model.onnx, onnx/tokenizer.json, more), from this machine's export.
-    Made once per layout, gzip's fastest level: at its default, each of 90 MB took 5 s of CPU."""
+    """An archive laid out as Chroma's (onnx/model.onnx, onnx/tokenizer.json, more), from this machine's export
+    (gzip's fastest level: its size is not what is tested)."""
     _minilm.load(cache_dir)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
@@ -106,9 +118,9 @@ def light_install(cache_dir, monkeypatch):
 
 
 def test_a_light_install_fetches_the_pre_exported_model_once_checks_it_and_embeds_the_same(
-    cache_dir: Path, tmp_path: Path, light_install
+    cache_dir: Path, tmp_path: Path, light_install, archive
 ):
-    body = _archive(cache_dir)
+    body = archive()
     digest = hashlib.sha256(body).hexdigest()
     with serve({"/onnx.tar.gz": (200, body)}) as base:
         model = _minilm.load(tmp_path / "c", f"{base}/onnx.tar.gz", digest)
@@ -124,9 +136,9 @@ def test_a_light_install_fetches_the_pre_exported_model_once_checks_it_and_embed
 
 @pytest.mark.parametrize("case", ["checksum", "not found", "not an archive", "a link", "no network", "no url"])
 def test_a_fetch_that_fails_or_does_not_check_out_keeps_nothing_and_says_how_to_go_on(
-    cache_dir: Path, tmp_path: Path, light_install, case
+    tmp_path: Path, light_install, archive, case
 ):
-    body = _archive(cache_dir, tokenizer_as_link=case == "a link") if case in ("checksum", "a link") else b"unread"
+    body = archive(tokenizer_as_link=case == "a link") if case in ("checksum", "a link") else b"unread"
     routes = {"/good": (200, body), "/junk": (200, b"\x1f\x8b not gzip at all"), "/missing": (404, b"no")}
     path, digest = {
         "checksum": ("/good", "0" * 64),
