@@ -144,7 +144,7 @@ async def test_two_workers_fire_every_due_time_of_a_two_second_routine_once_and_
         try:
             await store.add(routine(name="tick", kind="every", every=2, prompt="The clock ticked."))
             started = datetime.now().astimezone()
-            await anyio.sleep(20)
+            await anyio.sleep(14)  # the window watched: seven due times (a span to watch, not a wait for something)
             await store.set_paused("tick", True)
             await wait_for(lambda: _none_open(store), timeout=400)
         finally:
