@@ -77,6 +77,7 @@ class Agent:
         self._live: dict[str, AgentSession] = {}  # every session this instance serves (held or followed)
         self._loading = anyio.Lock()
         self._syncing: dict[str, anyio.Lock] = {}
+        self._claiming: dict[str, anyio.Lock] = {}  # a session's claims one at a time (`_claim`)
         self._heard: dict[str, anyio.Event] = {}  # a session's answers changed (told by whichever instance)
         self._claims = anyio.Event()  # look for sessions that need an instance now
         self._closing = False  # shutting down: sessions handed over are not taken up again here
@@ -599,8 +600,13 @@ class Agent:
         # One claim of a session at a time: a message's poster returns only once the claim its own notice started
         # is through (the session run here, its message queued), not while it is under way, when the session
         # looked idle to anyone asking (agentapi's status said stable with three messages posted)
-        async with self._syncing.setdefault(f"claim:{session_id}", anyio.Lock()):
-            await self._claim_here(session_id)
+        lock = self._claiming.setdefault(session_id, anyio.Lock())
+        try:
+            async with lock:
+                await self._claim_here(session_id)
+        finally:
+            if not lock.locked() and self._claiming.get(session_id) is lock:  # none holds it, none waits for it
+                del self._claiming[session_id]  # (kept, every session ever heard of would stay here)
 
     async def _claim_here(self, session_id: str) -> None:
         assert self.leases is not None and self.store is not None and self._tg is not None

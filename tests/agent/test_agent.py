@@ -224,6 +224,7 @@ async def test_a_posted_message_leaves_the_session_busy_even_when_its_notice_cla
         async for logged in live.relay.follow():
             if isinstance(logged.event, Done):
                 break
+    assert not agent._claiming  # the claims' locks are not kept once none holds them
 
 
 async def test_a_claim_that_fails_once_it_holds_the_lease_gives_the_lease_up_and_the_message_is_answered(
