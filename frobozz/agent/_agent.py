@@ -36,7 +36,7 @@ from ._relay import Relay
 from ._session import AgentSession
 from ._store import AgentStore, SessionRecord
 from ._workspaces import Workspace, Workspaces
-from .exceptions import AgentError, HistoryError, InputError, QuestionError, SessionNotFoundError
+from .exceptions import AgentError, BusyError, HistoryError, InputError, QuestionError, SessionNotFoundError
 from .settings import AgentSettings
 
 log = logging.getLogger("frobozz.agent")
@@ -220,10 +220,12 @@ class Agent:
         *,
         images: Sequence[Any] | None = None,
         files: Sequence[Any] | None = None,
+        alone: bool = False,
     ) -> str:
         """Queue a message (answered after those before it, on whichever instance runs the session); its id.
         `images` inline ({"media_type", "data": base64}), `files` ids of images uploaded to the session: all
-        checked before anything is kept."""
+        checked before anything is kept. `alone` (agentapi's rule): only while no other message of the session
+        waits or is being answered, else BusyError and nothing is kept."""
         images, files = list(images or ()), list(files or ())
         if not isinstance(text, str) or not (text.strip() or images or files):
             raise InputError("a message needs some text (or an image)")
@@ -240,7 +242,8 @@ class Agent:
         for media_type, data in decoded:
             files.append(await self._keep_file(session, media_type, data))
         message_id = secrets.token_hex(8)
-        await self.leases.post(session.id, message_id, text, files)
+        if not await self.leases.post(session.id, message_id, text, files, alone=alone):
+            raise BusyError("the agent is running; send when its status is stable")
         if session.owned:
             await self._pump(session)
         else:

@@ -211,9 +211,9 @@ def create_app(agent: Agent) -> Starlette:
         body = await _body(request)
         if body.get("type") != "user":
             raise InputError("only 'user' messages: there is no terminal to send raw keystrokes to")
-        if session.busy:
+        if session.busy:  # (and, as two requests may come at once, checked again as the message is kept)
             raise BusyError("the agent is running; send when its status is stable")
-        await agent.post_message(session, body.get("content"))
+        await agent.post_message(session, body.get("content"), alone=True)
         return JSONResponse({"ok": True})
 
     async def api_messages(request: Request) -> Response:

@@ -158,19 +158,34 @@ class Leases:
         return [Logged(seq=r["seq"], event=from_data(r["kind"], json.loads(r["data"]))) for r in rows]
 
     # -- the inbox and the answers ----------------------------------------------------------------------
-    async def post(self, session_id: str, message_id: str, content: str, files: list[str]) -> None:
-        await self._do(
-            "execute",
-            """
-            WITH m AS (INSERT INTO agent_inbox (session_id, message_id, content, files) VALUES ($1, $2, $3, $5)
-                       RETURNING id)
-            SELECT pg_notify($4, 'inbox:' || $1) FROM m""",
-            session_id,
-            message_id,
-            content,
-            CHANNEL,
-            files,
-        )
+    async def post(
+        self, session_id: str, message_id: str, content: str, files: list[str], *, alone: bool = False
+    ) -> bool:
+        """Put a message in the session's inbox; every instance is told. `alone`: only when none of the session's
+        messages waits or is being answered (else nothing is kept: False). The session's posters of such a message
+        take turns on its row, so two at once cannot both find the inbox empty (whichever instance serves them)."""
+        try:
+            async with self.pool.acquire() as c, c.transaction():
+                if alone:
+                    await c.execute("SELECT 1 FROM agent_sessions WHERE id = $1 FOR UPDATE", session_id)
+                    if await c.fetchval(
+                        "SELECT EXISTS (SELECT 1 FROM agent_inbox WHERE session_id = $1 AND NOT done)", session_id
+                    ):
+                        return False
+                await c.execute(
+                    """
+                    WITH m AS (INSERT INTO agent_inbox (session_id, message_id, content, files) VALUES ($1, $2, $3, $5)
+                               RETURNING id)
+                    SELECT pg_notify($4, 'inbox:' || $1) FROM m""",
+                    session_id,
+                    message_id,
+                    content,
+                    CHANNEL,
+                    files,
+                )
+        except DATABASE_ERRORS as e:
+            raise DatabaseError(f"the agent service's database failed: {e}") from e
+        return True
 
     async def waiting(self, session_id: str, after: int) -> list[tuple[int, str, str, list[str]]]:
         """The session's messages not yet answered, after inbox position `after`, in the order accepted: (position,

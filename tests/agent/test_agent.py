@@ -211,10 +211,11 @@ async def test_a_posted_message_leaves_the_session_busy_even_when_its_notice_cla
             await anyio.sleep(0.5)  # the claim under way (a delay put in, not a wait for something)
         return token
 
-    async def post_then_let_the_notice_claim_first(*args):
-        await post(*args)
+    async def post_then_let_the_notice_claim_first(*args, **kwargs):
+        kept = await post(*args, **kwargs)
         with anyio.fail_after(30):
             await acquired.wait()
+        return kept
 
     monkeypatch.setattr(agent.leases, "acquire", slow_acquire)
     monkeypatch.setattr(agent.leases, "post", post_then_let_the_notice_claim_first)

@@ -143,6 +143,27 @@ async def test_two_clients_see_the_same_question_one_answers_and_both_follow_it_
         assert (await client.get(f"/sessions/{session}/events?types=nonsense")).status_code == 400
 
 
+async def test_agentapi_messages_sent_at_once_to_an_idle_session_are_one_taken_and_the_others_refused(make_agent):
+    """agentapi's rule (a message only while the agent is stable) holds for requests that arrive together: each
+    found the session idle, so it is checked again as the message is kept."""
+    with Service(make_agent()) as client:
+        session = (await client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
+        answers = []
+
+        async def send(text: str) -> None:
+            message = {"content": text, "type": "user"}
+            answers.append(await client.post(f"/sessions/{session}/agentapi/message", json=message))
+
+        async with anyio.create_task_group() as tg:
+            for text in ("first", "second", "third"):
+                tg.start_soon(send, text)
+        assert sorted(a.status_code for a in answers) == [200, 409, 409]
+        assert all(a.headers["content-type"] == "application/problem+json" for a in answers if a.status_code == 409)
+        await sse(client, f"/sessions/{session}/events")
+        messages = (await client.get(f"/sessions/{session}/agentapi/messages")).json()["messages"]
+        assert [m["role"] for m in messages] == ["user", "agent"]  # the refused ones were not kept
+
+
 async def test_a_message_sent_while_one_streams_is_queued_and_the_tool_log_and_agentapi_see_the_turns(
     make_agent, open_dir
 ):
