@@ -38,6 +38,11 @@ def answered(events: Sequence[Logged]) -> list[str]:
     ]
 
 
+_POST = """
+WITH m AS (INSERT INTO agent_inbox (session_id, message_id, content, files) VALUES ($1, $2, $3, $5) RETURNING id)
+SELECT pg_notify($4, 'inbox:' || $1) FROM m"""
+
+
 class Leases:
     def __init__(self, pool: asyncpg.Pool, instance: str, ttl: float) -> None:
         self.pool = pool
@@ -164,25 +169,18 @@ class Leases:
         """Put a message in the session's inbox; every instance is told. `alone`: only when none of the session's
         messages waits or is being answered (else nothing is kept: False). The session's posters of such a message
         take turns on its row, so two at once cannot both find the inbox empty (whichever instance serves them)."""
+        args = (session_id, message_id, content, CHANNEL, files)
+        if not alone:
+            await self._do("execute", _POST, *args)
+            return True
         try:
             async with self.pool.acquire() as c, c.transaction():
-                if alone:
-                    await c.execute("SELECT 1 FROM agent_sessions WHERE id = $1 FOR UPDATE", session_id)
-                    if await c.fetchval(
-                        "SELECT EXISTS (SELECT 1 FROM agent_inbox WHERE session_id = $1 AND NOT done)", session_id
-                    ):
-                        return False
-                await c.execute(
-                    """
-                    WITH m AS (INSERT INTO agent_inbox (session_id, message_id, content, files) VALUES ($1, $2, $3, $5)
-                               RETURNING id)
-                    SELECT pg_notify($4, 'inbox:' || $1) FROM m""",
-                    session_id,
-                    message_id,
-                    content,
-                    CHANNEL,
-                    files,
-                )
+                await c.execute("SELECT 1 FROM agent_sessions WHERE id = $1 FOR UPDATE", session_id)
+                if await c.fetchval(
+                    "SELECT EXISTS (SELECT 1 FROM agent_inbox WHERE session_id = $1 AND NOT done)", session_id
+                ):
+                    return False
+                await c.execute(_POST, *args)
         except DATABASE_ERRORS as e:
             raise DatabaseError(f"the agent service's database failed: {e}") from e
         return True
