@@ -308,14 +308,15 @@ class Engine:
         self._servers_scope = scope
         return servers
 
-    async def close(self) -> None:
-        """Close stdin and let claude finish; escalate to terminate and kill. Safe to call twice."""
+    async def close(self, *, finish: bool = True) -> None:
+        """Close stdin and let claude finish; escalate to terminate and kill. Safe to call twice. `finish=False`:
+        a turn under way is not waited for (its answer is nobody's now): claude is terminated at once."""
         if self.state in (EngineState.CLOSED, EngineState.FAILED) and self._process is None:
             return
         self._closing = True
         process = self._process
         if process is not None:
-            await process.close(self.settings.close_timeout)
+            await process.close(self.settings.close_timeout if finish else 0)
             with anyio.move_on_after(5, shield=True):
                 await self._reader_done.wait()
         mirror, self._mirror = self._mirror, None

@@ -39,6 +39,7 @@ class _Idle:
     engine: Engine
     returned: anyio.Event = field(default_factory=anyio.Event)
     clean: bool = False
+    taken: bool = False  # a question has it
 
 
 class Sidecar:
@@ -84,7 +85,12 @@ class Sidecar:
         for _ in range(self.reuse):
             idle = _Idle(engine)
             self._ready_in.send_nowait(idle)
-            await idle.returned.wait()
+            try:
+                await idle.returned.wait()
+            finally:
+                if idle.taken and not idle.clean:  # failed or given up mid-answer (or the pool closes meanwhile):
+                    with anyio.CancelScope(shield=True):  # nobody waits for that turn, and a close would wait
+                        await engine.close(finish=False)  # for it (a slow answer held a chat's exit up 10 s)
             if not idle.clean or self._closed:
                 return
             try:
@@ -104,6 +110,7 @@ class Sidecar:
                 idle = await self._ready_out.receive()
             if isinstance(idle, BaseException):
                 raise EngineError(f"the sidecar's claude could not start: {idle}") from idle
+            idle.taken = True
             try:
                 answer = await self._ask(idle.engine, prompt)
                 idle.clean = True

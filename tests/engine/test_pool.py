@@ -80,3 +80,40 @@ async def test_questions_asked_at_once_each_take_a_warm_sidecar_and_run_side_by_
                 for question in ("one?", "two?", "three?"):
                     tg.start_soon(ask, question)
     assert answers == {q: f"answer to: {q}" for q in ("one?", "two?", "three?")} and pool.sidecar.answered == 3
+
+
+async def test_a_pool_closed_while_a_sidecar_answers_stops_that_claude_rather_than_waiting_for_its_turn(make_options):
+    """The answer is nobody's once the pool closes: with claude given all the time in the world to finish, the
+    close does not wait for a turn that would take 125 s (a chat's exit waited 10 s for one). Both ways: the
+    asker gives up first, or the pool closes under the asker (who is told the claude stopped)."""
+    import anyio
+
+    from frobozz.engine import EngineSettings
+    from frobozz.engine.testing import Reply, Text
+
+    asked, failures = anyio.Event(), []
+
+    def slowly(request):
+        asked.set()
+        return Reply((Text("the cello " * 1000),), delay=0.5)  # 250 pieces, half a second each: 125 s
+
+    async def ask(pool: EnginePool) -> None:
+        try:
+            await pool.sidecar.ask("what comes to mind?")
+        except EngineError as e:
+            failures.append(str(e))
+
+    async with ScriptedModel(slowly) as model:
+        settings = EngineSettings(close_timeout=600)
+        with anyio.fail_after(60):
+            async with EnginePool(make_options(model), make_options(model), settings=settings) as pool:
+                async with anyio.create_task_group() as asking:
+                    asking.start_soon(ask, pool)
+                    await asked.wait()
+                    asking.cancel_scope.cancel()  # the asker gives up; then the pool closes
+            asked = anyio.Event()
+            async with anyio.create_task_group() as asking:
+                async with EnginePool(make_options(model), make_options(model), settings=settings) as pool:
+                    asking.start_soon(ask, pool)
+                    await asked.wait()
+    assert failures and "stopped" in failures[0]
