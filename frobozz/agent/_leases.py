@@ -91,17 +91,22 @@ class Leases:
         )
 
     async def release(self, session_id: str, token: int, *, force: bool = False) -> bool:
-        """Give the lease up (unless messages wait for it, or `force`); others are told at once."""
-        async with self.pool.acquire() as c, c.transaction():
-            gone = await c.fetchval(
-                "DELETE FROM agent_leases WHERE session_id = $1 AND token = $2 AND ($3 OR NOT EXISTS (SELECT 1 FROM "
-                "agent_inbox WHERE session_id = $1 AND NOT done)) RETURNING 1",
-                session_id,
-                token,
-                force,
-            )
-            if gone:
-                await c.execute("SELECT pg_notify($1, $2)", CHANNEL, f"inbox:{session_id}")
+        """Give the lease up (unless messages wait for it, or `force`); others are told at once. A database that
+        fails is a `DatabaseError`, as for every other call here: its callers run in the service's task group,
+        which a raw driver error would end (every session with it)."""
+        try:
+            async with self.pool.acquire() as c, c.transaction():
+                gone = await c.fetchval(
+                    "DELETE FROM agent_leases WHERE session_id = $1 AND token = $2 AND ($3 OR NOT EXISTS (SELECT 1 "
+                    "FROM agent_inbox WHERE session_id = $1 AND NOT done)) RETURNING 1",
+                    session_id,
+                    token,
+                    force,
+                )
+                if gone:
+                    await c.execute("SELECT pg_notify($1, $2)", CHANNEL, f"inbox:{session_id}")
+        except DATABASE_ERRORS as e:
+            raise DatabaseError(f"the agent service's database failed: {e}") from e
         return bool(gone)
 
     async def unclaimed(self) -> list[str]:
@@ -175,7 +180,9 @@ class Leases:
             return True
         try:
             async with self.pool.acquire() as c, c.transaction():
-                await c.execute("SELECT 1 FROM agent_sessions WHERE id = $1 FOR UPDATE", session_id)
+                # NO KEY: posters take turns, while the session's events, leases and answers (rows that refer
+                # to it, and take KEY SHARE) are written on as before
+                await c.execute("SELECT 1 FROM agent_sessions WHERE id = $1 FOR NO KEY UPDATE", session_id)
                 if await c.fetchval(
                     "SELECT EXISTS (SELECT 1 FROM agent_inbox WHERE session_id = $1 AND NOT done)", session_id
                 ):

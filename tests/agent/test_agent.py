@@ -228,6 +228,21 @@ async def test_a_posted_message_leaves_the_session_busy_even_when_its_notice_cla
     assert not agent._claiming  # the claims' locks are not kept once none holds them
 
 
+async def test_a_lease_released_while_the_database_fails_says_so_as_a_database_error(agent, monkeypatch):
+    """Releases run in the service's own task group (an idle session let go, a failed claim's lease given up, a
+    shutdown's hand-over), whose callers catch DatabaseError: a raw driver error there ended every session."""
+    session = await agent.create_session("alice/notes")
+    token = await agent.leases.acquire(session)
+
+    class Down:
+        def acquire(self):
+            raise OSError("connection refused")
+
+    monkeypatch.setattr(agent.leases, "pool", Down())
+    with pytest.raises(DatabaseError, match="connection refused"):
+        await agent.leases.release(session, token, force=True)
+
+
 async def test_a_claim_that_fails_once_it_holds_the_lease_gives_the_lease_up_and_the_message_is_answered(
     agent, monkeypatch
 ):
