@@ -13,7 +13,7 @@ from frobozz.runner import RunConfig, RunFinishedError, RunStore, play
 from frobozz.runner._context import RunContext
 from frobozz.runner._game_producers import FAILING_ROUNDS_LIMIT
 from frobozz.runner._players import text_handler
-from frobozz.runner._prompts import turn_in
+from frobozz.runner._prompts import PAUSED, turn_in
 
 pytestmark = pytest.mark.anyio
 
@@ -170,6 +170,12 @@ async def test_a_tools_mode_player_that_keeps_calling_a_game_that_is_gone_is_sto
     assert result.reason.startswith(f"the game tools failed {FAILING_ROUNDS_LIMIT} times in a row; the last: ")
     assert "gone" in result.reason  # the game server's own words: no such session
     assert FAILING_ROUNDS_LIMIT + 1 <= len(calls) <= FAILING_ROUNDS_LIMIT + 3  # not played on to the time limit
+    # rounds, not calls, were counted: the run ended at the LIMIT-th round the game's own error came back in (the
+    # model reads the last one only if claude asks it again before the interrupt: LIMIT - 1 or LIMIT). Counting the
+    # three calls of one message as three mistakes ended it at round LIMIT - 2: LIMIT - 3 or LIMIT - 2. Moves claude
+    # tried after the end were refused (PAUSED), not played, and are not counted here.
+    failed = [results for results in calls if any("gone" in r and not r.startswith(PAUSED) for r in results)]
+    assert FAILING_ROUNDS_LIMIT - 1 <= len(failed) <= FAILING_ROUNDS_LIMIT and len(failed[0]) == 3
 
 
 async def test_a_tools_mode_run_resumes_from_the_game_servers_autosave(runner_settings, monkeypatch):
