@@ -50,6 +50,48 @@ def test_the_vectors_are_the_very_same_whatever_the_number_of_threads(cache_dir:
 
 def test_an_empty_list_embeds_to_nothing(cache_dir: Path):
     assert _minilm.load(cache_dir).encode([]).shape == (0, _minilm.DIM)
+    assert _minilm.batches([]) == []
+
+
+def test_a_text_gets_the_very_same_vector_alone_as_beside_texts_of_any_length(cache_dir: Path):
+    """How texts are batched changes what a run costs, never a vector."""
+    model = _minilm.load(cache_dir)
+    together = model.encode(TEXTS)
+    alone = np.stack([model.encode([text])[0] for text in TEXTS])
+    assert np.array_equal(together, alone)
+
+
+def _cost(runs: list[list[int]], lengths: list[int]) -> int:
+    return sum(_minilm.RUN_TOKENS + len(run) * max(lengths[i] for i in run) for run in runs)
+
+
+def test_batches_cut_where_padding_costs_more_than_another_run():
+    short, long = [8] * 31, [256]
+    runs = _minilm.batches(short + long)  # 31 queries and a long memory: padding them to 256 cost 31 x 248 tokens
+    assert runs == [list(range(31)), [31]]
+    assert _minilm.batches([20, 21, 20, 22]) == [[0, 2, 1, 3]]  # alike: one run, shortest first
+    many = _minilm.batches([10] * 200)
+    assert sorted(len(run) for run in many) == [8, 64, 64, 64]
+    assert sorted(i for run in many for i in run) == list(range(200))
+
+
+def test_batches_are_the_cheapest_partition_of_the_sorted_texts():
+    """Against every way of cutting the sorted lengths into runs (brute force, small inputs)."""
+    import itertools
+    import random
+
+    rng = random.Random(7)
+    for _ in range(200):
+        lengths = [rng.choice([2, 5, 9, 14, 30, 70, 256]) for _ in range(rng.randint(1, 9))]
+        order = sorted(range(len(lengths)), key=lengths.__getitem__)
+        cheapest = min(
+            _cost([order[a:b] for a, b in itertools.pairwise((0, *cuts, len(order)))], lengths)
+            for k in range(len(order))
+            for cuts in itertools.combinations(range(1, len(order)), k)
+        )
+        runs = _minilm.batches(lengths)
+        assert sorted(i for run in runs for i in run) == list(range(len(lengths)))
+        assert _cost(runs, lengths) == cheapest
 
 
 def test_a_damaged_cached_export_is_made_again(tmp_path: Path, cache_dir: Path):
