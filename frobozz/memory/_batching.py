@@ -1,9 +1,11 @@
 """Embeddings of concurrent requests run as one batch: many clients storing and searching at once each
-embed one text, and the model embeds 32 texts in little more time than 3. Requests that arrive while the
-model runs wait and go together as the next batch; and under such load (the last batch held more than one
-request) the first of a batch also waits a short window (or until the batch is full) for others. A lone
-client never waits. The model runs in a worker thread, so the event loop stays free. Each
-caller gets exactly its own vectors, as if it had embedded alone (the model pads and masks a batch)."""
+embed one text, and a text costs the model about two thirds as much in a batch of 8 or more as alone (6.7
+against 4.5 ms of CPU at 25 tokens, one thread; the model cuts a batch into runs of like length, `_minilm`),
+and one hand-off to the model's thread instead of many. Requests that arrive while the model runs wait and go
+together as the next batch; and under such load (the last batch held more than one request) the first of a
+batch also waits a short window (or until the batch is full) for others. A lone client never waits. The model
+runs in a worker thread, so the event loop stays free. Each caller gets exactly its own vectors, as if it had
+embedded alone (the model pads and masks a batch)."""
 
 from __future__ import annotations
 
