@@ -1,6 +1,6 @@
 """Embeddings of concurrent requests run as one batch: many clients storing and searching at once each
-embed one text, and a text costs the model about two thirds as much in a batch of 8 or more as alone (6.7
-against 4.5 ms of CPU at 25 tokens, one thread; the model cuts a batch into runs of like length, `_minilm`),
+embed one text, and a text costs the model about two thirds as much in a batch of 8 or more as alone (4.5
+against 6.7 ms of CPU at 25 tokens, one thread; the model cuts a batch into runs of like length, `_minilm`),
 and one hand-off to the model's thread instead of many. Requests that arrive while the model runs wait and go
 together as the next batch; and under such load (the last batch held more than one request) the first of a
 batch also waits a short window (or until the batch is full) for others. A lone client never waits. The model

@@ -81,17 +81,19 @@ def test_batches_are_the_cheapest_partition_of_the_sorted_texts():
     import random
 
     rng = random.Random(7)
-    for _ in range(200):
+    for _ in range(300):
         lengths = [rng.choice([2, 5, 9, 14, 30, 70, 256]) for _ in range(rng.randint(1, 9))]
+        size = rng.choice([1, 2, 3, 4, _minilm.BATCH])  # the cap on a run's texts, small enough to bind here
         order = sorted(range(len(lengths)), key=lengths.__getitem__)
-        cheapest = min(
-            _cost([order[a:b] for a, b in itertools.pairwise((0, *cuts, len(order)))], lengths)
+        partitions = (
+            [order[a:b] for a, b in itertools.pairwise((0, *cuts, len(order)))]
             for k in range(len(order))
             for cuts in itertools.combinations(range(1, len(order)), k)
         )
-        runs = _minilm.batches(lengths)
+        cheapest = min(_cost(runs, lengths) for runs in partitions if all(len(run) <= size for run in runs))
+        runs = _minilm.batches(lengths, size=size)
         assert sorted(i for run in runs for i in run) == list(range(len(lengths)))
-        assert _cost(runs, lengths) == cheapest
+        assert all(len(run) <= size for run in runs) and _cost(runs, lengths) == cheapest
 
 
 def test_a_damaged_cached_export_is_made_again(tmp_path: Path, cache_dir: Path):
