@@ -19,7 +19,7 @@ import asyncpg
 from frobozz.memory import DATABASE_ERRORS, DatabaseError
 
 from ._events import Done, Logged, Status, from_data
-from ._store import query
+from ._store import query, transaction
 from .exceptions import LeaseLostError
 
 log = logging.getLogger("frobozz.agent.leases")
@@ -94,19 +94,16 @@ class Leases:
         """Give the lease up (unless messages wait for it, or `force`); others are told at once. A database that
         fails is a `DatabaseError`, as for every other call here: its callers run in the service's task group,
         which a raw driver error would end (every session with it)."""
-        try:
-            async with self.pool.acquire() as c, c.transaction():
-                gone = await c.fetchval(
-                    "DELETE FROM agent_leases WHERE session_id = $1 AND token = $2 AND ($3 OR NOT EXISTS (SELECT 1 "
-                    "FROM agent_inbox WHERE session_id = $1 AND NOT done)) RETURNING 1",
-                    session_id,
-                    token,
-                    force,
-                )
-                if gone:
-                    await c.execute("SELECT pg_notify($1, $2)", CHANNEL, f"inbox:{session_id}")
-        except DATABASE_ERRORS as e:
-            raise DatabaseError(f"the agent service's database failed: {e}") from e
+        async with transaction(self.pool) as c:
+            gone = await c.fetchval(
+                "DELETE FROM agent_leases WHERE session_id = $1 AND token = $2 AND ($3 OR NOT EXISTS (SELECT 1 "
+                "FROM agent_inbox WHERE session_id = $1 AND NOT done)) RETURNING 1",
+                session_id,
+                token,
+                force,
+            )
+            if gone:
+                await c.execute("SELECT pg_notify($1, $2)", CHANNEL, f"inbox:{session_id}")
         return bool(gone)
 
     async def unclaimed(self) -> list[str]:
@@ -178,18 +175,15 @@ class Leases:
         if not alone:
             await self._do("execute", _POST, *args)
             return True
-        try:
-            async with self.pool.acquire() as c, c.transaction():
-                # NO KEY: posters take turns, while the session's events, leases and answers (rows that refer
-                # to it, and take KEY SHARE) are written on as before
-                await c.execute("SELECT 1 FROM agent_sessions WHERE id = $1 FOR NO KEY UPDATE", session_id)
-                if await c.fetchval(
-                    "SELECT EXISTS (SELECT 1 FROM agent_inbox WHERE session_id = $1 AND NOT done)", session_id
-                ):
-                    return False
-                await c.execute(_POST, *args)
-        except DATABASE_ERRORS as e:
-            raise DatabaseError(f"the agent service's database failed: {e}") from e
+        async with transaction(self.pool) as c:
+            # NO KEY: posters take turns, while the session's events, leases and answers (rows that refer
+            # to it, and take KEY SHARE) are written on as before
+            await c.execute("SELECT 1 FROM agent_sessions WHERE id = $1 FOR NO KEY UPDATE", session_id)
+            if await c.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM agent_inbox WHERE session_id = $1 AND NOT done)", session_id
+            ):
+                return False
+            await c.execute(_POST, *args)
         return True
 
     async def waiting(self, session_id: str, after: int) -> list[tuple[int, str, str, list[str]]]:

@@ -25,12 +25,10 @@ from cryptography.hazmat.primitives import serialization
 from py_vapid import Vapid02, b64urlencode
 from pywebpush import WebPushException, webpush_async
 
-from frobozz.memory import DATABASE_ERRORS, DatabaseError
-
 from ._addresses import Address, Resolver, checked_url, pinned
 from ._events import Done, Logged, Question
 from ._outbox import Outbox
-from ._store import query
+from ._store import query, transaction
 from .exceptions import InputError
 from .settings import AgentSettings
 
@@ -264,26 +262,23 @@ class Notifier:
         """Deliver to it again, beginning with the deliveries kept while it was paused (in the order of their
         events, each try counted anew); None when there is no such webhook of the caller's. What it says: how
         many wait, and how many were let go over the bound since the last resumption."""
-        try:
-            async with self.pool.acquire() as connection, connection.transaction():
-                dropped = await connection.fetchval(
-                    f"SELECT dropped FROM agent_webhooks WHERE id = $1 AND {MINE} FOR UPDATE", webhook_id, owners, token
-                )
-                if dropped is None:
-                    return None
-                await connection.execute(
-                    "UPDATE agent_webhooks SET paused_at = NULL, paused_reason = NULL, "
-                    "failures = 0, dropped = 0 WHERE id = $1",
-                    webhook_id,
-                )
-                waiting = await connection.fetch(
-                    "UPDATE agent_webhook_outbox SET attempts = 0, due_at = now(), "
-                    "last_problem = NULL WHERE webhook_id = $1 AND (claimed_until IS NULL "
-                    "OR claimed_until < now()) RETURNING 1",
-                    webhook_id,
-                )
-        except DATABASE_ERRORS as e:
-            raise DatabaseError(f"the agent service's database failed: {e}") from e
+        async with transaction(self.pool) as connection:
+            dropped = await connection.fetchval(
+                f"SELECT dropped FROM agent_webhooks WHERE id = $1 AND {MINE} FOR UPDATE", webhook_id, owners, token
+            )
+            if dropped is None:
+                return None
+            await connection.execute(
+                "UPDATE agent_webhooks SET paused_at = NULL, paused_reason = NULL, "
+                "failures = 0, dropped = 0 WHERE id = $1",
+                webhook_id,
+            )
+            waiting = await connection.fetch(
+                "UPDATE agent_webhook_outbox SET attempts = 0, due_at = now(), "
+                "last_problem = NULL WHERE webhook_id = $1 AND (claimed_until IS NULL "
+                "OR claimed_until < now()) RETURNING 1",
+                webhook_id,
+            )
         self.outbox.wake()
         return {"waiting": len(waiting), "dropped": dropped}
 

@@ -23,10 +23,10 @@ import anyio
 import asyncpg
 import httpx
 
-from frobozz.memory import DATABASE_ERRORS, DatabaseError
+from frobozz.memory import DatabaseError
 
 from ._addresses import Resolver, pinned
-from ._store import query
+from ._store import query, transaction
 from .exceptions import InputError
 from .settings import AgentSettings
 
@@ -69,21 +69,18 @@ class Outbox:
         (kept for their resumption), written before anything is sent; then each of those webhooks keeps at most
         `webhook_keep` waiting (the oldest beyond go, counted in its `dropped`). How many rows were written."""
         body = json.dumps(payload)
-        try:
-            async with self.pool.acquire() as connection, connection.transaction():
-                hooks = await connection.fetch(
-                    "INSERT INTO agent_webhook_outbox (webhook_id, delivery, body) SELECT id, $3, $4 "
-                    "FROM agent_webhooks WHERE (token IS NULL AND owner = $1) OR token = $2 "
-                    "ON CONFLICT DO NOTHING RETURNING webhook_id",
-                    owner,
-                    token,
-                    delivery,
-                    body,
-                )
-                if hooks:
-                    await connection.execute(_TRIM, [h[0] for h in hooks], max(1, self.settings.webhook_keep))
-        except DATABASE_ERRORS as e:
-            raise DatabaseError(f"the agent service's database failed: {e}") from e
+        async with transaction(self.pool) as connection:
+            hooks = await connection.fetch(
+                "INSERT INTO agent_webhook_outbox (webhook_id, delivery, body) SELECT id, $3, $4 "
+                "FROM agent_webhooks WHERE (token IS NULL AND owner = $1) OR token = $2 "
+                "ON CONFLICT DO NOTHING RETURNING webhook_id",
+                owner,
+                token,
+                delivery,
+                body,
+            )
+            if hooks:
+                await connection.execute(_TRIM, [h[0] for h in hooks], max(1, self.settings.webhook_keep))
         if hooks:
             self.wake()
         return len(hooks)
@@ -141,31 +138,28 @@ class Outbox:
         """Webhooks whose first waiting delivery is due and no instance's, each locked while its run is claimed
         (so two instances never claim one webhook's deliveries at once), and of each the first `BATCH` waiting
         deliveries, in order: {webhook: its run}."""
-        try:
-            async with self.pool.acquire() as connection, connection.transaction():
-                hooks = await connection.fetch(
-                    "SELECT w.id FROM agent_webhooks w WHERE w.paused_at IS NULL AND EXISTS (SELECT 1 FROM "
-                    "agent_webhook_outbox o WHERE o.webhook_id = w.id AND o.due_at <= now()) "
-                    "ORDER BY w.id LIMIT $1 FOR UPDATE OF w SKIP LOCKED",
-                    BATCH,
-                )
-                if not hooks:
-                    return {}
-                rows = await connection.fetch(  # (a statement after the lock: it sees every claim made before)
-                    "UPDATE agent_webhook_outbox o SET claimed_by = $1, claimed_until = now() + make_interval(secs => "
-                    "$2), attempts = o.attempts + 1 FROM agent_webhooks w WHERE w.id = o.webhook_id AND o.id IN ("
-                    "  SELECT id FROM (SELECT q.id, row_number() OVER run AS n, first_value(q.due_at <= now() AND "
-                    "  (q.claimed_until IS NULL OR q.claimed_until < now())) OVER run AS ready FROM "
-                    "  agent_webhook_outbox q WHERE q.webhook_id = ANY($3) WINDOW run AS (PARTITION BY q.webhook_id "
-                    "  ORDER BY q.id)) r WHERE r.ready AND r.n <= $4) "
-                    "RETURNING o.id, o.delivery, o.body, o.attempts, w.id AS webhook_id, w.url, w.secret",
-                    self.instance,
-                    float(self.settings.webhook_claim),
-                    [h[0] for h in hooks],
-                    BATCH,
-                )
-        except DATABASE_ERRORS as e:
-            raise DatabaseError(f"the agent service's database failed: {e}") from e
+        async with transaction(self.pool) as connection:
+            hooks = await connection.fetch(
+                "SELECT w.id FROM agent_webhooks w WHERE w.paused_at IS NULL AND EXISTS (SELECT 1 FROM "
+                "agent_webhook_outbox o WHERE o.webhook_id = w.id AND o.due_at <= now()) "
+                "ORDER BY w.id LIMIT $1 FOR UPDATE OF w SKIP LOCKED",
+                BATCH,
+            )
+            if not hooks:
+                return {}
+            rows = await connection.fetch(  # (a statement after the lock: it sees every claim made before)
+                "UPDATE agent_webhook_outbox o SET claimed_by = $1, claimed_until = now() + make_interval(secs => "
+                "$2), attempts = o.attempts + 1 FROM agent_webhooks w WHERE w.id = o.webhook_id AND o.id IN ("
+                "  SELECT id FROM (SELECT q.id, row_number() OVER run AS n, first_value(q.due_at <= now() AND "
+                "  (q.claimed_until IS NULL OR q.claimed_until < now())) OVER run AS ready FROM "
+                "  agent_webhook_outbox q WHERE q.webhook_id = ANY($3) WINDOW run AS (PARTITION BY q.webhook_id "
+                "  ORDER BY q.id)) r WHERE r.ready AND r.n <= $4) "
+                "RETURNING o.id, o.delivery, o.body, o.attempts, w.id AS webhook_id, w.url, w.secret",
+                self.instance,
+                float(self.settings.webhook_claim),
+                [h[0] for h in hooks],
+                BATCH,
+            )
         runs: dict[str, list[asyncpg.Record]] = {}
         for row in sorted(rows, key=lambda r: r["id"]):
             runs.setdefault(row["webhook_id"], []).append(row)
@@ -246,42 +240,36 @@ class Outbox:
         """A delivery failed its last try: counted against the webhook; enough in a row pause it, saying why, and
         the delivery is kept for its resumption (True); else it is given up on."""
         reason = f"{self.settings.webhook_pause_after} deliveries in a row failed; the last: {problem}"
-        try:
-            async with self.pool.acquire() as connection, connection.transaction():
-                paused = await connection.fetchval(
-                    "UPDATE agent_webhooks SET failures = failures + 1, paused_at = CASE WHEN failures + 1 >= $2 "
-                    "THEN now() END, paused_reason = CASE WHEN failures + 1 >= $2 THEN $3 END WHERE id = $1 AND "
-                    "EXISTS (SELECT 1 FROM agent_webhook_outbox WHERE id = $4 AND claimed_by = $5) "
-                    "RETURNING paused_at IS NOT NULL",
-                    row["webhook_id"],
-                    self.settings.webhook_pause_after,
-                    reason,
+        async with transaction(self.pool) as connection:
+            paused = await connection.fetchval(
+                "UPDATE agent_webhooks SET failures = failures + 1, paused_at = CASE WHEN failures + 1 >= $2 "
+                "THEN now() END, paused_reason = CASE WHEN failures + 1 >= $2 THEN $3 END WHERE id = $1 AND "
+                "EXISTS (SELECT 1 FROM agent_webhook_outbox WHERE id = $4 AND claimed_by = $5) "
+                "RETURNING paused_at IS NOT NULL",
+                row["webhook_id"],
+                self.settings.webhook_pause_after,
+                reason,
+                row["id"],
+                self.instance,
+            )
+            if paused:
+                await connection.execute(
+                    "UPDATE agent_webhook_outbox SET claimed_by = NULL, claimed_until = NULL, "
+                    "last_problem = $2 WHERE id = $1",
                     row["id"],
-                    self.instance,
+                    problem,
                 )
-                if paused:
-                    await connection.execute(
-                        "UPDATE agent_webhook_outbox SET claimed_by = NULL, claimed_until = NULL, "
-                        "last_problem = $2 WHERE id = $1",
-                        row["id"],
-                        problem,
-                    )
-                elif paused is not None:
-                    await connection.execute("DELETE FROM agent_webhook_outbox WHERE id = $1", row["id"])
-        except DATABASE_ERRORS as e:
-            raise DatabaseError(f"the agent service's database failed: {e}") from e
+            elif paused is not None:
+                await connection.execute("DELETE FROM agent_webhook_outbox WHERE id = $1", row["id"])
         return bool(paused)
 
     async def _done(self, row: asyncpg.Record, update: str, *args: Any) -> None:
         """The row is gone and the webhook's record updated, at once (only while this instance's claim holds)."""
-        try:
-            async with self.pool.acquire() as connection, connection.transaction():
-                gone = await connection.fetchval(
-                    "DELETE FROM agent_webhook_outbox WHERE id = $1 AND claimed_by = $2 RETURNING 1",
-                    row["id"],
-                    self.instance,
-                )
-                if gone:
-                    await connection.execute(update, row["webhook_id"], *args)
-        except DATABASE_ERRORS as e:
-            raise DatabaseError(f"the agent service's database failed: {e}") from e
+        async with transaction(self.pool) as connection:
+            gone = await connection.fetchval(
+                "DELETE FROM agent_webhook_outbox WHERE id = $1 AND claimed_by = $2 RETURNING 1",
+                row["id"],
+                self.instance,
+            )
+            if gone:
+                await connection.execute(update, row["webhook_id"], *args)

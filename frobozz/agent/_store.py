@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import builtins
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemorySettings, migrated_pool
 
@@ -77,8 +80,23 @@ def _iso(when: datetime | None) -> str | None:
 
 async def query(pool: asyncpg.Pool, method: str, sql: str, *args: Any) -> Any:
     """`pool.method(sql, *args)`, its failure said as the agent's DatabaseError."""
-    try:
+    async with failures_said():
         return await getattr(pool, method)(sql, *args)
+
+
+@asynccontextmanager
+async def transaction(pool: asyncpg.Pool) -> AsyncIterator[PoolConnectionProxy]:
+    """A pooled connection in a transaction, its failure said as the agent's DatabaseError (as `query`'s)."""
+    async with failures_said(), pool.acquire() as connection, connection.transaction():
+        yield connection
+
+
+@asynccontextmanager
+async def failures_said() -> AsyncIterator[None]:
+    """A database failure inside, said as the agent's DatabaseError: the service's task group and its HTTP
+    routes catch that one, never a driver's own error."""
+    try:
+        yield
     except DATABASE_ERRORS as e:
         raise DatabaseError(f"the agent service's database failed: {e}") from e
 
@@ -154,12 +172,9 @@ class AgentStore:
 
     async def delete(self, session_id: str) -> None:
         """The session and all that is its (its lease row locked first, as an event write locks it: no deadlock)."""
-        try:
-            async with self.pool.acquire() as c, c.transaction():
-                await c.execute("SELECT 1 FROM agent_leases WHERE session_id = $1 FOR UPDATE", session_id)
-                await c.execute("DELETE FROM agent_sessions WHERE id = $1", session_id)
-        except DATABASE_ERRORS as e:
-            raise DatabaseError(f"the agent service's database failed: {e}") from e
+        async with transaction(self.pool) as c:
+            await c.execute("SELECT 1 FROM agent_leases WHERE session_id = $1 FOR UPDATE", session_id)
+            await c.execute("DELETE FROM agent_sessions WHERE id = $1", session_id)
 
     async def events(self, session_id: str) -> builtins.list[Logged]:
         rows = await self._do(
