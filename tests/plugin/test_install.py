@@ -9,7 +9,7 @@ from pathlib import Path
 
 from frobozz.engine import find_claude
 
-from .conftest import frobozz, hook_env
+from .conftest import clone_install, frobozz, hook_env, installed_files
 
 OTHER_HOOKS = {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}
 
@@ -78,12 +78,37 @@ def test_uninstall_leaves_the_users_settings_byte_for_byte_with_other_plugins_an
     assert "not installed" in frobozz("plugin", "status", env=env, cwd=project).stdout
 
 
-def test_a_user_without_settings_has_none_again_after_uninstall(claude_home, cortex_settings, project):
+# what differs between two installs at the same paths: when, and claude's ids for its HOME
+VOLATILE = {"installedAt", "lastUpdated", "firstStartTime", "machineID", "userID"}
+
+
+def without_volatile(value):
+    if isinstance(value, dict):
+        return {k: without_volatile(v) for k, v in value.items() if k not in VOLATILE}
+    return [without_volatile(v) for v in value] if isinstance(value, list) else value
+
+
+def same_install(made: Path, copied: Path) -> None:
+    assert installed_files(made) == installed_files(copied) != []
+    for name in installed_files(made):
+        ours, theirs = (made / name).read_text(), (copied / name).read_text()
+        if name.suffix == ".json":
+            ours, theirs = without_volatile(json.loads(ours)), without_volatile(json.loads(theirs))
+        assert ours == theirs, name
+        assert (made / name).stat().st_mode == (copied / name).stat().st_mode, name
+
+
+def test_a_user_without_settings_has_none_again_after_uninstall(
+    claude_home, cortex_settings, project, tmp_path, install_template
+):
     env = hook_env(claude_home, cortex_settings)
     settings = claude_home / ".claude" / "settings.json"
     assert not settings.exists()
     assert frobozz("plugin", "install", env=env, cwd=project).returncode == 0
     assert settings.exists()
+    # the other plugin tests' install is a copy of one made once (conftest's `installed`): it is this one
+    clone_install(install_template, tmp_path, into=tmp_path / "copy")
+    same_install(tmp_path, tmp_path / "copy")
     assert frobozz("plugin", "uninstall", env=env, cwd=project).returncode == 0
     assert not settings.exists()
 
