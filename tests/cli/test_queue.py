@@ -67,13 +67,20 @@ def psql(env, sql):
     return anyio.run(run)
 
 
-def runs(env, *args):
-    return json.loads(frobozz(env, "runs", "--json", *args).stdout)
+def runs(env, monkeypatch, *args):
+    return json.loads(frobozz_here(env, monkeypatch, "runs", "--json", *args).stdout)
 
 
-def queue_walkthroughs(env, *args):
-    """The ids of the zork1 walkthrough runs `play --queue ARGS` queued."""
-    return json.loads(frobozz(env, "play", "zork1", "--player", "walkthrough", "--queue", *args, "--json").stdout)
+def shown(env, monkeypatch, run_id):
+    """`runs show RUN_ID --json`, in this process: one of this file's tests runs `runs show` as a process."""
+    return json.loads(frobozz_here(env, monkeypatch, "runs", "show", run_id, "--json").stdout)
+
+
+def queue_walkthroughs(env, *args, monkeypatch=None):
+    """The ids of the zork1 walkthrough runs `play --queue ARGS` queued (in this process, given `monkeypatch`)."""
+    args = ("play", "zork1", "--player", "walkthrough", "--queue", *args, "--json")
+    done = frobozz_here(env, monkeypatch, *args) if monkeypatch else frobozz(env, *args)
+    return json.loads(done.stdout)
 
 
 def finished(env):
@@ -152,7 +159,7 @@ def test_bad_queue_arguments_are_clear_errors_and_queue_nothing(queue_env, monke
         else:
             done = frobozz_here(queue_env, monkeypatch, "play", "--queue", *player, *args, code=code)
             assert message in done.stderr + done.stdout, (args, done.output)
-    assert runs(queue_env) == []
+    assert runs(queue_env, monkeypatch) == []
 
 
 def test_a_worker_with_no_game_it_can_find_refuses_to_start(queue_env):
@@ -161,14 +168,16 @@ def test_a_worker_with_no_game_it_can_find_refuses_to_start(queue_env):
     assert frobozz(queue_env, "worker", "--games", " , ", check=False).returncode == 2
 
 
-def test_six_queued_runs_on_two_workers_are_each_played_once_to_their_end_and_make_the_leaderboard(queue_env, tmp_path):
+def test_six_queued_runs_on_two_workers_are_each_played_once_to_their_end_and_make_the_leaderboard(
+    queue_env, tmp_path, monkeypatch
+):
     """One run is a full game won (350 in 396 turns); five are cut at 40 turns. Six runs on two workers of two
     slots each: both workers play, two runs at once in one worker, and a freed slot takes the next. The
     leaderboard aggregates unequal runs. (Six full games proved the same at three times the CPU.)"""
     (won,) = queue_walkthroughs(queue_env)
-    short = queue_walkthroughs(queue_env, "--runs", "5", "--max-turns", "40")
+    short = queue_walkthroughs(queue_env, "--runs", "5", "--max-turns", "40", monkeypatch=monkeypatch)
     ids = [won, *short]
-    assert len(set(ids)) == 6 and {r["status"] for r in runs(queue_env)} == {"queued"}
+    assert len(set(ids)) == 6 and {r["status"] for r in runs(queue_env, monkeypatch)} == {"queued"}
     workers = [start_worker(queue_env, "--concurrency", "2", data_dir=tmp_path / f"machine{i}") for i in (1, 2)]
     try:
         wait_until(lambda: len(finished(queue_env)) == 6, timeout=900)
@@ -177,15 +186,15 @@ def test_six_queued_runs_on_two_workers_are_each_played_once_to_their_end_and_ma
     played = [line.split()[1].rstrip(":") for out in outs for line in out.splitlines() if line.startswith("run ")]
     assert sorted(played) == sorted(ids)  # each run played to its end by one worker, once
     assert all(out.strip() for out in outs)  # both workers played
-    shown = json.loads(frobozz(queue_env, "runs", "show", won, "--json").stdout)
-    assert set(shown["files"]) == {"transcript.md", "score.png", "map.png"} and shown["last_turn"]["turn"] == 396
-    lines = [json.loads(line) for line in open(os.path.join(shown["run_dir"], "turns.jsonl"))]
+    show = shown(queue_env, monkeypatch, won)
+    assert set(show["files"]) == {"transcript.md", "score.png", "map.png"} and show["last_turn"]["turn"] == 396
+    lines = [json.loads(line) for line in open(os.path.join(show["run_dir"], "turns.jsonl"))]
     at_40 = lines[39]["score"]  # what a run cut at 40 turns has: the same game, played alongside others
     assert 0 < at_40 < 350
-    for run in runs(queue_env):
+    for run in runs(queue_env, monkeypatch):
         expected = (350, True, WALKTHROUGH_TURNS, "won") if run["run_id"] == won else (at_40, False, 40, "max turns")
         assert (run["score"], run["won"], run["turns"], run["reason"]) == expected
-    board = json.loads(frobozz(queue_env, "leaderboard", "--json").stdout)
+    board = json.loads(frobozz_here(queue_env, monkeypatch, "leaderboard", "--json").stdout)
     assert board == [
         {
             "model": "",
@@ -203,15 +212,17 @@ def test_six_queued_runs_on_two_workers_are_each_played_once_to_their_end_and_ma
         }
     ]
     assert "zork1" in frobozz(queue_env, "leaderboard").stdout
-    assert json.loads(frobozz(queue_env, "leaderboard", "--json", "--game", "zork2").stdout) == []
+    assert json.loads(frobozz_here(queue_env, monkeypatch, "leaderboard", "--json", "--game", "zork2").stdout) == []
 
 
 @pytest.mark.parametrize("mode, turns", [("text", 80), ("tools", 45)])
 def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_if_uninterrupted(
-    queue_env, tmp_path, mode, turns
+    queue_env, tmp_path, monkeypatch, mode, turns
 ):
     """In tools mode the game itself is taken up too: the game server's session is shared in the database."""
-    first, second = queue_walkthroughs(queue_env, "--runs", "2", "--mode", mode, "--max-turns", str(turns))
+    first, second = queue_walkthroughs(
+        queue_env, "--runs", "2", "--mode", mode, "--max-turns", str(turns), monkeypatch=monkeypatch
+    )
     doomed = start_worker(queue_env, data_dir=tmp_path / "machine1")  # takes one run at a time
     try:
         taken = wait_until(
@@ -233,9 +244,7 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
             f"(SELECT max(turn) FROM run_turns WHERE run_id = '{taken['run_id']}')",
         )
         cut -= 1
-    session = json.loads(frobozz(queue_env, "runs", "show", taken["run_id"], "--json").stdout)["info"][
-        "claude_session_id"
-    ]
+    session = shown(queue_env, monkeypatch, taken["run_id"])["info"]["claude_session_id"]
     (tmp_path / "home2").mkdir()
     survivor = start_worker(
         {**queue_env, "HOME": str(tmp_path / "home2")}, "--concurrency", "2", data_dir=tmp_path / "machine2"
@@ -249,14 +258,14 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
     )
     finals = {}
     for run_id in (first, second):
-        shown = json.loads(frobozz(queue_env, "runs", "show", run_id, "--json").stdout)
-        assert shown["run_dir"].startswith(str(tmp_path / "machine2"))
-        lines = [json.loads(line) for line in open(os.path.join(shown["run_dir"], "turns.jsonl"))]
+        show = shown(queue_env, monkeypatch, run_id)
+        assert show["run_dir"].startswith(str(tmp_path / "machine2"))
+        lines = [json.loads(line) for line in open(os.path.join(show["run_dir"], "turns.jsonl"))]
         assert [t["turn"] for t in lines] == list(range(1, turns + 1))  # not a turn twice
         finals[run_id] = (
-            shown["score"],
-            shown["won"],
-            shown["turns"],
+            show["score"],
+            show["won"],
+            show["turns"],
             lines[-1]["moves"],
             lines[-1]["location"],
             lines[-1]["text"],
@@ -264,7 +273,7 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
         if run_id == taken["run_id"]:  # taken up where the database had it, not played again from the start
             assert all(t["at"] <= killed_at for t in lines[:cut]) and lines[-1]["at"] >= killed_at
             # machine1's claude transcript is not here, but the database has it: the same claude session goes on
-            assert session and shown["info"]["claude_session_id"] == session
+            assert session and show["info"]["claude_session_id"] == session
             stored = [
                 json.loads(r["entry"])
                 for r in psql(
@@ -288,30 +297,33 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
     assert finals[first][2] == turns and taken["turns"] >= 15
 
 
-def test_a_stopped_worker_puts_its_runs_back_and_the_next_goes_on_with_the_same_claude_session(queue_env, tmp_path):
-    (run_id,) = queue_walkthroughs(queue_env, "--max-turns", "120")
+def test_a_stopped_worker_puts_its_runs_back_and_the_next_goes_on_with_the_same_claude_session(
+    queue_env, tmp_path, monkeypatch
+):
+    (run_id,) = queue_walkthroughs(queue_env, "--max-turns", "120", monkeypatch=monkeypatch)
     worker = start_worker(queue_env, data_dir=tmp_path / "machine")
     wait_until(lambda: psql(queue_env, "SELECT turns FROM runs")[0]["turns"] >= 5)  # early: the run has far to go
     assert "run " not in stop(worker)  # SIGTERM: the run in hand stopped at a turn, and was not finished
-    (stopped,) = runs(queue_env)
+    (stopped,) = runs(queue_env, monkeypatch)
     assert stopped["status"] == "queued" and stopped["turns"] >= 5
-    session = json.loads(frobozz(queue_env, "runs", "show", run_id, "--json").stdout)["info"]["claude_session_id"]
+    session = shown(queue_env, monkeypatch, run_id)["info"]["claude_session_id"]
     worker = start_worker(queue_env, data_dir=tmp_path / "machine")
     try:
         wait_until(lambda: finished(queue_env))
     finally:
         assert f"run {run_id}: max turns" in stop(worker)
-    shown = json.loads(frobozz(queue_env, "runs", "show", run_id, "--json").stdout)
-    assert shown["info"]["claude_session_id"] == session  # its transcript is on this machine: resumed
-    lines = [json.loads(line) for line in open(os.path.join(shown["run_dir"], "turns.jsonl"))]
-    assert [t["turn"] for t in lines] == list(range(1, 121)) and shown["turns"] == 120
+    show = shown(queue_env, monkeypatch, run_id)
+    assert show["info"]["claude_session_id"] == session  # its transcript is on this machine: resumed
+    lines = [json.loads(line) for line in open(os.path.join(show["run_dir"], "turns.jsonl"))]
+    assert [t["turn"] for t in lines] == list(range(1, 121)) and show["turns"] == 120
 
 
-def test_a_run_played_here_with_a_database_configured_is_listed_and_ranked_too(queue_env):
+def test_a_run_played_here_with_a_database_configured_is_listed_and_ranked_too(queue_env, monkeypatch):
+    """`runs show` and `leaderboard` are real processes here once each; the other reads run in this one."""
     result = json.loads(
         frobozz(queue_env, "play", "zork1", "--player", "walkthrough", "--max-turns", "10", "--json").stdout
     )
-    (run,) = runs(queue_env)
+    (run,) = runs(queue_env, monkeypatch)
     assert (run["run_id"], run["status"], run["reason"], run["turns"], run["score"]) == (
         result["run_id"],
         "finished",
@@ -325,28 +337,27 @@ def test_a_run_played_here_with_a_database_configured_is_listed_and_ranked_too(q
     done = frobozz(away, "play", "zork1", "--player", "walkthrough", "--max-turns", "3", "--json")
     assert json.loads(done.stdout)["turns"] == 3 and "not recorded in the database" in done.stderr
     here = json.loads(done.stdout)["run_id"]  # played on this machine only: it counts everywhere all the same
-    assert [r["run_id"] for r in runs(queue_env)] == [here, result["run_id"]]
-    assert here in frobozz(queue_env, "runs").stdout
-    shown = json.loads(frobozz(queue_env, "runs", "show", here, "--json").stdout)
-    assert (shown["run_id"], shown["turns"], shown["last_turn"]["turn"]) == (here, 3, 3)
-    assert (
-        "transcript.md" in shown["files"] and "not in the database" in frobozz(queue_env, "runs", "show", here).stdout
-    )
-    (row,) = json.loads(frobozz(queue_env, "leaderboard", "--json").stdout)
+    assert [r["run_id"] for r in runs(queue_env, monkeypatch)] == [here, result["run_id"]]
+    assert here in frobozz_here(queue_env, monkeypatch, "runs").stdout
+    show = shown(queue_env, monkeypatch, here)
+    assert (show["run_id"], show["turns"], show["last_turn"]["turn"]) == (here, 3, 3)
+    assert "transcript.md" in show["files"] and "not in the database" in frobozz(queue_env, "runs", "show", here).stdout
+    (row,) = json.loads(frobozz_here(queue_env, monkeypatch, "leaderboard", "--json").stdout)
     assert (row["runs"], row["mean_turns"]) == (2, 6.5)
 
 
-def test_play_resume_on_a_machine_with_only_the_database_goes_on_in_the_same_claude_session(queue_env, tmp_path):
+def test_play_resume_on_a_machine_with_only_the_database_goes_on_in_the_same_claude_session(
+    queue_env, tmp_path, monkeypatch
+):
     first = {**queue_env, "FROBOZZ_DATA_DIR": str(tmp_path / "machine1")}
     result = json.loads(frobozz(first, "play", "zork1", "--player", "walkthrough", "--max-turns", "8", "--json").stdout)
-    session = json.loads(frobozz(first, "runs", "show", result["run_id"], "--json").stdout)["info"]["claude_session_id"]
+    session = shown(first, monkeypatch, result["run_id"])["info"]["claude_session_id"]
     (tmp_path / "home2").mkdir()
     second = {**queue_env, "FROBOZZ_DATA_DIR": str(tmp_path / "machine2"), "HOME": str(tmp_path / "home2")}
     assert not (tmp_path / "machine2").exists()  # neither the run's directory nor its claude transcript is here
     resumed = json.loads(frobozz(second, "play", "--resume", result["run_id"], "--max-turns", "16", "--json").stdout)
     assert (resumed["run_id"], resumed["turns"]) == (result["run_id"], 16)
-    shown = json.loads(frobozz(second, "runs", "show", result["run_id"], "--json").stdout)
-    assert shown["info"]["claude_session_id"] == session
+    assert shown(second, monkeypatch, result["run_id"])["info"]["claude_session_id"] == session
     lines = [json.loads(line) for line in open(tmp_path / "machine2" / "runs" / result["run_id"] / "turns.jsonl")]
     assert [t["turn"] for t in lines] == list(range(1, 17))  # rebuilt from the database, then played on
     done = frobozz(second, "play", "--resume", "no-such-run", check=False)
