@@ -11,6 +11,7 @@ import pytest
 
 from frobozz.engine.testing import ScriptedModel
 from frobozz.runner._prompts import turn_in
+from tests.cli.in_process import frobozz_here
 from tests.httpserver import serve
 from tests.orphans import descendants, still_running
 
@@ -133,10 +134,16 @@ def test_several_runs_in_parallel_get_a_combined_summary(tmp_path):
         (["--memory", "x" * 101], "is not a namespace"),
     ],
 )
-def test_bad_play_arguments_are_clear_errors(tmp_path, args, message):
+def test_bad_play_arguments_are_clear_errors(tmp_path, monkeypatch, args, message):
+    """The first case is a real process; the others run in this one (`frobozz_here`)."""
     game = [] if not args[0].startswith("-") else ["zork1"]
-    done = _play(tmp_path, *game, *args, timeout=60)
-    assert done.returncode != 0 and message in " ".join(done.stderr.split())
+    if args == ["--player", "robot"]:
+        done = _play(tmp_path, *game, *args, timeout=60)
+        code, said = done.returncode, done.stderr
+    else:
+        done = frobozz_here(_env(tmp_path), monkeypatch, "play", *game, *args, code=None)
+        code, said = done.exit_code, done.stderr
+    assert code != 0 and message in " ".join(said.split())
 
 
 def test_a_catalogued_game_that_is_missing_is_installed_before_play(tmp_path):
