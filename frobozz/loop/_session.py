@@ -78,7 +78,14 @@ class MemorySession:
     """`async with MemorySession(options, memory, namespace="chat") as s: await s.send("hi")`, then read
     `s.events()`. `resume=` a loop session id takes up its claude session, archive and seen-set."""
 
-    CLAUDES = 1 + SIDECARS  # claude processes a live one runs: the primary and the warm sidecars
+    CLAUDES = 1 + SIDECARS  # claude processes a live one runs (recall asking): the primary and the warm sidecars
+
+    @staticmethod
+    def sidecars(recall_queries: bool) -> int:
+        """Warm sidecar claudes a session needs: with recall asking no question, only the last turn's suggestions
+        (and, in the background, the capsules' at the start) are asked, one at a time; a second warm claude would
+        start for nothing (0.7 s of CPU, and its memory, in every routine firing)."""
+        return SIDECARS if recall_queries else 1
 
     def __init__(
         self,
@@ -132,7 +139,7 @@ class MemorySession:
             self.options,
             self.sidecar_options,
             settings=self.settings,
-            sidecars=SIDECARS,
+            sidecars=self.sidecars(self.recall_queries and self.use_recall),
             spare=self.spare,
             shared_sidecar=self.shared_sidecar,
             resume=self.record.claude_session_id if self.resume else None,

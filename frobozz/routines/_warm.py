@@ -16,6 +16,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from frobozz.engine import Sidecar, WarmSpare
+from frobozz.loop import MemorySession
 from frobozz.memory import MemoryService
 
 from ._fire import primary_options, sidecar_options, workspace
@@ -23,7 +24,6 @@ from ._spec import Routine
 from .settings import RoutineSettings
 
 log = logging.getLogger("frobozz.routines")
-SIDECARS = 2  # as the memory loop's own: recall's question and the last firing's suggestions each find one
 
 
 @dataclass
@@ -126,9 +126,10 @@ class Warm:
         sidecar = self._sidecars.get(spec.model)
         if sidecar is None:
             self.settings.routines_dir.mkdir(parents=True, exist_ok=True)
+            warm = MemorySession.sidecars(self.settings.routine_recall_queries)  # as a firing's own would be
             sidecar = self._sidecars[spec.model] = Sidecar(
-                sidecar_options(spec, self.settings, self.cli_path), warm=SIDECARS
+                sidecar_options(spec, self.settings, self.cli_path), warm=warm
             )
-            for _ in range(SIDECARS):
+            for _ in range(warm):
                 self._tg.start_soon(sidecar.keep_warm)
         return sidecar

@@ -58,6 +58,7 @@ async def test_orientation_recall_and_suggestions_around_each_turn_and_again_aft
         async with MemorySession(
             options, memory_service, namespace="chat", sidecar=make_options(model), providers=providers(tmp_path)
         ) as loop:
+            assert loop.pool.sidecar.warm == 2  # recall's question and the last turn's suggestions each find one
             await loop.send("What does my sister Ana teach?")
             await until(loop.events(), Result)
             await loop.send("I am learning the cello myself now.")
@@ -106,6 +107,7 @@ async def test_without_recall_or_a_namespace_with_memories_the_message_is_the_or
             suggest=False,
             providers=providers(tmp_path / "none"),
         ) as loop:
+            assert loop.pool.sidecar.warm == 1  # recall asks no question: one warm sidecar claude, not two
             await loop.send("hello")
             await until(loop.events(), Result)
             await loop.send("again")
@@ -170,10 +172,9 @@ async def test_sessions_share_a_sidecar_kept_warm_by_their_caller_and_one_closed
     from frobozz.engine import Sidecar
 
     async with ScriptedModel(script) as model:
-        sidecar = Sidecar(make_options(model), warm=2)
+        sidecar = Sidecar(make_options(model), warm=1)  # as the routines' worker keeps (its recall asks nothing)
         async with anyio.create_task_group() as tg:
-            for _ in range(2):
-                tg.start_soon(sidecar.keep_warm)
+            tg.start_soon(sidecar.keep_warm)
             for text in ("I am learning the cello myself now.", "And the piano."):
                 async with MemorySession(
                     make_options(model),
