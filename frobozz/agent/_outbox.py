@@ -23,6 +23,7 @@ import anyio
 import asyncpg
 import httpx
 
+from frobozz._tls import tls_context
 from frobozz.memory import DatabaseError
 
 from ._addresses import Resolver, pinned
@@ -55,7 +56,9 @@ class Outbox:
         self.settings = settings
         self.instance = instance
         self.resolve = resolve  # how host names are resolved (once per try; the request goes where it said)
-        self._http = httpx.AsyncClient(timeout=10, follow_redirects=False, trust_env=False)
+        self._http = httpx.AsyncClient(
+            timeout=10, follow_redirects=False, trust_env=False, verify=tls_context(trust_env=False)
+        )
         self._wake = anyio.Event()
 
     async def aclose(self) -> None:

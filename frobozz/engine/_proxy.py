@@ -29,6 +29,7 @@ from starlette.routing import Route
 
 from .. import _spans as S
 from .._loopback import listener
+from .._tls import tls_context
 from ._events import Usage, text_of
 from ._tracing import EngineTrace, request_cost
 
@@ -215,7 +216,7 @@ class Proxy:
         self.rehearsing = False  # model requests answered here, none sent upstream (`Engine.rehearse`)
         self.port = 0
         self._server: _QuietServer | None = None
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0))
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0), verify=tls_context())
 
     @property
     def url(self) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from frobozz._files import atomic_write
+from frobozz._tls import tls_context
 
 from ._catalogue import CATALOGUE, CatalogueEntry
 from ._story import MAX_STORY_BYTES, StoryInfo, parse_story, read_story
@@ -28,7 +29,7 @@ async def download(url: str, *, client: httpx.AsyncClient | None = None, timeout
     import httpx  # here, not at the top: the interpreter's worker process imports this package and never downloads
 
     own = client is None
-    client = client or httpx.AsyncClient(timeout=timeout, follow_redirects=True)
+    client = client or httpx.AsyncClient(timeout=timeout, follow_redirects=True, verify=tls_context())
     try:
         async with client.stream("GET", url) as response:
             if response.status_code != 200:

@@ -10,6 +10,8 @@ from typing import Protocol
 
 import httpx
 
+from frobozz._tls import tls_context
+
 from ._batching import Batcher
 from ._minilm import DIM, MODEL, load
 from ._model_download import SHA256, URL
@@ -77,7 +79,7 @@ class HttpEmbedder:
 
     def __init__(self, kind: str, url: str, model: str, dim: int, api_key: str | None) -> None:
         self.kind, self.url, self.model, self.dim, self.api_key = kind, url.rstrip("/"), model, dim, api_key
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(120, connect=10))
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(120, connect=10), verify=tls_context())
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         try:

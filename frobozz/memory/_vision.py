@@ -9,6 +9,8 @@ import logging
 
 import httpx
 
+from frobozz._tls import tls_context
+
 from .exceptions import ImageError
 from .settings import MemorySettings
 
@@ -67,7 +69,7 @@ class Describer:
         }
         headers = {"anthropic-version": "2023-06-01", **({"x-api-key": self.api_key} if self.api_key else {})}
         try:
-            async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False) as client:
+            async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False, verify=tls_context()) as client:
                 response = await client.post(self.url, json=body, headers=headers)
         except httpx.HTTPError as e:
             raise ImageError(f"the vision model at {self.url} could not be reached ({type(e).__name__})") from e

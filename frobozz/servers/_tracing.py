@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 
+from frobozz._tls import tls_context
+
 from .. import _spans as S
 
 log = logging.getLogger("frobozz.servers.tracing")
@@ -30,7 +32,7 @@ async def carrier_of(meta: Mapping[str, Any], relay: str | None = None) -> dict[
     if not relay or not isinstance(tool_use_id, str) or not tool_use_id.replace("_", "").isalnum():
         return None
     try:
-        async with httpx.AsyncClient(timeout=_ASK_TIMEOUT) as client:
+        async with httpx.AsyncClient(timeout=_ASK_TIMEOUT, verify=tls_context()) as client:
             answer = await client.get(f"{relay}/{tool_use_id}")
     except httpx.HTTPError as e:
         log.debug("no trace context for %s: %s", tool_use_id, e)

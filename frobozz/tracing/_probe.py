@@ -8,6 +8,8 @@ from collections.abc import Mapping
 
 import httpx
 
+from frobozz._tls import tls_context
+
 from ._setup import _shown, check_headers, check_protocol, traces_endpoint
 
 
@@ -27,7 +29,7 @@ async def probe(environ: Mapping[str, str] | None = None, *, timeout: float = 5.
     headers = check_headers(environ)
     url = traces_endpoint(environ)
     try:
-        async with httpx.AsyncClient(timeout=timeout) as client:
+        async with httpx.AsyncClient(timeout=timeout, verify=tls_context()) as client:
             answer = await client.post(url, content=b"", headers={**headers, "Content-Type": "application/x-protobuf"})
     except httpx.HTTPError as e:
         raise ConnectionError(f"{_shown(url)} cannot be reached: {type(e).__name__}: {e}") from e

@@ -14,6 +14,8 @@ from typing import Any, Unpack
 import feedparser
 import httpx
 
+from frobozz._tls import tls_context
+
 from ._items import Item, clean
 from ._polling import Polling, PollingOptions, ProducerError
 
@@ -59,7 +61,7 @@ class Feed(Polling):
     async def fetch(self) -> bytes:
         try:
             async with (
-                httpx.AsyncClient(timeout=self.timeout, follow_redirects=True) as client,
+                httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, verify=tls_context()) as client,
                 client.stream("GET", self.url, headers={"User-Agent": "frobozz-routines"}) as response,
             ):
                 if response.status_code >= 400:

@@ -11,6 +11,8 @@ import anyio
 import httpx
 from protego import Protego
 
+from frobozz._tls import tls_context
+
 from ._guard import resolve
 from .exceptions import BlockedError, FetchError
 from .settings import Settings
@@ -72,6 +74,7 @@ class Http:
         self.client = httpx.AsyncClient(
             follow_redirects=False,
             timeout=httpx.Timeout(settings.fetch_read_timeout, connect=settings.fetch_connect_timeout),
+            verify=tls_context(),
         )
         self._robots: dict[str, Protego | None] = {}
 

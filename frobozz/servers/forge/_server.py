@@ -15,6 +15,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field
 
+from frobozz._tls import tls_context
+
 from .._complete import offer_completion
 from .._logs import offer_logging
 from .._tools import closing, hints, tool_errors
@@ -61,7 +63,7 @@ def _picture(png: bytes) -> ImageContent:
 def create_server(settings: Settings | None = None) -> MCPServer:
     settings = settings or Settings()
     store = ImageStore(settings.images_dir)
-    client = httpx.AsyncClient(timeout=httpx.Timeout(settings.forge_timeout, connect=10.0))
+    client = httpx.AsyncClient(timeout=httpx.Timeout(settings.forge_timeout, connect=10.0), verify=tls_context())
     backend = make_backend(settings, client)
     server = MCPServer(
         "frobozz-forge",
