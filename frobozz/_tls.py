@@ -15,3 +15,10 @@ import httpx
 def tls_context(*, trust_env: bool = True) -> ssl.SSLContext:
     """The context httpx would make for `verify=True` (`trust_env=False`: without the certificate variables)."""
     return httpx.create_ssl_context(trust_env=trust_env)
+
+
+@functools.cache
+def system_tls_context() -> ssl.SSLContext:
+    """Python's default context, on the system's trust store: the IMAP producer's, once a process rather than
+    once a connection (a poll)."""
+    return ssl.create_default_context()

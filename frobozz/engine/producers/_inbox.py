@@ -12,13 +12,13 @@ import contextlib
 import ipaddress
 import logging
 import re
-import ssl
 from typing import Self, Unpack
 from urllib.parse import unquote, urlsplit
 
 import aioimaplib
 import anyio
 
+from ..._tls import system_tls_context
 from ._items import Item, clean
 from ._mail import mail_item
 from ._polling import Polling, PollingOptions, ProducerError
@@ -130,7 +130,7 @@ class Inbox(Polling):
                     self.host,
                     self.port,
                     timeout=self.timeout,
-                    ssl_context=ssl.create_default_context(),
+                    ssl_context=system_tls_context(),
                     conn_lost_cb=connection.on_lost,
                 )
                 if self.tls
