@@ -4,8 +4,7 @@ the turn; a second Ctrl-C (or one at the prompt) exits, everything already archi
 
 The servers run in the chat's own process (the engine's in-process servers: claude reaches them over its
 control channel), cortex and handoff on the chat's own memory: four processes of their own took a Python
-start each, and cortex its own embedding model, before the first prompt (the first answer after 5.7 s and 9.3 s
-of CPU against 2.8 s and 3.5 s, `--model scripted`, the model cached)."""
+start each, and cortex its own embedding model, before the first prompt (6.5 s to the prompt, 13 s of CPU)."""
 
 from __future__ import annotations
 
@@ -30,6 +29,7 @@ from ._trace import start_tracing, trace_option
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 SERVERS = ["cortex", "fetch", "forge", "handoff"]
+MEMORY = ("cortex", "handoff")  # on the chat's memory, in the session's namespace
 PROMPT = "you> "
 
 
@@ -149,7 +149,7 @@ async def _chat(
     from frobozz.engine.scripted import ScriptedModel
     from frobozz.loop import MemorySession, capsules, context_files, here_and_now, latest_letter, memories
     from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
-    from frobozz.servers import MEMORY_SERVERS, load_server
+    from frobozz.servers import load_server
 
     def providers(store, sessions, handoffs):
         return [
@@ -169,9 +169,8 @@ async def _chat(
         try:
             transcripts = await TranscriptStore.open(size=2)  # claude's sessions, resumable from any machine
             ns = (await (await service.sessions()).get(resume)).namespace if resume else namespace
-            in_namespace = {"cortex_default_namespace": ns}  # the memory servers store in the session's
             servers = {
-                name: load_server(name, service=service, **(in_namespace if name in MEMORY_SERVERS else {}))
+                name: load_server(name, service=service, **({"cortex_default_namespace": ns} if name in MEMORY else {}))
                 for name in SERVERS
             }
             options = EngineOptions(

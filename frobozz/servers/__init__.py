@@ -5,7 +5,7 @@ import importlib
 from typing import Any
 
 from ._configs import BUNDLES, ConfigError, check_names, config_for, install_config, portable, write_config
-from ._registry import MEMORY_SERVERS, SERVERS, ServerSpec, load_server
+from ._registry import SERVERS, ServerSpec, load_server
 
 # The hub's parts import mcp and starlette (half a second): loaded when first asked for, so that every CLI
 # command, which imports this package for its configs, stays quick.
@@ -28,7 +28,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BUNDLES",
-    "MEMORY_SERVERS",
     "SERVERS",
     "BearerToken",
     "ConfigError",

@@ -35,8 +35,8 @@ SERVERS: dict[str, ServerSpec] = {
 }
 
 
-# the servers on memory, which can share another's in the process (their `create_server(settings, service)`)
-MEMORY_SERVERS = ("cortex", "handoff")
+# the servers whose memory can be another's in the process (their `create_server(settings, service)`)
+ON_MEMORY = ("cortex", "handoff")
 
 
 def load_server(name: str, *, service: Any = None, **overrides: Any) -> Any:
@@ -51,7 +51,7 @@ def load_server(name: str, *, service: Any = None, **overrides: Any) -> Any:
     settings = settings_cls(**overrides)
     server = (
         create_server(settings, service.sharing(settings))
-        if service is not None and name in MEMORY_SERVERS
+        if service is not None and name in ON_MEMORY
         else create_server(settings)
     )
     return traced(server)  # its calls under the engine's spans, when traced
