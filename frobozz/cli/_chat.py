@@ -1,10 +1,6 @@
 """`frobozz chat`: a terminal chat on the memory loop, the reply streamed as it arrives, with the hub's
 MCP servers attached (cortex, fetch, forge, handoff) and the hand-off relay on. Ctrl-C interrupts
-the turn; a second Ctrl-C (or one at the prompt) exits, everything already archived.
-
-The servers run in the chat's own process (the engine's in-process servers: claude reaches them over its
-control channel), cortex and handoff on the chat's own memory: four processes of their own took a Python
-start each, and cortex its own embedding model, before the first prompt (6.5 s to the prompt, 13 s of CPU)."""
+the turn; a second Ctrl-C (or one at the prompt) exits, everything already archived."""
 
 from __future__ import annotations
 
@@ -29,8 +25,8 @@ from ._trace import start_tracing, trace_option
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 SERVERS = ["cortex", "fetch", "forge", "handoff"]
-MEMORY = ("cortex", "handoff")  # on the chat's memory, in the session's namespace
 PROMPT = "you> "
+MCP_WAIT = 60  # seconds the hub's servers get to start before the first prompt
 
 
 def scripted_reply(request: Any) -> Any:
@@ -144,12 +140,12 @@ async def _chat(
     suggest: bool,
     model: str | None,
 ) -> None:
-    from frobozz.engine import AssistantMessage, EngineOptions, Result, StreamEvent
+    from frobozz.engine import AssistantMessage, EngineOptions, McpServerError, Result, StreamEvent
     from frobozz.engine.observers import HandoffRelay
     from frobozz.engine.scripted import ScriptedModel
     from frobozz.loop import MemorySession, capsules, context_files, here_and_now, latest_letter, memories
     from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
-    from frobozz.servers import load_server
+    from frobozz.servers import config_for
 
     def providers(store, sessions, handoffs):
         return [
@@ -169,15 +165,14 @@ async def _chat(
         try:
             transcripts = await TranscriptStore.open(size=2)  # claude's sessions, resumable from any machine
             ns = (await (await service.sessions()).get(resume)).namespace if resume else namespace
-            servers = {
-                name: load_server(name, service=service, **({"cortex_default_namespace": ns} if name in MEMORY else {}))
-                for name in SERVERS
-            }
+            mcp = config_for(SERVERS)
+            for server in mcp["mcpServers"].values():
+                server["env"]["FROBOZZ_CORTEX_DEFAULT_NAMESPACE"] = ns
             options = EngineOptions(
                 model=claude_model,
                 env=env,
                 system_prompt=system,
-                in_process_servers=servers,
+                mcp_config=mcp,
                 session_store=transcripts,
                 session_project="frobozz-chat",
                 strict_mcp_config=True,
@@ -201,8 +196,13 @@ async def _chat(
                 observers=[relay],
                 producers=[relay],
             ) as loop:
+                try:  # a first turn sent while a server starts would go without its tools
+                    servers = await loop.pool.primary.wait_for_mcp(timeout=MCP_WAIT)
+                    connected = ", ".join(s.name for s in servers)
+                except McpServerError as e:
+                    connected = f"not all: {e}"
                 err.print(
-                    f"session {loop.id} (namespace {loop.record.namespace}; servers {', '.join(servers)}); "
+                    f"session {loop.id} (namespace {loop.record.namespace}; servers {connected}); "
                     "Ctrl-C interrupts a reply, twice exits",
                     markup=False,
                 )

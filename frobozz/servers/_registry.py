@@ -35,23 +35,11 @@ SERVERS: dict[str, ServerSpec] = {
 }
 
 
-# the servers whose memory can be another's in the process (their `create_server(settings, service)`)
-ON_MEMORY = ("cortex", "handoff")
-
-
-def load_server(name: str, *, service: Any = None, **overrides: Any) -> Any:
-    """Build the named server from its settings (environment first, then `overrides`). `service`: a
-    `MemoryService` of the caller's, whose pool and embedding model a memory server shares (with its own
-    settings) rather than opening its own."""
+def load_server(name: str, **overrides: Any) -> Any:
+    """Build the named server from its settings (environment first, then `overrides`)."""
     try:
         spec = SERVERS[name]
     except KeyError:
         raise KeyError(f"no server {name!r}; known: {', '.join(SERVERS)}") from None
     create_server, settings_cls = spec.factory()
-    settings = settings_cls(**overrides)
-    server = (
-        create_server(settings, service.sharing(settings))
-        if service is not None and name in ON_MEMORY
-        else create_server(settings)
-    )
-    return traced(server)  # its calls under the engine's spans, when traced
+    return traced(create_server(settings_cls(**overrides)))  # its calls under the engine's spans, when traced
