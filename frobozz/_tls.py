@@ -8,12 +8,12 @@ from __future__ import annotations
 import functools
 import ssl
 
-import httpx
-
 
 @functools.cache
 def tls_context(*, trust_env: bool = True) -> ssl.SSLContext:
     """The context httpx would make for `verify=True` (`trust_env=False`: without the certificate variables)."""
+    import httpx  # here: every CLI command imports this module (games' install), few make a client
+
     return httpx.create_ssl_context(trust_env=trust_env)
 
 

@@ -16,7 +16,6 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from frobozz.engine import Sidecar, WarmSpare
-from frobozz.loop import MemorySession
 from frobozz.memory import MemoryService
 
 from ._fire import primary_options, sidecar_options, workspace
@@ -24,6 +23,9 @@ from ._spec import Routine
 from .settings import RoutineSettings
 
 log = logging.getLogger("frobozz.routines")
+# Firings of one model share these, up to `routine_concurrency` at once: their suggestions each find one. (A single
+# firing's own, without the worker's, needs one when recall asks nothing: `MemorySession.sidecars`.)
+SIDECARS = 2
 
 
 @dataclass
@@ -126,10 +128,9 @@ class Warm:
         sidecar = self._sidecars.get(spec.model)
         if sidecar is None:
             self.settings.routines_dir.mkdir(parents=True, exist_ok=True)
-            warm = MemorySession.sidecars(self.settings.routine_recall_queries)  # as a firing's own would be
             sidecar = self._sidecars[spec.model] = Sidecar(
-                sidecar_options(spec, self.settings, self.cli_path), warm=warm
+                sidecar_options(spec, self.settings, self.cli_path), warm=SIDECARS
             )
-            for _ in range(warm):
+            for _ in range(SIDECARS):
                 self._tg.start_soon(sidecar.keep_warm)
         return sidecar

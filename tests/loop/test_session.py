@@ -172,7 +172,7 @@ async def test_sessions_share_a_sidecar_kept_warm_by_their_caller_and_one_closed
     from frobozz.engine import Sidecar
 
     async with ScriptedModel(script) as model:
-        sidecar = Sidecar(make_options(model), warm=1)  # as the routines' worker keeps (its recall asks nothing)
+        sidecar = Sidecar(make_options(model), warm=1)  # one is enough for sessions one after another
         async with anyio.create_task_group() as tg:
             tg.start_soon(sidecar.keep_warm)
             for text in ("I am learning the cello myself now.", "And the piano."):

@@ -227,8 +227,7 @@ async def test_a_worker_keeps_its_routine_s_claudes_started_between_firings_and_
     done = await done_in(store, "warmth")
     asked = [r for r in scripted.requests if r.last_user_text().startswith("Here is the last exchange")]
     assert taken >= len(done) - 1 >= 1  # all but perhaps the first took a claude started ahead
-    # the suggestions' questions of every firing, on the worker's one sidecar claude (recall asks none by default)
-    assert answered >= len(done) >= 2 and started == 1
+    assert answered >= len(done) and started >= 2  # the suggestions' questions, on the shared ones
     assert asked  # the firings' suggestions go to the shared sidecars (each one's: tests/loop/test_session.py)
     assert worker.firer.warm is None
 
