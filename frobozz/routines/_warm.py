@@ -23,8 +23,9 @@ from ._spec import Routine
 from .settings import RoutineSettings
 
 log = logging.getLogger("frobozz.routines")
-# Firings of one model share these, up to `routine_concurrency` at once: their suggestions each find one. (A single
-# firing's own, without the worker's, needs one when recall asks nothing: `MemorySession.sidecars`.)
+# Every firing of one model asks these, up to `routine_concurrency` firings at once: two, so that one firing's
+# suggestions seldom wait behind another's. (A firing without the worker's claudes starts one of its own when
+# recall asks nothing: `MemorySession.sidecars`.)
 SIDECARS = 2
 
 
