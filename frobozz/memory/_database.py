@@ -109,8 +109,8 @@ async def database_url(settings: MemorySettings) -> str:
 
 HNSW_INDEX = (
     "CREATE INDEX memories_embedding ON memories USING hnsw (embedding vector_cosine_ops) "
-    "WITH (m = 24, ef_construction = 128)"
-)  # as migration 003 builds it
+    "WITH (m = 16, ef_construction = 96)"
+)  # as migration 010 builds it
 
 # Enough candidates for filtered kNN and for clustered memories. Given at connection start, so it is
 # the session's default: a plain SET would be undone by the RESET ALL a pool runs on every release.
