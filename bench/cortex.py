@@ -1,6 +1,6 @@
 """cortex benchmark: load N memories (bulk path: batched embedding, COPY, then the HNSW index), then
-store latency, search p50/p95 for each mode (query embedding included), and HNSW recall@10 against
-exact kNN, in one run, on the embedded Postgres.
+store latency, a row's INSERT with its vector given (the graph's share of a store), search p50/p95 for each
+mode (query embedding included), and HNSW recall@10 against exact kNN, in one run, on the embedded Postgres.
 
 Run: .venv/bin/python bench/cortex.py [--count 100000] [--hnsw "m = 16, ef_construction = 64"]
 Targets (issues 8, 13): hybrid search p50 under 30 ms at 100k memories; HNSW recall@10 at least 0.95 of exact.
@@ -131,6 +131,25 @@ async def load(store, count: int, rng: random.Random, namespace: str = "default"
     )
 
 
+async def inserts(store, rng: random.Random, rows: int = 300) -> str:
+    """A row's INSERT with its vector given (no model): what the HNSW graph costs a store, which --hnsw changes."""
+    texts = [f"An inserted memory: {memory(rng, n)}" for n in range(rows)]
+    vectors = await store.embedder.embed(texts)
+    times = []
+    async with store.pool.acquire() as c:
+        for text, vector in zip(texts, vectors, strict=True):
+            t = time.perf_counter()
+            await c.execute(
+                "INSERT INTO memories (namespace, content, content_hash, embedding) VALUES ('inserts', $1, $2, $3)",
+                text,
+                content_hash(text),
+                vector,
+            )
+            times.append(1000 * (time.perf_counter() - t))
+    mean = statistics.mean(times)
+    return f"a row's INSERT, its vector given ({rows} rows): p50 {pct(times, 50):.2f} ms, mean {mean:.2f} ms"
+
+
 async def main(count: int, queries: int, hnsw: str | None = None) -> None:
     settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="frobozz-cortex-bench-")))
     cortex = MemoryService(settings)
@@ -146,6 +165,7 @@ async def main(count: int, queries: int, hnsw: str | None = None) -> None:
         await store.store(f"A freshly stored memory about {rng.choice(OBJECTS)}, number {n}.")
         store_ms.append(1000 * (time.perf_counter() - t))
     print(f"store latency (embedding + commit): p50 {pct(store_ms, 50):.1f} ms, p95 {pct(store_ms, 95):.1f} ms")
+    print(await inserts(store, random.Random(8)))
 
     probes = [f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)}" for _ in range(queries)]
     for query in probes[:50]:  # one untimed pass: the index pages come into memory, as in a server that has run a while

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 
-from ._database import HNSW_INDEX
+from ._database import HNSW_INDEX, INDEX_MEMORY
 from ._image_store import insert_image_row
 from ._images import ImageInput, Picture
 from ._records import COLUMNS, CURRENT, DESCRIBED, content_hash, image_hash, memory
@@ -248,6 +248,7 @@ class BulkStore:
             await c.execute("ALTER TABLE memories DROP COLUMN embedding")
             await c.execute("ALTER TABLE memories RENAME COLUMN embedding_next TO embedding")
             await c.execute("ALTER TABLE memories ALTER COLUMN embedding SET NOT NULL")
+            await c.execute(INDEX_MEMORY)
             await c.execute(HNSW_INDEX)
             await c.execute("UPDATE cortex_meta SET value = $1 WHERE key = 'embedding_model'", embedder.model)
             await c.execute("UPDATE cortex_meta SET value = $1 WHERE key = 'embedding_dim'", str(embedder.dim))
