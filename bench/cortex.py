@@ -21,7 +21,7 @@ import anyio
 
 from frobozz.memory import MemoryService
 from frobozz.memory import MemorySettings as Settings
-from frobozz.memory._database import HNSW_INDEX, stop_embedded
+from frobozz.memory._database import HNSW_INDEX, INDEX_MEMORY, stop_embedded
 from frobozz.memory._embeddings import LocalEmbedder
 from frobozz.memory._minilm import weights_dir
 from frobozz.memory._store import content_hash
@@ -120,8 +120,9 @@ async def load(store, count: int, rng: random.Random, namespace: str = "default"
         await c.execute("SELECT cortex_rebuild_context($1)", namespace)  # the words in context that import refreshes
         context = time.perf_counter() - t3
         t2 = time.perf_counter()
-        await c.execute("SET maintenance_work_mem = '512MB'")
-        await c.execute(index)
+        async with c.transaction():  # built as migration 010 and reembed build it
+            await c.execute(INDEX_MEMORY)
+            await c.execute(index)
         indexed = time.perf_counter() - t2
         await c.execute("VACUUM (ANALYZE) memories")  # measure the steady state, not autovacuum after a bulk load
         await c.execute("CHECKPOINT")

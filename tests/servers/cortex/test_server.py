@@ -194,10 +194,10 @@ async def test_every_pooled_connection_searches_with_the_wider_hnsw_candidate_li
 
 
 def test_reembed_and_the_bench_build_the_hnsw_index_as_the_latest_migration_does():
-    from frobozz.memory._database import HNSW_INDEX, _migrations
+    from frobozz.memory._database import HNSW_INDEX, INDEX_MEMORY, _migrations
 
     latest = [sql for _, _, sql in _migrations("frobozz.memory") if "INDEX memories_embedding" in sql][-1]
-    assert HNSW_INDEX in latest
+    assert HNSW_INDEX in latest and INDEX_MEMORY in latest  # the same graph, built in the same memory
 
 
 async def test_what_a_loop_session_stores_is_seen_in_it_and_a_bad_session_does_not_lose_the_memory(
