@@ -29,6 +29,7 @@ from pathlib import Path
 
 import anyio
 import httpx
+from _sigterm import exit_on_sigterm
 
 from frobozz._loopback import LoopbackServer
 from frobozz.agent import Agent, AgentSettings, Done, create_app
@@ -434,6 +435,7 @@ async def takeover_row(scratch: Path, database: str, env: dict[str, str]) -> Non
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--clients", default="1,10,100")

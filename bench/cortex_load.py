@@ -34,6 +34,7 @@ from pathlib import Path
 import anyio
 import asyncpg
 import httpx2
+from _sigterm import exit_on_sigterm
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -312,6 +313,7 @@ async def main(
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--clients", default="1,8,32")

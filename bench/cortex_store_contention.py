@@ -26,6 +26,7 @@ from pathlib import Path
 
 import anyio
 import asyncpg
+from _sigterm import exit_on_sigterm
 from pgvector.asyncpg import register_vector
 
 from frobozz.memory._database import _migrations
@@ -141,6 +142,7 @@ async def main(clients: int, seconds: float, rounds: int) -> None:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=10.0)

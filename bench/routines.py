@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
+from _sigterm import exit_on_sigterm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -187,4 +188,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()  # the scratch Postgres goes with the bench
     main()

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import anyio
 import asyncpg
+from _sigterm import exit_on_sigterm
 
 TARGET_MS = 100
 
@@ -140,46 +141,52 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as scratch:
         server = pgserver.get_server(Path(scratch) / "pg", cleanup_mode="delete")
-        url = server.get_uri()
-        env = {**os.environ, "FROBOZZ_DATA_DIR": str(Path(scratch) / "data"), "FROBOZZ_DATABASE_URL": url}
-        env.pop("ANTHROPIC_BASE_URL", None)
-        print(
-            f"zork1, walkthrough player, text mode, {args.runs} runs of {args.max_turns} turns, {os.cpu_count()} CPUs"
-        )
-        print(f"{'workers':>7} {'queue s':>8} {'runs/min':>9} {'direct s':>9} {'runs/min':>9} {'queue/direct':>13}")
-        rates = {}
-        for count in (int(w) for w in args.workers.split(",")):
-            took, _ = queued(env, url, args.runs, count, args.max_turns)
-            plain = direct(env, args.runs, count, args.max_turns)
-            rates[count] = args.runs / took * 60
-            print(
-                f"{count:>7} {took:>8.1f} {rates[count]:>9.1f} {plain:>9.1f} {args.runs / plain * 60:>9.1f} "
-                f"{took / plain:>12.2f}x"
-            )
-        pool = start_workers(env, 1)
         try:
-            probes = []
-            for _ in range(args.probes + 1):  # the first warms the worker up
-                ids = json.loads(
-                    frobozz(env, "play", "zork1", "--player", "walkthrough", "--queue", "--max-turns", "5", "--json")
+            url = server.get_uri()
+            env = {**os.environ, "FROBOZZ_DATA_DIR": str(Path(scratch) / "data"), "FROBOZZ_DATABASE_URL": url}
+            env.pop("ANTHROPIC_BASE_URL", None)
+            print(
+                f"zork1, walkthrough player, text mode, {args.runs} runs of {args.max_turns} turns, "
+                f"{os.cpu_count()} CPUs"
+            )
+            print(f"{'workers':>7} {'queue s':>8} {'runs/min':>9} {'direct s':>9} {'runs/min':>9} {'queue/direct':>13}")
+            rates = {}
+            for count in (int(w) for w in args.workers.split(",")):
+                took, _ = queued(env, url, args.runs, count, args.max_turns)
+                plain = direct(env, args.runs, count, args.max_turns)
+                rates[count] = args.runs / took * 60
+                print(
+                    f"{count:>7} {took:>8.1f} {rates[count]:>9.1f} {plain:>9.1f} {args.runs / plain * 60:>9.1f} "
+                    f"{took / plain:>12.2f}x"
                 )
-                anyio.run(wait_finished, url, ids)
-                probes += ids
+            pool = start_workers(env, 1)
+            try:
+                probes = []
+                for _ in range(args.probes + 1):  # the first warms the worker up
+                    ids = json.loads(
+                        frobozz(
+                            env, "play", "zork1", "--player", "walkthrough", "--queue", "--max-turns", "5", "--json"
+                        )
+                    )
+                    anyio.run(wait_finished, url, ids)
+                    probes += ids
+            finally:
+                stop_workers(pool)
+            measured = anyio.run(overheads, url, probes[1:])
+            pickup = statistics.median(p for p, _ in measured) * 1000
+            recorded = statistics.median(r for _, r in measured) * 1000
+            total = pickup + recorded
+            print(
+                f"queue overhead per run (median of {len(measured)}): enqueue to start {pickup:.1f} ms, "
+                f"finish to recorded {recorded:.1f} ms, total {total:.1f} ms = {total / TARGET_MS:.2f}x the "
+                f"{TARGET_MS} ms target"
+            )
+            scale = ", ".join(f"{w} workers {r / rates[min(rates)]:.2f}x" for w, r in rates.items())
+            print(f"throughput against 1 worker: {scale}")
         finally:
-            stop_workers(pool)
-        measured = anyio.run(overheads, url, probes[1:])
-        pickup = statistics.median(p for p, _ in measured) * 1000
-        recorded = statistics.median(r for _, r in measured) * 1000
-        total = pickup + recorded
-        print(
-            f"queue overhead per run (median of {len(measured)}): enqueue to start {pickup:.1f} ms, "
-            f"finish to recorded {recorded:.1f} ms, total {total:.1f} ms = {total / TARGET_MS:.2f}x the "
-            f"{TARGET_MS} ms target"
-        )
-        scale = ", ".join(f"{w} workers {r / rates[min(rates)]:.2f}x" for w, r in rates.items())
-        print(f"throughput against 1 worker: {scale}")
-        server.cleanup()
+            server.cleanup()  # before its folder goes
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()  # the scratch Postgres goes with the bench
     main()

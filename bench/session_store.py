@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import anyio
+from _sigterm import exit_on_sigterm
 
 from frobozz.engine import Engine, EngineOptions, Result
 from frobozz.engine._mirror import TranscriptMirror
@@ -132,6 +133,7 @@ def _key(home: Path) -> str:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=60, help="turns per session for the per-turn figures")
     parser.add_argument("--long", type=int, default=500, help="turns of the session resumed")

@@ -41,6 +41,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
+from _sigterm import exit_on_sigterm
 
 TARGET = 0.02
 
@@ -430,4 +431,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()  # the scratch Postgres goes with the bench
     main()

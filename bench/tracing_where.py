@@ -36,6 +36,7 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _sigterm import exit_on_sigterm
 from tracing import _flush, _scripted_model_thread, receiver, run_child, span_work
 
 SIDES = ("off", "sdk", "otlp", "local", "both")
@@ -260,4 +261,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()  # the scratch Postgres goes with the bench
     main()

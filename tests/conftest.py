@@ -21,6 +21,7 @@ from frobozz.games import GamesSettings
 from tests.imapserver import start_imap
 
 ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["tests.hangs"]  # a test that hangs says where, before pytest-timeout ends it
 
 
 def _games_dir() -> Path:
