@@ -10,7 +10,8 @@ from types import FrameType
 
 
 def exit_on_sigterm() -> None:
-    """From now on SIGTERM ends this process as an exception would (exit status 143, as the signal's)."""
+    """From now on SIGTERM ends this process as an exception would, with status 143 (what a shell reports for a
+    process SIGTERM ended)."""
 
     def end(signum: int, _frame: FrameType | None) -> None:
         sys.exit(128 + signum)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import anyio
+from _sigterm import exit_on_sigterm
 
 from frobozz.memory import MemoryService
 from frobozz.memory import MemorySettings as Settings
@@ -152,8 +153,16 @@ async def inserts(store, rng: random.Random, rows: int = 300) -> str:
 
 
 async def main(count: int, queries: int, hnsw: str | None = None) -> None:
-    settings = Settings(data_dir=Path(tempfile.mkdtemp(prefix="frobozz-cortex-bench-")))
-    cortex = MemoryService(settings)
+    cortex = MemoryService(Settings(data_dir=Path(tempfile.mkdtemp(prefix="frobozz-cortex-bench-"))))
+    try:
+        await measure(cortex, count, queries, hnsw)
+    finally:
+        await cortex.aclose()
+        stop_embedded(cortex.settings, delete=True)  # a scratch database: nothing is left running
+        shutil.rmtree(cortex.settings.data_dir, ignore_errors=True)
+
+
+async def measure(cortex: MemoryService, count: int, queries: int, hnsw: str | None) -> None:
     store = await cortex.store()
     rng = random.Random(7)
     index = HNSW_INDEX if hnsw is None else re.sub(r"WITH \([^)]*\)", lambda _: f"WITH ({hnsw})", HNSW_INDEX)
@@ -210,12 +219,10 @@ async def main(count: int, queries: int, hnsw: str | None = None) -> None:
         f"HNSW recall@10 against exact kNN: {recall:.3f}   "
         f"({recall / TARGET_RECALL:.2f}x the target: >= {TARGET_RECALL})"
     )
-    await cortex.aclose()
-    stop_embedded(cortex.settings, delete=True)  # a scratch database: nothing is left running
-    shutil.rmtree(cortex.settings.data_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)

@@ -256,8 +256,8 @@ async def main(
             try:
                 url = f"http://127.0.0.1:{port}/cortex/mcp"
                 await wait_ready(url, token, server)
-                # the model loaded, and the pool filled by as many clients as the largest row (a row of fewer opens
-                # none): at 4, the 32 clients' first calls waited for 16 connections to open at once
+                # the model loaded, and the pool filled by as many clients as the largest row: fewer would leave
+                # connections to open during the measured rows (at 4, the 32 clients' first calls waited for them)
                 await load(url, token, max(levels), 2, f"warm {label}")
                 for kind in kinds:
                     for clients in levels:

@@ -20,6 +20,7 @@ import tempfile
 import time
 
 import anyio
+from _sigterm import exit_on_sigterm
 
 from frobozz.engine import find_claude
 from frobozz.engine.testing import ScriptedModel
@@ -210,4 +211,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    exit_on_sigterm()  # the scratch Postgres goes with the bench
     main()

@@ -1,10 +1,12 @@
 """Where a hung test waits, said before pytest-timeout stops it.
 
-A test past `timeout` (pyproject.toml) is ended by pytest-timeout's thread method, which under xdist takes its
-worker down with nothing said but "node down: Not properly terminated". A little before that, this plugin
-writes every thread's stack and every running event loop's tasks, each as its chain of awaits (a thread's
-stack shows only the loop's select: the coroutine that waits is in the chain), to the stderr pytest started
-with, which reaches the run's output from a worker too."""
+A test past its timeout (`timeout` in pyproject.toml, `--timeout`, or its `timeout` marker) is ended by
+pytest-timeout's thread method, which under xdist takes its worker down with nothing said but "node down: Not
+properly terminated". Fifteen seconds before that, this plugin writes every thread's stack and every running
+event loop's tasks, each as its chain of awaits (a thread's stack shows only the loop's select: the coroutine
+that waits is in the chain), to the stderr pytest started with, which reaches the run's output from a worker
+too. It hooks pytest-timeout's own timer, so it goes by the same settings and is off when pytest-timeout is
+(`-p no:timeout`); a timeout of 15 s or less gets no report."""
 
 from __future__ import annotations
 
@@ -14,12 +16,13 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Iterator
 from typing import Any, TextIO
 
 import pytest
 
 AHEAD = 15.0  # seconds before pytest-timeout's end
+_TIMER = pytest.StashKey[threading.Timer]()
+_stderr: TextIO | None = None
 
 
 def awaits(coroutine: Any) -> list[str]:
@@ -39,42 +42,46 @@ def _first(obj: Any, *names: str) -> Any:
 
 
 def where(out: TextIO, nodeid: str, seconds: float) -> None:
-    """Every thread's stack and every running loop's tasks, to `out`."""
+    """Every other thread's stack and every running loop's tasks, to `out`; a failure is said there too (the
+    report is all there will be: the worker goes soon after)."""
     out.write(f"\n+++ {nodeid} has run for {seconds:g} s: where it waits +++\n")
-    out.flush()
-    names = {t.ident: t.name for t in threading.enumerate()}
-    for ident, frame in sys._current_frames().items():
-        out.write(f"thread {names.get(ident, ident)}:\n" + "".join(traceback.format_stack(frame)))
-    loops = [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop) and o.is_running()]
-    for loop in loops:
-        for task in list(asyncio.all_tasks(loop)):
-            out.write(f"task {task.get_name()} ({task.get_coro()!r:.120}), awaiting:\n")
-            out.write("\n".join(awaits(task.get_coro())) + "\n")
+    try:
+        names = {t.ident: t.name for t in threading.enumerate()}
+        for ident, frame in sys._current_frames().items():
+            if ident != threading.get_ident():  # not this report's own
+                out.write(f"thread {names.get(ident, ident)}:\n" + "".join(traceback.format_stack(frame)))
+        loops = [o for o in gc.get_objects() if issubclass(type(o), asyncio.AbstractEventLoop) and o.is_running()]
+        for loop in loops:
+            for task in list(asyncio.all_tasks(loop)):
+                out.write(f"task {task.get_name()} ({task.get_coro()!r:.120}), awaiting:\n")
+                out.write("\n".join(awaits(task.get_coro())) + "\n")
+    except Exception:  # noqa: BLE001 - a report cut short says why, rather than nothing
+        out.write(f"the report stopped: {traceback.format_exc()}")
     out.write(f"+++ end of {nodeid} +++\n")
     out.flush()
 
 
-_stderr: TextIO | None = None
-
-
 def pytest_configure(config: pytest.Config) -> None:
+    """The stderr the run started with, kept now: during a test, fd 2 is pytest's capture."""
     global _stderr
     _stderr = os.fdopen(os.dup((sys.__stderr__ or sys.stderr).fileno()), "w", closefd=True)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    timeout = float(item.config.getini("timeout") or 0)
-    marker = item.get_closest_marker("timeout")
-    if marker is not None and marker.args:
-        timeout = float(marker.args[0])
-    timer = None
-    if timeout > AHEAD and _stderr is not None:
-        timer = threading.Timer(timeout - AHEAD, where, (_stderr, item.nodeid, timeout - AHEAD))
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> None:
+    """Beside pytest-timeout's timer (None: its own is set too), for the same test and time."""
+    if _stderr is not None and settings.timeout > AHEAD:
+        timer = threading.Timer(settings.timeout - AHEAD, where, (_stderr, item.nodeid, settings.timeout - AHEAD))
         timer.daemon = True
+        item.stash[_TIMER] = timer
         timer.start()
-    try:
-        return (yield)
-    finally:
-        if timer is not None:
-            timer.cancel()
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> None:
+    """A report under way is finished before the next test's begins."""
+    timer = item.stash.get(_TIMER, None)
+    if timer is not None:
+        del item.stash[_TIMER]
+        timer.cancel()
+        timer.join()
