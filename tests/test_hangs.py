@@ -85,7 +85,7 @@ def test_without_pytest_timeout_the_plugin_loads_and_stays_out_of_the_way(tmp_pa
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:timeout", "-p", "tests.hangs", "-p", "no:cacheprovider"],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": ROOT},
+        env={**{k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}, "PYTHONPATH": ROOT},  # (its own run)
         capture_output=True,
         text=True,
         timeout=120,
