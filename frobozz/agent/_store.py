@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemorySettings, migrated_pool
+from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemorySettings, close_pool, migrated_pool
 
 from ._events import Logged, from_data
 
@@ -116,7 +116,7 @@ class AgentStore:
         return cls(await migrated_pool(settings or MemorySettings(), __package__, "agent_migrations", size=size))
 
     async def aclose(self) -> None:
-        await self.pool.close()
+        await close_pool(self.pool)
 
     async def _do(self, method: str, sql: str, *args: Any) -> Any:
         return await query(self.pool, method, sql, *args)

@@ -9,7 +9,7 @@ import logging
 import anyio
 import asyncpg
 
-from ._database import connect, database_url, migrate
+from ._database import close_pool, connect, database_url, migrate
 from ._embeddings import Embedder, make_embedder
 from ._handoffs import HandoffStore
 from ._image_store import ImageStore
@@ -65,7 +65,7 @@ class MemoryService:
                     if check_model:
                         await store.check_model()
                 except BaseException:
-                    await pool.close()
+                    await close_pool(pool)
                     raise
                 self._pool, self._store = pool, store
             return self._store
@@ -77,7 +77,7 @@ class MemoryService:
 
     async def aclose(self) -> None:
         if self._pool is not None:
-            await self._pool.close()
+            await close_pool(self._pool)
 
     async def handoffs(self, *, max_chars: int = 100_000) -> HandoffStore:
         """The hand-off letters, beside the memories they name."""

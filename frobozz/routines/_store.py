@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncpg
 
-from frobozz.memory import MemorySettings, migrated_pool
+from frobozz.memory import MemorySettings, close_pool, migrated_pool
 
 from ._spec import Routine
 from .exceptions import RoutineInputError, RoutineNotFoundError
@@ -30,7 +30,7 @@ class RoutineStore:
         return cls(await migrated_pool(settings or MemorySettings(), __package__, "routines_migrations", size=size))
 
     async def aclose(self) -> None:
-        await self.pool.close()
+        await close_pool(self.pool)
 
     # -- routines ---------------------------------------------------------------------------------
     async def add(self, spec: Routine) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import asyncpg
 
-from frobozz.memory import MemorySettings, migrated_pool
+from frobozz.memory import MemorySettings, close_pool, migrated_pool
 
 from ._store import RunInfo, RunNotFoundError, RunStore, TurnRecord
 
@@ -58,7 +58,7 @@ class RunLedger:
         return cls(await migrated_pool(settings or MemorySettings(), __package__, "runner_migrations", size=size))
 
     async def aclose(self) -> None:
-        await self.pool.close()
+        await close_pool(self.pool)
 
     async def add(self, info: RunInfo, *, queued: bool = True) -> None:
         """A new run: waiting for a worker (`queued`), or played here, recorded as it starts (or resumes)."""

@@ -15,7 +15,7 @@ import asyncpg
 import orjson
 
 from ..._session_summary import fold_summary
-from .._database import DATABASE_ERRORS, apply_migrations, migrated_pool
+from .._database import DATABASE_ERRORS, apply_migrations, close_pool, migrated_pool
 from ..exceptions import DatabaseError, MemoryStoreError
 from ..settings import MemorySettings
 
@@ -72,7 +72,7 @@ class TranscriptStore:
         return cls(pool)
 
     async def aclose(self) -> None:
-        await self.pool.close()
+        await close_pool(self.pool)
 
     async def _run(self, work: Callable[..., Awaitable[T]], *args: Any) -> T:
         try:

@@ -172,7 +172,9 @@ class DatabaseShare:
 
     async def aclose(self) -> None:
         if self._pool is not None:
-            await self._pool.close()
+            from frobozz.memory import close_pool
+
+            await close_pool(self._pool)
             self._pool = None
 
     def _story(self, path: str, md5: str) -> StoryInfo:

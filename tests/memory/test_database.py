@@ -1,0 +1,57 @@
+"""Closing a pool: bounded, however its connections are held."""
+
+import logging
+
+import anyio
+import asyncpg
+import pytest
+
+from frobozz.memory import close_pool
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.anyio
+
+
+async def pool_of(cortex_settings) -> asyncpg.Pool:
+    return await asyncpg.create_pool(cortex_settings.database_url.get_secret_value(), min_size=1, max_size=2)
+
+
+async def gone(cortex_settings, backend: int) -> None:
+    """Until the server's backend `backend` has ended: its connection was cut, not left open."""
+    connection = await asyncpg.connect(cortex_settings.database_url.get_secret_value())
+    try:
+        with anyio.fail_after(30):
+            await eventually(
+                lambda: connection.fetchval("SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $1", backend)
+            )
+    finally:
+        await connection.close()
+
+
+async def test_a_pool_with_nothing_in_use_closes_at_once_and_says_nothing(cortex_settings, caplog):
+    pool = await pool_of(cortex_settings)
+    backend = await pool.fetchval("SELECT pg_backend_pid()")
+    with anyio.fail_after(30):
+        await close_pool(pool, timeout=30)
+    assert pool.is_closing() and not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    await gone(cortex_settings, backend)
+
+
+async def test_a_connection_never_released_is_cut_after_the_bound_and_the_pool_is_closed(cortex_settings, caplog):
+    pool = await pool_of(cortex_settings)
+    held = await pool.acquire()  # (a task that will never give it back)
+    backend = held.get_server_pid()
+    with anyio.fail_after(30):  # asyncpg's own close would wait for ever
+        await close_pool(pool, timeout=0.2)
+    assert pool.is_closing() and "still had connections in use after 0.2 s: they are cut" in caplog.text
+    await gone(cortex_settings, backend)
+
+
+async def test_a_close_that_is_cancelled_cuts_the_connections_still_in_use(cortex_settings):
+    pool = await pool_of(cortex_settings)
+    held = await pool.acquire()
+    backend = held.get_server_pid()
+    with anyio.move_on_after(0.2):  # the caller gives up long before the bound
+        await close_pool(pool, timeout=30)
+    assert pool.is_closing()
+    await gone(cortex_settings, backend)
