@@ -48,6 +48,7 @@ async def test_a_connection_never_released_is_cut_after_the_bound_and_the_pool_i
 
 
 async def test_a_close_that_is_cancelled_cuts_the_connections_still_in_use(cortex_settings):
+    """asyncpg's own behaviour, which close_pool counts on rather than repeats."""
     pool = await pool_of(cortex_settings)
     held = await pool.acquire()
     backend = held.get_server_pid()
