@@ -16,6 +16,7 @@ from typing import Any, get_args
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
+from mcp.server.connection import allowed_log_levels
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
@@ -113,8 +114,12 @@ def offer_logging(server: MCPServer, default: LoggingLevel = DEFAULT) -> None:
     async def forward(ctx: Any, call_next: Any) -> Any:
         if ctx.request_id is None or ctx.method in ("initialize", "logging/setLevel"):
             return await call_next(ctx)
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            level: LoggingLevel = "debug"  # the SDK keeps only what the request's `_meta` asked for
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # the level the request's `_meta` asked for, if any
+            allowed = allowed_log_levels(ctx.protocol_version, ctx.meta)
+            if not allowed:
+                return await call_next(ctx)
+            level: LoggingLevel = min(allowed, key=LEVELS.index)
+            _let_through(level)  # (else a line under the loggers' own level, info by default, is never made)
         else:
             level = (_connection_state(ctx) or {}).get(_STATE_KEY, default)
         send, receive = anyio.create_memory_object_stream[tuple[LoggingLevel, str, str]](math.inf)

@@ -88,6 +88,8 @@ async def test_the_servers_log_lines_reach_the_client_at_the_level_it_set_and_st
 
 
 async def test_on_the_2026_revision_log_lines_come_only_to_a_request_that_asked(frobozz_env):
+    logger = logging.getLogger("frobozz")
+    level, _ = logger.level, logger.setLevel(logging.NOTSET)  # as a fresh server has it: no client lowered it
     received = []
 
     async def on_log(params) -> None:
@@ -98,6 +100,7 @@ async def test_on_the_2026_revision_log_lines_come_only_to_a_request_that_asked(
     assert received == []
     async with Client(create_server(Settings()), mode="auto", logging_callback=on_log, log_level="info") as client:
         await client.call_tool("act", {"session_id": "nope", "command": "look"})
+    logger.setLevel(level)
     assert [r.level for r in received] == ["info"]
 
 
