@@ -18,11 +18,13 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from . import _model_download
 from .exceptions import MemoryStoreError
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where a model runs: a process that never embeds (a server's start) skips its 0.1 s
 
 log = logging.getLogger("frobozz.memory")
 MODEL = "all-MiniLM-L6-v2"
@@ -115,6 +117,8 @@ class MiniLM:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Tokenised once, then run in batches of like length (`batches`), and given back in the order given."""
+        import numpy as np
+
         vectors = np.empty((len(texts), DIM), dtype=np.float32)
         if not texts:
             return vectors
@@ -128,6 +132,8 @@ class MiniLM:
         return vectors
 
     def _batch(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         outputs: list[np.ndarray] = self._session.run(
             None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         )

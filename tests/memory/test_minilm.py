@@ -3,6 +3,8 @@
 import hashlib
 import io
 import shutil
+import subprocess
+import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -59,6 +61,17 @@ def test_a_text_gets_the_very_same_vector_alone_as_beside_texts_of_any_length(ca
     together = model.encode(TEXTS)
     alone = np.stack([model.encode([text])[0] for text in TEXTS])
     assert np.array_equal(together, alone)
+
+
+def test_a_memory_server_that_has_not_embedded_yet_has_not_imported_numpy():
+    """numpy is 0.1 s of a start: cortex and handoff start with every claude session that lists them."""
+    check = (
+        "import sys; from frobozz.servers import load_server; "
+        "[load_server(name) for name in ('cortex', 'handoff')]; "
+        "print(sorted(m for m in ('numpy', 'onnxruntime', 'tokenizers') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def _cost(runs: list[list[int]], lengths: list[int]) -> int:
