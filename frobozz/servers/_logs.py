@@ -10,6 +10,9 @@ import logging
 import math
 import threading
 import warnings
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, get_args
@@ -80,18 +83,60 @@ def _install() -> None:
         logger.addHandler(_handler)
 
 
-def _let_through(level: LoggingLevel) -> None:
-    """Have the `frobozz` loggers make records down to `level`, without stderr showing more than it did:
-    the root's handlers that took every level the root let through are pinned to that level first."""
-    logger, wanted = logging.getLogger(ROOT), _PYTHON[level]
-    if logger.getEffectiveLevel() <= wanted:
-        return
+class _Lowered:
+    """The `frobozz` loggers make records down to the lowest level a request in flight asked for, and only
+    while one is in flight: a client that once asked for debug lines does not leave every later `log.debug`
+    making a record for nobody. stderr never shows more than it did: the root's handlers that took every level
+    the root let through are pinned to that level before the loggers first go under it."""
+
+    def __init__(self) -> None:
+        self._asked: Counter[int] = Counter()  # the Python levels of the requests in flight, each counted
+        self._own: int | None = None  # the loggers' own level while lowered, put back when the last one ends
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def down_to(self, level: LoggingLevel) -> Iterator[None]:
+        wanted = _PYTHON[level]
+        with self._lock:
+            self._asked[wanted] += 1
+            self._apply()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._asked[wanted] -= 1
+                if not self._asked[wanted]:
+                    del self._asked[wanted]
+                self._apply()
+
+    def _apply(self) -> None:
+        logger = logging.getLogger(ROOT)
+        if not self._asked:
+            if self._own is not None:
+                logger.setLevel(self._own)
+                self._own = None
+            return
+        own = logger.level if self._own is None else self._own
+        made = own or logging.getLogger().getEffectiveLevel()  # what the loggers make when nobody asks
+        target = min(min(self._asked), made)
+        if target == made and self._own is None:
+            return  # the loggers already make these records: nothing to change (the common case)
+        if self._own is None:
+            self._own = own
+            _pin_stderr()
+        if logger.level != target:
+            logger.setLevel(target)
+
+
+def _pin_stderr() -> None:
     root = logging.getLogger()
     shown = root.getEffectiveLevel()
     for handler in root.handlers:
         if handler.level == logging.NOTSET:
             handler.setLevel(shown)
-    logger.setLevel(wanted)
+
+
+_lowered = _Lowered()
 
 
 def _connection_state(ctx: Any) -> dict[str, Any] | None:
@@ -107,8 +152,7 @@ def offer_logging(server: MCPServer, default: LoggingLevel = DEFAULT) -> None:
     async def set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
         state = _connection_state(ctx)
         if state is not None:
-            state[_STATE_KEY] = params.level
-        _let_through(params.level)
+            state[_STATE_KEY] = params.level  # the connection's requests forward lines from that level on
         return EmptyResult()
 
     async def forward(ctx: Any, call_next: Any) -> Any:
@@ -119,7 +163,6 @@ def offer_logging(server: MCPServer, default: LoggingLevel = DEFAULT) -> None:
             if not allowed:
                 return await call_next(ctx)
             level: LoggingLevel = min(allowed, key=LEVELS.index)
-            _let_through(level)  # (else a line under the loggers' own level, info by default, is never made)
         else:
             level = (_connection_state(ctx) or {}).get(_STATE_KEY, default)
         send, receive = anyio.create_memory_object_stream[tuple[LoggingLevel, str, str]](math.inf)
@@ -133,14 +176,15 @@ def offer_logging(server: MCPServer, default: LoggingLevel = DEFAULT) -> None:
         failure: Exception | None = None
         token = _sink.set(_Sink(send, level, threading.get_ident()))
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(deliver)
-                try:
-                    result = await call_next(ctx)
-                except Exception as e:  # noqa: BLE001 - re-raised after the group, not in an ExceptionGroup the
-                    failure = e  # SDK would not know for an MCPError (its code and message lost)
-                finally:
-                    send.close()  # the lines so far still go, before the answer
+            with _lowered.down_to(level):  # else a line under the loggers' own level (info by default) is never made
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(deliver)
+                    try:
+                        result = await call_next(ctx)
+                    except Exception as e:  # noqa: BLE001 - re-raised after the group, not in an ExceptionGroup
+                        failure = e  # the SDK would not know for an MCPError (its code and message lost)
+                    finally:
+                        send.close()  # the lines so far still go, before the answer
         finally:
             _sink.reset(token)
         if failure is not None:

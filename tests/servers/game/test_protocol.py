@@ -80,6 +80,7 @@ async def test_the_servers_log_lines_reach_the_client_at_the_level_it_set_and_st
         await client.call_tool("act", {"session_id": "nope", "command": "look"})
         assert [(r.level, r.logger) for r in received] == [("info", "frobozz.servers")]
         assert "no game session 'nope'" in received[0].data
+        assert logging.getLogger("frobozz").level == logging.NOTSET  # lowered only while a request was in flight
         await client.set_logging_level("error")
         await client.call_tool("act", {"session_id": "nope", "command": "look"})
         assert len(received) == 1
@@ -87,9 +88,7 @@ async def test_the_servers_log_lines_reach_the_client_at_the_level_it_set_and_st
     assert stderr_handler.getvalue() == "a warning still shows\n"  # the info lines went to the client only
 
 
-async def test_on_the_2026_revision_log_lines_come_only_to_a_request_that_asked(frobozz_env):
-    logger = logging.getLogger("frobozz")
-    level, _ = logger.level, logger.setLevel(logging.NOTSET)  # as a fresh server has it: no client lowered it
+async def test_on_the_2026_revision_log_lines_come_only_to_a_request_that_asked(frobozz_env, stderr_handler):
     received = []
 
     async def on_log(params) -> None:
@@ -100,8 +99,8 @@ async def test_on_the_2026_revision_log_lines_come_only_to_a_request_that_asked(
     assert received == []
     async with Client(create_server(Settings()), mode="auto", logging_callback=on_log, log_level="info") as client:
         await client.call_tool("act", {"session_id": "nope", "command": "look"})
-    logger.setLevel(level)
     assert [r.level for r in received] == ["info"]
+    assert logging.getLogger("frobozz").level == logging.NOTSET and stderr_handler.getvalue() == ""
 
 
 async def test_an_unknown_prompt_or_a_missing_argument_is_invalid_params_not_a_server_error(frobozz_env):
