@@ -60,9 +60,11 @@ class LazyStore(Generic[S]):
             return await work(store)
         except DATABASE_ERRORS as e:
             async with self._lock:
-                if self._store is store:
+                taken = self._store is store  # by the first page it failed under: that one closes it, once
+                if taken:
                     self._failed(e, "went away")
-            await store.aclose()
+            if taken:
+                await store.aclose()
             return None
 
     def _failed(self, e: BaseException, how: str) -> None:

@@ -1,0 +1,72 @@
+"""The web view's lazily opened store: a store that fails under several pages at once is closed once."""
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+import frobozz.web._lazy_store
+from frobozz.web._lazy_store import LazyStore
+
+pytestmark = pytest.mark.anyio
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.closes = 0
+
+    async def aclose(self) -> None:
+        self.closes += 1
+        await anyio.lowlevel.checkpoint()  # a real pool's close awaits: a second close could start meanwhile
+
+
+async def test_with_no_page_shown_nothing_is_opened_and_closing_does_nothing():
+    opened: list[_Store] = []
+
+    async def open_store() -> _Store:
+        opened.append(_Store())
+        return opened[-1]
+
+    lazy = LazyStore(open_store, what="the database", without="shown without it")
+    await lazy.aclose()
+    assert opened == [] and lazy.database_error is None
+
+
+async def test_a_store_that_goes_away_under_two_pages_at_once_is_closed_once_and_reopened_later(monkeypatch):
+    opened: list[_Store] = []
+
+    async def open_store() -> _Store:
+        opened.append(_Store())
+        return opened[-1]
+
+    lazy = LazyStore(open_store, what="the database", without="shown without it")
+    both_in = anyio.Event()
+    entered = 0
+
+    async def fails(store: _Store) -> str:
+        nonlocal entered
+        entered += 1
+        if entered == 2:
+            both_in.set()
+        await both_in.wait()
+        raise ConnectionResetError("the server closed the connection")
+
+    results: list[str | None] = []
+
+    async def page() -> None:
+        results.append(await lazy.use(fails))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(page)
+            tg.start_soon(page)
+    assert results == [None, None] and len(opened) == 1
+    assert opened[0].closes == 1  # the page that took it out closes it; the other leaves it be
+    assert lazy.database_error is not None and "went away" in lazy.database_error
+
+    async def works(store: _Store) -> str:
+        return "a page"
+
+    monkeypatch.setattr(frobozz.web._lazy_store, "RETRY_SECONDS", 0.0)  # the next look tries again
+    assert await lazy.use(works) == "a page" and len(opened) == 2
+    await lazy.aclose()
+    assert [store.closes for store in opened] == [1, 1]
