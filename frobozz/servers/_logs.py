@@ -2,7 +2,8 @@
 request is handled also go to the client that sent it, as `notifications/message` on that request's stream,
 at the level the client chose: `logging/setLevel` on 2025-11-25 and before (for the connection: a stdio
 client's whole session, one request in stateless HTTP), the request's own `_meta` log level on 2026-07-28
-(the SDK applies it; without it nothing is sent). stderr is left as it is: this only adds a handler."""
+(the SDK applies it; without it nothing is sent). The loggers are lowered to that level only while such a
+request is in flight, and stderr shows what it showed before."""
 
 from __future__ import annotations
 
@@ -59,6 +60,11 @@ _sink: ContextVar[_Sink | None] = ContextVar("frobozz_mcp_log_sink", default=Non
 class _Forward(logging.Handler):
     """Hands each record logged in a request's context (its tasks and worker threads) to that request."""
 
+    def createLock(self) -> None:
+        """No lock: a worker thread's record waits in `emit` for the event loop, and a lock held meanwhile would
+        stop the loop's next record, and the loop with it, for ever. `emit` shares nothing that needs one."""
+        self.lock = None  # logging's acquire and release skip a handler without one
+
     def emit(self, record: logging.LogRecord) -> None:
         sink = _sink.get()
         level = mcp_level(record.levelno)
@@ -87,11 +93,13 @@ class _Lowered:
     """The `frobozz` loggers make records down to the lowest level a request in flight asked for, and only
     while one is in flight: a client that once asked for debug lines does not leave every later `log.debug`
     making a record for nobody. stderr never shows more than it did: the root's handlers that took every level
-    the root let through are pinned to that level before the loggers first go under it."""
+    the root let through are pinned to that level before the loggers first go under it. A level somebody else
+    sets meanwhile is the one they come back to."""
 
     def __init__(self) -> None:
         self._asked: Counter[int] = Counter()  # the Python levels of the requests in flight, each counted
         self._own: int | None = None  # the loggers' own level while lowered, put back when the last one ends
+        self._set = logging.NOTSET  # the level this lowered them to
         self._lock = threading.Lock()
 
     @contextmanager
@@ -111,21 +119,22 @@ class _Lowered:
 
     def _apply(self) -> None:
         logger = logging.getLogger(ROOT)
-        if not self._asked:
-            if self._own is not None:
-                logger.setLevel(self._own)
-                self._own = None
-            return
+        if self._own is not None and logger.level != self._set:
+            self._own = logger.level  # set by somebody else while lowered: theirs is the level to come back to
         own = logger.level if self._own is None else self._own
         made = own or logging.getLogger().getEffectiveLevel()  # what the loggers make when nobody asks
-        target = min(min(self._asked), made)
-        if target == made and self._own is None:
-            return  # the loggers already make these records: nothing to change (the common case)
+        target = min(self._asked, default=made)
+        if target >= made:  # the loggers make these records anyway (the common case), or nobody asks
+            if self._own is not None:
+                logger.setLevel(own)
+                self._own = None
+            return
         if self._own is None:
             self._own = own
             _pin_stderr()
         if logger.level != target:
             logger.setLevel(target)
+        self._set = target
 
 
 def _pin_stderr() -> None:
@@ -176,7 +185,7 @@ def offer_logging(server: MCPServer, default: LoggingLevel = DEFAULT) -> None:
         failure: Exception | None = None
         token = _sink.set(_Sink(send, level, threading.get_ident()))
         try:
-            with _lowered.down_to(level):  # else a line under the loggers' own level (info by default) is never made
+            with _lowered.down_to(level):  # else a line under the loggers' level (warning by default) is never made
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(deliver)
                     try:

@@ -44,7 +44,7 @@ def hub(postgres, tmp_path_factory):
     data = tmp_path_factory.mktemp("conformance-data")
     with pytest.MonkeyPatch.context() as env:
         env.setenv("FROBOZZ_DATA_DIR", str(data))
-        ours = logging.getLogger("frobozz")  # the suite sets a level: this process's logging is put back after
+        ours = logging.getLogger("frobozz")  # the suite's requests lower it while in flight: put back after, whatever
         env.setattr(ours, "level", ours.level)
         with (
             FakeImageBackend("sdwebui") as backend,

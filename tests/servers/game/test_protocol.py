@@ -1,6 +1,5 @@
 """The game server's MCP utilities: completion (games, save slots), logging, both protocol versions."""
 
-import io
 import logging
 
 import pytest
@@ -51,18 +50,6 @@ async def test_save_slots_complete_for_the_game_given_and_only_then(frobozz_env)
         assert await complete(client, "restore_save", "slot", "", game="../../etc/passwd") == []  # refused, quietly
         prompt = await client.get_prompt("restore_save", {"game": "zork1", "slot": "attic"})
         assert "'attic'" in prompt.messages[0].content.text
-
-
-@pytest.fixture
-def stderr_handler(monkeypatch):
-    """Logging as the CLI sets it up (a root handler that shows what the root's level lets through), put back
-    after the test."""
-    stream, root, ours = io.StringIO(), logging.getLogger(), logging.getLogger("frobozz")
-    handler = logging.StreamHandler(stream)
-    monkeypatch.setattr(root, "handlers", [handler])
-    monkeypatch.setattr(root, "level", logging.WARNING)
-    monkeypatch.setattr(ours, "level", logging.NOTSET)  # as in a fresh process (another test may have lowered it)
-    return stream
 
 
 async def test_the_servers_log_lines_reach_the_client_at_the_level_it_set_and_stderr_is_unchanged(
