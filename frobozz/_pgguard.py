@@ -4,12 +4,13 @@ pg_ctl daemonises the server, so the kernel does not take it down with the comma
 only from an exit handler, which SIGKILL never runs. So the command starts this guard beside it, holding
 the write end of a pipe to the guard's stdin: the pipe reaches end-of-file when the command is gone
 (exited or killed, on every system). The guard then does what pgserver's handler would have done: under
-pgserver's lock, with the dead taken off its list of users, it stops the server if nobody is left. After a
-clean exit the handler has already stopped it and the guard finds nothing to do.
+pgserver's lock, with the dead taken off its list of users (a killed process its parent has not reaped yet
+is dead too), it stops the server if nobody is left. After a clean exit the handler has already stopped it
+and the guard finds nothing to do.
 
-Run as `python -m frobozz._pgguard PGDATA`; `guard(pgdata)` starts it. A leaf module that imports nothing of
-Frobozz, so that the guard, which lives beside every such command, starts in a few hundredths of a second of CPU
-(from `frobozz.memory`, whose package it had to import, it took 0.4 s)."""
+Run as `python -m frobozz._pgguard PGDATA COMMAND_PID`; `guard(pgdata)` starts it. A leaf module that
+imports nothing of Frobozz, so that the guard, which lives beside every such command, starts in a few
+hundredths of a second of CPU (from `frobozz.memory`, whose package it had to import, it took 0.4 s)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 _GUARDS: list[subprocess.Popen[bytes]] = []  # held, so that the pipe stays open as long as this process
 
@@ -27,7 +30,7 @@ def guard(pgdata: Path) -> None:
     In its own session, so that a Ctrl-C meant for the command does not end the guard first."""
     _GUARDS.append(
         subprocess.Popen(
-            [sys.executable, "-m", __name__, str(pgdata)],
+            [sys.executable, "-m", __name__, str(pgdata), str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -38,15 +41,9 @@ def guard(pgdata: Path) -> None:
 
 def stop_if_unused(pgdata: Path) -> bool:
     """Stop the server at `pgdata` when no live process holds it; whether it was stopped."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs, about XDG_RUNTIME_DIR
-        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # made at its import, by setattr
-        from pgserver.postgres_server import PostgresServer
-
-    with PostgresServer._lock:
-        forget_dead_handles(pgdata)
+    pg_ctl, server = _pgserver()
+    with server._lock:
+        _forget_dead(pgdata)
         try:
             users = json.loads((pgdata / ".handle_pids.json").read_text())
         except (OSError, ValueError):
@@ -64,23 +61,68 @@ def stop_if_unused(pgdata: Path) -> bool:
 def forget_dead_handles(postgres_dir: Path) -> None:
     """pgserver keeps the pids of the processes using its server in a file, and stops the server when the
     last one leaves; a process that died without its exit handlers (SIGKILL, SIGTERM) stays listed for
-    ever, so the last never leaves. The dead are taken off the list."""
-    import psutil
+    ever, so the last never leaves. The dead are taken off the list, under pgserver's lock (a process
+    adding itself meanwhile is not lost)."""
+    with _pgserver()[1]._lock:
+        _forget_dead(postgres_dir)
 
+
+def _forget_dead(postgres_dir: Path) -> None:
     handles = postgres_dir / ".handle_pids.json"
     try:
         pids = json.loads(handles.read_text())
     except (OSError, ValueError):
         return
     if isinstance(pids, list):
-        alive = [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)]
+        alive = [pid for pid in pids if isinstance(pid, int) and is_live(pid)]
         if alive != pids:
             handles.write_text(json.dumps(alive))
 
 
+def _pgserver() -> tuple[Any, Any]:
+    """pgserver's pg_ctl and its server class (whose `_lock`, across processes, guards the list of users)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs, about XDG_RUNTIME_DIR
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # made at its import, by setattr
+        from pgserver.postgres_server import PostgresServer
+    return pg_ctl, PostgresServer
+
+
+def is_live(pid: int, started: float | None = None) -> bool:
+    """A process that has exited but that its parent has not reaped yet (a zombie) holds nothing: a command
+    killed under a parent that waits on it later is one, for as long as that parent takes. `started`, its
+    start time when known: a process that has taken the pid since is not it."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        return process.status() != psutil.STATUS_ZOMBIE and started in (None, process.create_time())
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _start_time(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
+        return None
+
+
 def main() -> None:
     pgdata = Path(sys.argv[1])
+    # the command's pid is given: our parent's may be init's by the time we run (none from an older Frobozz)
+    command = int(sys.argv[2]) if len(sys.argv) > 2 else os.getppid()
+    started = _start_time(command)
     sys.stdin.buffer.read()  # until the command that started us is gone
+    # its files close a moment before it is a zombie: until then it would still count as holding the server
+    for _ in range(1000):
+        if not is_live(command, started):
+            break
+        time.sleep(0.01)
     stop_if_unused(pgdata)
 
 

@@ -12,7 +12,7 @@ import anyio
 import asyncpg
 from pgvector.asyncpg import register_vector
 
-from frobozz._pgguard import forget_dead_handles, guard, stop_if_unused
+from frobozz._pgguard import forget_dead_handles, guard, is_live, stop_if_unused
 
 from .exceptions import DatabaseError
 from .settings import MemorySettings
@@ -72,15 +72,13 @@ STOP_HINT = "frobozz database stop"  # what stops the embedded Postgres the serv
 def embedded_users(settings: MemorySettings) -> list[int] | None:
     """The live processes that hold the embedded Postgres (none: it may be stopped); None when it is not
     running. Reads its files only: it starts nothing."""
-    import psutil
-
     if not (settings.postgres_dir / "postmaster.pid").exists():
         return None
     try:
         pids = json.loads((settings.postgres_dir / ".handle_pids.json").read_text())
     except (OSError, ValueError):
         pids = []
-    return [pid for pid in pids if isinstance(pid, int) and psutil.pid_exists(pid)] if isinstance(pids, list) else []
+    return [pid for pid in pids if isinstance(pid, int) and is_live(pid)] if isinstance(pids, list) else []
 
 
 def stop_embedded_unused(settings: MemorySettings) -> bool:

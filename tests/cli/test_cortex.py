@@ -199,6 +199,23 @@ def test_a_one_shot_command_killed_with_sigkill_does_not_leave_the_postgres_it_s
     assert "no memories found" in cortex(env, "search", "lamp").stdout  # and it starts again as before
 
 
+def test_a_one_shot_command_killed_and_not_yet_reaped_by_its_parent_does_not_keep_its_postgres(holding_export):
+    """A killed command is a zombie until its parent waits on it: it holds nothing meanwhile."""
+    import anyio
+    import psutil
+
+    command, _, postmaster = holding_export
+    server = psutil_process(postmaster)
+    command.kill()  # and no wait(): it stays a zombie until the fixture's end
+
+    async def stopped() -> None:
+        with anyio.fail_after(10):
+            await eventually(lambda: not (postmaster.exists() or running(server)))
+
+    anyio.run(stopped)
+    assert psutil.Process(command.pid).status() == psutil.STATUS_ZOMBIE  # not reaped while its Postgres stopped
+
+
 def test_a_killed_one_shot_command_leaves_its_postgres_to_a_process_still_using_it(holding_export):
     from frobozz.memory import MemorySettings
     from frobozz.memory._database import embedded_url, stop_embedded
