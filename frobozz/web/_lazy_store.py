@@ -36,9 +36,10 @@ class LazyStore(Generic[S]):
         self._lock = anyio.Lock()
 
     async def aclose(self) -> None:
-        if self._store is not None:
-            await self._store.aclose()
-            self._store = None
+        async with self._lock:  # taken out first: a page failing meanwhile finds it gone and leaves it be
+            store, self._store = self._store, None
+        if store is not None:
+            await store.aclose()
 
     async def get(self) -> S | None:
         """The store, or None while its database cannot be reached (`database_error` says why)."""

@@ -70,3 +70,42 @@ async def test_a_store_that_goes_away_under_two_pages_at_once_is_closed_once_and
     assert await lazy.use(works) == "a page" and len(opened) == 2
     await lazy.aclose()
     assert [store.closes for store in opened] == [1, 1]
+
+
+async def test_a_store_closed_at_shutdown_while_a_page_fails_on_it_is_closed_once():
+    store = _Store()
+    closing, release = anyio.Event(), anyio.Event()
+
+    async def close_slowly() -> None:
+        store.closes += 1
+        if store.closes == 1:  # the shutdown's close takes its time; a second one would not
+            closing.set()
+            await release.wait()
+
+    store.aclose = close_slowly
+
+    async def open_store() -> _Store:
+        return store
+
+    lazy = LazyStore(open_store, what="the database", without="shown without it")
+    in_work, fail_now, page_done = anyio.Event(), anyio.Event(), anyio.Event()
+
+    async def fails(_: _Store) -> str:
+        in_work.set()
+        await fail_now.wait()
+        raise ConnectionResetError("the server closed the connection")
+
+    async def page() -> None:
+        assert await lazy.use(fails) is None
+        page_done.set()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(page)
+            await in_work.wait()
+            tg.start_soon(lazy.aclose)  # the service shuts down with the page still on the store
+            await closing.wait()
+            fail_now.set()  # the page fails while the close is under way
+            await page_done.wait()
+            release.set()
+    assert store.closes == 1
