@@ -29,7 +29,7 @@ from pathlib import Path
 
 import anyio
 import httpx
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench, scratch_postgres
 
 from frobozz._loopback import LoopbackServer
 from frobozz.agent import Agent, AgentSettings, Done, create_app
@@ -162,11 +162,9 @@ async def idle(busy) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    import pgserver
-
     with tempfile.TemporaryDirectory() as scratch:
         os.chmod(scratch, 0o755)  # run as root, the service runs claude as the workspace's owner: it must get in
-        server = pgserver.get_server(Path(scratch) / "pg", cleanup_mode="delete")
+        server = scratch_postgres(Path(scratch) / "pg")
         try:
             async with ScriptedModel(answer) as model:
                 home = Path(scratch) / "home"
@@ -435,7 +433,7 @@ async def takeover_row(scratch: Path, database: str, env: dict[str, str]) -> Non
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--clients", default="1,10,100")

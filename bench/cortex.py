@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import anyio
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench
 
 from frobozz.memory import MemoryService
 from frobozz.memory import MemorySettings as Settings
@@ -222,7 +222,7 @@ async def measure(cortex: MemoryService, count: int, queries: int, hnsw: str | N
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)

@@ -34,7 +34,7 @@ from pathlib import Path
 import anyio
 import asyncpg
 import httpx2
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench, scratch_postgres
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -218,10 +218,8 @@ async def main(
     hub_env: dict[str, str] | None = None,
     pg_settings: dict[str, str] | None = None,
 ) -> None:
-    import pgserver
-
     root = Path(tempfile.mkdtemp(prefix="frobozz-cortex-load-"))
-    pg = pgserver.get_server(root / "pg", cleanup_mode="delete")
+    pg = scratch_postgres(root / "pg")
     results: dict[tuple[str, str, int], tuple[float, float, float, int]] = {}
     try:
         if pg_settings:  # e.g. commit_delay, to try a Postgres setting: set for the whole server, reloaded
@@ -315,7 +313,7 @@ async def main(
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--clients", default="1,8,32")

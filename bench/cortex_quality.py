@@ -46,7 +46,7 @@ from pathlib import Path
 
 import anyio
 import numpy as np
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench
 
 from frobozz.memory import BulkStore, Hit, MemoryService
 from frobozz.memory import MemorySettings as Settings
@@ -467,7 +467,7 @@ async def probe(store: MemoryStore) -> list[dict[str, float]]:
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--data",

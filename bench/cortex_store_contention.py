@@ -26,7 +26,7 @@ from pathlib import Path
 
 import anyio
 import asyncpg
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench, scratch_postgres
 from pgvector.asyncpg import register_vector
 
 from frobozz.memory._database import _migrations
@@ -112,10 +112,8 @@ async def run(url: str, statements: list[str], clients: int, seconds: float) -> 
 
 
 async def main(clients: int, seconds: float, rounds: int) -> None:
-    import pgserver
-
     root = Path(tempfile.mkdtemp(prefix="frobozz-store-contention-"))
-    pg = pgserver.get_server(root / "pg", cleanup_mode="delete")
+    pg = scratch_postgres(root / "pg")
     results: dict[str, list[tuple[float, float, float]]] = {way: [] for way in WAYS}
     try:
         for r in range(rounds):
@@ -142,7 +140,7 @@ async def main(clients: int, seconds: float, rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=10.0)

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 import anyio
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench
 
 from frobozz.engine import find_claude
 from frobozz.engine.testing import ScriptedModel
@@ -211,5 +211,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     main()

@@ -23,7 +23,7 @@ from pathlib import Path
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench
 from cortex import OBJECTS, SUBJECTS, VERBS, load
 from memory_loop import model_process, pct
 
@@ -174,7 +174,7 @@ def main(count: int, warm: int, cold: int, prompts: int) -> None:
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--warm", type=int, default=30)

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench
 from memory_loop import model_process, pct
 from plugin_hooks import claude_p
 
@@ -96,7 +96,7 @@ def main(prompts: int) -> None:
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=8)
     main(parser.parse_args().prompts)

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench, scratch_postgres
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -42,15 +42,13 @@ def line(name: str, values: list[float], target: float | None = None) -> str:
 
 
 async def bench(args: argparse.Namespace, scratch: Path) -> None:
-    import pgserver
-
     from frobozz.engine.testing import ScriptedModel
     from frobozz.memory import MemorySettings
     from frobozz.routines import RoutineSettings, RoutineStore, RoutineWorker, routine
     from frobozz.runner import RunLedger
     from tests.imapserver import start_imap
 
-    server = pgserver.get_server(scratch / "pg", cleanup_mode="delete")
+    server = scratch_postgres(scratch / "pg")
     imap = start_imap()
     first_request: dict[str, float] = {}  # a firing's marker -> when its first request reached the model
 
@@ -188,5 +186,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     main()

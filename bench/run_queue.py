@@ -22,7 +22,7 @@ from pathlib import Path
 
 import anyio
 import asyncpg
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench, scratch_postgres
 
 TARGET_MS = 100
 
@@ -137,10 +137,8 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--probes", type=int, default=5, help="Single runs for the overhead, one at a time.")
     args = parser.parse_args()
-    import pgserver
-
     with tempfile.TemporaryDirectory() as scratch:
-        server = pgserver.get_server(Path(scratch) / "pg", cleanup_mode="delete")
+        server = scratch_postgres(Path(scratch) / "pg")
         try:
             url = server.get_uri()
             env = {**os.environ, "FROBOZZ_DATA_DIR": str(Path(scratch) / "data"), "FROBOZZ_DATABASE_URL": url}
@@ -188,5 +186,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     main()

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import anyio
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench, scratch_postgres
 
 from frobozz.engine import Engine, EngineOptions, Result
 from frobozz.engine._mirror import TranscriptMirror
@@ -72,13 +72,11 @@ async def resume(model: ScriptedModel, home: Path, session: str, **more) -> floa
 
 
 async def main(args: argparse.Namespace) -> None:
-    import pgserver
-
     import frobozz.engine._engine as engine_module
 
     engine_module.TranscriptMirror = Timed  # type: ignore[misc]
     with tempfile.TemporaryDirectory() as scratch:
-        server = pgserver.get_server(Path(scratch) / "pg", cleanup_mode="delete")
+        server = scratch_postgres(Path(scratch) / "pg")
         store = await TranscriptStore.open(MemorySettings(database_url=server.get_uri()))
         try:
             async with ScriptedModel(answer) as model:
@@ -133,7 +131,7 @@ def _key(home: Path) -> str:
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=60, help="turns per session for the per-turn figures")
     parser.add_argument("--long", type=int, default=500, help="turns of the session resumed")

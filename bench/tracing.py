@@ -41,7 +41,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench, scratch_postgres
 
 TARGET = 0.02
 
@@ -332,9 +332,7 @@ def main() -> None:
         child(args.child == "on", args.turns)
         return
     url, took = receiver()
-    import pgserver
-
-    postgres = pgserver.get_server(tempfile.mkdtemp(prefix="frobozz-bench-pg-"), cleanup_mode="delete")
+    postgres = scratch_postgres(tempfile.mkdtemp(prefix="frobozz-bench-pg-"))
     base = {
         k: v
         for k, v in os.environ.items()
@@ -431,5 +429,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     main()

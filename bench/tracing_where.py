@@ -36,7 +36,7 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _sigterm import exit_on_sigterm
+from _ending import end_with_the_bench, scratch_postgres
 from tracing import _flush, _scripted_model_thread, receiver, run_child, span_work
 
 SIDES = ("off", "sdk", "otlp", "local", "both")
@@ -212,10 +212,8 @@ def main() -> None:
     if args.child:
         child(args.child, args.turns, args.calls)
         return
-    import pgserver
-
     url, took = receiver()
-    postgres = pgserver.get_server(tempfile.mkdtemp(prefix="frobozz-bench-pg-"), cleanup_mode="delete")
+    postgres = scratch_postgres(tempfile.mkdtemp(prefix="frobozz-bench-pg-"))
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FROBOZZ_TRACE", "CLAUDE_CODE_"))},
         "OTEL_EXPORTER_OTLP_ENDPOINT": url,
@@ -261,5 +259,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    exit_on_sigterm()  # the scratch Postgres goes with the bench
+    end_with_the_bench()  # the scratch Postgres goes with the bench
     main()
