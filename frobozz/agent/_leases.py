@@ -199,12 +199,17 @@ class Leases:
         return [(r["id"], r["message_id"], r["content"], list(r["files"])) for r in rows]
 
     async def answer(self, session_id: str, question_id: str, answers: dict[str, Any] | None) -> bool:
-        """Record the answer (None: timed out); False when the question already has one."""
+        """Record the answer (None: timed out); False when the question already has one, or was never asked.
+        Asked is written: the other instances' followers see a question once it is, a moment before the
+        instance that wrote it has its own log caught up, and an answer may come to that one meanwhile."""
         return bool(
             await self._do(
                 "fetchval",
                 """
-            WITH a AS (INSERT INTO agent_answers (session_id, question_id, answers) VALUES ($1, $2, $3::jsonb)
+            WITH a AS (INSERT INTO agent_answers (session_id, question_id, answers)
+                       SELECT $1, $2, $3::jsonb WHERE EXISTS (
+                           SELECT 1 FROM agent_events
+                           WHERE session_id = $1 AND kind = 'question' AND data->>'question_id' = $2)
                        ON CONFLICT DO NOTHING RETURNING 1)
             SELECT pg_notify($4, 'answer:' || $1) IS NOT NULL FROM a""",
                 session_id,

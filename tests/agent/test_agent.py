@@ -168,6 +168,41 @@ async def test_a_question_waits_for_the_answer_which_reaches_the_model_and_a_sec
     assert isinstance(seen[-1], Done) and "Blue" in seen[-1].result
 
 
+async def test_a_question_written_but_not_yet_in_this_instances_own_log_takes_its_answer(agent, monkeypatch):
+    """Other instances' followers see a question once it is written, a moment before the instance that wrote it
+    has it in its own log: an answer that comes to that one meanwhile counts (it was refused as never asked)."""
+    session = await agent.create_session("alice/notes")
+    live, held, gate = await agent.session(session), anyio.Event(), anyio.Event()
+    write = agent.leases.log
+
+    async def written_then_held(session_id, token, events):
+        await write(session_id, token, events)
+        if any(isinstance(logged.event, Question) for logged in events):
+            held.set()
+            await gate.wait()  # as a busy instance: written, not yet in its log
+
+    monkeypatch.setattr(agent.leases, "log", written_then_held)
+    seen = []
+    async with anyio.create_task_group() as tg:
+
+        async def ask():
+            seen.extend(await turn(agent, session, "ask me"))
+
+        tg.start_soon(ask)
+        with anyio.fail_after(60):
+            await held.wait()
+        [question] = [e.event for e in await agent.leases.events_after(session, 0) if isinstance(e.event, Question)]
+        assert not any(isinstance(logged.event, Question) for logged in live.relay.log)
+        await agent.answer(session, question.question_id, {"Which colour for the lamp?": "Blue"})
+        gate.set()
+    assert isinstance(seen[-1], Done) and "Blue" in seen[-1].result
+    with pytest.raises(QuestionError):  # and an id never asked, or not one the agent makes, is refused
+        await agent.answer(session, "0" * 16, {"Which colour for the lamp?": "Red"})
+    for hostile in ("", "x" * 65, "a\x00b", "'; DROP TABLE agent_answers; --", 7):
+        with pytest.raises(QuestionError):
+            await agent.answer(session, hostile, {"Which colour for the lamp?": "Red"})
+
+
 async def test_an_unanswered_question_times_out_with_a_clear_answer_to_the_model(make_agent, scripted):
     async with make_agent(question_timeout=0.5) as agent:
         session = await agent.create_session("alice/notes")
