@@ -11,6 +11,7 @@ kept in Postgres, so a session outlives the service (its claude session resumes 
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, replace
@@ -41,6 +42,7 @@ from .settings import AgentSettings
 
 log = logging.getLogger("frobozz.agent")
 OPTIONS = ("model", "allowed_tools", "max_turns", "max_budget_usd", "memory")
+QUESTION_ID = re.compile(r"[0-9A-Za-z]{1,64}")  # made as 16 hex digits: an id unlike one was never asked
 MemoryServers = Callable[[str], Mapping[str, Mapping[str, Any]]]  # a namespace -> MCP servers that store into it
 
 
@@ -286,7 +288,7 @@ class Agent:
             raise InputError("answers are an object: each question's text, and the answer chosen")
         session = await self.session(session_id, workspace=workspace, owners=owners)
         assert self.leases is not None
-        known = isinstance(question_id, str) and question_id.isalnum() and len(question_id) <= 64  # as they are made
+        known = isinstance(question_id, str) and QUESTION_ID.fullmatch(question_id)  # else never asked
         if not known or not await self.leases.answer(session.id, question_id, dict(answers)):
             raise QuestionError(
                 f"question {str(question_id)[:64]} is not waiting for an answer (answered, timed out, or never asked)"

@@ -201,13 +201,14 @@ class Leases:
     async def answer(self, session_id: str, question_id: str, answers: dict[str, Any] | None) -> bool:
         """Record the answer (None: timed out); False when the question already has one, or was never asked.
         Asked is written: the other instances' followers see a question once it is, a moment before the
-        instance that wrote it has its own log caught up, and an answer may come to that one meanwhile."""
+        instance that wrote it has its own log caught up, and an answer may come to that one meanwhile. A time-out
+        comes from the instance that asked, whether or not the question could be written."""
         return bool(
             await self._do(
                 "fetchval",
                 """
             WITH a AS (INSERT INTO agent_answers (session_id, question_id, answers)
-                       SELECT $1, $2, $3::jsonb WHERE EXISTS (
+                       SELECT $1, $2, $3::jsonb WHERE $3::jsonb IS NULL OR EXISTS (
                            SELECT 1 FROM agent_events
                            WHERE session_id = $1 AND kind = 'question' AND data->>'question_id' = $2)
                        ON CONFLICT DO NOTHING RETURNING 1)

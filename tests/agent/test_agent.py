@@ -196,9 +196,11 @@ async def test_a_question_written_but_not_yet_in_this_instances_own_log_takes_it
         await agent.answer(session, question.question_id, {"Which colour for the lamp?": "Blue"})
         gate.set()
     assert isinstance(seen[-1], Done) and "Blue" in seen[-1].result
-    with pytest.raises(QuestionError):  # and an id never asked, or not one the agent makes, is refused
-        await agent.answer(session, "0" * 16, {"Which colour for the lamp?": "Red"})
-    for hostile in ("", "x" * 65, "a\x00b", "'; DROP TABLE agent_answers; --", 7):
+    other = await agent.create_session("alice/notes")
+    for never_asked in ("0" * 16, question.question_id):  # and an id never asked (of this session) is refused
+        with pytest.raises(QuestionError):
+            await agent.answer(other, never_asked, {"Which colour for the lamp?": "Red"})
+    for hostile in ("", "x" * 65, "a\x00b", "'; DROP TABLE agent_answers; --", "東京", 7):  # not ids the agent makes
         with pytest.raises(QuestionError):
             await agent.answer(session, hostile, {"Which colour for the lamp?": "Red"})
 
@@ -208,6 +210,43 @@ async def test_an_unanswered_question_times_out_with_a_clear_answer_to_the_model
         session = await agent.create_session("alice/notes")
         events = await turn(agent, session, "ask me")
     assert any(isinstance(e, Question) for e in events)
+    assert "did not answer within 0.5 s" in str(scripted.requests[-1].tool_results()[0].get("content"))
+
+
+async def test_a_question_not_yet_written_when_it_times_out_still_times_out(make_agent, scripted):
+    """The time-out comes from the instance that asked: it is recorded even while the database has not taken the
+    question yet (a write that waits, as while the database is away), and the turn goes on once it has."""
+    async with make_agent(question_timeout=0.5) as agent:
+        session = await agent.create_session("alice/notes")
+        gate, write = anyio.Event(), agent.leases.log
+
+        async def held_then_written(session_id, token, events):
+            if any(isinstance(logged.event, Question) for logged in events):
+                await gate.wait()
+            await write(session_id, token, events)
+
+        agent.leases.log = held_then_written
+
+        async def timed_out() -> bool:
+            return bool(
+                await agent.leases.pool.fetchval(
+                    "SELECT count(*) FROM agent_answers WHERE session_id = $1 AND answers IS NULL", session
+                )
+            )
+
+        async with anyio.create_task_group() as tg:
+            done = anyio.Event()
+
+            async def ask():
+                await turn(agent, session, "ask me")
+                done.set()
+
+            tg.start_soon(ask)
+            with anyio.fail_after(30):
+                await eventually(timed_out)
+            gate.set()
+            with anyio.fail_after(60):
+                await done.wait()
     assert "did not answer within 0.5 s" in str(scripted.requests[-1].tool_results()[0].get("content"))
 
 
