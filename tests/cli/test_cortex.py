@@ -180,27 +180,10 @@ def holding_export(frobozz_env, tmp_path):
 
 
 def test_a_one_shot_command_killed_with_sigkill_does_not_leave_the_postgres_it_started(holding_export):
+    """Not even while its parent has not yet waited on it: a killed command is a zombie until then, and holds
+    nothing meanwhile (a command reaped at once is the simpler case: tests/test_pgguard.py)."""
     import os
 
-    import anyio
-
-    command, _, postmaster = holding_export
-    server = psutil_process(postmaster)
-    command.kill()
-    command.wait()
-
-    async def stopped() -> None:
-        with anyio.fail_after(10):
-            await eventually(lambda: not (postmaster.exists() or running(server)))
-
-    anyio.run(stopped)
-    env = {**os.environ}
-    env.pop("FROBOZZ_DATABASE_URL", None)
-    assert "no memories found" in cortex(env, "search", "lamp").stdout  # and it starts again as before
-
-
-def test_a_one_shot_command_killed_and_not_yet_reaped_by_its_parent_does_not_keep_its_postgres(holding_export):
-    """A killed command is a zombie until its parent waits on it: it holds nothing meanwhile."""
     import anyio
     import psutil
 
@@ -214,6 +197,9 @@ def test_a_one_shot_command_killed_and_not_yet_reaped_by_its_parent_does_not_kee
 
     anyio.run(stopped)
     assert psutil.Process(command.pid).status() == psutil.STATUS_ZOMBIE  # not reaped while its Postgres stopped
+    env = {**os.environ}
+    env.pop("FROBOZZ_DATABASE_URL", None)
+    assert "no memories found" in cortex(env, "search", "lamp").stdout  # and it starts again as before
 
 
 def test_a_killed_one_shot_command_leaves_its_postgres_to_a_process_still_using_it(holding_export):
