@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+HANDLES = ".handle_pids.json"  # pgserver's list of the processes using its server, in its data directory
 _GUARDS: list[subprocess.Popen[bytes]] = []  # held, so that the pipe stays open as long as this process
 
 
@@ -43,12 +44,7 @@ def stop_if_unused(pgdata: Path) -> bool:
     """Stop the server at `pgdata` when no live process holds it; whether it was stopped."""
     pg_ctl, server = _pgserver()
     with server._lock:
-        _forget_dead(pgdata)
-        try:
-            users = json.loads((pgdata / ".handle_pids.json").read_text())
-        except (OSError, ValueError):
-            users = []
-        if users or not (pgdata / "postmaster.pid").exists():
+        if _forget_dead(pgdata) or not (pgdata / "postmaster.pid").exists():
             return False
         root = hasattr(os, "geteuid") and os.geteuid() == 0
         try:
@@ -67,16 +63,31 @@ def forget_dead_handles(postgres_dir: Path) -> None:
         _forget_dead(postgres_dir)
 
 
-def _forget_dead(postgres_dir: Path) -> None:
-    handles = postgres_dir / ".handle_pids.json"
+def _forget_dead(postgres_dir: Path) -> list[int]:
+    """The list's live users, the dead written off it."""
+    listed = _listed(postgres_dir)
+    alive = _live(listed)
+    if listed is not None and alive != listed:
+        (postgres_dir / HANDLES).write_text(json.dumps(alive))
+    return alive
+
+
+def live_users(postgres_dir: Path) -> list[int]:
+    """The live processes on pgserver's list of the users of the server at `postgres_dir` (read only)."""
+    return _live(_listed(postgres_dir))
+
+
+def _live(listed: list[Any] | None) -> list[int]:
+    return [pid for pid in listed or () if isinstance(pid, int) and is_live(pid)]
+
+
+def _listed(postgres_dir: Path) -> list[Any] | None:
+    """pgserver's list of the server's users as it is on disk (None: none there, or not a list)."""
     try:
-        pids = json.loads(handles.read_text())
+        pids = json.loads((postgres_dir / HANDLES).read_text())
     except (OSError, ValueError):
-        return
-    if isinstance(pids, list):
-        alive = [pid for pid in pids if isinstance(pid, int) and is_live(pid)]
-        if alive != pids:
-            handles.write_text(json.dumps(alive))
+        return None
+    return pids if isinstance(pids, list) else None
 
 
 def _pgserver() -> tuple[Any, Any]:

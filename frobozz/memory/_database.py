@@ -3,7 +3,6 @@ reused across runs; a pool with pgvector's codec; migrations applied under an ad
 
 from __future__ import annotations
 
-import json
 import logging
 import warnings
 from importlib import resources
@@ -12,7 +11,7 @@ import anyio
 import asyncpg
 from pgvector.asyncpg import register_vector
 
-from frobozz._pgguard import forget_dead_handles, guard, is_live, stop_if_unused
+from frobozz._pgguard import forget_dead_handles, guard, live_users, stop_if_unused
 
 from .exceptions import DatabaseError
 from .settings import MemorySettings
@@ -74,11 +73,7 @@ def embedded_users(settings: MemorySettings) -> list[int] | None:
     running. Reads its files only: it starts nothing."""
     if not (settings.postgres_dir / "postmaster.pid").exists():
         return None
-    try:
-        pids = json.loads((settings.postgres_dir / ".handle_pids.json").read_text())
-    except (OSError, ValueError):
-        pids = []
-    return [pid for pid in pids if isinstance(pid, int) and is_live(pid)] if isinstance(pids, list) else []
+    return live_users(settings.postgres_dir)
 
 
 def stop_embedded_unused(settings: MemorySettings) -> bool:
