@@ -19,26 +19,29 @@ class _Store:
         await anyio.lowlevel.checkpoint()  # a real pool's close awaits: a second close could start meanwhile
 
 
-async def test_with_no_page_shown_nothing_is_opened_and_closing_does_nothing():
-    opened: list[_Store] = []
+@pytest.fixture
+def opened() -> list[_Store]:
+    """The stores `lazy` has opened, in order."""
+    return []
 
+
+@pytest.fixture
+def lazy(opened: list[_Store]) -> LazyStore:
     async def open_store() -> _Store:
         opened.append(_Store())
         return opened[-1]
 
-    lazy = LazyStore(open_store, what="the database", without="shown without it")
+    return LazyStore(open_store, what="the database", without="shown without it")
+
+
+async def test_with_no_page_shown_nothing_is_opened_and_closing_does_nothing(lazy, opened):
     await lazy.aclose()
     assert opened == [] and lazy.database_error is None
 
 
-async def test_a_store_that_goes_away_under_two_pages_at_once_is_closed_once_and_reopened_later(monkeypatch):
-    opened: list[_Store] = []
-
-    async def open_store() -> _Store:
-        opened.append(_Store())
-        return opened[-1]
-
-    lazy = LazyStore(open_store, what="the database", without="shown without it")
+async def test_a_store_that_goes_away_under_two_pages_at_once_is_closed_once_and_reopened_later(
+    lazy, opened, monkeypatch
+):
     both_in = anyio.Event()
     entered = 0
 
@@ -72,8 +75,7 @@ async def test_a_store_that_goes_away_under_two_pages_at_once_is_closed_once_and
     assert [store.closes for store in opened] == [1, 1]
 
 
-async def test_a_store_closed_at_shutdown_while_a_page_fails_on_it_is_closed_once():
-    store = _Store()
+async def test_a_store_closed_at_shutdown_while_a_page_fails_on_it_is_closed_once(lazy, opened):
     closing, release = anyio.Event(), anyio.Event()
 
     async def close_slowly() -> None:
@@ -82,12 +84,6 @@ async def test_a_store_closed_at_shutdown_while_a_page_fails_on_it_is_closed_onc
             closing.set()
             await release.wait()
 
-    store.aclose = close_slowly
-
-    async def open_store() -> _Store:
-        return store
-
-    lazy = LazyStore(open_store, what="the database", without="shown without it")
     in_work, fail_now, page_done = anyio.Event(), anyio.Event(), anyio.Event()
 
     async def fails(_: _Store) -> str:
@@ -103,6 +99,8 @@ async def test_a_store_closed_at_shutdown_while_a_page_fails_on_it_is_closed_onc
         async with anyio.create_task_group() as tg:
             tg.start_soon(page)
             await in_work.wait()
+            (store,) = opened
+            store.aclose = close_slowly
             tg.start_soon(lazy.aclose)  # the service shuts down with the page still on the store
             await closing.wait()
             fail_now.set()  # the page fails while the close is under way
