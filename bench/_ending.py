@@ -31,12 +31,13 @@ def end_with_the_bench() -> None:
     stop_embedded_at_exit()
 
 
-def scratch_postgres(folder: Path | str) -> PostgresServer:
-    """A Postgres of the bench's own in `folder` (made if missing), removed at exit and guarded against SIGKILL."""
+def scratch_postgres(scratch: Path | str) -> PostgresServer:
+    """A Postgres of the bench's own in `scratch`/pg, removed at exit. Guarded against SIGKILL: then the guard
+    stops it and removes the whole of `scratch` (the bench's temporary folder), as the bench's exit would have."""
     import pgserver
 
     from frobozz._pgguard import guard
 
-    server = pgserver.get_server(folder, cleanup_mode="delete")
-    guard(server.pgdata)
+    server = pgserver.get_server(Path(scratch) / "pg", cleanup_mode="delete")
+    guard(server.pgdata, scratch=Path(scratch))
     return server

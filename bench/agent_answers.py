@@ -13,7 +13,6 @@ import argparse
 import statistics
 import tempfile
 import time
-from pathlib import Path
 
 import anyio
 from _ending import end_with_the_bench, scratch_postgres
@@ -79,7 +78,7 @@ def main() -> None:
     parser.add_argument("--answers", type=int, default=100)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        server = scratch_postgres(Path(scratch) / "pg")
+        server = scratch_postgres(scratch)
         try:
             anyio.run(bench, server.get_uri(), args.sessions, args.events, args.answers)
         finally:

@@ -164,7 +164,7 @@ async def idle(busy) -> None:
 async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         os.chmod(scratch, 0o755)  # run as root, the service runs claude as the workspace's owner: it must get in
-        server = scratch_postgres(Path(scratch) / "pg")
+        server = scratch_postgres(scratch)
         try:
             async with ScriptedModel(answer) as model:
                 home = Path(scratch) / "home"

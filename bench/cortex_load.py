@@ -219,7 +219,7 @@ async def main(
     pg_settings: dict[str, str] | None = None,
 ) -> None:
     root = Path(tempfile.mkdtemp(prefix="frobozz-cortex-load-"))
-    pg = scratch_postgres(root / "pg")
+    pg = scratch_postgres(root)
     results: dict[tuple[str, str, int], tuple[float, float, float, int]] = {}
     try:
         if pg_settings:  # e.g. commit_delay, to try a Postgres setting: set for the whole server, reloaded

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import random
 import secrets
+import shutil
 import statistics
 import tempfile
 import time
@@ -113,7 +114,7 @@ async def run(url: str, statements: list[str], clients: int, seconds: float) -> 
 
 async def main(clients: int, seconds: float, rounds: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="frobozz-store-contention-"))
-    pg = scratch_postgres(root / "pg")
+    pg = scratch_postgres(root)
     results: dict[str, list[tuple[float, float, float]]] = {way: [] for way in WAYS}
     try:
         for r in range(rounds):
@@ -129,6 +130,7 @@ async def main(clients: int, seconds: float, rounds: int) -> None:
                 )
     finally:
         pg.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
     base = [statistics.median(x) for x in zip(*results["008"], strict=True)]
     print(f"median of {rounds} rounds, against 008 (the baseline of issue 36's load figure):")
     for way, rows in results.items():

@@ -48,7 +48,7 @@ async def bench(args: argparse.Namespace, scratch: Path) -> None:
     from frobozz.runner import RunLedger
     from tests.imapserver import start_imap
 
-    server = scratch_postgres(scratch / "pg")
+    server = scratch_postgres(scratch)
     imap = start_imap()
     first_request: dict[str, float] = {}  # a firing's marker -> when its first request reached the model
 

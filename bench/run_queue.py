@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--probes", type=int, default=5, help="Single runs for the overhead, one at a time.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
-        server = scratch_postgres(Path(scratch) / "pg")
+        server = scratch_postgres(scratch)
         try:
             url = server.get_uri()
             env = {**os.environ, "FROBOZZ_DATA_DIR": str(Path(scratch) / "data"), "FROBOZZ_DATABASE_URL": url}

@@ -76,7 +76,7 @@ async def main(args: argparse.Namespace) -> None:
 
     engine_module.TranscriptMirror = Timed  # type: ignore[misc]
     with tempfile.TemporaryDirectory() as scratch:
-        server = scratch_postgres(Path(scratch) / "pg")
+        server = scratch_postgres(scratch)
         store = await TranscriptStore.open(MemorySettings(database_url=server.get_uri()))
         try:
             async with ScriptedModel(answer) as model:

@@ -32,6 +32,7 @@ import argparse
 import gc
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -69,13 +70,17 @@ def receiver() -> tuple[str, dict[str, int]]:
 
 async def engine_events(turns: int) -> float:
     """Events per second through the engine: each turn a Read tool call, then an answer."""
+    with tempfile.TemporaryDirectory(prefix="frobozz-bench-") as home:
+        with open(os.path.join(home, "notes.md"), "w") as f:
+            f.write("The lamp is in the living room.\n")
+        return await _engine_events(turns, home)
+
+
+async def _engine_events(turns: int, home: str) -> float:
     from frobozz.engine import Engine, EngineOptions, Result
     from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 
-    home = tempfile.mkdtemp(prefix="frobozz-bench-")
     notes = os.path.join(home, "notes.md")
-    with open(notes, "w") as f:
-        f.write("The lamp is in the living room.\n")
 
     def answer(request) -> Reply:
         if request.tool_results():
@@ -294,14 +299,15 @@ def child(on: bool, turns: int) -> None:
 def run_child(script: str, side: str, args: list[str], env: dict[str, str]) -> dict:
     """One side's run: `script --child ARGS` in a process of its own (a data directory of its own), its figures
     (the JSON of its last line); a failed run ends the bench with its stderr's tail."""
-    done = subprocess.run(
-        [sys.executable, script, "--child", *args],
-        env={**env, "FROBOZZ_DATA_DIR": tempfile.mkdtemp(prefix="frobozz-bench-")},
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
+    with tempfile.TemporaryDirectory(prefix="frobozz-bench-") as data:
+        done = subprocess.run(
+            [sys.executable, script, "--child", *args],
+            env={**env, "FROBOZZ_DATA_DIR": data},
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            check=False,
+        )
     if done.returncode != 0:
         sys.exit(f"the {side} run failed:\n{done.stderr[-3000:]}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -332,7 +338,8 @@ def main() -> None:
         child(args.child == "on", args.turns)
         return
     url, took = receiver()
-    postgres = scratch_postgres(tempfile.mkdtemp(prefix="frobozz-bench-pg-"))
+    scratch = tempfile.mkdtemp(prefix="frobozz-bench-pg-")
+    postgres = scratch_postgres(scratch)
     base = {
         k: v
         for k, v in os.environ.items()
@@ -350,14 +357,17 @@ def main() -> None:
     }  # (with claude's own telemetry, the default)
     results: dict[str, list[dict]] = {side: [] for side in sides}
     began = time.monotonic()
-    for n in range(args.rounds):
-        for side in list(sides)[:: 1 if n % 2 == 0 else -1]:
-            child_side = "off" if side == "off" else "on"
-            results[side].append(
-                run_child(__file__, side, [child_side, "--turns", str(args.turns)], {**base, **sides[side]})
-            )
-    kept_rows = _count_kept(postgres.get_uri())
-    postgres.cleanup()
+    try:
+        for n in range(args.rounds):
+            for side in list(sides)[:: 1 if n % 2 == 0 else -1]:
+                child_side = "off" if side == "off" else "on"
+                results[side].append(
+                    run_child(__file__, side, [child_side, "--turns", str(args.turns)], {**base, **sides[side]})
+                )
+        kept_rows = _count_kept(postgres.get_uri())
+    finally:
+        postgres.cleanup()
+        shutil.rmtree(scratch, ignore_errors=True)
 
     def median(side: str, key: str) -> float:
         return statistics.median(r[key] for r in results[side])

@@ -24,6 +24,7 @@ import functools
 import gc
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -213,7 +214,8 @@ def main() -> None:
         child(args.child, args.turns, args.calls)
         return
     url, took = receiver()
-    postgres = scratch_postgres(tempfile.mkdtemp(prefix="frobozz-bench-pg-"))
+    scratch = tempfile.mkdtemp(prefix="frobozz-bench-pg-")
+    postgres = scratch_postgres(scratch)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FROBOZZ_TRACE", "CLAUDE_CODE_"))},
         "OTEL_EXPORTER_OTLP_ENDPOINT": url,
@@ -229,6 +231,7 @@ def main() -> None:
         calls = _run("both", args.turns, env, measure_calls=True)
     finally:
         postgres.cleanup()
+        shutil.rmtree(scratch, ignore_errors=True)
 
     print(
         f"Zork I walkthrough, text mode, scripted model: {args.turns} turns x {args.rounds} rounds of "

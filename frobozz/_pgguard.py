@@ -8,7 +8,10 @@ pgserver's lock, with the dead taken off its list of users (a killed process its
 is dead too), it stops the server if nobody is left. After a clean exit the handler has already stopped it
 and the guard finds nothing to do.
 
-Run as `python -m frobozz._pgguard PGDATA COMMAND_PID`; `guard(pgdata)` starts it. A leaf module that
+Given a scratch folder too, the guard removes it once the server there is stopped: a bench's own Postgres and
+files, which its exit handlers would have removed (`bench/_ending.py`).
+
+Run as `python -m frobozz._pgguard PGDATA COMMAND_PID [SCRATCH]`; `guard(pgdata)` starts it. A leaf module that
 imports nothing of Frobozz, so that the guard, which lives beside every such command, starts in a few
 hundredths of a second of CPU (from `frobozz.memory`, whose package it had to import, it took 0.4 s)."""
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -26,12 +30,13 @@ HANDLES = ".handle_pids.json"  # pgserver's list of the processes using its serv
 _GUARDS: list[subprocess.Popen[bytes]] = []  # held, so that the pipe stays open as long as this process
 
 
-def guard(pgdata: Path) -> None:
+def guard(pgdata: Path, *, scratch: Path | None = None) -> None:
     """Start the guard for `pgdata`; it outlives this process only as long as it takes to stop the server.
-    In its own session, so that a Ctrl-C meant for the command does not end the guard first."""
+    In its own session, so that a Ctrl-C meant for the command does not end the guard first. `scratch`: a
+    folder (holding `pgdata`) removed once the server is stopped, nobody else using it."""
     _GUARDS.append(
         subprocess.Popen(
-            [sys.executable, "-m", __name__, str(pgdata), str(os.getpid())],
+            [sys.executable, "-m", __name__, str(pgdata), str(os.getpid()), *([str(scratch)] if scratch else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -127,6 +132,7 @@ def main() -> None:
     pgdata = Path(sys.argv[1])
     # the command's pid is given: our parent's may be init's by the time we run (none from an older Frobozz)
     command = int(sys.argv[2]) if len(sys.argv) > 2 else os.getppid()
+    scratch = Path(sys.argv[3]) if len(sys.argv) > 3 else None
     started = _start_time(command)
     sys.stdin.buffer.read()  # until the command that started us is gone
     # its files close a moment before it is a zombie: until then it would still count as holding the server
@@ -135,6 +141,8 @@ def main() -> None:
             break
         time.sleep(0.01)
     stop_if_unused(pgdata)
+    if scratch is not None and not (pgdata / "postmaster.pid").exists():  # stopped, nobody else using it
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":
