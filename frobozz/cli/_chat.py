@@ -16,6 +16,7 @@ import anyio
 import typer
 from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from frobozz import _spans
@@ -207,8 +208,9 @@ async def _chat(
                     markup=False,
                 )
                 await converse(loop)
-        except MemoryStoreError as e:
-            err.print(f"[red]error:[/red] {e}")
+        except MemoryStoreError as e:  # an unknown session, a namespace refused: nothing was started
+            err.print(f"[red]error:[/red] {escape(str(e))}")  # the error may quote what was given
+            raise typer.Exit(1) from None
         finally:
             if transcripts is not None:
                 await transcripts.aclose()

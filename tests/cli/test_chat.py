@@ -1,6 +1,7 @@
 """`frobozz chat` through a pseudo-terminal (pexpect), offline on the scripted model."""
 
 import os
+import shlex
 import signal
 import sys
 
@@ -134,3 +135,19 @@ def test_a_session_resumed_on_another_machine_goes_on_from_the_database_with_its
     child.expect_exact("you> ")
     child.sendeof()
     child.expect(pexpect.EOF)
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [(["--resume", "nosuch"], "no session nosuch"), (["--namespace", "../../etc"], "namespace")],
+    ids=["unknown session", "hostile namespace"],
+)
+def test_an_unknown_session_or_a_refused_namespace_is_an_error_with_status_1_and_starts_nothing(chat_env, args, said):
+    output, status = pexpect.run(
+        shlex.join([sys.executable, "-m", "frobozz", "chat", "--model", "scripted", *args]),
+        env=chat_env,
+        encoding="utf-8",
+        timeout=120,
+        withexitstatus=True,
+    )
+    assert status == 1 and "error:" in output and said in output and "session " not in output.split("error:")[0]
