@@ -18,7 +18,7 @@ import anyio
 from ._database import HNSW_INDEX, INDEX_MEMORY
 from ._image_store import insert_image_row
 from ._images import ImageInput, Picture
-from ._records import COLUMNS, CURRENT, DESCRIBED, content_hash, image_hash, memory
+from ._records import COLUMNS, CURRENT, DESCRIBED, content_hash, image_hash, memory, utf8_text
 from ._store import FOLD, REFRESH, MemoryStore
 from .exceptions import MemoryStoreError
 
@@ -161,6 +161,7 @@ class BulkStore:
         source = record.get("source") or "import"
         if len(source) > 200 or "\0" in source:
             raise MemoryStoreError("'source' must be at most 200 characters, without NUL characters")
+        utf8_text(source, "'source'")
         _image_record(record.get("image"))
         return (
             s.namespace(record.get("namespace") or default_namespace),
@@ -292,3 +293,5 @@ def _image_record(image: Any) -> None:
         value = image.get(key)
         if value is not None and (not isinstance(value, str) or len(value) > 20_000 or "\0" in value):
             raise MemoryStoreError(f"the image's '{key}' must be text of at most 20,000 characters")
+        if value is not None:
+            utf8_text(value, f"the image's '{key}'")

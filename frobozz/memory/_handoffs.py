@@ -9,6 +9,7 @@ from datetime import datetime
 import asyncpg
 
 from .. import _spans
+from ._records import utf8_text
 from ._store import Memory, MemoryStore
 from .exceptions import MemoryStoreError
 
@@ -45,6 +46,7 @@ class HandoffStore:
                     f"each of the {what} must be 1-{MAX_ITEM_CHARS} characters of text, "
                     f"without NUL characters: {item[:60]!r} is not"
                 )
+            utf8_text(item, f"one of the {what}")
         return items
 
     async def write(
@@ -61,6 +63,7 @@ class HandoffStore:
             raise MemoryStoreError("the summary is empty: say what was done and where things stand")
         if len(summary) > self.max_chars or "\0" in summary:
             raise MemoryStoreError(f"the summary must be at most {self.max_chars} characters, without NUL characters")
+        utf8_text(summary, "the summary")
         steps, remember = self._items("next steps", next_steps), self._items("memories", memories)
         ns = self.memories.namespace(namespace)
         metadata = {"handoff_session": session_id} if session_id else {}

@@ -1,4 +1,4 @@
-"""What the store hands out: memories and search hits, made from database rows."""
+"""What the store hands out (memories and search hits, made from database rows), and the text it takes in."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+
+from .exceptions import MemoryStoreError
 
 COLUMNS = "id, namespace, content, metadata, source, created_at, updated_at, valid_to, supersedes, superseded_by"
 # the conditions of a memory that is current (not forgotten, not superseded), for `ON CONFLICT` on the unique text
@@ -57,6 +59,19 @@ def memory(row: asyncpg.Record) -> Memory:
         supersedes=row["supersedes"],
         superseded_by=row["superseded_by"],
     )
+
+
+def utf8_text(value: str, what: str) -> str:
+    """`value`, when UTF-8 can hold it (Postgres keeps UTF-8): a lone surrogate cannot be, and JSON's unpaired
+    `\\ud800` escapes and undecodable command-line bytes both make one."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise MemoryStoreError(
+            f"{what} is not valid text: character {e.start + 1} is a lone surrogate "
+            "(an unpaired \\ud800-\\udfff escape, or a byte that is not UTF-8)"
+        ) from None
+    return value
 
 
 def content_hash(content: str) -> str:

@@ -35,7 +35,7 @@ import asyncpg
 
 from .. import _spans
 from .._tasks import both, every
-from ._records import COLUMNS, Hit, memory
+from ._records import COLUMNS, Hit, memory, utf8_text
 from .exceptions import MemoryStoreError
 
 if TYPE_CHECKING:
@@ -151,6 +151,7 @@ async def search(
             raise MemoryStoreError("the query is empty: say what to look for")
         if len(query) > MAX_QUERY_CHARS:
             raise MemoryStoreError(f"the query is longer than {MAX_QUERY_CHARS:,} characters")
+        utf8_text(query, "the query")
     if not 0.0 <= min_score <= 1.0:
         raise MemoryStoreError("min_score is a score between 0 and 1")
     ns = store.namespace(namespace)

@@ -20,7 +20,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from . import _search
 from ._embeddings import Embedder
-from ._records import COLUMNS, CURRENT, Hit, Memory, content_hash, described, image_hash, memory
+from ._records import COLUMNS, CURRENT, Hit, Memory, content_hash, described, image_hash, memory, utf8_text
 from ._search import Mode
 from ._settling import Settler
 from .exceptions import DatabaseError, EmbeddingMismatchError, MemoryStoreError
@@ -120,14 +120,21 @@ class MemoryStore:
             )
         if "\0" in value:
             raise MemoryStoreError("the memory contains a NUL character, which Postgres text cannot hold")
-        return value
+        return utf8_text(value, "the memory")
 
     @staticmethod
     def metadata(value: dict[str, Any] | None) -> str:
+        """`value` as the jsonb Postgres takes: an object (a list or a text would never match a filter), with
+        finite numbers only (Postgres has no NaN or Infinity in JSON)."""
+        if value is not None and not isinstance(value, dict):
+            raise MemoryStoreError(f"metadata must be a JSON object ({{...}}), not {type(value).__name__}")
         try:
-            encoded = json.dumps(value or {})
-        except (TypeError, ValueError) as e:
+            encoded = json.dumps(value or {}, allow_nan=False, ensure_ascii=False)
+        except ValueError as e:
+            raise MemoryStoreError("metadata must hold finite numbers only (no NaN or Infinity)") from e
+        except TypeError as e:
             raise MemoryStoreError(f"metadata must be JSON: {e}") from e
+        utf8_text(encoded, "the metadata's JSON")
         if len(encoded) > 65536 or "\\u0000" in encoded:
             raise MemoryStoreError("metadata must be JSON of at most 64 kB, without NUL characters")
         return encoded

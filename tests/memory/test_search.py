@@ -32,7 +32,7 @@ async def test_several_queries_at_once_find_what_each_finds_alone_in_the_order_a
     assert [hits[0].memory.content if hits else None for hits in together] == [NOTES[1], None, NOTES[0], NOTES[2]]
 
 
-@pytest.mark.parametrize("bad", ["", "   ", "x" * 10_001])
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 10_001, "an unpaired \ud800 escape"])
 async def test_one_bad_query_among_several_is_a_clear_error(memory_service, bad):
     store = await memory_service.store()
     with pytest.raises(MemoryStoreError, match="query"):

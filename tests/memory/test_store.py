@@ -1,5 +1,5 @@
-"""Storing while another client stores and forgets the same text (found by the type checker: the store read
-a row that could be missing)."""
+"""What the store refuses before it writes, and storing while another client stores and forgets the same text
+(found by the type checker: the store read a row that could be missing)."""
 
 import pytest
 
@@ -48,3 +48,25 @@ async def test_a_memory_stored_and_forgotten_by_another_client_meanwhile_is_a_cl
     with pytest.raises(MemoryStoreError, match="stored and forgotten meanwhile; try again"):
         await store.store(NOTE, namespace="chat")
     assert await store.search("brass lantern", namespace="chat") == []  # nothing current was left behind
+
+
+@pytest.mark.parametrize(
+    "content, metadata, says",
+    [
+        ("ok", [1, 2], "metadata must be a JSON object"),
+        ("ok", "a text", "metadata must be a JSON object"),
+        ("ok", {"a": float("nan")}, "finite numbers only"),
+        ("ok", {"a": float("-inf")}, "finite numbers only"),
+        ("ok", {"a": "\udc80"}, "the metadata's JSON is not valid text: character 8 is a lone surrogate"),
+        ("an unpaired \ud800 escape", None, "the memory is not valid text: character 13 is a lone surrogate"),
+    ],
+    ids=["a list", "a text", "NaN", "-Infinity", "a lone surrogate in the metadata", "a lone surrogate"],
+)
+async def test_what_postgres_cannot_hold_or_no_filter_would_match_is_refused_and_nothing_is_written(
+    memory_service, content, metadata, says
+):
+    """A list or a text as metadata was stored, and then never listed (recent filters with `@>` an object)."""
+    store = await memory_service.store()
+    with pytest.raises(MemoryStoreError, match=says):
+        await store.store(content, metadata, "chat")
+    assert await store.recent(10, "chat") == []
