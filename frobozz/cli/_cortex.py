@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import anyio
 import typer
@@ -16,6 +17,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from frobozz._files import atomic_file
+
 cortex = typer.Typer(
     help="Long-term memory: store, search, recent, get, supersede, forget, import, export, reembed.",
     no_args_is_help=True,
@@ -23,6 +26,7 @@ cortex = typer.Typer(
 out = Console()
 err = Console(stderr=True, soft_wrap=True)  # an error is one line, whole, whatever the width
 T = TypeVar("T")
+MEMORY_ID = typer.Argument(..., min=1, max=2**63 - 1, help="A memory's id (Postgres bigint).")
 
 
 def _run(work: Callable[[Any], Awaitable[T]], *, check_model: bool = True) -> T:
@@ -199,7 +203,7 @@ def _as_json(m: Any) -> dict[str, Any]:
 
 
 @cortex.command("get")
-def get_cmd(memory_id: int) -> None:
+def get_cmd(memory_id: int = MEMORY_ID) -> None:
     """One memory, as JSON, with every version of its fact (`history`, oldest first)."""
 
     async def work(store):
@@ -222,7 +226,7 @@ def get_cmd(memory_id: int) -> None:
 
 
 @cortex.command("supersede")
-def supersede_cmd(old_id: int, content: str) -> None:
+def supersede_cmd(old_id: int = MEMORY_ID, content: str = typer.Argument(...)) -> None:
     """A fact changed: CONTENT takes the place of memory OLD_ID, which is kept as history."""
 
     async def work(store):
@@ -232,7 +236,7 @@ def supersede_cmd(old_id: int, content: str) -> None:
 
 
 @cortex.command("forget")
-def forget_cmd(memory_id: int) -> None:
+def forget_cmd(memory_id: int = MEMORY_ID) -> None:
     """Forget a memory."""
 
     async def work(store):
@@ -290,28 +294,42 @@ def import_cmd(
 
 @cortex.command("export")
 def export_cmd(
-    output: Path = typer.Option(None, help="Write here instead of stdout."),
+    output: Path = typer.Option(None, help="Write here instead of stdout (a file: whole, or not at all)."),
     namespace: str = typer.Option(None, help=NAMESPACE_HELP),
 ) -> None:
     """Export memories as JSONL (to back them up or move them); an image goes in its memory's line, in base64."""
-    from frobozz.memory import BulkStore, ImageStore, MemorySettings
+    from frobozz.memory import BulkStore, ImageStore, MemorySettings, MemoryStoreError
 
-    async def work(store):
-        bulk = BulkStore(store, ImageStore(store, MemorySettings(), folders=[]))
-        total = await bulk.count(namespace)
-        sink = output.open("w", encoding="utf-8") if output else sys.stdout
-        try:
+    if output is not None and output.is_dir():
+        err.print(f"[red]error:[/red] {escape(str(output))} is a folder: give the path of a file to write")
+        raise typer.Exit(1)
+    # a pipe or a device (a FIFO, /dev/stdout) is written as it is, once the store is open; a file (or a link
+    # to one) is replaced whole once the export is done, and one that cannot be written is said at once
+    special = output is not None and output.exists() and not output.is_file()
+    with contextlib.ExitStack() as files:
+        sink: IO[str] = sys.stdout
+        if output is not None and not special:
+            try:
+                sink = files.enter_context(atomic_file(output.resolve(), encoding="utf-8"))
+            except OSError as e:
+                err.print(f"[red]error:[/red] cannot write {escape(str(output))}: {escape(e.strerror or str(e))}")
+                raise typer.Exit(1) from None
+
+        async def work(store):
+            bulk = BulkStore(store, ImageStore(store, MemorySettings(), folders=[]))
+            total = await bulk.count(namespace)
+            try:
+                to = files.enter_context(output.open("w", encoding="utf-8")) if special else sink
+            except OSError as e:
+                raise MemoryStoreError(f"cannot write {output}: {e.strerror or e}") from None
             with _progress() as progress:
                 task = progress.add_task("exporting", total=total)
                 async for record in bulk.export(namespace):
-                    sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    to.write(json.dumps(record, ensure_ascii=False) + "\n")
                     progress.advance(task)
-        finally:
-            if output:
-                sink.close()
-        return total
+            return total
 
-    total = _run(work)
+        total = _run(work)  # a failure leaves a file already at OUTPUT as it was
     if output:
         out.print(f"exported {total} memories to {output}")
 

@@ -1,6 +1,7 @@
 """`frobozz cortex` as a user runs it: real processes, a real (embedded or given) Postgres."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -98,6 +99,8 @@ def test_an_import_names_the_bad_line_by_its_number_in_the_file_and_says_what_is
         ('["content"]', "a memory must be a JSON object"),
         ('{"content": "ok", "created_at": "yesterday"}', "'created_at' must be an ISO date"),
         ('{"content": "ok", "metadata": "[red]x"}', "'metadata' must be a JSON object"),
+        ('{"content": "ok", "metadata": {"a": NaN}}', "metadata must hold finite numbers only"),
+        ('{"content": "an unpaired \\ud800 escape"}', "the memory is not valid text: character 13 is a lone surrogate"),
     )
     for n, (bad, says) in enumerate(cases):
         (tmp_path / "in.jsonl").write_text(good + bad + "\n")
@@ -324,3 +327,34 @@ def test_a_memory_is_stored_with_an_image_and_get_names_its_files(cortex_env, tm
     assert got["image"]["width"] == 1600 and got["image"]["description"] is None
     assert Image.open(got["image"]["thumbnail"]).size == (768, 576)
     assert json.loads(cortex(cortex_env, "recent", "--json").stdout)[0]["id"] == 1  # the refused one left nothing
+
+
+def test_an_export_that_cannot_be_written_or_read_says_so_and_leaves_an_earlier_backup_as_it_was(
+    cortex_env, tmp_path, monkeypatch
+):
+    from frobozz.memory import BulkStore, MemoryStoreError
+
+    missing = tmp_path / "no such folder" / "backup.jsonl"
+    done = cortex_here(cortex_env, monkeypatch, "export", "--output", str(missing), code=1)
+    assert "cannot write" in done.stderr and "No such file or directory" in done.stderr
+    assert not missing.parent.exists()  # no folder made on the way
+    assert "is a folder" in cortex_here(cortex_env, monkeypatch, "export", "--output", str(tmp_path), code=1).stderr
+    backup = tmp_path / "backup.jsonl"
+    backup.write_text('{"content": "last week\'s backup"}\n')
+    away = {**cortex_env, "FROBOZZ_DATABASE_URL": "postgresql://nobody@127.0.0.1:9/none"}  # port 9: nothing there
+    assert "error" in cortex_here(away, monkeypatch, "export", "--output", str(backup), code=1).stderr
+
+    async def fails_halfway(self, namespace):
+        yield {"content": "the first memory of many"}
+        raise MemoryStoreError("the database went away")
+
+    monkeypatch.setattr(BulkStore, "export", fails_halfway)
+    assert "went away" in cortex_here(cortex_env, monkeypatch, "export", "--output", str(backup), code=1).stderr
+    assert backup.read_text() == '{"content": "last week\'s backup"}\n' and os.listdir(tmp_path) == ["backup.jsonl"]
+
+
+@pytest.mark.parametrize("command, rest", [("get", []), ("forget", []), ("supersede", ["new text"])])
+def test_a_memory_id_out_of_postgres_range_is_a_usage_error(cortex_env, monkeypatch, command, rest):
+    for bad in ("0", "9223372036854775808"):
+        done = cortex_here(cortex_env, monkeypatch, command, bad, *rest, code=2)
+        assert "Invalid value" in done.stderr and "Traceback" not in done.stderr
