@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, model_validator
 
 from frobozz.engine.producers import (
     Deliveries,
@@ -50,12 +50,12 @@ class Routine(BaseModel):
     password_file: str | None = Field(default=None, max_length=4096)
 
     @model_validator(mode="after")
-    def _consistent(self) -> Routine:
+    def _consistent(self, info: ValidationInfo) -> Routine:
         if not self.prompt.strip():
             raise ValueError("the prompt is empty")
         try:
-            if self.kind == "cron":
-                self.cron = check_cron(self.cron or "")
+            if self.kind == "cron":  # one stored before a check was added is read as it is (context "stored")
+                self.cron = check_cron(self.cron or "", comes=not (info.context or {}).get("stored"))
                 zone(self.tz)
             elif self.kind == "every" and self.every is None:
                 raise ValueError("--every needs a number of seconds")

@@ -51,7 +51,7 @@ class RoutineStore:
     @staticmethod
     def _routine(row: asyncpg.Record) -> dict[str, Any]:
         found = dict(row)
-        found["spec"] = Routine.model_validate_json(found["spec"])
+        found["spec"] = Routine.model_validate_json(found["spec"], context={"stored": True})
         return found
 
     async def routines(self, *, active: bool = False) -> list[dict[str, Any]]:

@@ -32,6 +32,16 @@ async def test_a_routine_is_kept_listed_paused_and_removed_and_a_name_is_taken_o
     assert await store.routines() == []
 
 
+async def test_a_cron_that_never_comes_is_refused_and_one_stored_before_that_check_is_still_read(store):
+    with pytest.raises(RoutineInputError, match="never comes"):
+        routine(name="never", kind="cron", cron="0 0 31 2 *", prompt="Brief me.")
+    spec = routine(name="never", kind="cron", cron="0 0 28 2 *", prompt="Brief me.")
+    await store.pool.execute(  # as an older Frobozz stored it
+        "INSERT INTO routines (name, spec) VALUES ($1, $2)", "never", spec.model_dump_json().replace("28", "31")
+    )
+    assert [(row["name"], row["spec"].cron) for row in await store.routines()] == [("never", "0 0 31 2 *")]
+
+
 async def test_an_item_is_delivered_only_once_its_firing_ended_and_a_key_is_claimed_once(store):
     await store.add(routine(name="news", kind="feed", url="http://127.0.0.1:1/feed", prompt="Read."))
     assert await store.claim("news", "k1", "first") and not await store.claim("news", "k1", "again")

@@ -12,7 +12,7 @@ from typing import Unpack
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import anyio
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from ._items import Item
 from ._polling import Polling, PollingOptions, ProducerError
@@ -28,8 +28,9 @@ def zone(name: str) -> ZoneInfo:
         raise ProducerError(f"unknown time zone {name[:60]!r} (use an IANA name such as Europe/Lisbon)") from e
 
 
-def check_cron(expression: str) -> str:
-    """The expression, if it is 5 cron fields or one of the @ keywords."""
+def check_cron(expression: str, *, comes: bool = True) -> str:
+    """The expression, if it is 5 cron fields or one of the @ keywords, and (`comes`) comes some day: a valid one
+    can name a date that no month has (`0 0 31 2 *`), which a worker would look for again and again."""
     text = " ".join((expression or "").split())
     if text.lower() in KEYWORDS:
         return text.lower()
@@ -38,6 +39,11 @@ def check_cron(expression: str) -> str:
             f"invalid cron expression {text[:80]!r}: use 5 fields (minute hour day month weekday), "
             f"such as '30 7 * * 1-5', or one of {', '.join(KEYWORDS)}"
         )
+    try:
+        if comes:
+            croniter(text, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)  # a leap year's 29 February is due
+    except CroniterBadDateError:
+        raise ProducerError(f"the cron expression {text!r} never comes: no month has that day") from None
     return text
 
 

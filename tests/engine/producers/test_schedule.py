@@ -20,6 +20,16 @@ def test_an_invalid_cron_expression_is_refused_with_what_a_valid_one_looks_like(
         Schedule("hi", cron=expression)
 
 
+@pytest.mark.parametrize("expression", ["0 0 31 2 *", "0 0 30 2 *", "0 0 31 4,6,9,11 *"])
+def test_a_cron_expression_for_a_day_no_month_has_is_refused_and_a_leap_day_is_not(expression):
+    """Valid to croniter, it never comes: a worker looked for its next time every second, for ever."""
+    with pytest.raises(ProducerError, match="never comes: no month has that day"):
+        Schedule("hi", cron=expression)
+    assert Schedule("hi", cron="0 0 29 2 *").next_after(datetime(2026, 11, 28, tzinfo=UTC)) == datetime(
+        2028, 2, 29, tzinfo=UTC
+    )
+
+
 def test_an_unknown_time_zone_and_a_bad_interval_are_refused():
     with pytest.raises(ProducerError, match="unknown time zone"):
         Schedule("hi", cron="@daily", tz="Mars/Olympus")
