@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 
 from . import _help  # noqa: F401  (flags without a value label in help)
 from ._chat import chat
@@ -23,6 +25,9 @@ from ._plugin import plugin
 from ._routines import routine_app
 from ._runs import leaderboard, runs, worker
 from ._serve import hub_token, serve, web
+
+if TYPE_CHECKING:
+    from pydantic_settings import BaseSettings
 
 app = typer.Typer(
     help="Frobozz: an MCP tool hub and headless game runner for Claude.",
@@ -54,6 +59,10 @@ def _root(
     ),
 ) -> None:
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")  # platformdirs, on machines without one
+    if not isinstance(logging.getLevelName(log_level.upper()), int):
+        raise typer.BadParameter(
+            f"{log_level[:40]!r} is not a level: use DEBUG, INFO, WARNING, ERROR or CRITICAL", param_hint="--log-level"
+        )
     logging.basicConfig(
         level=log_level.upper(),
         format="%(message)s",
@@ -76,4 +85,38 @@ def bare_values(args: list[str]) -> list[str]:
 
 
 def main() -> None:
-    app(args=bare_values(sys.argv[1:]))
+    try:
+        app(args=bare_values(sys.argv[1:]))
+    except Exception as e:
+        found = _settings_error(e)
+        if found is None:
+            raise
+        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(found)}")
+        sys.exit(1)
+
+
+def _settings_error(error: BaseException) -> str | None:
+    """What is wrong with a setting (an environment variable, or .env), where one made a command fail: named as
+    the variable it comes from, not as pydantic's model field (within an exception group too)."""
+    from pydantic import ValidationError
+    from pydantic_settings import BaseSettings
+
+    if isinstance(error, BaseExceptionGroup):
+        return next(filter(None, map(_settings_error, error.exceptions)), None)
+    if not isinstance(error, ValidationError):
+        return None
+    settings = {cls.__name__: cls for cls in _subclasses(BaseSettings)}.get(error.title)
+    if settings is None:
+        return None
+    prefix = settings.model_config.get("env_prefix") or ""
+    return "; ".join(
+        f"{(prefix + str(e['loc'][0])).upper() if e['loc'] else error.title}: {e['msg']} (given {e['input']!r:.60})"
+        for e in error.errors()
+    )
+
+
+def _subclasses(cls: type[BaseSettings]) -> list[type[BaseSettings]]:
+    found: list[type[BaseSettings]] = []
+    for sub in cls.__subclasses__():
+        found += [sub, *_subclasses(sub)]
+    return found

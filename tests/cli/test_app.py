@@ -1,0 +1,21 @@
+"""The console script itself: its root option, and what every command's failure on a bad setting looks like."""
+
+import os
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from frobozz.cli._app import app
+
+
+def test_an_unknown_log_level_is_a_usage_error_that_lists_the_levels():
+    done = CliRunner().invoke(app, ["--log-level", "bogus", "games", "list"], env={"COLUMNS": "200"})
+    assert done.exit_code == 2 and "'bogus' is not a level: use DEBUG, INFO" in done.output
+
+
+def test_a_bad_setting_is_one_line_naming_its_variable_with_status_1_not_a_traceback():
+    env = {**os.environ, "FROBOZZ_STEP_TIMEOUT": "-1"}
+    games = subprocess.run([sys.executable, "-m", "frobozz", "games", "list"], env=env, capture_output=True, text=True)
+    assert games.returncode == 1 and "Traceback" not in games.stderr, games.stderr
+    assert "error: FROBOZZ_STEP_TIMEOUT: Input should be greater than 0 (given '-1')" in games.stderr
