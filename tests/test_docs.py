@@ -63,3 +63,37 @@ def test_every_frobozz_command_line_in_the_readme_uses_options_the_command_has()
             flag = word.split("=", 1)[0]
             if flag.startswith("--"):
                 assert flag in known, f"README: `frobozz {line.strip()}`: {command.name} has no {flag}"
+
+
+def test_every_setting_of_every_part_is_in_the_docs_under_its_variable():
+    """By its full name, or as a `_SUFFIX` beside its group's first name (`FROBOZZ_EMBEDDING_PROVIDER` (+ `_URL`))."""
+    import importlib
+    import pkgutil
+
+    from pydantic_settings import BaseSettings
+
+    import frobozz
+
+    for module in pkgutil.walk_packages(frobozz.__path__, "frobozz."):
+        if module.name.endswith(".settings"):
+            importlib.import_module(module.name)
+
+    def parts(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from parts(sub)
+
+    docs = "".join(path.read_text(encoding="utf-8") for path in (ROOT / "docs").glob("*.md"))
+    seen, missing = 0, []
+    for settings in {cls for cls in parts(BaseSettings) if cls.__module__.startswith("frobozz.")}:
+        prefix = settings.model_config.get("env_prefix") or ""
+        for name, field in settings.model_fields.items():
+            alias = field.validation_alias
+            names = alias.choices if hasattr(alias, "choices") else [alias or prefix + name]
+            words = str(names[-1]).upper().split("_")
+            seen += 1
+            if not any(n.upper() in docs for n in map(str, names)) and not any(
+                f"`_{'_'.join(words[i:])}`" in docs for i in range(2, len(words))
+            ):
+                missing.append(str(names[-1]).upper())
+    assert seen > 100 and missing == []
