@@ -130,6 +130,10 @@ def chat(
         anyio.run(_chat, namespace, system, context_dir, resume, not no_recall, not no_suggest, model)
     except KeyboardInterrupt:
         pass
+    from frobozz.memory import MemorySettings, embedded_note
+
+    if note := embedded_note(MemorySettings()):  # the sessions, archive and memory are in it, for the next chat
+        err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 async def _chat(

@@ -61,7 +61,8 @@ def _progress() -> Progress:
 
 
 NAMESPACE_HELP = (
-    "Whose memories: a namespace (letters, digits, '_', '.', ':', '-'); default FROBOZZ_CORTEX_DEFAULT_NAMESPACE."
+    "Whose memories: a namespace (letters, digits, '_', '.', ':', '-', starting with a letter or digit); default "
+    "FROBOZZ_CORTEX_DEFAULT_NAMESPACE."
 )
 
 
@@ -295,7 +296,7 @@ def import_cmd(
 @cortex.command("export")
 def export_cmd(
     output: Path = typer.Option(None, help="Write here instead of stdout (a file: whole, or not at all)."),
-    namespace: str = typer.Option(None, help=NAMESPACE_HELP),
+    namespace: str = typer.Option(None, help="Only this namespace's memories (default: every namespace's)."),
 ) -> None:
     """Export memories as JSONL (to back them up or move them); an image goes in its memory's line, in base64."""
     from frobozz.memory import BulkStore, ImageStore, MemorySettings, MemoryStoreError

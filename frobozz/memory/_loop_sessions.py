@@ -89,7 +89,8 @@ class LoopSessionStore:
     def _id(self, session_id: str) -> str:
         if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
             raise MemoryStoreError(
-                f"invalid session id {str(session_id)[:80]!r}: 1-100 letters, digits, '_', '.', ':' or '-'"
+                f"invalid session id {str(session_id)[:80]!r}: 1-100 letters, digits, '_', '.', ':' or '-', "
+                "starting with a letter or digit"
             )
         return session_id
 

@@ -107,7 +107,10 @@ class MemoryStore:
     def namespace(self, value: str | None) -> str:
         ns = self.default_namespace if value is None else value
         if not _NAMESPACE.fullmatch(ns):
-            raise MemoryStoreError(f"invalid namespace {ns[:80]!r}: 1-100 letters, digits, '_', '.', ':' or '-'")
+            raise MemoryStoreError(
+                f"invalid namespace {ns[:80]!r}: 1-100 letters, digits, '_', '.', ':' or '-', starting with a "
+                "letter or digit"
+            )
         return ns
 
     def content(self, value: str) -> str:

@@ -301,8 +301,16 @@ def test_recent_in_a_namespace_with_nothing_in_it_says_so(cortex_env):
     assert json.loads(cortex(cortex_env, "recent", "--namespace", "nowhere", "--json").stdout) == []
 
 
-@pytest.mark.parametrize("command", ["store", "search", "recent", "export"])
-def test_the_namespace_option_says_what_it_is(command):
+@pytest.mark.parametrize(
+    "command, says",
+    [
+        ("store", "Whose memories"),
+        ("search", "Whose memories"),
+        ("recent", "Whose memories"),
+        ("export", "Only this namespace's memories (default: every namespace's)"),
+    ],
+)
+def test_the_namespace_option_says_what_it_is(command, says):
     done = subprocess.run(
         [sys.executable, "-m", "frobozz", "cortex", command, "--help"],
         capture_output=True,
@@ -310,7 +318,7 @@ def test_the_namespace_option_says_what_it_is(command):
         timeout=120,
         env={**__import__("os").environ, "COLUMNS": "200"},
     )
-    assert done.returncode == 0 and "Whose memories" in done.stdout, done.stdout
+    assert done.returncode == 0 and says in done.stdout, done.stdout
 
 
 def test_a_memory_is_stored_with_an_image_and_get_names_its_files(cortex_env, tmp_path):
