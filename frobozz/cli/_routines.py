@@ -77,7 +77,7 @@ def add(
     prompt_file: Path = typer.Option(None, help="The prompt, from a file."),
     namespace: str = typer.Option("", help="The memory namespace (default: routine-NAME)."),
     workspace: Path = typer.Option(None, help="The folder claude works in (default: one of the routine's own)."),
-    model: str = typer.Option(None),
+    model: str = typer.Option(None, help="claude's model for each firing (default: claude's own)."),
     max_turns: int = typer.Option(None, help="Model turns per firing."),
     max_cost: float = typer.Option(None, help="Dollars per firing."),
     max_seconds: float = typer.Option(None, help="Seconds per firing."),

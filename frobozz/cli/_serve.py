@@ -343,6 +343,11 @@ def hub_token(
 
     from frobozz.servers import Grant, hashed, new_token
 
+    parts = [*SERVERS, "web", "agent", "plugin", "*"]  # what a hub serves: its MCP servers and its mounts
+    if unknown := [s for s in servers if s not in parts]:
+        raise typer.BadParameter(
+            f"no part {unknown[0][:40]!r} to grant; known: {', '.join(parts)}", param_hint="--server"
+        )
     secret = new_token()
     try:
         grant = Grant(name=name, sha256=hashed(secret), servers=servers, read=read, write=write, users=users)

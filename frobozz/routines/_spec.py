@@ -35,7 +35,7 @@ class Routine(BaseModel):
     kind: Literal["cron", "every", "inbox", "feed"]
     cron: str | None = None
     tz: str = "UTC"
-    every: float | None = Field(default=None, ge=1, le=366 * 86400)
+    every: float | None = Field(default=None, ge=1, le=366 * 86400, allow_inf_nan=False)
     url: str | None = Field(default=None, max_length=2000)
     poll: float = Field(default=60.0, ge=1, le=86400)
     prompt: str = Field(min_length=1, max_length=100_000)
@@ -53,6 +53,8 @@ class Routine(BaseModel):
     def _consistent(self, info: ValidationInfo) -> Routine:
         if not self.prompt.strip():
             raise ValueError("the prompt is empty")
+        if self.model == "scripted":  # chat's and the agent service's offline model: a worker has none to run
+            raise ValueError("--model scripted is for chat and serve agent; a routine runs claude's model")
         try:
             if self.kind == "cron":  # one stored before a check was added is read as it is (context "stored")
                 self.cron = check_cron(self.cron or "", comes=not (info.context or {}).get("stored"))
