@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from frobozz.games import (
+    CATALOGUE,
     GameError,
     GameLibrary,
     GameMap,
@@ -43,8 +44,17 @@ def list_games() -> None:
 
 @games.command("install")
 def install_game(name: str, url: str = typer.Option(None, help="Download from here instead.")) -> None:
-    """Download a catalogued game into the data directory and verify its md5."""
+    """Download a catalogued game into the data directory and verify its md5 (without --url, nothing to do when
+    the very same story is in a games directory already, FROBOZZ_GAMES_DIR's too)."""
     settings = GamesSettings()
+    entry = CATALOGUE.get(name.lower()) if url is None else None  # with --url, that file is what is wanted
+    try:
+        there = GameLibrary(settings).find(name) if entry else None
+    except GameError:
+        there = None  # not there, or damaged: downloaded
+    if there is not None and entry is not None and there.md5 == entry.md5:
+        out.print(f"installed {there.path} already ({there.describe()}, md5 {there.md5})")
+        return
     try:
         story = anyio.run(lambda: install(name, settings.installed_games_dir, url=url))
     except GameError as e:

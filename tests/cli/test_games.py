@@ -69,3 +69,9 @@ def test_games_install_downloads_into_the_data_directory(frobozz_env):
         done = frobozz("games", "install", "zork1-r119", "--url", f"{base}/bad", check=False)
     assert done.returncode == 1 and "md5" in done.stderr
     assert not (frobozz_env / "games" / "zork1-r119.z3").exists()
+
+
+def test_games_install_of_a_game_already_in_the_games_directory_downloads_nothing(frobozz_env):
+    """FROBOZZ_GAMES_DIR holds it (the tests' own): no network is asked, nothing is written."""
+    done = frobozz("games", "install", "zork1")
+    assert done.stdout.startswith(f"installed {ZORK1} already") and not (frobozz_env / "games").exists()
