@@ -88,11 +88,21 @@ def main() -> None:
     try:
         app(args=bare_values(sys.argv[1:]))
     except Exception as e:
-        found = _settings_error(e)
+        found = _settings_error(e) or (None if logging.getLogger().isEnabledFor(logging.DEBUG) else _file_error(e))
         if found is None:
             raise
         Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(found)}")
         sys.exit(1)
+
+
+def _file_error(error: BaseException) -> str | None:
+    """A file or folder a command could not use (an unwritable FROBOZZ_DATA_DIR, a full disk), in one line; with
+    FROBOZZ_LOG_LEVEL=DEBUG the traceback is shown instead."""
+    if isinstance(error, BaseExceptionGroup):
+        return next(filter(None, map(_file_error, error.exceptions)), None)
+    if not isinstance(error, OSError) or not error.filename:
+        return None
+    return f"cannot use {error.filename}: {error.strerror or error} (FROBOZZ_LOG_LEVEL=DEBUG shows where)"
 
 
 def _settings_error(error: BaseException) -> str | None:

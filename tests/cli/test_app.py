@@ -19,3 +19,15 @@ def test_a_bad_setting_is_one_line_naming_its_variable_with_status_1_not_a_trace
     games = subprocess.run([sys.executable, "-m", "frobozz", "games", "list"], env=env, capture_output=True, text=True)
     assert games.returncode == 1 and "Traceback" not in games.stderr, games.stderr
     assert "error: FROBOZZ_STEP_TIMEOUT: Input should be greater than 0 (given '-1')" in games.stderr
+
+
+def test_a_data_directory_that_cannot_be_used_is_one_line_naming_the_path_with_status_1(tmp_path):
+    not_a_folder = tmp_path / "data"
+    not_a_folder.write_text("a file where the data directory should be")
+    env = {**os.environ, "FROBOZZ_DATA_DIR": str(not_a_folder)}
+    env.pop("FROBOZZ_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "cortex", "recent"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"error: cannot use {not_a_folder}/postgres: Not a directory" in done.stderr
