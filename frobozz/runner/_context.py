@@ -37,6 +37,7 @@ class RunContext:
         correction_limit: int = 5,
         on_turn: Callable[[RunContext, TurnRecord], None] | None = None,
         priced: bool = True,
+        script_turns: int | None = None,
         ledger: RunLedger | None = None,
         ledger_required: bool = True,
     ) -> None:
@@ -49,6 +50,7 @@ class RunContext:
         self._pending = 0
         self._written = anyio.Condition()
         self.priced = priced  # False: a scripted model, which costs nothing (claude prices it as a paid one)
+        self.script_turns = script_turns  # a walkthrough's or script's commands: the run ends once all are played
         self.info = store.info
         self.max_score = max_score
         self.correction_limit = correction_limit
@@ -150,6 +152,8 @@ class RunContext:
             return "game over"
         if not self.budget_left():
             return "max turns"
+        if self.script_turns is not None and self.info.turns >= self.script_turns:
+            return "script ended"
         return None
 
     def finish(self, reason: str, status: str = "finished") -> None:

@@ -197,14 +197,11 @@ async def play(
     story = read_story(info.story)
     if info.status != "running":
         return _result(store)
+    commands = None if player.kind == "claude" or handler is not None else commands_for(player, story)
     scripted = handler or (
         None
-        if player.kind == "claude"
-        else (
-            text_handler(commands_for(player, story))
-            if info.mode == "text"
-            else tool_handler(commands_for(player, story), info.game)
-        )
+        if commands is None
+        else (text_handler(commands) if info.mode == "text" else tool_handler(commands, info.game))
     )
     known = by_md5(story.md5)
     context = RunContext(
@@ -213,6 +210,7 @@ async def play(
         correction_limit=settings.correction_limit,
         on_turn=on_turn,
         priced=scripted is None,
+        script_turns=None if commands is None else len(commands),
         ledger=ledger,
         ledger_required=queued,
     )

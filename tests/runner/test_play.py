@@ -97,6 +97,15 @@ async def test_a_death_ends_the_run_and_is_reported_as_such(runner_settings, tmp
     assert "You have died" in _turns(runner_settings, result.run_id)[-1].text
 
 
+async def test_a_script_that_runs_out_before_the_game_ends_ends_the_run_as_such(runner_settings, tmp_path):
+    """Not with a player asked for commands it does not have until the corrections run out."""
+    script = tmp_path / "walk.txt"
+    script.write_text("n\ne\nopen window\n")
+    result = await play(RunConfig(game="zork1", player=f"script:{script}"), runner_settings)
+    assert (result.reason, result.turns) == ("script ended", 3)
+    assert RunStore.open(runner_settings.runs_dir, result.run_id).info.corrections == 0
+
+
 async def test_budgets_of_turns_cost_and_time_stop_the_run(runner_settings, monkeypatch, tmp_path):
     by_turns = await play(RunConfig(game="zork1", player="walkthrough", max_turns=4), runner_settings)
     assert (by_turns.reason, by_turns.turns) == ("max turns", 4)
