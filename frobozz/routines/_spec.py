@@ -53,11 +53,12 @@ class Routine(BaseModel):
     def _consistent(self, info: ValidationInfo) -> Routine:
         if not self.prompt.strip():
             raise ValueError("the prompt is empty")
-        if self.model == "scripted":  # chat's and the agent service's offline model: a worker has none to run
+        stored = bool((info.context or {}).get("stored"))  # one stored before a check was added is read as it is
+        if self.model == "scripted" and not stored:  # chat's and the agent's offline model: a worker has none to run
             raise ValueError("--model scripted is for chat and serve agent; a routine runs claude's model")
         try:
-            if self.kind == "cron":  # one stored before a check was added is read as it is (context "stored")
-                self.cron = check_cron(self.cron or "", comes=not (info.context or {}).get("stored"))
+            if self.kind == "cron":
+                self.cron = check_cron(self.cron or "", comes=not stored)
                 zone(self.tz)
             elif self.kind == "every" and self.every is None:
                 raise ValueError("--every needs a number of seconds")

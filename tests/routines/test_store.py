@@ -1,5 +1,7 @@
 """Routines and their firings in real Postgres; the engine's Deliveries protocol kept there."""
 
+import json
+
 import pytest
 
 from frobozz.engine.producers import Feed, Schedule
@@ -32,14 +34,23 @@ async def test_a_routine_is_kept_listed_paused_and_removed_and_a_name_is_taken_o
     assert await store.routines() == []
 
 
-async def test_a_cron_that_never_comes_is_refused_and_one_stored_before_that_check_is_still_read(store):
+async def test_a_cron_that_never_comes_and_the_scripted_model_are_refused_and_ones_stored_before_are_still_read(
+    store,
+):
     with pytest.raises(RoutineInputError, match="never comes"):
         routine(name="never", kind="cron", cron="0 0 31 2 *", prompt="Brief me.")
-    spec = routine(name="never", kind="cron", cron="0 0 28 2 *", prompt="Brief me.")
-    await store.pool.execute(  # as an older Frobozz stored it
-        "INSERT INTO routines (name, spec) VALUES ($1, $2)", "never", spec.model_dump_json().replace("28", "31")
-    )
-    assert [(row["name"], row["spec"].cron) for row in await store.routines()] == [("never", "0 0 31 2 *")]
+    with pytest.raises(RoutineInputError, match="scripted"):
+        routine(name="offline", kind="every", every=60, prompt="Brief me.", model="scripted")
+    never = routine(name="never", kind="cron", cron="0 0 28 2 *", prompt="Brief me.").model_dump()
+    offline = routine(name="offline", kind="every", every=60, prompt="Brief me.").model_dump()
+    for name, spec in (("never", {**never, "cron": "0 0 31 2 *"}), ("offline", {**offline, "model": "scripted"})):
+        await store.pool.execute(  # as an older Frobozz stored it
+            "INSERT INTO routines (name, spec) VALUES ($1, $2)", name, json.dumps(spec)
+        )
+    assert sorted((row["name"], row["spec"].cron, row["spec"].model) for row in await store.routines()) == [
+        ("never", "0 0 31 2 *", None),
+        ("offline", None, "scripted"),
+    ]
 
 
 async def test_an_item_is_delivered_only_once_its_firing_ended_and_a_key_is_claimed_once(store):
