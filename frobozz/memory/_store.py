@@ -133,12 +133,15 @@ class MemoryStore:
             raise MemoryStoreError(f"metadata must be a JSON object ({{...}}), not {type(value).__name__}")
         try:
             encoded = json.dumps(value or {}, allow_nan=False, ensure_ascii=False)
-        except ValueError as e:
-            raise MemoryStoreError("metadata must hold finite numbers only (no NaN or Infinity)") from e
-        except TypeError as e:
-            raise MemoryStoreError(f"metadata must be JSON: {e}") from e
+        except (TypeError, ValueError) as e:  # ValueError: NaN or Infinity, or an object inside itself
+            finite = "Out of range float" not in str(e)
+            raise MemoryStoreError(
+                f"metadata must be JSON: {e}"
+                if finite
+                else "metadata must hold finite numbers only (no NaN or Infinity)"
+            ) from e
         utf8_text(encoded, "the metadata's JSON")
-        if len(encoded) > 65536 or "\\u0000" in encoded:
+        if len(encoded.encode()) > 65536 or "\\u0000" in encoded:
             raise MemoryStoreError("metadata must be JSON of at most 64 kB, without NUL characters")
         return encoded
 
@@ -213,7 +216,7 @@ class MemoryStore:
                 if head.current and content_hash(head.content) == content_hash(self.content(content)):
                     return head if metadata is None else await self.update(head.id, None, metadata)
             return await self.supersede(memory_id, content, metadata)
-        meta = self.metadata(metadata if metadata is not None else current.metadata)
+        meta = self.metadata(metadata) if metadata is not None else json.dumps(current.metadata)  # as it is kept
         async with self.connection() as c, c.transaction():
             row = await c.fetchrow(
                 "UPDATE memories SET metadata = $2::jsonb, updated_at = now() "
@@ -275,7 +278,7 @@ class MemoryStore:
             )
         if content_hash(content) == content_hash(old.content):
             raise MemoryStoreError(f"memory {memory_id} already says exactly that: nothing changed")
-        meta = self.metadata(metadata if metadata is not None else old.metadata)
+        meta = self.metadata(metadata) if metadata is not None else json.dumps(old.metadata)  # as it is kept
         async with self.connection() as c:
             image = await c.fetchrow("SELECT sha256, description FROM memory_images WHERE memory_id = $1", memory_id)
         digest = content_hash(content)

@@ -70,3 +70,28 @@ async def test_what_postgres_cannot_hold_or_no_filter_would_match_is_refused_and
     with pytest.raises(MemoryStoreError, match=says):
         await store.store(content, metadata, "chat")
     assert await store.recent(10, "chat") == []
+
+
+async def test_metadata_over_64_kb_of_utf8_or_inside_itself_is_refused_with_what_is_wrong(memory_service):
+    store = await memory_service.store()
+    with pytest.raises(MemoryStoreError, match="at most 64 kB"):
+        await store.store("ok", {"accents": "é" * 40_000}, "chat")  # 40,000 characters, 80,000 bytes
+    looped: dict = {}
+    looped["self"] = looped
+    with pytest.raises(MemoryStoreError, match="metadata must be JSON: Circular reference"):
+        await store.store("ok", looped, "chat")
+    assert await store.recent(10, "chat") == []
+
+
+async def test_a_memory_whose_metadata_was_kept_before_it_had_to_be_an_object_can_still_be_superseded(
+    memory_service,
+):
+    store = await memory_service.store()
+    old, _ = await store.store("The lamp is in the attic.", None, "chat")
+    async with store.connection() as c:  # as an older Frobozz kept it
+        await c.execute("UPDATE memories SET metadata = '[1, 2]'::jsonb WHERE id = $1", old.id)
+    new = await store.supersede(old.id, "The lamp is in the cellar.")
+    assert new.metadata == [1, 2] and [m.content for m in await store.history(new.id)] == [
+        "The lamp is in the attic.",
+        "The lamp is in the cellar.",
+    ]
