@@ -23,8 +23,9 @@ def atomic_write(path: Path, data: bytes) -> None:
 def atomic_file(path: Path, mode: str = "w", **options: Any) -> Iterator[IO[Any]]:
     """A file for writing that takes `path`'s place only when the block ends without an error: it is written
     beside it under a temporary name, so a failure or a crash halfway leaves the old file as it was (and its
-    permissions go to the new one). Opening it fails (OSError) when `path`'s folder is missing or cannot be
-    written. For a regular file only: a pipe or a device at `path` would be replaced by a file."""
+    permissions go to the new one; a new file is its owner's only). Opening it fails (OSError) when `path`'s
+    folder is missing or cannot be written. For a regular file only: a pipe or a device at `path` would be
+    replaced by a file, and a hard link to it is not kept."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, mode, **options) as f:

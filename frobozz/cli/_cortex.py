@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -305,8 +306,12 @@ def export_cmd(
         err.print(f"[red]error:[/red] {escape(str(output))} is a folder: give the path of a file to write")
         raise typer.Exit(1)
     # a pipe or a device (a FIFO, /dev/stdout) is written as it is, once the store is open; a file (or a link
-    # to one) is replaced whole once the export is done, and one that cannot be written is said at once
+    # to one) is replaced whole once the export is done (so its folder must be writable; a new one is the
+    # owner's only: memories are private), and one that cannot be written is said at once
     special = output is not None and output.exists() and not output.is_file()
+    if output is not None and output.exists() and not os.access(output, os.W_OK):  # replaced, it would be written
+        err.print(f"[red]error:[/red] cannot write {escape(str(output))}: Permission denied")
+        raise typer.Exit(1)
     with contextlib.ExitStack() as files:
         sink: IO[str] = sys.stdout
         if output is not None and not special:

@@ -366,3 +366,10 @@ def test_a_memory_id_out_of_postgres_range_is_a_usage_error(cortex_env, monkeypa
     for bad in ("0", "9223372036854775808"):
         done = cortex_here(cortex_env, monkeypatch, command, bad, *rest, code=2)
         assert "Invalid value" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_export_to_a_device_is_written_to_it_not_put_in_its_place(cortex_env, monkeypatch):
+    import stat
+
+    done = cortex_here(cortex_env, monkeypatch, "export", "--output", "/dev/null")
+    assert "exported 0 memories to /dev/null" in done.stdout and stat.S_ISCHR(os.stat("/dev/null").st_mode)
