@@ -95,34 +95,49 @@ def main() -> None:
         sys.exit(1)
 
 
-def _file_error(error: BaseException) -> str | None:
-    """A file or folder a command could not use (an unwritable FROBOZZ_DATA_DIR, a full disk), in one line; with
-    FROBOZZ_LOG_LEVEL=DEBUG the traceback is shown instead."""
-    if isinstance(error, BaseExceptionGroup):
-        return next(filter(None, map(_file_error, error.exceptions)), None)
-    if not isinstance(error, OSError) or not error.filename:
-        return None
-    return f"cannot use {error.filename}: {error.strerror or error} (FROBOZZ_LOG_LEVEL=DEBUG shows where)"
-
-
 def _settings_error(error: BaseException) -> str | None:
     """What is wrong with a setting (an environment variable, or .env), where one made a command fail: named as
     the variable it comes from, not as pydantic's model field (within an exception group too)."""
-    from pydantic import ValidationError
+    import os
+
+    from pydantic import AliasChoices, ValidationError
     from pydantic_settings import BaseSettings
 
     if isinstance(error, BaseExceptionGroup):
         return next(filter(None, map(_settings_error, error.exceptions)), None)
     if not isinstance(error, ValidationError):
         return None
-    settings = {cls.__name__: cls for cls in _subclasses(BaseSettings)}.get(error.title)
-    if settings is None:
+    models = [cls for cls in _subclasses(BaseSettings) if cls.__name__ == error.title]
+    if not models:
         return None
-    prefix = settings.model_config.get("env_prefix") or ""
+
+    def variable(field: str) -> str:
+        names = []
+        for model in models:  # several parts may call theirs Settings: the one with the field
+            if field in model.model_fields:
+                alias = model.model_fields[field].validation_alias
+                choices = alias.choices if isinstance(alias, AliasChoices) else [alias] if alias else []
+                names += [str(c) for c in choices] or [(model.model_config.get("env_prefix") or "") + field]
+        names = [n.upper() for n in names]
+        return next((n for n in names if n in os.environ), names[0] if names else field)
+
     return "; ".join(
-        f"{(prefix + str(e['loc'][0])).upper() if e['loc'] else error.title}: {e['msg']} (given {e['input']!r:.60})"
+        f"{variable(str(e['loc'][0])) if e['loc'] else error.title}: {e['msg']} (given {e['input']!r:.60})"
         for e in error.errors()
     )
+
+
+def _file_error(error: BaseException) -> str | None:
+    """A file or folder a command could not use (an unwritable FROBOZZ_DATA_DIR, a full disk), in one line, when
+    that is all that went wrong (a group with anything else beside it is shown whole); with
+    FROBOZZ_LOG_LEVEL=DEBUG the traceback is shown instead."""
+    if isinstance(error, BaseExceptionGroup):
+        said = [_file_error(e) for e in error.exceptions]
+        return said[0] if said and all(said) else None
+    if not isinstance(error, OSError) or not (error.filename2 or error.filename):
+        return None
+    where = error.filename2 or error.filename  # a rename's second name is where it was going
+    return f"cannot use {where}: {error.strerror or error} (FROBOZZ_LOG_LEVEL=DEBUG shows where)"
 
 
 def _subclasses(cls: type[BaseSettings]) -> list[type[BaseSettings]]:

@@ -31,3 +31,31 @@ def test_a_data_directory_that_cannot_be_used_is_one_line_naming_the_path_with_s
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"error: cannot use {not_a_folder}/postgres: Not a directory" in done.stderr
+
+
+def test_a_setting_read_under_another_name_is_named_as_the_one_that_was_set(monkeypatch):
+    """`trace_content` also reads OpenTelemetry's own variable: the error names the one given."""
+    import pytest
+    from pydantic import ValidationError
+
+    from frobozz.cli._app import _settings_error
+    from frobozz.engine import EngineSettings
+
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "maybe")
+    with pytest.raises(ValidationError) as caught:
+        EngineSettings()
+    said = _settings_error(ExceptionGroup("in a task group", [caught.value]))
+    assert said is not None and said.startswith("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: ")
+
+
+def test_a_file_error_beside_another_failure_is_not_made_the_only_thing_said():
+    from frobozz.cli._app import _file_error
+
+    gone = FileNotFoundError(2, "No such file or directory", "/data/runs")
+    moved = PermissionError(13, "Permission denied", "/data/.x.tmp", None, "/data/x.jsonl")
+    assert _file_error(ExceptionGroup("one", [gone])) == (
+        "cannot use /data/runs: No such file or directory (FROBOZZ_LOG_LEVEL=DEBUG shows where)"
+    )
+    assert _file_error(moved).startswith("cannot use /data/x.jsonl: Permission denied")
+    assert _file_error(ExceptionGroup("two", [gone, RuntimeError("a bug")])) is None
+    assert _file_error(OSError("no file named")) is None
