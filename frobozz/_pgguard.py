@@ -45,18 +45,24 @@ def guard(pgdata: Path, *, scratch: Path | None = None) -> None:
     )
 
 
-def stop_if_unused(pgdata: Path) -> bool:
-    """Stop the server at `pgdata` when no live process holds it; whether it was stopped."""
+def stop_if_unused(pgdata: Path, *, scratch: Path | None = None) -> bool:
+    """Stop the server at `pgdata` when no live process holds it; whether it was stopped. `scratch`: a folder
+    holding `pgdata`, removed then too (with nobody on the list, under the same lock, so none joins meanwhile)."""
     pg_ctl, server = _pgserver()
     with server._lock:
-        if _forget_dead(pgdata) or not (pgdata / "postmaster.pid").exists():
+        if _forget_dead(pgdata):
             return False
-        root = hasattr(os, "geteuid") and os.geteuid() == 0
-        try:
-            pg_ctl(["-w", "stop", "-m", "fast"], pgdata=pgdata, user="pgserver" if root else None)
-        except subprocess.CalledProcessError:
-            return False  # already stopped
-        return True
+        stopped = False
+        if (pgdata / "postmaster.pid").exists():
+            root = hasattr(os, "geteuid") and os.geteuid() == 0
+            try:
+                pg_ctl(["-w", "stop", "-m", "fast"], pgdata=pgdata, user="pgserver" if root else None)
+                stopped = True
+            except subprocess.CalledProcessError:
+                pass  # already stopped
+        if scratch is not None and pgdata.resolve().is_relative_to(scratch.resolve()):
+            shutil.rmtree(scratch, ignore_errors=True)
+        return stopped
 
 
 def forget_dead_handles(postgres_dir: Path) -> None:
@@ -140,9 +146,7 @@ def main() -> None:
         if not is_live(command, started):
             break
         time.sleep(0.01)
-    stop_if_unused(pgdata)
-    if scratch is not None and not (pgdata / "postmaster.pid").exists():  # stopped, nobody else using it
-        shutil.rmtree(scratch, ignore_errors=True)
+    stop_if_unused(pgdata, scratch=scratch)
 
 
 if __name__ == "__main__":

@@ -68,3 +68,52 @@ def test_a_killed_process_s_scratch_postgres_is_stopped_and_its_scratch_folder_r
         user.kill()
         user.wait()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+_HOLDER = """
+import sys
+from pathlib import Path
+import pgserver
+server = pgserver.get_server(Path(sys.argv[1]) / "pg", cleanup_mode="delete")
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_killed_process_s_scratch_folder_stays_while_another_still_holds_its_postgres_even_down():
+    """The guard goes by pgserver's list of users, not by whether the server runs (it may have crashed)."""
+    import tempfile
+
+    import anyio
+
+    from frobozz._pgguard import _pgserver
+    from tests.orphans import command_line, running
+    from tests.waiting import eventually
+
+    scratch = Path(tempfile.mkdtemp(prefix="frobozz-guard-test-"))
+    user = subprocess.Popen([sys.executable, "-c", _SCRATCH_USER, str(scratch)], stdout=subprocess.PIPE, text=True)
+    holder = None
+    try:
+        assert user.stdout.readline().strip() == "ready"
+        (guard,) = [p for p in psutil.Process(user.pid).children() if "frobozz._pgguard" in " ".join(command_line(p))]
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, str(scratch)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert holder.stdout.readline().strip() == "ready"
+        pg_ctl, _ = _pgserver()
+        pg_ctl(["-w", "stop", "-m", "immediate"], pgdata=scratch / "pg", user="pgserver" if os.geteuid() == 0 else None)
+        user.kill()
+        user.wait()
+
+        async def guard_done() -> None:
+            with anyio.fail_after(30):
+                await eventually(lambda: not running(guard))
+
+        anyio.run(guard_done)
+        assert (scratch / "data" / "notes.md").exists()  # the holder's, still
+    finally:
+        for process in (user, holder):
+            if process is not None:
+                process.kill()
+                process.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
