@@ -21,6 +21,7 @@ from rich.table import Table
 
 from frobozz import _spans
 
+from ._database import say_postgres_stays
 from ._trace import start_tracing, trace_option
 
 out = Console(highlight=False)
@@ -130,10 +131,8 @@ def chat(
         anyio.run(_chat, namespace, system, context_dir, resume, not no_recall, not no_suggest, model)
     except KeyboardInterrupt:
         pass
-    from frobozz.memory import MemorySettings, embedded_note
-
-    if note := embedded_note(MemorySettings()):  # the sessions, archive and memory are in it, for the next chat
-        err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    finally:  # the sessions, archive and memory are in it, for the next chat (after an error too)
+        say_postgres_stays(err)
 
 
 async def _chat(
@@ -212,7 +211,7 @@ async def _chat(
                     markup=False,
                 )
                 await converse(loop)
-        except MemoryStoreError as e:  # an unknown session, a namespace refused: nothing was started
+        except MemoryStoreError as e:  # an unknown session, a namespace refused, the database gone
             err.print(f"[red]error:[/red] {escape(str(e))}")  # the error may quote what was given
             raise typer.Exit(1) from None
         finally:

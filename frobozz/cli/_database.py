@@ -1,4 +1,4 @@
-"""`frobozz database stop`: the embedded Postgres that `play --memory`, `serve all`, the MCP servers and
+"""`frobozz database stop`: the embedded Postgres that `play --memory`, `chat`, `serve all`, the MCP servers and
 workers leave running for the next start (a one-shot command stops the one it started itself)."""
 
 from __future__ import annotations
@@ -36,3 +36,12 @@ def stop_cmd() -> None:
         )
         raise typer.Exit(1)
     out.print(f"stopped the embedded Postgres (in {settings.postgres_dir})", highlight=False)
+
+
+def say_postgres_stays(console: Console, label: str = "note") -> None:
+    """After a command that leaves the embedded Postgres running (for the next run, server or session): say so,
+    and how to stop it; nothing with a database of one's own (FROBOZZ_DATABASE_URL)."""
+    from frobozz.memory import MemorySettings, embedded_note
+
+    if note := embedded_note(MemorySettings()):
+        console.print(f"{label}: {note}", markup=False, highlight=False, soft_wrap=True)

@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.table import Table
 
 from frobozz.games import (
-    CATALOGUE,
     GameError,
     GameLibrary,
     GameMap,
@@ -47,19 +46,13 @@ def install_game(name: str, url: str = typer.Option(None, help="Download from he
     """Download a catalogued game into the data directory and verify its md5 (without --url, nothing to do when
     the very same story is in a games directory already, FROBOZZ_GAMES_DIR's too)."""
     settings = GamesSettings()
-    entry = CATALOGUE.get(name.lower()) if url is None else None  # with --url, that file is what is wanted
+    found_in = () if url else GameLibrary(settings).directories  # with --url, that file is what is wanted
     try:
-        there = GameLibrary(settings).find(name) if entry else None
-    except GameError:
-        there = None  # not there, or damaged: downloaded
-    if there is not None and entry is not None and there.md5 == entry.md5:
-        out.print(f"installed {there.path} already ({there.describe()}, md5 {there.md5})")
-        return
-    try:
-        story = anyio.run(lambda: install(name, settings.installed_games_dir, url=url))
+        story = anyio.run(lambda: install(name, settings.installed_games_dir, url=url, found_in=found_in))
     except GameError as e:
         raise _fail(str(e)) from e
-    out.print(f"installed {story.path} ({story.describe()}, md5 {story.md5})")
+    already = "" if story.path.parent == settings.installed_games_dir else " already"
+    out.print(f"installed {story.path}{already} ({story.describe()}, md5 {story.md5})")
 
 
 @games.command("verify")

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from frobozz.games import CATALOGUE, GameError, GameLibrary, GameNotFoundError, GamesSettings, install
 
+from ._database import say_postgres_stays
 from ._trace import start_tracing, trace_option
 
 err = Console(stderr=True)
@@ -173,10 +174,7 @@ def play(
         for r in results:
             out.print(f"transcript: {r.transcript}")
     if memory is not None:  # its memory is in the embedded Postgres, unless FROBOZZ_DATABASE_URL names another
-        from frobozz.memory import MemorySettings, embedded_note
-
-        if note := embedded_note(MemorySettings()):
-            err.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        say_postgres_stays(err)
     stopped = [r.run_id for r in results if r.reason == "interrupted"]
     if stopped:  # a Ctrl-C (or SIGTERM): what was played is kept, and says how to go on
         for run_id in stopped:

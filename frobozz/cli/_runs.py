@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ._database import say_postgres_stays
 from ._trace import start_tracing, trace_option
 
 out = Console()
@@ -100,10 +101,7 @@ def worker(
             await store.aclose()
         played = len(taker.played) if taker else 0
         err.print(f"worker: stopped after {played} run(s) and {len(routines.fired)} routine firing(s)")
-        from frobozz.memory import MemorySettings, embedded_note
-
-        if note := embedded_note(MemorySettings()):  # the queue's database, left for the next worker
-            err.print(f"worker: {note}", markup=False, highlight=False)
+        say_postgres_stays(err, "worker")  # the queue's database, left for the next worker
 
     _with_ledger(work, one_shot=False, size=2 * concurrency + 12)  # per run: its lock, its turns; and firings
 

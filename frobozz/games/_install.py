@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,18 +50,25 @@ async def download(url: str, *, client: httpx.AsyncClient | None = None, timeout
 
 
 async def install(
-    name: str, games_dir: Path, *, url: str | None = None, client: httpx.AsyncClient | None = None
+    name: str,
+    games_dir: Path,
+    *,
+    url: str | None = None,
+    client: httpx.AsyncClient | None = None,
+    found_in: Sequence[Path] = (),
 ) -> StoryInfo:
-    """Install a catalogued game into `games_dir` (verified by md5); a no-op when already there."""
+    """Install a catalogued game into `games_dir` (verified by md5); a no-op when the very story is there, or in
+    one of the folders `found_in` (the other games directories), whose copy is returned."""
     entry = catalogue_entry(name)
     target = games_dir / entry.file_name
-    if target.is_file():
-        try:
-            story = read_story(target)
-            if story.md5 == entry.md5:
-                return story
-        except StoryFileError:
-            pass  # damaged: download it again
+    for there in (target, *(folder / entry.file_name for folder in found_in)):
+        if there.is_file():
+            try:
+                story = read_story(there)
+                if story.md5 == entry.md5:
+                    return story
+            except StoryFileError:
+                pass  # damaged: download it again
     data = await download(url or entry.url, client=client)
     got = hashlib.md5(data).hexdigest()
     if got != entry.source_md5:
