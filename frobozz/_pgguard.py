@@ -60,7 +60,8 @@ def stop_if_unused(pgdata: Path, *, scratch: Path | None = None) -> bool:
                 stopped = True
             except subprocess.CalledProcessError:
                 pass  # already stopped
-        if scratch is not None and pgdata.resolve().is_relative_to(scratch.resolve()):
+        gone = not (pgdata / "postmaster.pid").exists()  # a stop that failed leaves it running, and its files
+        if scratch is not None and gone and pgdata.resolve().is_relative_to(scratch.resolve()):
             shutil.rmtree(scratch, ignore_errors=True)
         return stopped
 

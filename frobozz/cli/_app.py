@@ -111,15 +111,19 @@ def _settings_error(error: BaseException) -> str | None:
     if not models:
         return None
 
-    def variable(field: str) -> str:
+    def variable(loc: str) -> str:
+        """The variable behind pydantic's `loc` (a field's name, or one of its aliases): the one set, if any."""
         names = []
         for model in models:  # several parts may call theirs Settings: the one with the field
-            if field in model.model_fields:
-                alias = model.model_fields[field].validation_alias
-                choices = alias.choices if isinstance(alias, AliasChoices) else [alias] if alias else []
-                names += [str(c) for c in choices] or [(model.model_config.get("env_prefix") or "") + field]
-        names = [n.upper() for n in names]
-        return next((n for n in names if n in os.environ), names[0] if names else field)
+            prefix = model.model_config.get("env_prefix") or ""
+            for field, info in model.model_fields.items():
+                alias = info.validation_alias
+                choices = [str(c) for c in alias.choices] if isinstance(alias, AliasChoices) else []
+                choices += [alias] if isinstance(alias, str) else []
+                if loc == field or loc.lower() in (c.lower() for c in choices):
+                    names += [c.upper() for c in choices if c.lower() != field.lower()] or [(prefix + field).upper()]
+        given = {key.upper() for key in os.environ}
+        return next((n for n in names if n in given), names[0] if names else loc.upper())
 
     return "; ".join(
         f"{variable(str(e['loc'][0])) if e['loc'] else error.title}: {e['msg']} (given {e['input']!r:.60})"
@@ -134,10 +138,10 @@ def _file_error(error: BaseException) -> str | None:
     if isinstance(error, BaseExceptionGroup):
         said = [_file_error(e) for e in error.exceptions]
         return said[0] if said and all(said) else None
-    if not isinstance(error, OSError) or not (error.filename2 or error.filename):
+    if not isinstance(error, OSError) or not error.filename:
         return None
-    where = error.filename2 or error.filename  # a rename's second name is where it was going
-    return f"cannot use {where}: {error.strerror or error} (FROBOZZ_LOG_LEVEL=DEBUG shows where)"
+    what = f"move {error.filename} to {error.filename2}" if error.filename2 else f"use {error.filename}"
+    return f"cannot {what}: {error.strerror or error} (FROBOZZ_LOG_LEVEL=DEBUG shows where)"
 
 
 def _subclasses(cls: type[BaseSettings]) -> list[type[BaseSettings]]:

@@ -78,7 +78,9 @@ def _stdin_lines() -> MemoryObjectReceiveStream[str]:
 
 
 def _sessions_table(namespace: str | None) -> None:
-    from frobozz.memory import MemoryService, MemorySettings
+    from frobozz.memory import MemoryService, MemorySettings, stop_embedded_at_exit
+
+    stop_embedded_at_exit()  # a listing is one command: a Postgres it starts does not outlive it
 
     async def main() -> list:
         service = MemoryService(MemorySettings())

@@ -40,8 +40,15 @@ def stop_cmd() -> None:
 
 def say_postgres_stays(console: Console, label: str = "note") -> None:
     """After a command that leaves the embedded Postgres running (for the next run, server or session): say so,
-    and how to stop it; nothing with a database of one's own (FROBOZZ_DATABASE_URL)."""
-    from frobozz.memory import MemorySettings, embedded_note
+    and how to stop it, when it runs; nothing with a database of one's own (FROBOZZ_DATABASE_URL), nor when
+    the settings are what failed (the command's own error says so)."""
+    from pydantic import ValidationError
 
-    if note := embedded_note(MemorySettings()):
+    from frobozz.memory import MemorySettings, embedded_note, embedded_users
+
+    try:
+        settings = MemorySettings()
+    except ValidationError:
+        return
+    if embedded_users(settings) is not None and (note := embedded_note(settings)):
         console.print(f"{label}: {note}", markup=False, highlight=False, soft_wrap=True)

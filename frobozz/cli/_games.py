@@ -16,6 +16,7 @@ from frobozz.games import (
     GameMap,
     GamesSettings,
     install,
+    installed_copy,
     jericho_supports,
     read_story,
     replay_journal,
@@ -46,13 +47,14 @@ def install_game(name: str, url: str = typer.Option(None, help="Download from he
     """Download a catalogued game into the data directory and verify its md5 (without --url, nothing to do when
     the very same story is in a games directory already, FROBOZZ_GAMES_DIR's too)."""
     settings = GamesSettings()
-    found_in = () if url else GameLibrary(settings).directories  # with --url, that file is what is wanted
     try:
-        story = anyio.run(lambda: install(name, settings.installed_games_dir, url=url, found_in=found_in))
+        if url is None and (there := installed_copy(name, GameLibrary(settings).directories)):
+            out.print(f"installed {there.path} already ({there.describe()}, md5 {there.md5})")
+            return
+        story = anyio.run(lambda: install(name, settings.installed_games_dir, url=url))
     except GameError as e:
         raise _fail(str(e)) from e
-    already = "" if story.path.parent == settings.installed_games_dir else " already"
-    out.print(f"installed {story.path}{already} ({story.describe()}, md5 {story.md5})")
+    out.print(f"installed {story.path} ({story.describe()}, md5 {story.md5})")
 
 
 @games.command("verify")

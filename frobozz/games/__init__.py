@@ -1,7 +1,7 @@
 """Story-file catalogue, install and verification, and the jericho-backed game session."""
 
 from ._catalogue import CATALOGUE, CatalogueEntry, by_md5
-from ._install import install
+from ._install import install, installed_copy
 from ._journal import replay as replay_journal
 from ._layout import GridLayout, PassageKind, PlacedPassage, count_crossings, grid_layout, through_rooms
 from ._library import GameLibrary, GameListing, jericho_supports, walkthrough_for
@@ -55,6 +55,7 @@ __all__ = [
     "direction",
     "grid_layout",
     "install",
+    "installed_copy",
     "jericho_supports",
     "memory_queries",
     "mentioned_exits",

@@ -49,26 +49,30 @@ async def download(url: str, *, client: httpx.AsyncClient | None = None, timeout
             await client.aclose()
 
 
-async def install(
-    name: str,
-    games_dir: Path,
-    *,
-    url: str | None = None,
-    client: httpx.AsyncClient | None = None,
-    found_in: Sequence[Path] = (),
-) -> StoryInfo:
-    """Install a catalogued game into `games_dir` (verified by md5); a no-op when the very story is there, or in
-    one of the folders `found_in` (the other games directories), whose copy is returned."""
+def installed_copy(name: str, folders: Sequence[Path]) -> StoryInfo | None:
+    """The catalogued game's very story (by md5) in the first of `folders` that has it; None when none has (a
+    damaged or other copy is passed over)."""
     entry = catalogue_entry(name)
-    target = games_dir / entry.file_name
-    for there in (target, *(folder / entry.file_name for folder in found_in)):
+    for folder in folders:
+        there = folder / entry.file_name
         if there.is_file():
             try:
                 story = read_story(there)
-                if story.md5 == entry.md5:
-                    return story
             except StoryFileError:
-                pass  # damaged: download it again
+                continue  # damaged: downloaded again
+            if story.md5 == entry.md5:
+                return story
+    return None
+
+
+async def install(
+    name: str, games_dir: Path, *, url: str | None = None, client: httpx.AsyncClient | None = None
+) -> StoryInfo:
+    """Install a catalogued game into `games_dir` (verified by md5); a no-op when already there."""
+    entry = catalogue_entry(name)
+    target = games_dir / entry.file_name
+    if story := installed_copy(name, [games_dir]):
+        return story
     data = await download(url or entry.url, client=client)
     got = hashlib.md5(data).hexdigest()
     if got != entry.source_md5:

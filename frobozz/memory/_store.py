@@ -216,10 +216,10 @@ class MemoryStore:
                 if head.current and content_hash(head.content) == content_hash(self.content(content)):
                     return head if metadata is None else await self.update(head.id, None, metadata)
             return await self.supersede(memory_id, content, metadata)
-        meta = self.metadata(metadata) if metadata is not None else json.dumps(current.metadata)  # as it is kept
+        meta = None if metadata is None else self.metadata(metadata)  # None: kept as it is, in the database
         async with self.connection() as c, c.transaction():
             row = await c.fetchrow(
-                "UPDATE memories SET metadata = $2::jsonb, updated_at = now() "
+                "UPDATE memories SET metadata = COALESCE($2::jsonb, metadata), updated_at = now() "
                 f"WHERE id = $1 AND deleted_at IS NULL RETURNING {COLUMNS}",
                 memory_id,
                 meta,
@@ -278,7 +278,7 @@ class MemoryStore:
             )
         if content_hash(content) == content_hash(old.content):
             raise MemoryStoreError(f"memory {memory_id} already says exactly that: nothing changed")
-        meta = self.metadata(metadata) if metadata is not None else json.dumps(old.metadata)  # as it is kept
+        meta = None if metadata is None else self.metadata(metadata)  # None: the old one's, copied in the database
         async with self.connection() as c:
             image = await c.fetchrow("SELECT sha256, description FROM memory_images WHERE memory_id = $1", memory_id)
         digest = content_hash(content)
@@ -296,7 +296,8 @@ class MemoryStore:
             try:
                 row = await c.fetchrow(
                     "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding, supersedes) "
-                    f"VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7) RETURNING {COLUMNS}",
+                    "VALUES ($1, $2, $3, COALESCE($4::jsonb, (SELECT m.metadata FROM memories m WHERE m.id = $7)), "
+                    f"$5, $6, $7) RETURNING {COLUMNS}",
                     old.namespace,
                     content,
                     digest,

@@ -56,6 +56,26 @@ def test_a_file_error_beside_another_failure_is_not_made_the_only_thing_said():
     assert _file_error(ExceptionGroup("one", [gone])) == (
         "cannot use /data/runs: No such file or directory (FROBOZZ_LOG_LEVEL=DEBUG shows where)"
     )
-    assert _file_error(moved).startswith("cannot use /data/x.jsonl: Permission denied")
+    assert _file_error(moved).startswith("cannot move /data/.x.tmp to /data/x.jsonl: Permission denied")
     assert _file_error(ExceptionGroup("two", [gone, RuntimeError("a bug")])) is None
     assert _file_error(OSError("no file named")) is None
+
+
+def test_a_bad_setting_is_named_as_frobozz_documents_it_when_no_variable_of_its_names_is_set(monkeypatch):
+    """A `.env` value is not in the environment; and several parts call their model `Settings`."""
+    import pytest
+    from pydantic import ValidationError
+
+    from frobozz.cli._app import _settings_error
+    from frobozz.engine import EngineSettings
+    from frobozz.servers.handoff.settings import Settings as HandoffSettings
+
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    monkeypatch.delenv("FROBOZZ_TRACE_CONTENT", raising=False)
+    with pytest.raises(ValidationError) as caught:
+        EngineSettings(trace_content="maybe")
+    assert _settings_error(caught.value).startswith("FROBOZZ_TRACE_CONTENT: ")
+    with pytest.raises(ValidationError) as caught:
+        HandoffSettings(handoff_max_chars=0)
+    assert caught.value.title == "Settings"
+    assert _settings_error(caught.value).startswith("FROBOZZ_HANDOFF_MAX_CHARS: Input should be greater than")

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -373,3 +374,31 @@ def test_an_export_to_a_device_is_written_to_it_not_put_in_its_place(cortex_env,
 
     done = cortex_here(cortex_env, monkeypatch, "export", "--output", "/dev/null")
     assert "exported 0 memories to /dev/null" in done.stdout and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_an_export_over_a_file_its_user_may_not_write_is_refused_and_leaves_it_as_it_was():
+    """Replacing it would need only its folder's permission. Run as an unprivileged user: root may write anything."""
+    import shutil
+    import tempfile
+
+    as_user = [shutil.which("setpriv") or "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    folder = Path(tempfile.mkdtemp(prefix="frobozz-readonly-"))
+    try:
+        folder.chmod(0o777)
+        backup = folder / "backup.jsonl"
+        backup.write_text('{"content": "kept"}\n')
+        backup.chmod(0o444)
+        if os.geteuid() == 0:
+            os.chown(backup, 65534, 65534)
+        export = [sys.executable, "-m", "frobozz", "cortex", "export", "--output", str(backup)]
+        done = subprocess.run(
+            [*(as_user if os.geteuid() == 0 else []), *export],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "HOME": str(folder)},
+        )
+        assert done.returncode == 1 and f"cannot write {backup}: Permission denied" in done.stderr, done.stderr
+        assert backup.read_text() == '{"content": "kept"}\n' and os.listdir(folder) == ["backup.jsonl"]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -53,3 +53,17 @@ async def test_an_unreachable_server_and_an_unknown_game_get_clear_errors(tmp_pa
         await install("zork1", tmp_path, url="http://127.0.0.1:9/zork1.zip")
     with pytest.raises(InstallError, match="no game 'zork9' in the catalogue"):
         await install("zork9", tmp_path)
+
+
+def test_an_installed_copy_is_the_very_story_in_the_first_folder_that_has_it_and_a_damaged_one_is_passed_over(
+    tmp_path,
+):
+    from frobozz.games import installed_copy
+
+    damaged, good, empty = (tmp_path / n for n in ("damaged", "good", "empty"))
+    for folder in (damaged, good, empty):
+        folder.mkdir()
+    (damaged / ZORK1.name).write_bytes(ZORK1.read_bytes()[:1000])
+    (good / ZORK1.name).write_bytes(ZORK1.read_bytes())
+    assert installed_copy("zork1", []) is None and installed_copy("zork1", [empty, damaged]) is None
+    assert installed_copy("zork1", [empty, damaged, good]).path == good / ZORK1.name

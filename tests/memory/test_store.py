@@ -83,15 +83,23 @@ async def test_metadata_over_64_kb_of_utf8_or_inside_itself_is_refused_with_what
     assert await store.recent(10, "chat") == []
 
 
-async def test_a_memory_whose_metadata_was_kept_before_it_had_to_be_an_object_can_still_be_superseded(
+async def test_metadata_kept_before_it_had_to_be_an_object_goes_on_as_it_is_kept_when_superseded_or_updated(
     memory_service,
 ):
+    """Copied in the database, not through Python (where 1e400 would come back as Infinity, which jsonb refuses)."""
     store = await memory_service.store()
     old, _ = await store.store("The lamp is in the attic.", None, "chat")
-    async with store.connection() as c:  # as an older Frobozz kept it
+    other, _ = await store.store("The sword is in the hall.", None, "chat")
+    async with store.connection() as c:  # as an older Frobozz, or another client, kept them
         await c.execute("UPDATE memories SET metadata = '[1, 2]'::jsonb WHERE id = $1", old.id)
+        await c.execute("""UPDATE memories SET metadata = '{"far": 1e400}'::jsonb WHERE id = $1""", other.id)
     new = await store.supersede(old.id, "The lamp is in the cellar.")
     assert new.metadata == [1, 2] and [m.content for m in await store.history(new.id)] == [
         "The lamp is in the attic.",
         "The lamp is in the cellar.",
     ]
+    moved = await store.update(other.id, "The sword is in the cellar.", None)
+    touched = await store.update(moved.id, None, None)
+    async with store.connection() as c:
+        kept = await c.fetchval("SELECT metadata::text FROM memories WHERE id = $1", touched.id)
+    assert kept == '{"far": 1' + "0" * 400 + "}"
