@@ -79,3 +79,20 @@ def test_a_bad_setting_is_named_as_frobozz_documents_it_when_no_variable_of_its_
         HandoffSettings(handoff_max_chars=0)
     assert caught.value.title == "Settings"
     assert _settings_error(caught.value).startswith("FROBOZZ_HANDOFF_MAX_CHARS: Input should be greater than")
+
+
+def test_the_note_that_the_embedded_postgres_stays_is_said_only_when_it_runs_and_never_raises(monkeypatch, tmp_path):
+    """It comes after a command, in a `finally`: a settings error there would hide the command's own."""
+    import io
+
+    from rich.console import Console
+
+    from frobozz.cli._database import say_postgres_stays
+
+    said = io.StringIO()
+    monkeypatch.delenv("FROBOZZ_DATABASE_URL", raising=False)
+    monkeypatch.setenv("FROBOZZ_DATA_DIR", str(tmp_path))  # no Postgres there: not running
+    say_postgres_stays(Console(file=said))
+    monkeypatch.setenv("FROBOZZ_CORTEX_POOL_SIZE", "none")
+    say_postgres_stays(Console(file=said))
+    assert said.getvalue() == ""
