@@ -73,21 +73,17 @@ def test_every_setting_of_every_part_is_in_the_docs_under_its_variable():
     from pydantic_settings import BaseSettings
 
     import frobozz
+    from frobozz.cli._app import _subclasses
 
     for module in pkgutil.walk_packages(frobozz.__path__, "frobozz."):
         if module.name.endswith(".settings"):
             importlib.import_module(module.name)
 
-    def parts(cls):
-        for sub in cls.__subclasses__():
-            yield sub
-            yield from parts(sub)
-
     docs = " ".join(path.read_text(encoding="utf-8") for path in (ROOT / "docs").glob("*.md"))
     documented = set(re.findall(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b", docs))
 
     seen, missing = 0, []
-    for settings in {cls for cls in parts(BaseSettings) if cls.__module__.startswith("frobozz.")}:
+    for settings in {cls for cls in _subclasses(BaseSettings) if cls.__module__.startswith("frobozz.")}:
         prefix = settings.model_config.get("env_prefix") or ""
         for name, field in settings.model_fields.items():
             alias = field.validation_alias

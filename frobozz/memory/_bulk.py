@@ -291,7 +291,8 @@ def _image_record(image: Any) -> None:
         raise MemoryStoreError("'image' must be a JSON object with base64 'data' and its 'media_type'")
     for key in ("description", "described_by"):
         value = image.get(key)
-        if value is not None and (not isinstance(value, str) or len(value) > 20_000 or "\0" in value):
+        if value is None:
+            continue
+        if not isinstance(value, str) or len(value) > 20_000 or "\0" in value:
             raise MemoryStoreError(f"the image's '{key}' must be text of at most 20,000 characters")
-        if value is not None:
-            utf8_text(value, f"the image's '{key}'")
+        utf8_text(value, f"the image's '{key}'")

@@ -134,11 +134,11 @@ class MemoryStore:
         try:
             encoded = json.dumps(value or {}, allow_nan=False, ensure_ascii=False)
         except (TypeError, ValueError) as e:  # ValueError: NaN or Infinity, or an object inside itself
-            finite = "Out of range float" not in str(e)
+            not_finite = "Out of range float" in str(e)
             raise MemoryStoreError(
-                f"metadata must be JSON: {e}"
-                if finite
-                else "metadata must hold finite numbers only (no NaN or Infinity)"
+                "metadata must hold finite numbers only (no NaN or Infinity)"
+                if not_finite
+                else f"metadata must be JSON: {e}"
             ) from e
         utf8_text(encoded, "the metadata's JSON")
         if len(encoded.encode()) > 65536 or "\\u0000" in encoded:

@@ -39,11 +39,11 @@ def check_cron(expression: str, *, comes: bool = True) -> str:
             f"invalid cron expression {text[:80]!r}: use 5 fields (minute hour day month weekday), "
             f"such as '30 7 * * 1-5', or one of {', '.join(KEYWORDS)}"
         )
-    try:
-        if comes:
+    if comes:
+        try:
             croniter(text, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)  # a leap year's 29 February is due
-    except CroniterBadDateError:
-        raise ProducerError(f"the cron expression {text!r} never comes: no month has that day") from None
+        except CroniterBadDateError:
+            raise ProducerError(f"the cron expression {text!r} never comes: no month has that day") from None
     return text
 
 
