@@ -111,9 +111,10 @@ def _settings_error(error: BaseException) -> str | None:
     if not models:
         return None
 
-    def variable(loc: str) -> str:
-        """The variable behind pydantic's `loc` (a field's name, or one of its aliases): the one set, if any."""
-        names = []
+    def variable(loc: str) -> tuple[str, bool]:
+        """The variable behind pydantic's `loc` (a field's name, or one of its aliases): the one set, if any; and
+        whether it holds a secret (its value is then not repeated)."""
+        names, secret = [], False
         for model in models:  # several parts may call theirs Settings: the one with the field
             prefix = model.model_config.get("env_prefix") or ""
             for field, info in model.model_fields.items():
@@ -122,13 +123,15 @@ def _settings_error(error: BaseException) -> str | None:
                 choices += [alias] if isinstance(alias, str) else []
                 if loc == field or loc.lower() in (c.lower() for c in choices):
                     names += [c.upper() for c in choices if c.lower() != field.lower()] or [(prefix + field).upper()]
+                    secret = secret or "SecretStr" in str(info.annotation)
         given = {key.upper() for key in os.environ}
-        return next((n for n in names if n in given), names[0] if names else loc.upper())
+        return next((n for n in names if n in given), names[0] if names else loc.upper()), secret
 
-    return "; ".join(
-        f"{variable(str(e['loc'][0])) if e['loc'] else error.title}: {e['msg']} (given {e['input']!r:.60})"
-        for e in error.errors()
-    )
+    said = []
+    for e in error.errors():
+        name, secret = variable(str(e["loc"][0])) if e["loc"] else (error.title, False)
+        said.append(f"{name}: {e['msg']} " + ("(a secret: not shown)" if secret else f"(given {e['input']!r:.60})"))
+    return "; ".join(said)
 
 
 def _file_error(error: BaseException) -> str | None:

@@ -96,3 +96,16 @@ def test_the_note_that_the_embedded_postgres_stays_is_said_only_when_it_runs_and
     monkeypatch.setenv("FROBOZZ_CORTEX_POOL_SIZE", "none")
     say_postgres_stays(Console(file=said))
     assert said.getvalue() == ""
+
+
+def test_a_bad_secret_setting_is_named_but_its_value_is_not_repeated():
+    import pytest
+    from pydantic import ValidationError
+
+    from frobozz.cli._app import _settings_error
+    from frobozz.memory import MemorySettings
+
+    with pytest.raises(ValidationError) as caught:
+        MemorySettings(database_url=["postgresql://me:hunter2@db.example.org/memory"])
+    said = _settings_error(caught.value)
+    assert said.startswith("FROBOZZ_DATABASE_URL: ") and "(a secret: not shown)" in said and "hunter2" not in said
