@@ -43,7 +43,7 @@ def check_cron(expression: str, *, comes: bool = True) -> str:
         try:
             croniter(text, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)  # a leap year's 29 February is due
         except CroniterBadDateError:
-            raise ProducerError(f"the cron expression {text!r} never comes: no month has that day") from None
+            raise ProducerError(f"the cron expression {text[:80]!r} never comes: no month has that day") from None
     return text
 
 
