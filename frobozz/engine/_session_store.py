@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any, NotRequired, Protocol, TypedDict, TypeVar
 
 import anyio
 
+from .._files import ScratchFolder
 from . import _transcripts
 from .exceptions import EngineError
 
@@ -110,11 +110,15 @@ def key_for_path(file_path: str, projects_dir: Path, project_key: str | None = N
 
 @dataclass(frozen=True)
 class Materialized:
-    config_dir: Path  # the private CLAUDE_CONFIG_DIR, laid out as claude's own
-    session_id: str
+    folder: ScratchFolder  # the private CLAUDE_CONFIG_DIR, laid out as claude's own (with the sign-in copied in:
+    session_id: str  # removed by the next session's materialize when this process is killed before `remove`)
+
+    @property
+    def config_dir(self) -> Path:
+        return self.folder.path
 
     def remove(self) -> None:
-        shutil.rmtree(self.config_dir, ignore_errors=True)
+        self.folder.remove()
 
 
 async def _within(call: Awaitable[T], timeout: float, what: str) -> T:  # noqa: ASYNC109 - the error names the call
@@ -166,7 +170,8 @@ async def materialize(
             if subpath and ".." not in subpath.split("/"):
                 sub = await _within(store.load({**key, "subpath": subpath}), timeout, f"load of {subpath}")
                 subkeys[subpath] = sub or []
-    config = Path(tempfile.mkdtemp(prefix="frobozz-claude-"))
+    scratch = ScratchFolder("frobozz-claude-")
+    config = scratch.path
     try:
         folder = config / "projects" / _transcripts.project_key(cwd)
         _write(folder / f"{session_id}.jsonl", entries)
@@ -174,7 +179,7 @@ async def materialize(
             _write(folder / session_id / f"{subpath}.jsonl", sub)
         _copy_sign_in(_transcripts.config_dir(env), Path(env.get("HOME") or Path.home()), config, env)
     except BaseException:
-        shutil.rmtree(config, ignore_errors=True)
+        scratch.remove()
         raise
     log.info(
         "session %s loaded from the store (%d entries, %d subagents) into %s",
@@ -183,7 +188,7 @@ async def materialize(
         len(subkeys),
         config,
     )
-    return Materialized(config_dir=config, session_id=session_id)
+    return Materialized(folder=scratch, session_id=session_id)
 
 
 def _write(path: Path, entries: list[Entry]) -> None:

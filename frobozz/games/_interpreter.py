@@ -15,6 +15,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._children import dying_with_parent
+from .._files import ScratchFolder
 from .exceptions import GameError, InterpreterCrashedError
 
 _LEN = struct.Struct(">I")
@@ -31,8 +32,9 @@ class WorkerProcess:
         self._reader: BufferedByteReceiveStream | None = None
         self._stderr = tempfile.TemporaryFile()  # a file, so a chatty child can never block on it
         # the child's working folder: a story's own SAVE (or junk code that reaches the opcode) writes
-        # `<story>.qzl` where it runs, which must never be the caller's folder
-        self._scratch = tempfile.TemporaryDirectory(prefix="frobozz-game-")
+        # `<story>.qzl` where it runs, which must never be the caller's folder; one left by a killed caller is
+        # removed by the next caller's
+        self._scratch = ScratchFolder("frobozz-game-")
         self._lock = anyio.Lock()
 
     @property
@@ -42,7 +44,7 @@ class WorkerProcess:
     async def start(self) -> None:
         self._process = await anyio.open_process(
             dying_with_parent([sys.executable, "-P", WORKER]),  # -P: its folder is not put on sys.path
-            cwd=self._scratch.name,
+            cwd=self._scratch.path,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -115,4 +117,4 @@ class WorkerProcess:
                     await process.wait()
                 await process.aclose()
         self._stderr.close()
-        self._scratch.cleanup()
+        self._scratch.remove()

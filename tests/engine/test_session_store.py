@@ -8,6 +8,7 @@ import anyio
 import pytest
 from claude_agent_sdk.testing import run_session_store_conformance
 
+from frobozz._files import sweep_orphans
 from frobozz.engine import Engine, EngineError, MirrorError, Result, project_key, transcript_path
 from frobozz.engine._session_store import key_for_path
 from frobozz.engine.testing import InMemorySessionStore, ScriptedModel, replies
@@ -64,6 +65,7 @@ async def test_a_session_mirrored_on_one_machine_resumes_from_the_store_on_anoth
             events = await one_turn(engine, "remind me where", resume=session)
             private = Path(engine.env["CLAUDE_CONFIG_DIR"])
             assert private.is_dir() and not (second_home / ".claude" / "projects").exists()
+            assert private not in sweep_orphans("frobozz-claude-")  # its engine lives: kept (a killed one's goes)
         assert not private.exists()  # the private config directory goes with the engine
     replayed = [e for e in events if e.is_replay]
     assert replayed and events[-1].session_id == session

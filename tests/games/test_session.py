@@ -1,5 +1,8 @@
 import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import anyio
 import pytest
@@ -184,6 +187,35 @@ async def test_a_killed_interpreter_is_replaced_at_the_last_good_turn(zork):
     turn = await zork.act("e")
     assert (turn.location, turn.number, turn.moves) == ("Behind House", 4, 4)
     assert "leaflet" in (await zork.peek("inventory")).text
+
+
+CALLER = """
+import anyio, sys
+from frobozz.games import GameSession, GamesSettings, read_story
+
+async def main():
+    session = await GameSession.open(read_story(sys.argv[1]), GamesSettings())
+    await session.act("open mailbox")
+    print(session._worker._scratch.path, flush=True)
+    await anyio.sleep(120)
+
+anyio.run(main)
+"""
+
+
+async def test_the_interpreters_folder_left_by_a_caller_killed_with_sigkill_goes_when_the_next_game_opens(settings):
+    caller = subprocess.Popen([sys.executable, "-c", CALLER, str(ZORK1)], stdout=subprocess.PIPE, text=True)
+    with caller:
+        left = Path(caller.stdout.readline().strip())
+        caller.kill()
+    assert left.name.startswith("frobozz-game-") and left.is_dir()
+    session = await GameSession.open(read_story(ZORK1), settings)
+    try:
+        assert not left.exists()
+        assert session._worker._scratch.path.is_dir()
+    finally:
+        await session.aclose()
+    assert not session._worker._scratch.path.exists()
 
 
 async def test_a_story_with_junk_code_fails_cleanly_without_harming_the_caller(settings, tmp_path, monkeypatch):

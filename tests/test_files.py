@@ -1,0 +1,93 @@
+"""Scratch folders outlive no crash: one whose maker was killed is removed by the next one made."""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import uuid
+
+import pytest
+
+from frobozz._files import ScratchFolder, sweep_orphans
+
+MAKER = """
+import sys, time
+from frobozz._files import ScratchFolder
+
+folder = ScratchFolder(sys.argv[1])
+(folder.path / "zork1.qzl").write_bytes(b"a story's own save")
+print(folder.path, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def prefix():
+    """A prefix no other test (or worker) sweeps."""
+    name = f"frobozz-test-{uuid.uuid4().hex[:8]}-"
+    yield name
+    sweep_orphans(name)
+
+
+def made_elsewhere(prefix: str) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen([sys.executable, "-c", MAKER, prefix], stdout=subprocess.PIPE, text=True)
+    return process, process.stdout.readline().strip()
+
+
+def test_with_no_scratch_folders_a_sweep_removes_nothing(prefix):
+    assert sweep_orphans(prefix) == []
+
+
+def test_a_folder_is_private_and_remove_takes_it_with_what_was_written_in_it(prefix):
+    folder = ScratchFolder(prefix)
+    assert folder.path.name.startswith(prefix) and folder.path.stat().st_mode & 0o777 == 0o700
+    (folder.path / "zork1.qzl").write_bytes(b"save")
+    folder.remove()
+    folder.remove()  # twice is harmless
+    assert not folder.path.exists()
+
+
+def test_a_folder_whose_maker_was_killed_is_removed_by_the_next_one_made(prefix):
+    process, orphan = made_elsewhere(prefix)
+    process.kill()  # SIGKILL: no clean-up of its own
+    process.wait()
+    assert os.path.isdir(orphan)
+    fresh = ScratchFolder(prefix)
+    try:
+        assert not os.path.exists(orphan) and fresh.path.is_dir()
+    finally:
+        fresh.remove()
+    process.stdout.close()
+
+
+def test_a_folder_whose_maker_lives_is_left_alone_and_so_is_one_still_being_made(prefix):
+    process, living = made_elsewhere(prefix)
+    try:
+        unlocked = os.path.join(os.path.dirname(living), f"{prefix}half-made")
+        os.mkdir(unlocked)  # made, its lock not yet taken: a sweep must not take it
+        assert sweep_orphans(prefix) == []
+        assert sorted(os.listdir(living)) == [".owner", "zork1.qzl"]
+        assert os.path.isdir(unlocked)
+        os.rmdir(unlocked)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        process.stdout.close()
+    assert [str(p) for p in sweep_orphans(prefix)] == [living]
+
+
+def test_a_symlink_or_a_file_under_the_prefix_is_never_followed_or_removed(prefix, tmp_path):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / ".owner").write_text("")  # unlocked: it would look like an orphan
+    base = tempfile.gettempdir()
+    symlink, plain = os.path.join(base, f"{prefix}link"), os.path.join(base, f"{prefix}file")
+    os.symlink(target, symlink)
+    open(plain, "w").close()
+    try:
+        assert sweep_orphans(prefix) == []
+        assert (target / ".owner").exists() and os.path.islink(symlink) and os.path.isfile(plain)
+    finally:
+        os.unlink(symlink)
+        os.unlink(plain)
