@@ -10,6 +10,7 @@ import os
 import shutil
 import stat
 import tempfile
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -53,24 +54,34 @@ _OWNER = ".owner"  # in a scratch folder: its maker holds a lock on it for as lo
 
 
 class ScratchFolder:
-    """A private temporary folder (`path`) that `remove()` removes, or, when its process was killed first
-    (SIGKILL runs no clean-up), the next ScratchFolder made with the same prefix: its maker holds a lock on a
-    file in it, which the kernel lets go when the process dies, so a folder whose lock can be had is an orphan.
-    Folders of another account are left alone (root's sweep takes everyone's orphans)."""
+    """A private temporary folder (`path`) that `remove()` removes (or, as a TemporaryDirectory, its garbage
+    collection or the interpreter's exit), or, when its process was killed first (SIGKILL runs no clean-up),
+    the next ScratchFolder made with the same prefix: its maker holds a lock on a file in it, which the kernel
+    lets go when the process dies, so a folder whose lock can be had is an orphan. Folders of another account
+    are left alone (root's sweep takes everyone's orphans)."""
 
     def __init__(self, prefix: str) -> None:
         sweep_orphans(prefix)
         self.path = Path(tempfile.mkdtemp(prefix=prefix))
-        fresh = self.path / f"{_OWNER}.new"  # named .owner only once locked: a sweep never sees it unlocked
-        self._lock = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        fcntl.flock(self._lock, fcntl.LOCK_EX)
-        fresh.rename(self.path / _OWNER)
+        lock = -1
+        try:
+            fresh = self.path / f"{_OWNER}.new"  # named .owner only once locked: a sweep never sees it unlocked
+            lock = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            fresh.rename(self.path / _OWNER)
+        except BaseException:
+            _remove(self.path, lock)
+            raise
+        self._finalizer = weakref.finalize(self, _remove, self.path, lock)
 
     def remove(self) -> None:
-        shutil.rmtree(self.path, ignore_errors=True)
-        if self._lock >= 0:
-            os.close(self._lock)
-            self._lock = -1
+        self._finalizer()  # once: a second call does nothing
+
+
+def _remove(path: Path, lock: int) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    if lock >= 0:
+        os.close(lock)
 
 
 def sweep_orphans(prefix: str) -> list[Path]:

@@ -1,5 +1,6 @@
 """Scratch folders outlive no crash: one whose maker was killed is removed by the next one made."""
 
+import gc
 import os
 import signal
 import subprocess
@@ -46,6 +47,14 @@ def test_a_folder_is_private_and_remove_takes_it_with_what_was_written_in_it(pre
     folder.remove()
     folder.remove()  # twice is harmless
     assert not folder.path.exists()
+
+
+def test_a_folder_dropped_without_remove_goes_with_its_object_as_a_temporary_directory_does(prefix):
+    folder = ScratchFolder(prefix)
+    path = folder.path
+    del folder
+    gc.collect()
+    assert not path.exists()
 
 
 def test_a_folder_whose_maker_was_killed_is_removed_by_the_next_one_made(prefix):
