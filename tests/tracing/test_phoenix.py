@@ -93,5 +93,8 @@ def test_a_tools_mode_walkthrough_shows_the_game_servers_span_under_each_tool_ca
         assert call["attributes"][S.TOOL_OUTPUT_CHARS] > 0
     turn_ids = {t["context"]["span_id"] for t in _named(spans, S.TURN)}
     assert all(c["parent_id"] in turn_ids for c in calls)
-    assert all(c["attributes"][S.GEN_AI_INPUT_TOKENS] > 0 for c in _named(spans, S.CHAT))
+    # a model request still in flight as the run stopped is cut off: an error span, with no usage to carry
+    answered = [c for c in _named(spans, S.CHAT) if c["status_code"] != "ERROR"]
+    assert len(answered) >= 11  # the ones that asked for new_game and the ten acts played
+    assert all(c["attributes"][S.GEN_AI_INPUT_TOKENS] > 0 for c in answered)
     assert not [t for t in GAME_TEXT if t in json.dumps(spans)]
