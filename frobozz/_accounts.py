@@ -10,6 +10,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+from collections.abc import Collection
 from pathlib import Path
 
 
@@ -51,11 +52,14 @@ def _group(group: str | int) -> int:
         raise AccountError(f"no group {group!r:.80} on this machine") from None
 
 
-def hand_over(path: Path, uid: int, gid: int | None) -> None:
-    """Give `path` and everything under it to uid:gid; links are changed themselves, never followed."""
+def hand_over(path: Path, uid: int, gid: int | None, *, keep: Collection[Path] = ()) -> None:
+    """Give `path` and everything under it to uid:gid, but for the files in `keep`; links are changed
+    themselves, never followed."""
     gid = -1 if gid is None else gid
     os.chown(path, uid, gid, follow_symlinks=False)
+    kept = {str(p) for p in keep}
     if path.is_dir() and not path.is_symlink():
         for folder, dirs, files in os.walk(path):
             for name in [*dirs, *files]:
-                os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
+                if (entry := os.path.join(folder, name)) not in kept:
+                    os.chown(entry, uid, gid, follow_symlinks=False)

@@ -224,7 +224,8 @@ class Engine:
         self.env["CLAUDE_CONFIG_DIR"] = str(self._materialized.config_dir)
         user, group = self._account
         if user is not None:  # claude, as that account, writes its transcript there
-            hand_over(self._materialized.config_dir, user, group)
+            # the lock file stays this process's: the account could otherwise swap in one a sweep would take
+            hand_over(self._materialized.config_dir, user, group, keep=[self._materialized.folder.lock_file])
         return session_id
 
     def _on_mirror_error(self, key: SessionKey | None, error: str) -> None:

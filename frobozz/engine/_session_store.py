@@ -22,7 +22,7 @@ from typing import Any, NotRequired, Protocol, TypedDict, TypeVar
 
 import anyio
 
-from .._files import ScratchFolder
+from .._scratch import ScratchFolder
 from . import _transcripts
 from .exceptions import EngineError
 
@@ -110,8 +110,11 @@ def key_for_path(file_path: str, projects_dir: Path, project_key: str | None = N
 
 @dataclass(frozen=True)
 class Materialized:
-    folder: ScratchFolder  # the private CLAUDE_CONFIG_DIR, laid out as claude's own (with the sign-in copied in:
-    session_id: str  # removed by the next session's materialize when this process is killed before `remove`)
+    """A session from the store in a private CLAUDE_CONFIG_DIR, laid out as claude's own, with the sign-in
+    copied in: a scratch folder, so one left by a process killed before `remove` goes at the next resume."""
+
+    folder: ScratchFolder
+    session_id: str
 
     @property
     def config_dir(self) -> Path:

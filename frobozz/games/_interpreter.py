@@ -15,7 +15,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._children import dying_with_parent
-from .._files import ScratchFolder
+from .._scratch import ScratchFolder
 from .exceptions import GameError, InterpreterCrashedError
 
 _LEN = struct.Struct(">I")

@@ -5,6 +5,7 @@ starts."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from frobozz._accounts import AccountError, account, hand_over
+from frobozz._scratch import LOCK_FILE, sweep_orphans
 from frobozz.engine import Engine, EngineError, EngineOptions, Result, ToolResultBlock, UserMessage
 from frobozz.engine.testing import InMemorySessionStore, Reply, ScriptedModel, ToolUse
 from tests.conftest import other_accounts_can_run_claude
@@ -101,7 +103,9 @@ async def test_a_session_resumed_from_the_store_runs_as_the_account_in_a_config_
             await engine.start(first.session_id)
             config = Path(engine.env["CLAUDE_CONFIG_DIR"])
             assert config.stat().st_uid == NOBODY
-            assert all(p.stat().st_uid == NOBODY for p in config.rglob("*"))
+            lock = config / LOCK_FILE  # the scratch folder's lock stays this process's, so no swap fools a sweep
+            assert all(p.stat().st_uid == NOBODY for p in config.rglob("*") if p != lock)
+            assert lock.stat().st_uid == os.geteuid() and config not in sweep_orphans("frobozz-claude-")
             await engine.send("and now?")
             second = [e for e in await until(engine.events(), Result) if isinstance(e, Result) and not e.is_replay]
     assert second[-1].session_id == first.session_id and not second[-1].is_error

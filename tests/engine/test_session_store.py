@@ -8,7 +8,7 @@ import anyio
 import pytest
 from claude_agent_sdk.testing import run_session_store_conformance
 
-from frobozz._files import sweep_orphans
+from frobozz._scratch import sweep_orphans
 from frobozz.engine import Engine, EngineError, MirrorError, Result, project_key, transcript_path
 from frobozz.engine._session_store import key_for_path
 from frobozz.engine.testing import InMemorySessionStore, ScriptedModel, replies

@@ -1,20 +1,23 @@
 """Scratch folders outlive no crash: one whose maker was killed is removed by the next one made."""
 
+import contextlib
 import gc
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from frobozz._files import ScratchFolder, sweep_orphans
+from frobozz._scratch import ScratchFolder, sweep_orphans
 
 MAKER = """
 import sys, time
-from frobozz._files import ScratchFolder
+from frobozz._scratch import ScratchFolder
 
 folder = ScratchFolder(sys.argv[1])
 (folder.path / "zork1.qzl").write_bytes(b"a story's own save")
@@ -100,3 +103,63 @@ def test_a_symlink_or_a_file_under_the_prefix_is_never_followed_or_removed(prefi
     finally:
         os.unlink(symlink)
         os.unlink(plain)
+
+
+def orphan(prefix: str, name: str) -> str:
+    """A folder as a killed maker leaves it: its lock file there, nobody holding it."""
+    folder = os.path.join(tempfile.gettempdir(), f"{prefix}{name}")
+    os.mkdir(folder, 0o700)
+    open(os.path.join(folder, ".owner"), "w").close()
+    return folder
+
+
+def test_remove_lets_go_of_the_lock_it_held(prefix):
+    before = len(os.listdir("/proc/self/fd"))
+    folder = ScratchFolder(prefix)
+    assert len(os.listdir("/proc/self/fd")) == before + 1
+    folder.remove()
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_lock_file_that_is_a_fifo_is_passed_over_without_waiting_for_a_writer(prefix):
+    folder = os.path.join(tempfile.gettempdir(), f"{prefix}fifo")
+    os.mkdir(folder, 0o700)
+    os.mkfifo(os.path.join(folder, ".owner"))
+    with ThreadPoolExecutor(1) as pool:
+        sweeping = pool.submit(sweep_orphans, prefix)
+        try:
+            assert sweeping.result(timeout=30) == []  # it opened the FIFO for reading: it would wait for ever
+        finally:  # a sweep still waiting gets its writer (ENXIO when no one reads: then none waits)
+            with contextlib.suppress(OSError):
+                os.close(os.open(os.path.join(folder, ".owner"), os.O_WRONLY | os.O_NONBLOCK))
+    assert os.path.isdir(folder)
+    shutil.rmtree(folder)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another account")
+def test_root_leaves_an_orphan_whose_lock_file_is_another_accounts(prefix):
+    """A workspace's account owns its session's config folder, and could swap the lock file for one nobody
+    holds: root takes only folders whose lock file is root's."""
+    theirs = orphan(prefix, "theirs")
+    os.chown(os.path.join(theirs, ".owner"), 65534, 65534)
+    ours = orphan(prefix, "ours")
+    assert [str(p) for p in sweep_orphans(prefix)] == [ours]
+    shutil.rmtree(theirs)
+
+
+def test_a_folder_too_deep_to_remove_is_passed_over_and_a_new_folder_is_still_made(prefix):
+    deep = orphan(prefix, "deep")
+    fds = [os.open(deep, os.O_RDONLY)]
+    for _ in range(sys.getrecursionlimit() + 200):  # deeper than rmtree's recursion can go
+        os.mkdir("d", dir_fd=fds[-1])
+        fds.append(os.open("d", os.O_RDONLY, dir_fd=fds[-1]))
+    try:
+        fresh = ScratchFolder(prefix)
+        assert os.path.isdir(deep) and fresh.path.is_dir()
+        fresh.remove()
+    finally:
+        for parent in reversed(fds[:-1]):  # bottom up, by descriptor: no path is that long
+            os.close(fds.pop())
+            os.rmdir("d", dir_fd=parent)
+        os.close(fds.pop())
+    shutil.rmtree(deep)
