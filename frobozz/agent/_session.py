@@ -206,12 +206,15 @@ class AgentSession:
         return options
 
     async def _start(self, task_group: TaskGroup) -> None:
-        started, self._stop = anyio.Event(), anyio.Event()
-        self._engine_done = anyio.Event()
+        # what can fail before claude starts (skills that cannot be copied) fails here, before the events a
+        # release waits on are new: a release after it must not wait for a claude that never was
         self.workspaces.sync_skills(self.workspace)
         options = self._options(self.workspaces.mcp_servers(self.workspace))
         failure: list[BaseException] = []
         memory = self.record.options.get("memory")
+        began = False
+        started, self._stop = anyio.Event(), anyio.Event()
+        self._engine_done = anyio.Event()
 
         async def live(engine: Engine, channel: Engine | MemorySession) -> None:
             self.engine, self._channel = engine, channel
@@ -219,6 +222,8 @@ class AgentSession:
             await self._stop.wait()  # then the engine closes as it should: its transcript stored
 
         async def run() -> None:
+            nonlocal began
+            began = True
             try:
                 if memory and self.memory_loop is not None:
                     async with self.memory_loop(options, memory["namespace"], self.record.memory_session) as loop:
@@ -238,8 +243,13 @@ class AgentSession:
                 started.set()
                 self._engine_done.set()
 
-        task_group.start_soon(run)
-        await started.wait()
+        try:
+            task_group.start_soon(run)
+            await started.wait()
+        except BaseException:
+            if not began:  # cancelled before it ran (its `finally` never will): nothing to wait for
+                self._engine_done.set()
+            raise
         if self.engine is None:
             raise failure[0] if failure else RuntimeError("claude did not start")
 

@@ -7,7 +7,7 @@ import anyio
 import asyncpg
 import pytest
 
-from frobozz.agent import Done
+from frobozz.agent import Done, Error
 from tests.agent.test_agent import turn
 from tests.waiting import eventually
 
@@ -138,3 +138,24 @@ async def test_a_session_whose_claude_will_not_close_does_not_hold_the_service_s
         assert await connection.fetchval("SELECT count(*) FROM agent_leases WHERE session_id = $1", session) == 1
     finally:
         await connection.close()
+
+
+async def test_a_claude_that_cannot_be_set_up_fails_its_turn_and_the_next_message_and_the_shutdown_go_on(
+    make_agent, monkeypatch
+):
+    """Setting up a claude can fail before it starts (the skills cannot be copied: a full disk): that turn
+    says so, and nothing waits for a claude that never was."""
+    with anyio.fail_after(120):
+        async with make_agent() as agent:
+            session = await agent.create_session("alice/notes")
+            sync = agent.workspaces.sync_skills
+
+            def full_disk(workspace):
+                raise OSError(28, "No space left on device")
+
+            monkeypatch.setattr(agent.workspaces, "sync_skills", full_disk)
+            failed = await turn(agent, session, "hello")
+            assert any(isinstance(e, Error) and "No space left" in e.message for e in failed)
+            monkeypatch.setattr(agent.workspaces, "sync_skills", sync)
+            events = await turn(agent, session, "and now?")
+            assert isinstance(events[-1], Done) and "You said: and now?" in events[-1].result
