@@ -57,9 +57,11 @@ def hand_over(path: Path, uid: int, gid: int | None, *, keep: Collection[Path] =
     themselves, never followed."""
     gid = -1 if gid is None else gid
     os.chown(path, uid, gid, follow_symlinks=False)
-    kept = {str(p) for p in keep}
+    kept = {(info.st_dev, info.st_ino) for info in map(os.lstat, keep)}  # the files themselves, however named
     if path.is_dir() and not path.is_symlink():
         for folder, dirs, files in os.walk(path):
             for name in [*dirs, *files]:
-                if (entry := os.path.join(folder, name)) not in kept:
-                    os.chown(entry, uid, gid, follow_symlinks=False)
+                entry = os.path.join(folder, name)
+                if kept and ((info := os.lstat(entry)).st_dev, info.st_ino) in kept:
+                    continue
+                os.chown(entry, uid, gid, follow_symlinks=False)

@@ -53,10 +53,32 @@ class ScratchFolder:
 def _remove(path: Path, lock: int, maker: int) -> None:
     try:
         if os.getpid() == maker:  # a forked child that exits leaves its parent's folder alone
-            shutil.rmtree(path, ignore_errors=True)
+            _clear(path)
     finally:
         if lock >= 0:
             os.close(lock)
+
+
+def _clear(folder: Path) -> bool:
+    """Remove `folder`, its lock file last (one that could not be emptied is still an orphan to the next
+    sweep); True when it is gone. What cannot be removed is logged, never raised: another process's debris
+    (a RecursionError from rmtree on a tree 1000 deep, on Python 3.11) never stops a new folder or a close."""
+    try:
+        for name in os.listdir(folder):
+            if name != LOCK_FILE:
+                entry = folder / name
+                if stat.S_ISDIR(entry.lstat().st_mode):
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        (folder / LOCK_FILE).unlink(missing_ok=True)
+        folder.rmdir()
+    except Exception as e:  # noqa: BLE001 - see above
+        if not os.path.lexists(folder):
+            return True  # gone all the same (another sweep took it)
+        log.warning("could not remove the scratch folder %s: %r", folder, e)
+        return False
+    return True
 
 
 def sweep_orphans(prefix: str) -> list[Path]:
@@ -80,12 +102,8 @@ def sweep_orphans(prefix: str) -> list[Path]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # its maker lives
-            try:  # another process's debris (a RecursionError on a tree 1000 deep) never stops a new folder
-                shutil.rmtree(folder, ignore_errors=True)
-            except Exception as e:  # noqa: BLE001 - see above
-                log.warning("could not remove the orphaned scratch folder %s: %r", folder, e)
-                continue
-            removed.append(folder)
+            if _clear(folder):
+                removed.append(folder)
         finally:
             os.close(fd)
     return removed
