@@ -134,7 +134,7 @@ class AgentSession:
         self.relay.take(token)
         self._queue_in, self._queue_out = anyio.create_memory_object_stream[tuple[str, str, list[str]]](math.inf)
         self._queued = set()
-        task_group.start_soon(self.drive, acquire, task_group)
+        task_group.start_soon(self.drive, acquire, task_group, token)
 
     def enqueue(self, message_id: str, text: str, files: list[str] | None = None) -> None:
         """A message from the inbox (with the ids of the images it carries), in the order accepted (each once)."""
@@ -156,7 +156,7 @@ class AgentSession:
             await self.engine.interrupt()
 
     # -- the driver ----------------------------------------------------------------------------------
-    async def drive(self, acquire: Callable[[AgentSession], Any], task_group: TaskGroup) -> None:
+    async def drive(self, acquire: Callable[[AgentSession], Any], task_group: TaskGroup, token: int) -> None:
         """Answer the queued messages, one turn at a time, starting claude when one comes."""
         async for message_id, text, files in self._queue_out:
             self._busy = True
@@ -169,7 +169,7 @@ class AgentSession:
                 if self.engine is None:
                     await acquire(self)  # reserves room for this session's claudes until they are up
                     try:
-                        await self._start(task_group)
+                        await self._start(task_group, token)
                     finally:
                         self.reserved = False
                 await self._turn(text, files)
@@ -205,52 +205,53 @@ class AgentSession:
             options = self.memory_options(options, memory["namespace"])[0]
         return options
 
-    async def _start(self, task_group: TaskGroup) -> None:
+    async def _start(self, task_group: TaskGroup, token: int) -> None:
         # what can fail before claude starts (skills that cannot be copied) fails here, before the events a
         # release waits on are new: a release after it must not wait for a claude that never was
         self.workspaces.sync_skills(self.workspace)
         options = self._options(self.workspaces.mcp_servers(self.workspace))
         failure: list[BaseException] = []
         memory = self.record.options.get("memory")
-        began = False
-        started, self._stop = anyio.Event(), anyio.Event()
-        self._engine_done = anyio.Event()
+        if self.relay.token != token:  # let go (handed over, lost, claimed again) while it waited for room: a
+            raise RuntimeError("the session is no longer this driver's")  # release then is not to be undone
+        # this run's own events (a later driver's _start makes new ones: each run waits on and sets its own)
+        started, stop, done = anyio.Event(), anyio.Event(), anyio.Event()
+        self._stop, self._engine_done = stop, done
+        up: list[Engine] = []  # this run's claude, once it is live
 
         async def live(engine: Engine, channel: Engine | MemorySession) -> None:
             self.engine, self._channel = engine, channel
+            up.append(engine)
             started.set()
-            await self._stop.wait()  # then the engine closes as it should: its transcript stored
+            await stop.wait()  # then the engine closes as it should: its transcript stored
 
         async def run() -> None:
-            nonlocal began
-            began = True
+            ours: Engine | None = None
             try:
                 if memory and self.memory_loop is not None:
                     async with self.memory_loop(options, memory["namespace"], self.record.memory_session) as loop:
                         if self.record.memory_session != loop.id:
                             self.record.memory_session = loop.id
                             await self.on_change(self)  # kept at once: a restart resumes this loop session
-                        await live(loop.pool.primary.engine, loop)
+                        ours = loop.pool.primary.engine
+                        await live(ours, loop)
                 else:
                     async with started_engine(
                         options, spare=self.spare, resume=self.record.claude_session_id
                     ) as engine:
+                        ours = engine
                         await live(engine, engine)
             except Exception as e:  # noqa: BLE001 - said by the turn that wanted it
                 failure.append(e)
             finally:
-                self.engine = self._channel = None
+                if self.engine is ours:  # (not another run's, started since)
+                    self.engine = self._channel = None
                 started.set()
-                self._engine_done.set()
+                done.set()
 
-        try:
-            task_group.start_soon(run)
-            await started.wait()
-        except BaseException:
-            if not began:  # cancelled before it ran (its `finally` never will): nothing to wait for
-                self._engine_done.set()
-            raise
-        if self.engine is None:
+        task_group.start_soon(run)  # (anyio runs a task's first step even in a cancelled group: `done` is set)
+        await started.wait()
+        if not up or done.is_set():
             raise failure[0] if failure else RuntimeError("claude did not start")
 
     async def release(self, timeout: float = math.inf) -> bool:  # noqa: ASYNC109 - the wait is shielded

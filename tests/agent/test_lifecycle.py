@@ -156,6 +156,12 @@ async def test_a_claude_that_cannot_be_set_up_fails_its_turn_and_the_next_messag
             monkeypatch.setattr(agent.workspaces, "sync_skills", full_disk)
             failed = await turn(agent, session, "hello")
             assert any(isinstance(e, Error) and "No space left" in e.message for e in failed)
+            live = await agent.session(session)
+            try:  # the driver is not left waiting for that claude (shielded: the shutdown would wait with it)
+                with anyio.fail_after(10):
+                    await eventually(lambda: not live.busy, interval=0.02)
+            finally:
+                live._engine_done.set()  # (so that a failure here is a failure, not a hung run)
             monkeypatch.setattr(agent.workspaces, "sync_skills", sync)
             events = await turn(agent, session, "and now?")
             assert isinstance(events[-1], Done) and "You said: and now?" in events[-1].result
