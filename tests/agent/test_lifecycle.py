@@ -1,6 +1,7 @@
 """Idle sessions let their claude go and take it up again on the next message; `max_live` bounds the claude
 processes at once (a session with memory counts its sidecars), the least recently used idle one let go first."""
 
+import json
 import os
 
 import anyio
@@ -165,3 +166,24 @@ async def test_a_claude_that_cannot_be_set_up_fails_its_turn_and_the_next_messag
             monkeypatch.setattr(agent.workspaces, "sync_skills", sync)
             events = await turn(agent, session, "and now?")
             assert isinstance(events[-1], Done) and "You said: and now?" in events[-1].result
+
+
+async def test_a_session_closed_while_its_message_waits_for_room_starts_no_claude_for_it(make_agent, scripted):
+    """Its release came while the driver waited under max_live: no claude is started after it for a message
+    nobody will read (it would have been a model call, in a session that is gone)."""
+    async with make_agent(max_live=1) as agent:
+        one, two = [await agent.create_session(f"alice/s{n}") for n in range(2)]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(turn, agent, one, "slowly")
+            busy = await agent.session(one)
+            with anyio.fail_after(60):
+                await eventually(lambda: busy.engine is not None and busy.busy, interval=0.02)
+            waiting = await agent.session(two)
+            await agent.post_message(waiting, "hello from two")  # no room: its driver waits for one's turn
+            with anyio.fail_after(30):
+                await eventually(lambda: waiting.busy and not waiting.reserved, interval=0.02)
+            await agent.close_session(two)
+        with anyio.fail_after(60):  # one's turn is over: room for two's driver, which must not use it
+            await eventually(lambda: not waiting._busy, interval=0.02)  # (its driver's own flag: done with it)
+        assert waiting.engine is None
+        assert not any("hello from two" in json.dumps(r.messages) for r in scripted.requests)
