@@ -217,11 +217,9 @@ class AgentSession:
         # this run's own events (a later driver's _start makes new ones: each run waits on and sets its own)
         started, stop, done = anyio.Event(), anyio.Event(), anyio.Event()
         self._stop, self._engine_done = stop, done
-        up: list[Engine] = []  # this run's claude, once it is live
 
         async def live(engine: Engine, channel: Engine | MemorySession) -> None:
             self.engine, self._channel = engine, channel
-            up.append(engine)
             started.set()
             await stop.wait()  # then the engine closes as it should: its transcript stored
 
@@ -251,7 +249,7 @@ class AgentSession:
 
         task_group.start_soon(run)  # (anyio runs a task's first step even in a cancelled group: `done` is set)
         await started.wait()
-        if not up or done.is_set():
+        if done.is_set():  # (run sets `started` and `done` with no await between: it ended, or never went live)
             raise failure[0] if failure else RuntimeError("claude did not start")
 
     async def release(self, timeout: float = math.inf) -> bool:  # noqa: ASYNC109 - the wait is shielded
