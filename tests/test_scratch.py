@@ -148,6 +148,14 @@ def test_root_leaves_an_orphan_whose_lock_file_is_another_accounts(prefix):
     shutil.rmtree(theirs)
 
 
+def too_deep(path, *args, **kwargs):
+    """rmtree on a tree deeper than its recursion goes (Python 3.11): what it reached first is gone, then it fails."""
+    for name in os.listdir(path):
+        if not os.path.isdir(os.path.join(path, name)):
+            os.unlink(os.path.join(path, name))
+    raise RecursionError("maximum recursion depth exceeded")
+
+
 def test_a_folder_that_cannot_be_emptied_is_passed_over_kept_for_the_next_sweep_and_a_new_folder_is_made(
     prefix, monkeypatch, caplog
 ):
@@ -155,12 +163,6 @@ def test_a_folder_that_cannot_be_emptied_is_passed_over_kept_for_the_next_sweep_
     lock file, removed last, stays, so the folder is still an orphan a later sweep takes."""
     stuck = orphan(prefix, "stuck")
     os.mkdir(os.path.join(stuck, "deep"))
-
-    def too_deep(path, *args, **kwargs):  # as rmtree does: what it reached first is gone, then it fails
-        for name in os.listdir(path):
-            if not os.path.isdir(os.path.join(path, name)):
-                os.unlink(os.path.join(path, name))
-        raise RecursionError("maximum recursion depth exceeded")
 
     with monkeypatch.context() as patched:
         patched.setattr(_scratch.shutil, "rmtree", too_deep)
@@ -174,9 +176,6 @@ def test_remove_never_raises_and_lets_go_of_its_lock_when_its_folder_cannot_be_r
     folder = ScratchFolder(prefix)
     (folder.path / "deep").mkdir()
     before = len(os.listdir("/proc/self/fd"))
-
-    def too_deep(path, *args, **kwargs):
-        raise RecursionError("maximum recursion depth exceeded")
 
     with monkeypatch.context() as patched:
         patched.setattr(_scratch.shutil, "rmtree", too_deep)
