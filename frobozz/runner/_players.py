@@ -201,30 +201,26 @@ def tool_handler(commands: list[str], game: str) -> Handler:
 
 
 def _acts_done(request: MessagesRequest) -> int:
-    """The turn the latest status line names, plus the acts played after it."""
+    """The turn the latest status line names, plus the acts played after it. An act that failed was not
+    played: refused (the run paused) or stopped by an interrupt (one under way when a full window is handed
+    off; had it run, the orientation after it counts it)."""
     names: dict[str, str] = {}
     done = 0
     for message in request.messages:
         content = message.get("content")
-        blocks = content if isinstance(content, list) else []
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": text_of(content)}]
         if message.get("role") == "assistant":
             names.update({b["id"]: b.get("name", "") for b in blocks if b.get("type") == "tool_use"})
             continue
-        said = (
-            " ".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-            if blocks
-            else text_of(message.get("content"))
-        )
-        turn = turn_in(said)
-        if turn is not None:
-            done = turn
-        done += sum(
-            1
-            for b in blocks
-            if b.get("type") == "tool_result"  # a paused act was not played
-            and names.get(b.get("tool_use_id", ""), "").endswith("__act")
-            and not (b.get("is_error") and PAUSED in text_of(b.get("content")))
-        )
+        for block in blocks:  # in order: claude puts a message's text after the results it goes with
+            if block.get("type") == "text" and (turn := turn_in(str(block.get("text", "")))) is not None:
+                done = turn
+            elif (
+                block.get("type") == "tool_result"
+                and names.get(block.get("tool_use_id", ""), "").endswith("__act")
+                and not block.get("is_error")
+            ):
+                done += 1
     return done
 
 

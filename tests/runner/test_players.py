@@ -1,0 +1,82 @@
+"""The offline tools player's sense of where it is: which walkthrough command comes next, read from the window
+claude sends (the status line's turn, plus the acts that were played after it)."""
+
+from frobozz.engine.scripted import MessagesRequest, Reply
+from frobozz.runner._players import tool_handler
+from frobozz.runner._prompts import PAUSED
+
+COMMANDS = ["N", "E", "Open window", "W", "Get lamp"]
+SESSION = "0123456789abcdef"
+STOPPED = (
+    "The user doesn't want to proceed with this tool use. The tool use was rejected. Correction to the text above: "
+    "this call was stopped while running, not refused before it ran. It may have run in part or in full."
+)
+
+
+def act(use_id: str, command: str) -> dict:
+    return {
+        "type": "tool_use",
+        "id": use_id,
+        "name": "mcp__game__act",
+        "input": {"session_id": SESSION, "command": command},
+    }
+
+
+def result(use_id: str, text: str, *, error: bool = False) -> dict:
+    return {"type": "tool_result", "tool_use_id": use_id, "content": text, "is_error": error}
+
+
+def answer(moves: int) -> str:
+    return f'{{"session_id":"{SESSION}","text":"...","moves":{moves}}}'
+
+
+def orientation(turn: int) -> dict:
+    return {
+        "type": "text",
+        "text": f"[Zork I · score 0 · moves {turn} · Kitchen · turn {turn} of 40]\n\nsession_id {SESSION}",
+    }
+
+
+def next_command(messages: list[dict]) -> str:
+    reply = tool_handler(COMMANDS, "zork1")(
+        MessagesRequest(body={"messages": messages}, path="/v1/messages", headers={})
+    )
+    assert isinstance(reply, Reply)
+    return reply.blocks[-1].input["command"]
+
+
+def test_each_act_answered_after_the_status_line_moves_the_player_one_command_on():
+    messages = [
+        {"role": "user", "content": [orientation(1)]},
+        {"role": "assistant", "content": [act("a2", "E")]},
+        {"role": "user", "content": [result("a2", answer(2))]},
+    ]
+    assert next_command(messages) == "Open window"
+
+
+def test_an_act_stopped_by_an_interrupt_or_refused_by_a_paused_run_was_not_played():
+    """A full window handed off mid-turn: the act under way is stopped, and the new window's orientation comes
+    after its result in the same message. It counted as played once, and the player skipped a command."""
+    messages = [
+        {"role": "user", "content": "Summary: the scripted player is playing through the game tools."},
+        {"role": "assistant", "content": [act("a3", "Open window"), act("a4", "W")]},
+        {
+            "role": "user",
+            "content": [
+                result("a3", STOPPED, error=True),
+                result("a4", f"{PAUSED}: a new window.", error=True),
+                {"type": "text", "text": "[Request interrupted by user for tool use]"},
+                orientation(2),
+            ],
+        },
+    ]
+    assert next_command(messages) == "Open window"
+
+
+def test_an_act_answered_before_the_orientation_in_the_same_message_is_counted_once():
+    """The orientation's turn already counts what was played before it."""
+    messages = [
+        {"role": "assistant", "content": [act("a3", "Open window")]},
+        {"role": "user", "content": [result("a3", answer(3)), orientation(3)]},
+    ]
+    assert next_command(messages) == "W"
