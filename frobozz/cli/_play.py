@@ -160,12 +160,15 @@ def play(
                 await ledger.aclose()
         return results
 
+    failures: list[BaseException] = []
     try:
         results = anyio.run(main)
     except* (PlayerError, RunNotFoundError, RunFinishedError, GameError, EngineError) as group:
-        for e in group.exceptions:
+        failures = list(group.exceptions)  # raised out here: Python before 3.11.4 wraps what except* raises in a group
+    if failures:
+        for e in failures:
             err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(1) from None
+        raise typer.Exit(1)
     if as_json:
         dumped = [r.model_dump() for r in results]
         out.print_json(json.dumps(dumped[0] if runs == 1 else dumped))
