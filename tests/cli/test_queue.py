@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from functools import partial
@@ -41,16 +42,32 @@ def frobozz(env, *args, check=True, timeout=120):
 
 
 def start_worker(env, *args, data_dir=None):
-    """A worker process in its own process group (on its own "machine" when `data_dir` is given)."""
+    """A worker process in its own process group (on its own "machine" when `data_dir` is given). Its output goes
+    to files, not pipes: a pipe nobody reads until the end stops a worker that writes more than it holds."""
     env = {**env, **({"FROBOZZ_DATA_DIR": str(data_dir)} if data_dir else {})}
-    return subprocess.Popen(
+    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    worker = subprocess.Popen(
         [sys.executable, "-m", "frobozz", "worker", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdout=out,
+        stderr=err,
         text=True,
         env=env,
         start_new_session=True,
     )
+    WORKER_OUTPUT[worker.pid] = (out, err)
+    return worker
+
+
+WORKER_OUTPUT: dict[int, tuple] = {}  # a worker's pid -> its stdout and stderr files
+
+
+def output(worker) -> tuple[str, str]:
+    """What the worker printed so far: its stdout and stderr."""
+    texts = []
+    for file in WORKER_OUTPUT[worker.pid]:
+        file.seek(0)
+        texts.append(file.read())
+    return texts[0], texts[1]
 
 
 def psql(env, sql):
@@ -89,21 +106,34 @@ def finished(env):
     return psql(env, "SELECT run_id FROM runs WHERE status = 'finished'")
 
 
-def wait_until(check, timeout=300):
+def wait_until(check, timeout=300, workers=()):
+    """`check()`'s first true answer; fails at once, with what it printed, if one of `workers` has ended."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = check()
         if found:
             return found
+        for worker in workers:
+            if worker.poll() is not None:
+                raise AssertionError(f"worker {worker.pid} ended ({worker.returncode}): {output(worker)[1][-2000:]}")
         time.sleep(0.25)
-    raise AssertionError("gave up waiting")
+    printed = "".join(f"\nworker {w.pid}: {output(w)[1][-2000:]}" for w in workers)
+    raise AssertionError(f"gave up waiting{printed}")
 
 
 def stop(worker):
     worker.send_signal(signal.SIGTERM)
-    out, err = worker.communicate(timeout=60)
+    worker.wait(timeout=60)
+    out, err = output(worker)
+    forget(worker)
     assert worker.returncode == 0, err
     return out
+
+
+def forget(worker) -> None:
+    """Close an ended worker's output files."""
+    for file in WORKER_OUTPUT.pop(worker.pid):
+        file.close()
 
 
 def test_runs_and_the_leaderboard_on_an_empty_database_say_so(queue_env, monkeypatch):
@@ -180,7 +210,7 @@ def test_six_queued_runs_on_two_workers_are_each_played_once_to_their_end_and_ma
     assert len(set(ids)) == 6 and {r["status"] for r in runs(queue_env, monkeypatch)} == {"queued"}
     workers = [start_worker(queue_env, "--concurrency", "2", data_dir=tmp_path / f"machine{i}") for i in (1, 2)]
     try:
-        wait_until(lambda: len(finished(queue_env)) == 6, timeout=900)
+        wait_until(lambda: len(finished(queue_env)) == 6, timeout=900, workers=workers)
     finally:
         outs = [stop(w) for w in workers]
     played = [line.split()[1].rstrip(":") for out in outs for line in out.splitlines() if line.startswith("run ")]
@@ -228,12 +258,14 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
         taken = wait_until(
             lambda: next(
                 iter(psql(queue_env, "SELECT run_id, turns FROM runs WHERE turns >= 15 AND status = 'running'")), None
-            )
+            ),
+            workers=[doomed],
         )
         children = descendants(doomed.pid)
     finally:
         os.kill(doomed.pid, signal.SIGKILL)
         doomed.wait()
+        forget(doomed)
     killed_at = datetime.now(UTC).isoformat(timespec="seconds")
     assert still_running(children, within=5) == []
     cut = taken["turns"]
@@ -250,7 +282,7 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
         {**queue_env, "HOME": str(tmp_path / "home2")}, "--concurrency", "2", data_dir=tmp_path / "machine2"
     )  # another machine: its own HOME and data
     try:
-        wait_until(lambda: len(finished(queue_env)) == 2, timeout=900)
+        wait_until(lambda: len(finished(queue_env)) == 2, timeout=900, workers=[survivor])
     finally:
         out = stop(survivor)
     assert sorted(line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("run ")) == sorted(
@@ -302,14 +334,16 @@ def test_a_stopped_worker_puts_its_runs_back_and_the_next_goes_on_with_the_same_
 ):
     (run_id,) = queue_walkthroughs(queue_env, "--max-turns", "120", monkeypatch=monkeypatch)
     worker = start_worker(queue_env, data_dir=tmp_path / "machine")
-    wait_until(lambda: psql(queue_env, "SELECT turns FROM runs")[0]["turns"] >= 5)  # early: the run has far to go
+    wait_until(
+        lambda: psql(queue_env, "SELECT turns FROM runs")[0]["turns"] >= 5, workers=[worker]
+    )  # early: the run has far to go
     assert "run " not in stop(worker)  # SIGTERM: the run in hand stopped at a turn, and was not finished
     (stopped,) = runs(queue_env, monkeypatch)
     assert stopped["status"] == "queued" and stopped["turns"] >= 5
     session = shown(queue_env, monkeypatch, run_id)["info"]["claude_session_id"]
     worker = start_worker(queue_env, data_dir=tmp_path / "machine")
     try:
-        wait_until(lambda: finished(queue_env))
+        wait_until(lambda: finished(queue_env), workers=[worker])
     finally:
         assert f"run {run_id}: max turns" in stop(worker)
     show = shown(queue_env, monkeypatch, run_id)
