@@ -143,6 +143,7 @@ def turn_of(request: MessagesRequest) -> int | None:
 
 
 _SLOT = re.compile(r"restore with slot '([^']+)'")
+INTERRUPTED = "[Request interrupted by user"  # how claude marks a message whose tool calls an interrupt stopped
 
 
 def tool_handler(commands: list[str], game: str) -> Handler:
@@ -201,9 +202,10 @@ def tool_handler(commands: list[str], game: str) -> Handler:
 
 
 def _acts_done(request: MessagesRequest) -> int:
-    """The turn the latest status line names, plus the acts played after it. An act that failed was not
-    played: refused (the run paused) or stopped by an interrupt (one under way when a full window is handed
-    off; had it run, the orientation after it counts it)."""
+    """The turn the latest status line names, plus the acts answered after it. Two refused acts were not
+    played: one the run refused (paused), and one an interrupt stopped (under way when a full window is handed
+    off: claude answers it with an error, and says so in the same message). Any other error the game gave
+    counts: the player goes on to its next command."""
     names: dict[str, str] = {}
     done = 0
     for message in request.messages:
@@ -212,15 +214,13 @@ def _acts_done(request: MessagesRequest) -> int:
         if message.get("role") == "assistant":
             names.update({b["id"]: b.get("name", "") for b in blocks if b.get("type") == "tool_use"})
             continue
+        stopped = any(str(b.get("text", "")).startswith(INTERRUPTED) for b in blocks if b.get("type") == "text")
         for block in blocks:  # in order: claude puts a message's text after the results it goes with
             if block.get("type") == "text" and (turn := turn_in(str(block.get("text", "")))) is not None:
                 done = turn
-            elif (
-                block.get("type") == "tool_result"
-                and names.get(block.get("tool_use_id", ""), "").endswith("__act")
-                and not block.get("is_error")
-            ):
-                done += 1
+            elif block.get("type") == "tool_result" and names.get(block.get("tool_use_id", ""), "").endswith("__act"):
+                refused = block.get("is_error") and (stopped or PAUSED in text_of(block.get("content")))
+                done += 0 if refused else 1
     return done
 
 

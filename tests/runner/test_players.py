@@ -80,3 +80,13 @@ def test_an_act_answered_before_the_orientation_in_the_same_message_is_counted_o
         {"role": "user", "content": [result("a3", answer(3)), orientation(3)]},
     ]
     assert next_command(messages) == "W"
+
+
+def test_an_act_the_game_refused_for_another_reason_counts_and_the_player_goes_on():
+    """A command of a user's script that the game refuses (not a pause, not an interrupt) is not tried again."""
+    messages = [
+        {"role": "user", "content": orientation(1)["text"]},  # a status line in a plain string
+        {"role": "assistant", "content": [act("a2", "E")]},
+        {"role": "user", "content": [result("a2", "Error executing tool act: the game refused it", error=True)]},
+    ]
+    assert next_command(messages) == "Open window"
