@@ -1,5 +1,8 @@
-"""The mailbox between the runner and its game server: each note delivered once, pauses that lift."""
+"""The mailbox between the runner and its game server: each note delivered once, pauses that lift, moves
+under way that a runner can wait for."""
 
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from frobozz._mailbox import MAX_NOTE_CHARS, Mailbox
@@ -35,3 +38,38 @@ def test_a_pause_says_why_until_it_is_lifted(tmp_path):
     assert mailbox.paused() == "compacting"
     mailbox.resume()
     assert mailbox.paused() is None
+
+
+def test_a_move_begun_before_the_pause_is_under_way_until_it_ends_and_one_begun_after_is_refused(tmp_path):
+    mailbox = Mailbox(tmp_path / "box")
+    assert not mailbox.moving()  # no mailbox folder yet
+    with mailbox.move() as reason:
+        assert reason is None  # not paused: the game makes this move
+        mailbox.pause("compacting")
+        assert mailbox.moving()  # the runner, having paused, waits for it
+        with mailbox.move() as later:
+            assert later == "compacting"  # not made
+    assert not mailbox.moving() and not list((tmp_path / "box").glob("*.moving"))
+
+
+def test_the_mark_of_a_game_server_killed_mid_move_does_not_hold_the_runner(tmp_path):
+    folder = tmp_path / "box"
+    mover = subprocess.Popen(
+        [sys.executable, "-c", MID_MOVE, str(folder)], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert mover.stdout is not None and mover.stdout.readline() == "moving\n"
+        assert Mailbox(folder).moving()
+    finally:
+        mover.kill()
+        mover.wait()
+    assert not Mailbox(folder).moving() and not list(folder.glob("*.moving"))  # and its mark is cleared
+
+
+MID_MOVE = """
+import sys, time
+from frobozz._mailbox import Mailbox
+with Mailbox(sys.argv[1]).move():
+    print("moving", flush=True)
+    time.sleep(120)
+"""

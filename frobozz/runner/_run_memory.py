@@ -380,8 +380,8 @@ class RunMemory:
         """Tools mode, for the whole run: a turn is many game calls, so what cannot wait for its end goes
         with the next game answer (through the mailbox): the orientation after claude compacted on its
         own, the ask to hand off once the window is full. Once a letter is accepted, moves pause and the
-        turn is interrupted (after the game calls under way have answered), so that between_turns can
-        compact with it."""
+        turn is interrupted (after the game calls under way have answered: a move stopped mid-call may have
+        been made, and would be missing from the record), so that between_turns can compact with it."""
         watch, mailbox = self.watch, self.mailbox
         assert mailbox is not None
         while True:
@@ -399,7 +399,11 @@ class RunMemory:
                 self.pausing = True
                 mailbox.pause(PAUSE)
                 with anyio.move_on_after(LESSONS_WAIT / 4):
-                    await settled()
+                    # a move begun before the pause (claude's call may not have reached the watcher yet): polled,
+                    # as it is marked in the game server's process
+                    while mailbox.moving():  # noqa: ASYNC110 - another process's mark: no event to wait on
+                        await anyio.sleep(0.05)
+                    await settled()  # and its answer has reached claude: the interrupt would stop it mid-call
                 await interrupt(session)
             await wake.wait()
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -77,10 +77,17 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             note=note or None,
         )
 
-    def _unpaused() -> None:
-        reason = mailbox.paused() if mailbox else None
-        if reason:
-            raise ToolError(f"{reason} (nothing was done)")
+    @contextmanager
+    def _unpaused() -> Iterator[None]:
+        """A move, refused while the runner has paused the game; marked under way for a runner that waits, once
+        it has paused, for the moves that started before its pause."""
+        if mailbox is None:
+            yield
+            return
+        with mailbox.move() as reason:
+            if reason:
+                raise ToolError(f"{reason} (nothing was done)")
+            yield
 
     server = MCPServer("frobozz-game", title="Frobozz games", instructions=INSTRUCTIONS, lifespan=lifespan)
     reading = dict(read_only=True, idempotent=True)
@@ -124,8 +131,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         command: Annotated[str, Field(description="One command, as a player would type it: 'north', 'take lamp'.")],
     ) -> GameState:
         """Send one command to the game and return its answer."""
-        _unpaused()
-        with tool_errors(GameError):
+        with _unpaused(), tool_errors(GameError):
             async with sessions.hold(session_id) as session:
                 turn = await session.act(command)
                 await sessions.changed(session)
@@ -150,8 +156,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     @server.tool(annotations=hints("Undo", read_only=False, destructive=True))
     async def undo(session_id: SessionId, steps: Annotated[int, Field(ge=1, le=10_000)] = 1) -> GameState:
         """Take back the last `steps` turns."""
-        _unpaused()
-        with tool_errors(GameError):
+        with _unpaused(), tool_errors(GameError):
             async with sessions.hold(session_id) as session:
                 turn = await session.undo(steps)
                 await sessions.changed(session)
@@ -167,8 +172,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
     @server.tool(annotations=hints("Restore", read_only=False, destructive=True, idempotent=True))
     async def restore(session_id: SessionId, slot: Slot) -> GameState:
         """Put the game back to a saved slot (saves survive server restarts)."""
-        _unpaused()
-        with tool_errors(GameError):
+        with _unpaused(), tool_errors(GameError):
             async with sessions.hold(session_id) as session:
                 turn = await session.restore(slot)
                 await sessions.changed(session)
