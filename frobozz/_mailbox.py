@@ -9,16 +9,21 @@ that started before (their answers must reach claude before the runner interrupt
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import logging
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import anyio
+
 from ._files import atomic_write
-from ._pgguard import is_live
 
 MAX_NOTE_CHARS = 60_000
+MADE = "made"  # one byte for each move the game made
+log = logging.getLogger("frobozz.mailbox")
 
 
 class Mailbox:
@@ -65,28 +70,75 @@ class Mailbox:
     @contextlib.contextmanager
     def move(self) -> Iterator[str | None]:
         """A game move: marked under way, then the pause read. Yields the pause's reason (the move must not be
-        made) or None (make it within the block). Marked first, so a move that read no pause is seen by a
-        `moving()` that comes after the pause."""
-        mark = self.folder / f"{os.getpid()}-{secrets.token_hex(4)}.moving"
+        made) or None (make it within the block: counted as made when the block ends without an error). Marked
+        first, so a move that read no pause is seen by a `moving()` that comes after the pause; counted before
+        its mark goes, so `moving()` false and `made()` say together what became of it."""
+        mark = self._mark()
+        made = False
+        try:
+            reason = self.paused()
+            yield reason
+            made = reason is None
+        finally:
+            if mark is not None:
+                with contextlib.suppress(OSError):  # the move stands, whatever its bookkeeping meets
+                    if made:
+                        with open(self.folder / MADE, "ab") as counter:
+                            counter.write(b".")  # one byte a move (O_APPEND: moves at once each add theirs)
+                    (self.folder / f"{mark[0]}.moving").unlink()
+                os.close(mark[1])
+
+    def _mark(self) -> tuple[str, int] | None:
+        """A mark file this process holds an flock on (the kernel lets go when it dies), named `.moving` only
+        once locked: `moving()` never finds one unlocked but stale. None when the folder cannot be written."""
+        name = f"{os.getpid()}-{secrets.token_hex(6)}"
+        fd = -1
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            mark.touch()
-        except OSError:
-            pass  # an unwritable mailbox: the move goes on unmarked
-        try:
-            yield self.paused()
-        finally:
-            mark.unlink(missing_ok=True)
+            fd = os.open(self.folder / f"{name}.new", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.rename(self.folder / f"{name}.new", self.folder / f"{name}.moving")
+        except OSError as e:
+            log.warning("game mailbox %s: a move goes on unmarked (%s)", self.folder, e)
+            if fd >= 0:
+                os.close(fd)
+            return None
+        return name, fd
 
     def moving(self) -> bool:
-        """Whether a move is under way (the mark of a process that died mid-move is cleared)."""
+        """Whether a move is under way: a mark whose lock is held (one left by a process killed mid-move is
+        cleared)."""
         try:
             marks = [p for p in self.folder.iterdir() if p.suffix == ".moving"]
         except FileNotFoundError:
             return False
         for mark in marks:
-            pid = mark.name.split("-", 1)[0]
-            if pid.isdigit() and is_live(int(pid)):
+            try:
+                fd = os.open(mark, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue  # its move ended meanwhile
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
                 return True
+            finally:
+                os.close(fd)
             mark.unlink(missing_ok=True)
         return False
+
+    def made(self) -> int:
+        """How many moves the game has made since `forget_moves()`."""
+        try:
+            return (self.folder / MADE).stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def forget_moves(self) -> None:
+        """Count made moves from 0 (a new game server, for a new runner)."""
+        (self.folder / MADE).unlink(missing_ok=True)
+
+    async def answered(self, seen: Callable[[], int]) -> None:
+        """Until no move is under way and `seen()` (the moves whose answers the runner has seen claude get)
+        has reached `made()`. Polled: the game server marks and counts its moves in its own process."""
+        while self.moving() or self.made() > seen():  # noqa: ASYNC110 - another process's files: no event
+            await anyio.sleep(0.05)

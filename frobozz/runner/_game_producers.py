@@ -213,6 +213,7 @@ class ToolWatcher:
         self._settled = anyio.Event()  # no game call is waiting for its answer
         self.session_id: str | None = None  # the game's, as the game server named it
         self.failing_rounds = 0  # rounds of game calls in a row in which every one failed
+        self.moves_answered = 0  # act, undo and restore calls answered without an error: moves the game made
         self._counted: str | None = None  # the round last counted (a failure) or cleared (a call that worked)
         self._send: MemoryObjectSendStream[Result]
         self._send, self.turn_ends = anyio.create_memory_object_stream[Result](math.inf)
@@ -247,6 +248,7 @@ class ToolWatcher:
                 state = _state(result.content)
                 if result.is_error or state is None or tool not in ("act", "new_game", "restore", "undo"):
                     continue
+                self.moves_answered += tool != "new_game"
                 self.session_id = state.get("session_id") or self.session_id
                 self.context.info.game_session = self.session_id  # a queued run's game, shared: taken up by id
                 if self.memory is not None and tool == "act":
@@ -355,7 +357,9 @@ class ToolsProducer:
         first = f"{await self.memory.orientation(await self.view())}\n\n{self.first_message}"
         await session.send(first)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self.memory.between_moves, session, self.view, self.watcher.settled)
+            tg.start_soon(
+                self.memory.between_moves, session, self.view, self.watcher.settled, lambda: self.watcher.moves_answered
+            )
             await self._play(session)
             tg.cancel_scope.cancel()
 

@@ -271,6 +271,7 @@ class RunMemory:
         self.mailbox = mailbox
         mailbox.resume()  # a run killed while paused is not paused any more
         mailbox.take()  # nor are its stale notes still due
+        mailbox.forget_moves()  # the moves this run's game server makes are counted from 0
         return {
             "FROBOZZ_GAME_RECALL_NAMESPACE": self.namespace,
             "FROBOZZ_GAME_RECALL_SESSION": self.session_id,
@@ -375,13 +376,17 @@ class RunMemory:
             self.mailbox.resume()
 
     async def between_moves(
-        self, session: Session, view: Callable[[], Awaitable[GameView]], settled: Callable[[], Awaitable[None]]
+        self,
+        session: Session,
+        view: Callable[[], Awaitable[GameView]],
+        settled: Callable[[], Awaitable[None]],
+        answered: Callable[[], int],
     ) -> None:
         """Tools mode, for the whole run: a turn is many game calls, so what cannot wait for its end goes
         with the next game answer (through the mailbox): the orientation after claude compacted on its
         own, the ask to hand off once the window is full. Once a letter is accepted, moves pause and the
-        turn is interrupted (after the game calls under way have answered: a move stopped mid-call may have
-        been made, and would be missing from the record), so that between_turns can compact with it."""
+        turn is interrupted (after the game calls under way have answered), so that between_turns can
+        compact with it."""
         watch, mailbox = self.watch, self.mailbox
         assert mailbox is not None
         while True:
@@ -398,12 +403,13 @@ class RunMemory:
             if watch.letter_waiting and not self.pausing:
                 self.pausing = True
                 mailbox.pause(PAUSE)
-                with anyio.move_on_after(LESSONS_WAIT / 4):
-                    # a move begun before the pause (claude's call may not have reached the watcher yet): polled,
-                    # as it is marked in the game server's process
-                    while mailbox.moving():  # noqa: ASYNC110 - another process's mark: no event to wait on
-                        await anyio.sleep(0.05)
-                    await settled()  # and its answer has reached claude: the interrupt would stop it mid-call
+                with anyio.move_on_after(LESSONS_WAIT / 4) as waited:
+                    # every move the game made has reached claude: an interrupt would stop its call mid-way,
+                    # and the record would miss it
+                    await mailbox.answered(answered)
+                    await settled()
+                if waited.cancelled_caught:
+                    log.warning("memory: a game call was still unanswered after %.0f s; interrupting", LESSONS_WAIT / 4)
                 await interrupt(session)
             await wake.wait()
 

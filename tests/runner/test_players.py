@@ -73,6 +73,19 @@ def test_an_act_stopped_by_an_interrupt_or_refused_by_a_paused_run_was_not_playe
     assert next_command(messages) == "Open window"
 
 
+def test_an_act_stopped_or_refused_after_the_status_line_is_played_again():
+    for refused in (
+        [result("a2", STOPPED, error=True), {"type": "text", "text": "[Request interrupted by user for tool use]"}],
+        [result("a2", f"{PAUSED}: a new window.", error=True), {"type": "text", "text": "Keep playing."}],
+    ):
+        messages = [
+            {"role": "user", "content": [orientation(1)]},
+            {"role": "assistant", "content": [act("a2", "E")]},
+            {"role": "user", "content": refused},
+        ]
+        assert next_command(messages) == "E"
+
+
 def test_an_act_answered_before_the_orientation_in_the_same_message_is_counted_once():
     """The orientation's turn already counts what was played before it."""
     messages = [

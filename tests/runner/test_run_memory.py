@@ -309,7 +309,7 @@ async def test_in_tools_mode_claude_compacting_on_its_own_mid_turn_sends_the_ori
             return None
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(memory.between_moves, None, view, settled)
+            tg.start_soon(memory.between_moves, None, view, settled, lambda: 0)
             memory.watch.on_event(CompactBoundary(trigger="auto", pre_tokens=190_000))
             with anyio.fail_after(30):
                 await mailbox.posted.wait()
