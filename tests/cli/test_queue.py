@@ -45,26 +45,22 @@ def start_worker(env, *args, data_dir=None):
     """A worker process in its own process group (on its own "machine" when `data_dir` is given). Its output goes
     to files, not pipes: a pipe nobody reads until the end stops a worker that writes more than it holds."""
     env = {**env, **({"FROBOZZ_DATA_DIR": str(data_dir)} if data_dir else {})}
-    out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+    files = (tempfile.TemporaryFile(), tempfile.TemporaryFile())
     worker = subprocess.Popen(
         [sys.executable, "-m", "frobozz", "worker", *args],
-        stdout=out,
-        stderr=err,
-        text=True,
+        stdout=files[0],
+        stderr=files[1],
         env=env,
         start_new_session=True,
     )
-    WORKER_OUTPUT[worker.pid] = (out, err)
+    worker.output_files = files  # its stdout and stderr: `output` reads them, `forget` closes them
     return worker
-
-
-WORKER_OUTPUT: dict[int, tuple] = {}  # a worker's pid -> its stdout and stderr files
 
 
 def output(worker) -> tuple[str, str]:
     """What the worker printed so far: its stdout and stderr (read without moving the offset it writes at)."""
     texts = []
-    for file in WORKER_OUTPUT[worker.pid]:
+    for file in worker.output_files:
         fd = file.fileno()
         texts.append(os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace"))
     return texts[0], texts[1]
@@ -149,7 +145,7 @@ def stop_all(workers) -> list[str]:
 
 def forget(worker) -> None:
     """Close an ended worker's output files."""
-    for file in WORKER_OUTPUT.pop(worker.pid):
+    for file in worker.output_files:
         file.close()
 
 
