@@ -70,6 +70,7 @@ class ControlChannel:
         self._servers = servers
         self.timeout = timeout
         self._pending: dict[str, tuple[anyio.Event, list[dict[str, Any] | Exception]]] = {}
+        self.answered = False  # claude has granted a request (the first is `initialize`): it is up
         self._handlers: dict[str, anyio.CancelScope] = {}
 
     def rebind(self, *, can_use_tool: PermissionCallback | None, hooks: HookRegistry | None) -> None:
@@ -119,6 +120,7 @@ class ControlChannel:
             box.append(ControlError(f"claude refused the control request: {response.get('error')}"))
         else:
             box.append(response.get("response") or {})
+            self.answered = True
         done.set()
 
     def on_request(self, message: Mapping[str, Any], task_group: TaskGroup) -> None:

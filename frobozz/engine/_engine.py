@@ -3,7 +3,9 @@
 `async with Engine(options) as engine: await engine.start()` spawns claude; `send()` writes a
 user message; `events()` yields everything claude says, plus what the engine notices (bad lines,
 API errors, usage from the proxy, exits, restarts). A crash restarts claude with `--resume` of the
-same session, up to `max_restarts` times; the events say so.
+same session, up to `max_restarts` times; the events say so. A claude that exits as it starts because it read
+its own config file half-written (claude writes it in place, so a start beside another in the same HOME can)
+is started again, up to `max_restarts` more times (not counted in `restarts`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from .exceptions import EngineError, McpServerError, ProcessError, SessionClosed
 from .settings import EngineSettings
 
 log = logging.getLogger("frobozz.engine")
+CONFIG_FILE = ".claude.json"  # claude's own, written in place (anthropics/claude-code#65335)
 
 
 class EngineState(Enum):
@@ -85,6 +88,7 @@ class Engine:
         except AccountError as e:
             raise EngineError(f"cannot run claude as that account: {e}") from e
         self._process: CLIProcess | None = None
+        self._spawned: list[CLIProcess] = []  # the claudes this engine started and may not have ended
         self._control: ControlChannel | None = None
         self._hooks = HookRegistry(self.options.hooks)
         self._servers_scope: anyio.CancelScope | None = None
@@ -119,13 +123,19 @@ class Engine:
         try:
             await self.close()
         finally:
-            process, self._process = self._process, None
-            if process is not None:  # the close did not end (cancelled): claude must not outlive its engine
-                process.kill()
-                await process.close(1)  # (shielded) reaped
+            self._closing = True  # (a close cancelled before it said so) no claude is started from here on
+            self._process = None
+            await self._kill_spawned()  # a close that did not end, or a restart it raced with
             assert self._tg is not None
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
+            await self._kill_spawned()  # one a cancelled task was starting: claude must not outlive its engine
+            self._spawned.clear()
+
+    async def _kill_spawned(self) -> None:
+        for process in list(self._spawned):
+            process.kill()
+            await process.close(1)  # (shielded) reaped
 
     async def start(self, session_id: str | None = None, *, mirror: bool = True, one_session: bool = True) -> None:
         """Spawn claude. With `session_id`, first replay its transcript as events, then resume it. `mirror=False`:
@@ -155,7 +165,19 @@ class Engine:
             self.env["ANTHROPIC_BASE_URL"] = self._proxy.url
             if self.trace.on:  # Frobozz's MCP servers ask here for their call's trace context
                 self.env[_spans.TRACE_PARENTS_ENV] = self._proxy.trace_parents_url
-        await self._spawn(resume=session_id)
+        for attempt in range(1, self.options.max_restarts + 2):
+            try:
+                await self._spawn(resume=session_id)
+                break
+            except ProcessError as e:
+                if attempt > self.options.max_restarts or CONFIG_FILE not in e.stderr or e.exit_code is None:
+                    raise
+                log.warning(
+                    "claude exited as it started, on its config file; starting it again (attempt %d)%s",
+                    attempt,
+                    _stderr_end(e.stderr),
+                )
+                await anyio.sleep(0.1 * attempt)  # (the other claude's write takes milliseconds)
         self.state = EngineState.RUNNING
 
     def take_over(self, options: EngineOptions) -> None:
@@ -252,11 +274,15 @@ class Engine:
             if resume is None and not self.options.session_id:
                 command.append(f"--session-id={named}")  # the id claude would have made up, chosen here first
             claude_resource(self.env, named)
+        if self._closing:
+            raise SessionClosedError("the engine is closing: claude is not started again")
         process = CLIProcess(
             max_line_bytes=self.settings.max_line_bytes,
             stderr_tail_bytes=self.settings.stderr_tail_bytes,
             on_stderr=self.options.stderr,
         )
+        self._spawned[:] = [p for p in self._spawned if p.returncode is None]  # (those that ended need no kill)
+        self._spawned.append(process)
         user, group = self._account
         await process.start(command, env=self.env, cwd=self.cwd, task_group=self._tg, user=user, group=group)
         self._process = process
@@ -268,16 +294,22 @@ class Engine:
             servers=await self._serve_in_process(),
             trace=self.trace,
         )
+        settled = anyio.Event()  # this start has succeeded (claude is `_process`) or failed (it is not)
         self._reader_done = anyio.Event()
-        self._tg.start_soon(self._read, process, self._control)
+        self._tg.start_soon(self._read, process, self._control, settled, self._reader_done)
         try:
             agents: dict[str, Any] = {"agents": dict(self.options.agents)} if self.options.agents else {}
             self.init_response = await self._control.request("initialize", hooks=self._hooks.config(), **agents)
-        except EngineError as e:
+        except EngineError as e:  # (cancelled, it stays `_process`: the engine's exit stops it)
+            self._process = None
             await process.close(self.settings.close_timeout)
             raise ProcessError(
-                f"claude did not start: {e}", exit_code=process.returncode, stderr=process.stderr_tail
+                f"claude did not start: {e}{_stderr_end(process.stderr_tail)}",
+                exit_code=process.returncode,
+                stderr=process.stderr_tail,
             ) from e
+        finally:
+            settled.set()
 
     def _telemetry_session(self, resume: str | None) -> str | None:
         """The id of the session this claude is started for, when tracing is on, claude's own telemetry too,
@@ -482,12 +514,30 @@ class Engine:
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             log.debug("usage event dropped: the event stream is full or closed")
 
-    async def _read(self, process: CLIProcess, control: ControlChannel) -> None:
+    async def _read(
+        self, process: CLIProcess, control: ControlChannel, settled: anyio.Event, done: anyio.Event
+    ) -> None:
+        """One claude's stdout, to its end: then its exit said, and a crash restarted. What it says before it
+        has answered a control request is held, and dropped if it exits first: its start failed, and says so
+        (a claude that exits on a config file it cannot read prints an error result on the way)."""
         assert self._tg is not None
+        held: list[Event] = []
+
+        async def flush() -> None:
+            while held:
+                await self._dispatch(held.pop(0))
+
+        async def say(event: Event) -> None:
+            if control.answered:
+                await flush()
+                await self._dispatch(event)
+            else:
+                held.append(event)
+
         try:
             async for line in process.lines():
                 if isinstance(line, OversizedLine):
-                    await self._emit(
+                    await say(
                         ErrorEvent(
                             source="stdout",
                             message=(
@@ -501,11 +551,13 @@ class Engine:
                 except orjson.JSONDecodeError:
                     data = None
                 if not isinstance(data, dict):
-                    await self._emit(ErrorEvent(source="stdout", message=f"not a JSON object: {line[:200]!r}"))
+                    await say(ErrorEvent(source="stdout", message=f"not a JSON object: {line[:200]!r}"))
                     continue
                 kind = data.get("type")
                 if kind == "control_response":
                     control.on_response(data)
+                    if control.answered:
+                        await flush()
                 elif kind == "control_request":
                     control.on_request(data, self._tg)
                 elif kind == "control_cancel_request":
@@ -514,16 +566,19 @@ class Engine:
                     if self._mirror is not None:
                         self._mirror.enqueue(data)
                 else:
-                    await self._dispatch(parse_event(data))
+                    await say(parse_event(data))
             code = await process.wait()
             stderr = process.stderr_tail
             control.fail_all(ProcessError(f"claude exited with code {code}", exit_code=code, stderr=stderr))
+            await settled.wait()
+            if process is not self._process:  # a start that failed (it says so), or a claude since replaced
+                return
             expected = self._closing
             await self._emit(ProcessExit(exit_code=code, stderr=stderr[-4000:], expected=expected))
             if not expected:
                 await self._recover(code, stderr)
         finally:
-            self._reader_done.set()
+            done.set()
 
     async def _dispatch(self, event: Event) -> None:
         if isinstance(event, (SystemInit, Result)) and event.session_id:
@@ -575,7 +630,7 @@ class Engine:
             self.restarts += 1
             self.state = EngineState.RESTARTING
             reason = f"claude exited with code {code}"
-            log.warning("%s; restarting (attempt %d)", reason, self.restarts)
+            log.warning("%s; restarting (attempt %d)%s", reason, self.restarts, _stderr_end(stderr))
             self.trace.end_turn(outcome="restarted", error=reason)
             resume = self.session_id if self._has_transcript() else None
             try:
@@ -583,6 +638,11 @@ class Engine:
             except EngineError as e:
                 code, stderr = e.exit_code, e.stderr
                 continue
+            if self._closing:  # closed while this claude started: it is nobody's
+                process, self._process = self._process, None
+                if process is not None:
+                    await process.close(self.settings.close_timeout)
+                return
             self.state = EngineState.RUNNING
             if resume is None:
                 self.session_id = None  # a new session: its id comes with the next init
@@ -604,3 +664,9 @@ class Engine:
                 )
             )
             self._send_events.close()
+
+
+def _stderr_end(stderr: str) -> str:
+    """The end of what claude wrote to stderr, for a message about its exit ("" when it wrote nothing)."""
+    tail = " | ".join(line.strip() for line in stderr.strip().splitlines()[-3:] if line.strip())
+    return f" (its stderr ends: {tail[-800:]})" if tail else ""

@@ -2,6 +2,7 @@
 
 import os
 import stat
+from pathlib import Path
 
 import anyio
 import pytest
@@ -15,6 +16,7 @@ from frobozz.engine import (
     EngineOptions,
     EngineState,
     ErrorEvent,
+    ProcessError,
     ProcessExit,
     Restarted,
     Result,
@@ -25,6 +27,7 @@ from frobozz.engine import (
 )
 from frobozz.engine.testing import ApiError, Reply, ScriptedModel, Text, ToolUse, replies
 from tests.engine.conftest import of, until, wait_for_file
+from tests.orphans import command_line, descendants
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
@@ -211,3 +214,59 @@ async def test_a_missing_cli_is_a_clear_error(make_options, tmp_path):
         async with Engine(make_options(model, cli_path=tmp_path / "no-claude-here")) as engine:
             with pytest.raises(CLINotFoundError, match="no claude executable"):
                 await engine.start()
+
+
+async def test_a_claude_that_exits_as_it_starts_on_a_half_written_config_is_started_again(
+    make_options, claude_home, caplog
+):
+    """claude writes its config file in place (anthropics/claude-code#65335): a start beside another in the same
+    HOME can read it half-written and exit 1. Here the file is cut short, and made whole once claude says so."""
+    config = claude_home / ".claude.json"
+    config.write_text('{"numStartups": 3, "projects": {')
+    said: list[str] = []
+
+    def stderr(line: str) -> None:
+        said.append(line)
+        if "Configuration error" in line:
+            config.unlink(missing_ok=True)  # the other writer is done (here: none had written it yet)
+
+    async with ScriptedModel(replies("Started the second time.")) as model:
+        async with Engine(make_options(model, stderr=stderr)) as engine:
+            await engine.start()
+            await engine.send("hi")
+            events = await until(engine.events(), Result)
+    assert of(events, Result)[0].result == "Started the second time." and engine.restarts == 0
+    assert sum("Configuration error" in line for line in said) == 1
+    [warning] = [r.getMessage() for r in caplog.records if "exited as it started" in r.getMessage()]
+    assert "attempt 1" in warning and "Configuration error" in warning  # why, from its stderr
+    assert not of(events, ProcessExit)  # a start that was tried again is not an exit of the session
+
+
+async def test_a_claude_that_cannot_start_is_tried_max_restarts_times_more_and_leaves_no_process(
+    make_options, claude_home
+):
+    (claude_home / ".claude.json").write_text('{"numStartups": ')  # cut short for good
+    starts: list[str] = []
+    async with ScriptedModel(replies("never")) as model:
+        async with Engine(make_options(model, max_restarts=1, stderr=starts.append)) as engine:
+            with pytest.raises(ProcessError, match=r"claude did not start: .*Configuration error"):
+                await engine.start()
+        assert not model.requests
+    assert sum("Configuration error" in line for line in starts) == 2
+    assert not claudes_left()
+
+
+async def test_a_claude_restarting_when_its_engine_closes_does_not_outlive_the_engine(make_options):
+    """The crash's restart and the close race: whichever claude is up by then is stopped with its engine."""
+    async with ScriptedModel(replies("first")) as model:
+        async with Engine(make_options(model)) as engine:
+            await engine.start()
+            engine.kill()
+            await until(engine.events(), ProcessExit)  # its restart begins as the engine closes
+        assert not claudes_left()
+
+
+def claudes_left() -> list[str]:
+    """The claude processes this test process still has below it."""
+    lines = [command_line(p) for p in descendants(os.getpid())]
+    return [" ".join(line) for line in lines if line and Path(line[0]).name == "claude"]
