@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import stat
 import tempfile
@@ -43,3 +44,22 @@ def atomic_file(path: Path, mode: str = "w", **options: Any) -> Iterator[IO[Any]
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def locked_file(path: Path) -> int:
+    """A new file at `path` whose flock this process holds through the descriptor returned: the kernel lets go
+    when it is closed or the process dies, however it dies (a lock belongs to an open file, so neither pid reuse
+    nor pid namespaces can fool it). Made under another name and renamed to `path` only once locked, so a file
+    found at `path` that cannot be locked has a live maker, and one that can has none. OSError when it cannot
+    be made."""
+    fresh = path.with_name(f"{path.name}.new")
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(fresh, path)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            fresh.unlink()
+        raise
+    return fd

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import anyio
 
-from ._files import atomic_write
+from ._files import atomic_write, locked_file
 
 MAX_NOTE_CHARS = 60_000
 MADE = "made"  # one byte for each move the game made
@@ -92,18 +92,12 @@ class Mailbox:
         """A mark file this process holds an flock on (the kernel lets go when it dies), named `.moving` only
         once locked: `moving()` never finds one unlocked but stale. None when the folder cannot be written."""
         name = f"{os.getpid()}-{secrets.token_hex(6)}"
-        fd = -1
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.folder / f"{name}.new", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            os.rename(self.folder / f"{name}.new", self.folder / f"{name}.moving")
+            return name, locked_file(self.folder / f"{name}.moving")
         except OSError as e:
             log.warning("game mailbox %s: a move goes on unmarked (%s)", self.folder, e)
-            if fd >= 0:
-                os.close(fd)
             return None
-        return name, fd
 
     def moving(self) -> bool:
         """Whether a move is under way: a mark whose lock is held (one left by a process killed mid-move is

@@ -1,4 +1,4 @@
-"""Scratch folders that outlive no crash (a leaf module that imports nothing of Frobozz).
+"""Scratch folders that outlive no crash (a leaf module: it imports only other leaf modules).
 
 A TemporaryDirectory is removed by its process, so one whose process is killed with SIGKILL stays in the
 temporary folder for ever (a game's interpreter folder, a resumed session's claude config with the sign-in
@@ -19,6 +19,8 @@ import tempfile
 import weakref
 from pathlib import Path
 
+from ._files import locked_file
+
 log = logging.getLogger("frobozz.scratch")
 LOCK_FILE = ".owner"  # in a scratch folder: its maker holds a lock on it for as long as it lives
 
@@ -32,14 +34,10 @@ class ScratchFolder:
         sweep_orphans(prefix)
         self.path = Path(tempfile.mkdtemp(prefix=prefix))
         self.lock_file = self.path / LOCK_FILE
-        lock = -1
         try:
-            fresh = self.path / f"{LOCK_FILE}.new"  # named .owner only once locked: a sweep never sees it unlocked
-            lock = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fresh.rename(self.lock_file)
+            lock = locked_file(self.lock_file)  # (a sweep never finds it unlocked while this process lives)
         except BaseException:
-            _remove(self.path, lock, os.getpid())
+            _remove(self.path, -1, os.getpid())
             raise
         self._finalizer = weakref.finalize(self, _remove, self.path, lock, os.getpid())
 
