@@ -54,7 +54,8 @@ def _group(group: str | int) -> int:
 
 def hand_over(path: Path, uid: int, gid: int | None, *, keep: Collection[Path] = ()) -> None:
     """Give `path` and everything under it to uid:gid, but for the files in `keep`; links are changed
-    themselves, never followed."""
+    themselves, never followed. A file that goes while this runs is passed over: claude, running in a HOME
+    being handed over, makes and removes its own (`.claude.json.lock`)."""
     gid = -1 if gid is None else gid
     os.chown(path, uid, gid, follow_symlinks=False)
     kept = {(info.st_dev, info.st_ino) for info in map(os.lstat, keep)}  # the files themselves, however named
@@ -62,6 +63,9 @@ def hand_over(path: Path, uid: int, gid: int | None, *, keep: Collection[Path] =
         for folder, dirs, files in os.walk(path):
             for name in [*dirs, *files]:
                 entry = os.path.join(folder, name)
-                if kept and ((info := os.lstat(entry)).st_dev, info.st_ino) in kept:
-                    continue
-                os.chown(entry, uid, gid, follow_symlinks=False)
+                try:
+                    if kept and ((info := os.lstat(entry)).st_dev, info.st_ino) in kept:
+                        continue
+                    os.chown(entry, uid, gid, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # gone since the folder was listed

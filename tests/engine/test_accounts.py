@@ -110,3 +110,18 @@ async def test_a_session_resumed_from_the_store_runs_as_the_account_in_a_config_
             second = [e for e in await until(engine.events(), Result) if isinstance(e, Result) and not e.is_replay]
     assert second[-1].session_id == first.session_id and not second[-1].is_error
     assert "remember the lamp" in json.dumps(model.requests[-1].messages)
+
+
+def test_a_file_that_goes_while_a_folder_is_handed_over_is_passed_over(tmp_path, monkeypatch):
+    """claude makes and removes its `.claude.json.lock` in a HOME the agent service is handing over."""
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / ".claude.json").write_text("{}")
+    walk = os.walk
+
+    def listing_a_file_gone_since(top, *args, **kwargs):
+        for folder, dirs, files in walk(top, *args, **kwargs):
+            yield folder, dirs, [*files, ".claude.json.lock"]  # listed, then removed before its chown
+
+    monkeypatch.setattr(os, "walk", listing_a_file_gone_since)
+    hand_over(tmp_path, os.getuid(), os.getgid())
+    assert (tmp_path / ".claude" / ".claude.json").stat().st_uid == os.getuid()
