@@ -1,5 +1,7 @@
 """What a killed process leaves behind: its descendants, and a wait for them to end."""
 
+from pathlib import Path
+
 import psutil
 
 
@@ -29,3 +31,18 @@ def command_line(process: psutil.Process) -> list[str]:
         return process.cmdline()
     except psutil.Error:
         return ["?"]
+
+
+def claudes_below(pid: int) -> list[psutil.Process]:
+    """The claude processes below `pid`, by their program's name. claude's own children are not among them: a
+    helper it starts has claude's command line until it has exec'd its own program (seen, its parent in D state)."""
+    tree = descendants(pid)
+    named = {p.pid for p in tree if (line := command_line(p)) and Path(line[0]).name == "claude"}
+    return [p for p in tree if p.pid in named and parent(p) not in named]
+
+
+def parent(process: psutil.Process) -> int | None:
+    try:
+        return process.ppid()
+    except psutil.Error:
+        return None

@@ -13,7 +13,6 @@ from pathlib import Path
 import anyio
 import asyncpg
 import httpx
-import psutil
 import pytest
 
 from frobozz.engine.testing import ScriptedModel
@@ -22,7 +21,7 @@ from tests.agent.test_http import sse
 from tests.agent.test_notify import Receiver
 from tests.cli.test_web import free_port
 from tests.conftest import other_accounts_can_run_claude
-from tests.orphans import command_line, descendants
+from tests.orphans import claudes_below
 from tests.waiting import eventually
 
 pytestmark = [
@@ -218,18 +217,8 @@ async def test_a_stopped_instance_hands_its_session_over_at_once_not_when_the_le
 
 
 def claudes(instance: Instance) -> int:
-    """claude processes the instance runs now, by their program's name. claude's own children are not counted: a
-    helper it starts has claude's command line until it has exec'd its own program (seen, its parent in D state)."""
-    tree = descendants(instance.process.pid)
-    named = {p.pid for p in tree if (line := command_line(p)) and Path(line[0]).name == "claude"}
-    return sum(1 for p in tree if p.pid in named and parent(p) not in named)
-
-
-def parent(process: psutil.Process) -> int | None:
-    try:
-        return process.ppid()
-    except psutil.Error:
-        return None
+    """claude processes the instance runs now."""
+    return len(claudes_below(instance.process.pid))
 
 
 async def test_max_live_holds_on_each_instance_and_a_full_one_leaves_new_turns_to_another(cluster):

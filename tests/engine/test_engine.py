@@ -2,7 +2,6 @@
 
 import os
 import stat
-from pathlib import Path
 
 import anyio
 import pytest
@@ -27,7 +26,7 @@ from frobozz.engine import (
 )
 from frobozz.engine.testing import ApiError, Reply, ScriptedModel, Text, ToolUse, replies
 from tests.engine.conftest import of, until, wait_for_file
-from tests.orphans import command_line, descendants
+from tests.orphans import claudes_below
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
@@ -253,7 +252,7 @@ async def test_a_claude_that_cannot_start_is_tried_max_restarts_times_more_and_l
                 await engine.start()
         assert not model.requests
     assert sum("Configuration error" in line for line in starts) == 2
-    assert not claudes_left()
+    assert not claudes_below(os.getpid())
 
 
 async def test_a_claude_restarting_when_its_engine_closes_does_not_outlive_the_engine(make_options):
@@ -263,10 +262,4 @@ async def test_a_claude_restarting_when_its_engine_closes_does_not_outlive_the_e
             await engine.start()
             engine.kill()
             await until(engine.events(), ProcessExit)  # its restart begins as the engine closes
-        assert not claudes_left()
-
-
-def claudes_left() -> list[str]:
-    """The claude processes this test process still has below it."""
-    lines = [command_line(p) for p in descendants(os.getpid())]
-    return [" ".join(line) for line in lines if line and Path(line[0]).name == "claude"]
+        assert not claudes_below(os.getpid())
