@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import logging
 import sys
 import warnings
@@ -85,6 +87,7 @@ def bare_values(args: list[str]) -> list[str]:
 
 
 def main() -> None:
+    atexit.register(_skip_freeing_at_exit)
     try:
         app(args=bare_values(sys.argv[1:]))
     except Exception as e:
@@ -93,6 +96,16 @@ def main() -> None:
             raise
         Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(found)}")
         sys.exit(1)
+
+
+def _skip_freeing_at_exit() -> None:
+    """At exit Python frees every module's classes, functions and pydantic validators one by one, all of them in
+    reference cycles the garbage collector must find, for memory the OS takes back at once: 0.1-0.2 s of CPU of
+    a command's 0.4-1.4 s (bench/cli_exit.py), a stdio server closed by its client or a one-shot `cortex search`.
+    What is garbage by now is collected first, so its finalizers run as before; the rest is frozen, left out
+    of the collections the interpreter's teardown makes."""
+    gc.collect()
+    gc.freeze()
 
 
 def _settings_error(error: BaseException) -> str | None:
