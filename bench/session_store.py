@@ -72,9 +72,9 @@ async def resume(model: ScriptedModel, home: Path, session: str, **more) -> floa
 
 
 async def main(args: argparse.Namespace) -> None:
-    import frobozz.engine._engine as engine_module
+    import frobozz.engine._store_link as store_link
 
-    engine_module.TranscriptMirror = Timed  # type: ignore[misc]
+    store_link.TranscriptMirror = Timed  # type: ignore[misc]
     with tempfile.TemporaryDirectory() as scratch:
         server = scratch_postgres(scratch)
         store = await TranscriptStore.open(MemorySettings(database_url=server.get_uri()))

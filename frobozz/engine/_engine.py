@@ -6,6 +6,11 @@ API errors, usage from the proxy, exits, restarts). A crash restarts claude with
 same session, up to `max_restarts` times; the events say so. A claude that exits as it starts because it read
 its own config file half-written (claude writes it in place, so a start beside another in the same HOME can)
 is started again, up to `max_restarts` more times (not counted in `restarts`).
+
+This module keeps the lifecycle (start, spawn, take over, close, the restart after a crash) and the talking
+(send, events, interrupt). Claude's stdout is read in `_reader.py`; the control requests passed through as
+methods (`mcp_status`, `wait_for_mcp`, `set_model`, …) are in `_control_requests.py`; a session store's resume
+and mirror in `_store_link.py`.
 """
 
 from __future__ import annotations
@@ -14,46 +19,29 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import replace
+from collections.abc import AsyncIterator
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import anyio
-import orjson
 from anyio.abc import TaskGroup, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .. import _spans
-from .._accounts import AccountError, account, hand_over
-from . import _transcripts
+from .._accounts import AccountError, account
+from . import _reader, _transcripts
 from ._control import ControlChannel
-from ._events import (
-    AssistantMessage,
-    CompactBoundary,
-    ContextUsage,
-    ErrorEvent,
-    Event,
-    McpServerStatus,
-    MirrorError,
-    ProcessExit,
-    Restarted,
-    Result,
-    SystemInit,
-    Usage,
-    UserMessage,
-    parse_event,
-)
+from ._control_requests import ControlRequests
+from ._events import ErrorEvent, Event, Restarted, Usage
 from ._hooks import HookRegistry, QuietHooks
 from ._inprocess import InProcessServers
-from ._mirror import TranscriptMirror
 from ._options import EngineOptions, find_claude
-from ._process import CLIProcess, OversizedLine
+from ._process import CLIProcess
 from ._proxy import Proxy, Rewrite
-from ._session_store import Materialized, SessionKey, latest, materialize
+from ._store_link import StoreLink
 from ._tracing import EngineTrace, claude_resource
-from .exceptions import EngineError, McpServerError, ProcessError, SessionClosedError
+from .exceptions import EngineError, ProcessError, SessionClosedError
 from .settings import EngineSettings
 
 log = logging.getLogger("frobozz.engine")
@@ -70,7 +58,7 @@ class EngineState(Enum):
     FAILED = "failed"
 
 
-class Engine:
+class Engine(ControlRequests):
     """One claude process and its session: start or resume it, send turns, read typed events, answer its
     control requests; restarted on the same session if it dies. `Session` adds the queue and the router."""
 
@@ -99,8 +87,7 @@ class Engine:
         self._events: MemoryObjectReceiveStream[Event]
         self._send_events, self._events = anyio.create_memory_object_stream[Event](self.options.event_buffer)
         self._reader_done = anyio.Event()
-        self._mirror: TranscriptMirror | None = None
-        self._materialized: Materialized | None = None
+        self._store = StoreLink(self._send_events)  # a session store's side: the copy resumed from, the mirror
         self._one_session = True
         self.trace = EngineTrace(
             self.options.trace_attributes,
@@ -147,9 +134,11 @@ class Engine:
         if self.state is not EngineState.NEW:
             raise EngineError(f"the engine is already {self.state.value}")
         if self.options.session_store is not None:
-            session_id = await self._from_store(session_id)
+            session_id = await self._store.resume(
+                session_id, self.options, cwd=self.cwd, env=self.env, account=self._account
+            )
             if mirror:
-                self._start_mirror()
+                self._store.start_mirror(self.options, self.env, self._tg)
         if session_id is not None:
             path = _transcripts.transcript_path(session_id, self.cwd, self.env)
             if not path.is_file():
@@ -196,10 +185,10 @@ class Engine:
         if self._process is not None:
             self._process.tell_stderr_to(options.stderr)
         self.session_id = None  # the taker's session begins with its first message
-        if self._mirror is not None:
-            self._mirror.project_key = options.session_project
+        if self._store.mirror is not None:
+            self._store.mirror.project_key = options.session_project
         elif options.session_store is not None:
-            self._start_mirror()
+            self._store.start_mirror(options, self.env, self._tg)
 
     def rehearse(self) -> bool:
         """From now until `take_over` (a warm spare's rehearsal, and its wait for a taker): claude's hook
@@ -210,58 +199,6 @@ class Engine:
         if self._proxy is not None:
             self._proxy.rehearsing = True
         return self._proxy is not None
-
-    def _start_mirror(self) -> None:
-        assert self._tg is not None and self.options.session_store is not None
-        self._mirror = TranscriptMirror(
-            self.options.session_store,
-            projects_dir=_transcripts.config_dir(self.env) / "projects",
-            project_key=self.options.session_project,
-            flush=self.options.session_store_flush,
-            timeout=self.options.session_store_timeout,
-            on_error=self._on_mirror_error,
-        )
-        self._tg.start_soon(self._mirror.run)
-
-    async def _from_store(self, session_id: str | None) -> str | None:
-        """The session to resume, loaded from the store into a private config directory when this machine
-        has no transcript of it (for `continue_conversation`, the store's latest when this machine has none)."""
-        store, project = self.options.session_store, self.options.session_project
-        assert store is not None
-        project = project or _transcripts.project_key(self.cwd)
-        timeout = self.options.session_store_timeout
-        if (
-            session_id is None
-            and self.options.continue_conversation
-            and not _transcripts.list_sessions(self.cwd, self.env)
-        ):
-            session_id = await latest(store, project, timeout)
-        if session_id is None or _transcripts.transcript_path(session_id, self.cwd, self.env).is_file():
-            return session_id
-        self._materialized = await materialize(
-            store, session_id, project_key=project, cwd=self.cwd, env=self.env, timeout=timeout
-        )
-        if self._materialized is None:
-            raise EngineError(f"no transcript for session {session_id} here or in the session store")
-        self.env["CLAUDE_CONFIG_DIR"] = str(self._materialized.config_dir)
-        user, group = self._account
-        if user is not None:  # claude, as that account, writes its transcript there
-            # the lock file stays this process's: the account could otherwise swap in one a sweep would take
-            hand_over(self._materialized.config_dir, user, group, keep=[self._materialized.folder.lock_file])
-        return session_id
-
-    def _on_mirror_error(self, key: SessionKey | None, error: str) -> None:
-        session = key["session_id"] if key else ""
-        event = MirrorError(
-            source="session_store",
-            session_id=session,
-            subpath=key.get("subpath") if key else None,
-            message=f"the session store missed transcript entries of {session}: {error}",
-        )
-        try:
-            self._send_events.send_nowait(event)
-        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            log.debug("mirror error event dropped: the event stream is full or closed")
 
     async def _spawn(self, *, resume: str | None) -> None:
         assert self._tg is not None
@@ -296,7 +233,7 @@ class Engine:
         )
         settled = anyio.Event()  # this start has succeeded (claude is `_process`) or failed (it is not)
         self._reader_done = anyio.Event()
-        self._tg.start_soon(self._read, process, self._control, settled, self._reader_done)
+        self._tg.start_soon(_reader.read, self, process, self._control, settled, self._reader_done)
         try:
             agents: dict[str, Any] = {"agents": dict(self.options.agents)} if self.options.agents else {}
             self.init_response = await self._control.request("initialize", hooks=self._hooks.config(), **agents)
@@ -352,15 +289,7 @@ class Engine:
             await process.close(self.settings.close_timeout if finish else 0)
             with anyio.move_on_after(5, shield=True):
                 await self._reader_done.wait()
-        mirror, self._mirror = self._mirror, None
-        if mirror is not None:  # the last frames, then the writer stops
-            with anyio.CancelScope(shield=True):
-                if not await mirror.drain(self.options.session_store_timeout):
-                    log.warning("the session store was still writing when the engine closed")
-                mirror.close()
-        if self._materialized is not None:
-            self._materialized.remove()
-            self._materialized = None
+        await self._store.close(self.options.session_store_timeout)
         if self._proxy is not None:
             await self._proxy.aclose()
         self.trace.close(error=None if self.state is not EngineState.FAILED else "claude failed")
@@ -394,80 +323,7 @@ class Engine:
     async def interrupt(self) -> None:
         await self._require_control().request("interrupt")
 
-    async def mcp_status(self) -> tuple[McpServerStatus, ...]:
-        """What claude says of each MCP server from the config, now."""
-        answer = await self._require_control().request("mcp_status")
-        return tuple(McpServerStatus.parse(s) for s in answer.get("mcpServers") or () if isinstance(s, Mapping))
-
-    async def wait_for_mcp(
-        self,
-        names: Iterable[str] | None = None,
-        *,
-        timeout: float = 120,  # noqa: ASYNC109 - the error names the servers
-        poll: float = 0.1,
-    ) -> tuple[McpServerStatus, ...]:
-        """Until claude has started the MCP servers (those named, or all): a turn that begins while a
-        server is still "pending" runs without its tools. McpServerError names each one that failed,
-        is missing from the config, or was still starting after `timeout` seconds. In-process servers are
-        served as claude starts (its status answer leaves them out): there is nothing to wait for."""
-        wanted = None if names is None else set(names) - set(self.options.in_process_servers)
-
-        async def status() -> list[McpServerStatus]:
-            return [s for s in await self.mcp_status() if wanted is None or s.name in wanted]
-
-        servers = await status()
-        with anyio.move_on_after(timeout):
-            while any(s.status == "pending" for s in servers):  # claude has no event for this: ask again
-                await anyio.sleep(poll)
-                servers = await status()
-        commands = self.options.server_commands()
-        problems = [
-            f"{s.name}: {s.status}"
-            + (f" ({s.error})" if s.error else "")
-            + (
-                f" [command: {commands[s.name]}]"
-                if s.name in commands and commands[s.name] not in (s.error or "")
-                else ""
-            )
-            for s in servers
-            if s.status != "connected"
-        ]
-        problems += [f"{name}: not in the MCP config" for name in sorted((wanted or set()) - {s.name for s in servers})]
-        if problems:
-            late = f" after {timeout:g} s" if any(s.status == "pending" for s in servers) else ""
-            raise McpServerError(f"MCP servers not connected{late}: " + "; ".join(problems))
-        return tuple(servers)
-
-    async def rewind_files(self, user_message_id: str) -> None:
-        """Put the files claude's tools changed back as they were at that user message (its `uuid`); needs
-        `EngineOptions(file_checkpointing=True)`."""
-        await self._require_control().request("rewind_files", user_message_id=user_message_id)
-
-    async def get_context_usage(self) -> ContextUsage:
-        """How full the context window is now, and with what."""
-        return ContextUsage.parse(await self._require_control().request("get_context_usage"))
-
-    async def reconnect_mcp_server(self, name: str) -> None:
-        """Start an MCP server of the config again (after it failed or was turned off)."""
-        await self._require_control().request("mcp_reconnect", serverName=name)
-
-    async def toggle_mcp_server(self, name: str, enabled: bool) -> None:
-        """Turn an MCP server of the config off (its tools go) or on again."""
-        await self._require_control().request("mcp_toggle", serverName=name, enabled=enabled)
-
-    async def stop_task(self, task_id: str) -> None:
-        """Stop a background task (a subagent or a shell) by the id its task events carry."""
-        await self._require_control().request("stop_task", task_id=task_id)
-
-    def get_server_info(self) -> dict[str, Any]:
-        """What claude answered to `initialize`: its commands, agents, output styles, models and account."""
-        return dict(self.init_response)
-
-    async def set_model(self, model: str | None) -> None:
-        await self._require_control().request("set_model", model=model)
-
-    async def set_permission_mode(self, mode: str) -> None:
-        await self._require_control().request("set_permission_mode", mode=mode)
+    # (the other control requests, `mcp_status` to `set_permission_mode`, are ControlRequests': _control_requests.py)
 
     def set_compaction_rewrite(self, rewrite: Rewrite | None) -> None:
         """Have the proxy rewrite claude's compaction requests (needs the proxy on)."""
@@ -501,7 +357,7 @@ class Engine:
             raise SessionClosedError(f"the engine is {self.state.value}")
         return self._control
 
-    # -- reading ----------------------------------------------------------------------------------
+    # -- events out (claude's stdout is read in _reader.py), and a restart -------------------------
     async def _emit(self, event: Event) -> None:
         try:
             await self._send_events.send(event)
@@ -513,116 +369,6 @@ class Engine:
             self._send_events.send_nowait(usage)
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
             log.debug("usage event dropped: the event stream is full or closed")
-
-    async def _read(
-        self, process: CLIProcess, control: ControlChannel, settled: anyio.Event, done: anyio.Event
-    ) -> None:
-        """One claude's stdout, to its end: then its exit said, and a crash restarted. What it says before it
-        has answered a control request is held, and dropped if it exits first: its start failed, and says so
-        (a claude that exits on a config file it cannot read prints an error result on the way)."""
-        assert self._tg is not None
-        held: list[Event] = []
-
-        async def flush() -> None:
-            while held:
-                await self._dispatch(held.pop(0))
-
-        async def say(event: Event) -> None:
-            if control.answered:
-                await flush()
-                await self._dispatch(event)
-            else:
-                held.append(event)
-
-        try:
-            async for line in process.lines():
-                if isinstance(line, OversizedLine):
-                    await say(
-                        ErrorEvent(
-                            source="stdout",
-                            message=(
-                                f"a line longer than {process.max_line_bytes} bytes was dropped: {bytes(line[:80])!r}…"
-                            ),
-                        )
-                    )
-                    continue
-                try:
-                    data = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    data = None
-                if not isinstance(data, dict):
-                    await say(ErrorEvent(source="stdout", message=f"not a JSON object: {line[:200]!r}"))
-                    continue
-                kind = data.get("type")
-                if kind == "control_response":
-                    control.on_response(data)
-                    if control.answered:
-                        await flush()
-                elif kind == "control_request":
-                    control.on_request(data, self._tg)
-                elif kind == "control_cancel_request":
-                    control.on_cancel(data)
-                elif kind == "transcript_mirror":
-                    if self._mirror is not None:
-                        self._mirror.enqueue(data)
-                else:
-                    await say(parse_event(data))
-            code = await process.wait()
-            stderr = process.stderr_tail
-            control.fail_all(ProcessError(f"claude exited with code {code}", exit_code=code, stderr=stderr))
-            await settled.wait()
-            if process is not self._process:  # a start that failed (it says so), or a claude since replaced
-                return
-            expected = self._closing
-            await self._emit(ProcessExit(exit_code=code, stderr=stderr[-4000:], expected=expected))
-            if not expected:
-                await self._recover(code, stderr)
-        finally:
-            done.set()
-
-    async def _dispatch(self, event: Event) -> None:
-        if isinstance(event, (SystemInit, Result)) and event.session_id:
-            self.session_id = event.session_id
-            self.trace.set_session_id(event.session_id)
-        if self.trace.on:
-            self._traced(event)
-        if isinstance(event, Result) and self._mirror is not None:
-            self._mirror.flush_soon()
-        if isinstance(event, Result) and event.structured is not None:
-            event = await self._typed(event)
-        if isinstance(event, Result) and event.is_error and event.api_error_status:
-            # before the Result, so a consumer that stops at the end of the turn has seen it
-            await self._emit(
-                ErrorEvent(
-                    source="api",
-                    status=event.api_error_status,
-                    message=event.result or f"API error {event.api_error_status}",
-                )
-            )
-        await self._emit(event)
-
-    def _traced(self, event: Event) -> None:
-        if isinstance(event, CompactBoundary) and not event.is_replay:
-            self.trace.compacted(event.trigger, event.pre_tokens)
-        elif isinstance(event, AssistantMessage):
-            self.trace.on_assistant(event)
-        elif isinstance(event, UserMessage):
-            self.trace.on_user(event)
-        elif isinstance(event, Result) and not event.is_replay:
-            self.trace.end_turn(event)
-
-    async def _typed(self, result: Result) -> Result:
-        """The structured answer as an instance of the pydantic model asked for (kept as JSON if it does not fit)."""
-        schema = self.options.output_schema
-        if schema is None or isinstance(schema, Mapping):
-            return result
-        try:
-            return replace(result, structured=schema.model_validate(result.structured))
-        except ValueError as e:  # pydantic's ValidationError is one
-            await self._emit(
-                ErrorEvent(source="structured_output", message=f"the answer does not fit {schema.__name__}: {e}")
-            )
-            return result
 
     async def _recover(self, code: int | None, stderr: str) -> None:
         """claude died under us: start it again on the same session, or give up and say why."""
