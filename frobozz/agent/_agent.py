@@ -11,9 +11,8 @@ kept in Postgres, so a session outlives the service (its claude session resumes 
 from __future__ import annotations
 
 import logging
-import re
 import secrets
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import asdict, replace
 from functools import partial
 from typing import Any
@@ -22,28 +21,28 @@ import anyio
 from anyio.abc import TaskGroup
 
 from frobozz import _spans
-from frobozz.engine import EngineOptions, WarmSpare
+from frobozz.engine import EngineOptions
 from frobozz.engine.observers import ToolCall
-from frobozz.loop import MemorySession
-from frobozz.memory import DatabaseError, MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
+from frobozz.memory import DatabaseError, MemoryService, MemorySettings, TranscriptStore
 
+from ._answers import Answers
 from ._context import preamble
-from ._events import AgentEvent, Done, Error, Logged, Question, Status
+from ._events import AgentEvent, Done, Logged, Question, Status
 from ._files import MAX_IMAGES, block, checked, inline
 from ._history import changes, commit, turn_files
 from ._leases import Leases
+from ._memory import MemoryServers, memory_loop, memory_option, memory_options
 from ._notify import Notifier
+from ._placement import Placement
 from ._relay import Relay
 from ._session import AgentSession
 from ._store import AgentStore, SessionRecord
 from ._workspaces import Workspace, Workspaces
-from .exceptions import AgentError, BusyError, HistoryError, InputError, QuestionError, SessionNotFoundError
+from .exceptions import AgentError, BusyError, HistoryError, InputError, SessionNotFoundError
 from .settings import AgentSettings
 
 log = logging.getLogger("frobozz.agent")
 OPTIONS = ("model", "allowed_tools", "max_turns", "max_budget_usd", "memory")
-QUESTION_ID = re.compile(r"[0-9A-Za-z]{1,64}")  # made as 16 hex digits: an id unlike one was never asked
-MemoryServers = Callable[[str], Mapping[str, Mapping[str, Any]]]  # a namespace -> MCP servers that store into it
 
 
 class Agent:
@@ -78,15 +77,10 @@ class Agent:
         self.instance = secrets.token_hex(8)  # this instance, among those on the same database
         self._live: dict[str, AgentSession] = {}  # every session this instance serves (held or followed)
         self._loading = anyio.Lock()
-        self._syncing: dict[str, anyio.Lock] = {}
-        self._claiming: dict[str, anyio.Lock] = {}  # a session's claims one at a time (`_claim`)
-        self._heard: dict[str, anyio.Event] = {}  # a session's answers changed (told by whichever instance)
-        self._claims = anyio.Event()  # look for sessions that need an instance now
-        self._closing = False  # shutting down: sessions handed over are not taken up again here
+        self._answers: Answers | None = None  # to the sessions' questions, given on whichever instance
         self._tg: TaskGroup | None = None
-        # the next claude, started ahead of need; it counts under max_live and is the first to go for room
-        self._wanting_room = 0  # sessions in _acquire: a spare waits while they do (it would take their room)
-        self.spare = WarmSpare(room=self._room_for_spare) if self.settings.warm_spare else None
+        self._placement = Placement(self.settings, self._live, self.session)  # where their claudes run
+        self.spare = self._placement.spare  # the next claude, started ahead of need (counted under max_live)
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def __aenter__(self) -> Agent:
@@ -97,24 +91,23 @@ class Agent:
             await self.store.aclose()
             raise
         self.leases = Leases(self.store.pool, self.instance, self.settings.lease_ttl)
+        self._answers = Answers(self.leases)
         self.notifier = Notifier(self.store.pool, self.settings, self.instance)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        self._placement.start(self.leases, self.store, self._tg)
         self._tg.start_soon(self.notifier.outbox.deliver_forever)  # from the outbox: whichever instance wrote them
-        self._tg.start_soon(self._reap_idle)
-        self._tg.start_soon(partial(self.leases.listen, self._heard_of, ready=self._claims.set))
-        self._tg.start_soon(self._keep_leases)
+        self._tg.start_soon(self._placement.reap_idle)
+        self._tg.start_soon(partial(self.leases.listen, self._heard_of, ready=self._placement.claims.set))
+        self._tg.start_soon(self._placement.keep_leases)
         if self.spare is not None:
             await self.spare.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._closing = True
         try:
             with anyio.CancelScope(shield=True):
-                async with anyio.create_task_group() as tg:  # all at once, within one bound
-                    for session in [s for s in self._live.values() if s.owned]:
-                        tg.start_soon(self._hand_over, session)
+                await self._placement.hand_over_all()
                 for session in list(self._live.values()):
                     session.relay.close()
         finally:
@@ -128,25 +121,6 @@ class Agent:
             if self.store is not None:
                 await self.store.aclose()
             await self.memory_service.aclose()
-
-    async def _hand_over(self, session: AgentSession) -> None:
-        """At shutdown: a held session's claudes closed (within the bound), then its lease handed over at once,
-        so the next instance takes its turn over; a claude still running keeps the lease until it lapses
-        (no other instance resumes a transcript that is still being written), and is stopped with the tg."""
-        token = session.relay.token
-        session.disown()  # nothing more said here
-        if not await session.release(self.settings.shutdown_timeout):
-            log.warning(
-                "session %s: its claude did not close within %g s: stopped, its lease left to lapse",
-                session.id,
-                self.settings.shutdown_timeout,
-            )
-        elif token is not None and self.leases is not None:
-            try:
-                with anyio.move_on_after(5):
-                    await self.leases.release(session.id, token, force=True)
-            except DatabaseError as e:
-                log.warning("session %s: its lease is not handed over (%s); it lapses", session.id, e)
 
     # -- the API --------------------------------------------------------------------------------------
     async def create_session(
@@ -166,7 +140,7 @@ class Agent:
         if unknown:
             raise InputError(f"unknown session options: {', '.join(sorted(unknown))}")
         if options.get("memory") is not None:
-            options["memory"] = await self._memory_option(options["memory"])
+            options["memory"] = await memory_option(options["memory"], self.memory_service)
         space = self.workspaces.resolve(workspace)
         text = preamble(space, history, attached, inline_chars=self.settings.attach_inline_chars)
         assert self.store is not None and self.leases is not None
@@ -186,14 +160,6 @@ class Agent:
             session = self._open(record, first, space)
         session.prime()
         return record.id
-
-    async def _memory_option(self, memory: Any) -> dict[str, str]:
-        if not isinstance(memory, Mapping) or set(memory) != {"namespace"} or not isinstance(memory["namespace"], str):
-            raise InputError('memory is {"namespace": NAME}: the namespace the session remembers in')
-        try:
-            return {"namespace": (await self.memory_service.store()).namespace(memory["namespace"])}
-        except MemoryStoreError as e:
-            raise InputError(str(e)) from e
 
     async def send_message(
         self, session_id: str, text: str, *, workspace: str | None = None
@@ -247,9 +213,9 @@ class Agent:
         if not await self.leases.post(session.id, message_id, text, files, alone=alone):
             raise BusyError("the agent is running; send when its status is stable")
         if session.owned:
-            await self._pump(session)
+            await self._placement.pump(session)
         else:
-            await self._claim(session.id)  # here, when no other instance runs it and there is room
+            await self._placement.claim(session.id)  # here, when no other instance runs it and there is room
         return message_id
 
     async def add_file(
@@ -287,12 +253,8 @@ class Agent:
         if not isinstance(answers, Mapping) or not answers:
             raise InputError("answers are an object: each question's text, and the answer chosen")
         session = await self.session(session_id, workspace=workspace, owners=owners)
-        assert self.leases is not None
-        known = isinstance(question_id, str) and QUESTION_ID.fullmatch(question_id)  # else never asked
-        if not known or not await self.leases.answer(session.id, question_id, dict(answers)):
-            raise QuestionError(
-                f"question {str(question_id)[:64]} is not waiting for an answer (answered, timed out, or never asked)"
-            )
+        assert self._answers is not None
+        await self._answers.give(session, question_id, answers)
 
     async def interrupt(
         self, session_id: str, *, workspace: str | None = None, owners: Collection[str] | None = None
@@ -377,7 +339,7 @@ class Agent:
     def _open(self, record: SessionRecord, history: list[Logged], space: Workspace | None = None) -> AgentSession:
         """A session this instance serves (its events followed; run only once it holds the lease); `space` its
         workspace when the caller has just resolved it."""
-        assert self._tg is not None and self.leases is not None
+        assert self._tg is not None and self.leases is not None and self._answers is not None
         leases, tg = self.leases, self._tg
 
         async def persist(batch: list[Logged], token: int) -> None:
@@ -386,7 +348,7 @@ class Agent:
                 if isinstance(logged.event, (Question, Done)):
                     tg.start_soon(self._notify, record, logged)
 
-        relay = Relay(history, persist=persist, on_lost=lambda: self._lost(session))
+        relay = Relay(history, persist=persist, on_lost=lambda: self._placement.lost(session))
         space = space or self.workspaces.resolve(record.workspace)
         session = AgentSession(
             record,
@@ -398,11 +360,13 @@ class Agent:
             on_change=self._changed,
             on_tool_call=self._tool_call,
             on_message=self._message,
-            answers=self._answers,
+            answers=self._answers.wait,
             on_turn=self._commit,
             images=self._images,
-            memory_loop=self._memory_loop,
-            memory_options=self._memory_options,
+            memory_loop=partial(
+                memory_loop, service=self.memory_service, servers=self.memory_servers, spare=self.spare
+            ),
+            memory_options=partial(memory_options, servers=self.memory_servers),
             spare=self.spare,
         )
         self._live[record.id] = session
@@ -422,43 +386,6 @@ class Agent:
             session_store=self.transcripts,
             session_store_flush="batched",
             trace_attributes={**self.engine_options.trace_attributes, _spans.SESSION_KIND: "agent"},
-        )
-
-    def _memory_options(self, options: EngineOptions, namespace: str) -> tuple[EngineOptions, bool]:
-        """The options of a memory session's claude (cortex storing into its namespace, when there is one), and
-        whether the model can store."""
-        servers = dict(self.memory_servers(namespace)) if self.memory_servers else {}
-        if servers:
-            config = dict(options.mcp_config or {}) if isinstance(options.mcp_config, Mapping) else {}
-            options = replace(options, mcp_config={"mcpServers": {**config.get("mcpServers", {}), **servers}})
-        return options, bool(servers)
-
-    def _memory_loop(self, options: EngineOptions, namespace: str, resume: str | None) -> MemorySession:
-        """The memory loop around a session's claude: orientation, recall, the archive, and (when the model can
-        store) suggestions. Its sidecar is a bare claude of the same account: no tools, no MCP servers."""
-        options, can_store = self._memory_options(options, namespace)
-        sidecar = replace(
-            options,
-            tools=(),
-            mcp_config=None,
-            strict_mcp_config=True,
-            hooks={},
-            can_use_tool=None,
-            allowed_tools=(),
-            session_store=None,
-            include_partial_messages=False,
-            max_turns=None,
-            max_budget_usd=None,
-        )
-        return MemorySession(
-            options,
-            self.memory_service,
-            namespace=namespace,
-            client="frobozz agent",
-            resume=resume,
-            sidecar=sidecar,
-            suggest=can_store,
-            spare=self.spare,
         )
 
     async def _changed(self, session: AgentSession) -> None:
@@ -502,220 +429,21 @@ class Agent:
         n = session.tool_base + len(session.tool_log.calls)
         self._tg.start_soon(self.store.add_tool_call, session.id, n, asdict(call))
 
-    async def _answers(self, session: AgentSession, question_id: str, timeout: float) -> dict[str, Any] | None:  # noqa: ASYNC109 - None when none came: not an error
-        """A question's answers, given on whichever instance (None: none came in `timeout` seconds)."""
-        assert self.leases is not None
-        deadline = anyio.current_time() + timeout
-        while True:
-            heard = self._heard.setdefault(session.id, anyio.Event())
-            closed, answers = await self.leases.answer_of(session.id, question_id)
-            if closed:
-                return answers
-            if anyio.current_time() >= deadline:
-                if await self.leases.answer(session.id, question_id, None):
-                    return None
-                continue  # answered just now
-            with anyio.move_on_after(min(2.0, max(0.0, deadline - anyio.current_time()))):
-                await heard.wait()  # (a missed notification costs at most two seconds)
-            if heard.is_set() and self._heard.get(session.id) is heard:
-                self._heard[session.id] = anyio.Event()
-
-    async def _acquire(self, session: AgentSession) -> None:
-        """Room for one more claude: past --max-live, the least recently used idle one is let go first."""
-        need = min(session.claudes, self.settings.max_live)  # a session bigger than the bound runs alone
-        self._wanting_room += 1
-        try:
-            await self._room_for(session, need)
-        finally:
-            self._wanting_room -= 1
-        session.reserved = True
-
-    async def _room_for(self, session: AgentSession, need: int) -> None:
-        while True:  # no await between the last check and the reservation: two sessions cannot both pass
-            if self._claudes() + need > self.settings.max_live:
-                idle = [s for s in self._live.values() if s.engine is not None and not s.busy and s is not session]
-                if idle:
-                    await self._let_go(min(idle, key=lambda s: s.last_used))
-                else:
-                    await anyio.sleep(0.05)  # every claude is mid-turn: wait for one to finish
-                continue
-            spare = self.spare
-            if spare is not None and spare.live and self._claudes() + need + spare.live > self.settings.max_live:
-                options = session.launch_options()
-                if options is None or not spare.fits(options):  # not this session's: it goes first, and is gone
-                    await spare.clear()  # before this session's claude starts
-                    continue
-            return
-
-    def _room_for_spare(self) -> bool:
-        """A spare counts under --max-live, and waits while a session wants room."""
-        return not self._wanting_room and self._claudes() + 1 <= self.settings.max_live
-
-    def _claudes(self) -> int:
-        """claude processes the live sessions hold or are starting (the spare's not among them)."""
-        return sum(s.claudes for s in self._live.values() if s.engine is not None or s.reserved)
-
-    async def _reap_idle(self) -> None:
-        every = max(0.05, min(5.0, self.settings.idle_timeout / 4))
-        while True:
-            await anyio.sleep(every)
-            now = anyio.current_time()
-            for session in list(self._live.values()):
-                if (
-                    session.engine is not None
-                    and not session.busy
-                    and now - session.last_used > self.settings.idle_timeout
-                ):
-                    log.info("session %s idle for %.0f s: its claude is released", session.id, now - session.last_used)
-                    await self._let_go(session)
-
     # -- among instances -------------------------------------------------------------------------------
-    async def _let_go(self, session: AgentSession) -> None:
-        """Release the session's claude, and its lease unless messages wait (the next message, on any instance,
-        takes it up again)."""
-        assert self.leases is not None
-        token = session.relay.token
-        if token is not None and not session.busy:
-            try:
-                if await self.leases.release(session.id, token):
-                    session.disown()
-            except DatabaseError as e:
-                log.warning("session %s: its lease is not given up (%s); it expires", session.id, e)
-        await session.release()
-
-    def _lost(self, session: AgentSession) -> None:
-        """Another instance holds the session now: this one stops running it (its followers stay)."""
-        log.warning("session %s: the lease was lost; another instance runs it now", session.id)
-        session.disown()
-        assert self._tg is not None
-        self._tg.start_soon(session.release)
-
-    def _room(self) -> bool:
-        """Room here under --max-live for one more session's turn (idle claudes can be let go)."""
-        running = sum(s.claudes for s in self._live.values() if s.owned and (s.busy or s.reserved))
-        return running + 1 <= self.settings.max_live
-
-    async def _claim(self, session_id: str) -> None:
-        """Run the session here when no instance does and there is room: catch its log up, say that a turn cut
-        short elsewhere was taken over, and answer what waits in its inbox."""
-        # One claim of a session at a time: a message's poster returns only once the claim its own notice started
-        # is through (the session run here, its message queued), not while it is under way, when the session
-        # looked idle to anyone asking (agentapi's status said stable with three messages posted)
-        lock = self._claiming.setdefault(session_id, anyio.Lock())
-        try:
-            async with lock:
-                await self._claim_here(session_id)
-        finally:
-            if not lock.locked() and self._claiming.get(session_id) is lock:  # none holds it, none waits for it
-                del self._claiming[session_id]  # (kept, every session ever heard of would stay here)
-
-    async def _claim_here(self, session_id: str) -> None:
-        assert self.leases is not None and self.store is not None and self._tg is not None
-        token: int | None = None
-        try:
-            if self._closing or not self._room():  # closing: its own hand-over's notice must not take it back
-                return
-            token = await self.leases.acquire(session_id)
-            if token is None:
-                return
-            session = await self.session(session_id)
-            if session.owned:
-                session.disown()  # an older lease of ours that lapsed
-                await session.release()
-            record = await self.store.get(session_id)
-            if record is None:
-                return
-            session.record = record
-            await self._sync(session)
-            session.tool_base = len(await self.store.tool_calls(session_id))
-            session.inbox_after = 0
-            session.claim(token, self._acquire, self._tg)
-            token = None  # the session's now: its driver lets the lease go
-            if session.state in ("streaming", "waiting"):
-                log.warning("session %s: its turn was cut short on another instance; taken over", session_id)
-                session.relay.publish(
-                    Error(
-                        message="the instance running this turn stopped; another instance took "
-                        "the session over and answers the message again"
-                    )
-                )
-                session.relay.publish(Status(state="idle"))
-            await self._pump(session)
-        except (AgentError, DatabaseError) as e:
-            log.warning("session %s not taken up here: %s", session_id, e)
-        finally:
-            if token is not None:  # taken, then the claim failed: renewed with the rest, it would strand the session
-                self._tg.start_soon(self._give_up_lease, session_id, token)
-
-    async def _give_up_lease(self, session_id: str, token: int) -> None:
-        """The lease of a claim that failed, given up after a pause: its notice starts the next claim (here or
-        elsewhere), and a failure that persists is not tried again at once, over and over."""
-        assert self.leases is not None
-        await anyio.sleep(self.settings.lease_ttl / 3)  # (at shutdown, cancelled: the lease lapses with the rest)
-        try:
-            with anyio.move_on_after(self.settings.lease_ttl):
-                await self.leases.release(session_id, token, force=True)
-        except DatabaseError as e:
-            log.warning("session %s: the lease of a failed claim not given up (it lapses): %s", session_id, e)
-
-    async def _pump(self, session: AgentSession) -> None:
-        """Hand the driver what waits in the session's inbox, in the order it was accepted."""
-        assert self.leases is not None
-        async with self._syncing.setdefault(f"inbox:{session.id}", anyio.Lock()):
-            if not session.owned:
-                return
-            for position, message_id, text, files in await self.leases.waiting(session.id, session.inbox_after):
-                session.enqueue(message_id, text, files)
-                session.inbox_after = position
-
-    async def _sync(self, session: AgentSession) -> None:
-        """The events other instances wrote since this one last looked."""
-        assert self.leases is not None
-        async with self._syncing.setdefault(session.id, anyio.Lock()):
-            if not session.owned:
-                session.relay.sync(await self.leases.events_after(session.id, session.relay.last_seq))
-
     async def _heard_of(self, kind: str, session_id: str) -> None:
         """What another instance (or this one) said through the database."""
-        assert self._tg is not None
+        assert self._tg is not None and self._answers is not None
         session = self._live.get(session_id)
         if kind == "events" and session is not None:
-            await self._sync(session)
+            await self._placement.sync(session)
         elif kind == "inbox":
             if session is not None and session.owned:
-                await self._pump(session)
+                await self._placement.pump(session)
             else:
-                self._tg.start_soon(self._claim, session_id)
-        elif kind == "answer" and session_id in self._heard:
-            self._heard[session_id].set()
+                self._tg.start_soon(self._placement.claim, session_id)
+        elif kind == "answer":
+            self._answers.heard(session_id)
         elif kind == "interrupt" and session is not None and session.owned:
             await session.interrupt()
         elif kind == "close" and session is not None:
             await self._closed(session)
-
-    async def _keep_leases(self) -> None:
-        """Renew this instance's leases (one it lost is let go at once), catch up what a missed notification
-        would have said, and take up sessions whose instance is gone."""
-        assert self.leases is not None and self._tg is not None
-        every = max(0.2, self.settings.lease_ttl / 3)
-        while True:
-            try:
-                held = await self.leases.renew()
-                for session in list(self._live.values()):
-                    token = session.relay.token
-                    if (
-                        session.owned
-                        and held.get(session.id) != token
-                        and await self.leases.holder(session.id) != token
-                        and session.relay.token == token
-                    ):
-                        self._lost(session)  # (asked again: a lease taken just after the renewal is not lost)
-                    elif not session.owned and not session.relay.closed:
-                        await self._sync(session)
-                for session_id in await self.leases.unclaimed():
-                    self._tg.start_soon(self._claim, session_id)
-            except DatabaseError as e:
-                log.warning("the agent's leases not renewed: %s", e)
-            with anyio.move_on_after(every):
-                await self._claims.wait()
-            self._claims = anyio.Event()

@@ -293,7 +293,7 @@ async def test_a_posted_message_leaves_the_session_busy_even_when_its_notice_cla
         async for logged in live.relay.follow():
             if isinstance(logged.event, Done):
                 break
-    assert not agent._claiming  # the claims' locks are not kept once none holds them
+    assert not agent._placement._claiming  # the claims' locks are not kept once none holds them
 
 
 async def test_a_lease_released_while_the_database_fails_says_so_as_a_database_error(agent, monkeypatch):

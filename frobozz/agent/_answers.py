@@ -1,0 +1,53 @@
+"""The answers to a session's questions, among instances: a client gives one on whichever instance it uses (kept
+in `agent_answers`, `_leases`: the first one counts), and the instance whose claude asked waits for it, woken by
+the database's notification (a missed one costs at most two seconds), until the question times out."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from ._leases import Leases
+from ._session import AgentSession
+from .exceptions import QuestionError
+
+QUESTION_ID = re.compile(r"[0-9A-Za-z]{1,64}")  # made as 16 hex digits: an id unlike one was never asked
+
+
+class Answers:
+    def __init__(self, leases: Leases) -> None:
+        self.leases = leases
+        self._heard: dict[str, anyio.Event] = {}  # a session's answers changed (told by whichever instance)
+
+    async def give(self, session: AgentSession, question_id: str, answers: Mapping[str, Any]) -> None:
+        """Answer a question the session asked: refused (QuestionError) when it has an answer or was never asked."""
+        known = isinstance(question_id, str) and QUESTION_ID.fullmatch(question_id)  # else never asked
+        if not known or not await self.leases.answer(session.id, question_id, dict(answers)):
+            raise QuestionError(
+                f"question {str(question_id)[:64]} is not waiting for an answer (answered, timed out, or never asked)"
+            )
+
+    async def wait(self, session: AgentSession, question_id: str, timeout: float) -> dict[str, Any] | None:  # noqa: ASYNC109 - None when none came: not an error
+        """A question's answers, given on whichever instance (None: none came in `timeout` seconds)."""
+        deadline = anyio.current_time() + timeout
+        while True:
+            heard = self._heard.setdefault(session.id, anyio.Event())
+            closed, answers = await self.leases.answer_of(session.id, question_id)
+            if closed:
+                return answers
+            if anyio.current_time() >= deadline:
+                if await self.leases.answer(session.id, question_id, None):
+                    return None
+                continue  # answered just now
+            with anyio.move_on_after(min(2.0, max(0.0, deadline - anyio.current_time()))):
+                await heard.wait()  # (a missed notification costs at most two seconds)
+            if heard.is_set() and self._heard.get(session.id) is heard:
+                self._heard[session.id] = anyio.Event()
+
+    def heard(self, session_id: str) -> None:
+        """The session's answers changed (a notification, from whichever instance): its waits look again."""
+        if session_id in self._heard:
+            self._heard[session_id].set()

@@ -1,0 +1,263 @@
+"""Where a session's claude runs. Among instances, on the one that holds the session's lease (`_leases`): a
+session is claimed here when no instance runs it and there is room, its lease renewed while this instance lives,
+given up when it idles, handed over at shutdown, and let go at once when another instance has taken it. On this
+instance, room under --max-live: each claude is counted (a memory session's sidecars too, and the warm spare,
+which waits while a session wants room and is the first to go for it), the least recently used idle session is
+let go for a new one, and an idle claude is released after --idle-timeout.
+
+The `Agent` owns one: the sessions are the Agent's (`live`, loaded through `load`); this decides where they run."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import anyio
+from anyio.abc import TaskGroup
+
+from frobozz.engine import WarmSpare
+from frobozz.memory import DatabaseError
+
+from ._events import Error, Status
+from ._leases import Leases
+from ._session import AgentSession
+from ._store import AgentStore
+from .exceptions import AgentError
+from .settings import AgentSettings
+
+log = logging.getLogger("frobozz.agent")
+
+
+class Placement:
+    """Where the sessions this instance serves run their claude (see the module)."""
+
+    def __init__(
+        self, settings: AgentSettings, live: dict[str, AgentSession], load: Callable[[str], Awaitable[AgentSession]]
+    ) -> None:
+        self.settings = settings
+        self.live = live  # the Agent's: every session this instance serves (held or followed)
+        self.load = load  # a session by its id, loaded from the database when this instance does not serve it yet
+        self.leases: Leases | None = None  # (`start`: once the service's database is open)
+        self.store: AgentStore | None = None
+        self._tg: TaskGroup | None = None
+        self._syncing: dict[str, anyio.Lock] = {}
+        self._claiming: dict[str, anyio.Lock] = {}  # a session's claims one at a time (`claim`)
+        self.claims = anyio.Event()  # look for sessions that need an instance now
+        self._closing = False  # shutting down: sessions handed over are not taken up again here
+        # the next claude, started ahead of need; it counts under max_live and is the first to go for room
+        self._wanting_room = 0  # sessions in _acquire: a spare waits while they do (it would take their room)
+        self.spare = WarmSpare(room=self._room_for_spare) if settings.warm_spare else None
+
+    def start(self, leases: Leases, store: AgentStore, task_group: TaskGroup) -> None:
+        """The service's database is open: leases taken and given up through `leases`, tasks run in `task_group`
+        (the service's; the caller starts `reap_idle` and `keep_leases` in it)."""
+        self.leases, self.store, self._tg = leases, store, task_group
+
+    async def hand_over_all(self) -> None:
+        """At shutdown: no session is taken up here any more, and every one held here is handed over."""
+        self._closing = True
+        async with anyio.create_task_group() as tg:  # all at once, within one bound
+            for session in [s for s in self.live.values() if s.owned]:
+                tg.start_soon(self._hand_over, session)
+
+    async def _hand_over(self, session: AgentSession) -> None:
+        """At shutdown: a held session's claudes closed (within the bound), then its lease handed over at once,
+        so the next instance takes its turn over; a claude still running keeps the lease until it lapses
+        (no other instance resumes a transcript that is still being written), and is stopped with the tg."""
+        token = session.relay.token
+        session.disown()  # nothing more said here
+        if not await session.release(self.settings.shutdown_timeout):
+            log.warning(
+                "session %s: its claude did not close within %g s: stopped, its lease left to lapse",
+                session.id,
+                self.settings.shutdown_timeout,
+            )
+        elif token is not None and self.leases is not None:
+            try:
+                with anyio.move_on_after(5):
+                    await self.leases.release(session.id, token, force=True)
+            except DatabaseError as e:
+                log.warning("session %s: its lease is not handed over (%s); it lapses", session.id, e)
+
+    # -- room on this instance -------------------------------------------------------------------------
+    async def _acquire(self, session: AgentSession) -> None:
+        """Room for one more claude: past --max-live, the least recently used idle one is let go first."""
+        need = min(session.claudes, self.settings.max_live)  # a session bigger than the bound runs alone
+        self._wanting_room += 1
+        try:
+            await self._room_for(session, need)
+        finally:
+            self._wanting_room -= 1
+        session.reserved = True
+
+    async def _room_for(self, session: AgentSession, need: int) -> None:
+        while True:  # no await between the last check and the reservation: two sessions cannot both pass
+            if self._claudes() + need > self.settings.max_live:
+                idle = [s for s in self.live.values() if s.engine is not None and not s.busy and s is not session]
+                if idle:
+                    await self._let_go(min(idle, key=lambda s: s.last_used))
+                else:
+                    await anyio.sleep(0.05)  # every claude is mid-turn: wait for one to finish
+                continue
+            spare = self.spare
+            if spare is not None and spare.live and self._claudes() + need + spare.live > self.settings.max_live:
+                options = session.launch_options()
+                if options is None or not spare.fits(options):  # not this session's: it goes first, and is gone
+                    await spare.clear()  # before this session's claude starts
+                    continue
+            return
+
+    def _room_for_spare(self) -> bool:
+        """A spare counts under --max-live, and waits while a session wants room."""
+        return not self._wanting_room and self._claudes() + 1 <= self.settings.max_live
+
+    def _claudes(self) -> int:
+        """claude processes the live sessions hold or are starting (the spare's not among them)."""
+        return sum(s.claudes for s in self.live.values() if s.engine is not None or s.reserved)
+
+    async def reap_idle(self) -> None:
+        every = max(0.05, min(5.0, self.settings.idle_timeout / 4))
+        while True:
+            await anyio.sleep(every)
+            now = anyio.current_time()
+            for session in list(self.live.values()):
+                if (
+                    session.engine is not None
+                    and not session.busy
+                    and now - session.last_used > self.settings.idle_timeout
+                ):
+                    log.info("session %s idle for %.0f s: its claude is released", session.id, now - session.last_used)
+                    await self._let_go(session)
+
+    # -- among instances -------------------------------------------------------------------------------
+    async def _let_go(self, session: AgentSession) -> None:
+        """Release the session's claude, and its lease unless messages wait (the next message, on any instance,
+        takes it up again)."""
+        assert self.leases is not None
+        token = session.relay.token
+        if token is not None and not session.busy:
+            try:
+                if await self.leases.release(session.id, token):
+                    session.disown()
+            except DatabaseError as e:
+                log.warning("session %s: its lease is not given up (%s); it expires", session.id, e)
+        await session.release()
+
+    def lost(self, session: AgentSession) -> None:
+        """Another instance holds the session now: this one stops running it (its followers stay)."""
+        log.warning("session %s: the lease was lost; another instance runs it now", session.id)
+        session.disown()
+        assert self._tg is not None
+        self._tg.start_soon(session.release)
+
+    def _room(self) -> bool:
+        """Room here under --max-live for one more session's turn (idle claudes can be let go)."""
+        running = sum(s.claudes for s in self.live.values() if s.owned and (s.busy or s.reserved))
+        return running + 1 <= self.settings.max_live
+
+    async def claim(self, session_id: str) -> None:
+        """Run the session here when no instance does and there is room: catch its log up, say that a turn cut
+        short elsewhere was taken over, and answer what waits in its inbox."""
+        # One claim of a session at a time: a message's poster returns only once the claim its own notice started
+        # is through (the session run here, its message queued), not while it is under way, when the session
+        # looked idle to anyone asking (agentapi's status said stable with three messages posted)
+        lock = self._claiming.setdefault(session_id, anyio.Lock())
+        try:
+            async with lock:
+                await self._claim_here(session_id)
+        finally:
+            if not lock.locked() and self._claiming.get(session_id) is lock:  # none holds it, none waits for it
+                del self._claiming[session_id]  # (kept, every session ever heard of would stay here)
+
+    async def _claim_here(self, session_id: str) -> None:
+        assert self.leases is not None and self.store is not None and self._tg is not None
+        token: int | None = None
+        try:
+            if self._closing or not self._room():  # closing: its own hand-over's notice must not take it back
+                return
+            token = await self.leases.acquire(session_id)
+            if token is None:
+                return
+            session = await self.load(session_id)
+            if session.owned:
+                session.disown()  # an older lease of ours that lapsed
+                await session.release()
+            record = await self.store.get(session_id)
+            if record is None:
+                return
+            session.record = record
+            await self.sync(session)
+            session.tool_base = len(await self.store.tool_calls(session_id))
+            session.inbox_after = 0
+            session.claim(token, self._acquire, self._tg)
+            token = None  # the session's now: its driver lets the lease go
+            if session.state in ("streaming", "waiting"):
+                log.warning("session %s: its turn was cut short on another instance; taken over", session_id)
+                session.relay.publish(
+                    Error(
+                        message="the instance running this turn stopped; another instance took "
+                        "the session over and answers the message again"
+                    )
+                )
+                session.relay.publish(Status(state="idle"))
+            await self.pump(session)
+        except (AgentError, DatabaseError) as e:
+            log.warning("session %s not taken up here: %s", session_id, e)
+        finally:
+            if token is not None:  # taken, then the claim failed: renewed with the rest, it would strand the session
+                self._tg.start_soon(self._give_up_lease, session_id, token)
+
+    async def _give_up_lease(self, session_id: str, token: int) -> None:
+        """The lease of a claim that failed, given up after a pause: its notice starts the next claim (here or
+        elsewhere), and a failure that persists is not tried again at once, over and over."""
+        assert self.leases is not None
+        await anyio.sleep(self.settings.lease_ttl / 3)  # (at shutdown, cancelled: the lease lapses with the rest)
+        try:
+            with anyio.move_on_after(self.settings.lease_ttl):
+                await self.leases.release(session_id, token, force=True)
+        except DatabaseError as e:
+            log.warning("session %s: the lease of a failed claim not given up (it lapses): %s", session_id, e)
+
+    async def pump(self, session: AgentSession) -> None:
+        """Hand the driver what waits in the session's inbox, in the order it was accepted."""
+        assert self.leases is not None
+        async with self._syncing.setdefault(f"inbox:{session.id}", anyio.Lock()):
+            if not session.owned:
+                return
+            for position, message_id, text, files in await self.leases.waiting(session.id, session.inbox_after):
+                session.enqueue(message_id, text, files)
+                session.inbox_after = position
+
+    async def sync(self, session: AgentSession) -> None:
+        """The events other instances wrote since this one last looked."""
+        assert self.leases is not None
+        async with self._syncing.setdefault(session.id, anyio.Lock()):
+            if not session.owned:
+                session.relay.sync(await self.leases.events_after(session.id, session.relay.last_seq))
+
+    async def keep_leases(self) -> None:
+        """Renew this instance's leases (one it lost is let go at once), catch up what a missed notification
+        would have said, and take up sessions whose instance is gone."""
+        assert self.leases is not None and self._tg is not None
+        every = max(0.2, self.settings.lease_ttl / 3)
+        while True:
+            try:
+                held = await self.leases.renew()
+                for session in list(self.live.values()):
+                    token = session.relay.token
+                    if (
+                        session.owned
+                        and held.get(session.id) != token
+                        and await self.leases.holder(session.id) != token
+                        and session.relay.token == token
+                    ):
+                        self.lost(session)  # (asked again: a lease taken just after the renewal is not lost)
+                    elif not session.owned and not session.relay.closed:
+                        await self.sync(session)
+                for session_id in await self.leases.unclaimed():
+                    self._tg.start_soon(self.claim, session_id)
+            except DatabaseError as e:
+                log.warning("the agent's leases not renewed: %s", e)
+            with anyio.move_on_after(every):
+                await self.claims.wait()
+            self.claims = anyio.Event()
