@@ -98,7 +98,7 @@ class Agent:
         self._placement.start(self.leases, self.store, self._tg)
         self._tg.start_soon(self.notifier.outbox.deliver_forever)  # from the outbox: whichever instance wrote them
         self._tg.start_soon(self._placement.reap_idle)
-        self._tg.start_soon(partial(self.leases.listen, self._heard_of, ready=self._placement.claims.set))
+        self._tg.start_soon(partial(self.leases.listen, self._heard_of, ready=self._placement.look_for_claims))
         self._tg.start_soon(self._placement.keep_leases)
         if self.spare is not None:
             await self.spare.__aenter__()

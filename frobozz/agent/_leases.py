@@ -265,8 +265,9 @@ class Leases:
                                 with anyio.move_on_after(5):
                                     await lost.wait()
                         finally:
-                            if not c.is_closed():
+                            if not lost.is_set() and not c.is_closed():  # (a lost one is no longer ours to ask)
                                 await c.remove_listener(CHANNEL, heard)
+                    log.warning("the connection listening for other instances was lost; listening again")
                 except DATABASE_ERRORS as e:
                     log.warning("listening for other instances failed (%s); trying again", e)
                 await anyio.sleep(1)

@@ -53,6 +53,11 @@ class Placement:
         (the service's; the caller starts `reap_idle` and `keep_leases` in it)."""
         self.leases, self.store, self._tg = leases, store, task_group
 
+    def look_for_claims(self) -> None:
+        """Wake the lease keeper now (`keep_leases`): the listener calls this each time it listens again, as
+        notices of sessions to take up may have been missed while it was not listening."""
+        self.claims.set()
+
     async def hand_over_all(self) -> None:
         """At shutdown: no session is taken up here any more, and every one held here is handed over."""
         self._closing = True

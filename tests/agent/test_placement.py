@@ -1,0 +1,38 @@
+"""Where sessions run: the lease keeper, woken by the listener as well as by its clock."""
+
+import anyio
+import pytest
+
+from frobozz.agent._leases import Leases
+from tests.waiting import eventually
+from tests.web.test_app import _admin
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_each_time_the_listener_listens_again_the_lease_keeper_looks_for_sessions_at_once(
+    make_agent, postgres, cortex_settings, monkeypatch, caplog
+):
+    """Notices of sessions to take up are missed while the listening connection is down: once it listens again,
+    the keeper must catch up then, not at its next tick (a third of lease_ttl: 100 s here)."""
+    rounds = 0
+    renew = Leases.renew
+
+    async def counted(self: Leases) -> dict[str, int]:
+        nonlocal rounds
+        rounds += 1
+        return await renew(self)
+
+    monkeypatch.setattr(Leases, "renew", counted)
+    name = cortex_settings.database_url.get_secret_value().partition("?")[0].rsplit("/", 1)[1]
+    async with make_agent(lease_ttl=300):
+        with anyio.fail_after(30):
+            await eventually(lambda: rounds >= 2)  # its first round, and the one the first listen woke
+        await _admin(
+            postgres,
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND query LIKE 'LISTEN%'",
+        )
+        with anyio.fail_after(30):  # the listener waits 1 s, listens again, and wakes the keeper
+            await eventually(lambda: rounds >= 3)
+    assert "the connection listening for other instances was lost; listening again" in caplog.text
+    assert "released back to the pool" not in caplog.text  # (what it said: the lost connection asked if closed)
