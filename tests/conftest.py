@@ -78,13 +78,16 @@ def settings(frobozz_env: Path) -> GamesSettings:
 
 
 @pytest.fixture(scope="session")
-def postgres(tmp_path_factory):
+def postgres():
     """One embedded Postgres with pgvector (pgserver) for the whole session, set for throwaway data: no
     flushes to disk and a small WAL (every new database is written to the WAL whole; at the default 1 GB
-    of WAL a run's worker kept 0.7 GB of it)."""
+    of WAL a run's worker kept 0.7 GB of it). Its folder is not in pytest's: run as root, Postgres runs as
+    pgserver's own user, which pgserver lets through pytest's root-only folder (o+rx), and a second pytest
+    started meanwhile made that folder root's alone again: this Postgres lost its files mid-run."""
     import pgserver
 
-    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="delete")
+    folder = Path(tempfile.mkdtemp(prefix="frobozz-pg-"))
+    server = pgserver.get_server(folder / "pg", cleanup_mode="delete")
     server.psql(
         "ALTER SYSTEM SET fsync = off; ALTER SYSTEM SET synchronous_commit = off;"
         " ALTER SYSTEM SET full_page_writes = off; ALTER SYSTEM SET max_wal_size = '64MB';"
@@ -92,6 +95,7 @@ def postgres(tmp_path_factory):
     )
     yield server
     server.cleanup()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def database_url(server, name: str) -> str:
