@@ -405,7 +405,7 @@ class Engine(ControlRequests):
                     source="process",
                     message=(
                         f"claude exited with code {code} and was not restarted "
-                        f"({self.restarts} of {self.options.max_restarts} restarts used): {stderr[-500:]}"
+                        f"({self.restarts} of {self.options.max_restarts} restarts used){_stderr_end(stderr)}"
                     ),
                 )
             )

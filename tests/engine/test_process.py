@@ -53,4 +53,6 @@ async def test_a_cli_that_keeps_dying_is_given_up_on_with_a_clear_error(tmp_path
     exits = of(events, ProcessExit)
     assert [e.exit_code for e in exits] == [3, 3, 3] and not any(e.expected for e in exits)
     assert [r.attempt for r in of(events, Restarted)] == [1, 2]
-    assert "was not restarted (2 of 2 restarts used)" in of(events, ErrorEvent)[-1].message
+    given_up = of(events, ErrorEvent)[-1].message
+    assert "was not restarted (2 of 2 restarts used) (its stderr ends: " in given_up
+    assert given_up.endswith("fake claude: dying as asked)")

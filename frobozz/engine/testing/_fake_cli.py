@@ -55,6 +55,8 @@ def main() -> None:
             sys.stdout.write("x" * int(rest) + "\n")
         elif verb == "die":
             sys.stdout.flush()
+            sys.stderr.write("fake claude: dying as asked\n")
+            sys.stderr.flush()
             os._exit(3)
         reply = rest if verb == "echo" else f"you said: {text}"
         _out(
