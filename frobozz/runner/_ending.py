@@ -1,0 +1,99 @@
+"""How a run ends: it plays until it finishes (its own stop rules, in RunContext: won, died, a budget spent),
+its time runs out, a signal comes or its caller says stop, and the turns it played are in the database before
+it ends; then, with memory, it keeps its lessons for the next run, and its end is written: the summary,
+charts and map in its directory, its row in the database."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from datetime import UTC, datetime
+
+import anyio
+
+from frobozz.engine import Session
+from frobozz.memory import DATABASE_ERRORS
+
+from . import _report
+from ._context import RunContext
+from ._run_memory import RunMemory
+
+log = logging.getLogger("frobozz.runner")
+
+
+async def until_finished(
+    context: RunContext, *, handle_signals: bool, stop: anyio.Event | None, keep_ledger: bool
+) -> None:
+    """Until the run finishes, or its time limit, SIGINT or SIGTERM (`handle_signals`) or `stop` ends it;
+    then until its turns are committed to the database (`keep_ledger`: a task commits them as they come),
+    a minute at most."""
+    info = context.info
+    async with anyio.create_task_group() as tg:
+        if handle_signals:
+            tg.start_soon(_stop_on_signal, context)
+        if stop is not None:
+            tg.start_soon(_stop_on_event, context, stop)
+        if keep_ledger:
+            tg.start_soon(context.keep_ledger)
+        with anyio.move_on_after(info.max_seconds or float("inf")) as timer:
+            await context.finished.wait()
+        if timer.cancelled_caught:
+            context.finish("time limit")
+        with anyio.move_on_after(60):
+            await context.committed()  # the turns played are in the database before the run ends
+        tg.cancel_scope.cancel()
+
+
+async def _stop_on_event(context: RunContext, stop: anyio.Event) -> None:
+    await stop.wait()
+    context.finish("interrupted", status="stopped")
+
+
+async def _stop_on_signal(context: RunContext) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            context.finish("interrupted", status="stopped")
+            return
+
+
+async def keep_lessons(memory: RunMemory, session: Session, context: RunContext) -> None:
+    """At the end of a run (win, death, limits): the model's lessons, and where and how a death came."""
+    info = context.info
+    last = context.records[-1] if context.records else None
+    how = f"{info.reason}, score {info.score}/{context.max_score} after {info.turns} turns"
+    kept = await memory.lessons(session, how=how, score=info.score, turn=info.turns)
+    if info.reason == "died" and last is not None:
+        death = (
+            f"{info.title}: died at {last.location} on turn {last.turn} after '{last.command}': "
+            f"{' '.join(last.text.split())[:300]}"
+        )
+        if await memory.keep(
+            death,
+            {
+                "kind": "lesson",
+                "death": True,
+                "run_id": info.run_id,
+                "score": info.score,
+                "turn": last.turn,
+                "location": last.location,
+            },
+        ):
+            kept.append(death)
+    info.lessons += len(kept)
+    info.memories_stored += len(kept)
+    context.store.save_info()  # run.json (and so the web) counts them as the summary does
+    _report.append_kept(context.store, kept)
+
+
+async def write_up(context: RunContext, *, queued: bool) -> None:
+    """The run's end, written: its summary, charts and map in its directory, and its row in the database (a
+    queued run, which the database holds, fails without it; one played here goes without, with a warning)."""
+    info = context.info
+    _report.finish(context.store, context.records, context.max_score, start=info.start_location)
+    if context.ledger is not None:  # (None after the database went away mid-run)
+        try:
+            await context.ledger.save(info, ended_at=datetime.now(UTC))
+        except DATABASE_ERRORS as e:
+            if queued:
+                raise
+            log.warning("run %s's end is not recorded in the database: %s", info.run_id, e)

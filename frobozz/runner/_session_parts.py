@@ -1,0 +1,278 @@
+"""What a run's engine Session is made of: claude's options (a scripted player's model in claude's place, the
+database that mirrors claude's transcripts, the spans' attributes), the opening instructions, the producers
+that bring claude the game and the observers that read what it does. In text mode the run holds the game
+and each message is its answer; in tools mode claude plays through the game server, which the run configures
+for it (its autosave, the memory's mailbox), and a game call made once the run has ended is refused. With
+memory, claude has the cortex and handoff servers too."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from frobozz import _spans
+from frobozz._mailbox import Mailbox
+from frobozz.engine import EngineOptions, Event, HookInput, HookMatcher, HookOutput, SystemInit
+from frobozz.engine.scripted import Handler, ScriptedModel
+from frobozz.games import GameError, GameSession, StoryInfo
+
+from ._catch_up import catch_up
+from ._context import RunContext
+from ._game_producers import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
+from ._opening import transcripts
+from ._prompts import PAUSED, game_message, instructions, load_template, status_header
+from ._run_memory import TOOLS, TOOLS_NOTE, RunMemory
+from ._store import RunInfo, RunStore
+from .settings import RunnerSettings
+
+ENDED = f"{PAUSED}: it has ended, and this call was not made. End your turn now, without another game call."
+GAME_TOOLS = ("new_game", "act", "look", "inventory", "undo", "save", "restore", "list_saves", "map", "history")
+
+
+@dataclass
+class SessionParts:
+    """A run's engine Session, in parts: claude's options, the producers, the observers."""
+
+    options: EngineOptions
+    producers: list
+    observers: list
+
+
+class _SessionKeeper:
+    """Observer: remembers claude's session id in run.json, so --resume can continue it."""
+
+    name = "session-id"
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, SystemInit) and event.session_id and event.session_id != self.store.info.claude_session_id:
+            self.store.info.claude_session_id = event.session_id
+            self.store.save_info()
+
+
+async def session_parts(
+    stack: AsyncExitStack,
+    context: RunContext,
+    story: StoryInfo,
+    settings: RunnerSettings,
+    memory: RunMemory | None,
+    scripted: Handler | None,
+    cli_path: str | None,
+    *,
+    resumed: bool,
+    queued: bool,
+) -> SessionParts:
+    """The run's session, in its mode. `scripted` answers in claude's place; what needs closing (its model,
+    text mode's game) is closed with `stack`. `resumed`: the run has turns already, and claude is told it
+    goes on; `queued`: a worker's run, whose game session any machine's game server has (tools mode)."""
+    options = await _options(stack, context, scripted, cli_path)
+    intro = _intro(context, memory)
+    servers = memory.servers(_paths(settings)) if memory is not None else {}
+    if context.info.mode == "text":
+        parts = await _text_mode(stack, story, settings, context, memory, options, intro, servers, resumed=resumed)
+    else:
+        parts = await _tools_mode(
+            story, settings, context, memory, options, intro, servers, resumed=resumed, queued=queued
+        )
+    if memory is not None and memory.archive is not None:
+        parts.observers.append(memory.archive)
+    return parts
+
+
+async def _options(
+    stack: AsyncExitStack, context: RunContext, scripted: Handler | None, cli_path: str | None
+) -> EngineOptions:
+    """claude's options in either mode: its model (or the scripted player's), its transcripts mirrored into
+    the database, the spans' attributes."""
+    info, store = context.info, context.store
+    env: dict[str, str] = {}
+    if scripted is not None:
+        model = await stack.enter_async_context(ScriptedModel(scripted))
+        env.update(model.env())
+        env["CLAUDE_CONFIG_DIR"] = str(store.dir / "claude")  # the scripted player's sessions stay with the run
+    session_store = await transcripts(context)
+    return EngineOptions(
+        model=info.model,
+        env=env,
+        cwd=store.dir,
+        tools=(),
+        cli_path=cli_path,
+        session_store=session_store,
+        session_project=f"frobozz-run-{info.run_id}",
+        session_store_flush="eager",  # in tools mode one claude turn is many game turns
+        trace_attributes={
+            _spans.SESSION_KIND: "play",
+            _spans.RUN_ID: info.run_id,
+            _spans.GAME: info.game,
+            _spans.RUN_MODE: info.mode,
+        },
+    )
+
+
+def _intro(context: RunContext, memory: RunMemory | None) -> str:
+    """The opening instructions: the prompt file's, else the mode's own; with memory, the note on its tools."""
+    info = context.info
+    template = load_template(Path(info.prompt_file) if info.prompt_file else None, tools=info.mode == "tools")
+    intro = instructions(template, title=info.title, game=info.game, max_score=context.max_score, multi=info.multi)
+    if memory is not None:
+        intro = f"{intro.rstrip()}\n{TOOLS_NOTE}\n"
+    return intro
+
+
+async def _text_mode(
+    stack: AsyncExitStack,
+    story: StoryInfo,
+    settings: RunnerSettings,
+    context: RunContext,
+    memory: RunMemory | None,
+    options: EngineOptions,
+    intro: str,
+    servers: dict,
+    *,
+    resumed: bool,
+) -> SessionParts:
+    """Text mode: the run opens the game (where its snapshot left it), sends claude its answers and reads the
+    command in each reply."""
+    info, store = context.info, context.store
+    game = await GameSession.open(story, settings)
+    stack.push_async_callback(game.aclose)
+    snapshot = store.snapshot()
+    if snapshot:
+        await game.resume({k: v for k, v in snapshot.items() if k != "record"}, [])
+    context.max_score = context.max_score or game.max_score
+    if not resumed:
+        info.start_location = game.current.location
+    collector = ReplyCollector(context, memory)
+    header = status_header(info.title, game.current, context.max_score, info.turns, info.max_turns)
+    note = "(The run was stopped and has now resumed. This is where you are.)\n\n" if resumed else ""
+    first = f"{intro}\n{game_message(header, note + game.current.text)}"
+    producers: list = [
+        GameProducer(
+            game,
+            context,
+            collector.replies,
+            first_message=first,
+            multi=info.multi,
+            memory=memory,
+            instructions=intro,
+            note=note,
+        )
+    ]
+    observers: list = [collector, _SessionKeeper(store)]
+    engine_options = (
+        options
+        if memory is None
+        else replace(options, mcp_config={"mcpServers": servers}, strict_mcp_config=True, allowed_tools=TOOLS)
+    )
+    return SessionParts(engine_options, producers, observers)
+
+
+async def _tools_mode(
+    story: StoryInfo,
+    settings: RunnerSettings,
+    context: RunContext,
+    memory: RunMemory | None,
+    options: EngineOptions,
+    intro: str,
+    servers: dict,
+    *,
+    resumed: bool,
+    queued: bool,
+) -> SessionParts:
+    """Tools mode: claude plays through the game server's tools (a resumed run's claude is told where its game
+    is), and the run watches the calls."""
+    info, store = context.info, context.store
+    watcher = ToolWatcher(context, info.title, memory)
+    shared = queued  # a queued run's game session is shared: any machine's server has it
+    mcp_config = _game_server_config(
+        settings,
+        info,
+        {
+            **(memory.game_server_env(Mailbox(store.dir / "mailbox")) if memory is not None else {}),
+            **({"FROBOZZ_GAME_SHARED_SESSIONS": "true"} if shared else {}),
+        },
+    )
+    if shared and resumed and info.game_session:
+        await catch_up(context, mcp_config["mcpServers"]["game"])  # the game may be ahead of the record
+    restart = (
+        ""
+        if not resumed
+        else f"The run was stopped and has resumed. {_header(info, context)}: your game is session_id "
+        f"{info.game_session}, just where you left it: keep playing it with act."
+        if shared and info.game_session
+        else f'The run was stopped and has resumed: call new_game with game "{info.game}", then '
+        f"restore with slot '{info.autosave_slot}', and keep playing."
+    )
+    first = f"{intro}\n{restart}" if restart else intro
+    producers: list = [
+        ToolsProducer(
+            context,
+            watcher,
+            first_message=first if memory is None else restart or "Start the game.",
+            max_score=context.max_score,
+            memory=memory,
+            instructions=intro,
+            inventory=lambda: _saved_inventory(story, settings, info),
+        )
+    ]
+    observers: list = [watcher, _SessionKeeper(store)]
+    mcp_config["mcpServers"].update(servers)
+    engine_options = replace(
+        options,
+        mcp_config=mcp_config,
+        strict_mcp_config=True,
+        allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS] + (TOOLS if memory is not None else []),
+        hooks={**options.hooks, "PreToolUse": [*options.hooks.get("PreToolUse", ()), _no_moves_after(context)]},
+    )
+    return SessionParts(engine_options, producers, observers)
+
+
+async def _saved_inventory(story: StoryInfo, settings: RunnerSettings, info: RunInfo) -> str | None:
+    """Tools mode: what the player carries, read from the game server's autosave (no move is spent)."""
+    if not info.autosave_slot:
+        return None
+    try:
+        game = await GameSession.open(story, settings)
+        try:
+            await game.restore(info.autosave_slot)
+            return (await game.peek("inventory")).text
+        finally:
+            await game.aclose(journal=False)
+    except GameError:
+        return None
+
+
+def _header(info: RunInfo, context: RunContext) -> str:
+    current = context.current
+    return status_header(info.title, current, context.max_score, info.turns, info.max_turns) if current else ""
+
+
+def _paths(settings: RunnerSettings) -> dict[str, str]:
+    env = {"FROBOZZ_DATA_DIR": str(settings.data_dir)}
+    if settings.games_dir:
+        env["FROBOZZ_GAMES_DIR"] = str(settings.games_dir)
+    return env
+
+
+def _no_moves_after(context: RunContext) -> HookMatcher:
+    """A game tool claude calls once the run has ended is refused, and its turn stopped: claude is often
+    mid-turn when a limit ends the run, and each move it went on to make put the game past the run's record
+    (a resume restores the game as the server left it)."""
+
+    async def gate(hook: HookInput) -> HookOutput | None:
+        if not context.finished.is_set():
+            return None
+        return HookOutput(permission="deny", reason=ENDED, stop="the run has ended")
+
+    return HookMatcher([gate], matcher="|".join(f"mcp__game__{t}" for t in GAME_TOOLS))
+
+
+def _game_server_config(settings: RunnerSettings, info: RunInfo, memory_env: dict[str, str]) -> dict:
+    env = {**_paths(settings), **memory_env}
+    if info.autosave_slot:
+        env["FROBOZZ_AUTOSAVE_SLOT"] = info.autosave_slot
+    return {"mcpServers": {"game": {"command": sys.executable, "args": ["-m", "frobozz", "serve", "game"], "env": env}}}
