@@ -87,15 +87,19 @@ def postgres():
     import pgserver
 
     folder = Path(tempfile.mkdtemp(prefix="frobozz-pg-"))
-    server = pgserver.get_server(folder / "pg", cleanup_mode="delete")
-    server.psql(
-        "ALTER SYSTEM SET fsync = off; ALTER SYSTEM SET synchronous_commit = off;"
-        " ALTER SYSTEM SET full_page_writes = off; ALTER SYSTEM SET max_wal_size = '64MB';"
-        " ALTER SYSTEM SET min_wal_size = '32MB'; SELECT pg_reload_conf();"
-    )
-    yield server
-    server.cleanup()
-    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        server = pgserver.get_server(folder / "pg", cleanup_mode="delete")
+        try:
+            server.psql(
+                "ALTER SYSTEM SET fsync = off; ALTER SYSTEM SET synchronous_commit = off;"
+                " ALTER SYSTEM SET full_page_writes = off; ALTER SYSTEM SET max_wal_size = '64MB';"
+                " ALTER SYSTEM SET min_wal_size = '32MB'; SELECT pg_reload_conf();"
+            )
+            yield server
+        finally:
+            server.cleanup()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def database_url(server, name: str) -> str:

@@ -18,6 +18,8 @@ QUESTION_ID = re.compile(r"[0-9A-Za-z]{1,64}")  # made as 16 hex digits: an id u
 
 
 class Answers:
+    """A session's questions answered on any instance and awaited on the one whose claude asked (see the module)."""
+
     def __init__(self, leases: Leases) -> None:
         self.leases = leases
         self._heard: dict[str, anyio.Event] = {}  # a session's answers changed (told by whichever instance)

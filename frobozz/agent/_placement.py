@@ -3,7 +3,9 @@ session is claimed here when no instance runs it and there is room, its lease re
 given up when it idles, handed over at shutdown, and let go at once when another instance has taken it. On this
 instance, room under --max-live: each claude is counted (a memory session's sidecars too, and the warm spare,
 which waits while a session wants room and is the first to go for it), the least recently used idle session is
-let go for a new one, and an idle claude is released after --idle-timeout.
+let go for a new one, and an idle claude is released after --idle-timeout. A session held here has what other
+instances accepted for it pumped from its inbox to its claude; one followed from here has the events its holder
+wrote synced into it.
 
 The `Agent` owns one: the sessions are the Agent's (`live`, loaded through `load`); this decides where they run."""
 
@@ -42,10 +44,10 @@ class Placement:
         self._tg: TaskGroup | None = None
         self._syncing: dict[str, anyio.Lock] = {}
         self._claiming: dict[str, anyio.Lock] = {}  # a session's claims one at a time (`claim`)
-        self.claims = anyio.Event()  # look for sessions that need an instance now
+        self._claims = anyio.Event()  # look for sessions that need an instance now (`look_for_claims`)
         self._closing = False  # shutting down: sessions handed over are not taken up again here
-        # the next claude, started ahead of need; it counts under max_live and is the first to go for room
         self._wanting_room = 0  # sessions in _acquire: a spare waits while they do (it would take their room)
+        # the next claude, started ahead of need; it counts under max_live and is the first to go for room
         self.spare = WarmSpare(room=self._room_for_spare) if settings.warm_spare else None
 
     def start(self, leases: Leases, store: AgentStore, task_group: TaskGroup) -> None:
@@ -56,7 +58,7 @@ class Placement:
     def look_for_claims(self) -> None:
         """Wake the lease keeper now (`keep_leases`): the listener calls this each time it listens again, as
         notices of sessions to take up may have been missed while it was not listening."""
-        self.claims.set()
+        self._claims.set()
 
     async def hand_over_all(self) -> None:
         """At shutdown: no session is taken up here any more, and every one held here is handed over."""
@@ -264,5 +266,5 @@ class Placement:
             except DatabaseError as e:
                 log.warning("the agent's leases not renewed: %s", e)
             with anyio.move_on_after(every):
-                await self.claims.wait()
-            self.claims = anyio.Event()
+                await self._claims.wait()
+            self._claims = anyio.Event()  # (an anyio Event is set once: the next round waits on a new one)

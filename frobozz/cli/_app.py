@@ -103,7 +103,9 @@ def _skip_freeing_at_exit() -> None:
     reference cycles the garbage collector must find, for memory the OS takes back at once: 0.1-0.2 s of CPU of
     a command's 0.4-1.4 s (bench/cli_exit.py), a stdio server closed by its client or a one-shot `cortex search`.
     What is garbage by now is collected first, so its finalizers run as before; the rest is frozen, left out
-    of the collections the interpreter's teardown makes."""
+    of the collections the interpreter's teardown makes. So an object that only a reference cycle keeps alive
+    until the teardown is not finalized: none of Frobozz's own needs it (files and connections are closed with
+    `with`), and exit handlers registered before this one (at import) run after it, as they did."""
     gc.collect()
     gc.freeze()
 

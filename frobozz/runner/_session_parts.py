@@ -14,7 +14,7 @@ from pathlib import Path
 
 from frobozz import _spans
 from frobozz._mailbox import Mailbox
-from frobozz.engine import EngineOptions, Event, HookInput, HookMatcher, HookOutput, SystemInit
+from frobozz.engine import EngineOptions, Event, HookInput, HookMatcher, HookOutput, Observer, Producer, SystemInit
 from frobozz.engine.scripted import Handler, ScriptedModel
 from frobozz.games import GameError, GameSession, StoryInfo
 
@@ -36,8 +36,8 @@ class SessionParts:
     """A run's engine Session, in parts: claude's options, the producers, the observers."""
 
     options: EngineOptions
-    producers: list
-    observers: list
+    producers: list[Producer]
+    observers: list[Observer]
 
 
 class _SessionKeeper:
@@ -73,10 +73,28 @@ async def session_parts(
     intro = _intro(context, memory)
     servers = memory.servers(_paths(settings)) if memory is not None else {}
     if context.info.mode == "text":
-        parts = await _text_mode(stack, story, settings, context, memory, options, intro, servers, resumed=resumed)
+        parts = await _text_mode(
+            context,
+            story,
+            stack=stack,
+            settings=settings,
+            memory=memory,
+            options=options,
+            intro=intro,
+            servers=servers,
+            resumed=resumed,
+        )
     else:
         parts = await _tools_mode(
-            story, settings, context, memory, options, intro, servers, resumed=resumed, queued=queued
+            context,
+            story,
+            settings=settings,
+            memory=memory,
+            options=options,
+            intro=intro,
+            servers=servers,
+            resumed=resumed,
+            queued=queued,
         )
     if memory is not None and memory.archive is not None:
         parts.observers.append(memory.archive)
@@ -124,15 +142,15 @@ def _intro(context: RunContext, memory: RunMemory | None) -> str:
 
 
 async def _text_mode(
-    stack: AsyncExitStack,
-    story: StoryInfo,
-    settings: RunnerSettings,
     context: RunContext,
+    story: StoryInfo,
+    *,
+    stack: AsyncExitStack,
+    settings: RunnerSettings,
     memory: RunMemory | None,
     options: EngineOptions,
     intro: str,
     servers: dict,
-    *,
     resumed: bool,
 ) -> SessionParts:
     """Text mode: the run opens the game (where its snapshot left it), sends claude its answers and reads the
@@ -150,7 +168,7 @@ async def _text_mode(
     header = status_header(info.title, game.current, context.max_score, info.turns, info.max_turns)
     note = "(The run was stopped and has now resumed. This is where you are.)\n\n" if resumed else ""
     first = f"{intro}\n{game_message(header, note + game.current.text)}"
-    producers: list = [
+    producers: list[Producer] = [
         GameProducer(
             game,
             context,
@@ -162,7 +180,7 @@ async def _text_mode(
             note=note,
         )
     ]
-    observers: list = [collector, _SessionKeeper(store)]
+    observers: list[Observer] = [collector, _SessionKeeper(store)]
     engine_options = (
         options
         if memory is None
@@ -172,14 +190,14 @@ async def _text_mode(
 
 
 async def _tools_mode(
-    story: StoryInfo,
-    settings: RunnerSettings,
     context: RunContext,
+    story: StoryInfo,
+    *,
+    settings: RunnerSettings,
     memory: RunMemory | None,
     options: EngineOptions,
     intro: str,
     servers: dict,
-    *,
     resumed: bool,
     queued: bool,
 ) -> SessionParts:
@@ -208,7 +226,7 @@ async def _tools_mode(
         f"restore with slot '{info.autosave_slot}', and keep playing."
     )
     first = f"{intro}\n{restart}" if restart else intro
-    producers: list = [
+    producers: list[Producer] = [
         ToolsProducer(
             context,
             watcher,
@@ -219,7 +237,7 @@ async def _tools_mode(
             inventory=lambda: _saved_inventory(story, settings, info),
         )
     ]
-    observers: list = [watcher, _SessionKeeper(store)]
+    observers: list[Observer] = [watcher, _SessionKeeper(store)]
     mcp_config["mcpServers"].update(servers)
     engine_options = replace(
         options,
