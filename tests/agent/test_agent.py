@@ -2,9 +2,11 @@
 history and attachments, the workspace guard and the tool log, questions, queued messages, a restart."""
 
 import json
+import socket
 from itertools import pairwise
 
 import anyio
+import asyncpg
 import pytest
 
 from frobozz.agent import (
@@ -296,19 +298,26 @@ async def test_a_posted_message_leaves_the_session_busy_even_when_its_notice_cla
     assert not agent._placement._claiming  # the claims' locks are not kept once none holds them
 
 
-async def test_a_lease_released_while_the_database_fails_says_so_as_a_database_error(agent, monkeypatch):
+async def test_a_lease_released_while_the_database_fails_says_so_as_a_database_error(agent, monkeypatch, caplog):
     """Releases run in the service's own task group (an idle session let go, a failed claim's lease given up, a
-    shutdown's hand-over), whose callers catch DatabaseError: a raw driver error there ended every session."""
+    shutdown's hand-over), whose callers catch DatabaseError: a raw driver error there ended every session. The
+    database is gone for every caller meanwhile, the lease keeper too, which says so and goes on (a stand-in
+    that failed only on `acquire` broke the keeper instead, and with it the service, when it woke in the test)."""
     session = await agent.create_session("alice/notes")
     token = await agent.leases.acquire(session)
-
-    class Down:
-        def acquire(self):
-            raise OSError("connection refused")
-
-    monkeypatch.setattr(agent.leases, "pool", Down())
-    with pytest.raises(DatabaseError, match="connection refused"):
-        await agent.leases.release(session, token, force=True)
+    with socket.socket() as s:  # a port nothing listens on: every connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    async with asyncpg.create_pool(f"postgresql://nobody@127.0.0.1:{port}/gone", min_size=0) as down:
+        monkeypatch.setattr(agent.leases, "pool", down)
+        with pytest.raises(DatabaseError, match="database failed"):
+            await agent.leases.release(session, token, force=True)
+        agent._placement.look_for_claims()
+        with anyio.fail_after(30):
+            await eventually(lambda: "the agent's leases not renewed" in caplog.text)
+        monkeypatch.undo()
+    assert await agent.leases.holder(session) == token  # nothing was released
+    assert (await agent.session(session)).id == session  # and the service still answers
 
 
 async def test_a_claim_that_fails_once_it_holds_the_lease_gives_the_lease_up_and_the_message_is_answered(
