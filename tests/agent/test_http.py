@@ -16,8 +16,8 @@ import pytest
 from frobozz._loopback import LoopbackServer
 from frobozz.agent import create_app
 from frobozz.servers._auth import BearerToken
+from tests.database import admin, database_name
 from tests.waiting import eventually
-from tests.web.test_app import _admin
 
 pytestmark = pytest.mark.anyio
 TOKEN = "agent-test-token-0123456789"
@@ -285,12 +285,12 @@ async def test_a_database_that_goes_away_is_a_503_that_says_so_and_once_back_the
     make_agent, postgres, cortex_settings
 ):
 
-    name = cortex_settings.database_url.get_secret_value().partition("?")[0].rsplit("/", 1)[1]
+    name = database_name(cortex_settings)
     with Service(make_agent()) as client:
         session = (await client.post("/sessions", json={"workspace": "bob/work"})).json()["session_id"]
-        await _admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+        await admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
         try:
-            await _admin(
+            await admin(
                 postgres,
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 f"WHERE datname = '{name}' AND pid <> pg_backend_pid()",
@@ -299,7 +299,7 @@ async def test_a_database_that_goes_away_is_a_503_that_says_so_and_once_back_the
                 assert gone.status_code == 503, gone.text
                 assert "the agent service's database failed" in gone.json()["error"]
         finally:
-            await _admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+            await admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
         with anyio.fail_after(30):
 
             async def ready() -> object:

@@ -4,8 +4,8 @@ import anyio
 import pytest
 
 from frobozz.agent._leases import Leases
+from tests.database import admin, database_name
 from tests.waiting import eventually
-from tests.web.test_app import _admin
 
 pytestmark = pytest.mark.anyio
 
@@ -24,11 +24,11 @@ async def test_each_time_the_listener_listens_again_the_lease_keeper_looks_for_s
         return await renew(self)
 
     monkeypatch.setattr(Leases, "renew", counted)
-    name = cortex_settings.database_url.get_secret_value().partition("?")[0].rsplit("/", 1)[1]
+    name = database_name(cortex_settings)
     async with make_agent(lease_ttl=300):
         with anyio.fail_after(30):
             await eventually(lambda: rounds >= 2)  # its first round, and the one the first listen woke
-        await _admin(
+        await admin(
             postgres,
             f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND query LIKE 'LISTEN%'",
         )

@@ -8,6 +8,7 @@ import asyncpg
 import pytest
 
 from frobozz.runner import RunConfig, RunNotFoundError, Worker, enqueue
+from tests.database import database_name
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
@@ -26,7 +27,7 @@ async def test_a_run_whose_database_goes_away_stops_where_it_was_and_is_played_t
 ):
     monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "2")
     settings = type(runner_settings)()
-    name = cortex_settings.database_url.get_secret_value().partition("?")[0].rsplit("/", 1)[1]
+    name = database_name(cortex_settings)
     (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=60), settings, 1)
     worker = Worker(ledger, settings)
     admin = await asyncpg.connect(postgres.get_uri())

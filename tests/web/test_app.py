@@ -2,11 +2,11 @@
 and a database that goes away under it and comes back, with nothing lost."""
 
 import anyio
-import asyncpg
 import pytest
 
 from frobozz.memory import MemoryService
 from frobozz.runner import RunLedger
+from tests.database import admin, database_name
 from tests.web.conftest import new_run, play_turn
 from tests.web.test_runs import events
 
@@ -64,21 +64,13 @@ def test_a_run_known_only_to_the_database_is_followed_live_to_its_end(client, we
     assert [ident for event, ident in seen if event == "turn"] == ["2"] and seen[-1] == ("end", None)
 
 
-async def _admin(postgres, sql: str) -> None:
-    admin = await asyncpg.connect(postgres.get_uri())
-    try:
-        await admin.execute(sql)
-    finally:
-        await admin.close()
-
-
 def test_a_database_that_goes_away_is_said_plainly_and_once_back_everything_is_there(
     client, web_settings, postgres, monkeypatch
 ):
     import frobozz.web._lazy_store
 
     monkeypatch.setattr(frobozz.web._lazy_store, "RETRY_SECONDS", 0.0)
-    name = web_settings.database_url.get_secret_value().partition("?")[0].rsplit("/", 1)[1]
+    name = database_name(web_settings)
     local = new_run(web_settings.runs_dir, status="finished")
     play_turn(local, 1, "north", "North of House")
 
@@ -91,10 +83,10 @@ def test_a_database_that_goes_away_is_said_plainly_and_once_back_everything_is_t
 
     anyio.run(remember)
     assert "The grating is locked" in client.get("/memory").text and "Leaderboard" in client.get("/").text
-    anyio.run(_admin, postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+    anyio.run(admin, postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
     try:
         anyio.run(
-            _admin,
+            admin,
             postgres,
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             f"WHERE datname = '{name}' AND pid <> pg_backend_pid()",
@@ -105,7 +97,7 @@ def test_a_database_that_goes_away_is_said_plainly_and_once_back_everything_is_t
         assert runs.status_code == 200 and local.info.run_id in runs.text and "not reachable" in runs.text
         assert "&gt; north" in client.get(f"/runs/{local.info.run_id}").text  # this machine's runs still show
     finally:
-        anyio.run(_admin, postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+        anyio.run(admin, postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
     back = client.get("/memory", params={"q": "grating"})
     assert back.status_code == 200 and "The grating is locked" in back.text.split("Newest")[0]
     again = client.get("/")

@@ -11,6 +11,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from frobozz.servers.cortex import Settings, create_server
 from tests.conftest import database_url
+from tests.database import database_name
 from tests.servers.cortex import MEMORIES
 from tests.servers.mcp import assert_conventions, call, error
 from tests.waiting import eventually
@@ -163,7 +164,7 @@ async def test_a_database_embedded_with_another_model_is_a_clear_error(cortex_se
     async with Client(create_server(cortex_settings)) as client:
         await call(client, "store", content="anything")
     name = database_url(postgres, "x").rsplit("/", 1)[0]
-    db = cortex_settings.database_url.get_secret_value().split("?")[0].rsplit("/", 1)[1]
+    db = database_name(cortex_settings)
     postgres.psql(f"\\c {db}\nUPDATE cortex_meta SET value = 'some-other-model' WHERE key = 'embedding_model';")
     async with Client(create_server(cortex_settings)) as client:
         message = await error(client, "search", query="anything")
