@@ -15,31 +15,11 @@ from typing import Any
 import anyio
 import httpx
 
+from frobozz._ip import Address, is_public
+
 from .exceptions import InputError
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[..., Awaitable[list[Any]]]  # anyio.getaddrinfo's shape
-_METADATA = {
-    ipaddress.ip_address("169.254.169.254"),
-    ipaddress.ip_address("100.100.100.200"),
-    ipaddress.ip_address("fd00:ec2::254"),
-}
-_SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT: not the internet either
-
-
-def public(ip: Address) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return not (
-        ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_multicast
-        or ip.is_reserved
-        or ip.is_unspecified
-        or ip in _METADATA
-        or ip in _SHARED
-    )
 
 
 @dataclass(frozen=True)
@@ -78,7 +58,7 @@ async def pinned(url: Any, *, https_only: bool, loopback: bool, resolve: Resolve
     if not addresses:
         raise InputError(f"{host[:100]} does not resolve")
     for ip in addresses:
-        if not public(ip) and not (loopback and ip.is_loopback):
+        if not is_public(ip) and not (loopback and ip.is_loopback):
             raise InputError(f"{host[:100]} resolves to {ip}, a private address: refused")
     if parts.scheme == "http" and not all(ip.is_loopback for ip in addresses):
         raise InputError("plain http only to this machine (loopback); elsewhere https")

@@ -25,7 +25,9 @@ from cryptography.hazmat.primitives import serialization
 from py_vapid import Vapid02, b64urlencode
 from pywebpush import WebPushException, webpush_async
 
-from ._addresses import Address, Resolver, checked_url, pinned
+from frobozz._ip import Address
+
+from ._addresses import Resolver, checked_url, pinned
 from ._events import Done, Logged, Question
 from ._outbox import Outbox
 from ._store import query, transaction

@@ -9,30 +9,10 @@ import socket
 import anyio
 import httpx
 
+from frobozz._ip import Address, is_public
+
 from .exceptions import BlockedError, FetchError
 from .settings import Settings
-
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-_METADATA = {
-    ipaddress.ip_address("169.254.169.254"),
-    ipaddress.ip_address("fd00:ec2::254"),
-    ipaddress.ip_address("100.100.100.200"),
-}
-
-
-def is_public(ip: Address) -> bool:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    return not (
-        ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_multicast
-        or ip.is_reserved
-        or ip.is_unspecified
-        or ip in _METADATA
-        or ip in ipaddress.ip_network("100.64.0.0/10")
-    )
 
 
 def _allowlisted(host: str, ip: Address, settings: Settings) -> bool:
