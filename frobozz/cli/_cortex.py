@@ -189,21 +189,6 @@ def recent_cmd(
     )
 
 
-def _as_json(m: Any) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "namespace": m.namespace,
-        "content": m.content,
-        "metadata": m.metadata,
-        "source": m.source,
-        "created_at": m.created_at.isoformat(),
-        "updated_at": m.updated_at.isoformat(),
-        "valid_to": m.valid_to.isoformat() if m.valid_to else None,
-        "supersedes": m.supersedes,
-        "superseded_by": m.superseded_by,
-    }
-
-
 @cortex.command("get")
 def get_cmd(memory_id: int = MEMORY_ID) -> None:
     """One memory, as JSON, with every version of its fact (`history`, oldest first)."""
@@ -224,7 +209,7 @@ def get_cmd(memory_id: int = MEMORY_ID) -> None:
         return await store.get(memory_id), await store.history(memory_id), shown
 
     m, history, image = _run(work)
-    out.print_json(json.dumps(_as_json(m) | {"history": [_as_json(h) for h in history], "image": image}))
+    out.print_json(json.dumps(m.as_json() | {"history": [h.as_json() for h in history], "image": image}))
 
 
 @cortex.command("supersede")

@@ -185,17 +185,10 @@ class BulkStore:
             )
             async for row in c.cursor(query, *([self.store.namespace(namespace)] if namespace else [])):
                 m = memory(row)
-                record = {
-                    "id": m.id,
-                    "namespace": m.namespace,
-                    "content": m.content,
-                    "metadata": m.metadata,
-                    "source": m.source,
-                    "created_at": m.created_at.isoformat(),
-                    "updated_at": m.updated_at.isoformat(),
-                }
-                if m.supersedes is not None or m.valid_to is not None:  # a chain: import links it again
-                    record |= {"supersedes": m.supersedes, "valid_to": m.valid_to.isoformat() if m.valid_to else None}
+                record = m.as_json()
+                del record["superseded_by"]  # import links a chain again from each memory's `supersedes`
+                if m.supersedes is None and m.valid_to is None:  # not in a chain
+                    del record["supersedes"], record["valid_to"]
                 if row["original"] is not None:
                     path = self._images().path(row["original"])
                     try:

@@ -34,6 +34,21 @@ class Memory:
     def current(self) -> bool:
         return self.valid_to is None
 
+    def as_json(self) -> dict[str, Any]:
+        """Every field, JSON's types (times in ISO 8601): what `cortex get` prints and an export starts from."""
+        return {
+            "id": self.id,
+            "namespace": self.namespace,
+            "content": self.content,
+            "metadata": self.metadata,
+            "source": self.source,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "valid_to": self.valid_to.isoformat() if self.valid_to else None,
+            "supersedes": self.supersedes,
+            "superseded_by": self.superseded_by,
+        }
+
 
 @dataclass(frozen=True)
 class Hit:
