@@ -79,6 +79,7 @@ class Agent:
         self._loading = anyio.Lock()
         self._answers: Answers | None = None  # to the sessions' questions, given on whichever instance
         self._tg: TaskGroup | None = None
+        self.failure: Exception | None = None  # what stopped the service, when a task of its own failed
         self._placement = Placement(self.settings, self._live, self.session)  # where their claudes run
         self.spare = self._placement.spare  # the next claude, started ahead of need (counted under max_live)
 
@@ -113,14 +114,25 @@ class Agent:
         finally:
             if self.spare is not None:  # its task group was entered after the service's: it is left first
                 await self.spare.__aexit__(None, None, None)
-            assert self._tg is not None
-            self._tg.cancel_scope.cancel()
-            await self._tg.__aexit__(None, None, None)
-            if self.notifier is not None:
-                await self.notifier.aclose()
-            if self.store is not None:
-                await self.store.aclose()
-            await self.memory_service.aclose()
+            try:
+                assert self._tg is not None
+                self._tg.cancel_scope.cancel()
+                try:
+                    await self._tg.__aexit__(None, None, None)
+                except Exception as e:  # a task of its own failed (the lease keeper, the listener...): a bug
+                    self.failure = _first_leaf(e)
+                    log.critical(
+                        "the agent service has stopped: %s: %s (another instance takes its sessions up)",
+                        type(self.failure).__name__,
+                        self.failure,
+                    )
+                    raise
+            finally:
+                if self.notifier is not None:
+                    await self.notifier.aclose()
+                if self.store is not None:
+                    await self.store.aclose()
+                await self.memory_service.aclose()
 
     # -- the API --------------------------------------------------------------------------------------
     async def create_session(
@@ -447,3 +459,10 @@ class Agent:
             await session.interrupt()
         elif kind == "close" and session is not None:
             await self._closed(session)
+
+
+def _first_leaf(error: Exception) -> Exception:
+    """The first error a task group's group of errors holds: the one that says what happened."""
+    while isinstance(error, ExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error

@@ -16,9 +16,11 @@ from typing import Any
 
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from frobozz.memory import DatabaseError
 
@@ -89,8 +91,26 @@ def _update(n: int, message: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def create_app(agent: Agent) -> Starlette:
-    """The API over `agent`, which the app's lifespan opens and closes."""
+class _Stopped:
+    """Once the agent has stopped on a failure of its own, every request is a 503 that says why: its tasks
+    (leases kept, other instances heard) are gone, and another instance takes its sessions up."""
+
+    def __init__(self, app: ASGIApp, agent: Agent) -> None:
+        self.app, self.agent = app, agent
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        failure = self.agent.failure
+        if scope["type"] == "http" and failure is not None:
+            said = f"the agent service has stopped: {type(failure).__name__}: {failure}"
+            await JSONResponse({"error": said}, status_code=503)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def create_app(agent: Agent, *, on_failure: Callable[[Exception], object] | None = None) -> Starlette:
+    """The API over `agent`, which the app's lifespan opens and closes. `on_failure` is called (with what
+    failed) once the agent has stopped on a failure of its own: the host stops serving then, as the CLI does
+    (exit status 1), or every request is a 503 that says why."""
 
     async def session_of(request: Request) -> AgentSession:
         return await agent.session(request.path_params["session_id"], owners=_owners(request))
@@ -327,8 +347,12 @@ def create_app(agent: Agent) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with agent:
-            yield
+        try:
+            async with agent:
+                yield
+        finally:
+            if agent.failure is not None and on_failure is not None:
+                on_failure(agent.failure)
 
     base = "/sessions/{session_id}"
     routes = [
@@ -358,7 +382,7 @@ def create_app(agent: Agent) -> Starlette:
             Route(f"{prefix}/status", _json(api_status, problem=True), methods=["GET"]),
         ]
     routes.append(Route(f"{base}/agentapi/events", _json(api_events, problem=True), methods=["GET"]))
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(_Stopped, agent=agent)])
 
 
 __all__ = ["create_app"]

@@ -82,17 +82,25 @@ def serve(
     start_tracing(trace, f"frobozz-{name}")
     served = name == "agent" or (name == "all" and workspaces is not None)
     with _agent_model(model if served else None) as env:
-        agent = _agent_app(workspaces, platform_dir, idle_timeout, max_live, model, env) if served else None
+        server = _Server()
+        agent = _agent_app(workspaces, platform_dir, idle_timeout, max_live, model, env, server) if served else None
         if served and model != "scripted":
             _warn_unless_logged_in()
         if name == "agent":
-            _serve_agent(agent, host, port or 8771, token, tokens)
+            _serve_agent(agent, host, port or 8771, token, tokens, server)
             return
-        _serve_hub(name, http, host, port, token, tokens, agent)
+        _serve_hub(name, http, host, port, token, tokens, agent, server)
 
 
 def _serve_hub(
-    name: str, http: bool, host: str, port: int | None, token: str | None, tokens: Path | None, agent: Any
+    name: str,
+    http: bool,
+    host: str,
+    port: int | None,
+    token: str | None,
+    tokens: Path | None,
+    agent: Any,
+    server: _Server,
 ) -> None:
     port = port or 8765
     names = list(SERVERS) if name == "all" else [name]
@@ -105,8 +113,6 @@ def _serve_hub(
             )
         load_server(name).run("stdio")
         return
-    import uvicorn
-
     from frobozz.servers import hub_app
     from frobozz.web import create_app
 
@@ -134,7 +140,7 @@ def _serve_hub(
     notes.extend(_postgres_note())
     _announce(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names), notes)
     _collect_less()
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    server.run(app, host, port)
 
 
 def _collect_less() -> None:
@@ -181,6 +187,7 @@ def _agent_app(
     max_live: int,
     model: str | None = None,
     env: dict[str, str] | None = None,
+    server: _Server | None = None,
 ) -> Any:
     from frobozz.agent import Agent, AgentSettings, create_app
     from frobozz.engine import EngineOptions
@@ -204,7 +211,8 @@ def _agent_app(
             ),
             engine_options=EngineOptions(model=claude_model, env=env or {}),
             memory_servers=_memory_servers(),
-        )
+        ),
+        on_failure=server.stop_on if server is not None else None,
     )
 
 
@@ -224,9 +232,7 @@ def _memory_servers() -> Any:
     return servers
 
 
-def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Path | None) -> None:
-    import uvicorn
-
+def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Path | None, server: _Server) -> None:
     from frobozz.memory import stop_embedded_at_exit
     from frobozz.servers import BearerToken, ScopedTokens
 
@@ -241,7 +247,39 @@ def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Pa
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     _announce(f"[bold]frobozz agent[/] on http://{host}:{port}/sessions", notes)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    server.run(app, host, port)
+
+
+class _Server:
+    """uvicorn's server (as `uvicorn.run` runs it), stopped once the agent service in it has stopped on a
+    failure of its own: an instance whose lease keeper is gone must not go on taking requests, and its exit
+    status (1) tells a supervisor to start it again."""
+
+    def __init__(self) -> None:
+        self.failure: Exception | None = None
+        self._server: Any = None
+
+    def stop_on(self, failure: Exception) -> None:
+        self.failure = failure
+        if self._server is not None:
+            self._server.should_exit = True
+
+    def run(self, app: Any, host: str, port: int) -> None:
+        import uvicorn
+
+        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        try:
+            self._server.run()
+        except KeyboardInterrupt:
+            pass
+        if self.failure is not None:
+            Console(stderr=True, soft_wrap=True).print(
+                f"[red]frobozz: the agent service has stopped:[/] {type(self.failure).__name__}: {self.failure}",
+                highlight=False,
+            )
+            raise typer.Exit(1)
+        if not self._server.started:
+            raise typer.Exit(3)  # (uvicorn.run's status when the app does not start)
 
 
 def web(

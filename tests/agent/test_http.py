@@ -15,6 +15,7 @@ import pytest
 
 from frobozz._loopback import LoopbackServer
 from frobozz.agent import create_app
+from frobozz.agent._leases import Leases
 from frobozz.servers._auth import BearerToken
 from tests.database import admin, database_name
 from tests.waiting import eventually
@@ -332,7 +333,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve_agent(tmp_path, cortex_settings, *args):
+def _serve_agent(tmp_path, cortex_settings, *args, code: str | None = None):
+    """`frobozz serve agent ARGS` in a process of its own (`code`: Python run instead of `-m frobozz`, which
+    calls the CLI itself)."""
     home = tmp_path / "home"  # a fresh HOME: claude is not logged in there
     home.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
@@ -346,8 +349,7 @@ def _serve_agent(tmp_path, cortex_settings, *args):
     process = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "frobozz",
+            *(["-c", code] if code else ["-m", "frobozz"]),
             "serve",
             "agent",
             "--workspaces",
@@ -400,3 +402,58 @@ async def test_serve_agent_warns_when_claude_is_not_logged_in_and_runs_offline_w
         _, err = process.communicate(timeout=60)
     assert "(scripted) You said: hello there" in done[-1]["data"]["result"], err
     assert "not logged in" not in err
+
+
+# the lease keeper's second round fails as a bug would (its first passes, so the service has started by then)
+FAILING_LATER = """
+from frobozz.agent._leases import Leases
+
+renew, rounds = Leases.renew, []
+
+
+async def failing_later(self):
+    rounds.append(self)
+    if len(rounds) == 2:
+        raise RuntimeError("a bug in the lease keeper")
+    return await renew(self)
+"""
+
+
+async def test_an_agent_whose_own_task_fails_stops_says_why_in_a_503_and_closes_its_database(
+    make_agent, monkeypatch, caplog
+):
+    """Before, its app went on taking requests and answered each with a 500 ('this task group is not active'),
+    its leases left to lapse, and the database pool was never closed."""
+    broken: dict = {}
+    exec(FAILING_LATER, broken)
+    monkeypatch.setattr(Leases, "renew", broken["failing_later"])
+    failures: list[Exception] = []
+    agent = make_agent()
+    server = LoopbackServer(BearerToken(create_app(agent, on_failure=failures.append), TOKEN), lifespan="on")
+    server.start()
+    try:
+        with anyio.fail_after(60):
+            await eventually(lambda: failures)
+        async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=60) as client:
+            refused = await client.post("/sessions", json={"workspace": "bob/work"})
+    finally:
+        server.stop()
+    assert [str(f) for f in failures] == ["a bug in the lease keeper"]
+    said = "the agent service has stopped: RuntimeError: a bug in the lease keeper"
+    assert refused.status_code == 503 and refused.json()["error"] == said
+    assert said in caplog.text
+    assert agent.store is not None and agent.store.pool.is_closing()
+
+
+async def test_serve_agent_exits_with_status_1_naming_what_failed_when_a_task_of_its_own_fails(
+    tmp_path, cortex_settings
+):
+    """An instance without its lease keeper must not go on serving: it exits, and a supervisor starts it again."""
+    code = FAILING_LATER + "Leases.renew = failing_later\nfrom frobozz.cli import main\nmain()\n"
+    process, _ = _serve_agent(tmp_path, cortex_settings, "--model", "scripted", code=code)
+    try:
+        _, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=120))
+    finally:
+        process.kill()
+    assert process.returncode == 1, err
+    assert "the agent service has stopped: RuntimeError: a bug in the lease keeper" in err
