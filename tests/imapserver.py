@@ -17,14 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from frobozz._children import as_account, dying_with_parent
+from tests.ports import free_port
 
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -75,7 +70,7 @@ def start_imap() -> ImapServer:
 
     group_name = grp.getgrgid(group).gr_name
     folder = Path(tempfile.mkdtemp(prefix="frobozz-imap-"))
-    port = _free_port()
+    port = free_port()
     for sub in ("run", "state", "home"):
         (folder / sub).mkdir()
     users = [(f"u{secrets.token_hex(4)}", secrets.token_hex(8)) for _ in range(200)]

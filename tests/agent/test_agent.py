@@ -2,7 +2,6 @@
 history and attachments, the workspace guard and the tool log, questions, queued messages, a restart."""
 
 import json
-import socket
 from itertools import pairwise
 
 import anyio
@@ -22,6 +21,7 @@ from frobozz.agent import (
 )
 from frobozz.memory import DatabaseError
 from tests.conftest import python_for_any_account
+from tests.ports import free_port
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
@@ -305,10 +305,8 @@ async def test_a_lease_released_while_the_database_fails_says_so_as_a_database_e
     that failed only on `acquire` broke the keeper instead, and with it the service, when it woke in the test)."""
     session = await agent.create_session("alice/notes")
     token = await agent.leases.acquire(session)
-    with socket.socket() as s:  # a port nothing listens on: every connection is refused
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    async with asyncpg.create_pool(f"postgresql://nobody@127.0.0.1:{port}/gone", min_size=0) as down:
+    gone = f"postgresql://nobody@127.0.0.1:{free_port()}/gone"  # every connection is refused
+    async with asyncpg.create_pool(gone, min_size=0) as down:
         monkeypatch.setattr(agent.leases, "pool", down)
         with pytest.raises(DatabaseError, match="database failed"):
             await agent.leases.release(session, token, force=True)

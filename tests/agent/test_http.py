@@ -18,6 +18,7 @@ from frobozz.agent import create_app
 from frobozz.agent._leases import Leases
 from frobozz.servers._auth import BearerToken
 from tests.database import admin, database_name
+from tests.ports import free_port
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
@@ -325,14 +326,6 @@ async def test_a_turn_moves_the_sessions_last_activity_on(make_agent):
     assert before is not None and after > before and listed >= after  # (saved a moment later: the database's now)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _serve_agent(tmp_path, cortex_settings, *args, code: str | None = None):
     """`frobozz serve agent ARGS` in a process of its own (`code`: Python run instead of `-m frobozz`, which
     calls the CLI itself)."""
@@ -345,7 +338,7 @@ def _serve_agent(tmp_path, cortex_settings, *args, code: str | None = None):
         COLUMNS="250",
         FROBOZZ_DATABASE_URL=cortex_settings.database_url.get_secret_value(),
     )
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [
             sys.executable,
@@ -423,7 +416,7 @@ async def test_an_agent_whose_own_task_fails_stops_says_why_in_a_503_and_closes_
     make_agent, monkeypatch, caplog
 ):
     """Before, its app went on taking requests and answered each with a 500 ('this task group is not active'),
-    its leases left to lapse, and the database pool was never closed."""
+    and the database pool was never closed."""
     broken: dict = {}
     exec(FAILING_LATER, broken)
     monkeypatch.setattr(Leases, "renew", broken["failing_later"])

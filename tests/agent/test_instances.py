@@ -19,9 +19,9 @@ from frobozz.engine.testing import ScriptedModel
 from tests.agent.conftest import model_reply
 from tests.agent.test_http import sse
 from tests.agent.test_notify import Receiver
-from tests.cli.test_web import free_port
 from tests.conftest import other_accounts_can_run_claude
 from tests.orphans import claudes_below
+from tests.ports import free_port
 from tests.waiting import eventually
 
 pytestmark = [

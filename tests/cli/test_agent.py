@@ -11,9 +11,9 @@ import pytest
 
 from frobozz.engine.testing import ScriptedModel
 from tests.agent.conftest import model_reply
-from tests.cli.test_web import free_port
 from tests.conftest import other_accounts_can_run_claude
 from tests.orphans import descendants, still_running
+from tests.ports import free_port
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio

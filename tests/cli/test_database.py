@@ -2,12 +2,13 @@
 processes on the test's own data folder (its own embedded Postgres)."""
 
 import os
-import socket
 import subprocess
 import sys
 
 import anyio
 import pytest
+
+from tests.ports import free_port
 
 HOLD = (
     "from frobozz.memory import MemorySettings\nfrom frobozz.memory._database import embedded_url\n"
@@ -58,9 +59,7 @@ def test_stop_leaves_a_postgres_in_use_and_stops_it_once_nobody_holds_it(frobozz
 
 @pytest.mark.anyio
 async def test_serve_all_says_the_embedded_postgres_stays_running_and_how_to_stop_it(frobozz_env):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     hub = subprocess.Popen(
         [sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)],
         stderr=subprocess.PIPE,

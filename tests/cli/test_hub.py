@@ -3,7 +3,6 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.servers.forge.testing import FakeImageBackend
 from tests.engine.conftest import of, until
 from tests.httpserver import serve
+from tests.ports import free_port
 
 ROOT = Path(__file__).parents[2]
 SERVERS = ["cortex", "fetch", "forge", "handoff", "game"]
@@ -128,9 +128,7 @@ async def healthy(port: int) -> None:
 async def test_serve_all_over_http_prints_a_generated_token_that_clients_and_the_web_view_then_use(
     frobozz_env, cortex_settings
 ):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
     env.pop("FROBOZZ_HUB_TOKEN", None)
     hub = subprocess.Popen(
@@ -186,11 +184,7 @@ async def test_two_hubs_on_one_database_play_one_game_in_turns_to_its_end_and_se
 ):
     from frobozz.games import CATALOGUE, walkthrough_for
 
-    ports = []
-    for _ in range(2):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
+    ports = [free_port() for _ in range(2)]
     env = {
         **os.environ,
         "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value(),

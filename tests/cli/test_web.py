@@ -4,7 +4,6 @@ arguments."""
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -13,14 +12,9 @@ import httpx
 import pytest
 
 from tests.cli.test_hub import frobozz, healthy
+from tests.ports import free_port
 from tests.waiting import eventually
 from tests.web.conftest import new_run
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.anyio

@@ -1,7 +1,6 @@
 """The engine's HTTP channel, with the real CLI talking through it to the scripted Messages API."""
 
 import json
-import socket
 
 import pytest
 
@@ -9,6 +8,7 @@ from frobozz.engine import CompactBoundary, Engine, ErrorEvent, Result, Usage, i
 from frobozz.engine._proxy import request_head
 from frobozz.engine.testing import Reply, ScriptedModel, Text, replies
 from tests.engine.conftest import of, until
+from tests.ports import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -79,9 +79,7 @@ async def test_a_registered_rewrite_changes_compaction_requests_only(make_option
 
 
 async def test_an_unreachable_upstream_becomes_an_api_error_not_a_hang(make_options):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        dead_port = s.getsockname()[1]
+    dead_port = free_port()
     async with ScriptedModel(replies("unused")) as model:
         options = make_options(model, env={"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{dead_port}"})
         async with Engine(options) as engine:

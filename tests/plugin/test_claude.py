@@ -5,7 +5,6 @@ hand-off letter; with memory unreachable the prompt goes through unchanged."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from frobozz.engine import find_claude, project_key
 from frobozz.engine.testing import Reply, ScriptedModel, ToolUse
 from frobozz.memory import MemoryService, TranscriptStore
+from tests.ports import free_port
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
@@ -118,9 +118,7 @@ async def test_what_is_worth_keeping_is_offered_next_turn_until_the_model_stores
 
 
 async def test_with_the_database_down_the_prompt_reaches_the_model_unchanged(installed, project):
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+    port = free_port()
     with ScriptedModel(reply) as scripted:
         env = {**installed, **scripted.env(), "FROBOZZ_DATABASE_URL": f"postgresql://x@127.0.0.1:{port}/none"}
         done = claude_p("What is my cat called?", env, project)

@@ -19,6 +19,7 @@ import pytest
 
 from frobozz.memory import MemoryService
 from frobozz.plugin import PluginSettings, daemon_pid
+from tests.ports import free_port
 from tests.waiting import eventually
 
 from .conftest import hook
@@ -89,9 +90,7 @@ def test_a_daemon_that_cannot_start_lets_the_prompt_through_and_says_why_once(in
 def test_a_database_that_is_down_lets_the_prompt_through_and_says_why_once(
     claude_home, cortex_settings, installed, plugin_settings, project
 ):
-    with socket.socket() as closed:  # a port nothing listens on
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+    port = free_port()
     env = {**installed, "FROBOZZ_DATABASE_URL": f"postgresql://nobody@127.0.0.1:{port}/nothing"}
     ask = payload(project, "UserPromptSubmit", prompt="hello")
     first = hook("UserPromptSubmit", ask, env, plugin_settings)

@@ -5,7 +5,6 @@ prompt through and says why once."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,18 +17,13 @@ import pytest
 from frobozz._children import dying_with_parent
 from frobozz.memory import MemoryService
 from frobozz.plugin import PluginSettings, daemon_pid
+from tests.ports import free_port
 
 from .conftest import frobozz, hook, hook_env
 from .test_hook import payload
 
 pytestmark = pytest.mark.anyio
 TOKEN = "hub-token-for-the-plugin-test"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import httpx
 import pytest
 
 from frobozz._children import dying_with_parent
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 START = 300  # seconds Phoenix may take to start on a loaded machine (its first start migrates its database)
@@ -28,12 +28,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "phoenix" in getattr(item, "fixturenames", ()) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SETUP + START + 300))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_for_the_install() -> None:
@@ -60,12 +54,12 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if not shutil.which(exe):
         pytest.fail("the tracing tests need Arize Phoenix: run scripts/phoenix (bin/test does)")
     work = tmp_path_factory.mktemp("phoenix")
-    port = _free_port()
+    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PHOENIX_"))},
         "PHOENIX_WORKING_DIR": str(work),
         "PHOENIX_PORT": str(port),
-        "PHOENIX_GRPC_PORT": str(_free_port()),
+        "PHOENIX_GRPC_PORT": str(free_port()),
         "PHOENIX_HOST": "127.0.0.1",
         "PHOENIX_TELEMETRY_ENABLED": "false",
     }
