@@ -112,27 +112,36 @@ class Agent:
                 for session in list(self._live.values()):
                     session.relay.close()
         finally:
-            if self.spare is not None:  # its task group was entered after the service's: it is left first
-                await self.spare.__aexit__(None, None, None)
             try:
-                assert self._tg is not None
-                self._tg.cancel_scope.cancel()
-                try:
-                    await self._tg.__aexit__(None, None, None)
-                except Exception as e:  # a task of its own failed (the lease keeper, the listener...): a bug
-                    self.failure = _first_leaf(e)
-                    log.critical(
-                        "the agent service has stopped: %s: %s (another instance takes its sessions up)",
-                        type(self.failure).__name__,
-                        self.failure,
-                    )
-                    raise
+                if self.spare is not None:  # its task group was entered after the service's: it is left first
+                    await self.spare.__aexit__(None, None, None)  # (cancelled with ours, when a task of ours failed)
             finally:
-                if self.notifier is not None:
-                    await self.notifier.aclose()
-                if self.store is not None:
-                    await self.store.aclose()
-                await self.memory_service.aclose()
+                try:
+                    await self._leave_task_group()
+                finally:
+                    with anyio.CancelScope(shield=True):  # in full, under a failed group's cancellation too (bounded)
+                        if self.notifier is not None:
+                            await self.notifier.aclose()
+                        if self.store is not None:
+                            await self.store.aclose()
+                        await self.memory_service.aclose()
+
+    async def _leave_task_group(self) -> None:
+        """The service's own tasks cancelled and waited for. One that failed (the lease keeper, the listener...:
+        a bug, as they wait out a database that is away) has stopped the service: it is kept in `failure`, logged,
+        and raised."""
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        try:
+            await self._tg.__aexit__(None, None, None)
+        except Exception as e:
+            self.failure = _first_leaf(e)
+            log.critical(
+                "the agent service has stopped: %s: %s (another instance takes its sessions up)",
+                type(self.failure).__name__,
+                self.failure,
+            )
+            raise
 
     # -- the API --------------------------------------------------------------------------------------
     async def create_session(

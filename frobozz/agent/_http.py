@@ -9,6 +9,7 @@ whose workspaces it may use (`request.state.grant.users`; no grant: any user).""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -30,6 +31,7 @@ from ._files import MAX_IMAGE_BYTES
 from ._session import AgentSession
 from .exceptions import AgentError, BusyError, ForbiddenError, InputError, SessionNotFoundError, TooLargeError
 
+log = logging.getLogger("frobozz.agent")
 MAX_BODY = 16 * 1024 * 1024
 AGENT_TYPE = "claude"
 Handler = Callable[[Request], Awaitable[Response]]
@@ -352,7 +354,10 @@ def create_app(agent: Agent, *, on_failure: Callable[[Exception], object] | None
                 yield
         finally:
             if agent.failure is not None and on_failure is not None:
-                on_failure(agent.failure)
+                try:
+                    on_failure(agent.failure)
+                except Exception:  # (the agent's failure is the one to raise)
+                    log.exception("the agent service's on_failure failed")
 
     base = "/sessions/{session_id}"
     routes = [

@@ -120,11 +120,13 @@ def _serve_hub(
     site = create_app(agent_served=agent is not None) if name == "all" else None
     grants, token, generated, notes = _tokens(token, tokens)
     try:
-        mounts = {"agent": agent} if agent else {}
+        mounts = {}
         if name == "all":  # the plugin's hooks (`frobozz plugin install --hub`)
             from frobozz.plugin import hook_app
 
             mounts["plugin"] = hook_app()
+        if agent:  # last: what is unwound after its own failure closes undisturbed (hub_app)
+            mounts["agent"] = agent
         app = hub_app(names, token, host=host, grants=grants, site=site, mounts=mounts or None)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e

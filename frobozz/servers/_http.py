@@ -53,7 +53,9 @@ def hub_app(
         async with AsyncExitStack() as stack:  # each server's own lifespan, entered once, closed at the end
             for server in servers.values():
                 await stack.enter_async_context(server.session_manager.run())
-            for extra in [*mounts.values(), *([site] if site is not None else [])]:
+            # the mounts last, so unwound first: the agent service's own failure cancels this task until the
+            # agent has left, and what is unwound after it closes undisturbed
+            for extra in [*([site] if site is not None else []), *mounts.values()]:
                 await stack.enter_async_context(extra.router.lifespan_context(extra))
             yield
 

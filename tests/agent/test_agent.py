@@ -307,13 +307,13 @@ async def test_a_lease_released_while_the_database_fails_says_so_as_a_database_e
     token = await agent.leases.acquire(session)
     gone = f"postgresql://nobody@127.0.0.1:{free_port()}/gone"  # every connection is refused
     async with asyncpg.create_pool(gone, min_size=0) as down:
-        monkeypatch.setattr(agent.leases, "pool", down)
-        with pytest.raises(DatabaseError, match="database failed"):
-            await agent.leases.release(session, token, force=True)
-        agent._placement.look_for_claims()
-        with anyio.fail_after(30):
-            await eventually(lambda: "the agent's leases not renewed" in caplog.text)
-        monkeypatch.undo()
+        with monkeypatch.context() as patched:
+            patched.setattr(agent.leases, "pool", down)
+            with pytest.raises(DatabaseError, match="database failed"):
+                await agent.leases.release(session, token, force=True)
+            agent._placement.look_for_claims()
+            with anyio.fail_after(30):
+                await eventually(lambda: "the agent's leases not renewed" in caplog.text)
     assert await agent.leases.holder(session) == token  # nothing was released
     assert (await agent.session(session)).id == session  # and the service still answers
 

@@ -326,9 +326,9 @@ async def test_a_turn_moves_the_sessions_last_activity_on(make_agent):
     assert before is not None and after > before and listed >= after  # (saved a moment later: the database's now)
 
 
-def _serve_agent(tmp_path, cortex_settings, *args, code: str | None = None):
-    """`frobozz serve agent ARGS` in a process of its own (`code`: Python run instead of `-m frobozz`, which
-    calls the CLI itself)."""
+def _serve_agent(tmp_path, cortex_settings, *args, code: str | None = None, hub: bool = False):
+    """`frobozz serve agent ARGS` in a process of its own (`hub`: `serve all --http`, the agent mounted in the
+    hub; `code`: Python run instead of `-m frobozz`, which calls the CLI itself)."""
     home = tmp_path / "home"  # a fresh HOME: claude is not logged in there
     home.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
@@ -343,8 +343,7 @@ def _serve_agent(tmp_path, cortex_settings, *args, code: str | None = None):
         [
             sys.executable,
             *(["-c", code] if code else ["-m", "frobozz"]),
-            "serve",
-            "agent",
+            *(["serve", "all", "--http"] if hub else ["serve", "agent"]),
             "--workspaces",
             str(tmp_path / "ws"),
             "--port",
@@ -412,22 +411,33 @@ async def failing_later(self):
 """
 
 
+@pytest.mark.parametrize("warm_spare", [False, True], ids=["no spare", "a spare claude"])
 async def test_an_agent_whose_own_task_fails_stops_says_why_in_a_503_and_closes_its_database(
-    make_agent, monkeypatch, caplog
+    make_agent, monkeypatch, caplog, warm_spare
 ):
     """Before, its app went on taking requests and answered each with a 500 ('this task group is not active'),
-    and the database pool was never closed."""
-    broken: dict = {}
-    exec(FAILING_LATER, broken)
-    monkeypatch.setattr(Leases, "renew", broken["failing_later"])
+    and the database pool was never closed. With a spare claude waiting, the spare's exit, cancelled with the
+    failed group, skipped the rest of the agent's."""
+    renew, told = Leases.renew, []
+
+    async def renew_until_told(self):
+        if told:
+            raise RuntimeError("a bug in the lease keeper")
+        return await renew(self)
+
+    monkeypatch.setattr(Leases, "renew", renew_until_told)
     failures: list[Exception] = []
-    agent = make_agent()
+    agent = make_agent(warm_spare=warm_spare, lease_ttl=1.5)  # the keeper's round: every 0.5 s
     server = LoopbackServer(BearerToken(create_app(agent, on_failure=failures.append), TOKEN), lifespan="on")
     server.start()
     try:
-        with anyio.fail_after(60):
-            await eventually(lambda: failures)
         async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=60) as client:
+            made = await client.post("/sessions", json={"workspace": "bob/work"})
+            assert made.status_code == 201, made.text
+            with anyio.fail_after(60):
+                await eventually(lambda: agent.spare is None or agent.spare.live == 1)  # (a session primes it)
+                told.append(True)
+                await eventually(lambda: failures)
             refused = await client.post("/sessions", json={"workspace": "bob/work"})
     finally:
         server.stop()
@@ -436,14 +446,16 @@ async def test_an_agent_whose_own_task_fails_stops_says_why_in_a_503_and_closes_
     assert refused.status_code == 503 and refused.json()["error"] == said
     assert said in caplog.text
     assert agent.store is not None and agent.store.pool.is_closing()
+    assert agent.spare is None or agent.spare.live == 0
 
 
+@pytest.mark.parametrize("hub", [False, True], ids=["serve agent", "serve all --http"])
 async def test_serve_agent_exits_with_status_1_naming_what_failed_when_a_task_of_its_own_fails(
-    tmp_path, cortex_settings
+    tmp_path, cortex_settings, hub
 ):
     """An instance without its lease keeper must not go on serving: it exits, and a supervisor starts it again."""
     code = FAILING_LATER + "Leases.renew = failing_later\nfrom frobozz.cli import main\nmain()\n"
-    process, _ = _serve_agent(tmp_path, cortex_settings, "--model", "scripted", code=code)
+    process, _ = _serve_agent(tmp_path, cortex_settings, "--model", "scripted", code=code, hub=hub)
     try:
         _, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=120))
     finally:
