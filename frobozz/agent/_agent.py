@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import asdict, replace
 from functools import partial
 from typing import Any
@@ -21,7 +22,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from frobozz import _spans
-from frobozz.engine import EngineOptions
+from frobozz.engine import EngineOptions, WarmSpare
 from frobozz.engine.observers import ToolCall
 from frobozz.memory import DatabaseError, MemoryService, MemorySettings, TranscriptStore
 
@@ -80,6 +81,7 @@ class Agent:
         self._answers: Answers | None = None  # to the sessions' questions, given on whichever instance
         self._tg: TaskGroup | None = None
         self.failure: Exception | None = None  # what stopped the service, when a task of its own failed
+        self.closing = False  # from the start of its exit
         self._placement = Placement(self.settings, self._live, self.session)  # where their claudes run
         self.spare = self._placement.spare  # the next claude, started ahead of need (counted under max_live)
 
@@ -106,34 +108,26 @@ class Agent:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        try:
+        self.closing = True
+        async with AsyncExitStack() as steps:  # run last to first, each however the ones before it ended
+            steps.push_async_callback(self._close_stores)
+            assert self._tg is not None
+            steps.push_async_callback(self._leave, self._tg)
+            if self.spare is not None:  # its task group was entered after the service's: it is left first
+                steps.push_async_callback(self._leave, self.spare)
             with anyio.CancelScope(shield=True):
                 await self._placement.hand_over_all()
                 for session in list(self._live.values()):
                     session.relay.close()
-        finally:
-            try:
-                if self.spare is not None:  # its task group was entered after the service's: it is left first
-                    await self.spare.__aexit__(None, None, None)  # (cancelled with ours, when a task of ours failed)
-            finally:
-                try:
-                    await self._leave_task_group()
-                finally:
-                    with anyio.CancelScope(shield=True):  # in full, under a failed group's cancellation too (bounded)
-                        if self.notifier is not None:
-                            await self.notifier.aclose()
-                        if self.store is not None:
-                            await self.store.aclose()
-                        await self.memory_service.aclose()
 
-    async def _leave_task_group(self) -> None:
-        """The service's own tasks cancelled and waited for. One that failed (the lease keeper, the listener...:
-        a bug, as they wait out a database that is away) has stopped the service: it is kept in `failure`, logged,
-        and raised."""
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
+    async def _leave(self, group: TaskGroup | WarmSpare) -> None:
+        """The service's tasks (or the spare's) cancelled and waited for. One that failed (the lease keeper, the
+        listener...: a bug, as they wait out a database that is away) has stopped the service: it is kept in
+        `failure` (the service's own over the spare's), logged, and raised."""
+        if isinstance(group, TaskGroup):
+            group.cancel_scope.cancel()  # (a spare cancels its own)
         try:
-            await self._tg.__aexit__(None, None, None)
+            await group.__aexit__(None, None, None)  # (cancelled with a failed group of ours: that is no failure)
         except Exception as e:
             self.failure = _first_leaf(e)
             log.critical(
@@ -142,6 +136,15 @@ class Agent:
                 self.failure,
             )
             raise
+
+    async def _close_stores(self) -> None:
+        with anyio.CancelScope(shield=True):  # in full, whatever cancels this task meanwhile (each close is bounded)
+            async with AsyncExitStack() as closes:
+                closes.push_async_callback(self.memory_service.aclose)
+                if self.store is not None:
+                    closes.push_async_callback(self.store.aclose)
+                if self.notifier is not None:
+                    closes.push_async_callback(self.notifier.aclose)
 
     # -- the API --------------------------------------------------------------------------------------
     async def create_session(

@@ -94,17 +94,17 @@ def _update(n: int, message: dict[str, Any]) -> dict[str, str]:
 
 
 class _Stopped:
-    """Once the agent has stopped on a failure of its own, every request is a 503 that says why: its tasks
-    (leases kept, other instances heard) are gone, and another instance takes its sessions up."""
+    """Once the agent is stopping, every request is a 503; one that has stopped on a failure of its own says
+    why: its tasks (leases kept, other instances heard) are gone, and another instance takes its sessions up."""
 
     def __init__(self, app: ASGIApp, agent: Agent) -> None:
         self.app, self.agent = app, agent
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         failure = self.agent.failure
-        if scope["type"] == "http" and failure is not None:
-            said = f"the agent service has stopped: {type(failure).__name__}: {failure}"
-            await JSONResponse({"error": said}, status_code=503)(scope, receive, send)
+        if scope["type"] == "http" and (failure is not None or self.agent.closing):
+            said = f"has stopped: {type(failure).__name__}: {failure}" if failure is not None else "is stopping"
+            await JSONResponse({"error": f"the agent service {said}"}, status_code=503)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 

@@ -8,14 +8,19 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import asynccontextmanager
 
 import anyio
+import anyio.lowlevel
 import httpx
 import pytest
+from starlette.applications import Starlette
 
 from frobozz._loopback import LoopbackServer
 from frobozz.agent import create_app
 from frobozz.agent._leases import Leases
+from frobozz.engine import _spare
+from frobozz.servers import hub_app
 from frobozz.servers._auth import BearerToken
 from tests.database import admin, database_name
 from tests.ports import free_port
@@ -399,6 +404,8 @@ async def test_serve_agent_warns_when_claude_is_not_logged_in_and_runs_offline_w
 # the lease keeper's second round fails as a bug would (its first passes, so the service has started by then)
 FAILING_LATER = """
 from frobozz.agent._leases import Leases
+from frobozz.engine import _spare
+from frobozz.servers import hub_app
 
 renew, rounds = Leases.renew, []
 
@@ -411,13 +418,9 @@ async def failing_later(self):
 """
 
 
-@pytest.mark.parametrize("warm_spare", [False, True], ids=["no spare", "a spare claude"])
-async def test_an_agent_whose_own_task_fails_stops_says_why_in_a_503_and_closes_its_database(
-    make_agent, monkeypatch, caplog, warm_spare
-):
-    """Before, its app went on taking requests and answered each with a 500 ('this task group is not active'),
-    and the database pool was never closed. With a spare claude waiting, the spare's exit, cancelled with the
-    failed group, skipped the rest of the agent's."""
+@pytest.fixture
+def keeper_fails_when_told(monkeypatch) -> list:
+    """The lease keeper's rounds raise as a bug would, once something is put in the list returned."""
     renew, told = Leases.renew, []
 
     async def renew_until_told(self):
@@ -426,27 +429,78 @@ async def test_an_agent_whose_own_task_fails_stops_says_why_in_a_503_and_closes_
         return await renew(self)
 
     monkeypatch.setattr(Leases, "renew", renew_until_told)
+    return told
+
+
+@pytest.mark.parametrize(
+    ("warm_spare", "failing"),
+    [(False, "lease keeper"), (True, "lease keeper"), (True, "warm spare")],
+    ids=["the keeper, no spare", "the keeper, a spare claude waiting", "the spare"],
+)
+async def test_an_agent_whose_own_task_fails_stops_says_why_in_a_503_and_closes_its_database(
+    make_agent, monkeypatch, caplog, keeper_fails_when_told, warm_spare, failing
+):
+    """Before, its app went on taking requests and answered each with a 500 ('this task group is not active'),
+    and the database pool was never closed. With a spare claude waiting, the spare's exit, cancelled with the
+    failed group, skipped the rest of the agent's; a failure of the spare's own went unrecorded."""
+    if failing == "warm spare":
+
+        async def rehearse(*args: object) -> None:
+            raise RuntimeError("a bug in the warm spare")
+
+        monkeypatch.setattr(_spare, "_rehearse", rehearse)
     failures: list[Exception] = []
     agent = make_agent(warm_spare=warm_spare, lease_ttl=1.5)  # the keeper's round: every 0.5 s
     server = LoopbackServer(BearerToken(create_app(agent, on_failure=failures.append), TOKEN), lifespan="on")
     server.start()
     try:
         async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=60) as client:
-            made = await client.post("/sessions", json={"workspace": "bob/work"})
+            made = await client.post("/sessions", json={"workspace": "bob/work"})  # (which primes the spare)
             assert made.status_code == 201, made.text
             with anyio.fail_after(60):
-                await eventually(lambda: agent.spare is None or agent.spare.live == 1)  # (a session primes it)
-                told.append(True)
+                if failing == "lease keeper":
+                    await eventually(lambda: agent.spare is None or agent.spare.live == 1)
+                    keeper_fails_when_told.append(True)
                 await eventually(lambda: failures)
             refused = await client.post("/sessions", json={"workspace": "bob/work"})
     finally:
         server.stop()
-    assert [str(f) for f in failures] == ["a bug in the lease keeper"]
-    said = "the agent service has stopped: RuntimeError: a bug in the lease keeper"
+    assert [str(f) for f in failures] == [f"a bug in the {failing}"]
+    said = f"the agent service has stopped: RuntimeError: a bug in the {failing}"
     assert refused.status_code == 503 and refused.json()["error"] == said
     assert said in caplog.text
     assert agent.store is not None and agent.store.pool.is_closing()
     assert agent.spare is None or agent.spare.live == 0
+
+
+async def test_in_the_hub_the_agents_failure_leaves_what_else_is_mounted_to_close_in_full(
+    make_agent, keeper_fails_when_told
+):
+    """Unwound under the failed agent's cancelled scope (entered before it, as the web view and the plugin's
+    hooks were), a lifespan's close was cut short at its first wait."""
+    closed = []
+
+    @asynccontextmanager
+    async def lifespan(_app):
+        try:
+            yield
+        finally:
+            await anyio.lowlevel.checkpoint()  # a close that waits, as the web view's does
+            closed.append(True)
+
+    failures: list[Exception] = []
+    agent = create_app(make_agent(lease_ttl=1.5), on_failure=failures.append)
+    server = LoopbackServer(
+        hub_app([], TOKEN, site=Starlette(lifespan=lifespan), mounts={"agent": agent}), lifespan="on"
+    )
+    server.start()
+    try:
+        keeper_fails_when_told.append(True)
+        with anyio.fail_after(60):
+            await eventually(lambda: failures and closed)
+    finally:
+        server.stop()
+    assert [str(f) for f in failures] == ["a bug in the lease keeper"]
 
 
 @pytest.mark.parametrize("hub", [False, True], ids=["serve agent", "serve all --http"])
