@@ -16,6 +16,7 @@ from rich.console import Console
 
 from frobozz.servers import SERVERS, load_server
 
+from ._server import Server
 from ._trace import start_tracing, trace_option
 
 
@@ -82,7 +83,7 @@ def serve(
     start_tracing(trace, f"frobozz-{name}")
     served = name == "agent" or (name == "all" and workspaces is not None)
     with _agent_model(model if served else None) as env:
-        server = _Server()
+        server = Server()
         agent = _agent_app(workspaces, platform_dir, idle_timeout, max_live, model, env, server) if served else None
         if served and model != "scripted":
             _warn_unless_logged_in()
@@ -100,7 +101,7 @@ def _serve_hub(
     token: str | None,
     tokens: Path | None,
     agent: Any,
-    server: _Server,
+    server: Server,
 ) -> None:
     port = port or 8765
     names = list(SERVERS) if name == "all" else [name]
@@ -189,7 +190,7 @@ def _agent_app(
     max_live: int,
     model: str | None = None,
     env: dict[str, str] | None = None,
-    server: _Server | None = None,
+    server: Server | None = None,
 ) -> Any:
     from frobozz.agent import Agent, AgentSettings, create_app
     from frobozz.engine import EngineOptions
@@ -214,7 +215,9 @@ def _agent_app(
             engine_options=EngineOptions(model=claude_model, env=env or {}),
             memory_servers=_memory_servers(),
         ),
-        on_failure=server.stop_on if server is not None else None,
+        on_failure=(lambda e: server.stop_on(f"the agent service has stopped: {type(e).__name__}: {e}"))
+        if server is not None
+        else None,
     )
 
 
@@ -234,7 +237,7 @@ def _memory_servers() -> Any:
     return servers
 
 
-def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Path | None, server: _Server) -> None:
+def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Path | None, server: Server) -> None:
     from frobozz.memory import stop_embedded_at_exit
     from frobozz.servers import BearerToken, ScopedTokens
 
@@ -250,38 +253,6 @@ def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Pa
         raise typer.BadParameter(str(e), param_hint="--token") from e
     _announce(f"[bold]frobozz agent[/] on http://{host}:{port}/sessions", notes)
     server.run(app, host, port)
-
-
-class _Server:
-    """uvicorn's server (as `uvicorn.run` runs it), stopped once the agent service in it has stopped on a
-    failure of its own: an instance whose lease keeper is gone must not go on taking requests, and its exit
-    status (1) tells a supervisor to start it again."""
-
-    def __init__(self) -> None:
-        self.failure: Exception | None = None
-        self._server: Any = None
-
-    def stop_on(self, failure: Exception) -> None:
-        self.failure = failure
-        if self._server is not None:
-            self._server.should_exit = True
-
-    def run(self, app: Any, host: str, port: int) -> None:
-        import uvicorn
-
-        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-        try:
-            self._server.run()
-        except KeyboardInterrupt:
-            pass
-        if self.failure is not None:
-            Console(stderr=True, soft_wrap=True).print(
-                f"[red]frobozz: the agent service has stopped:[/] {type(self.failure).__name__}: {self.failure}",
-                highlight=False,
-            )
-            raise typer.Exit(1)
-        if not self._server.started:
-            raise typer.Exit(3)  # (uvicorn.run's status when the app does not start)
 
 
 def web(
@@ -305,8 +276,6 @@ def web(
 ) -> None:
     """Serve the web view alone: runs (live and past) and memory in the browser (`serve all --http` serves it
     too, at /, beside the MCP servers)."""
-    import uvicorn
-
     from frobozz.memory import stop_embedded_at_exit
     from frobozz.servers import BearerToken, ScopedTokens
     from frobozz.web import create_app
@@ -323,7 +292,7 @@ def web(
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     _announce(f"[bold]frobozz web[/] on {base}: {_link(base, token, generated)}", notes)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    Server().run(app, host, port)
 
 
 def _tokens(token: str | None, tokens: Path | None) -> tuple[list | None, str | None, bool, list[str]]:

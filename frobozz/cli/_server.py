@@ -1,0 +1,70 @@
+"""The HTTP server of `frobozz serve all --http`, `serve agent` and `web`: uvicorn's, run as `uvicorn.run` runs
+it, but stopped when the app's lifespan ends on an error while it serves. A part's own task that fails (the
+agent's lease keeper, the plugin's sidecar, an MCP server's session manager) ends the lifespan, and uvicorn
+alone would go on taking requests for parts that are gone. The process exits with status 1 instead, and a
+line that says what failed, for a supervisor to start it again."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+if TYPE_CHECKING:  # (starlette is imported by the server's own parts, not by every command's start)
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+FAILED = "a part of the server failed while it served (the log above says how)"
+
+
+class Server:
+    def __init__(self) -> None:
+        self.failure: str | None = None
+        self._uvicorn: Any = None
+
+    def stop_on(self, failure: str) -> None:
+        """Stop serving, and exit with status 1 saying `failure` (the first said is the one kept)."""
+        if self.failure is None:
+            self.failure = failure
+        if self._uvicorn is not None:
+            self._uvicorn.should_exit = True
+
+    def run(self, app: ASGIApp, host: str, port: int) -> None:
+        import uvicorn
+
+        self._uvicorn = uvicorn.Server(uvicorn.Config(self._watched(app), host=host, port=port, log_level="warning"))
+        try:
+            self._uvicorn.run()
+        except KeyboardInterrupt:
+            pass
+        if self.failure is not None:
+            Console(stderr=True, soft_wrap=True).print(f"[red]frobozz:[/] {escape(self.failure)}", highlight=False)
+            raise typer.Exit(1)
+        if not self._uvicorn.started:
+            raise typer.Exit(3)  # (uvicorn.run's status when the app does not start)
+
+    def _watched(self, app: ASGIApp) -> ASGIApp:
+        """`app`, its lifespan watched: one that ends on an error before uvicorn asked it to (ASGI's
+        `lifespan.shutdown.failed` unasked) stops the server."""
+
+        async def watched(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "lifespan":
+                await app(scope, receive, send)
+                return
+            asked = False
+
+            async def receiving() -> Message:
+                nonlocal asked
+                message = await receive()
+                asked = asked or message["type"] == "lifespan.shutdown"
+                return message
+
+            async def sending(message: Message) -> None:
+                if message["type"] == "lifespan.shutdown.failed" and not asked:
+                    self.stop_on(FAILED)
+                await send(message)
+
+            await app(scope, receiving, sending)
+
+        return watched
