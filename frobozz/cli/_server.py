@@ -45,8 +45,8 @@ class Server:
             raise typer.Exit(3)  # (uvicorn.run's status when the app does not start)
 
     def _watched(self, app: ASGIApp) -> ASGIApp:
-        """`app`, its lifespan watched: one that ends on an error before uvicorn asked it to (ASGI's
-        `lifespan.shutdown.failed` unasked) stops the server."""
+        """`app`, its lifespan watched: one that ends before uvicorn asked it to or was stopping (ASGI's
+        `lifespan.shutdown.failed`, or `.complete`, unasked) stops the server."""
 
         async def watched(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] != "lifespan":
@@ -61,7 +61,8 @@ class Server:
                 return message
 
             async def sending(message: Message) -> None:
-                if message["type"] == "lifespan.shutdown.failed" and not asked:
+                ended = message["type"].startswith("lifespan.shutdown.")  # (.failed, or .complete: an error swallowed)
+                if ended and not asked and not self._uvicorn.should_exit:  # (a forced quit asks no shutdown)
                     self.stop_on(FAILED)
                 await send(message)
 
