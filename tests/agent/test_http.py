@@ -404,8 +404,6 @@ async def test_serve_agent_warns_when_claude_is_not_logged_in_and_runs_offline_w
 # the lease keeper's second round fails as a bug would (its first passes, so the service has started by then)
 FAILING_LATER = """
 from frobozz.agent._leases import Leases
-from frobozz.engine import _spare
-from frobozz.servers import hub_app
 
 renew, rounds = Leases.renew, []
 
