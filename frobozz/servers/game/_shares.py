@@ -98,13 +98,16 @@ class FileShare(_LocalLocks):
 
 
 class DatabaseShare:
-    """Table `game_sessions`; the mark is the row's version. Opened at first use."""
+    """Table `game_sessions`; the mark is the row's version. Opened at first use. A call that holds a session
+    reads and writes it on the connection that holds its lock: calls waiting for the lock hold connections
+    too, and with the pool's all taken by waiters a holder waiting for one more would never let go."""
 
     def __init__(self, memory: MemorySettings, library: GameLibrary) -> None:
         self.memory = memory
         self.library = library
         self._pool: asyncpg.Pool | None = None
         self._opening = anyio.Lock()
+        self._holding: dict[str, asyncpg.Connection] = {}  # session id -> the connection holding its lock
 
     async def _open(self) -> asyncpg.Pool:
         async with self._opening:
@@ -124,23 +127,29 @@ class DatabaseShare:
         pool = await self._open()
         async with _database_errors(), pool.acquire() as connection:
             await connection.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", f"frobozz-game:{session_id}")
+            self._holding[session_id] = connection
             try:
                 yield
             finally:
+                del self._holding[session_id]
                 with anyio.CancelScope(shield=True):
                     await connection.execute(
                         "SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-game:{session_id}"
                     )
 
+    async def _on(self, session_id: str) -> asyncpg.Pool | asyncpg.Connection:
+        """Where a query on the session runs: the connection holding its lock, if this process holds it."""
+        return self._holding.get(session_id) or await self._open()
+
     async def mark(self, session_id: str) -> object | None:
-        pool = await self._open()
+        on = await self._on(session_id)
         async with _database_errors():
-            return await pool.fetchval("SELECT version FROM game_sessions WHERE session_id = $1", session_id)
+            return await on.fetchval("SELECT version FROM game_sessions WHERE session_id = $1", session_id)
 
     async def load(self, session_id: str) -> Shared:
-        pool = await self._open()
+        on = await self._on(session_id)
         async with _database_errors():
-            row = await pool.fetchrow("SELECT * FROM game_sessions WHERE session_id = $1", session_id)
+            row = await on.fetchrow("SELECT * FROM game_sessions WHERE session_id = $1", session_id)
         if row is None:
             raise GameError(f"no game session {session_id!r} in the database")
         try:
@@ -152,9 +161,9 @@ class DatabaseShare:
             raise GameError(f"game session {session_id} could not be picked up from the database: {e}") from e
 
     async def save(self, session: GameSession) -> object:
-        pool = await self._open()
+        on = await self._on(session.id)
         async with _database_errors():
-            return await pool.fetchval(
+            return await on.fetchval(
                 "INSERT INTO game_sessions (session_id, story, story_md5, snapshot, turns) VALUES ($1, $2, $3, $4, $5) "
                 "ON CONFLICT (session_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, turns = EXCLUDED.turns, "
                 "version = game_sessions.version + 1, updated = now() RETURNING version",
@@ -166,9 +175,9 @@ class DatabaseShare:
             )
 
     async def delete(self, session_id: str) -> None:
-        pool = await self._open()
+        on = await self._on(session_id)
         async with _database_errors():
-            await pool.execute("DELETE FROM game_sessions WHERE session_id = $1", session_id)
+            await on.execute("DELETE FROM game_sessions WHERE session_id = $1", session_id)
 
     async def aclose(self) -> None:
         if self._pool is not None:

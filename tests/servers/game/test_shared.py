@@ -76,6 +76,26 @@ async def test_in_the_database_no_file_is_shared_and_concurrent_acts_from_two_se
         assert "no game session" in await error(two, "act", session_id=sid, command="wait")
 
 
+async def test_more_concurrent_acts_on_one_session_than_the_servers_pool_has_connections_all_get_answers(
+    frobozz_env, cortex_settings, monkeypatch
+):
+    """Each act waiting for the session's lock holds one of the pool's 8 connections: the one holding it must
+    not need a ninth (before, this waited for ever)."""
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
+    async with Client(create_server(Settings(game_shared_sessions=True))) as one:
+        sid = (await call(one, "new_game", game="zork1"))["session_id"]
+        answers = []
+
+        async def wait():
+            answers.append((await call(one, "act", session_id=sid, command="wait"))["moves"])
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                for _ in range(12):
+                    tg.start_soon(wait)
+        assert sorted(answers) == [3 * n for n in range(1, 13)]
+
+
 async def test_a_database_that_cannot_be_reached_is_a_clear_error(frobozz_env, monkeypatch):
     monkeypatch.setenv("FROBOZZ_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
     async with Client(create_server(Settings(game_shared_sessions=True))) as one:
