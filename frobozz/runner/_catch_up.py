@@ -9,17 +9,23 @@ import logging
 import os
 from typing import Any
 
+import anyio
+
 from frobozz.games import Turn
 
 from ._context import RunContext
 
 log = logging.getLogger("frobozz.runner")
 _REACH = 20  # turns of the game's history read back: far more than a record can lag
+ASKING = 60.0  # seconds the game server has to start and answer: a server that hangs must not hold the run
 
 
-async def missed_turns(server: dict[str, Any], session_id: str, last: Turn | None) -> list[Turn]:
+async def missed_turns(
+    server: dict[str, Any], session_id: str, last: Turn | None, *, within: float = ASKING
+) -> list[Turn]:
     """The game's turns after `last` (the record's latest), as its server tells them; [] when they agree or
-    the history cannot say (the game ended, or `last` is not among its latest turns)."""
+    the history cannot say (the game ended, `last` is not among its latest turns, or the server did not
+    answer within `within` seconds)."""
     # Loaded here, not with the runner: it takes seconds, and `runs`, `worker` and `play` start without it.
     from mcp import Client, StdioServerParameters
 
@@ -27,8 +33,12 @@ async def missed_turns(server: dict[str, Any], session_id: str, last: Turn | Non
         command=server["command"], args=server["args"], env={**os.environ, **server.get("env", {})}
     )
     try:
-        async with Client(params) as client:
-            result = await client.call_tool("history", {"session_id": session_id, "last": _REACH})
+        with anyio.fail_after(within):
+            async with Client(params) as client:
+                result = await client.call_tool("history", {"session_id": session_id, "last": _REACH})
+    except TimeoutError:
+        log.warning("could not read the game's history: its server did not answer within %g s", within)
+        return []
     except Exception as e:  # noqa: BLE001 - the game server is help here, not a gate: the run goes on from the record
         log.warning("could not read the game's history: %s", e)
         return []

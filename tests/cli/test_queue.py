@@ -18,6 +18,10 @@ from tests.cli.in_process import frobozz_here
 from tests.orphans import descendants, still_running
 
 WALKTHROUGH_TURNS = 396  # zork1's walkthrough, played to 350/350
+# A wait that gives up says why, with what the workers logged (INFO: what each was doing), before the test's
+# own timeout takes its pytest worker down with nothing said: each wait is well inside it
+pytestmark = pytest.mark.timeout(600)
+WAIT, LONG_WAIT = 240, 420
 
 
 @pytest.fixture
@@ -44,7 +48,7 @@ def frobozz(env, *args, check=True, timeout=120):
 def start_worker(env, *args, data_dir=None):
     """A worker process in its own process group (on its own "machine" when `data_dir` is given). Its output goes
     to files, not pipes: a pipe nobody reads until the end stops a worker that writes more than it holds."""
-    env = {**env, **({"FROBOZZ_DATA_DIR": str(data_dir)} if data_dir else {})}
+    env = {"FROBOZZ_LOG_LEVEL": "INFO", **env, **({"FROBOZZ_DATA_DIR": str(data_dir)} if data_dir else {})}
     files = (tempfile.TemporaryFile(), tempfile.TemporaryFile())
     worker = subprocess.Popen(
         [sys.executable, "-m", "frobozz", "worker", *args],
@@ -102,7 +106,7 @@ def finished(env):
     return psql(env, "SELECT run_id FROM runs WHERE status = 'finished'")
 
 
-def wait_until(check, timeout=300, workers=()):
+def wait_until(check, timeout=WAIT, workers=()):
     """`check()`'s first true answer; fails at once, with what it printed, if one of `workers` has ended."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -111,9 +115,9 @@ def wait_until(check, timeout=300, workers=()):
             return found
         for worker in workers:
             if worker.poll() is not None:
-                raise AssertionError(f"worker {worker.pid} ended ({worker.returncode}): {output(worker)[1][-2000:]}")
+                raise AssertionError(f"worker {worker.pid} ended ({worker.returncode}): {output(worker)[1][-4000:]}")
         time.sleep(0.25)
-    printed = "".join(f"\nworker {w.pid}: {output(w)[1][-2000:]}" for w in workers)
+    printed = "".join(f"\nworker {w.pid}: {output(w)[1][-4000:]}" for w in workers)
     raise AssertionError(f"gave up waiting{printed}")
 
 
@@ -223,7 +227,7 @@ def test_six_queued_runs_on_two_workers_are_each_played_once_to_their_end_and_ma
     assert len(set(ids)) == 6 and {r["status"] for r in runs(queue_env, monkeypatch)} == {"queued"}
     workers = [start_worker(queue_env, "--concurrency", "2", data_dir=tmp_path / f"machine{i}") for i in (1, 2)]
     try:
-        wait_until(lambda: len(finished(queue_env)) == 6, timeout=900, workers=workers)
+        wait_until(lambda: len(finished(queue_env)) == 6, timeout=LONG_WAIT, workers=workers)
     finally:
         outs = stop_all(workers)
     played = [line.split()[1].rstrip(":") for out in outs for line in out.splitlines() if line.startswith("run ")]
@@ -295,7 +299,7 @@ def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_i
         {**queue_env, "HOME": str(tmp_path / "home2")}, "--concurrency", "2", data_dir=tmp_path / "machine2"
     )  # another machine: its own HOME and data
     try:
-        wait_until(lambda: len(finished(queue_env)) == 2, timeout=900, workers=[survivor])
+        wait_until(lambda: len(finished(queue_env)) == 2, timeout=LONG_WAIT, workers=[survivor])
     finally:
         out = stop(survivor)
     assert sorted(line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("run ")) == sorted(
