@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from frobozz._files import atomic_write
 from frobozz.games import GameError, GameLibrary, GameSession, StoryInfo, Turn, read_story, replay_journal
@@ -107,7 +108,7 @@ class DatabaseShare:
         self.library = library
         self._pool: asyncpg.Pool | None = None
         self._opening = anyio.Lock()
-        self._holding: dict[str, asyncpg.Connection] = {}  # session id -> the connection holding its lock
+        self._holding: dict[str, PoolConnectionProxy] = {}  # session id -> the connection holding its lock
 
     async def _open(self) -> asyncpg.Pool:
         async with self._opening:
@@ -137,7 +138,7 @@ class DatabaseShare:
                         "SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-game:{session_id}"
                     )
 
-    async def _on(self, session_id: str) -> asyncpg.Pool | asyncpg.Connection:
+    async def _on(self, session_id: str) -> asyncpg.Pool | PoolConnectionProxy:
         """Where a query on the session runs: the connection holding its lock, if this process holds it."""
         return self._holding.get(session_id) or await self._open()
 
