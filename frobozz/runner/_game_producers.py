@@ -282,6 +282,10 @@ class ToolWatcher:
             self._settled.set()
             self.context.add_cost(event)
             self._send.send_nowait(event)
+        elif isinstance(event, ErrorEvent) and event.source == "process":  # claude is gone, not restarted:
+            self._calls.clear()  # no turn will end, and no call be answered (as in text mode: the run fails)
+            self._settled.set()
+            self.context.finish(f"claude failed: {event.message[:300]}", status="failed")
 
     def _count(self, round_: str, failure: str | None) -> None:
         """A game call's outcome: one that worked clears its round; a round's first failure counts it."""

@@ -1,6 +1,7 @@
 """End to end: the runner drives the real claude CLI; a scripted model on 127.0.0.1 plays."""
 
 import json
+import os
 
 import anyio
 import pytest
@@ -12,8 +13,9 @@ from frobozz.games import GameLibrary, walkthrough_for
 from frobozz.runner import RunConfig, RunFinishedError, RunStore, play
 from frobozz.runner._context import RunContext
 from frobozz.runner._game_producers import FAILING_ROUNDS_LIMIT
-from frobozz.runner._players import text_handler
+from frobozz.runner._players import text_handler, tool_handler
 from frobozz.runner._prompts import PAUSED, turn_in
+from tests.orphans import claudes_below
 
 pytestmark = pytest.mark.anyio
 
@@ -185,6 +187,30 @@ async def test_a_tools_mode_player_that_keeps_calling_a_game_that_is_gone_is_sto
     # tried after the end were refused (PAUSED), not played, and are not counted here.
     failed = [results for results in calls if any("gone" in r and not r.startswith(PAUSED) for r in results)]
     assert FAILING_ROUNDS_LIMIT - 1 <= len(failed) <= FAILING_ROUNDS_LIMIT and len(failed[0]) == 3
+
+
+@pytest.mark.parametrize("mode", ["text", "tools"])
+async def test_a_run_whose_claude_dies_for_good_fails_saying_so_in_either_mode(runner_settings, mode):
+    """claude killed at every model request from the third on: started again on its session until its restarts
+    run out, then the run ends as failed (in tools mode it waited for ever: no turn would end)."""
+    commands = walkthrough_for(GameLibrary(runner_settings).find("zork1").md5)
+    scripted = tool_handler(commands, "zork1") if mode == "tools" else text_handler(commands)
+    requests = []
+
+    def handler(request):
+        requests.append(request)
+        if len(requests) >= 3:
+            for claude in claudes_below(os.getpid()):
+                claude.kill()
+        return scripted(request)
+
+    with anyio.fail_after(120):
+        result = await play(
+            RunConfig(game="zork1", player="walkthrough", mode=mode, max_turns=40), runner_settings, handler=handler
+        )
+    info = json.loads((runner_settings.runs_dir / result.run_id / "run.json").read_text())
+    assert info["status"] == "failed" and result.reason.startswith("claude failed: claude exited")
+    assert "not restarted" in result.reason and result.turns < 40
 
 
 async def test_a_tools_mode_run_resumes_from_the_game_servers_autosave(runner_settings, monkeypatch):
