@@ -38,6 +38,7 @@ from .settings import RunnerSettings
 
 log = logging.getLogger("frobozz.worker")
 _INSTALL_LOCK = 0x70677175  # "pgqu": one install of the queue's tables at a time
+ATTEMPTS = 3  # a run that ends on an error this many times (claude did not start, a bug) is failed
 
 
 def entrypoint(story_md5: str) -> str:
@@ -161,7 +162,12 @@ class Worker:
                 return  # played to its end by the worker that held it before
             if self.stopping.is_set():
                 raise RetryRequested(reason="the worker is stopping")
-            await self._play(run_id, first=row["started_at"] is None)
+            try:
+                await self._play(run_id, first=row["started_at"] is None)
+            except RetryRequested:
+                raise
+            except Exception as e:  # noqa: BLE001 - pgqueuer deletes the job of a handler that raised: its run
+                await self._after_error(run_id, e)  # would be left running, and never played again
 
     async def _play(self, run_id: str, *, first: bool) -> None:
         store = await self.ledger.checkout(run_id, self.settings.runs_dir)
@@ -202,6 +208,33 @@ class Worker:
         self.played.append(run_id)
         if self.on_finished is not None:
             self.on_finished(result)
+
+    async def _after_error(self, run_id: str, error: Exception) -> None:
+        """The run stopped on an error of this worker's (claude did not start, a bug): back to the queue, to go
+        on from its last committed turn here or on another worker a few seconds later, unless it is the run's
+        ATTEMPTS-th error: then failed, with the error as its reason. With the database gone, the run goes
+        back once it is back, as the database last had it."""
+        try:
+            if not isinstance(error, DATABASE_ERRORS):
+                info = await self.ledger.info(run_id)
+                info.errors += 1
+                what = f"{type(error).__name__}: {error}"
+                if info.errors >= ATTEMPTS:
+                    log.error("run %s failed: it stopped on an error %d times", run_id, ATTEMPTS, exc_info=error)
+                    info.status, info.reason = "failed", f"stopped on an error {ATTEMPTS} times; the last: {what}"[:300]
+                    await self.ledger.save(info, ended_at=datetime.now(UTC))
+                    return
+                log.warning(
+                    "run %s stopped on an error (%d of %d), queued again: %s", run_id, info.errors, ATTEMPTS, what
+                )
+                log.debug("where the run stopped", exc_info=error)
+                info.status, info.reason = "queued", None
+                await self.ledger.save(info)
+                raise RetryRequested(delay=timedelta(seconds=2 * info.errors), reason=what) from error
+        except DATABASE_ERRORS as e:
+            error = e
+        await self._requeue_when_back(run_id)
+        raise RetryRequested(reason=f"the database failed: {error}") from error
 
     async def _requeue_when_back(self, run_id: str) -> None:
         """The run stopped because its database went away: once it is back, the run goes back to the queue

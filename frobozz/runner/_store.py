@@ -81,6 +81,7 @@ class RunInfo:
     done: bool = False
     cost_usd: float = 0.0
     corrections: int = 0
+    errors: int = 0  # times a worker's play of the run ended on an error (see runner._queue.ATTEMPTS)
     memory_namespace: str | None = None  # None: played without memory
     memory_session: str | None = None  # the memory loop's session: its seen-set and archive
     memories_recalled: int = 0

@@ -7,7 +7,9 @@ import anyio
 import asyncpg
 import pytest
 
+from frobozz.engine import find_claude
 from frobozz.runner import RunConfig, RunNotFoundError, Worker, enqueue
+from frobozz.runner._queue import ATTEMPTS
 from tests.database import database_name
 from tests.waiting import eventually
 
@@ -99,3 +101,50 @@ async def test_the_leaderboard_s_figures_are_the_runs_own_results(ledger, runner
     means = [b["mean_score"] for b in board]
     assert means == sorted(means, reverse=True)
     assert await ledger.leaderboard(game="zork2") == []
+
+
+def claude_failing_first(tmp_path, failures: int) -> str:
+    """A claude that fails to start its first `failures` times (exit 1, saying so on stderr), then is the real
+    one; `--version` is always the real one's answer."""
+    real, starts = find_claude(None), tmp_path / "starts"
+    script = tmp_path / "bin" / "claude"
+    script.parent.mkdir()
+    script.write_text(f"""#!/bin/sh
+for arg in "$@"; do [ "$arg" = --version ] && exec "{real}" "$@"; done
+n=$(cat "{starts}" 2>/dev/null || echo 0); echo $((n + 1)) > "{starts}"
+if [ "$n" -lt {failures} ]; then echo "claude cannot start (failure $((n + 1)))" >&2; exit 1; fi
+exec "{real}" "$@"
+""")
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize("failures", [1, 10])
+async def test_a_run_whose_claude_fails_to_start_is_tried_again_then_failed_never_left_running(
+    ledger, runner_settings, tmp_path, monkeypatch, failures
+):
+    """pgqueuer drops the job of a handler that raised: before, such a run stayed `running` with no job, and no
+    worker ever took it again. Now it goes back to the queue, and after ATTEMPTS errors it is failed."""
+    monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "2")  # how often an idle worker looks for a job come due
+    settings = type(runner_settings)()
+    (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=5), settings, 1)
+    worker = Worker(ledger, settings, cli_path=claude_failing_first(tmp_path, failures))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        with anyio.fail_after(120):
+
+            async def ended() -> object:
+                return (await ledger.get(run_id))["status"] in ("finished", "failed")
+
+            await eventually(ended, interval=0.1)
+        worker.stop()
+    run = await ledger.get(run_id)
+    info = await ledger.info(run_id)
+    if failures < ATTEMPTS:
+        assert (run["status"], run["reason"], run["turns"], info.errors) == ("finished", "max turns", 5, failures)
+        assert worker.played == [run_id]
+    else:
+        assert run["status"] == "failed" and info.errors == ATTEMPTS and worker.played == []
+        assert run["reason"].startswith(f"stopped on an error {ATTEMPTS} times; the last: ")
+        assert "claude cannot start (failure 3)" in run["reason"]
+        assert (tmp_path / "starts").read_text().strip() == str(ATTEMPTS)  # not tried again after
