@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 
+from frobozz._children import dying_with_parent
 from frobozz.games import Turn
 
 from ._context import RunContext
@@ -29,9 +30,8 @@ async def missed_turns(
     # Loaded here, not with the runner: it takes seconds, and `runs`, `worker` and `play` start without it.
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(
-        command=server["command"], args=server["args"], env={**os.environ, **server.get("env", {})}
-    )
+    command = dying_with_parent([server["command"], *server["args"]])  # a runner killed meanwhile takes it along
+    params = StdioServerParameters(command=command[0], args=command[1:], env={**os.environ, **server.get("env", {})})
     try:
         with anyio.fail_after(within):
             async with Client(params) as client:

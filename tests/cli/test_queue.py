@@ -102,8 +102,11 @@ def queue_walkthroughs(env, *args, monkeypatch=None):
 
 def finished(env):
     """The finished runs' ids, for a wait: a `frobozz runs` process every quarter second was a Python start
-    each, taking the CPU from the workers it waited on (what `runs` shows is checked after the wait)."""
-    return psql(env, "SELECT run_id FROM runs WHERE status = 'finished'")
+    each, taking the CPU from the workers it waited on (what `runs` shows is checked after the wait). A run
+    that failed fails the wait at once, with its reason: it would never finish."""
+    ended = psql(env, "SELECT run_id, status, reason FROM runs WHERE status IN ('finished', 'failed')")
+    assert all(r["status"] == "finished" for r in ended), [r for r in ended if r["status"] == "failed"]
+    return [{"run_id": r["run_id"]} for r in ended]
 
 
 def wait_until(check, timeout=WAIT, workers=()):

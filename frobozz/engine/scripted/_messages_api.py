@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -315,8 +316,10 @@ class ScriptedModel:
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()
+        deadline = time.monotonic() + 30
         while not self._server.started:
-            if not self._thread.is_alive():
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
                 raise RuntimeError("the scripted Messages API server did not start")
             threading.Event().wait(0.005)
         return self
@@ -335,7 +338,7 @@ class ScriptedModel:
         self.stop()
 
     async def __aenter__(self) -> ScriptedModel:
-        return self.start()
+        return await anyio.to_thread.run_sync(self.start)  # its wait for the server's thread stalls no task
 
     async def __aexit__(self, *exc: object) -> None:
         await anyio.to_thread.run_sync(self.stop)
