@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from frobozz.memory import MemorySettings
 
 SHARED_UNDO = 10  # turns undo can reach back after another process picks a session up (~19 kB each)
+LOCK_WAIT = 60.0  # seconds a call waits for a session another call holds (a call takes well under one)
 
 
 @dataclass(frozen=True)
@@ -124,10 +125,19 @@ class DatabaseShare:
     @asynccontextmanager
     async def lock(self, session_id: str) -> AsyncIterator[None]:
         """The session to this call alone, in every process on the database (the lock goes with its
-        connection: a process that dies mid-call lets go of it)."""
+        connection: a process that dies mid-call lets go of it); a GameError after LOCK_WAIT seconds of
+        waiting (a holder that hangs must not hang every call after it)."""
         pool = await self._open()
         async with _database_errors(), pool.acquire() as connection:
-            await connection.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", f"frobozz-game:{session_id}")
+            await connection.execute(f"SET lock_timeout = {int(LOCK_WAIT * 1000)}")  # (reset when the pool has it back)
+            try:
+                await connection.execute(
+                    "SELECT pg_advisory_lock(hashtextextended($1, 0))", f"frobozz-game:{session_id}"
+                )
+            except asyncpg.LockNotAvailableError as e:
+                raise GameError(
+                    f"game session {session_id} is busy: another call on it has not ended in {LOCK_WAIT:g} s; try again"
+                ) from e
             self._holding[session_id] = connection
             try:
                 yield

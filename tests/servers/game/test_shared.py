@@ -2,10 +2,11 @@
 balancer (here two servers in one test, each with its own interpreters) answer for the same game."""
 
 import anyio
+import asyncpg
 import pytest
 from mcp import Client
 
-from frobozz.servers.game import Settings, create_server
+from frobozz.servers.game import Settings, _shares, create_server
 from tests.servers.mcp import call, error
 
 pytestmark = pytest.mark.anyio
@@ -94,6 +95,28 @@ async def test_more_concurrent_acts_on_one_session_than_the_servers_pool_has_con
                 for _ in range(12):
                     tg.start_soon(wait)
         assert sorted(answers) == [3 * n for n in range(1, 13)]
+
+
+async def test_a_call_on_a_session_another_holds_too_long_is_a_clear_error_and_the_next_goes_on(
+    frobozz_env, cortex_settings, monkeypatch
+):
+    """A holder that hangs (here: this test, holding the session's lock on a connection of its own) must not
+    hang every call after it."""
+    url = cortex_settings.database_url.get_secret_value()
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", url)
+    monkeypatch.setattr(_shares, "LOCK_WAIT", 1.0)
+    async with Client(create_server(Settings(game_shared_sessions=True))) as one:
+        sid = (await call(one, "new_game", game="zork1"))["session_id"]
+        holder = await asyncpg.connect(url)
+        try:
+            await holder.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", f"frobozz-game:{sid}")
+            with anyio.fail_after(30):
+                refused = await error(one, "act", session_id=sid, command="open mailbox")
+            assert f"game session {sid} is busy" in refused and "1 s" in refused
+            await holder.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-game:{sid}")
+            assert (await call(one, "act", session_id=sid, command="open mailbox"))["moves"] == 1  # nothing lost
+        finally:
+            await holder.close()
 
 
 async def test_a_database_that_cannot_be_reached_is_a_clear_error(frobozz_env, monkeypatch):
