@@ -44,17 +44,7 @@ async def missed_turns(
         return []
     if result.is_error or not result.structured_content:
         return []
-    turns = [
-        Turn(
-            number=t["turn"],
-            command=t["command"],
-            text=t["text"],
-            score=t["score"],
-            moves=t["moves"],
-            location=t["location"],
-        )
-        for t in result.structured_content["turns"]
-    ]
+    turns = [told_turn(t) for t in result.structured_content["turns"]]
     if last is None:
         return [t for t in turns if t.command is not None]
     for i in range(len(turns) - 1, -1, -1):
@@ -62,6 +52,18 @@ async def missed_turns(
         if (t.command, t.moves, t.text) == (last.command, last.moves, last.text):
             return turns[i + 1 :]
     return []
+
+
+def told_turn(told: dict[str, Any]) -> Turn:
+    """A turn of the game server's `history`, as a run's record holds it."""
+    return Turn(
+        number=told["turn"],
+        command=told["command"],
+        text=told["text"],
+        score=told["score"],
+        moves=told["moves"],
+        location=told["location"],
+    )
 
 
 async def catch_up(context: RunContext, server: dict[str, Any]) -> int:

@@ -8,8 +8,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from frobozz.games import Turn
-from frobozz.runner._catch_up import missed_turns
+from frobozz.runner._catch_up import missed_turns, told_turn
 from frobozz.servers.game import Settings, create_server
 from tests.servers.mcp import call
 
@@ -22,18 +21,6 @@ GAME = {
 }
 
 
-def turn_of(told: dict) -> Turn:
-    """A turn of the game's history as a run's record holds it."""
-    return Turn(
-        number=told["turn"],
-        command=told["command"],
-        text=told["text"],
-        score=told["score"],
-        moves=told["moves"],
-        location=told["location"],
-    )
-
-
 async def test_the_turns_the_game_played_after_the_records_last_are_read_from_another_server_process(frobozz_env):
     async with Client(create_server(Settings(game_shared_sessions=True))) as here:
         sid = (await call(here, "new_game", game="zork1"))["session_id"]
@@ -41,7 +28,7 @@ async def test_the_turns_the_game_played_after_the_records_last_are_read_from_an
             await call(here, "act", session_id=sid, command=command)
         recorded = (await call(here, "history", session_id=sid))["turns"][1]  # the record has the first act only
         with anyio.fail_after(120):
-            missed = await missed_turns(GAME, sid, turn_of(recorded))
+            missed = await missed_turns(GAME, sid, told_turn(recorded))
             assert [t.command for t in missed] == ["take leaflet", "read leaflet"]
             assert [t.moves for t in missed] == [2, 3]
             latest = missed[-1]
