@@ -100,15 +100,18 @@ class FileShare(_LocalLocks):
 
 
 class DatabaseShare:
-    """Table `game_sessions`; the mark is the row's version. Opened at first use. A call that holds a session
-    reads and writes it on the connection that holds its lock: calls waiting for the lock hold connections
-    too, and with the pool's all taken by waiters a holder waiting for one more would never let go."""
+    """Table `game_sessions`; the mark is the row's version. Opened at first use. Calls on one session take
+    turns in this process before one of them waits for the database's lock, so that waiters hold no more than
+    one of the pool's connections per session (eight calls waiting on a session held elsewhere took them
+    all, and calls on every other session waited with them). A call that holds a session reads and writes it
+    on the connection that holds the lock: eight sessions held at once would otherwise wait for a ninth."""
 
     def __init__(self, memory: MemorySettings, library: GameLibrary) -> None:
         self.memory = memory
         self.library = library
         self._pool: asyncpg.Pool | None = None
         self._opening = anyio.Lock()
+        self._turns: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)  # session id -> its calls' turn here
         self._holding: dict[str, PoolConnectionProxy] = {}  # session id -> the connection holding its lock
 
     async def _open(self) -> asyncpg.Pool:
@@ -126,27 +129,36 @@ class DatabaseShare:
     async def lock(self, session_id: str) -> AsyncIterator[None]:
         """The session to this call alone, in every process on the database (the lock goes with its
         connection: a process that dies mid-call lets go of it); a GameError after LOCK_WAIT seconds of
-        waiting (a holder that hangs must not hang every call after it)."""
-        pool = await self._open()
-        async with _database_errors(), pool.acquire() as connection:
-            await connection.execute(f"SET lock_timeout = {int(LOCK_WAIT * 1000)}")  # (reset when the pool has it back)
-            try:
-                await connection.execute(
-                    "SELECT pg_advisory_lock(hashtextextended($1, 0))", f"frobozz-game:{session_id}"
-                )
-            except asyncpg.LockNotAvailableError as e:
-                raise GameError(
-                    f"game session {session_id} is busy: another call on it has not ended in {LOCK_WAIT:g} s; try again"
-                ) from e
-            self._holding[session_id] = connection
-            try:
-                yield
-            finally:
-                del self._holding[session_id]
-                with anyio.CancelScope(shield=True):
+        waiting, here or for the database (a holder that hangs must not hang every call after it)."""
+        turn, ours = self._turns[session_id], False
+        with anyio.move_on_after(LOCK_WAIT):
+            await turn.acquire()
+            ours = True
+        if not ours:
+            raise GameError(_busy(session_id))
+        try:
+            pool = await self._open()
+            async with _database_errors(), pool.acquire() as connection:
+                await connection.execute(f"SET lock_timeout = {int(LOCK_WAIT * 1000)}")  # (reset by the pool)
+                try:
                     await connection.execute(
-                        "SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-game:{session_id}"
+                        "SELECT pg_advisory_lock(hashtextextended($1, 0))", f"frobozz-game:{session_id}"
                     )
+                except asyncpg.LockNotAvailableError as e:
+                    raise GameError(_busy(session_id)) from e
+                self._holding[session_id] = connection
+                try:
+                    yield
+                finally:
+                    del self._holding[session_id]
+                    with anyio.CancelScope(shield=True):
+                        await connection.execute(
+                            "SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-game:{session_id}"
+                        )
+        finally:
+            turn.release()
+            if not turn.locked() and not turn.statistics().tasks_waiting:
+                self._turns.pop(session_id, None)
 
     async def _on(self, session_id: str) -> asyncpg.Pool | PoolConnectionProxy:
         """Where a query on the session runs: the connection holding its lock, if this process holds it."""
@@ -210,6 +222,10 @@ class DatabaseShare:
             if story.md5 == md5:
                 return story
         raise GameError(f"this server has no story file with checksum {md5} (the session's game)")
+
+
+def _busy(session_id: str) -> str:
+    return f"game session {session_id} is busy: another call on it has not ended in {LOCK_WAIT:g} s; try again"
 
 
 @asynccontextmanager

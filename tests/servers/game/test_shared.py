@@ -8,6 +8,7 @@ from mcp import Client
 
 from frobozz.servers.game import Settings, _shares, create_server
 from tests.servers.mcp import call, error
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -117,6 +118,43 @@ async def test_a_call_on_a_session_another_holds_too_long_is_a_clear_error_and_t
             assert (await call(one, "act", session_id=sid, command="open mailbox"))["moves"] == 1  # nothing lost
         finally:
             await holder.close()
+
+
+async def waiting(connection) -> int:
+    """How many connections wait for an advisory lock."""
+    return await connection.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+
+
+async def test_calls_waiting_on_a_session_held_elsewhere_do_not_hold_up_calls_on_other_sessions(
+    frobozz_env, cortex_settings, monkeypatch
+):
+    """Ten acts wait for session A (held by this test); an act on B is answered meanwhile. Before, each waiter
+    held one of the server's 8 connections while it waited, and B's act waited for one with them."""
+    url = cortex_settings.database_url.get_secret_value()
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", url)
+    async with Client(create_server(Settings(game_shared_sessions=True))) as one:
+        a = (await call(one, "new_game", game="zork1"))["session_id"]
+        b = (await call(one, "new_game", game="zork1"))["session_id"]
+        holder = await asyncpg.connect(url)
+        answers = []
+
+        async def wait():
+            answers.append((await call(one, "act", session_id=a, command="wait"))["moves"])
+
+        try:
+            await holder.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", f"frobozz-game:{a}")
+            async with anyio.create_task_group() as tg:
+                for _ in range(10):
+                    tg.start_soon(wait)
+                with anyio.fail_after(30):
+                    await eventually(lambda: waiting(holder))
+                    await anyio.wait_all_tasks_blocked()  # every act on A has gone as far as it can
+                    assert (await call(one, "act", session_id=b, command="open mailbox"))["moves"] == 1
+                assert answers == [] and await waiting(holder) == 1  # A's acts wait, one of them in Postgres
+                await holder.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-game:{a}")
+        finally:
+            await holder.close()
+        assert sorted(answers) == [3 * n for n in range(1, 11)]
 
 
 async def test_a_database_that_cannot_be_reached_is_a_clear_error(frobozz_env, monkeypatch):
