@@ -76,3 +76,11 @@ async def until_stopped(
         with anyio.move_on_after(delay):
             await stopping.wait()
         delay = min(delay * 2, 30)
+
+
+def first_leaf(error: Exception) -> Exception:
+    """The first error a task group's group of errors holds (the error itself when it is none): the one that
+    says what happened."""
+    while isinstance(error, ExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error

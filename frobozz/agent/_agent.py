@@ -22,6 +22,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from frobozz import _spans
+from frobozz._tasks import first_leaf
 from frobozz.engine import EngineOptions, WarmSpare
 from frobozz.engine.observers import ToolCall
 from frobozz.memory import DatabaseError, MemoryService, MemorySettings, TranscriptStore
@@ -129,7 +130,7 @@ class Agent:
         try:
             await group.__aexit__(None, None, None)  # (cancelled with a failed group of ours: that is no failure)
         except Exception as e:
-            self.failure = _first_leaf(e)
+            self.failure = first_leaf(e)
             log.critical(
                 "the agent service has stopped: %s: %s (another instance takes its sessions up)",
                 type(self.failure).__name__,
@@ -471,10 +472,3 @@ class Agent:
             await session.interrupt()
         elif kind == "close" and session is not None:
             await self._closed(session)
-
-
-def _first_leaf(error: Exception) -> Exception:
-    """The first error a task group's group of errors holds: the one that says what happened."""
-    while isinstance(error, ExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return error

@@ -25,7 +25,7 @@ from pgqueuer.adapters.tracing.opentelemetry import OpenTelemetryTracing
 from pgqueuer.ports.tracing import TRACER, set_tracing_class
 
 from frobozz import _spans
-from frobozz._tasks import until_stopped
+from frobozz._tasks import first_leaf, until_stopped
 from frobozz.games import GameError, GameLibrary, read_story
 from frobozz.memory import DATABASE_ERRORS
 
@@ -33,7 +33,7 @@ from ._context import DATABASE_GONE
 from ._ledger import RunLedger, worker_name
 from ._players import PlayerError
 from ._run import RunConfig, RunResult, new_info, play
-from ._store import RunNotFoundError
+from ._store import RunInfo, RunNotFoundError, RunStore
 from .settings import RunnerSettings
 
 log = logging.getLogger("frobozz.worker")
@@ -192,10 +192,10 @@ class Worker:
                 stop=self.stopping,
                 cli_path=self.cli_path,
             )
-        except (PlayerError, GameError) as e:
-            info = await self.ledger.info(run_id)
-            info.status, info.reason = "failed", str(e)[:300]
-            await self.ledger.save(info, ended_at=datetime.now(UTC))
+        except Exception as e:
+            if not isinstance(leaf := first_leaf(e), PlayerError | GameError):
+                raise
+            await self._fail(await self.ledger.info(run_id), str(leaf))  # no use trying again
             return
         if (result.reason or "").startswith(DATABASE_GONE):
             await self._requeue_when_back(run_id)
@@ -210,37 +210,43 @@ class Worker:
             self.on_finished(result)
 
     async def _after_error(self, run_id: str, error: Exception) -> None:
-        """The run stopped on an error of this worker's (claude did not start, a bug): back to the queue, to go
-        on from its last committed turn here or on another worker a few seconds later, unless it is the run's
-        ATTEMPTS-th error: then failed, with the error as its reason. With the database gone, the run goes
-        back once it is back, as the database last had it."""
+        """The run stopped on an error of this worker's (claude's process did not start, a bug): back to the
+        queue, to go on from its last committed turn here or on another worker a few seconds later, unless it
+        is the run's ATTEMPTS-th error: then failed, with the error as its reason. With its database away, the
+        run goes back once it is back, as the database last had it."""
+        leaf = first_leaf(error)
+        what = f"{type(leaf).__name__}: {leaf}"
         try:
-            if not isinstance(error, DATABASE_ERRORS):
-                info = await self.ledger.info(run_id)
-                info.errors += 1
-                what = f"{type(error).__name__}: {error}"
-                if info.errors >= ATTEMPTS:
-                    log.error("run %s failed: it stopped on an error %d times", run_id, ATTEMPTS, exc_info=error)
-                    info.status, info.reason = "failed", f"stopped on an error {ATTEMPTS} times; the last: {what}"[:300]
-                    await self.ledger.save(info, ended_at=datetime.now(UTC))
-                    return
-                log.warning(
-                    "run %s stopped on an error (%d of %d), queued again: %s", run_id, info.errors, ATTEMPTS, what
-                )
-                log.debug("where the run stopped", exc_info=error)
-                info.status, info.reason = "queued", None
-                await self.ledger.save(info)
-                raise RetryRequested(delay=timedelta(seconds=2 * info.errors), reason=what) from error
-        except DATABASE_ERRORS as e:
-            error = e
-        await self._requeue_when_back(run_id)
-        raise RetryRequested(reason=f"the database failed: {error}") from error
+            info = await self.ledger.info(run_id)
+            info.errors += 1
+            if info.errors >= ATTEMPTS:
+                log.error("run %s failed: it stopped on an error %d times", run_id, ATTEMPTS, exc_info=error)
+                await self._fail(info, f"stopped on an error {ATTEMPTS} times; the last: {what}")
+                return
+            log.warning("run %s stopped on an error (%d of %d), queued again: %s", run_id, info.errors, ATTEMPTS, what)
+            log.debug("where the run stopped", exc_info=error)
+            info.status, info.reason = "queued", None
+            await self.ledger.save(info)
+        except DATABASE_ERRORS as e:  # (perhaps what stopped the run)
+            log.warning("run %s stopped on an error, and its database is away: %s (%s)", run_id, what, e)
+            await self._requeue_when_back(run_id)
+            raise RetryRequested(delay=timedelta(seconds=2), reason=f"the database failed: {e}") from error
+        raise RetryRequested(delay=timedelta(seconds=2 * info.errors), reason=what) from error
+
+    async def _fail(self, info: RunInfo, reason: str) -> None:
+        """The run ended as failed: in the database, and in its directory on this machine if it has one."""
+        info.status, info.reason = "failed", reason[:300]
+        await self.ledger.save(info, ended_at=datetime.now(UTC))
+        if (here := self.settings.runs_dir / info.run_id).is_dir():
+            RunStore(here, info).save_info()
 
     async def _requeue_when_back(self, run_id: str) -> None:
         """The run stopped because its database went away: once it is back, the run goes back to the queue
-        as the database last had it (its turns there; what this machine played beyond them is played again)."""
+        as the database last had it (its turns there; what this machine played beyond them is played again).
+        A worker told to stop meanwhile stops waiting: the run stays as the database has it, and its job,
+        whose heartbeat ends with this worker, goes to another."""
         delay = 0.5
-        while True:
+        while not self.stopping.is_set():
             try:
                 info = await self.ledger.info(run_id)
                 info.status, info.reason = "queued", None
@@ -248,7 +254,8 @@ class Worker:
                 return
             except DATABASE_ERRORS as e:
                 log.warning("run %s waits for its database: %s", run_id, e)
-                await anyio.sleep(delay)
+                with anyio.move_on_after(delay):
+                    await self.stopping.wait()
                 delay = min(delay * 2, 30)
 
     def _story(self, path: str, md5: str) -> str:

@@ -19,9 +19,10 @@ from tests.orphans import descendants, still_running
 
 WALKTHROUGH_TURNS = 396  # zork1's walkthrough, played to 350/350
 # A wait that gives up says why, with what the workers logged (INFO: what each was doing), before the test's
-# own timeout takes its pytest worker down with nothing said: each wait is well inside it
-pytestmark = pytest.mark.timeout(600)
-WAIT, LONG_WAIT = 240, 420
+# own timeout takes its pytest worker down with nothing said: a test's waits, its workers' stops (a minute
+# each at most) and its commands, all added up, stay inside it
+pytestmark = pytest.mark.timeout(900)
+WAIT, LONG_WAIT = 180, 300
 
 
 @pytest.fixture
@@ -112,16 +113,22 @@ def finished(env):
 def wait_until(check, timeout=WAIT, workers=()):
     """`check()`'s first true answer; fails at once, with what it printed, if one of `workers` has ended."""
     deadline = time.monotonic() + timeout
+
+    def printed() -> str:
+        return "".join(f"\nworker {w.pid}: {output(w)[1][-4000:]}" for w in workers)
+
     while time.monotonic() < deadline:
-        found = check()
+        try:
+            found = check()
+        except AssertionError as e:  # (a run failed: it will never finish)
+            raise AssertionError(f"{e}{printed()}") from e
         if found:
             return found
         for worker in workers:
             if worker.poll() is not None:
                 raise AssertionError(f"worker {worker.pid} ended ({worker.returncode}): {output(worker)[1][-4000:]}")
         time.sleep(0.25)
-    printed = "".join(f"\nworker {w.pid}: {output(w)[1][-4000:]}" for w in workers)
-    raise AssertionError(f"gave up waiting{printed}")
+    raise AssertionError(f"gave up waiting{printed()}")
 
 
 def stop(worker):

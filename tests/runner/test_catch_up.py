@@ -41,7 +41,7 @@ async def test_a_session_the_game_does_not_know_misses_nothing(frobozz_env):
         assert await missed_turns(GAME, "0123456789abcdef", None) == []
 
 
-async def test_a_game_server_that_never_answers_is_given_up_on_and_the_run_goes_on_from_its_record(frobozz_env, caplog):
+async def test_a_game_server_that_never_answers_is_given_up_on_within_the_bound_and_misses_nothing(frobozz_env, caplog):
     silent = {"command": sys.executable, "args": ["-c", "import time; time.sleep(600)"]}
     caplog.set_level(logging.WARNING, "frobozz.runner")
     with anyio.fail_after(60):

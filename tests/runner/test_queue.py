@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from frobozz.engine import find_claude
-from frobozz.runner import RunConfig, RunNotFoundError, Worker, enqueue
+from frobozz.runner import PlayerError, RunConfig, RunNotFoundError, Worker, _queue, enqueue
 from frobozz.runner._queue import ATTEMPTS
 from tests.database import database_name
 from tests.waiting import eventually
@@ -119,6 +119,20 @@ exec "{real}" "$@"
     return str(script)
 
 
+async def worked_until_ended(worker: Worker, ledger, run_id: str) -> dict:
+    """The worker run until the run has finished or failed, then stopped (all within two minutes); its row."""
+
+    async def ended() -> object:
+        return (await ledger.get(run_id))["status"] in ("finished", "failed")
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            await eventually(ended, interval=0.1)
+            worker.stop()
+    return await ledger.get(run_id)
+
+
 @pytest.mark.parametrize("failures", [1, 10])
 async def test_a_run_whose_claude_fails_to_start_is_tried_again_then_failed_never_left_running(
     ledger, runner_settings, tmp_path, monkeypatch, failures
@@ -129,16 +143,7 @@ async def test_a_run_whose_claude_fails_to_start_is_tried_again_then_failed_neve
     settings = type(runner_settings)()
     (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=5), settings, 1)
     worker = Worker(ledger, settings, cli_path=claude_failing_first(tmp_path, failures))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(worker.run)
-        with anyio.fail_after(120):
-
-            async def ended() -> object:
-                return (await ledger.get(run_id))["status"] in ("finished", "failed")
-
-            await eventually(ended, interval=0.1)
-        worker.stop()
-    run = await ledger.get(run_id)
+    run = await worked_until_ended(worker, ledger, run_id)
     info = await ledger.info(run_id)
     if failures < ATTEMPTS:
         assert (run["status"], run["reason"], run["turns"], info.errors) == ("finished", "max turns", 5, failures)
@@ -147,4 +152,73 @@ async def test_a_run_whose_claude_fails_to_start_is_tried_again_then_failed_neve
         assert run["status"] == "failed" and info.errors == ATTEMPTS and worker.played == []
         assert run["reason"].startswith(f"stopped on an error {ATTEMPTS} times; the last: ")
         assert "claude cannot start (failure 3)" in run["reason"]
-        assert (tmp_path / "starts").read_text().strip() == str(ATTEMPTS)  # not tried again after
+        local = json.loads((settings.runs_dir / run_id / "run.json").read_text())
+        assert (local["status"], local["reason"]) == ("failed", run["reason"])  # this machine's record agrees
+
+
+@pytest.mark.parametrize(
+    "raised, reason, plays",
+    [  # an OSError is no sign of the database's going: it was taken for one, and the run played again at once,
+        # for ever; a player's error inside a task group's group was taken for a worker's error and played again
+        (
+            lambda: TimeoutError("a bound ran out"),
+            f"stopped on an error {ATTEMPTS} times; the last: TimeoutError: a bound ran out",
+            ATTEMPTS,
+        ),
+        (
+            lambda: ExceptionGroup("unhandled errors in a TaskGroup", [PlayerError("claude is not logged in")]),
+            "claude is not logged in",
+            1,
+        ),
+    ],
+    ids=["a timeout", "a player error in a group"],
+)
+async def test_a_run_whose_play_raises_is_failed_with_the_error_that_says_what_happened(
+    ledger, runner_settings, monkeypatch, raised, reason, plays
+):
+    monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "2")
+    settings = type(runner_settings)()
+    (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=5), settings, 1)
+    played = []
+
+    async def failing(*args, **kwargs):
+        played.append(args)
+        raise raised()
+
+    monkeypatch.setattr(_queue, "play", failing)
+    run = await worked_until_ended(Worker(ledger, settings), ledger, run_id)
+    assert (run["status"], run["reason"], len(played)) == ("failed", reason, plays)
+    local = json.loads((settings.runs_dir / run_id / "run.json").read_text())
+    assert (local["status"], local["reason"]) == ("failed", reason)
+
+
+async def test_a_worker_told_to_stop_while_a_failed_run_waits_for_its_database_stops(
+    ledger, runner_settings, postgres, cortex_settings, monkeypatch, caplog
+):
+    """The run stays as the database had it (its job goes to another worker once this one's heartbeat ends);
+    before, the worker waited for the database for ever."""
+    monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "2")
+    settings = type(runner_settings)()
+    name = database_name(cortex_settings)
+    (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=5), settings, 1)
+    admin = await asyncpg.connect(postgres.get_uri())
+
+    async def failing(*args, **kwargs):  # the run stops on an error, and its database goes away with it
+        await admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+        await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name)
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(_queue, "play", failing)
+    worker = Worker(ledger, settings)
+    try:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(worker.run)
+                await eventually(lambda: "waits for its database" in caplog.text)
+                worker.stop()
+    finally:
+        await admin.execute(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+        await admin.close()
+    # as the database had it (the stand-in play never marked it running), not failed, not played
+    assert (await ledger.get(run_id))["status"] == "queued" and (await ledger.info(run_id)).errors == 0
+    assert worker.played == []
