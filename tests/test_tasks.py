@@ -2,7 +2,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from frobozz._tasks import both, every, while_following
+from frobozz._tasks import both, every, first_leaf, while_following
 
 pytestmark = pytest.mark.anyio
 
@@ -72,3 +72,10 @@ async def test_every_gives_each_result_in_the_order_asked_and_nothing_for_nothin
 
     assert await every([lambda: after(0.02, "a"), lambda: after(0, "b"), lambda: after(0.01, "c")]) == ["a", "b", "c"]
     assert await every([]) == []
+
+
+def test_the_first_leaf_of_a_group_is_its_first_error_however_deep_and_an_error_is_its_own():
+    inner = ValueError("what happened")
+    nested = ExceptionGroup("outer", [ExceptionGroup("inner", [inner, KeyError("x")]), TypeError("later")])
+    assert first_leaf(nested) is inner
+    assert first_leaf(inner) is inner

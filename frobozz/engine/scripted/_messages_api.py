@@ -27,6 +27,8 @@ from starlette.routing import Route
 from ..._loopback import listener
 from .._proxy import is_compaction_request
 
+STARTING = 30.0  # seconds the server's thread has to start listening
+
 
 @dataclass(frozen=True)
 class Text:
@@ -316,7 +318,7 @@ class ScriptedModel:
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
         self._thread.start()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + STARTING
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 self.stop()
