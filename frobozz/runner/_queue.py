@@ -38,7 +38,7 @@ from .settings import RunnerSettings
 
 log = logging.getLogger("frobozz.worker")
 _INSTALL_LOCK = 0x70677175  # "pgqu": one install of the queue's tables at a time
-ATTEMPTS = 3  # a run that ends on an error this many times (claude did not start, a bug) is failed
+ATTEMPTS = 3  # a run that stops on an error this many times (claude's process did not start, a bug) is failed
 
 
 def entrypoint(story_md5: str) -> str:

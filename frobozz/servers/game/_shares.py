@@ -157,8 +157,8 @@ class DatabaseShare:
                         )
         finally:
             turn.release()
-            if not turn.locked() and not turn.statistics().tasks_waiting:
-                self._turns.pop(session_id, None)
+            if self._turns.get(session_id) is turn and not turn.locked() and not turn.statistics().tasks_waiting:
+                del self._turns[session_id]  # (no call on the session left here)
 
     async def _on(self, session_id: str) -> asyncpg.Pool | PoolConnectionProxy:
         """Where a query on the session runs: the connection holding its lock, if this process holds it."""
