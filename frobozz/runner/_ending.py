@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import signal
 from datetime import UTC, datetime
+from functools import partial
 
 import anyio
 
@@ -89,7 +90,9 @@ async def write_up(context: RunContext, *, queued: bool) -> None:
     """The run's end, written: its summary, charts and map in its directory, and its row in the database (a
     queued run, which the database holds, fails without it; one played here goes without, with a warning)."""
     info = context.info
-    _report.finish(context.store, context.records, context.max_score, start=info.start_location)
+    await anyio.to_thread.run_sync(
+        partial(_report.finish, context.store, list(context.records), context.max_score, start=info.start_location)
+    )
     if context.ledger is not None:  # (None after the database went away mid-run)
         try:
             await context.ledger.save(info, ended_at=datetime.now(UTC))

@@ -3,6 +3,7 @@ the end a summary, a score-over-turns chart and the explored map as images besid
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -86,8 +87,12 @@ def game_map(records: Sequence[TurnRecord], start: str | None = None) -> GameMap
     return GameMap.from_path([(None, start), *((r.command, r.location) for r in records)])
 
 
+_DRAWING = threading.Lock()  # matplotlib promises no thread safety: one run's pictures at a time
+
+
 def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None, *, start: str | None = None) -> None:
-    """Summary, chart and map, written once the run has stopped (for whatever reason)."""
+    """Summary, chart and map, written once the run has stopped (for whatever reason). Seconds of CPU for a
+    long run: called in a worker thread, so that a worker's other runs (and its queue's heartbeat) go on."""
     info = store.info
     summary = (
         f"## Summary\n\n| | |\n|---|---|\n| reason | {info.reason} |\n| score | {info.score}/{max_score} |\n"
@@ -108,18 +113,17 @@ def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None
     explored = game_map(records, start)
     (store.dir / "map.dot").write_text(explored.to_dot(), encoding="utf-8")
     (store.dir / "map.mmd").write_text(explored.to_mermaid(), encoding="utf-8")
-    score_chart(records, max_score, store.dir / "score.png", title=f"{info.title}: {info.run_id}")
     current = next((r.location for r in reversed(records) if r.location), start)
-    map_image(explored, store.dir / "map.png", title=f"{info.title}: explored map", current=current)
+    with _DRAWING:
+        score_chart(records, max_score, store.dir / "score.png", title=f"{info.title}: {info.run_id}")
+        map_image(explored, store.dir / "map.png", title=f"{info.title}: explored map", current=current)
 
 
 def score_chart(records: Sequence[TurnRecord], max_score: int | None, path: Path, *, title: str) -> None:
-    import matplotlib
+    from matplotlib.figure import Figure  # (not pyplot, whose global state allows no thread but the main one)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
+    fig = Figure(figsize=(8, 4), dpi=100)
+    ax = fig.subplots()
     ax.plot([r.turn for r in records], [r.score or 0 for r in records], color="#2a7ab0", linewidth=1.8)
     if max_score:
         ax.axhline(max_score, color="#999999", linestyle="--", linewidth=1, label=f"max {max_score}")
@@ -128,7 +132,6 @@ def score_chart(records: Sequence[TurnRecord], max_score: int | None, path: Path
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
 
 
 _STYLE = {"compass": ("#8a939b", "-"), "vertical": ("#7b5ea7", (0, (5, 3))), "inout": ("#2f7d6b", (0, (1, 2)))}
@@ -137,16 +140,14 @@ _STYLE = {"compass": ("#8a939b", "-"), "vertical": ("#7b5ea7", (0, (5, 3))), "in
 def map_image(explored: GameMap, path: Path, *, title: str, current: str | None = None) -> None:
     """The explored map, north up (the games part's grid layout, as the web page draws it): each passage's
     direction written where it leaves its room, up/down dashed and in/out dotted, the current room marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     from matplotlib.patches import FancyBboxPatch
 
     grid = grid_layout(explored)
     cell_w, cell_h, box_w, box_h = 1.6, 0.9, 1.3, 0.5
     width, height = max(grid.width, 3), max(grid.height, 2)
-    fig, ax = plt.subplots(figsize=(min(60.0, 1.4 + width * cell_w), min(40.0, 1.0 + height * cell_h)), dpi=100)
+    fig = Figure(figsize=(min(60.0, 1.4 + width * cell_w), min(40.0, 1.0 + height * cell_h)), dpi=100)
+    ax = fig.subplots()
     place = {room: (x * cell_w, -y * cell_h) for room, (x, y) in grid.places}  # row 0 at the top: north up
     for p in grid.passages:
         color, style = _STYLE[p.kind.value]
@@ -191,7 +192,6 @@ def map_image(explored: GameMap, path: Path, *, title: str, current: str | None 
     ax.axis("off")
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
 
 
 def _edge_label(

@@ -2,6 +2,7 @@
 
 import json
 import os
+import threading
 
 import anyio
 import pytest
@@ -10,7 +11,7 @@ from frobozz._tasks import both
 from frobozz.engine import text_of
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.games import GameLibrary, walkthrough_for
-from frobozz.runner import RunConfig, RunFinishedError, RunStore, play
+from frobozz.runner import RunConfig, RunFinishedError, RunStore, _report, play
 from frobozz.runner._context import RunContext
 from frobozz.runner._game_producers import FAILING_ROUNDS_LIMIT
 from frobozz.runner._players import text_handler, tool_handler
@@ -53,6 +54,20 @@ async def test_both_modes_win_zork1_with_the_walkthrough_and_record_the_same_tur
     assert ["<command>" in replies[0], "\n> " in replies[1], "COMMAND:" in replies[2], "plan" in replies[3]] == [
         True
     ] * 4
+
+
+async def test_a_runs_pictures_are_drawn_off_the_event_loop(runner_settings, monkeypatch):
+    """Seconds of CPU for a long run: on the loop, a worker's other runs and its queue's heartbeat stood still."""
+    drawn_on = []
+    finish = _report.finish
+
+    def recorded(*args, **kwargs):
+        drawn_on.append(threading.current_thread() is threading.main_thread())
+        finish(*args, **kwargs)
+
+    monkeypatch.setattr(_report, "finish", recorded)
+    result = await play(RunConfig(game="zork1", player="walkthrough", max_turns=2), runner_settings)
+    assert drawn_on == [False] and (runner_settings.runs_dir / result.run_id / "map.png").is_file()
 
 
 async def test_a_reply_without_a_command_gets_a_correction_and_play_goes_on(runner_settings):
