@@ -79,8 +79,8 @@ async def until_stopped(
 
 
 def first_leaf(error: Exception) -> Exception:
-    """The first error a task group's group of errors holds (the error itself when it is none): the one that
-    says what happened."""
-    while isinstance(error, ExceptionGroup) and error.exceptions:
+    """The first error a task group's group of errors holds (the error itself when it is not a group): the one
+    that says what happened."""
+    while isinstance(error, ExceptionGroup):
         error = error.exceptions[0]
     return error

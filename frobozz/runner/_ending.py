@@ -90,7 +90,7 @@ async def write_up(context: RunContext, *, queued: bool) -> None:
     """The run's end, written: its summary, charts and map in its directory, and its row in the database (a
     queued run, which the database holds, fails without it; one played here goes without, with a warning)."""
     info = context.info
-    await anyio.to_thread.run_sync(
+    await anyio.to_thread.run_sync(  # (once it runs, the drawing is finished even if the run is cancelled)
         partial(_report.finish, context.store, list(context.records), context.max_score, start=info.start_location)
     )
     if context.ledger is not None:  # (None after the database went away mid-run)

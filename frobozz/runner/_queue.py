@@ -238,7 +238,10 @@ class Worker:
         info.status, info.reason = "failed", reason[:300]
         await self.ledger.save(info, ended_at=datetime.now(UTC))
         if (here := self.settings.runs_dir / info.run_id).is_dir():
-            RunStore(here, info).save_info()
+            try:  # (not a database error: one would put the run back in the queue, to be failed again)
+                RunStore(here, info).save_info()
+            except OSError as e:
+                log.warning("run %s failed; its directory here could not say so: %s", info.run_id, e)
 
     async def _requeue_when_back(self, run_id: str) -> None:
         """The run stopped because its database went away: once it is back, the run goes back to the queue

@@ -8,10 +8,15 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from frobozz._files import atomic_file
 from frobozz.games import GameMap, grid_layout
 
 from ._store import RunStore, TurnRecord
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def start_transcript(store: RunStore) -> None:
@@ -91,8 +96,9 @@ _DRAWING = threading.Lock()  # matplotlib promises no thread safety: one run's p
 
 
 def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None, *, start: str | None = None) -> None:
-    """Summary, chart and map, written once the run has stopped (for whatever reason). Seconds of CPU for a
-    long run: called in a worker thread, so that a worker's other runs (and its queue's heartbeat) go on."""
+    """Summary, chart and map, written once the run has stopped (for whatever reason). Most of a second of
+    CPU for a long run: called in a worker thread, so that a worker's other runs (and its queue's heartbeat)
+    go on meanwhile."""
     info = store.info
     summary = (
         f"## Summary\n\n| | |\n|---|---|\n| reason | {info.reason} |\n| score | {info.score}/{max_score} |\n"
@@ -120,7 +126,7 @@ def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None
 
 
 def score_chart(records: Sequence[TurnRecord], max_score: int | None, path: Path, *, title: str) -> None:
-    from matplotlib.figure import Figure  # (not pyplot, whose global state allows no thread but the main one)
+    from matplotlib.figure import Figure  # (not pyplot: its registry of figures is not safe across threads)
 
     fig = Figure(figsize=(8, 4), dpi=100)
     ax = fig.subplots()
@@ -131,7 +137,13 @@ def score_chart(records: Sequence[TurnRecord], max_score: int | None, path: Path
     ax.set(title=title, xlabel="turn", ylabel="score")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
+
+
+def _save(fig: Figure, path: Path) -> None:
+    """The picture as a PNG at `path`, whole or not at all (a process killed while it draws leaves the old one)."""
+    with atomic_file(path, "wb") as f:
+        fig.savefig(f, format="png")
 
 
 _STYLE = {"compass": ("#8a939b", "-"), "vertical": ("#7b5ea7", (0, (5, 3))), "inout": ("#2f7d6b", (0, (1, 2)))}
@@ -191,7 +203,7 @@ def map_image(explored: GameMap, path: Path, *, title: str, current: str | None 
     ax.set_title(title + (f" (now: {current})" if current else "") + "  ·  north up")
     ax.axis("off")
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
 
 
 def _edge_label(

@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from frobozz.engine import find_claude
-from frobozz.runner import PlayerError, RunConfig, RunNotFoundError, Worker, _queue, enqueue
+from frobozz.runner import PlayerError, RunConfig, RunNotFoundError, RunStore, Worker, _queue, enqueue
 from frobozz.runner._queue import ATTEMPTS
 from tests.database import database_name
 from tests.waiting import eventually
@@ -154,6 +154,7 @@ async def test_a_run_whose_claude_fails_to_start_is_tried_again_then_failed_neve
         assert "claude cannot start (failure 3)" in run["reason"]
         local = json.loads((settings.runs_dir / run_id / "run.json").read_text())
         assert (local["status"], local["reason"]) == ("failed", run["reason"])  # this machine's record agrees
+        assert (tmp_path / "starts").read_text().strip() == str(ATTEMPTS)  # three plays, no more, then failed
 
 
 @pytest.mark.parametrize(
@@ -222,3 +223,21 @@ async def test_a_worker_told_to_stop_while_a_failed_run_waits_for_its_database_s
     # as the database had it (the stand-in play never marked it running), not failed, not played
     assert (await ledger.get(run_id))["status"] == "queued" and (await ledger.info(run_id)).errors == 0
     assert worker.played == []
+
+
+async def test_a_run_on_a_worker_whose_disk_is_full_is_failed_after_its_attempts_not_queued_for_ever(
+    ledger, runner_settings, monkeypatch
+):
+    """Its directory here cannot be written, not even to say it failed: that is no database error (an OSError
+    was taken for one, and the failed run put back in the queue, to be failed again, for ever)."""
+    monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "2")
+    settings = type(runner_settings)()
+    (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=5), settings, 1)
+
+    def full(self):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(RunStore, "save_info", full)
+    run = await worked_until_ended(Worker(ledger, settings), ledger, run_id)
+    assert run["status"] == "failed" and run["reason"].endswith("OSError: [Errno 28] No space left on device")
+    assert (await ledger.info(run_id)).errors == ATTEMPTS
