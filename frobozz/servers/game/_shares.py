@@ -49,13 +49,27 @@ class Share(Protocol):
 
 
 class _LocalLocks:
+    """Calls on one session take turns in this process."""
+
     def __init__(self) -> None:
         self._locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
 
     @asynccontextmanager
     async def lock(self, session_id: str) -> AsyncIterator[None]:
-        async with self._locks[session_id]:
+        """The session to this call alone in this process; a GameError after LOCK_WAIT seconds of waiting (a
+        holder that hangs must not hang every call after it)."""
+        turn, ours = self._locks[session_id], False
+        with anyio.move_on_after(LOCK_WAIT):
+            await turn.acquire()
+            ours = True
+        if not ours:
+            raise GameError(_busy(session_id))
+        try:
             yield
+        finally:
+            turn.release()
+            if not turn.locked() and not turn.statistics().tasks_waiting:
+                del self._locks[session_id]  # (no call on the session left here)
 
 
 class FileShare(_LocalLocks):
@@ -99,7 +113,7 @@ class FileShare(_LocalLocks):
         pass
 
 
-class DatabaseShare:
+class DatabaseShare(_LocalLocks):
     """Table `game_sessions`; the mark is the row's version. Opened at first use. Calls on one session take
     turns in this process before one of them waits for the database's lock, so that waiters hold no more than
     one of the pool's connections per session (eight calls waiting on a session held elsewhere took them
@@ -109,9 +123,9 @@ class DatabaseShare:
     def __init__(self, memory: MemorySettings, library: GameLibrary) -> None:
         self.memory = memory
         self.library = library
+        super().__init__()
         self._pool: asyncpg.Pool | None = None
         self._opening = anyio.Lock()
-        self._turns: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)  # session id -> its calls' turn here
         self._holding: dict[str, PoolConnectionProxy] = {}  # session id -> the connection holding its lock
 
     async def _open(self) -> asyncpg.Pool:
@@ -130,13 +144,7 @@ class DatabaseShare:
         """The session to this call alone, in every process on the database (the lock goes with its
         connection: a process that dies mid-call lets go of it); a GameError after LOCK_WAIT seconds of
         waiting, here or for the database (a holder that hangs must not hang every call after it)."""
-        turn, ours = self._turns[session_id], False
-        with anyio.move_on_after(LOCK_WAIT):
-            await turn.acquire()
-            ours = True
-        if not ours:
-            raise GameError(_busy(session_id))
-        try:
+        async with super().lock(session_id):  # one call per session here waits in Postgres, on one connection
             pool = await self._open()
             async with _database_errors(), pool.acquire() as connection:
                 await connection.execute(f"SET lock_timeout = {int(LOCK_WAIT * 1000)}")  # (reset by the pool)
@@ -155,10 +163,6 @@ class DatabaseShare:
                         await connection.execute(
                             "SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-game:{session_id}"
                         )
-        finally:
-            turn.release()
-            if self._turns.get(session_id) is turn and not turn.locked() and not turn.statistics().tasks_waiting:
-                del self._turns[session_id]  # (no call on the session left here)
 
     async def _on(self, session_id: str) -> asyncpg.Pool | PoolConnectionProxy:
         """Where a query on the session runs: the connection holding its lock, if this process holds it."""

@@ -6,6 +6,7 @@ import asyncpg
 import pytest
 from mcp import Client
 
+from frobozz.games import GameError
 from frobozz.servers.game import Settings, _shares, create_server
 from tests.servers.mcp import call, error
 from tests.waiting import eventually
@@ -118,6 +119,31 @@ async def test_a_call_on_a_session_another_holds_too_long_is_a_clear_error_and_t
             assert (await call(one, "act", session_id=sid, command="open mailbox"))["moves"] == 1  # nothing lost
         finally:
             await holder.close()
+
+
+async def test_in_the_data_directory_a_call_waiting_too_long_for_a_session_is_refused_as_busy(tmp_path, monkeypatch):
+    """The bound holds in one process too: calls on a session take turns there, and a holder that hangs must not
+    hang the next; once it lets go, the session is free again and nothing of the wait is left behind."""
+    monkeypatch.setattr(_shares, "LOCK_WAIT", 1.0)
+    share = _shares.FileShare(tmp_path)
+    held, done = anyio.Event(), anyio.Event()
+
+    async def hanging_holder():
+        async with share.lock("s-1"):
+            held.set()
+            await done.wait()
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(hanging_holder)
+            await held.wait()
+            with pytest.raises(GameError, match="game session s-1 is busy"):
+                async with share.lock("s-1"):
+                    pass
+            done.set()
+        async with share.lock("s-1"):
+            pass
+    assert share._locks == {}
 
 
 async def waiting(connection) -> int:
