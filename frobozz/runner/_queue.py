@@ -183,20 +183,14 @@ class Worker:
         await self.ledger.save(info, **extra)
         if info.status == "failed":
             return
-        try:
-            result = await play(
-                RunConfig(resume=run_id),
-                self.settings,
-                ledger=self.ledger,
-                queued=True,
-                stop=self.stopping,
-                cli_path=self.cli_path,
-            )
-        except Exception as e:
-            if not isinstance(leaf := first_leaf(e), PlayerError | GameError):
-                raise
-            await self._fail(await self.ledger.info(run_id), str(leaf))  # no use trying again
-            return
+        result = await play(
+            RunConfig(resume=run_id),
+            self.settings,
+            ledger=self.ledger,
+            queued=True,
+            stop=self.stopping,
+            cli_path=self.cli_path,
+        )
         if (result.reason or "").startswith(DATABASE_GONE):
             await self._requeue_when_back(run_id)
             raise RetryRequested(reason="the database went away: the run goes on from its last committed turn")
@@ -210,14 +204,18 @@ class Worker:
             self.on_finished(result)
 
     async def _after_error(self, run_id: str, error: Exception) -> None:
-        """The run stopped on an error of this worker's (claude's process did not start, a bug): back to the
-        queue, to go on from its last committed turn here or on another worker a few seconds later, unless it
-        is the run's ATTEMPTS-th error: then failed, with the error as its reason. With its database away, the
-        run goes back once it is back, as the database last had it."""
+        """The run stopped on an error. A player's or game's (claude not logged in, a story file it cannot read):
+        failed, as no try would do better. Another, of this worker's (claude's process did not start, a bug):
+        back to the queue, to go on from its last committed turn here or on another worker a few seconds later,
+        unless it is the run's ATTEMPTS-th error: then failed, with the error as its reason. With its database
+        away, the run goes back once it is back, as the database last had it."""
         leaf = first_leaf(error)
         what = f"{type(leaf).__name__}: {leaf}"
         try:
             info = await self.ledger.info(run_id)
+            if isinstance(leaf, PlayerError | GameError):
+                await self._fail(info, str(leaf))
+                return
             info.errors += 1
             if info.errors >= ATTEMPTS:
                 log.error("run %s failed: it stopped on an error %d times", run_id, ATTEMPTS, exc_info=error)
