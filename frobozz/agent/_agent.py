@@ -183,7 +183,10 @@ class Agent:
         await self.leases.log(record.id, None, first)  # before any instance holds it: no one else can write
         async with self._loading:
             session = self._open(record, first, space)
-        session.prime()
+        try:
+            session.prime()
+        except OSError as e:  # only a head start: the session is kept, and its first turn says what fails
+            log.warning("session %s: its claude was not started ahead: %s", record.id, e)
         return record.id
 
     async def send_message(

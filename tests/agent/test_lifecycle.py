@@ -168,6 +168,29 @@ async def test_a_claude_that_cannot_be_set_up_fails_its_turn_and_the_next_messag
             assert isinstance(events[-1], Done) and "You said: and now?" in events[-1].result
 
 
+async def test_a_session_made_on_a_full_disk_is_kept_and_its_first_turn_says_what_fails(
+    make_agent, monkeypatch, caplog
+):
+    """Starting its claude ahead (the warm spare, with the skills copied) is only a head start: when it cannot
+    be done, the session made is still answered and listed, and its first turn says why it cannot start."""
+    with anyio.fail_after(120):
+        async with make_agent(warm_spare=True) as agent:
+            sync = agent.workspaces.sync_skills
+
+            def full_disk(workspace):
+                raise OSError(28, "No space left on device")
+
+            monkeypatch.setattr(agent.workspaces, "sync_skills", full_disk)
+            session = await agent.create_session("alice/notes")
+            assert [s["session_id"] for s in await agent.sessions()] == [session]
+            assert "not started ahead: [Errno 28] No space left on device" in caplog.text
+            failed = await turn(agent, session, "hello")
+            assert any(isinstance(e, Error) and "No space left" in e.message for e in failed)
+            monkeypatch.setattr(agent.workspaces, "sync_skills", sync)
+            events = await turn(agent, session, "and now?")
+            assert isinstance(events[-1], Done) and "You said: and now?" in events[-1].result
+
+
 async def test_a_session_closed_while_its_message_waits_for_room_starts_no_claude_for_it(make_agent, scripted):
     """Its release came while the driver waited under max_live: no claude is started after it for a message
     nobody will read (it would have been a model call, in a session that is gone)."""
