@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
-from . import _help  # noqa: F401  (flags without a value label in help)
+from . import _help  # (flags without a value label in help; one-line summaries)
 from ._chat import chat
 from ._cortex import cortex
 from ._database import database
@@ -52,6 +52,7 @@ app.command()(chat)
 app.command("mcp-config")(mcp_config)
 app.command()(doctor)
 app.add_typer(plugin, name="plugin")
+_help.one_line_summaries(app)
 
 
 @app.callback()
