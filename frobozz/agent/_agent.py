@@ -424,7 +424,7 @@ class Agent:
 
     async def _message(self, session: AgentSession, role: str, content: str) -> None:
         assert self.store is not None
-        await self.store.add_message(session.id, role, content, session.current)
+        await self.store.add_message(session.id, role, content, session.current, session.relay.token)
 
     async def messages(self, session_id: str, *, owners: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The conversation as people see it: what the user sent and what the agent answered, in order."""

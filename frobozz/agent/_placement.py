@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import anyio
 from anyio.abc import TaskGroup
@@ -151,11 +152,12 @@ class Placement:
         await session.release()
 
     def lost(self, session: AgentSession) -> None:
-        """Another instance holds the session now: this one stops running it (its followers stay)."""
+        """Another instance holds the session now: this one stops running it (its followers stay), its claude at
+        once, mid-turn or not: the turn under way is the new holder's to answer."""
         log.warning("session %s: the lease was lost; another instance runs it now", session.id)
         session.disown()
         assert self._tg is not None
-        self._tg.start_soon(session.release)
+        self._tg.start_soon(partial(session.release, cut=True))
 
     def _room(self) -> bool:
         """Room here under --max-live for one more session's turn (idle claudes can be let go)."""

@@ -102,6 +102,7 @@ class AgentSession:
         self.images = images  # (session, file ids) -> the image content blocks a message carries
         self.on_turn = on_turn  # (session, the message's first line, files the turn wrote): at each turn's end
         self._stop = anyio.Event()
+        self._cut = anyio.Event()  # set with `_stop`: the turn under way is nobody's (the lease is lost)
         self._engine_done = anyio.Event()
         self._engine_done.set()
         self._busy = False
@@ -215,13 +216,16 @@ class AgentSession:
         if self.relay.token != token:  # let go (handed over, lost, claimed again) while it waited for room: a
             raise RuntimeError("the session is no longer this driver's")  # release then is not to be undone
         # this run's own events (a later driver's _start makes new ones: each run waits on and sets its own)
-        started, stop, done = anyio.Event(), anyio.Event(), anyio.Event()
-        self._stop, self._engine_done = stop, done
+        started, stop, cut, done = anyio.Event(), anyio.Event(), anyio.Event(), anyio.Event()
+        self._stop, self._cut, self._engine_done = stop, cut, done
 
         async def live(engine: Engine, channel: Engine | MemorySession) -> None:
             self.engine, self._channel = engine, channel
             started.set()
             await stop.wait()  # then the engine closes as it should: its transcript stored
+            if cut.is_set():  # another instance answers the turn under way: this claude is not let finish it
+                with anyio.CancelScope(shield=True):
+                    await engine.close(finish=False)
 
         async def run() -> None:
             ours: Engine | None = None
@@ -252,10 +256,19 @@ class AgentSession:
         if done.is_set():  # (run sets `started` and `done` with no await between: it ended, or never went live)
             raise failure[0] if failure else RuntimeError("claude did not start")
 
-    async def release(self, timeout: float = math.inf) -> bool:  # noqa: ASYNC109 - the wait is shielded
+    async def release(
+        self,
+        timeout: float = math.inf,  # noqa: ASYNC109 - the wait is shielded
+        *,
+        cut: bool = False,
+    ) -> bool:
         """Let this session's claude go (it resumes on the next message). The wait for it to close is shielded
         (a cancelled caller must not leave it half closed), so a bound is given here: False when it had not
-        closed within `timeout` seconds (the caller's task group is then what stops it)."""
+        closed within `timeout` seconds (the caller's task group is then what stops it). `cut`: the lease is
+        lost, so a turn under way is another instance's now: claude is stopped at once, not let finish it (its
+        tools would go on acting in the workspace, and its transcript on growing, beside the new driver's)."""
+        if cut:
+            self._cut.set()
         self._stop.set()
         done = self._engine_done
         with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):

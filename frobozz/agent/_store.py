@@ -227,17 +227,23 @@ class AgentStore:
         }
         return [rows[i] for i in ids if i in rows]
 
-    async def add_message(self, session_id: str, role: str, content: str, message_id: str | None = None) -> None:
-        """The next message of the conversation (a turn's, once: a turn taken over is not recorded twice)."""
+    async def add_message(
+        self, session_id: str, role: str, content: str, message_id: str | None, token: int | None
+    ) -> None:
+        """The next message of the conversation (a turn's, once: a turn taken over is not recorded twice), under
+        the session's lease `token`, as its events are: refused, quietly, once another instance holds it (the
+        turn that instance answers again is the one the conversation keeps)."""
         await self._do(
             "execute",
             "INSERT INTO agent_messages (session_id, n, role, content, message_id) "
-            "SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4 FROM agent_messages "
-            "WHERE session_id = $1 ON CONFLICT DO NOTHING",
+            "SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4 FROM agent_messages WHERE session_id = $1 "
+            "HAVING EXISTS (SELECT 1 FROM agent_leases WHERE session_id = $1 AND token = $5 FOR SHARE) "
+            "ON CONFLICT DO NOTHING",
             session_id,
             role,
             content,
             message_id,
+            token,
         )
 
     async def messages(self, session_id: str) -> builtins.list[dict[str, Any]]:

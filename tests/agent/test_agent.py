@@ -74,8 +74,8 @@ async def test_a_turn_is_said_to_stream_only_once_its_message_is_in_the_history(
     happened = []
     add_message, publish = agent.store.add_message, live.relay.publish
 
-    async def stored(session_id, role, content, message_id):
-        await add_message(session_id, role, content, message_id)
+    async def stored(session_id, role, content, message_id, token):
+        await add_message(session_id, role, content, message_id, token)
         happened.append(f"stored {role}")
 
     def published(event):

@@ -1,0 +1,228 @@
+"""Two drivers: instance A's lease on a session lapses mid-turn (its lease keeper is late) and instance B takes the
+session over, while A's claude is still in the middle of the turn. Two in-process services on the real Postgres,
+the real claude CLI and a scripted model whose replies to "held" wait until the test lets them go, so the order is
+the test's, not the machine's load: A's model request is held, A's keeper is stalled, the lease row is expired in
+SQL, and B (started then) takes the session up.
+
+What the lease cannot prevent, and these tests show: for a while both claudes run (B starts its own as soon as it
+holds the lease; A does not know yet). What it must, and these tests prove: A stops its claude once it learns (from
+its keeper, or from its first write refused), at once, not letting it finish the turn; nothing A says after B took
+the lease is kept (no event, no message in the conversation, no done, no second answer), the log's numbers have no
+gap and no duplicate, the turn cut short is said once (an error), and the message is answered once, by B."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+import pytest
+
+from frobozz.agent import Agent, Done, Error, TextDelta
+from frobozz.agent._session import AgentSession
+from frobozz.engine.testing import Reply, ScriptedModel, Text
+from tests.agent.conftest import model_reply
+from tests.waiting import eventually
+
+pytestmark = pytest.mark.anyio
+LIMIT = 60  # seconds any one wait of these tests may take
+
+
+class Held:
+    """The scripted model: its replies to "held" in the order they are asked for (A's claude first, then B's),
+    each waiting until the test lets it go (`go[n]`); `asked[n]` is set when the nth request has come."""
+
+    def __init__(self) -> None:
+        self.asked = [threading.Event() for _ in range(4)]
+        self.go = [threading.Event() for _ in range(4)]
+        self.delay = [0.0] * 4
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, request):
+        if request.tool_results() or request.last_user_text().strip().rsplit("\n", 1)[-1] != "held":
+            return model_reply(request)
+        with self._lock:
+            n, self._count = self._count, self._count + 1
+        self.asked[n].set()
+        self.go[n].wait(LIMIT * 2)  # (bounded: a test that failed must not keep the server's thread)
+        text = f"driver {n + 1} answers. " + "And a longer answer so that it streams in pieces. " * 3
+        return Reply((Text(text),), delay=self.delay[n])
+
+    def let_all_go(self) -> None:
+        for event in self.go:
+            event.set()
+
+
+@pytest.fixture
+def held() -> Held:
+    return Held()
+
+
+@pytest.fixture
+async def scripted(held):  # (the conftest's `make_agent` takes its model from here)
+    async with ScriptedModel(held) as model:
+        try:
+            yield model
+        finally:
+            held.let_all_go()
+
+
+@dataclass
+class TakenOver:
+    a: Agent
+    b: Agent
+    on_a: AgentSession  # the session as A has it (A's driver, mid-turn)
+    on_b: AgentSession  # the session as B has it (B's driver, its claude asking the model)
+    session: str
+    message: str  # the message id of the turn cut short
+    token_a: int
+    keeper_back: anyio.Event  # set: A's lease keeper renews again
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:  # (a zombie is no running claude)
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def waited(predicate) -> None:
+    with anyio.fail_after(LIMIT):
+        await eventually(predicate, interval=0.02)
+
+
+@asynccontextmanager
+async def taken_over(make_agent, held: Held, monkeypatch) -> AsyncIterator[TakenOver]:
+    """A runs a turn on "held" and its model request waits; A's keeper stalls, the lease lapses, and B, started
+    then, takes the session and answers the message again: yielded once B's claude has asked the model too."""
+    async with AsyncExitStack() as stack:
+        stack.callback(held.let_all_go)  # (before the services close: no claude waits on the model then)
+        a = await stack.enter_async_context(make_agent(lease_ttl=3, shutdown_timeout=10))  # its keeper: every 1 s
+        session = await a.create_session("alice/notes")
+        on_a = await a.session(session)
+        message = await a.post_message(on_a, "held")
+        await waited(held.asked[0].is_set)  # A's claude is mid-turn: its model request held
+        token_a = on_a.relay.token
+        assert token_a is not None and on_a.engine is not None
+
+        keeper_back, renew = anyio.Event(), a.leases.renew
+
+        async def late() -> dict[str, int]:
+            await keeper_back.wait()
+            return await renew()
+
+        monkeypatch.setattr(a.leases, "renew", late)  # A's keeper: late from its next round on (within 1 s)
+        stack.callback(keeper_back.set)
+        lapsed = await a.store.pool.fetchval(
+            "UPDATE agent_leases SET expires = now() - interval '1 second' WHERE session_id = $1 RETURNING token",
+            session,
+        )
+        assert lapsed == token_a
+
+        b = await stack.enter_async_context(make_agent(lease_ttl=60, shutdown_timeout=10))  # its keeper claims it
+        await waited(held.asked[1].is_set)  # B's claude asks the model for the same message
+        on_b = await b.session(session)
+        assert on_b.relay.token is not None and on_b.relay.token > token_a and on_b.engine is not None
+        # the window the lease cannot close: A does not know yet, and its claude still runs its turn
+        assert on_a.relay.token == token_a and on_a.engine is not None and alive(on_a.engine.pid)
+        yield TakenOver(a, b, on_a, on_b, session, message, token_a, keeper_back)
+
+
+async def done_on(agent: Agent, session: str, message: str) -> Done:
+    with anyio.fail_after(LIMIT):
+        async for logged in agent.follow(session):
+            if isinstance(logged.event, Done) and logged.event.message_id == message:
+                return logged.event
+    raise AssertionError("the relay closed before the turn's done")
+
+
+async def answered_once_by_b(t: TakenOver) -> None:
+    """What the database says once it is over: B's answer, once; nothing of A's after the take-over."""
+    assert t.b.store is not None
+    events = await t.b.store.events(t.session)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))  # no gap, no number twice
+    dones = [e.event for e in events if isinstance(e.event, Done)]
+    assert [(d.message_id, (d.result or "")[:16]) for d in dones] == [(t.message, "driver 2 answers")]
+    said = "".join(e.event.text for e in events if isinstance(e.event, TextDelta))
+    assert "driver 1" not in said and said.startswith("driver 2 answers")
+    errors = [e.event.message for e in events if isinstance(e.event, Error)]
+    assert len(errors) == 1 and "took the session over" in errors[0]  # the turn cut short, said once
+    assert [e.seq for e in events] == [e.seq for e in t.on_b.relay.log]  # what B's followers read is the log
+    messages = await t.b.store.messages(t.session)
+    assert [(m["role"], m["content"][:16], m["message_id"]) for m in messages] == [
+        ("user", "held", t.message),
+        ("agent", "driver 2 answers", t.message),
+    ]
+    pool = t.b.store.pool
+    assert await pool.fetchval("SELECT bool_and(done) FROM agent_inbox WHERE session_id = $1", t.session)
+    assert await pool.fetchval("SELECT token FROM agent_leases WHERE session_id = $1", t.session) == t.on_b.relay.token
+
+
+async def test_a_lease_lost_mid_turn_stops_the_first_claude_when_its_keeper_comes_back_and_b_answers_once(
+    make_agent, held, monkeypatch
+):
+    """A's claude stays silent (its model reply held): only its keeper can tell it the lease is gone. Then its claude
+    is stopped at once, not let finish the turn (its close would wait for that: 60 s here)."""
+    monkeypatch.setenv("FROBOZZ_CLOSE_TIMEOUT", "60")
+    held.go[1].set()  # B's reply comes at once
+    async with taken_over(make_agent, held, monkeypatch) as t:
+        done = await done_on(t.b, t.session, t.message)
+        assert done.result is not None and done.result.startswith("driver 2 answers")
+        pid = t.on_a.engine.pid if t.on_a.engine is not None else None
+        assert t.on_a.relay.token == t.token_a and pid is not None and alive(pid)  # both ran at once, till now
+        written = await t.b.store.events(t.session)
+        t.keeper_back.set()  # A's keeper renews again: the lease is not among its own any more
+        await waited(lambda: t.on_a.relay.token is None)
+        await waited(lambda: t.on_a.relay.log == written)  # A's followers read what B wrote
+        with anyio.fail_after(10):  # stopped at once, mid-turn
+            await eventually(lambda: t.on_a.engine is None and not alive(pid), interval=0.02)
+        held.go[0].set()  # A's model reply, to a claude that is gone
+        await answered_once_by_b(t)
+
+
+async def test_a_lease_lost_mid_turn_stops_the_first_claude_at_its_first_refused_write_and_b_answers_once(
+    make_agent, held, monkeypatch
+):
+    """A's model reply comes (slowly) while its keeper is still late: its first event is refused, which tells it."""
+    held.delay[0] = 0.05  # A's reply streams in pieces
+    async with taken_over(make_agent, held, monkeypatch) as t:
+        pid = t.on_a.engine.pid if t.on_a.engine is not None else None
+        assert pid is not None
+        held.go[0].set()
+        # its claude stopped mid-reply, its turn over (it said nothing that was kept: see below)
+        await waited(lambda: t.on_a.relay.token is None and t.on_a.engine is None and t.on_a.current is None)
+        assert not alive(pid)
+        held.go[1].set()
+        done = await done_on(t.b, t.session, t.message)
+        assert done.result is not None and done.result.startswith("driver 2 answers")
+        await answered_once_by_b(t)
+
+
+async def test_a_lease_lost_mid_turn_keeps_nothing_of_the_first_drivers_answer_when_it_learns_only_after_its_turn(
+    make_agent, held, monkeypatch
+):
+    """Under load A's writes are slow to come back: A's claude ends its turn before A is told its first event was
+    refused, and B's own answer comes only after. Nothing A said may be kept, the conversation's answer included."""
+    async with taken_over(make_agent, held, monkeypatch) as t:
+        assert t.a.leases is not None
+        writes_back, log = anyio.Event(), t.a.leases.log
+
+        async def slow(*args, **kwargs) -> None:
+            await writes_back.wait()
+            await log(*args, **kwargs)
+
+        monkeypatch.setattr(t.a.leases, "log", slow)
+        pid = t.on_a.engine.pid if t.on_a.engine is not None else None
+        assert pid is not None
+        held.go[0].set()  # A's claude answers the whole turn
+        await waited(lambda: t.on_a.current is None)  # A's driver is through its turn, its writes on their way
+        writes_back.set()  # refused: that tells A
+        await waited(lambda: t.on_a.relay.token is None and t.on_a.engine is None and not alive(pid))
+        held.go[1].set()
+        done = await done_on(t.b, t.session, t.message)
+        assert done.result is not None and done.result.startswith("driver 2 answers")
+        await answered_once_by_b(t)
