@@ -35,6 +35,7 @@ class Relay:
         self._on_lost = on_lost
         self.token: int | None = None if persist is not None else 0  # the lease this relay publishes under
         self._unsaved: list[Logged] = []
+        self._in_flight: list[Logged] = []  # the batch being written now
         self._assigned = self.last_seq  # the last sequence number given out (written or on its way)
         self._flushing = False
         self._changed = anyio.Event()
@@ -44,6 +45,11 @@ class Relay:
     @property
     def last_seq(self) -> int:
         return self.log[-1].seq if self.log else 0
+
+    @property
+    def published(self) -> list[Logged]:
+        """Every event published here, written or still on its way (the log holds only those written)."""
+        return [*self.log, *self._in_flight, *self._unsaved]
 
     @property
     def writing(self) -> bool:
@@ -125,7 +131,7 @@ class Relay:
             batch, self._unsaved = self._unsaved, []
             token = self.token
             if batch and self._persist is not None and token is not None:
-                self._flushing = True
+                self._flushing, self._in_flight = True, batch
                 try:
                     await self._persist(batch, token)
                 except LeaseLostError as e:
@@ -148,5 +154,5 @@ class Relay:
                         continue
                     log.error("%d events not written to the database: %s", len(batch), e)
                 finally:
-                    self._flushing = False
+                    self._flushing, self._in_flight = False, []
                 self._append(batch)

@@ -430,7 +430,9 @@ class AgentSession:
 
     @property
     def state(self) -> str:
-        for logged in reversed(self.relay.log):
+        """Its latest status, published here or written by the instance that runs it (the record saved at a
+        turn's end says 'idle' though that status is still on its way to the database)."""
+        for logged in reversed(self.relay.published):
             if isinstance(logged.event, Status):
                 return logged.event.state
         return "idle"

@@ -67,6 +67,20 @@ async def test_a_turn_streams_true_deltas_then_done_and_the_status_goes_idle_str
     assert listed["status"] == "idle" and listed["cost_usd"] > 0
 
 
+async def test_the_record_another_instance_lists_a_session_from_says_idle_once_its_turn_is_done(agent):
+    """An instance that does not follow the session lists the status its record keeps: that was saved with the
+    turn's end before the closing `idle` was written, so it read 'streaming' until the session's next change."""
+    session = await agent.create_session("alice/notes")
+    assert isinstance((await turn(agent, session, "hello there"))[-1], Done)
+
+    async def idle() -> bool:
+        [record] = await agent.store.list(None)
+        return record.id == session and record.status == "idle"
+
+    with anyio.fail_after(10):
+        await eventually(idle)
+
+
 async def test_a_turn_is_said_to_stream_only_once_its_message_is_in_the_history(agent, monkeypatch):
     """Tabs read the history when they hear `streaming`: a message stored after it would be missing there."""
     session = await agent.create_session("alice/notes")
