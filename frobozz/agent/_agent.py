@@ -453,9 +453,19 @@ class Agent:
             log.warning("session %s: the turn's files are not committed: %s", session.id, e)
 
     def _tool_call(self, session: AgentSession, call: ToolCall) -> None:
-        assert self._tg is not None and self.store is not None
+        assert self._tg is not None
         n = session.tool_base + len(session.tool_log.calls)
-        self._tg.start_soon(self.store.add_tool_call, session.id, n, asdict(call))
+        self._tg.start_soon(self._log_tool_call, session, n, call, session.relay.token)
+
+    async def _log_tool_call(self, session: AgentSession, n: int, call: ToolCall, token: int | None) -> None:
+        """A call into the session's tool log, under the lease its turn ran under (as its events are). Written
+        beside the turn, in the service's task group: a database error is said here, not raised there (it
+        would end the service, every session with it)."""
+        assert self.store is not None
+        try:
+            await self.store.add_tool_call(session.id, n, asdict(call), token)
+        except DatabaseError as e:
+            log.warning("session %s: tool call %d is not in its tool log: %s", session.id, n, e)
 
     # -- among instances -------------------------------------------------------------------------------
     async def _heard_of(self, kind: str, session_id: str) -> None:

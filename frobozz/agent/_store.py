@@ -182,13 +182,18 @@ class AgentStore:
         )
         return [Logged(seq=r["seq"], event=from_data(r["kind"], json.loads(r["data"]))) for r in rows]
 
-    async def add_tool_call(self, session_id: str, n: int, call: dict[str, Any]) -> None:
+    async def add_tool_call(self, session_id: str, n: int, call: dict[str, Any], token: int | None) -> None:
+        """The session's `n`th tool call, under its lease `token`: refused, quietly, once another instance holds
+        it (a call of a turn cut short there must not take the number of one the new holder makes)."""
         await self._do(
             "execute",
-            "INSERT INTO agent_tool_calls (session_id, n, call) VALUES ($1, $2, $3::jsonb) ON CONFLICT DO NOTHING",
+            "INSERT INTO agent_tool_calls (session_id, n, call) SELECT $1, $2, $3::jsonb "
+            "WHERE EXISTS (SELECT 1 FROM agent_leases WHERE session_id = $1 AND token = $4 FOR SHARE) "
+            "ON CONFLICT DO NOTHING",
             session_id,
             n,
             json.dumps(call),
+            token,
         )
 
     async def tool_calls(self, session_id: str) -> builtins.list[dict[str, Any]]:

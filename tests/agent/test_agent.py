@@ -171,6 +171,42 @@ async def test_a_write_inside_lands_one_outside_is_denied_and_the_tool_log_says_
     assert calls[0]["target"] == "todo.md" and calls[0]["input_size"] == "7 chars"
 
 
+async def test_a_tool_call_the_database_cannot_keep_is_said_so_and_the_service_goes_on(agent, monkeypatch, caplog):
+    """The tool log is written beside the turn, in the service's task group: a database error there ended the
+    service, every session with it."""
+    session = await agent.create_session("alice/notes", allowed_tools=["Write"])
+    inside = (await agent.session(session)).workspace.path / "todo.md"
+    kept = agent.store.add_tool_call
+
+    async def gone(*args, **kwargs):
+        raise DatabaseError("the database went away")
+
+    monkeypatch.setattr(agent.store, "add_tool_call", gone)
+    events = await turn(agent, session, f"write {inside}: buy oil")
+    assert isinstance(events[-1], Done) and inside.read_text() == "buy oil"
+    monkeypatch.setattr(agent.store, "add_tool_call", kept)
+    events = await turn(agent, session, f"write {inside}: buy milk")
+    assert isinstance(events[-1], Done) and inside.read_text() == "buy milk"
+    assert "tool call 1 is not in its tool log: the database went away" in caplog.text
+    assert [(c["name"], c["outcome"]) for c in await agent.tool_calls(session)] == [("Write", "ok")]
+
+
+async def test_a_tool_call_or_message_under_a_lease_no_longer_held_is_not_kept(agent):
+    """An instance that lost the session's lease (another took it, with a greater token) and does not know yet:
+    what it writes of the turn it was running must not be kept beside, or instead of, the new holder's."""
+    session = await agent.create_session("alice/notes")
+    await turn(agent, session, "hello")
+    token = (await agent.session(session)).relay.token
+    assert token is not None
+    call = {"name": "Write", "outcome": "ok"}
+    await agent.store.add_tool_call(session, 1, call, token - 1)
+    await agent.store.add_message(session, "agent", "from the lost lease", None, token - 1)
+    assert await agent.tool_calls(session) == []
+    assert [m["role"] for m in await agent.store.messages(session)] == ["user", "agent"]  # the turn's own
+    await agent.store.add_tool_call(session, 1, call, token)
+    assert await agent.tool_calls(session) == [call]
+
+
 async def test_a_question_waits_for_the_answer_which_reaches_the_model_and_a_second_answer_is_refused(agent, scripted):
     session = await agent.create_session("alice/notes")
     live = await agent.session(session)
