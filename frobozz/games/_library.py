@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from .exceptions import GameNotFoundError, StoryFileError
 from .settings import GamesSettings
 
 _MAX_NAME = 255
+log = logging.getLogger("frobozz.games")
 
 
 @dataclass(frozen=True)
@@ -76,14 +78,26 @@ class GameLibrary:
         entry = CATALOGUE.get(name.lower())
         candidates = [entry.file_name] if entry else []
         candidates += [name] + [name + suffix for suffix in STORY_SUFFIXES]
+        unusable: list[StoryFileError] = []  # copies passed over: damaged, cut short, or pointing out
         for directory in self.directories:
             root = directory.resolve()
             for candidate in candidates:
                 path = directory / candidate
-                if path.is_file():
-                    if not path.resolve().is_relative_to(root):
-                        raise StoryFileError(f"{candidate} points outside the games directory {directory}")
-                    return read_story(path)
+                if not path.is_file():
+                    continue
+                if not path.resolve().is_relative_to(root):
+                    unusable.append(StoryFileError(f"{candidate} points outside the games directory {directory}"))
+                    continue
+                try:
+                    story = read_story(path)
+                except StoryFileError as e:
+                    unusable.append(StoryFileError(f"{e} (in {directory})"))
+                    continue
+                for passed in unusable:
+                    log.warning("game %r: a copy passed over: %s", name, passed)
+                return story
+        if unusable:
+            raise unusable[0]
         hint = f"; `frobozz games install {entry.name}` downloads it" if entry else ""
         where = ", ".join(str(d) for d in self.directories) or "no games directory exists yet"
         raise GameNotFoundError(f"no game {name!r} found (looked in: {where}){hint}")

@@ -64,6 +64,21 @@ def test_a_symlink_out_of_the_games_directory_is_refused(tmp_path):
         library.find("sneaky")
 
 
+def test_a_damaged_copy_is_passed_over_for_a_good_one_and_named_with_its_folder_when_none_is_good(tmp_path, caplog):
+    """FROBOZZ_GAMES_DIR comes first: a damaged copy there stopped every game of that name, though a good one
+    was installed in the data directory, and its error named the file but not where it was."""
+    games, data = tmp_path / "games", tmp_path / "data"
+    games.mkdir()
+    (games / "zork1.z3").write_bytes(b"\x37" + b"\0" * 100)  # found first, as a name + suffix: not a story
+    library = GameLibrary(GamesSettings(games_dir=games, data_dir=data))
+    with pytest.raises(StoryFileError, match=rf"zork1.z3 is not a Z-machine story file: .* \(in {games}\)"):
+        library.find("zork1")
+    library.settings.installed_games_dir.mkdir(parents=True)
+    (library.settings.installed_games_dir / "zork1.z5").write_bytes(ZORK1.read_bytes())
+    assert library.find("zork1").md5 == "b732a93a6244ddd92a9b9a3e3a46c687"
+    assert "a copy passed over: zork1.z3 is not a Z-machine story file" in caplog.text
+
+
 def test_the_listing_shows_the_catalogue_and_other_story_files(tmp_path):
     games = tmp_path / "games"
     games.mkdir()
