@@ -11,6 +11,7 @@ The queue's per-entrypoint limit is the global concurrency limit."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
@@ -25,8 +26,8 @@ from pgqueuer import Job, QueueManager, RetryRequested
 from frobozz import _spans
 from frobozz._tasks import until_stopped
 from frobozz.engine.producers import Inbox, Schedule
-from frobozz.memory import DATABASE_ERRORS, MemoryService, MemorySettings
-from frobozz.runner import RunLedger, install_queue
+from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemoryService, MemorySettings
+from frobozz.runner import RunLedger, RunNotFoundError, install_queue
 
 from ._fire import fire, item_json
 from ._spec import Routine, producer
@@ -167,11 +168,13 @@ class Firer:
                             spare=spare,
                             sidecar=warm.sidecar(spec) if warm else None,
                         )
-                except DATABASE_ERRORS:
-                    raise
+                except DATABASE_ERRORS as e:
+                    if not isinstance(e, OSError) or isinstance(e, DatabaseError):
+                        raise  # the database's own: taken up again once it is back, from what was recorded
+                    await self._failed(name, key, run_id, e)  # (an OSError may be the firing's own: see there)
+                    return "failed"
                 except Exception as e:  # noqa: BLE001 - a firing that cannot run is recorded, the worker goes on
-                    log.warning("routine %s: firing %s failed: %s: %s", name, key, type(e).__name__, e)
-                    await self.store.finish(name, key, "failed", f"{type(e).__name__}: {e}")
+                    await self._failed(name, key, run_id, e)
                     return "failed"
                 await self.store.finish(
                     name, key, fired.state, fired.reason, cost_usd=fired.cost_usd, run_id=fired.run_id or None
@@ -182,6 +185,20 @@ class Firer:
                 await connection.execute(
                     "SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-routine:{name}"
                 )
+
+    async def _failed(self, name: str, key: str, run_id: str, error: Exception) -> None:
+        """The firing stopped on an error: it and its run are failed, saying so. When that cannot be written, the
+        database is away: its error goes up, and the firing is taken up again once it is back. (An OSError, a
+        workspace that could not be made, was taken for the database's before: the firing and its run were
+        left running for ever.)"""
+        reason = f"{type(error).__name__}: {error}"[:300]
+        log.warning("routine %s: firing %s failed: %s", name, key, reason)
+        await self.store.finish(name, key, "failed", reason)
+        with contextlib.suppress(RunNotFoundError):  # (none when it failed before its run was made)
+            info = await self.ledger.info(run_id)
+            if info.status not in ("finished", "failed"):
+                info.status, info.reason = "failed", reason
+                await self.ledger.save(info, ended_at=datetime.now(UTC))
 
     @asynccontextmanager
     async def _lock(self, name: str, *, wait: bool) -> AsyncIterator[Any]:

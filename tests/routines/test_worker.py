@@ -102,6 +102,20 @@ async def fire_once(store, ledger, settings, cortex_settings, name):
     return firing, await ledger.get(firing["run_id"])
 
 
+async def test_a_firing_that_cannot_make_its_workspace_is_failed_with_its_run_saying_why(
+    store, ledger, routine_settings, scripted, cortex_settings, tmp_path
+):
+    """A file stands where the workspace's folder goes (put there after the routine was added): mkdir's OSError
+    was taken for the database's going away, so the firing and its run stayed running for ever."""
+    blocked = tmp_path / "blocked"
+    await store.add(routine(name="brief", kind="cron", cron="@daily", prompt="Brief.", workspace=str(blocked / "ws")))
+    blocked.write_text("a file where a folder goes")
+    firing, run = await fire_once(store, ledger, routine_settings, cortex_settings, "brief")
+    assert firing["state"] == "failed" and firing["reason"].startswith("NotADirectoryError: ")
+    assert (run["status"], run["reason"]) == ("failed", firing["reason"])
+    assert not firing_requests(scripted, "Brief.")  # no claude asked
+
+
 @pytest.fixture
 async def stubborn(monkeypatch):
     """A model that keeps reading a file (max turns), or, asked to be slow, does not answer for ten minutes."""
