@@ -99,6 +99,10 @@ class Dialogue:
             )
         if directory.path.exists() and not directory.path.is_dir():
             raise DialogueInputError(f"{directory.path} is not a directory")
+        if directory.path.is_dir() and any(directory.path.iterdir()):  # (its files would be the dialogue's, and
+            raise DialogueInputError(  # a link to a system folder, /etc, would be written into as it is)
+                f"{directory.path} holds other files: a dialogue goes in a new or an empty directory"
+            )
         lock = directory.lock()
         ledger = directory.create(question, roles, rounds, model or (options.model if options else None))
         dialogue = cls(directory, ledger, options=options, settings=settings, on_event=on_event)

@@ -113,6 +113,16 @@ def test_bad_input_is_refused_with_a_clear_error_and_nothing_is_written(cli_env,
     assert inputs["question"].read_text() == QUESTION and not (tmp_path / "in" / "dialogue.json").exists()
     nothing = frobozz(cli_env, "dialogue", "run", "--resume", str(tmp_path / "in"))
     assert nothing.returncode == 2 and "holds no dialogue to resume" in nothing.stderr
+    other = tmp_path / "project"  # files of another kind: the dialogue would be written among them
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    (tmp_path / "link").symlink_to(other)  # (as a link to /etc would be, as root)
+    for directory in (other, tmp_path / "link"):
+        done = frobozz(cli_env, *arguments(inputs, directory))
+        assert done.returncode == 2 and "holds other files: a dialogue goes in a new or an empty directory" in (
+            " ".join(done.stderr.split())
+        )
+    assert [p.name for p in other.iterdir()] == ["keep.txt"]
 
 
 def test_a_resume_given_rounds_is_refused_rather_than_run_with_the_rounds_it_was_set_up_with(cli_env, tmp_path):
