@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 out = Console()
@@ -45,7 +46,7 @@ def _with_store(work: Callable[[Any, Any], Awaitable[T]]) -> T:
     try:
         return anyio.run(main)
     except (MemoryStoreError, RoutineError) as e:
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
 
 
@@ -54,10 +55,15 @@ def _prompt(prompt: str | None, prompt_file: Path | None) -> str:
         raise typer.BadParameter("give the prompt with --prompt TEXT or --prompt-file FILE (one of them)")
     if prompt_file is None:
         return prompt or ""
+    too_large = typer.BadParameter(f"{prompt_file} is over {MAX_PROMPT_FILE} bytes", param_hint="--prompt-file")
     try:
         if prompt_file.stat().st_size > MAX_PROMPT_FILE:
-            raise typer.BadParameter(f"{prompt_file} is over {MAX_PROMPT_FILE} bytes", param_hint="--prompt-file")
-        return prompt_file.read_text(encoding="utf-8")
+            raise too_large
+        with prompt_file.open("rb") as f:  # at most the limit and a byte: a pipe or a device has no size to check
+            data = f.read(MAX_PROMPT_FILE + 1)
+        if len(data) > MAX_PROMPT_FILE:
+            raise too_large
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text reads it
     except (OSError, UnicodeDecodeError) as e:
         raise typer.BadParameter(f"{prompt_file} cannot be read: {e}", param_hint="--prompt-file") from None
 
@@ -66,17 +72,17 @@ def _prompt(prompt: str | None, prompt_file: Path | None) -> str:
 def add(
     name: str,
     cron: str = typer.Option(None, help="5 cron fields (minute hour day month weekday) or @hourly, @daily…"),
-    tz: str = typer.Option("UTC", help="The time zone of --cron (an IANA name, such as Europe/Lisbon)."),
+    tz: str = typer.Option(None, help="The time zone of --cron (an IANA name, such as Europe/Lisbon; default: UTC)."),
     every: float = typer.Option(None, help="Fire every this many seconds."),
     inbox: str = typer.Option(
         None, help="imaps://user@host[:port]/FOLDER: fire on each new mail (plain imap:// on loopback only)."
     ),
     feed: str = typer.Option(None, help="An RSS or Atom feed's URL: fire on each new entry."),
-    poll: float = typer.Option(60.0, help="Seconds between looks at the inbox or feed."),
+    poll: float = typer.Option(None, help="Seconds between looks at the inbox or feed (default: 60)."),
     prompt: str = typer.Option(None, help="What the model is to do."),
     prompt_file: Path = typer.Option(None, help="The prompt, from a file."),
     namespace: str = typer.Option("", help="The memory namespace (default: routine-NAME)."),
-    workspace: Path = typer.Option(None, help="The folder claude works in (default: one of the routine's own)."),
+    workspace: str = typer.Option(None, help="The folder claude works in (default: one of the routine's own)."),
     model: str = typer.Option(None, help="claude's model for each firing (default: claude's own)."),
     max_turns: int = typer.Option(None, help="Model turns per firing."),
     max_cost: float = typer.Option(None, help="Dollars per firing."),
@@ -87,7 +93,7 @@ def add(
         help="The environment variable with the mailbox's password "
         "(default FROBOZZ_IMAP_PASSWORD), read by each worker.",
     ),
-    password_file: Path = typer.Option(None, help="A file with the mailbox's password, read by each worker."),
+    password_file: str = typer.Option(None, help="A file with the mailbox's password, read by each worker."),
 ) -> None:
     """Add a routine (kept in the database; every `frobozz worker` on it fires it)."""
     from frobozz.routines import RoutineInputError, routine
@@ -108,8 +114,6 @@ def add(
         name=name,
         kind=kind,
         prompt=_prompt(prompt, prompt_file),
-        tz=tz,
-        poll=poll,
         namespace=namespace,
         model=model,
         max_turns=max_turns,
@@ -117,9 +121,10 @@ def add(
         max_seconds=max_seconds,
         game=game,
         password_env=password_env,
-        password_file=str(password_file.resolve()) if password_file else None,
-        workspace=str(workspace.resolve()) if workspace else None,
+        password_file=str(Path(password_file).resolve()) if password_file else password_file,
+        workspace=str(Path(workspace).resolve()) if workspace else workspace,
     )
+    values |= {option: value for option, value in (("tz", tz), ("poll", poll)) if value is not None}  # given only
     if kind == "cron":
         values["cron"] = cron
     elif kind == "every":
@@ -129,10 +134,10 @@ def add(
     try:
         spec = routine(**values)
     except RoutineInputError as e:
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     _with_store(lambda store, ledger: store.add(spec))
-    out.print(f"routine {spec.name}: {spec.describe()}; `frobozz worker` fires it")
+    out.print(f"routine {spec.name}: {escape(spec.describe())}; `frobozz worker` fires it")
 
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +168,7 @@ def list_(as_json: bool = typer.Option(False, "--json")) -> None:
     for r in rows:
         state = "paused" if r["paused"] else ("problem: " + r["problem"] if r["problem"] else "active")
         counts = ", ".join(f"{n} {s}" for s, n in sorted(r["firings"].items())) or "-"
-        table.add_row(r["name"], r["when"], state, counts, str(r["last_fired"] or "-"))
+        table.add_row(r["name"], escape(r["when"]), escape(state), counts, str(r["last_fired"] or "-"))
     out.print(table)
 
 
@@ -182,16 +187,21 @@ def show(
     if as_json:
         out.print_json(json.dumps(row, default=str))
         return
-    out.print(f"[bold]{row['name']}[/bold]: {row['when']}" + (" (paused)" if row["paused"] else ""))
+    out.print(f"[bold]{row['name']}[/bold]: {escape(row['when'])}" + (" (paused)" if row["paused"] else ""))
     if row["problem"]:
-        out.print(f"[yellow]at the last look:[/yellow] {row['problem']}")
+        out.print(f"[yellow]at the last look:[/yellow] {escape(row['problem'])}")
     if not row["firings_list"]:
         out.print("no firings yet")
         return
     table = Table("firing", "state", "reason", "run", "cost", "at")
     for f in row["firings_list"]:
         table.add_row(
-            f["title"], f["state"], f["reason"] or "", f["run_id"] or "", f"${f['cost_usd']:.4f}", str(f["created"])
+            escape(f["title"]),
+            f["state"],
+            escape(f["reason"] or ""),
+            f["run_id"] or "",
+            f"${f['cost_usd']:.4f}",
+            str(f["created"]),
         )
     out.print(table)
 
@@ -240,7 +250,7 @@ def run(name: str) -> None:
     assert firing is not None
     out.print(
         f"routine {name}: {firing['state']}"
-        + (f" ({firing['reason']})" if firing["reason"] else "")
+        + (f" ({escape(firing['reason'])})" if firing["reason"] else "")
         + f", run {firing['run_id'] or '-'}, ${firing['cost_usd']:.4f}"
     )
     if firing["state"] == "failed":

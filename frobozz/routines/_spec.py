@@ -6,9 +6,12 @@ file), and each worker reads them there when it looks at the mailbox."""
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
+from zoneinfo import available_timezones
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, model_validator
 
@@ -28,6 +31,13 @@ from .exceptions import RoutineInputError
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 PASSWORD_ENV = "FROBOZZ_IMAP_PASSWORD"
+# claude's model names and aliases: claude-sonnet-4-5, sonnet, opus[1m], Bedrock's ids and ARNs, Vertex's name@date
+MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,199}")
+MAX_CRON = 200
+_NOT_ZONES = ("localtime", "posixrules")  # files beside the zones: each machine's own zone, a default for rules
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_RANDOM = re.compile(r"(?<![A-Za-z])R(?![A-Za-z])", re.IGNORECASE)  # croniter's R: a random time, each worker its own
+_NOT_IMAP = re.compile(r"[\s\x00-\x1f\x7f-\x9f(){%*\"\\]")  # the engine sends user and folder as IMAP atoms, unquoted
 
 
 class Routine(BaseModel):
@@ -37,14 +47,14 @@ class Routine(BaseModel):
     tz: str = "UTC"
     every: float | None = Field(default=None, ge=1, le=366 * 86400, allow_inf_nan=False)
     url: str | None = Field(default=None, max_length=2000)
-    poll: float = Field(default=60.0, ge=1, le=86400)
+    poll: float = Field(default=60.0, ge=1, le=86400, allow_inf_nan=False)
     prompt: str = Field(min_length=1, max_length=100_000)
     namespace: str = Field(default="", pattern=r"^([A-Za-z0-9][A-Za-z0-9_.:-]{0,99})?$")
     workspace: str | None = Field(default=None, max_length=4096)
     model: str | None = Field(default=None, max_length=200)
     max_turns: int | None = Field(default=None, ge=1, le=1000)
-    max_cost: float | None = Field(default=None, gt=0, le=1000)
-    max_seconds: float | None = Field(default=None, gt=0, le=86400)
+    max_cost: float | None = Field(default=None, gt=0, le=1000, allow_inf_nan=False)
+    max_seconds: float | None = Field(default=None, gt=0, le=86400, allow_inf_nan=False)
     game: str | None = Field(default=None, max_length=4096)
     password_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
     password_file: str | None = Field(default=None, max_length=4096)
@@ -53,10 +63,15 @@ class Routine(BaseModel):
     def _consistent(self, info: ValidationInfo) -> Routine:
         if not self.prompt.strip():
             raise ValueError("the prompt is empty")
+        for field, value in self:
+            if isinstance(value, str) and _unstorable(value):
+                raise ValueError(f"the {field} holds a NUL byte or bytes that are not UTF-8, which cannot be stored")
         stored = bool((info.context or {}).get("stored"))  # one stored before a check was added is read as it is
         if self.model == "scripted" and not stored:  # chat's and the agent's offline model: a worker has none to run
             raise ValueError("--model scripted is for chat and serve agent; a routine runs claude's model")
         try:
+            if not stored:
+                self._fresh()
             if self.kind == "cron":
                 self.cron = check_cron(self.cron or "", comes=not stored)
                 zone(self.tz)
@@ -72,6 +87,39 @@ class Routine(BaseModel):
             raise ValueError(str(e)) from e
         return self
 
+    def _fresh(self) -> None:
+        """The checks a routine being added passes (added after some were stored, which are read as they are)."""
+        if self.model is not None and not MODEL.fullmatch(self.model):
+            raise ValueError(
+                f"--model {self.model[:80]!r} is not a model's name (such as claude-sonnet-4-5, sonnet or opus[1m])"
+            )
+        if self.workspace is not None:
+            _check_workspace(self.workspace)
+        for option, value in (("--game", self.game), ("--password-file", self.password_file)):
+            if value is not None and (not value.strip() or _CONTROL.search(value)):
+                raise ValueError(f"{option} {value[:80]!r} is not a name or a path")
+        for option, field, kinds in (
+            ("--tz", "tz", ("cron",)),
+            ("--poll", "poll", ("inbox", "feed")),
+            ("--password-env", "password_env", ("inbox",)),
+            ("--password-file", "password_file", ("inbox",)),
+        ):
+            if field in self.model_fields_set and getattr(self, field) is not None and self.kind not in kinds:
+                only = " and ".join(f"--{kind}" for kind in kinds)
+                raise ValueError(f"{option} is for {only} routines, not --{self.kind} ones")
+        if self.kind == "cron":
+            cron = self.cron or ""
+            if len(cron) > MAX_CRON:
+                raise ValueError(f"the cron expression is {len(cron)} characters long; the limit is {MAX_CRON}")
+            if _RANDOM.search(cron):
+                raise ValueError(f"the cron expression {cron[:80]!r} has R (a random time): give the time itself")
+            if self.tz != "UTC" and (self.tz in _NOT_ZONES or self.tz not in available_timezones()):
+                raise ValueError(f"unknown time zone {self.tz[:60]!r} (use an IANA name such as Europe/Lisbon)")
+        elif self.kind == "feed":
+            self.url = _feed_url(self.url or "")
+        elif self.kind == "inbox":
+            _check_inbox(self.url or "")
+
     @property
     def namespace_or_default(self) -> str:
         return self.namespace or f"routine-{self.name}"[:100]
@@ -86,6 +134,63 @@ class Routine(BaseModel):
         if self.kind == "every":
             return f"every {self.every:g} s"
         return f"{self.kind} {self.url} (poll {self.poll:g} s)"
+
+
+def _unstorable(text: str) -> bool:
+    """Whether Postgres would refuse the text: a NUL, or a lone surrogate (bytes that were not UTF-8)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return "\x00" in text
+
+
+def _check_workspace(workspace: str) -> None:
+    """A folder claude works in (made at the first firing if missing), or ValueError: empty, or a file there."""
+    if not workspace.strip() or _CONTROL.search(workspace):
+        raise ValueError(f"--workspace {workspace[:80]!r} is not a folder's path")
+    path = Path(workspace).expanduser()
+    found = next((p for p in (path, *path.parents) if p.exists()), None)
+    if found is not None and not found.is_dir():
+        raise ValueError(f"--workspace {workspace[:80]!r}: {str(found)[:80]!r} is a file, not a folder")
+
+
+def _feed_url(url: str) -> str:
+    """The feed's URL with its scheme in lower case, or ValueError when no fetch could work or it holds secrets."""
+    if _CONTROL.search(url) or any(c.isspace() for c in url):
+        raise ValueError(f"the feed URL {url[:80]!r} has spaces or control characters (percent-encode them)")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise ValueError(f"the feed URL {url[:80]!r} cannot be read: {e}") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError(f"a feed is an http:// or https:// URL, not {url[:80]!r}")
+    if not parts.hostname:
+        raise ValueError(f"the feed URL {url[:80]!r} names no host")
+    if port == 0:
+        raise ValueError(f"the feed URL {url[:80]!r} has port 0")
+    if parts.username or parts.password:
+        raise ValueError("put no user or password in the feed's URL: it is stored and shown as it is")
+    return parts.scheme.lower() + url[len(parts.scheme) :]
+
+
+def _check_inbox(url: str) -> None:
+    """ValueError for an inbox URL the engine takes but no worker could log in with, or one that would put
+    more than a user name and a folder into the IMAP commands."""
+    if _CONTROL.search(url):
+        raise ValueError(f"the inbox URL {url[:80]!r} has control characters")
+    _, _, _, folder, user = parse_url(url)
+    if urlsplit(url).port == 0:
+        raise ValueError(f"the inbox URL {url[:80]!r} has port 0")
+    if not user:
+        raise ValueError("the inbox URL names no user: imaps://USER@host[:port][/folder] (the worker logs in as USER)")
+    for what, value in (("user", user), ("folder", folder)):
+        if _NOT_IMAP.search(value):
+            raise ValueError(
+                f"the inbox's {what} {value[:80]!r} cannot be sent to IMAP as it is: "
+                "no spaces, quotes, backslashes, ( ) { % * or control characters"
+            )
 
 
 def routine(**values: object) -> Routine:

@@ -4,6 +4,7 @@ item is delivered when its firing has ended (done, skipped or failed), not when 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -12,11 +13,18 @@ import asyncpg
 
 from frobozz.memory import MemorySettings, close_pool, migrated_pool
 
-from ._spec import Routine
+from ._spec import NAME, Routine
 from .exceptions import RoutineInputError, RoutineNotFoundError
 
 ENDED = ("done", "skipped", "failed")
 STATES = ("queued", "running", *ENDED)
+
+
+def _named(name: str) -> str:
+    """`name`, or RoutineNotFoundError for one no routine has: Postgres refuses some (bytes not UTF-8)."""
+    if not re.fullmatch(NAME, name):
+        raise RoutineNotFoundError(f"no routine {name[:80]!r} (`frobozz routine list` shows them)")
+    return name
 
 
 class RoutineStore:
@@ -43,7 +51,7 @@ class RoutineStore:
             raise RoutineInputError(f"there is a routine {spec.name} already: remove it first, or pick another name")
 
     async def get(self, name: str) -> dict[str, Any]:
-        row = await self.pool.fetchrow("SELECT * FROM routines WHERE name = $1", name)
+        row = await self.pool.fetchrow("SELECT * FROM routines WHERE name = $1", _named(name))
         if row is None:
             raise RoutineNotFoundError(f"no routine {name[:80]!r} (`frobozz routine list` shows them)")
         return self._routine(row)
@@ -71,7 +79,9 @@ class RoutineStore:
         return found
 
     async def set_paused(self, name: str, paused: bool) -> None:
-        done = await self.pool.execute("UPDATE routines SET paused = $2, updated = now() WHERE name = $1", name, paused)
+        done = await self.pool.execute(
+            "UPDATE routines SET paused = $2, updated = now() WHERE name = $1", _named(name), paused
+        )
         if done.endswith(" 0"):
             raise RoutineNotFoundError(f"no routine {name[:80]!r}")
 
@@ -83,7 +93,7 @@ class RoutineStore:
         )
 
     async def remove(self, name: str) -> None:
-        done = await self.pool.execute("DELETE FROM routines WHERE name = $1", name)
+        done = await self.pool.execute("DELETE FROM routines WHERE name = $1", _named(name))
         if done.endswith(" 0"):
             raise RoutineNotFoundError(f"no routine {name[:80]!r}")
 

@@ -1,11 +1,13 @@
 """`frobozz routine` as a user types it: on nothing first, then add/list/show/pause/resume/remove, and bad
 input refused with a clear error and nothing changed (real Postgres)."""
 
+import contextlib
 import json
 
 import pytest
 from typer.testing import CliRunner
 
+from frobozz.cli import _routines as routines_cli
 from frobozz.cli._app import app
 
 
@@ -101,3 +103,97 @@ def test_a_hostile_name_is_refused(cli):
     for name in ("../../etc", "a b", "x" * 65, "-rf"):
         cli("routine", "add", name, "--every", "5", "--prompt", "x", code=2)
     assert listed(cli) == []
+
+
+def test_a_prompt_file_that_never_ends_is_refused_after_its_limit_without_reading_it_all(cli, tmp_path):
+    """A pipe (as /dev/zero) has no size to check first: it was read to its end, which /dev/zero never reaches."""
+    import os
+    import threading
+
+    pipe = tmp_path / "endless"
+    os.mkfifo(pipe)
+    written = []
+
+    def write() -> None:
+        with contextlib.suppress(BrokenPipeError), pipe.open("wb") as f:
+            for _ in range(1000):  # 64 MB: the reader should stop at the limit and a byte
+                f.write(b"x" * 65536)
+                written.append(65536)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    output = cli("routine", "add", "endless", "--every", "60", "--prompt-file", str(pipe), code=2)
+    writer.join(timeout=30)
+    assert "is over 100000 bytes" in " ".join(output.replace("│", " ").split())
+    assert not writer.is_alive() and sum(written) < 1_000_000
+    assert listed(cli) == []
+
+
+def test_a_prompt_file_with_a_nul_byte_is_refused_before_the_database_sees_it(cli, tmp_path):
+    binary = tmp_path / "nul"
+    binary.write_bytes(b"hi\x00there")
+    output = cli("routine", "add", "nul", "--every", "60", "--prompt-file", str(binary), code=2)
+    assert "error: routine: the prompt holds a NUL byte" in output and "Traceback" not in output
+    assert listed(cli) == []
+
+
+@pytest.mark.parametrize("url", ["not a url", "", "imaps://u@/INBOX", "http://u@host/INBOX"])
+def test_an_error_with_square_brackets_in_it_is_printed_as_it_is_not_taken_for_markup(cli, url):
+    output = cli("routine", "add", "mail", "--inbox", url, "--prompt", "x", code=2)
+    assert "an inbox is an imaps://host[:port][/folder] URL" in output
+    assert listed(cli) == []
+
+
+def test_a_feed_url_with_square_brackets_is_shown_whole_when_added_listed_and_shown(cli, monkeypatch):
+    monkeypatch.setattr(routines_cli.out, "width", 500)  # (made when first imported, as wide as COLUMNS was then)
+    url = "https://example.org/[feed]/atom.xml"
+    assert url in cli("routine", "add", "news", "--feed", url, "--prompt", "Summarise.")
+    assert url in cli("routine", "list") and url in cli("routine", "show", "news")
+
+
+def test_a_name_that_is_not_utf8_is_no_routine_for_show_pause_resume_remove_and_run(cli):
+    for command in ("show", "pause", "resume", "remove", "run"):
+        output = cli("routine", command, "\udcff", code=1)
+        assert "error: no routine '\\udcff'" in output and "Traceback" not in output
+
+
+def test_an_empty_workspace_is_refused_not_taken_for_the_current_folder(cli, tmp_path):
+    (tmp_path / "file").write_text("a file, not a folder")
+    for workspace in ("", str(tmp_path / "file")):
+        assert "--workspace" in cli(
+            "routine", "add", "ws", "--every", "60", "--prompt", "x", "--workspace", workspace, code=2
+        )
+    assert listed(cli) == []
+    cli("routine", "add", "ws", "--every", "60", "--prompt", "x", "--workspace", str(tmp_path / "to-be-made"))
+    assert listed(cli)[0]["spec"]["workspace"] == str(tmp_path / "to-be-made")
+
+
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        (["--every", "60", "--poll", "5"], "--poll is for --inbox and --feed routines, not --every ones"),
+        (["--cron", "@daily", "--poll", "5"], "--poll is for --inbox and --feed routines, not --cron ones"),
+        (["--every", "60", "--password-env", "FOO"], "--password-env is for --inbox routines"),
+        (["--cron", "@daily", "--password-file", "/etc/shadow"], "--password-file is for --inbox routines"),
+        (["--feed", "https://example.org/feed", "--tz", "Europe/Lisbon"], "--tz is for --cron routines"),
+        (["--every", "60", "--model", ""], "is not a model's name"),
+        (["--every", "60", "--model", "--dangerously-skip-permissions"], "is not a model's name"),
+        (["--every", "60", "--max-cost", "nan"], "max_cost: Input should be a finite number"),
+        (["--feed", "https://example.org/feed", "--poll", "nan"], "poll: Input should be a finite number"),
+        (["--cron", "@daily", "--tz", "localtime"], "unknown time zone"),
+        (["--cron", "R R * * *"], "has R (a random time)"),
+        (["--feed", "http://user:pw@127.0.0.1/a"], "no user or password"),
+        (["--inbox", "imaps://mail.example.org/INBOX"], "names no user"),
+    ],
+)
+def test_an_option_that_does_not_apply_or_cannot_work_is_a_clear_error_and_adds_nothing(cli, args, error):
+    output = cli("routine", "add", "r1", *args, "--prompt", "x", code=2)
+    assert error in " ".join(output.replace("│", " ").split())
+    assert listed(cli) == []
+
+
+def test_a_feed_url_whose_scheme_is_in_capitals_is_added_in_lower_case_and_the_defaults_still_apply(cli):
+    cli("routine", "add", "news", "--feed", "HTTP://127.0.0.1/a", "--prompt", "Summarise.")
+    cli("routine", "add", "brief", "--cron", "@daily", "--prompt", "Brief.")
+    brief, news = listed(cli)
+    assert news["when"] == "feed http://127.0.0.1/a (poll 60 s)" and brief["when"] == "cron @daily (UTC)"
