@@ -17,6 +17,7 @@ from ._spec import NAME, Routine
 from .exceptions import RoutineInputError, RoutineNotFoundError
 
 ENDED = ("done", "skipped", "failed")
+FIRST_READ = "first-read"  # the key of the firing that records a feed's first read (no entry's: they are hashes)
 STATES = ("queued", "running", *ENDED)
 
 
@@ -123,6 +124,27 @@ class RoutineStore:
             None if item is None else json.dumps(item),
         )
         return row is not None
+
+    async def first_read(self, name: str, archive: list[tuple[str, str]], reason: str) -> bool:
+        """Whether this is the first read of the routine's feed by any worker (recorded as a skipped firing, so
+        that no other worker, nor this one restarted, takes a later read for it); if so, the (key, title) of
+        `archive` are recorded as skipped, for `reason`, with it, in one transaction."""
+        async with self.pool.acquire() as c, c.transaction():
+            first = await c.fetchval(
+                "INSERT INTO routine_firings (routine, key, title, due, state, reason, ended) "
+                "VALUES ($1, $2, 'the feed read for the first time', now(), 'skipped', $3, now()) "
+                "ON CONFLICT DO NOTHING RETURNING 1",
+                name,
+                FIRST_READ,
+                f"{len(archive)} undated entries were in it: {reason}",
+            )
+            if first is not None:
+                await c.executemany(
+                    "INSERT INTO routine_firings (routine, key, title, due, state, reason, ended) "
+                    "VALUES ($1, $2, $3, now(), 'skipped', $4, now()) ON CONFLICT DO NOTHING",
+                    [(name, key, title[:500], reason) for key, title in archive],
+                )
+            return first is not None
 
     async def firing(self, name: str, key: str) -> dict[str, Any] | None:
         row = await self.pool.fetchrow("SELECT * FROM routine_firings WHERE routine = $1 AND key = $2", name, key)

@@ -25,7 +25,7 @@ from pgqueuer import Job, QueueManager, RetryRequested
 
 from frobozz import _spans
 from frobozz._tasks import until_stopped
-from frobozz.engine.producers import Inbox, Schedule
+from frobozz.engine.producers import Inbox, Item, Schedule
 from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemoryService, MemorySettings
 from frobozz.runner import RunLedger, RunNotFoundError, install_queue
 
@@ -39,6 +39,7 @@ from .settings import RoutineSettings
 log = logging.getLogger("frobozz.routines")
 ENTRYPOINT = "routine"
 WARM_LEAD = 60.0  # seconds before a schedule's due time that its claude is started, to wait warm
+ARCHIVE = "in the feed, undated, when the routine first read it: taken for its archive from before the routine"
 MISSED_KEPT = 100  # missed due times recorded one by one (a machine off for a month is not 40,000 rows)
 
 
@@ -241,6 +242,7 @@ class RoutineWorker:
         self._next_look: dict[str, float] = {}
         self._watching: dict[str, anyio.CancelScope] = {}
         self._inboxes: dict[str, tuple[Routine, Inbox]] = {}  # kept between looks, with their IMAP connections
+        self._reading: set[str] = set()  # the routines whose mailbox or feed a look of this worker is reading
         self._wake = anyio.Event()
 
     def stop(self) -> None:
@@ -304,13 +306,11 @@ class RoutineWorker:
                     log.warning("routines cannot be read: %s", e)
                     routines, read = [], False
                 for row in routines:
-                    try:
-                        await self.look(row, tg)
-                    except DATABASE_ERRORS:
-                        raise
-                    except Exception as e:  # noqa: BLE001 - one routine's trouble never stops the others
-                        log.warning("routine %s: %s", row["name"], e)
-                        await self.store.set_problem(row["name"], f"{type(e).__name__}: {e}")
+                    if row["spec"].kind not in ("inbox", "feed"):
+                        await self._look(row, tg)
+                    elif row["name"] not in self._reading:  # read beside the others: a slow one holds up none
+                        self._reading.add(row["name"])
+                        tg.start_soon(self._look_apart, row, tg)
                 if read:
                     for name in (set(self._watching) | set(self._inboxes)) - {r["name"] for r in routines}:
                         await self._forget(name)
@@ -320,6 +320,21 @@ class RoutineWorker:
                 with anyio.move_on_after(self.settings.routine_tick):
                     await self._wake.wait()
             tg.cancel_scope.cancel()
+
+    async def _look(self, row: dict[str, Any], tg: Any) -> None:
+        try:
+            await self.look(row, tg)
+        except DATABASE_ERRORS:
+            raise
+        except Exception as e:  # noqa: BLE001 - one routine's trouble never stops the others
+            log.warning("routine %s: %s", row["name"], e)
+            await self.store.set_problem(row["name"], f"{type(e).__name__}: {e}")
+
+    async def _look_apart(self, row: dict[str, Any], tg: Any) -> None:
+        try:
+            await self._look(row, tg)
+        finally:
+            self._reading.discard(row["name"])
 
     async def look(self, row: dict[str, Any], tg: Any = None) -> None:
         """Put what is due of one routine on the queue."""
@@ -376,6 +391,8 @@ class RoutineWorker:
             await self.store.set_problem(spec.name, None)
         if self.firer.warm is not None:  # a source that can be read: its next firing's claude waits started
             await self.firer.warm.prime(spec)
+        if spec.kind == "feed":
+            items = await self._past_archive(spec.name, items)
         for item in items:
             if item.skipped:
                 await self.store.claim(spec.name, item.key, item.title, state="skipped", reason=item.skipped)
@@ -386,6 +403,16 @@ class RoutineWorker:
             scope = anyio.CancelScope()
             self._watching[spec.name] = scope
             tg.start_soon(self._watch, spec.name, source, scope)
+
+    async def _past_archive(self, name: str, items: list[Item]) -> list[Item]:
+        """A feed's entries less, at its first read by any worker, the undated ones, recorded as seen: a dated
+        entry from before the routine was added is left out by its date, an undated one is taken for the
+        archive too."""
+        undated = [i for i in items if i.at is None and not i.skipped]
+        if not await self.store.first_read(name, [(i.key, i.title) for i in undated], ARCHIVE):
+            return items
+        archived = {i.key for i in undated}
+        return [i for i in items if i.key not in archived]
 
     async def _watch(self, name: str, inbox: Inbox, scope: anyio.CancelScope) -> None:
         """IDLE on a mailbox: new mail wakes the look at once, instead of at the next poll."""

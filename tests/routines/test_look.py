@@ -34,14 +34,15 @@ async def test_a_feed_s_new_entries_are_queued_one_at_a_time_oldest_first_and_no
             await worker.look(await store.get("news"))
             return [(f["title"], f["state"]) for f in await store.firings("news")]
 
-        assert await look() == []  # the archive from before the routine
+        first = ("the feed read for the first time", "skipped")
+        assert await look() == [first]  # the archive from before the routine: none of it fired
         routes["/f"] = (200, rss(*NEW, OLD))
-        assert await look() == [("New one", "queued")]
-        assert await look() == [("New one", "queued")]  # one at a time
+        assert await look() == [("New one", "queued"), first]
+        assert await look() == [("New one", "queued"), first]  # one at a time
         await store.mark_done("news", (await store.firings("news"))[0]["key"])
-        assert await look() == [("New two", "queued"), ("New one", "done")]
+        assert await look() == [("New two", "queued"), ("New one", "done"), first]
         await store.mark_done("news", (await store.firings("news"))[0]["key"])
-        assert await look() == [("New two", "done"), ("New one", "done")]
+        assert await look() == [("New two", "done"), ("New one", "done"), first]
         await worker.memory.aclose()
 
 

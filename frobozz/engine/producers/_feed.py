@@ -11,6 +11,7 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
+import anyio
 import feedparser
 import httpx
 
@@ -59,6 +60,15 @@ class Feed(Polling):
         self.url, self.since, self.timeout, self.max_bytes = url, since, timeout, max_bytes
 
     async def fetch(self) -> bytes:
+        """The feed's body, whole within `timeout` seconds (httpx's timeout is per read: a server that sends
+        a byte a second would hold the fetch for ever)."""
+        try:
+            with anyio.fail_after(self.timeout):
+                return await self._get()
+        except TimeoutError as e:
+            raise ProducerError(f"the feed could not be fetched: no whole answer within {self.timeout:g} s") from e
+
+    async def _get(self) -> bytes:
         try:
             async with (
                 httpx.AsyncClient(timeout=self.timeout, follow_redirects=True, verify=tls_context()) as client,

@@ -28,6 +28,12 @@ def clean(text: str, limit: int) -> str:
     return " ".join(_CONTROL.sub(" ", text or "").split())[:limit]
 
 
+def clean_text(text: str) -> str:
+    """Outside text of many lines, safe to write out: control and direction characters out, newlines and
+    tabs kept."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n"))
+
+
 @dataclass(frozen=True)
 class Item:
     """One thing to act on. `fields` are short, cleaned lines shown to the model (from, subject…);

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypedDict
 import anyio
 
 from ..exceptions import EngineError
-from ._items import Deliveries, Item, MemoryDeliveries
+from ._items import Deliveries, Item, MemoryDeliveries, clean_text
 
 if TYPE_CHECKING:
     from .._session import Session
@@ -69,12 +69,13 @@ class Polling:
         return [i for i in items if i.key not in done]
 
     def body_file(self, item: Item) -> str | None:
-        """The item's full text written where the model may read it (context in files, not in prompts)."""
+        """The item's full text written where the model may read it (context in files, not in prompts), its
+        control characters out (a terminal that shows the file obeys none of the feed's or mail's)."""
         if item.body is None or self.files is None:
             return None
         self.files.mkdir(parents=True, exist_ok=True)
         path = self.files / f"{file_name(item.key)}.txt"
-        path.write_text(item.body, encoding="utf-8")
+        path.write_text(clean_text(item.body), encoding="utf-8")
         return str(path)
 
     async def aclose(self) -> None:

@@ -1,10 +1,13 @@
 """Feed: RSS and Atom from a real HTTP server on loopback; new entries after a change, none twice."""
 
 from datetime import UTC, datetime
+from pathlib import Path
 
+import anyio
 import pytest
 
 from frobozz.engine.producers import Feed, MemoryDeliveries, ProducerError
+from tests.engine.producers.trickle import trickling
 from tests.httpserver import serve
 
 pytestmark = pytest.mark.anyio
@@ -84,3 +87,21 @@ async def test_a_missing_huge_or_unreachable_feed_is_a_clear_error():
         await Feed("http://127.0.0.1:9/feed", "Read.", timeout=5).poll()
     with pytest.raises(ProducerError, match="http:// or https://"):
         Feed("file:///etc/passwd", "Read.")
+
+
+async def test_a_feed_that_sends_its_body_a_byte_at_a_time_for_ever_fails_at_its_deadline_saying_so():
+    with trickling() as trickle:
+        feed = Feed(trickle.url, "Read.", timeout=1)
+        with anyio.fail_after(30), pytest.raises(ProducerError, match="no whole answer within 1 s"):
+            await feed.poll()
+        assert trickle.started == 1
+
+
+async def test_an_entry_s_control_characters_are_not_written_to_its_file_and_its_lines_are_kept(tmp_path):
+    text = "first line\x1b]0;pwned\x07\nsecond\x08 line\x7f"
+    entry = ("c1", "Title", "Tue, 24 Nov 2026 08:00:00 GMT", text)
+    with serve({"/feed": (200, rss(entry))}) as url:
+        feed = Feed(f"{url}/feed", "Read.", files=tmp_path)
+        (item,) = await feed.poll()
+    written = Path(feed.body_file(item) or "").read_text(encoding="utf-8")
+    assert written == "first line]0;pwned\nsecond line"
