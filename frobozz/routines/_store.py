@@ -68,7 +68,8 @@ class RoutineStore:
         rows = await self.pool.fetch(
             "SELECT r.*, (SELECT json_object_agg(state, n) FROM (SELECT state, count(*) AS n FROM routine_firings f "
             "WHERE f.routine = r.name GROUP BY state) s) AS counts, "
-            "(SELECT max(created) FROM routine_firings f WHERE f.routine = r.name) AS last_fired "
+            f"(SELECT max(created) FROM routine_firings f WHERE f.routine = r.name AND f.key <> '{FIRST_READ}') "
+            "AS last_fired "
             "FROM routines r WHERE NOT ($1 AND r.paused) ORDER BY r.name",
             active,
         )
@@ -136,7 +137,7 @@ class RoutineStore:
                 "ON CONFLICT DO NOTHING RETURNING 1",
                 name,
                 FIRST_READ,
-                f"{len(archive)} undated entries were in it: {reason}",
+                f"undated entries in it then, taken for its archive: {len(archive)}",
             )
             if first is not None:
                 await c.executemany(

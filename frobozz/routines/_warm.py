@@ -79,7 +79,11 @@ class Warm:
         if self._tg is None or spec.game or self.settings.routine_warm < 1:
             return  # a --game firing is the runner's run, which starts its own claude
         self.sidecar(spec)
-        workspace(spec, self.settings).mkdir(parents=True, exist_ok=True)  # primary_options' cwd
+        try:
+            workspace(spec, self.settings).mkdir(parents=True, exist_ok=True)  # primary_options' cwd
+        except OSError as e:  # only a head start: the firing fails on it, and says so (an OSError raised here
+            log.warning("routine %s: its claude is not started ahead: %s", spec.name, e)  # was the database's)
+            return
         held = self._spares.get(spec.name)
         if held is None:
             while len(self._spares) >= self.settings.routine_warm:

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
+import asyncpg
 from pgqueuer import Job, QueueManager, RetryRequested
 
 from frobozz import _spans
@@ -197,7 +198,7 @@ class Firer:
         await self.store.finish(name, key, "failed", reason)
         with contextlib.suppress(RunNotFoundError):  # (none when it failed before its run was made)
             info = await self.ledger.info(run_id)
-            if info.status not in ("finished", "failed"):
+            if info.status in ("queued", "running"):  # (one ended otherwise says so already)
                 info.status, info.reason = "failed", reason
                 await self.ledger.save(info, ended_at=datetime.now(UTC))
 
@@ -243,6 +244,7 @@ class RoutineWorker:
         self._watching: dict[str, anyio.CancelScope] = {}
         self._inboxes: dict[str, tuple[Routine, Inbox]] = {}  # kept between looks, with their IMAP connections
         self._reading: set[str] = set()  # the routines whose mailbox or feed a look of this worker is reading
+        self._read_once: set[tuple[str, datetime]] = set()  # feeds (name, created) whose first read is recorded
         self._wake = anyio.Event()
 
     def stop(self) -> None:
@@ -324,6 +326,8 @@ class RoutineWorker:
     async def _look(self, row: dict[str, Any], tg: Any) -> None:
         try:
             await self.look(row, tg)
+        except asyncpg.ForeignKeyViolationError:  # what it found was recorded after the routine was removed
+            log.info("routine %s was removed while its source was read", row["name"])
         except DATABASE_ERRORS:
             raise
         except Exception as e:  # noqa: BLE001 - one routine's trouble never stops the others
@@ -392,7 +396,7 @@ class RoutineWorker:
         if self.firer.warm is not None:  # a source that can be read: its next firing's claude waits started
             await self.firer.warm.prime(spec)
         if spec.kind == "feed":
-            items = await self._past_archive(spec.name, items)
+            items = await self._past_archive(spec.name, row["created"], items)
         for item in items:
             if item.skipped:
                 await self.store.claim(spec.name, item.key, item.title, state="skipped", reason=item.skipped)
@@ -404,12 +408,16 @@ class RoutineWorker:
             self._watching[spec.name] = scope
             tg.start_soon(self._watch, spec.name, source, scope)
 
-    async def _past_archive(self, name: str, items: list[Item]) -> list[Item]:
+    async def _past_archive(self, name: str, created: datetime, items: list[Item]) -> list[Item]:
         """A feed's entries less, at its first read by any worker, the undated ones, recorded as seen: a dated
         entry from before the routine was added is left out by its date, an undated one is taken for the
         archive too."""
+        if (name, created) in self._read_once:
+            return items
         undated = [i for i in items if i.at is None and not i.skipped]
-        if not await self.store.first_read(name, [(i.key, i.title) for i in undated], ARCHIVE):
+        first = await self.store.first_read(name, [(i.key, i.title) for i in undated], ARCHIVE)
+        self._read_once.add((name, created))  # (recorded: by this read or an earlier one, here or elsewhere)
+        if not first:
             return items
         archived = {i.key for i in undated}
         return [i for i in items if i.key not in archived]

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from frobozz.engine.producers import Feed, Schedule
-from frobozz.routines import RoutineInputError, RoutineNotFoundError, producer, routine
+from frobozz.routines import RoutineInputError, RoutineNotFoundError, RoutineStore, producer, routine
 from tests.httpserver import serve
 
 pytestmark = pytest.mark.anyio
@@ -51,6 +51,22 @@ async def test_a_cron_that_never_comes_and_the_scripted_model_are_refused_and_on
         ("never", "0 0 31 2 *", None),
         ("offline", None, "scripted"),
     ]
+
+
+async def test_a_feed_routine_added_before_first_reads_were_recorded_is_taken_as_read_once_by_the_upgrade(
+    store, cortex_settings
+):
+    """Its feed was read already: what it holds unfired now came after (taken for its archive, it would be lost)."""
+    await store.add(routine(name="news", kind="feed", url="https://example.org/atom.xml", prompt="x"))
+    await store.add(routine(name="tick", kind="every", every=60, prompt="x"))
+    await store.pool.execute("DELETE FROM routines_migrations WHERE version = 2")  # as it was before the upgrade
+    upgraded = await RoutineStore.open(cortex_settings)
+    try:
+        assert not await upgraded.first_read("news", [("k1", "an undated entry")], "the archive")
+        assert [(f["key"], f["state"]) for f in await upgraded.firings("news")] == [("first-read", "skipped")]
+        assert await upgraded.firings("tick") == []
+    finally:
+        await upgraded.aclose()
 
 
 async def test_an_item_is_delivered_only_once_its_firing_ended_and_a_key_is_claimed_once(store):

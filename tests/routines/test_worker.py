@@ -246,6 +246,33 @@ async def test_a_worker_keeps_its_routine_s_claudes_started_between_firings_and_
     assert worker.firer.warm is None
 
 
+async def test_a_worker_keeping_claudes_warm_fails_a_firing_whose_workspace_cannot_be_made_and_looks_on(
+    store, ledger, scripted, tmp_path, caplog
+):
+    """Starting the firing's claude ahead makes its workspace first: that OSError was taken for the database's
+    going away, so the worker's looks started again and again, and the firing never came."""
+    from frobozz.routines import RoutineSettings
+
+    blocked = tmp_path / "blocked"
+    await store.add(routine(name="tick", kind="every", every=1, prompt="Tick.", workspace=str(blocked / "ws")))
+    blocked.write_text("a file where a folder goes")
+    worker = RoutineWorker(store, ledger, RoutineSettings(routine_tick=0.2))  # (two claudes kept warm)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        with anyio.fail_after(120):
+
+            async def failed() -> object:
+                return [f for f in await store.firings("tick") if f["state"] == "failed"]
+
+            await eventually(failed, interval=0.2)
+        worker.stop()
+    await worker.memory.aclose()
+    [first, *_] = await failed()
+    assert first["reason"].startswith("NotADirectoryError: ")
+    assert "its claude is not started ahead" in caplog.text and "database" not in caplog.text
+    assert not firing_requests(scripted, "Tick.")
+
+
 async def done_in(store, name):
     return [f for f in await store.firings(name) if f["state"] == "done"]
 

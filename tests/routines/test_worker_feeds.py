@@ -2,6 +2,8 @@
 undated entries already in a feed when its routine is added are recorded, not fired (real Postgres, real HTTP
 servers on loopback)."""
 
+import threading
+
 import anyio
 import pytest
 
@@ -83,3 +85,40 @@ async def test_undated_entries_already_in_a_feed_are_recorded_unfired_and_only_l
         assert await look("empty", by=another) == [("first", "queued"), first_read]
         await worker.memory.aclose()
         await another.memory.aclose()
+
+
+class Gated(dict):
+    """A server's routes whose answers wait until the test lets them go (`go`); `asked` is set once asked."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.asked, self.go = threading.Event(), threading.Event()
+
+    def get(self, *args):
+        self.asked.set()
+        self.go.wait(60)
+        return super().get(*args)
+
+
+async def test_a_feed_routine_removed_while_its_feed_is_read_leaves_the_worker_looking_on(
+    store, ledger, routine_settings
+):
+    """The look goes on after the read (the first read recorded, an entry queued) against a routine that is gone:
+    Postgres refuses those rows, an error taken for the database's going away, which restarted the worker's
+    looks (every routine's), now that reads run beside each other and outlive a removal more often."""
+    routes = Gated({"/f": (200, rss("one"))})
+    with serve(routes) as url:
+        await store.add(routine(name="gone", kind="feed", url=f"{url}/f", poll=1, prompt="x"))
+        worker = RoutineWorker(store, ledger, routine_settings)
+        row = await store.get("gone")
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(worker._look, row, tg)
+                with anyio.fail_after(30):
+                    await eventually(routes.asked.is_set)
+                await store.remove("gone")
+                routes.go.set()
+        finally:
+            routes.go.set()
+            await worker.memory.aclose()
+    assert await store.routines() == []
