@@ -121,8 +121,8 @@ def add(
         max_seconds=max_seconds,
         game=game,
         password_env=password_env,
-        password_file=str(Path(password_file).resolve()) if password_file else password_file,
-        workspace=str(Path(workspace).resolve()) if workspace else workspace,
+        password_file=str(Path(password_file).resolve()) if password_file and password_file.strip() else password_file,
+        workspace=str(Path(workspace).resolve()) if workspace and workspace.strip() else workspace,
     )
     values |= {option: value for option, value in (("tz", tz), ("poll", poll)) if value is not None}  # given only
     if kind == "cron":

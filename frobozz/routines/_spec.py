@@ -150,7 +150,10 @@ def _check_workspace(workspace: str) -> None:
     if not workspace.strip() or _CONTROL.search(workspace):
         raise ValueError(f"--workspace {workspace[:80]!r} is not a folder's path")
     path = Path(workspace).expanduser()
-    found = next((p for p in (path, *path.parents) if p.exists()), None)
+    try:
+        found = next((p for p in (path, *path.parents) if p.exists()), None)
+    except OSError as e:  # (a folder on the way this account may not look into)
+        raise ValueError(f"--workspace {workspace[:80]!r} cannot be looked at: {e.strerror}") from None
     if found is not None and not found.is_dir():
         raise ValueError(f"--workspace {workspace[:80]!r}: {str(found)[:80]!r} is a file, not a folder")
 

@@ -159,7 +159,7 @@ def test_a_name_that_is_not_utf8_is_no_routine_for_show_pause_resume_remove_and_
 
 def test_an_empty_workspace_is_refused_not_taken_for_the_current_folder(cli, tmp_path):
     (tmp_path / "file").write_text("a file, not a folder")
-    for workspace in ("", str(tmp_path / "file")):
+    for workspace in ("", "  ", str(tmp_path / "file")):
         assert "--workspace" in cli(
             "routine", "add", "ws", "--every", "60", "--prompt", "x", "--workspace", workspace, code=2
         )

@@ -136,6 +136,7 @@ def test_an_empty_workspace_or_one_that_is_a_file_is_refused_and_a_folder_yet_to
     (tmp_path / "file").write_text("not a folder")
     for workspace in ("", "  ", str(tmp_path / "file"), str(tmp_path / "file" / "below")):
         refused("--workspace", kind="every", every=60, workspace=workspace)
+    refused("cannot be looked at", kind="every", every=60, workspace=str(tmp_path / ("x" * 300)))  # (an OSError)
     spec = routine(name="r", kind="every", every=60, prompt="x", workspace=str(tmp_path / "new" / "ws"))
     assert spec.workspace == str(tmp_path / "new" / "ws")
 
