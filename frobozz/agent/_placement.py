@@ -196,7 +196,8 @@ class Placement:
                 return
             session.record = record
             await self.sync(session)
-            session.tool_base = len(await self.store.tool_calls(session_id))
+            # its next call is numbered after the last logged (by any instance; the log held here counts on)
+            session.tool_base = await self.store.last_tool_call(session_id) - len(session.tool_log.calls)
             session.inbox_after = 0
             session.claim(token, self._acquire, self._tg)
             token = None  # the session's now: its driver lets the lease go

@@ -34,6 +34,7 @@ from frobozz.engine import (
     PermissionContext,
     Result,
     StreamEvent,
+    TranscriptNotFoundError,
     TurnCost,
     UserMessage,
     WarmSpare,
@@ -41,6 +42,7 @@ from frobozz.engine import (
 from frobozz.engine import started as started_engine
 from frobozz.engine.observers import ToolCall, ToolLog
 from frobozz.loop import MemorySession
+from frobozz.memory import DatabaseError
 
 from ._events import Done, Error, Question, Status, TextDelta, ToolResult, ToolUse
 from ._history import State, changed, dirty, is_repository
@@ -182,6 +184,11 @@ class AgentSession:
                         self.relay.publish(Status(state="streaming", message_id=message_id))
                     self.relay.publish(Error(message=f"{type(e).__name__}: {e}"))
                     self.relay.publish(Status(state="idle", message_id=message_id))
+                    if self.owned:  # its record says so too (saved as streaming once claude's session was known)
+                        try:
+                            await self.on_change(self)
+                        except DatabaseError as unsaved:  # (perhaps what failed the turn)
+                            log.warning("session %s: its record is not saved: %s", self.id, unsaved)
                 await self.release()
             finally:
                 self._busy = False
@@ -207,6 +214,18 @@ class AgentSession:
         return options
 
     async def _start(self, task_group: TaskGroup, token: int) -> None:
+        try:
+            await self._start_claude(task_group, token)
+        except TranscriptNotFoundError as e:  # its claude was cut off in its first turn (its instance lost) before
+            log.warning(  # the store had any of its transcript: nothing of it to resume, so it starts anew
+                "session %s: claude's session %s has no transcript to resume: a new one is started",
+                self.id,
+                e.session_id,
+            )
+            self.record.claude_session_id = None
+            await self._start_claude(task_group, token)
+
+    async def _start_claude(self, task_group: TaskGroup, token: int) -> None:
         # what can fail before claude starts (skills that cannot be copied) fails here, before the events a
         # release waits on are new: a release after it must not wait for a claude that never was
         self.workspaces.sync_skills(self.workspace)

@@ -196,6 +196,15 @@ class AgentStore:
             token,
         )
 
+    async def last_tool_call(self, session_id: str) -> int:
+        """The number of the session's last tool call logged (0: none); a call the database could not keep
+        leaves a gap, so this is not how many there are."""
+        return int(
+            await self._do(
+                "fetchval", "SELECT coalesce(max(n), 0) FROM agent_tool_calls WHERE session_id = $1", session_id
+            )
+        )
+
     async def tool_calls(self, session_id: str) -> builtins.list[dict[str, Any]]:
         rows = await self._do(
             "fetch", "SELECT call::text FROM agent_tool_calls WHERE session_id = $1 ORDER BY n", session_id

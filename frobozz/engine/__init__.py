@@ -53,6 +53,7 @@ from .exceptions import (
     McpServerError,
     ProcessError,
     SessionClosedError,
+    TranscriptNotFoundError,
 )
 from .settings import EngineSettings
 
@@ -111,6 +112,7 @@ __all__ = [
     "ThinkingBlock",
     "ToolResultBlock",
     "ToolUseBlock",
+    "TranscriptNotFoundError",
     "TurnCost",
     "UnknownEvent",
     "Usage",

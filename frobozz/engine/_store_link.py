@@ -19,7 +19,7 @@ from ._events import Event, MirrorError
 from ._mirror import TranscriptMirror
 from ._options import EngineOptions
 from ._session_store import Materialized, SessionKey, latest, materialize
-from .exceptions import EngineError
+from .exceptions import TranscriptNotFoundError
 
 log = logging.getLogger("frobozz.engine")
 
@@ -66,7 +66,7 @@ class StoreLink:
             return session_id
         self.materialized = await materialize(store, session_id, project_key=project, cwd=cwd, env=env, timeout=timeout)
         if self.materialized is None:
-            raise EngineError(f"no transcript for session {session_id} here or in the session store")
+            raise TranscriptNotFoundError(session_id)
         env["CLAUDE_CONFIG_DIR"] = str(self.materialized.config_dir)
         user, group = account
         if user is not None:  # claude, as that account, writes its transcript there

@@ -34,3 +34,12 @@ class McpServerError(EngineError):
 
 class SessionClosedError(EngineError):
     """The engine or session was closed; start a new one."""
+
+
+class TranscriptNotFoundError(EngineError):
+    """The session to resume has no transcript on this machine or in the session store (its claude never
+    wrote one there: it was cut off in its first turn before the store had any of it)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no transcript for session {session_id} here or in the session store")
+        self.session_id = session_id

@@ -10,6 +10,7 @@ import pytest
 
 from frobozz.agent import (
     Done,
+    Error,
     InputError,
     Question,
     QuestionError,
@@ -120,6 +121,29 @@ async def test_a_message_the_history_cannot_keep_ends_its_turn_with_the_reason(a
     events = await turn(agent, session, "hello there")
     assert [type(e).__name__ for e in events] == ["Status", "Error", "Status"]
     assert "the database went away" in events[1].message and events[-1].state == "idle"
+
+
+async def test_the_record_says_idle_after_a_turn_that_failed_once_claude_was_under_way(agent, monkeypatch):
+    """The record is saved as streaming once claude's session is known; a turn that failed after that left it
+    so (only a turn that ended well saved it again)."""
+    session = await agent.create_session("alice/notes")
+    kept = agent.store.add_message
+
+    async def no_answer(session_id, role, content, message_id, token):
+        if role == "agent":
+            raise RuntimeError("the answer could not be kept")
+        await kept(session_id, role, content, message_id, token)
+
+    monkeypatch.setattr(agent.store, "add_message", no_answer)
+    events = await turn(agent, session, "hello there")
+    assert any(isinstance(e, Error) and "could not be kept" in e.message for e in events)
+
+    async def idle() -> bool:
+        [record] = await agent.store.list(None)
+        return record.claude_session_id is not None and record.status == "idle"
+
+    with anyio.fail_after(10):
+        await eventually(idle)
 
 
 async def test_each_turn_costs_what_it_added_not_claudes_running_total(agent):
@@ -374,15 +398,15 @@ async def test_a_claim_that_fails_once_it_holds_the_lease_gives_the_lease_up_and
     """Kept, the lease was renewed with the instance's others, and no instance would ever take the session up."""
     session = await agent.create_session("alice/notes")
     live = await agent.session(session)
-    tool_calls, failed = agent.store.tool_calls, []
+    last_tool_call, failed = agent.store.last_tool_call, []
 
     async def failing_once(session_id):
         if not failed:
             failed.append(session_id)
             raise DatabaseError("the database went away for a moment")
-        return await tool_calls(session_id)
+        return await last_tool_call(session_id)
 
-    monkeypatch.setattr(agent.store, "tool_calls", failing_once)
+    monkeypatch.setattr(agent.store, "last_tool_call", failing_once)
     await agent.post_message(live, "hello there")
     assert failed == [session] and not live.owned
     with anyio.fail_after(60):
@@ -390,6 +414,44 @@ async def test_a_claim_that_fails_once_it_holds_the_lease_gives_the_lease_up_and
             if isinstance(logged.event, Done):
                 assert logged.event.result.startswith("You said: hello there")
                 break
+
+
+async def test_the_instance_that_takes_a_session_up_numbers_its_tool_calls_after_the_last_logged(
+    make_agent, monkeypatch
+):
+    """A call the database could not keep leaves a gap in the log: counted, the calls logged numbered the next
+    instance's first call as one already there, which was then dropped without a word."""
+    async with make_agent() as first:
+        session = await first.create_session("alice/notes", allowed_tools=["Write"])
+        path = (await first.session(session)).workspace.path / "todo.md"
+        kept = first.store.add_tool_call
+
+        async def gone(*args, **kwargs):
+            raise DatabaseError("the database went away")
+
+        monkeypatch.setattr(first.store, "add_tool_call", gone)
+        await turn(first, session, f"write {path}: one")  # its call 1 is not kept
+        monkeypatch.setattr(first.store, "add_tool_call", kept)
+        await turn(first, session, f"write {path}: two")  # call 2 is
+    async with make_agent() as second:  # (the first handed the session over as it closed)
+        events = await turn(second, session, f"write {path}: three")
+        assert isinstance(events[-1], Done) and path.read_text() == "three"
+        assert [c["input_size"] for c in await second.tool_calls(session)] == ["3 chars", "5 chars"]
+
+
+async def test_a_claude_session_with_no_transcript_to_resume_is_started_anew_and_the_message_answered(
+    agent, caplog
+):
+    """Its instance was lost in its first turn, after claude's session id was kept and before the store had any
+    of its transcript (seen under load in the two-drivers tests): resuming it failed every message after."""
+    session = await agent.create_session("alice/notes")
+    live = await agent.session(session)
+    lost = "2794459e-3956-4fb3-9056-5f267c1073a3"
+    await agent.store.pool.execute("UPDATE agent_sessions SET claude_session_id = $2 WHERE id = $1", session, lost)
+    events = await turn(agent, session, "hello there")
+    assert isinstance(events[-1], Done) and "You said: hello there" in events[-1].result
+    assert f"claude's session {lost} has no transcript to resume" in caplog.text
+    assert live.record.claude_session_id not in (None, lost)
 
 
 async def test_after_a_restart_a_message_resumes_the_session_with_its_history_and_its_log(
