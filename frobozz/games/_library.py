@@ -41,6 +41,19 @@ def walkthrough_for(md5: str) -> list[str]:
     return steps.split("/") if steps else []
 
 
+def _usable(copies: list[Path]) -> Path:
+    """The first of a file's copies that is a story file (as `find` plays it), else the first (listed for what
+    it is: `games verify` says what is wrong with it)."""
+    if len(copies) > 1:
+        for path in copies:
+            try:
+                read_story(path)
+                return path
+            except StoryFileError:
+                continue
+    return copies[0]
+
+
 class GameLibrary:
     """Lookup order: an explicit path (when allowed), FROBOZZ_GAMES_DIR, then the data directory."""
 
@@ -116,11 +129,12 @@ class GameLibrary:
 
     def listing(self) -> list[GameListing]:
         """Catalogue entries, installed or not, then any other story files in the games directories."""
-        found: dict[str, Path] = {}
-        for directory in reversed(self.directories):  # earlier directories win
-            for path in directory.iterdir():
+        copies: dict[str, list[Path]] = {}
+        for directory in self.directories:  # earlier directories first
+            for path in sorted(directory.iterdir()):
                 if path.suffix.lower() in STORY_SUFFIXES and path.is_file():
-                    found[path.name] = path
+                    copies.setdefault(path.name, []).append(path)
+        found = {name: _usable(paths) for name, paths in copies.items()}
         games = []
         for entry in CATALOGUE.values():
             installed = found.pop(entry.file_name, None)

@@ -79,6 +79,20 @@ def test_a_damaged_copy_is_passed_over_for_a_good_one_and_named_with_its_folder_
     assert "a copy passed over: zork1.z3 is not a Z-machine story file" in caplog.text
 
 
+def test_the_listing_and_the_stories_give_a_good_copy_where_an_earlier_folder_holds_a_damaged_one(tmp_path):
+    """As `find` does: a worker that takes the games its stories() name took no zork1 runs, and `games list`
+    showed the damaged copy, though a good one was installed."""
+    games, data = tmp_path / "games", tmp_path / "data"
+    games.mkdir()
+    (games / "zork1.z5").write_bytes(b"\x37" + b"\0" * 100)
+    library = GameLibrary(GamesSettings(games_dir=games, data_dir=data))
+    library.settings.installed_games_dir.mkdir(parents=True)
+    good = library.settings.installed_games_dir / "zork1.z5"
+    good.write_bytes(ZORK1.read_bytes())
+    assert {g.name: g.path for g in library.listing()}["zork1"] == str(good)
+    assert [s.path for s in library.stories()] == [good]
+
+
 def test_the_listing_shows_the_catalogue_and_other_story_files(tmp_path):
     games = tmp_path / "games"
     games.mkdir()
