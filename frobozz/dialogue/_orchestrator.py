@@ -99,8 +99,12 @@ class Dialogue:
             )
         if directory.path.exists() and not directory.path.is_dir():
             raise DialogueInputError(f"{directory.path} is not a directory")
-        if directory.path.is_dir() and any(directory.path.iterdir()):  # (its files would be the dialogue's, and
-            raise DialogueInputError(  # a link to a system folder, /etc, would be written into as it is)
+        try:
+            taken = directory.path.is_dir() and any(directory.path.iterdir())
+        except OSError as e:
+            raise DialogueInputError(f"{directory.path} cannot be read: {e.strerror}") from None
+        if taken:  # (its files would be the dialogue's, and a link to a system folder, /etc, written into as it is)
+            raise DialogueInputError(
                 f"{directory.path} holds other files: a dialogue goes in a new or an empty directory"
             )
         lock = directory.lock()

@@ -4,7 +4,7 @@ nobody watches (a schedule, an inbox, a feed), which remember what they delivere
 from ._feed import Feed
 from ._human import HumanInput
 from ._inbox import Inbox, parse_url
-from ._items import OUTSIDE, Deliveries, Item, MemoryDeliveries, clean
+from ._items import OUTSIDE, Deliveries, Item, MemoryDeliveries, clean, clean_text
 from ._mail import html_text, mail_item
 from ._polling import Polling, ProducerError
 from ._schedule import Schedule, check_cron, zone
@@ -22,6 +22,7 @@ __all__ = [
     "Schedule",
     "check_cron",
     "clean",
+    "clean_text",
     "html_text",
     "mail_item",
     "parse_url",

@@ -31,7 +31,8 @@ def clean(text: str, limit: int) -> str:
 def clean_text(text: str) -> str:
     """Outside text of many lines, safe to write out: control and direction characters out, newlines and
     tabs kept."""
-    return _CONTROL.sub("", text.replace("\r\n", "\n"))
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n\n")
+    return _CONTROL.sub("", lines)
 
 
 @dataclass(frozen=True)

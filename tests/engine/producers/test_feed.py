@@ -6,7 +6,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from frobozz.engine.producers import Feed, MemoryDeliveries, ProducerError
+from frobozz.engine.producers import Feed, MemoryDeliveries, ProducerError, clean_text
 from tests.engine.producers.trickle import trickling
 from tests.httpserver import serve
 
@@ -98,10 +98,11 @@ async def test_a_feed_that_sends_its_body_a_byte_at_a_time_for_ever_fails_at_its
 
 
 async def test_an_entry_s_control_characters_are_not_written_to_its_file_and_its_lines_are_kept(tmp_path):
-    text = "first line\x1b]0;pwned\x07\nsecond\x08 line\x7f"
+    text = "first line\x1b]0;pwned\x07\nsecond\x08 line\x7f\u2028third"
     entry = ("c1", "Title", "Tue, 24 Nov 2026 08:00:00 GMT", text)
     with serve({"/feed": (200, rss(entry))}) as url:
         feed = Feed(f"{url}/feed", "Read.", files=tmp_path)
         (item,) = await feed.poll()
     written = Path(feed.body_file(item) or "").read_text(encoding="utf-8")
-    assert written == "first line]0;pwned\nsecond line"
+    assert written == "first line]0;pwned\nsecond line\nthird"  # (a line separator is a line's end)
+    assert clean_text("a mail's\rold line ends\r\nkept") == "a mail's\nold line ends\nkept"
