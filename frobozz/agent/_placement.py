@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from functools import partial
 
 import anyio
 from anyio.abc import TaskGroup
@@ -156,8 +155,9 @@ class Placement:
         once, mid-turn or not: the turn under way is the new holder's to answer."""
         log.warning("session %s: the lease was lost; another instance runs it now", session.id)
         session.disown()
+        session.cut_short()  # (now: the driver, refused too, may ask for the release first)
         assert self._tg is not None
-        self._tg.start_soon(partial(session.release, cut=True))
+        self._tg.start_soon(session.release)
 
     def _room(self) -> bool:
         """Room here under --max-live for one more session's turn (idle claudes can be let go)."""

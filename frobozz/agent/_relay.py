@@ -11,7 +11,8 @@ and an instance that dies takes nothing with it that a follower elsewhere had se
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Iterator
+from itertools import chain
 
 import anyio
 
@@ -46,10 +47,13 @@ class Relay:
     def last_seq(self) -> int:
         return self.log[-1].seq if self.log else 0
 
-    @property
-    def published(self) -> list[Logged]:
-        """Every event published here, written or still on its way (the log holds only those written)."""
-        return [*self.log, *self._in_flight, *self._unsaved]
+    def newest_first(self) -> Iterator[Logged]:
+        """Every event published here, the newest first, written or still on its way (the log holds only those
+        written): read from the end, as a session's state is, without copying a long log. An instance that no
+        longer holds the session has only what was written (what it had on its way is not, by the holder's)."""
+        if self.token is None:
+            return reversed(self.log)
+        return chain(reversed(self._unsaved), reversed(self._in_flight), reversed(self.log))
 
     @property
     def writing(self) -> bool:

@@ -275,19 +275,16 @@ class AgentSession:
         if done.is_set():  # (run sets `started` and `done` with no await between: it ended, or never went live)
             raise failure[0] if failure else RuntimeError("claude did not start")
 
-    async def release(
-        self,
-        timeout: float = math.inf,  # noqa: ASYNC109 - the wait is shielded
-        *,
-        cut: bool = False,
-    ) -> bool:
+    def cut_short(self) -> None:
+        """The lease is lost, so a turn under way is another instance's now: at its release (whoever asks for it
+        first), claude is stopped at once, not let finish it (its tools would go on acting in the workspace, and
+        its transcript on growing, beside the new driver's)."""
+        self._cut.set()
+
+    async def release(self, timeout: float = math.inf) -> bool:  # noqa: ASYNC109 - the wait is shielded
         """Let this session's claude go (it resumes on the next message). The wait for it to close is shielded
         (a cancelled caller must not leave it half closed), so a bound is given here: False when it had not
-        closed within `timeout` seconds (the caller's task group is then what stops it). `cut`: the lease is
-        lost, so a turn under way is another instance's now: claude is stopped at once, not let finish it (its
-        tools would go on acting in the workspace, and its transcript on growing, beside the new driver's)."""
-        if cut:
-            self._cut.set()
+        closed within `timeout` seconds (the caller's task group is then what stops it)."""
         self._stop.set()
         done = self._engine_done
         with anyio.CancelScope(shield=True), anyio.move_on_after(timeout):
@@ -451,7 +448,7 @@ class AgentSession:
     def state(self) -> str:
         """Its latest status, published here or written by the instance that runs it (the record saved at a
         turn's end says 'idle' though that status is still on its way to the database)."""
-        for logged in reversed(self.relay.published):
+        for logged in self.relay.newest_first():
             if isinstance(logged.event, Status):
                 return logged.event.state
         return "idle"
