@@ -33,6 +33,17 @@ async def turn(agent, session, text):
         return [event async for event in agent.send_message(session, text)]
 
 
+async def turn_unlogged(agent, session, text):
+    """A turn whose tool calls the database cannot keep."""
+
+    async def gone(*args, **kwargs):
+        raise DatabaseError("the database went away")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(agent.store, "add_tool_call", gone)
+        return await turn(agent, session, text)
+
+
 def turn_in(tg, agent, session, text) -> list:
     """A turn run in the task group: its events, once it has ended."""
     seen: list = []
@@ -195,20 +206,13 @@ async def test_a_write_inside_lands_one_outside_is_denied_and_the_tool_log_says_
     assert calls[0]["target"] == "todo.md" and calls[0]["input_size"] == "7 chars"
 
 
-async def test_a_tool_call_the_database_cannot_keep_is_said_so_and_the_service_goes_on(agent, monkeypatch, caplog):
+async def test_a_tool_call_the_database_cannot_keep_is_said_so_and_the_service_goes_on(agent, caplog):
     """The tool log is written beside the turn, in the service's task group: a database error there ended the
     service, every session with it."""
     session = await agent.create_session("alice/notes", allowed_tools=["Write"])
     inside = (await agent.session(session)).workspace.path / "todo.md"
-    kept = agent.store.add_tool_call
-
-    async def gone(*args, **kwargs):
-        raise DatabaseError("the database went away")
-
-    monkeypatch.setattr(agent.store, "add_tool_call", gone)
-    events = await turn(agent, session, f"write {inside}: buy oil")
+    events = await turn_unlogged(agent, session, f"write {inside}: buy oil")
     assert isinstance(events[-1], Done) and inside.read_text() == "buy oil"
-    monkeypatch.setattr(agent.store, "add_tool_call", kept)
     events = await turn(agent, session, f"write {inside}: buy milk")
     assert isinstance(events[-1], Done) and inside.read_text() == "buy milk"
     assert "tool call 1 is not in its tool log: the database went away" in caplog.text
@@ -416,22 +420,13 @@ async def test_a_claim_that_fails_once_it_holds_the_lease_gives_the_lease_up_and
                 break
 
 
-async def test_the_instance_that_takes_a_session_up_numbers_its_tool_calls_after_the_last_logged(
-    make_agent, monkeypatch
-):
+async def test_the_instance_that_takes_a_session_up_numbers_its_tool_calls_after_the_last_logged(make_agent):
     """A call the database could not keep leaves a gap in the log: counted, the calls logged numbered the next
     instance's first call as one already there, which was then dropped without a word."""
     async with make_agent() as first:
         session = await first.create_session("alice/notes", allowed_tools=["Write"])
         path = (await first.session(session)).workspace.path / "todo.md"
-        kept = first.store.add_tool_call
-
-        async def gone(*args, **kwargs):
-            raise DatabaseError("the database went away")
-
-        monkeypatch.setattr(first.store, "add_tool_call", gone)
-        await turn(first, session, f"write {path}: one")  # its call 1 is not kept
-        monkeypatch.setattr(first.store, "add_tool_call", kept)
+        await turn_unlogged(first, session, f"write {path}: one")  # its call 1 is not kept
         await turn(first, session, f"write {path}: two")  # call 2 is
     async with make_agent() as second:  # (the first handed the session over as it closed)
         events = await turn(second, session, f"write {path}: three")
@@ -439,9 +434,7 @@ async def test_the_instance_that_takes_a_session_up_numbers_its_tool_calls_after
         assert [c["input_size"] for c in await second.tool_calls(session)] == ["3 chars", "5 chars"]
 
 
-async def test_a_claude_session_with_no_transcript_to_resume_is_started_anew_and_the_message_answered(
-    agent, caplog
-):
+async def test_a_claude_session_with_no_transcript_to_resume_is_started_anew_and_the_message_answered(agent, caplog):
     """Its instance was lost in its first turn, after claude's session id was kept and before the store had any
     of its transcript (seen under load in the two-drivers tests): resuming it failed every message after."""
     session = await agent.create_session("alice/notes")
