@@ -43,11 +43,15 @@ class ImapServer:
         client.login(user, password)
         return client
 
-    def append(self, user: str, password: str, *mails: bytes) -> None:
+    def append(self, user: str, password: str, *mails: bytes, folder: str = "INBOX") -> None:
+        """The mails into `folder` (made if missing)."""
         client = self.client(user, password)
         try:
+            name = '"' + folder.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            if folder != "INBOX":
+                client.create(name)
             for mail in mails:
-                typ, data = client.append("INBOX", None, None, mail)
+                typ, data = client.append(name, None, None, mail)
                 assert typ == "OK", data
         finally:
             client.logout()

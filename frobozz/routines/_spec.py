@@ -37,7 +37,7 @@ MAX_CRON = 200
 _NOT_ZONES = ("localtime", "posixrules")  # files beside the zones: each machine's own zone, a default for rules
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _RANDOM = re.compile(r"(?<![A-Za-z])R(?![A-Za-z])", re.IGNORECASE)  # croniter's R: a random time, each worker its own
-_NOT_IMAP = re.compile(r"[\s\x00-\x1f\x7f-\x9f(){%*\"\\]")  # the engine sends user and folder as IMAP atoms, unquoted
+_NOT_IMAP = re.compile(r"[^\x20-\x7e]")  # the engine sends user and folder as quoted strings: printable ASCII
 
 
 class Routine(BaseModel):
@@ -191,8 +191,8 @@ def _check_inbox(url: str) -> None:
     for what, value in (("user", user), ("folder", folder)):
         if _NOT_IMAP.search(value):
             raise ValueError(
-                f"the inbox's {what} {value[:80]!r} cannot be sent to IMAP as it is: "
-                "no spaces, quotes, backslashes, ( ) { % * or control characters"
+                f"the inbox's {what} {value[:80]!r} cannot be sent to IMAP: printable ASCII only "
+                "(no control characters; a folder named in another script is not supported)"
             )
 
 

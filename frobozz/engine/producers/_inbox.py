@@ -143,7 +143,7 @@ class Inbox(Polling):
             await self._close(connection)
             raise ProducerError(f"the IMAP server at {where} is not there: {type(e).__name__}: {e}") from e
         try:
-            answer = await client.login(self.user, self._password)
+            answer = await client.login(aioimaplib.quoted(self.user or ""), self._password)  # (only the password is)
         except (TimeoutError, OSError, aioimaplib.Abort) as e:
             await self._close(connection)
             raise ProducerError(f"the IMAP server at {where} dropped the login: {type(e).__name__}") from e
@@ -151,7 +151,7 @@ class Inbox(Polling):
             await self._close(connection)
             raise ProducerError(f"the IMAP server at {where} refused the login of {clean(self.user or '', 80)}")
         try:
-            answer = await client.select(self.folder)
+            answer = await client.select(aioimaplib.quoted(self.folder))  # "Sent Items", [Gmail]/All Mail
         except (TimeoutError, OSError, aioimaplib.Abort) as e:
             await self._close(connection)
             raise ProducerError(f"the IMAP server at {where} dropped the connection: {type(e).__name__}") from e

@@ -1,6 +1,8 @@
 """Inbox against a real IMAP server (dovecot on loopback, mail delivered with APPEND), and a real claude
 CLI answered by the scripted model."""
 
+from functools import partial
+
 import anyio
 import pytest
 
@@ -133,6 +135,18 @@ async def test_a_refused_login_a_server_that_is_not_there_and_a_missing_folder_a
         await Inbox("imap://u@127.0.0.1:9/INBOX", "x", password="p", timeout=5).poll()
     with pytest.raises(ProducerError, match="no folder"):
         await Inbox(server.url(user, "Nope"), "x", password=password).poll()
+
+
+async def test_a_folder_whose_name_has_a_space_is_selected_and_read(mailbox):
+    """IMAP takes a bare word as a folder's name unless it is quoted: `SELECT Sent Items` was refused, so such a
+    folder (Exchange's "Sent Items", Gmail's "[Gmail]/All Mail") could not be read."""
+    server, user, password = mailbox
+    await anyio.to_thread.run_sync(partial(server.append, user, password, mail("filed"), folder="Sent Items"))
+    producer = Inbox(server.url(user, "Sent%20Items"), "Triage this mail.", password=password)
+    try:
+        assert [i.title for i in await producer.poll()] == ["filed"]
+    finally:
+        await producer.aclose()
 
 
 def test_plain_imap_is_for_loopback_only_and_a_password_never_goes_in_the_url():
