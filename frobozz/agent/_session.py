@@ -104,7 +104,7 @@ class AgentSession:
         self.images = images  # (session, file ids) -> the image content blocks a message carries
         self.on_turn = on_turn  # (session, the message's first line, files the turn wrote): at each turn's end
         self._stop = anyio.Event()
-        self._cut = anyio.Event()  # set with `_stop`: the turn under way is nobody's (the lease is lost)
+        self._cut = anyio.Event()  # set by `cut_short`: the turn under way is another instance's (the lease is lost)
         self._engine_done = anyio.Event()
         self._engine_done.set()
         self._busy = False

@@ -27,7 +27,7 @@ from pgqueuer import Job, QueueManager, RetryRequested
 from frobozz import _spans
 from frobozz._tasks import until_stopped
 from frobozz.engine.producers import Inbox, Item, Schedule
-from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemoryService, MemorySettings
+from frobozz.memory import DATABASE_ERRORS, MemoryService, MemorySettings
 from frobozz.runner import RunLedger, RunNotFoundError, install_queue
 
 from ._fire import fire, item_json
@@ -170,13 +170,10 @@ class Firer:
                             spare=spare,
                             sidecar=warm.sidecar(spec) if warm else None,
                         )
-                except DATABASE_ERRORS as e:
-                    if not isinstance(e, OSError) or isinstance(e, DatabaseError):
+                except Exception as e:  # a firing that cannot run is recorded, the worker goes on
+                    if isinstance(e, DATABASE_ERRORS) and not isinstance(e, OSError):
                         raise  # the database's own: taken up again once it is back, from what was recorded
                     await self._failed(name, key, run_id, e)  # (an OSError may be the firing's own: see there)
-                    return "failed"
-                except Exception as e:  # noqa: BLE001 - a firing that cannot run is recorded, the worker goes on
-                    await self._failed(name, key, run_id, e)
                     return "failed"
                 await self.store.finish(
                     name, key, fired.state, fired.reason, cost_usd=fired.cost_usd, run_id=fired.run_id or None
