@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -93,6 +94,16 @@ def serve(
         _serve_hub(name, http, host, port, token, tokens, agent, server)
 
 
+def _flush_when_claude_stops() -> None:
+    """claude stops a stdio MCP server with SIGINT, SIGTERM 100 ms later and SIGKILL 400 ms after that: the
+    server's last spans leave at the SIGINT, as a loaded machine may not send them in those 400 ms."""
+    from frobozz.tracing import current
+
+    tracing = current()
+    if tracing is not None:
+        tracing.flush_on(signal.SIGINT)
+
+
 def _serve_hub(
     name: str,
     http: bool,
@@ -112,6 +123,7 @@ def _serve_hub(
             raise typer.BadParameter(
                 "'all' needs --http: over stdio a client starts each server itself", param_hint="NAME"
             )
+        _flush_when_claude_stops()
         load_server(name).run("stdio")
         return
     from frobozz.servers import hub_app

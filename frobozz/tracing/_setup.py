@@ -168,6 +168,24 @@ class Tracing:
     def add(self, processor: SpanProcessor) -> None:
         self.provider.add_span_processor(processor)
 
+    def flush_on(self, signum: int) -> None:
+        """A process sent `signum` sends its last spans first (for at most five seconds), then does what the
+        signal would have done. Code that handles the signal itself (a worker, a web server) replaces this
+        while it runs, and ends through its own exit, which flushes too. Only the main thread sets handlers."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signum)
+
+        def on_signal(received: int, frame: Any) -> None:
+            self.provider.force_flush(5000)
+            if callable(previous):
+                previous(received, frame)  # (SIGINT's default raises KeyboardInterrupt)
+            elif previous != signal.SIG_IGN:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        signal.signal(signum, on_signal)
+
     def shutdown(self, timeout: float = 5.0) -> None:
         """Send what is waiting (for at most `timeout` seconds), then stop."""
         self.provider.force_flush(int(timeout * 1000))
@@ -226,27 +244,8 @@ def configure(
         for key, value in claude_telemetry().items():
             environ.setdefault(key, value)
     _current = Tracing(provider, endpoint, exporter)
-    _flush_on_sigterm(_current)
+    _current.flush_on(signal.SIGTERM)  # (an MCP server when claude exits, a supervisor's stop)
     return _current
-
-
-def _flush_on_sigterm(tracing: Tracing) -> None:
-    """A process ended with SIGTERM (an MCP server when claude exits) sends its last spans first (for at most
-    five seconds), then ends as SIGTERM would have ended it. Code that handles SIGTERM itself (a worker, a
-    web server) replaces this while it runs, and ends through its own exit, which flushes too."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        tracing.provider.force_flush(5000)
-        if callable(previous):
-            previous(signum, frame)
-            return
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def inherit(environ: MutableMapping[str, str]) -> None:

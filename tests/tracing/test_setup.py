@@ -3,7 +3,9 @@ would only skip with a warning (a malformed header list, a protocol it cannot sp
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -309,3 +311,49 @@ def test_a_server_s_spans_carry_the_session_id_its_caller_sent_as_baggage_and_no
         ("tools/call search", "sess-9"),
         (_spans.EXECUTE_TOOL, None),
     ]
+
+
+def test_a_stdio_server_sends_its_spans_as_soon_as_claude_asks_it_to_stop():
+    """claude stops a stdio MCP server with SIGINT, SIGTERM 100 ms later, SIGKILL 400 ms after that: a loaded
+    machine may not send the last spans in 400 ms, so they leave at the SIGINT, while stdin is still open."""
+    with receiver() as got:
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+            "FROBOZZ_TRACE": "true",
+            "FROBOZZ_TRACE_KEEP_DAYS": "0",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": got.url,
+            "OTEL_BSP_SCHEDULE_DELAY": "600000",  # no timed export: only a flush sends
+        }
+        server = subprocess.Popen(
+            [sys.executable, "-m", "frobozz", "serve", "game"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        assert server.stdin is not None and server.stdout is not None
+        try:
+            for message in (
+                {
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"},
+                    },
+                },
+                {"method": "notifications/initialized"},
+                {"id": 2, "method": "tools/list", "params": {}},
+            ):
+                server.stdin.write((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
+                server.stdin.flush()
+                if "id" in message:
+                    while json.loads(server.stdout.readline()).get("id") != message["id"]:
+                        pass
+            server.send_signal(signal.SIGINT)
+            spans = got.wait_for(lambda s: any(x["name"] == "tools/list" for x in s), timeout=30)
+        finally:
+            server.kill()
+            server.wait()
+    assert [s["name"] for s in spans].count("tools/list") == 1
