@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 import anyio
@@ -70,14 +70,17 @@ class Leases:
             self.ttl,
         )
 
-    async def renew(self) -> dict[str, int]:
-        """Every lease this instance still holds, renewed: session -> token."""
+    async def renew(self, tokens: Collection[int]) -> dict[str, int]:
+        """The leases of these tokens that this instance still holds, renewed: session -> token. Only these: a
+        lease of a session this instance stopped running (its claim failed, or it let the lease lapse) is left
+        to lapse, so that another instance takes it up, even when this one could not give it up."""
         rows = await self._do(
             "fetch",
             "UPDATE agent_leases SET expires = now() + make_interval(secs => $2) "
-            "WHERE instance = $1 RETURNING session_id, token",
+            "WHERE instance = $1 AND token = ANY($3::bigint[]) RETURNING session_id, token",
             self.instance,
             self.ttl,
+            list(tokens),
         )
         return {r["session_id"]: r["token"] for r in rows}
 

@@ -12,6 +12,7 @@ The `Agent` owns one: the sessions are the Agent's (`live`, loaded through `load
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -47,12 +48,16 @@ class Placement:
         self._claims = anyio.Event()  # look for sessions that need an instance now (`look_for_claims`)
         self._closing = False  # shutting down: sessions handed over are not taken up again here
         self._wanting_room = 0  # sessions in _acquire: a spare waits while they do (it would take their room)
+        # when (anyio's clock) a lease may lapse unless renewed, by session id (it is let go here then: `fence`),
+        # and by token for the claims under way (renewed with the sessions held here)
+        self._lease_until: dict[str, float] = {}
+        self._taking: dict[int, float] = {}
         # the next claude, started ahead of need; it counts under max_live and is the first to go for room
         self.spare = WarmSpare(room=self._room_for_spare) if settings.warm_spare else None
 
     def start(self, leases: Leases, store: AgentStore, task_group: TaskGroup) -> None:
         """The service's database is open: leases taken and given up through `leases`, tasks run in `task_group`
-        (the service's; the caller starts `reap_idle` and `keep_leases` in it)."""
+        (the service's; the caller starts `reap_idle`, `keep_leases` and `fence` in it)."""
         self.leases, self.store, self._tg = leases, store, task_group
 
     def look_for_claims(self) -> None:
@@ -151,13 +156,38 @@ class Placement:
         await session.release()
 
     def lost(self, session: AgentSession) -> None:
-        """Another instance holds the session now: this one stops running it (its followers stay), its claude at
-        once, mid-turn or not: the turn under way is the new holder's to answer."""
+        """Another instance holds the session now: this one stops running it (its followers stay)."""
         log.warning("session %s: the lease was lost; another instance runs it now", session.id)
+        self._stop_running(session)
+
+    def _stop_running(self, session: AgentSession) -> None:
+        """Its claude stopped at once, mid-turn or not: the turn under way is the next holder's to answer."""
+        self._lease_until.pop(session.id, None)
         session.disown()
         session.cut_short()  # (now: the driver, refused too, may ask for the release first)
         assert self._tg is not None
         self._tg.start_soon(session.release)
+        self._tg.start_soon(self._catch_up, session)
+
+    async def _catch_up(self, session: AgentSession) -> None:
+        """A session let go, followed from here now: what its new holder wrote meanwhile, read at once (its
+        notices came while it was held here, and went unread); else at the keeper's next round."""
+        try:
+            await self.sync(session)
+        except DatabaseError as e:
+            log.info("session %s: its events are caught up at the lease keeper's next round (%s)", session.id, e)
+
+    def lapsed(self, session: AgentSession) -> None:
+        """This instance could not renew the session's lease in time (its database slow or unreachable): from now
+        another instance may take the session over, so it is let go here first, as if lost. Its lease is not
+        renewed again; the message in hand is answered again by whichever instance takes the session up."""
+        log.warning(
+            "session %s: its lease was not renewed within %g s (the database is slow or unreachable); its claude "
+            "is stopped, as another instance may take the session over",
+            session.id,
+            self.settings.lease_ttl,
+        )
+        self._stop_running(session)
 
     def _room(self) -> bool:
         """Room here under --max-live for one more session's turn (idle claudes can be let go)."""
@@ -184,9 +214,11 @@ class Placement:
         try:
             if self._closing or not self._room():  # closing: its own hand-over's notice must not take it back
                 return
+            asked = anyio.current_time()  # (the lease's expiry is counted from a moment after this one)
             token = await self.leases.acquire(session_id)
             if token is None:
                 return
+            self._taking[token] = asked + self.settings.lease_ttl
             session = await self.load(session_id)
             if session.owned:
                 session.disown()  # an older lease of ours that lapsed
@@ -200,6 +232,7 @@ class Placement:
             session.tool_base = await self.store.last_tool_call(session_id) - len(session.tool_log.calls)
             session.inbox_after = 0
             session.claim(token, self._acquire, self._tg)
+            self._lease_until[session_id] = self._taking.pop(token)
             token = None  # the session's now: its driver lets the lease go
             if session.state in ("streaming", "waiting"):
                 log.warning("session %s: its turn was cut short on another instance; taken over", session_id)
@@ -214,7 +247,8 @@ class Placement:
         except (AgentError, DatabaseError) as e:
             log.warning("session %s not taken up here: %s", session_id, e)
         finally:
-            if token is not None:  # taken, then the claim failed: renewed with the rest, it would strand the session
+            if token is not None:  # taken, then the claim failed: given up, or it lapses (it is not renewed)
+                self._taking.pop(token, None)
                 self._tg.start_soon(self._give_up_lease, session_id, token)
 
     async def _give_up_lease(self, session_id: str, token: int) -> None:
@@ -245,6 +279,23 @@ class Placement:
             if not session.owned:
                 session.relay.sync(await self.leases.events_after(session.id, session.relay.last_seq))
 
+    async def fence(self) -> None:
+        """Let a session go when its lease may lapse: this instance could not renew it in time, and another may
+        take it over then. Two claudes must not act on one workspace and one transcript, so this instance stops
+        its own without waiting to hear from the database, which may be what is gone (the keeper may be waiting
+        on it). The lease's expiry is counted in the database from a moment after the one counted here."""
+        every = max(0.05, self.settings.lease_ttl / 3)  # (a claim made meanwhile lapses a lease_ttl later)
+        while True:
+            now = anyio.current_time()
+            for session_id, until in list(self._lease_until.items()):
+                session = self.live.get(session_id)
+                if session is None or not session.owned:
+                    del self._lease_until[session_id]  # (let go here: given up, handed over, or lost)
+                elif until <= now:
+                    self.lapsed(session)
+            due = min(self._lease_until.values(), default=math.inf)
+            await anyio.sleep(max(0.0, min(due - now, every)))
+
     async def keep_leases(self) -> None:
         """Renew this instance's leases (one it lost is let go at once), catch up what a missed notification
         would have said, and take up sessions whose instance is gone."""
@@ -252,7 +303,15 @@ class Placement:
         every = max(0.2, self.settings.lease_ttl / 3)
         while True:
             try:
-                held = await self.leases.renew()
+                asked = anyio.current_time()
+                mine = {s.id: s.relay.token for s in self.live.values() if s.owned}
+                held = await self.leases.renew([t for t in (*mine.values(), *self._taking) if t is not None])
+                until, renewed = asked + self.settings.lease_ttl, set(held.values())
+                for session_id, kept in mine.items():
+                    if held.get(session_id) == kept and session_id in self._lease_until:
+                        self._lease_until[session_id] = until
+                for taken in renewed & self._taking.keys():
+                    self._taking[taken] = until
                 for session in list(self.live.values()):
                     token = session.relay.token
                     if (

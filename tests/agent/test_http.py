@@ -408,11 +408,11 @@ from frobozz.agent._leases import Leases
 renew, rounds = Leases.renew, []
 
 
-async def failing_later(self):
+async def failing_later(self, tokens):
     rounds.append(self)
     if len(rounds) == 2:
         raise RuntimeError("a bug in the lease keeper")
-    return await renew(self)
+    return await renew(self, tokens)
 """
 
 
@@ -421,10 +421,10 @@ def keeper_fails_when_told(monkeypatch) -> list:
     """The lease keeper's rounds raise as a bug would, once something is put in the list returned."""
     renew, told = Leases.renew, []
 
-    async def renew_until_told(self):
+    async def renew_until_told(self, tokens):
         if told:
             raise RuntimeError("a bug in the lease keeper")
-        return await renew(self)
+        return await renew(self, tokens)
 
     monkeypatch.setattr(Leases, "renew", renew_until_told)
     return told

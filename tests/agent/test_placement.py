@@ -18,10 +18,10 @@ async def test_each_time_the_listener_listens_again_the_lease_keeper_looks_for_s
     rounds = 0
     renew = Leases.renew
 
-    async def counted(self: Leases) -> dict[str, int]:
+    async def counted(self: Leases, tokens: list[int]) -> dict[str, int]:
         nonlocal rounds
         rounds += 1
-        return await renew(self)
+        return await renew(self, tokens)
 
     monkeypatch.setattr(Leases, "renew", counted)
     name = database_name(cortex_settings)

@@ -8,7 +8,11 @@ What the lease cannot prevent, and these tests show: for a while both claudes ru
 holds the lease; A does not know yet). What it must, and these tests prove: A stops its claude once it learns (from
 its keeper, or from its first write refused), at once, not letting it finish the turn; nothing A says after B took
 the lease is kept (no event, no message in the conversation, no done, no second answer), the log's numbers have no
-gap and no duplicate, the turn cut short is said once (an error), and the message is answered once, by B."""
+gap and no duplicate, the turn cut short is said once (an error), and the message is answered once, by B.
+
+The window is bounded all the same: an instance that could not renew a lease within lease_ttl stops that session's
+claude on its own, when the lease may lapse in the database (the last test). A's lease_ttl is long in the others,
+so that their window lasts as long as they need it to."""
 
 from __future__ import annotations
 
@@ -101,7 +105,7 @@ async def taken_over(make_agent, held: Held, monkeypatch) -> AsyncIterator[Taken
     then, takes the session and answers the message again: yielded once B's claude has asked the model too."""
     async with AsyncExitStack() as stack:
         stack.callback(held.let_all_go)  # (before the services close: no claude waits on the model then)
-        a = await stack.enter_async_context(make_agent(lease_ttl=3, shutdown_timeout=10))  # its keeper: every 1 s
+        a = await stack.enter_async_context(make_agent(lease_ttl=120, shutdown_timeout=10))  # (not let go on its own)
         session = await a.create_session("alice/notes")
         on_a = await a.session(session)
         message = await a.post_message(on_a, "held")
@@ -111,11 +115,11 @@ async def taken_over(make_agent, held: Held, monkeypatch) -> AsyncIterator[Taken
 
         keeper_back, renew = anyio.Event(), a.leases.renew
 
-        async def late() -> dict[str, int]:
+        async def late(tokens) -> dict[str, int]:
             await keeper_back.wait()
-            return await renew()
+            return await renew(tokens)
 
-        monkeypatch.setattr(a.leases, "renew", late)  # A's keeper: late from its next round on (within 1 s)
+        monkeypatch.setattr(a.leases, "renew", late)  # A's keeper: late from its next round on
         stack.callback(keeper_back.set)
         lapsed = await a.store.pool.fetchval(
             "UPDATE agent_leases SET expires = now() - interval '1 second' WHERE session_id = $1 RETURNING token",
@@ -176,8 +180,10 @@ async def test_a_lease_lost_mid_turn_stops_the_first_claude_when_its_keeper_come
         assert t.on_a.relay.token == t.token_a and pid is not None and alive(pid)  # both ran at once, till now
         written = await t.b.store.events(t.session)
         t.keeper_back.set()  # A's keeper renews again: the lease is not among its own any more
+        t.a._placement.look_for_claims()  # (its next round now, not in 40 s; it has A's followers catch up at once)
         await waited(lambda: t.on_a.relay.token is None)
-        await waited(lambda: t.on_a.relay.log == written)  # A's followers read what B wrote
+        with anyio.fail_after(10):  # A's followers read what B wrote, at once (not at the keeper's next round)
+            await eventually(lambda: t.on_a.relay.log == written, interval=0.02)
         with anyio.fail_after(10):  # stopped at once, mid-turn
             await eventually(lambda: t.on_a.engine is None and not alive(pid), interval=0.02)
         held.go[0].set()  # A's model reply, to a claude that is gone
@@ -226,3 +232,46 @@ async def test_a_lease_lost_mid_turn_keeps_nothing_of_the_first_drivers_answer_w
         done = await done_on(t.b, t.session, t.message)
         assert done.result is not None and done.result.startswith("driver 2 answers")
         await answered_once_by_b(t)
+
+
+async def test_an_instance_that_cannot_renew_a_lease_stops_its_claude_itself_and_the_message_is_answered_once(
+    make_agent, held, monkeypatch, caplog
+):
+    """A's keeper cannot reach the database (its renewal hangs) while A's claude is mid-turn. No other instance has
+    told A anything, and none can before the lease lapses: A stops its claude on its own when the lease may lapse,
+    and does not renew it when the database is back. The message is answered once, by whichever instance takes the
+    session up then (A itself here, the only one)."""
+    held.go[1].set()  # the second claude's reply comes at once
+    async with make_agent(lease_ttl=3, shutdown_timeout=10) as a:  # its keeper: every 1 s
+        session = await a.create_session("alice/notes")
+        on_a = await a.session(session)
+        message = await a.post_message(on_a, "held")
+        await waited(held.asked[0].is_set)  # A's claude is mid-turn: its model request held
+        token = on_a.relay.token
+        pid = on_a.engine.pid if on_a.engine is not None else None
+        assert token is not None and pid is not None
+        keeper_back, renew = anyio.Event(), a.leases.renew
+
+        async def hanging(tokens) -> dict[str, int]:
+            await keeper_back.wait()
+            return await renew(tokens)
+
+        monkeypatch.setattr(a.leases, "renew", hanging)
+        try:
+            await waited(lambda: on_a.relay.token is None and on_a.engine is None and not alive(pid))
+            assert "its lease was not renewed within 3 s" in caplog.text
+            assert not held.asked[1].is_set()  # nothing started again while A could not tell
+        finally:
+            keeper_back.set()
+        done = await done_on(a, session, message)
+        assert done.result is not None and done.result.startswith("driver 2 answers")
+        held.go[0].set()  # the first claude's reply, to a claude that is gone
+        assert a.store is not None
+        events = await a.store.events(session)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        dones = [e.event for e in events if isinstance(e.event, Done)]
+        assert [(d.message_id, (d.result or "")[:16]) for d in dones] == [(message, "driver 2 answers")]
+        errors = [e.event.message for e in events if isinstance(e.event, Error)]
+        assert len(errors) == 1 and "took the session over" in errors[0]  # the turn cut short, said once
+        taken = await a.store.pool.fetchval("SELECT token FROM agent_leases WHERE session_id = $1", session)
+        assert taken is not None and taken > token  # claimed anew: the lapsed lease was not renewed
