@@ -42,6 +42,7 @@ ENTRYPOINT = "routine"
 WARM_LEAD = 60.0  # seconds before a schedule's due time that its claude is started, to wait warm
 ARCHIVE = "in the feed, undated, when the routine first read it: taken for its archive from before the routine"
 MISSED_KEPT = 100  # missed due times recorded one by one (a machine off for a month is not 40,000 rows)
+READS_AT_ONCE = 8  # mailboxes and feeds one worker reads at once (a thousand feeds: not a thousand fetches)
 
 
 def new_run_id() -> str:
@@ -241,6 +242,7 @@ class RoutineWorker:
         self._watching: dict[str, anyio.CancelScope] = {}
         self._inboxes: dict[str, tuple[Routine, Inbox]] = {}  # kept between looks, with their IMAP connections
         self._reading: set[str] = set()  # the routines whose mailbox or feed a look of this worker is reading
+        self._reads = anyio.CapacityLimiter(READS_AT_ONCE)  # (they share the store's few connections too)
         self._read_once: set[tuple[str, datetime]] = set()  # feeds (name, created) whose first read is recorded
         self._wake = anyio.Event()
 
@@ -333,7 +335,8 @@ class RoutineWorker:
 
     async def _look_apart(self, row: dict[str, Any], tg: Any) -> None:
         try:
-            await self._look(row, tg)
+            async with self._reads:
+                await self._look(row, tg)
         finally:
             self._reading.discard(row["name"])
 

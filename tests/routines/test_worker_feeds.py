@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from frobozz.routines import RoutineSettings, RoutineWorker, routine
+from frobozz.routines._worker import READS_AT_ONCE
 from tests.engine.producers.trickle import trickling
 from tests.httpserver import serve
 from tests.waiting import eventually
@@ -122,3 +123,50 @@ async def test_a_feed_routine_removed_while_its_feed_is_read_leaves_the_worker_l
             routes.go.set()
             await worker.memory.aclose()
     assert await store.routines() == []
+
+
+class Crowded(Gated):
+    """Gated routes that count the requests in flight at once (and the most there were)."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.lock, self.in_flight, self.most, self.answered = threading.Lock(), 0, 0, 0
+
+    def get(self, *args):
+        with self.lock:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        try:
+            return super().get(*args)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+                self.answered += 1
+
+
+async def test_a_worker_reads_a_bounded_number_of_feeds_at_once_and_the_others_after(store, ledger):
+    """Each feed is read in its own task (a slow one holds up none), but not all at once: a thousand feeds
+    were a thousand fetches, each wanting one of the store's few connections."""
+    many = READS_AT_ONCE + 4
+    routes = Crowded({"/f": (200, rss())})
+    with serve(routes) as url:
+        for n in range(many):
+            await store.add(routine(name=f"feed-{n}", kind="feed", url=f"{url}/f", poll=600, prompt="x"))
+        worker = RoutineWorker(store, ledger, RoutineSettings(routine_tick=0.2, routine_warm=0))
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(worker.run)
+                with anyio.fail_after(60):
+                    await eventually(
+                        lambda: (
+                            routes.in_flight == READS_AT_ONCE
+                            and worker._reads.statistics().tasks_waiting == many - READS_AT_ONCE
+                        )
+                    )
+                    routes.go.set()
+                    await eventually(lambda: routes.answered == many)  # then the others, each read once
+                worker.stop()
+        finally:
+            routes.go.set()
+            await worker.memory.aclose()
+    assert routes.most == READS_AT_ONCE
