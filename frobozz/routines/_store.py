@@ -24,8 +24,12 @@ STATES = ("queued", "running", *ENDED)
 def _named(name: str) -> str:
     """`name`, or RoutineNotFoundError for one no routine has: Postgres refuses some (bytes not UTF-8)."""
     if not re.fullmatch(NAME, name):
-        raise RoutineNotFoundError(f"no routine {name[:80]!r} (`frobozz routine list` shows them)")
+        raise _missing(name)
     return name
+
+
+def _missing(name: str) -> RoutineNotFoundError:
+    return RoutineNotFoundError(f"no routine {name[:80]!r} (`frobozz routine list` shows them)")
 
 
 class RoutineStore:
@@ -54,7 +58,7 @@ class RoutineStore:
     async def get(self, name: str) -> dict[str, Any]:
         row = await self.pool.fetchrow("SELECT * FROM routines WHERE name = $1", _named(name))
         if row is None:
-            raise RoutineNotFoundError(f"no routine {name[:80]!r} (`frobozz routine list` shows them)")
+            raise _missing(name)
         return self._routine(row)
 
     @staticmethod
@@ -85,7 +89,7 @@ class RoutineStore:
             "UPDATE routines SET paused = $2, updated = now() WHERE name = $1", _named(name), paused
         )
         if done.endswith(" 0"):
-            raise RoutineNotFoundError(f"no routine {name[:80]!r}")
+            raise _missing(name)
 
     async def set_problem(self, name: str, problem: str | None) -> None:
         await self.pool.execute(
@@ -97,7 +101,7 @@ class RoutineStore:
     async def remove(self, name: str) -> None:
         done = await self.pool.execute("DELETE FROM routines WHERE name = $1", _named(name))
         if done.endswith(" 0"):
-            raise RoutineNotFoundError(f"no routine {name[:80]!r}")
+            raise _missing(name)
 
     # -- firings ----------------------------------------------------------------------------------
     async def claim(
