@@ -54,7 +54,8 @@ def test_a_feed_url_whose_scheme_is_in_capitals_is_taken_with_it_in_lower_case()
     [
         ("imaps://u@host/IN\nBOX", "control characters"),
         ("imaps://u@host/IN%0ABOX", "folder"),
-        ("imaps://u@host/Caf%C3%A9", "folder"),
+        ("imaps://u@host/IN%C2%85BOX", "folder"),
+        ("imaps://caf%C3%A9@host/INBOX", "user"),
         ("imaps://u%0D@host/INBOX", "user"),
         ("imaps://u@host:0/INBOX", "port 0"),
         ("imaps://mail.example.org/INBOX", "names no user"),
@@ -69,7 +70,7 @@ def test_an_inbox_url_that_would_put_more_than_a_user_and_a_folder_into_imap_or_
 def test_an_inbox_with_a_user_and_a_folder_of_its_hierarchy_is_taken():
     spec = routine(name="r", kind="inbox", url="imaps://robin%40example.org@mail.example.org/Archive/2024", prompt="x")
     assert spec.url == "imaps://robin%40example.org@mail.example.org/Archive/2024"
-    for folder in ("Sent%20Items", "[Gmail]/All%20Mail", "%22Quoted%22%20%5CFolder"):  # sent quoted, as they need
+    for folder in ("Sent%20Items", "[Gmail]/All%20Mail", "%22Quoted%22%20%5CFolder", "R%26D", "Bo%C3%AEte"):
         assert routine(name="r", kind="inbox", url=f"imaps://robin@mail.example.org/{folder}", prompt="x")
 
 

@@ -8,6 +8,7 @@ message, log line or error."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ipaddress
 import logging
@@ -28,6 +29,7 @@ log = logging.getLogger("frobozz.engine.producers")
 logging.getLogger("aioimaplib").setLevel(logging.WARNING)
 MAX_BYTES = 10_000_000
 _SIZE = re.compile(rb"UID (\d+) RFC822\.SIZE (\d+)|RFC822\.SIZE (\d+) UID (\d+)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # in a quoted string, a line break would end the command
 
 
 def _loopback(host: str) -> bool:
@@ -54,6 +56,29 @@ def parse_url(url: str) -> tuple[bool, str, int, str, str | None]:
     folder = unquote(parts.path.strip("/")) or "INBOX"
     user = unquote(parts.username) if parts.username else None
     return tls, parts.hostname, port or (993 if tls else 143), folder, user
+
+
+def mailbox_name(folder: str) -> str:
+    """A folder's name as IMAP4rev1 has it (RFC 3501 5.1.3, modified UTF-7): printable ASCII as it is, but `&`
+    as `&-`; every run of other characters as `&`, the base64 of its UTF-16BE (`,` for `/`, no padding), `-`.
+    So "Boîte d'envoi" is `Bo&AO4-te d'envoi`, and "R&D" is `R&-D`."""
+    out: list[str] = []
+    run: list[str] = []
+
+    def shift_back() -> None:
+        if run:
+            coded = base64.b64encode("".join(run).encode("utf-16-be")).decode("ascii").rstrip("=")
+            out.append("&" + coded.replace("/", ",") + "-")
+            run.clear()
+
+    for char in folder:
+        if " " <= char <= "~":
+            shift_back()
+            out.append("&-" if char == "&" else char)
+        else:
+            run.append(char)
+    shift_back()
+    return "".join(out)
 
 
 class _Connection:
@@ -95,6 +120,11 @@ class Inbox(Polling):
         user = user or in_url
         if not user or not password:
             raise ProducerError("an inbox needs a user name and a password")
+        if not re.fullmatch(r"[ -~]+", user) or _CONTROL.search(self.folder):
+            raise ProducerError(
+                "an inbox's user name is printable ASCII, and its folder has no control characters "
+                "(either would be sent into the IMAP commands)"
+            )
         self.user = user
         super().__init__(prompt, source=source or f"imap://{self.user}@{self.host}:{self.port}/{self.folder}", **kwargs)
         self._password, self.max_bytes, self.timeout, self.use_idle = password, max_bytes, timeout, idle
@@ -151,7 +181,7 @@ class Inbox(Polling):
             await self._close(connection)
             raise ProducerError(f"the IMAP server at {where} refused the login of {clean(self.user or '', 80)}")
         try:
-            answer = await client.select(aioimaplib.quoted(self.folder))  # "Sent Items", [Gmail]/All Mail
+            answer = await client.select(aioimaplib.quoted(mailbox_name(self.folder)))  # "Sent Items", "R&-D"
         except (TimeoutError, OSError, aioimaplib.Abort) as e:
             await self._close(connection)
             raise ProducerError(f"the IMAP server at {where} dropped the connection: {type(e).__name__}") from e

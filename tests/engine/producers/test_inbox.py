@@ -8,6 +8,7 @@ import pytest
 
 from frobozz.engine import Session
 from frobozz.engine.producers import Inbox, MemoryDeliveries, ProducerError
+from frobozz.engine.producers._inbox import mailbox_name
 from frobozz.engine.testing import ScriptedModel
 from tests.waiting import eventually
 
@@ -147,6 +148,43 @@ async def test_a_folder_whose_name_has_a_space_is_selected_and_read(mailbox):
         assert [i.title for i in await producer.poll()] == ["filed"]
     finally:
         await producer.aclose()
+
+
+@pytest.mark.parametrize(
+    "folder, url",
+    [
+        ("Bo&AO4-te d'envoi", "Bo%C3%AEte%20d'envoi"),
+        ("R&-D", "R%26D"),
+        ("&BBIERQQ+BDQETwRJBDgENQ-", "%D0%92%D1%85%D0%BE%D0%B4%D1%8F%D1%89%D0%B8%D0%B5"),
+    ],
+    ids=["accented", "ampersand", "cyrillic"],
+)
+async def test_a_folder_named_with_an_ampersand_or_in_another_script_is_selected_and_read(mailbox, folder, url):
+    """IMAP names folders in modified UTF-7: the folder's own name, sent as it was, selected no folder ("R&D"),
+    or could not be sent. The test makes each folder under the name IMAP has for it (dovecot refuses one that is
+    not valid modified UTF-7)."""
+    server, user, password = mailbox
+    await anyio.to_thread.run_sync(partial(server.append, user, password, mail("filed"), folder=folder))
+    producer = Inbox(server.url(user, url), "Triage this mail.", password=password)
+    try:
+        assert [i.title for i in await producer.poll()] == ["filed"]
+    finally:
+        await producer.aclose()
+
+
+def test_folder_names_are_put_in_modified_utf7_as_rfc_3501_writes_them():
+    assert mailbox_name("~peter/mail/台北/日本語") == "~peter/mail/&U,BTFw-/&ZeVnLIqe-"  # RFC 3501's own example
+    assert mailbox_name("INBOX") == "INBOX" and mailbox_name("") == ""
+    assert mailbox_name("a&b&") == "a&-b&-"
+    assert mailbox_name("😀") == "&2D3eAA-"  # beyond the BMP: a surrogate pair
+
+
+@pytest.mark.parametrize(
+    "url", ["imap://u@127.0.0.1/IN%0D%0ABOX", "imap://u@127.0.0.1/A%C2%85", "imap://caf%C3%A9@127.0.0.1/INBOX"]
+)
+def test_a_user_or_folder_that_would_break_into_the_imap_commands_is_refused(url):
+    with pytest.raises(ProducerError, match="printable ASCII"):
+        Inbox(url, "x", password="p")
 
 
 def test_plain_imap_is_for_loopback_only_and_a_password_never_goes_in_the_url():
