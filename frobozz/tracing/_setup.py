@@ -18,7 +18,7 @@ import signal
 import threading
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
@@ -164,6 +164,7 @@ class Tracing:
     provider: TracerProvider
     endpoint: str
     exporter: WarnOnce
+    _flushing: threading.Thread | None = field(default=None, init=False, repr=False)
 
     def add(self, processor: SpanProcessor) -> None:
         self.provider.add_span_processor(processor)
@@ -177,7 +178,7 @@ class Tracing:
         previous = signal.getsignal(signum)
 
         def on_signal(received: int, frame: Any) -> None:
-            self.provider.force_flush(5000)
+            self._flush_from_a_thread(5.0)
             if callable(previous):
                 previous(received, frame)  # (SIGINT's default raises KeyboardInterrupt)
             elif previous != signal.SIG_IGN:
@@ -185,6 +186,17 @@ class Tracing:
                 os.kill(os.getpid(), signum)
 
         signal.signal(signum, on_signal)
+
+    def _flush_from_a_thread(self, timeout: float) -> None:
+        """Send what waits, from a thread of its own, for at most `timeout` seconds. A second signal that comes
+        meanwhile (claude's SIGTERM, 100 ms after its SIGINT) waits for the same flush: one run in its handler
+        would wait on a lock the SDK's flush holds in the first, below it on the same thread, for ever."""
+        if self._flushing is None:
+            self._flushing = threading.Thread(
+                target=self.provider.force_flush, args=(int(timeout * 1000),), name="frobozz-flush", daemon=True
+            )
+            self._flushing.start()
+        self._flushing.join(timeout)
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Send what is waiting (for at most `timeout` seconds), then stop."""

@@ -313,45 +313,69 @@ def test_a_server_s_spans_carry_the_session_id_its_caller_sent_as_baggage_and_no
     ]
 
 
+def _stdio_game_server(endpoint: str) -> subprocess.Popen[bytes]:
+    """`frobozz serve game` over stdio as claude starts it, tracing to `endpoint`, with no timed export (only a
+    flush sends)."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+        "FROBOZZ_TRACE": "true",
+        "FROBOZZ_TRACE_KEEP_DAYS": "0",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "600000",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "frobozz", "serve", "game"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+
+
+def _listed(server: subprocess.Popen[bytes]) -> None:
+    """The server initialized and asked for its tools (a `tools/list` span, waiting to be sent)."""
+    assert server.stdin is not None and server.stdout is not None
+    initialize = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    for message in (
+        {"id": 1, "method": "initialize", "params": initialize},
+        {"method": "notifications/initialized"},
+        {"id": 2, "method": "tools/list", "params": {}},
+    ):
+        server.stdin.write((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
+        server.stdin.flush()
+        if "id" in message:
+            while json.loads(server.stdout.readline()).get("id") != message["id"]:
+                pass
+
+
 def test_a_stdio_server_sends_its_spans_as_soon_as_claude_asks_it_to_stop():
     """claude stops a stdio MCP server with SIGINT, SIGTERM 100 ms later, SIGKILL 400 ms after that: a loaded
     machine may not send the last spans in 400 ms, so they leave at the SIGINT, while stdin is still open."""
     with receiver() as got:
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
-            "FROBOZZ_TRACE": "true",
-            "FROBOZZ_TRACE_KEEP_DAYS": "0",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": got.url,
-            "OTEL_BSP_SCHEDULE_DELAY": "600000",  # no timed export: only a flush sends
-        }
-        server = subprocess.Popen(
-            [sys.executable, "-m", "frobozz", "serve", "game"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        assert server.stdin is not None and server.stdout is not None
+        server = _stdio_game_server(got.url)
         try:
-            for message in (
-                {
-                    "id": 1,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "t", "version": "1"},
-                    },
-                },
-                {"method": "notifications/initialized"},
-                {"id": 2, "method": "tools/list", "params": {}},
-            ):
-                server.stdin.write((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
-                server.stdin.flush()
-                if "id" in message:
-                    while json.loads(server.stdout.readline()).get("id") != message["id"]:
-                        pass
+            _listed(server)
             server.send_signal(signal.SIGINT)
+            spans = got.wait_for(lambda s: any(x["name"] == "tools/list" for x in s), timeout=30)
+        finally:
+            server.kill()
+            server.wait()
+    assert [s["name"] for s in spans].count("tools/list") == 1
+
+
+def test_a_stdio_server_told_to_stop_twice_while_its_spans_go_to_a_slow_backend_sends_them_and_ends():
+    """claude's SIGTERM comes 100 ms after its SIGINT: while the spans the SIGINT sends are on their way, to a
+    backend slower than that. The SIGTERM's own flush, run inside the first on the same thread, waited on a lock
+    the first held: the server hung until SIGKILL, its spans unsent."""
+    with receiver() as got:
+        got.delay = 1.0  # each export waits a second for its answer
+        server = _stdio_game_server(got.url)
+        try:
+            _listed(server)
+            server.send_signal(signal.SIGINT)
+            got.wait_for(lambda s: got.requests > 0, timeout=30)  # the SIGINT's export has come, its answer waits
+            server.send_signal(signal.SIGTERM)
+            assert server.wait(timeout=30) == -signal.SIGTERM  # ended as SIGTERM ends it, once its spans went
             spans = got.wait_for(lambda s: any(x["name"] == "tools/list" for x in s), timeout=30)
         finally:
             server.kill()
