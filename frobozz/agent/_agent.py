@@ -417,15 +417,17 @@ class Agent:
             trace_attributes={**self.engine_options.trace_attributes, _spans.SESSION_KIND: "agent"},
         )
 
-    async def _changed(self, session: AgentSession) -> None:
+    async def _changed(self, session: AgentSession, token: int | None = None) -> None:
+        """The session's record saved, under `token` (a driver's lease; else the one held now)."""
         assert self.store is not None
         session.record.status = session.state
-        if session.relay.token is not None:
-            await self.store.update(session.record, session.relay.token)
+        token = session.relay.token if token is None else token
+        if token is not None:
+            await self.store.update(session.record, token)
 
-    async def _message(self, session: AgentSession, role: str, content: str) -> None:
+    async def _message(self, session: AgentSession, role: str, content: str, token: int) -> None:
         assert self.store is not None
-        await self.store.add_message(session.id, role, content, session.current, session.relay.token)
+        await self.store.add_message(session.id, role, content, session.current, token)
 
     async def messages(self, session_id: str, *, owners: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The conversation as people see it: what the user sent and what the agent answered, in order."""

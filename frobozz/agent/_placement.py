@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import anyio
 from anyio.abc import TaskGroup
@@ -52,6 +53,8 @@ class Placement:
         # and by token for the claims under way (renewed with the sessions held here)
         self._lease_until: dict[str, float] = {}
         self._taking: dict[int, float] = {}
+        self._handing: set[int] = set()  # tokens of sessions handed over at shutdown, renewed while claude closes
+        self._deadline_added = anyio.Event()  # the fence looks again (a claim's deadline may come before its next look)
         # the next claude, started ahead of need; it counts under max_live and is the first to go for room
         self.spare = WarmSpare(room=self._room_for_spare) if settings.warm_spare else None
 
@@ -78,7 +81,13 @@ class Placement:
         (no other instance resumes a transcript that is still being written), and is stopped with the tg."""
         token = session.relay.token
         session.disown()  # nothing more said here
-        if not await session.release(self.settings.shutdown_timeout):
+        handing = {token} if token is not None else set()
+        self._handing |= handing  # (renewed while its claude closes)
+        try:
+            closed = await session.release(self.settings.shutdown_timeout)
+        finally:
+            self._handing -= handing
+        if not closed:
             log.warning(
                 "session %s: its claude did not close within %g s: stopped, its lease left to lapse",
                 session.id,
@@ -222,7 +231,7 @@ class Placement:
             session = await self.load(session_id)
             if session.owned:
                 session.disown()  # an older lease of ours that lapsed
-                await session.release()
+            await session.release()  # the claude of an earlier lease here (lost just now, say) gone: not resumed
             record = await self.store.get(session_id)
             if record is None:
                 return
@@ -231,8 +240,11 @@ class Placement:
             # its next call is numbered after the last logged (by any instance; the log held here counts on)
             session.tool_base = await self.store.last_tool_call(session_id) - len(session.tool_log.calls)
             session.inbox_after = 0
+            if self._taking[token] <= anyio.current_time():  # the fence would let it go at once: another may have it
+                raise AgentError(f"its claim took longer than a lease lasts ({self.settings.lease_ttl:g} s)")
             session.claim(token, self._acquire, self._tg)
             self._lease_until[session_id] = self._taking.pop(token)
+            self._deadline_added.set()
             token = None  # the session's now: its driver lets the lease go
             if session.state in ("streaming", "waiting"):
                 log.warning("session %s: its turn was cut short on another instance; taken over", session_id)
@@ -251,11 +263,13 @@ class Placement:
                 self._taking.pop(token, None)
                 self._tg.start_soon(self._give_up_lease, session_id, token)
 
-    async def _give_up_lease(self, session_id: str, token: int) -> None:
+    async def _give_up_lease(self, session_id: str, token: int, *, pause: bool = True) -> None:
         """The lease of a claim that failed, given up after a pause: its notice starts the next claim (here or
-        elsewhere), and a failure that persists is not tried again at once, over and over."""
+        elsewhere), and a failure that persists is not tried again at once, over and over. Or, with no pause,
+        one this instance let go while a renewal of it was under way, which renewed it."""
         assert self.leases is not None
-        await anyio.sleep(self.settings.lease_ttl / 3)  # (at shutdown, cancelled: the lease lapses with the rest)
+        if pause:
+            await anyio.sleep(self.settings.lease_ttl / 3)  # (at shutdown, cancelled: the lease lapses with the rest)
         try:
             with anyio.move_on_after(self.settings.lease_ttl):
                 await self.leases.release(session_id, token, force=True)
@@ -294,7 +308,9 @@ class Placement:
                 elif until <= now:
                     self.lapsed(session)
             due = min(self._lease_until.values(), default=math.inf)
-            await anyio.sleep(max(0.0, min(due - now, every)))
+            with anyio.move_on_after(max(0.0, min(due - now, every))):
+                await self._deadline_added.wait()
+            self._deadline_added = anyio.Event()
 
     async def keep_leases(self) -> None:
         """Renew this instance's leases (one it lost is let go at once), catch up what a missed notification
@@ -305,8 +321,13 @@ class Placement:
             try:
                 asked = anyio.current_time()
                 mine = {s.id: s.relay.token for s in self.live.values() if s.owned}
-                held = await self.leases.renew([t for t in (*mine.values(), *self._taking) if t is not None])
+                wanted = {t for t in mine.values() if t is not None} | self._taking.keys() | self._handing
+                held = await self.leases.renew(wanted)
                 until, renewed = asked + self.settings.lease_ttl, set(held.values())
+                still = {s.relay.token for s in self.live.values() if s.owned} | self._taking.keys() | self._handing
+                for session_id, renewed_token in held.items():
+                    if renewed_token not in still:  # let go while the renewal was under way (the fence): not kept
+                        self._tg.start_soon(partial(self._give_up_lease, session_id, renewed_token, pause=False))
                 for session_id, kept in mine.items():
                     if held.get(session_id) == kept and session_id in self._lease_until:
                         self._lease_until[session_id] = until

@@ -64,11 +64,12 @@ class Relay:
     def owned(self) -> bool:
         return self.token is not None
 
-    def publish(self, event: AgentEvent) -> Logged | None:
-        """Add an event (None when this instance does not hold the session: not its to say)."""
+    def publish(self, event: AgentEvent, token: int | None = None) -> Logged | None:
+        """Add an event (None when this instance does not hold the session, or holds it under another lease
+        than `token`, the one a driver was given: not its to say)."""
         if self.closed:
             raise RuntimeError("the relay is closed")
-        if self.token is None:
+        if self.token is None or (token is not None and token != self.token):
             return None
         self._assigned = max(self._assigned, self.last_seq) + 1
         logged = Logged(seq=self._assigned, event=event)
@@ -139,12 +140,15 @@ class Relay:
                 try:
                     await self._persist(batch, token)
                 except LeaseLostError as e:
-                    log.warning("%s", e)
-                    self.drop()
-                    if self._on_lost is not None:
-                        self._on_lost()
+                    if self.token == token:  # (a lease given up meanwhile, or taken again since, is not lost now)
+                        log.warning("%s", e)
+                        self.drop()
+                        if self._on_lost is not None:
+                            self._on_lost()
                     continue
                 except Exception as e:  # noqa: BLE001 - the live followers have them; a restart would not
+                    if self.token != token:  # said under a lease let go meanwhile: not to be written under another
+                        continue
                     if not self.closed:
                         log.warning(
                             "%d events not written to the database yet (tried again in %gs): %s",

@@ -66,9 +66,9 @@ class AgentSession:
         workspaces: Workspaces,
         options: EngineOptions,
         question_timeout: float,
-        on_change: Callable[[AgentSession], Any],
+        on_change: Callable[[AgentSession, int | None], Any],
         on_tool_call: Callable[[AgentSession, ToolCall], Any],
-        on_message: Callable[[AgentSession, str, str], Any],
+        on_message: Callable[[AgentSession, str, str, int], Any],
         answers: Callable[[AgentSession, str, float], Awaitable[dict[str, Any] | None]],
         on_turn: Callable[[AgentSession, str, list[str]], Awaitable[Any]] | None = None,
         images: Callable[[AgentSession, list[str]], Awaitable[list[dict[str, Any]]]] | None = None,
@@ -88,7 +88,8 @@ class AgentSession:
         self.base_options = options
         self.question_timeout = question_timeout
         self.on_change = on_change
-        self.on_message = on_message  # (session, "user" or "agent", text): the conversation as people see it
+        # (session, "user" or "agent", text, the driver's lease token): the conversation as people see it
+        self.on_message = on_message
         self.tool_log = ToolLog(cwd=workspace.path, on_call=lambda call: on_tool_call(self, call))
         self.memory_loop = memory_loop  # (options, namespace, loop session to resume) -> the memory loop
         self.engine: Engine | None = None
@@ -166,8 +167,8 @@ class AgentSession:
             self.current = message_id
             begun = False
             try:
-                await self.on_message(self, "user", text)  # in the history before any tab hears of the turn:
-                self.relay.publish(Status(state="streaming", message_id=message_id))  # tabs read it on this
+                await self.on_message(self, "user", text, token)  # in the history before any tab hears of the turn:
+                self.relay.publish(Status(state="streaming", message_id=message_id), token)  # tabs read it on this
                 begun = True
                 if self.engine is None:
                     await acquire(self)  # reserves room for this session's claudes until they are up
@@ -175,21 +176,22 @@ class AgentSession:
                         await self._start(task_group, token)
                     finally:
                         self.reserved = False
-                await self._turn(text, files)
+                await self._turn(text, files, token)
             except Exception as e:  # a turn that fails says so; the session goes on
                 if not self.relay.closed:  # (a session closed mid-turn ends its turn this way: nothing to say)
                     if self.owned:
                         log.exception("session %s: the turn failed", self.id)
                     if not begun:  # (the message was not kept) a turn's events still begin with its status
-                        self.relay.publish(Status(state="streaming", message_id=message_id))
-                    self.relay.publish(Error(message=f"{type(e).__name__}: {e}"))
-                    self.relay.publish(Status(state="idle", message_id=message_id))
+                        self.relay.publish(Status(state="streaming", message_id=message_id), token)
+                    self.relay.publish(Error(message=f"{type(e).__name__}: {e}"), token)
+                    self.relay.publish(Status(state="idle", message_id=message_id), token)
                     if self.owned:  # its record says so too (saved as streaming once claude's session was known)
                         try:
-                            await self.on_change(self)
+                            await self.on_change(self, token)
                         except DatabaseError as unsaved:  # (perhaps what failed the turn)
                             log.warning("session %s: its record is not saved: %s", self.id, unsaved)
-                await self.release()
+                if self.relay.token == token:  # (else its claude is gone already: a release now would stop the
+                    await self.release()  # claude of the session's next lease here, if any)
             finally:
                 self._busy = False
                 self.current = None
@@ -253,7 +255,7 @@ class AgentSession:
                     async with self.memory_loop(options, memory["namespace"], self.record.memory_session) as loop:
                         if self.record.memory_session != loop.id:
                             self.record.memory_session = loop.id
-                            await self.on_change(self)  # kept at once: a restart resumes this loop session
+                            await self.on_change(self, token)  # kept at once: a restart resumes this loop session
                         ours = loop.pool.primary.engine
                         await live(ours, loop)
                 else:
@@ -312,7 +314,10 @@ class AgentSession:
             session_project=f"frobozz-agent-{self.id}",
         )
 
-    async def _turn(self, text: str, files: list[str]) -> None:
+    async def _turn(self, text: str, files: list[str], token: int) -> None:
+        """One turn, its events and its part of the conversation written under `token`, the lease its driver was
+        given: a driver whose lease was lost (this instance may hold the session again since, under another
+        token, with a new driver) says nothing more."""
         assert self.engine is not None and self._channel is not None
         engine, channel = self.engine, self._channel
         first_line = text.strip().split("\n", 1)[0]
@@ -328,12 +333,12 @@ class AgentSession:
         else:
             await channel.send([{"type": "text", "text": text}, *images])
         async for event in channel.events():
-            if not self.owned:
+            if self.relay.token != token:
                 raise RuntimeError("another instance took the session over")
             self.tool_log.on_event(event)
             if engine.session_id and engine.session_id != self.record.claude_session_id:
                 self.record.claude_session_id = engine.session_id  # kept at once: another instance resumes it
-                await self.on_change(self)
+                await self.on_change(self, token)
             if isinstance(event, StreamEvent):
                 delta = event.event.get("delta") or {}
                 if (
@@ -342,26 +347,27 @@ class AgentSession:
                     and delta.get("text")
                     and not event.raw.get("parent_tool_use_id")
                 ):
-                    self.relay.publish(TextDelta(text=delta["text"]))
+                    self.relay.publish(TextDelta(text=delta["text"]), token)
             elif isinstance(event, AssistantMessage) and not event.is_replay:
                 for use in event.tool_uses:
-                    self.relay.publish(ToolUse(id=use.id, name=use.name, input=dict(use.input)))
+                    self.relay.publish(ToolUse(id=use.id, name=use.name, input=dict(use.input)), token)
             elif isinstance(event, UserMessage) and not event.is_replay:
                 for result in event.tool_results:
                     if result.tool_use_id in self._before_bash:
                         by_bash += await self._changed_by_bash(self._before_bash.pop(result.tool_use_id))
                     self.relay.publish(
-                        ToolResult(tool_use_id=result.tool_use_id, output=result.content, is_error=result.is_error)
+                        ToolResult(tool_use_id=result.tool_use_id, output=result.content, is_error=result.is_error),
+                        token,
                     )
             elif isinstance(event, ErrorEvent):
-                self.relay.publish(Error(message=event.message))
+                self.relay.publish(Error(message=event.message), token)
             elif isinstance(event, Result) and not event.is_replay:
                 self.record.preamble = ""  # sent with the first message
                 self.record.claude_session_id = event.session_id or engine.session_id
                 self.record.usage = _added(self.record.usage, event.usage)
                 turn_cost = self._costs.of(event) or 0.0
                 self.record.cost_usd += turn_cost
-                await self.on_message(self, "agent", event.result or "")  # kept before anyone hears of it
+                await self.on_message(self, "agent", event.result or "", token)  # kept before anyone hears of it
                 if self.on_turn is not None:  # the files the turn wrote, committed before anyone hears of it
                     await self.on_turn(
                         self,
@@ -385,10 +391,11 @@ class AgentSession:
                         is_error=event.is_error,
                         result=event.result,
                         message_id=self.current,
-                    )
+                    ),
+                    token,
                 )
-                self.relay.publish(Status(state="idle", message_id=self.current))
-                await self.on_change(self)
+                self.relay.publish(Status(state="idle", message_id=self.current), token)
+                await self.on_change(self, token)
                 return
         raise RuntimeError("claude's stream ended before the turn did")
 

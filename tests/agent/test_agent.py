@@ -104,10 +104,10 @@ async def test_a_turn_is_said_to_stream_only_once_its_message_is_in_the_history(
         await add_message(session_id, role, content, message_id, token)
         happened.append(f"stored {role}")
 
-    def published(event):
+    def published(event, token=None):
         if isinstance(event, Status):
             happened.append(event.state)
-        return publish(event)
+        return publish(event, token)
 
     monkeypatch.setattr(agent.store, "add_message", stored)
     monkeypatch.setattr(live.relay, "publish", published)

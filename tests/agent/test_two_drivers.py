@@ -239,8 +239,9 @@ async def test_an_instance_that_cannot_renew_a_lease_stops_its_claude_itself_and
 ):
     """A's keeper cannot reach the database (its renewal hangs) while A's claude is mid-turn. No other instance has
     told A anything, and none can before the lease lapses: A stops its claude on its own when the lease may lapse,
-    and does not renew it when the database is back. The message is answered once, by whichever instance takes the
-    session up then (A itself here, the only one)."""
+    and does not renew it when the database is back (the renewal under way when it stopped, which renewed it after
+    all, is undone: the lease given up). The message is answered once, by whichever instance takes the session up
+    then (A itself here, the only one)."""
     held.go[1].set()  # the second claude's reply comes at once
     async with make_agent(lease_ttl=3, shutdown_timeout=10) as a:  # its keeper: every 1 s
         session = await a.create_session("alice/notes")
@@ -250,19 +251,29 @@ async def test_an_instance_that_cannot_renew_a_lease_stops_its_claude_itself_and
         token = on_a.relay.token
         pid = on_a.engine.pid if on_a.engine is not None else None
         assert token is not None and pid is not None
-        keeper_back, renew = anyio.Event(), a.leases.renew
+        keeper_back, renew, release = anyio.Event(), a.leases.renew, a.leases.release
+        renewing, given_up = [], []
 
         async def hanging(tokens) -> dict[str, int]:
+            renewing.append(set(tokens))
             await keeper_back.wait()
             return await renew(tokens)
 
+        async def recorded(session_id, lease, *, force=False) -> bool:
+            gone = await release(session_id, lease, force=force)
+            given_up.append((session_id, lease, gone))
+            return gone
+
         monkeypatch.setattr(a.leases, "renew", hanging)
+        monkeypatch.setattr(a.leases, "release", recorded)
         try:
             await waited(lambda: on_a.relay.token is None and on_a.engine is None and not alive(pid))
             assert "its lease was not renewed within 3 s" in caplog.text
             assert not held.asked[1].is_set()  # nothing started again while A could not tell
+            assert token in renewing[0]  # the renewal under way
         finally:
             keeper_back.set()
+        await waited(lambda: (session, token, True) in given_up)  # renewed by it, and given up at once
         done = await done_on(a, session, message)
         assert done.result is not None and done.result.startswith("driver 2 answers")
         held.go[0].set()  # the first claude's reply, to a claude that is gone
@@ -275,3 +286,131 @@ async def test_an_instance_that_cannot_renew_a_lease_stops_its_claude_itself_and
         assert len(errors) == 1 and "took the session over" in errors[0]  # the turn cut short, said once
         taken = await a.store.pool.fetchval("SELECT token FROM agent_leases WHERE session_id = $1", session)
         assert taken is not None and taken > token  # claimed anew: the lapsed lease was not renewed
+
+
+async def test_a_driver_whose_lease_was_lost_writes_nothing_under_the_lease_its_instance_took_again(
+    make_agent, held, monkeypatch
+):
+    """Two drivers on one instance: the first, its claude's answer in hand, waits on a write while the lease is
+    lost and this instance takes the session up again, under a new token, with a new driver. The first driver's
+    writes were made under whatever lease the instance held then: the new one, so its answer was kept beside the
+    new driver's. They are made under its own token now, and refused."""
+    held.go[0].set()
+    held.go[1].set()
+    async with make_agent(lease_ttl=120, shutdown_timeout=10) as a:
+        assert a.store is not None
+        session = await a.create_session("alice/notes")
+        on_a = await a.session(session)
+        writing, write_back, add_message, update = anyio.Event(), anyio.Event(), a.store.add_message, a.store.update
+        updates = []
+
+        async def slow_for_the_first(session_id, role, content, message_id, token):
+            if content.startswith("driver 1"):
+                writing.set()
+                await write_back.wait()
+            await add_message(session_id, role, content, message_id, token)
+
+        async def counted(*args):
+            updates.append(args)
+            await update(*args)
+
+        monkeypatch.setattr(a.store, "add_message", slow_for_the_first)
+        monkeypatch.setattr(a.store, "update", counted)
+        message = await a.post_message(on_a, "held")
+        with anyio.fail_after(LIMIT):
+            await writing.wait()  # the first driver's answer, on its way to the database
+        first = on_a.relay.token
+        await a.store.pool.execute("DELETE FROM agent_leases WHERE session_id = $1", session)  # (it lapsed)
+        a._placement.look_for_claims()  # the keeper: lost; then unclaimed, and taken up again here
+        await waited(lambda: on_a.relay.token not in (None, first) and held.asked[1].is_set())
+        done = await done_on(a, session, message)
+        assert done.result is not None and done.result.startswith("driver 2 answers")
+        await waited(lambda: on_a.current is None and not on_a.busy)  # the second driver is through
+        saved = len(updates)
+        write_back.set()  # the first driver goes on: its answer, its done, its record saved last
+        await waited(lambda: len(updates) > saved and not on_a.relay.writing)
+        events = await a.store.events(session)
+        dones = [e.event for e in events if isinstance(e.event, Done)]
+        assert [(d.message_id, (d.result or "")[:16]) for d in dones] == [(message, "driver 2 answers")]
+        # (what it streamed before the lease was lost stays: it was said under its lease, and the take-over says
+        # the turn was cut short)
+        assert [e.event.message for e in events if isinstance(e.event, Error)][-1].endswith("answers the message again")
+        messages = await a.store.messages(session)
+        assert [(m["role"], m["content"][:16]) for m in messages] == [("user", "held"), ("agent", "driver 2 answers")]
+
+
+async def test_a_session_handed_over_at_shutdown_keeps_its_lease_while_its_claude_closes(make_agent, held, monkeypatch):
+    """An instance stopping lets its sessions' claudes close (within shutdown_timeout), then hands their leases
+    over: until then no other instance may resume a transcript still being written. The lease is renewed while
+    the claude closes; it lapsed a lease_ttl after the hand-over began (only held sessions were renewed)."""
+    monkeypatch.setenv("FROBOZZ_CLOSE_TIMEOUT", "60")  # claude, its stdin closed, finishes its turn first
+    kept: list = []
+    given_up: list = []
+    async with anyio.create_task_group() as tg:
+        async with make_agent(lease_ttl=1.5, shutdown_timeout=60) as a:  # its keeper: every 0.5 s
+            session = await a.create_session("alice/notes")
+            on_a = await a.session(session)
+            await a.post_message(on_a, "held")
+            await waited(held.asked[0].is_set)  # A's claude is mid-turn: its model request held
+            token = on_a.relay.token
+            assert token is not None and a.leases is not None and a.store is not None
+            renew, release, renewed, pool = a.leases.renew, a.leases.release, [], a.store.pool
+
+            async def counted(tokens) -> dict[str, int]:
+                held_now = await renew(tokens)
+                if not on_a.owned:  # (the hand-over has begun)
+                    renewed.append(held_now.get(session))
+                return held_now
+
+            async def recorded(session_id, lease, *, force=False) -> bool:
+                gone = await release(session_id, lease, force=force)
+                given_up.append((session_id, lease, gone))
+                return gone
+
+            async def while_it_closes() -> None:
+                await waited(lambda: renewed.count(token) >= 4)  # more than a lease_ttl, its claude still closing
+                kept.append(await pool.fetchval("SELECT token FROM agent_leases WHERE session_id = $1", session))
+                kept.append(list(given_up))
+                held.go[0].set()  # its claude ends its turn, and closes: then the lease is handed over
+
+            monkeypatch.setattr(a.leases, "renew", counted)
+            monkeypatch.setattr(a.leases, "release", recorded)
+            tg.start_soon(while_it_closes)
+        # (A has stopped here: it handed the session over)
+    assert kept == [token, []]
+    assert given_up == [(session, token, True)]
+
+
+async def test_a_claim_that_outlasts_its_lease_while_renewals_fail_is_given_up_not_run(
+    make_agent, held, monkeypatch, caplog
+):
+    """The database is slow (a claim's reads take longer than a lease lasts) and renewals do not come back: the
+    lease a claim took may have lapsed by its end, and another instance may hold the session. Such a claim is not
+    run (its claude started, only to be stopped by the fence at once); the lease is given up and the next claim,
+    once renewals come back, answers the message."""
+    held.go[0].set()
+    async with make_agent(lease_ttl=1.5) as a:  # its keeper: every 0.5 s
+        assert a.store is not None and a.leases is not None
+        session = await a.create_session("alice/notes")
+        on_a = await a.session(session)
+        keeper_back, renew, last_tool_call = anyio.Event(), a.leases.renew, a.store.last_tool_call
+
+        async def hanging(tokens) -> dict[str, int]:
+            await keeper_back.wait()
+            return await renew(tokens)
+
+        async def slow(session_id) -> int:
+            await anyio.sleep(2)  # (a database slower than a lease lasts)
+            return await last_tool_call(session_id)
+
+        monkeypatch.setattr(a.leases, "renew", hanging)
+        monkeypatch.setattr(a.store, "last_tool_call", slow)
+        message = await a.post_message(on_a, "held")
+        try:
+            await waited(lambda: "its claim took longer than a lease lasts (1.5 s)" in caplog.text)
+            assert not held.asked[0].is_set() and not on_a.owned
+        finally:
+            keeper_back.set()
+        done = await done_on(a, session, message)
+        assert done.result is not None and done.result.startswith("driver 1 answers")
+    assert "its lease was not renewed" not in caplog.text
