@@ -104,6 +104,7 @@ class Agent:
         self._tg.start_soon(self._placement.reap_idle)
         self._tg.start_soon(partial(self.leases.listen, self._heard_of, ready=self._placement.look_for_claims))
         self._tg.start_soon(self._placement.keep_leases)
+        self._tg.start_soon(self._placement.look_around)
         self._tg.start_soon(self._placement.fence)
         if self.spare is not None:
             await self.spare.__aenter__()

@@ -47,6 +47,7 @@ class Placement:
         self._syncing: dict[str, anyio.Lock] = {}
         self._claiming: dict[str, anyio.Lock] = {}  # a session's claims one at a time (`claim`)
         self._claims = anyio.Event()  # look for sessions that need an instance now (`look_for_claims`)
+        self._renew_now = anyio.Event()  # and renew now
         self._closing = False  # shutting down: sessions handed over are not taken up again here
         self._wanting_room = 0  # sessions in _acquire: a spare waits while they do (it would take their room)
         # when (anyio's clock) a lease may lapse unless renewed, by session id (it is let go here then: `fence`),
@@ -60,13 +61,14 @@ class Placement:
 
     def start(self, leases: Leases, store: AgentStore, task_group: TaskGroup) -> None:
         """The service's database is open: leases taken and given up through `leases`, tasks run in `task_group`
-        (the service's; the caller starts `reap_idle`, `keep_leases` and `fence` in it)."""
+        (the service's; the caller starts `reap_idle`, `keep_leases`, `look_around` and `fence` in it)."""
         self.leases, self.store, self._tg = leases, store, task_group
 
     def look_for_claims(self) -> None:
-        """Wake the lease keeper now (`keep_leases`): the listener calls this each time it listens again, as
-        notices of sessions to take up may have been missed while it was not listening."""
+        """Look around now (`look_around`), and renew (`keep_leases`): the listener calls this each time it listens
+        again, as notices of sessions to take up, or taken over, may have been missed while it was not listening."""
         self._claims.set()
+        self._renew_now.set()
 
     async def hand_over_all(self) -> None:
         """At shutdown: no session is taken up here any more, and every one held here is handed over."""
@@ -313,41 +315,62 @@ class Placement:
             self._deadline_added = anyio.Event()
 
     async def keep_leases(self) -> None:
-        """Renew this instance's leases (one it lost is let go at once), catch up what a missed notification
-        would have said, and take up sessions whose instance is gone."""
+        """Renew this instance's leases; one it lost is let go at once. Its own loop, which waits on nothing else:
+        the fence lets a session go when its renewal is late."""
+        every = max(0.2, self.settings.lease_ttl / 3)
+        while True:
+            try:
+                await self._renew()
+            except DatabaseError as e:
+                log.warning("the agent's leases not renewed: %s", e)
+            with anyio.move_on_after(every):
+                await self._renew_now.wait()
+            self._renew_now = anyio.Event()  # (an anyio Event is set once: the next round waits on a new one)
+
+    async def _renew(self) -> None:
+        assert self.leases is not None and self._tg is not None
+        asked = anyio.current_time()
+        mine = {s.id: s.relay.token for s in self.live.values() if s.owned}
+        held = await self.leases.renew(self._wanted())
+        until, renewed = asked + self.settings.lease_ttl, set(held.values())
+        still = self._wanted()
+        for session_id, renewed_token in held.items():
+            if renewed_token not in still:  # let go while the renewal was under way (the fence): not kept
+                self._tg.start_soon(partial(self._give_up_lease, session_id, renewed_token, pause=False))
+        for session_id, kept in mine.items():
+            if held.get(session_id) == kept and session_id in self._lease_until:
+                self._lease_until[session_id] = until
+        for taken in renewed & self._taking.keys():
+            self._taking[taken] = until
+        for session in list(self.live.values()):
+            token = session.relay.token
+            if (
+                session.owned
+                and held.get(session.id) != token
+                and await self.leases.holder(session.id) != token
+                and session.relay.token == token
+            ):
+                self.lost(session)  # (asked again: a lease taken just after the renewal is not lost)
+
+    def _wanted(self) -> set[int]:
+        """The leases this instance keeps: the sessions it runs, its claims under way, its hand-overs closing."""
+        running = {s.relay.token for s in self.live.values() if s.owned}
+        return {t for t in running if t is not None} | self._taking.keys() | self._handing
+
+    async def look_around(self) -> None:
+        """Catch up what a missed notification would have said of the sessions followed here, and take up the
+        sessions whose instance is gone."""
         assert self.leases is not None and self._tg is not None
         every = max(0.2, self.settings.lease_ttl / 3)
         while True:
             try:
-                asked = anyio.current_time()
-                mine = {s.id: s.relay.token for s in self.live.values() if s.owned}
-                wanted = {t for t in mine.values() if t is not None} | self._taking.keys() | self._handing
-                held = await self.leases.renew(wanted)
-                until, renewed = asked + self.settings.lease_ttl, set(held.values())
-                still = {s.relay.token for s in self.live.values() if s.owned} | self._taking.keys() | self._handing
-                for session_id, renewed_token in held.items():
-                    if renewed_token not in still:  # let go while the renewal was under way (the fence): not kept
-                        self._tg.start_soon(partial(self._give_up_lease, session_id, renewed_token, pause=False))
-                for session_id, kept in mine.items():
-                    if held.get(session_id) == kept and session_id in self._lease_until:
-                        self._lease_until[session_id] = until
-                for taken in renewed & self._taking.keys():
-                    self._taking[taken] = until
                 for session in list(self.live.values()):
-                    token = session.relay.token
-                    if (
-                        session.owned
-                        and held.get(session.id) != token
-                        and await self.leases.holder(session.id) != token
-                        and session.relay.token == token
-                    ):
-                        self.lost(session)  # (asked again: a lease taken just after the renewal is not lost)
-                    elif not session.owned and not session.relay.closed:
+                    if not session.owned and not session.relay.closed:
                         await self.sync(session)
                 for session_id in await self.leases.unclaimed():
                     self._tg.start_soon(self.claim, session_id)
             except DatabaseError as e:
-                log.warning("the agent's leases not renewed: %s", e)
+                log.warning("the sessions of other instances not looked at: %s", e)
             with anyio.move_on_after(every):
                 await self._claims.wait()
-            self._claims = anyio.Event()  # (an anyio Event is set once: the next round waits on a new one)
+            self._claims = anyio.Event()

@@ -266,11 +266,13 @@ async def test_an_instance_that_cannot_renew_a_lease_stops_its_claude_itself_and
 
         monkeypatch.setattr(a.leases, "renew", hanging)
         monkeypatch.setattr(a.leases, "release", recorded)
+        a._placement.look_for_claims()  # its keeper's next round now (under load, it could come after the fence)
         try:
+            await waited(lambda: renewing)
+            assert token in renewing[0]  # a renewal of the lease under way, which does not come back
             await waited(lambda: on_a.relay.token is None and on_a.engine is None and not alive(pid))
             assert "its lease was not renewed within 3 s" in caplog.text
             assert not held.asked[1].is_set()  # nothing started again while A could not tell
-            assert token in renewing[0]  # the renewal under way
         finally:
             keeper_back.set()
         await waited(lambda: (session, token, True) in given_up)  # renewed by it, and given up at once
