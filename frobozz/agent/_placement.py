@@ -48,6 +48,7 @@ class Placement:
         self._claiming: dict[str, anyio.Lock] = {}  # a session's claims one at a time (`claim`)
         self._claims = anyio.Event()  # look for sessions that need an instance now (`look_for_claims`)
         self._renew_now = anyio.Event()  # and renew now
+        self._renewed_at = 0.0  # when the last renewal that came back was asked for (`start`: when it started)
         self._closing = False  # shutting down: sessions handed over are not taken up again here
         self._wanting_room = 0  # sessions in _acquire: a spare waits while they do (it would take their room)
         # when (anyio's clock) a lease may lapse unless renewed, by session id (it is let go here then: `fence`),
@@ -63,6 +64,7 @@ class Placement:
         """The service's database is open: leases taken and given up through `leases`, tasks run in `task_group`
         (the service's; the caller starts `reap_idle`, `keep_leases`, `look_around` and `fence` in it)."""
         self.leases, self.store, self._tg = leases, store, task_group
+        self._renewed_at = anyio.current_time()
 
     def look_for_claims(self) -> None:
         """Look around now (`look_around`), and renew (`keep_leases`): the listener calls this each time it listens
@@ -175,6 +177,7 @@ class Placement:
         """Its claude stopped at once, mid-turn or not: the turn under way is the next holder's to answer."""
         self._lease_until.pop(session.id, None)
         session.disown()
+        session.stop_driving()
         session.cut_short()  # (now: the driver, refused too, may ask for the release first)
         assert self._tg is not None
         self._tg.start_soon(session.release)
@@ -186,7 +189,7 @@ class Placement:
         try:
             await self.sync(session)
         except DatabaseError as e:
-            log.info("session %s: its events are caught up at the lease keeper's next round (%s)", session.id, e)
+            log.info("session %s: its events are caught up at the next look around (%s)", session.id, e)
 
     def lapsed(self, session: AgentSession) -> None:
         """This instance could not renew the session's lease in time (its database slow or unreachable): from now
@@ -225,15 +228,20 @@ class Placement:
         try:
             if self._closing or not self._room():  # closing: its own hand-over's notice must not take it back
                 return
+            if anyio.current_time() - self._renewed_at > self.settings.lease_ttl:  # it could not keep the lease
+                log.info("session %s not taken up here: this instance's leases are not being renewed", session_id)
+                return
             asked = anyio.current_time()  # (the lease's expiry is counted from a moment after this one)
             token = await self.leases.acquire(session_id)
             if token is None:
                 return
             self._taking[token] = asked + self.settings.lease_ttl
             session = await self.load(session_id)
-            if session.owned:
-                session.disown()  # an older lease of ours that lapsed
+            if session.owned:  # an older lease of ours that lapsed before the fence let it go
+                log.warning("session %s: its lease lapsed before this instance let it go; taken again", session_id)
+                self._stop_running(session)
             await session.release()  # the claude of an earlier lease here (lost just now, say) gone: not resumed
+            await session.driven()  # and its driver (the two would share the session's state)
             record = await self.store.get(session_id)
             if record is None:
                 return
@@ -320,7 +328,10 @@ class Placement:
         every = max(0.2, self.settings.lease_ttl / 3)
         while True:
             try:
-                await self._renew()
+                with anyio.move_on_after(2 * self.settings.lease_ttl) as late:  # (a connection stuck: try another)
+                    await self._renew()
+                if late.cancelled_caught:
+                    log.warning("the agent's leases not renewed: the database did not answer in time")
             except DatabaseError as e:
                 log.warning("the agent's leases not renewed: %s", e)
             with anyio.move_on_after(every):
@@ -332,6 +343,7 @@ class Placement:
         asked = anyio.current_time()
         mine = {s.id: s.relay.token for s in self.live.values() if s.owned}
         held = await self.leases.renew(self._wanted())
+        self._renewed_at = asked
         until, renewed = asked + self.settings.lease_ttl, set(held.values())
         still = self._wanted()
         for session_id, renewed_token in held.items():

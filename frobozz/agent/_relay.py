@@ -103,6 +103,7 @@ class Relay:
         """The lease is gone: nothing more is published here, and what was not yet written never will be."""
         self.token = None
         self._unsaved = []
+        self._in_flight = []  # (written under the lease let go: the state is read from what was written)
         self._assigned = self.last_seq
 
     def close(self, last: AgentEvent | None = None) -> None:

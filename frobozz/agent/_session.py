@@ -108,6 +108,9 @@ class AgentSession:
         self._cut = anyio.Event()  # set by `cut_short`: the turn under way is another instance's (the lease is lost)
         self._engine_done = anyio.Event()
         self._engine_done.set()
+        self._driving = anyio.CancelScope()  # the driver's: cancelled when the lease is lost (`stop_driving`)
+        self._driven = anyio.Event()  # set once the last driver has ended
+        self._driven.set()
         self._busy = False
         self.current: str | None = None  # the message whose turn is in hand
         self._before_bash: dict[str, dict[str, State | None]] = {}  # tool use id -> the files before it
@@ -134,11 +137,22 @@ class AgentSession:
 
     # -- what the owner does --------------------------------------------------------------------------
     def claim(self, token: int, acquire: Callable[[AgentSession], Any], task_group: TaskGroup) -> None:
-        """This instance runs the session now: a driver answers what the inbox hands it."""
+        """This instance runs the session now: a driver answers what the inbox hands it (the last one has ended:
+        `driven`; the two would share this session's state)."""
         self.relay.take(token)
         self._queue_in, self._queue_out = anyio.create_memory_object_stream[tuple[str, str, list[str]]](math.inf)
         self._queued = set()
-        task_group.start_soon(self.drive, acquire, task_group, token)
+        self._driving, self._driven = anyio.CancelScope(), anyio.Event()
+        task_group.start_soon(self.drive, acquire, task_group, token, self._driving, self._driven)
+
+    def stop_driving(self) -> None:
+        """The lease is lost: the driver stops where it is, mid-turn or mid-write (what it would still say is not
+        its to say), so that a driver of a later lease, here, has the session's state to itself at once."""
+        self._driving.cancel()
+
+    async def driven(self) -> None:
+        """Until the last driver has ended."""
+        await self._driven.wait()
 
     def enqueue(self, message_id: str, text: str, files: list[str] | None = None) -> None:
         """A message from the inbox (with the ids of the images it carries), in the order accepted (each once)."""
@@ -160,8 +174,23 @@ class AgentSession:
             await self.engine.interrupt()
 
     # -- the driver ----------------------------------------------------------------------------------
-    async def drive(self, acquire: Callable[[AgentSession], Any], task_group: TaskGroup, token: int) -> None:
-        """Answer the queued messages, one turn at a time, starting claude when one comes."""
+    async def drive(
+        self,
+        acquire: Callable[[AgentSession], Any],
+        task_group: TaskGroup,
+        token: int,
+        scope: anyio.CancelScope,
+        ended: anyio.Event,
+    ) -> None:
+        """Answer the queued messages, one turn at a time, starting claude when one comes, until the queue closes
+        or the driver is stopped (`scope`); `ended` is set then."""
+        try:
+            with scope:
+                await self._answer(acquire, task_group, token)
+        finally:
+            ended.set()
+
+    async def _answer(self, acquire: Callable[[AgentSession], Any], task_group: TaskGroup, token: int) -> None:
         async for message_id, text, files in self._queue_out:
             self._busy = True
             self.current = message_id
@@ -179,14 +208,14 @@ class AgentSession:
                 await self._turn(text, files, token)
             except Exception as e:  # a turn that fails says so; the session goes on
                 if not self.relay.closed:  # (a session closed mid-turn ends its turn this way: nothing to say)
-                    if self.owned:
+                    if self.relay.token == token:
                         log.exception("session %s: the turn failed", self.id)
                     if not begun:  # (the message was not kept) a turn's events still begin with its status
                         self.relay.publish(Status(state="streaming", message_id=message_id), token)
                     self.relay.publish(Error(message=f"{type(e).__name__}: {e}"), token)
                     self.relay.publish(Status(state="idle", message_id=message_id), token)
-                    if self.owned:  # its record says so too (saved as streaming once claude's session was known)
-                        try:
+                    if self.relay.token == token:  # its record says so too (saved as streaming once claude's session
+                        try:  # was known)
                             await self.on_change(self, token)
                         except DatabaseError as unsaved:  # (perhaps what failed the turn)
                             log.warning("session %s: its record is not saved: %s", self.id, unsaved)

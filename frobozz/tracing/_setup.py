@@ -191,7 +191,7 @@ class Tracing:
         """Send what waits, from a thread of its own, for at most `timeout` seconds. A second signal that comes
         meanwhile (claude's SIGTERM, 100 ms after its SIGINT) waits for the same flush: one run in its handler
         would wait on a lock the SDK's flush holds in the first, below it on the same thread, for ever."""
-        if self._flushing is None:
+        if self._flushing is None or not self._flushing.is_alive():  # (one under way is waited for)
             self._flushing = threading.Thread(
                 target=self.provider.force_flush, args=(int(timeout * 1000),), name="frobozz-flush", daemon=True
             )
