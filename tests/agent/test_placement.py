@@ -36,3 +36,25 @@ async def test_each_time_the_listener_listens_again_the_lease_keeper_looks_for_s
             await eventually(lambda: rounds >= 3)
     assert "the connection listening for other instances was lost; listening again" in caplog.text
     assert "released back to the pool" not in caplog.text  # (what it said: the lost connection asked if closed)
+
+
+async def test_a_renewal_the_database_never_answers_is_given_up_and_the_next_one_renews(
+    make_agent, monkeypatch, caplog
+):
+    """A connection stuck on a peer that is gone: the renewal waited for TCP to notice (minutes), every lease lapsed
+    meanwhile and nothing was taken up. It is given up after two lease_ttls, and the next round asks again."""
+    rounds = 0
+    renew = Leases.renew
+
+    async def stuck_once(self: Leases, tokens: list[int]) -> dict[str, int]:
+        nonlocal rounds
+        rounds += 1
+        if rounds == 2:  # (the first round passes: the service starts)
+            await anyio.sleep_forever()
+        return await renew(self, tokens)
+
+    monkeypatch.setattr(Leases, "renew", stuck_once)
+    async with make_agent(lease_ttl=1.5):
+        with anyio.fail_after(30):
+            await eventually(lambda: rounds >= 3)
+    assert "the agent's leases not renewed: the database did not answer in time" in caplog.text
