@@ -161,11 +161,18 @@ class Placement:
         assert self.leases is not None
         token = session.relay.token
         if token is not None and not session.busy:
+            gone = False
             try:
-                if await self.leases.release(session.id, token):
-                    session.disown()
+                with anyio.move_on_after(5):
+                    gone = await self.leases.release(session.id, token)
             except DatabaseError as e:
                 log.warning("session %s: its lease is not given up (%s); it expires", session.id, e)
+            if session.relay.token != token:  # lost, or taken up again here, meanwhile: not this call's to let go
+                return
+            if gone:
+                session.disown()
+            elif session.busy:  # a message came meanwhile: its turn wants the claude
+                return
         await session.release()
 
     def lost(self, session: AgentSession) -> None:

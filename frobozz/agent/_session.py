@@ -54,6 +54,7 @@ from .exceptions import HistoryError
 log = logging.getLogger("frobozz.agent")
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 ASK = "AskUserQuestion"
+COMMIT_WITHIN = 60.0  # seconds a turn's commit may take (it is finished even when the lease is lost meanwhile)
 
 
 class AgentSession:
@@ -398,18 +399,18 @@ class AgentSession:
                 self.record.cost_usd += turn_cost
                 await self.on_message(self, "agent", event.result or "", token)  # kept before anyone hears of it
                 if self.on_turn is not None:  # the files the turn wrote, committed before anyone hears of it
-                    await self.on_turn(
-                        self,
-                        first_line,
-                        [
-                            *(
-                                c.target
-                                for c in self.tool_log.calls[calls_before:]
-                                if c.name in FILE_TOOLS and c.outcome == "ok"
-                            ),
-                            *by_bash,
-                        ],
-                    )
+                    written = [
+                        *(
+                            c.target
+                            for c in self.tool_log.calls[calls_before:]
+                            if c.name in FILE_TOOLS and c.outcome == "ok"
+                        ),
+                        *by_bash,
+                    ]
+                    # not cut off by a lost lease: a git killed mid-commit leaves its index.lock behind, and every
+                    # later commit in the workspace fails
+                    with anyio.CancelScope(shield=True, deadline=anyio.current_time() + COMMIT_WITHIN):
+                        await self.on_turn(self, first_line, written)
                 self._busy = False  # likewise: a status asked for after `done` says stable
                 self.last_used = anyio.current_time()  # and --max-live, asked next, sees this turn as the latest
                 self.record.last_activity = datetime.now(UTC)  # as a client told `done` reads it (saved just after)

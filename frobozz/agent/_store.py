@@ -246,13 +246,15 @@ class AgentStore:
     ) -> None:
         """The next message of the conversation (a turn's, once: a turn taken over is not recorded twice), under
         the session's lease `token`, as its events are: refused, quietly, once another instance holds it (the
-        turn that instance answers again is the one the conversation keeps)."""
+        turn that instance answers again is the one the conversation keeps: its answer replaces one written
+        under the lease before, whose turn was cut short before its done)."""
         await self._do(
             "execute",
             "INSERT INTO agent_messages (session_id, n, role, content, message_id) "
             "SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4 FROM agent_messages WHERE session_id = $1 "
             "HAVING EXISTS (SELECT 1 FROM agent_leases WHERE session_id = $1 AND token = $5 FOR SHARE) "
-            "ON CONFLICT DO NOTHING",
+            "ON CONFLICT (session_id, message_id, role) WHERE message_id IS NOT NULL "
+            "DO UPDATE SET content = EXCLUDED.content, at = now() WHERE agent_messages.role = 'agent'",
             session_id,
             role,
             content,

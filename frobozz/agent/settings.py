@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -19,7 +20,8 @@ class AgentSettings(BaseSettings):
     question_timeout: float = 600.0  # seconds a question waits for an answer
     attach_inline_chars: int = 8_000  # an attached document up to this size goes into the context
     claude_model: str | None = None
-    lease_ttl: float = 10.0  # seconds an instance holds a session without renewing (then another takes it over)
+    # seconds an instance holds a session without renewing (then another takes it over); renewed every third
+    lease_ttl: float = Field(10.0, ge=1.0)
     first_uid: int = 2_000_000  # run as root: a new user's claude gets the first free uid from here up
     push_subject: str = "mailto:agent@frobozz.invalid"  # the VAPID `sub` claim: who a push service may contact
     webhook_retries: int = 5  # tries of one delivery (backoff doubling from webhook_backoff seconds)

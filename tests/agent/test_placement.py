@@ -58,3 +58,15 @@ async def test_a_renewal_the_database_never_answers_is_given_up_and_the_next_one
         with anyio.fail_after(30):
             await eventually(lambda: rounds >= 3)
     assert "the agent's leases not renewed: the database did not answer in time" in caplog.text
+
+
+def test_a_lease_shorter_than_a_second_is_refused_as_a_setting():
+    """Renewed every third of it, and let go by the fence when a renewal is late: under a second, a busy event
+    loop alone would let every session go."""
+    from pydantic import ValidationError
+
+    from frobozz.agent import AgentSettings
+
+    with pytest.raises(ValidationError, match="lease_ttl"):
+        AgentSettings(lease_ttl=0.2)
+    assert AgentSettings(lease_ttl=1).lease_ttl == 1

@@ -420,3 +420,73 @@ async def test_a_claim_that_outlasts_its_lease_while_renewals_fail_is_given_up_n
         done = await done_on(a, session, message)
         assert done.result is not None and done.result.startswith("driver 1 answers")
     assert "its lease was not renewed" not in caplog.text
+
+
+async def test_an_answer_kept_before_its_turn_was_cut_short_is_replaced_by_the_answer_given_again(
+    make_agent, held, monkeypatch
+):
+    """The first driver's answer is in the conversation, but its done is not yet written when the lease is lost
+    (the fence cuts at its own deadline, before the database's). The turn is answered again under the next lease:
+    the conversation kept the first answer (a second for the turn was refused), the event log the second."""
+    held.go[0].set()
+    held.go[1].set()
+    async with make_agent(lease_ttl=120, shutdown_timeout=10) as a:
+        assert a.store is not None and a.leases is not None
+        session = await a.create_session("alice/notes")
+        on_a = await a.session(session)
+        log, holding, written_back = a.leases.log, anyio.Event(), anyio.Event()
+
+        async def holding_the_first_done(session_id, token, events):
+            if any(isinstance(e.event, Done) and (e.event.result or "").startswith("driver 1") for e in events):
+                holding.set()
+                await written_back.wait()  # (refused then: the lease is another's)
+            await log(session_id, token, events)
+
+        monkeypatch.setattr(a.leases, "log", holding_the_first_done)
+        message = await a.post_message(on_a, "held")
+        with anyio.fail_after(LIMIT):
+            await holding.wait()  # its answer in the conversation, its done on the way
+        assert [m["role"] for m in await a.store.messages(session)] == ["user", "agent"]
+        first = on_a.relay.token
+        await a.store.pool.execute("DELETE FROM agent_leases WHERE session_id = $1", session)  # (it lapsed)
+        a._placement.look_for_claims()  # lost; then unclaimed, and taken up again here
+        await waited(lambda: on_a.relay.token not in (None, first))
+        written_back.set()
+        done = await done_on(a, session, message)
+        assert done.result is not None and done.result.startswith("driver 2 answers")
+        messages = await a.store.messages(session)
+    assert [(m["role"], m["content"][:16]) for m in messages] == [("user", "held"), ("agent", "driver 2 answers")]
+
+
+async def test_a_claude_let_go_while_its_lease_is_given_up_slowly_is_kept_for_a_message_that_came_meanwhile(
+    make_agent, held, monkeypatch
+):
+    """An idle session's claude is let go (its idle timeout, or room for another): its lease is given up first,
+    unless messages wait. A message that came while that was on its way was answered by a claude then released
+    under it, mid-turn: the turn failed ("claude's stream ended")."""
+    held.go[1].set()
+    async with make_agent(lease_ttl=120, shutdown_timeout=10) as a:
+        assert a.store is not None and a.leases is not None
+        session = await a.create_session("alice/notes")
+        on_a = await a.session(session)
+        first = await a.post_message(on_a, "hello there")
+        await done_on(a, session, first)
+        await waited(lambda: not on_a.busy and on_a.engine is not None)  # idle, its claude up
+        release, asked, answer = a.leases.release, anyio.Event(), anyio.Event()
+
+        async def slow(session_id, token, *, force=False) -> bool:
+            asked.set()
+            await answer.wait()
+            return await release(session_id, token, force=force)
+
+        monkeypatch.setattr(a.leases, "release", slow)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(a._placement._let_go, on_a)
+            with anyio.fail_after(LIMIT):
+                await asked.wait()
+            message = await a.post_message(on_a, "held")  # its turn begins on the claude being let go
+            await waited(held.asked[0].is_set)
+            answer.set()  # not given up: a message waits (this one)
+        held.go[0].set()
+        done = await done_on(a, session, message)
+    assert done.result is not None and done.result.startswith("driver 1 answers")
