@@ -185,14 +185,14 @@ class Placement:
         self._lease_until.pop(session.id, None)
         session.disown()
         session.stop_driving()
-        session.cut_short()  # (now: the driver, refused too, may ask for the release first)
+        session.cut_short()  # (now: whichever release comes first stops its claude at once, not gently)
         assert self._tg is not None
         self._tg.start_soon(session.release)
         self._tg.start_soon(self._catch_up, session)
 
     async def _catch_up(self, session: AgentSession) -> None:
         """A session let go, followed from here now: what its new holder wrote meanwhile, read at once (its
-        notices came while it was held here, and went unread); else at the keeper's next round."""
+        notices came while it was held here, and went unread); else at the next look around."""
         try:
             await self.sync(session)
         except DatabaseError as e:
