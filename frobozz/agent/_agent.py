@@ -418,13 +418,11 @@ class Agent:
             trace_attributes={**self.engine_options.trace_attributes, _spans.SESSION_KIND: "agent"},
         )
 
-    async def _changed(self, session: AgentSession, token: int | None = None) -> None:
-        """The session's record saved, under `token` (a driver's lease; else the one held now)."""
+    async def _changed(self, session: AgentSession, token: int) -> None:
+        """The session's record saved, under `token`, the lease of the driver that changed it."""
         assert self.store is not None
         session.record.status = session.state
-        token = session.relay.token if token is None else token
-        if token is not None:
-            await self.store.update(session.record, token)
+        await self.store.update(session.record, token)
 
     async def _message(self, session: AgentSession, role: str, content: str, token: int) -> None:
         assert self.store is not None

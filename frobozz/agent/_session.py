@@ -67,7 +67,7 @@ class AgentSession:
         workspaces: Workspaces,
         options: EngineOptions,
         question_timeout: float,
-        on_change: Callable[[AgentSession, int | None], Any],
+        on_change: Callable[[AgentSession, int], Any],
         on_tool_call: Callable[[AgentSession, ToolCall], Any],
         on_message: Callable[[AgentSession, str, str, int], Any],
         answers: Callable[[AgentSession, str, float], Awaitable[dict[str, Any] | None]],

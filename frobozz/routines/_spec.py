@@ -23,6 +23,7 @@ from frobozz.engine.producers import (
     ProducerError,
     Schedule,
     check_cron,
+    check_mailbox,
     parse_url,
     zone,
 )
@@ -37,7 +38,6 @@ MAX_CRON = 200
 _NOT_ZONES = ("localtime", "posixrules")  # files beside the zones: each machine's own zone, a default for rules
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _RANDOM = re.compile(r"(?<![A-Za-z])R(?![A-Za-z])", re.IGNORECASE)  # croniter's R: a random time, each worker its own
-_NOT_IMAP = re.compile(r"[^\x20-\x7e]")  # the user is sent as a quoted string: printable ASCII
 
 
 class Routine(BaseModel):
@@ -188,10 +188,7 @@ def _check_inbox(url: str) -> None:
         raise ValueError(f"the inbox URL {url[:80]!r} has port 0")
     if not user:
         raise ValueError("the inbox URL names no user: imaps://USER@host[:port][/folder] (the worker logs in as USER)")
-    if _NOT_IMAP.search(user):
-        raise ValueError(f"the inbox's user {user[:80]!r} cannot be sent to IMAP: printable ASCII only")
-    if _CONTROL.search(folder):
-        raise ValueError(f"the inbox's folder {folder[:80]!r} has control characters")
+    check_mailbox(user, folder)  # (a ProducerError, said as the spec's)
 
 
 def routine(**values: object) -> Routine:

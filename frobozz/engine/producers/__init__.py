@@ -3,7 +3,7 @@ nobody watches (a schedule, an inbox, a feed), which remember what they delivere
 
 from ._feed import Feed
 from ._human import HumanInput
-from ._inbox import Inbox, parse_url
+from ._inbox import Inbox, check_mailbox, parse_url
 from ._items import OUTSIDE, Deliveries, Item, MemoryDeliveries, clean, clean_text
 from ._mail import html_text, mail_item
 from ._polling import Polling, ProducerError
@@ -21,6 +21,7 @@ __all__ = [
     "ProducerError",
     "Schedule",
     "check_cron",
+    "check_mailbox",
     "clean",
     "clean_text",
     "html_text",

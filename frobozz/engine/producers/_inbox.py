@@ -81,6 +81,18 @@ def mailbox_name(folder: str) -> str:
     return "".join(out)
 
 
+def check_mailbox(user: str, folder: str) -> None:
+    """ProducerError for a user or a folder that would break into the IMAP commands: the user is sent as a quoted
+    string (printable ASCII), the folder encoded (`mailbox_name`), where a control character still ends it."""
+    if not re.fullmatch(r"[ -~]+", user):
+        raise ProducerError(f"the inbox's user {user[:80]!r} cannot be sent to IMAP: printable ASCII only")
+    if _CONTROL.search(folder):
+        raise ProducerError(
+            f"the inbox's folder {folder[:80]!r} has control characters, which IMAP cannot take (its names are "
+            "printable ASCII, other scripts encoded)"
+        )
+
+
 class _Connection:
     """One logged-in, selected IMAP connection, kept between looks; `lost` once the server or the network
     dropped it (a command on it would wait its whole timeout: it is made again instead)."""
@@ -120,11 +132,7 @@ class Inbox(Polling):
         user = user or in_url
         if not user or not password:
             raise ProducerError("an inbox needs a user name and a password")
-        if not re.fullmatch(r"[ -~]+", user) or _CONTROL.search(self.folder):
-            raise ProducerError(
-                "an inbox's user name is printable ASCII, and its folder has no control characters "
-                "(either would be sent into the IMAP commands)"
-            )
+        check_mailbox(user, self.folder)
         self.user = user
         super().__init__(prompt, source=source or f"imap://{self.user}@{self.host}:{self.port}/{self.folder}", **kwargs)
         self._password, self.max_bytes, self.timeout, self.use_idle = password, max_bytes, timeout, idle
