@@ -89,6 +89,7 @@ listen = 127.0.0.1
 ssl = no
 disable_plaintext_auth = no
 auth_mechanisms = plain login
+auth_failure_delay = 0
 default_internal_user = {user}
 default_internal_group = {group_name}
 default_login_user = {user}
@@ -113,6 +114,9 @@ service imap-login {{
 }}
 service anvil {{
   chroot =
+  unix_listener anvil-auth-penalty {{
+    mode = 0
+  }}
 }}
 service stats {{
   chroot =

@@ -7,7 +7,7 @@ from ._layout import GridLayout, PassageKind, PlacedPassage, count_crossings, gr
 from ._library import GameLibrary, GameListing, jericho_supports, walkthrough_for
 from ._map import GameMap, MapFormat, Passage, direction, mentioned_exits
 from ._saves import SaveInfo
-from ._session import MAX_COMMAND_CHARS, GameSession, GameSessionState, check_command
+from ._session import MAX_COMMAND_CHARS, GameSession, GameSessionState, check_command, check_playable
 from ._story import StoryInfo, parse_story, read_story
 from ._text import memory_queries
 from ._turns import Turn
@@ -51,6 +51,7 @@ __all__ = [
     "Turn",
     "by_md5",
     "check_command",
+    "check_playable",
     "count_crossings",
     "direction",
     "grid_layout",

@@ -55,6 +55,17 @@ def check_command(command: object) -> str:
     return text
 
 
+def check_playable(command: object) -> str:
+    """As `check_command`, and CommandError for the verbs `act` never sends to the game (quit, script)."""
+    text = check_command(command)
+    verb = text.lower().partition(" ")[0]
+    if verb in ("quit", "q", "script", "unscript"):
+        raise CommandError(
+            f"{verb!r} is not sent to the game: end the session with end_game, or use restart to begin again"
+        )
+    return text
+
+
 class GameSession:
     """Use `await GameSession.open(story, settings)`; every method is safe to call concurrently."""
 
@@ -154,7 +165,7 @@ class GameSession:
     async def act(self, command: str) -> Turn:
         """Run one command; meta-commands (save, restore, restart, undo, quit) are handled here."""
         self._check_open()
-        text = check_command(command)
+        text = check_playable(command)
         verb, _, rest = text.lower().partition(" ")
         if verb in ("save", "restore", "load"):
             slot = rest.strip() or DEFAULT_SLOT
@@ -167,10 +178,6 @@ class GameSession:
             return await self.restart()
         if verb == "undo":
             return await self.undo(1)
-        if verb in ("quit", "q", "script", "unscript"):
-            raise CommandError(
-                f"{verb!r} is not sent to the game: end the session with end_game, or use restart to begin again"
-            )
         if self.state is GameSessionState.OVER:
             raise GameError("the game is over: undo, restore a save or restart to play on")
         raw = await self._call("step", text)

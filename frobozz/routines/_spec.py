@@ -222,7 +222,13 @@ def password(spec: Routine) -> str:
 
 
 def producer(
-    spec: Routine, deliveries: Deliveries, *, created: datetime, files: Path | None = None, idle: bool = True
+    spec: Routine,
+    deliveries: Deliveries,
+    *,
+    created: datetime,
+    files: Path | None = None,
+    idle: bool = True,
+    timeout: float = 30.0,
 ) -> Polling:
     """The engine producer that reads this routine's source, remembering through `deliveries`."""
     try:
@@ -246,6 +252,7 @@ def producer(
                 deliveries=deliveries,
                 interval=spec.poll,
                 files=files,
+                timeout=timeout,
             )
         return Inbox(
             spec.url or "",
@@ -256,6 +263,7 @@ def producer(
             interval=spec.poll,
             files=files,
             idle=idle,
+            timeout=timeout,
         )
     except ProducerError as e:
         raise RoutineInputError(str(e)) from e

@@ -379,7 +379,15 @@ class RoutineWorker:
             await self._forget(spec.name)
             kept = None
         source = (
-            kept[1] if kept else producer(spec, self.store, created=row["created"], idle=self.settings.routine_idle)
+            kept[1]
+            if kept
+            else producer(
+                spec,
+                self.store,
+                created=row["created"],
+                idle=self.settings.routine_idle,
+                timeout=self.settings.routine_read_timeout,
+            )
         )
         if isinstance(source, Inbox):
             self._inboxes[spec.name] = (spec, source)  # its connections kept: the next look is a round trip

@@ -32,6 +32,16 @@ class RoutineSettings(RunnerSettings):
         description=("Wait for mail with IMAP IDLE where the server has it (false: look every --poll only)."),
     )
 
+    routine_read_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description=(
+            "Seconds a feed has to send its whole answer, and an IMAP server to answer a command, before the read "
+            "is given up and recorded as the routine's problem."
+        ),
+    )
+
     routine_warm: int = Field(
         default=2,
         ge=0,

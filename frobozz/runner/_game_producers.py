@@ -148,6 +148,8 @@ class GameProducer:
             trace = session.engine.trace
             next_turn = trace.prepare_turn()  # the game's answer and what memory adds are the next turn's
             for command in commands:
+                if context.finished.is_set():  # ended meanwhile (time, cost, a stop): none of the rest is played
+                    return
                 try:
                     with _spans.span(_spans.GAME_ACT, parent=next_turn) as span:
                         turn = await self.game.act(command)
@@ -215,6 +217,8 @@ class ToolWatcher:
         self.failing_rounds = 0  # rounds of game calls in a row in which every one failed
         self.moves_answered = 0  # act, undo and restore calls answered without an error: moves the game made
         self._counted: str | None = None  # the round last counted (a failure) or cleared (a call that worked)
+        self._read: set[str] = set()  # the game calls whose answers this observer has taken in
+        self._answer = anyio.Event()  # set (and made anew) as each answer has been taken in
         self._send: MemoryObjectSendStream[Result]
         self._send, self.turn_ends = anyio.create_memory_object_stream[Result](math.inf)
 
@@ -223,7 +227,23 @@ class ToolWatcher:
         while self._calls:
             await self._settled.wait()
 
+    async def took_in(self, call_id: str) -> None:
+        """Until this call's answer has been taken in (what it played is recorded, and the run ended if that
+        ended it), or the run has ended: claude makes a message's game calls one after another, and asks
+        about the next before this observer has read the last one's answer from the router."""
+        while call_id not in self._read and not self.context.finished.is_set():
+            await self._answer.wait()
+
     def on_event(self, event: Event) -> None:
+        try:
+            self._take(event)
+        finally:
+            if isinstance(event, UserMessage) and event.tool_results:
+                self._read.update(result.tool_use_id for result in event.tool_results)
+                self._answer.set()
+                self._answer = anyio.Event()
+
+    def _take(self, event: Event) -> None:
         if event.is_replay:
             return
         if self.memory is not None:  # first, as in text mode; also after the end (the lessons' answer)

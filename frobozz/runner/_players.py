@@ -14,11 +14,12 @@ from typing import Literal
 
 from frobozz.engine import CLINotFoundError, find_claude, text_of
 from frobozz.engine.scripted import Handler, MessagesRequest, Reply, Text, ToolUse
-from frobozz.games import StoryInfo, walkthrough_for
+from frobozz.games import CommandError, StoryInfo, check_playable, walkthrough_for
 
 from ._prompts import PAUSED, turn_in
 
 STYLES = ("tag", "prompt", "command", "prose")
+SEVERAL = 8  # commands in one reply of the scripted player when the run takes several (--multi)
 
 
 class PlayerError(Exception):
@@ -53,13 +54,28 @@ def commands_for(spec: PlayerSpec, story: StoryInfo) -> list[str]:
             raise PlayerError(f"{story.path.name} has no known walkthrough: use --player script:FILE")
         return steps
     assert spec.script is not None
+    return script_commands(spec.script)
+
+
+def script_commands(script: Path) -> list[str]:
+    """A script's commands, one a line (# starts a comment); PlayerError naming the first line the game would
+    not take (such a line was given again and again, never a turn, or with --multi the next one twice)."""
     try:
-        lines = spec.script.read_text(encoding="utf-8").splitlines()
+        lines = script.read_text(encoding="utf-8").splitlines()
     except OSError as e:
-        raise PlayerError(f"cannot read the script {spec.script}: {e.strerror or e}") from e
-    steps = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+        raise PlayerError(f"cannot read the script {script}: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise PlayerError(f"the script {script} is not UTF-8 text ({e.reason} at byte {e.start})") from e
+    steps = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            steps.append(check_playable(line))
+        except CommandError as e:
+            raise PlayerError(f"the script {script}, line {number}: {e}") from e
     if not steps:
-        raise PlayerError(f"the script {spec.script} has no commands (one per line; # starts a comment)")
+        raise PlayerError(f"the script {script} has no commands (one per line; # starts a comment)")
     return steps
 
 
@@ -94,9 +110,10 @@ def _styled(command: str, style: str, n: int) -> str:
     return f"I have a plan for turn {n}. Next I will do this:\n\n{command}"
 
 
-def text_handler(commands: list[str], styles: tuple[str, ...] = STYLES) -> Handler:
-    """Answers the game message for turn N with commands[N], in a rotating reply style; with memory, it
-    writes a hand-off letter when asked (then gives the command), and answers the lessons question."""
+def text_handler(commands: list[str], styles: tuple[str, ...] = STYLES, *, several: int = 1) -> Handler:
+    """Answers the game message for turn N with commands[N], in a rotating reply style (with `several` > 1:
+    commands[N:N+several], each in its tag); with memory, it writes a hand-off letter when asked (then gives
+    the command), and answers the lessons question."""
 
     def handler(request: MessagesRequest) -> Reply | str:
         text = request.last_user_text()
@@ -119,6 +136,9 @@ def text_handler(commands: list[str], styles: tuple[str, ...] = STYLES) -> Handl
                     ),
                 )
             )
+        if several > 1:
+            tags = "\n".join(f"<command>{c}</command>" for c in commands[n : n + several])
+            return Reply((Text(f"The next moves, in order:\n{tags}"),))
         return Reply((Text(_styled(commands[n], styles[n % len(styles)], n)),))
 
     return handler
@@ -146,11 +166,11 @@ _SLOT = re.compile(r"restore with slot '([^']+)'")
 INTERRUPTED = "[Request interrupted by user"  # how claude marks a message whose tool calls an interrupt stopped
 
 
-def tool_handler(commands: list[str], game: str) -> Handler:
+def tool_handler(commands: list[str], game: str, *, several: int = 1) -> Handler:
     """Plays through the game tools: new_game, then act with the next command (the turn the latest status
-    line names, plus the acts answered since: a compacted window goes on where it was). With memory, it
-    writes a hand-off letter when a game answer asks, ends its turn when moves pause, and answers the
-    lessons question."""
+    line names, plus the acts answered since: a compacted window goes on where it was); with `several` > 1,
+    that many acts in one message, which claude makes one after another. With memory, it writes a hand-off
+    letter when a game answer asks, ends its turn when moves pause, and answers the lessons question."""
 
     def handler(request: MessagesRequest) -> Reply | str:
         if is_compaction(request):
@@ -194,9 +214,8 @@ def tool_handler(commands: list[str], game: str) -> Handler:
             return Reply((ToolUse("mcp__game__restore", {"session_id": session, "slot": wanted[-1]}),))
         if acts >= len(commands):
             return "That was the last command I had."
-        return Reply(
-            (Text(f"Move {acts + 1}."), ToolUse("mcp__game__act", {"session_id": session, "command": commands[acts]}))
-        )
+        acting = (ToolUse("mcp__game__act", {"session_id": session, "command": c}) for c in commands[acts:][:several])
+        return Reply((Text(f"Move {acts + 1}."), *acting))
 
     return handler
 

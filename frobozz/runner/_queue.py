@@ -229,7 +229,7 @@ class Worker:
             log.warning("run %s stopped on an error, and its database is away: %s (%s)", run_id, what, e)
             await self._requeue_when_back(run_id)
             raise RetryRequested(delay=timedelta(seconds=2), reason=f"the database failed: {e}") from error
-        raise RetryRequested(delay=timedelta(seconds=2 * info.errors), reason=what) from error
+        raise RetryRequested(delay=timedelta(seconds=self.settings.worker_retry * info.errors), reason=what) from error
 
     async def _fail(self, info: RunInfo, reason: str) -> None:
         """The run ended as failed: in the database, and in its directory on this machine if it has one."""

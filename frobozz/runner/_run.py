@@ -23,7 +23,16 @@ from ._context import RunContext
 from ._ending import keep_lessons, until_finished, write_up
 from ._ledger import RunLedger
 from ._opening import open_memory, recorded, reopen, resumable, take_up
-from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for, text_handler, tool_handler
+from ._players import (
+    SEVERAL,
+    PlayerError,
+    PlayerSpec,
+    claude_readiness,
+    commands_for,
+    script_commands,
+    text_handler,
+    tool_handler,
+)
 from ._run_memory import interrupt
 from ._session_parts import session_parts
 from ._store import RunInfo, RunStore, TurnRecord, new_run_id
@@ -192,6 +201,8 @@ async def _opened(
         if problem:
             raise PlayerError(problem)
     if store is None:
+        if player.script is not None:
+            script_commands(player.script)  # a script that cannot be played makes no run
         store = RunStore.create(settings.runs_dir, new_info(config, settings, player))
     return store, player, stopped_by
 
@@ -202,10 +213,15 @@ def _scripted(
     """The commands a walkthrough or script player plays, and the scripted model that answers in claude's
     place: `handler` if given, else one that plays those commands (None, None: claude plays)."""
     commands = None if player.kind == "claude" or handler is not None else commands_for(player, story)
+    several = SEVERAL if info.multi else 1  # commands in one of the scripted model's messages
     scripted = handler or (
         None
         if commands is None
-        else (text_handler(commands) if info.mode == "text" else tool_handler(commands, info.game))
+        else (
+            text_handler(commands, several=several)
+            if info.mode == "text"
+            else tool_handler(commands, info.game, several=several)
+        )
     )
     return commands, scripted
 

@@ -12,6 +12,8 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import anyio
+
 from frobozz import _spans
 from frobozz._mailbox import Mailbox
 from frobozz.engine import EngineOptions, Event, HookInput, HookMatcher, HookOutput, Observer, Producer, SystemInit
@@ -28,6 +30,7 @@ from ._store import RunInfo, RunStore
 from .settings import RunnerSettings
 
 ENDED = f"{PAUSED}: it has ended, and this call was not made. End your turn now, without another game call."
+ANSWER_READ_WITHIN = 10.0  # seconds a game call waits for the answer before it to be read (it is there already)
 GAME_TOOLS = ("new_game", "act", "look", "inventory", "undo", "save", "restore", "list_saves", "map", "history")
 
 
@@ -244,7 +247,10 @@ async def _tools_mode(
         mcp_config=mcp_config,
         strict_mcp_config=True,
         allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS] + (TOOLS if memory is not None else []),
-        hooks={**options.hooks, "PreToolUse": [*options.hooks.get("PreToolUse", ()), _no_moves_after(context)]},
+        hooks={
+            **options.hooks,
+            "PreToolUse": [*options.hooks.get("PreToolUse", ()), _no_moves_after(context, watcher)],
+        },
     )
     return SessionParts(engine_options, producers, observers)
 
@@ -276,12 +282,18 @@ def _paths(settings: RunnerSettings) -> dict[str, str]:
     return env
 
 
-def _no_moves_after(context: RunContext) -> HookMatcher:
+def _no_moves_after(context: RunContext, watcher: ToolWatcher) -> HookMatcher:
     """A game tool claude calls once the run has ended is refused, and its turn stopped: claude is often
     mid-turn when a limit ends the run, and each move it went on to make put the game past the run's record
-    (a resume restores the game as the server left it)."""
+    (a resume restores the game as the server left it). The call before must have been taken in first: of a
+    message's several acts, the one after the limit was asked about before its answer was read, and made."""
+    before: list[str] = []  # the game call claude asked about last
 
     async def gate(hook: HookInput) -> HookOutput | None:
+        if before:
+            with anyio.move_on_after(ANSWER_READ_WITHIN):
+                await watcher.took_in(before[-1])
+        before[:] = [hook.tool_use_id] if hook.tool_use_id else []
         if not context.finished.is_set():
             return None
         return HookOutput(permission="deny", reason=ENDED, stop="the run has ended")

@@ -39,6 +39,15 @@ class RunnerSettings(GamesSettings):
         le=3600,
         description=("Seconds without a heartbeat after which a worker's run is given to another worker."),
     )
+    worker_retry: float = Field(
+        default=2.0,
+        ge=0,
+        le=3600,
+        description=(
+            "Seconds before a run that stopped on an error (claude's process did not start) is tried again, times "
+            "the errors it has had: 2, then 4."
+        ),
+    )
 
     @property
     def runs_dir(self) -> Path:

@@ -55,7 +55,8 @@ def _wait_for_turns(run_dir_parent, count, timeout=120):
 
 
 def test_a_run_killed_halfway_resumes_to_the_same_final_score(frobozz_env, tmp_path):
-    process = _start(tmp_path, "zork1", "--player", "walkthrough", "--json")
+    """Eight commands a reply (--multi), which the resumed run keeps: a fifth of the CPU of one a reply."""
+    process = _start(tmp_path, "zork1", "--player", "walkthrough", "--multi", "--json")
     run_dir = _wait_for_turns(frobozz_env / "runs", 150)
     os.killpg(process.pid, signal.SIGKILL)  # the runner, claude, the interpreter: all at once
     process.wait()

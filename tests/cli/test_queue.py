@@ -230,9 +230,10 @@ def test_six_queued_runs_on_two_workers_are_each_played_once_to_their_end_and_ma
 ):
     """One run is a full game won (350 in 396 turns); five are cut at 40 turns. Six runs on two workers of two
     slots each: both workers play, two runs at once in one worker, and a freed slot takes the next. The
-    leaderboard aggregates unequal runs. (Six full games proved the same at three times the CPU.)"""
-    (won,) = queue_walkthroughs(queue_env)
-    short = queue_walkthroughs(queue_env, "--runs", "5", "--max-turns", "40", monkeypatch=monkeypatch)
+    leaderboard aggregates unequal runs. (Six full games proved the same at three times the CPU.) Eight commands
+    a reply (--multi), which the queue keeps with each run: the same turns in an eighth of claude's."""
+    (won,) = queue_walkthroughs(queue_env, "--multi")
+    short = queue_walkthroughs(queue_env, "--runs", "5", "--max-turns", "40", "--multi", monkeypatch=monkeypatch)
     ids = [won, *short]
     assert len(set(ids)) == 6 and {r["status"] for r in runs(queue_env, monkeypatch)} == {"queued"}
     workers = [start_worker(queue_env, "--concurrency", "2", data_dir=tmp_path / f"machine{i}") for i in (1, 2)]

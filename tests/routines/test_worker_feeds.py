@@ -38,7 +38,8 @@ async def test_a_feed_that_never_finishes_its_answer_holds_up_no_other_feed_and_
     with trickling() as trickle, serve(routes) as url:
         await store.add(routine(name="a-slow", kind="feed", url=trickle.url, poll=1, prompt="x"))
         await store.add(routine(name="b-quick", kind="feed", url=f"{url}/f", poll=1, prompt="x"))
-        worker = RoutineWorker(store, ledger, RoutineSettings(routine_tick=0.2, routine_warm=0))
+        settings = RoutineSettings(routine_tick=0.2, routine_warm=0, routine_read_timeout=10)
+        worker = RoutineWorker(store, ledger, settings)
         async with anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
             with anyio.fail_after(60):
@@ -53,7 +54,7 @@ async def test_a_feed_that_never_finishes_its_answer_holds_up_no_other_feed_and_
                 await eventually(slow_failed, interval=0.2)
             worker.stop()
         await worker.memory.aclose()
-    assert "no whole answer within 20 s" in (await store.get("a-slow"))["problem"]
+    assert "no whole answer within 10 s" in (await store.get("a-slow"))["problem"]
     assert (await store.get("b-quick"))["problem"] is None
 
 

@@ -11,7 +11,7 @@ from frobozz._tasks import both
 from frobozz.engine import text_of
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.games import GameLibrary, walkthrough_for
-from frobozz.runner import RunConfig, RunFinishedError, RunStore, _report, play
+from frobozz.runner import PlayerError, RunConfig, RunFinishedError, RunStore, _report, play
 from frobozz.runner._context import RunContext
 from frobozz.runner._game_producers import FAILING_ROUNDS_LIMIT
 from frobozz.runner._players import text_handler, tool_handler
@@ -26,9 +26,12 @@ def _turns(settings, run_id):
 
 
 async def test_both_modes_win_zork1_with_the_walkthrough_and_record_the_same_turns(runner_settings):
+    """Eight commands a reply (--multi; claude makes a message's eight acts one after another): the same 396
+    turns in 50 of claude's, a third of the CPU (one command a reply is played for 45-80 turns in the queue's
+    test of a killed worker, and in every test of a few turns)."""
     text, tools = await both(
-        lambda: play(RunConfig(game="zork1", player="walkthrough", mode="text"), runner_settings),
-        lambda: play(RunConfig(game="zork1", player="walkthrough", mode="tools"), runner_settings),
+        lambda: play(RunConfig(game="zork1", player="walkthrough", mode="text", multi=True), runner_settings),
+        lambda: play(RunConfig(game="zork1", player="walkthrough", mode="tools", multi=True), runner_settings),
     )
     for result in (text, tools):
         assert (result.score, result.max_score, result.won, result.reason, result.turns) == (350, 350, True, "won", 396)
@@ -49,8 +52,14 @@ async def test_both_modes_win_zork1_with_the_walkthrough_and_record_the_same_tur
     for image in ("score.png", "map.png"):
         assert (run_dir / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Stone Barrow" in (run_dir / "map.dot").read_text()
-    # every reply style the scripted player uses was understood: tag, '>' line, COMMAND:, prose
-    replies = [r.reply for r in _turns(runner_settings, text.run_id)[:4]]
+    records = _turns(runner_settings, text.run_id)
+    assert records[0].reply == records[7].reply != records[8].reply and records[0].reply.count("<command>") == 8
+
+
+async def test_every_reply_style_of_the_scripted_player_is_understood(runner_settings):
+    """Tag, '>' line, COMMAND:, prose: one command a reply, in each of the styles it rotates through."""
+    result = await play(RunConfig(game="zork1", player="walkthrough", max_turns=4), runner_settings)
+    replies = [r.reply for r in _turns(runner_settings, result.run_id)]
     assert ["<command>" in replies[0], "\n> " in replies[1], "COMMAND:" in replies[2], "plan" in replies[3]] == [
         True
     ] * 4
@@ -121,6 +130,29 @@ async def test_a_script_that_runs_out_before_the_game_ends_ends_the_run_as_such(
     result = await play(RunConfig(game="zork1", player=f"script:{script}"), runner_settings)
     assert (result.reason, result.turns) == ("script ended", 3)
     assert RunStore.open(runner_settings.runs_dir, result.run_id).info.corrections == 0
+
+
+@pytest.mark.parametrize(
+    "line, said",
+    [
+        (b"quit", r"line 4: 'quit' is not sent to the game"),
+        (b"  Script transcript.txt", r"line 4: 'script' is not sent"),
+        (b"x" * 300, r"line 4: command is 300 characters long"),
+        ("go café".encode(), r"line 4: command contains non-ASCII"),
+        (b"go \xff", r"is not UTF-8 text \(invalid start byte at byte 15\)"),
+    ],
+    ids=["quit", "script", "huge", "non-ascii", "not utf-8"],
+)
+async def test_a_script_with_a_line_the_game_never_takes_is_refused_before_play_naming_the_line(
+    runner_settings, tmp_path, line, said
+):
+    """The scripted player gave such a line again and again, a turn never made (until --max-time), or with
+    --multi played the next line twice."""
+    script = tmp_path / "moves.txt"
+    script.write_bytes(b"# a walk\nn\n\n" + line + b"\ns\n")
+    with pytest.raises(PlayerError, match=r"the script .*moves\.txt,? " + said):
+        await play(RunConfig(game="zork1", player=f"script:{script}"), runner_settings)
+    assert not runner_settings.runs_dir.exists() or not list(runner_settings.runs_dir.iterdir())  # no run made
 
 
 async def test_budgets_of_turns_cost_and_time_stop_the_run(runner_settings, monkeypatch, tmp_path):
@@ -239,16 +271,22 @@ async def test_a_tools_mode_run_resumes_from_the_game_servers_autosave(runner_se
         patched.setattr(RunContext, "committed", slowly)
         first = await play(RunConfig(game="zork1", player="walkthrough", mode="tools", max_turns=6), runner_settings)
     assert (first.turns, first.reason) == (6, "max turns")
-    resumed = await play(RunConfig(resume=first.run_id, max_turns=12), runner_settings)
-    assert (resumed.run_id, resumed.turns, resumed.reason) == (first.run_id, 12, "max turns")
-    straight = await play(RunConfig(game="zork1", player="walkthrough", mode="text", max_turns=12), runner_settings)
+    await _resumed_as_if_never_stopped(runner_settings, first.run_id, 12)
+
+
+async def _resumed_as_if_never_stopped(runner_settings, run_id: str, turns: int) -> None:
+    """The run, resumed up to `turns`, has the records of a text run played straight: the game went on where
+    it stopped."""
+    resumed = await play(RunConfig(resume=run_id, max_turns=turns), runner_settings)
+    assert (resumed.run_id, resumed.turns, resumed.reason) == (run_id, turns, "max turns")
+    straight = await play(RunConfig(game="zork1", player="walkthrough", mode="text", max_turns=turns), runner_settings)
 
     def same(r):
         return (r.turn, r.command, r.score, r.moves, r.location)
 
-    assert [same(r) for r in _turns(runner_settings, first.run_id)] == [
+    assert [same(r) for r in _turns(runner_settings, run_id)] == [
         same(r) for r in _turns(runner_settings, straight.run_id)
-    ]  # the game went on where it stopped
+    ]
 
 
 async def test_the_map_starts_where_the_game_does(runner_settings):
@@ -257,3 +295,30 @@ async def test_the_map_starts_where_the_game_does(runner_settings):
     dot, mermaid = (run_dir / "map.dot").read_text(), (run_dir / "map.mmd").read_text()
     assert "West of House" in dot and "West of House" in mermaid  # the room before the first command
     assert RunStore.open(runner_settings.runs_dir, result.run_id).info.start_location == "West of House"
+
+
+async def test_a_run_that_ends_with_the_reply_of_several_commands_plays_none_of_them(
+    runner_settings, monkeypatch, tmp_path
+):
+    """The cost limit is reached on the reply that carries the next eight commands (--multi): none of them is
+    played. They were, all eight, after the run had ended; a queued run's database never had them."""
+    story = GameLibrary(runner_settings).find("zork1")
+    async with ScriptedModel(text_handler(walkthrough_for(story.md5), several=8)) as api:  # priced as a paid model
+        for name, value in {**api.env(), "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "c")}.items():
+            monkeypatch.setenv(name, value)
+        by_cost = await play(RunConfig(game="zork1", player="claude", max_cost=0.0035, multi=True), runner_settings)
+    replies = [r for r in api.requests if r.body.get("stream")]
+    assert by_cost.reason == "max cost" and len(replies) > 1
+    assert by_cost.turns == 8 * (len(replies) - 1)  # each reply's eight, but the last one's
+
+
+async def test_a_tools_mode_run_of_several_acts_a_message_stops_within_one_and_resumes_where_it_stopped(
+    runner_settings,
+):
+    """Eight acts a message (--multi): the limit comes at the fifth act of the second message, and the resumed
+    run goes on from there as a run of one command a reply does."""
+    first = await play(
+        RunConfig(game="zork1", player="walkthrough", mode="tools", max_turns=13, multi=True), runner_settings
+    )
+    assert (first.turns, first.reason) == (13, "max turns")
+    await _resumed_as_if_never_stopped(runner_settings, first.run_id, 20)

@@ -1,8 +1,9 @@
-"""The offline tools player's sense of where it is: which walkthrough command comes next, read from the window
-claude sends (the status line's turn, plus the acts that were played after it)."""
+"""The offline players' sense of where they are: which walkthrough command comes next, read from the window
+claude sends (the status line's turn, plus the acts that were played after it), one or several a message."""
 
 from frobozz.engine.scripted import MessagesRequest, Reply
-from frobozz.runner._players import tool_handler
+from frobozz.runner._extract import extract_commands
+from frobozz.runner._players import text_handler, tool_handler
 from frobozz.runner._prompts import PAUSED
 
 COMMANDS = ["N", "E", "Open window", "W", "Get lamp"]
@@ -103,3 +104,30 @@ def test_an_act_the_game_refused_for_another_reason_counts_and_the_player_goes_o
         {"role": "user", "content": [result("a2", "Error executing tool act: the game refused it", error=True)]},
     ]
     assert next_command(messages) == "Open window"
+
+
+def test_with_several_a_message_makes_that_many_acts_in_order_and_the_last_ones_are_what_is_left():
+    request = MessagesRequest(
+        body={"messages": [{"role": "user", "content": [orientation(1)]}]}, path="/v1/messages", headers={}
+    )
+    reply = tool_handler(COMMANDS, "zork1", several=3)(request)
+    assert isinstance(reply, Reply)
+    assert [b.input["command"] for b in reply.blocks[1:]] == ["E", "Open window", "W"]
+    assert len({b.id for b in reply.blocks[1:]}) == 3
+    request.body["messages"][0]["content"] = [orientation(3)]
+    reply = tool_handler(COMMANDS, "zork1", several=3)(request)
+    assert isinstance(reply, Reply) and [b.input["command"] for b in reply.blocks[1:]] == ["W", "Get lamp"]
+
+
+def test_with_several_the_text_player_tags_that_many_commands_from_the_status_lines_turn():
+    def reply_to(turn: int, several: int) -> str:
+        request = MessagesRequest(
+            body={"messages": [{"role": "user", "content": [orientation(turn)]}]}, path="/v1/messages", headers={}
+        )
+        reply = text_handler(COMMANDS, several=several)(request)
+        assert isinstance(reply, Reply)
+        return reply.blocks[0].text
+
+    assert extract_commands(reply_to(1, 3), multi=True) == ["E", "Open window", "W"]
+    assert extract_commands(reply_to(4, 3), multi=True) == ["Get lamp"]
+    assert extract_commands(reply_to(1, 1), multi=True) == ["E"]  # one a reply, in its rotating style

@@ -139,7 +139,8 @@ async def test_a_run_whose_claude_fails_to_start_is_tried_again_then_failed_neve
 ):
     """pgqueuer drops the job of a handler that raised: before, such a run stayed `running` with no job, and no
     worker ever took it again. Now it goes back to the queue, and after ATTEMPTS errors it is failed."""
-    monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "2")  # how often an idle worker looks for a job come due
+    monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "1")  # how often an idle worker looks for a job come due
+    monkeypatch.setenv("FROBOZZ_WORKER_RETRY", "0.2")  # tried again 0.2 s, then 0.4 s, after an error
     settings = type(runner_settings)()
     (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=5), settings, 1)
     worker = Worker(ledger, settings, cli_path=claude_failing_first(tmp_path, failures))
@@ -177,7 +178,8 @@ async def test_a_run_whose_claude_fails_to_start_is_tried_again_then_failed_neve
 async def test_a_run_whose_play_raises_is_failed_with_the_error_that_says_what_happened(
     ledger, runner_settings, monkeypatch, raised, reason, plays
 ):
-    monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "2")
+    monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "1")
+    monkeypatch.setenv("FROBOZZ_WORKER_RETRY", "0.2")  # tried again 0.2 s, then 0.4 s, after an error
     settings = type(runner_settings)()
     (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=5), settings, 1)
     played = []
@@ -230,7 +232,8 @@ async def test_a_run_on_a_worker_whose_disk_is_full_is_failed_after_its_attempts
 ):
     """Its directory here cannot be written, not even to say it failed: that is no database error (an OSError
     was taken for one, and the failed run put back in the queue, to be failed again, for ever)."""
-    monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "2")
+    monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "1")
+    monkeypatch.setenv("FROBOZZ_WORKER_RETRY", "0.2")  # tried again 0.2 s, then 0.4 s, after an error
     settings = type(runner_settings)()
     (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=5), settings, 1)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
+import orjson
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -264,7 +265,7 @@ class ScriptedModel:
     # -- HTTP ------------------------------------------------------------------------------------
     async def _messages(self, request: Request) -> Response:
         try:
-            body = await request.json()
+            body = orjson.loads(await request.body())  # the whole history, every request: orjson is 4x json's speed
         except ValueError:
             return JSONResponse(
                 {"type": "error", "error": {"type": "invalid_request_error", "message": "body is not JSON"}},
