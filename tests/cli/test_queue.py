@@ -277,9 +277,11 @@ def test_six_queued_runs_on_two_workers_are_each_played_once_to_their_end_and_ma
 def test_a_worker_killed_mid_run_leaves_it_to_another_machine_which_ends_it_as_if_uninterrupted(
     queue_env, tmp_path, monkeypatch, mode, turns
 ):
-    """In tools mode the game itself is taken up too: the game server's session is shared in the database."""
+    """In tools mode the game itself is taken up too: the game server's session is shared in the database; its
+    runs make eight acts a message (--multi), so the kill may come between two of one message's."""
+    several = ["--multi"] if mode == "tools" else []
     first, second = queue_walkthroughs(
-        queue_env, "--runs", "2", "--mode", mode, "--max-turns", str(turns), monkeypatch=monkeypatch
+        queue_env, "--runs", "2", "--mode", mode, "--max-turns", str(turns), *several, monkeypatch=monkeypatch
     )
     doomed = start_worker(queue_env, data_dir=tmp_path / "machine1")  # takes one run at a time
     try:
