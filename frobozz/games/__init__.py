@@ -7,7 +7,7 @@ from ._layout import GridLayout, PassageKind, PlacedPassage, count_crossings, gr
 from ._library import GameLibrary, GameListing, jericho_supports, walkthrough_for
 from ._map import GameMap, MapFormat, Passage, direction, mentioned_exits
 from ._saves import SaveInfo
-from ._session import MAX_COMMAND_CHARS, GameSession, GameSessionState, check_command, check_playable
+from ._session import MAX_COMMAND_CHARS, NOT_SENT, GameSession, GameSessionState, check_command
 from ._story import StoryInfo, parse_story, read_story
 from ._text import memory_queries
 from ._turns import Turn
@@ -26,6 +26,7 @@ from .settings import GamesSettings
 __all__ = [
     "CATALOGUE",
     "MAX_COMMAND_CHARS",
+    "NOT_SENT",
     "CatalogueEntry",
     "CommandError",
     "GameError",
@@ -51,7 +52,6 @@ __all__ = [
     "Turn",
     "by_md5",
     "check_command",
-    "check_playable",
     "count_crossings",
     "direction",
     "grid_layout",

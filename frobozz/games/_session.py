@@ -55,11 +55,14 @@ def check_command(command: object) -> str:
     return text
 
 
-def check_playable(command: object) -> str:
-    """As `check_command`, and CommandError for the verbs `act` never sends to the game (quit, script)."""
+NOT_SENT = frozenset({"quit", "q", "script", "unscript"})  # verbs `act` never sends: they end or script the game
+
+
+def _check_playable(command: object) -> str:
+    """As `check_command`, and CommandError for the verbs `act` never sends to the game (NOT_SENT)."""
     text = check_command(command)
     verb = text.lower().partition(" ")[0]
-    if verb in ("quit", "q", "script", "unscript"):
+    if verb in NOT_SENT:
         raise CommandError(
             f"{verb!r} is not sent to the game: end the session with end_game, or use restart to begin again"
         )
@@ -165,7 +168,7 @@ class GameSession:
     async def act(self, command: str) -> Turn:
         """Run one command; meta-commands (save, restore, restart, undo, quit) are handled here."""
         self._check_open()
-        text = check_playable(command)
+        text = _check_playable(command)
         verb, _, rest = text.lower().partition(" ")
         if verb in ("save", "restore", "load"):
             slot = rest.strip() or DEFAULT_SLOT

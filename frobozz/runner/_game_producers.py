@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -232,16 +232,30 @@ class ToolWatcher:
         ended it), or the run has ended: claude makes a message's game calls one after another, and asks
         about the next before this observer has read the last one's answer from the router."""
         while call_id not in self._read and not self.context.finished.is_set():
-            await self._answer.wait()
+            async with anyio.create_task_group() as woken:  # by the next answer, or the run's end from outside
+
+                async def wake(on: anyio.Event) -> None:
+                    await on.wait()
+                    woken.cancel_scope.cancel()
+
+                woken.start_soon(wake, self._answer)
+                woken.start_soon(wake, self.context.finished)
+        self._read.discard(call_id)
 
     def on_event(self, event: Event) -> None:
+        unanswered = list(self._calls)  # a turn's end, or claude's, leaves them unanswered for good
         try:
             self._take(event)
         finally:
             if isinstance(event, UserMessage) and event.tool_results:
-                self._read.update(result.tool_use_id for result in event.tool_results)
-                self._answer.set()
-                self._answer = anyio.Event()
+                self._took_in(result.tool_use_id for result in event.tool_results)
+            elif isinstance(event, Result) or (isinstance(event, ErrorEvent) and event.source == "process"):
+                self._took_in(unanswered)
+
+    def _took_in(self, call_ids: Iterable[str]) -> None:
+        self._read.update(call_ids)
+        self._answer.set()
+        self._answer = anyio.Event()
 
     def _take(self, event: Event) -> None:
         if event.is_replay:

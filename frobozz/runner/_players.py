@@ -14,7 +14,7 @@ from typing import Literal
 
 from frobozz.engine import CLINotFoundError, find_claude, text_of
 from frobozz.engine.scripted import Handler, MessagesRequest, Reply, Text, ToolUse
-from frobozz.games import CommandError, StoryInfo, check_playable, walkthrough_for
+from frobozz.games import NOT_SENT, CommandError, StoryInfo, check_command, walkthrough_for
 
 from ._prompts import PAUSED, turn_in
 
@@ -61,7 +61,7 @@ def script_commands(script: Path) -> list[str]:
     """A script's commands, one a line (# starts a comment); PlayerError naming the first line the game would
     not take (such a line was given again and again, never a turn, or with --multi the next one twice)."""
     try:
-        lines = script.read_text(encoding="utf-8").splitlines()
+        lines = script.read_text(encoding="utf-8-sig").splitlines()  # (an editor's byte-order mark is no command)
     except OSError as e:
         raise PlayerError(f"cannot read the script {script}: {e.strerror or e}") from e
     except UnicodeDecodeError as e:
@@ -71,9 +71,16 @@ def script_commands(script: Path) -> list[str]:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            steps.append(check_playable(line))
+            command = check_command(line)
         except CommandError as e:
             raise PlayerError(f"the script {script}, line {number}: {e}") from e
+        verb = command.lower().partition(" ")[0]
+        if verb in NOT_SENT:
+            raise PlayerError(
+                f"the script {script}, line {number}: {verb!r} is not sent to the game; remove the line (a run ends "
+                "by itself, when its script does)"
+            )
+        steps.append(command)
     if not steps:
         raise PlayerError(f"the script {script} has no commands (one per line; # starts a comment)")
     return steps

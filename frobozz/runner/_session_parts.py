@@ -31,6 +31,7 @@ from .settings import RunnerSettings
 
 ENDED = f"{PAUSED}: it has ended, and this call was not made. End your turn now, without another game call."
 ANSWER_READ_WITHIN = 10.0  # seconds a game call waits for the answer before it to be read (it is there already)
+CHANGING = ("new_game", "act", "undo", "save", "restore")  # the game tools that are not read-only
 GAME_TOOLS = ("new_game", "act", "look", "inventory", "undo", "save", "restore", "list_saves", "map", "history")
 
 
@@ -285,15 +286,18 @@ def _paths(settings: RunnerSettings) -> dict[str, str]:
 def _no_moves_after(context: RunContext, watcher: ToolWatcher) -> HookMatcher:
     """A game tool claude calls once the run has ended is refused, and its turn stopped: claude is often
     mid-turn when a limit ends the run, and each move it went on to make put the game past the run's record
-    (a resume restores the game as the server left it). The call before must have been taken in first: of a
-    message's several acts, the one after the limit was asked about before its answer was read, and made."""
-    before: list[str] = []  # the game call claude asked about last
+    (a resume restores the game as the server left it). A call that changes the game waits for the last such
+    call to have been taken in: of a message's several acts, the one after the limit was asked about before
+    the answer that ended the run was read, and made. (claude makes those calls one after another; only the
+    game's read-only tools run side by side, and they need not wait.)"""
+    before: list[str] = []  # the last call that changes the game claude asked about
 
     async def gate(hook: HookInput) -> HookOutput | None:
-        if before:
-            with anyio.move_on_after(ANSWER_READ_WITHIN):
-                await watcher.took_in(before[-1])
-        before[:] = [hook.tool_use_id] if hook.tool_use_id else []
+        if (hook.tool_name or "").rsplit("__", 1)[-1] in CHANGING:
+            if before:
+                with anyio.move_on_after(ANSWER_READ_WITHIN):
+                    await watcher.took_in(before[-1])
+            before[:] = [hook.tool_use_id] if hook.tool_use_id else []
         if not context.finished.is_set():
             return None
         return HookOutput(permission="deny", reason=ENDED, stop="the run has ended")

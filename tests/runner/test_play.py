@@ -124,9 +124,10 @@ async def test_a_death_ends_the_run_and_is_reported_as_such(runner_settings, tmp
 
 
 async def test_a_script_that_runs_out_before_the_game_ends_ends_the_run_as_such(runner_settings, tmp_path):
-    """Not with a player asked for commands it does not have until the corrections run out."""
+    """Not with a player asked for commands it does not have until the corrections run out. (Saved by an editor
+    that starts the file with a byte-order mark, which is no part of its first line.)"""
     script = tmp_path / "walk.txt"
-    script.write_text("n\ne\nopen window\n")
+    script.write_text("\ufeff# a short walk\nn\ne\nopen window\n", encoding="utf-8")
     result = await play(RunConfig(game="zork1", player=f"script:{script}"), runner_settings)
     assert (result.reason, result.turns) == ("script ended", 3)
     assert RunStore.open(runner_settings.runs_dir, result.run_id).info.corrections == 0
@@ -135,7 +136,7 @@ async def test_a_script_that_runs_out_before_the_game_ends_ends_the_run_as_such(
 @pytest.mark.parametrize(
     "line, said",
     [
-        (b"quit", r"line 4: 'quit' is not sent to the game"),
+        (b"quit", r"line 4: 'quit' is not sent to the game; remove the line"),
         (b"  Script transcript.txt", r"line 4: 'script' is not sent"),
         (b"x" * 300, r"line 4: command is 300 characters long"),
         ("go café".encode(), r"line 4: command contains non-ASCII"),

@@ -19,6 +19,7 @@ from frobozz.engine.observers import HandoffLetter, HandoffRelay
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from tests.conftest import hub_servers
 from tests.engine.conftest import of, until
+from tests.events import turn_end
 
 pytestmark = pytest.mark.anyio
 
@@ -107,23 +108,11 @@ async def test_the_window_is_the_one_claude_reports_for_its_model(make_options):
     assert asked == (160_000 >= 0.75 * window)  # claude 2.1.197's default model has a 1M window: no ask
 
 
-def _result(**model_usage) -> Result:
-    return Result(
-        subtype="success",
-        is_error=False,
-        result="",
-        session_id="s",
-        num_turns=1,
-        duration_ms=1,
-        total_cost_usd=0,
-        usage={},
-        model_usage=model_usage,
-    )
-
-
 def test_a_window_given_is_kept_and_otherwise_the_largest_reported_is_used():
-    reported = _result(main={"contextWindow": 1_000_000}, side={"contextWindow": 200_000}, odd="not a mapping")
-    assert reported.context_window == 1_000_000 and _result().context_window is None
+    reported = turn_end(
+        model_usage={"main": {"contextWindow": 1_000_000}, "side": {"contextWindow": 200_000}, "odd": "not a mapping"}
+    )
+    assert reported.context_window == 1_000_000 and turn_end().context_window is None
     learned, fixed = HandoffRelay(), HandoffRelay(context_window=200_000)
     for relay in (learned, fixed):
         relay.on_event(
@@ -162,18 +151,7 @@ def _turn(relay: HandoffRelay, *, refused: bool) -> None:
     relay.on_event(
         UserMessage(session_id="s", content=(ToolResultBlock(tool_use_id="t1", content="x", is_error=refused),))
     )
-    relay.on_event(
-        Result(
-            subtype="success",
-            is_error=False,
-            result="",
-            session_id="s",
-            num_turns=1,
-            duration_ms=1,
-            total_cost_usd=0,
-            usage={},
-        )
-    )
+    relay.on_event(turn_end())
 
 
 def test_a_letter_the_server_refused_is_not_relayed_and_replays_are_ignored():
@@ -213,16 +191,5 @@ def test_mid_turn_the_ask_is_due_once_past_the_threshold_and_not_again_when_the_
     step = relay.due()
     assert step is not None and step.letter is None and (step.used, step.window) == (170_000, 200_000)
     assert relay.due() is None
-    relay.on_event(
-        Result(
-            subtype="success",
-            is_error=False,
-            result="",
-            session_id="s",
-            num_turns=1,
-            duration_ms=1,
-            total_cost_usd=0,
-            usage={},
-        )
-    )
+    relay.on_event(turn_end())
     assert relay.steps() == []  # asked already in this window
