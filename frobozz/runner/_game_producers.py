@@ -243,14 +243,11 @@ class ToolWatcher:
         self._read.discard(call_id)
 
     def on_event(self, event: Event) -> None:
-        unanswered = list(self._calls)  # a turn's end, or claude's, leaves them unanswered for good
         try:
             self._take(event)
-        finally:
+        finally:  # (also when the event was not recorded: the run had ended, or the commit failed)
             if isinstance(event, UserMessage) and event.tool_results:
                 self._took_in(result.tool_use_id for result in event.tool_results)
-            elif isinstance(event, Result) or (isinstance(event, ErrorEvent) and event.source == "process"):
-                self._took_in(unanswered)
 
     def _took_in(self, call_ids: Iterable[str]) -> None:
         self._read.update(call_ids)
@@ -312,14 +309,18 @@ class ToolWatcher:
             if not self._calls:
                 self._settled.set()
         elif isinstance(event, Result):
-            self._calls.clear()  # a call the turn ended without answering will not be answered
-            self._settled.set()
+            self._unanswered()  # a call the turn ended without answering will not be answered
             self.context.add_cost(event)
             self._send.send_nowait(event)
         elif isinstance(event, ErrorEvent) and event.source == "process":  # claude is gone, not restarted:
-            self._calls.clear()  # no turn will end, and no call be answered (as in text mode: the run fails)
-            self._settled.set()
+            self._unanswered()  # no turn will end, and no call be answered (as in text mode: the run fails)
             self.context.finish(f"claude failed: {event.message[:300]}", status="failed")
+
+    def _unanswered(self) -> None:
+        """The calls under way will not be answered: nothing waits for them any more."""
+        self._took_in(self._calls)
+        self._calls.clear()
+        self._settled.set()
 
     def _count(self, round_: str, failure: str | None) -> None:
         """A game call's outcome: one that worked clears its round; a round's first failure counts it."""
