@@ -41,6 +41,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     cpu, wall = _cpu(), time.monotonic()
     yield
     if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
         record = {"test": item.nodeid, "cpu": _cpu() - cpu, "wall": time.monotonic() - wall}
         with open(Path(folder) / f"worker-{os.getpid()}.jsonl", "a", encoding="utf-8") as out:
             out.write(json.dumps(record) + "\n")
