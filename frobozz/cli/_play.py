@@ -77,6 +77,7 @@ def play(
     from frobozz.runner import (
         LiveView,
         PlayerError,
+        RunBusyError,
         RunConfig,
         RunFinishedError,
         RunnerSettings,
@@ -117,6 +118,8 @@ def play(
             "'-', starting with a letter or digit",
             param_hint="--memory",
         ) from None
+    if resume is not None and runs > 1:
+        raise typer.BadParameter("a resume plays the one run it names", param_hint="--runs")
     settings = RunnerSettings()
     if queue:
         if resume is not None:
@@ -163,7 +166,7 @@ def play(
     failures: list[BaseException] = []
     try:
         results = anyio.run(main)
-    except* (PlayerError, RunNotFoundError, RunFinishedError, GameError, EngineError) as group:
+    except* (PlayerError, RunNotFoundError, RunFinishedError, RunBusyError, GameError, EngineError) as group:
         failures = list(group.exceptions)  # raised out here: Python before 3.11.4 wraps what except* raises in a group
     if failures:
         for e in failures:

@@ -9,7 +9,7 @@ from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for
 from ._prompts import load_template
 from ._queue import Worker, enqueue, install_queue
 from ._run import RunConfig, RunResult, new_info, play
-from ._store import RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord
+from ._store import RunBusyError, RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord
 from .settings import RunnerSettings
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "LiveView",
     "PlayerError",
     "PlayerSpec",
+    "RunBusyError",
     "RunConfig",
     "RunFinishedError",
     "RunInfo",

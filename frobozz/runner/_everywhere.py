@@ -22,7 +22,7 @@ def local_infos(runs_dir: Path) -> list[RunInfo]:
     infos = []
     for path in runs_dir.iterdir():
         try:
-            infos.append(RunStore.open(runs_dir, path.name).info)
+            infos.append(RunStore.open(runs_dir, path.name).as_it_stands())
         except RunNotFoundError:
             continue
     return infos
@@ -89,9 +89,10 @@ async def run_row(ledger: RunLedger | None, runs_dir: Path, run_id: str) -> dict
         if missing is None:
             raise
         raise RunNotFoundError(f"{missing}, nor on this machine") from None
+    info = store.as_it_stands()
     return {
-        **local_row(store.info, runs_dir),
-        "info": json.dumps(asdict(store.info)),
+        **local_row(info, runs_dir),
+        "info": json.dumps(asdict(info)),
         "queued_at": None,
         "started_at": None,
         "ended_at": None,

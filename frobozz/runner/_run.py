@@ -140,43 +140,44 @@ async def play(
     store, player, stopped_by = await _opened(
         config, settings, ledger, queued=queued, handler=handler, cli_path=cli_path
     )
-    info = store.info
-    story = read_story(info.story)
-    if info.status != "running":
-        return _result(store)
-    commands, scripted = _scripted(player, story, info, handler)
-    known = by_md5(story.md5)
-    context = RunContext(
-        store,
-        max_score=known.max_score if known else None,
-        correction_limit=settings.correction_limit,
-        on_turn=on_turn,
-        priced=scripted is None,
-        script_turns=None if commands is None else len(commands),
-        ledger=ledger,
-        ledger_required=queued,
-    )
-    if ledger is not None and not queued:
-        await recorded(ledger, context)
-    resumed = bool(take_up(context, stopped_by))  # the run has played turns already
-
-    async with AsyncExitStack() as stack:
-        memory = await open_memory(stack, store, settings) if info.memory_namespace else None
-        parts = await session_parts(
-            stack, context, story, settings, memory, scripted, cli_path, resumed=resumed, queued=queued
+    with store:  # held by this process (RunStore.hold) until it ends
+        info = store.info
+        story = read_story(info.story)
+        if info.status != "running":
+            return _result(store)
+        commands, scripted = _scripted(player, story, info, handler)
+        known = by_md5(story.md5)
+        context = RunContext(
+            store,
+            max_score=known.max_score if known else None,
+            correction_limit=settings.correction_limit,
+            on_turn=on_turn,
+            priced=scripted is None,
+            script_turns=None if commands is None else len(commands),
+            ledger=ledger,
+            ledger_required=queued,
         )
-        resume_id = await resumable(info, parts.options) if resumed else None
-        async with Session(
-            parts.options, producers=parts.producers, observers=parts.observers, resume=resume_id, consume=False
-        ) as session:
-            await until_finished(context, handle_signals=handle_signals, stop=stop, keep_ledger=ledger is not None)
-            if memory is not None and info.status == "finished":
-                await keep_lessons(memory, session, context)
-            elif info.mode == "tools":
-                with anyio.move_on_after(5):
-                    await interrupt(session)  # claude may be mid-turn, still calling tools
-    await write_up(context, queued=queued)
-    return _result(store)
+        if ledger is not None and not queued:
+            await recorded(ledger, context)
+        resumed = bool(take_up(context, stopped_by))  # the run has played turns already
+
+        async with AsyncExitStack() as stack:
+            memory = await open_memory(stack, store, settings) if info.memory_namespace else None
+            parts = await session_parts(
+                stack, context, story, settings, memory, scripted, cli_path, resumed=resumed, queued=queued
+            )
+            resume_id = await resumable(info, parts.options) if resumed else None
+            async with Session(
+                parts.options, producers=parts.producers, observers=parts.observers, resume=resume_id, consume=False
+            ) as session:
+                await until_finished(context, handle_signals=handle_signals, stop=stop, keep_ledger=ledger is not None)
+                if memory is not None and info.status == "finished":
+                    await keep_lessons(memory, session, context)
+                elif info.mode == "tools":
+                    with anyio.move_on_after(5):
+                        await interrupt(session)  # claude may be mid-turn, still calling tools
+        await write_up(context, queued=queued)
+        return _result(store)
 
 
 async def _opened(
@@ -193,18 +194,31 @@ async def _opened(
     resumed run had stopped (None: a new run)."""
     store: RunStore | None = None
     stopped_by: str | None = None
-    if config.resume:
+    if config.resume is not None:  # ("" too: not a run id, not a new run)
         store, stopped_by = await reopen(config.resume, config, settings, ledger, queued=queued)
     player = PlayerSpec.parse(config.player if store is None else store.info.player)
     if player.kind == "claude" and handler is None:
         problem = claude_readiness(cli_path)
         if problem:
             raise PlayerError(problem)
+    prompt_file = config.prompt_file if store is None else store.info.prompt_file
+    if prompt_file is not None:
+        _readable(Path(prompt_file))
     if store is None:
         if player.script is not None:
             script_commands(player.script)  # a script that cannot be played makes no run
-        store = RunStore.create(settings.runs_dir, new_info(config, settings, player))
+        return RunStore.create(settings.runs_dir, new_info(config, settings, player), hold=True), player, None
+    store.hold()
     return store, player, stopped_by
+
+
+def _readable(prompt_file: Path) -> None:
+    """A prompt file that cannot be played from makes no run (one not UTF-8 ended a new run in a traceback,
+    the run left "running" with no turn)."""
+    try:
+        prompt_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlayerError(f"the prompt file {prompt_file} cannot be read: {e}") from None
 
 
 def _scripted(

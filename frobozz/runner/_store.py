@@ -1,6 +1,7 @@
 """A run's directory: written turn by turn, so a crash or a kill loses nothing already played.
 
 run.json        the run's settings and its state (atomic rewrites)
+lock            held (flock) by the process playing the run, so that no two play it at once
 turns.jsonl     one line per game turn, appended before the next turn starts (with --memory, what
                 memory recalled, stored, compacted and handed off around it)
 snapshot.json   the game after the last turn (atomic), in text mode
@@ -9,11 +10,13 @@ transcript.md   the readable transcript, appended turn by turn
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import secrets
-from dataclasses import asdict, dataclass, field, fields
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,14 @@ class RunNotFoundError(Exception):
 
 class RunFinishedError(Exception):
     """A `--resume` of a run that has ended (won, died, or its budget spent and not raised): nothing to play."""
+
+
+class RunBusyError(Exception):
+    """A run another process is playing now: two players of one run would interleave its turns."""
+
+
+LOCK = "lock"
+HOLD_TRIES = 10  # a reader's probe holds the lock for microseconds: a hold tries again before calling it busy
 
 
 @dataclass(frozen=True)
@@ -102,14 +113,79 @@ class RunStore:
     def __init__(self, directory: Path, info: RunInfo) -> None:
         self.dir = directory
         self.info = info
+        self._lock: int | None = None
 
     @classmethod
-    def create(cls, runs_dir: Path, info: RunInfo) -> RunStore:
+    def create(cls, runs_dir: Path, info: RunInfo, *, hold: bool = False) -> RunStore:
+        """A new run's directory; `hold`: held (see `hold`) before its run.json says it is running."""
         directory = runs_dir / info.run_id
         directory.mkdir(parents=True, exist_ok=False)
         store = cls(directory, info)
+        if hold:
+            store.hold()
         store.save_info()
         return store
+
+    def hold(self) -> None:
+        """Take the run for this process until `let_go()`: an flock on its lock file, which the kernel lets go
+        however the process ends (a resume after a kill -9 takes it at once). RunBusyError when another
+        process plays the run now (before, both played it, their turns interleaved in one record)."""
+        fd = os.open(self.dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        for attempt in range(HOLD_TRIES):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._lock = fd
+                return
+            except BlockingIOError:
+                if attempt < HOLD_TRIES - 1:
+                    time.sleep(0.01)
+        os.close(fd)
+        raise RunBusyError(
+            f"run {self.info.run_id} is being played by another process now: wait for it to end, or stop it first"
+        )
+
+    def let_go(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.let_go()
+
+    def played_now(self) -> bool | None:
+        """Whether a process holds the run now (None: cannot tell: no lock file, as in a run made before there
+        were locks, or one not this account's to open). Only reads: the probe holds a shared lock for an instant."""
+        try:
+            fd = os.open(self.dir / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+
+    def as_it_stands(self) -> RunInfo:
+        """The run as its directory has it. One whose run.json says it is running while no process plays it (it
+        was killed: its run.json is rewritten at its end, not every turn) as its committed turns left it."""
+        info = self.info
+        if info.status != "running" or self.played_now() is not False:
+            return info
+        records = self.turns(repair=False)
+        last = records[-1] if records else None
+        return replace(
+            info,
+            status="stopped",
+            reason="killed",
+            turns=last.turn if last else 0,
+            score=last.score if last else info.score,
+            cost_usd=last.cost_usd if last else info.cost_usd,
+        )
 
     @classmethod
     def open(cls, runs_dir: Path, run_id: str) -> RunStore:

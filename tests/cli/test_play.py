@@ -1,5 +1,6 @@
 """`frobozz play` as a user runs it: real processes, signals, exit codes and JSON on stdout."""
 
+import fcntl
 import json
 import os
 import signal
@@ -7,9 +8,11 @@ import subprocess
 import sys
 import time
 
+import anyio
 import pytest
 
 from frobozz.engine.testing import ScriptedModel
+from frobozz.runner import run_row
 from frobozz.runner._prompts import turn_in
 from tests.cli.in_process import frobozz_here
 from tests.httpserver import serve
@@ -61,6 +64,8 @@ def test_a_run_killed_halfway_resumes_to_the_same_final_score(frobozz_env, tmp_p
     os.killpg(process.pid, signal.SIGKILL)  # the runner, claude, the interpreter: all at once
     process.wait()
     kept = len(run_dir.joinpath("turns.jsonl").read_text().splitlines())
+    listed = anyio.run(run_row, None, run_dir.parent, run_dir.name)  # run.json still says "running", 0 turns
+    assert (listed["status"], listed["reason"], listed["turns"]) == ("stopped", "killed", kept)
     done = _play(tmp_path, "--resume", run_dir.name, "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -127,6 +132,8 @@ def test_several_runs_in_parallel_get_a_combined_summary(tmp_path):
         (["--player", "robot"], "unknown player 'robot': use claude, walkthrough, script:FILE, or auto"),
         (["--mode", "telepathy"], "use text or tools"),
         (["--resume", "../../etc"], "is not a run id"),
+        (["--resume", ""], "'' is not a run id"),  # (not a new run)
+        (["--resume", "20200101-000000-abcdef", "--runs", "2"], "a resume plays the one run it names"),
         (["--resume", "20200101-000000-abcdef"], "no run 20200101-000000-abcdef"),
         (["--player", "script:/no/such/file"], "cannot read the script"),
         (["nosuchgame", "--player", "walkthrough"], "no game 'nosuchgame'"),
@@ -145,6 +152,39 @@ def test_bad_play_arguments_are_clear_errors(tmp_path, monkeypatch, args, messag
         done = frobozz_here(_env(tmp_path), monkeypatch, "play", *game, *args, code=None)
         code, said = done.exit_code, done.stderr
     assert code != 0 and message in " ".join(said.split())
+
+
+def test_a_run_another_process_plays_is_refused_and_a_prompt_file_that_is_not_text_makes_no_run(
+    frobozz_env, tmp_path, monkeypatch
+):
+    """Two resumes of one run both played it, their turns interleaved in one record (a score of 292 and 350 for
+    one run). The lock is held here as a process playing the run holds it."""
+    env = _env(tmp_path)
+    first = json.loads(
+        frobozz_here(env, monkeypatch, "play", "zork1", "--player", "walkthrough", "--max-turns", "3", "--json").stdout
+    )
+    run_dir = frobozz_env / "runs" / first["run_id"]
+    before = (run_dir / "run.json").read_bytes()
+    held = os.open(run_dir / "lock", os.O_RDWR)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        busy = frobozz_here(env, monkeypatch, "play", "--resume", first["run_id"], "--max-turns", "6", code=1)
+    finally:
+        os.close(held)
+    assert "is being played by another process now" in " ".join(busy.stderr.split())
+    assert (run_dir / "run.json").read_bytes() == before and first["turns"] == 3
+    more = frobozz_here(env, monkeypatch, "play", "--resume", first["run_id"], "--max-turns", "6", "--json").stdout
+    assert (json.loads(more)["turns"], json.loads(more)["reason"]) == (6, "max turns")
+    turns = [json.loads(line)["turn"] for line in (run_dir / "turns.jsonl").read_text().splitlines()]
+    assert turns == [1, 2, 3, 4, 5, 6]
+
+    latin1 = tmp_path / "prompt.txt"
+    latin1.write_bytes(b"Jouez au caf\xe9.\n")
+    bad = frobozz_here(
+        env, monkeypatch, "play", "zork1", "--player", "walkthrough", "--prompt-file", str(latin1), code=1
+    )
+    assert f"the prompt file {latin1} cannot be read" in " ".join(bad.stderr.split())
+    assert [p.name for p in (frobozz_env / "runs").iterdir()] == [first["run_id"]]  # no run made
 
 
 def test_a_catalogued_game_that_is_missing_is_installed_before_play(tmp_path):
@@ -173,8 +213,6 @@ def test_memory_takes_a_namespace_or_none_as_a_bare_option_does():
 def test_a_killed_memory_run_resumes_with_its_seen_set_and_recalls_nothing_twice(
     frobozz_env, tmp_path, cortex_settings, monkeypatch
 ):
-    import anyio
-
     from frobozz.memory import MemoryService
 
     trophy = "In the Living Room, the trophy case holds the treasures you bring back."

@@ -1,9 +1,11 @@
 import json
+import subprocess
+import sys
 from dataclasses import asdict
 
 import pytest
 
-from frobozz.runner import RunInfo, RunNotFoundError, RunStore, TurnRecord
+from frobozz.runner import RunBusyError, RunInfo, RunNotFoundError, RunStore, TurnRecord
 
 
 def _info(run_id="20261122-010000-abcdef"):
@@ -56,3 +58,54 @@ def test_bad_or_unknown_run_ids_are_clear_errors(tmp_path, run_id):
         RunStore.open(tmp_path, run_id)
     with pytest.raises(RunNotFoundError, match="no run"):
         RunStore.open(tmp_path, "20261122-010000-abcdef")
+
+
+def test_a_run_is_held_by_one_process_at_a_time_and_let_go_the_moment_its_holder_is_killed(tmp_path):
+    store = RunStore.create(tmp_path, _info(), hold=True)
+    assert store.played_now() is True
+    with pytest.raises(RunBusyError, match="being played by another process now"):
+        RunStore.open(tmp_path, store.info.run_id).hold()  # (another open file: as another process's)
+    store.let_go()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(store.dir / "lock")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert store.played_now() is True
+        with pytest.raises(RunBusyError):
+            store.hold()
+    finally:
+        holder.kill()  # SIGKILL: nothing of its own lets the lock go
+        holder.wait()
+    assert store.played_now() is False
+    with store:
+        store.hold()
+        assert store.played_now() is True
+    assert store.played_now() is False
+
+
+HOLDER = """import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_running_run_that_no_process_plays_is_seen_as_its_committed_turns_left_it(tmp_path):
+    """run.json is rewritten at a run's end, not at every turn: a killed run's said "running", 0 turns."""
+    store = RunStore.create(tmp_path, _info(), hold=True)
+    assert store.as_it_stands() == store.info  # played now, nothing committed yet: as it is
+    store.let_go()
+    gone = store.as_it_stands()
+    assert (gone.status, gone.reason, gone.turns, gone.score) == ("stopped", "killed", 0, None)  # killed at once
+    store.hold()
+    for n in (1, 2, 3):
+        store.record(_turn(n), None)
+    assert store.as_it_stands().status == "running"
+    store.let_go()
+    gone = store.as_it_stands()
+    assert (gone.status, gone.reason, gone.turns, gone.score) == ("stopped", "killed", 3, 3)
+    assert RunStore.open(tmp_path, store.info.run_id).info.status == "running"  # only seen so: nothing written
+    older = RunStore.create(tmp_path, _info("20261122-010000-123456"))  # made before there were locks
+    assert older.played_now() is None and older.as_it_stands() == older.info
