@@ -78,7 +78,7 @@ def _stdin_lines() -> MemoryObjectReceiveStream[str]:
 
 
 def _sessions_table(namespace: str | None) -> None:
-    from frobozz.memory import MemoryService, MemorySettings, stop_embedded_at_exit
+    from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, stop_embedded_at_exit
 
     stop_embedded_at_exit()  # a listing is one command: a Postgres it starts does not outlive it
 
@@ -89,7 +89,11 @@ def _sessions_table(namespace: str | None) -> None:
         finally:
             await service.aclose()
 
-    found = anyio.run(main)
+    try:
+        found = anyio.run(main)
+    except MemoryStoreError as e:  # a namespace refused, the database gone (a traceback before)
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from None
     if not found:
         out.print("no sessions yet")
         return
@@ -128,7 +132,12 @@ def chat(
         if problem:
             err.print(f"[red]error:[/red] {problem.replace('--player walkthrough', '--model scripted')}")
             raise typer.Exit(1)
-    system = system_prompt_file.read_text(encoding="utf-8") if system_prompt_file else None
+    try:
+        system = system_prompt_file.read_text(encoding="utf-8") if system_prompt_file else None
+    except (OSError, UnicodeDecodeError) as e:  # (a traceback before)
+        raise typer.BadParameter(
+            f"{system_prompt_file} cannot be read: {e}", param_hint="--system-prompt-file"
+        ) from None
     try:
         anyio.run(_chat, namespace, system, context_dir, resume, not no_recall, not no_suggest, model)
     except KeyboardInterrupt:

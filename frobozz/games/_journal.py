@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ._turns import Turn
-from .exceptions import GameNotFoundError
+from .exceptions import GameError, GameNotFoundError
 
 
 class Journal:
@@ -38,18 +38,25 @@ def replay(path: Path) -> tuple[dict[str, Any], list[Turn]]:
         raise GameNotFoundError(f"no game session journal at {path}")
     start: dict[str, Any] = {}
     turns: list[Turn] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise GameError(f"the game session journal at {path} cannot be read: {e}") from e
+    for number, line in enumerate(text.splitlines(), 1):
         try:
             record = json.loads(line)
         except ValueError:
             continue  # a line cut short by a crash
-        event = record.get("event")
-        if event == "start":
-            start = record
-        elif event == "turn":
-            turns.append(Turn(**record["turn"]))
-        elif event == "undo":
-            del turns[len(turns) - int(record["steps"]) :]
-        elif event in ("restore", "restart", "resume"):
-            turns = [Turn(**t) for t in record["turns"]]
+        try:  # (what a damaged file holds: a traceback before)
+            event = record.get("event")
+            if event == "start":
+                start = record
+            elif event == "turn":
+                turns.append(Turn(**record["turn"]))
+            elif event == "undo":
+                del turns[len(turns) - int(record["steps"]) :]
+            elif event in ("restore", "restart", "resume"):
+                turns = [Turn(**t) for t in record["turns"]]
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise GameError(f"the game session journal at {path} is damaged at line {number}: {e!r:.200}") from e
     return start, turns

@@ -25,7 +25,7 @@ from ._recall import Recall, memory_line, quietly
 from ._records import Hit, Memory, content_hash
 from ._search import MAX_QUERY_CHARS, RECALL_MIN_SCORE, Mode
 from ._service import MemoryService
-from ._store import MemoryStore
+from ._store import MemoryStore, check_namespace
 from .exceptions import DatabaseError, EmbeddingMismatchError, ImageError, MemoryStoreError
 from .settings import MemorySettings
 from .transcripts import TranscriptStore
@@ -61,6 +61,7 @@ __all__ = [
     "Recall",
     "TranscriptStore",
     "apply_migrations",
+    "check_namespace",
     "close_pool",
     "content_hash",
     "database_url",

@@ -28,6 +28,19 @@ from .exceptions import DatabaseError, EmbeddingMismatchError, MemoryStoreError
 log = logging.getLogger("frobozz.memory")
 
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
+
+
+def check_namespace(ns: str) -> str:
+    """`ns` if it can name a namespace, else MemoryStoreError saying what can (for those who keep one to use
+    later, as the plugin's install does, and find out then)."""
+    if not _NAMESPACE.fullmatch(ns):
+        raise MemoryStoreError(
+            f"invalid namespace {ns[:80]!r}: 1-100 letters, digits, '_', '.', ':' or '-', starting with a "
+            "letter or digit"
+        )
+    return ns
+
+
 _DOWN = (
     OSError,
     asyncpg.InterfaceError,
@@ -105,13 +118,7 @@ class MemoryStore:
 
     # -- checks ------------------------------------------------------------------------------------
     def namespace(self, value: str | None) -> str:
-        ns = self.default_namespace if value is None else value
-        if not _NAMESPACE.fullmatch(ns):
-            raise MemoryStoreError(
-                f"invalid namespace {ns[:80]!r}: 1-100 letters, digits, '_', '.', ':' or '-', starting with a "
-                "letter or digit"
-            )
-        return ns
+        return check_namespace(self.default_namespace if value is None else value)
 
     def content(self, value: str) -> str:
         if not value or not value.strip():

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from frobozz.memory import MemoryStoreError, check_namespace
+
 from .exceptions import PluginError
 from .settings import PluginSettings
 
@@ -183,7 +185,13 @@ def install(
     hub: str | None = None,
 ) -> Installed:
     """Install (again) at `scope`; the settings file's bytes from before the first install are kept for
-    uninstall."""
+    uninstall. A namespace memory cannot use is refused here (it was taken, and every session then said its
+    memory was off)."""
+    if namespace is not None:
+        try:
+            check_namespace(namespace)
+        except MemoryStoreError as e:
+            raise PluginError(str(e)) from e
     target = settings_file(scope, project)
     records = _records(settings)
     key = str(target)

@@ -8,6 +8,7 @@ import sys
 import pexpect
 import pytest
 
+from tests.cli.in_process import frobozz_here
 from tests.orphans import descendants, still_running
 
 
@@ -151,3 +152,18 @@ def test_an_unknown_session_or_a_refused_namespace_is_an_error_with_status_1_and
         withexitstatus=True,
     )
     assert status == 1 and "error:" in output and said in output and "session " not in output.split("error:")[0]
+
+
+def test_a_listing_of_a_refused_namespace_or_a_system_prompt_that_is_not_text_is_a_clear_error(
+    chat_env, tmp_path, monkeypatch
+):
+    """Both were tracebacks. In this process (`frobozz_here`): the point is the message, not the process."""
+    for namespace in ("../../etc", ""):
+        listed = frobozz_here(chat_env, monkeypatch, "chat", "--list", "--namespace", namespace, code=1)
+        assert "error:" in listed.stderr and "namespace" in listed.stderr
+    latin1 = tmp_path / "system.txt"
+    latin1.write_bytes(b"Tu es un caf\xe9.")
+    refused = frobozz_here(
+        chat_env, monkeypatch, "chat", "--model", "scripted", "--system-prompt-file", str(latin1), code=2
+    )
+    assert f"{latin1} cannot be read" in " ".join(refused.stderr.split())

@@ -298,3 +298,18 @@ async def test_a_save_that_cannot_be_written_is_a_clear_error_and_leaves_no_file
         await zork.save("blocked")
     assert [p.name for p in slot_dir.iterdir()] == ["blocked.json"]  # no temporary file left behind
     assert (await zork.save("fine")).slot == "fine"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xfe\n", b"5\n", b'{"event": "turn", "turn": {"nope": 1}}\n', b'{"event": "undo", "steps": "x"}\n'],
+    ids=["not UTF-8", "not an object", "a turn of other fields", "an undo of no number"],
+)
+def test_a_damaged_journal_is_a_game_error_that_names_it(tmp_path, content):
+    """`games map` on such a file ended in a traceback; the game server reads journals too."""
+    path = tmp_path / "0123abcd.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(GameError, match=f"journal at {path}"):
+        replay_journal(path)
+    path.write_bytes(b"")  # the empty case: no turns
+    assert replay_journal(path) == ({}, [])

@@ -132,7 +132,12 @@ def test_project_scope_writes_the_projects_settings_and_leaves_the_users_alone(c
 
 def test_bad_arguments_are_refused_and_change_nothing(claude_home, cortex_settings, project):
     env = hook_env(claude_home, cortex_settings)
-    for args in (["install", "--scope", "galaxy"], ["install", "--namespace", " "], ["uninstall"]):
+    for args in (
+        ["install", "--scope", "galaxy"],
+        ["install", "--namespace", " "],
+        ["install", "--namespace", "../x"],  # (taken before: every session then said its memory was off)
+        ["uninstall"],
+    ):
         done = frobozz("plugin", *args, env=env, cwd=project)
         assert done.returncode != 0 and "error" in done.stderr, args
     assert not (claude_home / ".claude" / "settings.json").exists()
