@@ -18,8 +18,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from frobozz import _spans
+from frobozz._text import printable
 
 from ._database import say_postgres_stays
 from ._trace import start_tracing, trace_option
@@ -100,7 +102,11 @@ def _sessions_table(namespace: str | None) -> None:
     table = Table("id", "namespace", "created", "last activity", "preview")
     for s in found:
         table.add_row(
-            s.id, s.namespace, f"{s.created_at:%Y-%m-%d %H:%M}", f"{s.last_active_at:%Y-%m-%d %H:%M}", s.preview[:60]
+            s.id,
+            s.namespace,
+            f"{s.created_at:%Y-%m-%d %H:%M}",
+            f"{s.last_active_at:%Y-%m-%d %H:%M}",
+            Text(printable(s.preview[:60])),  # what was said, as it was said: no markup, no ESC sequence
         )
     out.print(table)
 

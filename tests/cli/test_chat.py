@@ -167,3 +167,23 @@ def test_a_listing_of_a_refused_namespace_or_a_system_prompt_that_is_not_text_is
         chat_env, monkeypatch, "chat", "--model", "scripted", "--system-prompt-file", str(latin1), code=2
     )
     assert f"{latin1} cannot be read" in " ".join(refused.stderr.split())
+
+
+def test_a_listed_session_shows_its_first_words_as_they_were_said(chat_env, cortex_settings, monkeypatch):
+    """'[/x]' in a first message ended the listing in a markup error; an ESC sequence went to the terminal."""
+    import anyio
+
+    from frobozz.memory import MemoryService
+
+    async def said() -> None:
+        service = MemoryService(cortex_settings)
+        try:
+            sessions = await service.sessions()
+            session = await sessions.open("chat")
+            await sessions.archive(session.id, 1, "user", "arr[0] [/x] \x1b[2Jgone")
+        finally:
+            await service.aclose()
+
+    anyio.run(said)
+    listed = frobozz_here(chat_env, monkeypatch, "chat", "--list").stdout
+    assert "arr[0] [/x] \\x1b[2Jgone" in listed and "\x1b" not in listed

@@ -402,3 +402,14 @@ def test_an_export_over_a_file_its_user_may_not_write_is_refused_and_leaves_it_a
         assert backup.read_text() == '{"content": "kept"}\n' and os.listdir(folder) == ["backup.jsonl"]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_memory_is_listed_as_its_words_not_as_markup_or_terminal_codes(cortex_env, monkeypatch):
+    """'[/x]' in a memory ended recent and search in a markup error; '[bold]' was taken as a style and an ESC
+    sequence (from mail, a feed) went to the terminal as it was."""
+    words = "see arr[0] [/x] [bold]as is[/bold] \x1b[31mred\x1b[0m"
+    cortex_here(cortex_env, monkeypatch, "store", words)
+    for args in (["recent"], ["search", "arr"]):
+        listed = cortex_here(cortex_env, monkeypatch, *args).stdout
+        assert "[/x] [bold]as is[/bold]" in listed and "\x1b" not in listed and "\\x1b[31mred" in listed, args
+    assert json.loads(cortex_here(cortex_env, monkeypatch, "recent", "--json").stdout)[0]["content"] == words

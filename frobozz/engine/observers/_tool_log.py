@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from frobozz._text import printable
+
 from .._events import AssistantMessage, Event, Result, UserMessage
 
 log = logging.getLogger("frobozz.tools")
@@ -53,14 +55,6 @@ def target_of(tool_input: Mapping[str, Any], cwd: str | Path | None = None) -> s
             value = printable(" ".join(value.split()))
             return value if len(value) <= 80 else value[:79] + "…"
     return ""
-
-
-def printable(text: str) -> str:
-    """`text` with control characters shown escaped: a model's command or path must not drive the terminal
-    (an ESC sequence) or forge log lines when it is logged."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def input_size(name: str, tool_input: Mapping[str, Any]) -> str:

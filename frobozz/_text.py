@@ -1,0 +1,11 @@
+"""Text from elsewhere (a model, a memory, mail) made safe to show on a terminal or in a log line."""
+
+from __future__ import annotations
+
+
+def printable(text: str) -> str:
+    """`text` with control characters shown escaped: what came from elsewhere must not drive the terminal (an
+    ESC sequence) or forge log lines when it is shown."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
