@@ -12,6 +12,9 @@ import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from frobozz._text import printable
 
 from ._database import say_postgres_stays
 from ._trace import start_tracing, trace_option
@@ -156,15 +159,15 @@ def runs_list(
         score = "" if r["score"] is None else f"{r['score']}" + (f"/{r['max_score']}" if r["max_score"] else "")
         table.add_row(
             r["run_id"],
-            r["game"],
-            r["player"],
+            _cell(r["game"]),
+            _cell(r["player"]),
             r["mode"],
-            r["model"] or "",
+            _cell(r["model"]),
             r["status"],
             score,
             str(r["turns"]),
             "yes" if r["won"] else "no",
-            r["reason"] or "",
+            _cell(r["reason"]),
             f"${r['cost_usd']:.4f}",
         )
     out.print(table)
@@ -221,11 +224,11 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
         ("started", row["started_at"]),
         ("ended", row["ended_at"]),
     ):
-        table.add_row(f"[bold]{name}[/bold]", str(value if value is not None else "-"))
+        table.add_row(f"[bold]{name}[/bold]", _cell("-" if value is None else value))
     for name, path in row["files"].items():
-        table.add_row(f"[bold]{name}[/bold]", path)
+        table.add_row(f"[bold]{name}[/bold]", _cell(path))
     if row["run_dir"] and not row["files"]:
-        table.add_row("[bold]files[/bold]", f"on the worker's machine ({row['worker']}), not this one")
+        table.add_row("[bold]files[/bold]", _cell(f"on the worker's machine ({row['worker']}), not this one"))
     out.print(table)
     if row["last_turn"]:
         last = row["last_turn"]
@@ -263,9 +266,9 @@ def leaderboard(game: str = typer.Option(None), as_json: bool = typer.Option(Fal
         best = f"{r['best_score']}/{r['max_score']}" if r["max_score"] else str(r["best_score"])
         per_point = "-" if r["cost_per_point"] is None else f"${r['cost_per_point']:.4f}"
         table.add_row(
-            r["model"] or "(default)",
-            r["player"],
-            r["game"],
+            _cell(r["model"] or "(default)"),
+            _cell(r["player"]),
+            _cell(r["game"]),
             r["mode"],
             str(r["runs"]),
             f"{r['mean_score']:.1f}",
@@ -275,3 +278,9 @@ def leaderboard(game: str = typer.Option(None), as_json: bool = typer.Option(Fal
             per_point,
         )
     out.print(table)
+
+
+def _cell(value: object) -> Text:
+    """A value as it is, in a table: what a user or a model named (a model, a reason) is no markup ('[/x]'
+    ended the listing in a traceback) and sends no ESC sequence to the terminal."""
+    return Text(printable("" if value is None else str(value)))

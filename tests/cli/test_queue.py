@@ -411,6 +411,17 @@ def test_a_run_played_here_with_a_database_configured_is_listed_and_ranked_too(q
     assert (row["runs"], row["mean_turns"]) == (2, 6.5)
 
 
+def test_what_a_user_named_is_listed_as_it_is_not_as_markup(queue_env, monkeypatch):
+    """A model named '[/x] m' ended runs, runs show and the leaderboard in a markup error."""
+    frobozz_here(
+        queue_env, monkeypatch, "play", "zork1", "--player", "walkthrough", "--max-turns", "1", "--model", "[/x] m"
+    )
+    run_id = runs(queue_env, monkeypatch)[0]["run_id"]
+    for args in (["runs"], ["runs", "show", run_id], ["leaderboard"]):
+        listed = frobozz_here({**queue_env, "COLUMNS": "200"}, monkeypatch, *args).stdout
+        assert "[/x] m" in listed, (args, listed)
+
+
 def test_play_resume_on_a_machine_with_only_the_database_goes_on_in_the_same_claude_session(
     queue_env, tmp_path, monkeypatch
 ):
