@@ -17,7 +17,7 @@ import typer
 from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from frobozz import _spans
@@ -99,7 +99,8 @@ def _sessions_table(namespace: str | None) -> None:
     if not found:
         out.print("no sessions yet")
         return
-    table = Table("id", "namespace", "created", "last activity", "preview")
+    # the id whole, at any width: it is what --resume takes (cut at 80 columns before)
+    table = Table(Column("id", no_wrap=True, min_width=32), "namespace", "created", "last activity", "preview")
     for s in found:
         table.add_row(
             s.id,

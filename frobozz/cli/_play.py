@@ -112,12 +112,16 @@ def play(
             resume=resume,
             memory=memory,
         )
-    except ValidationError:
-        raise typer.BadParameter(
-            f"{memory[:80]!r} is not a namespace: 1-100 letters, digits, '_', '.', ':' or "
-            "'-', starting with a letter or digit",
-            param_hint="--memory",
-        ) from None
+    except ValidationError as e:
+        wrong = e.errors()[0]
+        if wrong["loc"][0] == "memory":
+            raise typer.BadParameter(
+                f"{memory[:80]!r} is not a namespace: 1-100 letters, digits, '_', '.', ':' or "
+                "'-', starting with a letter or digit",
+                param_hint="--memory",
+            ) from None
+        option = {"max_seconds": "--max-time"}.get(str(wrong["loc"][0]), f"--{str(wrong['loc'][0]).replace('_', '-')}")
+        raise typer.BadParameter(str(wrong["msg"]), param_hint=option) from None
     if resume is not None and runs > 1:
         raise typer.BadParameter("a resume plays the one run it names", param_hint="--runs")
     settings = RunnerSettings()

@@ -48,8 +48,8 @@ class RunConfig(BaseModel):
     mode: Literal["text", "tools"] = "text"
     model: str | None = None
     max_turns: int | None = Field(default=None, ge=1)
-    max_cost: float | None = Field(default=None, gt=0)
-    max_seconds: float | None = Field(default=None, gt=0)
+    max_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    max_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)  # (inf: no limit, leave it out)
     multi: bool = False
     prompt_file: Path | None = None
     resume: str | None = None

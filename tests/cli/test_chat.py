@@ -169,21 +169,29 @@ def test_a_listing_of_a_refused_namespace_or_a_system_prompt_that_is_not_text_is
     assert f"{latin1} cannot be read" in " ".join(refused.stderr.split())
 
 
-def test_a_listed_session_shows_its_first_words_as_they_were_said(chat_env, cortex_settings, monkeypatch):
-    """'[/x]' in a first message ended the listing in a markup error; an ESC sequence went to the terminal."""
+def test_a_listed_session_shows_its_whole_id_and_its_first_words_as_they_were_said(
+    chat_env, cortex_settings, monkeypatch
+):
+    """'[/x]' in a first message ended the listing in a markup error; an ESC sequence went to the terminal; at 80
+    columns the id was cut."""
     import anyio
 
+    from frobozz.cli import _chat
     from frobozz.memory import MemoryService
 
-    async def said() -> None:
+    async def said() -> str:
         service = MemoryService(cortex_settings)
         try:
             sessions = await service.sessions()
             session = await sessions.open("chat")
-            await sessions.archive(session.id, 1, "user", "arr[0] [/x] \x1b[2Jgone")
+            await sessions.archive(session.id, 1, "user", "arr[0] [/x] \x1b[2Jgone, and words enough to fill a preview")
+            return session.id
         finally:
             await service.aclose()
 
-    anyio.run(said)
+    session_id = anyio.run(said)
     listed = frobozz_here(chat_env, monkeypatch, "chat", "--list").stdout
     assert "arr[0] [/x] \\x1b[2Jgone" in listed and "\x1b" not in listed
+    monkeypatch.setattr(_chat.out, "width", 80)  # (the command's console, made at import)
+    narrow = frobozz_here(chat_env, monkeypatch, "chat", "--list").stdout
+    assert session_id in narrow  # whole, to copy into --resume
