@@ -173,8 +173,8 @@ def play(
     except* (PlayerError, RunNotFoundError, RunFinishedError, RunBusyError, GameError, EngineError) as group:
         failures = list(group.exceptions)  # raised out here: Python before 3.11.4 wraps what except* raises in a group
     if failures:
-        for e in failures:
-            err.print(f"[red]error:[/red] {e}")
+        for failure in failures:
+            err.print(f"[red]error:[/red] {failure}")
         raise typer.Exit(1)
     if as_json:
         dumped = [r.model_dump() for r in results]
