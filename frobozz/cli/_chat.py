@@ -137,7 +137,7 @@ def chat(
 
         problem = claude_readiness()
         if problem:
-            err.print(f"[red]error:[/red] {problem.replace('--player walkthrough', '--model scripted')}")
+            err.print(f"[red]error:[/red] {escape(problem.replace('--player walkthrough', '--model scripted'))}")
             raise typer.Exit(1)
     try:
         system = system_prompt_file.read_text(encoding="utf-8") if system_prompt_file else None
@@ -279,7 +279,7 @@ async def _chat(
                         sys.stdout.write(event.text)
                     elif isinstance(event, Result):
                         if event.is_error and event.result:
-                            err.print(f"[red]{event.result}[/red]")
+                            err.print(f"[red]{escape(str(event.result))}[/red]")
                         break
                 sys.stdout.write("\n")
                 turn_running = False

@@ -24,7 +24,7 @@ def stop_cmd() -> None:
         raise typer.Exit(1)
     users = embedded_users(settings)
     if users is None:
-        out.print(f"the embedded Postgres (in {settings.postgres_dir}) is not running", highlight=False)
+        out.print(f"the embedded Postgres (in {settings.postgres_dir}) is not running", highlight=False, markup=False)
         return
     if users or not stop_embedded_unused(settings):
         users = embedded_users(settings) or users
@@ -35,7 +35,7 @@ def stop_cmd() -> None:
             highlight=False,
         )
         raise typer.Exit(1)
-    out.print(f"stopped the embedded Postgres (in {settings.postgres_dir})", highlight=False)
+    out.print(f"stopped the embedded Postgres (in {settings.postgres_dir})", highlight=False, markup=False)
 
 
 def say_postgres_stays(console: Console, label: str = "note") -> None:

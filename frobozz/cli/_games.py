@@ -8,6 +8,7 @@ from pathlib import Path
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from frobozz.games import (
@@ -28,7 +29,7 @@ err = Console(stderr=True)
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
+    err.print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(1)
 
 
@@ -49,12 +50,12 @@ def install_game(name: str, url: str = typer.Option(None, help="Download from he
     settings = GamesSettings()
     try:
         if url is None and (there := installed_copy(name, GameLibrary(settings).directories)):
-            out.print(f"installed {there.path} already ({there.describe()}, md5 {there.md5})")
+            out.print(f"installed {there.path} already ({there.describe()}, md5 {there.md5})", markup=False)
             return
         story = anyio.run(lambda: install(name, settings.installed_games_dir, url=url))
     except GameError as e:
         raise _fail(str(e)) from e
-    out.print(f"installed {story.path} ({story.describe()}, md5 {story.md5})")
+    out.print(f"installed {story.path} ({story.describe()}, md5 {story.md5})", markup=False)
 
 
 @games.command("verify")
@@ -77,7 +78,7 @@ def verify(path: Path, as_json: bool = typer.Option(False, "--json", help="Print
         out.print_json(json.dumps(report))
         return
     for key, value in report.items():
-        out.print(f"{key:18} {value}")
+        out.print(f"{key:18} {value}", markup=False)
 
 
 @games.command("map")

@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from frobozz.games import CATALOGUE, GameError, GameLibrary, GameNotFoundError, GamesSettings, install
 
@@ -27,7 +28,7 @@ def ensure_game(game: str, settings: GamesSettings, *, url: str | None = None) -
     except GameNotFoundError:
         if game.strip().lower() not in CATALOGUE:
             raise
-        err.print(f"{game} is not installed: installing it into {settings.installed_games_dir}")
+        err.print(f"{game} is not installed: installing it into {settings.installed_games_dir}", markup=False)
         anyio.run(lambda: install(game, settings.installed_games_dir, url=url))
 
 
@@ -137,7 +138,7 @@ def play(
         try:
             ensure_game(game, settings)
         except GameError as e:
-            err.print(f"[red]error:[/red] {e}")
+            err.print(f"[red]error:[/red] {escape(str(e))}")
             raise typer.Exit(1) from None
     live = runs == 1 and not as_json and sys.stdout.isatty()
 
@@ -152,7 +153,7 @@ def play(
                 results[index] = await play(config, settings, handle_signals=runs == 1, ledger=ledger)
             if not live and not as_json:
                 r = results[index]
-                err.print(f"run {r.run_id}: {r.reason}, score {r.score}/{r.max_score} in {r.turns} turns")
+                err.print(f"run {r.run_id}: {r.reason}, score {r.score}/{r.max_score} in {r.turns} turns", markup=False)
 
     async def main() -> list:
         results: list = [None] * runs
@@ -174,7 +175,7 @@ def play(
         failures = list(group.exceptions)  # raised out here: Python before 3.11.4 wraps what except* raises in a group
     if failures:
         for failure in failures:
-            err.print(f"[red]error:[/red] {failure}")
+            err.print(f"[red]error:[/red] {escape(str(failure))}")
         raise typer.Exit(1)
     if as_json:
         dumped = [r.model_dump() for r in results]
@@ -182,7 +183,7 @@ def play(
     else:
         out.print(summary_table(results))
         for r in results:
-            out.print(f"transcript: {r.transcript}")
+            out.print(f"transcript: {r.transcript}", markup=False)
     if memory is not None:  # its memory is in the embedded Postgres, unless FROBOZZ_DATABASE_URL names another
         say_postgres_stays(err)
     stopped = [r.run_id for r in results if r.reason == "interrupted"]
@@ -203,7 +204,7 @@ async def _ledger(size: int) -> Any:
     try:
         return await RunLedger.open(size=size)
     except MemoryStoreError as e:
-        err.print(f"[yellow]warning:[/yellow] the runs are not recorded in the database: {e}")
+        err.print(f"[yellow]warning:[/yellow] the runs are not recorded in the database: {escape(str(e))}")
         return None
 
 
@@ -218,7 +219,7 @@ def _enqueue(config, settings, runs: int, as_json: bool) -> None:
         if player.kind != "claude":  # a scripted player's commands are checked now, not on a worker later
             commands_for(player, GameLibrary(settings).find(config.game, allow_path=True))
     except (GameError, PlayerError) as e:
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
     stop_embedded_at_exit()  # a Postgres this starts goes with it (the runs are in it; workers start it again)
 
@@ -232,11 +233,14 @@ def _enqueue(config, settings, runs: int, as_json: bool) -> None:
     try:
         ids = anyio.run(main)
     except MemoryStoreError as e:
-        err.print(f"[red]error:[/red] --queue: {e}")
+        err.print(f"[red]error:[/red] --queue: {escape(str(e))}")
         raise typer.Exit(1) from None
     if as_json:
         out.print_json(json.dumps(ids))
     else:
         for run_id in ids:
             out.print(run_id)
-        err.print(f"queued {len(ids)} run(s) of {config.game}: `frobozz worker` plays them, `frobozz runs` lists them")
+        err.print(
+            f"queued {len(ids)} run(s) of {config.game}: `frobozz worker` plays them, `frobozz runs` lists them",
+            markup=False,
+        )

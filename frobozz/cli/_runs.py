@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -42,7 +43,7 @@ def _with_ledger(work: Callable[[Any], Awaitable[T]], *, one_shot: bool = True, 
     try:
         return anyio.run(main)
     except (MemoryStoreError, RunNotFoundError) as e:
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
 
 
@@ -75,7 +76,7 @@ def worker(
             taker = Worker(ledger, settings, concurrency=concurrency, games=names, on_finished=finished)
         except GameError as e:
             if names:  # games asked for by name and not here: refused
-                err.print(f"[red]error:[/red] {e}")
+                err.print(f"[red]error:[/red] {escape(str(e))}")
                 raise typer.Exit(1) from None
             err.print(
                 f"worker: {e}; queued game runs are left to a worker that has their game, and a --game "
@@ -232,7 +233,7 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
     out.print(table)
     if row["last_turn"]:
         last = row["last_turn"]
-        out.print(f"\n[bold]turn {last['turn']}[/bold]: > {last['command']}\n{last['text'].strip()}")
+        out.print(f"\n[bold]turn {last['turn']}[/bold]: > {escape(last['command'])}\n{escape(last['text'].strip())}")
 
 
 def leaderboard(game: str = typer.Option(None), as_json: bool = typer.Option(False, "--json")) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 err = Console(stderr=True)
 
@@ -34,5 +35,5 @@ def start_tracing(on: bool, service: str) -> None:
     try:
         configure(service, TracingSettings(trace=True), database=_database)
     except TracingConfigError as e:
-        err.print(f"[red]error:[/red] tracing: {e}")
+        err.print(f"[red]error:[/red] tracing: {escape(str(e))}")
         raise typer.Exit(2) from None

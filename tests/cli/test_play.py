@@ -133,6 +133,7 @@ def test_several_runs_in_parallel_get_a_combined_summary(tmp_path):
         (["--mode", "telepathy"], "use text or tools"),
         (["--resume", "../../etc"], "is not a run id"),
         (["--resume", ""], "'' is not a run id"),  # (not a new run)
+        (["--resume", "[/x]"], "'[/x]' is not a run id"),  # (a markup error before)
         (["--resume", "20200101-000000-abcdef", "--runs", "2"], "a resume plays the one run it names"),
         (["--resume", "20200101-000000-abcdef"], "no run 20200101-000000-abcdef"),
         (["--player", "script:/no/such/file"], "cannot read the script"),

@@ -174,6 +174,7 @@ def test_runs_and_the_leaderboard_on_an_empty_database_say_so(queue_env, monkeyp
     missing = here("runs", "show", "20261122-013000-a1b2c3", code=1)
     assert "no run '20261122-013000-a1b2c3'" in missing.stderr
     here("runs", "--status", "bogus", code=2)
+    assert "no run '[/x]'" in here("runs", "show", "[/x]", code=1).stderr  # (a markup error before)
     hostile = "x'; DROP TABLE runs; --" + "\u202e" * 5000
     refused = here("runs", "show", hostile, code=1)
     assert "no run" in refused.stderr and len(refused.stderr) < 500
