@@ -326,7 +326,7 @@ def export_cmd(
 
         total = _run(work)  # a failure leaves a file already at OUTPUT as it was
     if output:
-        out.print(f"exported {total} memories to {output}")
+        out.print(f"exported {total} memories to {output}", markup=False)
 
 
 @cortex.command("reembed")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from frobozz._tasks import every
@@ -224,11 +225,13 @@ def doctor() -> None:
     console.print(table)
     claude = outcomes[0]
     if claude.ok and ("lacks" in claude.detail or "not a version" in claude.detail):
-        console.print(f"claude CLI: {claude.detail}", highlight=False)  # whole, on one line: what it lacks
+        # whole, on one line: what it lacks
+        console.print(f"claude CLI: {claude.detail}", highlight=False, markup=False)
     for o in outcomes:
         if not o.ok:
             console.print(
-                f"[{'red' if o.required else 'yellow'}]{o.name}[/]: {o.detail}\n  fix: {o.fix}", highlight=False
+                f"[{'red' if o.required else 'yellow'}]{o.name}[/]: {escape(o.detail)}\n  fix: {escape(o.fix)}",
+                highlight=False,
             )
     failed = [o for o in outcomes if not o.ok and o.required]
     if failed:

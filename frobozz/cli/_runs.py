@@ -65,7 +65,8 @@ def worker(
 
     def finished(result: Any) -> None:
         out.print(
-            f"run {result.run_id}: {result.reason}, score {result.score}/{result.max_score} in {result.turns} turns"
+            f"run {result.run_id}: {result.reason}, score {result.score}/{result.max_score} in {result.turns} turns",
+            markup=False,
         )
 
     async def work(ledger: Any) -> None:
@@ -79,7 +80,7 @@ def worker(
                 err.print(f"[red]error:[/red] {escape(str(e))}")
                 raise typer.Exit(1) from None
             err.print(
-                f"worker: {e}; queued game runs are left to a worker that has their game, and a --game "
+                f"worker: {escape(str(e))}; queued game runs are left to a worker that has their game, and a --game "
                 "routine's firing fails here, saying so"
             )  # routines without a game need none
         store = await RoutineStore.open(size=4)

@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from frobozz.servers import SERVERS, load_server
 
@@ -191,7 +192,8 @@ def _warn_unless_logged_in() -> None:
     problem = claude_readiness()
     if problem:
         Console(stderr=True, soft_wrap=True).print(
-            f"[yellow]warning:[/] {problem.replace('--player walkthrough', '--model scripted')}", highlight=False
+            f"[yellow]warning:[/] {escape(problem.replace('--player walkthrough', '--model scripted'))}",
+            highlight=False,
         )
 
 
@@ -375,7 +377,10 @@ def hub_token(
     except ValidationError as e:
         raise typer.BadParameter("; ".join(f"{err['loc'][0]}: {err['msg']}" for err in e.errors())) from e
     Console(stderr=True).print(
-        f"token for {name} (give it to them; it is not kept anywhere): {secret}", highlight=False, soft_wrap=True
+        f"token for {name} (give it to them; it is not kept anywhere): {secret}",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
     )
     lists = {k: ", ".join(f'"{v}"' for v in getattr(grant, k)) for k in ("servers", "read", "write", "users")}
     print(

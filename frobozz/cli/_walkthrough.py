@@ -9,6 +9,7 @@ from typing import Any
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rich.console import Console
+from rich.markup import escape
 
 from frobozz.games import GameError, GameLibrary, GamesSettings, walkthrough_for
 
@@ -38,9 +39,8 @@ async def play_walkthrough(game: str, settings: GamesSettings, *, progress: Cons
                 raise GameError(f"step {i} ({command!r}): {result.content[0].text}")  # type: ignore[union-attr]  # as above
             state = result.structured_content
             if progress and (i % 50 == 0 or i == len(steps)):
-                progress.print(
-                    f"[dim]{i:>4}/{len(steps)}  score {state['score']}/{state['max_score']}  {state['location']}[/dim]"
-                )
+                where = escape(str(state["location"]))
+                progress.print(f"[dim]{i:>4}/{len(steps)}  score {state['score']}/{state['max_score']}  {where}[/dim]")
         seconds = time.perf_counter() - t0
         await client.call_tool("end_game", {"session_id": session_id})
     return {
