@@ -93,7 +93,7 @@ class _Gate:
                 human="That is not this hub's token. Check it (it is long: copy it whole) and try again.",
             )
             return
-        await _redirect(send, next_path if next_path.startswith("/") and not next_path.startswith("//") else "/", token)
+        await _redirect(send, next_path, token)
 
 
 def BearerToken(app: ASGIApp, token: str) -> ASGIApp:  # a middleware, named as one
@@ -145,7 +145,7 @@ def _token(scope: Scope) -> str | None:
     headers = _headers(scope)
     if b"authorization" in headers:
         given = headers[b"authorization"].decode("latin-1")
-        return given[7:] if given.startswith("Bearer ") else ""
+        return given[7:] if given[:7].lower() == "bearer " else ""  # (a scheme's name is case-insensitive)
     try:
         jar = SimpleCookie(headers.get(b"cookie", b"").decode("latin-1"))
     except CookieError:
@@ -168,7 +168,19 @@ def _without_token(scope: Scope) -> str:
     return scope.get("root_path", "") + scope["path"] + (f"?{urlencode(query)}" if query else "")
 
 
+def _this_site(path: str) -> str:
+    """`path` if it is a page of this site, else "/": after signing in, a browser goes only here. Browsers take
+    `/\\host` (and `//host`, or a tab or newline in the way) for another site: a path that was only checked
+    for `//` sent a signed-in browser to `/\\evil.example/`."""
+    if not path.startswith("/") or path[1:2] in ("/", "\\") or "\\" in path:
+        return "/"
+    if any(c.isspace() or not c.isprintable() for c in path):
+        return "/"
+    return path
+
+
 async def _redirect(send: Send, location: str, token: str) -> None:
+    location = _this_site(location)
     seconds = COOKIE_DAYS * 86400
     expires = formatdate(time.time() + seconds, usegmt=True)
     cookie = f"{COOKIE}={token}; Path=/; Max-Age={seconds}; Expires={expires}; HttpOnly; SameSite=Strict"

@@ -80,8 +80,19 @@ def test_the_printed_link_signs_in_once_and_leaves_the_token_out_of_the_address(
 def test_the_sign_in_form_sets_the_cookie_and_goes_back_only_to_a_page_of_this_site(gate):
     ok = httpx.post(f"{gate}/login", data={"token": TOKEN, "next": "/memory?q=troll"})
     assert ok.status_code == 303 and ok.headers["location"] == "/memory?q=troll" and TOKEN in ok.headers["set-cookie"]
-    for away in ("https://evil.example/", "//evil.example/x", "javascript:alert(1)"):
-        assert httpx.post(f"{gate}/login", data={"token": TOKEN, "next": away}).headers["location"] == "/"
+    for away in (
+        "https://evil.example/",
+        "//evil.example/x",
+        "javascript:alert(1)",
+        "/\\evil.example/",  # browsers take these three for //evil.example/ (all three were let through)
+        "/\t/evil.example/",
+        "/\n/evil.example/",
+    ):
+        assert httpx.post(f"{gate}/login", data={"token": TOKEN, "next": away}).headers["location"] == "/", away
+    linked = httpx.get(f"{gate}//evil.example/?token={TOKEN}")  # the printed link's way in: the same rule
+    assert linked.status_code == 303 and linked.headers["location"] == "/"
+    lower = httpx.get(f"{gate}/memory", headers={"Authorization": f"bearer {TOKEN}"})  # the scheme in any case
+    assert lower.status_code == 200
     bad = httpx.post(f"{gate}/login", data={"token": "nope", "next": "/"}, headers=HTML)
     assert bad.status_code == 401 and "not this hub" in bad.text and "set-cookie" not in bad.headers
     huge = httpx.post(
