@@ -35,6 +35,7 @@ from ._history import changes, commit, turn_files
 from ._leases import Leases
 from ._memory import MemoryServers, memory_loop, memory_option, memory_options
 from ._notify import Notifier
+from ._options import session_options
 from ._placement import Placement
 from ._relay import Relay
 from ._session import AgentSession
@@ -44,7 +45,6 @@ from .exceptions import AgentError, BusyError, HistoryError, InputError, Session
 from .settings import AgentSettings
 
 log = logging.getLogger("frobozz.agent")
-OPTIONS = ("model", "allowed_tools", "max_turns", "max_budget_usd", "memory")
 
 
 class Agent:
@@ -163,9 +163,7 @@ class Agent:
         `attached` documents the user picked; `token` the name of the scoped token that asked (its webhooks get
         the session's notifications); options: model, allowed_tools, max_turns, max_budget_usd, and
         memory={"namespace": NS}, the memory loop around every turn."""
-        unknown = set(options) - set(OPTIONS)
-        if unknown:
-            raise InputError(f"unknown session options: {', '.join(sorted(unknown))}")
+        options = session_options(options)
         if options.get("memory") is not None:
             options["memory"] = await memory_option(options["memory"], self.memory_service)
         space = self.workspaces.resolve(workspace)
@@ -227,6 +225,8 @@ class Agent:
         images, files = list(images or ()), list(files or ())
         if not isinstance(text, str) or not (text.strip() or images or files):
             raise InputError("a message needs some text (or an image)")
+        if "\x00" in text:  # (the database refused it, and the client was told the database was away)
+            raise InputError("a message cannot hold a NUL character")
         if len(images) + len(files) > MAX_IMAGES:
             raise InputError(f"at most {MAX_IMAGES} images in a message")
         decoded = [inline(image) for image in images]

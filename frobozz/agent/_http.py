@@ -25,9 +25,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from frobozz.memory import DatabaseError
 
-from ._agent import OPTIONS, Agent
+from ._agent import Agent
 from ._events import KINDS, Status
 from ._files import MAX_IMAGE_BYTES
+from ._options import OPTIONS
 from ._session import AgentSession
 from .exceptions import AgentError, BusyError, ForbiddenError, InputError, SessionNotFoundError, TooLargeError
 
@@ -59,7 +60,19 @@ async def _body(request: Request) -> dict[str, Any]:
         raise InputError(f"the body is not JSON: {e}") from e
     if not isinstance(data, dict):
         raise InputError("the body is a JSON object")
+    if _holds_nul(data):  # no text the service keeps can hold one (the database refused it: a 503)
+        raise InputError("the body holds a NUL character (\\u0000), which no text here may hold")
     return data
+
+
+def _holds_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
 
 
 def _json(handler: Handler, problem: bool = False) -> Handler:

@@ -92,11 +92,27 @@ async def test_without_the_token_nothing_is_served_and_with_it_an_empty_service_
             json.dumps({"workspace": "../x"}).encode(),
             json.dumps({"workspace": "/etc"}).encode(),
             json.dumps({}).encode(),
+            # options claude cannot take: the session was made, and every message of it then failed
+            json.dumps({"workspace": "alice/notes", "max_turns": "x"}).encode(),
+            json.dumps({"workspace": "alice/notes", "max_turns": -1}).encode(),
+            json.dumps({"workspace": "alice/notes", "max_turns": True}).encode(),
+            json.dumps({"workspace": "alice/notes", "max_budget_usd": "1"}).encode(),
+            json.dumps({"workspace": "alice/notes", "model": "a model"}).encode(),
+            # one string: "NotebookEdit" let Edit through (a substring)
+            json.dumps({"workspace": "alice/notes", "allowed_tools": "NotebookEdit"}).encode(),
+            json.dumps({"workspace": "alice/notes", "allowed_tools": ["Read", ""]}).encode(),
+            json.dumps({"workspace": "alice/notes", "history": [{"role": "user", "text": "a\u0000b"}]}).encode(),
         ):
             bad = await client.post("/sessions", content=body)
-            assert bad.status_code == 400 and bad.json()["error"]
+            assert bad.status_code == 400 and bad.json()["error"], body
+        assert (await client.get("/sessions")).json() == {"sessions": []}  # none was made
         huge = await client.post("/sessions", content=b'{"workspace": "' + b"a" * (17 * 1024 * 1024) + b'"}')
         assert huge.status_code == 400
+        good = {"workspace": "alice/notes", "max_turns": 3, "max_budget_usd": 2, "allowed_tools": ["Read"]}
+        made = await client.post("/sessions", json=good)
+        assert made.status_code == 201, made.text
+        nul = await client.post(f"/sessions/{made.json()['session_id']}/messages", json={"text": "a\u0000b"})
+        assert nul.status_code == 400 and "NUL" in nul.json()["error"]  # (a 503: "the database failed")
 
 
 async def test_two_clients_see_the_same_question_one_answers_and_both_follow_it_to_done(make_agent, scripted):
