@@ -28,7 +28,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 import asyncpg
@@ -129,6 +129,19 @@ class Words:
         return bm25 / total if total else 0.0
 
 
+def _in_range(moment: datetime | None) -> datetime | None:
+    """A window's end as the database can take it: one before or after what a time in UTC can say (year 1 at
+    +01:00, 9999-12-31 at -01:00) is the first or last moment there is (the database's driver failed on it,
+    and the tool said only "Error executing tool search")."""
+    if moment is None or moment.tzinfo is None:
+        return moment
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        offset = moment.utcoffset()
+        return (datetime.min if offset and offset > timedelta(0) else datetime.max).replace(tzinfo=UTC)
+
+
 async def search(
     store: MemoryStore,
     queries: Sequence[str],
@@ -154,6 +167,7 @@ async def search(
         utf8_text(query, "the query")
     if not 0.0 <= min_score <= 1.0:
         raise MemoryStoreError("min_score is a score between 0 and 1")
+    since, until = _in_range(since), _in_range(until)
     ns = store.namespace(namespace)
     live = [q for q in queries if _WORD.search(q)]  # only punctuation or symbols: nothing to look for
     if not live:

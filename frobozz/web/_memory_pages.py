@@ -54,6 +54,8 @@ def _day(value: str | None, name: str, *, end: bool = False) -> datetime | None:
         day = date.fromisoformat(value)
     except ValueError:
         raise HTTPException(400, f"{name} must be a date like 2026-11-23") from None
+    if end and day == date.max:  # the end of the last day there is: no end (its next day was a 500)
+        return None
     return datetime.combine(day + timedelta(days=1) if end else day, time(), UTC)
 
 

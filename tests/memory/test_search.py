@@ -81,3 +81,21 @@ def test_a_memorys_own_words_score_as_if_its_neighbours_words_were_not_there():
     assert with_context > own > 0
     assert bm25("'troll':4C,7B", 30.0, words)[1] == 0.0
     assert bm25("", 30.0, words) == (0.0, 0.0)
+
+
+async def test_a_window_ending_beyond_what_a_utc_time_can_say_is_the_first_or_last_moment_there_is(memory_service):
+    """Year 1 at +01:00 and 9999-12-31 at -01:00 are out of UTC's range: the search failed with no reason."""
+    from datetime import datetime, timedelta, timezone
+
+    store = await memory_service.store()
+    first, last = (
+        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))),
+        datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-1))),
+    )
+    assert await store.search("cello", namespace="chat", since=first, until=last) == []  # the empty case
+    await store.store(NOTES[0], namespace="chat")
+    assert [h.memory.content for h in await store.search("cello", namespace="chat", since=first, until=last)] == [
+        NOTES[0]
+    ]
+    assert await store.search("cello", namespace="chat", since=last) == []
+    assert await store.search("cello", namespace="chat", until=first) == []

@@ -62,6 +62,8 @@ def test_dates_narrow_a_search_and_a_bad_date_or_query_is_a_clear_error(client, 
     stored(web_settings, (TROLL, "default"))
     assert "/memory/" in client.get("/memory", params={"q": "troll", "since": "2020-01-01"}).text.split("Newest")[0]
     assert 'id="no-hits"' in client.get("/memory", params={"q": "troll", "until": "2020-01-01"}).text
+    last = client.get("/memory", params={"q": "troll", "since": "0001-01-01", "until": "9999-12-31"})  # (a 500)
+    assert last.status_code == 200 and "/memory/" in last.text.split("Newest")[0]
     for params in ({"since": "yesterday"}, {"q": "x" * 10_001}, {"q": "troll\x00"}, {"namespace": "../etc"}):
         bad = client.get("/memory", params=params)
         assert bad.status_code == 400 and "<h1>" in bad.text, params
