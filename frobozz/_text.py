@@ -9,3 +9,8 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def printable_lines(text: str) -> str:
+    """`text` as `printable` makes each of its lines: many lines (a game's answer) stay many."""
+    return "\n".join(printable(line) for line in text.splitlines())

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from frobozz._files import atomic_file
-from frobozz._text import printable
+from frobozz._text import printable_lines
 
 cortex = typer.Typer(
     help="Long-term memory: store, search, recent, get, supersede, forget, import, export, reembed.",
@@ -77,7 +77,7 @@ def _print(rows: list[dict[str, Any]], as_json: bool, columns: tuple[str, ...]) 
     for row in rows:
         # a memory's words as they are: "[/x]" is no markup (it ended the listing in a traceback) and an ESC
         # sequence from mail or a feed does not reach the terminal
-        table.add_row(*(Text(printable(str(row.get(c, ""))[:200])) for c in columns))
+        table.add_row(*(Text(printable_lines(str(row.get(c, ""))[:200])) for c in columns))
     out.print(table)
 
 

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from frobozz._tasks import every
 
@@ -220,7 +221,8 @@ def doctor() -> None:
     outcomes = anyio.run(run_checks)
     table = Table("check", "", "found")
     for o in outcomes:
-        table.add_row(o.name, "[green]ok[/]" if o.ok else "[red]FAIL[/]" if o.required else "[yellow]no[/]", o.detail)
+        state = "[green]ok[/]" if o.ok else "[red]FAIL[/]" if o.required else "[yellow]no[/]"
+        table.add_row(o.name, state, Text(o.detail))  # (what was found may quote an error: no markup)
     console = Console(soft_wrap=True)  # fixes are commands: whole lines, so they can be copied
     console.print(table)
     claude = outcomes[0]

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from frobozz.games import (
     GameError,
@@ -39,7 +40,7 @@ def list_games() -> None:
     library = GameLibrary(GamesSettings())
     table = Table("name", "title", "installed", "licence", "path")
     for g in library.listing():
-        table.add_row(g.name, g.title, "yes" if g.installed else "no", g.license or "?", g.path or "")
+        table.add_row(g.name, Text(g.title), "yes" if g.installed else "no", g.license or "?", Text(g.path or ""))
     out.print(table)
 
 
@@ -112,7 +113,7 @@ def walkthrough(
         return
     table = Table("game", "steps", "score", "moves", "won", "seconds", "steps/s", title="walkthrough")
     table.add_row(
-        result["game"],
+        Text(result["game"]),
         str(result["steps"]),
         f"{result['score']}/{result['max_score']}",
         str(result["moves"]),

@@ -95,7 +95,8 @@ def play(
         player = "claude" if problem is None else "walkthrough"
         reason = problem.split("; or play offline", 1)[0].split(", or play offline", 1)[0] if problem else None
         err.print(
-            f"[bold]playing with {player}[/bold]" + (f": {reason}" if reason else ": claude is installed and logged in")
+            f"[bold]playing with {player}[/bold]"
+            + (f": {escape(reason)}" if reason else ": claude is installed and logged in")
         )
     from pydantic import ValidationError
 
@@ -211,9 +212,11 @@ async def _ledger(size: int) -> Any:
 def _enqueue(config, settings, runs: int, as_json: bool) -> None:
     """Put `runs` runs of `config` in the queue; their ids, at once."""
     from frobozz.memory import MemoryStoreError, stop_embedded_at_exit
-    from frobozz.runner import PlayerError, PlayerSpec, RunLedger, commands_for, enqueue
+    from frobozz.runner import PlayerError, PlayerSpec, RunLedger, check_prompt_file, commands_for, enqueue
 
     try:
+        if config.prompt_file is not None:
+            check_prompt_file(config.prompt_file)  # (a worker would fail each run)
         player = PlayerSpec.parse(config.player)
         ensure_game(config.game, settings)
         if player.kind != "claude":  # a scripted player's commands are checked now, not on a worker later

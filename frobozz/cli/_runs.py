@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from frobozz._text import printable
+from frobozz._text import printable, printable_lines
 
 from ._database import say_postgres_stays
 from ._trace import start_tracing, trace_option
@@ -234,7 +234,8 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
     out.print(table)
     if row["last_turn"]:
         last = row["last_turn"]
-        out.print(f"\n[bold]turn {last['turn']}[/bold]: > {escape(last['command'])}\n{escape(last['text'].strip())}")
+        command, text = escape(printable(last["command"])), escape(printable_lines(last["text"].strip()))
+        out.print(f"\n[bold]turn {last['turn']}[/bold]: > {command}\n{text}")
 
 
 def leaderboard(game: str = typer.Option(None), as_json: bool = typer.Option(False, "--json")) -> None:

@@ -8,7 +8,7 @@ from ._live import LiveView, summary_table
 from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for
 from ._prompts import load_template
 from ._queue import Worker, enqueue, install_queue
-from ._run import RunConfig, RunResult, new_info, play
+from ._run import RunConfig, RunResult, check_prompt_file, new_info, play
 from ._store import RunBusyError, RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord
 from .settings import RunnerSettings
 
@@ -29,6 +29,7 @@ __all__ = [
     "TurnRecord",
     "Worker",
     "all_runs",
+    "check_prompt_file",
     "claude_readiness",
     "commands_for",
     "enqueue",

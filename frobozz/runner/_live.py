@@ -9,6 +9,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from frobozz._text import printable, printable_lines
+
 from ._context import RunContext
 from ._store import TurnRecord
 
@@ -33,15 +35,16 @@ class LiveView:
         score = f"{record.score}/{context.max_score}" if context.max_score else str(record.score)
         budget = f"/{info.max_turns}" if info.max_turns else ""
         status.add_row(
-            f"[bold]{info.title}[/bold]",
+            Text(printable(info.title), style="bold"),  # a story file's name: no markup
             f"score [cyan]{score}[/cyan]",
             f"moves {record.moves}",
             f"turn {record.turn}{budget}",
             f"cost ${info.cost_usd:.4f}",
         )
         lines = record.text.strip().splitlines()[-14:]
-        body = Group(status, Text(f"> {record.command}", style="bold green"), Text("\n".join(lines)))
-        self._live.update(Panel(body, title=record.location or "", subtitle=f"run {info.run_id}"))
+        said = Text(printable_lines("\n".join(lines)))  # the game's words: no ESC codes
+        body = Group(status, Text(f"> {printable(record.command)}", style="bold green"), said)
+        self._live.update(Panel(body, title=Text(printable(record.location or "")), subtitle=f"run {info.run_id}"))
 
 
 def summary_table(results: list) -> Group:
@@ -56,7 +59,8 @@ def summary_table(results: list) -> Group:
     table.add_column("cost", no_wrap=True, justify="right")
     for r in results:
         score = f"{r.score}/{r.max_score}" if r.max_score else str(r.score)
-        table.add_row(r.run_id, f"{r.player} ({r.mode})", score, str(r.turns), r.reason or "", f"${r.cost_usd:.4f}")
+        player, reason = Text(printable(f"{r.player} ({r.mode})")), Text(printable(r.reason or ""))  # as they are
+        table.add_row(r.run_id, player, score, str(r.turns), reason, f"${r.cost_usd:.4f}")
     remembered = [r for r in results if r.memory_namespace]
     if not remembered:
         return Group(table)

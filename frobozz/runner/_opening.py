@@ -32,29 +32,37 @@ log = logging.getLogger("frobozz.runner")
 async def reopen(
     run_id: str, config: RunConfig, settings: RunnerSettings, ledger: RunLedger | None, *, queued: bool
 ) -> tuple[RunStore, str | None]:
-    """The run `run_id`, taken up again to play on (a budget `config` sets replaces its own), and why it had
-    stopped (its reason before). One that has ended, or whose budget is spent, is refused, unless `queued` (a
-    worker's run: play() then plays what is left, or returns the result of one that has ended)."""
+    """The run `run_id`, held by this process (RunStore.hold) and taken up again to play on (a budget `config`
+    sets replaces its own), and why it had stopped (its reason before). One that has ended, or whose budget
+    is spent, is refused, unless `queued` (a worker's run: play() then plays what is left, or returns the
+    result of one that has ended)."""
     store = await _open_run(run_id, settings, ledger)
-    stopped_by = store.info.reason
-    if store.info.status in ("queued", "running") or store.info.reason in (
-        "interrupted",
-        "time limit",
-        "max turns",
-        "max cost",
-    ):
-        for name in ("max_turns", "max_cost", "max_seconds"):  # a resume may raise a budget
-            value = getattr(config, name)
-            if value is not None:
-                setattr(store.info, name, value)
-        if not queued and _spent(store.info):
-            raise RunFinishedError(
-                f"run {store.info.run_id} is finished ({_how_far(store.info)}): to play on, "
-                "raise its budget (--max-turns N, --max-cost USD)"
-            )
-        store.info.status, store.info.reason = "running", None
-    elif not queued:
-        raise RunFinishedError(f"run {store.info.run_id} is finished ({_how_far(store.info)}): nothing to resume")
+    store.hold()  # first: what is read next is as the last process to play it left it (RunBusyError if one does)
+    try:
+        store.reload()
+        stopped_by = store.info.reason
+        if store.info.status in ("queued", "running") or store.info.reason in (
+            "interrupted",
+            "time limit",
+            "max turns",
+            "max cost",
+        ):
+            for name in ("max_turns", "max_cost", "max_seconds"):  # a resume may raise a budget
+                value = getattr(config, name)
+                if value is not None:
+                    setattr(store.info, name, value)
+            if not queued and _spent(store.info):
+                raise RunFinishedError(
+                    f"run {store.info.run_id} is finished ({_how_far(store.info)}): to play on, "
+                    "raise its budget (--max-turns N, --max-cost USD)"
+                )
+            store.info.status, store.info.reason = "running", None
+            store.save_info()  # running again: killed from here on, it is listed as killed (RunStore.as_it_stands)
+        elif not queued:
+            raise RunFinishedError(f"run {store.info.run_id} is finished ({_how_far(store.info)}): nothing to resume")
+    except BaseException:
+        store.let_go()
+        raise
     return store, stopped_by
 
 

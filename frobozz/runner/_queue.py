@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
@@ -32,8 +32,8 @@ from frobozz.memory import DATABASE_ERRORS
 from ._context import DATABASE_GONE
 from ._ledger import RunLedger, worker_name
 from ._players import PlayerError
-from ._run import RunConfig, RunResult, new_info, play
-from ._store import RunInfo, RunNotFoundError, RunStore
+from ._run import RunConfig, RunResult, check_prompt_file, new_info, play
+from ._store import RunBusyError, RunInfo, RunNotFoundError, RunStore
 from .settings import RunnerSettings
 
 log = logging.getLogger("frobozz.worker")
@@ -60,7 +60,10 @@ async def install_queue(ledger: RunLedger) -> Queries:
 
 
 async def enqueue(ledger: RunLedger, config: RunConfig, settings: RunnerSettings, runs: int) -> list[str]:
-    """`runs` new runs of `config`, queued; their ids, in order."""
+    """`runs` new runs of `config`, queued; their ids, in order (none when its prompt file cannot be read: a
+    worker would fail each)."""
+    if config.prompt_file is not None:
+        check_prompt_file(config.prompt_file)
     queries = await install_queue(ledger)
     infos = [new_info(config, settings) for _ in range(runs)]
     for info in infos:
@@ -170,6 +173,10 @@ class Worker:
                 await self._after_error(run_id, e)  # would be left running, and never played again
 
     async def _play(self, run_id: str, *, first: bool) -> None:
+        here = self.settings.runs_dir / run_id
+        with suppress(RunNotFoundError):  # a `play --resume` here plays it: its files are not rewritten
+            if here.is_dir() and RunStore.open(self.settings.runs_dir, run_id).played_now():
+                raise RunBusyError(f"run {run_id} is being played by another process on this machine")
         store = await self.ledger.checkout(run_id, self.settings.runs_dir)
         info = store.info
         extra: dict[str, object] = {"worker": worker_name(), "run_dir": str(store.dir)}
@@ -211,6 +218,8 @@ class Worker:
         away, the run goes back once it is back, as the database last had it."""
         leaf = first_leaf(error)
         what = f"{type(leaf).__name__}: {leaf}"
+        if isinstance(leaf, RunBusyError):  # not the run's error: it goes on once that process lets it go
+            raise RetryRequested(delay=timedelta(seconds=self.settings.worker_retry), reason=what) from error
         try:
             info = await self.ledger.info(run_id)
             if isinstance(leaf, PlayerError | GameError):

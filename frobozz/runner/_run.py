@@ -192,27 +192,34 @@ async def _opened(
     """The run to play and its player: the run `config.resume` names, taken up again, or a new one, made once
     its player is ready (claude installed and logged in, unless `handler` answers in its place); with why a
     resumed run had stopped (None: a new run)."""
-    store: RunStore | None = None
-    stopped_by: str | None = None
-    if config.resume is not None:  # ("" too: not a run id, not a new run)
-        store, stopped_by = await reopen(config.resume, config, settings, ledger, queued=queued)
-    player = PlayerSpec.parse(config.player if store is None else store.info.player)
+    if config.resume is None:
+        player = _ready(config.player, config.prompt_file, handler, cli_path)
+        if player.script is not None:
+            script_commands(player.script)  # a script that cannot be played makes no run
+        return RunStore.create(settings.runs_dir, new_info(config, settings, player), hold=True), player, None
+    store, stopped_by = await reopen(config.resume, config, settings, ledger, queued=queued)  # ("": not a run id)
+    try:
+        prompt_file = Path(store.info.prompt_file) if store.info.prompt_file else None
+        return store, _ready(store.info.player, prompt_file, handler, cli_path), stopped_by
+    except BaseException:
+        store.let_go()
+        raise
+
+
+def _ready(player_spec: str, prompt_file: Path | None, handler: Handler | None, cli_path: str | None) -> PlayerSpec:
+    """The run's player, ready to play: claude installed and logged in (unless `handler` answers in its
+    place), the prompt file readable."""
+    player = PlayerSpec.parse(player_spec)
     if player.kind == "claude" and handler is None:
         problem = claude_readiness(cli_path)
         if problem:
             raise PlayerError(problem)
-    prompt_file = config.prompt_file if store is None else store.info.prompt_file
     if prompt_file is not None:
-        _readable(Path(prompt_file))
-    if store is None:
-        if player.script is not None:
-            script_commands(player.script)  # a script that cannot be played makes no run
-        return RunStore.create(settings.runs_dir, new_info(config, settings, player), hold=True), player, None
-    store.hold()
-    return store, player, stopped_by
+        check_prompt_file(prompt_file)
+    return player
 
 
-def _readable(prompt_file: Path) -> None:
+def check_prompt_file(prompt_file: Path) -> None:
     """A prompt file that cannot be played from makes no run (one not UTF-8 ended a new run in a traceback,
     the run left "running" with no turn)."""
     try:

@@ -123,26 +123,44 @@ class RunStore:
         store = cls(directory, info)
         if hold:
             store.hold()
-        store.save_info()
+        try:
+            store.save_info()
+        except BaseException:
+            store.let_go()
+            raise
         return store
 
     def hold(self) -> None:
         """Take the run for this process until `let_go()`: an flock on its lock file, which the kernel lets go
         however the process ends (a resume after a kill -9 takes it at once). RunBusyError when another
-        process plays the run now (before, both played it, their turns interleaved in one record)."""
-        fd = os.open(self.dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        for attempt in range(HOLD_TRIES):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self._lock = fd
-                return
-            except BlockingIOError:
-                if attempt < HOLD_TRIES - 1:
-                    time.sleep(0.01)
+        process plays the run from this directory now (before, two resumes both played it, their turns
+        interleaved in one record). A lock is this machine's: a worker elsewhere has a copy of its own."""
+        if self._lock is not None:
+            return
+        try:  # (read-only: an flock needs no more, and another account sharing the runs folder can take it too)
+            fd = os.open(self.dir / LOCK, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise RunNotFoundError(f"run {self.info.run_id} cannot be taken up here: {e}") from e
+        try:
+            for attempt in range(HOLD_TRIES):
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    self._lock = fd
+                    return
+                except BlockingIOError:
+                    if attempt < HOLD_TRIES - 1:
+                        time.sleep(0.01)  # (a reader's probe: microseconds)
+        except BaseException:
+            os.close(fd)
+            raise
         os.close(fd)
         raise RunBusyError(
             f"run {self.info.run_id} is being played by another process now: wait for it to end, or stop it first"
         )
+
+    def reload(self) -> None:
+        """run.json as it is now (read again once the run is held: another process may have played it on)."""
+        self.info = RunStore.open(self.dir.parent, self.info.run_id).info
 
     def let_go(self) -> None:
         if self._lock is not None:
@@ -171,8 +189,9 @@ class RunStore:
             os.close(fd)
 
     def as_it_stands(self) -> RunInfo:
-        """The run as its directory has it. One whose run.json says it is running while no process plays it (it
-        was killed: its run.json is rewritten at its end, not every turn) as its committed turns left it."""
+        """The run as its directory has it. One whose run.json says it is running while no process plays it
+        from here (it was killed: run.json is written when a run starts or resumes and when it ends, not every
+        turn) as its committed turns left it."""
         info = self.info
         if info.status != "running" or self.played_now() is not False:
             return info
@@ -184,7 +203,7 @@ class RunStore:
             reason="killed",
             turns=last.turn if last else 0,
             score=last.score if last else info.score,
-            cost_usd=last.cost_usd if last else info.cost_usd,
+            cost_usd=max(info.cost_usd, last.cost_usd) if last else info.cost_usd,  # (as a resume counts it)
         )
 
     @classmethod

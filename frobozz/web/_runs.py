@@ -96,7 +96,9 @@ class Runs:
         limit = self.settings.web_page_size
         query = {k: wanted.get(k) for k in ("game", "model", "status")}  # what the runs table filters itself
         for row in await self._from_ledger(lambda ledger: ledger.runs(**query, limit=limit)) or []:
-            found.setdefault(row["run_id"], _row(row))
+            mine = found.get(row["run_id"])
+            if mine is None or (mine.status, mine.reason) == ("stopped", "killed"):  # (a worker elsewhere may
+                found[row["run_id"]] = _row(row)  # have taken up a run killed here: the database knows)
         rows = [r for r in found.values() if all(getattr(r, k) == v for k, v in wanted.items())]
         return sorted(rows, key=lambda r: (r.created, r.run_id), reverse=True)[:limit]
 
@@ -118,7 +120,7 @@ class Runs:
             if found is None:
                 raise
             return found
-        return RunView(store.info, [t for t in store.turns(repair=False) if t.turn > after])
+        return RunView(store.as_it_stands(), [t for t in store.turns(repair=False) if t.turn > after])
 
     async def spans(self, run_id: str | None = None, *, session_id: str | None = None) -> list[dict[str, Any]]:
         """The spans kept of a run's traces, or a claude session's (none without a database, or none kept)."""

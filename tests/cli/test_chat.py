@@ -190,6 +190,7 @@ def test_a_listed_session_shows_its_whole_id_and_its_first_words_as_they_were_sa
             await service.aclose()
 
     session_id = anyio.run(said)
+    monkeypatch.setattr(_chat.out, "width", 200)  # the command's console (made at import): no cell folded
     listed = frobozz_here(chat_env, monkeypatch, "chat", "--list").stdout
     assert "arr[0] [/x] \\x1b[2Jgone" in listed and "\x1b" not in listed
     monkeypatch.setattr(_chat.out, "width", 80)  # (the command's console, made at import)

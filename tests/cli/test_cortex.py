@@ -407,6 +407,9 @@ def test_an_export_over_a_file_its_user_may_not_write_is_refused_and_leaves_it_a
 def test_a_memory_is_listed_as_its_words_not_as_markup_or_terminal_codes(cortex_env, monkeypatch):
     """'[/x]' in a memory ended recent and search in a markup error; '[bold]' was taken as a style and an ESC
     sequence (from mail, a feed) went to the terminal as it was."""
+    from frobozz.cli import _cortex
+
+    monkeypatch.setattr(_cortex.out, "width", 200)  # the command's console (made at import): no cell folded
     words = "see arr[0] [/x] [bold]as is[/bold] \x1b[31mred\x1b[0m"
     cortex_here(cortex_env, monkeypatch, "store", words)
     for args in (["recent"], ["search", "arr"]):

@@ -418,8 +418,11 @@ def test_what_a_user_named_is_listed_as_it_is_not_as_markup(queue_env, monkeypat
         queue_env, monkeypatch, "play", "zork1", "--player", "walkthrough", "--max-turns", "1", "--model", "[/x] m"
     )
     run_id = runs(queue_env, monkeypatch)[0]["run_id"]
+    from frobozz.cli import _runs
+
+    monkeypatch.setattr(_runs.out, "width", 200)  # the command's console (made at import): no cell folded
     for args in (["runs"], ["runs", "show", run_id], ["leaderboard"]):
-        listed = frobozz_here({**queue_env, "COLUMNS": "200"}, monkeypatch, *args).stdout
+        listed = frobozz_here(queue_env, monkeypatch, *args).stdout
         assert "[/x] m" in listed, (args, listed)
 
 

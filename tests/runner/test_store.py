@@ -109,3 +109,28 @@ def test_a_running_run_that_no_process_plays_is_seen_as_its_committed_turns_left
     assert RunStore.open(tmp_path, store.info.run_id).info.status == "running"  # only seen so: nothing written
     older = RunStore.create(tmp_path, _info("20261122-010000-123456"))  # made before there were locks
     assert older.played_now() is None and older.as_it_stands() == older.info
+
+
+@pytest.mark.anyio
+async def test_a_resumed_run_says_it_is_running_again_so_a_kill_after_it_is_seen_as_one(frobozz_env):
+    """A resume set "running" in memory only: killed after it, the run was still listed as interrupted."""
+    from frobozz.runner import RunConfig, RunnerSettings
+    from frobozz.runner._opening import reopen
+
+    settings = RunnerSettings()  # (its data folder: the test's own)
+    store = RunStore.create(settings.runs_dir, _info(), hold=True)
+    for n in (1, 2):
+        store.record(_turn(n), None)
+    store.info.status, store.info.reason, store.info.turns = "stopped", "interrupted", 2
+    store.save_info()
+    store.let_go()
+    assert store.as_it_stands().reason == "interrupted"  # stopped as it said: nothing to see otherwise
+    again = RunConfig(resume=store.info.run_id)
+    resumed, stopped_by = await reopen(store.info.run_id, again, settings, None, queued=False)
+    assert stopped_by == "interrupted" and resumed.played_now() is True
+    with pytest.raises(RunBusyError):  # a second resume meanwhile
+        await reopen(store.info.run_id, again, settings, None, queued=False)
+    resumed.record(_turn(3), None)
+    resumed.let_go()  # killed
+    gone = RunStore.open(settings.runs_dir, store.info.run_id).as_it_stands()
+    assert (gone.status, gone.reason, gone.turns) == ("stopped", "killed", 3)
