@@ -115,15 +115,20 @@ def _settings_error(error: BaseException) -> str | None:
     """What is wrong with a setting (an environment variable, or .env), where one made a command fail: named as
     the variable it comes from, not as pydantic's model field (within an exception group too)."""
     import os
+    import re
 
     from pydantic import AliasChoices, ValidationError
-    from pydantic_settings import BaseSettings
+    from pydantic_settings import BaseSettings, SettingsError
 
     if isinstance(error, BaseExceptionGroup):
         return next(filter(None, map(_settings_error, error.exceptions)), None)
-    if not isinstance(error, ValidationError):
+    unparsed = re.search(r'parsing value for field "(\w+)"', str(error)) if isinstance(error, SettingsError) else None
+    if not isinstance(error, ValidationError) and unparsed is None:
         return None
-    models = [cls for cls in _subclasses(BaseSettings) if cls.__name__ == error.title]
+    if isinstance(error, ValidationError):
+        models = [cls for cls in _subclasses(BaseSettings) if cls.__name__ == error.title]
+    else:
+        models = [cls for cls in _subclasses(BaseSettings) if unparsed and unparsed[1] in cls.model_fields]
     if not models:
         return None
 
@@ -143,6 +148,9 @@ def _settings_error(error: BaseException) -> str | None:
         given = {key.upper() for key in os.environ}
         return next((n for n in names if n in given), names[0] if names else loc.upper()), secret
 
+    if unparsed is not None:  # a list or a dict it could not read (pydantic-settings reads them as JSON)
+        return f"{variable(unparsed[1])[0]}: cannot be read ({error.__cause__ or error})"
+    assert isinstance(error, ValidationError)
     said = []
     for e in error.errors():
         name, secret = variable(str(e["loc"][0])) if e["loc"] else (error.title, False)

@@ -127,6 +127,9 @@ def _serve_hub(
         _flush_when_claude_stops()
         load_server(name).run("stdio")
         return
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
     from frobozz.servers import hub_app
     from frobozz.web import create_app
 
@@ -142,6 +145,8 @@ def _serve_hub(
         if agent:  # last: what is unwound after its own failure closes undisturbed (hub_app)
             mounts["agent"] = agent
         app = hub_app(names, token, host=host, grants=grants, site=site, mounts=mounts or None)
+    except (ValidationError, SettingsError):
+        raise  # a setting's (FROBOZZ_…), said as its variable (_app._settings_error): it was blamed on --token
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
     if token is not None:

@@ -128,3 +128,30 @@ def test_garbage_left_at_exit_is_still_finalized_though_the_rest_is_frozen():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.rstrip().endswith("finalized"), done.stdout
+
+
+def test_a_list_setting_that_cannot_be_read_is_named_as_its_variable_and_a_plain_list_is_taken(monkeypatch):
+    """pydantic-settings reads a list from JSON: a plain value was a traceback (a stdio server), or blamed on
+    --token (`serve all`). fetch's allowlist takes what a user writes, `127.0.0.1, 10.0.0.0/8`."""
+    import pytest
+    from pydantic_settings import SettingsError
+
+    from frobozz.cli._app import _settings_error
+    from frobozz.dialogue import DialogueSettings
+    from frobozz.servers.fetch.settings import Settings as FetchSettings
+
+    monkeypatch.setenv("FROBOZZ_DIALOGUE_CONSENSUS_PHRASES", "we agree")
+    with pytest.raises(SettingsError) as caught:
+        DialogueSettings()
+    assert _settings_error(caught.value) == (
+        "FROBOZZ_DIALOGUE_CONSENSUS_PHRASES: cannot be read (Expecting value: line 1 column 1 (char 0))"
+    )
+    for given, taken in (("127.0.0.1", ["127.0.0.1"]), (" 127.0.0.1, 10.0.0.0/8 ,", ["127.0.0.1", "10.0.0.0/8"])):
+        monkeypatch.setenv("FROBOZZ_FETCH_ALLOWLIST", given)
+        assert FetchSettings().fetch_allowlist == taken
+    monkeypatch.setenv("FROBOZZ_FETCH_ALLOWLIST", '["localhost"]')
+    assert FetchSettings().fetch_allowlist == ["localhost"]
+    env = {**os.environ, "FROBOZZ_FETCH_ALLOWLIST": "[not json", "FROBOZZ_HUB_TOKEN": "t" * 32}
+    serve = [sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", "1"]
+    hub = subprocess.run(serve, env=env, capture_output=True, text=True, timeout=120)
+    assert hub.returncode == 1 and "error: FROBOZZ_FETCH_ALLOWLIST:" in hub.stderr and "--token" not in hub.stderr

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Annotated
 
 import platformdirs
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -14,7 +16,10 @@ class Settings(BaseSettings):
 
     data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path("frobozz", appauthor=False))
     fetch_allow_private: bool = Field(default=False, description="Allow private, loopback and link-local addresses.")
-    fetch_allowlist: list[str] = Field(default_factory=list, description="Hosts or networks allowed even if private.")
+    fetch_allowlist: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Hosts or networks allowed even if private (separated by commas, or a JSON list).",
+    )
     fetch_user_agent: str = "Frobozz-Fetch/0.1 (MCP fetch tool; model-initiated)"
     fetch_respect_robots: bool = True
     fetch_max_redirects: int = Field(default=5, ge=0, le=20)
@@ -32,3 +37,14 @@ class Settings(BaseSettings):
     @property
     def cache_dir(self) -> Path:
         return self.data_dir / "fetch-cache"
+
+    @field_validator("fetch_allowlist", mode="before")
+    @classmethod
+    def _entries(cls, value: object) -> object:
+        """`127.0.0.1, 10.0.0.0/8` as a user writes it (only a JSON list was taken: a plain host was a traceback)."""
+        if isinstance(value, str):
+            value = value.strip()
+            if value.startswith("["):
+                return json.loads(value)
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
