@@ -82,9 +82,9 @@ class Sessions:
     # -- inside ---------------------------------------------------------------------------------
     def _held(self, session_id: str) -> GameSession:
         session = self._sessions.get(session_id) if isinstance(session_id, str) else None
-        if session is None or session.state is GameSessionState.CLOSED:
-            running = ", ".join(self._sessions) or "none"
-            raise GameError(f"no game session {str(session_id)[:80]!r} (running: {running}); start one with new_game")
+        if session is None or session.state is GameSessionState.CLOSED:  # (the others' ids are theirs alone: an id
+            # is all that lets a client play a game, and one given a shared hub's token could take any listed)
+            raise GameError(f"no game session {str(session_id)[:80]!r}; start one with new_game")
         return session
 
     def _check_room(self) -> None:
