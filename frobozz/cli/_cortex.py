@@ -88,6 +88,7 @@ def store_cmd(
     metadata: str = typer.Option(None, help="JSON."),
     image: Path | None = typer.Option(
         None,
+        exists=True,  # (a usage error, as a bad --metadata is: it was said as the store's, status 1)
         dir_okay=False,
         help="An image to keep with it (PNG, JPEG, GIF "
         "or WebP): a thumbnail, and a description when FROBOZZ_CORTEX_VISION_MODEL is set.",
@@ -98,6 +99,8 @@ def store_cmd(
         meta = json.loads(metadata) if metadata else None
     except ValueError as e:
         raise typer.BadParameter(f"not JSON: {e}", param_hint="--metadata") from None
+    if meta is not None and not isinstance(meta, dict):
+        raise typer.BadParameter('a JSON object, like {"source": "notes"}', param_hint="--metadata")
 
     async def work(store):
         if image is not None:  # the user's own file: its folder is allowed, as the server's folders are for it

@@ -78,6 +78,7 @@ def play(
     from frobozz.runner import (
         LiveView,
         PlayerError,
+        PlayerSpec,
         RunBusyError,
         RunConfig,
         RunFinishedError,
@@ -90,6 +91,11 @@ def play(
 
     if mode not in ("text", "tools"):
         raise typer.BadParameter("use text or tools", param_hint="--mode")
+    if resume is None and player != "auto":
+        try:  # a usage error, as a bad --mode is (it was said with status 1)
+            PlayerSpec.parse(player)
+        except PlayerError as e:
+            raise typer.BadParameter(str(e), param_hint="--player") from None
     if player == "auto":
         problem = claude_readiness()
         player = "claude" if problem is None else "walkthrough"

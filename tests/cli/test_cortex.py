@@ -416,3 +416,11 @@ def test_a_memory_is_listed_as_its_words_not_as_markup_or_terminal_codes(cortex_
         listed = cortex_here(cortex_env, monkeypatch, *args).stdout
         assert "[/x] [bold]as is[/bold]" in listed and "\x1b" not in listed and "\\x1b[31mred" in listed, args
     assert json.loads(cortex_here(cortex_env, monkeypatch, "recent", "--json").stdout)[0]["content"] == words
+
+
+def test_metadata_that_is_not_an_object_or_an_image_that_is_not_there_is_a_usage_error(cortex_env, monkeypatch):
+    """Both were said with status 1, as the store's own errors are; a bad --metadata's JSON was already a 2."""
+    for args in (["--metadata", "[1, 2]"], ["--metadata", '"a string"'], ["--image", "/no/such/image.png"]):
+        refused = cortex_here(cortex_env, monkeypatch, "store", "a fact", *args, code=2)
+        assert "--metadata" in refused.stderr or "--image" in refused.stderr, args
+    assert "no memories yet" in cortex_here(cortex_env, monkeypatch, "recent").stdout  # nothing was stored

@@ -130,7 +130,7 @@ def test_several_runs_in_parallel_get_a_combined_summary(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--player", "robot"], "unknown player 'robot': use claude, walkthrough, script:FILE, or auto"),
+        (["--player", "robot"], "unknown player 'robot': use claude"),
         (["--mode", "telepathy"], "use text or tools"),
         (["--resume", "../../etc"], "is not a run id"),
         (["--resume", ""], "'' is not a run id"),  # (not a new run)
@@ -152,6 +152,7 @@ def test_bad_play_arguments_are_clear_errors(tmp_path, monkeypatch, args, messag
     if args == ["--player", "robot"]:
         done = _play(tmp_path, *game, *args, timeout=60)
         code, said = done.returncode, done.stderr
+        assert code == 2  # a usage error, as a bad --mode is (it was 1)
     else:
         done = frobozz_here(_env(tmp_path), monkeypatch, "play", *game, *args, code=None)
         code, said = done.exit_code, done.stderr

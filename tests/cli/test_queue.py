@@ -202,7 +202,7 @@ def test_bad_queue_arguments_are_clear_errors_and_queue_nothing(queue_env, monke
     for n, (args, code, message) in enumerate(
         [
             (["nosuchgame"], 1, "no game 'nosuchgame'"),
-            (["zork1", "--player", "nobody"], 1, "unknown player"),
+            (["zork1", "--player", "nobody"], 2, "unknown player"),
             (["zork1", "--player", "script:/nonexistent/file"], 1, "cannot read the script"),
             (["zork1", "--resume", "20261122-013000-a1b2c3"], 2, "starts afresh"),
             (["zork1", "--runs", "0"], 2, "runs"),
