@@ -9,6 +9,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from frobozz.engine import MODEL_NAME
+
 from .exceptions import InputError
 
 OPTIONS = ("model", "allowed_tools", "max_turns", "max_budget_usd", "memory")
@@ -20,7 +22,7 @@ class SessionOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    model: Name | None = None
+    model: Annotated[str, Field(pattern=f"^{MODEL_NAME.pattern}$")] | None = None
     allowed_tools: Annotated[list[Name], Field(max_length=200)] | None = None
     max_turns: Annotated[int, Field(ge=1, le=100_000)] | None = None
     max_budget_usd: Annotated[float, Field(gt=0)] | None = None

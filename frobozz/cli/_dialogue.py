@@ -113,6 +113,10 @@ def run(
     )
 
     settings = DialogueSettings()
+    from frobozz.engine import MODEL_NAME
+
+    if model is not None and model != "scripted" and not MODEL_NAME.fullmatch(model):  # (claude's: as play takes)
+        raise _fail(f"--model {model[:80]!r} is not a model's name (such as claude-sonnet-4-5, sonnet or opus[1m])")
     try:
         if resume is not None:
             if question or agent or scribe or directory or rounds is not None:

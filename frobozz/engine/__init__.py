@@ -35,7 +35,7 @@ from ._events import (
     text_of,
 )
 from ._hooks import Hook, HookEvent, HookInput, HookMatcher, HookOutput, Hooks
-from ._options import EngineOptions, Thinking, find_claude
+from ._options import MODEL_NAME, EngineOptions, Thinking, find_claude
 from ._pool import EnginePool, Sidecar
 from ._proxy import is_compaction_request
 from ._router import Observer, Router
@@ -58,6 +58,7 @@ from .exceptions import (
 from .settings import EngineSettings
 
 __all__ = [
+    "MODEL_NAME",
     "TESTED_CLI_VERSIONS",
     "Allow",
     "ApiRetry",

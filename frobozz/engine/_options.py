@@ -20,6 +20,8 @@ from ._session_store import SessionStore
 from .exceptions import CLINotFoundError
 
 _SKILL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+# claude's model names and aliases: claude-sonnet-4-5, sonnet, opus[1m], Bedrock's ids and ARNs, Vertex's name@date
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,199}")
 
 
 class Thinking(TypedDict, total=False):

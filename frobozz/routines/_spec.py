@@ -15,6 +15,7 @@ from zoneinfo import available_timezones
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, model_validator
 
+from frobozz.engine import MODEL_NAME
 from frobozz.engine.producers import (
     Deliveries,
     Feed,
@@ -32,8 +33,6 @@ from .exceptions import RoutineInputError
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 PASSWORD_ENV = "FROBOZZ_IMAP_PASSWORD"
-# claude's model names and aliases: claude-sonnet-4-5, sonnet, opus[1m], Bedrock's ids and ARNs, Vertex's name@date
-MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,199}")
 MAX_CRON = 200
 _NOT_ZONES = ("localtime", "posixrules")  # files beside the zones: each machine's own zone, a default for rules
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -89,7 +88,7 @@ class Routine(BaseModel):
 
     def _fresh(self) -> None:
         """The checks a routine being added passes (added after some were stored, which are read as they are)."""
-        if self.model is not None and not MODEL.fullmatch(self.model):
+        if self.model is not None and not MODEL_NAME.fullmatch(self.model):
             raise ValueError(
                 f"--model {self.model[:80]!r} is not a model's name (such as claude-sonnet-4-5, sonnet or opus[1m])"
             )

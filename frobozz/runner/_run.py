@@ -15,7 +15,7 @@ from typing import Literal
 import anyio
 from pydantic import BaseModel, Field
 
-from frobozz.engine import Session
+from frobozz.engine import MODEL_NAME, Session
 from frobozz.engine.scripted import Handler
 from frobozz.games import GameLibrary, StoryInfo, by_md5, read_story
 
@@ -46,7 +46,7 @@ class RunConfig(BaseModel):
     game: str = "zork1"
     player: str = "claude"
     mode: Literal["text", "tools"] = "text"
-    model: str | None = None
+    model: str | None = Field(default=None, pattern=f"^{MODEL_NAME.pattern}$")  # (claude's: as routines take)
     max_turns: int | None = Field(default=None, ge=1)
     max_cost: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     max_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)  # (inf: no limit, leave it out)

@@ -97,6 +97,7 @@ def bad_inputs(inputs, tmp_path):
         (dict(question=empty), "is empty", []),
         (dict(question=huge), "5242880 bytes; the limit is 1048576", []),
         (dict(), "leave out --question", ["--resume", str(tmp_path)]),
+        (dict(), "'bad model' is not a model's name", ["--model", "bad model"]),  # (every turn then failed)
     ]
 
 

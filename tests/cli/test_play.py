@@ -141,6 +141,7 @@ def test_several_runs_in_parallel_get_a_combined_summary(tmp_path):
         (["nosuchgame", "--player", "walkthrough"], "no game 'nosuchgame'"),
         (["--max-turns", "0"], "greater than or equal to 1"),
         (["--max-time", "inf"], "finite number"),
+        (["--model", "bad model"], "should match pattern"),  # (claude then failed every turn)
         (["--max-cost", "inf"], "finite number"),
         (["--memory", "bad namespace!"], "'bad namespace!' is not a namespace"),
         (["--memory", "x" * 101], "is not a namespace"),

@@ -413,9 +413,9 @@ def test_a_run_played_here_with_a_database_configured_is_listed_and_ranked_too(q
 
 
 def test_what_a_user_named_is_listed_as_it_is_not_as_markup(queue_env, monkeypatch):
-    """A model named '[/x] m' ended runs, runs show and the leaderboard in a markup error."""
+    """A model named 'opus[/x]' ended runs, runs show and the leaderboard in a markup error."""
     frobozz_here(
-        queue_env, monkeypatch, "play", "zork1", "--player", "walkthrough", "--max-turns", "1", "--model", "[/x] m"
+        queue_env, monkeypatch, "play", "zork1", "--player", "walkthrough", "--max-turns", "1", "--model", "opus[/x]"
     )
     run_id = runs(queue_env, monkeypatch)[0]["run_id"]
     from frobozz.cli import _runs
@@ -423,7 +423,7 @@ def test_what_a_user_named_is_listed_as_it_is_not_as_markup(queue_env, monkeypat
     monkeypatch.setattr(_runs.out, "width", 200)  # the command's console (made at import): no cell folded
     for args in (["runs"], ["runs", "show", run_id], ["leaderboard"]):
         listed = frobozz_here(queue_env, monkeypatch, *args).stdout
-        assert "[/x] m" in listed, (args, listed)
+        assert "opus[/x]" in listed, (args, listed)
 
 
 def test_play_resume_on_a_machine_with_only_the_database_goes_on_in_the_same_claude_session(
