@@ -10,6 +10,8 @@ import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from frobozz._env_lists import env_list
+
 from . import _model_download
 
 
@@ -119,14 +121,7 @@ class MemorySettings(BaseSettings):
     @field_validator("cortex_image_folders", mode="before")
     @classmethod
     def _folders(cls, value: object) -> object:
-        if isinstance(value, str):
-            value = value.strip()
-            if value.startswith("["):
-                import json
-
-                return json.loads(value)
-            return [part for part in value.split(os.pathsep) if part]
-        return value
+        return env_list(value, os.pathsep)
 
     @property
     def images_dir(self) -> Path:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import platformdirs
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from frobozz._env_lists import env_list
 
 
 class Settings(BaseSettings):
@@ -41,10 +42,4 @@ class Settings(BaseSettings):
     @field_validator("fetch_allowlist", mode="before")
     @classmethod
     def _entries(cls, value: object) -> object:
-        """`127.0.0.1, 10.0.0.0/8` as a user writes it (only a JSON list was taken: a plain host was a traceback)."""
-        if isinstance(value, str):
-            value = value.strip()
-            if value.startswith("["):
-                return json.loads(value)
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value
+        return env_list(value, ",")  # `127.0.0.1, 10.0.0.0/8` as a user writes it
