@@ -58,6 +58,8 @@ async def _body(request: Request) -> dict[str, Any]:
         data = json.loads(raw or b"{}")
     except ValueError as e:
         raise InputError(f"the body is not JSON: {e}") from e
+    except RecursionError:
+        raise InputError("the body nests too deep") from None
     if not isinstance(data, dict):
         raise InputError("the body is a JSON object")
     if _holds_nul(data):  # no text the service keeps can hold one (the database refused it: a 503)
@@ -66,12 +68,18 @@ async def _body(request: Request) -> dict[str, Any]:
 
 
 def _holds_nul(value: object) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(v) for v in value)
+    """Whether any text in a parsed body (keys too) holds a NUL; a loop, not recursion: as deep as JSON nests."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 

@@ -48,5 +48,12 @@ def session_options(options: dict[str, Any]) -> dict[str, Any]:
     except ValidationError as e:
         wrong = e.errors()[0]
         where = ".".join(str(part) for part in wrong["loc"])
-        raise InputError(f"{where}: {wrong['msg']}") from None
+        said = wrong["msg"]
+        if wrong["type"] == "string_pattern_mismatch":  # (pydantic says the pattern itself)
+            said = (
+                "not a model's name (such as claude-sonnet-4-5, sonnet or opus[1m])"
+                if where == "model"
+                else "a tool's name (such as Read or mcp__server__tool): no spaces, no permission rules"
+            )
+        raise InputError(f"{where}: {said}") from None
     return options

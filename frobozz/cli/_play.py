@@ -128,8 +128,12 @@ def play(
                 "'-', starting with a letter or digit",
                 param_hint="--memory",
             ) from None
-        option = {"max_seconds": "--max-time"}.get(str(wrong["loc"][0]), f"--{str(wrong['loc'][0]).replace('_', '-')}")
-        raise typer.BadParameter(str(wrong["msg"]), param_hint=option) from None
+        field = str(wrong["loc"][0])
+        option = {"max_seconds": "--max-time"}.get(field, f"--{field.replace('_', '-')}")
+        said = str(wrong["msg"])
+        if field == "model":  # (pydantic says the pattern itself)
+            said = f"{model[:80]!r} is not a model's name (such as claude-sonnet-4-5, sonnet or opus[1m])"
+        raise typer.BadParameter(said, param_hint=option) from None
     if resume is not None and runs > 1:
         raise typer.BadParameter("a resume plays the one run it names", param_hint="--runs")
     settings = RunnerSettings()

@@ -28,7 +28,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 import asyncpg
@@ -131,15 +131,15 @@ class Words:
 
 def _in_range(moment: datetime | None) -> datetime | None:
     """A window's end as the database can take it: one before or after what a time in UTC can say (year 1 at
-    +01:00, 9999-12-31 at -01:00) is the first or last moment there is (the database's driver failed on it,
-    and the tool said only "Error executing tool search")."""
-    if moment is None or moment.tzinfo is None:
-        return moment
+    +01:00, 9999-12-31 at -01:00, or without a zone on a machine west or east of UTC, which the database's driver
+    reads as local time) is the first or last moment there is (the driver failed on it, and the tool said only
+    "Error executing tool search")."""
+    if moment is None:
+        return None
     try:
-        return moment.astimezone(UTC)
-    except OverflowError:
-        offset = moment.utcoffset()
-        return (datetime.min if offset and offset > timedelta(0) else datetime.max).replace(tzinfo=UTC)
+        return moment.astimezone(UTC)  # (one without a zone: local time, as the driver would read it)
+    except (OverflowError, ValueError):
+        return (datetime.min if moment.year == 1 else datetime.max).replace(tzinfo=UTC)
 
 
 async def search(

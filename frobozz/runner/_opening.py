@@ -33,9 +33,9 @@ async def reopen(
     run_id: str, config: RunConfig, settings: RunnerSettings, ledger: RunLedger | None, *, queued: bool
 ) -> tuple[RunStore, str | None]:
     """The run `run_id`, held by this process (RunStore.hold) and taken up again to play on (a budget `config`
-    sets replaces its own), and why it had stopped (its reason before). One that has ended, or whose budget
-    is spent, is refused, unless `queued` (a worker's run: play() then plays what is left, or returns the
-    result of one that has ended)."""
+    sets replaces its own; run.json is not written here), and why it had stopped (its reason before). One that
+    has ended, or whose budget is spent, is refused, unless `queued` (a worker's run: play() then plays what is
+    left, or returns the result of one that has ended)."""
     store = await _open_run(run_id, settings, ledger)
     store.hold()  # first: what is read next is as the last process to play it left it (RunBusyError if one does)
     try:
@@ -56,8 +56,7 @@ async def reopen(
                     f"run {store.info.run_id} is finished ({_how_far(store.info)}): to play on, "
                     "raise its budget (--max-turns N, --max-cost USD)"
                 )
-            store.info.status, store.info.reason = "running", None
-            store.save_info()  # running again: killed from here on, it is listed as killed (RunStore.as_it_stands)
+            store.info.status, store.info.reason = "running", None  # (written once its player is ready: _opened)
         elif not queued:
             raise RunFinishedError(f"run {store.info.run_id} is finished ({_how_far(store.info)}): nothing to resume")
     except BaseException:

@@ -60,8 +60,8 @@ async def install_queue(ledger: RunLedger) -> Queries:
 
 
 async def enqueue(ledger: RunLedger, config: RunConfig, settings: RunnerSettings, runs: int) -> list[str]:
-    """`runs` new runs of `config`, queued; their ids, in order (none when its prompt file cannot be read: a
-    worker would fail each)."""
+    """`runs` new runs of `config`, queued; their ids, in order. PlayerError, and nothing queued, when its prompt
+    file cannot be read (a worker would fail each)."""
     if config.prompt_file is not None:
         check_prompt_file(config.prompt_file)
     queries = await install_queue(ledger)

@@ -200,10 +200,13 @@ async def _opened(
     store, stopped_by = await reopen(config.resume, config, settings, ledger, queued=queued)  # ("": not a run id)
     try:
         prompt_file = Path(store.info.prompt_file) if store.info.prompt_file else None
-        return store, _ready(store.info.player, prompt_file, handler, cli_path), stopped_by
+        player = _ready(store.info.player, prompt_file, handler, cli_path)
+        if store.info.status == "running":  # running again: killed from here on, it is listed as killed
+            store.save_info()  # (only now: a resume refused for its player left the run as it was)
     except BaseException:
         store.let_go()
         raise
+    return store, player, stopped_by
 
 
 def _ready(player_spec: str, prompt_file: Path | None, handler: Handler | None, cli_path: str | None) -> PlayerSpec:

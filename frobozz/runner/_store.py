@@ -137,8 +137,12 @@ class RunStore:
         interleaved in one record). A lock is this machine's: a worker elsewhere has a copy of its own."""
         if self._lock is not None:
             return
-        try:  # (read-only: an flock needs no more, and another account sharing the runs folder can take it too)
-            fd = os.open(self.dir / LOCK, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        path, flags = self.dir / LOCK, os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:  # (for writing where it may: NFS takes an exclusive flock only so; read-only for another account's)
+            try:
+                fd = os.open(path, os.O_RDWR | flags, 0o644)
+            except PermissionError:
+                fd = os.open(path, os.O_RDONLY | flags, 0o644)
         except OSError as e:
             raise RunNotFoundError(f"run {self.info.run_id} cannot be taken up here: {e}") from e
         try:
@@ -150,6 +154,9 @@ class RunStore:
                 except BlockingIOError:
                     if attempt < HOLD_TRIES - 1:
                         time.sleep(0.01)  # (a reader's probe: microseconds)
+        except OSError as e:
+            os.close(fd)
+            raise RunNotFoundError(f"run {self.info.run_id} cannot be taken up here: {e}") from e
         except BaseException:
             os.close(fd)
             raise

@@ -97,8 +97,9 @@ class Runs:
         query = {k: wanted.get(k) for k in ("game", "model", "status")}  # what the runs table filters itself
         for row in await self._from_ledger(lambda ledger: ledger.runs(**query, limit=limit)) or []:
             mine = found.get(row["run_id"])
-            if mine is None or (mine.status, mine.reason) == ("stopped", "killed"):  # (a worker elsewhere may
-                found[row["run_id"]] = _row(row)  # have taken up a run killed here: the database knows)
+            killed_here = mine is not None and (mine.status, mine.reason) == ("stopped", "killed")
+            if mine is None or (killed_here and row.get("worker")):  # a worker's run killed here may have
+                found[row["run_id"]] = _row(row)  # been taken up elsewhere: the database knows
         rows = [r for r in found.values() if all(getattr(r, k) == v for k, v in wanted.items())]
         return sorted(rows, key=lambda r: (r.created, r.run_id), reverse=True)[:limit]
 

@@ -1,5 +1,7 @@
 """Several queries at once (the memory loop's recall): one embedding batch, each query's own hits."""
 
+import os
+
 import pytest
 
 from frobozz.memory import MemoryStoreError
@@ -99,3 +101,26 @@ async def test_a_window_ending_beyond_what_a_utc_time_can_say_is_the_first_or_la
     ]
     assert await store.search("cello", namespace="chat", since=last) == []
     assert await store.search("cello", namespace="chat", until=first) == []
+
+
+async def test_a_window_given_without_a_zone_is_local_time_and_out_of_range_ends_bound_nothing(memory_service):
+    """Without a zone the database's driver reads local time: west of UTC 9999-12-31T23:59 is past UTC's end."""
+    import time
+    from datetime import datetime
+
+    store = await memory_service.store()
+    await store.store(NOTES[0], namespace="chat")
+    zone = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
+    time.tzset()
+    try:
+        last, first = datetime(9999, 12, 31, 23, 59), datetime(1, 1, 1, 0, 0)
+        found = await store.search("cello", namespace="chat", since=datetime(1, 1, 1, 5, 0), until=last)
+        assert [h.memory.content for h in found] == [NOTES[0]]
+        assert await store.search("cello", namespace="chat", until=first) == []
+    finally:
+        if zone is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = zone
+        time.tzset()

@@ -113,9 +113,10 @@ def test_a_running_run_that_no_process_plays_is_seen_as_its_committed_turns_left
 
 @pytest.mark.anyio
 async def test_a_resumed_run_says_it_is_running_again_so_a_kill_after_it_is_seen_as_one(frobozz_env):
-    """A resume set "running" in memory only: killed after it, the run was still listed as interrupted."""
-    from frobozz.runner import RunConfig, RunnerSettings
-    from frobozz.runner._opening import reopen
+    """A resume set "running" in memory only: killed after it, the run was still listed as interrupted. A resume
+    refused (its player not ready) leaves run.json as it was."""
+    from frobozz.runner import PlayerError, RunConfig, RunnerSettings
+    from frobozz.runner._run import _opened
 
     settings = RunnerSettings()  # (its data folder: the test's own)
     store = RunStore.create(settings.runs_dir, _info(), hold=True)
@@ -125,12 +126,19 @@ async def test_a_resumed_run_says_it_is_running_again_so_a_kill_after_it_is_seen
     store.save_info()
     store.let_go()
     assert store.as_it_stands().reason == "interrupted"  # stopped as it said: nothing to see otherwise
-    again = RunConfig(resume=store.info.run_id)
-    resumed, stopped_by = await reopen(store.info.run_id, again, settings, None, queued=False)
+    again = RunConfig(resume=store.info.run_id, max_turns=50)
+    claude = {**asdict(store.info), "player": "claude"}  # (not logged in here)
+    (store.dir / "run.json").write_text(json.dumps(claude))
+    before = (store.dir / "run.json").read_bytes()
+    with pytest.raises(PlayerError):
+        await _opened(again, settings, None, queued=False, handler=None, cli_path=None)
+    assert (store.dir / "run.json").read_bytes() == before and store.played_now() is False  # as it was, let go
+    (store.dir / "run.json").write_text(json.dumps({**claude, "player": "walkthrough"}))
+    resumed, _, stopped_by = await _opened(again, settings, None, queued=False, handler=None, cli_path=None)
     assert stopped_by == "interrupted" and resumed.played_now() is True
     with pytest.raises(RunBusyError):  # a second resume meanwhile
-        await reopen(store.info.run_id, again, settings, None, queued=False)
+        await _opened(again, settings, None, queued=False, handler=None, cli_path=None)
     resumed.record(_turn(3), None)
     resumed.let_go()  # killed
     gone = RunStore.open(settings.runs_dir, store.info.run_id).as_it_stands()
-    assert (gone.status, gone.reason, gone.turns) == ("stopped", "killed", 3)
+    assert (gone.status, gone.reason, gone.turns, gone.max_turns) == ("stopped", "killed", 3, 50)
