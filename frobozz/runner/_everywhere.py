@@ -15,17 +15,26 @@ from ._ledger import RunLedger
 from ._store import RunInfo, RunNotFoundError, RunStore
 
 
-def local_infos(runs_dir: Path) -> list[RunInfo]:
-    """Every run directory on this machine (what is not a run, or is one being made, is passed over)."""
+def local_infos(runs_dir: Path, *, only: str | None = None) -> list[RunInfo]:
+    """Every run directory on this machine (what is not a run, or is one being made, is passed over), as it
+    stands (RunStore.as_it_stands); `only`: that run's, if it is here."""
     if not runs_dir.is_dir():
         return []
     infos = []
-    for path in runs_dir.iterdir():
+    for path in [runs_dir / only] if only else runs_dir.iterdir():
         try:
             infos.append(RunStore.open(runs_dir, path.name).as_it_stands())
         except RunNotFoundError:
             continue
     return infos
+
+
+def _killed_here(info: RunInfo, row: dict[str, Any]) -> bool:
+    """Whether a run the database says is running was killed on this machine, where it was played by hand (a
+    worker's run killed here may have been taken up by another worker: the database's row says how it is)."""
+    return (
+        (info.status, info.reason) == ("stopped", "killed") and row.get("status") == "running" and not row.get("worker")
+    )
 
 
 def local_row(info: RunInfo, runs_dir: Path) -> dict[str, Any]:
@@ -69,7 +78,8 @@ async def all_runs(
     for info in local_infos(runs_dir):
         row = local_row(info, runs_dir)
         if all(v is None or row[k] == v for k, v in wanted.items()):
-            found.setdefault(info.run_id, row)
+            if info.run_id not in found or _killed_here(info, found[info.run_id]):
+                found[info.run_id] = row
     rows = sorted(found.values(), key=lambda r: (_when(r["created"]), r["run_id"]), reverse=True)
     return rows[:limit]
 
@@ -80,9 +90,15 @@ async def run_row(ledger: RunLedger | None, runs_dir: Path, run_id: str) -> dict
     missing: RunNotFoundError | None = None
     if ledger is not None:
         try:
-            return {**await ledger.get(run_id), "in_database": True}
+            row = await ledger.get(run_id)
         except RunNotFoundError as e:
             missing = e
+        else:
+            here = local_infos(runs_dir, only=run_id)
+            if not (here and _killed_here(here[0], row)):
+                return {**row, "in_database": True}
+            row["status"], row["reason"], row["turns"] = here[0].status, here[0].reason, here[0].turns
+            return {**row, "in_database": True}
     try:
         store = RunStore.open(runs_dir, run_id)
     except RunNotFoundError:

@@ -142,3 +142,27 @@ async def test_a_resumed_run_says_it_is_running_again_so_a_kill_after_it_is_seen
     resumed.let_go()  # killed
     gone = RunStore.open(settings.runs_dir, store.info.run_id).as_it_stands()
     assert (gone.status, gone.reason, gone.turns, gone.max_turns) == ("stopped", "killed", 3, 50)
+
+
+@pytest.mark.anyio
+async def test_a_run_played_here_and_killed_is_listed_killed_though_the_database_says_running(ledger, frobozz_env):
+    """The database's row wins in `runs`; for a run played here by hand it said "running" for ever after a kill.
+    A worker's run says what the database says (another worker may have taken it up)."""
+    from frobozz.runner import RunnerSettings, all_runs, run_row
+
+    settings = RunnerSettings()
+    assert await all_runs(ledger, settings.runs_dir) == []  # the empty case
+    store = RunStore.create(settings.runs_dir, _info(), hold=True)
+    await ledger.add(store.info, queued=False)
+    for n in (1, 2):
+        store.record(_turn(n), None)
+    (row,) = await all_runs(ledger, settings.runs_dir)
+    assert row["status"] == "running"  # played now
+    store.let_go()  # killed
+    (row,) = await all_runs(ledger, settings.runs_dir)
+    shown = await run_row(ledger, settings.runs_dir, store.info.run_id)
+    assert (row["status"], row["reason"], row["turns"]) == ("stopped", "killed", 2)
+    assert (shown["status"], shown["reason"], shown["turns"], shown["in_database"]) == ("stopped", "killed", 2, True)
+    await ledger.save(store.info, worker="another-machine")
+    (row,) = await all_runs(ledger, settings.runs_dir)
+    assert row["status"] == "running"  # a worker's: as the database has it
