@@ -55,8 +55,24 @@ def config_for(names: list[str], environ: dict[str, str] | None = None) -> dict[
 
 
 def write_config(config: dict[str, Any], path: Path) -> None:
-    """An MCP config written atomically, so claude never reads half of one."""
-    atomic_write(path, (json.dumps(config, indent=2) + "\n").encode())
+    """An MCP config written atomically, so claude never reads half of one. A file already there that is not an
+    MCP config is an error and is left as it was (`-o /etc/passwd`, run as root, replaced it); a device or a
+    pipe (`/dev/stdout`) is written as it is, not replaced."""
+    text = json.dumps(config, indent=2) + "\n"
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder: give the path of a file to write")
+    if path.exists() and not path.is_file():
+        with path.open("w", encoding="utf-8") as out:
+            out.write(text)
+        return
+    if path.exists():
+        try:
+            current = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            current = None
+        if not isinstance(current, dict) or "mcpServers" not in current:
+            raise ConfigError(f"{path} is there and is not an MCP config: move it, or write to another file")
+    atomic_write(path, text.encode())
 
 
 def install_config(config: dict[str, Any], project: Path) -> tuple[Path, list[str]]:

@@ -101,6 +101,14 @@ def test_mcp_config_prints_writes_and_installs_a_config_for_this_install(tmp_pat
     assert printed["mcpServers"]["cortex"]["command"] == sys.executable
     frobozz("mcp-config", "--servers", "game,fetch", "--output", str(tmp_path / "mine.json"))
     assert list(json.loads((tmp_path / "mine.json").read_text())["mcpServers"]) == ["game", "fetch"]
+    frobozz("mcp-config", "--servers", "game", "--output", str(tmp_path / "mine.json"))  # a config: written again
+    assert list(json.loads((tmp_path / "mine.json").read_text())["mcpServers"]) == ["game"]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("root:x:0:0:root:/root:/bin/bash\n")  # (-o /etc/passwd replaced it, run as root)
+    refused = frobozz("mcp-config", "--output", str(notes), check=False)
+    assert refused.returncode == 2 and "is not an MCP config" in " ".join(refused.stderr.split())
+    assert notes.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
+    assert "is a folder" in " ".join(frobozz("mcp-config", "-o", str(tmp_path), check=False).stderr.split())
     project = tmp_path / "project"
     project.mkdir()
     frobozz("mcp-config", "--install", "--project", str(project))
