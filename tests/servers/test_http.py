@@ -54,7 +54,7 @@ async def test_every_server_answers_at_its_own_path_with_the_token(overrides):
     [
         {},
         {"Authorization": "Bearer wrong-token-wrong-token"},
-        {"Authorization": f"bearer {TOKEN}"},
+        {"Authorization": f"Basic {TOKEN}"},  # (the scheme's name in any case is taken: test_auth.py)
         {"Authorization": TOKEN},
     ],
 )
