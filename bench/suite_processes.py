@@ -38,7 +38,7 @@ def _records(path: Path) -> list[tuple[str, float, int, int]]:
     return rows
 
 
-def _kinds(rows: list[tuple[str, float, int, int]], pytest_pid: int | None) -> list[str]:
+def _kinds(rows: list[tuple[str, float, int, int]], pytest_pid: int | None, workers: bool) -> list[str]:
     """Each process's kind, by its command and its ancestors (a pid is reused: a process's parent is the first
     process of its parent's pid to end after it): claude; what claude started (its MCP servers, hooks); the
     pytest workers; what a test started (a `frobozz` command, a server, a game's worker); what those started."""
@@ -60,18 +60,23 @@ def _kinds(rows: list[tuple[str, float, int, int]], pytest_pid: int | None) -> l
         return chain
 
     kinds = []
-    for i, (command, _, _pid, ppid) in enumerate(rows):
+    for i, (command, _, pid, ppid) in enumerate(rows):
         chain = ancestors(i)
         commands = [rows[a][0] for a in chain]
+        depth = next((n for n, a in enumerate(chain) if rows[a][2] == pytest_pid), None) if pytest_pid else None
+        if depth is not None and workers:
+            depth -= 1  # (a worker between pytest and the test)
         if command.startswith("claude"):
             kinds.append("claude (a real claude start)")
         elif any(c.startswith("claude") for c in commands):
             kinds.append(f"{command}, started by claude (MCP servers, hooks)")
-        elif pytest_pid is not None and ppid == pytest_pid:
-            kinds.append("the pytest workers (in-process tests)")
-        elif pytest_pid is not None and len(chain) >= 2 and rows[chain[1]][2] == pytest_pid:
+        elif pytest_pid is not None and pid == pytest_pid:
+            kinds.append("pytest's main process" + ("" if workers else " (the tests, in-process)"))
+        elif workers and pytest_pid is not None and ppid == pytest_pid:
+            kinds.append("the pytest workers (the tests, in-process)")
+        elif depth == 0:
             kinds.append(f"{command}, started by a test")
-        elif pytest_pid is not None and any(rows[a][2] == pytest_pid for a in chain):
+        elif depth is not None:
             kinds.append(f"{command}, started by what a test started")
         else:
             kinds.append(f"{command} <- {commands[0] if commands else '?'}")
@@ -81,9 +86,12 @@ def _kinds(rows: list[tuple[str, float, int, int]], pytest_pid: int | None) -> l
 def report(path: Path, machine_cpu: float | None = None, top: int = 20) -> None:
     rows = _records(path)
     pid_file = path.with_name("pytest.pid")
-    pytest_pid = int(pid_file.read_text()) if pid_file.exists() else None
+    pytest_pid, workers = None, True
+    if pid_file.exists():  # "PID" or "PID workers" (pytest-xdist's -n): written by the run below
+        said = pid_file.read_text().split()
+        pytest_pid, workers = int(said[0]), "workers" in said
     kinds: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
-    for (_, cpu, _, _), kind in zip(rows, _kinds(rows, pytest_pid), strict=True):
+    for (_, cpu, _, _), kind in zip(rows, _kinds(rows, pytest_pid, workers), strict=True):
         kinds[kind][0] += 1
         kinds[kind][1] += cpu
     total = sum(cpu for _, cpu, _, _ in rows)
@@ -114,8 +122,10 @@ def main() -> None:
     subprocess.run(["accton", str(accounting)], check=True, capture_output=True)  # root only
     before, started = _machine_cpu(), time.monotonic()
     try:
-        pytest = subprocess.Popen([sys.executable, "-m", "pytest", *(pytest_args or ["-n", "2", "-q"])])
-        (folder / "pytest.pid").write_text(str(pytest.pid))
+        arguments = pytest_args or ["-n", "2", "-q"]
+        pytest = subprocess.Popen([sys.executable, "-m", "pytest", *arguments])
+        xdist = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in arguments)
+        (folder / "pytest.pid").write_text(f"{pytest.pid}{' workers' if xdist else ''}")
         code = pytest.wait()
     finally:
         subprocess.run(["accton", "off"], check=False, capture_output=True)
