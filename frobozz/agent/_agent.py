@@ -25,7 +25,7 @@ from frobozz import _spans
 from frobozz._tasks import first_leaf
 from frobozz.engine import EngineOptions, WarmSpare
 from frobozz.engine.observers import ToolCall
-from frobozz.memory import DatabaseError, MemoryService, MemorySettings, TranscriptStore
+from frobozz.memory import DatabaseError, MemoryService, MemorySettings, TranscriptStore, unstorable
 
 from ._answers import Answers
 from ._context import preamble
@@ -225,8 +225,8 @@ class Agent:
         images, files = list(images or ()), list(files or ())
         if not isinstance(text, str) or not (text.strip() or images or files):
             raise InputError("a message needs some text (or an image)")
-        if "\x00" in text:  # (the database refused it, and the client was told the database was away)
-            raise InputError("a message cannot hold a NUL character")
+        if unstorable(text):  # (the database refused it, and the client was told the database was away)
+            raise InputError("a message cannot hold a NUL character or an unpaired \\ud800-\\udfff escape")
         if len(images) + len(files) > MAX_IMAGES:
             raise InputError(f"at most {MAX_IMAGES} images in a message")
         decoded = [inline(image) for image in images]

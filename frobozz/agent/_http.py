@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from frobozz.memory import DatabaseError
+from frobozz.memory import DatabaseError, unstorable
 
 from ._agent import Agent
 from ._events import KINDS, Status
@@ -62,18 +62,20 @@ async def _body(request: Request) -> dict[str, Any]:
         raise InputError("the body nests too deep") from None
     if not isinstance(data, dict):
         raise InputError("the body is a JSON object")
-    if _holds_nul(data):  # no text the service keeps can hold one (the database refused it: a 503)
-        raise InputError("the body holds a NUL character (\\u0000), which no text here may hold")
+    if _unstorable_in(data):  # the database refuses such text: it was said as the database's failure (a 503)
+        raise InputError(
+            "the body holds a NUL (\\u0000) or an unpaired \\ud800-\\udfff escape, which no text here may hold"
+        )
     return data
 
 
-def _holds_nul(value: object) -> bool:
-    """Whether any text in a parsed body (keys too) holds a NUL; a loop, not recursion: as deep as JSON nests."""
+def _unstorable_in(value: object) -> bool:
+    """Whether any text in a parsed body (keys too) is `unstorable`; a loop, not recursion: as deep as JSON nests."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if "\x00" in item:
+            if unstorable(item):
                 return True
         elif isinstance(item, dict):
             stack.extend(item.keys())

@@ -89,6 +89,15 @@ def utf8_text(value: str, what: str) -> str:
     return value
 
 
+def unstorable(text: str) -> bool:
+    """Whether Postgres would refuse the text: a NUL, or a lone surrogate (see `utf8_text`)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return "\x00" in text
+
+
 def content_hash(content: str) -> str:
     """The SHA-256 of a memory's text with its whitespace collapsed: the same words stored twice are one memory."""
     return hashlib.sha256(" ".join(content.split()).encode()).hexdigest()

@@ -28,6 +28,7 @@ from frobozz.engine.producers import (
     parse_url,
     zone,
 )
+from frobozz.memory import unstorable
 
 from .exceptions import RoutineInputError
 
@@ -63,7 +64,7 @@ class Routine(BaseModel):
         if not self.prompt.strip():
             raise ValueError("the prompt is empty")
         for field, value in self:
-            if isinstance(value, str) and _unstorable(value):
+            if isinstance(value, str) and unstorable(value):
                 raise ValueError(f"the {field} holds a NUL byte or bytes that are not UTF-8, which cannot be stored")
         stored = bool((info.context or {}).get("stored"))  # one stored before a check was added is read as it is
         if self.model == "scripted" and not stored:  # chat's and the agent's offline model: a worker has none to run
@@ -133,15 +134,6 @@ class Routine(BaseModel):
         if self.kind == "every":
             return f"every {self.every:g} s"
         return f"{self.kind} {self.url} (poll {self.poll:g} s)"
-
-
-def _unstorable(text: str) -> bool:
-    """Whether Postgres would refuse the text: a NUL, or a lone surrogate (bytes that were not UTF-8)."""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return True
-    return "\x00" in text
 
 
 def _check_workspace(workspace: str) -> None:

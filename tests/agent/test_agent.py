@@ -186,8 +186,9 @@ async def test_the_history_and_attached_documents_reach_the_model_before_the_fir
             await agent.create_session("alice/notes", history=bad)
     with pytest.raises(InputError):
         await agent.create_session("alice/notes", attached=[{"name": "", "content": "x"}])
-    with pytest.raises(InputError, match="NUL"):  # (the database refused it: said as the database's failure)
-        await agent.post_message(await agent.session(session), "a\x00b")
+    for unkept in ("a\x00b", "a\ud800b"):  # (the database refused them: said as the database's failure)
+        with pytest.raises(InputError, match="NUL"):
+            await agent.post_message(await agent.session(session), unkept)
     with pytest.raises(InputError, match="max_turns"):
         await agent.create_session("alice/notes", max_turns="x")
     with pytest.raises(WorkspaceError):

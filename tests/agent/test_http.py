@@ -113,6 +113,8 @@ async def test_without_the_token_nothing_is_served_and_with_it_an_empty_service_
         assert made.status_code == 201, made.text
         nul = await client.post(f"/sessions/{made.json()['session_id']}/messages", json={"text": "a\u0000b"})
         assert nul.status_code == 400 and "NUL" in nul.json()["error"]  # (a 503: "the database failed")
+        lone = await client.post(f"/sessions/{made.json()['session_id']}/messages", content=b'{"text": "a\\ud800b"}')
+        assert lone.status_code == 400 and "\\ud800" in lone.json()["error"]  # (an unpaired escape: the same 503)
 
 
 async def test_two_clients_see_the_same_question_one_answers_and_both_follow_it_to_done(make_agent, scripted):
