@@ -95,9 +95,8 @@ async def run_row(ledger: RunLedger | None, runs_dir: Path, run_id: str) -> dict
             missing = e
         else:
             here = local_infos(runs_dir, only=run_id)
-            if not (here and _killed_here(here[0], row)):
-                return {**row, "in_database": True}
-            row["status"], row["reason"], row["turns"] = here[0].status, here[0].reason, here[0].turns
+            if here and _killed_here(here[0], row):
+                row.update(status=here[0].status, reason=here[0].reason, turns=here[0].turns)
             return {**row, "in_database": True}
     try:
         store = RunStore.open(runs_dir, run_id)

@@ -173,9 +173,8 @@ class Worker:
                 await self._after_error(run_id, e)  # would be left running, and never played again
 
     async def _play(self, run_id: str, *, first: bool) -> None:
-        here = self.settings.runs_dir / run_id
         with suppress(RunNotFoundError):  # a `play --resume` here plays it: its files are not rewritten
-            if here.is_dir() and RunStore.open(self.settings.runs_dir, run_id).played_now():
+            if RunStore.open(self.settings.runs_dir, run_id).played_now():
                 raise RunBusyError(f"run {run_id} is being played by another process on this machine")
         store = await self.ledger.checkout(run_id, self.settings.runs_dir)
         info = store.info
