@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from frobozz.engine import MODEL_NAME
+from frobozz.engine import MODEL_NAME, model_name_problem
 
 from .exceptions import InputError
 
@@ -51,7 +51,7 @@ def session_options(options: dict[str, Any]) -> dict[str, Any]:
         said = wrong["msg"]
         if wrong["type"] == "string_pattern_mismatch":  # (pydantic says the pattern itself)
             said = (
-                "not a model's name (such as claude-sonnet-4-5, sonnet or opus[1m])"
+                model_name_problem(str(wrong["input"])) or said
                 if where == "model"
                 else "a tool's name (such as Read or mcp__server__tool): no spaces, no permission rules"
             )

@@ -113,10 +113,10 @@ def run(
     )
 
     settings = DialogueSettings()
-    from frobozz.engine import MODEL_NAME
+    from frobozz.engine import model_name_problem
 
-    if model is not None and model != "scripted" and not MODEL_NAME.fullmatch(model):  # (claude's: as play takes)
-        raise _fail(f"--model {model[:80]!r} is not a model's name (such as claude-sonnet-4-5, sonnet or opus[1m])")
+    if model is not None and model != "scripted" and (problem := model_name_problem(model)):  # (as play takes)
+        raise _fail(f"--model {problem}")
     try:
         if resume is not None:
             if question or agent or scribe or directory or rounds is not None:

@@ -74,7 +74,7 @@ def play(
 ) -> None:
     """Play GAME headless: claude drives the real CLI; the game answers each command."""
     start_tracing(trace, "frobozz-play")
-    from frobozz.engine import EngineError
+    from frobozz.engine import EngineError, model_name_problem
     from frobozz.runner import (
         LiveView,
         PlayerError,
@@ -132,7 +132,7 @@ def play(
         option = {"max_seconds": "--max-time"}.get(field, f"--{field.replace('_', '-')}")
         said = str(wrong["msg"])
         if field == "model":  # (pydantic says the pattern itself)
-            said = f"{model[:80]!r} is not a model's name (such as claude-sonnet-4-5, sonnet or opus[1m])"
+            said = model_name_problem(model) or said
         raise typer.BadParameter(said, param_hint=option) from None
     if resume is not None and runs > 1:
         raise typer.BadParameter("a resume plays the one run it names", param_hint="--runs")

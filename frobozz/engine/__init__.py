@@ -35,7 +35,7 @@ from ._events import (
     text_of,
 )
 from ._hooks import Hook, HookEvent, HookInput, HookMatcher, HookOutput, Hooks
-from ._options import MODEL_NAME, EngineOptions, Thinking, find_claude
+from ._options import MODEL_NAME, EngineOptions, Thinking, find_claude, model_name_problem
 from ._pool import EnginePool, Sidecar
 from ._proxy import is_compaction_request
 from ._router import Observer, Router
@@ -125,6 +125,7 @@ __all__ = [
     "is_compaction_request",
     "launch_key",
     "list_sessions",
+    "model_name_problem",
     "parse_blocks",
     "parse_event",
     "project_key",

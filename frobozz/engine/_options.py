@@ -238,3 +238,10 @@ def find_claude(explicit: str | Path | None = None) -> str:
         "the claude CLI is not installed: run the README's set-up (it installs claude into .venv), "
         "or `npm install -g @anthropic-ai/claude-code`, or set FROBOZZ_CLAUDE_PATH"
     )
+
+
+def model_name_problem(model: str) -> str | None:
+    """None when `model` can name claude's model (MODEL_NAME), else what is wrong with it, to be said."""
+    if MODEL_NAME.fullmatch(model):
+        return None
+    return f"{model[:80]!r} is not a model's name (such as claude-sonnet-4-5, sonnet or opus[1m])"

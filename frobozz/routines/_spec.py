@@ -15,7 +15,7 @@ from zoneinfo import available_timezones
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, model_validator
 
-from frobozz.engine import MODEL_NAME
+from frobozz.engine import model_name_problem
 from frobozz.engine.producers import (
     Deliveries,
     Feed,
@@ -89,10 +89,8 @@ class Routine(BaseModel):
 
     def _fresh(self) -> None:
         """The checks a routine being added passes (added after some were stored, which are read as they are)."""
-        if self.model is not None and not MODEL_NAME.fullmatch(self.model):
-            raise ValueError(
-                f"--model {self.model[:80]!r} is not a model's name (such as claude-sonnet-4-5, sonnet or opus[1m])"
-            )
+        if self.model is not None and (problem := model_name_problem(self.model)):
+            raise ValueError(f"--model {problem}")
         if self.workspace is not None:
             _check_workspace(self.workspace)
         for option, value in (("--game", self.game), ("--password-file", self.password_file)):
