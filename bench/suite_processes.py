@@ -9,6 +9,9 @@ start the processes; a process's kind is its command and who started it (a pytho
     .venv/bin/python bench/suite_processes.py [PYTEST ARGUMENTS]     # default: -n 2 -q (the whole suite)
     .venv/bin/python bench/suite_processes.py --report FILE          # an accounting file recorded before
 
+pytest dies with this script (setpriv's parent-death signal); killed with -9, the script leaves process
+accounting on: `accton off` stops it.
+
 Baseline (issue 37): `bin/test` took 750 s end to end on a fresh clone (583 tests); the target is 480 s, about
 700 CPU-s of pytest on this machine's 2 cores.
 """
@@ -23,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from frobozz._children import dying_with_parent
 
 TARGET_CPU = 700.0  # issue 37's 480 s end to end: ~400 s of pytest at ~1.75 cores busy
 HZ = 100.0  # dump-acct's units (AHZ)
@@ -123,7 +128,7 @@ def main() -> None:
     before, started = _machine_cpu(), time.monotonic()
     try:
         arguments = pytest_args or ["-n", "2", "-q"]
-        pytest = subprocess.Popen([sys.executable, "-m", "pytest", *arguments])
+        pytest = subprocess.Popen(dying_with_parent([sys.executable, "-m", "pytest", *arguments]))  # (same pid)
         xdist = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in arguments)
         (folder / "pytest.pid").write_text(f"{pytest.pid}{' workers' if xdist else ''}")
         code = pytest.wait()
