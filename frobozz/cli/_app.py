@@ -22,6 +22,7 @@ from ._dialogue import dialogue
 from ._doctor import doctor
 from ._games import games
 from ._mcp_config import mcp_config
+from ._output import err
 from ._play import play
 from ._plugin import plugin
 from ._routines import routine_app
@@ -95,7 +96,7 @@ def main() -> None:
         found = _settings_error(e) or (None if logging.getLogger().isEnabledFor(logging.DEBUG) else _file_error(e))
         if found is None:
             raise
-        Console(stderr=True, soft_wrap=True).print(f"[red]error:[/red] {escape(found)}")
+        err.print(f"[red]error:[/red] {escape(found)}")
         sys.exit(1)
 
 

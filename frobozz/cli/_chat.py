@@ -24,10 +24,10 @@ from frobozz import _spans
 from frobozz._text import printable
 
 from ._database import say_postgres_stays
+from ._output import err
 from ._trace import start_tracing, trace_option
 
 out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
 SERVERS = ["cortex", "fetch", "forge", "handoff"]
 PROMPT = "you> "
 MCP_WAIT = 60  # seconds the hub's servers get to start before the first prompt

@@ -22,12 +22,13 @@ from rich.text import Text
 from frobozz._files import atomic_file
 from frobozz._text import printable_lines
 
+from ._output import err
+
 cortex = typer.Typer(
     help="Long-term memory: store, search, recent, get, supersede, forget, import, export, reembed.",
     no_args_is_help=True,
 )
 out = Console()
-err = Console(stderr=True, soft_wrap=True)  # an error is one line, whole, whatever the width
 T = TypeVar("T")
 MEMORY_ID = typer.Argument(..., min=1, max=2**63 - 1, help="A memory's id (Postgres bigint).")
 

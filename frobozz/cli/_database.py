@@ -6,11 +6,12 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
+from ._output import err
+
 database = typer.Typer(
     help="The embedded Postgres (memory, the run queue): stop it when nothing uses it.", no_args_is_help=True
 )
 out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
 
 
 @database.command("stop")

@@ -11,8 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ._output import err
+
 out = Console(highlight=False, soft_wrap=True)  # whole lines, piped or at 80 columns: one event, one line
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 dialogue = typer.Typer(help="Orchestrated dialogues: several agents work through files.", no_args_is_help=True)
 
 

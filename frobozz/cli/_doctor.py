@@ -16,6 +16,8 @@ from rich.text import Text
 
 from frobozz._tasks import every
 
+from ._output import err
+
 if TYPE_CHECKING:  # the parts load when the doctor runs: every other command starts without them
     from frobozz.games import GamesSettings
     from frobozz.memory import MemorySettings
@@ -237,5 +239,5 @@ def doctor() -> None:
             )
     failed = [o for o in outcomes if not o.ok and o.required]
     if failed:
-        Console(stderr=True).print(f"[red]{len(failed)} problem(s):[/] {', '.join(o.name for o in failed)}")
+        err.print(f"[red]{len(failed)} problem(s):[/] {', '.join(o.name for o in failed)}")
         raise typer.Exit(1)

@@ -24,9 +24,10 @@ from frobozz.games import (
     replay_journal,
 )
 
+from ._output import err
+
 games = typer.Typer(help="Story files: list, install, verify; maps of played sessions.", no_args_is_help=True)
 out = Console()
-err = Console(stderr=True)
 
 
 def _fail(message: str) -> typer.Exit:

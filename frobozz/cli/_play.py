@@ -15,9 +15,9 @@ from rich.markup import escape
 from frobozz.games import CATALOGUE, GameError, GameLibrary, GameNotFoundError, GamesSettings, install
 
 from ._database import say_postgres_stays
+from ._output import err
 from ._trace import start_tracing, trace_option
 
-err = Console(stderr=True)
 out = Console()
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from ._output import err
+
 out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
 plugin = typer.Typer(
     help="Memory in your own Claude Code: a plugin whose hooks run the memory loop.", no_args_is_help=True
 )

@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ._output import err
+
 out = Console()
-err = Console(stderr=True)
 T = TypeVar("T")
 MAX_PROMPT_FILE = 100_000
 

@@ -18,10 +18,10 @@ from rich.text import Text
 from frobozz._text import printable, printable_lines
 
 from ._database import say_postgres_stays
+from ._output import err
 from ._trace import start_tracing, trace_option
 
 out = Console()
-err = Console(stderr=True)
 T = TypeVar("T")
 
 

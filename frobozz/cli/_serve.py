@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from frobozz.servers import SERVERS, load_server
 
+from ._output import err
 from ._server import Server
 from ._trace import start_tracing, trace_option
 
@@ -196,10 +196,7 @@ def _warn_unless_logged_in() -> None:
 
     problem = claude_readiness()
     if problem:
-        Console(stderr=True, soft_wrap=True).print(
-            f"[yellow]warning:[/] {escape(problem.replace('--player walkthrough', '--model scripted'))}",
-            highlight=False,
-        )
+        err.print(f"[yellow]warning:[/] {escape(problem.replace('--player walkthrough', '--model scripted'))}")
 
 
 def _agent_app(
@@ -348,7 +345,7 @@ def _link(base: str, token: str | None, generated: bool) -> str:
 
 
 def _announce(headline: str, notes: list[str]) -> None:
-    say = Console(stderr=True, soft_wrap=True).print  # whole lines: the token must be copyable
+    say = err.print  # whole lines: the token must be copyable
     say(headline)
     for note in notes:
         say(note, highlight=False)
@@ -381,12 +378,7 @@ def hub_token(
         grant = Grant(name=name, sha256=hashed(secret), servers=servers, read=read, write=write, users=users)
     except ValidationError as e:
         raise typer.BadParameter("; ".join(f"{err['loc'][0]}: {err['msg']}" for err in e.errors())) from e
-    Console(stderr=True).print(
-        f"token for {name} (give it to them; it is not kept anywhere): {secret}",
-        highlight=False,
-        soft_wrap=True,
-        markup=False,
-    )
+    err.print(f"token for {name} (give it to them; it is not kept anywhere): {secret}", markup=False)
     lists = {k: ", ".join(f'"{v}"' for v in getattr(grant, k)) for k in ("servers", "read", "write", "users")}
     print(
         f'[[token]]\nname = "{grant.name}"\nsha256 = "{grant.sha256}"\nservers = [{lists["servers"]}]\n'

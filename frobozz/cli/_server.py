@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
+
+from ._output import err
 
 if TYPE_CHECKING:  # (starlette is imported by the server's own parts, not by every command's start)
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -39,7 +40,7 @@ class Server:
         except KeyboardInterrupt:
             pass
         if self.failure is not None:
-            Console(stderr=True, soft_wrap=True).print(f"[red]frobozz:[/] {escape(self.failure)}", highlight=False)
+            err.print(f"[red]frobozz:[/] {escape(self.failure)}")
             raise typer.Exit(1)
         if not self._uvicorn.started:
             raise typer.Exit(3)  # (uvicorn.run's status when the app does not start)

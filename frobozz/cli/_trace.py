@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-err = Console(stderr=True)
+from ._output import err
 
 TRACE_HELP = (
     "Send OpenTelemetry traces (turns, model requests, tools, memory) over OTLP to "

@@ -185,12 +185,13 @@ def test_a_run_another_process_plays_is_refused_and_a_prompt_file_that_is_not_te
     turns = [json.loads(line)["turn"] for line in (run_dir / "turns.jsonl").read_text().splitlines()]
     assert turns == [1, 2, 3, 4, 5, 6]
 
-    latin1 = tmp_path / "prompt.txt"
+    latin1 = tmp_path / ("a-folder-whose-name-is-longer-than-a-terminal-is-wide-" * 2) / "prompt.txt"
+    latin1.parent.mkdir()
     latin1.write_bytes(b"Jouez au caf\xe9.\n")
     bad = frobozz_here(
         env, monkeypatch, "play", "zork1", "--player", "walkthrough", "--prompt-file", str(latin1), code=1
     )
-    assert f"the prompt file {latin1} cannot be read" in " ".join(bad.stderr.split())
+    assert f"the prompt file {latin1} cannot be read" in bad.stderr  # one line, the path whole
     assert [p.name for p in (frobozz_env / "runs").iterdir()] == [first["run_id"]]  # no run made
 
 
