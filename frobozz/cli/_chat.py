@@ -1,6 +1,6 @@
 """`frobozz chat`: a terminal chat on the memory loop, the reply streamed as it arrives, with the hub's
-MCP servers attached (cortex, fetch, forge, handoff) and the hand-off relay on. Ctrl-C interrupts
-the turn; a second Ctrl-C (or one at the prompt) exits, everything already archived."""
+MCP servers attached (cortex, fetch, forge, handoff, served in this process) and the hand-off relay on.
+Ctrl-C interrupts the turn; a second Ctrl-C (or one at the prompt) exits, everything already archived."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import math
 import signal
 import sys
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,6 @@ from ._trace import start_tracing, trace_option
 out = Console(highlight=False)
 SERVERS = ["cortex", "fetch", "forge", "handoff"]
 PROMPT = "you> "
-MCP_WAIT = 60  # seconds the hub's servers get to start before the first prompt
 
 
 def scripted_reply(request: Any) -> Any:
@@ -162,12 +162,12 @@ async def _chat(
     suggest: bool,
     model: str | None,
 ) -> None:
-    from frobozz.engine import AssistantMessage, EngineOptions, McpServerError, Result, StreamEvent
+    from frobozz.engine import AssistantMessage, EngineOptions, Result, StreamEvent
     from frobozz.engine.observers import HandoffRelay
     from frobozz.engine.scripted import ScriptedModel
     from frobozz.loop import MemorySession, capsules, context_files, here_and_now, latest_letter, memories
     from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
-    from frobozz.servers import config_for
+    from frobozz.servers import load_server
 
     def providers(store, sessions, handoffs):
         return [
@@ -187,14 +187,22 @@ async def _chat(
         try:
             transcripts = await TranscriptStore.open(size=2)  # claude's sessions, resumable from any machine
             ns = (await (await service.sessions()).get(resume)).namespace if resume else namespace
-            mcp = config_for(SERVERS)
-            for server in mcp["mcpServers"].values():
-                server["env"]["FROBOZZ_CORTEX_DEFAULT_NAMESPACE"] = ns
+            served: list[MemorySession] = []  # the chat, once it has started: which claude session is served
+            servers = {  # in this process: no four Python processes to wait for before the first prompt
+                name: partial(
+                    load_server,
+                    name,
+                    service=service,
+                    session=lambda: served[0].pool.primary.session_id if served else None,
+                    cortex_default_namespace=ns,
+                )
+                for name in SERVERS
+            }
             options = EngineOptions(
                 model=claude_model,
                 env=env,
                 system_prompt=system,
-                mcp_config=mcp,
+                in_process_servers=servers,
                 session_store=transcripts,
                 session_project="frobozz-chat",
                 strict_mcp_config=True,
@@ -218,13 +226,9 @@ async def _chat(
                 observers=[relay],
                 producers=[relay],
             ) as loop:
-                try:  # a first turn sent while a server starts would go without its tools
-                    servers = await loop.pool.primary.wait_for_mcp(timeout=MCP_WAIT)
-                    connected = ", ".join(s.name for s in servers)
-                except McpServerError as e:
-                    connected = f"not all: {e}"
+                served.append(loop)
                 err.print(
-                    f"session {loop.id} (namespace {loop.record.namespace}; servers {connected}); "
+                    f"session {loop.id} (namespace {loop.record.namespace}; servers {', '.join(servers)}); "
                     "Ctrl-C interrupts a reply, twice exits",
                     markup=False,
                 )

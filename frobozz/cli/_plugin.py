@@ -35,13 +35,10 @@ def daemon(socket: Path | None = typer.Option(None, help="The socket to listen o
 def _factory(name: str):
     """The named server as the daemon makes it for one claude: its settings with the daemon's changes, on a
     service sharing the daemon's pool and embedding model."""
-    from frobozz.servers import SERVERS as KNOWN
-
-    create_server, settings_class = KNOWN[name].factory()
+    from frobozz.servers import load_server
 
     def make(overrides, service):
-        settings = settings_class(**overrides)
-        return create_server(settings, service.sharing(settings))
+        return load_server(name, service=service, **overrides)
 
     return make
 

@@ -268,7 +268,9 @@ class Engine(ControlRequests):
         assert self._tg is not None
         if self._servers_scope is not None:
             self._servers_scope.cancel()
-        servers, scope = InProcessServers(self.options.in_process_servers), anyio.CancelScope()
+        made = {name: s() if callable(s) else s for name, s in self.options.in_process_servers.items()}
+        servers = InProcessServers(made, self.trace.traceparent)  # (the context is None when not traced)
+        scope = anyio.CancelScope()
 
         async def serve(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
             with scope:

@@ -2,18 +2,21 @@
 control channel, with no subprocess. claude sees it in its mcp-config as `{"type": "sdk"}` and sends each
 JSON-RPC message as an `mcp_message` control request; the message goes to the server over the MCP SDK's
 in-memory streams (a real server session: its handshake, tools, schemas, errors and structured output are
-as over stdio), and the server's answer to that id goes back as the control response."""
+as over stdio), and the server's answer to that id goes back as the control response. A traced call carries
+its span's context in `_meta`, as a subprocess server would have asked for it (see `frobozz.servers`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
 from pydantic import ValidationError
+
+from .. import _spans
 
 log = logging.getLogger("frobozz.engine")
 ANSWER_TIMEOUT = 300.0  # seconds a server may take over one request (a tool call)
@@ -26,8 +29,12 @@ def _error(ident: Any, code: int, message: str) -> dict[str, Any]:
 class InProcessServers:
     """The servers of one claude process: `serve` (as a task) connects them, `handle` answers an mcp_message."""
 
-    def __init__(self, servers: Mapping[str, Any]) -> None:
+    def __init__(
+        self, servers: Mapping[str, Any], trace_parent: Callable[[str], Mapping[str, Any] | None] | None = None
+    ) -> None:
+        """`trace_parent`: the W3C context of the span for a tool_use id (when tracing is on)."""
         self.servers = dict(servers)
+        self.trace_parent = trace_parent
         self._writers: dict[str, Any] = {}
         self._pending: dict[tuple[str, Any], tuple[anyio.Event, list[dict[str, Any]]]] = {}
 
@@ -78,6 +85,7 @@ class InProcessServers:
             parsed = types.jsonrpc_message_adapter.validate_python(dict(message), by_name=False)
         except (ValidationError, TypeError, ValueError) as e:
             return _error(ident, -32600, f"not a JSON-RPC message: {str(e).splitlines()[0]}")
+        self._carry_trace(parsed)
         if ident is None:  # a notification: no answer comes, but the control request wants one
             await write.send(SessionMessage(parsed))
             return {"jsonrpc": "2.0", "result": {}}
@@ -96,3 +104,16 @@ class InProcessServers:
         finally:
             self._pending.pop(key, None)
         return box[0]
+
+    def _carry_trace(self, parsed: Any) -> None:
+        """A tools/call's `_meta` gets the context of the engine's span for its tool_use id: the server's own
+        span (the MCP SDK's, from `_meta`) is then that span's child, as a subprocess server's is."""
+        params = getattr(parsed, "params", None)
+        if self.trace_parent is None or getattr(parsed, "method", None) != "tools/call" or not isinstance(params, dict):
+            return
+        meta = params.get("_meta")
+        if not isinstance(meta, dict) or "traceparent" in meta or not isinstance(meta.get(_spans.TOOL_USE_META), str):
+            return
+        carrier = self.trace_parent(meta[_spans.TOOL_USE_META])
+        if carrier:
+            meta.update(carrier)

@@ -37,7 +37,8 @@ class EngineOptions:
     model: str | None = None
     mcp_config: str | Path | Mapping[str, Any] | None = None  # a file, a JSON string, or a dict to send
     in_process_servers: Mapping[str, Any] = field(default_factory=dict)  # name -> an mcp MCPServer, served to
-    #   claude over the control channel (no subprocess)
+    #   claude over the control channel (no subprocess), or a function of no arguments that makes one at each
+    #   claude start (a server's lifespan closes what it holds, its HTTP client or pool, when its session ends)
     strict_mcp_config: bool = False
     tools: Sequence[str] | None = None  # the built-in tools claude may use; () for none at all
     allowed_tools: Sequence[str] = ()

@@ -246,9 +246,10 @@ class MemoryDaemon:
         if factory is None or self._service is None:
             raise PluginError(f"no such MCP server here: {str(name)[:40]!r}")
         namespace = request.get("namespace") or project_namespace(project if isinstance(project, str) else "")
-        overrides: dict[str, Any] = {"cortex_default_namespace": namespace}
+        # the daemon's own environment names the claude whose relay started it: never the session of this one
+        overrides: dict[str, Any] = {"cortex_default_namespace": namespace, "session_id": None}
         if isinstance(session, str) and 0 < len(session) <= 100:
-            overrides["cortex_seen_session"] = session
+            overrides["cortex_seen_session"] = overrides["session_id"] = session  # (handoff signs letters with it)
         try:
             server = factory(overrides, self._service)
         except ValueError as e:  # settings that do not validate (a namespace too long)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ class ServerSpec:
     name: str
     module: str
     description: str
+    memory: bool = False  # built on a MemoryService (cortex's database and embedding model), which it can share
 
     def factory(self) -> tuple[Any, Any]:
         """The server's `create_server` and its settings class."""
@@ -25,21 +27,35 @@ SERVERS: dict[str, ServerSpec] = {
     s.name: s
     for s in (
         ServerSpec("game", "frobozz.servers.game", "play Z-machine games (Zork I and any story file)"),
-        ServerSpec("cortex", "frobozz.servers.cortex", "long-term memory on Postgres + pgvector"),
+        ServerSpec("cortex", "frobozz.servers.cortex", "long-term memory on Postgres + pgvector", memory=True),
         ServerSpec("fetch", "frobozz.servers.fetch", "read the web: pages, feeds, PDFs, JSON, images"),
         ServerSpec("forge", "frobozz.servers.forge", "make images on SD WebUI, ComfyUI or an OpenAI-compatible API"),
         ServerSpec(
-            "handoff", "frobozz.servers.handoff", "pass work to the next context window (letters in cortex's Postgres)"
+            "handoff",
+            "frobozz.servers.handoff",
+            "pass work to the next context window (letters in cortex's Postgres)",
+            memory=True,
         ),
     )
 }
 
 
-def load_server(name: str, **overrides: Any) -> Any:
-    """Build the named server from its settings (environment first, then `overrides`)."""
+def load_server(
+    name: str, *, service: Any = None, session: Callable[[], str | None] | None = None, **overrides: Any
+) -> Any:
+    """Build the named server from its settings (environment first, then `overrides`). In a process that
+    serves several (in-process servers, the plugin's daemon): `service`, a MemoryService whose pool and
+    embedding model the memory servers share; `session`, the id of the claude session the server serves now
+    (what claude tells a subprocess server in CLAUDE_CODE_SESSION_ID; handoff signs its letters with it)."""
     try:
         spec = SERVERS[name]
     except KeyError:
         raise KeyError(f"no server {name!r}; known: {', '.join(SERVERS)}") from None
     create_server, settings_cls = spec.factory()
-    return traced(create_server(settings_cls(**overrides)))  # its calls under the engine's spans, when traced
+    settings = settings_cls(**overrides)
+    shared: dict[str, Any] = {}
+    if spec.memory and service is not None:
+        shared["service"] = service.sharing(settings)
+    if name == "handoff" and session is not None:
+        shared["session"] = session
+    return traced(create_server(settings, **shared))  # its calls under the engine's spans, when traced

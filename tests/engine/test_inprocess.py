@@ -2,12 +2,16 @@
 schemas and errors the same as the same server's over stdio; a bad message to one is a JSON-RPC error."""
 
 import sys
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
-from frobozz.engine import Engine, Result, SystemInit
+from frobozz import _spans as S
+from frobozz.engine import Engine, Restarted, Result, SystemInit
 from frobozz.engine._inprocess import InProcessServers
 from frobozz.engine.testing import Reply, ScriptedModel, ToolUse, replies
 from tests.engine.calc_server import create_server
@@ -64,3 +68,63 @@ async def test_a_bad_message_or_an_unknown_server_is_a_json_rpc_error_not_a_cras
         unknown = await servers.handle("calc", {"jsonrpc": "2.0", "id": 4, "method": "tools/teleport"})
         assert "error" in unknown and unknown["id"] == 4
         tg.cancel_scope.cancel()
+
+
+async def test_a_traced_call_to_an_in_process_server_is_a_child_of_the_engines_span_for_it(make_options, spans):
+    """A subprocess server asks the engine for its call's context (`FROBOZZ_TRACE_PARENTS`); one in the engine's
+    process is handed it in the call's `_meta`, where the MCP SDK makes its server span from."""
+    script = replies(Reply((ToolUse("mcp__calc__add", {"numbers": [1, 2]}),)), "done")
+    async with ScriptedModel(script) as model:
+        options = make_options(model, allowed_tools=["mcp__calc__add"], in_process_servers={"calc": create_server()})
+        async with Engine(options) as engine:
+            await engine.start()
+            await engine.send("add")
+            await until(engine.events(), Result)
+    finished = spans.get_finished_spans()
+    [tool] = [s for s in finished if s.name == f"{S.EXECUTE_TOOL} mcp__calc__add"]
+    [served] = [s for s in finished if s.name == "tools/call add"]
+    assert served.context.trace_id == tool.context.trace_id and served.parent.span_id == tool.context.span_id
+
+
+async def test_a_server_given_as_a_factory_is_made_again_for_a_restarted_claude(make_options):
+    """A server's lifespan closes what it holds (fetch's HTTP client, forge's) when claude's session with it ends:
+    the same object served to the next claude would answer from a closed client."""
+    made: list[list[bool]] = []
+
+    def factory() -> MCPServer:
+        held = [True]  # open, until the server's lifespan ends
+        made.append(held)
+
+        @asynccontextmanager
+        async def lifespan(_server):
+            try:
+                yield {}
+            finally:
+                held[0] = False
+
+        server = MCPServer("calc", lifespan=lifespan)
+
+        @server.tool()
+        def add(numbers: list[int]) -> int:
+            """Add the numbers, with a client that must be open."""
+            if not held[0]:
+                raise ToolError("the client is closed")
+            return sum(numbers)
+
+        return server
+
+    script = replies(*(Reply((ToolUse("mcp__calc__add", {"numbers": [n, 1]}),)) if n else "ok" for n in (1, 0, 2, 0)))
+    async with ScriptedModel(script) as model:
+        async with Engine(
+            make_options(model, allowed_tools=["mcp__calc__add"], in_process_servers={"calc": factory})
+        ) as engine:
+            await engine.start()
+            await engine.send("add")
+            await until(engine.events(), Result)
+            engine.kill()
+            await until(engine.events(), Restarted)
+            await engine.send("add again")
+            await until(engine.events(), Result)
+    told = [r.tool_results()[0] for r in model.requests if r.tool_results()]
+    assert len(made) == 2 and [t.get("is_error") for t in told] == [None, None], told
+    assert ["2" in str(told[0]["content"]), "3" in str(told[1]["content"])] == [True, True]

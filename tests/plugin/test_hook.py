@@ -179,33 +179,54 @@ def test_the_mcp_relay_says_why_and_fails_when_the_daemon_cannot_start(installed
     assert done.returncode == 1 and b"cortex server is not available" in done.stderr and not done.stdout
 
 
-async def test_the_mcp_relay_serves_cortex_from_the_daemon_in_the_projects_namespace(
+async def test_the_mcp_relay_serves_cortex_and_handoff_from_the_daemon_in_the_projects_namespace_and_session(
     installed, plugin_settings, project, cortex_settings
 ):
+    """claude tells its servers its session in CLAUDE_CODE_SESSION_ID: the relay passes it on, and the daemon's
+    handoff signs letters with it, as cortex marks what it stores seen in it. The daemon serves every claude: its
+    own environment's session is the one whose relay started it (letters of later sessions were signed so)."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     script = plugin_settings.plugin_dir / "frobozz-memory" / "hooks" / "frobozz_hook.py"
-    params = StdioServerParameters(
-        command=sys.executable,
-        cwd=str(project),
-        env=installed,
-        args=[
-            "-I",
-            "-S",
-            str(script),
-            "mcp",
-            str(plugin_settings.plugin_dir / "frobozz-memory" / "frobozz.json"),
-            "cortex",
-        ],
-    )
+
+    def relay(server: str, session: str) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=sys.executable,
+            cwd=str(project),
+            env={**installed, "CLAUDE_CODE_SESSION_ID": session},
+            args=[
+                "-I",
+                "-S",
+                str(script),
+                "mcp",
+                str(plugin_settings.plugin_dir / "frobozz-memory" / "frobozz.json"),
+                server,
+            ],
+        )
+
     with anyio.fail_after(120):
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+        async with (
+            stdio_client(relay("cortex", "the-first-claude")) as (read, write),
+            ClientSession(read, write) as client,
+        ):
             await client.initialize()
             assert "store" in {t.name for t in (await client.list_tools()).tools}
             stored = await client.call_tool("store", {"content": "The relay keeps this."})
             assert not stored.is_error
-    assert daemon_pid(plugin_settings.socket)  # the relay started the daemon, which served the tool
+        async with (
+            stdio_client(relay("handoff", "the-next-claude")) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            assert not (await client.call_tool("handoff", {"summary": "Where the relay left off."})).is_error
+            latest = (await client.call_tool("latest_handoff", {})).structured_content["handoff"]
+    assert daemon_pid(plugin_settings.socket)  # the relay started the daemon, which served the tools
+    assert (latest["summary"], latest["namespace"], latest["session_id"]) == (
+        "Where the relay left off.",
+        "myproject",
+        "the-next-claude",
+    )
     service = MemoryService(cortex_settings)
     try:
         assert [m.content for m in await (await service.store()).recent(5, "myproject")] == ["The relay keeps this."]

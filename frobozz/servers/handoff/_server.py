@@ -4,6 +4,7 @@ window reads it. Letters live in cortex's Postgres, keyed by claude's session id
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated
 
@@ -71,8 +72,14 @@ def _out(letter: Letter) -> LetterOut:
     )
 
 
-def create_server(settings: Settings | None = None, service: MemoryService | None = None) -> MCPServer:
-    """`service`: one shared with other servers in the process (`MemoryService.sharing`), else its own."""
+def create_server(
+    settings: Settings | None = None,
+    service: MemoryService | None = None,
+    session: Callable[[], str | None] | None = None,
+) -> MCPServer:
+    """`service`: one shared with other servers in the process (`MemoryService.sharing`), else its own.
+    `session`: the claude session now served, asked at each letter (in claude's process, not a subprocess of
+    it, no CLAUDE_CODE_SESSION_ID says it; the environment's would be another's, a claude this one runs in)."""
     settings = settings or Settings()
     memory = service or MemoryService(settings)
 
@@ -101,7 +108,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
         """Write the letter your next context window reads first; each of `memories` is also stored in cortex."""
         with tool_errors(MemoryStoreError):
             letter_id, memory_ids = await (await letters(namespace, write=True)).write(
-                summary, next_steps, memories, namespace, settings.session_id
+                summary, next_steps, memories, namespace, session() if session is not None else settings.session_id
             )
             return HandedOff(handoff_id=letter_id, memory_ids=memory_ids)
 

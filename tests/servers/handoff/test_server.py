@@ -82,3 +82,22 @@ async def test_the_server_over_real_stdio_records_claudes_session_id(frobozz_env
         await call(client, "handoff", summary="Written over stdio.")
         latest = (await call(client, "latest_handoff"))["handoff"]
     assert latest["session_id"] == "0f4e-session" and latest["summary"] == "Written over stdio."
+
+
+async def test_in_claudes_own_process_letters_are_signed_by_the_session_served_now_not_the_environments(
+    cortex_settings, monkeypatch
+):
+    """Served in the process that runs claude (`frobozz chat`), no CLAUDE_CODE_SESSION_ID is claude's: one in the
+    environment is a claude that process runs in. The session is asked at each letter (it changes on /clear)."""
+    from frobozz.servers import load_server
+
+    monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "an-outer-claude")
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
+    now = ["first-session"]
+    async with Client(load_server("handoff", session=lambda: now[0])) as client:
+        await call(client, "handoff", summary="one")
+        now[0] = "after-a-clear"
+        await call(client, "handoff", summary="two")
+        listed = (await call(client, "list_handoffs"))["handoffs"]
+        signed = [(await call(client, "read_handoff", id=x["id"]))["session_id"] for x in listed]
+    assert signed == ["after-a-clear", "first-session"]
