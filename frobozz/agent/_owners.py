@@ -22,9 +22,21 @@ from pathlib import Path
 from frobozz._accounts import hand_over
 from frobozz.engine import copy_sign_in
 
-from .exceptions import WorkspaceError
+from .exceptions import AgentError, WorkspaceError
 
 HOMES = ".homes"
+
+
+def closed_to_others(path: Path) -> Path | None:
+    """The first folder on the way to `path` (itself included) that another account may not pass, or None."""
+    path = path.resolve()
+    for folder in reversed([path, *path.parents]):
+        try:
+            if not folder.stat().st_mode & 0o001:
+                return folder
+        except OSError:  # not there (yet): what is made under a passable folder is made passable
+            return None
+    return None
 
 
 def _has_account(uid: int) -> bool:
@@ -39,9 +51,17 @@ class Owners:
     """Accounts for user folders; inactive (everything runs as the service) unless the service is root."""
 
     def __init__(self, root: Path, *, first_uid: int, active: bool | None = None) -> None:
+        """An active root under a folder other accounts cannot pass is refused (AgentError): there claude, run as
+        a workspace's owner, cannot read its HOME (no settings, no sign-in: it retried for seconds, then went on
+        as if not logged in) nor the workspace by its path."""
         self.root = root
         self.first_uid = first_uid
         self.active = os.geteuid() == 0 if active is None else active
+        if self.active and (closed := closed_to_others(root)) is not None:
+            raise AgentError(
+                f"the workspaces root {root} is out of reach of the accounts claude runs as: {closed} lets no other "
+                f"account through (chmod o+x {closed}, or choose a root outside it)"
+            )
 
     def for_new_user(self) -> tuple[int, int] | None:
         """The account a new user folder is given: a uid no account and no other user folder has."""

@@ -208,7 +208,7 @@ def _agent_app(
     env: dict[str, str] | None = None,
     server: Server | None = None,
 ) -> Any:
-    from frobozz.agent import Agent, AgentSettings, create_app
+    from frobozz.agent import Agent, AgentError, AgentSettings, create_app
     from frobozz.engine import EngineOptions
 
     if workspaces is None:
@@ -217,10 +217,9 @@ def _agent_app(
         )
     if platform_dir is not None and not platform_dir.is_dir():
         raise typer.BadParameter(f"{platform_dir} is not a folder", param_hint="--platform-dir")
-    workspaces.mkdir(parents=True, exist_ok=True)
     claude_model = None if model == "scripted" else model
-    return create_app(
-        Agent(
+    try:
+        agent = Agent(
             AgentSettings(
                 workspaces=workspaces,
                 platform_dir=platform_dir,
@@ -230,7 +229,12 @@ def _agent_app(
             ),
             engine_options=EngineOptions(model=claude_model, env=env or {}),
             memory_servers=_memory_servers(),
-        ),
+        )
+    except AgentError as e:  # a root the accounts claude runs as cannot reach
+        raise typer.BadParameter(str(e), param_hint="--workspaces") from None
+    workspaces.mkdir(parents=True, exist_ok=True)  # (once it is known to be a root that serves)
+    return create_app(
+        agent,
         on_failure=(lambda e: server.stop_on(f"the agent service has stopped: {type(e).__name__}: {e}"))
         if server is not None
         else None,

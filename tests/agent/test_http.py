@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 import anyio.lowlevel
@@ -275,6 +277,35 @@ def test_serve_agent_without_a_root_or_with_a_bad_one_is_a_clear_error(tmp_path)
         assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a service run as root runs claude as other accounts")
+def test_a_root_service_refuses_workspaces_its_accounts_cannot_reach_and_makes_nothing(tmp_path):
+    """pytest's folders are root's alone: claude, run as a workspace's owner under one, could not read its HOME
+    (no settings, no sign-in) and retried for seconds before each session's first request."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "frobozz",
+            "serve",
+            "agent",
+            "--workspaces",
+            str(tmp_path / "ws"),
+            "--model",
+            "scripted",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "1000"},  # (the error box is as wide: its one line whole)
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    said = re.search(r"(\S+) lets no other account through \(chmod o\+x (\S+),", done.stderr)
+    assert said and said[1] == said[2], done.stderr
+    closed = Path(said[1])  # (pytest's folder, or the one it is in)
+    assert closed in (tmp_path, *tmp_path.parents) and not closed.stat().st_mode & 0o001
+    assert not (tmp_path / "ws").exists()
+
+
 async def test_a_scoped_token_uses_only_the_workspaces_of_the_users_its_grant_names(make_agent):
     from frobozz.servers._auth import ScopedTokens
     from frobozz.servers._grants import Grant, hashed
@@ -349,10 +380,11 @@ async def test_a_turn_moves_the_sessions_last_activity_on(make_agent):
     assert before is not None and after > before and listed >= after  # (saved a moment later: the database's now)
 
 
-def _serve_agent(tmp_path, cortex_settings, *args, code: str | None = None, hub: bool = False):
-    """`frobozz serve agent ARGS` in a process of its own (`hub`: `serve all --http`, the agent mounted in the
-    hub; `code`: Python run instead of `-m frobozz`, which calls the CLI itself)."""
-    home = tmp_path / "home"  # a fresh HOME: claude is not logged in there
+def _serve_agent(folder, cortex_settings, *args, code: str | None = None, hub: bool = False):
+    """`frobozz serve agent ARGS` in a process of its own, its workspaces and HOME in `folder` (one other accounts
+    can reach: run as root, the service runs claude as each workspace's owner); `hub`: `serve all --http`, the
+    agent mounted in the hub; `code`: Python run instead of `-m frobozz`, which calls the CLI itself."""
+    home = folder / "home"  # a fresh HOME: claude is not logged in there
     home.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE"))}
     env.update(
@@ -368,7 +400,7 @@ def _serve_agent(tmp_path, cortex_settings, *args, code: str | None = None, hub:
             *(["-c", code] if code else ["-m", "frobozz"]),
             *(["serve", "all", "--http"] if hub else ["serve", "agent"]),
             "--workspaces",
-            str(tmp_path / "ws"),
+            str(folder / "ws"),
             "--port",
             str(port),
             *args,
@@ -383,11 +415,11 @@ def _serve_agent(tmp_path, cortex_settings, *args, code: str | None = None, hub:
 
 
 async def test_serve_agent_warns_when_claude_is_not_logged_in_and_runs_offline_with_the_scripted_model(
-    tmp_path, cortex_settings
+    open_dir, cortex_settings
 ):
     import signal
 
-    process, _ = _serve_agent(tmp_path, cortex_settings)
+    process, _ = _serve_agent(open_dir, cortex_settings)
     try:
         with anyio.fail_after(120):
             line = await anyio.to_thread.run_sync(process.stderr.readline)
@@ -397,7 +429,7 @@ async def test_serve_agent_warns_when_claude_is_not_logged_in_and_runs_offline_w
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.communicate(timeout=60)
-    process, url = _serve_agent(tmp_path, cortex_settings, "--model", "scripted")
+    process, url = _serve_agent(open_dir, cortex_settings, "--model", "scripted")
     try:
         async with httpx.AsyncClient(base_url=url, headers=AUTH, timeout=60) as client:
             with anyio.fail_after(120):
@@ -521,11 +553,11 @@ async def test_in_the_hub_the_agents_failure_leaves_what_else_is_mounted_to_clos
 
 @pytest.mark.parametrize("hub", [False, True], ids=["serve agent", "serve all --http"])
 async def test_serve_agent_exits_with_status_1_naming_what_failed_when_a_task_of_its_own_fails(
-    tmp_path, cortex_settings, hub
+    open_dir, cortex_settings, hub
 ):
     """An instance without its lease keeper must not go on serving: it exits, and a supervisor starts it again."""
     code = FAILING_LATER + "Leases.renew = failing_later\nfrom frobozz.cli import main\nmain()\n"
-    process, _ = _serve_agent(tmp_path, cortex_settings, "--model", "scripted", code=code, hub=hub)
+    process, _ = _serve_agent(open_dir, cortex_settings, "--model", "scripted", code=code, hub=hub)
     try:
         _, err = await anyio.to_thread.run_sync(lambda: process.communicate(timeout=120))
     finally:
