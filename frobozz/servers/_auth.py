@@ -16,7 +16,7 @@ from collections.abc import Callable
 from email.utils import formatdate
 from html import escape
 from http.cookies import CookieError, SimpleCookie
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, quote, urlencode
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -159,13 +159,17 @@ def _query_token(scope: Scope) -> str | None:
 
 
 def _without_token(scope: Scope) -> str:
+    """The address asked for, as it was sent (still percent-encoded: decoded, `/runs/a%20b` was a path with a space,
+    which sent the browser to "/", and `%3F` became a query), without the token."""
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) and raw else quote(scope["path"])
     query = [
         (k, v)
         for k, vs in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()
         for v in vs
         if k != "token"
     ]
-    return scope.get("root_path", "") + scope["path"] + (f"?{urlencode(query)}" if query else "")
+    return scope.get("root_path", "") + path + (f"?{urlencode(query)}" if query else "")
 
 
 def _this_site(path: str) -> str:

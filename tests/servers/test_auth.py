@@ -73,6 +73,9 @@ def test_the_printed_link_signs_in_once_and_leaves_the_token_out_of_the_address(
         assert f"{COOKIE}={TOKEN}" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
         after = browser.get("/runs?game=zork1")  # the cookie, from now on
         assert after.status_code == 200 and after.json()["query"] == "game=zork1"
+    # the address as it was sent: decoded, a space sent the browser to "/", and %3F became the query's start
+    encoded = httpx.get(f"{gate}/runs/a%20run%3Fx?token={TOKEN}&game=zork1")
+    assert encoded.status_code == 303 and encoded.headers["location"] == "/runs/a%20run%3Fx?game=zork1"
     wrong = httpx.get(f"{gate}/runs?token=not-the-token-at-all", headers=HTML)
     assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
 
