@@ -51,16 +51,18 @@ class Owners:
     """Accounts for user folders; inactive (everything runs as the service) unless the service is root."""
 
     def __init__(self, root: Path, *, first_uid: int, active: bool | None = None) -> None:
-        """An active root under a folder other accounts cannot pass is refused (AgentError): there claude, run as
-        a workspace's owner, cannot read its HOME (no settings, no sign-in: it retried for seconds, then went on
-        as if not logged in) nor the workspace by its path."""
         self.root = root
         self.first_uid = first_uid
         self.active = os.geteuid() == 0 if active is None else active
-        if self.active and (closed := closed_to_others(root)) is not None:
+
+    def check_reachable(self) -> None:
+        """AgentError when active and the root is under a folder other accounts cannot pass: there claude, run as
+        a workspace's owner, cannot read its HOME (no settings, no sign-in: it retried for seconds, then went on
+        as if not logged in) nor the workspace by its path. `serve agent` asks at start, each claude's HOME too."""
+        if self.active and (closed := closed_to_others(self.root)) is not None:
             raise AgentError(
-                f"the workspaces root {root} is out of reach of the accounts claude runs as: {closed} lets no other "
-                f"account through (chmod o+x {closed}, or choose a root outside it)"
+                f"the workspaces root {self.root} is out of reach of the accounts claude runs as: {closed} lets no "
+                f"other account through (chmod o+x {closed}, or choose a root outside it)"
             )
 
     def for_new_user(self) -> tuple[int, int] | None:
@@ -87,6 +89,7 @@ class Owners:
 
     def home(self, uid: int, gid: int, env: Mapping[str, str]) -> dict[str, str]:
         """HOME and CLAUDE_CONFIG_DIR for an account: its own folder, with the service's sign-in copied in."""
+        self.check_reachable()
         homes = self.root / HOMES
         homes.mkdir(mode=0o711, exist_ok=True)
         home = homes / str(uid)

@@ -230,6 +230,7 @@ def _agent_app(
             engine_options=EngineOptions(model=claude_model, env=env or {}),
             memory_servers=_memory_servers(),
         )
+        agent.workspaces.owners.check_reachable()
     except AgentError as e:  # a root the accounts claude runs as cannot reach
         raise typer.BadParameter(str(e), param_hint="--workspaces") from None
     workspaces.mkdir(parents=True, exist_ok=True)  # (once it is known to be a root that serves)

@@ -100,3 +100,15 @@ def test_a_new_users_uid_skips_those_taken_by_accounts_and_by_other_user_folders
     second = spaces.resolve("bob/notes").account
     assert first == (taken + 1, taken + 1) and second == (taken + 2, taken + 2)
     assert Workspaces(tmp_path, accounts=False).resolve("carol/notes").account is None
+
+
+def test_a_claude_is_not_given_a_home_its_account_cannot_reach(tmp_path):
+    """The service as a library (no `serve agent` to check at start): each claude's HOME is checked as it is made."""
+    from frobozz.agent import AgentError
+    from frobozz.agent._owners import Owners
+
+    tmp_path.chmod(0o700)  # (pytest's own are root's alone already, when the tests are root)
+    owners = Owners(tmp_path / "root", first_uid=2_000_000, active=True)
+    with pytest.raises(AgentError, match="lets no other account through"):
+        owners.home(2_000_000, 2_000_000, {})
+    assert not (tmp_path / "root").exists()
