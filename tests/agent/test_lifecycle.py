@@ -191,22 +191,32 @@ async def test_a_session_made_on_a_full_disk_is_kept_and_its_first_turn_says_wha
             assert isinstance(events[-1], Done) and "You said: and now?" in events[-1].result
 
 
-async def test_a_session_closed_while_its_message_waits_for_room_starts_no_claude_for_it(make_agent, scripted):
+async def test_a_session_closed_while_its_message_waits_for_room_starts_no_claude_for_it(
+    make_agent, scripted, monkeypatch
+):
     """Its release came while the driver waited under max_live: no claude is started after it for a message
-    nobody will read (it would have been a model call, in a session that is gone)."""
+    nobody will read (it would have been a model call, in a session that is gone). The wait is held open: the
+    letting go of one's idle claude, which two's driver waits for, waits until two is closed (the test timed one
+    reply's pace against it, and on a loaded machine two's claude had started and been asked first)."""
     async with make_agent(max_live=1) as agent:
         one, two = [await agent.create_session(f"alice/s{n}") for n in range(2)]
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(turn, agent, one, "slowly")
-            busy = await agent.session(one)
-            with anyio.fail_after(60):
-                await eventually(lambda: busy.engine is not None and busy.busy, interval=0.02)
-            waiting = await agent.session(two)
-            await agent.post_message(waiting, "hello from two")  # no room: its driver waits for one's turn
-            with anyio.fail_after(30):
-                await eventually(lambda: waiting.busy and not waiting.reserved, interval=0.02)
-            await agent.close_session(two)
-        with anyio.fail_after(60):  # one's turn is over: room for two's driver, which must not use it
+        await turn(agent, one, "hello from one")  # its claude stays, idle: two's driver must wait for it to go
+        letting_go, go_on, let_go = anyio.Event(), anyio.Event(), agent._placement._let_go
+
+        async def held(session):
+            letting_go.set()
+            await go_on.wait()
+            await let_go(session)
+
+        monkeypatch.setattr(agent._placement, "_let_go", held)
+        waiting = await agent.session(two)
+        await agent.post_message(waiting, "hello from two")
+        with anyio.fail_after(60):
+            await letting_go.wait()
+        assert waiting.busy and not waiting.reserved  # its driver waits for room
+        await agent.close_session(two)
+        go_on.set()
+        with anyio.fail_after(60):  # room for two's driver, which must not use it
             await eventually(lambda: not waiting._busy, interval=0.02)  # (its driver's own flag: done with it)
         assert waiting.engine is None
         assert not any("hello from two" in json.dumps(r.messages) for r in scripted.requests)
