@@ -321,8 +321,9 @@ class Dialogue:
         with anyio.move_on_after(self.settings.turn_timeout) as deadline:
             async for event in session.events():
                 if isinstance(event, Result) and not event.is_replay:
-                    if event.is_error:
-                        raise TurnError(f"the turn ended in error ({event.subtype}): {(event.result or '')[:300]}")
+                    if event.is_error:  # (an API error is claude's "success" subtype: not said)
+                        kind = "" if event.subtype == "success" else f" ({event.subtype})"
+                        raise TurnError(f"the turn ended in error{kind}: {(event.result or '')[:300]}")
                     return self._costs.of(event) or 0.0
         if deadline.cancelled_caught:
             raise TurnError(
