@@ -34,7 +34,7 @@ def closed_to_others(path: Path) -> Path | None:
         try:
             if not folder.stat().st_mode & 0o001:
                 return folder
-        except OSError:  # not there (yet): what is made under a passable folder is made passable
+        except OSError:  # not there yet: said once it is made (each claude's HOME asks again)
             return None
     return None
 
