@@ -281,18 +281,9 @@ def test_serve_agent_without_a_root_or_with_a_bad_one_is_a_clear_error(tmp_path)
 def test_a_root_service_refuses_workspaces_its_accounts_cannot_reach_and_makes_nothing(tmp_path):
     """pytest's folders are root's alone: claude, run as a workspace's owner under one, could not read its HOME
     (no settings, no sign-in) and retried for seconds before each session's first request."""
+    served = ["serve", "agent", "--workspaces", str(tmp_path / "ws"), "--model", "scripted"]
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "frobozz",
-            "serve",
-            "agent",
-            "--workspaces",
-            str(tmp_path / "ws"),
-            "--model",
-            "scripted",
-        ],
+        [sys.executable, "-m", "frobozz", *served],
         capture_output=True,
         text=True,
         timeout=60,
