@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import logging
+from functools import partial
 from typing import Annotated
 
+import anyio
 import httpx
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent
@@ -135,7 +137,9 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                             fetched = markdown
                     except FetchError as e:
                         log.info("the page's Markdown version at %s failed: %s", alternate, e)
-            converted = convert(fetched, raw=raw, image_px=settings.fetch_image_px)
+            converted = await anyio.to_thread.run_sync(  # seconds of parsing on a large page or PDF: not
+                partial(convert, fetched, raw=raw, image_px=settings.fetch_image_px)  # on the loop that serves the rest
+            )
             if converted.image is not None:
                 result = FetchResult(
                     url=url,

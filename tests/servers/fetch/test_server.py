@@ -4,8 +4,10 @@ import base64
 import io
 import os
 import sys
+import threading
 import tracemalloc
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -206,6 +208,30 @@ async def test_slow_endless_and_bomb_bodies_stay_within_time_and_the_byte_cap(fr
         tracemalloc.stop()
     assert meta["truncated"] and meta["length"] < 1024 * 1024 + 200
     assert peak_mb < 40, f"peak {peak_mb:.0f} MB"  # near the 1 MB cap, nowhere near the bomb's 200 MB
+
+
+async def test_a_page_being_converted_holds_up_no_other_call(frobozz_env, site, monkeypatch):
+    """The conversion (trafilatura, pypdf, PIL: seconds on a large page) runs off the event loop: served in a
+    chat's own process, it held up the chat's streaming and its Ctrl-C, and on the hub every client's calls.
+    The first conversion waits until the second call has its answer; on the loop, it would wait in vain."""
+    from frobozz.servers.fetch import _server
+
+    converting, second_answered, convert = threading.Event(), threading.Event(), _server.convert
+    held: list[bool] = []
+
+    def slow_first(*args, **kwargs):
+        if not converting.is_set():  # the first call (the second is made once this is set)
+            converting.set()
+            held.append(second_answered.wait(60))
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(_server, "convert", slow_first)
+    async with Client(create_server(_settings())) as client, anyio.create_task_group() as tg:
+        tg.start_soon(client.call_tool, "fetch", {"url": f"{site.url}/page.html"})
+        assert await anyio.to_thread.run_sync(converting.wait, 60)
+        second = await client.call_tool("fetch", {"url": f"{site.url}/page.html", "raw": True})
+        second_answered.set()
+    assert not second.is_error and held == [True]
 
 
 async def test_the_cache_serves_fresh_copies_and_revalidates_stale_ones(frobozz_env, site):
