@@ -35,8 +35,9 @@ PROMPT = "you> "
 
 def scripted_reply(request: Any) -> Any:
     """The offline stand-in for claude (`--model scripted`): it answers the sidecar's questions, stores
-    what it is told to (`remember: …`) with cortex as claude would, says what came first in the
-    conversation when asked, and otherwise says what it was told and how many memories came with it."""
+    what it is told to (`remember: …`) with cortex as claude would, writes a letter (`hand off: …`) with
+    handoff, says what came first in the conversation when asked, and otherwise says what it was told and
+    how many memories came with it."""
     text = request.last_user_text()
     said = text.rsplit("\n", 1)[-1]
     if request.tool_results():
@@ -47,6 +48,10 @@ def scripted_reply(request: Any) -> Any:
         return "NONE"
     if text.startswith("Summarise this conversation"):
         return "(scripted) An earlier chat."
+    if said.lower().startswith("hand off:"):  # a letter to the next context window, with handoff
+        from frobozz.engine.scripted import Reply, ToolUse
+
+        return Reply((ToolUse("mcp__handoff__handoff", {"summary": said.split(":", 1)[1].strip()}),))
     if said.lower().startswith("remember:"):  # the model stores it with cortex, as claude would
         from frobozz.engine.scripted import Reply, ToolUse
 
@@ -227,8 +232,11 @@ async def _chat(
                 producers=[relay],
             ) as loop:
                 served.append(loop)
+                failed = loop.pool.primary.engine.in_process_failed  # (a setting of its own that is wrong)
+                serving = ", ".join(name for name in servers if name not in failed) or "none"
+                serving += "".join(f"; not {name}: {why}" for name, why in failed.items())
                 err.print(
-                    f"session {loop.id} (namespace {loop.record.namespace}; servers {', '.join(servers)}); "
+                    f"session {loop.id} (namespace {loop.record.namespace}; servers {serving}); "
                     "Ctrl-C interrupts a reply, twice exits",
                     markup=False,
                 )

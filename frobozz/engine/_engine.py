@@ -67,6 +67,7 @@ class Engine(ControlRequests):
         self.settings = settings or EngineSettings()
         self.state = EngineState.NEW
         self.session_id: str | None = None
+        self.in_process_failed: dict[str, str] = {}  # in-process servers that could not be made: name -> why
         self.init_response: dict[str, Any] = {}
         self.restarts = 0
         self.cwd = Path(self.options.cwd or os.getcwd())
@@ -262,13 +263,21 @@ class Engine(ControlRequests):
 
     async def _serve_in_process(self) -> InProcessServers | None:
         """This claude process's in-process MCP servers, connected afresh (a restarted claude starts their
-        sessions again, as it would a subprocess server's)."""
+        sessions again, as it would a subprocess server's). One whose factory fails is left out, as a subprocess
+        server that fails to start is: claude says it failed, the others serve, `in_process_failed` says why."""
         if not self.options.in_process_servers:
             return None
         assert self._tg is not None
         if self._servers_scope is not None:
             self._servers_scope.cancel()
-        made = {name: s() if callable(s) else s for name, s in self.options.in_process_servers.items()}
+        made: dict[str, Any] = {}
+        self.in_process_failed = {}
+        for name, server in self.options.in_process_servers.items():
+            try:
+                made[name] = server() if callable(server) else server
+            except Exception as e:  # noqa: BLE001 - a server's own settings or setup: reported, the others serve
+                self.in_process_failed[name] = f"{type(e).__name__}: {e}"
+                log.warning("in-process MCP server %s could not be made: %s", name, self.in_process_failed[name])
         servers = InProcessServers(made, self.trace.traceparent)  # (the context is None when not traced)
         scope = anyio.CancelScope()
 

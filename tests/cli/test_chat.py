@@ -5,9 +5,11 @@ import shlex
 import signal
 import sys
 
+import anyio
 import pexpect
 import pytest
 
+from frobozz.memory import MemoryService
 from tests.cli.in_process import frobozz_here
 from tests.orphans import descendants, still_running
 
@@ -88,21 +90,54 @@ def test_listing_sessions_of_an_empty_namespace_says_there_are_none(chat_env):
     assert "no sessions yet" in listed
 
 
-def test_the_hubs_servers_connect_and_what_the_model_stores_in_one_chat_is_recalled_in_the_next(chat_env):
-    child, _ = spawn(chat_env, "--namespace", "attic")
+def test_the_hubs_servers_serve_and_what_the_model_stores_in_one_chat_is_recalled_in_the_next(
+    chat_env, cortex_settings
+):
+    """The servers run in the chat's process: cortex stores in its namespace, and handoff signs its letter with
+    the chat's claude session (no CLAUDE_CODE_SESSION_ID tells a server in claude's own process)."""
+    child, session = spawn(chat_env, "--namespace", "attic")
     child.expect(r"servers ([a-z, ]+)\)")
     assert sorted(child.match.group(1).split(", ")) == ["cortex", "fetch", "forge", "handoff"]
     child.expect_exact("you> ")
     child.sendline("remember: The brass lantern is in the attic.")
     child.expect_exact("(scripted) Done:")  # the model's cortex store went through the cortex server
     child.expect_exact("you> ")
+    child.sendline("hand off: the lantern is found; next, the trap door.")
+    child.expect_exact('(scripted) Done: {"handoff_id":')
+    child.expect_exact("you> ")
     child.sendeof()
     child.expect(pexpect.EOF)
+
+    async def signed() -> tuple[str | None, str | None]:
+        service = MemoryService(cortex_settings)
+        try:
+            letter = await (await service.handoffs()).latest("attic")
+            record = await (await service.sessions()).get(session)
+            return (letter.session_id if letter else None), record.claude_session_id
+        finally:
+            await service.aclose()
+
+    letter_session, claude_session = anyio.run(signed)
+    assert claude_session and letter_session == claude_session
 
     child, _ = spawn(chat_env, "--namespace", "attic")
     child.expect_exact("you> ")
     child.sendline("Where is the brass lantern?")
     child.expect_exact("(scripted) You said: Where is the brass lantern? — I was reminded of 1 memories.")
+    child.expect_exact("you> ")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+
+
+def test_a_server_that_cannot_be_made_is_named_and_the_chat_goes_on_with_the_others(chat_env):
+    """A server's own setting that is wrong (forge's backend) leaves that server out, as one that failed to start
+    over stdio did: it ended the chat, after claude had started, once the servers ran in the chat's process."""
+    child, _ = spawn({**chat_env, "FROBOZZ_FORGE_BACKEND": "nonesuch"}, "--namespace", "forgeless")
+    child.expect(r"servers ([a-z, ]+); not forge: ValidationError")
+    assert child.match.group(1).split(", ") == ["cortex", "fetch", "handoff"]
+    child.expect_exact("you> ")
+    child.sendline("remember: The forge is cold.")
+    child.expect_exact("(scripted) Done:")
     child.expect_exact("you> ")
     child.sendeof()
     child.expect(pexpect.EOF)

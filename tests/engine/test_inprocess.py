@@ -86,9 +86,12 @@ async def test_a_traced_call_to_an_in_process_server_is_a_child_of_the_engines_s
     assert served.context.trace_id == tool.context.trace_id and served.parent.span_id == tool.context.span_id
 
 
-async def test_a_server_given_as_a_factory_is_made_again_for_a_restarted_claude(make_options):
+async def test_a_server_given_as_a_factory_is_made_again_for_a_restarted_claude_and_one_that_fails_is_left_out(
+    make_options,
+):
     """A server's lifespan closes what it holds (fetch's HTTP client, forge's) when claude's session with it ends:
-    the same object served to the next claude would answer from a closed client."""
+    the same object served to the next claude would answer from a closed client. A factory that fails (a server's
+    own settings) leaves its server out, as one that fails to start over stdio: the others serve."""
     made: list[list[bool]] = []
 
     def factory() -> MCPServer:
@@ -116,11 +119,19 @@ async def test_a_server_given_as_a_factory_is_made_again_for_a_restarted_claude(
     script = replies(*(Reply((ToolUse("mcp__calc__add", {"numbers": [n, 1]}),)) if n else "ok" for n in (1, 0, 2, 0)))
     async with ScriptedModel(script) as model:
         async with Engine(
-            make_options(model, allowed_tools=["mcp__calc__add"], in_process_servers={"calc": factory})
+            make_options(
+                model,
+                allowed_tools=["mcp__calc__add"],
+                in_process_servers={"calc": factory, "broken": lambda: int("not a number")},
+            )
         ) as engine:
             await engine.start()
             await engine.send("add")
-            await until(engine.events(), Result)
+            [init] = of(await until(engine.events(), Result), SystemInit)
+            assert {s.name: s.status for s in init.mcp_servers} == {"calc": "connected", "broken": "failed"}
+            assert engine.in_process_failed == {
+                "broken": "ValueError: invalid literal for int() with base 10: 'not a number'"
+            }
             engine.kill()
             await until(engine.events(), Restarted)
             await engine.send("add again")
