@@ -92,6 +92,7 @@ class Owners:
         self.check_reachable()
         homes = self.root / HOMES
         homes.mkdir(mode=0o711, exist_ok=True)
+        homes.chmod(0o711)  # (the umask applies to mkdir's mode: under 027, .homes was closed to the accounts)
         home = homes / str(uid)
         if home.is_symlink():
             raise WorkspaceError(f"{home} is a link; a HOME is a folder of its own")

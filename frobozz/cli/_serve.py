@@ -233,7 +233,11 @@ def _agent_app(
         agent.workspaces.owners.check_reachable()
     except AgentError as e:  # a root the accounts claude runs as cannot reach
         raise typer.BadParameter(str(e), param_hint="--workspaces") from None
+    made = [folder for folder in (workspaces, *workspaces.parents) if not folder.exists()]
     workspaces.mkdir(parents=True, exist_ok=True)  # (once it is known to be a root that serves)
+    if agent.workspaces.owners.active:
+        for folder in made:  # passable by the accounts claude runs as, whatever the umask (077 made them root's)
+            folder.chmod(0o711)
     return create_app(
         agent,
         on_failure=(lambda e: server.stop_on(f"the agent service has stopped: {type(e).__name__}: {e}"))

@@ -6,6 +6,7 @@ never written through a link the owner planted."""
 import os
 import pwd
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +113,18 @@ def test_a_claude_is_not_given_a_home_its_account_cannot_reach(tmp_path):
     with pytest.raises(AgentError, match="lets no other account through"):
         owners.home(2_000_000, 2_000_000, {})
     assert not (tmp_path / "root").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a HOME is handed to its account only by a service run as root")
+def test_the_homes_folder_lets_the_accounts_through_whatever_the_umask(open_dir):
+    """mkdir's mode is cut by the umask: under 027 `.homes` was 0710, and no account could reach its HOME."""
+    from frobozz.agent._owners import Owners
+
+    (open_dir / "root").mkdir()
+    was = os.umask(0o077)
+    try:
+        env = Owners(open_dir / "root", first_uid=2_000_000, active=True).home(2_000_000, 2_000_000, {})
+    finally:
+        os.umask(was)
+    assert stat.S_IMODE((open_dir / "root" / HOMES).stat().st_mode) == 0o711
+    assert Path(env["HOME"]).stat().st_uid == 2_000_000

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import stat
 import subprocess
 import sys
 from contextlib import asynccontextmanager
@@ -297,6 +299,28 @@ def test_a_root_service_refuses_workspaces_its_accounts_cannot_reach_and_makes_n
     assert not (tmp_path / "ws").exists()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a service run as root runs claude as other accounts")
+async def test_a_root_service_makes_its_workspaces_root_passable_whatever_the_umask(open_dir, cortex_settings):
+    """Made under a umask of 077, the root was root's alone: start-up passed (nothing was there to check yet), and
+    every session's claude then had no HOME it could reach."""
+    code = "import os; os.umask(0o077)\nfrom frobozz.cli import main\nmain()\n"
+    process, url = _serve_agent(open_dir, cortex_settings, "--model", "scripted", code=code)
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=AUTH, timeout=60) as client:
+            with anyio.fail_after(120):
+                while True:
+                    try:
+                        if (await client.get("/sessions")).status_code == 200:
+                            break
+                    except httpx.ConnectError:
+                        assert process.poll() is None, process.communicate()
+                        await anyio.sleep(0.2)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.communicate(timeout=60)
+    assert stat.S_IMODE((open_dir / "ws").stat().st_mode) == 0o711
+
+
 async def test_a_scoped_token_uses_only_the_workspaces_of_the_users_its_grant_names(make_agent):
     from frobozz.servers._auth import ScopedTokens
     from frobozz.servers._grants import Grant, hashed
@@ -408,7 +432,6 @@ def _serve_agent(folder, cortex_settings, *args, code: str | None = None, hub: b
 async def test_serve_agent_warns_when_claude_is_not_logged_in_and_runs_offline_with_the_scripted_model(
     open_dir, cortex_settings
 ):
-    import signal
 
     process, _ = _serve_agent(open_dir, cortex_settings)
     try:
