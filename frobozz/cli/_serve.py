@@ -386,7 +386,7 @@ def hub_token(
     try:
         grant = Grant(name=name, sha256=hashed(secret), servers=servers, read=read, write=write, users=users)
     except ValidationError as e:
-        raise typer.BadParameter("; ".join(f"{err['loc'][0]}: {err['msg']}" for err in e.errors())) from e
+        raise typer.BadParameter("; ".join(f"{problem['loc'][0]}: {problem['msg']}" for problem in e.errors())) from e
     err.print(f"token for {name} (give it to them; it is not kept anywhere): {secret}", markup=False)
     lists = {k: ", ".join(f'"{v}"' for v in getattr(grant, k)) for k in ("servers", "read", "write", "users")}
     print(
