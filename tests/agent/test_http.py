@@ -307,14 +307,7 @@ async def test_a_root_service_makes_its_workspaces_root_passable_whatever_the_um
     process, url = _serve_agent(open_dir, cortex_settings, "--model", "scripted", code=code)
     try:
         async with httpx.AsyncClient(base_url=url, headers=AUTH, timeout=60) as client:
-            with anyio.fail_after(120):
-                while True:
-                    try:
-                        if (await client.get("/sessions")).status_code == 200:
-                            break
-                    except httpx.ConnectError:
-                        assert process.poll() is None, process.communicate()
-                        await anyio.sleep(0.2)
+            await _until_up(client, process)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.communicate(timeout=60)
@@ -429,6 +422,18 @@ def _serve_agent(folder, cortex_settings, *args, code: str | None = None, hub: b
     return process, f"http://127.0.0.1:{port}"
 
 
+async def _until_up(client: httpx.AsyncClient, process: subprocess.Popen) -> None:
+    """Until the service in `process` answers (failing if the process ends first)."""
+    with anyio.fail_after(120):
+        while True:
+            try:
+                if (await client.get("/sessions")).status_code == 200:
+                    return
+            except httpx.ConnectError:
+                assert process.poll() is None, process.communicate()
+                await anyio.sleep(0.2)
+
+
 async def test_serve_agent_warns_when_claude_is_not_logged_in_and_runs_offline_with_the_scripted_model(
     open_dir, cortex_settings
 ):
@@ -446,15 +451,8 @@ async def test_serve_agent_warns_when_claude_is_not_logged_in_and_runs_offline_w
     process, url = _serve_agent(open_dir, cortex_settings, "--model", "scripted")
     try:
         async with httpx.AsyncClient(base_url=url, headers=AUTH, timeout=60) as client:
-            with anyio.fail_after(120):
-                while True:
-                    try:
-                        made = await client.post("/sessions", json={"workspace": "bob/work"})
-                        break
-                    except httpx.ConnectError:
-                        assert process.poll() is None, process.communicate()
-                        await anyio.sleep(0.2)
-            session = made.json()["session_id"]
+            await _until_up(client, process)
+            session = (await client.post("/sessions", json={"workspace": "bob/work"})).json()["session_id"]
             sent = await client.post(f"/sessions/{session}/messages", json={"text": "hello there"})
             assert sent.status_code == 202
             done = await sse(client, f"/sessions/{session}/events")
