@@ -168,7 +168,7 @@ async def _chat(
     model: str | None,
 ) -> None:
     from frobozz.engine import AssistantMessage, EngineOptions, Result, StreamEvent
-    from frobozz.engine.observers import HandoffRelay
+    from frobozz.engine.observers import HandoffRelay, handoff_span
     from frobozz.engine.scripted import ScriptedModel
     from frobozz.loop import MemorySession, capsules, context_files, here_and_now, latest_letter, memories
     from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, TranscriptStore
@@ -228,8 +228,7 @@ async def _chat(
                 providers=providers,
                 recall=recall,
                 suggest=suggest,
-                observers=[relay],
-                producers=[relay],
+                observers=[relay],  # (its steps are taken by `converse`, between the user's turns)
             ) as loop:
                 served.append(loop)
                 failed = loop.pool.primary.engine.in_process_failed  # (a setting of its own that is wrong)
@@ -240,7 +239,7 @@ async def _chat(
                     "Ctrl-C interrupts a reply, twice exits",
                     markup=False,
                 )
-                await converse(loop)
+                await converse(loop, relay)
         except MemoryStoreError as e:  # an unknown session, a namespace refused, the database gone
             err.print(f"[red]error:[/red] {escape(str(e))}")  # the error may quote what was given
             raise typer.Exit(1) from None
@@ -249,7 +248,7 @@ async def _chat(
                 await transcripts.aclose()
             await service.aclose()
 
-    async def converse(loop: MemorySession) -> None:
+    async def converse(loop: MemorySession, relay: HandoffRelay) -> None:
         turn_running = False
         interrupts = 0
         async with anyio.create_task_group() as tg:
@@ -279,23 +278,34 @@ async def _chat(
                     continue
                 turn_running, interrupts = True, 0
                 await loop.send(line.rstrip("\n"))
-                streamed = False
-                async for event in loop.events():
-                    if event.is_replay:  # a resumed session's history: said before, not this turn's answer
-                        continue
-                    if isinstance(event, StreamEvent) and event.text_delta:
-                        sys.stdout.write(event.text_delta)
-                        sys.stdout.flush()
-                        streamed = True
-                    elif isinstance(event, AssistantMessage) and not streamed and event.text:
-                        sys.stdout.write(event.text)
-                    elif isinstance(event, Result):
-                        if event.is_error and event.result:
-                            err.print(f"[red]{escape(str(event.result))}[/red]")
-                        break
-                sys.stdout.write("\n")
+                await answer(loop)
+                while steps := relay.steps():  # a letter was written: the relay's turns, in order, before the
+                    for step in steps:  # next prompt (sent on their own, they answered the next two lines)
+                        with handoff_span(step, loop.pool.primary.engine.trace.prepare_turn()):
+                            for message in relay.messages(step):  # the compaction, then the new window's first
+                                await loop.pool.primary.send(message)
+                                await answer(loop, shown=not message.startswith("/"))
                 turn_running = False
             tg.cancel_scope.cancel()
+
+    async def answer(loop: MemorySession, *, shown: bool = True) -> None:
+        """One turn's reply, streamed as it comes (`shown=False`: read, not printed), up to its result."""
+        streamed = False
+        async for event in loop.events():
+            if event.is_replay:  # a resumed session's history: said before, not this turn's answer
+                continue
+            if isinstance(event, StreamEvent) and event.text_delta and shown:
+                sys.stdout.write(event.text_delta)
+                sys.stdout.flush()
+                streamed = True
+            elif isinstance(event, AssistantMessage) and not streamed and event.text and shown:
+                sys.stdout.write(event.text)
+            elif isinstance(event, Result):
+                if event.is_error and event.result:
+                    err.print(f"[red]{escape(str(event.result))}[/red]")
+                break
+        if shown:
+            sys.stdout.write("\n")
 
     claude_model = None if model == "scripted" else model
     if model == "scripted":

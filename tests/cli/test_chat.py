@@ -104,6 +104,10 @@ def test_the_hubs_servers_serve_and_what_the_model_stores_in_one_chat_is_recalle
     child.expect_exact("you> ")
     child.sendline("hand off: the lantern is found; next, the trap door.")
     child.expect_exact('(scripted) Done: {"handoff_id":')
+    child.expect_exact("(scripted) You said: Carry on from the next steps.")  # the new window's first turn
+    child.expect_exact("you> ")
+    child.sendline("Where were we?")  # answered itself: the relay's two turns had answered the next two lines
+    child.expect_exact("(scripted) You said: Where were we?")
     child.expect_exact("you> ")
     child.sendeof()
     child.expect(pexpect.EOF)
