@@ -69,6 +69,13 @@ def scripted_reply(request: Any) -> Any:
     return f"(scripted) You said: {said}" + (f" — I was reminded of {recalled} memories." if recalled else "")
 
 
+def _why(error: Exception) -> str:
+    """A server's failure in one line: the variable to fix, for a setting (as a command's own error says it)."""
+    from ._app import _settings_error  # (here: _app imports this module)
+
+    return _settings_error(error) or f"{type(error).__name__}: {next(iter(str(error).splitlines()), '')}"
+
+
 def _stdin_lines() -> MemoryObjectReceiveStream[str]:
     """Standard input's lines, read by a daemon thread: a reader blocked at the prompt never keeps
     the program from exiting."""
@@ -233,7 +240,7 @@ async def _chat(
                 served.append(loop)
                 failed = loop.pool.primary.engine.in_process_failed  # (a setting of its own that is wrong)
                 serving = ", ".join(name for name in servers if name not in failed) or "none"
-                serving += "".join(f"; not {name}: {why}" for name, why in failed.items())
+                serving += "".join(f"; not {name}: {_why(e)}" for name, e in failed.items())
                 err.print(
                     f"session {loop.id} (namespace {loop.record.namespace}; servers {serving}); "
                     "Ctrl-C interrupts a reply, twice exits",

@@ -67,7 +67,7 @@ class Engine(ControlRequests):
         self.settings = settings or EngineSettings()
         self.state = EngineState.NEW
         self.session_id: str | None = None
-        self.in_process_failed: dict[str, str] = {}  # in-process servers that could not be made: name -> why
+        self.in_process_failed: dict[str, Exception] = {}  # in-process servers that could not be made, and why
         self.init_response: dict[str, Any] = {}
         self.restarts = 0
         self.cwd = Path(self.options.cwd or os.getcwd())
@@ -276,8 +276,9 @@ class Engine(ControlRequests):
             try:
                 made[name] = server() if callable(server) else server
             except Exception as e:  # noqa: BLE001 - a server's own settings or setup: reported, the others serve
-                self.in_process_failed[name] = f"{type(e).__name__}: {e}"
-                log.warning("in-process MCP server %s could not be made: %s", name, self.in_process_failed[name])
+                self.in_process_failed[name] = e
+                first = next(iter(str(e).splitlines()), "")  # (pydantic's says on its next lines: the caller has it)
+                log.warning("in-process MCP server %s could not be made: %s: %s", name, type(e).__name__, first)
         servers = InProcessServers(made, self.trace.traceparent)  # (the context is None when not traced)
         scope = anyio.CancelScope()
 

@@ -137,7 +137,7 @@ def test_a_server_that_cannot_be_made_is_named_and_the_chat_goes_on_with_the_oth
     """A server's own setting that is wrong (forge's backend) leaves that server out, as one that failed to start
     over stdio did: it ended the chat, after claude had started, once the servers ran in the chat's process."""
     child, _ = spawn({**chat_env, "FROBOZZ_FORGE_BACKEND": "nonesuch"}, "--namespace", "forgeless")
-    child.expect(r"servers ([a-z, ]+); not forge: ValidationError")
+    child.expect(r"servers ([a-z, ]+); not forge: FROBOZZ_FORGE_BACKEND: Input should be .*\(given 'nonesuch'\)")
     assert child.match.group(1).split(", ") == ["cortex", "fetch", "handoff"]
     child.expect_exact("you> ")
     child.sendline("remember: The forge is cold.")
