@@ -217,6 +217,9 @@ def _agent_app(
         )
     if platform_dir is not None and not platform_dir.is_dir():
         raise typer.BadParameter(f"{platform_dir} is not a folder", param_hint="--platform-dir")
+    there = next((folder for folder in (workspaces, *workspaces.parents) if folder.exists()), None)
+    if there is not None and not there.is_dir():  # (a file: "chmod o+x" was advised, then mkdir failed)
+        raise typer.BadParameter(f"{there} is not a folder", param_hint="--workspaces")
     claude_model = None if model == "scripted" else model
     try:
         agent = Agent(

@@ -265,9 +265,12 @@ async def test_after_the_service_restarts_a_message_resumes_the_session_with_its
 
 
 def test_serve_agent_without_a_root_or_with_a_bad_one_is_a_clear_error(tmp_path):
+    (tmp_path / "a-file").write_text("not a folder")
     for args, expected in (
         ([], "needs --workspaces"),
         (["--workspaces", str(tmp_path), "--platform-dir", str(tmp_path / "none")], "is not a folder"),
+        (["--workspaces", str(tmp_path / "a-file")], "a-file is not a folder"),
+        (["--workspaces", str(tmp_path / "a-file" / "ws")], "a-file is not a folder"),
     ):
         done = subprocess.run(
             [sys.executable, "-m", "frobozz", "serve", "agent", *args],
