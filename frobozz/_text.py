@@ -14,3 +14,12 @@ def printable(text: str) -> str:
 def printable_lines(text: str) -> str:
     """`text` as `printable` makes each of its lines: many lines (a game's answer) stay many."""
     return "\n".join(printable(line) for line in text.splitlines())
+
+
+def printable_stream(text: str) -> str:
+    """`text` as `printable` makes it but for line breaks and tabs: a reply streamed in pieces (which may end
+    mid-line) keeps its layout, and an ESC or OSC sequence in it (a page the model read, echoed) is shown, not
+    obeyed by the terminal (a title set, the clipboard written)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\n\t" else c.encode("unicode_escape").decode("ascii") for c in text)

@@ -22,7 +22,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from frobozz import _spans
-from frobozz._text import printable
+from frobozz._text import printable, printable_stream
 
 from ._database import say_postgres_stays
 from ._output import err
@@ -302,11 +302,11 @@ async def _chat(
             if event.is_replay:  # a resumed session's history: said before, not this turn's answer
                 continue
             if isinstance(event, StreamEvent) and event.text_delta and shown:
-                sys.stdout.write(event.text_delta)
+                sys.stdout.write(printable_stream(event.text_delta))
                 sys.stdout.flush()
                 streamed = True
             elif isinstance(event, AssistantMessage) and not streamed and event.text and shown:
-                sys.stdout.write(event.text)
+                sys.stdout.write(printable_stream(event.text))
             elif isinstance(event, Result):
                 if event.is_error and event.result:
                     err.print(f"[red]{escape(str(event.result))}[/red]")

@@ -3,6 +3,7 @@
 import os
 import shlex
 import signal
+import subprocess
 import sys
 
 import anyio
@@ -145,6 +146,21 @@ def test_a_server_that_cannot_be_made_is_named_and_the_chat_goes_on_with_the_oth
     child.expect_exact("you> ")
     child.sendeof()
     child.expect(pexpect.EOF)
+
+
+def test_a_reply_is_streamed_with_its_terminal_sequences_shown_not_obeyed(chat_env):
+    """A model echoes what it read (a page, a mail): an OSC sequence in it set the terminal's title (or wrote its
+    clipboard); its lines and tabs stay as they are."""
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "chat", "--model", "scripted", "--namespace", "sequences"],
+        input="look\x1b]0;pwned\x07 here\tnow\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=chat_env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "You said: look\\x1b]0;pwned\\x07 here\tnow" in done.stdout and "\x1b" not in done.stdout
 
 
 def test_a_chat_killed_with_sigkill_leaves_no_process_behind(chat_env):
