@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 
-def printable(text: str) -> str:
-    """`text` with control characters shown escaped: what came from elsewhere must not drive the terminal (an
-    ESC sequence) or forge log lines when it is shown."""
+def printable(text: str, *, keep: str = "") -> str:
+    """`text` with control characters (but those in `keep`) shown escaped: what came from elsewhere must not
+    drive the terminal (an ESC sequence) or forge log lines when it is shown."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return "".join(c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def printable_lines(text: str) -> str:
@@ -20,6 +20,4 @@ def printable_stream(text: str) -> str:
     """`text` as `printable` makes it but for line breaks and tabs: a reply streamed in pieces (which may end
     mid-line) keeps its layout, and an ESC or OSC sequence in it (a page the model read, echoed) is shown, not
     obeyed by the terminal (a title set, the clipboard written)."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() or c in "\n\t" else c.encode("unicode_escape").decode("ascii") for c in text)
+    return printable(text, keep="\n\t")
