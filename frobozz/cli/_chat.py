@@ -235,7 +235,8 @@ async def _chat(
                 providers=providers,
                 recall=recall,
                 suggest=suggest,
-                observers=[relay],  # (its steps are taken by `converse`, between the user's turns)
+                # (the relay reads the events `answer` reads, in order, and its steps are taken between the user's
+                # turns: as an observer, on its own task, it could see a turn's end after the chat had gone on)
             ) as loop:
                 served.append(loop)
                 failed = loop.pool.primary.engine.in_process_failed  # (a setting of its own that is wrong)
@@ -285,20 +286,22 @@ async def _chat(
                     continue
                 turn_running, interrupts = True, 0
                 await loop.send(line.rstrip("\n"))
-                await answer(loop)
+                await answer(loop, relay)
                 while steps := relay.steps():  # a letter was written: the relay's turns, in order, before the
                     for step in steps:  # next prompt (sent on their own, they answered the next two lines)
                         with handoff_span(step, loop.pool.primary.engine.trace.prepare_turn()):
                             for message in relay.messages(step):  # the compaction, then the new window's first
                                 await loop.pool.primary.send(message)
-                                await answer(loop, shown=not message.startswith("/"))
+                                await answer(loop, relay, shown=not message.startswith("/"))
                 turn_running = False
             tg.cancel_scope.cancel()
 
-    async def answer(loop: MemorySession, *, shown: bool = True) -> None:
-        """One turn's reply, streamed as it comes (`shown=False`: read, not printed), up to its result."""
+    async def answer(loop: MemorySession, relay: HandoffRelay, *, shown: bool = True) -> None:
+        """One turn's reply, streamed as it comes (`shown=False`: read, not printed), up to its result; the relay
+        sees each event before the next is read."""
         streamed = False
         async for event in loop.events():
+            relay.on_event(event)
             if event.is_replay:  # a resumed session's history: said before, not this turn's answer
                 continue
             if isinstance(event, StreamEvent) and event.text_delta and shown:
