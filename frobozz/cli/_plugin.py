@@ -110,7 +110,7 @@ def install(
 
 @plugin.command()
 def uninstall(scope: str = typer.Option("user", help="The scope it was installed at.")) -> None:
-    """Remove the plugin; the settings file is left as it was before."""
+    """Remove the plugin, and stop its memory daemon; the settings file is left as it was before."""
     from frobozz.plugin import PluginError, PluginSettings
     from frobozz.plugin import uninstall as uninstall_plugin
 
@@ -118,11 +118,13 @@ def uninstall(scope: str = typer.Option("user", help="The scope it was installed
         err.print("error: --scope is user or project", markup=False)
         raise typer.Exit(2)
     try:
-        target = uninstall_plugin(PluginSettings(), scope, Path.cwd(), _claude())  # type: ignore[arg-type]  # scope: checked
+        done = uninstall_plugin(PluginSettings(), scope, Path.cwd(), _claude())  # type: ignore[arg-type]  # scope: checked
     except PluginError as e:
         err.print(f"error: {e}", markup=False)
         raise typer.Exit(1) from e
-    out.print(f"uninstalled frobozz-memory ({scope} scope, {target})", markup=False)
+    out.print(f"uninstalled frobozz-memory ({scope} scope, {done.settings})", markup=False)
+    if done.daemon:
+        out.print(f"stopped its memory daemon (pid {done.daemon})", markup=False)
 
 
 @plugin.command()

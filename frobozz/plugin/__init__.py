@@ -5,7 +5,7 @@ call, which runs the memory loop (orientation, recall, suggest, archive, hand-of
 from ._daemon import MemoryDaemon, daemon_pid, stop_daemon
 from ._hook_memory import HookMemory, project_namespace
 from ._hub import hook_app
-from ._install import PLUGIN_ID, PLUGIN_SERVERS, Installed, install, settings_file, status, uninstall
+from ._install import PLUGIN_ID, PLUGIN_SERVERS, Installed, Uninstalled, install, settings_file, status, uninstall
 from .exceptions import PluginError
 from .settings import PluginSettings
 
@@ -17,6 +17,7 @@ __all__ = [
     "MemoryDaemon",
     "PluginError",
     "PluginSettings",
+    "Uninstalled",
     "daemon_pid",
     "hook_app",
     "install",

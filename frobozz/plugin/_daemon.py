@@ -7,6 +7,7 @@ at the same moment sees the lock taken and leaves."""
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import logging
 import os
@@ -83,15 +84,46 @@ def daemon_pid(socket_path: Path) -> int | None:
         os.close(fd)
 
 
-def stop_daemon(socket_path: Path, *, wait: float = 30.0) -> bool:
-    """Ask the running daemon to stop (SIGTERM) and wait for it to go; whether none runs now."""
+def _serves(pid: int, socket_path: Path) -> bool:
+    """Whether `pid` is a memory daemon that may serve `socket_path`, by its command line where the system shows
+    one (Linux's /proc); elsewhere the lock it holds is the proof."""
+    if not Path("/proc/self/cmdline").exists():
+        return True
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False  # gone already
+    sockets = [a.removeprefix("--socket=") for a in args if a.startswith("--socket=")]
+    sockets += [b for a, b in itertools.pairwise(args) if a == "--socket"]
+    return "daemon" in args and (not sockets or str(socket_path) in sockets)
+
+
+def stop_daemon(socket_path: Path, *, wait: float = 30.0) -> int | None:
+    """Stop the daemon serving `socket_path`: SIGTERM, then SIGKILL when it has not gone within `wait` seconds (a
+    wedged one, whose socket is then removed). Its pid, or None when none ran. Only the lock's holder is
+    signalled, and only when its command line is a memory daemon's for this socket (never a process that
+    took a stale pid's number)."""
     pid = daemon_pid(socket_path)
-    if pid:
-        os.kill(pid, signal.SIGTERM)
-        end = time.monotonic() + wait
-        while daemon_pid(socket_path) and time.monotonic() < end:
+    if not pid or not _serves(pid, socket_path):
+        return None
+    for sig, limit in ((signal.SIGTERM, wait), (signal.SIGKILL, 10.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            break
+        end = time.monotonic() + limit
+        while daemon_pid(socket_path) == pid and time.monotonic() < end:
             time.sleep(0.02)
-    return daemon_pid(socket_path) is None
+        if daemon_pid(socket_path) != pid:
+            break
+    else:
+        raise PluginError(f"the memory daemon (pid {pid}) did not stop, even when killed")
+    if sig == signal.SIGKILL:
+        with single(socket_path.with_suffix(".lock")) as mine:
+            if mine:  # (not when a hook has started the next one meanwhile)
+                socket_path.unlink(missing_ok=True)
+                shutil.rmtree(off_marks(socket_path), ignore_errors=True)
+    return pid
 
 
 def parse_request(data: bytes) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from frobozz.memory import MemoryStoreError, check_namespace
 
+from ._daemon import stop_daemon
 from .exceptions import PluginError
 from .settings import PluginSettings
 
@@ -211,9 +212,16 @@ def install(
     return Installed(scope, target, namespace, hub)
 
 
-def uninstall(settings: PluginSettings, scope: Scope, project: Path, claude: str) -> Path:
+@dataclass(frozen=True)
+class Uninstalled:
+    settings: Path
+    daemon: int | None = None  # the pid of the memory daemon stopped with it
+
+
+def uninstall(settings: PluginSettings, scope: Scope, project: Path, claude: str) -> Uninstalled:
     """Remove the plugin and its marketplace from `scope`; the settings file as it was, when nothing else
-    in it changed."""
+    in it changed. The last install of this data directory takes its memory daemon with it (stopped, or
+    killed when wedged): the one on this data directory's socket, no other install's."""
     target = settings_file(scope, project)
     records = _records(settings)
     record = records.get(str(target))
@@ -227,7 +235,8 @@ def uninstall(settings: PluginSettings, scope: Scope, project: Path, claude: str
             target.parent.rmdir()
     del records[str(target)]
     _record(settings).write_text(json.dumps(records, indent=2))
-    return target
+    stopped = None if records else stop_daemon(settings.socket, wait=settings.plugin_stop_wait)
+    return Uninstalled(target, stopped)
 
 
 def _restore(target: Path, original: str | None) -> None:

@@ -45,6 +45,11 @@ class PluginSettings(BaseSettings):
         gt=0,
         description="Seconds the daemon's sidecar claude may take to write a suggestion or a letter.",
     )
+    plugin_stop_wait: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds uninstall gives the memory daemon to stop before it kills it (a wedged one).",
+    )
 
     @property
     def limits(self) -> dict[str, float]:

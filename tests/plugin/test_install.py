@@ -1,15 +1,22 @@
 """`frobozz plugin install/uninstall/status` through claude's own plugin commands, in a fresh HOME: the user's
-settings byte for byte as before after uninstall, other plugins and hooks kept; project scope apart."""
+settings byte for byte as before after uninstall, other plugins and hooks kept; project scope apart; uninstall
+takes the install's memory daemon with it, and nothing else."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
-from frobozz.engine import find_claude
+import pytest
 
-from .conftest import clone_install, frobozz, hook_env, installed_files
+from frobozz.engine import find_claude
+from frobozz.plugin import PluginSettings, daemon_pid, stop_daemon
+
+from .conftest import clone_install, frobozz, hook, hook_env, installed_files
 
 OTHER_HOOKS = {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}
 
@@ -142,3 +149,83 @@ def test_bad_arguments_are_refused_and_change_nothing(claude_home, cortex_settin
         assert done.returncode != 0 and "error" in done.stderr, args
     assert not (claude_home / ".claude" / "settings.json").exists()
     assert not (project / ".claude").exists()
+
+
+def session_start(project: Path) -> dict:
+    return {"session_id": "s-1", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
+
+
+def test_uninstall_stops_the_memory_daemon_of_its_install_and_says_so(installed, plugin_settings, project):
+    assert hook("SessionStart", session_start(project), installed, plugin_settings)
+    pid = daemon_pid(plugin_settings.socket)
+    assert pid
+    done = frobozz("plugin", "uninstall", env=installed, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert f"stopped its memory daemon (pid {pid})" in done.stdout
+    assert daemon_pid(plugin_settings.socket) is None and not plugin_settings.socket.exists()
+
+
+def test_uninstall_without_a_running_daemon_says_nothing_of_one(installed, plugin_settings, project):
+    done = frobozz("plugin", "uninstall", env=installed, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "uninstalled frobozz-memory" in done.stdout and "daemon" not in done.stdout
+
+
+def test_uninstall_leaves_another_installs_memory_daemon_running(
+    installed, plugin_settings, project, install_template, tmp_path
+):
+    """Another data directory (another install) has a daemon of its own, on its own socket."""
+    other = PluginSettings(data_dir=tmp_path / "other" / "data")
+    clone_install(install_template, tmp_path / "other")
+    try:
+        assert hook("SessionStart", session_start(project), installed, other)
+        assert hook("SessionStart", session_start(project), installed, plugin_settings)
+        theirs, ours = daemon_pid(other.socket), daemon_pid(plugin_settings.socket)
+        assert theirs and ours and theirs != ours
+        done = frobozz("plugin", "uninstall", env=installed, cwd=project)
+        assert done.returncode == 0, done.stderr
+        assert f"stopped its memory daemon (pid {ours})" in done.stdout
+        assert daemon_pid(plugin_settings.socket) is None
+        assert daemon_pid(other.socket) == theirs and other.socket.exists()
+    finally:
+        stop_daemon(other.socket)
+
+
+def test_uninstall_kills_a_wedged_memory_daemon_after_a_bounded_wait(installed, plugin_settings, project):
+    assert hook("SessionStart", session_start(project), installed, plugin_settings)
+    pid = daemon_pid(plugin_settings.socket)
+    assert pid
+    os.kill(pid, signal.SIGSTOP)  # SIGTERM now waits forever: only SIGKILL ends it
+    done = frobozz("plugin", "uninstall", env={**installed, "FROBOZZ_PLUGIN_STOP_WAIT": "1"}, cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert f"stopped its memory daemon (pid {pid})" in done.stdout
+    assert daemon_pid(plugin_settings.socket) is None and not plugin_settings.socket.exists()
+
+
+@pytest.mark.parametrize("lock", ["stale", "held"])
+def test_uninstall_never_signals_a_process_that_is_not_the_installs_daemon(installed, plugin_settings, project, lock):
+    """stale: the lock file names a pid that a process has taken since; held: a process that is no memory daemon
+    holds the lock. Neither is signalled."""
+    lock_file = plugin_settings.socket.with_suffix(".lock")
+    lock_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    holder = (
+        "import fcntl, os, sys\n"
+        f"fd = os.open({str(lock_file)!r}, os.O_RDWR | os.O_CREAT, 0o600)\n"
+        f"if {lock == 'held'}:\n"
+        "    fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "    os.write(fd, str(os.getpid()).encode())\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    other = subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert other.stdout is not None and other.stdout.readline() == "ready\n"
+        if lock == "stale":
+            lock_file.write_text(str(other.pid))
+        done = frobozz("plugin", "uninstall", env=installed, cwd=project)
+        assert done.returncode == 0, done.stderr
+        assert "daemon" not in done.stdout
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
