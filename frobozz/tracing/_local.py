@@ -146,6 +146,11 @@ class LocalSpans(SpanExporter):
         self._failing = False
         return SpanExportResult.SUCCESS
 
+    @property
+    def failing(self) -> bool:
+        """Whether the last batch could not be kept."""
+        return self._failing
+
     def _run(self, work: Awaitable[None]) -> None:
         """On the writer's thread, in its own event loop, kept from batch to batch with its connection."""
         if self._loop is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -249,6 +250,14 @@ class LeanOTLPExporter(OTLPSpanExporter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._lean = all(hasattr(self, name) for name in ("_client", "_metrics", "_max_request_size", "_shutdown"))
+
+    def hurry(self) -> None:
+        """From now on an export makes its attempt and no retry after a wait (the client's backoff, 1 + 2 + 4 s,
+        as its shutdown cuts it): the process is ending, and a backend that is down must not hold its exit up.
+        A retry wait under way ends at once."""
+        event = getattr(getattr(self, "_client", None), "_shutdown_event", None)
+        if isinstance(event, threading.Event):
+            event.set()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if not self._lean or self._shutdown:

@@ -5,21 +5,26 @@ Everything comes from OpenTelemetry's own environment variables, read by the SDK
 `OTEL_TRACES_SAMPLER`, …); what the SDK would only warn about and skip (a malformed header list, a
 protocol this exporter does not speak) is a clear error here, before anything starts. Spans leave in
 batches from the SDK's own thread: an endpoint that is down or slow costs the run nothing, and its
-spans are dropped with one warning.
+spans are dropped with one warning. At the exit what still waits is sent in a bounded time, with no retry
+after a failed attempt (the exporter's own backoff held a process whose backend was down ~7 s); spans the
+backend did not get are said in one line on stderr.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import re
 import signal
+import sys
 import threading
+import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -31,8 +36,13 @@ from ._otlp import LeanOTLPExporter
 from .exceptions import TracingConfigError
 from .settings import TracingSettings
 
+if TYPE_CHECKING:
+    from ._local import LocalSpans
+
 log = logging.getLogger("frobozz.tracing")
 DEFAULT_ENDPOINT = "http://localhost:4318"
+EXIT_WAIT = 3.0  # seconds the spans still waiting at the exit may take to reach the backend (one that answers: ms)
+LOCAL_EXIT_WAIT = 15.0  # the same for the local store, whose first batch may wait for the embedded Postgres
 _PROTOCOL = "http/protobuf"
 _INHERITED = "FROBOZZ_TRACE_OTEL"  # the OTEL_* settings of the process that turned tracing on, as JSON
 _HEADER_KEY = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an HTTP token (RFC 9110)
@@ -114,6 +124,16 @@ class WarnOnce(SpanExporter):
         self.endpoint = endpoint
         self.failing = False
         self.dropped = 0
+        self.sent = 0
+        self.ending = False
+
+    def end(self) -> None:
+        """The process is ending: an export makes one attempt, no retry after a wait, and a failure is left to
+        the exit's own line (`Tracing.shutdown`)."""
+        self.ending = True
+        hurry = getattr(self.inner, "hurry", None)
+        if callable(hurry):
+            hurry()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
@@ -123,14 +143,16 @@ class WarnOnce(SpanExporter):
             result = SpanExportResult.FAILURE
         if result is SpanExportResult.FAILURE:
             self.dropped += len(spans)
-            if not self.failing:
+            if not self.failing and not self.ending:
                 log.warning(
                     "tracing: spans cannot be sent to %s (is the backend up?); they are dropped and the "
                     "run goes on. Said once.",
                     _shown(self.endpoint),
                 )
             self.failing = True
-        elif self.failing:
+            return result
+        self.sent += len(spans)
+        if self.failing:
             log.info("tracing: %s takes spans again (%d were dropped)", _shown(self.endpoint), self.dropped)
             self.failing = False
         return result
@@ -157,6 +179,19 @@ class SessionOnEverySpan(SpanProcessor):
             span.set_attribute(S.SESSION_ID, value)
 
 
+class Tally(SpanProcessor):
+    """How many spans ended that an exporter is to send (the sampled ones, as the batch processor takes them)."""
+
+    def __init__(self) -> None:
+        self.ended = 0
+        self._lock = threading.Lock()
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.context is not None and span.context.trace_flags.sampled:
+            with self._lock:
+                self.ended += 1
+
+
 @dataclass
 class Tracing:
     """Tracing as configured for this process: its provider (to add a processor) and the endpoint."""
@@ -164,10 +199,19 @@ class Tracing:
     provider: TracerProvider
     endpoint: str
     exporter: WarnOnce
+    tally: Tally = field(default_factory=Tally)
+    local: LocalSpans | None = None  # the local store's exporter, when spans are kept in Postgres too
     _flushing: threading.Thread | None = field(default=None, init=False, repr=False)
+    # each processor ended at the exit, with the seconds it may take then (beyond the shutdown's own)
+    _ending: list[tuple[SpanProcessor, float]] = field(default_factory=list, init=False, repr=False)
+    _ended: bool = field(default=False, init=False, repr=False)
+    _end_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    def add(self, processor: SpanProcessor) -> None:
+    def add(self, processor: SpanProcessor, *, exit_wait: float = 0.0) -> None:
+        """A processor more, flushed and shut down at the exit: for the shutdown's time, or `exit_wait` seconds
+        when that is longer."""
         self.provider.add_span_processor(processor)
+        self._ending.append((processor, exit_wait))
 
     def flush_on(self, signum: int) -> None:
         """A process sent `signum` sends its last spans first (for at most five seconds), then does what the
@@ -178,6 +222,7 @@ class Tracing:
         previous = signal.getsignal(signum)
 
         def on_signal(received: int, frame: Any) -> None:
+            self.exporter.end()  # the end is coming: a backend that is down is not waited for between retries
             self._flush_from_a_thread(5.0)
             if callable(previous):
                 previous(received, frame)  # (SIGINT's default raises KeyboardInterrupt)
@@ -198,10 +243,47 @@ class Tracing:
             self._flushing.start()
         self._flushing.join(timeout)
 
-    def shutdown(self, timeout: float = 5.0) -> None:
-        """Send what is waiting (for at most `timeout` seconds), then stop."""
-        self.provider.force_flush(int(timeout * 1000))
-        self.provider.shutdown()
+    def shutdown(self, timeout: float = EXIT_WAIT) -> None:
+        """Send what is waiting, then stop (run at the process's exit; once): at most `timeout` seconds for the
+        backend (the local store's first batch may wait longer for its database), every processor at once, and
+        no retry after a failed attempt. Spans the backend did not get are said in one line on stderr."""
+        with self._end_lock:
+            if self._ended:
+                return
+            self._ended = True
+        self.exporter.end()
+        start = time.monotonic()
+        ending = []
+        for processor, wait in self._ending:  # each in a thread: an export to a backend that hangs is not waited for
+            bound = max(timeout, wait)
+            thread = threading.Thread(target=_end, args=(processor, bound), name="frobozz-spans-end", daemon=True)
+            thread.start()
+            ending.append((processor, thread, start + bound))
+        for _, thread, until in ending:
+            thread.join(max(0.0, until - time.monotonic()))
+        local_done = all(not t.is_alive() for p, t, _ in ending if getattr(p, "span_exporter", None) is self.local)
+        self._say_undelivered(kept=self.local is not None and local_done and not self.local.failing)
+
+    def _say_undelivered(self, kept: bool) -> None:
+        undelivered = self.tally.ended - self.exporter.sent
+        if undelivered <= 0:
+            return
+        line = (
+            f"tracing: {undelivered} of {self.tally.ended} spans did not reach {_shown(self.endpoint)} (is the "
+            f"backend up?); {'they are kept in the local database only' if kept else 'they are dropped'}"
+        )
+        try:
+            print(line, file=sys.stderr, flush=True)
+        except (OSError, ValueError):  # stderr closed: nobody to tell
+            pass
+
+
+def _end(processor: SpanProcessor, timeout: float) -> None:
+    try:
+        processor.force_flush(int(timeout * 1000))
+        processor.shutdown()
+    except Exception as e:  # noqa: BLE001 - the process is ending: a processor's failure is not its exit's
+        log.debug("tracing: a span processor did not end cleanly: %s", e)
 
 
 _current: Tracing | None = None
@@ -237,25 +319,30 @@ def configure(
         if not str(detected.attributes.get(SERVICE_NAME, "")).startswith("unknown_service")
         else detected.merge(Resource({SERVICE_NAME: service}))
     )
-    provider = TracerProvider(resource=resource)  # its sampler from OTEL_TRACES_SAMPLER, as the SDK reads it
+    # its sampler from OTEL_TRACES_SAMPLER, as the SDK reads it; ended at the exit by Tracing.shutdown, bounded
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     exporter = WarnOnce(LeanOTLPExporter(endpoint=endpoint, headers=check_headers(environ) or None), endpoint)
     if settings.trace_warn_once:
         for name in _EXPORTER_LOGGERS:  # their per-batch errors: said once by WarnOnce instead
             logging.getLogger(name).setLevel(logging.CRITICAL)
     provider.add_span_processor(SessionOnEverySpan())  # first: the exporters see the id
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    tracing = Tracing(provider, endpoint, exporter)
+    provider.add_span_processor(tracing.tally)
+    tracing.add(BatchSpanProcessor(exporter))
     where = settings.database_url.get_secret_value() if settings.database_url is not None else database
     if where is not None and settings.trace_keep_days > 0:
         from ._local import LocalSpans
 
-        provider.add_span_processor(BatchSpanProcessor(LocalSpans(where, settings.trace_keep_days)))
+        tracing.local = LocalSpans(where, settings.trace_keep_days)
+        tracing.add(BatchSpanProcessor(tracing.local), exit_wait=LOCAL_EXIT_WAIT)
     trace.set_tracer_provider(provider)
     environ["FROBOZZ_TRACE"] = "true"
     environ[_INHERITED] = json.dumps({k: v for k, v in environ.items() if k.startswith("OTEL_")})
     if settings.trace_claude:
         for key, value in claude_telemetry().items():
             environ.setdefault(key, value)
-    _current = Tracing(provider, endpoint, exporter)
+    _current = tracing
+    atexit.register(tracing.shutdown)
     _current.flush_on(signal.SIGTERM)  # (an MCP server when claude exits, a supervisor's stop)
     return _current
 
