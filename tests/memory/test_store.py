@@ -103,3 +103,28 @@ async def test_metadata_kept_before_it_had_to_be_an_object_goes_on_as_it_is_kept
     async with store.connection() as c:
         kept = await c.fetchval("SELECT metadata::text FROM memories WHERE id = $1", touched.id)
     assert kept == '{"far": 1' + "0" * 400 + "}"
+
+
+async def test_a_database_that_refuses_new_connections_is_unreachable_and_a_statements_own_error_is_its_own(
+    memory_service, cortex_settings, postgres
+):
+    """A database not accepting connections (taken down for upkeep, dropped) raised asyncpg's own error out of
+    `connection()`: memory's callers, which leave memory out on a DatabaseError, let it end a chat."""
+    import asyncpg
+
+    from frobozz.memory import DatabaseError
+    from tests.database import admin, database_name
+
+    store = await memory_service.store()
+    async with store.connection() as c:  # a statement's error is the statement's, not the database's going
+        with pytest.raises(asyncpg.DivisionByZeroError):
+            await c.fetchval("SELECT 1 / 0")
+    name = database_name(cortex_settings)
+    await admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+    try:
+        await admin(postgres, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
+        with pytest.raises(DatabaseError, match="not reachable right now"):
+            await store.search("the lantern")
+    finally:
+        await admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+    assert [hit.memory.content for hit in await store.search("the lantern")] == []  # back, and as it was
