@@ -21,6 +21,7 @@ from ._database import database
 from ._dialogue import dialogue
 from ._doctor import doctor
 from ._games import games
+from ._logs import quiet_floods
 from ._mcp_config import mcp_config
 from ._output import err
 from ._play import play
@@ -70,7 +71,7 @@ def _root(
     logging.basicConfig(
         level=log_level.upper(),
         format="%(message)s",
-        handlers=[RichHandler(console=Console(stderr=True), show_path=False)],
+        handlers=[quiet_floods(RichHandler(console=Console(stderr=True), show_path=False))],
     )
 
 

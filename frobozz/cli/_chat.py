@@ -31,6 +31,7 @@ from ._trace import start_tracing, trace_option
 out = Console(highlight=False)
 SERVERS = ["cortex", "fetch", "forge", "handoff"]
 PROMPT = "you> "
+LEAVE = {"/exit", "/quit", "exit", "quit"}  # as Claude Code's own prompt and a shell take them: never sent on
 
 
 def scripted_reply(request: Any) -> Any:
@@ -96,18 +97,30 @@ def _sessions_table(namespace: str | None) -> None:
 
     stop_embedded_at_exit()  # a listing is one command: a Postgres it starts does not outlive it
 
-    async def main() -> list:
+    async def main() -> tuple[list, list[str]]:
         service = MemoryService(MemorySettings())
         try:
-            return await (await service.sessions()).list(namespace)
+            sessions = await service.sessions()
+            found = await sessions.list(namespace)
+            # none here: the namespaces that have some, which a chat in another one (-n) made
+            others = [] if found or namespace is None else await sessions.list(None, limit=200)
+            return found, sorted({s.namespace for s in others})
         finally:
             await service.aclose()
 
     try:
-        found = anyio.run(main)
+        found, elsewhere = anyio.run(main)
     except MemoryStoreError as e:  # a namespace refused, the database gone (a traceback before)
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
+    if not found and elsewhere:
+        names = ", ".join(printable(name) for name in elsewhere[:10]) + (", …" if len(elsewhere) > 10 else "")
+        out.print(
+            f"no sessions in namespace {namespace}; there are some in: {names} (list them with -n NAME)",
+            markup=False,
+            soft_wrap=True,
+        )
+        return
     if not found:
         out.print("no sessions yet")
         return
@@ -244,7 +257,7 @@ async def _chat(
                 serving += "".join(f"; not {name}: {_why(e)}" for name, e in failed.items())
                 err.print(
                     f"session {loop.id} (namespace {loop.record.namespace}; servers {serving}); "
-                    "Ctrl-C interrupts a reply, twice exits",
+                    "Ctrl-C interrupts a reply; /exit or Ctrl-D leaves",
                     markup=False,
                 )
                 await converse(loop, relay)
@@ -284,6 +297,9 @@ async def _chat(
                     break
                 if not line.strip():
                     continue
+                if line.strip().lower() in LEAVE:
+                    err.print("(saved; bye)", markup=False)
+                    break
                 turn_running, interrupts = True, 0
                 await loop.send(line.rstrip("\n"))
                 await answer(loop, relay)

@@ -12,6 +12,7 @@ import pytest
 
 from frobozz.memory import MemoryService
 from tests.cli.in_process import frobozz_here
+from tests.database import admin, database_name
 from tests.orphans import descendants, still_running
 
 
@@ -91,6 +92,24 @@ def test_listing_sessions_of_an_empty_namespace_says_there_are_none(chat_env):
     assert "no sessions yet" in listed
 
 
+def test_a_listing_with_none_in_its_namespace_names_the_namespaces_that_have_some(
+    chat_env, cortex_settings, monkeypatch
+):
+    """The default namespace (`chat`) listed empty while every session was in another one: as if none had been."""
+
+    async def made() -> None:
+        service = MemoryService(cortex_settings)
+        try:
+            for namespace in ("attic", "cellar", "attic"):
+                await (await service.sessions()).open(namespace, client="frobozz chat")
+        finally:
+            await service.aclose()
+
+    anyio.run(made)
+    listed = frobozz_here(chat_env, monkeypatch, "chat", "--list")
+    assert "no sessions in namespace chat; there are some in: attic, cellar (list them with -n NAME)" in listed.stdout
+
+
 def test_the_hubs_servers_serve_and_what_the_model_stores_in_one_chat_is_recalled_in_the_next(
     chat_env, cortex_settings
 ):
@@ -130,7 +149,8 @@ def test_the_hubs_servers_serve_and_what_the_model_stores_in_one_chat_is_recalle
     child.sendline("Where is the brass lantern?")
     child.expect_exact("(scripted) You said: Where is the brass lantern? — I was reminded of 1 memories.")
     child.expect_exact("you> ")
-    child.sendeof()
+    child.sendline("exit")  # as a shell or Claude Code's prompt takes it: not a message to the model
+    assert child.expect_exact(["(saved; bye)", "You said: exit"]) == 0
     child.expect(pexpect.EOF)
 
 
@@ -163,6 +183,36 @@ def test_a_reply_is_streamed_with_its_terminal_sequences_shown_not_obeyed(chat_e
     assert "You said: look\\x1b]0;pwned\\x07 here\tnow" in done.stdout and "\x1b" not in done.stdout
 
 
+def test_with_the_database_gone_the_chat_answers_on_and_says_each_warning_once_without_a_traceback(
+    chat_env, cortex_settings, postgres
+):
+    """Each turn logged the same seven warnings again, and asyncpg a 25-line traceback at each reconnect it
+    tried: some 200 lines over three turns, the replies lost among them."""
+    name = database_name(cortex_settings)
+    child, _ = spawn(chat_env, "--namespace", "gone")
+    child.expect_exact("you> ")
+    child.sendline("first")
+    child.expect_exact("(scripted) You said: first")
+    child.expect_exact("you> ")
+    anyio.run(admin, postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+    try:
+        anyio.run(admin, postgres, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
+        said = ""
+        for line in ("second", "third", "fourth"):
+            child.sendline(line)
+            child.expect_exact(f"(scripted) You said: {line}")  # the chat goes on without its memory
+            said += child.before
+            child.expect_exact("you> ")
+            said += child.before
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+        said += child.before
+    finally:
+        anyio.run(admin, postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
+    assert "Traceback" not in said
+    assert 1 <= said.count("WARNING") + said.count("ERROR") <= 8, said  # the seven once; before, 7 a turn
+
+
 def test_a_chat_killed_with_sigkill_leaves_no_process_behind(chat_env):
     child, _ = spawn(chat_env, "--namespace", "killed")
     child.expect_exact("you> ")
@@ -175,11 +225,13 @@ def test_a_chat_killed_with_sigkill_leaves_no_process_behind(chat_env):
 
 def test_a_session_resumed_on_another_machine_goes_on_from_the_database_with_its_history(chat_env, tmp_path):
     child, session = spawn(chat_env, "--namespace", "far")
+    child.expect_exact("/exit or Ctrl-D leaves")
     child.expect_exact("you> ")
     child.sendline("The brass lantern is in the attic.")
     child.expect_exact("(scripted) You said: The brass lantern is in the attic.")
     child.expect_exact("you> ")
-    child.sendeof()
+    child.sendline("/exit")
+    assert child.expect_exact(["(saved; bye)", "You said: /exit"]) == 0
     child.expect(pexpect.EOF)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()  # a HOME with no claude transcript in it: the session comes from the database
