@@ -158,7 +158,7 @@ def memories(
                     window.topic, limit=relevant, namespace=window.namespace, min_score=min_score
                 )
             ]
-            if window.topic.strip()
+            if newest and window.topic.strip()  # none in the namespace: no search (nor a model still loading)
             else []
         )
         shown = {m.id: m for m in [*best, *newest]}

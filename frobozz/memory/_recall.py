@@ -81,6 +81,8 @@ class Recall:
 
         if not message.strip():
             return []
+        if not await self.store.recent(1, namespace):  # nothing to find: no sidecar asked, no model run
+            return []
         end = anyio.current_time() + self.deadline  # searching may take all but the seen-set's share
         with anyio.CancelScope(deadline=end - min(SEEN_SHARE, self.deadline / 2)) as scope:
             async with anyio.create_task_group() as tg:

@@ -25,6 +25,26 @@ async def test_with_nothing_to_say_the_orientation_is_empty(memory_service, tmp_
     assert await orientation([], WINDOW) == ""
 
 
+async def test_a_namespace_with_no_memories_is_oriented_without_embedding_the_topic(memory_service):
+    """The first turn on fresh data waited for the embedding model (still loading) to search an empty
+    namespace, and was left without its orientation past the deadline ("memories took more than 1.5 s")."""
+    store = await memory_service.store()
+    await store.store("The brass lantern is in the living room.", namespace="elsewhere")
+
+    class Counted:
+        model, dim, calls = store.embedder.model, store.embedder.dim, 0
+
+        async def embed(self, texts):
+            Counted.calls += 1
+            return await inner.embed(texts)
+
+    inner, store.embedder = store.embedder, Counted()
+    assert await memories(store)(WINDOW) is None
+    assert Counted.calls == 0
+    assert "brass lantern" in (await memories(store)(Window("elsewhere", "s1", None, topic="the lamp"))).text
+    assert Counted.calls == 1
+
+
 async def test_every_section_comes_from_its_provider_in_order(memory_service, tmp_path):
     store, handoffs = await memory_service.store(), await memory_service.handoffs()
     sessions = await memory_service.sessions()

@@ -27,9 +27,17 @@ async def stores(memory_service):
 
 
 async def test_nothing_is_recalled_from_an_empty_namespace_or_for_an_empty_message(stores):
+    """An empty namespace asks the sidecar nothing: its queries (a claude turn) could find nothing there."""
     store, sessions = stores
     session = await sessions.open("empty")
-    assert await Recall(store, sessions)(session.id, "empty", "What instrument does my sister teach?") == []
+    asked = []
+
+    async def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return "my sister's instrument"
+
+    assert await Recall(store, sessions, ask=ask)(session.id, "empty", "What instrument does my sister teach?") == []
+    assert asked == []
     assert await Recall(store, sessions)(session.id, "chat", "   ") == []
     assert recalled_blocks([]) == []
 
