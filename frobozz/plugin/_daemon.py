@@ -121,9 +121,14 @@ def stop_daemon(socket_path: Path, *, wait: float = 30.0) -> int | None:
     if sig == signal.SIGKILL:
         with single(socket_path.with_suffix(".lock")) as mine:
             if mine:  # (not when a hook has started the next one meanwhile)
-                socket_path.unlink(missing_ok=True)
-                shutil.rmtree(off_marks(socket_path), ignore_errors=True)
+                _remove_socket(socket_path)
     return pid
+
+
+def _remove_socket(socket_path: Path) -> None:
+    """A daemon's socket and its off marks, as its end leaves them (the next may say again why it was off)."""
+    socket_path.unlink(missing_ok=True)
+    shutil.rmtree(off_marks(socket_path), ignore_errors=True)
 
 
 def parse_request(data: bytes) -> dict[str, Any]:
@@ -202,8 +207,7 @@ class MemoryDaemon:
                     task_status.started()
                     await listener.serve(lambda stream: self._answer(stream, hooks), task_group=tg)
             finally:
-                self.socket_path.unlink(missing_ok=True)
-                shutil.rmtree(off_marks(self.socket_path), ignore_errors=True)  # the next may say again why it was off
+                _remove_socket(self.socket_path)
 
     async def _signals(self, tg: TaskGroup) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -216,6 +216,7 @@ def install(
 class Uninstalled:
     settings: Path
     daemon: int | None = None  # the pid of the memory daemon stopped with it
+    problem: str | None = None  # why its memory daemon could not be stopped
 
 
 def uninstall(settings: PluginSettings, scope: Scope, project: Path, claude: str) -> Uninstalled:
@@ -235,8 +236,12 @@ def uninstall(settings: PluginSettings, scope: Scope, project: Path, claude: str
             target.parent.rmdir()
     del records[str(target)]
     _record(settings).write_text(json.dumps(records, indent=2))
-    stopped = None if records else stop_daemon(settings.socket, wait=settings.plugin_stop_wait)
-    return Uninstalled(target, stopped)
+    if records:  # another install of this data directory still uses the daemon
+        return Uninstalled(target)
+    try:
+        return Uninstalled(target, stop_daemon(settings.socket, wait=settings.plugin_stop_wait))
+    except PluginError as e:  # uninstalled all the same: the daemon is what is left to say
+        return Uninstalled(target, problem=str(e))
 
 
 def _restore(target: Path, original: str | None) -> None:

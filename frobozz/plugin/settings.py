@@ -46,7 +46,7 @@ class PluginSettings(BaseSettings):
         description="Seconds the daemon's sidecar claude may take to write a suggestion or a letter.",
     )
     plugin_stop_wait: float = Field(
-        default=10.0,
+        default=30.0,  # its pool's close alone may take 10 s
         gt=0,
         description="Seconds uninstall gives the memory daemon to stop before it kills it (a wedged one).",
     )
