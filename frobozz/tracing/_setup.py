@@ -222,7 +222,6 @@ class Tracing:
         previous = signal.getsignal(signum)
 
         def on_signal(received: int, frame: Any) -> None:
-            self.exporter.end()  # the end is coming: a backend that is down is not waited for between retries
             self._flush_from_a_thread(5.0)
             if callable(previous):
                 previous(received, frame)  # (SIGINT's default raises KeyboardInterrupt)
