@@ -3,6 +3,8 @@ the server's administrator (to take that database away, end its backends, or bri
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
@@ -20,3 +22,16 @@ async def admin(postgres: Any, sql: str) -> None:
         await connection.execute(sql)
     finally:
         await connection.close()
+
+
+@contextlib.contextmanager
+def refusing_connections(postgres: Any, name: str) -> Iterator[None]:
+    """Database `name` taken away for the block (no new connection; those it had, ended), then given back."""
+    postgres.psql(
+        f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false; "
+        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}';"
+    )
+    try:
+        yield
+    finally:
+        postgres.psql(f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true;")

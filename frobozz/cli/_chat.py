@@ -103,8 +103,7 @@ def _sessions_table(namespace: str | None) -> None:
             sessions = await service.sessions()
             found = await sessions.list(namespace)
             # none here: the namespaces that have some, which a chat in another one (-n) made
-            others = [] if found or namespace is None else await sessions.list(None, limit=200)
-            return found, sorted({s.namespace for s in others})
+            return found, [] if found or namespace is None else await sessions.namespaces()
         finally:
             await service.aclose()
 

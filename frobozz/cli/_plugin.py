@@ -125,6 +125,8 @@ def uninstall(scope: str = typer.Option("user", help="The scope it was installed
     out.print(f"uninstalled frobozz-memory ({scope} scope, {done.settings})", markup=False)
     if done.daemon:
         out.print(f"stopped its memory daemon (pid {done.daemon})", markup=False)
+    if done.problem:
+        err.print(f"note: {done.problem}", markup=False)
 
 
 @plugin.command()

@@ -143,6 +143,14 @@ class LoopSessionStore:
             )
         return [_session(r) for r in rows]
 
+    async def namespaces(self) -> builtins.list[str]:
+        """The namespaces that have sessions, the most recently active first."""
+        async with self.memories.connection() as c:
+            rows = await c.fetch(
+                "SELECT namespace FROM loop_sessions GROUP BY namespace ORDER BY max(last_active_at) DESC, namespace"
+            )
+        return [r["namespace"] for r in rows]
+
     async def set_claude_session(self, session_id: str, claude_session_id: str) -> None:
         async with self.memories.connection() as c:
             await c.execute(

@@ -65,13 +65,6 @@ IMAGE_COLUMNS = (
 __all__ = ["Hit", "Memory", "MemoryStore", "Mode", "content_hash"]
 
 
-def _unreachable(error: Exception) -> DatabaseError:
-    return DatabaseError(
-        f"the database is not reachable right now ({type(error).__name__}); nothing was changed: try again when "
-        "it is back"
-    )
-
-
 class MemoryStore:
     """The memories in Postgres: write, read, search with absolute scores, supersede and forget, by namespace."""
 
@@ -96,19 +89,25 @@ class MemoryStore:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[PoolConnectionProxy]:
-        """A pooled connection; the database's going away (or refusing a new connection: one not accepting
-        connections, dropped, full) is a DatabaseError, which memory's callers take as "left out this time"."""
+        """A pooled connection; the database's going away, or its refusing a new connection (one not accepting
+        connections, dropped or full, a password changed), is a DatabaseError: memory's callers leave memory
+        out of that turn and say why."""
         acquired = False
         try:
             async with self.pool.acquire() as connection:
                 acquired = True
                 yield connection
         except _DOWN as e:
-            raise _unreachable(e) from e
+            raise DatabaseError(
+                f"the database is not reachable right now ({type(e).__name__}); nothing was "
+                "changed: try again when it is back"
+            ) from e
         except asyncpg.PostgresError as e:
             if acquired:  # the statement's own error, for its caller
                 raise
-            raise _unreachable(e) from e  # (a database not accepting connections ended a chat)
+            raise DatabaseError(  # (one not accepting connections ended a chat); the server says which it is
+                f"the database refuses a new connection ({type(e).__name__}: {e}); nothing was changed"
+            ) from e
 
     async def check_model(self) -> None:
         async with self.connection() as c:

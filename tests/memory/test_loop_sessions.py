@@ -11,7 +11,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_everything_is_empty_before_anything_is_said(sessions):
-    assert await sessions.list() == [] and await sessions.list("elsewhere") == []
+    assert await sessions.list() == [] and await sessions.list("elsewhere") == [] and await sessions.namespaces() == []
     assert await sessions.search_archive("lamp") == [] and await sessions.search_archive() == []
     assert await sessions.capsule(None, "earlier today") is None
     session = await sessions.open("quiet")
@@ -19,6 +19,8 @@ async def test_everything_is_empty_before_anything_is_said(sessions):
     assert await sessions.unseen(session.id, []) == [] and await sessions.suggestions(session.id) == []
     assert await sessions.clear_suggestions(session.id) == 0
     assert session.preview == "" and (await sessions.list("quiet"))[0].id == session.id
+    await sessions.open("louder")
+    assert await sessions.namespaces() == ["louder", "quiet"]  # the most recently active first
 
 
 async def test_the_archive_keeps_every_turn_in_order_and_finds_it_by_words_and_date(sessions):

@@ -105,7 +105,7 @@ async def test_metadata_kept_before_it_had_to_be_an_object_goes_on_as_it_is_kept
     assert kept == '{"far": 1' + "0" * 400 + "}"
 
 
-async def test_a_database_that_refuses_new_connections_is_unreachable_and_a_statements_own_error_is_its_own(
+async def test_a_database_that_refuses_new_connections_is_a_database_error_and_a_statements_own_error_is_its_own(
     memory_service, cortex_settings, postgres
 ):
     """A database not accepting connections (taken down for upkeep, dropped) raised asyncpg's own error out of
@@ -113,18 +113,19 @@ async def test_a_database_that_refuses_new_connections_is_unreachable_and_a_stat
     import asyncpg
 
     from frobozz.memory import DatabaseError
-    from tests.database import admin, database_name
+    from tests.database import database_name, refusing_connections
 
-    store = await memory_service.store()
-    async with store.connection() as c:  # a statement's error is the statement's, not the database's going
+    shared = await memory_service.store()
+    async with shared.connection() as c:  # a statement's error is the statement's, not the database's going
         with pytest.raises(asyncpg.DivisionByZeroError):
             await c.fetchval("SELECT 1 / 0")
-    name = database_name(cortex_settings)
-    await admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS false")
+    pool = await asyncpg.create_pool(cortex_settings.database_url.get_secret_value(), min_size=0, max_size=1)
+    store = MemoryStore(pool, shared.embedder, default_namespace="chat", max_chars=shared.max_chars)
     try:
-        await admin(postgres, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
-        with pytest.raises(DatabaseError, match="not reachable right now"):
-            await store.search("the lantern")
+        with refusing_connections(postgres, database_name(cortex_settings)):  # the pool's first connection: refused
+            with pytest.raises(DatabaseError, match=r"refuses a new connection .*not currently accepting") as refused:
+                await store.recent(5, "chat")
+        assert isinstance(refused.value.__cause__, asyncpg.ObjectNotInPrerequisiteStateError)
+        assert await store.recent(5, "chat") == []  # back, and as it was
     finally:
-        await admin(postgres, f"ALTER DATABASE {name} WITH ALLOW_CONNECTIONS true")
-    assert [hit.memory.content for hit in await store.search("the lantern")] == []  # back, and as it was
+        await pool.close()
