@@ -3,6 +3,8 @@ workers leave running for the next start (a one-shot command stops the one it st
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.console import Console
 
@@ -30,13 +32,29 @@ def stop_cmd() -> None:
     if users or not stop_embedded_unused(settings):
         users = embedded_users(settings) or users
         err.print(
-            f"the embedded Postgres (in {settings.postgres_dir}) is in use by process "
-            f"{', '.join(map(str, users)) or '(unknown)'}: stop that first (a `serve all`, a `worker`, a "
-            "`play --memory`, or claude's MCP servers), then try again",
+            f"the embedded Postgres (in {settings.postgres_dir}) is in use by "
+            f"{'; '.join(map(_named, users)) or 'a process not known'}: stop that first, then try again",
             highlight=False,
+            markup=False,
         )
         raise typer.Exit(1)
     out.print(f"stopped the embedded Postgres (in {settings.postgres_dir})", highlight=False, markup=False)
+
+
+def _named(pid: int) -> str:
+    """A process by its pid and what it runs (`frobozz chat …`, claude's MCP server), as `ps` would show it."""
+    import psutil
+
+    from frobozz._text import printable
+
+    try:
+        words = psutil.Process(pid).cmdline()
+    except (psutil.Error, OSError):
+        return f"process {pid}"
+    if len(words) > 2 and words[1:3] == ["-m", "frobozz"]:  # python -m frobozz …: as the user typed it
+        words = ["frobozz", *words[3:]]
+    line = " ".join(Path(words[0]).name if i == 0 else w for i, w in enumerate(words))
+    return f"process {pid} ({printable(line[:80])}{'…' if len(line) > 80 else ''})"
 
 
 def say_postgres_stays(console: Console, label: str = "note") -> None:

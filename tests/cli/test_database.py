@@ -45,7 +45,8 @@ def test_stop_leaves_a_postgres_in_use_and_stops_it_once_nobody_holds_it(frobozz
     try:
         assert holder.stdout.readline().strip() == "ready"
         busy = frobozz("database", "stop")
-        assert busy.returncode == 1 and f"in use by process {holder.pid}" in busy.stderr, busy.stderr
+        assert busy.returncode == 1, busy.stderr
+        assert f"in use by process {holder.pid} (python -c from frobozz.memory import" in busy.stderr, busy.stderr
         assert postmaster.exists()
     finally:
         holder.stdin.close()
@@ -55,6 +56,34 @@ def test_stop_leaves_a_postgres_in_use_and_stops_it_once_nobody_holds_it(frobozz
     assert done.returncode == 0 and "stopped the embedded Postgres" in done.stdout, done.stderr
     assert not postmaster.exists()
     assert "is not running" in frobozz("database", "stop").stdout
+
+
+def test_a_user_of_the_postgres_is_named_by_what_it_runs_as_typed_with_its_codes_shown_not_obeyed(monkeypatch):
+    """`database stop` said "in use by process 4242" and listed the commands that might be it (not chat)."""
+    import psutil
+
+    from frobozz.cli._database import _named
+
+    lines = {
+        1: [sys.executable, "-m", "frobozz", "chat", "--namespace", "attic"],
+        2: ["/opt/claude/bin/claude", "-p", "x" * 200],
+        3: ["python", "\x1b]0;pwned\x07"],
+    }
+
+    class Process:
+        def __init__(self, pid):
+            if pid not in lines:
+                raise psutil.NoSuchProcess(pid)
+            self.pid = pid
+
+        def cmdline(self):
+            return lines[self.pid]
+
+    monkeypatch.setattr(psutil, "Process", Process)
+    assert _named(1) == "process 1 (frobozz chat --namespace attic)"
+    assert _named(2) == f"process 2 (claude -p {'x' * 70}…)"  # cut at 80 characters
+    assert _named(3) == "process 3 (python \\x1b]0;pwned\\x07)"
+    assert _named(4) == "process 4"
 
 
 @pytest.mark.anyio
