@@ -18,7 +18,8 @@ from ._output import err
 
 out = Console()
 T = TypeVar("T")
-MAX_PROMPT_FILE = 100_000
+MAX_PROMPT = 100_000  # characters, as a routine's prompt holds (given inline or in a file alike)
+MAX_PROMPT_BYTES = 4 * MAX_PROMPT  # UTF-8 spends up to 4 bytes a character: 100,000 bytes refused 60,000 'é'
 
 routine_app = typer.Typer(
     help="Routines: a prompt at cron times, every N seconds, on new mail or on new feed "
@@ -56,15 +57,18 @@ def _prompt(prompt: str | None, prompt_file: Path | None) -> str:
         raise typer.BadParameter("give the prompt with --prompt TEXT or --prompt-file FILE (one of them)")
     if prompt_file is None:
         return prompt or ""
-    too_large = typer.BadParameter(f"{prompt_file} is over {MAX_PROMPT_FILE} bytes", param_hint="--prompt-file")
+    too_large = typer.BadParameter(f"{prompt_file} is over {MAX_PROMPT} characters", param_hint="--prompt-file")
     try:
-        if prompt_file.stat().st_size > MAX_PROMPT_FILE:
+        if prompt_file.stat().st_size > MAX_PROMPT_BYTES:
             raise too_large
         with prompt_file.open("rb") as f:  # at most the limit and a byte: a pipe or a device has no size to check
-            data = f.read(MAX_PROMPT_FILE + 1)
-        if len(data) > MAX_PROMPT_FILE:
+            data = f.read(MAX_PROMPT_BYTES + 1)
+        if len(data) > MAX_PROMPT_BYTES:
             raise too_large
-        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text reads it
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text reads it
+        if len(text) > MAX_PROMPT:
+            raise too_large
+        return text
     except (OSError, UnicodeDecodeError) as e:
         raise typer.BadParameter(f"{prompt_file} cannot be read: {e}", param_hint="--prompt-file") from None
 

@@ -124,9 +124,22 @@ def test_a_prompt_file_that_never_ends_is_refused_after_its_limit_without_readin
     writer.start()
     output = cli("routine", "add", "endless", "--every", "60", "--prompt-file", str(pipe), code=2)
     writer.join(timeout=30)
-    assert "is over 100000 bytes" in " ".join(output.replace("│", " ").split())
+    assert "is over 100000 characters" in " ".join(output.replace("│", " ").split())
     assert not writer.is_alive() and sum(written) < 1_000_000
     assert listed(cli) == []
+
+
+def test_a_prompt_file_is_limited_in_characters_as_an_inline_prompt_is_not_in_bytes(cli, tmp_path):
+    """60,000 'é' are 120,000 bytes: refused by a limit of 100,000 bytes, where --prompt took them."""
+    accented, over = tmp_path / "accented.md", tmp_path / "over.md"
+    accented.write_text("é" * 60_000 + "\r\n", encoding="utf-8")
+    over.write_text("é" * 100_001, encoding="utf-8")
+    cli("routine", "add", "accented", "--every", "60", "--prompt-file", str(accented))
+    output = cli("routine", "add", "over", "--every", "60", "--prompt-file", str(over), code=2)
+    assert "is over 100000 characters" in " ".join(output.replace("│", " ").split())
+    assert [r["name"] for r in listed(cli)] == ["accented"]
+    shown = json.loads(cli("routine", "show", "accented", "--json"))
+    assert shown["spec"]["prompt"] == "é" * 60_000 + "\n", list(shown)
 
 
 def test_a_prompt_file_with_a_nul_byte_is_refused_before_the_database_sees_it(cli, tmp_path):
