@@ -19,13 +19,12 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
-from rich.text import Text
 
 from frobozz import _spans
 from frobozz._text import printable, printable_stream
 
 from ._database import say_postgres_stays
-from ._output import err
+from ._output import cell, err
 from ._trace import start_tracing, trace_option
 
 out = Console(highlight=False)
@@ -131,7 +130,7 @@ def _sessions_table(namespace: str | None) -> None:
             s.namespace,
             f"{s.created_at:%Y-%m-%d %H:%M}",
             f"{s.last_active_at:%Y-%m-%d %H:%M}",
-            Text(printable(s.preview[:60])),  # what was said, as it was said: no markup, no ESC sequence
+            cell(s.preview[:60]),  # what was said, as it was said
         )
     out.print(table)
 

@@ -17,12 +17,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
-from rich.text import Text
 
 from frobozz._files import atomic_file
-from frobozz._text import printable_lines
 
-from ._output import err
+from ._output import cell, err
 
 cortex = typer.Typer(
     help="Long-term memory: store, search, recent, get, supersede, forget, import, export, reembed.",
@@ -78,7 +76,7 @@ def _print(rows: list[dict[str, Any]], as_json: bool, columns: tuple[str, ...]) 
     for row in rows:
         # a memory's words as they are: "[/x]" is no markup (it ended the listing in a traceback) and an ESC
         # sequence from mail or a feed does not reach the terminal
-        table.add_row(*(Text(printable_lines(str(row.get(c, ""))[:200])) for c in columns))
+        table.add_row(*(cell(str(row.get(c, ""))[:200], lines=True) for c in columns))
     out.print(table)
 
 

@@ -13,8 +13,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from ._output import err
+from ._output import cell, err
 
 out = Console()
 T = TypeVar("T")
@@ -173,7 +174,7 @@ def list_(as_json: bool = typer.Option(False, "--json")) -> None:
     for r in rows:
         state = "paused" if r["paused"] else ("problem: " + r["problem"] if r["problem"] else "active")
         counts = ", ".join(f"{n} {s}" for s, n in sorted(r["firings"].items())) or "-"
-        table.add_row(r["name"], escape(r["when"]), escape(state), counts, str(r["last_fired"] or "-"))
+        table.add_row(r["name"], cell(r["when"]), cell(state), counts, str(r["last_fired"] or "-"))
     out.print(table)
 
 
@@ -192,18 +193,18 @@ def show(
     if as_json:
         out.print_json(json.dumps(row, default=str))
         return
-    out.print(f"[bold]{row['name']}[/bold]: {escape(row['when'])}" + (" (paused)" if row["paused"] else ""))
-    if row["problem"]:
-        out.print(f"[yellow]at the last look:[/yellow] {escape(row['problem'])}")
+    out.print(Text.assemble((row["name"], "bold"), ": ", cell(row["when"]), " (paused)" if row["paused"] else ""))
+    if row["problem"]:  # (a server's words: a mail server's, a feed's)
+        out.print(Text.assemble(("at the last look:", "yellow"), " ", cell(row["problem"])))
     if not row["firings_list"]:
         out.print("no firings yet")
         return
     table = Table("firing", "state", "reason", "run", "cost", "at")
     for f in row["firings_list"]:
         table.add_row(
-            escape(f["title"]),
+            cell(f["title"]),  # a mail's subject, a feed item's title: outside text
             f["state"],
-            escape(f["reason"] or ""),
+            cell(f["reason"]),
             f["run_id"] or "",
             f"${f['cost_usd']:.4f}",
             str(f["created"]),

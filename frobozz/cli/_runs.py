@@ -13,12 +13,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
 from frobozz._text import printable, printable_lines
 
 from ._database import say_postgres_stays
-from ._output import err
+from ._output import cell, err
 from ._trace import start_tracing, trace_option
 
 out = Console()
@@ -161,15 +160,15 @@ def runs_list(
         score = "" if r["score"] is None else f"{r['score']}" + (f"/{r['max_score']}" if r["max_score"] else "")
         table.add_row(
             r["run_id"],
-            _cell(r["game"]),
-            _cell(r["player"]),
+            cell(r["game"]),
+            cell(r["player"]),
             r["mode"],
-            _cell(r["model"]),
+            cell(r["model"]),
             r["status"],
             score,
             str(r["turns"]),
             "yes" if r["won"] else "no",
-            _cell(r["reason"]),
+            cell(r["reason"]),
             f"${r['cost_usd']:.4f}",
         )
     out.print(table)
@@ -226,11 +225,11 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
         ("started", row["started_at"]),
         ("ended", row["ended_at"]),
     ):
-        table.add_row(f"[bold]{name}[/bold]", _cell("-" if value is None else value))
+        table.add_row(f"[bold]{name}[/bold]", cell("-" if value is None else value))
     for name, path in row["files"].items():
-        table.add_row(f"[bold]{name}[/bold]", _cell(path))
+        table.add_row(f"[bold]{name}[/bold]", cell(path))
     if row["run_dir"] and not row["files"]:
-        table.add_row("[bold]files[/bold]", _cell(f"on the worker's machine ({row['worker']}), not this one"))
+        table.add_row("[bold]files[/bold]", cell(f"on the worker's machine ({row['worker']}), not this one"))
     out.print(table)
     if row["last_turn"]:
         last = row["last_turn"]
@@ -269,9 +268,9 @@ def leaderboard(game: str = typer.Option(None), as_json: bool = typer.Option(Fal
         best = f"{r['best_score']}/{r['max_score']}" if r["max_score"] else str(r["best_score"])
         per_point = "-" if r["cost_per_point"] is None else f"${r['cost_per_point']:.4f}"
         table.add_row(
-            _cell(r["model"] or "(default)"),
-            _cell(r["player"]),
-            _cell(r["game"]),
+            cell(r["model"] or "(default)"),
+            cell(r["player"]),
+            cell(r["game"]),
             r["mode"],
             str(r["runs"]),
             f"{r['mean_score']:.1f}",
@@ -281,9 +280,3 @@ def leaderboard(game: str = typer.Option(None), as_json: bool = typer.Option(Fal
             per_point,
         )
     out.print(table)
-
-
-def _cell(value: object) -> Text:
-    """A value as it is, in a table: what a user or a model named (a model, a reason) is no markup ('[/x]'
-    ended the listing in a traceback) and sends no ESC sequence to the terminal."""
-    return Text(printable("" if value is None else str(value)))

@@ -210,3 +210,30 @@ def test_a_feed_url_whose_scheme_is_in_capitals_is_added_in_lower_case_and_the_d
     cli("routine", "add", "brief", "--cron", "@daily", "--prompt", "Brief.")
     brief, news = listed(cli)
     assert news["when"] == "feed http://127.0.0.1/a (poll 60 s)" and brief["when"] == "cron @daily (UTC)"
+
+
+def test_a_firings_title_and_reason_from_outside_are_shown_as_text_not_obeyed_or_read_as_markup(
+    cli, cortex_settings, monkeypatch
+):
+    """A mail's subject or a feed item's title (and a server's words in the reason) were markup-escaped only: an
+    ESC or OSC sequence in them reached the terminal (a title set, the clipboard written)."""
+    import anyio
+
+    from frobozz.memory import MemorySettings
+    from frobozz.routines import RoutineStore
+
+    cli("routine", "add", "mail", "--every", "60", "--prompt", "Read it.")
+
+    async def fired() -> None:
+        store = await RoutineStore.open(MemorySettings(database_url=cortex_settings.database_url))
+        try:
+            title, reason = "Hi\x1b]0;pwned\x07 [/bold] [red]you[/red]", "server said \x1b[2J[/x]"
+            await store.claim("mail", "k1", title, state="failed", reason=reason)
+        finally:
+            await store.aclose()
+
+    anyio.run(fired)
+    monkeypatch.setattr(routines_cli.out, "width", 500)  # (made when first imported, as wide as COLUMNS was then)
+    shown = cli("routine", "show", "mail")
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "Hi\\x1b]0;pwned\\x07 [/bold] [red]you[/red]" in shown and "server said \\x1b[2J[/x]" in shown
