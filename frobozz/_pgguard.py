@@ -84,6 +84,16 @@ def _forget_dead(postgres_dir: Path) -> list[int]:
     return alive
 
 
+def postmaster_running(pgdata: Path) -> bool:
+    """Whether the server at `pgdata` runs: its pid file there, and the process it names alive (a postmaster
+    killed with -9 leaves the file behind, which its next start clears)."""
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return False
+    return is_live(pid)
+
+
 def live_users(postgres_dir: Path) -> list[int]:
     """The live processes on pgserver's list of the users of the server at `postgres_dir` (read only)."""
     return _live(_listed(postgres_dir))

@@ -4,6 +4,7 @@ reused across runs; a pool with pgvector's codec; migrations applied under an ad
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
 from importlib import resources
 
@@ -11,7 +12,7 @@ import anyio
 import asyncpg
 from pgvector.asyncpg import register_vector
 
-from frobozz._pgguard import forget_dead_handles, guard, live_users, stop_if_unused
+from frobozz._pgguard import forget_dead_handles, guard, live_users, postmaster_running, stop_if_unused
 
 from .exceptions import DatabaseError
 from .settings import MemorySettings
@@ -34,6 +35,12 @@ def stop_embedded_at_exit() -> None:
     _ONE_SHOT = True
 
 
+# One thread of a process at a time starts the embedded Postgres: pgserver's lock is a file lock, which the
+# threads of one process share (chat's transcript store and the tracing's span store started it at once, and
+# pgserver failed an assertion: `chat --trace` on fresh data ended in a traceback)
+_STARTING = threading.Lock()
+
+
 def embedded_url(settings: MemorySettings) -> str:
     """Start (or reuse) the embedded Postgres; its URI uses a Unix socket in its data directory. It is
     left running for the next start (MCP servers come and go with each claude session), but for a one-shot
@@ -41,14 +48,15 @@ def embedded_url(settings: MemorySettings) -> str:
     from pgserver.postgres_server import get_server
 
     settings.postgres_dir.mkdir(parents=True, exist_ok=True)
-    forget_dead_handles(settings.postgres_dir)
-    started_here = _ONE_SHOT and not (settings.postgres_dir / "postmaster.pid").exists()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
-        server = get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
-    if started_here:
-        guard(server.pgdata)  # and stops it if the command is killed before its exit handler can
-    return server.get_uri()
+    with _STARTING:
+        forget_dead_handles(settings.postgres_dir)
+        started_here = _ONE_SHOT and not (settings.postgres_dir / "postmaster.pid").exists()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
+            server = get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
+        if started_here:
+            guard(server.pgdata)  # and stops it if the command is killed before its exit handler can
+        return server.get_uri()
 
 
 def stop_embedded(settings: MemorySettings, *, delete: bool = False) -> None:
@@ -56,6 +64,8 @@ def stop_embedded(settings: MemorySettings, *, delete: bool = False) -> None:
     its files too, for scratch databases such as the benchmarks'."""
     from pgserver.postgres_server import get_server
 
+    if not postmaster_running(settings.postgres_dir) and not delete:
+        return  # (killed with -9, it is not running: pgserver's stop failed on its pid file)
     if (settings.postgres_dir / "PG_VERSION").exists():
         forget_dead_handles(settings.postgres_dir)  # or a killed user would keep it running
         with warnings.catch_warnings():
@@ -71,7 +81,7 @@ STOP_HINT = "frobozz database stop"  # what stops the embedded Postgres the serv
 def embedded_users(settings: MemorySettings) -> list[int] | None:
     """The live processes that hold the embedded Postgres (none: it may be stopped); None when it is not
     running. Reads its files only: it starts nothing."""
-    if not (settings.postgres_dir / "postmaster.pid").exists():
+    if not postmaster_running(settings.postgres_dir):  # (killed with -9: its pid file left, and nothing running)
         return None
     return live_users(settings.postgres_dir)
 

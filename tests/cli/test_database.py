@@ -58,6 +58,22 @@ def test_stop_leaves_a_postgres_in_use_and_stops_it_once_nobody_holds_it(frobozz
     assert "is not running" in frobozz("database", "stop").stdout
 
 
+def test_stop_after_the_postgres_was_killed_says_it_is_not_running(frobozz_env):
+    """A postmaster killed with -9 leaves its pid file: `database stop` printed pg_ctl's failure (23 lines) and
+    said the server was "in use by a process not known"."""
+    import signal
+
+    from frobozz.memory import MemorySettings
+    from frobozz.memory._database import embedded_url
+
+    embedded_url(MemorySettings())
+    postmaster = frobozz_env / "postgres" / "postmaster.pid"
+    os.kill(int(postmaster.read_text().split("\n", 1)[0]), signal.SIGKILL)
+    done = frobozz("database", "stop")
+    assert done.returncode == 0 and "is not running" in done.stdout, done.stdout + done.stderr
+    assert done.stderr == ""
+
+
 def test_a_user_of_the_postgres_is_named_by_what_it_runs_as_typed_with_its_codes_shown_not_obeyed(monkeypatch):
     """`database stop` said "in use by process 4242" and listed the commands that might be it (not chat)."""
     import psutil

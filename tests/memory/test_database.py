@@ -56,3 +56,34 @@ async def test_a_close_that_is_cancelled_cuts_the_connections_still_in_use(corte
         await close_pool(pool, timeout=30)
     assert pool.is_closing()
     await gone(cortex_settings, backend)
+
+
+def test_two_threads_that_start_the_embedded_postgres_at_once_get_one_and_the_same(frobozz_env):
+    """pgserver's lock is a file lock, shared by the threads of a process: chat's transcript store and its
+    tracing's span store started the embedded Postgres at once (`chat --trace` on fresh data), and one failed."""
+    import threading
+
+    from frobozz.memory import MemorySettings
+    from frobozz.memory._database import embedded_url, stop_embedded
+
+    settings = MemorySettings()
+    urls: list[str] = []
+    errors: list[BaseException] = []
+    ready = threading.Barrier(2)
+
+    def start() -> None:
+        ready.wait()
+        try:
+            urls.append(embedded_url(settings))
+        except BaseException as e:  # noqa: BLE001 - said below
+            errors.append(e)
+
+    threads = [threading.Thread(target=start) for _ in range(2)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert errors == [] and len(urls) == 2 and urls[0] == urls[1], errors
+    finally:
+        stop_embedded(settings)
