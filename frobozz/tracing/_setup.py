@@ -85,8 +85,12 @@ def traces_endpoint(environ: Mapping[str, str]) -> str:
     """Where spans are sent: the traces endpoint as given, or the base endpoint's /v1/traces."""
     own = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
     url = own or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() or DEFAULT_ENDPOINT
-    parsed = urllib.parse.urlsplit(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        usable = parsed.scheme in ("http", "https") and bool(parsed.hostname) and (parsed.port or 0) >= 0
+    except ValueError:  # an IPv6 host left open, a port that is no number (a traceback before)
+        usable = False
+    if not usable:
         name = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" if own else "OTEL_EXPORTER_OTLP_ENDPOINT"
         raise TracingConfigError(f"{name} is not an http(s) URL: {_shown(url)}")
     return url if own else url.rstrip("/") + "/v1/traces"
@@ -94,10 +98,13 @@ def traces_endpoint(environ: Mapping[str, str]) -> str:
 
 def _shown(url: str) -> str:
     """A URL without its credentials, for a message."""
-    parsed = urllib.parse.urlsplit(url)
-    host = parsed.hostname or ""
+    try:
+        parsed = urllib.parse.urlsplit(url)
+        host, port = parsed.hostname or "", parsed.port
+    except ValueError:  # not parsed: what follows its last '@', where credentials would end
+        return url.rpartition("@")[2][:40]
     return (
-        urllib.parse.urlunsplit((parsed.scheme, host + (f":{parsed.port}" if parsed.port else ""), parsed.path, "", ""))
+        urllib.parse.urlunsplit((parsed.scheme, host + (f":{port}" if port else ""), parsed.path, "", ""))
         if host
         else url[:40]
     )

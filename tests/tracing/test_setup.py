@@ -87,6 +87,10 @@ def test_an_unsupported_protocol_or_endpoint_is_a_clear_error():
         traces_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318/"}) == "http://127.0.0.1:4318/v1/traces"
     )
     assert traces_endpoint({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://h:1/x"}) == "http://h:1/x"
+    for unparsable in (f"http://user:{SECRET}@[::1:bad", "http://[::1:bad", "http://host:99999", "http://host:port"):
+        with pytest.raises(TracingConfigError, match="OTEL_EXPORTER_OTLP_ENDPOINT is not an http") as refused:
+            traces_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": unparsable})  # (a ValueError's traceback before)
+        assert SECRET not in str(refused.value)
 
 
 def test_play_with_a_malformed_header_list_stops_at_once_and_plays_nothing(frobozz_env):
