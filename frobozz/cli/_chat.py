@@ -112,7 +112,9 @@ def _sessions_table(namespace: str | None) -> None:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
     if not found and elsewhere:
-        names = ", ".join(printable(name) for name in elsewhere[:10]) + (", …" if len(elsewhere) > 10 else "")
+        names = ", ".join(printable(name) for name in elsewhere[:10]) + (
+            f" and {len(elsewhere) - 10} more" if len(elsewhere) > 10 else ""
+        )
         out.print(
             f"no sessions in namespace {namespace}; there are some in: {names} (list them with -n NAME)",
             markup=False,
@@ -291,7 +293,8 @@ async def _chat(
                 sys.stdout.flush()
                 try:
                     line = await lines.receive()
-                except anyio.EndOfStream:
+                except anyio.EndOfStream:  # Ctrl-D
+                    err.print("(saved; bye)", markup=False)
                     break
                 if not line.strip():
                     continue

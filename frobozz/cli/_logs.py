@@ -83,9 +83,9 @@ def quiet_floods(handler: logging.Handler) -> logging.Handler:
     def say_held() -> None:  # (registered after logging's own: runs before its shutdown closes the handler)
         held = repeats.held()
         if held:
-            said = "%d more of %d lines said above were held back as repeats (--log-level DEBUG shows every one)"
+            said = "%d repeats of %d lines shown above were held back (--log-level DEBUG shows every one)"
             counts = (sum(n for *_, n in held), len(held))
-            handler.handle(logging.LogRecord("frobozz", max(h[1] for h in held), "", 0, said, counts, None))
+            handler.handle(logging.LogRecord("frobozz", logging.WARNING, "", 0, said, counts, None))
 
     atexit.register(say_held)
     return handler
