@@ -179,6 +179,19 @@ def test_the_lean_exporter_delivers_the_engine_s_spans_to_a_real_receiver():
     assert span["resource"]["team"] == "zork"
 
 
+def test_a_hurried_exporter_makes_one_attempt_at_a_backend_that_is_unavailable_and_no_retry():
+    """`hurry` sets the SDK client's own shutdown event (a private name: an SDK that renamed it would make every
+    exit with the backend down wait through the retries again, 1 + 2 + 4 s, up to the exit's 3 s bound)."""
+    spans = _made(lambda p: p.get_tracer("frobozz").start_span("turn").end())
+    with receiver() as got:
+        got.status = 503  # a status the exporter retries after a wait
+        exporter = LeanOTLPExporter(endpoint=got.url + "/v1/traces")
+        exporter.hurry()
+        assert exporter.export(spans) is SpanExportResult.FAILURE
+        assert got.requests == 1
+        exporter.shutdown()
+
+
 def test_a_span_past_its_limits_says_what_it_dropped_in_the_exporter_s_very_bytes():
     """Dropped attributes, events and links are counted, each count written in its field's order."""
     from opentelemetry.sdk.trace import SpanLimits
