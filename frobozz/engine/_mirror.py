@@ -5,7 +5,10 @@ Frames are buffered as they come and written in order: at the end of each turn (
 frame (eager), or when the buffer passes 500 entries or 1 MiB. A failed append is tried three times in
 all (0.2 s, then 0.8 s apart); a stalled one is given up after `timeout` and not retried (it may still
 land). Either way the batch is reported through `on_error`, and the conversation goes on: claude's own
-transcript on disk already holds it.
+transcript on disk already holds it. A failed batch (the store surely did not take it) is held, and the
+session's later entries behind it, and written first at the next write: a database that was away for a
+turn leaves no hole in the session a machine resumes from it (up to HELD_MAX entries a session; past that
+the oldest are given up, said in the log).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ FlushMode = Literal["batched", "eager"]
 MAX_ENTRIES = 500
 MAX_BYTES = 1 << 20
 BACKOFF = (0.2, 0.8)
+HELD_MAX = 10_000  # entries a session keeps to write again once the store is back
 
 
 class TranscriptMirror:
@@ -47,6 +51,7 @@ class TranscriptMirror:
         self.on_error = on_error
         self.appended = 0  # entries the store has taken
         self._pending: list[tuple[str, list[Entry]]] = []
+        self._held: dict[str, list[Entry]] = {}  # path -> entries the store did not take, in order
         self._entries = self._bytes = 0
         self._wake = anyio.Event()
         self._lock = anyio.Lock()  # one writer at a time: the background task, or a drain
@@ -94,7 +99,7 @@ class TranscriptMirror:
 
     async def _write_pending(self) -> None:
         batch, self._pending, self._entries, self._bytes = self._pending, [], 0, 0
-        by_path: dict[str, list[Entry]] = {}
+        by_path: dict[str, list[Entry]] = {path: [] for path in self._held}  # what was held goes first
         for path, entries in batch:
             by_path.setdefault(path, []).extend(entries)
         for path, entries in by_path.items():
@@ -102,9 +107,31 @@ class TranscriptMirror:
             if key is None:
                 log.warning("a mirrored transcript outside %s was not stored: %s", self.projects_dir, path)
                 continue
-            await self._append(key, entries)
+            held = self._held.pop(path, [])
+            written = await self._append(key, held + entries)
+            if written == "failed":  # the store surely did not take them: first at the next write
+                if len(held) + len(entries) > HELD_MAX:
+                    given_up = len(held) + len(entries) - HELD_MAX
+                    log.error(
+                        "%d transcript entries of session %s are given up: %d more are held",
+                        given_up,
+                        key["session_id"],
+                        HELD_MAX,
+                    )
+                self._held[path] = (held + entries)[-HELD_MAX:]
+            elif written == "stored" and held:
+                log.info(
+                    "%d transcript entries of session %s, held while the store failed, are stored",
+                    len(held),
+                    key["session_id"],
+                )
 
-    async def _append(self, key: SessionKey, entries: list[Entry]) -> None:
+    @property
+    def held(self) -> int:
+        """Entries the store failed to take, to be written first at the next write."""
+        return sum(len(entries) for entries in self._held.values())
+
+    async def _append(self, key: SessionKey, entries: list[Entry]) -> Literal["stored", "failed", "stalled"]:
         error = ""
         for attempt in range(len(BACKOFF) + 1):
             if attempt:
@@ -113,12 +140,23 @@ class TranscriptMirror:
                 with anyio.fail_after(self.timeout if math.isfinite(self.timeout) else None):
                     await self.store.append(key, entries)
                 self.appended += len(entries)
-                return
+                return "stored"
             except TimeoutError:
                 error = f"the store did not answer within {self.timeout:g} s"
                 break  # it may still land: a retry could write it twice
             except Exception as e:  # noqa: BLE001 - the store is the caller's code
                 error = f"{type(e).__name__}: {e}"
                 log.debug("append to the session store failed (attempt %d): %s", attempt + 1, error)
+        else:
+            log.error(
+                "%d transcript entries of session %s were not stored yet (held, to be written first at the "
+                "next write): %s",
+                len(entries),
+                key["session_id"],
+                error,
+            )
+            self.on_error(key, error)
+            return "failed"
         log.error("%d transcript entries of session %s were not stored: %s", len(entries), key["session_id"], error)
         self.on_error(key, error)
+        return "stalled"

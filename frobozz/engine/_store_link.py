@@ -82,6 +82,8 @@ class StoreLink:
             with anyio.CancelScope(shield=True):
                 if not await mirror.drain(timeout):
                     log.warning("the session store was still writing when the engine closed")
+                elif mirror.held:  # (claude's own transcript on this machine has them)
+                    log.error("%d transcript entries were never stored: the store was away to the end", mirror.held)
                 mirror.close()
         if self.materialized is not None:
             self.materialized.remove()

@@ -146,3 +146,33 @@ async def test_a_store_that_fails_or_stalls_never_delays_an_event_and_the_gap_is
     assert ("down" if trouble == "fail" else "did not answer within 3 s") in errors[0].message
     assert [e.result for e in events if isinstance(e, Result)] == ["first", "second"] and store.appends == 0
     assert transcript_path(session, claude_home, options.env).is_file()  # claude's own copy is whole
+
+
+async def test_what_a_failing_store_missed_is_written_first_once_it_is_back_and_the_copy_is_whole(
+    make_options, claude_home
+):
+    """A database away for a turn left a hole in the stored transcript ("N entries were not stored"): a session
+    resumed on another machine lost that turn. What the store surely did not take is now held, then written
+    first, in order."""
+    import json
+
+    store = InMemorySessionStore()
+    store.fail = True
+    async with ScriptedModel(replies("first", "second")) as model:
+        options = make_options(model, session_store=store, session_store_flush="eager", session_project="zork")
+        async with Engine(options) as engine:
+            events = await one_turn(engine, "one")
+            with anyio.fail_after(30):
+                async for event in engine.events():
+                    if isinstance(event, MirrorError):
+                        break
+            assert engine._store.mirror is not None and engine._store.mirror.held
+            store.fail = False
+            await engine.send("two")
+            events += await until(engine.events(), Result)
+    session = engine.session_id
+    local = [json.loads(line) for line in transcript_path(session, claude_home, options.env).read_text().splitlines()]
+    stored = await store.load({"project_key": "zork", "session_id": session})
+    assert stored is not None
+    assert [e["uuid"] for e in stored if e.get("uuid")] == [e["uuid"] for e in local if e.get("uuid")]
+    assert str(stored).index("'one'") < str(stored).index("'two'")
