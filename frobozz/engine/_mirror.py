@@ -108,17 +108,17 @@ class TranscriptMirror:
                 log.warning("a mirrored transcript outside %s was not stored: %s", self.projects_dir, path)
                 continue
             held = self._held.pop(path, [])
-            written = await self._append(key, held + entries)
+            writing = held + entries
+            written = await self._append(key, writing)
             if written == "failed":  # the store surely did not take them: first at the next write
-                if len(held) + len(entries) > HELD_MAX:
-                    given_up = len(held) + len(entries) - HELD_MAX
+                if len(writing) > HELD_MAX:
                     log.error(
                         "%d transcript entries of session %s are given up: %d more are held",
-                        given_up,
+                        len(writing) - HELD_MAX,
                         key["session_id"],
                         HELD_MAX,
                     )
-                self._held[path] = (held + entries)[-HELD_MAX:]
+                self._held[path] = writing[-HELD_MAX:]
             elif written == "stored" and held:
                 log.info(
                     "%d transcript entries of session %s, held while the store failed, are stored",
@@ -132,7 +132,7 @@ class TranscriptMirror:
         return sum(len(entries) for entries in self._held.values())
 
     async def _append(self, key: SessionKey, entries: list[Entry]) -> Literal["stored", "failed", "stalled"]:
-        error = ""
+        error, stalled = "", False
         for attempt in range(len(BACKOFF) + 1):
             if attempt:
                 await anyio.sleep(BACKOFF[attempt - 1])
@@ -142,21 +142,12 @@ class TranscriptMirror:
                 self.appended += len(entries)
                 return "stored"
             except TimeoutError:
-                error = f"the store did not answer within {self.timeout:g} s"
+                error, stalled = f"the store did not answer within {self.timeout:g} s", True
                 break  # it may still land: a retry could write it twice
             except Exception as e:  # noqa: BLE001 - the store is the caller's code
                 error = f"{type(e).__name__}: {e}"
                 log.debug("append to the session store failed (attempt %d): %s", attempt + 1, error)
-        else:
-            log.error(
-                "%d transcript entries of session %s were not stored yet (held, to be written first at the "
-                "next write): %s",
-                len(entries),
-                key["session_id"],
-                error,
-            )
-            self.on_error(key, error)
-            return "failed"
-        log.error("%d transcript entries of session %s were not stored: %s", len(entries), key["session_id"], error)
+        said = "were not stored" if stalled else "were not stored yet (held, to be written first at the next write)"
+        log.error("%d transcript entries of session %s %s: %s", len(entries), key["session_id"], said, error)
         self.on_error(key, error)
-        return "stalled"
+        return "stalled" if stalled else "failed"
