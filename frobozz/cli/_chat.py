@@ -31,6 +31,13 @@ out = Console(highlight=False)
 SERVERS = ["cortex", "fetch", "forge", "handoff"]
 PROMPT = "you> "
 LEAVE = {"/exit", "/quit", "exit", "quit"}  # as Claude Code's own prompt and a shell take them: never sent on
+HELP = {"/help", "/?"}  # answered here: claude in this mode answered that /help is not available
+HELP_TEXT = (
+    "/exit, /quit or Ctrl-D leaves (the session is kept: `frobozz chat --resume SESSION` goes on with it); "
+    "Ctrl-C interrupts a reply; /compact sums up the conversation so far to free the context; "
+    "everything else goes to the model."
+)
+BYE = "(saved; bye)"  # however the chat is left
 
 
 def scripted_reply(request: Any) -> Any:
@@ -265,8 +272,8 @@ async def _chat(
             err.print(f"[red]error:[/red] {escape(str(e))}")  # the error may quote what was given
             raise typer.Exit(1) from None
         finally:
-            if transcripts is not None:
-                await transcripts.aclose()
+            if transcripts is not None:  # (the engine has closed: a connection still in use hangs on the database)
+                await transcripts.aclose(timeout=2.0)
             await service.aclose()
 
     async def converse(loop: MemorySession, relay: HandoffRelay) -> None:
@@ -283,7 +290,7 @@ async def _chat(
                             err.print("\n(interrupted: Ctrl-C again to exit)", markup=False)
                             await loop.pool.primary.interrupt()
                         else:
-                            err.print("\n(saved; bye)", markup=False)
+                            err.print(f"\n{BYE}", markup=False)
                             tg.cancel_scope.cancel()
 
             tg.start_soon(on_signals)
@@ -294,13 +301,16 @@ async def _chat(
                 try:
                     line = await lines.receive()
                 except anyio.EndOfStream:  # Ctrl-D
-                    err.print("(saved; bye)", markup=False)
+                    err.print(BYE, markup=False)
                     break
                 if not line.strip():
                     continue
                 if line.strip().lower() in LEAVE:
-                    err.print("(saved; bye)", markup=False)
+                    err.print(BYE, markup=False)
                     break
+                if line.strip().lower() in HELP:
+                    err.print(HELP_TEXT, markup=False)
+                    continue
                 turn_running, interrupts = True, 0
                 await loop.send(line.rstrip("\n"))
                 await answer(loop, relay)

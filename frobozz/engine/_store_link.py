@@ -22,6 +22,9 @@ from ._session_store import Materialized, SessionKey, latest, materialize
 from .exceptions import TranscriptNotFoundError
 
 log = logging.getLogger("frobozz.engine")
+CLOSE_WAIT = 5.0  # seconds a closing engine waits for the store's last write: a store that answers takes
+#   milliseconds; one that hangs held every exit for the whole store timeout (60 s), and claude's own
+#   transcript on this machine has what it missed
 
 
 class StoreLink:
@@ -75,13 +78,17 @@ class StoreLink:
         return session_id
 
     async def close(self, timeout: float) -> None:  # noqa: ASYNC109 - a slow store is logged, not an error
-        """The mirror's last frames written (for up to `timeout` seconds), then its writer stopped; the copy
-        the session was resumed from removed."""
+        """The mirror's last frames written (for up to `timeout` seconds, at most CLOSE_WAIT), then its writer
+        stopped; the copy the session was resumed from removed."""
         mirror, self.mirror = self.mirror, None
         if mirror is not None:  # the last frames, then the writer stops
             with anyio.CancelScope(shield=True):
-                if not await mirror.drain(timeout):
-                    log.warning("the session store was still writing when the engine closed")
+                if not await mirror.drain(min(timeout, CLOSE_WAIT)):
+                    log.warning(
+                        "the session store was still writing when the engine closed (%g s on): what it had not "
+                        "stored is in claude's own transcript on this machine only",
+                        min(timeout, CLOSE_WAIT),
+                    )
                 elif mirror.held:  # (claude's own transcript on this machine has them)
                     log.error("%d transcript entries were never stored: the store was away to the end", mirror.held)
                 mirror.close()

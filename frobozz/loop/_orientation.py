@@ -29,6 +29,7 @@ class Window:
     session_id: str
     previous_start: datetime | None  # the last window's start: what is older was seen there
     topic: str = ""  # what the conversation is about, when known (the user's latest words)
+    database: bool = True  # False: it does not answer (memory is off), and a provider that needs it has nothing
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ def latest_letter(handoffs: HandoffStore) -> Provider:
     """The namespace's latest hand-off letter, if it was written since the last window began."""
 
     async def provide(window: Window) -> Section | None:
+        if not window.database:
+            return None
         letter = await handoffs.latest(window.namespace)
         if letter is None or (window.previous_start is not None and letter.created_at <= window.previous_start):
             return None
@@ -131,6 +134,8 @@ def capsules(sessions: LoopSessionStore, periods: Sequence[str] = ("the last ses
     """Short summaries of recent conversation, as the sidecar last wrote them."""
 
     async def provide(window: Window) -> Section | None:
+        if not window.database:
+            return None
         found = [c for c in [await sessions.capsule(window.namespace, p) for p in periods] if c is not None]
         return Section("Recently", "\n".join(f"- {c.period}: {c.summary}" for c in found)) if found else None
 
@@ -150,6 +155,8 @@ def memories(
     the session's seen-set, so recall does not show them again right after."""
 
     async def provide(window: Window) -> Section | None:
+        if not window.database:
+            return None
         newest = await store.recent(recent, window.namespace)
         best = (
             [

@@ -2,10 +2,16 @@
 loop's parts. Before a user message: the orientation when a context window begins (at start and
 after each compaction), recalled memories, the nudge of facts waiting to be stored. During the
 turn: the archive observer. After it: suggestions, in the background; and at start, the capsules
-of earlier conversation brought up to date."""
+of earlier conversation brought up to date.
+
+Each of these waits on the database within a bound. When one runs out (or fails) and the database
+does not answer a probe either (a database that hangs: each bound waited out in turn made every turn
+14 s), memory is off (`MemoryService.going_without`, said once): the parts are left out at once, and
+the turns go at claude's speed, until a probe in the background finds the database answering again."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -29,7 +35,15 @@ from ..engine import (
     Sidecar,
     WarmSpare,
 )
-from ..memory import HandoffStore, LoopSessionStore, MemoryService, MemoryStore, Recall, quietly
+from ..memory import (
+    DatabaseError,
+    HandoffStore,
+    LoopSessionStore,
+    MemoryService,
+    MemoryStore,
+    MemoryStoreError,
+    Recall,
+)
 from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules
 from ._orientation import Provider, Window, capsules, here_and_now, latest_letter, memories, orientation
@@ -128,13 +142,16 @@ class MemorySession:
         self._turn = Context()  # the trace context of the turn in hand
         self.turns_handled = 0  # turns (Results) the loop has seen end, its suggestions for them under way
         self._handled = anyio.Event()
+        self._watching = False  # a probe in the background waits for the database to answer again
 
     async def __aenter__(self) -> MemorySession:
         store, self.sessions = await self.memory.store(), await self.memory.sessions()
         handoffs = await self.memory.handoffs()
         self.record = await self.sessions.open(self.namespace, client=self.client, session_id=self.resume)
         turns = await self.sessions.transcript(self.record.id)
-        self.archive = ArchiveObserver(self.sessions, self.record.id, turn=max((e.turn for e in turns), default=0) + 1)
+        self.archive = ArchiveObserver(
+            self.sessions, self.record.id, turn=max((e.turn for e in turns), default=0) + 1, guard=self._quietly
+        )
         self.pool = EnginePool(
             self.options,
             self.sidecar_options,
@@ -165,8 +182,9 @@ class MemorySession:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        with anyio.move_on_after(SETTLE):  # the last turn's suggestions, while the sidecar is still there
-            await self.settled()
+        if self.memory.answering:  # (with memory off, what is under way waits on a database that does not answer)
+            with anyio.move_on_after(SETTLE):  # the last turn's suggestions, while the sidecar is still there
+                await self.settled()
         try:
             await self.pool.__aexit__(*exc)
         finally:
@@ -195,12 +213,21 @@ class MemorySession:
             with _spans.span(_spans.ORIENTATION, parent=self._turn, attributes=where) as span:
                 previous = self.record.window_started_at if self._windows or self.resume else None
                 await self._quietly("the new window's record", self._new_window(), None)
-                window = Window(self.record.namespace, self.record.id, previous_start=previous, topic=text)
+                window = Window(
+                    self.record.namespace,
+                    self.record.id,
+                    previous_start=previous,
+                    topic=text,
+                    database=self.memory_on(),
+                )
                 oriented = await orientation(self._providers, window, deadline=self.deadline)
                 span.set_attribute(_spans.ORIENTATION_CHARS, len(oriented or ""))
             if oriented:
                 blocks.append({"type": "text", "text": oriented})
             self.needs_orientation = False
+        # the nudge (one short query) before recall, though shown after it: a database that hangs is found by a
+        # bound of its own, and recall, which keeps its deadline without a word, is not waited out first
+        nudge = await self._quietly("the nudge", nudge_blocks(self.sessions, self.record.id), [])
         if self.use_recall:
             with _spans.span(_spans.RECALL, parent=self._turn, attributes=where) as span:
                 hits = await self._quietly("recall", self._recall(self.record.id, self.record.namespace, text), [])
@@ -212,16 +239,53 @@ class MemorySession:
                     }
                 )
             blocks += recalled_blocks(hits)
-        blocks += await self._quietly("the nudge", nudge_blocks(self.sessions, self.record.id), [])
-        return [*blocks, {"type": "text", "text": text}]
+        return [*blocks, *nudge, {"type": "text", "text": text}]
 
     async def _new_window(self) -> None:
         started = await self.sessions.new_window(self.record.id)
         self.record, self._windows = replace(self.record, window_started_at=started), self._windows + 1
 
     async def _quietly(self, part: str, work: Awaitable[T], default: T, *, within: float | None = None) -> T:
-        """recall keeps its own deadline, so the default here, a little longer, is only the backstop."""
-        return await quietly(part, work, default, within=self.deadline + 0.5 if within is None else within)
+        """`work`'s result, or `default`: at once while memory is off; when it fails or outlasts `within` seconds
+        (recall keeps its own deadline, so the default here, a little longer, is only the backstop), with a log
+        line, or, when the database does not answer a probe either, with memory turned off (see the module)."""
+        within = self.deadline + 0.5 if within is None else within
+        if not self.memory_on():
+            if inspect.iscoroutine(work):
+                work.close()  # (never started: nothing to wait for, and no "never awaited" warning)
+            return default
+        why = f"slower than {within:.1f} s"
+        with anyio.move_on_after(within):
+            try:
+                return await work
+            except DatabaseError as e:
+                why = str(e).split(";", 1)[0]
+            except MemoryStoreError as e:
+                log.warning("memory: %s was left out (%s)", part, e)
+                return default
+        if await self.memory.going_without(f"{part}: {why}"):
+            self._watch()
+        else:
+            log.warning("memory: %s was left out (%s)", part, why)
+        return default
+
+    def memory_on(self) -> bool:
+        """Whether the database answers (as last found); while it does not, a probe waits for it in the background."""
+        if self.memory.answering:
+            return True
+        self._watch()
+        return False
+
+    def _watch(self) -> None:
+        if not self._watching and self._tg is not None:
+            self._watching = True
+            self._tg.start_soon(self._until_answering)
+
+    async def _until_answering(self) -> None:
+        try:
+            await self.memory.until_answering()
+        finally:
+            self._watching = False
 
     async def send(self, text: str, images: Sequence[Mapping[str, Any]] = ()) -> None:
         """Archive the user's words (and a line for each image they carry: its type and size), then send them
@@ -256,7 +320,7 @@ class MemorySession:
 
     def after_turn(self, said: str) -> None:
         """Fire-and-forget: suggestions from the exchange just ended."""
-        if self.use_suggest and self._tg is not None:
+        if self.use_suggest and self._tg is not None and self.memory_on():
             self._in_background(self._suggested(said, self._turn))
 
     async def _suggested(self, said: str, turn: Context) -> None:

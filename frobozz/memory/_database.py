@@ -24,6 +24,15 @@ _LOCK = 0x636F7274  # "cort": one migration at a time, whichever server starts f
 _ONE_SHOT = False
 # what a database that is away, or goes away, raises: a part that keeps going without it catches these
 DATABASE_ERRORS = (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)
+# seconds a new connection may take to be made: a database that hangs (accepts, never answers) held a command's
+# start for asyncpg's 60 s before it said anything; a database that answers takes milliseconds, a remote one a few
+CONNECT_TIMEOUT = 10.0
+
+
+def _unreachable(e: BaseException) -> DatabaseError:
+    """The error for a connection that could not be made (a TimeoutError's own words are none)."""
+    said = f"it did not answer within {CONNECT_TIMEOUT:g} s" if isinstance(e, TimeoutError) else str(e)
+    return DatabaseError(f"cannot reach the database: {said}")
 
 
 def stop_embedded_at_exit() -> None:
@@ -139,9 +148,9 @@ async def connect(url: str, size: int) -> asyncpg.Pool:
     """A pool whose connections know pgvector's type. The extension is created first if missing,
     under the migration lock: two servers starting at once must not both create it."""
     try:
-        first = await asyncpg.connect(url)
+        first = await asyncpg.connect(url, timeout=CONNECT_TIMEOUT)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
-        raise DatabaseError(f"cannot reach the database: {e}") from e
+        raise _unreachable(e) from e
     try:
         async with first.transaction():
             await first.execute("SELECT pg_advisory_xact_lock($1)", _LOCK)
@@ -152,10 +161,16 @@ async def connect(url: str, size: int) -> asyncpg.Pool:
         await first.close()
     try:
         return await asyncpg.create_pool(
-            url, min_size=1, max_size=size, init=_init, server_settings=SESSION, reset=_keep_session
+            url,
+            min_size=1,
+            max_size=size,
+            init=_init,
+            server_settings=SESSION,
+            reset=_keep_session,
+            timeout=CONNECT_TIMEOUT,
         )
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
-        raise DatabaseError(f"cannot reach the database: {e}") from e
+        raise _unreachable(e) from e
 
 
 POOL_CLOSE_TIMEOUT = 10.0  # seconds a closing pool waits for its connections still in use
@@ -216,9 +231,9 @@ async def migrated_pool(settings: MemorySettings, package: str, ledger: str, *, 
     part that keeps its own tables there (the run queue's ledger, shared game sessions)."""
     url = await database_url(settings)
     try:
-        pool = await asyncpg.create_pool(url, min_size=1, max_size=size)
+        pool = await asyncpg.create_pool(url, min_size=1, max_size=size, timeout=CONNECT_TIMEOUT)
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
-        raise DatabaseError(f"cannot reach the database: {e}") from e
+        raise _unreachable(e) from e
     try:
         await apply_migrations(pool, package, ledger)
     except BaseException:

@@ -1,15 +1,21 @@
 """The memory store for a long-running process (a server, the memory loop): opened on first use and
 again after a failure, so a database that is down at start or goes away stops nothing: the next
-call tries again."""
+call tries again.
+
+A database that hangs (accepts and never answers) is worse than one that is down: every call waits
+out its own bound. Once a caller (the memory loop) finds it silent, `going_without` turns memory off
+for every user of the service: `store()` says so at once instead of waiting, until a probe (a new
+connection and `SELECT 1`, bounded) finds it answering again."""
 
 from __future__ import annotations
 
 import logging
+import time
 
 import anyio
 import asyncpg
 
-from ._database import close_pool, connect, database_url, migrate
+from ._database import DATABASE_ERRORS, POOL_CLOSE_TIMEOUT, close_pool, connect, database_url, migrate
 from ._embeddings import Embedder, make_embedder
 from ._handoffs import HandoffStore
 from ._image_store import ImageStore
@@ -19,6 +25,8 @@ from .exceptions import DatabaseError
 from .settings import MemorySettings
 
 log = logging.getLogger("frobozz.memory")
+PROBE_WAIT = 2.0  # seconds a probe waits for a new connection's answer: a database that answers takes milliseconds
+PROBE_EVERY = 5.0  # seconds between probes while memory is off
 
 
 class MemoryService:
@@ -32,9 +40,19 @@ class MemoryService:
         self._pool: asyncpg.Pool | None = None
         self._lock = anyio.Lock()
         self._swept = False
+        self._url: str | None = None  # the database's, once connected: what a probe connects to
+        self._silent: str | None = None  # why memory is off (the database does not answer); None: on
+        self._probed = 0.0  # when the last probe ended (time.monotonic)
+        self._probing = anyio.Lock()
 
     async def store(self, *, check_model: bool = True) -> MemoryStore:
-        """The store; `check_model=False` only for re-embedding, which is how a mismatch is mended."""
+        """The store; `check_model=False` only for re-embedding, which is how a mismatch is mended. While
+        memory is off (see the module), a DatabaseError at once, unless a probe due now finds it answering."""
+        root = self._root
+        if root._silent is not None and not await root._answering_now():
+            raise DatabaseError(
+                f"memory is off: {root._silent}; nothing was stored or changed: try again once it answers"
+            )
         async with self._lock:
             if self._store is None and self._share is not None:
                 shared = await self._share.store(check_model=check_model)
@@ -47,7 +65,8 @@ class MemoryService:
                     images_dir=self.settings.images_dir,
                 )
             if self._store is None:
-                pool = await connect(await database_url(self.settings), self.settings.cortex_pool_size)
+                self._url = await database_url(self.settings)
+                pool = await connect(self._url, self.settings.cortex_pool_size)
                 try:
                     await migrate(pool, dim=self.embedder.dim, model=self.embedder.model)
                     store = MemoryStore(
@@ -75,9 +94,69 @@ class MemoryService:
         what each of many servers in one process uses. Closing it leaves the pool to this one."""
         return MemoryService(settings, share=self)
 
+    @property
+    def _root(self) -> MemoryService:
+        """The service that owns the pool, and with it whether memory is on."""
+        return self if self._share is None else self._share._root
+
+    @property
+    def answering(self) -> bool:
+        """False while memory is off: the database was found not answering, and has not answered a probe since."""
+        return self._root._silent is None
+
+    async def going_without(self, why: str) -> bool:
+        """Told that `why` (a part slower than its bound, a DatabaseError), probe the database: when it does not
+        answer either, memory is off for every user of the service (said once) until it does. Whether it is off."""
+        root = self._root
+        async with root._probing:  # parts failing at once ask one probe, and the line is said once
+            if root._silent is None and (failed := await self._probe(PROBE_WAIT)) is not None:
+                root._silent = f"the database does not answer ({why}; a new connection: {failed})"
+                log.warning("memory is off: %s; it comes back on its own once the database answers", root._silent)
+        return root._silent is not None
+
+    async def until_answering(self) -> None:
+        """While memory is off, probe every PROBE_EVERY seconds; return once it is back on (by any probe)."""
+        root = self._root
+        while root._silent is not None:
+            await anyio.sleep(PROBE_EVERY)
+            if root._silent is not None:
+                await self._probe(PROBE_WAIT)
+
+    async def _probe(self, within: float) -> str | None:
+        """`SELECT 1` on a new connection (the pool's own may be the ones stuck): None when it answers within
+        `within` seconds (and memory is back on, if it was off), else why not."""
+        root = self._root
+        failed: str | None = f"no answer within {within:g} s"
+        with anyio.move_on_after(within):
+            try:
+                connection = await asyncpg.connect(root._url or await database_url(root.settings), timeout=within)
+                try:
+                    await connection.fetchval("SELECT 1")
+                    failed = None
+                finally:
+                    connection.terminate()  # (a polite close is one more round trip)
+            except DATABASE_ERRORS as e:
+                failed = f"{type(e).__name__}: {next(iter(str(e).splitlines()), '')}"
+        root._probed = time.monotonic()
+        if failed is None and root._silent is not None:
+            root._silent = None
+            log.warning("memory is back on: the database answers again")
+        return failed
+
+    async def _answering_now(self) -> bool:
+        """With memory off, whether it is back: a probe if none was made for PROBE_EVERY seconds (one caller at
+        a time), else the last one's word. (What brings memory back when no one watches, as `until_answering`
+        does: a session opening after the one that turned memory off closed, say.)"""
+        async with self._probing:
+            if self._silent is not None and time.monotonic() - self._probed >= PROBE_EVERY:
+                await self._probe(PROBE_WAIT)
+        return self._silent is None
+
     async def aclose(self) -> None:
+        """Close the pool; with memory off, its connections still in use (on a database that does not answer) are
+        waited for only as long as a probe would, not the 10 s of a closing pool's patience."""
         if self._pool is not None:
-            await close_pool(self._pool)
+            await close_pool(self._pool, PROBE_WAIT if self._silent is not None else POOL_CLOSE_TIMEOUT)
 
     async def handoffs(self, *, max_chars: int = 100_000) -> HandoffStore:
         """The hand-off letters, beside the memories they name."""

@@ -1,17 +1,20 @@
 """`frobozz chat` through a pseudo-terminal (pexpect), offline on the scripted model."""
 
+import io
 import os
 import re
 import shlex
 import signal
 import subprocess
 import sys
+import time
 
 import anyio
 import pexpect
 import pytest
 
 from frobozz.memory import MemoryService
+from tests.black_hole import BlackHole
 from tests.cli.in_process import frobozz_here
 from tests.database import database_name, refusing_connections
 from tests.orphans import descendants, still_running
@@ -41,6 +44,10 @@ def test_two_turns_a_ctrl_c_then_the_list_and_a_resumed_session_that_prints_only
     """(The resumed chat printing only the new answer was a test of its own: two more chats for one check.)"""
     child, session = spawn(chat_env, "--namespace", "pty")
     child.expect_exact("you> ")
+    child.sendline("/help")  # answered by the chat, not sent to the model (which said it is not available)
+    child.expect_exact("/compact sums up the conversation")
+    child.expect_exact("you> ")
+    assert "You said" not in child.before
     child.sendline("The brass lantern is in the attic.")
     child.expect_exact("(scripted) You said: The brass lantern is in the attic.")
     child.expect_exact("you> ")
@@ -216,6 +223,97 @@ def test_with_the_database_gone_the_chat_answers_on_and_says_each_warning_once_w
     assert re.search(
         r"WARNING +\d+ repeats of \d+ lines shown above were held back", re.sub(r"\x1b\[[0-9;]*m", "", said)
     )
+
+
+def test_with_the_database_hung_one_turn_waits_once_then_memory_is_off_remember_says_so_and_it_comes_back(
+    chat_env, cortex_settings
+):
+    """A database that accepts and never answers (its processes stopped): each turn waited out recall, the nudge
+    and the archive one after the other (2 + 2 + 10 s), and `remember:` 74 s, every time. Now the first turn that
+    finds it silent waits one bound and a probe, says once that memory is off, and the turns after it go at
+    claude's speed; `remember:` says at once that nothing was stored; a probe brings memory back."""
+    with BlackHole(cortex_settings.database_url.get_secret_value()) as hole:
+        child, session = spawn({**chat_env, "FROBOZZ_DATABASE_URL": hole.url}, "--namespace", "hung")
+        child.expect_exact("you> ")
+        child.sendline("first")
+        child.expect_exact("(scripted) You said: first")
+        child.expect_exact("you> ")
+        hole.hang()
+        child.logfile_read = seen = io.StringIO()  # what the chat says while the database hangs
+        started = time.monotonic()
+        child.sendline("remember: the lantern is in the cellar")
+        child.expect_exact("(scripted) Done: Error executing tool store: memory is off:")
+        child.expect_exact("nothing was stored")
+        child.expect_exact("you> ")
+        remembering = time.monotonic() - started
+        started = time.monotonic()
+        for line in ("second", "third", "fourth"):
+            child.sendline(line)
+            child.expect_exact(f"(scripted) You said: {line}")
+            child.expect_exact("you> ")
+        turns = time.monotonic() - started
+        said = re.sub(r"\x1b\[[0-9;]*m", "", seen.getvalue())
+        hole.answer()
+        child.expect_exact("memory is back on", timeout=60)  # a probe in the background found it answering
+        child.sendline("remember: the lantern is in the attic")
+        child.expect_exact('(scripted) Done: {"id":')
+        child.expect_exact("you> ")
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+
+    async def kept() -> tuple[list[str], list[str]]:
+        service = MemoryService(cortex_settings)
+        try:
+            memories = await (await service.store()).recent(10, "hung")
+            entries = await (await service.sessions()).transcript(session)
+            return [m.content for m in memories], [e.content for e in entries if e.kind == "user"]
+        finally:
+            await service.aclose()
+
+    memories, archived = anyio.run(kept)
+    assert remembering < 20, f"remember: took {remembering:.1f} s"  # 74 s before; one bound and a probe now
+    assert turns < 21, f"three turns took {turns:.1f} s"  # 42 s before (14 s each): half of that, generously
+    assert len(re.findall(r"WARNING +memory is off: the database does not answer", said)) == 1, said
+    assert said.count("WARNING") == 1, said  # nothing else: none of the parts' own lines, in no turn
+    assert "Traceback" not in said
+    assert memories == ["the lantern is in the attic"]  # nothing of the cellar: the store never began
+    assert archived == ["first", "remember: the lantern is in the attic"]  # the silent turns left out, none lost
+
+
+def test_with_the_database_hung_a_chat_leaves_within_seconds_and_one_started_then_says_so_within_its_bound(
+    chat_env, cortex_settings
+):
+    """Leaving waited out the transcript mirror's stalled write (60 s) and its pool's patience (10 s): 73 s after
+    /exit. A chat started on a database that hangs waited asyncpg's 60 s for its first connection."""
+    with BlackHole(cortex_settings.database_url.get_secret_value()) as hole:
+        env = {**chat_env, "FROBOZZ_DATABASE_URL": hole.url}
+        child, _ = spawn(env, "--namespace", "stuck")
+        child.expect_exact("you> ")
+        child.sendline("first")
+        child.expect_exact("(scripted) You said: first")
+        child.expect_exact("you> ")
+        hole.hang()
+        child.sendline("second")  # its transcript entries reach a store that does not answer
+        child.expect_exact("(scripted) You said: second")
+        child.expect_exact("you> ")
+        started = time.monotonic()
+        child.sendline("/exit")
+        child.expect(pexpect.EOF)
+        leaving = time.monotonic() - started
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "frobozz", "chat", "--model", "scripted", "--namespace", "stuck"],
+            env=env,
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        starting = time.monotonic() - started
+    assert leaving < 30, f"leaving took {leaving:.1f} s"  # 73 s before: the mirror's 5 s, the pools' 2 s now
+    assert done.returncode == 1 and "cannot reach the database: it did not answer within 10 s" in done.stderr
+    assert starting < 45, f"the start took {starting:.1f} s to fail"  # 60 s and more before
+    assert "Traceback" not in done.stderr
 
 
 def test_a_chat_killed_with_sigkill_leaves_no_process_behind(chat_env):

@@ -6,8 +6,10 @@ import pytest
 from frobozz.engine import CompactBoundary, Result, is_compaction_request
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.loop import MemorySession, context_files, here_and_now, latest_letter, memories
+from tests.black_hole import BlackHole
 from tests.conftest import hub_servers
 from tests.engine.conftest import of, until
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 SISTER = "The user's sister Ana lives in Porto and teaches the cello."
@@ -247,6 +249,8 @@ async def test_with_the_database_away_the_turn_still_goes_and_the_archive_takes_
                     await loop.send("during the outage")
                     during = await until(loop.events(), Result)
                 server = pgserver.get_server(tmp_path / "pg-flaky", cleanup_mode="stop")  # and comes back
+                with anyio.fail_after(30):
+                    await eventually(lambda: service.answering)  # a probe in the background finds it so
                 await loop.send("after the outage")
                 await until(loop.events(), Result)
         entries = await (await service.sessions()).transcript(loop.id)
@@ -254,6 +258,63 @@ async def test_with_the_database_away_the_turn_still_goes_and_the_archive_takes_
         await service.aclose()
         server.cleanup()
     assert of(during, Result)[0].result == "echo: during the outage"  # memory is help, never a gate
-    assert "archiving the user's words was left out" in caplog.text and "recall" in caplog.text
+    assert caplog.text.count("memory is off: the database does not answer (the nudge: ") == 1
+    assert caplog.text.count("memory is back on") == 1
     assert [e.content for e in entries if e.kind == "user"] == ["before the outage", "after the outage"]
     assert [e.turn for e in entries if e.kind == "user"] == [1, 3]  # nothing written before was lost
+
+
+async def test_with_the_database_hung_one_turn_waits_once_the_next_not_at_all_and_memory_comes_back(
+    make_options, cortex_settings, tmp_path, caplog
+):
+    """A database that accepts and never answers: each turn waited out the nudge, recall and the archive one after
+    the other, 14 s a turn. Now one turn finds it silent (one bound and a probe), memory is off, said once, and
+    until a probe finds it answering again the turns, a new window's orientation too, wait on it no more; what
+    cortex's tools ask of the service is refused at once."""
+    from frobozz.memory import DatabaseError, MemoryService, MemorySettings
+
+    with BlackHole(cortex_settings.database_url.get_secret_value()) as hole:
+        service = MemoryService(MemorySettings(database_url=hole.url))
+        try:
+            await (await service.store()).store(SISTER, namespace="chat")  # recall has something to search
+            async with ScriptedModel(script) as model:
+                async with MemorySession(
+                    make_options(model),
+                    service,
+                    namespace="chat",
+                    sidecar=make_options(model),
+                    providers=providers(tmp_path),
+                ) as loop:
+                    await loop.send("before")
+                    await until(loop.events(), Result)
+                    hole.hang()
+                    waits = []
+                    for line in ("one", "two", "three"):
+                        started = anyio.current_time()
+                        with anyio.fail_after(60):
+                            await loop.send(line)
+                        waits.append(anyio.current_time() - started)
+                        await until(loop.events(), Result)
+                    await loop.pool.primary.send("/compact")  # a new window: its orientation, memory off
+                    await until(loop.events(), Result)
+                    started = anyio.current_time()
+                    await loop.send("a new window")
+                    waits.append(anyio.current_time() - started)
+                    await until(loop.events(), Result)
+                    with anyio.fail_after(5), pytest.raises(DatabaseError, match="memory is off"):
+                        await service.store()  # as cortex's tools ask for it: nothing waits on the database
+                    hole.answer()
+                    with anyio.fail_after(30):
+                        await eventually(lambda: service.answering)  # a probe in the background found it so
+                    await loop.send("after")
+                    await until(loop.events(), Result)
+            entries = await (await service.sessions()).transcript(loop.id)
+        finally:
+            await service.aclose()
+    assert waits[0] < 10, waits  # 14 s before: the nudge's bound (2 s) and a probe's (2 s)
+    assert sum(waits[1:]) < 3, waits  # 42 s before: memory is off, nothing waits on the database
+    assert caplog.text.count("memory is off: the database does not answer (the nudge: slower than") == 1
+    assert caplog.text.count("memory is back on") == 1
+    assert "was left out" not in caplog.text  # no part's own line: the one line says it
+    assert [e.content for e in entries if e.kind == "user"] == ["before", "after"]  # nothing written was lost
+    assert "echo: before" in [e.content for e in entries if e.kind == "assistant"]

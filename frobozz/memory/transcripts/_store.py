@@ -15,7 +15,7 @@ import asyncpg
 import orjson
 
 from ..._session_summary import fold_summary
-from .._database import DATABASE_ERRORS, apply_migrations, close_pool, migrated_pool
+from .._database import DATABASE_ERRORS, POOL_CLOSE_TIMEOUT, apply_migrations, close_pool, migrated_pool
 from ..exceptions import DatabaseError, MemoryStoreError
 from ..settings import MemorySettings
 
@@ -71,8 +71,10 @@ class TranscriptStore:
             raise DatabaseError(f"the transcript store's tables could not be made: {e}") from e
         return cls(pool)
 
-    async def aclose(self) -> None:
-        await close_pool(self.pool)
+    async def aclose(self, timeout: float = POOL_CLOSE_TIMEOUT) -> None:  # noqa: ASYNC109 - the pool's patience
+        """`timeout`: how long connections still in use are waited for (a caller whose engine has closed has none
+        of its own left: what is still in use hangs on a database that does not answer)."""
+        await close_pool(self.pool, timeout)
 
     async def _run(self, work: Callable[..., Awaitable[T]], *args: Any) -> T:
         try:
