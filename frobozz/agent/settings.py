@@ -9,7 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class AgentSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FROBOZZ_AGENT_")
+    model_config = SettingsConfigDict(env_prefix="FROBOZZ_AGENT_", env_ignore_empty=True)
 
     workspaces: Path | None = None  # ROOT: a workspace is ROOT/<user>/<name>
     platform_dir: Path | None = None  # MCP servers and skills every workspace gets

@@ -18,7 +18,9 @@ CONSENSUS_PHRASES = (
 class DialogueSettings(BaseSettings):
     """Limits and phrases of a dialogue; each field is FROBOZZ_DIALOGUE_<NAME> in the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="FROBOZZ_DIALOGUE_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="FROBOZZ_DIALOGUE_", env_ignore_empty=True, env_file=".env", extra="ignore"
+    )
 
     consensus_phrases: tuple[str, ...] = Field(
         default=CONSENSUS_PHRASES, description="Phrases that signal consensus in an entry's content (a JSON list)."

@@ -9,7 +9,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class EngineSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_ignore_empty=True, env_file=".env", extra="ignore")
 
     claude_path: Path | None = Field(default=None, description="The claude executable to run.")
     max_line_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, description="Longest stdout line kept.")

@@ -14,7 +14,7 @@ def default_data_dir() -> Path:
 
 
 class GamesSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_ignore_empty=True, env_file=".env", extra="ignore")
 
     data_dir: Path = Field(
         default_factory=default_data_dir, description="Where installed games, saves, runs and the database live."

@@ -16,7 +16,7 @@ from . import _model_download
 
 
 class MemorySettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_ignore_empty=True, env_file=".env", extra="ignore")
 
     data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path("frobozz", appauthor=False))
     cache_dir: Path = Field(

@@ -23,7 +23,7 @@ LIMITS = {
 
 
 class PluginSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_ignore_empty=True, env_file=".env", extra="ignore")
 
     data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path("frobozz", appauthor=False))
     plugin_idle: float = Field(

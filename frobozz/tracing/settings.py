@@ -7,7 +7,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class TracingSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_ignore_empty=True, env_file=".env", extra="ignore")
 
     trace: bool = Field(
         default=False, description=("Export spans over OTLP to OTEL_EXPORTER_OTLP_ENDPOINT (what `--trace` turns on).")

@@ -21,6 +21,34 @@ def test_a_bad_setting_is_one_line_naming_its_variable_with_status_1_not_a_trace
     assert "error: FROBOZZ_STEP_TIMEOUT: Input should be greater than 0 (given '-1')" in games.stderr
 
 
+def test_an_empty_variable_is_as_if_unset_in_every_settings_model_not_the_current_folder(monkeypatch, tmp_path):
+    """`FROBOZZ_DATA_DIR=` made a new Postgres cluster in the folder the command ran in, and listed its empty
+    store: an empty value is as if unset, as XDG's own variables are."""
+    from frobozz.agent.settings import AgentSettings
+    from frobozz.dialogue.settings import DialogueSettings
+    from frobozz.engine.settings import EngineSettings
+    from frobozz.plugin.settings import PluginSettings
+    from frobozz.servers.fetch import Settings as FetchSettings
+    from frobozz.servers.forge import Settings as ForgeSettings
+    from frobozz.servers.handoff import Settings as HandoffSettings
+    from frobozz.tracing.settings import TracingSettings
+    from frobozz.web.settings import WebSettings
+
+    models = [AgentSettings, DialogueSettings, EngineSettings, PluginSettings, FetchSettings, ForgeSettings]
+    models += [HandoffSettings, TracingSettings, WebSettings]  # (web's: the runner's, the games' and memory's)
+    defaults = {}
+    for model in models:
+        monkeypatch.delenv("FROBOZZ_DATA_DIR", raising=False)
+        defaults[model] = model()
+    monkeypatch.chdir(tmp_path)
+    for name in ("FROBOZZ_DATA_DIR", "FROBOZZ_DATABASE_URL", "FROBOZZ_CLAUDE_MODEL", "FROBOZZ_STEP_TIMEOUT"):
+        monkeypatch.setenv(name, "")
+    monkeypatch.setenv("FROBOZZ_AGENT_CLAUDE_MODEL", "")
+    for model in models:
+        assert model() == defaults[model], model
+    assert WebSettings().data_dir != tmp_path and WebSettings().data_dir.is_absolute()
+
+
 def test_a_data_directory_that_cannot_be_used_is_one_line_naming_the_path_with_status_1(tmp_path):
     not_a_folder = tmp_path / "data"
     not_a_folder.write_text("a file where the data directory should be")

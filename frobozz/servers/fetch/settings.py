@@ -13,7 +13,7 @@ from frobozz._env_lists import env_list
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_ignore_empty=True, env_file=".env", extra="ignore")
 
     data_dir: Path = Field(default_factory=lambda: platformdirs.user_data_path("frobozz", appauthor=False))
     fetch_allow_private: bool = Field(default=False, description="Allow private, loopback and link-local addresses.")

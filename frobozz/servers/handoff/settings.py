@@ -9,7 +9,9 @@ from ...memory import MemorySettings
 
 
 class Settings(MemorySettings):
-    model_config = SettingsConfigDict(env_prefix="FROBOZZ_", env_file=".env", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(
+        env_prefix="FROBOZZ_", env_ignore_empty=True, env_file=".env", extra="ignore", populate_by_name=True
+    )
 
     session_id: str | None = Field(
         default=None,
