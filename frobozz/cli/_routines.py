@@ -109,6 +109,10 @@ def add(
     if len(given) != 1:
         raise typer.BadParameter("give exactly one of --cron, --every, --inbox, --feed")
     kind = given[0]
+    if password_env is not None and password_file is not None:  # (both were stored, and which one won unsaid)
+        raise typer.BadParameter(
+            "give the mailbox's password with --password-env NAME or --password-file FILE (one of them)"
+        )
     if game is not None:
         from frobozz.games import GameError, GameLibrary, GamesSettings
 

@@ -13,7 +13,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 from zoneinfo import available_timezones
 
-from pydantic import BaseModel, Field, ValidationError, ValidationInfo, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from frobozz.engine import model_name_problem
 from frobozz.engine.producers import (
@@ -41,7 +41,7 @@ _RANDOM = re.compile(r"(?<![A-Za-z])R(?![A-Za-z])", re.IGNORECASE)  # croniter's
 
 
 class Routine(BaseModel):
-    name: str = Field(pattern=NAME)
+    name: str
     kind: Literal["cron", "every", "inbox", "feed"]
     cron: str | None = None
     tz: str = "UTC"
@@ -58,6 +58,17 @@ class Routine(BaseModel):
     game: str | None = Field(default=None, max_length=4096)
     password_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
     password_file: str | None = Field(default=None, max_length=4096)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        """The rule said in words (pydantic's own error showed the pattern), the name as text, not as codes."""
+        if not re.fullmatch(NAME, name):
+            raise ValueError(
+                f"{name[:80]!r} is not a routine's name: letters, digits, '_', '.' and '-', starting with a letter "
+                "or a digit, at most 64 characters"
+            )
+        return name
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Routine:
@@ -105,6 +116,10 @@ class Routine(BaseModel):
             if field in self.model_fields_set and getattr(self, field) is not None and self.kind not in kinds:
                 only = " and ".join(f"--{kind}" for kind in kinds)
                 raise ValueError(f"{option} is for {only} routines, not --{self.kind} ones")
+        if self.password_env is not None and self.password_file is not None:  # (which one a worker read was not said)
+            raise ValueError(
+                "give the mailbox's password with --password-env NAME or --password-file FILE (one of them)"
+            )
         if self.kind == "cron":
             cron = self.cron or ""
             if len(cron) > MAX_CRON:

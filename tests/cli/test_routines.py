@@ -105,6 +105,22 @@ def test_a_hostile_name_is_refused(cli):
     assert listed(cli) == []
 
 
+def test_a_bad_name_is_refused_saying_the_rule_in_words_and_showing_the_name_as_text(cli):
+    output = cli("routine", "add", "[bold]x\x1b[2Jy", "--every", "5", "--prompt", "x", code=2)
+    assert "should match pattern" not in output and "\x1b" not in output
+    assert "'[bold]x\\x1b[2Jy' is not a routine's name: letters, digits, '_', '.' and '-'" in output
+    assert listed(cli) == []
+
+
+def test_a_mailbox_password_given_both_in_a_variable_and_in_a_file_is_refused_and_nothing_is_stored(cli, tmp_path):
+    secret = tmp_path / "imap-password"
+    secret.write_text("hunter2")
+    args = ["--inbox", "imaps://me@mail.example.org/INBOX", "--prompt", "x"]
+    output = cli("routine", "add", "mail", *args, "--password-env", "MY_PW", "--password-file", str(secret), code=2)
+    assert "--password-env NAME or --password-file FILE (one of them)" in " ".join(output.replace("│", " ").split())
+    assert listed(cli) == []
+
+
 def test_a_prompt_file_that_never_ends_is_refused_after_its_limit_without_reading_it_all(cli, tmp_path):
     """A pipe (as /dev/zero) has no size to check first: it was read to its end, which /dev/zero never reaches."""
     import os

@@ -44,6 +44,26 @@ def test_a_feed_url_that_can_never_be_fetched_or_holds_credentials_is_refused(ur
     assert "\n" not in str(refusal.value) and "pw" not in str(refusal.value)
 
 
+@pytest.mark.parametrize("name", ["a b", "x" * 65, "-rf", "_x", "[bold]x[/bold]", "x\x1b[2J", "x\n"])
+def test_a_bad_name_is_refused_saying_the_rule_in_words_and_the_name_as_text_not_as_codes(name):
+    with pytest.raises(RoutineInputError) as refusal:
+        routine(name=name, kind="every", every=60, prompt="Do it.")
+    said = str(refusal.value)
+    assert "pattern" not in said and "letters, digits, '_', '.' and '-', starting with a letter or a digit" in said
+    assert "at most 64 characters" in said and repr(name) in said and "\x1b" not in said and "\n" not in said
+
+
+def test_a_mailbox_password_given_both_in_a_variable_and_in_a_file_is_refused_as_one_of_them():
+    refused(
+        "--password-env NAME or --password-file FILE \\(one of them\\)",
+        kind="inbox",
+        url="imaps://me@mail.example.org/INBOX",
+        password_env="MY_PASSWORD",
+        password_file="/run/secrets/imap",
+    )
+    assert routine(name="r", kind="inbox", url="imaps://me@mail.example.org/INBOX", prompt="x").password_env
+
+
 def test_a_feed_url_whose_scheme_is_in_capitals_is_taken_with_it_in_lower_case():
     assert routine(name="r", kind="feed", url="HTTP://127.0.0.1/A", prompt="Read.").url == "http://127.0.0.1/A"
     assert routine(name="r", kind="feed", url="Https://example.org/feed", prompt="Read.").url.startswith("https://")

@@ -2,14 +2,17 @@
 
 An entry's key is a hash of its id (or link, or title and summary when a feed gives neither), so a
 feed that reorders or rewrites its page delivers nothing twice. `since` leaves out entries dated
-before it: a routine made today does not act on a feed's archive."""
+before it: a routine made today does not act on a feed's archive. A feed cut off on the way gives nothing:
+feedparser reads what it can of it, and an entry cut off before its id is another key, fired again."""
 
 from __future__ import annotations
 
 import calendar
 import hashlib
+import re
 from datetime import UTC, datetime
 from typing import Any, Unpack
+from xml.sax import SAXException
 
 import anyio
 import feedparser
@@ -36,6 +39,24 @@ def _date(entry: Any) -> datetime | None:
         if parsed:
             return datetime.fromtimestamp(calendar.timegm(parsed), UTC)
     return None
+
+
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_ROOT = re.compile(r"<([^\s/>?!][^\s/>]*)")
+
+
+def _unended(body: bytes, encoding: str) -> str | None:
+    """The root element a feed does not close (it was cut off), or None. feedparser's complaint alone cannot
+    say: it names the first fault only, and a feed with a control character in a title is read whole."""
+    try:
+        text = body.decode(encoding or "utf-8", "replace")
+    except LookupError:
+        text = body.decode("utf-8", "replace")
+    text = _COMMENT.sub("", text)
+    root = _ROOT.search(text)
+    if root and re.search(rf"</{re.escape(root.group(1))}\s*>", text[root.end() :]):
+        return None
+    return root.group(1) if root else ""
 
 
 class Feed(Polling):
@@ -88,11 +109,14 @@ class Feed(Polling):
     def items(self, body: bytes) -> list[Item]:
         """The feed's entries, oldest first (by date where they have one, else in reverse page order)."""
         parsed = feedparser.parse(body)
-        if parsed.get("bozo") and not parsed.entries:
-            problem = parsed.get("bozo_exception")
-            raise ProducerError(f"not an RSS or Atom feed: {clean(str(problem), 200) if problem else 'unreadable'}")
+        problem = parsed.get("bozo_exception") if parsed.get("bozo") else None
         if not parsed.get("version") and not parsed.entries:
-            raise ProducerError("not an RSS or Atom feed")
+            raise ProducerError("not an RSS or Atom feed" + (f": {clean(str(problem), 200)}" if problem else ""))
+        if isinstance(problem, SAXException) and (root := _unended(body, parsed.get("encoding", ""))) is not None:
+            raise ProducerError(
+                f"the feed is not well-formed XML (it ends before its </{clean(root, 80)}>, cut off on the way): "
+                "nothing in it was taken"
+            )
         found = []
         for order, entry in enumerate(reversed(parsed.entries)):
             ident = entry.get("id") or entry.get("link") or f"{entry.get('title', '')}\n{entry.get('summary', '')}"

@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
+import feedparser
 import pytest
 
 from frobozz.engine.producers import Feed, MemoryDeliveries, ProducerError, clean_text
@@ -75,6 +76,35 @@ async def test_a_feed_that_is_not_a_feed_is_a_clear_error(body, error):
     with serve({"/x": (200, body)}) as url:
         with pytest.raises(ProducerError, match=error):
             await Feed(f"{url}/x", "Read.").poll()
+
+
+async def test_a_feed_cut_off_gives_nothing_saying_it_is_not_well_formed_and_the_next_whole_read_fires_nothing_twice():
+    whole = rss(NEW1)
+    routes = {"/feed": (200, whole)}
+    with serve(routes) as url:
+        feed = Feed(f"{url}/feed", "Summarise.", since=datetime(2026, 6, 1, tzinfo=UTC))
+        (item,) = await feed.poll()
+        await feed.deliveries.mark_done(feed.source, item.key)
+        for broken in (
+            whole[: whole.index(b"b1</link>")],  # cut off before the entry's link and id: another key
+            rss(NEW2, NEW1)[:-30],  # a control character in a title first: the XML parser's complaint is about it
+            b"<rss><channel><item><title>unterminated",
+        ):
+            routes["/feed"] = (200, broken)
+            with pytest.raises(ProducerError, match=r"the feed is not well-formed XML \(it ends before its </rss>"):
+                await feed.poll()
+        routes["/feed"] = (200, whole)
+        assert await feed.poll() == []
+
+
+async def test_a_feed_whose_declared_encoding_is_not_its_own_is_still_read_whole():
+    """feedparser flags it (bozo, CharacterEncodingOverride) and reads it as it is: no reason to refuse it."""
+    text = rss(("e1", "Caf\xe9", "Tue, 24 Nov 2026 08:00:00 GMT", "cr\xe8me")).decode()
+    body = text.replace("version='1.0'", "version='1.0' encoding='utf-8'", 1).encode("latin-1")
+    assert type(feedparser.parse(body).bozo_exception).__name__ == "CharacterEncodingOverride"
+    with serve({"/feed": (200, body)}) as url:
+        (item,) = await Feed(f"{url}/feed", "Read.").poll()
+    assert item.title == "Caf\xe9" and item.excerpt == "cr\xe8me"
 
 
 async def test_a_missing_huge_or_unreachable_feed_is_a_clear_error():
