@@ -53,16 +53,22 @@ def _show(event) -> None:
     elif isinstance(event, FileRestored):
         out.print(f"  ! {event.file} restored from its last good copy: {event.reason}", markup=False)
     elif isinstance(event, StepFinished):
-        out.print(f"  ✓ {event.tools} tools, {event.seconds:.1f} s, ${event.cost_usd:.4f}", markup=False)
+        out.print(f"  ✓ {_count(event.tools, 'tool')}, {event.seconds:.1f} s, ${event.cost_usd:.4f}", markup=False)
     elif isinstance(event, ConsensusReached):
         out.print(f"★ consensus in round {event.round} ({event.role}, {event.how})", markup=False)
     elif isinstance(event, Resumed):
         again = f"; {event.rewound} was cut off and runs again" if event.rewound else ""
-        out.print(f"resuming after {event.done} finished steps{again}", markup=False)
+        out.print(f"resuming after {_count(event.done, 'finished step')}{again}", markup=False)
+
+
+def _count(n: int, word: str) -> str:
+    """`1 round`, `2 rounds`, `1 entry`, `0 entries`."""
+    return f"{n} {word}" if n == 1 else f"{n} {word[:-1]}ies" if word.endswith("y") else f"{n} {word}s"
 
 
 def _table(report, path: Path) -> None:
-    table = Table(title=f"dialogue {report.state.value}: {report.rounds} rounds, {report.entries} entries")
+    title = f"dialogue {report.state.value}: {_count(report.rounds, 'round')}, {_count(report.entries, 'entry')}"
+    table = Table(title=title)
     table.add_column("role", overflow="fold")  # a role's whole name, folded in its cell at 80 columns
     table.add_column("agent", overflow="fold")
     for number in ("turns", "tools", "denied", "time", "cost"):

@@ -59,6 +59,15 @@ class Ledger(BaseModel):
     restores: int = 0
 
 
+class Checkpoint(BaseModel):
+    """`.dialogue/checkpoint.json`: the agents' files before the step under way (only theirs: a rewind writes them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: str
+    files: dict[str, str | None]
+
+
 class DialogueDir:
     """The directory's files by name, its ledger, the last good copies, checkpoints and the lock: the only code
     that touches the disk (the orchestrator decides, this writes, each write atomic)."""
@@ -106,6 +115,7 @@ class DialogueDir:
         if any(r.scribe for r in roles):
             self.write(SUMMARY, "# Summary\n")
         self.keep_good()
+        atomic_write(self.private / "good" / QUESTION, question.encode())  # what a resume names if it goes missing
         self.save(ledger)
         return ledger
 
@@ -186,29 +196,46 @@ class DialogueDir:
     # -- steps: a checkpoint before, the ledger after ---------------------------------------------
     def begin(self, ledger: Ledger, step: str) -> None:
         files = {name: self.read(name) for name in SHARED}
-        atomic_write(self.private / "checkpoint.json", json.dumps({"step": step, "files": files}).encode())
+        atomic_write(self.checkpoint_path, json.dumps({"step": step, "files": files}).encode())
         ledger.current = step
         self.save(ledger)
 
-    def checkpoint(self, name: str) -> str | None:
-        """`name` as it was before the step under way began (None: unknown, or it did not exist)."""
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.private / "checkpoint.json"
+
+    def checkpoint(self, step: str) -> dict[str, str | None]:
+        """The agents' files as they were before `step` began (None: the file did not exist), or DialogueFileError
+        naming the checkpoint when it is lost, broken, or of another step: the step cannot be run again then."""
         try:
-            return json.loads((self.private / "checkpoint.json").read_bytes())["files"].get(name)
-        except (OSError, ValueError, KeyError, AttributeError):
-            return None
+            checkpoint = Checkpoint.model_validate_json(self.checkpoint_path.read_bytes())
+        except FileNotFoundError:
+            why = "it is missing"
+        except ValidationError as e:
+            first = e.errors()[0]
+            why = f"{'.'.join(str(p) for p in first['loc']) or 'the file'}: {first['msg']}"
+        except (OSError, ValueError) as e:
+            why = str(e)[:300]
+        else:
+            others = sorted(set(checkpoint.files) - set(SHARED))
+            if checkpoint.step == step and not others:
+                return checkpoint.files
+            why = (
+                f"it is of step {checkpoint.step[:80]!r}, not {step}"
+                if checkpoint.step != step
+                else f"it names {others[0][:80]!r}, not one of the agents' files"
+            )
+        raise DialogueFileError(
+            f"the orchestrator's record {self.checkpoint_path} is broken ({why}): the step {step} that was cut off "
+            "cannot be run again from it, so this dialogue cannot be resumed as it was; start a new one"
+        )
 
     def rewind(self, ledger: Ledger) -> str | None:
         """A step cut off by a kill: its files put back as they were before it began (its key is returned)."""
         step = ledger.current
         if step is None:
             return None
-        try:
-            checkpoint = json.loads((self.private / "checkpoint.json").read_bytes())
-        except (OSError, ValueError) as e:
-            raise DialogueFileError(f"the checkpoint of the unfinished step {step} is lost: {e}") from e
-        if checkpoint.get("step") != step:
-            raise DialogueFileError(f"the checkpoint is of step {checkpoint.get('step')}, not {step}")
-        for name, text in checkpoint["files"].items():
+        for name, text in self.checkpoint(step).items():
             if text is None:
                 self[name].unlink(missing_ok=True)
             else:

@@ -127,8 +127,9 @@ class Dialogue:
         settings: DialogueSettings | None = None,
         on_event: Callable[[DialogueEvent], None] | None = None,
     ) -> Dialogue:
-        """A dialogue from its files. A broken `dialogue.json` (or a summary that is not text) is an error that
-        changes nothing."""
+        """A dialogue from its files. A `dialogue.json` that is not the orchestrator's record (broken, or an entry
+        edited), a missing question, a summary that is not text, or a lost checkpoint is an error that changes
+        nothing."""
         directory = DialogueDir(path)
         ledger = directory.load()
         lock = directory.lock()  # before any check: another run's step under way is not a broken file
@@ -397,14 +398,10 @@ class Dialogue:
         )
 
 
-def _meta(entry: Entry) -> tuple[int, str, str]:
-    return entry.round, entry.role, entry.timestamp
-
-
-def _recorded(text: str | None, where: Path) -> list[tuple[int, str, str]]:
-    """The entries' metadata in one of the orchestrator's own records (the good copy, a checkpoint)."""
+def _recorded(text: str | None, where: Path) -> list[Entry]:
+    """The entries in one of the orchestrator's own records (the good copy, a checkpoint)."""
     try:
-        return [_meta(e) for e in parse(text or "[]")]
+        return parse(text or "[]")
     except ValueError as e:
         raise DialogueFileError(
             f"the orchestrator's record {where} is broken ({e}): this dialogue cannot be "
@@ -413,33 +410,50 @@ def _recorded(text: str | None, where: Path) -> list[tuple[int, str, str]]:
 
 
 def _check_resumable(directory: DialogueDir, ledger: Ledger) -> None:
-    """DialogueFileError, changing nothing, unless dialogue.json is the orchestrator's record (or that record and
-    the skeleton of the step cut off) and the scribe's files are text."""
+    """DialogueFileError, changing nothing, unless dialogue.json is the orchestrator's record entry for entry, content
+    too (or the checkpoint of the step cut off and that step's own entry, which the rewind takes away), the question
+    is there, and the scribe's files are text (the summary there when it was). A finished entry edited by hand would
+    otherwise be undone by the rewind, or read by the agents as what was said."""
     good = _recorded(directory.good(DIALOGUE), directory.private / "good" / DIALOGUE)
-    before = directory.checkpoint(DIALOGUE) if ledger.current is not None else None
-    before_meta = None if before is None else _recorded(before, directory.private / "checkpoint.json")
+    before = None if ledger.current is None else directory.checkpoint(ledger.current).get(DIALOGUE)
+    before_entries = None if before is None else _recorded(before, directory.checkpoint_path)
     name = DIALOGUE
     try:
-        now = [_meta(e) for e in directory.entries()]
-        # a step cut off may have left its skeleton (one entry more than its checkpoint)
+        now = directory.entries()
+        # a step cut off may have left its skeleton, filled or not (one entry more than its checkpoint)
         cut_off = (
-            before_meta is not None and now[: len(before_meta)] == before_meta and len(now) - len(before_meta) <= 1
+            before_entries is not None
+            and now[: len(before_entries)] == before_entries
+            and len(now) - len(before_entries) <= 1
         )
         if now != good and not cut_off:
             raise DialogueFileError(
                 f"{directory[DIALOGUE]} does not match the orchestrator's record: {_difference(good, now)}"
             )
-        for name in (SUMMARY, SYNTHESIS):  # the scribe's files: text, or DialogueFileError
-            directory.read(name)
+        for name in (QUESTION, SUMMARY, SYNTHESIS):  # text, or DialogueFileError; the agents read them
+            if directory.read(name) is None and (
+                name == QUESTION or (name == SUMMARY and directory.good(name) is not None)
+            ):
+                raise DialogueFileError(f"{directory[name]} is missing")
     except DialogueFileError as e:
+        copy = directory.private / "good" / name
         raise DialogueFileError(
-            f"{e}. The last good copy is {directory.private / 'good' / name}: "
-            "put it back (or mend the file) and resume again"
+            f"{e}. The last good copy is {copy}: put it back (or mend the file) and resume again"
+            if copy.is_file()
+            else f"{e}: put it back (or mend it) and resume again"
         ) from e
 
 
-def _difference(good: list[tuple[int, str, str]], now: list[tuple[int, str, str]]) -> str:
-    if len(good) != len(now):
+def _difference(good: list[Entry], now: list[Entry]) -> str:
+    """The first entry that differs (an edit by hand shows there, whatever the count), else the count."""
+    changed = next((n for n, pair in enumerate(zip(good, now, strict=False), start=1) if pair[0] != pair[1]), None)
+    if changed is None:
         return f"it has {len(now)} entries, the record {len(good)}"
-    n, (old, new) = next((n, pair) for n, pair in enumerate(zip(good, now, strict=True), start=1) if pair[0] != pair[1])
-    return f"entry {n} is round {new[0]}, {new[1]}, {new[2]}; the record says round {old[0]}, {old[1]}, {old[2]}"
+    n, old, new = changed, good[changed - 1], now[changed - 1]
+    if (old.round, old.role, old.timestamp) != (new.round, new.role, new.timestamp):
+        return (
+            f"entry {n} is round {new.round}, {new.role}, {new.timestamp}; "
+            f"the record says round {old.round}, {old.role}, {old.timestamp}"
+        )
+    field = "content" if old.content != new.content else "consensus"
+    return f"entry {n}'s {field} is not what was written in its turn (a finished entry is not edited)"

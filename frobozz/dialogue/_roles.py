@@ -8,9 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._inputs import read_input
+from ._text import inert
 from .exceptions import DialogueInputError
 
 HEADER = re.compile(r"<\s*([A-Za-z][A-Za-z0-9_.-]{0,63})\s+Prompt\s*:[^<>\n]*>")
+# a header whose role is not one such word (`<Lead Architect Prompt: ...>`): refused for what it is. The role is one
+# ASCII word because it goes into the step keys (`1:agent:ROLE`), the ledger and the terminal, and is compared
+# without case (which outside ASCII is not one rule).
+_LOOSE = re.compile(r"<\s*(.*?)\s+Prompt\s*:[^<>\n]*>")
+_RULE = "one word of ASCII letters, digits, '-', '_' and '.', starting with a letter, at most 64 characters"
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 _SETTING = "FROBOZZ_DIALOGUE_MAX_PROMPT_BYTES"
 
@@ -30,10 +36,16 @@ def role_of(text: str, source: str = "the prompt") -> str:
     editors save one, is not part of the line)."""
     first = next((line.strip() for line in text.removeprefix("\ufeff").splitlines() if line.strip()), "")
     found = HEADER.match(first)
+    loose = _LOOSE.match(first) if found is None else None
+    if loose is not None and loose.group(1):
+        raise DialogueInputError(
+            f"{source}'s header names the role {inert(loose.group(1), 64)!r}, which is not allowed: a role is {_RULE} "
+            "(like `<Lead-Architect Prompt: what the role does>`)"
+        )
     if found is None:
         raise DialogueInputError(
-            f"{source} has no role header: its first line must be like `<Architect-1 Prompt: what the role does>`"
-            + (f" (it is {first[:60]!r})" if first else " (the file is empty)")
+            f"{source} has no role header: its first line must be like `<Architect-1 Prompt: what the role does>`, "
+            f"its role {_RULE}" + (f" (it is {first[:60]!r})" if first else " (the file is empty)")
         )
     return found.group(1)
 

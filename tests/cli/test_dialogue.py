@@ -15,7 +15,17 @@ import pexpect
 import pytest
 
 from frobozz.cli import _dialogue
-from frobozz.dialogue import DialogueState, Report, RoleStats, Step, StepStarted, ToolDenied, ToolUsed
+from frobozz.dialogue import (
+    DialogueState,
+    Report,
+    Resumed,
+    RoleStats,
+    Step,
+    StepFinished,
+    StepStarted,
+    ToolDenied,
+    ToolUsed,
+)
 from tests.dialogue.conftest import QUESTION, prompt
 from tests.orphans import descendants, still_running
 
@@ -215,3 +225,18 @@ def test_the_live_view_errors_and_table_keep_whole_lines_at_80_columns_when_pipe
     folded = "".join(line.split("│")[1].strip() for line in table if line.startswith("│"))  # the role column
     assert all(len(line) <= 80 for line in table) and long_role in folded
     assert last.startswith("consensus: round 2") and last.endswith("folder-")
+
+
+def test_the_table_and_the_live_view_say_one_round_one_entry_and_one_tool_in_the_singular(monkeypatch, tmp_path):
+    piped = io.StringIO()
+    monkeypatch.setattr(_dialogue.out, "file", piped)
+    monkeypatch.setattr(_dialogue.out, "width", 200)
+    report = Report(
+        DialogueState.FINISHED, 1, (RoleStats("Architect-1", "a1", 1, 1, 0, 1.0, 0.0),), None, None, None, 0, 1
+    )
+    _dialogue._table(report, tmp_path)
+    _dialogue._show(StepFinished(Step("agent", 1, "Architect-1"), 1.0, 1, 0.0))
+    _dialogue._show(Resumed(done=1, rewound=None))
+    shown = piped.getvalue()
+    assert "dialogue finished: 1 round, 1 entry" in shown and "✓ 1 tool, 1.0 s" in shown
+    assert "resuming after 1 finished step" in shown and "1 rounds" not in shown

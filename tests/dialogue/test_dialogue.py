@@ -14,7 +14,9 @@ from frobozz.dialogue import (
     DialogueFileError,
     DialogueState,
     FileRestored,
+    Resumed,
     ScriptedDialogue,
+    Step,
     StepFinished,
     StepStarted,
     ToolDenied,
@@ -296,3 +298,97 @@ def test_a_broken_record_of_the_orchestrators_own_is_a_clear_error_on_resume_and
     assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
     with pytest.raises(DialogueFileError, match="the orchestrator's record"):  # again: the refusal let the lock go
         Dialogue.resume(path)
+
+
+def cut_off(path, roles, *, cut: bool = True) -> None:
+    """A dialogue whose first entry is finished and whose second turn a kill cut off right after the orchestrator
+    wrote its skeleton (before the good copy took it); `cut=False`: the second turn finished too."""
+    dialogue = Dialogue.create(path, QUESTION, roles)
+    for step, content in ((Step("agent", 1, "Architect-1"), "The attic."), (Step("agent", 1, "Architect-2"), "Aye.")):
+        dialogue.dir.begin(dialogue.ledger, step.key)
+        dialogue._skeleton(step)
+        if step.role == "Architect-2" and cut:
+            break
+        *earlier, last = dialogue.dir.entries()
+        dialogue.dir.write_entries([*earlier, last.model_copy(update={"content": content})])
+        dialogue.dir.keep_good()
+        dialogue.dir.finish(dialogue.ledger, step.key)
+    dialogue.close()
+
+
+def files_of(path) -> dict:
+    return {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("cut", [True, False], ids=["a-turn-cut-off", "between-turns"])
+@pytest.mark.parametrize(("field", "value"), [("content", "TAMPERED"), ("consensus", True)])
+def test_a_finished_entry_edited_by_hand_before_a_resume_is_refused_naming_it_and_nothing_changes(
+    roles, tmp_path, cut, field, value
+):
+    """The rewind of a cut-off turn used to put the entry back without a word (and between turns the edit stood):
+    the docs promise a dialogue.json that is not the record is refused, as it is when a role is changed."""
+    path = tmp_path / "talk"
+    cut_off(path, roles, cut=cut)
+    dialogue = path / "dialogue.json"
+    kept = dialogue.read_text()
+    entries = json.loads(kept)
+    entries[0][field] = value
+    dialogue.write_text(json.dumps(entries, indent=2))
+    before = files_of(path)
+    with pytest.raises(
+        DialogueFileError,
+        match=rf"dialogue.json does not match the orchestrator's record: entry 1's {field} is not what was written "
+        r"in its turn .*\. The last good copy is .*good/dialogue.json: put it back",
+    ):
+        Dialogue.resume(path)
+    assert files_of(path) == before and not (path / ".dialogue" / "restores.jsonl").exists()
+    dialogue.write_text(kept)  # put back: the resume goes on (a cut-off turn's own skeleton is no edit)
+    events = []
+    Dialogue.resume(path, on_event=events.append).close()
+    assert events == [Resumed(done=1 if cut else 2, rewound="1:agent:Architect-2" if cut else None)]
+    assert len(json.loads(dialogue.read_text())) == (1 if cut else 2)
+
+
+@pytest.mark.parametrize("name", ["question.md", "summary.md"])
+def test_a_question_or_summary_deleted_before_a_resume_is_refused_naming_its_good_copy_and_nothing_changes(
+    roles, tmp_path, name
+):
+    """An agent is told to read question.md: a resume without it would run agents on a question they cannot read."""
+    path = tmp_path / "talk"
+    cut_off(path, roles)
+    (path / name).unlink()
+    before = files_of(path)
+    with pytest.raises(
+        DialogueFileError, match=rf"{name} is missing\. The last good copy is .*good/{name}: put it back"
+    ):
+        Dialogue.resume(path)
+    assert files_of(path) == before
+    (path / name).write_bytes((path / ".dialogue" / "good" / name).read_bytes())
+    Dialogue.resume(path).close()
+    assert (path / "question.md").read_text() == QUESTION
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "why"),
+    [
+        ("{", "Invalid JSON"),
+        ('{"step": "1:agent:Architect-1", "files": {}}', "it is of step '1:agent:Architect-1'"),
+        (
+            '{"step": "1:agent:Architect-2", "files": {"../x.md": "y"}}',
+            "it names '../x.md', not one of the agents' files",
+        ),
+    ],
+)
+def test_a_broken_checkpoint_of_the_turn_cut_off_is_named_on_resume_rather_than_dialogue_json(
+    roles, tmp_path, checkpoint, why
+):
+    path = tmp_path / "talk"
+    cut_off(path, roles)
+    (path / ".dialogue" / "checkpoint.json").write_text(checkpoint)
+    before = files_of(path)
+    with pytest.raises(DialogueFileError) as refused:
+        Dialogue.resume(path)
+    message = str(refused.value)
+    assert message.startswith(f"the orchestrator's record {path.resolve()}/.dialogue/checkpoint.json is broken (")
+    assert why in message and "the step 1:agent:Architect-2 that was cut off cannot be run again" in message
+    assert "does not match" not in message and files_of(path) == before

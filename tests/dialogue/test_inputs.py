@@ -32,6 +32,16 @@ def test_roles_come_from_headers_and_each_is_named_once(tmp_path):
         load_roles([("a", a), ("b", tmp_path / "bin.md")], None, limit=1000)
 
 
+@pytest.mark.parametrize("role", ["Lead Architect", "Ärchitect", "Architect:1", "A" * 65])
+def test_a_header_whose_role_is_not_one_ascii_word_is_refused_saying_what_a_role_may_be(role):
+    """Not "has no role header": the header is there, its role breaks the rule, and the error says the rule."""
+    with pytest.raises(DialogueInputError) as refused:
+        role_of(f"<{role} Prompt: designs the vault>\nbody", "sp.md")
+    assert str(refused.value).startswith(f"sp.md's header names the role {role[:10]!r}"[:41])
+    assert "one word of ASCII letters, digits, '-', '_' and '.', starting with a letter" in str(refused.value)
+    assert "no role header" not in str(refused.value)
+
+
 def test_a_binary_question_or_prompt_file_is_refused_naming_it_and_nothing_is_written(tmp_path):
     """A file that decodes as UTF-8 but holds control characters (an executable, a zip) is not a question."""
     binary = tmp_path / "question.bin"
