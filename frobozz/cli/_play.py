@@ -86,9 +86,12 @@ def play(
         RunNotFoundError,
         claude_readiness,
         play,
+        serve_memory_in_process,
         summary_table,
     )
+    from frobozz.servers import load_server
 
+    serve_memory_in_process(load_server)  # --memory: cortex and handoff in this process, not two for claude to start
     if mode not in ("text", "tools"):
         raise typer.BadParameter("use text or tools", param_hint="--mode")
     if resume is None and player != "auto":

@@ -164,12 +164,23 @@ async def play(
         async with AsyncExitStack() as stack:
             memory = await open_memory(stack, store, settings) if info.memory_namespace else None
             parts = await session_parts(
-                stack, context, story, settings, memory, scripted, cli_path, resumed=resumed, queued=queued
+                stack,
+                context,
+                story,
+                settings,
+                memory,
+                scripted,
+                cli_path,
+                resumed=resumed,
+                queued=queued,
             )
             resume_id = await resumable(info, parts.options) if resumed else None
-            async with Session(
+            session = Session(
                 parts.options, producers=parts.producers, observers=parts.observers, resume=resume_id, consume=False
-            ) as session:
+            )
+            if memory is not None:
+                memory.claude = session  # before claude starts: handoff signs its letters with its session id
+            async with session:
                 await until_finished(context, handle_signals=handle_signals, stop=stop, keep_ledger=ledger is not None)
                 if memory is not None and info.status == "finished":
                     await keep_lessons(memory, session, context)

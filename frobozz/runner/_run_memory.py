@@ -11,6 +11,8 @@ import math
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -131,6 +133,23 @@ class MemoryWatch:
             await self._result.wait()
 
 
+ServerFactory = Callable[..., Any]  # `frobozz.servers.load_server`: (name, *, service, session, **settings) -> server
+_serve_with: ServerFactory | None = None
+
+
+def serve_memory_in_process(factory: ServerFactory | None) -> None:
+    """How this process makes MCP servers (the CLI gives `frobozz.servers.load_server`): a memory run's cortex and
+    handoff are then served in the run's own process, on its pool and embedding model (a text-mode run's first
+    move came in 0.59x the time, bench/memory_run_start.py). Without it (None, the default), claude starts them as
+    two stdio processes: the runner never imports the servers (design.md), it is handed their factory."""
+    global _serve_with
+    _serve_with = factory
+
+
+def server_factory() -> ServerFactory | None:
+    return _serve_with
+
+
 def _duplicate(content: Any) -> bool:
     """Whether cortex's answer to a store says the text was there already (then nothing new was stored)."""
     texts = (
@@ -205,6 +224,7 @@ class RunMemory:
             store, sessions, limit=RECALL_LIMIT, deadline=deadline, context=False
         )  # a game's notes stand alone
         self._recalled: list[str] = []
+        self.claude: Session | None = None  # the run's session, once made: whose claude handoff's letters are from
         self.mailbox: Mailbox | None = None  # tools mode: notes for the game server's next answer
         self.pausing = False  # tools mode: the turn is being ended to compact with a letter
         self.idle = False  # tools mode: claude's turn has ended and the producer is answering it
@@ -254,8 +274,9 @@ class RunMemory:
     async def aclose(self) -> None:
         await self.service.aclose()
 
-    def servers(self, env: dict[str, str]) -> dict[str, Any]:
-        """cortex and handoff for claude's --mcp-config, storing in this run's namespace by default."""
+    def stdio_servers(self, env: dict[str, str]) -> dict[str, Any]:
+        """cortex and handoff for claude's --mcp-config, as two processes claude starts (when no factory was
+        given: `serve_memory_in_process`), storing in this run's namespace by default."""
         env = {
             **env,
             "FROBOZZ_CORTEX_DEFAULT_NAMESPACE": self.namespace,
@@ -264,6 +285,28 @@ class RunMemory:
         return {
             name: {"command": sys.executable, "args": ["-m", "frobozz", "serve", name], "env": env} for name in SERVERS
         }
+
+    def in_process_servers(self, data_dir: Path) -> dict[str, Callable[[], Any]]:
+        """cortex and handoff served in the run's own process (no two Python processes to start before claude
+        is ready), each made afresh at each claude start: on this run's pool and embedding model, storing in its
+        namespace by default, what they store marked seen in its loop session (as the stdio servers' env says),
+        their images under the runner's data folder; handoff signs a letter with the claude session served then.
+        Only once the application has given the factory (`serve_memory_in_process`)."""
+        load = _serve_with
+        assert load is not None, "serve_memory_in_process() was not called"
+        overrides = {
+            "cortex_default_namespace": self.namespace,
+            "cortex_seen_session": self.session_id,
+            "data_dir": data_dir,
+        }
+        return {
+            name: partial(load, name, service=self.service, session=self.claude_session, **overrides)
+            for name in SERVERS
+        }
+
+    def claude_session(self) -> str | None:
+        """The id of the claude session the run's session serves now (a restarted claude has a new one)."""
+        return self.claude.session_id if self.claude is not None else None
 
     def game_server_env(self, mailbox: Mailbox) -> dict[str, str]:
         """Tools mode: the game server recalls after each act, in this run's namespace and seen-set, and

@@ -3,14 +3,16 @@ database that mirrors claude's transcripts, the spans' attributes), the opening 
 that bring claude the game and the observers that read what it does. In text mode the run holds the game
 and each message is its answer; in tools mode claude plays through the game server, which the run configures
 for it (its autosave, the memory's mailbox), and a game call made once the run has ended is refused. With
-memory, claude has the cortex and handoff servers too."""
+memory, claude has the cortex and handoff servers too, served in the run's own process."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -25,7 +27,7 @@ from ._context import RunContext
 from ._game_producers import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
 from ._opening import transcripts
 from ._prompts import PAUSED, game_message, instructions, load_template, status_header
-from ._run_memory import TOOLS, TOOLS_NOTE, RunMemory
+from ._run_memory import TOOLS, TOOLS_NOTE, RunMemory, server_factory
 from ._store import RunInfo, RunStore
 from .settings import RunnerSettings
 
@@ -42,6 +44,24 @@ class SessionParts:
     options: EngineOptions
     producers: list[Producer]
     observers: list[Observer]
+
+
+@dataclass(frozen=True)
+class MemoryServers:
+    """A memory run's cortex and handoff, for claude's options: stdio configs, or in-process factories."""
+
+    stdio: dict[str, Any] = field(default_factory=dict)
+    in_process: dict[str, Callable[[], Any]] = field(default_factory=dict)
+
+
+def _memory_servers(memory: RunMemory | None, settings: RunnerSettings) -> MemoryServers:
+    """In the run's process when the application gave the servers' factory, else as two stdio processes claude
+    starts; the same data folder either way."""
+    if memory is None:
+        return MemoryServers()
+    if server_factory() is None:
+        return MemoryServers(stdio=memory.stdio_servers(_paths(settings)))
+    return MemoryServers(in_process=memory.in_process_servers(settings.data_dir))  # (games_dir: not theirs)
 
 
 class _SessionKeeper:
@@ -75,7 +95,7 @@ async def session_parts(
     goes on; `queued`: a worker's run, whose game session any machine's game server has (tools mode)."""
     options = await _options(stack, context, scripted, cli_path)
     intro = _intro(context, memory)
-    servers = memory.servers(_paths(settings)) if memory is not None else {}
+    servers = _memory_servers(memory, settings)
     if context.info.mode == "text":
         parts = await _text_mode(
             context,
@@ -154,7 +174,7 @@ async def _text_mode(
     memory: RunMemory | None,
     options: EngineOptions,
     intro: str,
-    servers: dict,
+    servers: MemoryServers,
     resumed: bool,
 ) -> SessionParts:
     """Text mode: the run opens the game (where its snapshot left it), sends claude its answers and reads the
@@ -188,7 +208,13 @@ async def _text_mode(
     engine_options = (
         options
         if memory is None
-        else replace(options, mcp_config={"mcpServers": servers}, strict_mcp_config=True, allowed_tools=TOOLS)
+        else replace(
+            options,
+            mcp_config={"mcpServers": servers.stdio} if servers.stdio else None,
+            in_process_servers=servers.in_process,
+            strict_mcp_config=True,
+            allowed_tools=TOOLS,
+        )
     )
     return SessionParts(engine_options, producers, observers)
 
@@ -201,7 +227,7 @@ async def _tools_mode(
     memory: RunMemory | None,
     options: EngineOptions,
     intro: str,
-    servers: dict,
+    servers: MemoryServers,
     resumed: bool,
     queued: bool,
 ) -> SessionParts:
@@ -242,10 +268,11 @@ async def _tools_mode(
         )
     ]
     observers: list[Observer] = [watcher, _SessionKeeper(store)]
-    mcp_config["mcpServers"].update(servers)
+    mcp_config["mcpServers"].update(servers.stdio)
     engine_options = replace(
         options,
         mcp_config=mcp_config,
+        in_process_servers=servers.in_process,
         strict_mcp_config=True,
         allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS] + (TOOLS if memory is not None else []),
         hooks={

@@ -11,7 +11,7 @@ from frobozz._tasks import both
 from frobozz.engine.testing import Reply, ToolUse
 from frobozz.games import GameLibrary, walkthrough_for
 from frobozz.memory import MemoryService
-from frobozz.runner import RunConfig, RunStore, play
+from frobozz.runner import RunConfig, RunStore, play, serve_memory_in_process
 from frobozz.runner._players import is_compaction, text_handler, turn_of
 
 pytestmark = pytest.mark.anyio
@@ -55,6 +55,8 @@ def located(messages, room):
 
 
 async def test_a_fact_stored_in_one_run_is_recalled_in_the_next_where_it_matters_and_nowhere_else(memory_env):
+    """On the stdio servers (the runner's own default, with no factory given): claude starts cortex and handoff."""
+    serve_memory_in_process(None)
     commands = walkthrough(memory_env)
     first = Recorder(commands, store_at="The Troll Room")
     one = await play(RunConfig(player="walkthrough", max_turns=30, memory=""), memory_env, handler=first)
@@ -320,3 +322,56 @@ async def test_in_tools_mode_claude_compacting_on_its_own_mid_turn_sends_the_ori
     assert len(notes) == 1 and notes[0].startswith("# Orientation")
     assert "session_id 0123456789abcdef" in notes[0] and "A brass lantern" in notes[0]
     assert not memory.watch.compacted and memory.watch.compactions == 1
+
+
+async def test_a_memory_run_serves_cortex_and_handoff_in_its_own_process(memory_env, cortex_settings, spans):
+    """No `frobozz serve cortex|handoff` process is started for claude (each cost about 1 CPU-s and 1 s before
+    claude was ready): the run serves them on its own pool, storing in its namespace and marking what it stores
+    seen in its loop session; handoff signs the letter with the claude session it serves; a traced call's span
+    is a child of the engine's span for it, as a subprocess server's was."""
+    import os
+
+    from frobozz import _spans as S
+    from tests.orphans import command_line, descendants
+
+    memory_env.context_window = 200_000
+    player = Recorder(walkthrough(memory_env), store_at="Up a Tree", big_at=6)
+    seen: list[list[str]] = []  # the command lines of every process below this one, while the run plays
+    done = anyio.Event()
+
+    async def watch():
+        while not done.is_set():
+            seen.extend(line for p in descendants(os.getpid()) if (line := command_line(p)) not in seen)
+            await anyio.sleep(0.05)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        result = await play(
+            RunConfig(player="walkthrough", max_turns=12, memory="own-process"), memory_env, handler=player
+        )
+        done.set()
+    assert player.stored and (result.handoffs, result.compactions, result.turns) == (1, 1, 12)
+    serving = [line for line in seen if "serve" in line and {"cortex", "handoff"} & set(line)]
+    assert not serving, serving
+    claudes = [line for line in seen if line and os.path.basename(line[0]) == "claude"]
+    configs = [json.loads(line[i + 1]) for line in claudes for i, a in enumerate(line) if a == "--mcp-config"]
+    assert claudes and {"cortex": {"type": "sdk", "name": "cortex"}, "handoff": {"type": "sdk", "name": "handoff"}} in [
+        c["mcpServers"] for c in configs
+    ]
+
+    info = RunStore.open(memory_env.runs_dir, result.run_id).info
+    service = MemoryService(cortex_settings)
+    try:
+        store, sessions = await service.store(), await service.sessions()
+        [note] = [m for m in await store.recent(10, "own-process") if m.content == TROLL]
+        assert await sessions.unseen(info.memory_session, [note.id]) == []  # recall will not hand it back
+        letter = await (await service.handoffs()).latest("own-process")
+    finally:
+        await service.aclose()
+    assert letter is not None and info.claude_session_id and letter.session_id == info.claude_session_id
+
+    finished = spans.get_finished_spans()
+    for tool, call in (("mcp__cortex__store", "tools/call store"), ("mcp__handoff__handoff", "tools/call handoff")):
+        [asked] = [s for s in finished if s.name == f"{S.EXECUTE_TOOL} {tool}"]
+        [served] = [s for s in finished if s.name == call]
+        assert served.parent is not None and served.parent.span_id == asked.context.span_id
