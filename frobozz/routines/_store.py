@@ -85,8 +85,13 @@ class RoutineStore:
         return found
 
     async def set_paused(self, name: str, paused: bool) -> None:
+        """`updated` is when it was last paused or resumed (a resumed schedule fires from its next due time after
+        it): pausing a paused routine or resuming an active one leaves it as it was."""
         done = await self.pool.execute(
-            "UPDATE routines SET paused = $2, updated = now() WHERE name = $1", _named(name), paused
+            "UPDATE routines SET paused = $2, updated = CASE WHEN paused = $2 THEN updated ELSE now() END "
+            "WHERE name = $1",
+            _named(name),
+            paused,
         )
         if done.endswith(" 0"):
             raise _missing(name)
@@ -177,6 +182,17 @@ class RoutineStore:
     async def last_due(self, name: str) -> datetime | None:
         return await self.pool.fetchval(
             "SELECT max(due) FROM routine_firings WHERE routine = $1 AND key LIKE '20%'", name
+        )
+
+    async def running_at(self, name: str, key: str, moment: datetime) -> bool:
+        """Whether another firing of the routine was running at `moment`. A firing taken up again after its worker
+        died was started anew then: while its worker was dead it was not running."""
+        return await self.pool.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM routine_firings WHERE routine = $1 AND key <> $2 AND started <= $3 "
+            "AND (state = 'running' OR ended > $3))",
+            name,
+            key,
+            moment,
         )
 
     async def start(self, name: str, key: str, run_id: str | None) -> None:

@@ -27,7 +27,7 @@ from pgqueuer import Job, QueueManager, RetryRequested
 from frobozz import _spans
 from frobozz._tasks import until_stopped
 from frobozz.engine.producers import Inbox, Item, Schedule
-from frobozz.memory import DATABASE_ERRORS, MemoryService, MemorySettings
+from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemoryService, MemorySettings
 from frobozz.runner import RunLedger, RunNotFoundError, install_queue
 
 from ._fire import fire, item_json
@@ -41,8 +41,19 @@ log = logging.getLogger("frobozz.routines")
 ENTRYPOINT = "routine"
 WARM_LEAD = 60.0  # seconds before a schedule's due time that its claude is started, to wait warm
 ARCHIVE = "in the feed, undated, when the routine first read it: taken for its archive from before the routine"
+MISSED = "missed: no worker was looking when it was due"
 MISSED_KEPT = 100  # missed due times recorded one by one (a machine off for a month is not 40,000 rows)
 READS_AT_ONCE = 8  # mailboxes and feeds one worker reads at once (a thousand feeds: not a thousand fetches)
+# the database's going away, as a firing meets it (a memory service that saw it go says so for a while after)
+GONE = (
+    OSError,
+    DatabaseError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,
+)
+AGAIN = 3  # times a firing is fired again at once after such an error from a database that answers: then it is raised
+ASK_WITHIN = 5.0  # seconds the database has to answer `SELECT 1` (one that hangs is "gone" too)
 
 
 def new_run_id() -> str:
@@ -84,7 +95,8 @@ async def _next(store: RoutineStore, row: dict[str, Any]) -> tuple[Schedule, dat
     spec: Routine = row["spec"]
     schedule = producer(spec, store, created=row["created"])
     assert isinstance(schedule, Schedule)
-    last = max(filter(None, [await store.last_due(spec.name), row["created"]]))
+    # (`updated`: when it was last resumed, or paused; the due times of a pause are neither fired nor missed)
+    last = max(filter(None, [await store.last_due(spec.name), row["created"], row["updated"]]))
     return schedule, last, schedule.next_after(last)
 
 
@@ -147,9 +159,7 @@ class Firer:
             if not await connection.fetchval(
                 "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", f"frobozz-routine:{name}"
             ):
-                await self.store.finish(
-                    name, key, "skipped", "overlap: the routine's previous firing was still running"
-                )
+                await self.store.finish(name, key, "skipped", await self._busy(spec, firing, data))
                 return "skipped"
             try:
                 run_id = firing["run_id"] or new_run_id()
@@ -181,10 +191,24 @@ class Firer:
                 )
                 span.set_attributes({_spans.ROUTINE_REASON: fired.reason, _spans.COST_USD: fired.cost_usd})
                 return fired.state
-            finally:
-                await connection.execute(
-                    "SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-routine:{name}"
-                )
+            finally:  # (a connection the database dropped is gone, and the lock with its session)
+                with anyio.CancelScope(shield=True), contextlib.suppress(*DATABASE_ERRORS):
+                    await connection.execute(
+                        "SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-routine:{name}"
+                    )
+
+    async def _busy(self, spec: Routine, firing: dict[str, Any], data: dict[str, Any]) -> str:
+        """Why a firing whose routine's lock is held is skipped. A due time when no firing of its routine ran
+        (the one holding it now was taken up after, its worker having died) was missed, not an overlap."""
+        due = firing["due"]
+        if (
+            spec.kind in ("cron", "every")
+            and not data.get("manual")
+            and firing["state"] == "queued"  # (one taken up again was running first)
+            and not await self.store.running_at(spec.name, firing["key"], due)
+        ):
+            return MISSED
+        return "overlap: the routine's previous firing was still running"
 
     async def _failed(self, name: str, key: str, run_id: str, error: Exception) -> None:
         """The firing stopped on an error: it and its run are failed, saying so. When that cannot be written, the
@@ -274,12 +298,51 @@ class RoutineWorker:
 
     async def _take(self, job: Job) -> None:
         data = json.loads((job.payload or b"{}").decode())
-        if self.stopping.is_set():
-            raise RetryRequested(reason="the worker is stopping")
-        state = await self.firer(data)
+        again = 0
+        while True:
+            if self.stopping.is_set():
+                raise RetryRequested(reason="the worker is stopping")
+            try:
+                state = await self.firer(data)
+                break
+            except DATABASE_ERRORS as e:
+                if not await self._wait_for_database(data, e):
+                    again += 1
+                    if again > AGAIN:  # (an OSError of its own, say, the database answering all along)
+                        raise
         self.fired.append((data["routine"], data["key"], state))
         self._next_look.pop(data["routine"], None)  # an inbox or feed: its next item at once
         self._wake.set()
+
+    async def _wait_for_database(self, data: dict[str, Any], error: Exception) -> bool:
+        """A firing stopped by its database going away is said in lines and fired again once it answers, and
+        memory with it (raised through the queue, it was a traceback of ninety lines). Another error from a
+        database that answers is not that: it goes up whole. Whether the database was found away."""
+        said = f"routine {data['routine']}: firing {data['key']} stopped, its database gone ({error})"
+        delay = 0.5
+        while (gone := await self._database_gone()) is not None:
+            log.warning("%s: trying again in %.1f s", said, delay)
+            said = f"routine {data['routine']}: firing {data['key']}: the database does not answer ({gone})"
+            with anyio.move_on_after(delay):
+                await self.stopping.wait()
+            if self.stopping.is_set():
+                return True
+            delay = min(delay * 2, 30)
+        if delay == 0.5:
+            if not isinstance(error, GONE):
+                raise error
+            log.warning("%s: firing it again", said)
+        with anyio.move_on_after(60):  # (memory comes back on at its own probe)
+            await self.memory.until_answering()
+        return delay > 0.5
+
+    async def _database_gone(self) -> str | None:
+        """None when the firings' database answers, else why not."""
+        try:
+            await self.ledger.pool.fetchval("SELECT 1", timeout=ASK_WITHIN)
+        except DATABASE_ERRORS as e:
+            return str(e) or type(e).__name__
+        return None
 
     async def _look_loop(self) -> None:
         try:
@@ -357,7 +420,7 @@ class RoutineWorker:
                         f"due {Schedule.key(due)}",
                         due=due,
                         state="skipped",
-                        reason="missed: no worker was looking when it was due",
+                        reason=MISSED,
                     )
                     due = schedule.next_after(due)
                 due = latest

@@ -327,8 +327,8 @@ async def test_a_firing_whose_database_goes_away_mid_turn_is_fired_again_once_it
                 await anyio.to_thread.run_sync(postgres_stopped)  # the embedded server itself, stopped
                 released.set()
                 with anyio.fail_after(300):
-                    await eventually(
-                        lambda: any("database failed" in r.getMessage() for r in caplog.records), interval=0.1
+                    await eventually(  # the worker's line saying so (the firing's, or its looks')
+                        lambda: any("trying again in" in r.getMessage() for r in caplog.records), interval=0.1
                     )
                 await anyio.to_thread.run_sync(postgres.ensure_postgres_running)  # and started again
                 with anyio.fail_after(400):
@@ -356,3 +356,88 @@ async def test_a_firing_whose_database_goes_away_mid_turn_is_fired_again_once_it
     (run,) = await ledger.runs(game="routine:during")
     assert run["run_id"] == firing["run_id"] and (run["status"], run["turns"]) == ("finished", 1)
     assert len(await ledger.turns(run["run_id"])) == 1  # the retry's turn, not two
+    # said in lines: no traceback through Frobozz's code (one the log filter keeps whole), no unlock on a
+    # connection released already (ninety lines through pgqueuer's "Exception while processing" before)
+    assert "cannot call Connection.execute()" not in caplog.text
+    assert not [r.getMessage() for r in caplog.records if through_frobozz(r)]
+
+
+def through_frobozz(record):
+    import traceback
+
+    from frobozz.cli._logs import _OURS
+
+    error = record.exc_info[1] if record.exc_info else None
+    return error is not None and any(f.filename.startswith(_OURS) for f in traceback.extract_tb(error.__traceback__))
+
+
+async def test_a_resumed_schedule_fires_from_its_next_due_time_and_its_pause_s_due_times_are_neither_fired_nor_missed(
+    store, ledger, routine_settings
+):
+    """Resumed, it fired a due time inside the pause at once and recorded the others as missed by no worker."""
+    from datetime import UTC, datetime, timedelta
+
+    from frobozz.engine.producers import Schedule
+    from frobozz.routines import next_due
+
+    await store.add(routine(name="t2", kind="every", every=20, prompt="Note."))
+    await store.pool.execute("UPDATE routines SET created = now() - interval '10 minutes'")
+    fired = Schedule("Note.", every=20, source="t2").next_after(datetime.now(UTC) - timedelta(seconds=120))
+    await store.claim("t2", Schedule.key(fired), "due", due=fired, state="done")  # before the pause
+    await store.set_paused("t2", True)
+    paused = (await store.get("t2"))["updated"]
+    await store.set_paused("t2", True)  # paused again: still paused since then
+    assert (await store.get("t2"))["updated"] == paused
+    await store.set_paused("t2", False)
+    resumed = (await store.get("t2"))["updated"]
+    row = await store.get("t2")
+    assert await next_due(store, row) > resumed
+    await RoutineWorker(store, ledger, routine_settings).look(row)
+    assert [f["due"] for f in await store.firings("t2") if f["due"] <= resumed] == [fired]  # none of the pause
+
+
+def fake_fire(entered, release):
+    """`fire` answered here: a firing that runs until `release` is set (no claude)."""
+    from frobozz.routines._fire import Fired
+
+    async def fire(spec, key, title, item, run_id, **_):
+        entered.set()
+        await release.wait()
+        return Fired(state="done", reason="finished", run_id=run_id, cost_usd=0.0)
+
+    return fire
+
+
+async def test_a_due_time_that_came_while_its_routine_s_firing_had_no_live_worker_is_missed_not_an_overlap(
+    store, ledger, routine_settings, monkeypatch
+):
+    """Its worker killed mid-firing, the firing is taken up again after the next due time: that due time was
+    labelled 'overlap' though nothing ran when it came; a due time while the firing runs is still an overlap."""
+    from datetime import UTC, datetime, timedelta
+
+    from frobozz.engine.producers import Schedule
+    from frobozz.routines import _worker
+
+    entered, release = anyio.Event(), anyio.Event()
+    monkeypatch.setattr(_worker, "fire", fake_fire(entered, release))
+    await store.add(routine(name="t", kind="every", every=20, prompt="Note."))
+    base = Schedule("Note.", every=20, source="t").next_after(datetime.now(UTC) - timedelta(seconds=20))
+    killed, missed, running = (base - timedelta(seconds=40), base - timedelta(seconds=20), base + timedelta(seconds=20))
+    for due in (killed, missed, running):
+        await store.claim("t", Schedule.key(due), "due", due=due)
+    await store.start("t", Schedule.key(killed), "20260101-000000-abcdef")  # by the worker that was killed
+    await store.pool.execute("UPDATE routine_firings SET started = $1 WHERE key = $2", killed, Schedule.key(killed))
+    firer = Firer(store, ledger, None, routine_settings)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(firer, {"routine": "t", "key": Schedule.key(killed)})  # taken up again
+        with anyio.fail_after(30):
+            await entered.wait()
+            assert await firer({"routine": "t", "key": Schedule.key(missed)}) == "skipped"
+            assert await firer({"routine": "t", "key": Schedule.key(running)}) == "skipped"
+        release.set()
+    states = {f["key"]: (f["state"], f["reason"]) for f in await store.firings("t")}
+    assert states == {
+        Schedule.key(killed): ("done", "finished"),
+        Schedule.key(missed): ("skipped", "missed: no worker was looking when it was due"),
+        Schedule.key(running): ("skipped", "overlap: the routine's previous firing was still running"),
+    }
