@@ -1,15 +1,17 @@
 """A memory run's start (`play --memory`), two ways, in one run: its cortex and handoff as two stdio processes
 claude starts (as runs did before, and as the runner alone still does; the baseline), and served in the run's own
-process (as `frobozz play` and `worker` now have it: `serve_memory_in_process(load_server)`). Each way, in text
-and in tools mode: seconds from play()'s call to the first game move recorded, the whole run's wall time (a few
-turns and the lessons at the end), and the CPU seconds of the whole tree (the run's process, claude, the servers
-claude started), each round a fresh process.
+process, with tools mode's game server (as `frobozz play` and `worker` now have it:
+`serve_in_process(load_server)`). Each way, in text and in tools mode: seconds from play()'s call to the
+first game move recorded, the whole run's wall time (a few turns and the lessons at the end), and the CPU seconds
+of the whole tree (the run's process, claude, the servers claude started), each round a fresh process.
 
 Run: bin/frobozz games list >/dev/null; .venv/bin/python bench/memory_run_start.py [--rounds 5] [--turns 3]
 The scripted walkthrough player answers at once: what is measured is start-up, not a model's latency. A scratch
 Postgres of the bench's own holds the memory; one run before the rounds warms it (migrations, the model's export).
 Baseline (stdio), medians of 5 on 2 shared cores: first move 1.93 s text, 2.84 s tools; CPU 4.45 s, 6.18 s. In-process:
-1.14 s and 2.24 s (0.59x, 0.79x); CPU 3.33 s and 5.04 s (0.75x, 0.82x). Tools mode waits for the game's stdio server.
+1.14 s and 2.24 s (0.59x, 0.79x); CPU 3.33 s and 5.04 s (0.75x, 0.82x). Tools mode waited for the game's stdio server.
+With the game server in-process too (tools mode; medians of 3, a busier machine: stdio text 3.17 s, tools 4.54 s):
+tools first move 1.66 s (0.37x), whole run 2.65 s (0.39x), CPU 3.72 s (0.55x).
 """
 
 from __future__ import annotations
@@ -34,10 +36,10 @@ FIGURES = ("first", "run", "cpu")
 async def one(way: str, mode: str, turns: int) -> dict[str, float]:
     """One memory run of zork1 by the walkthrough player, timed from play()'s call (the memory's opening, claude's
     start, its servers' and the orientation are all in it)."""
-    from frobozz.runner import RunConfig, RunnerSettings, play, serve_memory_in_process
+    from frobozz.runner import RunConfig, RunnerSettings, play, serve_in_process
     from frobozz.servers import load_server
 
-    serve_memory_in_process(None if way == "stdio" else load_server)
+    serve_in_process(None if way == "stdio" else load_server)
     first: list[float] = []
     t0 = time.perf_counter()
     result = await play(

@@ -86,12 +86,12 @@ def play(
         RunNotFoundError,
         claude_readiness,
         play,
-        serve_memory_in_process,
+        serve_in_process,
         summary_table,
     )
     from frobozz.servers import load_server
 
-    serve_memory_in_process(load_server)  # --memory: cortex and handoff in this process, not two for claude to start
+    serve_in_process(load_server)  # the game (tools mode), cortex and handoff (--memory) in this process
     if mode not in ("text", "tools"):
         raise typer.BadParameter("use text or tools", param_hint="--mode")
     if resume is None and player != "auto":

@@ -55,10 +55,10 @@ def worker(
     at their next turn and go back to the queue, to be taken up from there."""
     start_tracing(trace, "frobozz-worker")
     from frobozz.games import GameError
-    from frobozz.runner import RunnerSettings, Worker, serve_memory_in_process
+    from frobozz.runner import RunnerSettings, Worker, serve_in_process
     from frobozz.servers import load_server
 
-    serve_memory_in_process(load_server)  # memory runs' cortex and handoff in this process (a routine's game too)
+    serve_in_process(load_server)  # runs' game, cortex and handoff servers in this process (routines' games too)
     settings = RunnerSettings()
     names = [g.strip() for g in games.split(",") if g.strip()] if games else None
     if games is not None and not names:

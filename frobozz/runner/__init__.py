@@ -9,7 +9,7 @@ from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for
 from ._prompts import load_template
 from ._queue import Worker, enqueue, install_queue
 from ._run import RunConfig, RunResult, check_prompt_file, new_info, play
-from ._run_memory import serve_memory_in_process
+from ._session_parts import serve_in_process
 from ._store import RunBusyError, RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord
 from .settings import RunnerSettings
 
@@ -42,6 +42,6 @@ __all__ = [
     "new_info",
     "play",
     "run_row",
-    "serve_memory_in_process",
+    "serve_in_process",
     "summary_table",
 ]

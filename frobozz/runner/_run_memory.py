@@ -133,23 +133,6 @@ class MemoryWatch:
             await self._result.wait()
 
 
-ServerFactory = Callable[..., Any]  # `frobozz.servers.load_server`: (name, *, service, session, **settings) -> server
-_serve_with: ServerFactory | None = None
-
-
-def serve_memory_in_process(factory: ServerFactory | None) -> None:
-    """How this process makes MCP servers (the CLI gives `frobozz.servers.load_server`): a memory run's cortex and
-    handoff are then served in the run's own process, on its pool and embedding model (a text-mode run's first
-    move came in 0.59x the time, bench/memory_run_start.py). Without it (None, the default), claude starts them as
-    two stdio processes: the runner never imports the servers (design.md), it is handed their factory."""
-    global _serve_with
-    _serve_with = factory
-
-
-def server_factory() -> ServerFactory | None:
-    return _serve_with
-
-
 def _duplicate(content: Any) -> bool:
     """Whether cortex's answer to a store says the text was there already (then nothing new was stored)."""
     texts = (
@@ -276,7 +259,7 @@ class RunMemory:
 
     def stdio_servers(self, env: dict[str, str]) -> dict[str, Any]:
         """cortex and handoff for claude's --mcp-config, as two processes claude starts (when no factory was
-        given: `serve_memory_in_process`), storing in this run's namespace by default."""
+        given: `serve_in_process`), storing in this run's namespace by default."""
         env = {
             **env,
             "FROBOZZ_CORTEX_DEFAULT_NAMESPACE": self.namespace,
@@ -286,14 +269,12 @@ class RunMemory:
             name: {"command": sys.executable, "args": ["-m", "frobozz", "serve", name], "env": env} for name in SERVERS
         }
 
-    def in_process_servers(self, data_dir: Path) -> dict[str, Callable[[], Any]]:
+    def in_process_servers(self, load: Callable[..., Any], data_dir: Path) -> dict[str, Callable[[], Any]]:
         """cortex and handoff served in the run's own process (no two Python processes to start before claude
         is ready), each made afresh at each claude start: on this run's pool and embedding model, storing in its
         namespace by default, what they store marked seen in its loop session (as the stdio servers' env says),
         their images under the runner's data folder; handoff signs a letter with the claude session served then.
-        Only once the application has given the factory (`serve_memory_in_process`)."""
-        load = _serve_with
-        assert load is not None, "serve_memory_in_process() was not called"
+        `load`: the servers' factory the application gave (`serve_in_process`)."""
         overrides = {
             "cortex_default_namespace": self.namespace,
             "cortex_seen_session": self.session_id,

@@ -3,7 +3,9 @@ database that mirrors claude's transcripts, the spans' attributes), the opening 
 that bring claude the game and the observers that read what it does. In text mode the run holds the game
 and each message is its answer; in tools mode claude plays through the game server, which the run configures
 for it (its autosave, the memory's mailbox), and a game call made once the run has ended is refused. With
-memory, claude has the cortex and handoff servers too, served in the run's own process."""
+memory, claude has the cortex and handoff servers too. All of them are served in the run's own process once
+the application has given the servers' factory (`serve_in_process`), else as stdio processes claude
+starts."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,17 @@ import anyio
 
 from frobozz import _spans
 from frobozz._mailbox import Mailbox
-from frobozz.engine import EngineOptions, Event, HookInput, HookMatcher, HookOutput, Observer, Producer, SystemInit
+from frobozz.engine import (
+    EngineOptions,
+    Event,
+    HookInput,
+    HookMatcher,
+    HookOutput,
+    Observer,
+    Producer,
+    Session,
+    SystemInit,
+)
 from frobozz.engine.scripted import Handler, ScriptedModel
 from frobozz.games import GameError, GameSession, StoryInfo
 
@@ -27,13 +40,14 @@ from ._context import RunContext
 from ._game_producers import GameProducer, ReplyCollector, ToolsProducer, ToolWatcher
 from ._opening import transcripts
 from ._prompts import PAUSED, game_message, instructions, load_template, status_header
-from ._run_memory import TOOLS, TOOLS_NOTE, RunMemory, server_factory
+from ._run_memory import TOOLS, TOOLS_NOTE, RunMemory
 from ._store import RunInfo, RunStore
 from .settings import RunnerSettings
 
 ENDED = f"{PAUSED}: it has ended, and this call was not made. End your turn now, without another game call."
 ANSWER_READ_WITHIN = 10.0  # seconds a game call waits for the answer before it to be read (it is there already)
 CHANGING = ("new_game", "act", "undo", "save", "restore")  # the game tools that are not read-only
+ENV_PREFIX = "FROBOZZ_"  # the servers' settings read FROBOZZ_* variables
 GAME_TOOLS = ("new_game", "act", "look", "inventory", "undo", "save", "restore", "list_saves", "map", "history")
 
 
@@ -46,22 +60,41 @@ class SessionParts:
     observers: list[Observer]
 
 
+ServerFactory = Callable[..., Any]  # `frobozz.servers.load_server`: (name, *, service, session, **settings) -> server
+_serve_with: ServerFactory | None = None
+
+
+def serve_in_process(factory: ServerFactory | None) -> None:
+    """How this process makes MCP servers (the CLI gives `frobozz.servers.load_server`): a memory run's cortex and
+    handoff, and a tools-mode run's game server, are then served in the run's own process, cortex and handoff on
+    its pool and embedding model (a text-mode memory run's first move came in 0.59x the time, a tools-mode one's
+    in 0.37x, bench/memory_run_start.py). Without it (None, the default), claude starts them as stdio processes:
+    the runner never imports the servers (design.md), it is handed their factory."""
+    global _serve_with
+    _serve_with = factory
+
+
+def server_factory() -> ServerFactory | None:
+    return _serve_with
+
+
 @dataclass(frozen=True)
-class MemoryServers:
-    """A memory run's cortex and handoff, for claude's options: stdio configs, or in-process factories."""
+class McpServers:
+    """MCP servers for claude's options (a memory run's cortex and handoff, tools mode's game): stdio configs, or
+    in-process factories."""
 
     stdio: dict[str, Any] = field(default_factory=dict)
     in_process: dict[str, Callable[[], Any]] = field(default_factory=dict)
 
 
-def _memory_servers(memory: RunMemory | None, settings: RunnerSettings) -> MemoryServers:
+def _memory_servers(memory: RunMemory | None, settings: RunnerSettings) -> McpServers:
     """In the run's process when the application gave the servers' factory, else as two stdio processes claude
     starts; the same data folder either way."""
     if memory is None:
-        return MemoryServers()
-    if server_factory() is None:
-        return MemoryServers(stdio=memory.stdio_servers(_paths(settings)))
-    return MemoryServers(in_process=memory.in_process_servers(settings.data_dir))  # (games_dir: not theirs)
+        return McpServers()
+    if (load := server_factory()) is None:
+        return McpServers(stdio=memory.stdio_servers(_paths(settings)))
+    return McpServers(in_process=memory.in_process_servers(load, settings.data_dir))  # (games_dir: not theirs)
 
 
 class _SessionKeeper:
@@ -174,7 +207,7 @@ async def _text_mode(
     memory: RunMemory | None,
     options: EngineOptions,
     intro: str,
-    servers: MemoryServers,
+    servers: McpServers,
     resumed: bool,
 ) -> SessionParts:
     """Text mode: the run opens the game (where its snapshot left it), sends claude its answers and reads the
@@ -227,7 +260,7 @@ async def _tools_mode(
     memory: RunMemory | None,
     options: EngineOptions,
     intro: str,
-    servers: MemoryServers,
+    servers: McpServers,
     resumed: bool,
     queued: bool,
 ) -> SessionParts:
@@ -236,7 +269,7 @@ async def _tools_mode(
     info, store = context.info, context.store
     watcher = ToolWatcher(context, info.title, memory)
     shared = queued  # a queued run's game session is shared: any machine's server has it
-    mcp_config = _game_server_config(
+    game_env = _game_server_env(
         settings,
         info,
         {
@@ -244,8 +277,10 @@ async def _tools_mode(
             **({"FROBOZZ_GAME_SHARED_SESSIONS": "true"} if shared else {}),
         },
     )
+    stdio_game = {"command": sys.executable, "args": ["-m", "frobozz", "serve", "game"], "env": game_env}
     if shared and resumed and info.game_session:
-        await catch_up(context, mcp_config["mcpServers"]["game"])  # the game may be ahead of the record
+        await catch_up(context, stdio_game)  # the game may be ahead of the record (read as any MCP client reads it)
+    game = _game_server(stdio_game)
     restart = (
         ""
         if not resumed
@@ -257,22 +292,25 @@ async def _tools_mode(
     )
     first = f"{intro}\n{restart}" if restart else intro
     producers: list[Producer] = [
-        ToolsProducer(
+        _ServersMade(
             context,
-            watcher,
-            first_message=first if memory is None else restart or "Start the game.",
-            max_score=context.max_score,
-            memory=memory,
-            instructions=intro,
-            inventory=lambda: _saved_inventory(story, settings, info),
+            ToolsProducer(
+                context,
+                watcher,
+                first_message=first if memory is None else restart or "Start the game.",
+                max_score=context.max_score,
+                memory=memory,
+                instructions=intro,
+                inventory=lambda: _saved_inventory(story, settings, info),
+            ),
         )
     ]
     observers: list[Observer] = [watcher, _SessionKeeper(store)]
-    mcp_config["mcpServers"].update(servers.stdio)
+    stdio = {**game.stdio, **servers.stdio}
     engine_options = replace(
         options,
-        mcp_config=mcp_config,
-        in_process_servers=servers.in_process,
+        mcp_config={"mcpServers": stdio} if stdio else None,
+        in_process_servers={**game.in_process, **servers.in_process},
         strict_mcp_config=True,
         allowed_tools=[f"mcp__game__{t}" for t in GAME_TOOLS] + (TOOLS if memory is not None else []),
         hooks={
@@ -281,6 +319,32 @@ async def _tools_mode(
         },
     )
     return SessionParts(engine_options, producers, observers)
+
+
+class _ServersMade:
+    """Producer: tools mode's play, once the in-process servers claude was given were made. One that could not be
+    (the game server's settings refused, as FROBOZZ_MAX_SESSIONS=lots) is left out by the engine, and claude's
+    status does not name it: the run fails at once, saying so as for a stdio server that failed to start
+    (claude's status: "game: failed"), not after rounds of game calls to tools that are not there."""
+
+    def __init__(self, context: RunContext, producer: Producer) -> None:
+        self.context, self.producer = context, producer
+
+    async def run(self, session: Session) -> None:
+        failed: dict[str, Exception] = session.engine.in_process_failed  # (made as claude started, before this)
+        if failed:
+            problems = "; ".join(f"{name}: failed ({_why(e)})" for name, e in failed.items())
+            self.context.finish(
+                f"the game server did not start: MCP servers not connected: {problems}", status="failed"
+            )
+            return
+        await self.producer.run(session)
+
+
+def _why(error: Exception) -> str:
+    """The error's first lines: pydantic's says which setting was wrong and why on its second and third."""
+    lines = [line.strip() for line in str(error).splitlines()[:3] if line.strip()]
+    return ": ".join([type(error).__name__, *lines])
 
 
 async def _saved_inventory(story: StoryInfo, settings: RunnerSettings, info: RunInfo) -> str | None:
@@ -332,8 +396,30 @@ def _no_moves_after(context: RunContext, watcher: ToolWatcher) -> HookMatcher:
     return HookMatcher([gate], matcher="|".join(f"mcp__game__{t}" for t in GAME_TOOLS))
 
 
-def _game_server_config(settings: RunnerSettings, info: RunInfo, memory_env: dict[str, str]) -> dict:
+def _game_server_env(settings: RunnerSettings, info: RunInfo, memory_env: dict[str, str]) -> dict[str, str]:
+    """The game server's settings for this run, as the environment of a stdio one: its data and games folders,
+    the run's autosave slot, and what `memory_env` adds (the memory's recall and mailbox, shared sessions)."""
     env = {**_paths(settings), **memory_env}
     if info.autosave_slot:
         env["FROBOZZ_AUTOSAVE_SLOT"] = info.autosave_slot
-    return {"mcpServers": {"game": {"command": sys.executable, "args": ["-m", "frobozz", "serve", "game"], "env": env}}}
+    return env
+
+
+def _game_server(stdio: dict[str, Any]) -> McpServers:
+    """The game server for claude: in the run's own process when the application gave the servers' factory (no
+    Python process to start before claude is ready; made afresh at each claude start, as claude would start a
+    stdio one again), with the settings the stdio one's environment gives it; else that stdio server. Settings
+    not given here come from the run's environment either way (claude's children inherit it). Its recall opens
+    its own MemoryService, as the stdio one did: the game server takes none to share."""
+    load = server_factory()
+    if load is None:
+        return McpServers(stdio={"game": stdio})
+    overrides = {_setting(name): value for name, value in stdio["env"].items()}
+    return McpServers(in_process={"game": partial(load, "game", **overrides)})
+
+
+def _setting(env_name: str) -> str:
+    """The settings field an environment variable sets (pydantic-settings' own rule, env_prefix FROBOZZ_): the
+    server's settings take the same strings from either (FROBOZZ_GAME_MAILBOX -> game_mailbox, a Path)."""
+    assert env_name.startswith(ENV_PREFIX), env_name
+    return env_name.removeprefix(ENV_PREFIX).lower()

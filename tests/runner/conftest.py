@@ -1,17 +1,17 @@
 import pytest
 
-from frobozz.runner import RunLedger, RunnerSettings, serve_memory_in_process
+from frobozz.runner import RunLedger, RunnerSettings, serve_in_process
 
 
 @pytest.fixture(autouse=True)
 def memory_servers_in_process():
     """As `frobozz play` and `worker` have it: a memory run's cortex and handoff in the run's own process (a test
-    that wants the stdio servers, the runner's own default, says `serve_memory_in_process(None)`)."""
+    that wants the stdio servers, the runner's own default, says `serve_in_process(None)`)."""
     from frobozz.servers import load_server
 
-    serve_memory_in_process(load_server)
+    serve_in_process(load_server)
     yield
-    serve_memory_in_process(None)
+    serve_in_process(None)
 
 
 @pytest.fixture

@@ -11,7 +11,15 @@ from frobozz._tasks import both
 from frobozz.engine import text_of
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.games import GameLibrary, walkthrough_for
-from frobozz.runner import PlayerError, RunConfig, RunFinishedError, RunStore, _report, play
+from frobozz.runner import (
+    PlayerError,
+    RunConfig,
+    RunFinishedError,
+    RunStore,
+    _report,
+    play,
+    serve_in_process,
+)
 from frobozz.runner._context import RunContext
 from frobozz.runner._game_producers import FAILING_ROUNDS_LIMIT
 from frobozz.runner._players import text_handler, tool_handler
@@ -209,6 +217,49 @@ async def test_a_tools_mode_run_whose_game_server_cannot_start_fails_saying_so(r
     info = json.loads((runner_settings.runs_dir / result.run_id / "run.json").read_text())
     assert info["status"] == "failed" and result.turns == 0
     assert result.reason.startswith("the game server did not start") and "game: failed" in result.reason
+
+
+async def test_a_tools_mode_run_serves_the_game_in_its_own_process_and_plays_the_same_turns(runner_settings):
+    """No `frobozz serve game` process is started for claude (a Python process to start before claude is ready):
+    the run serves the game server itself, with the settings the stdio one was given (its autosave), and plays
+    the very turns the stdio game server played (the runner's default, without the servers' factory)."""
+    from frobozz.servers import load_server
+    from tests.orphans import command_line, descendants
+
+    config = RunConfig(game="zork1", player="walkthrough", mode="tools", max_turns=12)
+    serve_in_process(None)
+    try:
+        stdio = await play(config, runner_settings)
+    finally:
+        serve_in_process(load_server)
+    seen: list[list[str]] = []  # the command lines of every process below this one, while the run plays
+    done = anyio.Event()
+
+    async def watch():
+        while not done.is_set():
+            seen.extend(line for p in descendants(os.getpid()) if (line := command_line(p)) not in seen)
+            await anyio.sleep(0.05)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        own = await play(config, runner_settings)
+        done.set()
+    for result in (stdio, own):
+        assert (result.turns, result.reason) == (12, "max turns")
+    serving = [line for line in seen if "serve" in line and "game" in line]
+    assert not serving, serving
+    claudes = [line for line in seen if line and os.path.basename(line[0]) == "claude"]
+    configs = [json.loads(line[i + 1]) for line in claudes for i, a in enumerate(line) if a == "--mcp-config"]
+    assert claudes and [c["mcpServers"] for c in configs] == [{"game": {"type": "sdk", "name": "game"}}]
+
+    def same(r):
+        return (r.turn, r.command, r.score, r.moves, r.location, r.text)
+
+    assert [same(r) for r in _turns(runner_settings, own.run_id)] == [
+        same(r) for r in _turns(runner_settings, stdio.run_id)
+    ]
+    info = RunStore.open(runner_settings.runs_dir, own.run_id).info  # the server saved the game in the run's slot
+    assert info.autosave_slot and info.autosave_slot in GameLibrary(runner_settings).save_slots("zork1")
 
 
 async def test_a_tools_mode_player_that_keeps_calling_a_game_that_is_gone_is_stopped(runner_settings):

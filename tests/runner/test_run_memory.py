@@ -11,7 +11,7 @@ from frobozz._tasks import both
 from frobozz.engine.testing import Reply, ToolUse
 from frobozz.games import GameLibrary, walkthrough_for
 from frobozz.memory import MemoryService
-from frobozz.runner import RunConfig, RunStore, play, serve_memory_in_process
+from frobozz.runner import RunConfig, RunStore, play, serve_in_process
 from frobozz.runner._players import is_compaction, text_handler, turn_of
 
 pytestmark = pytest.mark.anyio
@@ -56,7 +56,7 @@ def located(messages, room):
 
 async def test_a_fact_stored_in_one_run_is_recalled_in_the_next_where_it_matters_and_nowhere_else(memory_env):
     """On the stdio servers (the runner's own default, with no factory given): claude starts cortex and handoff."""
-    serve_memory_in_process(None)
+    serve_in_process(None)
     commands = walkthrough(memory_env)
     first = Recorder(commands, store_at="The Troll Room")
     one = await play(RunConfig(player="walkthrough", max_turns=30, memory=""), memory_env, handler=first)
