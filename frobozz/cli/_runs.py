@@ -24,6 +24,14 @@ out = Console()
 T = TypeVar("T")
 
 
+def _no_worker(row: dict[str, Any]) -> str:
+    """What `runs show` says of a run no queue worker took: a finished run played by `play` or a routine's firing
+    was "(not taken yet)" too."""
+    if not row["in_database"]:
+        return "played here, not in the database"
+    return "(not taken yet)" if row["status"] == "queued" else "none: played where it was started, not queued"
+
+
 def _with_ledger(work: Callable[[Any], Awaitable[T]], *, one_shot: bool = True, size: int = 4) -> T:
     """Open the runs' database (FROBOZZ_DATABASE_URL, or the embedded one), run `work`, close; errors plainly."""
     from frobozz.memory import MemoryStoreError, stop_embedded_at_exit
@@ -221,7 +229,7 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
         ("turns", row["turns"]),
         ("won", "yes" if row["won"] else "no"),
         ("cost", f"${row['cost_usd']:.4f}"),
-        ("worker", row["worker"] or ("(not taken yet)" if row["in_database"] else "played here, not in the database")),
+        ("worker", row["worker"] or _no_worker(row)),
         ("run directory", row["run_dir"] or "-"),
         ("queued", row["queued_at"]),
         ("started", row["started_at"]),

@@ -399,6 +399,8 @@ def test_a_run_played_here_with_a_database_configured_is_listed_and_ranked_too(q
     )
     (row,) = json.loads(frobozz(queue_env, "leaderboard", "--json").stdout)
     assert (row["runs"], row["best_score"], row["mean_turns"]) == (1, result["score"], 10.0)
+    shown_here = frobozz_here({**queue_env, "COLUMNS": "200"}, monkeypatch, "runs", "show", result["run_id"]).stdout
+    assert "none: played where it was started, not queued" in shown_here  # a finished run was "(not taken yet)"
     away = {**queue_env, "FROBOZZ_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
     done = frobozz(away, "play", "zork1", "--player", "walkthrough", "--max-turns", "3", "--json")
     assert json.loads(done.stdout)["turns"] == 3 and "not recorded in the database" in done.stderr
