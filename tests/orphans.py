@@ -1,7 +1,11 @@
 """What a killed process leaves behind: its descendants, and a wait for them to end."""
 
+import contextlib
+import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import psutil
 
 
@@ -31,6 +35,25 @@ def command_line(process: psutil.Process) -> list[str]:
         return process.cmdline()
     except psutil.Error:
         return ["?"]
+
+
+@contextlib.asynccontextmanager
+async def descendants_seen(interval: float = 0.05) -> AsyncIterator[list[list[str]]]:
+    """The command lines of every process below this one while the block runs, each once (looked at every
+    `interval` seconds): what a run started, however briefly."""
+    seen: list[list[str]] = []
+
+    async def watch() -> None:
+        while True:
+            seen.extend(line for p in descendants(os.getpid()) if (line := command_line(p)) not in seen)
+            await anyio.sleep(interval)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        try:
+            yield seen
+        finally:
+            tg.cancel_scope.cancel()
 
 
 def claudes_below(pid: int) -> list[psutil.Process]:

@@ -224,7 +224,7 @@ async def test_a_tools_mode_run_serves_the_game_in_its_own_process_and_plays_the
     the run serves the game server itself, with the settings the stdio one was given (its autosave), and plays
     the very turns the stdio game server played (the runner's default, without the servers' factory)."""
     from frobozz.servers import load_server
-    from tests.orphans import command_line, descendants
+    from tests.orphans import descendants_seen
 
     config = RunConfig(game="zork1", player="walkthrough", mode="tools", max_turns=12)
     serve_in_process(None)
@@ -232,18 +232,8 @@ async def test_a_tools_mode_run_serves_the_game_in_its_own_process_and_plays_the
         stdio = await play(config, runner_settings)
     finally:
         serve_in_process(load_server)
-    seen: list[list[str]] = []  # the command lines of every process below this one, while the run plays
-    done = anyio.Event()
-
-    async def watch():
-        while not done.is_set():
-            seen.extend(line for p in descendants(os.getpid()) if (line := command_line(p)) not in seen)
-            await anyio.sleep(0.05)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(watch)
+    async with descendants_seen() as seen:  # the command lines of every process below this one, while it plays
         own = await play(config, runner_settings)
-        done.set()
     for result in (stdio, own):
         assert (result.turns, result.reason) == (12, "max turns")
     serving = [line for line in seen if "serve" in line and "game" in line]

@@ -332,24 +332,14 @@ async def test_a_memory_run_serves_cortex_and_handoff_in_its_own_process(memory_
     import os
 
     from frobozz import _spans as S
-    from tests.orphans import command_line, descendants
+    from tests.orphans import descendants_seen
 
     memory_env.context_window = 200_000
     player = Recorder(walkthrough(memory_env), store_at="Up a Tree", big_at=6)
-    seen: list[list[str]] = []  # the command lines of every process below this one, while the run plays
-    done = anyio.Event()
-
-    async def watch():
-        while not done.is_set():
-            seen.extend(line for p in descendants(os.getpid()) if (line := command_line(p)) not in seen)
-            await anyio.sleep(0.05)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(watch)
+    async with descendants_seen() as seen:  # the command lines of every process below this one, while it plays
         result = await play(
             RunConfig(player="walkthrough", max_turns=12, memory="own-process"), memory_env, handler=player
         )
-        done.set()
     assert player.stored and (result.handoffs, result.compactions, result.turns) == (1, 1, 12)
     serving = [line for line in seen if "serve" in line and {"cortex", "handoff"} & set(line)]
     assert not serving, serving
