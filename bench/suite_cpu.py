@@ -5,7 +5,7 @@ Where the suite's minutes go: tests that burn CPU (play fewer turns, start fewer
 (Postgres, Phoenix, a daemon) is counted where it is waited for, usually a module's or the session's end.
 
 Record (a pytest plugin; any pytest arguments):
-    SUITE_CPU_DIR=/tmp/suite-cpu PYTHONPATH=bench .venv/bin/python -m pytest -p suite_cpu -n 2 -q
+    SUITE_CPU_DIR=/tmp/suite-cpu PYTHONPATH=bench .venv/bin/python -m pytest -p suite_cpu -n 3 -q
 Report:
     .venv/bin/python bench/suite_cpu.py /tmp/suite-cpu [--top 25]
 Baseline (issue 37): `bin/test` took 750 s end to end on a fresh clone (583 tests); the target is 480 s.

@@ -6,7 +6,7 @@ Linux process accounting (the kernel writes a record for every process as it end
 CPU; `accton` from Debian's `acct`, as root) counts them all, those no test waits for too. pytest's workers
 start the processes; a process's kind is its command and who started it (a python under claude is an MCP server).
 
-    .venv/bin/python bench/suite_processes.py [PYTEST ARGUMENTS]     # default: -n 2 -q (the whole suite)
+    .venv/bin/python bench/suite_processes.py [PYTEST ARGUMENTS]     # default: -n 3 -q (the whole suite, as bin/test)
     .venv/bin/python bench/suite_processes.py --report FILE          # an accounting file recorded before
 
 pytest dies with this script (setpriv's parent-death signal); killed with -9, the script leaves process
@@ -127,7 +127,7 @@ def main() -> None:
     subprocess.run(["accton", str(accounting)], check=True, capture_output=True)  # root only
     before, started = _machine_cpu(), time.monotonic()
     try:
-        arguments = pytest_args or ["-n", "2", "-q"]
+        arguments = pytest_args or ["-n", "3", "-q"]
         pytest = subprocess.Popen(dying_with_parent([sys.executable, "-m", "pytest", *arguments]))  # (same pid)
         xdist = any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in arguments)
         (folder / "pytest.pid").write_text(f"{pytest.pid}{' workers' if xdist else ''}")
