@@ -6,6 +6,7 @@ The scripted player goes through the very same CLI, producer and observer as cla
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -86,6 +87,10 @@ def script_commands(script: Path) -> list[str]:
     return steps
 
 
+# A non-empty one of these logs claude in by itself: `claude auth status` says `"loggedIn": true` for each
+CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+
+
 def claude_readiness(cli_path: str | None = None) -> str | None:
     """None when claude can play; else a plain sentence saying what is wrong and both fixes."""
     offline = "or play offline with --player walkthrough"
@@ -93,6 +98,8 @@ def claude_readiness(cli_path: str | None = None) -> str | None:
         claude = find_claude(cli_path)
     except CLINotFoundError as e:
         return f"{e}; {offline}."
+    if any(os.environ.get(name) for name in CREDENTIALS):
+        return None  # claude signs in with it; asking `claude auth status` costs a claude start (~0.4 s) for the same
     try:
         done = subprocess.run([claude, "auth", "status"], capture_output=True, text=True, timeout=30)
         status = json.loads(done.stdout or "{}")

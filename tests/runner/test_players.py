@@ -1,9 +1,15 @@
 """The offline players' sense of where they are: which walkthrough command comes next, read from the window
-claude sends (the status line's turn, plus the acts that were played after it), one or several a message."""
+claude sends (the status line's turn, plus the acts that were played after it), one or several a message; and
+whether claude can play at all."""
+
+import json
+from pathlib import Path
+
+import pytest
 
 from frobozz.engine.scripted import MessagesRequest, Reply
 from frobozz.runner._extract import extract_commands
-from frobozz.runner._players import text_handler, tool_handler
+from frobozz.runner._players import claude_readiness, text_handler, tool_handler
 from frobozz.runner._prompts import PAUSED
 
 COMMANDS = ["N", "E", "Open window", "W", "Get lamp"]
@@ -131,3 +137,36 @@ def test_with_several_the_text_player_tags_that_many_commands_from_the_status_li
     assert extract_commands(reply_to(1, 3), multi=True) == ["E", "Open window", "W"]
     assert extract_commands(reply_to(4, 3), multi=True) == ["Get lamp"]
     assert extract_commands(reply_to(1, 1), multi=True) == ["E"]  # one a reply, in its rotating style
+
+
+CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")  # each logs claude in
+
+
+def _claude_answering(tmp_path, status: dict) -> tuple[str, Path]:
+    """A claude that answers `auth status` with `status` and notes each time it is asked."""
+    asked = tmp_path / "asked"
+    claude = tmp_path / "claude"
+    claude.write_text(f"#!/bin/sh\necho x >> {asked}\necho '{json.dumps(status)}'\n")
+    claude.chmod(0o755)
+    return str(claude), asked
+
+
+@pytest.mark.parametrize("credential", CREDENTIALS)
+def test_a_credential_in_the_environment_is_enough_and_claude_is_not_started_to_ask(tmp_path, monkeypatch, credential):
+    claude, asked = _claude_answering(tmp_path, {"loggedIn": False})
+    for name in CREDENTIALS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(credential, "sk-something")
+    assert claude_readiness(claude) is None
+    assert not asked.exists()
+
+
+def test_without_a_credential_claude_is_asked_and_an_empty_one_counts_as_none(tmp_path, monkeypatch):
+    claude, asked = _claude_answering(tmp_path, {"loggedIn": False})
+    for name in CREDENTIALS:
+        monkeypatch.setenv(name, "")
+    problem = claude_readiness(claude)
+    assert problem is not None and "not logged in" in problem and "--player walkthrough" in problem
+    assert asked.read_text() == "x\n"
+    claude, _ = _claude_answering(tmp_path, {"loggedIn": True})
+    assert claude_readiness(claude) is None
