@@ -86,15 +86,32 @@ class RoutineStore:
 
     async def set_paused(self, name: str, paused: bool) -> None:
         """`updated` is when it was last paused or resumed (a resumed schedule fires from its next due time after
-        it): pausing a paused routine or resuming an active one leaves it as it was."""
-        done = await self.pool.execute(
-            "UPDATE routines SET paused = $2, updated = CASE WHEN paused = $2 THEN updated ELSE now() END "
-            "WHERE name = $1",
-            _named(name),
-            paused,
+        it), and each pause is kept from its start to its end (`pauses`): pausing a paused routine or resuming an
+        active one leaves it as it was."""
+        async with self.pool.acquire() as c, c.transaction():
+            was = await c.fetchval("SELECT paused FROM routines WHERE name = $1 FOR UPDATE", _named(name))
+            if was is None:
+                raise _missing(name)
+            if was == paused:
+                return
+            await c.execute("UPDATE routines SET paused = $2, updated = now() WHERE name = $1", name, paused)
+            if paused:
+                await c.execute(
+                    "INSERT INTO routine_pauses (routine, paused) VALUES ($1, now()) ON CONFLICT DO NOTHING", name
+                )
+            else:
+                await c.execute(
+                    "UPDATE routine_pauses SET resumed = now() WHERE routine = $1 AND resumed IS NULL", name
+                )
+
+    async def pauses(self, name: str, after: datetime) -> list[tuple[datetime, datetime]]:
+        """The routine's pauses that it was resumed from after `after`, as (paused, resumed), oldest first."""
+        rows = await self.pool.fetch(
+            "SELECT paused, resumed FROM routine_pauses WHERE routine = $1 AND resumed > $2 ORDER BY paused",
+            name,
+            after,
         )
-        if done.endswith(" 0"):
-            raise _missing(name)
+        return [(r["paused"], r["resumed"]) for r in rows]
 
     async def set_problem(self, name: str, problem: str | None) -> None:
         await self.pool.execute(

@@ -91,13 +91,33 @@ async def enqueue(
     return job is not None and claimed
 
 
-async def _next(store: RoutineStore, row: dict[str, Any]) -> tuple[Schedule, datetime, datetime]:
+async def _next(store: RoutineStore, row: dict[str, Any]) -> tuple[Schedule, datetime, datetime, list[datetime]]:
+    """The schedule, the moment it counts from, its next due time after that, and the due times before the
+    pauses since its last due time, which no worker fired nor recorded: missed (the pauses' own are neither)."""
     spec: Routine = row["spec"]
     schedule = producer(spec, store, created=row["created"])
     assert isinstance(schedule, Schedule)
-    # (`updated`: when it was last resumed, or paused; the due times of a pause are neither fired nor missed)
-    last = max(filter(None, [await store.last_due(spec.name), row["created"], row["updated"]]))
-    return schedule, last, schedule.next_after(last)
+    last = max(filter(None, [await store.last_due(spec.name), row["created"]]))
+    missed: list[datetime] = []
+    if row["updated"] > last:  # paused or resumed since (`updated`: when it was last resumed, or paused)
+        for paused, resumed in await store.pauses(spec.name, last):
+            missed += _due_before(schedule, last, paused)
+            last = max(last, resumed)
+    last = max(last, row["updated"])
+    return schedule, last, schedule.next_after(last), missed
+
+
+def _due_before(schedule: Schedule, after: datetime, until: datetime) -> list[datetime]:
+    """The due times in (after, until): the first MISSED_KEPT - 1 of them and the last (a machine off for a
+    month before its routine was paused is not 40,000 rows either)."""
+    found: list[datetime] = []
+    due = schedule.next_after(after)
+    while due < until and len(found) < MISSED_KEPT - 1:
+        found.append(due)
+        due = schedule.next_after(due)
+    if due < until:
+        found.append(schedule.latest_due(due, until - timedelta(microseconds=1)) or due)
+    return found
 
 
 async def next_due(store: RoutineStore, row: dict[str, Any]) -> datetime | None:
@@ -153,12 +173,19 @@ class Firer:
             assert firing is not None
             if firing["state"] in ENDED:
                 return None
+            taken_up = firing["state"] == "running"  # again: its worker died mid-firing
             if row["paused"] and not data.get("manual"):
+                if taken_up:
+                    await self._abandoned(firing, "the routine was paused before it was taken up again")
+                    return "failed"
                 await self.store.finish(name, key, "skipped", "the routine was paused before it fired")
                 return "skipped"
             if not await connection.fetchval(
                 "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", f"frobozz-routine:{name}"
             ):
+                if taken_up:
+                    await self._abandoned(firing, "a later firing took the routine before it was taken up again")
+                    return "failed"
                 await self.store.finish(name, key, "skipped", await self._busy(spec, firing, data))
                 return "skipped"
             try:
@@ -198,17 +225,26 @@ class Firer:
                     )
 
     async def _busy(self, spec: Routine, firing: dict[str, Any], data: dict[str, Any]) -> str:
-        """Why a firing whose routine's lock is held is skipped. A due time when no firing of its routine ran
-        (the one holding it now was taken up after, its worker having died) was missed, not an overlap."""
+        """Why a firing (a queued one) whose routine's lock is held is skipped. A due time when no firing of its
+        routine ran (the one holding it now was taken up after, its worker having died) was missed, not an
+        overlap."""
         due = firing["due"]
         if (
             spec.kind in ("cron", "every")
             and not data.get("manual")
-            and firing["state"] == "queued"  # (one taken up again was running first)
             and not await self.store.running_at(spec.name, firing["key"], due)
         ):
             return MISSED
         return "overlap: the routine's previous firing was still running"
+
+    async def _abandoned(self, firing: dict[str, Any], why: str) -> None:
+        """A firing whose worker died mid-firing, taken up again when it can no longer be fired: it and its run
+        end failed, saying why (it was skipped as an overlap, and its run left running for ever)."""
+        reason = f"abandoned: its worker died mid-firing, and {why}"
+        log.warning("routine %s: firing %s %s", firing["routine"], firing["key"], reason)
+        await self.store.finish(firing["routine"], firing["key"], "failed", reason)
+        if firing["run_id"]:
+            await self._run_failed(firing["run_id"], reason)
 
     async def _failed(self, name: str, key: str, run_id: str, error: Exception) -> None:
         """The firing stopped on an error: it and its run are failed, saying so. When that cannot be written, the
@@ -218,9 +254,13 @@ class Firer:
         reason = f"{type(error).__name__}: {error}"[:300]
         log.warning("routine %s: firing %s failed: %s", name, key, reason)
         await self.store.finish(name, key, "failed", reason)
-        with contextlib.suppress(RunNotFoundError):  # (none when it failed before its run was made)
+        await self._run_failed(run_id, reason)
+
+    async def _run_failed(self, run_id: str, reason: str) -> None:
+        """A firing's run ended failed with it, unless it ended otherwise already (then it says so)."""
+        with contextlib.suppress(RunNotFoundError):  # (none when the firing ended before its run was made)
             info = await self.ledger.info(run_id)
-            if info.status in ("queued", "running"):  # (one ended otherwise says so already)
+            if info.status in ("queued", "running"):
                 info.status, info.reason = "failed", reason
                 await self.ledger.save(info, ended_at=datetime.now(UTC))
 
@@ -408,20 +448,15 @@ class RoutineWorker:
         spec: Routine = row["spec"]
         now = datetime.now(UTC)
         if spec.kind in ("cron", "every"):
-            schedule, last, due = await _next(self.store, row)
+            schedule, last, due, before_pauses = await _next(self.store, row)
+            for missed in before_pauses:  # (first: once a later due time is recorded, they are not looked for)
+                await self._missed(spec.name, missed)
             if due <= now:  # late (no worker was looking): the latest due time fires, the missed ones are recorded
                 latest = schedule.latest_due(last, now) or due
                 for _ in range(MISSED_KEPT):
                     if due >= latest:
                         break
-                    await self.store.claim(
-                        spec.name,
-                        Schedule.key(due),
-                        f"due {Schedule.key(due)}",
-                        due=due,
-                        state="skipped",
-                        reason=MISSED,
-                    )
+                    await self._missed(spec.name, due)
                     due = schedule.next_after(due)
                 due = latest
             if self.firer.warm is not None and due - now <= timedelta(seconds=WARM_LEAD):
@@ -478,6 +513,10 @@ class RoutineWorker:
             scope = anyio.CancelScope()
             self._watching[spec.name] = scope
             tg.start_soon(self._watch, spec.name, source, scope)
+
+    async def _missed(self, name: str, due: datetime) -> None:
+        key = Schedule.key(due)
+        await self.store.claim(name, key, f"due {key}", due=due, state="skipped", reason=MISSED)
 
     async def _past_archive(self, name: str, created: datetime, items: list[Item]) -> list[Item]:
         """A feed's entries less, at its first read by any worker, the undated ones, recorded as seen: a dated

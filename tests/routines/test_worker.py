@@ -13,6 +13,7 @@ from frobozz.routines import Firer, RoutineWorker, routine
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
+MISSED = "missed: no worker was looking when it was due"
 
 
 def answers(request):
@@ -393,7 +394,61 @@ async def test_a_resumed_schedule_fires_from_its_next_due_time_and_its_pause_s_d
     row = await store.get("t2")
     assert await next_due(store, row) > resumed
     await RoutineWorker(store, ledger, routine_settings).look(row)
-    assert [f["due"] for f in await store.firings("t2") if f["due"] <= resumed] == [fired]  # none of the pause
+    recorded = {f["due"]: f for f in await store.firings("t2") if f["due"] <= resumed}
+    assert [d for d in recorded if d >= paused] == []  # none of the pause
+    assert recorded.pop(fired)["state"] == "done"  # (the due times between it and the pause: missed)
+    assert all((f["state"], f["reason"]) == ("skipped", MISSED) for f in recorded.values())
+
+
+async def test_a_resumed_schedule_records_as_missed_the_due_times_no_worker_saw_before_its_pause_and_none_of_the_pause(
+    store, ledger, scripted
+):
+    """A schedule counting from its resume recorded nothing of what no worker was looking at before the pause (it
+    was 'missed' before pauses were counted); the pause's own due times are still neither fired nor recorded."""
+    from datetime import UTC, datetime, timedelta
+
+    from frobozz.engine.producers import Schedule
+    from frobozz.routines import RoutineSettings
+
+    await store.add(routine(name="tock", kind="every", every=2, prompt="Note the tock."))
+    await store.pool.execute("UPDATE routines SET created = now() - interval '10 minutes' WHERE name = 'tock'")
+    schedule = Schedule("Note the tock.", every=2, source="tock")
+    fired = schedule.next_after(datetime.now(UTC) - timedelta(seconds=12))
+    await store.claim("tock", Schedule.key(fired), "due", due=fired, state="done")  # then no worker looked
+    await store.set_paused("tock", True)
+    paused = (await store.get("tock"))["updated"]
+    during = schedule.next_after(paused)
+    with anyio.fail_after(10):  # a due time of the pause comes
+        await eventually(lambda: datetime.now(UTC) > during, interval=0.1)
+    await store.set_paused("tock", False)
+    resumed = (await store.get("tock"))["updated"]
+    worker = RoutineWorker(store, ledger, RoutineSettings(routine_tick=0.2))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        with anyio.fail_after(400):
+
+            async def fired_since_resumed() -> object:
+                return [f for f in await done_in(store, "tock") if f["due"] > resumed]
+
+            await eventually(fired_since_resumed, interval=0.2)
+        await store.set_paused("tock", True)
+        with anyio.fail_after(400):
+
+            async def none_open() -> object:
+                return not await store.open_firings("tock")
+
+            await eventually(none_open, interval=0.2)
+        worker.stop()
+    await worker.memory.aclose()
+    recorded = {f["due"]: f for f in await store.firings("tock", limit=1000)}
+    before = [schedule.next_after(fired)]
+    while (following := schedule.next_after(before[-1])) < paused:
+        before.append(following)
+    assert len(before) >= 4 and paused < during < resumed
+    assert sorted(d for d in recorded if fired < d < paused) == before
+    assert all((recorded[d]["state"], recorded[d]["reason"]) == ("skipped", MISSED) for d in before)
+    assert [d for d in recorded if paused <= d <= resumed] == []  # none of the pause
+    assert any(f["state"] == "done" for d, f in recorded.items() if d > resumed)  # fired from its next due time
 
 
 def fake_fire(entered, release):
@@ -441,3 +496,23 @@ async def test_a_due_time_that_came_while_its_routine_s_firing_had_no_live_worke
         Schedule.key(missed): ("skipped", "missed: no worker was looking when it was due"),
         Schedule.key(running): ("skipped", "overlap: the routine's previous firing was still running"),
     }
+
+
+async def test_a_killed_worker_s_firing_taken_up_once_its_routine_is_paused_ends_failed_with_its_run(
+    store, ledger, routine_settings
+):
+    """Its worker killed mid-firing, then the routine paused: taken up again, the firing was skipped as 'paused
+    before it fired' (it had fired), and its run stayed 'running' for ever."""
+    from frobozz.routines._fire import run_info
+
+    await store.add(routine(name="t3", kind="every", every=3600, prompt="Note."))
+    await store.claim("t3", "run:1", "run by hand")
+    await store.start("t3", "run:1", "20260101-000000-abcdef")  # by the worker that was killed
+    await ledger.add(run_info((await store.get("t3"))["spec"], "20260101-000000-abcdef", "run by hand"), queued=False)
+    await store.set_paused("t3", True)
+    with anyio.fail_after(30):
+        assert await Firer(store, ledger, None, routine_settings)({"routine": "t3", "key": "run:1"}) == "failed"
+    firing, run = await store.firing("t3", "run:1"), await ledger.get("20260101-000000-abcdef")
+    abandoned = "abandoned: its worker died mid-firing, and the routine was paused before it was taken up again"
+    assert (firing["state"], firing["reason"]) == ("failed", abandoned)
+    assert (run["status"], run["reason"]) == ("failed", abandoned) and run["ended_at"]

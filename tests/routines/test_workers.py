@@ -271,3 +271,82 @@ async def test_a_game_firing_whose_worker_is_killed_goes_on_with_its_run_after_r
     assert [r["run_id"] for r in runs] == [killed_run["run_id"]] == [firing["run_id"]]  # no second run
     assert (runs[0]["status"], runs[0]["turns"]) == ("finished", 3), runs[0]
     assert firing["state"] == "done" and firing["attempts"] == 2, firing
+
+
+async def test_a_killed_worker_s_firing_that_a_later_due_time_s_firing_took_the_routine_from_ends_failed_with_its_run(
+    store, ledger, worker_env
+):
+    """Taken up again after its worker was killed, while the routine's next due time was firing, the firing was
+    skipped as an overlap, and its run stayed 'running' for ever."""
+    import json
+    import threading
+
+    from frobozz.engine.producers import Schedule
+    from frobozz.routines import enqueue
+
+    prompt = "Note the hour."
+    primaries, later_asked, later_go = [], threading.Event(), threading.Event()
+
+    def answer(request):
+        if request.last_user_text().startswith(SIDE) or not message(request).startswith(prompt):
+            return "NONE"
+        primaries.append(message(request))
+        if len(primaries) == 1:
+            return Reply((Text("noting the hour"),), delay=600)  # the worker dies during this turn
+        later_asked.set()
+        later_go.wait(300)  # the later firing holds the routine while the killed one is taken up again
+        return "Noted."
+
+    await store.add(routine(name="hours", kind="cron", cron="@yearly", prompt=prompt))
+    now = datetime.now().astimezone()
+    killed_due, later_due = now - timedelta(minutes=2), now - timedelta(minutes=1)  # two due times, keyed as such
+    killed_key, later_key = Schedule.key(killed_due), Schedule.key(later_due)
+    async with ScriptedModel(answer) as model:
+        env = {**worker_env, **model.env()}
+        first = start_worker(env)
+        try:
+            assert await enqueue(store, ledger, "hours", killed_key, f"due {killed_key}", due=killed_due)
+            killed = await wait_for(lambda: _in_turn(store, "hours", killed_key, primaries))
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(timeout=30)
+            assert (await ledger.get(killed["run_id"]))["status"] == "running"
+            assert await enqueue(store, ledger, "hours", later_key, f"due {later_key}", due=later_due)
+            # the dead worker's job is given up on 25 s after its last heartbeat: the later due time fires first
+            # (the second worker has that long to start and take it, on a machine busy with other tests)
+            second = start_worker({**env, "FROBOZZ_WORKER_HEARTBEAT": "25"})
+            try:
+                killed = await wait_for(lambda: _ended(store, "hours", killed_key), timeout=400)
+                assert later_asked.is_set()  # (the later firing held the routine then)
+                later_go.set()
+                later = await wait_for(lambda: _ended(store, "hours", later_key), timeout=400)
+            finally:
+                later_go.set()
+                said = stop(second)
+        finally:
+            if first.poll() is None:
+                first.kill()
+        shown = await anyio.run_process(
+            [sys.executable, "-m", "frobozz", "routine", "show", "hours", "--json"], env={**env, "COLUMNS": "500"}
+        )
+    abandoned = (
+        "abandoned: its worker died mid-firing, and a later firing took the routine before it was taken up again"
+    )
+    run = await ledger.get(killed["run_id"])
+    assert (run["status"], run["reason"]) == ("failed", abandoned) and run["ended_at"], run
+    assert (killed["state"], killed["reason"], killed["attempts"]) == ("failed", abandoned, 1), killed
+    assert (later["state"], later["attempts"]) == ("done", 1), later
+    assert (await ledger.get(later["run_id"]))["status"] == "finished"
+    assert len(primaries) == 2  # the killed firing was not fired again
+    listed = {f["key"]: f["state"] for f in json.loads(shown.stdout)["firings_list"]}
+    assert listed == {killed_key: "failed", later_key: "done"}  # `routine show`: none running
+    assert "abandoned" in said  # (its worker's log says so too)
+
+
+async def _in_turn(store, name, key, primaries):
+    firing = await store.firing(name, key)
+    return firing and firing["state"] == "running" and firing["run_id"] and primaries and firing
+
+
+async def _ended(store, name, key):
+    firing = await store.firing(name, key)
+    return firing and firing["state"] not in ("queued", "running") and firing
