@@ -66,10 +66,10 @@ _serve_with: ServerFactory | None = None
 
 def serve_in_process(factory: ServerFactory | None) -> None:
     """How this process makes MCP servers (the CLI gives `frobozz.servers.load_server`): a memory run's cortex and
-    handoff, and a tools-mode run's game server, are then served in the run's own process, cortex and handoff on
-    its pool and embedding model (a text-mode memory run's first move came in 0.59x the time, a tools-mode one's
-    in 0.37x, bench/memory_run_start.py). Without it (None, the default), claude starts them as stdio processes:
-    the runner never imports the servers (design.md), it is handed their factory."""
+    handoff, and a tools-mode run's game server, are then served in the run's own process, cortex, handoff and the
+    game server's recall on its pool and embedding model (a text-mode memory run's first move came in 0.59x the
+    time, a tools-mode one's in 0.37x, bench/memory_run_start.py). Without it (None, the default), claude starts
+    them as stdio processes: the runner never imports the servers (design.md), it is handed their factory."""
     global _serve_with
     _serve_with = factory
 
@@ -280,7 +280,7 @@ async def _tools_mode(
     stdio_game = {"command": sys.executable, "args": ["-m", "frobozz", "serve", "game"], "env": game_env}
     if shared and resumed and info.game_session:
         await catch_up(context, stdio_game)  # the game may be ahead of the record (read as any MCP client reads it)
-    game = _game_server(stdio_game)
+    game = _game_server(stdio_game, memory)
     restart = (
         ""
         if not resumed
@@ -405,17 +405,19 @@ def _game_server_env(settings: RunnerSettings, info: RunInfo, memory_env: dict[s
     return env
 
 
-def _game_server(stdio: dict[str, Any]) -> McpServers:
+def _game_server(stdio: dict[str, Any], memory: RunMemory | None) -> McpServers:
     """The game server for claude: in the run's own process when the application gave the servers' factory (no
     Python process to start before claude is ready; made afresh at each claude start, as claude would start a
     stdio one again), with the settings the stdio one's environment gives it; else that stdio server. Settings
-    not given here come from the run's environment either way (claude's children inherit it). Its recall opens
-    its own MemoryService, as the stdio one did: the game server takes none to share."""
+    not given here come from the run's environment either way (claude's children inherit it). With memory, its
+    recall after each act is on the run's pool and embedding model, as cortex's and handoff's are (a stdio one
+    opens its own)."""
     load = server_factory()
     if load is None:
         return McpServers(stdio={"game": stdio})
     overrides = {_setting(name): value for name, value in stdio["env"].items()}
-    return McpServers(in_process={"game": partial(load, "game", **overrides)})
+    shared = {} if memory is None else {"service": memory.service}
+    return McpServers(in_process={"game": partial(load, "game", **shared, **overrides)})
 
 
 def _setting(env_name: str) -> str:

@@ -16,6 +16,8 @@ class ServerSpec:
     module: str
     description: str
     memory: bool = False  # built on a MemoryService (cortex's database and embedding model), which it can share
+    # A server that is not, but opens one on some settings (the game server's recall), says so with its settings'
+    # `memory_settings()`: those of the MemoryService it would open, None when it opens none; it can share one too.
 
     def factory(self) -> tuple[Any, Any]:
         """The server's `create_server` and its settings class."""
@@ -45,8 +47,9 @@ def load_server(
 ) -> Any:
     """Build the named server from its settings (environment first, then `overrides`). In a process that
     serves several (in-process servers, the plugin's daemon): `service`, a MemoryService whose pool and
-    embedding model the memory servers share; `session`, the id of the claude session the server serves now
-    (what claude tells a subprocess server in CLAUDE_CODE_SESSION_ID; handoff signs its letters with it)."""
+    embedding model the memory servers share (and the game server, when it recalls); `session`, the id of the
+    claude session the server serves now (what claude tells a subprocess server in CLAUDE_CODE_SESSION_ID;
+    handoff signs its letters with it)."""
     try:
         spec = SERVERS[name]
     except KeyError:
@@ -54,8 +57,17 @@ def load_server(
     create_server, settings_cls = spec.factory()
     settings = settings_cls(**overrides)
     shared: dict[str, Any] = {}
-    if spec.memory and service is not None:
-        shared["service"] = service.sharing(settings)
+    if service is not None and (memory := _memory_settings(spec, settings)) is not None:
+        shared["service"] = service.sharing(memory)
     if name == "handoff" and session is not None:
         shared["session"] = session
     return traced(create_server(settings, **shared))  # its calls under the engine's spans, when traced
+
+
+def _memory_settings(spec: ServerSpec, settings: Any) -> Any:
+    """The settings of the MemoryService the server works on, None if it works on none: a memory server's own
+    settings; another's say it (the game server's, when it recalls after each act)."""
+    if spec.memory:
+        return settings
+    wanted = getattr(settings, "memory_settings", None)
+    return wanted() if callable(wanted) else None

@@ -223,7 +223,14 @@ class ToolsRecorder:
         return reply
 
 
-async def test_in_tools_mode_the_game_answer_carries_what_memory_recalls_for_its_room(memory_env):
+async def test_in_tools_mode_the_game_answer_carries_what_memory_recalls_for_its_room_from_the_runs_own_pool(
+    memory_env, monkeypatch
+):
+    """cortex, handoff and the game server, served in the run's process, are on the run's MemoryService: the game
+    server's recall opens no pool nor embedding model of its own (each cost a second of start and a model's
+    memory)."""
+    from tests.memory_services import ServicesSeen
+
     commands = walkthrough(memory_env)
     first = ToolsRecorder(commands, store_at="The Troll Room")
     await play(
@@ -231,9 +238,11 @@ async def test_in_tools_mode_the_game_answer_carries_what_memory_recalls_for_its
     )
     assert first.stored and not any('"recalled"' in a for a in first.answers)  # nothing to recall in run 1
     second = ToolsRecorder(commands)
+    seen = ServicesSeen(monkeypatch)
     two = await play(
         RunConfig(player="walkthrough", mode="tools", max_turns=30, memory="tools-recall"), memory_env, handler=second
     )
+    assert len(seen.made) > 1 and len(seen.pools) == 1 and len(seen.embedders) == 1, (seen.pools, seen.made)
     carrying = [_answer(a) for a in second.answers if TROLL in a]
     assert len(carrying) == 1 and carrying[0]["location"] == "The Troll Room"
     assert [TROLL in line for line in carrying[0]["recalled"]] == [True]

@@ -24,15 +24,20 @@ START_WAIT = 30.0  # seconds the first act waits for the database and the embedd
 
 
 class MoveRecall:
-    def __init__(self, settings: Settings) -> None:
+    """`service`: one shared with other servers in the process (`MemoryService.sharing`), left open at the end;
+    else (a stdio server) it opens its own as it starts, and closes it."""
+
+    def __init__(self, settings: Settings, service: MemoryService | None = None) -> None:
+        self.settings = settings
         self.namespace, self.session_id = settings.game_recall_namespace, settings.game_recall_session
-        self._service: MemoryService | None = None
+        self._given = service
+        self._own: MemoryService | None = None  # the one it made when given none: closed with it
         self._recall: Recall | None = None
         self._started = anyio.Event()
 
     @property
     def enabled(self) -> bool:
-        return bool(self.namespace and self.session_id)
+        return self.settings.recalls
 
     async def start(self) -> None:
         """Connect and load the embedding model (in the background, as the server starts)."""
@@ -40,9 +45,13 @@ class MoveRecall:
             if not self.enabled:
                 return
             # memory (numpy, the embedder, asyncpg: ~0.2 s of CPU) is imported only by a server that recalls
-            from frobozz.memory import MemoryService, MemorySettings, MemoryStoreError, Recall
+            from frobozz.memory import MemoryService, MemoryStoreError, Recall
 
-            service = self._service = MemoryService(MemorySettings())
+            service = self._given
+            if service is None:
+                memory = self.settings.memory_settings()
+                assert memory is not None  # (it recalls)
+                service = self._own = MemoryService(memory)
             try:
                 store = await service.store()
                 self._recall = Recall(store, await service.sessions(), limit=LIMIT, deadline=DEADLINE, context=False)
@@ -75,5 +84,6 @@ class MoveRecall:
         return [memory_line(h.memory) for h in hits]
 
     async def aclose(self) -> None:
-        if self._service is not None:
-            await self._service.aclose()
+        """Closes the service it opened; one it was given is its giver's."""
+        if self._own is not None:
+            await self._own.aclose()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -32,6 +32,9 @@ from ._move_recall import MoveRecall
 from ._sessions import Sessions
 from .settings import Settings
 
+if TYPE_CHECKING:
+    from frobozz.memory import MemoryService
+
 INSTRUCTIONS = """Play interactive fiction (Z-machine games such as Zork I).
 Start with new_game, then send one command per act call ('north', 'take lamp', 'open mailbox').
 look and inventory do not use up a move. undo goes back; save/restore keep named slots that
@@ -42,10 +45,12 @@ Slot = Annotated[str, Field(description="Save slot name: letters, digits, '-' or
 GameName = Annotated[str, Field(description="A catalogue name ('zork1') or a story file name.", max_length=1000)]
 
 
-def create_server(settings: Settings | None = None) -> MCPServer:
+def create_server(settings: Settings | None = None, *, service: MemoryService | None = None) -> MCPServer:
+    """`service`: for the recall after each act (`Settings.recalls`), one shared with other servers in the process
+    (`MemoryService.sharing`), else it opens its own."""
     settings = settings or Settings()
     sessions = Sessions(settings)
-    recall = MoveRecall(settings)
+    recall = MoveRecall(settings, service)
     mailbox = Mailbox(settings.game_mailbox) if settings.game_mailbox else None
 
     @asynccontextmanager

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from frobozz.games import GamesSettings
+
+if TYPE_CHECKING:
+    from frobozz.memory import MemorySettings
 
 
 class Settings(GamesSettings):
@@ -37,3 +41,17 @@ class Settings(GamesSettings):
     game_mailbox: Path | None = Field(
         default=None, description="A folder where the runner leaves notes for the next game answer, and pauses play."
     )
+
+    @property
+    def recalls(self) -> bool:
+        """Whether the server recalls memories after each act (both of game_recall_namespace and _session set)."""
+        return bool(self.game_recall_namespace and self.game_recall_session)
+
+    def memory_settings(self) -> MemorySettings | None:
+        """The settings of the MemoryService recall works on (the database and embedding model of FROBOZZ_*, in
+        this data folder), None when the server does not recall: it then opens none, nor takes one to share."""
+        if not self.recalls:
+            return None
+        from frobozz.memory import MemorySettings  # (numpy, asyncpg, the embedder: only for a server that recalls)
+
+        return MemorySettings(data_dir=self.data_dir)

@@ -8,7 +8,9 @@ from mcp import Client
 
 from frobozz._mailbox import Mailbox
 from frobozz.memory import MemoryService
+from frobozz.servers import load_server
 from frobozz.servers.game import Settings, create_server
+from tests.memory_services import ServicesSeen
 from tests.servers.mcp import call, error
 
 pytestmark = pytest.mark.anyio
@@ -41,23 +43,80 @@ async def test_a_note_in_the_mailbox_goes_with_the_next_answer_once_and_a_pause_
         assert (await call(client, "act", session_id=sid, command="take leaflet"))["moves"] == 2
 
 
-async def test_an_act_brings_back_the_memories_for_its_room_once_in_a_run(frobozz_env, cortex_settings, monkeypatch):
-    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
-    service = MemoryService(cortex_settings)
+async def _remembered(settings) -> str:
+    """The kitchen's note and another in zork1's namespace; the id of a memory-loop session to recall in."""
+    service = MemoryService(settings)
     try:
         store, sessions = await service.store(), await service.sessions()
         for note in (KITCHEN, UNRELATED):
             await store.store(note, {}, "zork1")
-        run = await sessions.open("zork1", client="test")
+        return (await sessions.open("zork1", client="test")).id
     finally:
         await service.aclose()
-    settings = Settings(game_recall_namespace="zork1", game_recall_session=run.id)
-    async with Client(create_server(settings)) as client:
+
+
+async def _to_the_kitchen_and_back(server) -> list[dict]:
+    async with Client(server) as client:
         sid = (await call(client, "new_game", game="zork1"))["session_id"]
-        answers = [await call(client, "act", session_id=sid, command=c) for c in [*TO_KITCHEN, "e", "w"]]
+        return [await call(client, "act", session_id=sid, command=c) for c in [*TO_KITCHEN, "e", "w"]]
+
+
+def _kitchen_recalled_once(answers: list[dict]) -> None:
     recalled = [(a["location"], a.get("recalled", [])) for a in answers if a.get("recalled")]
     assert len(recalled) == 1 and recalled[0][0] == "Kitchen"  # there, and not again on coming back
     assert [KITCHEN in line and line.startswith("- [memory ") for line in recalled[0][1]] == [True]
+
+
+async def test_an_act_brings_back_the_memories_for_its_room_once_in_a_run(frobozz_env, cortex_settings, monkeypatch):
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
+    run = await _remembered(cortex_settings)
+    settings = Settings(game_recall_namespace="zork1", game_recall_session=run)
+    _kitchen_recalled_once(await _to_the_kitchen_and_back(create_server(settings)))
+
+
+async def test_a_server_given_no_service_opens_its_own_for_recall_and_closes_it(
+    frobozz_env, cortex_settings, monkeypatch
+):
+    """The stdio server (`frobozz serve game`): its recall's pool and embedding model are its own, closed with it."""
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
+    run = await _remembered(cortex_settings)
+    seen = ServicesSeen(monkeypatch)
+    settings = Settings(game_recall_namespace="zork1", game_recall_session=run)
+    _kitchen_recalled_once(await _to_the_kitchen_and_back(create_server(settings)))
+    assert len(seen.made) == 1 and len(seen.pools) == 1 and seen.closed == seen.made
+
+
+async def test_a_server_made_with_the_process_s_service_recalls_on_its_pool_and_model_and_leaves_it_open(
+    frobozz_env, cortex_settings, monkeypatch
+):
+    """In a process that serves several servers (a memory run's, in tools mode): `load_server` gives the game server
+    a service sharing the process's, as it gives cortex and handoff; it makes no pool nor embedding model of its
+    own, and closes nothing of the process's."""
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())  # (as the run's)
+    run = await _remembered(cortex_settings)
+    service = MemoryService(cortex_settings)
+    try:
+        pool = (await service.store()).pool
+        seen = ServicesSeen(monkeypatch)
+        server = load_server("game", service=service, game_recall_namespace="zork1", game_recall_session=run)
+        _kitchen_recalled_once(await _to_the_kitchen_and_back(server))
+        assert seen.made and seen.embedders == [service.embedder] and seen.pools == [pool]
+        assert seen.closed == []
+        assert [m.content for m in await (await service.store()).recent(5, "zork1")]  # the pool is still open
+    finally:
+        await service.aclose()
+
+
+async def test_a_server_that_does_not_recall_takes_no_service(frobozz_env, cortex_settings, monkeypatch):
+    service = MemoryService(cortex_settings)
+    try:
+        seen = ServicesSeen(monkeypatch)
+        async with Client(load_server("game", service=service)) as client:
+            sid = (await call(client, "new_game", game="zork1"))["session_id"]
+            assert "recalled" not in await call(client, "act", session_id=sid, command="open mailbox")
+        assert seen.made == []
+    finally:
+        await service.aclose()
 
 
 async def test_with_the_database_away_acts_answer_without_recall(frobozz_env, monkeypatch):
