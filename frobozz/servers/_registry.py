@@ -18,6 +18,7 @@ class ServerSpec:
     memory: bool = False  # built on a MemoryService (cortex's database and embedding model), which it can share
     # A server that is not, but opens one on some settings (the game server's recall), says so with its settings'
     # `memory_settings()`: those of the MemoryService it would open, None when it opens none; it can share one too.
+    session: bool = False  # takes the id of the claude session it serves (handoff signs its letters with it)
 
     def factory(self) -> tuple[Any, Any]:
         """The server's `create_server` and its settings class."""
@@ -37,6 +38,7 @@ SERVERS: dict[str, ServerSpec] = {
             "frobozz.servers.handoff",
             "pass work to the next context window (letters in cortex's Postgres)",
             memory=True,
+            session=True,
         ),
     )
 }
@@ -59,7 +61,7 @@ def load_server(
     shared: dict[str, Any] = {}
     if service is not None and (memory := _memory_settings(spec, settings)) is not None:
         shared["service"] = service.sharing(memory)
-    if name == "handoff" and session is not None:
+    if spec.session and session is not None:
         shared["session"] = session
     return traced(create_server(settings, **shared))  # its calls under the engine's spans, when traced
 
