@@ -12,7 +12,7 @@ import anyio
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from ._output import cell, err
@@ -203,17 +203,36 @@ def show(
     if not row["firings_list"]:
         out.print("no firings yet")
         return
-    table = Table("firing", "state", "reason", "run", "cost", "at")
+    # At 80 columns six columns cut the due time and the run id: the firing's text (its title, the reason,
+    # when it was recorded) is one column that folds; the state, the run id (what `runs show` takes) and the
+    # cost are never cut.
+    table = Table(
+        Column("firing", overflow="fold"),
+        Column("state", no_wrap=True),
+        Column("run", no_wrap=True, min_width=22),
+        Column("cost", no_wrap=True),
+        show_lines=True,  # a firing's text is lines: each firing's own, set apart
+    )
     for f in row["firings_list"]:
         table.add_row(
-            cell(f["title"]),  # a mail's subject, a feed item's title: outside text
+            Text.assemble(
+                cell(f["title"]),  # a mail's subject, a feed item's title: outside text
+                ("\n" + cell(f["reason"]).plain, "italic") if f["reason"] else "",  # (plain text: no markup read)
+                ("\nat " + _moment(f["created"]), "dim"),
+            ),
             f["state"],
-            cell(f["reason"]),
             f["run_id"] or "",
             f"${f['cost_usd']:.4f}",
-            str(f["created"]),
         )
     out.print(table)
+
+
+def _moment(value: object) -> str:
+    """A recorded time to the second, in UTC: '2026-11-30 07:29:58 UTC' (28 characters with 'at ')."""
+    if isinstance(value, datetime):
+        moment = value.astimezone(UTC) if value.tzinfo else value
+        return moment.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if value.tzinfo else "")
+    return str(value)
 
 
 @routine_app.command("pause")

@@ -202,6 +202,29 @@ def _answered_here(body: bytes) -> Response:
     return Response(stream, media_type="text/event-stream")
 
 
+def upstream_reason(error: BaseException) -> str:
+    """Why a request to the upstream failed, never empty: httpx's own words when it has some, always with the
+    error's kind, and the kinds (and words) of what caused it. A connection reset or closed under a request is an
+    httpx ReadError or WriteError whose str() is '' (anyio's BrokenResourceError, ClosedResourceError carry
+    none): 'ReadError (from BrokenResourceError, from ConnectionResetError: [Errno 104] Connection reset by peer)'."""
+    said = str(error).strip()
+    kinds = [type(error).__name__]
+    causes: list[str] = []
+    seen = {id(error)}
+    cause = error.__cause__ or error.__context__
+    while cause is not None and id(cause) not in seen and len(causes) < 4:
+        seen.add(id(cause))
+        words = str(cause).strip()
+        if type(cause).__name__ not in kinds or (words and words != said):  # (httpx's ReadError wraps httpcore's)
+            kinds.append(type(cause).__name__)
+            causes.append(type(cause).__name__ + (f": {words}" if words and words != said else ""))
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(error, httpx.TimeoutException) and not said:
+        said = "no answer in time"
+    reason = type(error).__name__ + (f": {said}" if said else "")
+    return reason + (f" (from {', from '.join(causes)})" if causes else "")
+
+
 class Proxy:
     def __init__(
         self, upstream: str | None, on_usage: Callable[[Usage], None], trace: EngineTrace | None = None
@@ -216,6 +239,8 @@ class Proxy:
         self.rehearsing = False  # model requests answered here, none sent upstream (`Engine.rehearse`)
         self.port = 0
         self._server: _QuietServer | None = None
+        self._closing = False
+        self._forwards: set[anyio.CancelScope] = set()  # requests waiting for the upstream's answer
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=30.0), verify=tls_context())
 
     @property
@@ -241,8 +266,13 @@ class Proxy:
             task_status.started()
 
     async def aclose(self) -> None:
+        """Stop serving; a request still waiting for the upstream's answer is nobody's now (its claude has gone):
+        it is cancelled first, not cut by the client's close, which it took for the upstream failing."""
+        self._closing = True
         if self._server is not None:
             self._server.should_exit = True
+        for scope in list(self._forwards):
+            scope.cancel()
         await self._client.aclose()
 
     @property
@@ -280,17 +310,26 @@ class Proxy:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
         headers["accept-encoding"] = "identity"  # so usage can be read as it passes
         url = f"{self.upstream}{path}" + (f"?{request.url.query}" if request.url.query else "")
+        outgoing = self._client.build_request(request.method, url, headers=headers, content=body)
         try:
-            upstream = await self._client.send(
-                self._client.build_request(request.method, url, headers=headers, content=body), stream=True
-            )
+            upstream = await self._send(request, outgoing)
         except httpx.HTTPError as e:
-            log.warning("proxy: upstream %s failed: %s", self.upstream, e)
             if span is not None:
                 S.record_error(span, e)
                 span.end()
-            message = json.dumps({"type": "error", "error": {"type": "api_error", "message": f"upstream: {e}"}})
+            reason = upstream_reason(e)
+            if self._closing:  # cut by the proxy's own close (a claude stopped mid-request): no upstream failure
+                log.debug("proxy: %s %s given up as the proxy closed (%s)", request.method, path, reason)
+                return Response(status_code=499)
+            log.warning("proxy: upstream %s failed (%s %s): %s", self.upstream, request.method, path, reason)
+            message = json.dumps({"type": "error", "error": {"type": "api_error", "message": f"upstream: {reason}"}})
             return Response(message, status_code=502, media_type="application/json")
+        if upstream is None:  # claude went away (stopped, or gave the request up) before the answer came
+            log.debug("proxy: %s %s given up: its client went away (or the proxy closed) first", request.method, path)
+            if span is not None:
+                S.record_error(span, "the client went away before the answer")
+                span.end()
+            return Response(status_code=499)
         limits = {k: v for k, v in upstream.headers.items() if k.lower().startswith("anthropic-ratelimit-unified")}
         self.rate_limits.update(limits)
         reader = _UsageReader(
@@ -304,6 +343,43 @@ class Proxy:
             status_code=upstream.status_code,
             headers=response_headers,
         )
+
+    async def _send(self, request: Request, outgoing: httpx.Request) -> httpx.Response | None:
+        """The upstream's answer (its head: the body streams after), or None when claude went away before it (a
+        claude stopped mid-request, as a sidecar's question given up at a session's close) or the proxy closed.
+        Such a request is cancelled then: it waited on for an answer nobody would read, until the engine's close
+        closed the client under it, and was logged as the upstream failing (a ReadError, whose str() is '')."""
+        if self._closing:
+            return None
+        answer: httpx.Response | None = None
+        failure: Exception | None = None
+        with anyio.CancelScope() as scope:
+            self._forwards.add(scope)
+            try:
+                async with anyio.create_task_group() as tg:
+
+                    async def send() -> None:
+                        nonlocal answer, failure
+                        try:
+                            answer = await self._client.send(outgoing, stream=True)
+                        except Exception as e:  # noqa: BLE001 - raised below as it is, not in an exception group
+                            failure = e
+                        tg.cancel_scope.cancel()
+
+                    async def until_gone() -> None:
+                        if (await request.receive())["type"] == "http.disconnect":  # (the body is read: its end next)
+                            scope.cancel()
+
+                    tg.start_soon(send)
+                    tg.start_soon(until_gone)
+            finally:
+                self._forwards.discard(scope)
+        if failure is not None:
+            raise failure
+        if scope.cancel_called and answer is not None:  # (answered as claude went: nobody reads it)
+            await answer.aclose()
+            return None
+        return answer
 
     async def _relay(
         self,

@@ -253,3 +253,103 @@ def test_a_firings_title_and_reason_from_outside_are_shown_as_text_not_obeyed_or
     shown = cli("routine", "show", "mail")
     assert "\x1b" not in shown and "\x07" not in shown
     assert "Hi\\x1b]0;pwned\\x07 [/bold] [red]you[/red]" in shown and "server said \\x1b[2J[/x]" in shown
+
+
+def test_a_routine_run_whose_last_question_is_given_up_at_its_close_logs_no_upstream_failure(cli, monkeypatch, caplog):
+    """`routine run` succeeded and logged `proxy: upstream http://127.0.0.1:… failed: ` (an empty reason): a sidecar
+    question still unanswered when the firing's session closed (the last exchange's suggestions, past the wait for
+    them) had its claude stopped, and the engine's close then cut its request at the proxy, which took its own cut
+    for the upstream failing."""
+    import logging
+    import threading
+
+    import anyio
+
+    from frobozz.engine.testing import ScriptedModel
+    from frobozz.loop import _session
+    from tests.waiting import eventually
+
+    release = threading.Event()
+
+    def answers(request):
+        text = request.last_user_text()
+        if text.startswith("Here is the last exchange"):
+            release.wait(60)  # answered only after the firing has ended
+            return "NONE"
+        return "Done: " + text.splitlines()[0][:60]
+
+    def asked(model):
+        return any(r.last_user_text().startswith("Here is the last exchange") for r in model.requests)
+
+    async def settled(self):  # the session's wait for its suggestions ends with their question at the model
+        with anyio.fail_after(120):
+            await eventually(lambda: asked(model))
+
+    monkeypatch.setattr(_session.MemorySession, "settled", settled)
+    caplog.set_level(logging.DEBUG, logger="frobozz")
+    try:
+        with ScriptedModel(answers) as model:
+            for name, value in model.env().items():
+                monkeypatch.setenv(name, value)
+            monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+            cli("routine", "add", "brief", "--cron", "@daily", "--prompt", "Write the morning briefing.")
+            output = cli("routine", "run", "brief")
+            release.set()
+    finally:
+        release.set()
+    assert "routine brief: done (finished)" in output and asked(model), output
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [m for m in said if "proxy:" in m], said
+
+
+def test_show_at_80_columns_cuts_neither_the_due_time_nor_the_run_id(cli, cortex_settings, tmp_path):
+    """`routine show` in an 80-column terminal cut the firing's due time and its run id ('20261130-13425…'): both
+    are whole, the long texts (a mail's subject, a reason) fold, and no line is wider than the terminal."""
+    import os
+    import subprocess
+    import sys
+    from datetime import UTC, datetime
+
+    import anyio
+
+    from frobozz.engine.producers import Schedule
+    from frobozz.memory import MemorySettings
+    from frobozz.routines import RoutineStore
+
+    cli("routine", "add", "brief", "--cron", "30 7 * * *", "--prompt", "Brief me.")
+    due = datetime(2026, 11, 30, 7, 30, tzinfo=UTC)
+    subject = "Re: the quarterly numbers for the northern region, with every attachment and a long tail " * 2
+
+    async def fired() -> None:
+        store = await RoutineStore.open(MemorySettings(database_url=cortex_settings.database_url))
+        try:
+            await store.claim("brief", Schedule.key(due), f"due {Schedule.key(due)}", due=due)
+            await store.start("brief", Schedule.key(due), "20261130-073001-abcdef")
+            await store.finish("brief", Schedule.key(due), "done", "finished", cost_usd=0.0123)
+            await store.claim("brief", "mail-1", subject)
+            await store.start("brief", "mail-1", "20261130-073502-123456")
+            reason = "time limit: the firing ran past --max-seconds and was stopped"
+            await store.finish("brief", "mail-1", "failed", reason, cost_usd=1.5)
+        finally:
+            await store.aclose()
+
+    anyio.run(fired)
+    env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
+    env |= {"HOME": str(tmp_path / "home"), "COLUMNS": "80"}
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "routine", "show", "brief"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout
+    assert "2026-11-30T07:30:00+00:00" in shown, shown  # the due time, whole on its line
+    assert "20261130-073001-abcdef" in shown and "20261130-073502-123456" in shown, shown
+    assert "…" not in shown and max(len(line) for line in shown.splitlines()) <= 80, shown
+    assert "$0.0123" in shown and "$1.5000" in shown and "done" in shown and "failed" in shown, shown
+    assert " at 20" in shown, shown  # when each was recorded, to the second
+    flat = " ".join(line.strip("│ ") for line in shown.splitlines())
+    assert "--max-seconds" in flat and "northern" in flat, shown

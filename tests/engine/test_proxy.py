@@ -1,7 +1,9 @@
 """The engine's HTTP channel, with the real CLI talking through it to the scripted Messages API."""
 
 import json
+import logging
 
+import httpx
 import pytest
 
 from frobozz.engine import CompactBoundary, Engine, ErrorEvent, Result, Usage, is_compaction_request
@@ -9,6 +11,7 @@ from frobozz.engine._proxy import request_head
 from frobozz.engine.testing import Reply, ScriptedModel, Text, replies
 from tests.engine.conftest import of, until
 from tests.ports import free_port
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -132,3 +135,130 @@ async def test_while_rehearsing_the_proxy_answers_model_requests_itself_and_repo
     assert of(rehearsed, Result)[0].total_cost_usd == 0 and not of(rehearsed, Result)[0].is_error
     assert [r.result for r in of(real, Result)] == ["from the model"] and len(model.requests) == 1
     assert [u.input_tokens for u in of(real, Usage) if u.path.endswith("/v1/messages")] == [100]
+
+
+async def test_a_request_whose_claude_is_stopped_mid_answer_is_given_up_not_logged_as_the_upstream_failing(
+    make_options, caplog
+):
+    """A claude stopped while its request waits for the answer (a sidecar's question given up as a session
+    closes: `close(finish=False)`) left the proxy waiting on; the engine's close then closed the proxy's client
+    under it, and the cut was logged as `proxy: upstream http://127.0.0.1:… failed: ` (httpx's ReadError says
+    nothing) after a run that had succeeded."""
+    import threading
+
+    import anyio
+
+    release = threading.Event()
+
+    def slow(request):
+        release.wait(30)  # the answer comes only after claude is gone
+        return "too late"
+
+    caplog.set_level(logging.DEBUG, logger="frobozz.engine.proxy")
+    try:
+        async with ScriptedModel(slow) as model:
+            async with Engine(make_options(model)) as engine:
+                await engine.start()
+                await engine.send("a question nobody waits for")
+                with anyio.fail_after(60):  # the request has reached the upstream: its answer is awaited
+                    await eventually(lambda: model.requests)
+                await engine.close(finish=False)
+            release.set()
+    finally:
+        release.set()
+    proxy = [r for r in caplog.records if r.name == "frobozz.engine.proxy"]
+    assert not [r.getMessage() for r in proxy if r.levelno >= logging.WARNING]
+    assert any("given up" in r.getMessage() for r in proxy)  # said, at debug level
+
+
+class _ResettingServer:
+    """An upstream that reads a request and resets the connection (RST): httpx's ReadError or WriteError, whose
+    str() is ''."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import socket
+        import struct
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+async def test_an_upstream_failure_is_logged_and_answered_with_a_reason_that_is_never_empty(caplog):
+    """A reset connection was logged as `proxy: upstream http://127.0.0.1:… failed: ` and answered 'upstream: ':
+    httpx's ReadError and WriteError from a closed or reset connection have no words of their own."""
+    import anyio
+    import httpx
+
+    from frobozz.engine._proxy import Proxy
+
+    server = _ResettingServer()
+    proxy = Proxy(f"http://127.0.0.1:{server.port}", lambda usage: None)
+    caplog.set_level(logging.WARNING, logger="frobozz.engine.proxy")
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(proxy.run)
+            async with httpx.AsyncClient() as client:
+                answer = await client.post(f"{proxy.url}/v1/messages", json={"model": "m", "messages": []})
+            await proxy.aclose()
+    finally:
+        server.close()
+    assert answer.status_code == 502
+    said = answer.json()["error"]["message"]
+    (record,) = [r for r in caplog.records if r.name == "frobozz.engine.proxy"]
+    reason = record.getMessage().split("failed", 1)[1]
+    assert reason.split(":", 1)[1].strip() and said.removeprefix("upstream:").strip(), (reason, said)
+    assert ("ReadError" in reason or "WriteError" in reason or "RemoteProtocolError" in reason) and "Error" in said
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        httpx.ReadError(""),
+        httpx.WriteError(""),
+        httpx.ReadTimeout(""),
+        httpx.ConnectError(""),
+        httpx.RemoteProtocolError(""),
+        httpx.PoolTimeout(""),
+    ],
+)
+def test_an_upstream_error_with_no_words_of_its_own_is_described_by_its_kind_and_its_causes(error):
+    import anyio
+
+    from frobozz.engine._proxy import upstream_reason
+
+    assert upstream_reason(error).startswith(type(error).__name__)
+    try:
+        try:
+            try:
+                raise ConnectionResetError(104, "Connection reset by peer")
+            except ConnectionResetError as reset:
+                raise anyio.BrokenResourceError from reset
+        except anyio.BrokenResourceError as broken:
+            raise error from broken
+    except httpx.HTTPError as caught:
+        reason = upstream_reason(caught)
+    assert reason.startswith(type(error).__name__) and "BrokenResourceError" in reason
+    assert "Connection reset by peer" in reason
+    assert upstream_reason(httpx.ConnectError("All connection attempts failed")) == (
+        "ConnectError: All connection attempts failed"
+    )
