@@ -86,6 +86,7 @@ def play(
         RunNotFoundError,
         claude_readiness,
         play,
+        score_text,
         serve_in_process,
         summary_table,
     )
@@ -167,7 +168,10 @@ def play(
                 results[index] = await play(config, settings, handle_signals=runs == 1, ledger=ledger)
             if not live and not as_json:
                 r = results[index]
-                err.print(f"run {r.run_id}: {r.reason}, score {r.score}/{r.max_score} in {r.turns} turns", markup=False)
+                err.print(
+                    f"run {r.run_id}: {r.reason}, score {score_text(r.score, r.max_score)} in {r.turns} turns",
+                    markup=False,
+                )
 
     async def main() -> list:
         results: list = [None] * runs
@@ -205,6 +209,8 @@ def play(
         for run_id in stopped:
             err.print(f"stopped; everything played is saved: go on with `frobozz play --resume {run_id}`", markup=False)
         raise typer.Exit(130)
+    if any(r.status == "failed" for r in results):  # (its reason is in the summary)
+        raise typer.Exit(1)
 
 
 async def _ledger(size: int) -> Any:

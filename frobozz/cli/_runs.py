@@ -63,7 +63,7 @@ def worker(
     at their next turn and go back to the queue, to be taken up from there."""
     start_tracing(trace, "frobozz-worker")
     from frobozz.games import GameError
-    from frobozz.runner import RunnerSettings, Worker, serve_in_process
+    from frobozz.runner import RunnerSettings, Worker, score_text, serve_in_process
     from frobozz.servers import load_server
 
     serve_in_process(load_server)  # runs' game, cortex and handoff servers in this process (routines' games too)
@@ -73,10 +73,8 @@ def worker(
         raise typer.BadParameter("name at least one game", param_hint="--games")
 
     def finished(result: Any) -> None:
-        out.print(
-            f"run {result.run_id}: {result.reason}, score {result.score}/{result.max_score} in {result.turns} turns",
-            markup=False,
-        )
+        score = score_text(result.score, result.max_score)
+        out.print(f"run {result.run_id}: {result.reason}, score {score} in {result.turns} turns", markup=False)
 
     async def work(ledger: Any) -> None:
         from frobozz.routines import RoutineSettings, RoutineStore, RoutineWorker
@@ -187,7 +185,7 @@ def runs_list(
 @runs.command("show")
 def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> None:
     """One run: its settings and result, where it was played, its score chart and map."""
-    from frobozz.runner import RunnerSettings, RunStore, run_row
+    from frobozz.runner import RunnerSettings, RunStore, run_row, score_text
 
     here = RunnerSettings().runs_dir
 
@@ -217,7 +215,7 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
         return
     info = row["info"]
     table = Table.grid(padding=(0, 2))
-    score = f"{row['score']}/{row['max_score']}" if row["max_score"] else str(row["score"])
+    score = score_text(row["score"], row["max_score"])
     for name, value in (
         ("run", row["run_id"]),
         ("game", f"{row['game']} ({info.get('title')})"),

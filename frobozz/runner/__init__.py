@@ -8,6 +8,7 @@ from ._live import LiveView, summary_table
 from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for
 from ._prompts import load_template
 from ._queue import Worker, enqueue, install_queue
+from ._report import score_text
 from ._run import RunConfig, RunResult, check_prompt_file, new_info, play
 from ._session_parts import serve_in_process
 from ._store import RunBusyError, RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord
@@ -42,6 +43,7 @@ __all__ = [
     "new_info",
     "play",
     "run_row",
+    "score_text",
     "serve_in_process",
     "summary_table",
 ]

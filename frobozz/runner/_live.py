@@ -12,6 +12,7 @@ from rich.text import Text
 from frobozz._text import printable, printable_lines
 
 from ._context import RunContext
+from ._report import score_text
 from ._store import TurnRecord
 
 
@@ -58,7 +59,7 @@ def summary_table(results: list) -> Group:
     table.add_column("reason", min_width=12, overflow="fold")  # "won" when it was won
     table.add_column("cost", no_wrap=True, justify="right")
     for r in results:
-        score = f"{r.score}/{r.max_score}" if r.max_score else str(r.score)
+        score = score_text(r.score, r.max_score)
         player, reason = Text(printable(f"{r.player} ({r.mode})")), Text(printable(r.reason or ""))  # as they are
         table.add_row(r.run_id, player, score, str(r.turns), reason, f"${r.cost_usd:.4f}")
     remembered = [r for r in results if r.memory_namespace]

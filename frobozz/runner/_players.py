@@ -87,7 +87,8 @@ def script_commands(script: Path) -> list[str]:
     return steps
 
 
-# A non-empty one of these logs claude in by itself: `claude auth status` says `"loggedIn": true` for each
+# One of these set (not empty, not only spaces) logs claude in by itself: `claude auth status` says `"loggedIn":
+# true` for each
 CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
 
 
@@ -98,10 +99,12 @@ def claude_readiness(cli_path: str | None = None) -> str | None:
         claude = find_claude(cli_path)
     except CLINotFoundError as e:
         return f"{e}; {offline}."
-    if any(os.environ.get(name) for name in CREDENTIALS):
+    if any(os.environ.get(name, "").strip() for name in CREDENTIALS):
         return None  # claude signs in with it; asking `claude auth status` costs a claude start (~0.4 s) for the same
+    # one of only spaces is none: claude's status counts it, but its run says "Not logged in"
+    env = {k: v for k, v in os.environ.items() if k not in CREDENTIALS}
     try:
-        done = subprocess.run([claude, "auth", "status"], capture_output=True, text=True, timeout=30)
+        done = subprocess.run([claude, "auth", "status"], capture_output=True, text=True, timeout=30, env=env)
         status = json.loads(done.stdout or "{}")
     except (OSError, subprocess.TimeoutExpired, ValueError) as e:
         return f"claude could not be asked whether it is logged in ({e}); {offline}."

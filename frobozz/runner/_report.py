@@ -95,13 +95,20 @@ def game_map(records: Sequence[TurnRecord], start: str | None = None) -> GameMap
 _DRAWING = threading.Lock()  # matplotlib promises no thread safety: one run's pictures at a time
 
 
+def score_text(score: int | None, max_score: int | None) -> str:
+    """'42/350'; '-' before the game gave a score (a run that played no turn)."""
+    if score is None:
+        return "-"
+    return f"{score}/{max_score}" if max_score else str(score)
+
+
 def finish(store: RunStore, records: Sequence[TurnRecord], max_score: int | None, *, start: str | None = None) -> None:
     """Summary, chart and map, written once the run has stopped (for whatever reason). Most of a second of
     CPU for a long run: called in a worker thread, so that a worker's other runs (and its queue's heartbeat)
     go on meanwhile."""
     info = store.info
     summary = (
-        f"## Summary\n\n| | |\n|---|---|\n| reason | {info.reason} |\n| score | {info.score}/{max_score} |\n"
+        f"## Summary\n\n| | |\n|---|---|\n| reason | {info.reason} |\n| score | {score_text(info.score, max_score)} |\n"
         f"| moves | {info.moves} |\n| turns | {info.turns} |\n| won | {info.won} |\n"
         f"| cost | ${info.cost_usd:.4f} |\n| corrections | {info.corrections} |\n"
         + (

@@ -74,6 +74,7 @@ class RunResult(BaseModel):
     won: bool
     done: bool
     reason: str | None
+    status: str = "finished"  # "failed": it ended on an error (claude's, the game's); "stopped": by a signal
     cost_usd: float
     transcript: str
     memory_namespace: str | None = None
@@ -275,6 +276,7 @@ def _result(store: RunStore) -> RunResult:
         won=info.won,
         done=info.done,
         reason=info.reason,
+        status=info.status,
         cost_usd=info.cost_usd,
         transcript=str(store.transcript),
         memory_namespace=info.memory_namespace,

@@ -11,7 +11,7 @@ import time
 import anyio
 import pytest
 
-from frobozz.engine.testing import ScriptedModel
+from frobozz.engine.testing import ApiError, ScriptedModel
 from frobozz.runner import RunStore, run_row
 from frobozz.runner._prompts import turn_in
 from tests.cli.in_process import frobozz_here
@@ -93,10 +93,11 @@ def test_ctrl_c_stops_cleanly_with_everything_saved_and_the_run_resumes(frobozz_
 
 
 def test_claude_not_logged_in_is_said_plainly_with_both_fixes(tmp_path):
-    done = _play(tmp_path, "zork1")
-    assert done.returncode == 1
-    message = " ".join(done.stderr.split())
-    assert "not logged in" in message and "/login" in message and "--player walkthrough" in message
+    for blank in ({}, {"ANTHROPIC_API_KEY": " \t", "CLAUDE_CODE_OAUTH_TOKEN": ""}):  # (a key of spaces is none)
+        done = _play(tmp_path, "zork1", env=_env(tmp_path, **blank))
+        assert done.returncode == 1
+        message = " ".join(done.stderr.split())
+        assert "not logged in" in message and "/login" in message and "--player walkthrough" in message
     auto = _play(tmp_path, "zork1", "--player", "auto", "--max-turns", "2", "--json")
     assert auto.returncode == 0 and "playing with walkthrough" in auto.stderr
     assert "--player walkthrough" not in auto.stderr  # no advice to do what it is doing already
@@ -115,6 +116,20 @@ def test_the_claude_player_plays_through_the_real_cli_and_its_api(tmp_path):
     result = json.loads(done.stdout)
     assert (result["player"], result["turns"], result["reason"]) == ("claude", 3, "max turns")
     assert result["cost_usd"] > 0
+
+
+def test_a_run_claude_fails_in_exits_1_with_its_reason_and_no_score_yet(tmp_path):
+    """The model refuses the key: the run is failed, and play said so only in its summary, exiting 0 (with the
+    score 'None/350')."""
+    with ScriptedModel(lambda request: ApiError(401, "authentication_error", "invalid x-api-key")) as api:
+        done = _play(
+            tmp_path, "zork1", "--max-turns", "3", env=_env(tmp_path, **api.env(), CLAUDE_CODE_MAX_RETRIES="0")
+        )
+    assert done.returncode == 1, done.stderr
+    summary = " ".join(done.stdout.split())
+    assert "failed: Invalid API key" in summary and " - 0 " in summary and "None" not in summary, summary
+    run_id = next(line.split()[0] for line in done.stdout.splitlines() if line.strip().startswith("2"))
+    assert RunStore.open(tmp_path / "data" / "runs", run_id).info.status == "failed"
 
 
 def test_several_runs_in_parallel_get_a_combined_summary(tmp_path):

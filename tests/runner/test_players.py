@@ -146,7 +146,7 @@ def _claude_answering(tmp_path, status: dict) -> tuple[str, Path]:
     """A claude that answers `auth status` with `status` and notes each time it is asked."""
     asked = tmp_path / "asked"
     claude = tmp_path / "claude"
-    claude.write_text(f"#!/bin/sh\necho x >> {asked}\necho '{json.dumps(status)}'\n")
+    claude.write_text(f"#!/bin/sh\necho \"key:${{ANTHROPIC_API_KEY-unset}}\" >> {asked}\necho '{json.dumps(status)}'\n")
     claude.chmod(0o755)
     return str(claude), asked
 
@@ -161,12 +161,13 @@ def test_a_credential_in_the_environment_is_enough_and_claude_is_not_started_to_
     assert not asked.exists()
 
 
-def test_without_a_credential_claude_is_asked_and_an_empty_one_counts_as_none(tmp_path, monkeypatch):
+def test_without_a_credential_claude_is_asked_and_an_empty_or_blank_one_counts_as_none(tmp_path, monkeypatch):
+    """claude's status counts a key of spaces as logged in, but its run then says "Not logged in"."""
     claude, asked = _claude_answering(tmp_path, {"loggedIn": False})
     for name in CREDENTIALS:
-        monkeypatch.setenv(name, "")
+        monkeypatch.setenv(name, "" if name.startswith("CLAUDE") else " \t")
     problem = claude_readiness(claude)
     assert problem is not None and "not logged in" in problem and "--player walkthrough" in problem
-    assert asked.read_text() == "x\n"
+    assert asked.read_text() == "key:unset\n"  # asked without the blank ones
     claude, _ = _claude_answering(tmp_path, {"loggedIn": True})
     assert claude_readiness(claude) is None

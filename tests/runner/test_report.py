@@ -23,3 +23,14 @@ def test_a_walk_is_drawn_with_its_current_room(tmp_path):
     )
     map_image(explored, tmp_path / "map.png", title="Zork I", current="Attic")
     assert (tmp_path / "map.png").read_bytes().startswith(PNG)
+
+
+def test_a_score_reads_as_points_of_the_most_and_a_run_with_none_yet_shows_a_dash():
+    from frobozz.runner import score_text
+
+    assert [score_text(None, 350), score_text(0, 350), score_text(42, 350), score_text(7, None)] == [
+        "-",
+        "0/350",
+        "42/350",
+        "7",
+    ]
