@@ -178,7 +178,8 @@ def list_(as_json: bool = typer.Option(False, "--json")) -> None:
     for r in rows:
         state = "paused" if r["paused"] else ("problem: " + r["problem"] if r["problem"] else "active")
         counts = ", ".join(f"{n} {s}" for s, n in sorted(r["firings"].items())) or "-"
-        table.add_row(r["name"], cell(r["when"]), cell(state), counts, str(r["last_fired"] or "-"))
+        last = _moment(r["last_fired"]) if r["last_fired"] else "-"
+        table.add_row(r["name"], cell(r["when"]), cell(state), counts, last)
     out.print(table)
 
 
@@ -189,7 +190,7 @@ def show(
     """One routine and its firings (due time or item, state, run, cost), newest first."""
 
     async def work(store: Any, ledger: Any) -> dict[str, Any]:
-        row = _row(await store.get(name))
+        row = _row(await store.routine(name))  # (as `list` gives it: its counts and last firing too)
         row["firings_list"] = await store.firings(name, limit=limit)
         return row
 

@@ -28,7 +28,7 @@ from frobozz.engine.producers import (
     parse_url,
     zone,
 )
-from frobozz.memory import unstorable
+from frobozz.memory import MemoryStoreError, check_namespace, unstorable
 
 from .exceptions import RoutineInputError
 
@@ -49,7 +49,7 @@ class Routine(BaseModel):
     url: str | None = Field(default=None, max_length=2000)
     poll: float = Field(default=60.0, ge=1, le=86400, allow_inf_nan=False)
     prompt: str = Field(min_length=1, max_length=100_000)
-    namespace: str = Field(default="", pattern=r"^([A-Za-z0-9][A-Za-z0-9_.:-]{0,99})?$")
+    namespace: str = ""  # memory's; "" is routine-NAME (`namespace_or_default`)
     workspace: str | None = Field(default=None, max_length=4096)
     model: str | None = Field(default=None, max_length=200)
     max_turns: int | None = Field(default=None, ge=1, le=1000)
@@ -69,6 +69,15 @@ class Routine(BaseModel):
                 "or a digit, at most 64 characters"
             )
         return name
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, namespace: str) -> str:
+        """memory's rule, said in words as memory says it (the pattern showed pydantic's regex)."""
+        try:
+            return namespace and check_namespace(namespace)
+        except MemoryStoreError as e:
+            raise ValueError(str(e)) from None
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Routine:

@@ -67,15 +67,24 @@ class RoutineStore:
         found["spec"] = Routine.model_validate_json(found["spec"], context={"stored": True})
         return found
 
-    async def routines(self, *, active: bool = False) -> list[dict[str, Any]]:
-        """Every routine, by name, with its firings counted by state and its last firing's time."""
+    async def routine(self, name: str) -> dict[str, Any]:
+        """One routine as `routines` gives each (its firings counted, its last firing's start)."""
+        found = await self.routines(name=name)
+        if not found:
+            raise _missing(name)
+        return found[0]
+
+    async def routines(self, *, active: bool = False, name: str | None = None) -> list[dict[str, Any]]:
+        """Every routine (or the one named), by name, with its firings counted by state and when the last one
+        that fired started (one skipped or missed never fired)."""
         rows = await self.pool.fetch(
             "SELECT r.*, (SELECT json_object_agg(state, n) FROM (SELECT state, count(*) AS n FROM routine_firings f "
             "WHERE f.routine = r.name GROUP BY state) s) AS counts, "
-            f"(SELECT max(created) FROM routine_firings f WHERE f.routine = r.name AND f.key <> '{FIRST_READ}') "
+            f"(SELECT max(started) FROM routine_firings f WHERE f.routine = r.name AND f.key <> '{FIRST_READ}') "
             "AS last_fired "
-            "FROM routines r WHERE NOT ($1 AND r.paused) ORDER BY r.name",
+            "FROM routines r WHERE NOT ($1 AND r.paused) AND ($2::text IS NULL OR r.name = $2) ORDER BY r.name",
             active,
+            None if name is None else _named(name),
         )
         found = []
         for row in rows:

@@ -353,3 +353,45 @@ def test_show_at_80_columns_cuts_neither_the_due_time_nor_the_run_id(cli, cortex
     assert " at 20" in shown, shown  # when each was recorded, to the second
     flat = " ".join(line.strip("│ ") for line in shown.splitlines())
     assert "--max-seconds" in flat and "northern" in flat, shown
+
+
+def test_show_counts_the_firings_as_list_does_and_last_fired_is_the_last_that_started_not_one_skipped(
+    cli, cortex_settings, monkeypatch
+):
+    """`show --json` said `"firings": {}` and `"last_fired": null` beside its own firings; and `list` gave as the
+    last firing the time a skipped one was recorded (it never fired), to the microsecond."""
+    import anyio
+
+    from frobozz.memory import MemorySettings
+    from frobozz.routines import RoutineStore
+
+    cli("routine", "add", "tick", "--every", "60", "--prompt", "Tick.")
+    for shown in (json.loads(cli("routine", "show", "tick", "--json")), listed(cli)[0]):  # nothing yet
+        assert (shown["firings"], shown["last_fired"]) == ({}, None)
+
+    async def fired() -> str:
+        store = await RoutineStore.open(MemorySettings(database_url=cortex_settings.database_url))
+        try:
+            await store.claim("tick", "k1", "due 1")
+            await store.start("tick", "k1", "20261130-073001-abcdef")
+            await store.finish("tick", "k1", "done", "finished")
+            await store.claim("tick", "k2", "due 2", state="skipped", reason="overlap")  # after it: never fired
+            return str((await store.firing("tick", "k1"))["started"])
+        finally:
+            await store.aclose()
+
+    started = anyio.run(fired)
+    shown, in_list = json.loads(cli("routine", "show", "tick", "--json")), listed(cli)[0]
+    assert shown["firings"] == in_list["firings"] == {"done": 1, "skipped": 1}
+    assert str(shown["last_fired"]).replace("T", " ") == str(in_list["last_fired"]).replace("T", " ") == started
+    monkeypatch.setattr(routines_cli.out, "width", 500)
+    row = next(line for line in cli("routine", "list").splitlines() if "tick" in line)
+    assert started[:19] in row and started[:26] not in row  # to the second
+
+
+def test_a_bad_namespace_is_refused_saying_memory_s_rule_in_words(cli):
+    output = " ".join(
+        cli("routine", "add", "e29", "--every", "10", "--prompt", "x", "--namespace", "bad ns!", code=2).split()
+    )
+    assert "should match pattern" not in output and "invalid namespace 'bad ns!': 1-100 letters, digits" in output
+    assert listed(cli) == []
