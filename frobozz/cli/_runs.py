@@ -10,9 +10,11 @@ from typing import Any, TypeVar
 
 import anyio
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from frobozz._text import printable, printable_lines
 
@@ -148,7 +150,7 @@ def runs_list(
         return
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(f"use one of: {', '.join(STATUSES)}", param_hint="--status")
-    from frobozz.runner import RunnerSettings, all_runs
+    from frobozz.runner import RunnerSettings, all_runs, score_text
 
     here = RunnerSettings().runs_dir  # runs played on this machine count too, in the database or not
     rows = _with_ledger(lambda ledger: all_runs(ledger, here, game=game, model=model, status=status, limit=limit))
@@ -160,25 +162,21 @@ def runs_list(
             "no runs" + (" matching" if game or model or status else " yet: `frobozz play GAME --queue` queues some")
         )
         return
-    table = Table()
-    table.add_column("run", no_wrap=True, min_width=22)  # never cut: it is what `runs show` takes
-    for name in ("game", "player", "mode", "model", "status", "score", "turns", "won", "reason", "cost"):
-        table.add_column(name, overflow="fold")
+    # Fits 80 columns: what was played (game, mode, player, model) and why it ended fold in one column; the run id
+    # (what `runs show` takes), status, score, turns and cost are never cut (eleven columns were 2 characters each)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_lines=True)
+    table.add_column("run", no_wrap=True, min_width=22)
+    table.add_column("played, and why it ended", overflow="fold", min_width=16)
+    for name in ("status", "score", "turns", "cost"):
+        table.add_column(name, no_wrap=True, justify="left" if name == "status" else "right")
     for r in rows:
-        score = "" if r["score"] is None else f"{r['score']}" + (f"/{r['max_score']}" if r["max_score"] else "")
-        table.add_row(
-            r["run_id"],
-            cell(r["game"]),
-            cell(r["player"]),
-            r["mode"],
-            cell(r["model"]),
-            r["status"],
-            score,
-            str(r["turns"]),
-            "yes" if r["won"] else "no",
-            cell(r["reason"]),
-            f"${r['cost_usd']:.4f}",
+        player = r["player"] + (f" ({r['model']})" if r["model"] else "")
+        played = Text.assemble(
+            cell(f"{r['game']} ({r['mode']}), {player}"),
+            ("\n" + cell(r["reason"]).plain, "italic") if r["reason"] else "",
         )
+        score = score_text(r["score"], r["max_score"])
+        table.add_row(r["run_id"], played, r["status"], score, str(r["turns"]), f"${r['cost_usd']:.4f}")
     out.print(table)
 
 

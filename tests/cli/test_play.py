@@ -279,3 +279,23 @@ def test_a_run_killed_with_sigkill_leaves_no_process_behind_and_resumes(frobozz_
     done = _play(tmp_path, "--resume", run_dir.name, "--max-turns", "20", "--json")
     assert done.returncode == 0, done.stderr
     assert (json.loads(done.stdout)["turns"], json.loads(done.stdout)["reason"]) == (20, "max turns")
+
+
+def test_runs_at_80_columns_shows_each_run_whole_and_what_was_played_folds(tmp_path, monkeypatch):
+    """Eleven columns at 80 were two or three characters each ('ro / ut / in / e:'), the status and cost split."""
+    from frobozz.cli import _runs as runs_cli
+
+    env = _env(tmp_path)
+    played = [
+        json.loads(frobozz_here(env, monkeypatch, "play", "zork1", "--player", "walkthrough", *more, "--json").stdout)
+        for more in (["--max-turns", "3"], ["--max-turns", "2", "--mode", "tools"])
+    ]
+    monkeypatch.setattr(runs_cli.out, "width", 80)  # (made when first imported, as wide as COLUMNS was then)
+    lines = frobozz_here(env, monkeypatch, "runs").stdout.splitlines()
+    assert max(map(len, lines)) <= 80
+    for run, mode in zip(played, ("text", "tools"), strict=True):
+        (line,) = [line for line in lines if run["run_id"] in line]
+        row = line.split()
+        assert row[0] == run["run_id"] and row[-4:] == ["finished", f"{run['score']}/350", str(run["turns"]), "$0.0000"]
+        assert f"zork1 ({mode})," in line
+    assert "walkthrough" in " ".join(lines) and "max turns" in " ".join(lines)
