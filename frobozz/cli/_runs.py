@@ -246,7 +246,7 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
 def leaderboard(game: str = typer.Option(None), as_json: bool = typer.Option(False, "--json")) -> None:
     """One row per (model, player, game, mode) over the runs that ended: runs, mean and best score, wins,
     mean turns to the end, cost per point."""
-    from frobozz.runner import RunnerSettings
+    from frobozz.runner import RunnerSettings, score_text
     from frobozz.runner import leaderboard as board
 
     here = RunnerSettings().runs_dir  # runs played on this machine count too, in the database or not
@@ -271,7 +271,7 @@ def leaderboard(game: str = typer.Option(None), as_json: bool = typer.Option(Fal
         title="Frobozz leaderboard",
     )
     for r in rows:
-        best = f"{r['best_score']}/{r['max_score']}" if r["max_score"] else str(r["best_score"])
+        best = score_text(r["best_score"], r["max_score"])
         per_point = "-" if r["cost_per_point"] is None else f"${r['cost_per_point']:.4f}"
         table.add_row(
             cell(r["model"] or "(default)"),
