@@ -35,15 +35,7 @@ from ..engine import (
     Sidecar,
     WarmSpare,
 )
-from ..memory import (
-    DatabaseError,
-    HandoffStore,
-    LoopSessionStore,
-    MemoryService,
-    MemoryStore,
-    MemoryStoreError,
-    Recall,
-)
+from ..memory import HandoffStore, LoopSessionStore, MemoryService, MemoryStore, Recall, quietly
 from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules
 from ._orientation import Provider, Window, capsules, here_and_now, latest_letter, memories, orientation
@@ -246,28 +238,17 @@ class MemorySession:
         self.record, self._windows = replace(self.record, window_started_at=started), self._windows + 1
 
     async def _quietly(self, part: str, work: Awaitable[T], default: T, *, within: float | None = None) -> T:
-        """`work`'s result, or `default`: at once while memory is off; when it fails or outlasts `within` seconds
-        (recall keeps its own deadline, so the default here, a little longer, is only the backstop), with a log
-        line, or, when the database does not answer a probe either, with memory turned off (see the module)."""
-        within = self.deadline + 0.5 if within is None else within
+        """Memory's `quietly` on this session's service (see the module): `within` defaults to a little more than
+        recall's own deadline, only a backstop. While memory is off, `default` at once, without a probe of its
+        own: one in the background waits for the database, and no turn waits on it."""
         if not self.memory_on():
             if inspect.iscoroutine(work):
                 work.close()  # (never started: nothing to wait for, and no "never awaited" warning)
             return default
-        why = f"slower than {within:.1f} s"
-        with anyio.move_on_after(within):
-            try:
-                return await work
-            except DatabaseError as e:
-                why = str(e).split(";", 1)[0]
-            except MemoryStoreError as e:
-                log.warning("memory: %s was left out (%s)", part, e)
-                return default
-        if await self.memory.going_without(f"{part}: {why}"):
-            self._watch()
-        else:
-            log.warning("memory: %s was left out (%s)", part, why)
-        return default
+        within = self.deadline + 0.5 if within is None else within
+        result = await quietly(part, work, default, within=within, service=self.memory)
+        self.memory_on()  # turned off by this part: the probe in the background starts
+        return result
 
     def memory_on(self) -> bool:
         """Whether the database answers (as last found); while it does not, a probe waits for it in the background."""

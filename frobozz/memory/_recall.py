@@ -6,9 +6,10 @@ the rest is dropped, and the turn is never late."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -16,7 +17,10 @@ from ._loop_sessions import LoopSessionStore
 from ._records import Hit, Memory
 from ._search import RECALL_MIN_SCORE
 from ._store import MemoryStore
-from .exceptions import MemoryStoreError
+from .exceptions import DatabaseError, MemoryStoreError
+
+if TYPE_CHECKING:
+    from ._service import MemoryService
 
 log = logging.getLogger("frobozz.memory")
 T = TypeVar("T")
@@ -104,14 +108,30 @@ def memory_line(memory: Memory) -> str:
     return f"- [memory {memory.id}, {memory.created_at:%Y-%m-%d}] {memory.content}"
 
 
-async def quietly(part: str, work: Awaitable[T], default: T, *, within: float) -> T:
-    """`work`'s result, or `default` when it fails or outlasts `within` seconds (with a log line):
-    memory is help, never a gate."""
+async def quietly(
+    part: str, work: Awaitable[T], default: T, *, within: float, service: MemoryService | None = None
+) -> T:
+    """`work`'s result, or `default` when it fails or outlasts `within` seconds (with a log line): memory is
+    help, never a gate. With the `service` it works on, a database that hangs is waited out once, not per call:
+    while memory is off (`MemoryService.going_without`) `work` is not started, unless `answering_now()` finds
+    it back; when `work` runs out of time or meets a DatabaseError the service probes, and may turn it off (its
+    one line says why, instead of this part's)."""
+    if service is not None and not service.answering and not await service.answering_now():
+        if inspect.iscoroutine(work):
+            work.close()  # (never started: nothing to wait for, and no "never awaited" warning)
+        return default
+    why = f"slower than {within:.1f} s"
     with anyio.move_on_after(within):
         try:
             return await work
+        except DatabaseError as e:
+            if service is None:
+                log.warning("memory: %s was left out (%s)", part, e)
+                return default
+            why = str(e).split(";", 1)[0]
         except MemoryStoreError as e:
             log.warning("memory: %s was left out (%s)", part, e)
             return default
-    log.warning("memory: %s was left out (slower than %.1f s)", part, within)
+    if service is None or not await service.going_without(f"{part}: {why}"):
+        log.warning("memory: %s was left out (%s)", part, why)
     return default

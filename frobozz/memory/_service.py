@@ -3,9 +3,9 @@ again after a failure, so a database that is down at start or goes away stops no
 call tries again.
 
 A database that hangs (accepts and never answers) is worse than one that is down: every call waits
-out its own bound. Once a caller (the memory loop) finds it silent, `going_without` turns memory off
-for every user of the service: `store()` says so at once instead of waiting, until a probe (a new
-connection and `SELECT 1`, bounded) finds it answering again."""
+out its own bound. Once a caller finds it silent (`quietly` given the service), `going_without` turns memory
+off for every user of the service: `store()` says so at once instead of waiting, and `quietly` starts no
+work, until a probe (a new connection and `SELECT 1`, bounded) finds it answering again."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class MemoryService:
         """The store; `check_model=False` only for re-embedding, which is how a mismatch is mended. While
         memory is off (see the module), a DatabaseError at once, unless a probe due now finds it answering."""
         root = self._root
-        if root._silent is not None and not await root._answering_now():
+        if root._silent is not None and not await self.answering_now():
             raise DatabaseError(
                 f"memory is off: {root._silent}; nothing was stored or changed: try again once it answers"
             )
@@ -143,14 +143,15 @@ class MemoryService:
             log.warning("memory is back on: the database answers again")
         return failed
 
-    async def _answering_now(self) -> bool:
+    async def answering_now(self) -> bool:
         """With memory off, whether it is back: a probe if none was made for PROBE_EVERY seconds (one caller at
         a time), else the last one's word. (What brings memory back when no one watches, as `until_answering`
-        does: a session opening after the one that turned memory off closed, say.)"""
-        async with self._probing:
-            if self._silent is not None and time.monotonic() - self._probed >= PROBE_EVERY:
+        does: a session opening after the one that turned memory off closed, say, or the next run's turn.)"""
+        root = self._root
+        async with root._probing:
+            if root._silent is not None and time.monotonic() - root._probed >= PROBE_EVERY:
                 await self._probe(PROBE_WAIT)
-        return self._silent is None
+        return root._silent is None
 
     async def aclose(self) -> None:
         """Close the pool; with memory off, its connections still in use (on a database that does not answer) are

@@ -156,19 +156,35 @@ class HookMemory:
         )
 
     async def prompt(self, data: HookInput, ns: str) -> str:
-        """Recall for the prompt (its threshold and the session's seen-set) and the nudge; the prompt is archived."""
-        sessions = await self.service.sessions()
-        record = await self._adopt(data, ns)
-        turn = await self._turn(record.id) + 1
+        """Recall for the prompt (its threshold and the session's seen-set) and the nudge; the prompt is archived.
+        Each part on the database within a bound, through `quietly` on the service: a database that hangs is
+        waited out by one prompt, and memory is off (said once) until it answers again (see MemoryService)."""
+        store, sessions = await self.service.store(), await self.service.sessions()
+        within = self.deadline + 0.5
+        opened = await quietly(
+            "the session's record", self._opened(data, ns), None, within=within, service=self.service
+        )
+        if opened is None:
+            return ""
+        record, turn = opened
         self._turns[record.id] = turn
         if data.prompt.strip():
-            await sessions.archive(record.id, turn, "user", redact(data.prompt))
-        recall = Recall(await self.service.store(), sessions, deadline=self.deadline)
-        blocks = recalled_blocks(
-            await quietly("recall", recall(record.id, record.namespace, data.prompt), [], within=self.deadline + 0.5)
+            archiving = sessions.archive(record.id, turn, "user", redact(data.prompt))
+            await quietly("archiving the prompt", archiving, None, within=within, service=self.service)
+        recall = Recall(store, sessions, deadline=self.deadline)
+        hits = await quietly(
+            "recall", recall(record.id, record.namespace, data.prompt), [], within=within, service=self.service
         )
-        blocks += await quietly("the nudge", nudge_blocks(sessions, record.id), [], within=self.deadline)
+        blocks = recalled_blocks(hits)
+        blocks += await quietly(
+            "the nudge", nudge_blocks(sessions, record.id), [], within=self.deadline, service=self.service
+        )
         return "\n\n".join(b["text"] for b in blocks)
+
+    async def _opened(self, data: HookInput, ns: str) -> tuple[LoopSession, int]:
+        """The loop's session for claude's and the number of this prompt's turn (no round trip once known)."""
+        record = await self._adopt(data, ns)
+        return record, await self._turn(record.id) + 1
 
     async def post_tool_use(self, data: HookInput, ns: str) -> str:
         """The model kept a memory through cortex: what waited to be kept is offered no more."""

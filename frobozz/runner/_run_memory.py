@@ -1,7 +1,8 @@
 """A run's memory (`play --memory`): cortex and handoff as the player's tools, the orientation that opens
 every context window, recall under the status line, hand-off between windows, and the lessons kept for
 the next run. It is help, never a gate: a part that fails (the database away) is left out with a log
-line, and the game goes on as without memory."""
+line, and the game goes on as without memory; a database that hangs turns memory off for the run's
+service (said once, see `quietly`), and the turns wait on it no more until it answers again."""
 
 from __future__ import annotations
 
@@ -251,7 +252,9 @@ class RunMemory:
         except Exception as e:  # noqa: BLE001 - recall and orientation say so on their own
             log.warning("memory: the embedding model did not load: %s", e)
         turns = await sessions.transcript(record.id)
-        self.archive = ArchiveObserver(sessions, record.id, turn=max((e.turn for e in turns), default=0) + 1)
+        self.archive = ArchiveObserver(
+            sessions, record.id, turn=max((e.turn for e in turns), default=0) + 1, guard=self.quietly
+        )  # (unguarded, a write on a database that hangs held every later event, and each turn's archive_user)
         return self
 
     async def aclose(self) -> None:
@@ -303,7 +306,9 @@ class RunMemory:
         }
 
     async def quietly(self, part: str, work: Awaitable[T], default: T, *, within: float | None = None) -> T:
-        return await quietly(part, work, default, within=self.deadline + 0.5 if within is None else within)
+        """Memory's `quietly` on the run's service: `work` is not started while memory is off."""
+        within = self.deadline + 0.5 if within is None else within
+        return await quietly(part, work, default, within=within, service=self.service)
 
     # -- before a message ---------------------------------------------------------------------------
     async def message(
@@ -325,7 +330,9 @@ class RunMemory:
         self.watch.compacted = False
         topic = f"{view.location or ''}\n{view.text}"
 
-        async def notes(_: Window) -> Section | None:
+        async def notes(window: Window) -> Section | None:
+            if not window.database:  # memory is off: the database does not answer
+                return None
             lessons = await self.store.recent(LESSONS * 2, self.namespace, metadata={"kind": "lesson"})
             relevant = (
                 [
@@ -349,7 +356,9 @@ class RunMemory:
             return Section("Notes from earlier runs", "\n".join(memory_line(m) for m in shown.values()))
 
         letter = [Section("This run's latest hand-off letter", self.letter)] if self.letter else []
-        window = Window(self.namespace, self.session_id, previous_start=None, topic=topic)
+        window = Window(
+            self.namespace, self.session_id, previous_start=None, topic=topic, database=self.service.answering
+        )
         return await orientation(
             [*map(_given, game_sections(view)), notes, *map(_given, letter)], window, deadline=self.deadline
         )

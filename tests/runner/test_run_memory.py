@@ -13,6 +13,9 @@ from frobozz.games import GameLibrary, walkthrough_for
 from frobozz.memory import MemoryService
 from frobozz.runner import RunConfig, RunStore, play, serve_in_process
 from frobozz.runner._players import is_compaction, text_handler, turn_of
+from tests.black_hole import BlackHole
+from tests.memory_parts import PartsStarted
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 TROLL = "In the Troll Room, the troll is killed with the sword."  # a note names its room, as asked
@@ -150,6 +153,45 @@ async def test_with_the_database_gone_a_memory_run_fails_saying_so(runner_settin
     monkeypatch.setenv("FROBOZZ_DATABASE_URL", "postgresql://nobody@127.0.0.1:9/none")
     with pytest.raises(PlayerError, match="--memory: "):
         await play(RunConfig(player="walkthrough", max_turns=3, memory=""), runner_settings)
+
+
+async def test_with_the_database_hung_one_recall_goes_without_the_next_start_nothing_and_memory_comes_back(
+    cortex_settings, caplog, monkeypatch
+):
+    """A database that accepts and never answers: recall under every status line waited out its bound, turn after
+    turn. Now the first finds it silent and memory is off for the run (said once); the next turns' recall and
+    archive are not started, until a probe finds the database answering again."""
+    from frobozz.memory import MemorySettings
+    from frobozz.runner._run_memory import RunMemory
+
+    at_troll = ("The Troll Room", "A nasty-looking troll, brandishing a bloody axe, blocks all passages out.")
+    with BlackHole(cortex_settings.database_url.get_secret_value()) as hole:
+        memory = await RunMemory.open(MemorySettings(database_url=hole.url), namespace="hung", run_id="hung")
+        try:
+            await memory.store.store(TROLL, {}, "hung")
+            parts = PartsStarted(monkeypatch)
+            hole.hang()
+            with anyio.fail_after(60):
+                first = await memory.recall(*at_troll)
+            hung, turned_off = parts.since(0), parts.mark()
+            with anyio.fail_after(60):
+                second = await memory.recall(*at_troll)
+                await memory.archive_user("kill troll with sword")
+            off = parts.since(turned_off)
+            hole.answer()
+            with anyio.fail_after(30):
+                await eventually(memory.service.answering_now)  # a probe, due every few seconds, finds it back
+            back = parts.mark()
+            third = await memory.recall(*at_troll)
+            await memory.archive_user("kill troll with sword")
+            on = parts.since(back)
+        finally:
+            await memory.aclose()
+    assert (first, second) == ("", "")  # the game went on without memory
+    assert caplog.text.count("memory is off: the database does not answer (recall: slower than") == 1
+    assert hung == ["recall"] and off == []  # the first waited its bound; the next turn started neither part
+    assert "was left out" not in caplog.text  # the one line says it
+    assert TROLL in third and on == ["recall", "archiving: user"]
 
 
 async def test_lessons_keep_their_run_score_and_turn_in_their_metadata(memory_env, cortex_settings):

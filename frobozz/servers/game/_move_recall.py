@@ -32,6 +32,7 @@ class MoveRecall:
         self.namespace, self.session_id = settings.game_recall_namespace, settings.game_recall_session
         self._given = service
         self._own: MemoryService | None = None  # the one it made when given none: closed with it
+        self._service: MemoryService | None = None  # the one recall works on, given or made
         self._recall: Recall | None = None
         self._started = anyio.Event()
 
@@ -52,6 +53,7 @@ class MoveRecall:
                 memory = self.settings.memory_settings()
                 assert memory is not None  # (it recalls)
                 service = self._own = MemoryService(memory)
+            self._service = service
             try:
                 store = await service.store()
                 self._recall = Recall(store, await service.sessions(), limit=LIMIT, deadline=DEADLINE, context=False)
@@ -80,6 +82,7 @@ class MoveRecall:
             self._recall(self.session_id, self.namespace, queries[0], extra=queries[1:]),
             [],
             within=DEADLINE + 0.5,
+            service=self._service,  # a database that hangs is waited out once, not after every act
         )
         return [memory_line(h.memory) for h in hits]
 

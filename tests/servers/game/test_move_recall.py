@@ -3,6 +3,7 @@ the runner's notes and pauses through the mailbox."""
 
 import json
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -10,8 +11,11 @@ from frobozz._mailbox import Mailbox
 from frobozz.memory import MemoryService
 from frobozz.servers import load_server
 from frobozz.servers.game import Settings, create_server
+from tests.black_hole import BlackHole
+from tests.memory_parts import PartsStarted
 from tests.memory_services import ServicesSeen
 from tests.servers.mcp import call, error
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 KITCHEN = "In the Kitchen, the brown sack holds garlic: carry it past the vampire bat."
@@ -126,3 +130,41 @@ async def test_with_the_database_away_acts_answer_without_recall(frobozz_env, mo
         sid = (await call(client, "new_game", game="zork1"))["session_id"]
         answer = await call(client, "act", session_id=sid, command="open mailbox")
     assert answer["moves"] == 1 and "recalled" not in answer
+
+
+async def test_with_the_database_hung_one_act_goes_without_recall_the_next_start_none_and_memory_comes_back(
+    frobozz_env, cortex_settings, caplog, monkeypatch
+):
+    """A database that accepts and never answers: recall after every act waited out its bound. Now the first act
+    finds it silent and memory is off (said once); the next acts start no recall, until a probe finds the database
+    answering again."""
+    from frobozz.memory import MemorySettings
+    from frobozz.servers.game._move_recall import MoveRecall
+
+    in_kitchen = ("Kitchen", "You are in the kitchen of the white house. On the table is an elongated brown sack.")
+    with BlackHole(cortex_settings.database_url.get_secret_value()) as hole:
+        service = MemoryService(MemorySettings(database_url=hole.url))
+        try:
+            await (await service.store()).store(KITCHEN, {}, "zork1")
+            run = (await (await service.sessions()).open("zork1", client="test")).id
+            recall = MoveRecall(Settings(game_recall_namespace="zork1", game_recall_session=run), service)
+            await recall.start()
+            parts = PartsStarted(monkeypatch)
+            hole.hang()
+            with anyio.fail_after(60):
+                first = await recall(*in_kitchen)
+            hung, turned_off = parts.since(0), parts.mark()
+            with anyio.fail_after(60):
+                second = await recall(*in_kitchen)
+            off = parts.since(turned_off)
+            hole.answer()
+            with anyio.fail_after(30):
+                await eventually(service.answering_now)  # a probe, due every few seconds, finds it back
+            third = await recall(*in_kitchen)
+        finally:
+            await service.aclose()
+    assert (first, second) == ([], [])  # the acts answered without memory
+    assert caplog.text.count("memory is off: the database does not answer (recall: slower than") == 1
+    assert hung == ["recall"] and off == []  # the first waited its bound; the next act started no recall
+    assert "was left out" not in caplog.text  # the one line says it
+    assert [KITCHEN in line for line in third] == [True]
