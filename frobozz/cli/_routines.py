@@ -159,7 +159,7 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
         "problem": r.get("problem"),
         "firings": r.get("counts", {}),
         "last_fired": r.get("last_fired"),
-        "spec": spec.model_dump(),
+        "spec": {**spec.model_dump(), "namespace": spec.namespace_or_default},  # the one it uses ("": routine-NAME)
         "created": r["created"],
     }
 
@@ -199,6 +199,7 @@ def show(
         out.print_json(json.dumps(row, default=str))
         return
     out.print(Text.assemble((row["name"], "bold"), ": ", cell(row["when"]), " (paused)" if row["paused"] else ""))
+    out.print(Text.assemble(("memory namespace:", "dim"), " ", row["spec"]["namespace"]))
     if row["problem"]:  # (a server's words: a mail server's, a feed's)
         out.print(Text.assemble(("at the last look:", "yellow"), " ", cell(row["problem"])))
     if not row["firings_list"]:

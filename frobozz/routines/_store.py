@@ -211,23 +211,45 @@ class RoutineStore:
         )
 
     async def running_at(self, name: str, key: str, moment: datetime) -> bool:
-        """Whether another firing of the routine was running at `moment`. A firing taken up again after its worker
-        died was started anew then: while its worker was dead it was not running."""
+        """Whether another firing of the routine was running at `moment`: in its current attempt, or in an earlier
+        one, from its start until its worker was last seen. A firing taken up again after its worker died was
+        started anew then: while its worker was dead it was not running."""
         return await self.pool.fetchval(
             "SELECT EXISTS (SELECT 1 FROM routine_firings WHERE routine = $1 AND key <> $2 AND started <= $3 "
-            "AND (state = 'running' OR ended > $3))",
+            "AND (state = 'running' OR ended > $3)) "
+            "OR EXISTS (SELECT 1 FROM routine_attempts WHERE routine = $1 AND key <> $2 AND started <= $3 "
+            "AND alive >= $3)",
             name,
             key,
             moment,
         )
 
     async def start(self, name: str, key: str, run_id: str | None) -> None:
+        """The firing's attempt starts now. One that was running (its worker died mid-firing: it is taken up
+        again) is kept as an earlier attempt, from its start until its worker was last seen (`alive`)."""
+        async with self.pool.acquire() as c, c.transaction():
+            await c.execute(
+                "INSERT INTO routine_attempts (routine, key, started, alive) "
+                "SELECT routine, key, started, GREATEST(started, alive) FROM routine_firings "
+                "WHERE routine = $1 AND key = $2 AND state = 'running' AND started IS NOT NULL "
+                "ON CONFLICT DO NOTHING",
+                name,
+                key,
+            )
+            await c.execute(
+                "UPDATE routine_firings SET state = 'running', attempts = attempts + 1, started = now(), "
+                "alive = NULL, run_id = COALESCE($3, run_id) WHERE routine = $1 AND key = $2",
+                name,
+                key,
+                run_id,
+            )
+
+    async def alive(self, name: str, key: str) -> None:
+        """The worker running the firing is alive now (marked every few seconds while it runs)."""
         await self.pool.execute(
-            "UPDATE routine_firings SET state = 'running', attempts = attempts + 1, "
-            "started = now(), run_id = COALESCE($3, run_id) WHERE routine = $1 AND key = $2",
+            "UPDATE routine_firings SET alive = now() WHERE routine = $1 AND key = $2 AND state = 'running'",
             name,
             key,
-            run_id,
         )
 
     async def finish(

@@ -18,6 +18,7 @@ import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import anyio
@@ -25,7 +26,7 @@ import asyncpg
 from pgqueuer import Job, QueueManager, RetryRequested
 
 from frobozz import _spans
-from frobozz._tasks import until_stopped
+from frobozz._tasks import until_stopped, while_following
 from frobozz.engine.producers import Inbox, Item, Schedule
 from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemoryService, MemorySettings
 from frobozz.runner import RunLedger, RunNotFoundError, install_queue
@@ -54,6 +55,8 @@ GONE = (
 )
 AGAIN = 3  # times a firing is fired again at once after such an error from a database that answers: then it is raised
 ASK_WITHIN = 5.0  # seconds the database has to answer `SELECT 1` (one that hangs is "gone" too)
+ALIVE_EVERY = 5.0  # seconds between the marks that a firing's worker is alive (a due time that came while it ran:
+# an overlap; after its worker died, before its firing was taken up again: missed)
 
 
 def new_run_id() -> str:
@@ -195,18 +198,21 @@ class Firer:
                 try:
                     warm = self.warm
                     async with warm.lease(name) if warm else nullcontext() as spare:
-                        fired = await fire(
-                            spec,
-                            key,
-                            firing["title"],
-                            firing["item"],
-                            run_id,
-                            ledger=self.ledger,
-                            memory=self.memory,
-                            settings=self.settings,
-                            cli_path=self.cli_path,
-                            spare=spare,
-                            sidecar=warm.sidecar(spec) if warm else None,
+                        fired = await while_following(
+                            lambda: fire(
+                                spec,
+                                key,
+                                firing["title"],
+                                firing["item"],
+                                run_id,
+                                ledger=self.ledger,
+                                memory=self.memory,
+                                settings=self.settings,
+                                cli_path=self.cli_path,
+                                spare=spare,
+                                sidecar=warm.sidecar(spec) if warm else None,
+                            ),
+                            partial(self._alive, name, key),
                         )
                 except Exception as e:  # a firing that cannot run is recorded, the worker goes on
                     if isinstance(e, DATABASE_ERRORS) and not isinstance(e, OSError):
@@ -224,10 +230,19 @@ class Firer:
                         "SELECT pg_advisory_unlock(hashtextextended($1, 0))", f"frobozz-routine:{name}"
                     )
 
+    async def _alive(self, name: str, key: str) -> None:
+        """Mark the firing's worker alive every ALIVE_EVERY seconds while it runs (a mark the database did not
+        take is left to the next one)."""
+        while True:
+            await anyio.sleep(ALIVE_EVERY)
+            with contextlib.suppress(*DATABASE_ERRORS):
+                await self.store.alive(name, key)
+
     async def _busy(self, spec: Routine, firing: dict[str, Any], data: dict[str, Any]) -> str:
         """Why a firing (a queued one) whose routine's lock is held is skipped. A due time when no firing of its
-        routine ran (the one holding it now was taken up after, its worker having died) was missed, not an
-        overlap."""
+        routine ran was missed, not an overlap: one that came after the worker of the firing holding it now died,
+        before that firing was taken up again. One that came while that firing's first worker still ran it was an
+        overlap (its start was not the re-take's: `RoutineStore.running_at` keeps each attempt's time)."""
         due = firing["due"]
         if (
             spec.kind in ("cron", "every")

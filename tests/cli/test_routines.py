@@ -395,3 +395,13 @@ def test_a_bad_namespace_is_refused_saying_memory_s_rule_in_words(cli):
     )
     assert "should match pattern" not in output and "invalid namespace 'bad ns!': 1-100 letters, digits" in output
     assert listed(cli) == []
+
+
+def test_show_and_list_give_the_memory_namespace_the_routine_uses_not_an_empty_one(cli):
+    """`show --json` gave the spec's namespace as "" while the routine's firings keep memory in routine-NAME."""
+    cli("routine", "add", "brief", "--every", "60", "--prompt", "x")
+    cli("routine", "add", "notes", "--every", "60", "--prompt", "x", "--namespace", "shared")
+    assert json.loads(cli("routine", "show", "brief", "--json"))["spec"]["namespace"] == "routine-brief"
+    assert json.loads(cli("routine", "show", "notes", "--json"))["spec"]["namespace"] == "shared"
+    assert [r["spec"]["namespace"] for r in listed(cli)] == ["routine-brief", "shared"]
+    assert "memory namespace: routine-brief" in cli("routine", "show", "brief")

@@ -1,6 +1,7 @@
 """Routines and their firings in real Postgres; the engine's Deliveries protocol kept there."""
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -80,6 +81,33 @@ async def test_an_item_is_delivered_only_once_its_firing_ended_and_a_key_is_clai
     assert await store.claim("news", "k2", "too big", state="skipped", reason="over the limit")
     (newest, first) = await store.firings("news")
     assert (newest["state"], newest["reason"], first["state"]) == ("skipped", "over the limit", "done")
+
+
+async def test_a_firing_taken_up_again_after_its_worker_died_was_running_while_that_worker_lived_and_not_after(
+    store,
+):
+    """Taken up again, the firing's start was the re-take's: a moment while its first worker still ran it was
+    judged not running (a due time then: 'missed', not 'overlap'). Nor is the worker's dead time running time."""
+    await store.add(routine(name="t", kind="every", every=10, prompt="Note."))
+    assert not await store.running_at("t", "other", datetime.now(UTC))  # no firings: nothing ran
+    await store.claim("t", "k", "due")
+    await store.start("t", "k", "20260101-000000-abcdef")  # by a worker that is killed -9 after it was last seen
+    now = datetime.now(UTC)
+    started, seen = now - timedelta(minutes=3), now - timedelta(minutes=2)
+    await store.pool.execute("UPDATE routine_firings SET started = $1, alive = $2 WHERE key = 'k'", started, seen)
+    await store.start("t", "k", None)  # taken up again by another worker
+    taken = await store.firing("t", "k")
+    assert taken["attempts"] == 2 and taken["started"] > seen
+    ran, dead = started + timedelta(seconds=30), seen + timedelta(seconds=30)
+    assert await store.running_at("t", "other", ran)  # its first worker ran it then
+    assert not await store.running_at("t", "other", dead)  # its worker was dead, not yet taken up again
+    assert not await store.running_at("t", "other", started - timedelta(seconds=1))  # before it started
+    assert await store.running_at("t", "other", taken["started"] + timedelta(seconds=1))  # running again
+    assert not await store.running_at("t", "k", ran)  # (a firing is not its own overlap)
+    await store.finish("t", "k", "done", "finished")
+    ended = (await store.firing("t", "k"))["ended"]
+    assert await store.running_at("t", "other", ran) and not await store.running_at("t", "other", dead)
+    assert not await store.running_at("t", "other", ended + timedelta(seconds=1))
 
 
 async def test_the_feed_producer_remembers_through_postgres_across_instances(store):

@@ -498,6 +498,60 @@ async def test_a_due_time_that_came_while_its_routine_s_firing_had_no_live_worke
     }
 
 
+async def test_a_due_time_while_a_killed_firing_s_first_worker_ran_it_is_an_overlap_and_after_it_died_missed(
+    store, ledger, routine_settings, monkeypatch
+):
+    """Taken up again after its worker died, the firing's start was the re-take's: a due time that came while its
+    first worker still ran it was recorded as 'missed: no worker was looking', though the routine was busy. The
+    worker marks itself alive while a firing runs; its death here is its task's end, the firing left running."""
+    from datetime import timedelta
+
+    from frobozz.routines import _worker
+
+    monkeypatch.setattr(_worker, "ALIVE_EVERY", 0.01)
+    entered, release = anyio.Event(), anyio.Event()
+    monkeypatch.setattr(_worker, "fire", fake_fire(entered, release))
+    await store.add(routine(name="t4", kind="every", every=3600, prompt="Note."))
+    await store.claim("t4", "first", "due")
+    firer = Firer(store, ledger, None, routine_settings)
+
+    async def seen() -> bool:
+        return (await store.firing("t4", "first"))["alive"] is not None
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:  # the first worker: it runs the firing, then dies
+            tg.start_soon(firer, {"routine": "t4", "key": "first"})
+            await entered.wait()
+            await eventually(seen, interval=0.01)
+            tg.cancel_scope.cancel()
+    died = await store.firing("t4", "first")
+    assert died["state"] == "running" and died["started"] < died["alive"]
+    entered = anyio.Event()
+    monkeypatch.setattr(_worker, "fire", fake_fire(entered, release))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(firer, {"routine": "t4", "key": "first"})  # taken up again
+        with anyio.fail_after(30):
+            await entered.wait()
+            taken = await store.firing("t4", "first")
+            dues = {
+                "ran": died["started"] + (died["alive"] - died["started"]) / 2,
+                "dead": died["alive"] + (taken["started"] - died["alive"]) / 2,
+                "again": taken["started"] + timedelta(seconds=1),
+            }
+            for key, due in dues.items():
+                await store.claim("t4", key, "due", due=due)
+                assert await firer({"routine": "t4", "key": key}) == "skipped"
+        release.set()
+    states = {f["key"]: (f["state"], f["reason"]) for f in await store.firings("t4")}
+    overlap = ("skipped", "overlap: the routine's previous firing was still running")
+    assert taken["attempts"] == 2 and states == {
+        "first": ("done", "finished"),
+        "ran": overlap,
+        "dead": ("skipped", MISSED),
+        "again": overlap,
+    }
+
+
 async def test_a_killed_worker_s_firing_taken_up_once_its_routine_is_paused_ends_failed_with_its_run(
     store, ledger, routine_settings
 ):
