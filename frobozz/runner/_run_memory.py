@@ -12,8 +12,6 @@ import math
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -261,8 +259,9 @@ class RunMemory:
         await self.service.aclose()
 
     def stdio_servers(self, env: dict[str, str]) -> dict[str, Any]:
-        """cortex and handoff for claude's --mcp-config, as two processes claude starts (when no factory was
-        given: `serve_in_process`), storing in this run's namespace by default."""
+        """cortex and handoff for claude's --mcp-config, as two processes claude starts, storing in this run's
+        namespace by default, what they store marked seen in its loop session. Served in the run's process
+        instead (`serve_in_process`), each takes the same settings from this environment."""
         env = {
             **env,
             "FROBOZZ_CORTEX_DEFAULT_NAMESPACE": self.namespace,
@@ -270,22 +269,6 @@ class RunMemory:
         }  # recall does not hand the model its own notes
         return {
             name: {"command": sys.executable, "args": ["-m", "frobozz", "serve", name], "env": env} for name in SERVERS
-        }
-
-    def in_process_servers(self, load: Callable[..., Any], data_dir: Path) -> dict[str, Callable[[], Any]]:
-        """cortex and handoff served in the run's own process (no two Python processes to start before claude
-        is ready), each made afresh at each claude start: on this run's pool and embedding model, storing in its
-        namespace by default, what they store marked seen in its loop session (as the stdio servers' env says),
-        their images under the runner's data folder; handoff signs a letter with the claude session served then.
-        `load`: the servers' factory the application gave (`serve_in_process`)."""
-        overrides = {
-            "cortex_default_namespace": self.namespace,
-            "cortex_seen_session": self.session_id,
-            "data_dir": data_dir,
-        }
-        return {
-            name: partial(load, name, service=self.service, session=self.claude_session, **overrides)
-            for name in SERVERS
         }
 
     def claude_session(self) -> str | None:

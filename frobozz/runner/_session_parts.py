@@ -92,9 +92,11 @@ def _memory_servers(memory: RunMemory | None, settings: RunnerSettings) -> McpSe
     starts; the same data folder either way."""
     if memory is None:
         return McpServers()
+    stdio = memory.stdio_servers(_paths(settings))
     if (load := server_factory()) is None:
-        return McpServers(stdio=memory.stdio_servers(_paths(settings)))
-    return McpServers(in_process=memory.in_process_servers(load, settings.data_dir))  # (games_dir: not theirs)
+        return McpServers(stdio=stdio)
+    # on the run's pool and embedding model; handoff signs a letter with the claude session served then
+    return McpServers(in_process=_in_process(load, stdio, service=memory.service, session=memory.claude_session))
 
 
 class _SessionKeeper:
@@ -415,9 +417,20 @@ def _game_server(stdio: dict[str, Any], memory: RunMemory | None) -> McpServers:
     load = server_factory()
     if load is None:
         return McpServers(stdio={"game": stdio})
-    overrides = {_setting(name): value for name, value in stdio["env"].items()}
     shared = {} if memory is None else {"service": memory.service}
-    return McpServers(in_process={"game": partial(load, "game", **shared, **overrides)})
+    return McpServers(in_process=_in_process(load, {"game": stdio}, **shared))
+
+
+def _in_process(
+    load: Callable[..., Any], stdio: dict[str, dict[str, Any]], **shared: Any
+) -> dict[str, Callable[[], Any]]:
+    """The `stdio` servers served in the run's process instead, by the application's factory `load`, each with the
+    settings its stdio environment gives it (one rule for every server: what claude would start is what is served
+    here) and what it `shared` with the run (its MemoryService, the claude session it serves)."""
+    return {
+        name: partial(load, name, **shared, **{_setting(k): v for k, v in config["env"].items()})
+        for name, config in stdio.items()
+    }
 
 
 def _setting(env_name: str) -> str:
