@@ -65,8 +65,8 @@ def test_every_frobozz_command_line_in_the_readme_uses_options_the_command_has()
                 assert flag in known, f"README: `frobozz {line.strip()}`: {command.name} has no {flag}"
 
 
-def test_every_setting_of_every_part_is_in_the_docs_under_its_variable():
-    """By its full name, which a reader can search for."""
+def _settings_fields():
+    """(the variables that set it, its field) for every setting of every part."""
     import importlib
     import pkgutil
 
@@ -78,17 +78,44 @@ def test_every_setting_of_every_part_is_in_the_docs_under_its_variable():
     for module in pkgutil.walk_packages(frobozz.__path__, "frobozz."):
         if module.name.endswith(".settings"):
             importlib.import_module(module.name)
-
-    docs = " ".join(path.read_text(encoding="utf-8") for path in (ROOT / "docs").glob("*.md"))
-    documented = set(re.findall(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b", docs))
-
-    seen, missing = 0, []
     for settings in {cls for cls in _subclasses(BaseSettings) if cls.__module__.startswith("frobozz.")}:
         prefix = settings.model_config.get("env_prefix") or ""
         for name, field in settings.model_fields.items():
             alias = field.validation_alias
-            names = [str(n).upper() for n in (alias.choices if hasattr(alias, "choices") else [alias or prefix + name])]
-            seen += 1
-            if not documented.intersection(names):
-                missing.append(names[-1])
-    assert seen > 100 and sorted(set(missing)) == []
+            yield (
+                [str(n).upper() for n in (alias.choices if hasattr(alias, "choices") else [alias or prefix + name])],
+                field,
+            )
+
+
+def test_every_setting_of_every_part_is_in_the_docs_under_its_variable():
+    """By its full name, which a reader can search for."""
+    docs = " ".join(path.read_text(encoding="utf-8") for path in (ROOT / "docs").glob("*.md"))
+    documented = set(re.findall(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b", docs))
+    fields = list(_settings_fields())
+    missing = [names[-1] for names, _ in fields if not documented.intersection(names)]
+    assert len(fields) > 100 and sorted(set(missing)) == []
+
+
+def test_each_default_a_settings_table_gives_as_a_plain_number_is_the_one_the_code_has():
+    """A table row `| `VAR`, `VAR2` | default, default2 | ... |`: a default written as a bare number (not "5 MiB",
+    not "unset") is compared with the field's (the docs said 10 s where uninstall waited 30)."""
+    given: dict[str, set[str]] = {}
+    for path in (ROOT / "docs").glob("*.md"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            cells = [c.strip() for c in line.split("|")]
+            names = re.findall(r"`(FROBOZZ_[A-Z0-9_]+)`", cells[1]) if len(cells) > 3 else []
+            defaults = [d.strip() for d in cells[2].split(",")] if names else []
+            if names and len(defaults) == len(names):
+                for name, default in zip(names, defaults, strict=True):
+                    given.setdefault(name, set()).add(default)
+    compared, wrong = 0, []
+    for names, field in _settings_fields():
+        number = field.default
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            continue
+        for written in (d for name in names for d in given.get(name, ()) if re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", d)):
+            compared += 1
+            if float(written) != float(number):
+                wrong.append(f"{names[-1]}: the docs say {written}, the code has {number}")
+    assert compared > 30 and wrong == []
