@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from frobozz.memory import LoopSessionStore, Recall
+from frobozz.memory import HandoffStore, LoopSessionStore, MemoryStore, Recall, TranscriptStore
 
 PARTS = {
     "recall": (Recall, "__call__"),
@@ -16,15 +16,33 @@ PARTS = {
     "a new window": (LoopSessionStore, "new_window"),
     "archiving": (LoopSessionStore, "archive"),
 }
+# with what the plugin's other hooks and its background work start (not in PARTS: the loop suggests and writes
+# capsules in the background, beside the turns a test of it counts)
+EVERY_PART = {
+    **PARTS,
+    "the session's record": (LoopSessionStore, "adopt"),
+    "the turns": (LoopSessionStore, "transcript"),
+    "clearing the suggestions": (LoopSessionStore, "clear_suggestions"),
+    "suggesting": (LoopSessionStore, "suggest"),
+    "the sessions": (LoopSessionStore, "list"),
+    "searching the archive": (LoopSessionStore, "search_archive"),
+    "a capsule": (LoopSessionStore, "capsule"),
+    "writing a capsule": (LoopSessionStore, "put_capsule"),
+    "the hand-off letter": (HandoffStore, "latest"),
+    "writing a hand-off letter": (HandoffStore, "write"),
+    "the newest memories": (MemoryStore, "recent"),
+    "the transcript store": (TranscriptStore, "on"),
+    "keeping the transcript": (TranscriptStore, "append"),
+}
 
 
 class PartsStarted:
     """From its making on (undone with `monkeypatch`): `started` names each part as it starts, in order; an archive
     entry by its kind ("archiving: user")."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, parts: dict[str, tuple[type, str]] = PARTS) -> None:
         self.started: list[str] = []
-        for name, (owner, attribute) in PARTS.items():
+        for name, (owner, attribute) in parts.items():
             monkeypatch.setattr(owner, attribute, self._spy(name, getattr(owner, attribute)))
 
     def _spy(self, name: str, work: Any) -> Any:

@@ -2,16 +2,23 @@
 window opens (startup, clear, after a compaction), recall and the nudge before each prompt, the turn
 archived and suggestions drawn after each answer, a hand-off letter before a compaction, capsules when
 the session ends. What the hooks send (prompts, transcripts) is data: it is stored and searched, never
-followed, and never logged."""
+followed, and never logged.
+
+Every step on the database, in a hook or in the background, goes through `quietly` on the daemon's service: a
+database that hangs is waited out by one step (within its bound), memory is then off (said once), and until a
+probe finds it answering no hook starts a step there (each is refused at once: the daemon says the database
+cannot be reached) and no background work goes on."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,13 +35,24 @@ from ..loop import (
     recalled_blocks,
     refresh_capsules,
 )
-from ..memory import LoopSession, MemoryService, Recall, TranscriptStore, quietly
+from ..memory import (
+    ArchiveEntry,
+    Capsule,
+    LoopSession,
+    LoopSessionStore,
+    MemoryService,
+    Recall,
+    TranscriptStore,
+    quietly,
+)
 from ._redact import redact
 from ._transcript import read_transcript, tool_steps
 from .exceptions import PluginError
 
 log = logging.getLogger("frobozz.plugin")
+T = TypeVar("T")
 Ask = Callable[[str], Awaitable[str]]
+BACKGROUND_WAIT = 10.0  # seconds a step of background work (the transcript, suggestions, capsules) may take
 CLIENT = "claude code"
 TRANSCRIPT_CHARS = 12_000  # of the conversation's end read for the hand-off letter
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
@@ -44,6 +62,13 @@ LETTER_PROMPT = (
     "where things stand, then the next steps, one per line, each starting with '- '. Only the letter.\n\n"
     "{conversation}"
 )
+
+
+class _LeftOut(Exception):
+    """A step of background work was left out (`quietly` said why, or memory is off): the rest of it is too."""
+
+
+_LEFT_OUT: Any = object()
 
 
 class HookInput(BaseModel):
@@ -140,70 +165,90 @@ class HookMemory:
             self._turns[session_id] = max((e.turn for e in await sessions.transcript(session_id)), default=0)
         return self._turns[session_id]
 
+    async def _quietly(self, part: str, work: Awaitable[T], default: T, *, within: float | None = None) -> T:
+        """Memory's `quietly` on the daemon's service (see the module), within a little more than the deadline
+        unless told: `work`'s result, or `default` (at once while memory is off, `work` not started)."""
+        within = self.deadline + 0.5 if within is None else within
+        return await quietly(part, work, default, within=within, service=self.service)
+
+    async def _step(self, part: str, work: Awaitable[T], *, within: float = BACKGROUND_WAIT) -> T:
+        """A step of background work, through `quietly`: its result, or _LeftOut, which ends the work."""
+        done = await self._quietly(part, work, _LEFT_OUT, within=within)
+        if done is _LEFT_OUT:
+            raise _LeftOut(part)
+        return done
+
     async def session_start(self, data: HookInput, ns: str) -> str:
-        """A resumed session keeps its window (its history is there); any other start opens one."""
-        sessions = await self.service.sessions()
-        record = await sessions.adopt(data.session_id, ns, client=CLIENT)
-        self._open[record.id] = record
+        """A resumed session keeps its window (its history is there); any other start opens one. Without the
+        session's record (the database does not answer), the orientation has what needs no database."""
+        store, sessions = await self.service.store(), await self.service.sessions()
+        handoffs = await self.service.handoffs()
+        adopting = sessions.adopt(data.session_id, ns, client=CLIENT)
+        record = await self._quietly("the session's record", adopting, None)
+        if record is not None:
+            self._open[record.id] = record
         if data.source == "resume":
             return ""
-        previous = record.window_started_at if data.source == "compact" else None
-        await sessions.new_window(record.id)
-        store, handoffs = await self.service.store(), await self.service.handoffs()
+        previous = record.window_started_at if record is not None and data.source == "compact" else None
+        if record is not None:
+            await self._quietly("the new window", sessions.new_window(record.id), None)
         providers = [here_and_now(CLIENT), latest_letter(handoffs), capsules(sessions), memories(store, sessions)]
-        return await orientation(
-            providers, Window(record.namespace, record.id, previous_start=previous), deadline=self.deadline
+        window = Window(
+            record.namespace if record is not None else ns,
+            data.session_id,
+            previous_start=previous,
+            database=record is not None and self.service.answering,
         )
+        return await orientation(providers, window, deadline=self.deadline)
 
     async def prompt(self, data: HookInput, ns: str) -> str:
         """Recall for the prompt (its threshold and the session's seen-set) and the nudge; the prompt is archived.
         Each part on the database within a bound, through `quietly` on the service: a database that hangs is
         waited out by one prompt, and memory is off (said once) until it answers again (see MemoryService)."""
         store, sessions = await self.service.store(), await self.service.sessions()
-        within = self.deadline + 0.5
-        opened = await quietly(
-            "the session's record", self._opened(data, ns), None, within=within, service=self.service
-        )
+        opened = await self._quietly("the session's record", self._opened(data, ns), None)
         if opened is None:
             return ""
-        record, turn = opened
+        record, turn = opened[0], opened[1] + 1
         self._turns[record.id] = turn
         if data.prompt.strip():
             archiving = sessions.archive(record.id, turn, "user", redact(data.prompt))
-            await quietly("archiving the prompt", archiving, None, within=within, service=self.service)
+            await self._quietly("archiving the prompt", archiving, None)
         recall = Recall(store, sessions, deadline=self.deadline)
-        hits = await quietly(
-            "recall", recall(record.id, record.namespace, data.prompt), [], within=within, service=self.service
-        )
+        hits = await self._quietly("recall", recall(record.id, record.namespace, data.prompt), [])
         blocks = recalled_blocks(hits)
-        blocks += await quietly(
-            "the nudge", nudge_blocks(sessions, record.id), [], within=self.deadline, service=self.service
-        )
+        blocks += await self._quietly("the nudge", nudge_blocks(sessions, record.id), [], within=self.deadline)
         return "\n\n".join(b["text"] for b in blocks)
 
     async def _opened(self, data: HookInput, ns: str) -> tuple[LoopSession, int]:
-        """The loop's session for claude's and the number of this prompt's turn (no round trip once known)."""
+        """The loop's session for claude's and its last turn's number (no round trip once known)."""
         record = await self._adopt(data, ns)
-        return record, await self._turn(record.id) + 1
+        return record, await self._turn(record.id)
 
     async def post_tool_use(self, data: HookInput, ns: str) -> str:
         """The model kept a memory through cortex: what waited to be kept is offered no more."""
         if data.tool_name.endswith("cortex__store"):
-            await (await self.service.sessions()).clear_suggestions(data.session_id)
+            sessions = await self.service.sessions()
+            await self._quietly("clearing the suggestions", sessions.clear_suggestions(data.session_id), 0)
         return ""
 
     async def stop(self, data: HookInput, ns: str) -> str:
         """The answer archived; what is worth keeping is drawn from the exchange in the background and
         offered on the next prompt (never stored silently)."""
         sessions = await self.service.sessions()
-        record = await self._adopt(data, ns)
+        opened = await self._quietly("the session's record", self._opened(data, ns), None)
         said = data.last_assistant_message or ""
-        if said.strip():
-            await sessions.archive(record.id, await self._turn(record.id) or 1, "assistant", redact(said))
-        if said.strip() and self.ask is not None and self._background is not None:
-            user = await self._last_user(record.id)
-            suggest = Suggester(sessions, self.ask)
-            self._background.start_soon(self._quietly_in_background, suggest(record.id, user, said))
+        if opened is None or not said.strip():
+            return ""
+        record, turn = opened
+        await self._quietly(
+            "archiving the answer", sessions.archive(record.id, turn or 1, "assistant", redact(said)), None
+        )
+        if self.ask is not None and self._background is not None and self.service.answering:
+            user = await self._quietly("the last prompt", self._last_user(record.id), None)
+            if user is not None:
+                suggest = Suggester(_Bounded(sessions, self), self.ask)
+                self._background.start_soon(self._quietly_in_background, suggest(record.id, user, said))
         return ""
 
     async def _last_user(self, session_id: str) -> str:
@@ -212,67 +257,118 @@ class HookMemory:
 
     async def pre_compact(self, data: HookInput, ns: str) -> str:
         """The hand-off letter, asked of the sidecar and kept before the window closes; the orientation
-        after the compaction shows it."""
+        after the compaction shows it. (While memory is off, none is asked for: it could not be kept.)"""
         if self.ask is None:
             raise PluginError("no model to write the hand-off letter with")
         conversation = conversation_of(data.transcript_path)
         if not conversation:
             return ""
+        handoffs = await self.service.handoffs()
         answer = (await self.ask(LETTER_PROMPT.format(conversation=conversation))).strip()
         lines = answer.splitlines()
         steps = [line.strip()[2:].strip() for line in lines if line.strip().startswith("- ")]
         summary = "\n".join(line for line in lines if not line.strip().startswith("- ")).strip() or answer
         if summary:
-            await (await self.service.handoffs()).write(
-                summary[:20_000], [s[:1000] for s in steps if s][:20], None, ns, data.session_id
-            )
+            writing = handoffs.write(summary[:20_000], [s[:1000] for s in steps if s][:20], None, ns, data.session_id)
+            await self._quietly("the hand-off letter", writing, None)
         return ""
 
     async def session_end(self, data: HookInput, ns: str) -> str:
         """The session's end archived with claude's whole transcript (redacted); the capsules of recent
-        conversation brought up to date for the next."""
-        sessions = await self.service.sessions()
-        record = await self._adopt(data, ns)
-        turn = await self._turn(record.id) or 1
-        await sessions.archive(record.id, turn, "note", f"the session ended ({data.reason or 'no reason given'})")
-        archiving = self.archive_transcript(record, data, turn)
-        if self._background is None:
-            await archiving
-        else:  # a long transcript does not hold claude's exit up
-            self._background.start_soon(self._quietly_in_background, archiving)
-        self._turns.pop(record.id, None)
-        self._open.pop(record.id, None)
-        if self.ask is not None and self._background is not None:
-            self._background.start_soon(
-                self._quietly_in_background, refresh_capsules(sessions, record.namespace, record.id, self.ask)
-            )
-        return ""
+        conversation brought up to date for the next. While memory is off, neither is started."""
+        try:
+            sessions = await self.service.sessions()
+            opened = await self._quietly("the session's record", self._opened(data, ns), None)
+            if opened is None:
+                return ""
+            record, turn = opened[0], opened[1] or 1
+            ended = f"the session ended ({data.reason or 'no reason given'})"
+            await self._quietly("archiving the session's end", sessions.archive(record.id, turn, "note", ended), None)
+            if not self.service.answering:
+                return ""
+            archiving = self.archive_transcript(record, data, turn)
+            if self._background is None:
+                await archiving
+            else:  # a long transcript does not hold claude's exit up
+                self._background.start_soon(self._quietly_in_background, archiving)
+            if self.ask is not None and self._background is not None:
+                refreshing = refresh_capsules(_Bounded(sessions, self), record.namespace, record.id, self.ask)
+                self._background.start_soon(self._quietly_in_background, refreshing)
+            return ""
+        finally:
+            self._turns.pop(data.session_id, None)
+            self._open.pop(data.session_id, None)
 
     async def archive_transcript(self, record: LoopSession, data: HookInput, turn: int) -> None:
         """Every entry of claude's transcript (and its subagents') into the transcript store, each once however
         often the session ends (a resumed one ends again); its tool calls and results into the loop's archive,
-        those not archived before."""
+        those not archived before. Each step on the database a bounded one: one left out (memory off) ends it."""
         transcript = await anyio.to_thread.run_sync(read_transcript, data.transcript_path, data.session_id)
         if transcript is None:
             return
-        if self._transcripts is None:
-            self._transcripts = await TranscriptStore.on((await self.service.store()).pool)
-        key = {"project_key": transcript.project_key, "session_id": data.session_id}
-        await self._transcripts.append(key, transcript.main)
-        for subpath, entries in transcript.subagents.items():
-            await self._transcripts.append({**key, "subpath": subpath}, entries)
-        sessions = await self.service.sessions()
-        kept = {
-            (e.kind, e.data.get("id"))
-            for e in await sessions.transcript(record.id)
-            if e.kind in ("tool_use", "tool_result")
-        }
-        for kind, content, meta in tool_steps(transcript.main):
-            if (kind, meta["id"]) not in kept:
-                await sessions.archive(record.id, turn, kind, content, meta)
+        try:
+            sessions = await self._step("the store", self.service.sessions())
+            if self._transcripts is None:
+                self._transcripts = await self._step("the transcript store", TranscriptStore.on(sessions.memories.pool))
+            key = {"project_key": transcript.project_key, "session_id": data.session_id}
+            await self._step("keeping the transcript", self._transcripts.append(key, transcript.main))
+            for subpath, entries in transcript.subagents.items():
+                keeping = self._transcripts.append({**key, "subpath": subpath}, entries)
+                await self._step("keeping a subagent's transcript", keeping)
+            kept = {
+                (e.kind, e.data.get("id"))
+                for e in await self._step("the archived tool steps", sessions.transcript(record.id))
+                if e.kind in ("tool_use", "tool_result")
+            }
+            for kind, content, meta in tool_steps(transcript.main):
+                if (kind, meta["id"]) not in kept:
+                    await self._step("archiving a tool step", sessions.archive(record.id, turn, kind, content, meta))
+        except _LeftOut:
+            return  # (`quietly` said why)
 
     async def _quietly_in_background(self, work: Awaitable[object]) -> None:
         try:
             await work
+        except _LeftOut:
+            pass  # (`quietly` said why)
         except Exception as e:  # noqa: BLE001 - background work never stops the daemon
             log.warning("plugin: background work failed (%s)", type(e).__name__)
+
+
+class _Bounded(LoopSessionStore):
+    """The loop's sessions as the daemon's background work (suggestions, capsules) calls them: each call on the
+    database a step of the hooks' (see `HookMemory._step`), so one left out ends the work; but suggesting, its
+    last, is only left out."""
+
+    def __init__(self, sessions: LoopSessionStore, hooks: HookMemory) -> None:
+        super().__init__(sessions.memories)
+        self._hooks = hooks
+
+    async def list(self, namespace: str | None = None, *, limit: int = 20) -> builtins.list[LoopSession]:
+        return await self._hooks._step("the sessions", super().list(namespace, limit=limit))
+
+    async def transcript(
+        self, session_id: str, *, after_id: int = 0, limit: int = 10_000
+    ) -> builtins.list[ArchiveEntry]:
+        return await self._hooks._step("a transcript", super().transcript(session_id, after_id=after_id, limit=limit))
+
+    async def search_archive(
+        self,
+        query: str | None = None,
+        *,
+        namespace: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 50,
+    ) -> builtins.list[ArchiveEntry]:
+        searching = super().search_archive(query, namespace=namespace, since=since, until=until, limit=limit)
+        return await self._hooks._step("searching the archive", searching)
+
+    async def capsule(self, namespace: str | None, period: str) -> Capsule | None:
+        return await self._hooks._step("a capsule", super().capsule(namespace, period))
+
+    async def put_capsule(self, namespace: str | None, period: str, until_id: int, summary: str) -> Capsule:
+        return await self._hooks._step("writing a capsule", super().put_capsule(namespace, period, until_id, summary))
+
+    async def suggest(self, session_id: str, facts: builtins.list[str]) -> None:
+        await self._hooks._quietly("suggesting", super().suggest(session_id, facts), None, within=BACKGROUND_WAIT)

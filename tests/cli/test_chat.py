@@ -7,7 +7,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 
 import anyio
 import pexpect
@@ -231,7 +230,12 @@ def test_with_the_database_hung_one_turn_waits_once_then_memory_is_off_remember_
     """A database that accepts and never answers (its processes stopped): each turn waited out recall, the nudge
     and the archive one after the other (2 + 2 + 10 s), and `remember:` 74 s, every time. Now the first turn that
     finds it silent waits one bound and a probe, says once that memory is off, and the turns after it go at
-    claude's speed; `remember:` says at once that nothing was stored; a probe brings memory back."""
+    claude's speed; `remember:` says at once that nothing was stored; a probe brings memory back.
+
+    What the chat shows of it: the one line, naming the part that waited (the nudge); cortex's store refused as
+    memory is off, which the service says without a call to the database; no line of any part after it. Which parts
+    start while memory is off (none), a part left out does not say: the loop's test counts them
+    (tests/loop/test_session.py)."""
     with BlackHole(cortex_settings.database_url.get_secret_value()) as hole:
         child, session = spawn({**chat_env, "FROBOZZ_DATABASE_URL": hole.url}, "--namespace", "hung")
         child.expect_exact("you> ")
@@ -240,18 +244,15 @@ def test_with_the_database_hung_one_turn_waits_once_then_memory_is_off_remember_
         child.expect_exact("you> ")
         hole.hang()
         child.logfile_read = seen = io.StringIO()  # what the chat says while the database hangs
-        started = time.monotonic()
         child.sendline("remember: the lantern is in the cellar")
         child.expect_exact("(scripted) Done: Error executing tool store: memory is off:")
         child.expect_exact("nothing was stored")
         child.expect_exact("you> ")
-        remembering = time.monotonic() - started
-        started = time.monotonic()
+        remembering = re.sub(r"\x1b\[[0-9;]*m", "", seen.getvalue())
         for line in ("second", "third", "fourth"):
             child.sendline(line)
             child.expect_exact(f"(scripted) You said: {line}")
             child.expect_exact("you> ")
-        turns = time.monotonic() - started
         said = re.sub(r"\x1b\[[0-9;]*m", "", seen.getvalue())
         hole.answer()
         child.expect_exact("memory is back on", timeout=60)  # a probe in the background found it answering
@@ -271,9 +272,10 @@ def test_with_the_database_hung_one_turn_waits_once_then_memory_is_off_remember_
             await service.aclose()
 
     memories, archived = anyio.run(kept)
-    assert remembering < 20, f"remember: took {remembering:.1f} s"  # 74 s before; one bound and a probe now
-    assert turns < 21, f"three turns took {turns:.1f} s"  # 42 s before (14 s each): half of that, generously
-    assert len(re.findall(r"WARNING +memory is off: the database does not answer", said)) == 1, said
+    # the turn's nudge waited its bound and a probe found no answer either: memory off, said once, naming it
+    assert len(re.findall(r"WARNING +memory is off: the database does not answer \(the nudge: slower than", said)) == 1
+    # the store the model asked for was refused as memory was off (the service says so without a database call)
+    assert "Error executing tool store: memory is off: the database does not answer (the nudge:" in remembering
     assert said.count("WARNING") == 1, said  # nothing else: none of the parts' own lines, in no turn
     assert "Traceback" not in said
     assert memories == ["the lantern is in the attic"]  # nothing of the cellar: the store never began
@@ -284,7 +286,9 @@ def test_with_the_database_hung_a_chat_leaves_within_seconds_and_one_started_the
     chat_env, cortex_settings
 ):
     """Leaving waited out the transcript mirror's stalled write (60 s) and its pool's patience (10 s): 73 s after
-    /exit. A chat started on a database that hangs waited asyncpg's 60 s for its first connection."""
+    /exit. A chat started on a database that hangs waited asyncpg's 60 s for its first connection. What the chat
+    says shows the bounds it keeps now: the mirror's last write given up after 5 s, a pool's connections still
+    in use on the database cut after 2 s, the first connection given up after 10 s."""
     with BlackHole(cortex_settings.database_url.get_secret_value()) as hole:
         env = {**chat_env, "FROBOZZ_DATABASE_URL": hole.url}
         child, _ = spawn(env, "--namespace", "stuck")
@@ -296,11 +300,10 @@ def test_with_the_database_hung_a_chat_leaves_within_seconds_and_one_started_the
         child.sendline("second")  # its transcript entries reach a store that does not answer
         child.expect_exact("(scripted) You said: second")
         child.expect_exact("you> ")
-        started = time.monotonic()
+        child.logfile_read = seen = io.StringIO()  # what the chat says as it leaves
         child.sendline("/exit")
-        child.expect(pexpect.EOF)
-        leaving = time.monotonic() - started
-        started = time.monotonic()
+        child.expect(pexpect.EOF)  # (within spawn's timeout: a guard against a hang, not a measure)
+        left = re.sub(r"\x1b\[[0-9;]*m", "", seen.getvalue())
         done = subprocess.run(
             [sys.executable, "-m", "frobozz", "chat", "--model", "scripted", "--namespace", "stuck"],
             env=env,
@@ -309,10 +312,13 @@ def test_with_the_database_hung_a_chat_leaves_within_seconds_and_one_started_the
             text=True,
             timeout=180,
         )
-        starting = time.monotonic() - started
-    assert leaving < 30, f"leaving took {leaving:.1f} s"  # 73 s before: the mirror's 5 s, the pools' 2 s now
+    # the second turn's transcript entries were still being written: given up after the engine's 5 s, not the
+    # store's 60 s; what a pool still had in use on the database, cut after 2 s (the transcripts' bound, a probe's
+    # with memory off), not its 10 s patience (a line held back as a repeat is this one word for word)
+    assert "the session store was still writing when the engine closed (5 s on)" in left, left
+    assert set(re.findall(r"connections in use after (\S+) s", left)) <= {"2"}, left
+    assert "Traceback" not in left
     assert done.returncode == 1 and "cannot reach the database: it did not answer within 10 s" in done.stderr
-    assert starting < 45, f"the start took {starting:.1f} s to fail"  # 60 s and more before
     assert "Traceback" not in done.stderr
 
 

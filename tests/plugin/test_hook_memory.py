@@ -1,14 +1,21 @@
-"""The hooks' memory in the daemon, called directly (no claude, no hook command): what a prompt waits on."""
+"""The hooks' memory in the daemon, called directly (no claude, no hook command): what a hook, and the work it leaves
+in the background, waits on."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from threading import Event
+from typing import Any
 
 import anyio
 import pytest
 
 from frobozz.memory import DatabaseError, MemoryService, MemorySettings
 from frobozz.plugin import HookMemory
+from frobozz.plugin._transcript import read_transcript
 from tests.black_hole import BlackHole
-from tests.memory_parts import PartsStarted
+from tests.memory_parts import EVERY_PART, PartsStarted
 from tests.waiting import eventually
 
 from .conftest import CAT
@@ -57,3 +64,186 @@ async def test_with_the_database_hung_one_prompt_goes_without_the_next_start_not
     assert hung == ["archiving: user"] and off == []  # the archive waited its bound; recall and the nudge did not
     assert "was left out" not in caplog.text  # the one line says it
     assert CAT in third and on == ["archiving: user", "recall", "the nudge"]
+
+
+EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "PreCompact", "SessionEnd")
+WAITED = {  # the part each hook starts on a database that hangs (the rest of the hook, none), and its line's name
+    "SessionStart": ("the session's record", "the session's record"),
+    "PostToolUse": ("clearing the suggestions", "clearing the suggestions"),
+    "Stop": ("archiving: assistant", "archiving the answer"),
+    "PreCompact": ("writing a hand-off letter", "the hand-off letter"),
+    "SessionEnd": ("archiving: note", "archiving the session's end"),
+}
+ORIENTATION = ["the hand-off letter", "a capsule", "a capsule", "the newest memories"]  # its providers' parts
+AGAIN = {  # what each starts once the database answers again (the session adopted anew: SessionEnd let it go)
+    "SessionStart": ["the session's record", "a new window", *sorted(ORIENTATION)],
+    "PostToolUse": ["clearing the suggestions"],
+    "Stop": ["the session's record", "the turns", "archiving: assistant"],
+    "PreCompact": ["writing a hand-off letter"],
+    "SessionEnd": ["the session's record", "the turns", "archiving: note"],
+}
+
+
+def hook_input(event: str, when: str, transcript: Path) -> dict[str, str]:
+    """The hook's input, saying `when` it was sent where it is kept (the answer, the end's reason)."""
+    return {"session_id": "s-1", "cwd": ""} | {
+        "SessionStart": {"source": "startup"},
+        "UserPromptSubmit": {"prompt": f"What is my cat called? ({when})"},
+        "PostToolUse": {"tool_name": "mcp__plugin_frobozz-memory_cortex__store"},
+        "Stop": {"last_assistant_message": f"Your cat is called Zorkmid. ({when})"},
+        "PreCompact": {"transcript_path": str(transcript)},
+        "SessionEnd": {"reason": when},
+    }[event]
+
+
+def conversation(tmp_path: Path) -> Path:
+    """Claude's transcript of session s-1: an exchange, and a tool call with its result."""
+    path = tmp_path / "project" / "s-1.jsonl"
+    path.parent.mkdir(exist_ok=True)
+    use = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "grue.txt"}
+    entries = [
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "Where is the grue?"}},
+        {"type": "assistant", "uuid": "u2", "message": {"role": "assistant", "content": [use]}},
+        {"type": "user", "uuid": "u3", "message": {"role": "user", "content": [result]}},
+        {"type": "assistant", "uuid": "u4", "message": {"role": "assistant", "content": "In grue.txt."}},
+    ]
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return path
+
+
+@pytest.mark.parametrize("event", WAITED)
+async def test_with_the_database_hung_each_hook_waits_out_one_part_then_no_hook_starts_any_until_it_answers(
+    event, cortex_settings, tmp_path, caplog, monkeypatch
+):
+    """A database that accepts and never answers: every hook but the prompt's waited on it up to its limit, each
+    time (the session's record, the archive, clearing the suggestions, the letter, unbounded). Now the hook that
+    meets it first waits out one part's bound, memory is off (said once), and every hook is then refused at once
+    (the daemon lets it through, saying the database cannot be reached) with no part started, the letter not even
+    asked for, until a probe finds the database answering and the hook does its work again."""
+    transcript, asked = conversation(tmp_path), []
+
+    async def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return f"Letter {len(asked)}: the grue is in grue.txt.\n- read it"
+
+    with BlackHole(cortex_settings.database_url.get_secret_value()) as hole:
+        service = MemoryService(MemorySettings(database_url=hole.url))
+        try:
+            await (await service.handoffs()).write("Before: the lamp is lit.", ["go north"], None, "myproject", None)
+            hooks = HookMemory(service, ask=ask, deadline=1.0)
+            opening = hook_input("UserPromptSubmit", "before", transcript)
+            assert await hooks.handle("UserPromptSubmit", opening, "myproject") == ""  # the session adopted, its turn
+            caplog.clear()
+            parts = PartsStarted(monkeypatch, EVERY_PART)
+            hole.hang()
+            with anyio.fail_after(30):
+                first = await hooks.handle(event, hook_input(event, "hung", transcript), "myproject")
+            hung, turned_off, letters = parts.started[:], parts.mark(), len(asked)
+            for other in EVENTS:
+                with anyio.fail_after(30), pytest.raises(DatabaseError, match="memory is off"):
+                    await hooks.handle(other, hook_input(other, "off", transcript), "myproject")
+            off, asked_off = parts.started[turned_off:], asked[letters:]
+            hole.answer()
+            with anyio.fail_after(30):
+                await eventually(service.answering_now)  # a probe, due every few seconds, finds it back
+            sessions = await service.sessions()
+            await sessions.suggest("s-1", ["The lamp is brass."])
+            back = parts.mark()
+            again = await hooks.handle(event, hook_input(event, "back", transcript), "myproject")
+            on = parts.started[back:]
+            entries = await sessions.transcript("s-1")
+            waiting = await sessions.suggestions("s-1")
+            letter = await (await service.handoffs()).latest("myproject")
+        finally:
+            await service.aclose()
+    part, line = WAITED[event]
+    assert hung == [part]  # the one part that waited its bound: none after it, nor the orientation's providers
+    assert caplog.text.count(f"memory is off: the database does not answer ({line}: slower than") == 1
+    assert off == [] and asked_off == []  # refused at once: nothing started, no letter asked for
+    assert "was left out" not in caplog.text and "is left out" not in caplog.text  # the one line says it
+    assert (on[:2] + sorted(on[2:]) if event == "SessionStart" else on) == AGAIN[event]  # (providers run together)
+    if event != "SessionStart":
+        assert first == ""  # the hook went without memory
+    if event == "SessionStart":
+        assert "Here and now" in first and "Hand-off letter" not in first  # what needs no database
+        assert "Here and now" in again and "the lamp is lit" in again
+    elif event == "Stop":
+        assert entries[-1].kind == "assistant" and entries[-1].content.endswith("(back)")
+    elif event == "SessionEnd":
+        assert entries[-1].kind == "note" and entries[-1].content == "the session ended (back)"
+    elif event == "PreCompact":
+        assert letter is not None and letter.summary.startswith(f"Letter {len(asked)}:") and len(asked) == 2
+    else:
+        assert waiting == []  # what waited to be kept is offered no more
+
+
+async def test_with_the_database_hung_background_work_under_way_starts_no_part_and_goes_on_once_it_answers(
+    cortex_settings, tmp_path, caplog, monkeypatch
+):
+    """The daemon's background work (suggestions after an answer, claude's transcript and the capsules after the
+    session's end) holds the session store it began with: once its model turn or its reading ended it went on to its
+    writes as if memory were on, each on a database that does not answer. Now, with memory off meanwhile (the next
+    prompt found the database silent), none of them starts; once the database answers, the same work is done."""
+    from frobozz.plugin import _hook_memory
+
+    transcript, asked, answers, reading, read = conversation(tmp_path), [], anyio.Event(), Event(), Event()
+
+    async def ask(prompt: str) -> str:
+        asked.append(prompt)
+        await answers.wait()
+        return "The user's dog is called Rex."
+
+    def held(path: str, session_id: str) -> Any:
+        reading.set()
+        read.wait(30)
+        return read_transcript(path, session_id)
+
+    monkeypatch.setattr(_hook_memory, "read_transcript", held)
+    ns = "myproject"
+    with BlackHole(cortex_settings.database_url.get_secret_value()) as hole:
+        service = MemoryService(MemorySettings(database_url=hole.url))
+        try:
+            sessions = await service.sessions()
+            await sessions.adopt("s-0", ns, client="claude code")  # an earlier session, for the capsules
+            await sessions.archive("s-0", 1, "user", "My dog is called Rex.")
+            await sessions.archive("s-0", 1, "assistant", "Noted.")
+            hooks = HookMemory(service, ask=ask, deadline=1.0)
+            end = {**hook_input("SessionEnd", "ended", transcript), "transcript_path": str(transcript)}
+            with anyio.fail_after(60):  # (the task group's end waits for the background work)
+                async with anyio.create_task_group() as tg:
+                    hooks.background(tg)
+                    await hooks.handle("UserPromptSubmit", hook_input("UserPromptSubmit", "before", transcript), ns)
+                    await hooks.handle("Stop", hook_input("Stop", "before", transcript), ns)  # suggestions: asking
+                    await hooks.handle("SessionEnd", end, ns)  # the transcript: reading; the capsules: asking
+                    await eventually(lambda: len(asked) == 2 and reading.is_set())
+                    caplog.clear()
+                    parts = PartsStarted(monkeypatch, EVERY_PART)
+                    hole.hang()
+                    await hooks.handle("UserPromptSubmit", hook_input("UserPromptSubmit", "hung", transcript), ns)
+                    turned_off = parts.mark()
+                    answers.set()  # the model turns end, the reading too: each goes on to its writes
+                    read.set()
+            hung, off = parts.started[:turned_off], parts.started[turned_off:]
+            hole.answer()
+            with anyio.fail_after(30):
+                await eventually(service.answering_now)  # a probe, due every few seconds, finds it back
+            back = parts.mark()
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+                    hooks.background(tg)
+                    await hooks.handle("Stop", hook_input("Stop", "back", transcript), ns)
+                    await hooks.handle("SessionEnd", end, ns)
+            on = parts.started[back:]
+            waiting = await sessions.suggestions("s-1")
+            capsule = await sessions.capsule(ns, "the last session")
+            tools = [e.kind for e in await sessions.transcript("s-1") if e.kind.startswith("tool_")]
+        finally:
+            await service.aclose()
+    assert hung == ["the session's record"]  # the prompt's, which waited its bound and turned memory off
+    assert caplog.text.count("memory is off: the database does not answer (the session's record: slower than") == 1
+    assert off == []  # the suggestions, the transcript and the capsules went on without starting a part
+    assert "was left out" not in caplog.text and "failed" not in caplog.text and "not read" not in caplog.text
+    assert {"suggesting", "the transcript store", "keeping the transcript", "writing a capsule"} <= set(on)
+    assert waiting == ["The user's dog is called Rex."] and capsule is not None and "Rex" in capsule.summary
+    assert tools == ["tool_use", "tool_result"]
