@@ -63,6 +63,9 @@ def embedded_url(settings: MemorySettings) -> str:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
             server = get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
+        if not postmaster_running(settings.postgres_dir):  # this process's handle, on a server that stopped under it
+            with server._lock:  # (pgserver hands a process its handle again, and starts nothing)
+                server.ensure_postgres_running()
         if started_here:
             guard(server.pgdata)  # and stops it if the command is killed before its exit handler can
         return server.get_uri()

@@ -15,6 +15,8 @@ import time
 import anyio
 import asyncpg
 
+from frobozz._pgguard import postmaster_running
+
 from ._database import DATABASE_ERRORS, POOL_CLOSE_TIMEOUT, close_pool, connect, database_url, migrate
 from ._embeddings import Embedder, make_embedder
 from ._handoffs import HandoffStore
@@ -54,6 +56,7 @@ class MemoryService:
                 f"memory is off: {root._silent}; nothing was stored or changed: try again once it answers"
             )
         async with self._lock:
+            await root._embedded_again()
             if self._store is None and self._share is not None:
                 shared = await self._share.store(check_model=check_model)
                 self._store = MemoryStore(
@@ -122,10 +125,25 @@ class MemoryService:
             if root._silent is not None:
                 await self._probe(PROBE_WAIT)
 
+    async def _embedded_again(self) -> None:
+        """The embedded Postgres this service works on, started again when it stopped under it (a crash, a kill, a
+        stop): as any command would start it, so a long-running process (a server, the plugin's daemon) does not
+        fail every call until it is restarted itself. A database named by FROBOZZ_DATABASE_URL is its operator's."""
+        if self.settings.database_url is not None or self._url is None:
+            return  # (not connected yet: connecting starts it)
+        if postmaster_running(self.settings.postgres_dir):  # (a small file read)
+            return
+        log.warning("memory: the embedded Postgres is not running (stopped or killed): starting it again")
+        try:
+            self._url = await database_url(self.settings)
+        except Exception as e:  # noqa: BLE001 - the call that needs it says the database cannot be reached
+            log.warning("memory: the embedded Postgres did not start again: %s: %s", type(e).__name__, e)
+
     async def _probe(self, within: float) -> str | None:
         """`SELECT 1` on a new connection (the pool's own may be the ones stuck): None when it answers within
         `within` seconds (and memory is back on, if it was off), else why not."""
         root = self._root
+        await root._embedded_again()
         failed: str | None = f"no answer within {within:g} s"
         with anyio.move_on_after(within):
             try:
