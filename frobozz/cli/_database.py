@@ -31,9 +31,11 @@ def stop_cmd() -> None:
         return
     if users or not stop_embedded_unused(settings):
         users = embedded_users(settings) or users
+        kill = f" (`kill {' '.join(map(str, users))}`)" if users else ""
         err.print(
             f"the embedded Postgres (in {settings.postgres_dir}) is in use by "
-            f"{'; '.join(map(_named, users)) or 'a process not known'}: stop that first, then try again",
+            f"{'; '.join(map(_named, users)) or 'a process not known'}: stop that first{kill}, then try again"
+            f"{_daemons(users)}",
             highlight=False,
             markup=False,
         )
@@ -41,18 +43,37 @@ def stop_cmd() -> None:
     out.print(f"stopped the embedded Postgres (in {settings.postgres_dir})", highlight=False, markup=False)
 
 
-def _named(pid: int) -> str:
-    """A process by its pid and what it runs (`frobozz chat …`, claude's MCP server), as `ps` would show it."""
+def _command(pid: int) -> list[str] | None:
+    """What a process runs, `python -m frobozz …` as the user would type it (`frobozz …`); None when unknown."""
     import psutil
-
-    from frobozz._text import printable
 
     try:
         words = psutil.Process(pid).cmdline()
     except (psutil.Error, OSError):
-        return f"process {pid}"
+        return None
     if len(words) > 2 and words[1:3] == ["-m", "frobozz"]:  # python -m frobozz …: as the user typed it
         words = ["frobozz", *words[3:]]
+    return words
+
+
+def _daemons(pids: list[int]) -> str:
+    """What to say of the Claude Code plugin's memory daemons among `pids`: claude's next hook starts one again."""
+    daemons = [str(pid) for pid in pids if (_command(pid) or [])[:3] == ["frobozz", "plugin", "daemon"]]
+    if not daemons:
+        return ""
+    return (
+        f"; process {', '.join(daemons)} is the Claude Code plugin's memory daemon, which claude's next prompt "
+        "starts again: `frobozz plugin uninstall` removes the plugin and stops it"
+    )
+
+
+def _named(pid: int) -> str:
+    """A process by its pid and what it runs (`frobozz chat …`, claude's MCP server), as `ps` would show it."""
+    from frobozz._text import printable
+
+    words = _command(pid)
+    if words is None:
+        return f"process {pid}"
     line = " ".join(Path(words[0]).name if i == 0 else w for i, w in enumerate(words))
     return f"process {pid} ({printable(line[:80])}{'…' if len(line) > 80 else ''})"
 

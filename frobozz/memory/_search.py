@@ -158,7 +158,9 @@ async def search(
     """The hits of each query, in order. Several queries are embedded in one batch and looked up side by
     side: the memory loop's recall asks a few at once, and one model run for all costs less than one each.
     `context=False` scores a memory's own words only: for standalone notes (a game's), whose neighbours
-    are other notes, not the conversation around them."""
+    are other notes, not the conversation around them. A NUL in a query is taken out, as the loop's archive
+    does with what it keeps: Postgres text cannot hold one, and it is no word to look for."""
+    queries = [q.replace("\0", "") if isinstance(q, str) else q for q in queries]
     for query in queries:
         if not isinstance(query, str) or not query.strip():
             raise MemoryStoreError("the query is empty: say what to look for")

@@ -4,7 +4,9 @@ only, so it starts in a few tens of milliseconds and loads no model and no datab
 `python -I -S frobozz_hook.py EVENT CONFIG` reads the hook's JSON from stdin, hands it to the memory daemon
 over its Unix socket (starting the daemon when none answers), and prints what the daemon adds as the
 hook's additional context. Every failure (no daemon, a database that is down, a slow answer) lets the
-prompt through unchanged, within the time limit, and says once per session why memory is off."""
+prompt through unchanged, within the time limit, and says once per session why memory is off. With nothing
+installed for its data directory (`frobozz plugin uninstall`, while a claude that loaded the plugin is still
+open), it does nothing: no daemon started, nothing said."""
 
 from __future__ import annotations
 
@@ -34,6 +36,21 @@ def _connect(path: str, deadline: float) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def installed(config: dict[str, Any]) -> bool:
+    """Whether an install of the plugin is recorded for the configuration's data directory (uninstalling the last
+    one removes the record); a configuration that names no record (an older install's) is taken as installed."""
+    record = config.get("installed")
+    if not record:
+        return True
+    try:
+        with open(record, encoding="utf-8") as f:
+            return bool(json.load(f))
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True  # (unreadable: memory is tried, and says why it is off if it is)
 
 
 def _start_daemon(config: dict[str, Any]) -> None:
@@ -175,6 +192,8 @@ def run(event: str, config_path: str, raw: bytes) -> dict[str, Any]:
             "systemMessage": "Frobozz memory is off: its plugin's configuration cannot be read "
             "(run `frobozz plugin install` again)."
         }
+    if not installed(config):
+        return {}
     try:
         payload = json.loads(raw) if len(raw) <= MAX_INPUT else None
     except ValueError:
@@ -203,6 +222,8 @@ def relay(config_path: str, server: str) -> int:
     try:
         with open(config_path, encoding="utf-8") as f:
             config = json.load(f)
+        if not installed(config):
+            raise Off("the plugin is not installed (`frobozz plugin install` installs it)")
         sock = _open(config, time.monotonic() + float(config.get("limits", {}).get("SessionStart", 10.0)))
     except (OSError, ValueError, Off) as e:
         sys.stderr.write(f"frobozz memory: the {server} server is not available: {e}\n")

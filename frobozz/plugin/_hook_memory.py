@@ -18,10 +18,10 @@ import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from ..loop import (
     Suggester,
@@ -55,6 +55,9 @@ Ask = Callable[[str], Awaitable[str]]
 BACKGROUND_WAIT = 10.0  # seconds a step of background work (the transcript, suggestions, capsules) may take
 CLIENT = "claude code"
 TRANSCRIPT_CHARS = 12_000  # of the conversation's end read for the hand-off letter
+# of a prompt or an answer the loop reads (its start): what the archive keeps of an entry (recall searches the
+# first 10,000 of those, MAX_QUERY_CHARS); a longer one is cut, not refused (the hook takes inputs up to 8 MB)
+MAX_TEXT = 200_000
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
 LETTER_PROMPT = (
     "The conversation below is about to be compacted. Write a hand-off letter for the same assistant, "
@@ -71,8 +74,16 @@ class _LeftOut(Exception):
 _LEFT_OUT: Any = object()
 
 
+def _start(value: Any) -> Any:
+    return value[:MAX_TEXT] if isinstance(value, str) else value
+
+
+Text = Annotated[str, BeforeValidator(_start)]  # a prompt's or an answer's first MAX_TEXT characters
+
+
 class HookInput(BaseModel):
-    """The fields of Claude Code's hook input the loop reads; the rest is ignored."""
+    """The fields of Claude Code's hook input the loop reads; the rest is ignored. A long prompt or answer is cut
+    to its first MAX_TEXT characters (the turn goes on: it is archived, and recall searches its start)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -80,8 +91,8 @@ class HookInput(BaseModel):
     cwd: str = ""
     transcript_path: str = ""
     source: str = ""
-    prompt: str = Field(default="", max_length=1_000_000)
-    last_assistant_message: str | None = Field(default=None, max_length=1_000_000)
+    prompt: Text = ""
+    last_assistant_message: Text | None = None
     reason: str = ""
     tool_name: str = ""
 

@@ -1,7 +1,9 @@
 """Installing the plugin the way Claude Code's own commands do: the plugin's files and a local marketplace
 are written under the data directory, then `claude plugin marketplace add` and `claude plugin install` do
-the rest. Uninstalling runs their opposites and puts the settings file back byte for byte when nothing
-else changed in it meanwhile (claude leaves empty `enabledPlugins` and `extraKnownMarketplaces` behind)."""
+the rest; the install is recorded only once both succeeded (a failed one is rolled back: the settings file as
+it was, byte for byte). Uninstalling runs their opposites and puts the settings file back byte for byte when
+nothing else changed in it meanwhile (claude leaves empty `enabledPlugins` and `extraKnownMarketplaces`
+behind). The hooks read the record: with nothing installed for their data directory they do nothing."""
 
 from __future__ import annotations
 
@@ -101,6 +103,7 @@ def write_plugin(
                 "env": {"FROBOZZ_DATA_DIR": str(settings.data_dir)},
                 "limits": settings.limits,
                 "hub": hub,
+                "installed": str(record_file(settings)),  # none recorded there: the hooks do nothing
             },
             indent=2,
         )
@@ -164,15 +167,40 @@ def _claude(args: list[str], cwd: Path, claude: str) -> None:
         raise PluginError(f"`claude plugin {' '.join(args[:2])}` failed: {said[-1] if said else done.returncode}")
 
 
-def _record(settings: PluginSettings) -> Path:
+def record_file(settings: PluginSettings) -> Path:
+    """Where the installs of this data directory are recorded (the settings file's bytes from before each)."""
     return settings.plugin_dir / "installed.json"
 
 
 def _records(settings: PluginSettings) -> dict[str, Any]:
     try:
-        return json.loads(_record(settings).read_text(encoding="utf-8"))
+        records = json.loads(record_file(settings).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
+    return records if isinstance(records, dict) else {}
+
+
+def _save(settings: PluginSettings, records: dict[str, Any]) -> None:
+    """The records; none left: no file (the hooks of a claude still open then do nothing)."""
+    if records:
+        record_file(settings).write_text(json.dumps(records, indent=2))
+    else:
+        record_file(settings).unlink(missing_ok=True)
+
+
+def _settings_json(target: Path) -> dict[str, Any] | None:
+    """The settings file's JSON object; None when there is none or it cannot be read."""
+    try:
+        value = json.loads(target.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _declares(target: Path, key: str, name: str) -> bool:
+    """Whether the settings file's `key` (enabledPlugins, extraKnownMarketplaces) names `name`."""
+    found = (_settings_json(target) or {}).get(key)
+    return isinstance(found, dict) and name in found
 
 
 def install(
@@ -186,8 +214,9 @@ def install(
     hub: str | None = None,
 ) -> Installed:
     """Install (again) at `scope`; the settings file's bytes from before the first install are kept for
-    uninstall. A namespace memory cannot use is refused here (it was taken, and every session then said its
-    memory was off)."""
+    uninstall. Recorded only when claude's commands succeeded: a failure leaves the settings file as it was,
+    byte for byte, and nothing recorded. A namespace memory cannot use is refused here (it was taken, and
+    every session then said its memory was off)."""
     if namespace is not None:
         try:
             check_namespace(namespace)
@@ -196,20 +225,49 @@ def install(
     target = settings_file(scope, project)
     records = _records(settings)
     key = str(target)
-    if key not in records:
-        original = target.read_bytes().decode("latin-1") if target.is_file() else None
-        records[key] = {
-            "scope": scope,
-            "original": original,
-            "project": str(project),
-            "folder_existed": target.parent.is_dir(),
-        }
-    records[key]["namespace"], records[key]["hub"] = namespace, hub
+    before = target.read_bytes() if target.is_file() else None
+    folder_existed = target.parent.is_dir()
+    record = records.get(key)
+    # (a record whose plugin claude does not have is stale: an earlier version recorded failed installs)
+    fresh = record is None or not _declares(target, "enabledPlugins", PLUGIN_ID)
+    if fresh or record is None:
+        original = before.decode("latin-1") if before is not None else None
+        record = {"scope": scope, "original": original, "project": str(project), "folder_existed": folder_existed}
     root = write_plugin(settings, namespace, shared_servers=shared_servers, hub=hub)
-    _record(settings).write_text(json.dumps(records, indent=2))
-    _claude(["marketplace", "add", str(root), "--scope", scope], project, claude)
-    _claude(["install", PLUGIN_ID, "--scope", scope], project, claude)
+    try:
+        _claude(["marketplace", "add", str(root), "--scope", scope], project, claude)
+        _claude(["install", PLUGIN_ID, "--scope", scope], project, claude)
+    except PluginError:
+        if fresh:  # (installed here before: that install stays)
+            _forget_marketplace(scope, project, claude, anywhere=not records.keys() - {key})
+        _put_back(target, before, folder_existed)
+        raise
+    records[key] = {**record, "namespace": namespace, "hub": hub}
+    _save(settings, records)
     return Installed(scope, target, namespace, hub)
+
+
+def _forget_marketplace(scope: Scope, project: Path, claude: str, *, anywhere: bool) -> None:
+    """A failed install's marketplace taken out of claude's records (a failed `marketplace add` may have
+    recorded it all the same): from the scope's settings, else, when no other install of this data directory
+    uses it (`anywhere`), from claude's list of marketplaces."""
+    try:
+        _claude(["marketplace", "remove", MARKETPLACE, "--scope", scope], project, claude)
+    except PluginError:
+        if anywhere:
+            with contextlib.suppress(PluginError):
+                _claude(["marketplace", "remove", MARKETPLACE], project, claude)
+
+
+def _put_back(target: Path, before: bytes | None, folder_existed: bool) -> None:
+    """The settings file as it was before a failed install, byte for byte (or gone, as it was)."""
+    with contextlib.suppress(OSError):
+        if before is None:
+            target.unlink(missing_ok=True)
+            if not folder_existed:
+                target.parent.rmdir()  # only when empty
+        elif target.read_bytes() != before:
+            target.write_bytes(before)
 
 
 @dataclass(frozen=True)
@@ -221,21 +279,31 @@ class Uninstalled:
 
 def uninstall(settings: PluginSettings, scope: Scope, project: Path, claude: str) -> Uninstalled:
     """Remove the plugin and its marketplace from `scope`; the settings file as it was, when nothing else
-    in it changed. The last install of this data directory takes its memory daemon with it (stopped, or
-    killed when wedged): the one on this data directory's socket, no other install's."""
+    in it changed. A plugin claude no longer has (uninstalled through claude itself) is forgotten all the
+    same, and the settings put back as far as they can be. The last install of this data directory takes its
+    memory daemon with it (stopped, or killed when wedged): the one on this data directory's socket, no other
+    install's."""
     target = settings_file(scope, project)
     records = _records(settings)
     record = records.get(str(target))
     if record is None:
         raise PluginError(f"the plugin is not installed at {scope} scope ({target}): see `frobozz plugin status`")
-    _claude(["uninstall", PLUGIN_ID, "--scope", scope], project, claude)
-    _claude(["marketplace", "remove", MARKETPLACE, "--scope", scope], project, claude)
-    _restore(target, record["original"])
+    try:
+        _claude(["uninstall", PLUGIN_ID, "--scope", scope], project, claude)
+    except PluginError:
+        if _claude_has(scope, project, claude):  # still there: tried again once what failed is put right
+            raise
+    try:
+        _claude(["marketplace", "remove", MARKETPLACE, "--scope", scope], project, claude)
+    except PluginError:
+        if _declares(target, "extraKnownMarketplaces", MARKETPLACE):
+            raise
+    _restore(target, record.get("original"))
     if not record.get("folder_existed", True):
         with contextlib.suppress(OSError):  # only when empty: claude or the user may have put something there since
             target.parent.rmdir()
     del records[str(target)]
-    _record(settings).write_text(json.dumps(records, indent=2))
+    _save(settings, records)
     if records:  # another install of this data directory still uses the daemon
         return Uninstalled(target)
     try:
@@ -244,27 +312,47 @@ def uninstall(settings: PluginSettings, scope: Scope, project: Path, claude: str
         return Uninstalled(target, problem=str(e))
 
 
-def _restore(target: Path, original: str | None) -> None:
+def _claude_has(scope: Scope, project: Path, claude: str) -> bool:
+    """Whether claude lists the plugin at `scope` (`claude plugin list --json`); True when it cannot tell."""
     try:
-        now = json.loads(target.read_text(encoding="utf-8")) if target.is_file() else {}
-    except ValueError:
-        return  # the user's own edit broke it: left as it is
-    before: dict[str, Any] = {}
+        done = subprocess.run(
+            [claude, "plugin", "list", "--json"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+        listed = json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return True
+    if not isinstance(listed, list):
+        return True
+    return any(isinstance(p, dict) and p.get("id") == PLUGIN_ID and p.get("scope") == scope for p in listed)
+
+
+def _restore(target: Path, original: str | None) -> None:
+    """The settings file as it was before the install when nothing else changed in it; else claude's empty
+    leftovers taken out of it, the rest as it is now. A file the user's own edit broke is left as it is."""
+    now = _settings_json(target) if target.is_file() else {}
+    if now is None:
+        return
+    before: dict[str, Any] | None = {}
     if original is not None:
         try:
             before = json.loads(original.encode("latin-1"))
         except ValueError:
-            return
+            before = None  # (recorded so by an earlier version: what claude added is all that can go)
     for key in CLAUDE_KEYS:
-        if now.get(key) == {} and key not in before:
+        if now.get(key) == {} and (key not in before if before is not None else f'"{key}"' not in (original or "")):
             del now[key]
     if now == before:
         if original is None:
             target.unlink(missing_ok=True)
         else:
             target.write_bytes(original.encode("latin-1"))
-    else:
-        target.write_text(json.dumps(now, indent=2) + "\n", encoding="utf-8")
+    elif target.is_file() or now:
+        target.write_text(json.dumps(now, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def status(settings: PluginSettings) -> list[Installed]:

@@ -102,6 +102,34 @@ def test_a_user_of_the_postgres_is_named_by_what_it_runs_as_typed_with_its_codes
     assert _named(4) == "process 4"
 
 
+def test_stop_refused_for_the_plugins_memory_daemon_says_how_to_stop_it(monkeypatch):
+    """`database stop` said the Postgres was in use by the daemon ("stop that first") and not how."""
+    import psutil
+    from typer.testing import CliRunner
+
+    from frobozz import memory
+    from frobozz.cli import app
+
+    daemon = [sys.executable, "-m", "frobozz", "plugin", "daemon", "--socket", "/tmp/frobozz-0/memory-x.sock"]
+    lines = {4242: daemon, 4343: [sys.executable, "-m", "frobozz", "chat"]}
+
+    class Process:
+        def __init__(self, pid):
+            self.pid = pid
+
+        def cmdline(self):
+            return lines[self.pid]
+
+    monkeypatch.setattr(psutil, "Process", Process)
+    monkeypatch.setattr(memory, "embedded_users", lambda settings: [4242, 4343])
+    done = CliRunner().invoke(app, ["database", "stop"], env={"FROBOZZ_DATABASE_URL": None}, catch_exceptions=False)
+    said = " ".join(done.stderr.split())
+    assert done.exit_code == 1, done.output
+    assert "in use by process 4242 (frobozz plugin daemon --socket" in said and "(`kill 4242 4343`)" in said
+    assert "process 4242 is the Claude Code plugin's memory daemon" in said and "`frobozz plugin uninstall`" in said
+    assert "4343 is" not in said
+
+
 @pytest.mark.anyio
 async def test_serve_all_says_the_embedded_postgres_stays_running_and_how_to_stop_it(frobozz_env):
     port = free_port()

@@ -41,6 +41,21 @@ async def test_one_bad_query_among_several_is_a_clear_error(memory_service, bad)
         await store.search_many(["the cello", bad], namespace="chat")
 
 
+async def test_a_nul_in_a_query_is_taken_out_and_the_rest_searched(memory_service):
+    """Postgres text holds no NUL: such a query (a prompt recall searched with) failed in the database."""
+    store = await memory_service.store()
+    for note in NOTES:
+        await store.store(note, namespace="chat")
+    with_nul = await store.search_many(["peanut\x00 allergy", "a green\x00\x00 Volvo"], namespace="chat", limit=2)
+    without = await store.search_many(["peanut allergy", "a green Volvo"], namespace="chat", limit=2)
+    assert [[(h.memory.id, round(h.score, 6)) for h in hits] for hits in with_nul] == [
+        [(h.memory.id, round(h.score, 6)) for h in hits] for hits in without
+    ]
+    assert [hits[0].memory.content for hits in with_nul] == [NOTES[1], NOTES[2]]
+    with pytest.raises(MemoryStoreError, match="empty"):
+        await store.search("\x00 ", namespace="chat")
+
+
 async def test_a_word_pool_too_large_to_rank_gives_its_matches_unranked_and_the_same_scores(
     memory_service, monkeypatch
 ):

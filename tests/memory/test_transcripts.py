@@ -66,14 +66,30 @@ async def test_bad_keys_and_entries_are_clear_errors_and_change_nothing(store):
     ):
         with pytest.raises(MemoryStoreError, match="project_key and a session_id"):
             await store.append(bad, [entry(9)])
-    with pytest.raises(MemoryStoreError, match="NUL"):
-        await store.append(KEY, [entry(2), {"type": "user", "uuid": "x", "text": "a\x00b"}])
     hostile = {"project_key": "'; DROP TABLE claude_transcripts; --", "session_id": "../../" + "x" * 10_000}
     await store.append(hostile, [entry(1)])
     assert await store.load(hostile) == [entry(1)]
     huge = entry(2, blob="z" * 5_000_000)
     await store.append(KEY, [huge])
-    assert await store.load(KEY) == [entry(1), huge]  # nothing of the failed batch went in
+    assert await store.load(KEY) == [entry(1), huge]
+
+
+async def test_a_nul_in_an_entry_is_taken_out_and_the_rest_of_the_batch_kept(store):
+    """Postgres' JSON holds no NUL: a batch with one in any entry was refused whole (a session's whole transcript)."""
+    await store.append(
+        KEY,
+        [
+            {"type": "user", "uuid": "u\x001", "message": {"role": "user", "content": "hel\x00lo"}},
+            {"type": "assistant", "uuid": "u2", "k\x00": ["\x00", {"n": 1}], "text": "a\\u0000b"},
+            entry(3),
+        ],
+    )
+    assert await store.load(KEY) == [
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "hello"}},
+        {"type": "assistant", "uuid": "u2", "k": ["", {"n": 1}], "text": "a\\u0000b"},  # (a backslash: kept)
+        entry(3),
+    ]
+    assert (await store.list_session_summaries("zork"))[0]["data"]["first_prompt"] == "hello"
 
 
 async def test_concurrent_writers_to_one_session_lose_nothing_and_fold_one_summary(cortex_settings, store):

@@ -124,7 +124,7 @@ def test_malformed_or_hostile_input_adds_nothing_and_says_why(installed, plugin_
         b"not json",
         b"[1, 2]",
         json.dumps({"session_id": "../../etc"}).encode(),
-        json.dumps({"session_id": "s-1", "prompt": "x" * 2_000_000}).encode(),
+        json.dumps({"session_id": "s-1", "prompt": "x" * 9_000_000}).encode(),  # over the 8 MB a hook reads
     ]:
         config(plugin_settings, limits={"UserPromptSubmit": 30.0})
         for mark in (plugin_settings.socket.parent / f"{plugin_settings.socket.stem}.off").glob("*"):

@@ -11,8 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from frobozz.memory import DatabaseError, MemoryService, MemorySettings
-from frobozz.plugin import HookMemory
+from frobozz.memory import DatabaseError, MemoryService, MemorySettings, TranscriptStore
+from frobozz.plugin import HookMemory, _hook_memory
 from frobozz.plugin._transcript import read_transcript
 from tests.black_hole import BlackHole
 from tests.memory_parts import EVERY_PART, PartsStarted
@@ -185,7 +185,6 @@ async def test_with_the_database_hung_background_work_under_way_starts_no_part_a
     session's end) holds the session store it began with: once its model turn or its reading ended it went on to its
     writes as if memory were on, each on a database that does not answer. Now, with memory off meanwhile (the next
     prompt found the database silent), none of them starts; once the database answers, the same work is done."""
-    from frobozz.plugin import _hook_memory
 
     transcript, asked, answers, reading, read = conversation(tmp_path), [], anyio.Event(), Event(), Event()
 
@@ -247,3 +246,45 @@ async def test_with_the_database_hung_background_work_under_way_starts_no_part_a
     assert {"suggesting", "the transcript store", "keeping the transcript", "writing a capsule"} <= set(on)
     assert waiting == ["The user's dog is called Rex."] and capsule is not None and "Rex" in capsule.summary
     assert tools == ["tool_use", "tool_result"]
+
+
+async def test_a_prompt_over_a_million_characters_is_archived_cut_and_its_turn_goes_on(memory_service):
+    """Such a prompt (or answer) failed the hook's input: nothing archived, the answer put under the turn before,
+    and the user told memory was off."""
+    hooks = HookMemory(memory_service, deadline=30.0)
+    turn = {"session_id": "s-1", "cwd": ""}
+    for n, (asked, said) in enumerate([("hello", "hi"), ("x" * 1_500_000, "y" * 1_500_000), ("bye", "bye")]):
+        assert await hooks.handle("UserPromptSubmit", {**turn, "prompt": asked}, "myproject") == "", n
+        assert await hooks.handle("Stop", {**turn, "last_assistant_message": said}, "myproject") == "", n
+    entries = await (await memory_service.sessions()).transcript("s-1")
+    assert [(e.turn, e.kind, len(e.content)) for e in entries] == [
+        (1, "user", 5),
+        (1, "assistant", 2),
+        (2, "user", _hook_memory.MAX_TEXT),  # its start
+        (2, "assistant", _hook_memory.MAX_TEXT),
+        (3, "user", 3),
+        (3, "assistant", 3),
+    ]
+
+
+async def test_a_prompt_with_a_nul_is_recalled_for_and_the_sessions_transcript_kept_without_it(
+    memory_service, embedder_ready, tmp_path
+):
+    """A NUL in the prompt: recall's search failed (Postgres text holds none), and at the session's end the whole
+    transcript was refused."""
+    await (await memory_service.store()).store(CAT, namespace="myproject")
+    hooks = HookMemory(memory_service, deadline=30.0)  # (a bound, not a wait: recall ends when it is done)
+    asked = "What is my cat\x00 called?"
+    recalled = await hooks.handle("UserPromptSubmit", prompt(asked), "myproject")
+    assert CAT in recalled
+    path = tmp_path / "project" / "s-1.jsonl"
+    path.parent.mkdir()
+    said = [
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": asked}},
+        {"type": "assistant", "uuid": "u2", "message": {"role": "assistant", "content": "Zorkmid.\x00"}},
+    ]
+    path.write_text("".join(json.dumps(e) + "\n" for e in said))
+    await hooks.handle("SessionEnd", {"session_id": "s-1", "cwd": "", "transcript_path": str(path)}, "myproject")
+    transcripts = await TranscriptStore.on((await memory_service.store()).pool)
+    kept = await transcripts.load({"project_key": "project", "session_id": "s-1"})
+    assert [e["message"]["content"] for e in kept or []] == ["What is my cat called?", "Zorkmid."]

@@ -14,7 +14,17 @@ from pathlib import Path
 import pytest
 
 from frobozz.engine import find_claude
-from frobozz.plugin import PluginSettings, daemon_pid, stop_daemon
+from frobozz.plugin import (
+    PLUGIN_ID,
+    PluginError,
+    PluginSettings,
+    _hook,
+    daemon_pid,
+    install,
+    status,
+    stop_daemon,
+    uninstall,
+)
 
 from .conftest import clone_install, frobozz, hook, hook_env, installed_files
 
@@ -225,3 +235,123 @@ def test_uninstall_never_signals_a_process_that_is_not_the_installs_daemon(insta
     finally:
         other.kill()
         other.wait()
+
+
+def claude_plugin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """claude's own plugin command, in the test's HOME."""
+    return subprocess.run(
+        [str(find_claude()), "plugin", *args], capture_output=True, text=True, timeout=120, cwd=cwd, check=False
+    )
+
+
+def test_a_failed_install_records_nothing_and_a_later_one_still_puts_the_settings_back_byte_for_byte(
+    claude_home, project, plugin_settings, monkeypatch
+):
+    """claude cannot read the user's settings: `install` used to record the plugin as installed all the same (the
+    broken file as the one to put back), and every uninstall then failed and could no longer restore the file."""
+    monkeypatch.setenv("HOME", str(claude_home))
+    claude = str(find_claude())
+    settings = claude_home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    broken = b'{ "model": "x", // a comment claude cannot read\n }\n'
+    settings.write_bytes(broken)
+    with pytest.raises(PluginError, match="marketplace add"):
+        install(plugin_settings, "user", project, None, claude)
+    assert settings.read_bytes() == broken and status(plugin_settings) == []
+    listed = json.loads(claude_plugin("marketplace", "list", "--json", cwd=project).stdout)
+    assert "frobozz-local" not in [m["name"] for m in listed]  # what claude recorded of the failed add, taken out
+    with pytest.raises(PluginError, match="not installed"):
+        uninstall(plugin_settings, "user", project, claude)
+
+    fixed = '{\n    "model": "x",\n    "note": "h\u00e9llo \u2713"\n}\n'.encode()  # put right by hand
+    settings.write_bytes(fixed)
+    install(plugin_settings, "user", project, None, claude)
+    assert PLUGIN_ID in json.loads(settings.read_text())["enabledPlugins"]
+    uninstall(plugin_settings, "user", project, claude)
+    assert settings.read_bytes() == fixed and status(plugin_settings) == []
+
+
+def test_uninstall_of_a_plugin_claude_no_longer_has_forgets_it_and_puts_the_settings_back(
+    claude_home, project, plugin_settings, install_template, tmp_path, monkeypatch
+):
+    """The user took the plugin out through claude itself: `frobozz plugin uninstall` failed every time (claude:
+    not found in installed plugins), and the record said it was installed."""
+    monkeypatch.setenv("HOME", str(claude_home))
+    clone_install(install_template, tmp_path)
+    assert claude_plugin("uninstall", PLUGIN_ID, "--scope", "user", cwd=project).returncode == 0
+    settings = claude_home / ".claude" / "settings.json"
+    assert json.loads(settings.read_text())["enabledPlugins"] == {}  # what claude leaves behind
+
+    done = uninstall(plugin_settings, "user", project, str(find_claude()))
+    assert done.settings == settings and status(plugin_settings) == []
+    assert not settings.exists()  # there was none before the install
+
+
+def test_uninstall_of_a_record_an_earlier_version_left_after_a_failed_install_forgets_it_and_removes_what_claude_added(
+    claude_home, project, plugin_settings, monkeypatch
+):
+    """The record of an install claude never made, its settings file to put back one claude could not read; the
+    user has put the file right since, and claude left its empty keys in it."""
+    monkeypatch.setenv("HOME", str(claude_home))
+    settings = claude_home / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(
+        json.dumps({"model": "x", "note": "h\u00e9llo \u2713", "enabledPlugins": {}, "extraKnownMarketplaces": {}})
+    )
+    plugin_settings.plugin_dir.mkdir(parents=True)
+    (plugin_settings.plugin_dir / "installed.json").write_text(
+        json.dumps(
+            {
+                str(settings): {
+                    "scope": "user",
+                    "original": '{ "model": "x", // comment\n }\n',
+                    "project": str(project),
+                    "folder_existed": True,
+                    "namespace": None,
+                    "hub": None,
+                }
+            }
+        )
+    )
+    uninstall(plugin_settings, "user", project, str(find_claude()))
+    assert status(plugin_settings) == []
+    assert settings.read_text(encoding="utf-8") == '{\n  "model": "x",\n  "note": "h\u00e9llo \u2713"\n}\n'
+
+
+def test_uninstall_keeps_what_the_user_changed_meanwhile_with_its_non_ascii_text_as_written(
+    claude_home, project, plugin_settings, install_template, tmp_path, monkeypatch
+):
+    """A note, "héllo ✓", came back as "h\\u00e9llo \\u2713": written with JSON escapes."""
+    monkeypatch.setenv("HOME", str(claude_home))
+    clone_install(install_template, tmp_path)
+    settings = claude_home / ".claude" / "settings.json"
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "note": "h\u00e9llo \u2713"}))
+    uninstall(plugin_settings, "user", project, str(find_claude()))
+    assert settings.read_text(encoding="utf-8") == '{\n  "note": "h\u00e9llo \u2713"\n}\n'
+
+
+def test_after_uninstall_the_hooks_of_a_claude_still_open_do_nothing_and_start_no_daemon(
+    claude_home, project, plugin_settings, install_template, tmp_path, monkeypatch
+):
+    """A claude session opened before the uninstall keeps calling the plugin's hooks (claude keeps its copy of
+    the plugin): each started the memory daemon again, which then ran with nothing installed."""
+    monkeypatch.setenv("HOME", str(claude_home))
+    clone_install(install_template, tmp_path)
+    copy = next((claude_home / ".claude" / "plugins" / "cache").rglob("frobozz.json"))  # what claude runs
+    started: list[object] = []
+
+    def start_daemon(config: dict) -> None:
+        started.append(config)
+        raise OSError("no daemon in this test")
+
+    monkeypatch.setattr(_hook, "_start_daemon", start_daemon)
+    ask = json.dumps({"session_id": "s-1", "cwd": str(project), "prompt": "hello"}).encode()
+    assert "could not start" in _hook.run("UserPromptSubmit", str(copy), ask)["systemMessage"]  # installed: tried
+    started.clear()
+
+    uninstall(plugin_settings, "user", project, str(find_claude()))
+    assert copy.exists()
+    for event in ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"):
+        assert _hook.run(event, str(copy), ask) == {}, event
+    assert _hook.relay(str(copy), "cortex") == 1
+    assert started == [] and daemon_pid(plugin_settings.socket) is None

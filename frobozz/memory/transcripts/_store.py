@@ -3,7 +3,9 @@
 Entries are JSONB rows in the order they were appended; claude's entry `uuid` is the idempotency key (a
 batch the mirror retried is kept once); a main transcript's summary is folded inside `append`, under a
 per-session advisory lock, in the same transaction as its entries; deleting a session takes its
-subagents' transcripts with it. Same database as everything else (FROBOZZ_DATABASE_URL, or embedded).
+subagents' transcripts with it. A NUL in an entry's text (which Postgres' JSON cannot hold) is taken out, as
+the loop's archive does, and the rest of the entry kept. Same database as everything else
+(FROBOZZ_DATABASE_URL, or embedded).
 """
 
 from __future__ import annotations
@@ -51,6 +53,17 @@ def _parts(key: Mapping[str, Any]) -> tuple[str, str, str]:
     return project, session, subpath
 
 
+def _without_nul(value: Any) -> Any:
+    """A JSON value with every NUL taken out of its texts, its keys' too."""
+    if isinstance(value, str):
+        return value.replace("\0", "")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
+
+
 class TranscriptStore:
     """`await TranscriptStore.open(settings)`, or `TranscriptStore(pool)` over a migrated pool."""
 
@@ -90,8 +103,11 @@ class TranscriptStore:
         project, session, subpath = _parts(key)
         if not entries:
             return
-        uuids = [e.get("uuid") if isinstance(e.get("uuid"), str) else None for e in entries]
         texts = [orjson.dumps(e).decode() for e in entries]
+        if any("\\u0000" in t for t in texts):  # (or a backslash before "u0000": taking nothing out, no harm)
+            entries = [_without_nul(e) for e in entries]
+            texts = [orjson.dumps(e).decode() for e in entries]
+        uuids = [e.get("uuid") if isinstance(e.get("uuid"), str) else None for e in entries]
         await self._run(self._append, project, session, subpath, uuids, texts, entries)
 
     @staticmethod
