@@ -92,6 +92,19 @@ async def test_a_nul_in_an_entry_is_taken_out_and_the_rest_of_the_batch_kept(sto
     assert (await store.list_session_summaries("zork"))[0]["data"]["first_prompt"] == "hello"
 
 
+async def test_a_lone_surrogate_in_an_entry_is_made_a_replacement_character_and_the_batch_kept(store):
+    """A transcript line with a `\\ud800` escape (Python's JSON reads it; no UTF-8 holds it) failed the whole
+    session's archive with a TypeError from the JSON encoder."""
+    import json
+
+    odd = json.loads('{"type": "user", "uuid": "u1", "message": {"role": "user", "content": "a\\ud800b"}}')
+    await store.append(KEY, [odd, entry(2)])
+    assert await store.load(KEY) == [
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "a\ufffdb"}},
+        entry(2),
+    ]
+
+
 async def test_concurrent_writers_to_one_session_lose_nothing_and_fold_one_summary(cortex_settings, store):
     other = await TranscriptStore.open(cortex_settings)
     try:

@@ -4,12 +4,13 @@ Entries are JSONB rows in the order they were appended; claude's entry `uuid` is
 batch the mirror retried is kept once); a main transcript's summary is folded inside `append`, under a
 per-session advisory lock, in the same transaction as its entries; deleting a session takes its
 subagents' transcripts with it. A NUL in an entry's text (which Postgres' JSON cannot hold) is taken out, as
-the loop's archive does, and the rest of the entry kept. Same database as everything else
+the loop's archive does, a lone surrogate made U+FFFD, and the rest of the entry kept. Same database as everything else
 (FROBOZZ_DATABASE_URL, or embedded).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypedDict, TypeVar
 
@@ -53,15 +54,27 @@ def _parts(key: Mapping[str, Any]) -> tuple[str, str, str]:
     return project, session, subpath
 
 
-def _without_nul(value: Any) -> Any:
-    """A JSON value with every NUL taken out of its texts, its keys' too."""
+_SURROGATE = re.compile("[\ud800-\udfff]")  # (a str holds a surrogate only unpaired)
+
+
+def _storable(value: Any) -> Any:
+    """A JSON value whose texts (its keys' too) Postgres can keep: every NUL taken out, and a lone surrogate (a
+    transcript's `\\ud800` escape, which Python's JSON reads and no UTF-8 can hold) made U+FFFD."""
     if isinstance(value, str):
-        return value.replace("\0", "")
+        return _SURROGATE.sub("\ufffd", value.replace("\0", ""))
     if isinstance(value, dict):
-        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+        return {_storable(k): _storable(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_without_nul(v) for v in value]
+        return [_storable(v) for v in value]
     return value
+
+
+def _texts(entries: list[dict[str, Any]]) -> list[str] | None:
+    """The entries as JSON texts; None when a text in one is not UTF-8 (a lone surrogate)."""
+    try:
+        return [orjson.dumps(e).decode() for e in entries]
+    except orjson.JSONEncodeError:
+        return None
 
 
 class TranscriptStore:
@@ -103,10 +116,12 @@ class TranscriptStore:
         project, session, subpath = _parts(key)
         if not entries:
             return
-        texts = [orjson.dumps(e).decode() for e in entries]
-        if any("\\u0000" in t for t in texts):  # (or a backslash before "u0000": taking nothing out, no harm)
-            entries = [_without_nul(e) for e in entries]
-            texts = [orjson.dumps(e).decode() for e in entries]
+        texts = _texts(entries)
+        if texts is None or any("\\u0000" in t for t in texts):  # (a backslash before "u0000": no harm)
+            entries = [_storable(e) for e in entries]
+            texts = _texts(entries)
+            if texts is None:
+                raise MemoryStoreError("an entry cannot be kept as JSON")
         uuids = [e.get("uuid") if isinstance(e.get("uuid"), str) else None for e in entries]
         await self._run(self._append, project, session, subpath, uuids, texts, entries)
 
