@@ -316,6 +316,12 @@ class Agent:
         async for logged in session.relay.follow(after, kinds):
             yield logged
 
+    async def last_event(self, session: AgentSession) -> int:
+        """The number of the session's last event, on whichever instance it was written (this one may not have read
+        it back yet)."""
+        assert self.leases is not None
+        return max(session.relay.last_seq, await self.leases.last_event(session.id))
+
     async def sessions(self, owners: Collection[str] | None = None) -> list[dict[str, Any]]:
         assert self.store is not None
         found = []

@@ -1,7 +1,9 @@
 """The agent service over HTTP: JSON in and out, each session's events as server-sent events that any number
 of clients follow (`Last-Event-ID` or `?after=N` replays what a client missed; `?types=` filters), and
 coder/agentapi's routes per session so its clients work unchanged: at `/sessions/ID/agentapi/` (message,
-messages, status, events), and but for `events` (ours there) at `/sessions/ID/` too.
+messages, status, events), and but for `events` and `messages` (ours there) at `/sessions/ID/` too. Errors are
+`{"error"}` with their status, agentapi's routes' problem+json (`{"title", "status", "detail"}`), and so is a
+path no route has or a method a route does not take.
 
 The hub's token check stands in front (the CLI puts it there): a scoped token's grant names the users
 whose workspaces it may use (`request.state.grant.users`; no grant: any user)."""
@@ -11,17 +13,18 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 from sse_starlette.sse import EventSourceResponse
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from frobozz.memory import DatabaseError, unstorable
 
@@ -51,9 +54,18 @@ def _token(request: Request) -> str | None:
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise InputError(f"the request is larger than {MAX_BODY} bytes")
+    too_large = TooLargeError(
+        f"the request is larger than {MAX_BODY} bytes ({MAX_BODY // 2**20} MiB), the most it may be"
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and (len(declared) > 12 or int(declared) > MAX_BODY):
+        raise too_large
+    data = bytearray()
+    async for chunk in request.stream():  # (kept only up to the limit, whatever the body says of its length)
+        data += chunk
+        if len(data) > MAX_BODY:
+            raise too_large
+    raw = bytes(data)
     try:
         data = json.loads(raw or b"{}")
     except ValueError as e:
@@ -85,6 +97,18 @@ def _unstorable_in(value: object) -> bool:
     return False
 
 
+def _error(status: int, title: str, detail: str, problem: bool, headers: Mapping[str, str] | None = None) -> Response:
+    """An error as the API says them, `{error}`, or as agentapi's routes do (problem+json)."""
+    if problem:
+        return JSONResponse(
+            {"title": title, "status": status, "detail": detail},
+            status_code=status,
+            media_type="application/problem+json",
+            headers=headers,
+        )
+    return JSONResponse({"error": detail}, status_code=status, headers=headers)
+
+
 def _json(handler: Handler, problem: bool = False) -> Handler:
     """Errors the agent raises on purpose as `{error}` (agentapi's routes: problem+json) with their status; a
     database that is away is a 503 that says so (the pool reconnects on its own once it is back)."""
@@ -94,15 +118,53 @@ def _json(handler: Handler, problem: bool = False) -> Handler:
             return await handler(request)
         except (AgentError, DatabaseError) as e:
             status = e.status if isinstance(e, AgentError) else 503
-            if problem:
-                return JSONResponse(
-                    {"title": type(e).__name__, "status": status, "detail": str(e)},
-                    status_code=status,
-                    media_type="application/problem+json",
-                )
-            return JSONResponse({"error": str(e)}, status_code=status)
+            return _error(status, type(e).__name__, str(e), problem)
 
     return wrapped
+
+
+async def _unrouted(request: Request, exc: Exception) -> Response:
+    """A path no route has (a session id with a `/` in it, `..%2F..`, say) or a method a route does not take, in
+    the shape of the routes around it: agentapi's under `/agentapi`, else the API's own."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        detail = f"nothing is at {request.url.path[:200]}"
+    elif exc.status_code == 405:
+        detail = f"{request.method} is not taken here (only {(exc.headers or {}).get('Allow', 'other methods')})"
+    else:
+        detail = str(exc.detail)
+    problem = "agentapi" in request.url.path.split("/")
+    return _error(exc.status_code, type(exc).__name__, detail, problem, exc.headers)
+
+
+class _Events(EventSourceResponse):
+    """An SSE response that ends as a complete response when the server stops. sse_starlette, told the server is
+    stopping, cancels the stream and returns without the body's end: uvicorn logged "ASGI callable returned
+    without completing response" for each client, which read a cut-off body (not a stream that ended, after which
+    an EventSource reconnects, with its Last-Event-ID, to whichever instance is there)."""
+
+    def __init__(self, content: AsyncIterator[dict[str, Any]]) -> None:
+        super().__init__(content, ping=15, send_timeout=30)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = ended = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started, ended
+            started = started or message["type"] == "http.response.start"
+            ended = ended or (message["type"] == "http.response.body" and not message.get("more_body", False))
+            await send(message)
+
+        await super().__call__(scope, receive, sending)
+        if started and not ended:  # (a client gone meanwhile: uvicorn sends nothing more to it)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _event_number(raw: str) -> int:
+    """`Last-Event-ID` or `?after=`: an event number (ASCII digits, as many as a 64-bit number has at most)."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) >= 2**63:
+        raise InputError("Last-Event-ID and ?after= are event numbers (whole numbers from 0)")
+    return int(raw)
 
 
 def _update(n: int, message: dict[str, Any]) -> dict[str, str]:
@@ -220,9 +282,14 @@ def create_app(agent: Agent, *, on_failure: Callable[[Exception], object] | None
 
     async def events(request: Request) -> Response:
         session = await session_of(request)
-        after = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-        if not after.isdigit():
-            raise InputError("Last-Event-ID and ?after= are event numbers")
+        after = _event_number(request.headers.get("last-event-id") or request.query_params.get("after") or "0")
+        if after > session.relay.last_seq:  # (this instance may not have read the newest yet: the database has)
+            last = await agent.last_event(session)
+            if after > last:
+                raise InputError(
+                    f"there is no event {after} in this session: its events go up to {last} (a client passes the "
+                    "number of the last event it saw, to be given those after it)"
+                )
         kinds = None
         if request.query_params.get("types"):
             kinds = set(request.query_params["types"].split(","))
@@ -232,14 +299,14 @@ def create_app(agent: Agent, *, on_failure: Callable[[Exception], object] | None
                 )
 
         async def stream() -> AsyncIterator[dict[str, Any]]:
-            async for logged in session.relay.follow(int(after), kinds):
+            async for logged in session.relay.follow(after, kinds):
                 yield {
                     "id": str(logged.seq),
                     "event": logged.event.kind,
                     "data": json.dumps(logged.event.data(), default=str),
                 }
 
-        return EventSourceResponse(stream(), ping=15, send_timeout=30)
+        return _Events(stream())
 
     async def history(request: Request) -> Response:
         return JSONResponse(
@@ -300,7 +367,7 @@ def create_app(agent: Agent, *, on_failure: Callable[[Exception], object] | None
                     ),
                 }
 
-        return EventSourceResponse(stream(), ping=15, send_timeout=30)
+        return _Events(stream())
 
     # -- notifications: Web Push subscriptions and webhooks -----------------------------------------------
     def user_of(request: Request, body: dict[str, Any]) -> str:
@@ -403,14 +470,21 @@ def create_app(agent: Agent, *, on_failure: Callable[[Exception], object] | None
         Route("/webhooks/{item}", _json(webhook), methods=["DELETE"]),
         Route("/webhooks/{item}/resume", _json(webhook), methods=["POST"]),
     ]
+    # the conversation: the API's own (its errors are the API's), and agentapi's `messages` (agentapi's errors)
+    routes.append(Route(f"{base}/messages", _json(api_messages), methods=["GET"]))
+    routes.append(Route(f"{base}/agentapi/messages", _json(api_messages, problem=True), methods=["GET"]))
     for prefix in (base, f"{base}/agentapi"):  # an agentapi client's base URL: /sessions/ID/agentapi (all four)
         routes += [
             Route(f"{prefix}/message", _json(api_message, problem=True), methods=["POST"]),
-            Route(f"{prefix}/messages", _json(api_messages, problem=True), methods=["GET"]),
             Route(f"{prefix}/status", _json(api_status, problem=True), methods=["GET"]),
         ]
     routes.append(Route(f"{base}/agentapi/events", _json(api_events, problem=True), methods=["GET"]))
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(_Stopped, agent=agent)])
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(_Stopped, agent=agent)],
+        exception_handlers={HTTPException: _unrouted},
+    )
 
 
 __all__ = ["create_app"]

@@ -158,6 +158,14 @@ class Leases:
                 f"session {session_id}: the lease was taken over (token {token}); these events are not written"
             )
 
+    async def last_event(self, session_id: str) -> int:
+        """The number of the session's last event written (0: none)."""
+        return int(
+            await self._do(
+                "fetchval", "SELECT coalesce(max(seq), 0) FROM agent_events WHERE session_id = $1", session_id
+            )
+        )
+
     async def events_after(self, session_id: str, after: int) -> list[Logged]:
         rows = await self._do(
             "fetch",

@@ -7,7 +7,8 @@ first from `first_uid` up that no account on this machine and no other user fold
 share an account and no app user can borrow a system account by its name (a user called `postgres`
 does not run as postgres). A folder that root owns is refused: claude is never run as root. Each
 account gets a HOME of its own under `ROOT/.homes/<uid>` (0700; `.homes` cannot be a user's name),
-with the service's sign-in copied into its claude config at every start.
+with the service's sign-in copied into its claude config at every start: the copy mirrors the service's
+as it is then (one the account's claude changed is written anew, one the service no longer has is removed).
 
 The files the service itself writes into a workspace (synced skills, attached documents) are handed
 to the owner, and written without following links the workspace's owner may have planted."""
@@ -98,8 +99,13 @@ class Owners:
             raise WorkspaceError(f"{home} is a link; a HOME is a folder of its own")
         home.mkdir(mode=0o700, exist_ok=True)
         config = home / ".claude"
+        if config.is_symlink():  # (the account's own claude may have made it one: root writes into it next)
+            raise WorkspaceError(f"{config} is a link; a claude config folder is a folder of its own")
         config.mkdir(mode=0o700, exist_ok=True)
-        copy_sign_in(env, config)
+        try:
+            copy_sign_in(env, config)  # the service's sign-in and settings as they are now (a copy never outlives them)
+        except OSError as e:  # (made a link since it was looked at: it is opened without following one)
+            raise WorkspaceError(f"the sign-in is not copied into {config}: {e}") from e
         hand_over(home, uid, gid)
         return {"HOME": str(home), "CLAUDE_CONFIG_DIR": str(config)}
 

@@ -82,9 +82,15 @@ class Placement:
     async def _hand_over(self, session: AgentSession) -> None:
         """At shutdown: a held session's claudes closed (within the bound), then its lease handed over at once,
         so the next instance takes its turn over; a claude still running keeps the lease until it lapses
-        (no other instance resumes a transcript that is still being written), and is stopped with the tg."""
+        (no other instance resumes a transcript that is still being written), and is stopped with the tg.
+        A turn under way is cut short, its claude stopped at once: nothing it would still say is kept here (the
+        session is disowned first), so letting it finish (a tool that runs on, a long answer) would only hold the
+        lease, and the next instance's answer, up; that instance answers the message again, as after a kill -9."""
         token = session.relay.token
+        mid_turn = session.mid_turn  # (asked while it is held: once disowned, it reads as the log says)
         session.disown()  # nothing more said here
+        if mid_turn:
+            session.cut_short()
         handing = {token} if token is not None else set()
         self._handing |= handing  # (renewed while its claude closes)
         try:

@@ -132,6 +132,11 @@ class AgentSession:
         return self._busy or self._queue_out.statistics().current_buffer_used > 0
 
     @property
+    def mid_turn(self) -> bool:
+        """This instance's driver has a message in hand (its claude starting, or answering it)."""
+        return self._busy
+
+    @property
     def owned(self) -> bool:
         """This instance holds the session's lease: it runs its claude."""
         return self.relay.owned

@@ -11,10 +11,11 @@ config directory laid out as claude expects, so claude resumes it on a machine t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
-import shutil
+import secrets
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,24 +204,88 @@ def _write(path: Path, entries: list[Entry]) -> None:
 
 def copy_sign_in(env: Mapping[str, str], target: Path) -> None:
     """The sign-in of the claude that `env` describes (its HOME or CLAUDE_CONFIG_DIR), copied into the claude
-    config folder `target`: for a claude run elsewhere, or as another account."""
+    config folder `target`: for a claude run elsewhere, or as another account. Called again, it mirrors the
+    source as it is now (see `_copy_sign_in`)."""
     _copy_sign_in(_transcripts.config_dir(env), Path(env.get("HOME") or Path.home()), target, env)
 
 
 def _copy_sign_in(source: Path, home: Path, target: Path, env: Mapping[str, str]) -> None:
     """What claude needs to sign in and behave as configured: credentials (without the refresh token, so
-    a copy never rotates the user's), `.claude.json` and the user's settings."""
-    credentials = source / ".credentials.json"
-    if credentials.is_file():
-        try:
-            data = json.loads(credentials.read_text(encoding="utf-8"))
-            if isinstance(data.get("claudeAiOauth"), dict):
-                data["claudeAiOauth"].pop("refreshToken", None)
-            (target / ".credentials.json").write_text(json.dumps(data), encoding="utf-8")
-            (target / ".credentials.json").chmod(0o600)
-        except (OSError, ValueError, AttributeError) as e:
-            log.warning("credentials not copied for the resumed session: %s", e)
+    a copy never rotates the user's), `.claude.json` and the user's settings.
+
+    The copy mirrors the source each time: every file is written anew (what was changed in the copy since is
+    not kept), and one gone from the source goes from the copy (a settings file the user removed, say one whose
+    hook blocked every prompt, is not left behind in a copy made earlier). A source that is there but cannot be
+    read just now (a credentials file being rewritten) leaves the copy as it was. `target` may belong to another
+    account, which may have planted links in it: nothing is written through one (each file is written beside
+    its name and renamed over it, in the folder opened without following a link)."""
     claude_json = source / ".claude.json" if env.get("CLAUDE_CONFIG_DIR") else home / ".claude.json"
-    for found, name in ((claude_json, ".claude.json"), (source / "settings.json", "settings.json")):
-        if found.is_file():
-            shutil.copyfile(found, target / name)
+    wanted = {
+        ".credentials.json": _credentials(source / ".credentials.json"),
+        ".claude.json": _read(claude_json),
+        "settings.json": _read(source / "settings.json"),
+    }
+    folder = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for name, content in wanted.items():
+            try:
+                if content is None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=folder)
+                elif isinstance(content, bytes):
+                    _replace(folder, name, content)
+            except OSError as e:
+                log.warning("%s not copied into %s: %s", name, target, e)
+    finally:
+        os.close(folder)
+
+
+class _Unread:
+    """A source that is there and could not be read: its copy is left as it was."""
+
+
+_UNREAD = _Unread()
+
+
+def _read(path: Path) -> bytes | _Unread | None:
+    """A source file's bytes; None when it is not there (its copy goes), `_UNREAD` when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    except OSError as e:
+        log.warning("%s is not copied (the copy is left as it was): %s", path, e)
+        return _UNREAD
+
+
+def _credentials(path: Path) -> bytes | _Unread | None:
+    raw = _read(path)
+    if not isinstance(raw, bytes):
+        return raw
+    try:
+        data = json.loads(raw)
+        if isinstance(data.get("claudeAiOauth"), dict):
+            data["claudeAiOauth"].pop("refreshToken", None)
+        return json.dumps(data).encode()
+    except (ValueError, AttributeError) as e:
+        log.warning("credentials not copied (the copy is left as it was): %s", e)
+        return _UNREAD
+
+
+def _replace(folder: int, name: str, content: bytes) -> None:
+    """`name` in the open `folder` replaced by a new file (0600, the folder owner's: a claude of that account,
+    running, reads it at once): a link there is replaced, never followed."""
+    temporary = f".{name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            owner = os.fstat(folder)
+            if (owner.st_uid, owner.st_gid) != (os.geteuid(), os.getegid()):
+                with contextlib.suppress(PermissionError):  # (only root may give a file away)
+                    os.fchown(f.fileno(), owner.st_uid, owner.st_gid)
+            f.write(content)
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=folder)
+        raise

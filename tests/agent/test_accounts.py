@@ -128,3 +128,36 @@ def test_the_homes_folder_lets_the_accounts_through_whatever_the_umask(open_dir)
         os.umask(was)
     assert stat.S_IMODE((open_dir / "root" / HOMES).stat().st_mode) == 0o711
     assert Path(env["HOME"]).stat().st_uid == 2_000_000
+
+
+def test_a_tenants_home_mirrors_the_services_sign_in_and_settings_as_they_are_at_each_start(open_dir):
+    """A settings file the operator removed (its hook, which cannot run as the tenant, blocked every prompt) is
+    gone from the tenant's HOME at its claude's next start, not kept from an earlier copy; a change the tenant's
+    claude made to its copy is written over; a config folder the tenant made a link is refused, nothing written."""
+    from frobozz.agent._owners import Owners
+
+    operator = open_dir / "operator"
+    operator.mkdir()
+    (operator / "settings.json").write_text('{"hooks": {"UserPromptSubmit": [{"hooks": []}]}}')
+    (operator / ".credentials.json").write_text('{"claudeAiOauth": {"accessToken": "at"}}')
+    env = {"CLAUDE_CONFIG_DIR": str(operator), "HOME": str(open_dir)}
+    (open_dir / "root").mkdir()
+    owners = Owners(open_dir / "root", first_uid=2_000_000, active=True)
+    config = Path(owners.home(2_000_000, 2_000_000, env)["CLAUDE_CONFIG_DIR"])
+    assert (config / "settings.json").stat().st_uid == 2_000_000  # its claude may rewrite it, until its next start
+    (config / "settings.json").write_text('{"model": "the tenant chose"}')
+    (operator / ".credentials.json").write_text('{"claudeAiOauth": {"accessToken": "renewed"}}')
+    owners.home(2_000_000, 2_000_000, env)
+    assert (config / "settings.json").read_text() == (operator / "settings.json").read_text()
+    assert "renewed" in (config / ".credentials.json").read_text()
+    (operator / "settings.json").unlink()
+    owners.home(2_000_000, 2_000_000, env)
+    assert not (config / "settings.json").exists()
+    other = open_dir / "root" / HOMES / "2000001"
+    elsewhere = open_dir / "elsewhere"
+    elsewhere.mkdir()
+    other.mkdir(parents=True)
+    (other / ".claude").symlink_to(elsewhere)
+    with pytest.raises(WorkspaceError, match="is a link"):
+        owners.home(2_000_001, 2_000_001, env)
+    assert list(elsewhere.iterdir()) == []

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 import anyio.lowlevel
+import asyncpg
 import httpx
 import pytest
 from starlette.applications import Starlette
@@ -110,8 +111,15 @@ async def test_without_the_token_nothing_is_served_and_with_it_an_empty_service_
             bad = await client.post("/sessions", content=body)
             assert bad.status_code == 400 and bad.json()["error"], body
         assert (await client.get("/sessions")).json() == {"sessions": []}  # none was made
-        huge = await client.post("/sessions", content=b'{"workspace": "' + b"a" * (17 * 1024 * 1024) + b'"}')
-        assert huge.status_code == 400
+        huge = b'{"workspace": "' + b"a" * (17 * 1024 * 1024) + b'"}'
+
+        async def chunked():  # its length not said up front
+            yield huge[:1024]
+            yield huge[1024:]
+
+        for sent in (huge, chunked()):
+            too_large = await client.post("/sessions", content=sent)
+            assert too_large.status_code == 413 and "larger than" in too_large.json()["error"]
         good = {"workspace": "alice/notes", "max_turns": 3, "max_budget_usd": 2, "allowed_tools": ["Read"]}
         made = await client.post("/sessions", json=good)
         assert made.status_code == 201, made.text
@@ -170,6 +178,89 @@ async def test_two_clients_see_the_same_question_one_answers_and_both_follow_it_
         only = await sse(client, f"/sessions/{session}/events?after=0&types=question,done")
         assert [e["event"] for e in only] == ["question", "done"]
         assert (await client.get(f"/sessions/{session}/events?types=nonsense")).status_code == 400
+
+
+async def test_an_event_number_past_the_sessions_last_is_a_400_and_one_only_the_database_has_yet_is_waited_for(
+    make_agent, cortex_settings
+):
+    """A client passes the number of the last event it saw: one past the session's last is no such client, and
+    was streamed nothing, forever. The database is asked, not this instance's copy: another instance may have
+    written the event the client saw there, and this one not have read it back yet."""
+    with Service(make_agent()) as client:
+        session = (await client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
+        events = f"/sessions/{session}/events"
+        for query, headers in (
+            ("?after=99999999999999999999999", None),
+            ("?after=2", None),  # its last is 1, the status it was made with
+            ("?after=\u00b2", None),  # a digit to str.isdigit, and not to int(): a 500
+            ("?after=-1", None),
+            ("", {"Last-Event-ID": "9223372036854775808"}),
+            ("?after=1", {"Last-Event-ID": "2"}),  # (the header, a browser's on reconnecting, comes first)
+        ):
+            async with client.stream("GET", events + query, headers=headers) as refused:
+                assert refused.status_code == 400, query
+                assert "event" in json.loads(await refused.aread())["error"]
+        connection = await asyncpg.connect(cortex_settings.database_url.get_secret_value())
+        try:  # written by another instance, say, and not yet read back here (no notice of it)
+            await connection.execute(
+                "INSERT INTO agent_events (session_id, seq, kind, data) VALUES ($1, 2, 'status', $2)",
+                session,
+                json.dumps({"state": "idle", "message_id": None}),
+            )
+        finally:
+            await connection.close()
+        async with client.stream("GET", events + "?after=2") as waiting:
+            assert waiting.status_code == 200
+        async with client.stream("GET", events + "?after=3") as refused:
+            assert refused.status_code == 400 and "go up to 2" in json.loads(await refused.aread())["error"]
+
+
+async def test_the_apis_routes_answer_errors_as_error_and_agentapis_routes_as_problem_json(make_agent):
+    """`GET /sessions/ID/messages` is the API's (the conversation), so its errors are too; a path no route has (a
+    session id made of `..%2F..`, say) or a method none takes is said in the same shape, not in plain text."""
+    with Service(make_agent()) as client:
+        missing = "a" * 32
+        for path in (
+            f"/sessions/{missing}/messages",
+            f"/sessions/{missing}/events",
+            f"/sessions/{missing}",
+            "/sessions/..%2F..%2Fetc/messages",
+            "/sessions/..%2F..",
+            "/nothing-here",
+        ):
+            answer = await client.get(path)
+            assert answer.status_code == 404 and answer.headers["content-type"] == "application/json", path
+            assert set(answer.json()) == {"error"} and answer.json()["error"], path
+        wrong = await client.put("/sessions")
+        assert wrong.status_code == 405 and set(wrong.json()) == {"error"} and "allow" in wrong.headers
+        for path in (
+            f"/sessions/{missing}/agentapi/messages",
+            f"/sessions/{missing}/agentapi/status",
+            f"/sessions/{missing}/status",  # (agentapi's, at the session's URL too)
+            f"/sessions/{missing}/agentapi/nothing-here",
+        ):
+            answer = await client.get(path)
+            assert answer.status_code == 404 and answer.headers["content-type"] == "application/problem+json", path
+            assert answer.json()["status"] == 404 and answer.json()["detail"], path
+
+
+async def test_an_event_stream_ends_as_a_complete_response_when_the_server_stops(make_agent, monkeypatch):
+    """Told the server is stopping (SIGTERM: here by sse_starlette's own flag, which uvicorn's handler sets), each
+    stream, the API's and agentapi's, ends as a response that is whole (uvicorn said "ASGI callable returned
+    without completing response", and the client read a body cut off), so a client reconnects to go on."""
+    from sse_starlette.sse import AppStatus
+
+    with Service(make_agent()) as client:
+        session = (await client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
+        ours: list[dict] = []
+        theirs: list[dict] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: sse(client, f"/sessions/{session}/events", into=ours))
+            tg.start_soon(lambda: sse(client, f"/sessions/{session}/agentapi/events", into=theirs))
+            with anyio.fail_after(60):
+                await eventually(lambda: ours and theirs, interval=0.02)
+            monkeypatch.setattr(AppStatus, "should_exit", True)
+        assert [e["event"] for e in ours] == ["status"] and [e["event"] for e in theirs] == ["status_change"]
 
 
 async def test_agentapi_messages_sent_at_once_to_an_idle_session_are_one_taken_and_the_others_refused(make_agent):

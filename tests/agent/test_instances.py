@@ -208,12 +208,19 @@ async def test_a_stopped_instance_hands_its_session_over_at_once_not_when_the_le
         b.client, f"/sessions/{session}/events", headers={"Last-Event-ID": first[-1]["id"]}, until="status"
     )  # the idle after the done
     on_b: list[dict] = []
+    on_a: list[dict] = []  # and a client of A's, following the turn there when A stops
+    following_a = httpx.AsyncClient(base_url=a.url, timeout=60, headers={"Authorization": f"Bearer {TOKEN}"})
     with anyio.fail_after(300):  # well inside the lease: only a handover lets B answer in time
-        async with slow_turn_on_a_followed_on_b(a, b, session, first[-1]["id"], on_b):
-            await a.stop()  # SIGTERM: the service closes as it should
+        async with following_a, anyio.create_task_group() as tg:
+            after = {"Last-Event-ID": first[-1]["id"]}
+            tg.start_soon(lambda: sse(following_a, f"/sessions/{session}/events", into=on_a, headers=after))
+            async with slow_turn_on_a_followed_on_b(a, b, session, first[-1]["id"], on_b):
+                await eventually(lambda: any(e["event"] == "text_delta" for e in on_a), interval=0.02)
+                await a.stop()  # SIGTERM: the service closes as it should
     events = first + on_b
     assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))
     assert [e["event"] for e in on_b].count("done") == 1 and any(e["event"] == "error" for e in on_b)
+    assert on_a == on_b[: len(on_a)]  # A's stream ended as a whole response (a body cut off: `sse` raised)
 
 
 def claudes(instance: Instance) -> int:

@@ -345,22 +345,27 @@ async def test_a_driver_whose_lease_was_lost_stops_at_once_and_the_session_taken
     assert [(m["role"], m["content"][:16]) for m in messages] == [("user", "held"), ("agent", answer)]
 
 
-async def test_a_session_handed_over_at_shutdown_keeps_its_lease_while_its_claude_closes(make_agent, held, monkeypatch):
-    """An instance stopping lets its sessions' claudes close (within shutdown_timeout), then hands their leases
-    over: until then no other instance may resume a transcript still being written. The lease is renewed while
-    the claude closes; it lapsed a lease_ttl after the hand-over began (only held sessions were renewed)."""
-    monkeypatch.setenv("FROBOZZ_CLOSE_TIMEOUT", "60")  # claude, its stdin closed, finishes its turn first
+async def test_a_session_handed_over_at_shutdown_keeps_its_lease_until_its_claude_is_gone(
+    make_agent, held, monkeypatch
+):
+    """An instance stopping stops its sessions' claudes (a turn under way is cut short: its claude is stopped, not
+    let finish it), then hands their leases over: until then no other instance may resume a transcript still being
+    written. The lease is renewed while the claude closes; it lapsed a lease_ttl after the hand-over began (only
+    held sessions were renewed)."""
+    monkeypatch.setenv("FROBOZZ_CLOSE_TIMEOUT", "60")  # claude, its stdin closed, would finish its turn first
     kept: list = []
     given_up: list = []
+    closes: list[bool] = []
     async with anyio.create_task_group() as tg:
         async with make_agent(lease_ttl=1.5, shutdown_timeout=60) as a:  # its keeper: every 0.5 s
             session = await a.create_session("alice/notes")
             on_a = await a.session(session)
             await a.post_message(on_a, "held")
             await waited(held.asked[0].is_set)  # A's claude is mid-turn: its model request held
-            token = on_a.relay.token
-            assert token is not None and a.leases is not None and a.store is not None
-            renew, release, renewed, pool = a.leases.renew, a.leases.release, [], a.store.pool
+            token, engine = on_a.relay.token, on_a.engine
+            assert token is not None and engine is not None and a.leases is not None and a.store is not None
+            renew, release, close, renewed, pool = a.leases.renew, a.leases.release, engine.close, [], a.store.pool
+            closing = anyio.Event()  # set: the claude's close goes on
 
             async def counted(tokens) -> dict[str, int]:
                 held_now = await renew(tokens)
@@ -373,18 +378,63 @@ async def test_a_session_handed_over_at_shutdown_keeps_its_lease_while_its_claud
                 given_up.append((session_id, lease, gone))
                 return gone
 
+            async def slow_close(*, finish: bool = True) -> None:
+                closes.append(finish)
+                await closing.wait()
+                await close(finish=finish)
+
             async def while_it_closes() -> None:
                 await waited(lambda: renewed.count(token) >= 4)  # more than a lease_ttl, its claude still closing
                 kept.append(await pool.fetchval("SELECT token FROM agent_leases WHERE session_id = $1", session))
                 kept.append(list(given_up))
-                held.go[0].set()  # its claude ends its turn, and closes: then the lease is handed over
+                closing.set()  # its claude is stopped: then the lease is handed over
 
             monkeypatch.setattr(a.leases, "renew", counted)
             monkeypatch.setattr(a.leases, "release", recorded)
+            monkeypatch.setattr(engine, "close", slow_close)
             tg.start_soon(while_it_closes)
         # (A has stopped here: it handed the session over)
     assert kept == [token, []]
     assert given_up == [(session, token, True)]
+    assert closes[0] is False and not alive(engine.pid)  # stopped, not let finish its turn (its model still held)
+
+
+async def test_a_session_mid_turn_when_its_instance_stops_is_handed_over_at_once_and_answered_once_by_another(
+    make_agent, held, monkeypatch
+):
+    """SIGTERM mid-turn hands the session over at once, as for an idle one: nothing A's claude would still say is
+    kept (A let the session go first), so it is stopped, not let finish the turn, and the lease is handed over as
+    soon as it is gone. B answers the message again, once, though A's lease would last 10 minutes and A's claude,
+    its stdin closed, would go on with its turn (its model request is held until B has asked too)."""
+    monkeypatch.setenv("FROBOZZ_CLOSE_TIMEOUT", "600")
+    stop_a, stopped = anyio.Event(), anyio.Event()
+
+    async def run_a(*, task_status) -> None:
+        async with make_agent(lease_ttl=600, shutdown_timeout=600) as a:
+            session = await a.create_session("alice/notes")
+            on_a = await a.session(session)
+            message = await a.post_message(on_a, "held")
+            await waited(held.asked[0].is_set)  # A's claude is mid-turn: its model request held
+            assert on_a.relay.token is not None and on_a.engine is not None
+            task_status.started((a, on_a, session, message, on_a.relay.token, on_a.engine.pid))
+            await stop_a.wait()
+        stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        a, on_a, session, message, token_a, pid = await tg.start(run_a)
+        async with make_agent(lease_ttl=60, shutdown_timeout=10) as b:  # (started once A holds the session)
+            stop_a.set()  # A stops, as SIGTERM stops it
+            try:
+                await waited(held.asked[1].is_set)  # B's claude asks the model for the same message
+            finally:
+                held.let_all_go()  # (A's claude has gone, or, failing, is let finish its turn, and A stop)
+            with anyio.fail_after(LIMIT):
+                await stopped.wait()
+            assert not alive(pid)
+            done = await done_on(b, session, message)
+            assert done.result is not None and done.result.startswith("driver 2 answers")
+            on_b = await b.session(session)
+            await answered_once_by_b(TakenOver(a, b, on_a, on_b, session, message, token_a, stopped))
 
 
 async def test_a_claim_that_outlasts_its_lease_while_renewals_fail_is_given_up_not_run(

@@ -2,6 +2,7 @@
 transcript is mirrored into a session store, and a machine that never saw the session (a fresh HOME)
 resumes it, or forks it, from the store alone. A store that fails or stalls never holds up an event."""
 
+import json
 from pathlib import Path
 
 import anyio
@@ -9,7 +10,7 @@ import pytest
 from claude_agent_sdk.testing import run_session_store_conformance
 
 from frobozz._scratch import sweep_orphans
-from frobozz.engine import Engine, EngineError, MirrorError, Result, project_key, transcript_path
+from frobozz.engine import Engine, EngineError, MirrorError, Result, copy_sign_in, project_key, transcript_path
 from frobozz.engine._session_store import key_for_path
 from frobozz.engine.testing import InMemorySessionStore, ScriptedModel, replies
 from tests.engine.conftest import until
@@ -46,6 +47,35 @@ def test_a_transcripts_path_names_its_key_and_one_outside_names_none(tmp_path):
         assert key_for_path(str(outside), projects) is None
     long = "/" + "d" * 300
     assert len(project_key(long)) > 200 and project_key(long) != project_key(long + "e")  # cut, then a hash
+
+
+def test_a_sign_in_copy_mirrors_its_source_each_time_and_is_never_written_through_a_link(tmp_path):
+    """A copy made earlier does not outlive its source (a settings file whose hook blocked every prompt, removed
+    by its user, stayed in the copy), a change made to the copy is undone, and a link the copy's account planted
+    in it is replaced, not written through (the service copying as root would write wherever it points)."""
+    source, target = tmp_path / "operator", tmp_path / "tenant"
+    source.mkdir()
+    target.mkdir()
+    env = {"CLAUDE_CONFIG_DIR": str(source), "HOME": str(tmp_path)}
+    (source / "settings.json").write_text('{"hooks": {"UserPromptSubmit": []}}')
+    (source / ".claude.json").write_text('{"hasCompletedOnboarding": true}')
+    oauth = {"accessToken": "at", "refreshToken": "rt"}
+    (source / ".credentials.json").write_text(json.dumps({"claudeAiOauth": oauth}))
+    copy_sign_in(env, target)
+    assert json.loads((target / ".credentials.json").read_text()) == {"claudeAiOauth": {"accessToken": "at"}}
+    (target / "settings.json").write_text('{"changed": "by the copy\'s claude"}')
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("untouched")
+    (target / ".claude.json").unlink()
+    (target / ".claude.json").symlink_to(elsewhere)
+    copy_sign_in(env, target)
+    assert (target / "settings.json").read_text() == '{"hooks": {"UserPromptSubmit": []}}'
+    assert elsewhere.read_text() == "untouched" and not (target / ".claude.json").is_symlink()
+    assert (target / ".claude.json").read_text() == '{"hasCompletedOnboarding": true}'
+    (source / "settings.json").unlink()
+    (source / ".credentials.json").unlink()
+    copy_sign_in(env, target)
+    assert sorted(p.name for p in target.iterdir()) == [".claude.json"]
 
 
 async def test_a_session_mirrored_on_one_machine_resumes_from_the_store_on_another(make_options, tmp_path):
