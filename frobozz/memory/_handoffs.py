@@ -24,8 +24,9 @@ class Letter:
     session_id: str | None
     summary: str
     next_steps: list[str]
-    memories: list[Memory]
+    memories: list[Memory]  # those still kept (a brief list, `recent`, reads none)
     created_at: datetime
+    memory_ids: list[int]  # every memory the letter named
 
 
 class HandoffStore:
@@ -156,4 +157,5 @@ def _letter(row: asyncpg.Record, memories: list[Memory]) -> Letter:
         next_steps=json.loads(steps) if isinstance(steps, str) else list(steps),
         memories=memories,
         created_at=row["created_at"],
+        memory_ids=list(row["memory_ids"]),
     )

@@ -139,7 +139,7 @@ def create_server(
                         created_at=x.created_at,
                         summary=x.summary[:300],
                         next_steps=len(x.next_steps),
-                        memories=len(x.memories),
+                        memories=len(x.memory_ids),
                     )
                     for x in await (await letters(namespace, write=False)).recent(limit, namespace)
                 ]

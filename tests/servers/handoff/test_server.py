@@ -41,12 +41,15 @@ async def test_a_letter_is_read_back_by_the_next_window_and_its_memories_reach_c
 async def test_letters_list_newest_first_and_namespaces_stay_apart(settings):
     async with Client(handoff.create_server(settings)) as client:
         first = await call(client, "handoff", summary="first letter")
-        second = await call(client, "handoff", summary="second letter " + "x" * 500, next_steps=["a", "b"])
+        second = await call(
+            client, "handoff", summary="second letter " + "x" * 500, next_steps=["a", "b"], memories=["m1", "m2"]
+        )
         other = await call(client, "handoff", summary="another agent's letter", namespace="agent-b")
         listed = (await call(client, "list_handoffs"))["handoffs"]
         latest_b = (await call(client, "latest_handoff", namespace="agent-b"))["handoff"]
     assert [x["id"] for x in listed] == [second["handoff_id"], first["handoff_id"]]
     assert len(listed[0]["summary"]) == 300 and listed[0]["next_steps"] == 2
+    assert [x["memories"] for x in listed] == [2, 0]  # how many it names (the list said 0 of every letter)
     assert latest_b["id"] == other["handoff_id"]
 
 
