@@ -3,11 +3,17 @@
 With `game_shared_sessions` on (as `serve all --http` sets it), every change is shared (in Postgres when
 a database is configured, else in the data directory), and a session this process does not hold, or
 holds at an older state than the shared one, is picked up from there: any of several server processes
-can answer any call. Each call on a session holds it (`hold`) from pick-up to share."""
+can answer any call. Each call on a session holds it (`hold`) from pick-up to share.
+
+A full server (`max_sessions`) makes room for a new game, or for a shared session picked up again, by closing
+the interpreter of the shared session used least recently that no call is using: its state is in the share,
+so its next call picks it up again, as after a restart. A session that is not shared lives only here and is
+never closed but by `end`."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -32,13 +38,14 @@ class Sessions:
         self.settings = settings
         self.library = GameLibrary(settings)
         self.share = share_for(settings, self.library)
-        self._sessions: dict[str, GameSession] = {}
+        self._sessions: dict[str, GameSession] = {}  # least recently used first
+        self._calls: Counter[str] = Counter()  # the calls in `hold` per shared session id
         self._seen: dict[str, object] = {}  # the shared copy's mark this process holds
         self._opening = 0
 
     async def open(self, game: str) -> GameSession:
         story = self.library.find(game)  # refused here, before any process starts
-        self._check_room()
+        await self._make_room()
         self._opening += 1
         try:
             session = await GameSession.open(story, self.settings)
@@ -54,9 +61,17 @@ class Sessions:
         if self.share is None or not isinstance(session_id, str) or not _ID.fullmatch(session_id):
             yield self._held(session_id)
             return
-        async with self.share.lock(session_id):
-            self._sessions[session_id] = session = await self._fresh(session_id)
-            yield session
+        self._calls[session_id] += 1
+        try:
+            async with self.share.lock(session_id):
+                session = await self._fresh(session_id)
+                self._sessions.pop(session_id, None)
+                self._sessions[session_id] = session  # (the most recently used: last)
+                yield session
+        finally:
+            self._calls[session_id] -= 1
+            if not self._calls[session_id]:
+                del self._calls[session_id]
 
     async def changed(self, session: GameSession) -> None:
         """After a change (inside `hold`): share the session's state, when sessions are shared."""
@@ -66,6 +81,7 @@ class Sessions:
     async def end(self, session_id: str) -> GameSession:
         async with self.hold(session_id) as session:
             del self._sessions[session_id]
+            self._seen.pop(session_id, None)
             if self.share is not None:
                 await self.share.delete(session_id)
             await session.aclose()
@@ -87,11 +103,27 @@ class Sessions:
             raise GameError(f"no game session {str(session_id)[:80]!r}; start one with new_game")
         return session
 
-    def _check_room(self) -> None:
-        if len(self._sessions) + self._opening >= self.settings.max_sessions:
-            raise SessionLimitError(
-                f"{self.settings.max_sessions} games are already running: end one with end_game first"
-            )
+    def _full(self) -> bool:
+        return len(self._sessions) + self._opening >= self.settings.max_sessions
+
+    async def _make_room(self) -> None:
+        """Room for one more session (taken by the caller before its next await): a shared session's interpreter
+        closed if need be, else a SessionLimitError that says why none could be."""
+        while self._full():
+            if self.share is None:
+                raise SessionLimitError(
+                    f"{self.settings.max_sessions} games are open here, and a game that is not shared lives only "
+                    "in this server (closing one would lose it): end one of yours with end_game"
+                )
+            idle = next((sid for sid in self._sessions if not self._calls[sid]), None)
+            if idle is None:
+                raise SessionLimitError(
+                    f"{self.settings.max_sessions} games are open here and every one is in a call right now: "
+                    "try again in a moment"
+                )
+            session = self._sessions.pop(idle)  # (its state is shared: its next call picks it up again)
+            self._seen.pop(idle, None)
+            await session.aclose(journal=False)
 
     async def _fresh(self, session_id: str) -> GameSession:
         """The session at its latest shared state: as held, or picked up; an error when it has ended."""
@@ -108,10 +140,14 @@ class Sessions:
         shared = await self.share.load(session_id)
         try:
             if session is None:
-                self._check_room()
-                session = await GameSession.reopen(
-                    shared.story, self.settings, session_id, shared.snapshot, shared.turns
-                )
+                await self._make_room()
+                self._opening += 1
+                try:
+                    session = await GameSession.reopen(
+                        shared.story, self.settings, session_id, shared.snapshot, shared.turns
+                    )
+                finally:
+                    self._opening -= 1
             else:
                 await session.resume(shared.snapshot, shared.turns, journal=False)
         except (KeyError, TypeError, ValueError) as e:

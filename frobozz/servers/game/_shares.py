@@ -1,11 +1,12 @@
 """Where shared game sessions live between calls, so that any of several server processes can answer
 for any session: the data directory (one machine), or Postgres (many machines, when a database is
 configured). A holder knows a session's copy by its mark: it picks the session up again only when the
-mark has moved. Postgres also serialises the calls on one session across processes (an advisory lock
-held for the whole call); the directory can only do so within a process."""
+mark has moved. Either also serialises the calls on one session across processes, for the whole call: Postgres
+with an advisory lock, the directory with an exclusive `flock` on the session's lock file."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections import defaultdict
@@ -73,11 +74,52 @@ class _LocalLocks:
 
 
 class FileShare(_LocalLocks):
-    """`<sessions dir>/<id>.live.json` beside the session's journal; the mark is the file's (mtime, size)."""
+    """`<sessions dir>/<id>.live.json` beside the session's journal; the mark is the file's (inode, mtime, size):
+    each save is a new file (written beside it, then renamed), so a copy saved within the same clock tick and at
+    the same size as the one before still has another mark. Calls on one session take turns in this process,
+    then one of them waits for `<id>.lock`, which every process on the folder locks (the lock goes with the
+    open file: a process that dies mid-call lets go of it)."""
 
     def __init__(self, sessions_dir: Path) -> None:
         super().__init__()
         self.dir = sessions_dir
+
+    @asynccontextmanager
+    async def lock(self, session_id: str) -> AsyncIterator[None]:
+        """The session to this call alone, in every process on the folder; a GameError after LOCK_WAIT seconds
+        of waiting, here or for the file (a holder that hangs must not hang every call after it)."""
+        async with super().lock(session_id):  # one call per session here waits for the file
+            fd = await self._lock_file(session_id)
+            try:
+                yield
+            finally:
+                os.close(fd)  # (lets go of the lock)
+
+    async def _lock_file(self, session_id: str) -> int:
+        """An open descriptor of the session's lock file, locked. The lock is asked for without blocking, again
+        and again until it is had (so no thread waits in the kernel past a cancel or the bound), and is kept
+        only on the file still at the path (an ended session's lock file is deleted under its lock)."""
+        path = self.dir / f"{session_id}.lock"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        pause = 0.001
+        with anyio.move_on_after(LOCK_WAIT):
+            while True:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    while True:
+                        try:
+                            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                            break
+                        except BlockingIOError:
+                            await anyio.sleep(pause)
+                            pause = min(pause * 2, 0.02)
+                    if _same_file(fd, path):
+                        return fd
+                except BaseException:
+                    os.close(fd)
+                    raise
+                os.close(fd)  # locked a deleted file: the path has another now
+        raise GameError(_busy(session_id))
 
     def _path(self, session_id: str) -> Path:
         return self.dir / f"{session_id}.live.json"
@@ -87,7 +129,7 @@ class FileShare(_LocalLocks):
             st = os.stat(self._path(session_id))
         except FileNotFoundError:
             return None
-        return st.st_mtime_ns, st.st_size
+        return st.st_ino, st.st_mtime_ns, st.st_size
 
     async def load(self, session_id: str) -> Shared:
         path = self._path(session_id)
@@ -107,7 +149,9 @@ class FileShare(_LocalLocks):
         return await self.mark(session.id)
 
     async def delete(self, session_id: str) -> None:
+        """(Inside `lock`: a call that waited for the deleted lock file finds the session ended.)"""
         self._path(session_id).unlink(missing_ok=True)
+        (self.dir / f"{session_id}.lock").unlink(missing_ok=True)
 
     async def aclose(self) -> None:
         pass
@@ -226,6 +270,15 @@ class DatabaseShare(_LocalLocks):
             if story.md5 == md5:
                 return story
         raise GameError(f"this server has no story file with checksum {md5} (the session's game)")
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (st.st_dev, st.st_ino)
 
 
 def _busy(session_id: str) -> str:

@@ -138,7 +138,7 @@ async def test_the_session_limit_is_enforced_with_a_clear_message(frobozz_env):
     async with Client(create_server(Settings(max_sessions=2))) as client:
         first = (await call(client, "new_game", game="zork1"))["session_id"]
         await call(client, "new_game", game="zork1")
-        assert "already running" in await error(client, "new_game", game="zork1")
+        assert "end one of yours with end_game" in await error(client, "new_game", game="zork1")
         await call(client, "end_game", session_id=first)
         await call(client, "new_game", game="zork1")
 

@@ -187,3 +187,51 @@ async def test_a_database_that_cannot_be_reached_is_a_clear_error(frobozz_env, m
     monkeypatch.setenv("FROBOZZ_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
     async with Client(create_server(Settings(game_shared_sessions=True))) as one:
         assert "database: cannot reach the database" in await error(one, "new_game", game="zork1")
+
+
+async def test_in_the_data_directory_concurrent_acts_from_two_servers_are_serialised_and_none_is_lost(frobozz_env):
+    """Two servers on one data directory, as two hub processes would be (each its own share, so nothing but the
+    lock file stands between them). Before, each process only took turns with itself: moves were lost."""
+    settings = Settings(game_shared_sessions=True)
+    async with Client(create_server(settings)) as one, Client(create_server(settings)) as two:
+        sid = (await call(one, "new_game", game="zork1"))["session_id"]
+        answers = []
+
+        async def wait(client):
+            answers.append((await call(client, "act", session_id=sid, command="wait"))["moves"])
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                for i in range(12):
+                    tg.start_soon(wait, one if i % 2 else two)
+        assert sorted(answers) == [3 * n for n in range(1, 13)]
+        history = await call(two, "history", session_id=sid, last=100)
+        assert [t["moves"] for t in history["turns"]] == [3 * n for n in range(0, 13)]
+
+
+async def test_in_the_data_directory_a_session_one_share_holds_is_busy_for_another_share_on_the_folder(
+    tmp_path, monkeypatch
+):
+    """The lock is the folder's, not the share object's: another process's share (here another object, with its
+    own open file) waits for it, is refused as busy after the bound, and gets it once the holder lets go."""
+    monkeypatch.setattr(_shares, "LOCK_WAIT", 1.0)
+    one, two = _shares.FileShare(tmp_path), _shares.FileShare(tmp_path)
+    held, done = anyio.Event(), anyio.Event()
+
+    async def holder():
+        async with one.lock("s-1"):
+            held.set()
+            await done.wait()
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            await held.wait()
+            with pytest.raises(GameError, match="game session s-1 is busy"):
+                async with two.lock("s-1"):
+                    pass
+            async with two.lock("s-2"):  # another session is not held up
+                pass
+            done.set()
+        async with two.lock("s-1"):
+            pass
