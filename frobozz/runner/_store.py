@@ -40,6 +40,7 @@ class RunBusyError(Exception):
 
 LOCK = "lock"
 HOLD_TRIES = 10  # a reader's probe holds the lock for microseconds: a hold tries again before calling it busy
+TAIL_BYTES = 64 * 1024  # how much of turns.jsonl's end is read first for its last turn (more if a line is longer)
 
 
 @dataclass(frozen=True)
@@ -196,22 +197,53 @@ class RunStore:
             os.close(fd)
 
     def as_it_stands(self) -> RunInfo:
-        """The run as its directory has it. One whose run.json says it is running while no process plays it
-        from here (it was killed: run.json is written when a run starts or resumes and when it ends, not every
-        turn) as its committed turns left it."""
+        """The run as its directory has it now. run.json is written when a run starts or resumes and when it ends,
+        not every turn: a run it says is running shows the score, turns, moves and cost of its last committed turn
+        (as it was when it started, none yet); one no process plays from here (it was killed) is stopped, as its
+        committed turns left it."""
         info = self.info
-        if info.status != "running" or self.played_now() is not False:
+        if info.status != "running":
             return info
-        records = self.turns(repair=False)
-        last = records[-1] if records else None
-        return replace(
-            info,
-            status="stopped",
-            reason="killed",
-            turns=last.turn if last else 0,
-            score=last.score if last else info.score,
-            cost_usd=max(info.cost_usd, last.cost_usd) if last else info.cost_usd,  # (as a resume counts it)
-        )
+        last = self.last_turn()
+        killed = self.played_now() is False
+        if killed:  # (a crash may have cut the last line off after its snapshot: the snapshot has that turn)
+            snapshot = self.snapshot()
+            kept = TurnRecord(**snapshot["record"]) if snapshot and "record" in snapshot else None
+            if kept is not None and (last is None or kept.turn > last.turn):
+                last = kept
+        if last is not None:
+            info = replace(
+                info,
+                turns=last.turn,
+                score=last.score,
+                moves=last.moves,
+                cost_usd=max(info.cost_usd, last.cost_usd),  # (as a resume counts it)
+            )
+        if killed:
+            info = replace(info, status="stopped", reason="killed", turns=last.turn if last else 0)
+        return info
+
+    def last_turn(self) -> TurnRecord | None:
+        """The last turn in turns.jsonl, read from the file's end (not the whole of a long run's); a torn last
+        line (a crash's, or one being written now) is passed over."""
+        try:
+            f = (self.dir / "turns.jsonl").open("rb")
+        except FileNotFoundError:
+            return None
+        with f:
+            end = f.seek(0, os.SEEK_END)
+            size = TAIL_BYTES
+            while True:
+                start = max(0, end - size)
+                f.seek(start)
+                lines = f.read(end - start).split(b"\n")
+                for line in reversed(lines if start == 0 else lines[1:]):  # (a window's first line: cut off)
+                    record = _turn_of(line)
+                    if record is not None:
+                        return record
+                if start == 0:
+                    return None
+                size *= 4
 
     @classmethod
     def open(cls, runs_dir: Path, run_id: str) -> RunStore:
@@ -277,3 +309,10 @@ class RunStore:
     def snapshot(self) -> dict[str, Any] | None:
         path = self.dir / "snapshot.json"
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _turn_of(line: bytes) -> TurnRecord | None:
+    try:
+        return TurnRecord(**json.loads(line))
+    except (ValueError, TypeError):
+        return None

@@ -39,6 +39,17 @@ def _may(request: Request, namespace: str, *, write: bool = False) -> bool:
     return grant is None or grant.may(namespace, write=write)
 
 
+def _first_readable(request: Request, default: str) -> str:
+    """The namespace the page opens on when none is asked for: a scoped token's own (its first write namespace,
+    else its first read one; before, the default namespace, which such a token may not read, was a 403), else
+    the store's default."""
+    grant = grant_of(request)
+    if grant is None:
+        return default
+    named = [ns for ns in (*grant.write, *grant.read) if ns != "*" and grant.may(ns, write=False)]
+    return named[0] if named else default
+
+
 def _id(request: Request, name: str) -> int:
     """A memory's or letter's id from the path; one past what Postgres can hold is simply not there."""
     value: int = request.path_params[name]  # an {…:int} path parameter
@@ -69,7 +80,7 @@ async def memory_page(request: Request) -> HTMLResponse:
     if "\0" in query:
         raise HTTPException(400, "the search contains a NUL character")
     namespaces = {ns: n for ns, n in (await _memory(store.namespaces())).items() if _may(request, ns)}
-    namespace = params.get("namespace") or store.default_namespace
+    namespace = params.get("namespace") or _first_readable(request, store.default_namespace)
     if not _may(request, namespace):
         raise HTTPException(403, f"this token may not read namespace {namespace[:100]!r}")
     since, until = _day(params.get("since"), "since"), _day(params.get("until"), "until", end=True)

@@ -1,7 +1,7 @@
 import json
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -109,6 +109,43 @@ def test_a_running_run_that_no_process_plays_is_seen_as_its_committed_turns_left
     assert RunStore.open(tmp_path, store.info.run_id).info.status == "running"  # only seen so: nothing written
     older = RunStore.create(tmp_path, _info("20261122-010000-123456"))  # made before there were locks
     assert older.played_now() is None and older.as_it_stands() == older.info
+
+
+def test_a_live_run_stands_at_its_last_committed_turn_though_its_run_json_is_from_its_start(tmp_path):
+    """run.json is written when a run starts or resumes and when it ends: a live run's page said 0 turns for ever."""
+    store = RunStore.create(tmp_path, replace(_info(), max_turns=400), hold=True)
+    now = store.as_it_stands()
+    assert (now.status, now.turns, now.score, now.moves) == ("running", 0, None, None)  # nothing committed yet
+    store.record(_turn(1), None)
+    store.record(replace(_turn(2), score=15, moves=7, cost_usd=0.25), None)
+    with (store.dir / "turns.jsonl").open("a") as f:
+        f.write('{"turn": 3, "comm')  # the next line, being written as the page looks
+    now = RunStore.open(tmp_path, store.info.run_id).as_it_stands()
+    assert (now.status, now.reason, now.turns, now.score, now.moves) == ("running", None, 2, 15, 7)
+    assert now.cost_usd == 0.25 and now.max_turns == 400
+    assert RunStore.open(tmp_path, store.info.run_id).info.turns == 0  # only seen so: nothing written
+
+
+def test_a_long_runs_last_turn_is_read_from_the_end_of_its_turns_even_when_its_line_is_longer_than_a_read(tmp_path):
+    store = RunStore.create(tmp_path, _info(), hold=True)
+    for n in range(1, 200):
+        store.record(_turn(n), None)
+    store.record(replace(_turn(200), text="a long answer " * 20_000), None)  # (a line past the first read)
+    store.record(replace(_turn(201), reply="x" * 100_000, score=40, moves=230), None)
+    assert store.last_turn() == store.turns(repair=False)[-1]
+    now = store.as_it_stands()
+    assert (now.turns, now.score, now.moves) == (201, 40, 230)
+    assert RunStore.create(tmp_path, _info("20261122-010000-123456")).last_turn() is None  # the empty case
+
+
+def test_a_killed_run_shows_the_moves_of_its_last_turn_too(tmp_path):
+    store = RunStore.create(tmp_path, _info(), hold=True)
+    store.record(replace(_turn(1), score=5, moves=9), None)
+    store.record(replace(_turn(2), score=5, moves=12), {"state": 2})
+    (store.dir / "snapshot.json").write_text(json.dumps({"record": asdict(replace(_turn(3), moves=14))}))
+    store.let_go()  # killed between turn 3's snapshot and its line
+    gone = store.as_it_stands()
+    assert (gone.status, gone.reason, gone.turns, gone.score, gone.moves) == ("stopped", "killed", 3, 3, 14)
 
 
 @pytest.mark.anyio

@@ -128,6 +128,24 @@ def test_a_scoped_token_sees_only_its_namespaces_and_forgets_only_where_it_may_w
     assert bob.status_code == 403 and "may not use the web view" in bob.json()["error"]
 
 
+def test_a_scoped_tokens_memory_tab_opens_on_a_namespace_it_may_read(scoped, web_settings):
+    """The nav's link, /memory with no namespace, opened on the default namespace: a 403 for a scoped token."""
+    stored(web_settings, ("a note of alice", "alice"), ("a note of the team", "team"), ("a default note", "default"))
+    alice = httpx.Client(base_url=scoped, headers={"Authorization": f"Bearer {ALICE}"}, timeout=60)
+    page = alice.get("/memory")
+    assert page.status_code == 200 and "a note of alice" in page.text  # its write namespace first
+    assert "a note of the team" not in page.text and "a default note" not in page.text
+    assert alice.get("/memory", params={"namespace": "default"}).status_code == 403  # asked for: still refused
+    reader = Grant(name="reader", sha256=hashed(READER), servers=["web"], read=["team", "alice"])
+    with LoopbackServer(ScopedTokens(create_app(web_settings), [reader], frozenset()), lifespan="on") as server:
+        read_only = httpx.get(f"{server.url}/memory", headers={"Authorization": f"Bearer {READER}"}, timeout=60)
+    assert read_only.status_code == 200 and "a note of the team" in read_only.text  # its first read namespace
+    assert "a note of alice" not in read_only.text
+
+
+READER = new_token()
+
+
 def test_a_superseded_memory_shows_when_and_by_which_and_the_fact_s_history(client, web_settings):
     [old] = stored(web_settings, ("Ana lives in Porto.", "default"))
 

@@ -2,12 +2,13 @@
 from the database, hostile run ids, the live event stream, and a database that cannot be reached."""
 
 import json
+import re
 
 import httpx
 import pytest
 
 from frobozz._loopback import LoopbackServer
-from frobozz.runner import RunLedger, RunStore
+from frobozz.runner import RunLedger, RunStore, TurnRecord
 from frobozz.servers._auth import BearerToken
 from frobozz.web import WebSettings, create_app
 from tests.web.conftest import TOKEN, new_run, play_turn
@@ -136,6 +137,80 @@ def test_a_live_run_streams_each_new_turn_then_the_figures_and_ends_when_the_run
                 break
     turns = [ident for event, ident in seen if event == "turn"]
     assert turns == ["2", "3"] and seen[-1] == ("end", None)
+
+
+NONE = "\N{EN DASH}"  # what a run's header shows for a score or moves not known
+
+
+def _facts(html):
+    """A run header's figures: {"score": "15/350", "turns": "3 of 400", ...}."""
+    return dict(re.findall(r"<dt>(\w+)</dt><dd[^>]*>([^<]*)", html))
+
+
+def _commit(store, turn, score, moves):
+    """A turn committed as the runner commits one: its line, no new run.json (that is written at the end)."""
+    record = TurnRecord(
+        turn=turn,
+        command="north",
+        text="North of House",
+        score=score,
+        moves=moves,
+        location="North of House",
+        done=False,
+        won=False,
+    )
+    store.record(record, None)
+
+
+def test_a_live_runs_page_and_its_status_events_show_its_last_committed_turn(client, web_settings):
+    """The header said `score (none)/350, turns 0 of 400, moves (none)` for all of a run, and so did its status events,
+    which the browser puts over the header: run.json is written when a run starts and when it ends."""
+    store = new_run(web_settings.runs_dir, max_turns=400)
+    store.hold()  # played now, as by the runner
+    try:
+        path = f"/runs/{store.info.run_id}"
+        empty = _facts(client.get(path).text)
+        assert (empty["score"], empty["turns"], empty["moves"]) == (f"{NONE}/350", "0 of 400", NONE)  # nothing yet
+        for n in (1, 2, 3):
+            _commit(store, n, 5 * n, 10 + n)
+        now = _facts(client.get(path).text)
+        assert (now["status"].strip(), now["score"], now["turns"], now["moves"]) == (
+            "running",
+            "15/350",
+            "3 of 400",
+            "13",
+        )
+        assert '<td class="num">15/350</td>\n    <td class="num">3</td>' in client.get("/").text  # the list too
+        statuses = []
+        with client.stream("GET", f"{path}/events", params={"after": 3}) as stream:
+            for event, _, data in events(stream.iter_lines()):
+                if event == "status":
+                    statuses.append(_facts(data))
+                    if len(statuses) == 1:
+                        _commit(store, 4, 25, 20)  # a turn played while the page looks
+                    else:  # (the next: after turn 4's line)
+                        break
+        assert [(s["score"], s["turns"], s["moves"]) for s in statuses] == [
+            ("15/350", "3 of 400", "13"),
+            ("25/350", "4 of 400", "20"),
+        ]
+    finally:
+        store.let_go()
+
+
+def test_a_killed_runs_page_shows_the_moves_of_its_last_turn(client, web_settings):
+    store = new_run(web_settings.runs_dir, max_turns=400)
+    store.hold()
+    _commit(store, 1, 0, 4)
+    _commit(store, 2, 10, 9)
+    store.let_go()  # killed: its run.json still says running, 0 turns
+    facts = _facts(client.get(f"/runs/{store.info.run_id}").text)
+    assert (facts["status"].strip(), facts["score"], facts["turns"], facts["moves"]) == (
+        "stopped: killed",
+        "10/350",
+        "2 of 400",
+        "9",
+    )
 
 
 def test_a_reconnecting_browser_gets_only_the_turns_after_the_last_it_saw(client, web_settings):
