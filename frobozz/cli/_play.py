@@ -33,6 +33,7 @@ def ensure_game(game: str, settings: GamesSettings, *, url: str | None = None) -
 
 
 def play(
+    ctx: typer.Context,
     game: str = typer.Argument("zork1", help="A catalogue name, a story file name, or a path."),
     player: str = typer.Option(
         "claude",
@@ -79,6 +80,7 @@ def play(
         LiveView,
         PlayerError,
         PlayerSpec,
+        ResumeError,
         RunBusyError,
         RunConfig,
         RunFinishedError,
@@ -100,7 +102,7 @@ def play(
             PlayerSpec.parse(player)
         except PlayerError as e:
             raise typer.BadParameter(str(e), param_hint="--player") from None
-    if player == "auto":
+    if player == "auto" and resume is None:  # (a resumed run plays with its own player)
         problem = claude_readiness()
         player = "claude" if problem is None else "walkthrough"
         reason = problem.split("; or play offline", 1)[0].split(", or play offline", 1)[0] if problem else None
@@ -110,19 +112,24 @@ def play(
         )
     from pydantic import ValidationError
 
+    options: dict[str, Any] = {
+        "game": game,
+        "player": player,
+        "mode": mode,
+        "model": model,
+        "multi": multi,
+        "prompt_file": prompt_file,
+        "memory": memory,
+    }
+    if resume is not None:  # only the options given: the run refuses those that differ from its own
+        options = {name: value for name, value in options.items() if _given(ctx, name)}
     try:
         config = RunConfig(
-            game=game,
-            player=player,
-            mode=mode,
-            model=model,
+            **options,
             max_turns=max_turns,
             max_cost=max_cost,
             max_seconds=max_time,
-            multi=multi,
-            prompt_file=prompt_file,
             resume=resume,
-            memory=memory,
         )
     except ValidationError as e:
         wrong = e.errors()[0]
@@ -189,7 +196,15 @@ def play(
     failures: list[BaseException] = []
     try:
         results = anyio.run(main)
-    except* (PlayerError, RunNotFoundError, RunFinishedError, RunBusyError, GameError, EngineError) as group:
+    except* (
+        PlayerError,
+        ResumeError,
+        RunNotFoundError,
+        RunFinishedError,
+        RunBusyError,
+        GameError,
+        EngineError,
+    ) as group:
         failures = list(group.exceptions)  # raised out here: Python before 3.11.4 wraps what except* raises in a group
     if failures:
         for failure in failures:
@@ -211,6 +226,12 @@ def play(
         raise typer.Exit(130)
     if any(r.status == "failed" for r in results):  # (its reason is in the summary)
         raise typer.Exit(1)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the option (or GAME) was said on the command line, not left at its default."""
+    source = ctx.get_parameter_source(name)  # (by its name: typer's click may not be the `click` importable here)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
 async def _ledger(size: int) -> Any:

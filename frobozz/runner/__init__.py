@@ -5,6 +5,7 @@ from ._everywhere import all_runs, leaderboard, local_infos, run_row
 from ._extract import extract_commands
 from ._ledger import STATUSES, RunLedger
 from ._live import LiveView, summary_table
+from ._opening import ResumeError
 from ._players import PlayerError, PlayerSpec, claude_readiness, commands_for
 from ._prompts import load_template
 from ._queue import Worker, enqueue, install_queue
@@ -19,6 +20,7 @@ __all__ = [
     "LiveView",
     "PlayerError",
     "PlayerSpec",
+    "ResumeError",
     "RunBusyError",
     "RunConfig",
     "RunFinishedError",

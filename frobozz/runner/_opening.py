@@ -1,5 +1,6 @@
 """How a run is opened: a stopped one taken up again (its directory, rebuilt from the database on a machine
-that never had it; its budgets, which a resume may raise; refused when it has nothing left to play), the turns
+that never had it; its budgets, which a resume may raise; refused when it has nothing left to play, when it
+belongs to the queue, or when it is asked to play with other options than it began with), the turns
 it has played taken into its context, a run played here recorded in the database too, its memory opened, and
 claude's session, mirrored into the database so that a resume on any machine can continue it. Where the
 database only helps (the record of a run played here, claude's transcripts), its failure is a log line and
@@ -10,15 +11,17 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from frobozz.engine import EngineOptions, transcript_path
+from frobozz.games import GameError, GameLibrary, read_story
 from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryStoreError, TranscriptStore
 
 from . import _report
 from ._context import RunContext
 from ._ledger import RunLedger
-from ._players import PlayerError
+from ._players import PlayerError, PlayerSpec
 from ._run_memory import RunMemory
 from ._store import RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord
 from .settings import RunnerSettings
@@ -27,6 +30,23 @@ if TYPE_CHECKING:
     from ._run import RunConfig
 
 log = logging.getLogger("frobozz.runner")
+QUEUED_MARK = "queued"  # in a run's directory: a worker played it here, the queue's database holds its record
+FIXED = ("game", "player", "mode", "model", "multi", "prompt_file", "memory")  # what a resume cannot change
+
+
+class ResumeError(Exception):
+    """A resume this process must not play: the run belongs to the queue, or the options differ from the run's;
+    the message says why and what to do."""
+
+
+def mark_queued(store: RunStore) -> None:
+    """The run's directory here, marked as a queued run's (a worker's): a `play --resume` of it is refused,
+    even where no database is configured (the queue's may be the embedded one)."""
+    (store.dir / QUEUED_MARK).write_text(
+        "This run was queued (`frobozz play --queue`): its record is the queue's database, and\n"
+        "`frobozz worker` plays it; `frobozz play --resume` refuses it.\n",
+        encoding="utf-8",
+    )
 
 
 async def reopen(
@@ -35,11 +55,15 @@ async def reopen(
     """The run `run_id`, held by this process (RunStore.hold) and taken up again to play on (a budget `config`
     sets replaces its own; run.json is not written here), and why it had stopped (its reason before). One that
     has ended, or whose budget is spent, is refused, unless `queued` (a worker's run: play() then plays what is
-    left, or returns the result of one that has ended)."""
-    store = await _open_run(run_id, settings, ledger)
+    left, or returns the result of one that has ended). Unless `queued`, a run of the queue is refused
+    (ResumeError), and so is one that `config` asks to play otherwise than it began (a field of FIXED that
+    `config` was given, and that differs from the run's)."""
+    store = await _open_run(run_id, settings, ledger, queued=queued)
     store.hold()  # first: what is read next is as the last process to play it left it (RunBusyError if one does)
     try:
         store.reload()
+        if not queued:
+            _same_options(store.info, config, settings)
         stopped_by = store.info.reason
         if store.info.status in ("queued", "running") or store.info.reason in (
             "interrupted",
@@ -52,10 +76,7 @@ async def reopen(
                 if value is not None:
                     setattr(store.info, name, value)
             if not queued and _spent(store.info):
-                raise RunFinishedError(
-                    f"run {store.info.run_id} is finished ({_how_far(store.info)}): to play on, "
-                    "raise its budget (--max-turns N, --max-cost USD)"
-                )
+                raise RunFinishedError(_spent_how(store.info, config))
             store.info.status, store.info.reason = "running", None  # (written once its player is ready: _opened)
         elif not queued:
             raise RunFinishedError(f"run {store.info.run_id} is finished ({_how_far(store.info)}): nothing to resume")
@@ -65,17 +86,118 @@ async def reopen(
     return store, stopped_by
 
 
-async def _open_run(run_id: str, settings: RunnerSettings, ledger: RunLedger | None) -> RunStore:
-    """The run's directory here; on a machine that never had it, rebuilt from the database."""
+async def _open_run(run_id: str, settings: RunnerSettings, ledger: RunLedger | None, *, queued: bool) -> RunStore:
+    """The run's directory here; on a machine that never had it, rebuilt from the database. Unless `queued` (a
+    worker's), a run of the queue is refused before anything here is written."""
+    store: RunStore | None
     try:
-        return RunStore.open(settings.runs_dir, run_id)
+        store = RunStore.open(settings.runs_dir, run_id)
     except RunNotFoundError:
         if ledger is None:
             raise
+        store = None
+    if not queued:
+        await _not_the_queues(run_id, store, ledger)
+    if store is not None:
+        return store
+    assert ledger is not None
     try:
         return await ledger.checkout(run_id, settings.runs_dir)
     except DATABASE_ERRORS as e:
         raise RunNotFoundError(f"run {run_id} is not on this machine, and the database cannot say: {e}") from e
+
+
+async def _not_the_queues(run_id: str, store: RunStore | None, ledger: RunLedger | None) -> None:
+    """ResumeError if the run belongs to the queue: a worker played it here (its directory is marked), or the
+    database has a job for it. Played here, it would not be recorded in the queue's database (the embedded one
+    is the queue's by default, and plain play records nowhere without FROBOZZ_DATABASE_URL), and a worker
+    would play it on from the database's record meanwhile or after, undoing what was played here."""
+    queued = store is not None and (store.dir / QUEUED_MARK).is_file()
+    if not queued and ledger is not None:
+        try:
+            queued = (await ledger.get(run_id))["job_id"] is not None
+        except RunNotFoundError:
+            pass
+        except DATABASE_ERRORS as e:  # (a run only the database has is refused by its checkout next)
+            log.warning("the database cannot say whether run %s is queued: %s", run_id, e)
+    if queued:
+        raise ResumeError(
+            f"run {run_id} belongs to the queue (`play --queue`): `frobozz worker` plays it, a stopped one on "
+            f"from its last turn, with the budgets it was queued with; `frobozz runs show {run_id}` says where "
+            "it is. `play --resume` plays only runs started with plain `frobozz play`"
+        )
+
+
+def _same_options(info: RunInfo, config: RunConfig, settings: RunnerSettings) -> None:
+    """ResumeError naming each option `config` was given (FIXED) that differs from what the run plays with: a
+    run goes on as it began (its game, player, mode, model, prompt, memory); only its budgets may change."""
+    given = config.model_fields_set
+    differing = []
+    if "game" in given and config.game != info.game:
+        try:
+            same = GameLibrary(settings).find(config.game, allow_path=True).md5 == info.story_md5
+        except GameError:
+            same = False
+        if not same:
+            differing.append(f"GAME {config.game} (it plays {info.game})")
+    if "player" in given and config.player != info.player:
+        try:
+            same = PlayerSpec.parse(config.player).name == info.player
+        except PlayerError:
+            same = False
+        if not same:
+            differing.append(f"--player {config.player} (it plays with {info.player})")
+    if "mode" in given and config.mode != info.mode:
+        differing.append(f"--mode {config.mode} (it plays in {info.mode} mode)")
+    if "model" in given and config.model is not None and config.model != info.model:
+        differing.append(f"--model {config.model} (it plays with {info.model})")
+    if "multi" in given and config.multi != info.multi:
+        differing.append(
+            "--multi (it plays one command a reply)" if config.multi else "--no-multi (it plays several a reply)"
+        )
+    if "prompt_file" in given and config.prompt_file is not None:
+        if info.prompt_file is None or config.prompt_file.resolve() != Path(info.prompt_file).resolve():
+            differing.append(f"--prompt-file {config.prompt_file} (it plays with {info.prompt_file or 'none'})")
+    if "memory" in given and config.memory is not None:
+        wanted = config.memory or _game_namespace(info)
+        if wanted != info.memory_namespace:
+            had = f"with memory {info.memory_namespace}" if info.memory_namespace else "without memory"
+            differing.append(f"{f'--memory {config.memory}' if config.memory else '--memory'} (it plays {had})")
+    if differing:
+        raise ResumeError(
+            f"run {info.run_id} goes on as it began, not with {', '.join(differing)}: leave "
+            f"{'that' if len(differing) == 1 else 'those'} out (a resume may change --max-turns, --max-cost "
+            "and --max-time)"
+        )
+
+
+def _game_namespace(info: RunInfo) -> str | None:
+    from ._run import game_namespace  # (here, not above: _run imports this module)
+
+    try:
+        return game_namespace(read_story(info.story))
+    except (GameError, OSError):
+        return None
+
+
+def _spent_how(info: RunInfo, config: RunConfig) -> str:
+    """Why a stopped run has nothing left to play: a budget this resume gave that is not above what the run
+    has used already, or the run's own budget, used up."""
+    if config.max_turns is not None and info.turns >= config.max_turns:
+        return (
+            f"run {info.run_id} has played {info.turns} turns already, so --max-turns {config.max_turns} leaves "
+            f"it nothing to play: --max-turns counts all its turns, so pass one above {info.turns} "
+            f"(--max-turns {info.turns + 100} plays 100 more)"
+        )
+    if config.max_cost is not None and info.cost_usd >= config.max_cost:
+        return (
+            f"run {info.run_id} has cost ${info.cost_usd:.4f} already, so --max-cost {config.max_cost} leaves it "
+            f"nothing to spend: --max-cost counts all it has cost, so pass one above {info.cost_usd:.4f}"
+        )
+    return (
+        f"run {info.run_id} is finished ({_how_far(info)}): to play on, raise its budget (--max-turns N, "
+        "--max-cost USD)"
+    )
 
 
 def _spent(info: RunInfo) -> bool:

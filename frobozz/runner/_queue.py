@@ -31,6 +31,7 @@ from frobozz.memory import DATABASE_ERRORS
 
 from ._context import DATABASE_GONE
 from ._ledger import RunLedger, worker_name
+from ._opening import mark_queued
 from ._players import PlayerError
 from ._run import RunConfig, RunResult, check_prompt_file, new_info, play
 from ._store import RunBusyError, RunInfo, RunNotFoundError, RunStore
@@ -177,6 +178,7 @@ class Worker:
             if RunStore.open(self.settings.runs_dir, run_id).played_now():
                 raise RunBusyError(f"run {run_id} is being played by another process on this machine")
         store = await self.ledger.checkout(run_id, self.settings.runs_dir)
+        mark_queued(store)  # a `play --resume` of it here is refused: the queue's runs are the workers'
         info = store.info
         extra: dict[str, object] = {"worker": worker_name(), "run_dir": str(store.dir)}
         if first:

@@ -299,3 +299,66 @@ def test_runs_at_80_columns_shows_each_run_whole_and_what_was_played_folds(tmp_p
         assert row[0] == run["run_id"] and row[-4:] == ["finished", f"{run['score']}/350", str(run["turns"]), "$0.0000"]
         assert f"zork1 ({mode})," in line
     assert "walkthrough" in " ".join(lines) and "max turns" in " ".join(lines)
+
+
+def test_a_resume_refuses_other_options_than_the_runs_and_says_a_turn_limit_below_its_turns_is(
+    frobozz_env, tmp_path, monkeypatch
+):
+    """A different GAME, --player (auto too), --mode, --multi or --memory was ignored without a word (`--player
+    auto` even said "playing with walkthrough"); a --max-turns below the turns played said "is finished
+    (interrupted, 221 of 160 turns)". The run's own options said again, and a raised budget, still go on."""
+    env = _env(tmp_path)
+    first = json.loads(
+        frobozz_here(env, monkeypatch, "play", "zork1", "--player", "walkthrough", "--max-turns", "3", "--json").stdout
+    )
+    run_id, run_dir = first["run_id"], frobozz_env / "runs" / first["run_id"]
+    before = (run_dir / "run.json").read_bytes()
+
+    def refused(*args: str) -> str:
+        done = frobozz_here(env, monkeypatch, "play", *args, "--resume", run_id, "--max-turns", "9", code=1)
+        assert "playing with" not in done.stderr
+        return " ".join(done.stderr.split())
+
+    said = refused("zork2", "--player", "claude", "--mode", "tools", "--multi", "--memory", "")  # (bare: the CLI's)
+    for option in (
+        "GAME zork2 (it plays zork1)",
+        "--player claude (it plays with walkthrough)",
+        "--mode tools (it plays in text mode)",
+        "--multi (it plays one command a reply)",
+        "--memory (it plays without memory)",
+    ):
+        assert option in said
+    assert "leave those out" in said and "--max-turns" in said
+    assert "--player auto (it plays with walkthrough)" in refused("--player", "auto")
+    low = frobozz_here(env, monkeypatch, "play", "--resume", run_id, "--max-turns", "2", code=1)
+    said = " ".join(low.stderr.split())
+    assert "has played 3 turns already, so --max-turns 2 leaves it nothing to play" in said
+    assert "pass one above 3" in said and "of 2 turns" not in said
+    assert (run_dir / "run.json").read_bytes() == before  # nothing refused was written
+
+    same = ("zork1", "--player", "walkthrough", "--mode", "text", "--no-multi", "--resume", run_id)
+    more = json.loads(frobozz_here(env, monkeypatch, "play", *same, "--max-turns", "5", "--json").stdout)
+    assert (more["run_id"], more["turns"], more["reason"]) == (run_id, 5, "max turns")
+
+
+def test_a_resume_of_a_run_a_worker_played_here_is_refused_saying_the_worker_plays_it(
+    frobozz_env, tmp_path, monkeypatch
+):
+    """Such a run's record is the queue's database (the embedded one by default, which plain play does not
+    record in): a resume here played it, the database still said `queued, 300 turns`, and the next worker played
+    it on from there. The worker marks its run's directory, so this holds with no database configured."""
+    from frobozz.runner._opening import mark_queued
+
+    env = _env(tmp_path)
+    first = json.loads(
+        frobozz_here(env, monkeypatch, "play", "zork1", "--player", "walkthrough", "--max-turns", "2", "--json").stdout
+    )
+    run_dir = frobozz_env / "runs" / first["run_id"]
+    mark_queued(RunStore.open(frobozz_env / "runs", first["run_id"]))  # as a worker's checkout of it here does
+    before = (run_dir / "run.json").read_bytes()
+    done = frobozz_here(env, monkeypatch, "play", "--resume", first["run_id"], "--max-turns", "4", code=1)
+    said = " ".join(done.stderr.split())
+    assert f"run {first['run_id']} belongs to the queue" in said and "`frobozz worker` plays it" in said
+    assert (run_dir / "run.json").read_bytes() == before and len(
+        (run_dir / "turns.jsonl").read_text().splitlines()
+    ) == 2

@@ -8,7 +8,17 @@ import asyncpg
 import pytest
 
 from frobozz.engine import find_claude
-from frobozz.runner import PlayerError, RunConfig, RunNotFoundError, RunStore, Worker, _queue, enqueue
+from frobozz.runner import (
+    PlayerError,
+    ResumeError,
+    RunConfig,
+    RunNotFoundError,
+    RunStore,
+    Worker,
+    _queue,
+    enqueue,
+    play,
+)
 from frobozz.runner._queue import ATTEMPTS
 from tests.database import database_name
 from tests.waiting import eventually
@@ -131,6 +141,26 @@ async def worked_until_ended(worker: Worker, ledger, run_id: str) -> dict:
             await eventually(ended, interval=0.1)
             worker.stop()
     return await ledger.get(run_id)
+
+
+async def test_a_run_of_the_queue_is_refused_by_a_resume_with_or_without_the_database_and_left_as_it_was(
+    ledger, runner_settings
+):
+    """`play --resume` of a worker's run played it here, recorded where plain play records (nowhere, unless
+    FROBOZZ_DATABASE_URL is set), while the queue's database kept its record, and a worker played on from that."""
+    (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=2), runner_settings, 1)
+    assert (await worked_until_ended(Worker(ledger, runner_settings), ledger, run_id))["turns"] == 2
+    run_dir = runner_settings.runs_dir / run_id
+    before = (run_dir / "run.json").read_bytes()
+    for with_ledger in (None, ledger):  # marked by the worker that played it here / a job in the database
+        with pytest.raises(ResumeError, match=rf"run {run_id} belongs to the queue.*`frobozz worker` plays it"):
+            await play(RunConfig(resume=run_id, max_turns=4), runner_settings, ledger=with_ledger)
+    (run_dir / "queued").unlink()  # as on a machine where no worker played it: the database says so
+    with pytest.raises(ResumeError, match="belongs to the queue"):
+        await play(RunConfig(resume=run_id, max_turns=4), runner_settings, ledger=ledger)
+    assert (run_dir / "run.json").read_bytes() == before and len(RunStore.open(run_dir.parent, run_id).turns()) == 2
+    row = await ledger.get(run_id)
+    assert (row["status"], row["turns"]) == ("finished", 2)
 
 
 @pytest.mark.parametrize("failures", [1, 10])
