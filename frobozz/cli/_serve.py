@@ -159,9 +159,9 @@ def _serve_hub(
     if agent is not None:
         notes.append(f"agent service: {base}/agent/sessions")
     notes.extend(_postgres_note())
-    _announce(f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names), notes)
+    headline = f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names)
     _collect_less()
-    server.run(app, host, port)
+    server.run(app, host, port, bound=lambda: _announce(headline, notes))
 
 
 def _collect_less() -> None:
@@ -279,8 +279,9 @@ def _serve_agent(agent: Any, host: str, port: int, token: str | None, tokens: Pa
         )
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
-    _announce(f"[bold]frobozz agent[/] on http://{host}:{port}/sessions", notes)
-    server.run(app, host, port)
+    server.run(
+        app, host, port, bound=lambda: _announce(f"[bold]frobozz agent[/] on http://{host}:{port}/sessions", notes)
+    )
 
 
 def web(
@@ -319,8 +320,8 @@ def web(
         )
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--token") from e
-    _announce(f"[bold]frobozz web[/] on {base}: {_link(base, token, generated)}", notes)
-    Server().run(app, host, port)
+    headline = f"[bold]frobozz web[/] on {base}: {_link(base, token, generated)}"
+    Server().run(app, host, port, bound=lambda: _announce(headline, notes))
 
 
 def _tokens(token: str | None, tokens: Path | None) -> tuple[list | None, str | None, bool, list[str]]:

@@ -6,6 +6,8 @@ line that says what failed, for a supervisor to start it again."""
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -31,12 +33,17 @@ class Server:
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True
 
-    def run(self, app: ASGIApp, host: str, port: int) -> None:
+    def run(self, app: ASGIApp, host: str, port: int, *, bound: Callable[[], None] = lambda: None) -> None:
+        """Serve `app`; `bound` is called once the port is this server's (what it prints, the address and a
+        sign-in link, is then true: a port already in use is one error line and status 3, nothing before it)."""
         import uvicorn
 
-        self._uvicorn = uvicorn.Server(uvicorn.Config(self._watched(app), host=host, port=port, log_level="warning"))
+        config = uvicorn.Config(self._watched(app), host=host, port=port, log_level="warning")
+        self._uvicorn = uvicorn.Server(config)
+        sock = _bind(host, port)
+        bound()
         try:
-            self._uvicorn.run()
+            self._uvicorn.run(sockets=[sock])
         except KeyboardInterrupt:
             pass
         if self.failure is not None:
@@ -70,3 +77,16 @@ class Server:
             await app(scope, receiving, sending)
 
         return watched
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The port, this process's (as uvicorn binds it); taken or not allowed: one line saying so, status 3."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        err.print(f"[red]frobozz:[/] cannot listen on {escape(host)}:{port}: {escape(e.strerror or str(e)).lower()}")
+        raise typer.Exit(3) from e
+    return sock

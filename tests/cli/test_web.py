@@ -82,3 +82,14 @@ def test_bad_arguments_are_clear_errors(tmp_path):
     ):
         done = frobozz("web", *args, check=False)
         assert done.returncode == 2 and message in done.stderr, (args, done.stderr)
+
+
+def test_a_port_already_in_use_is_one_error_line_and_no_address_or_sign_in_link_is_printed_before_it(frobozz_env):
+    """The web view printed its address and a fresh sign-in link, then failed to bind: the link led to whatever
+    held the port, which refused the token."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        done = frobozz("web", "--port", str(taken.getsockname()[1]), check=False)
+    assert done.returncode == 3 and "address already in use" in done.stderr, done.stderr
+    assert "frobozz web on" not in done.stderr and "token=" not in done.stderr
