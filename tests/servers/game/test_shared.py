@@ -121,31 +121,6 @@ async def test_a_call_on_a_session_another_holds_too_long_is_a_clear_error_and_t
             await holder.close()
 
 
-async def test_in_the_data_directory_a_call_waiting_too_long_for_a_session_is_refused_as_busy(tmp_path, monkeypatch):
-    """The bound holds in one process too: calls on a session take turns there, and a holder that hangs must not
-    hang the next; once it lets go, the session is free again and nothing of the wait is left behind."""
-    monkeypatch.setattr(_shares, "LOCK_WAIT", 1.0)
-    share = _shares.FileShare(tmp_path)
-    held, done = anyio.Event(), anyio.Event()
-
-    async def hanging_holder():
-        async with share.lock("s-1"):
-            held.set()
-            await done.wait()
-
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(hanging_holder)
-            await held.wait()
-            with pytest.raises(GameError, match="game session s-1 is busy"):
-                async with share.lock("s-1"):
-                    pass
-            done.set()
-        async with share.lock("s-1"):
-            pass
-    assert share._locks == {}
-
-
 async def waiting(connection) -> int:
     """How many connections wait for an advisory lock."""
     return await connection.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
@@ -209,13 +184,17 @@ async def test_in_the_data_directory_concurrent_acts_from_two_servers_are_serial
         assert [t["moves"] for t in history["turns"]] == [3 * n for n in range(0, 13)]
 
 
-async def test_in_the_data_directory_a_session_one_share_holds_is_busy_for_another_share_on_the_folder(
-    tmp_path, monkeypatch
+@pytest.mark.parametrize("waiter", ["the same share", "another share on the folder"])
+async def test_in_the_data_directory_a_session_a_share_holds_is_busy_for_a_call_waiting_too_long(
+    tmp_path, monkeypatch, waiter
 ):
-    """The lock is the folder's, not the share object's: another process's share (here another object, with its
-    own open file) waits for it, is refused as busy after the bound, and gets it once the holder lets go."""
+    """The bound holds in one process (calls on a session take turns there) and across them: the lock is the
+    folder's, not the share object's (another process's share, here another object with its own open file). A
+    holder that hangs must not hang the next call, other sessions are not held up, and once it lets go the session
+    is free again and nothing of the wait is left behind."""
     monkeypatch.setattr(_shares, "LOCK_WAIT", 1.0)
-    one, two = _shares.FileShare(tmp_path), _shares.FileShare(tmp_path)
+    one = _shares.FileShare(tmp_path)
+    two = one if waiter == "the same share" else _shares.FileShare(tmp_path)
     held, done = anyio.Event(), anyio.Event()
 
     async def holder():
@@ -235,3 +214,4 @@ async def test_in_the_data_directory_a_session_one_share_holds_is_busy_for_anoth
             done.set()
         async with two.lock("s-1"):
             pass
+    assert one._locks == {} and two._locks == {}
