@@ -46,8 +46,10 @@ def model_reply(request):
         return Reply((ToolUse("Bash", {"command": said[len("run ") :]}),))
     if said == "ask me":
         return Reply((ToolUse("AskUserQuestion", QUESTION),))
-    if said == "slowly":
-        return Reply((Text("one two three four five six seven eight nine ten " * 6),), delay=0.05)
+    if said in ("slowly", "very slowly"):  # (very: seconds, for a test that does two things while it streams)
+        return Reply(
+            (Text("one two three four five six seven eight nine ten " * (60 if said[0] == "v" else 6)),), delay=0.05
+        )
     if said == "what came before?":
         return "Before: " + json.dumps(request.messages)[:4000]
     return Reply((Text(f"You said: {said}. " + "And a longer answer so that it streams in pieces. " * 3),))

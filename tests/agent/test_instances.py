@@ -159,11 +159,11 @@ async def a_then_b(cluster, workspace: str, text: str, lease_ttl: float):
 
 
 @asynccontextmanager
-async def slow_turn_on_a_followed_on_b(a, b, session: str, after: str, into: list):
+async def slow_turn_on_a_followed_on_b(a, b, session: str, after: str, into: list, *, text: str = "slowly"):
     """A slow turn posted to A and followed on B (into `into`, to its done): the block runs once it streams."""
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: sse(b.client, f"/sessions/{session}/events", into=into, headers={"Last-Event-ID": after}))
-        await a.client.post(f"/sessions/{session}/messages", json={"text": "slowly"})
+        await a.client.post(f"/sessions/{session}/messages", json={"text": text})
         with anyio.fail_after(60):
             await eventually(lambda: any(e["event"] == "text_delta" for e in into), interval=0.02)
         yield
@@ -214,7 +214,8 @@ async def test_a_stopped_instance_hands_its_session_over_at_once_not_when_the_le
         async with following_a, anyio.create_task_group() as tg:
             after = {"Last-Event-ID": first[-1]["id"]}
             tg.start_soon(lambda: sse(following_a, f"/sessions/{session}/events", into=on_a, headers=after))
-            async with slow_turn_on_a_followed_on_b(a, b, session, first[-1]["id"], on_b):
+            # (very slowly: a turn of under a second could end before both clients saw it stream and A stopped)
+            async with slow_turn_on_a_followed_on_b(a, b, session, first[-1]["id"], on_b, text="very slowly"):
                 await eventually(lambda: any(e["event"] == "text_delta" for e in on_a), interval=0.02)
                 await a.stop()  # SIGTERM: the service closes as it should
     events = first + on_b
