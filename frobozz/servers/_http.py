@@ -20,6 +20,7 @@ from starlette.types import ASGIApp
 from ._auth import BearerToken, ScopedTokens
 from ._grants import Grant
 from ._registry import SERVERS, load_server
+from ._request_ids import RequestIds
 
 
 def new_token() -> str:
@@ -44,7 +45,7 @@ def hub_app(
     overrides = {**overrides, "game": {"game_shared_sessions": True, **overrides.get("game", {})}}
     servers = {name: load_server(name, **overrides.get(name, {})) for name in names}
     apps = {
-        name: server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, host=host)
+        name: RequestIds(server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, host=host))
         for name, server in servers.items()
     }
 

@@ -90,3 +90,27 @@ async def test_two_hub_processes_share_one_memory_through_postgres(overrides):
             latest = (await call(client, "latest_handoff"))["handoff"]
     assert found["results"][0]["id"] == stored["id"]
     assert latest["id"] == letter["handoff_id"] and latest["session_id"] == "over-http"
+
+
+@pytest.mark.parametrize("bad", [{"a": 1}, [1], True, None, 1.5])
+def test_a_request_whose_id_cannot_be_answered_gets_an_invalid_request_error_not_silence(bad):
+    """JSON-RPC ids are strings or numbers; the SDK took these for notifications and answered 202 with nothing,
+    leaving the client to wait. A good id, a notification and a body that is not JSON go on as before."""
+    headers = {
+        "Authorization": f"Bearer {TOKEN}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    with LoopbackServer(hub_app(["fetch"], TOKEN), lifespan="on") as hub:
+        url = f"{hub.url}/fetch/mcp"
+        refused = httpx.post(url, headers=headers, json={"jsonrpc": "2.0", "id": bad, "method": "ping"})
+        answered = httpx.post(url, headers=headers, json={"jsonrpc": "2.0", "id": "p-1", "method": "ping"})
+        notified = httpx.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        garbled = httpx.post(url, headers={**headers, "Content-Type": "application/json"}, content=b"{not json")
+    assert refused.status_code == 400
+    error = refused.json()
+    assert error["id"] is None and error["error"]["code"] == -32600
+    assert "must be a string or an integer" in error["error"]["message"]
+    assert answered.status_code == 200 and '"id":"p-1"' in answered.text.replace(" ", "")
+    assert notified.status_code == 202
+    assert garbled.status_code == 400 and "Parse error" in garbled.text
