@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from frobozz.memory import DatabaseError, unstorable
@@ -127,14 +127,26 @@ async def _unrouted(request: Request, exc: Exception) -> Response:
     """A path no route has (a session id with a `/` in it, `..%2F..`, say) or a method a route does not take, in
     the shape of the routes around it: agentapi's under `/agentapi`, else the API's own."""
     assert isinstance(exc, HTTPException)
+    headers = exc.headers
     if exc.status_code == 404:
         detail = f"nothing is at {request.url.path[:200]}"
     elif exc.status_code == 405:
-        detail = f"{request.method} is not taken here (only {(exc.headers or {}).get('Allow', 'other methods')})"
+        headers = {**(headers or {}), "Allow": _allowed(request)}
+        detail = f"{request.method} is not taken here (only {headers['Allow']})"
     else:
         detail = str(exc.detail)
     problem = "agentapi" in request.url.path.split("/")
-    return _error(exc.status_code, type(exc).__name__, detail, problem, exc.headers)
+    return _error(exc.status_code, type(exc).__name__, detail, problem, headers)
+
+
+def _allowed(request: Request) -> str:
+    """Every method some route takes at this path: a path served by two routes (`GET` and `POST /sessions`)
+    answered 405 naming the first one's only."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods and route.matches(request.scope)[0] is Match.PARTIAL:
+            methods |= route.methods
+    return ", ".join(sorted(methods))
 
 
 class _Events(EventSourceResponse):

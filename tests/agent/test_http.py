@@ -232,7 +232,10 @@ async def test_the_apis_routes_answer_errors_as_error_and_agentapis_routes_as_pr
             assert answer.status_code == 404 and answer.headers["content-type"] == "application/json", path
             assert set(answer.json()) == {"error"} and answer.json()["error"], path
         wrong = await client.put("/sessions")
-        assert wrong.status_code == 405 and set(wrong.json()) == {"error"} and "allow" in wrong.headers
+        assert wrong.status_code == 405 and set(wrong.json()) == {"error"}
+        assert {"GET", "POST"} <= set(wrong.headers["allow"].split(", ")), "every method the path takes"
+        wrong = await client.put(f"/sessions/{missing}/messages")
+        assert {"GET", "POST"} <= set(wrong.headers["allow"].split(", ")) and "GET" in wrong.json()["error"]
         for path in (
             f"/sessions/{missing}/agentapi/messages",
             f"/sessions/{missing}/agentapi/status",
