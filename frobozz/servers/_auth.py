@@ -28,6 +28,10 @@ LOGIN = "/login"
 COOKIE_DAYS = 30  # a browser stays signed in this long, across restarts, unless the hub's token changes
 _MAX_FORM = 4096
 SIGN_IN = "Sign in with this hub's token to see this page."
+LINK = (
+    "The link you followed carries a token this hub does not take: it prints a new link each time it starts (unless "
+    "FROBOZZ_HUB_TOKEN keeps one), so use the one it printed last, or sign in here."
+)
 STALE = "Your browser kept a token that this hub no longer takes (it was restarted with another): sign in again."
 
 
@@ -63,7 +67,7 @@ class _Gate:
                     send,
                     401,
                     "unauthorized: send the hub's token as 'Authorization: Bearer TOKEN'",
-                    human=SIGN_IN if not token else STALE,
+                    human=STALE if token else LINK if linked is not None else SIGN_IN,
                 )
             return
         scope.setdefault("state", {})["grant"] = grant

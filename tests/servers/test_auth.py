@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from frobozz._loopback import LoopbackServer
-from frobozz.servers._auth import COOKIE, BearerToken, ScopedTokens
+from frobozz.servers._auth import COOKIE, SIGN_IN, BearerToken, ScopedTokens
 from frobozz.servers._grants import Grant, hashed
 from frobozz.servers._http import new_token
 
@@ -76,8 +76,11 @@ def test_the_printed_link_signs_in_once_and_leaves_the_token_out_of_the_address(
     # the address as it was sent: decoded, a space sent the browser to "/", and %3F became the query's start
     encoded = httpx.get(f"{gate}/runs/a%20run%3Fx?token={TOKEN}&game=zork1")
     assert encoded.status_code == 303 and encoded.headers["location"] == "/runs/a%20run%3Fx?game=zork1"
-    wrong = httpx.get(f"{gate}/runs?token=not-the-token-at-all", headers=HTML)
+    wrong = httpx.get(f"{gate}/runs?game=zork1&token=not-the-token-at-all", headers=HTML)
     assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
+    page = unescape(wrong.text)  # said as what it is (a link from an earlier start), not as a first visit
+    assert "The link you followed carries a token this hub does not take" in page and SIGN_IN not in page
+    assert 'value="/runs?game=zork1"' in page and "not-the-token" not in page  # (the form goes back without it)
 
 
 def test_the_sign_in_form_sets_the_cookie_and_goes_back_only_to_a_page_of_this_site(gate):
