@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from frobozz.memory import DATABASE_ERRORS, MAX_QUERY_CHARS, EmbeddingMismatchError, Memory, MemoryStoreError
 
-from ._web import grant_of, same_origin, web_of
+from ._web import grant_of, local, same_origin, web_of
 
 T = TypeVar("T")
 MAX_QUERY = MAX_QUERY_CHARS  # one limit for the web, the CLI and cortex
@@ -173,7 +173,7 @@ async def forget(request: Request) -> Response:
     store = await _memory(web.memory.store())
     await _memory(store.forget(found.id))
     url = request.url_for("memory").include_query_params(namespace=found.namespace, forgotten=found.id)
-    return RedirectResponse(str(url), status_code=303)
+    return RedirectResponse(local(url), status_code=303)
 
 
 async def letter_page(request: Request) -> HTMLResponse:

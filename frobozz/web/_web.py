@@ -3,10 +3,12 @@ asking: a scoped token's grant arrives as `request.state.grant` from the token c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader, pass_context, select_autoescape
+from starlette.datastructures import URL
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
@@ -36,6 +38,7 @@ class Web:
         )
         env.filters["when"] = lambda value: str(value or "")[:16].replace("T", " ")
         self.templates = Jinja2Templates(env=env)
+        env.globals["url_for"] = site_path  # (after: Jinja2Templates sets its own, absolute, in its place)
 
     def page(self, request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         return self.templates.TemplateResponse(request, name, context, status_code=status_code)
@@ -53,6 +56,18 @@ def web_of(request: Request) -> Web:
 def grant_of(request: Request) -> Any:
     """The caller's scoped grant (`may(namespace, write=)`), or None: one token, which may do anything."""
     return getattr(request.state, "grant", None)
+
+
+@pass_context
+def site_path(context: Mapping[str, Any], name: str, /, **path_params: Any) -> str:
+    """A page's link as a path on this site. Starlette's own is an absolute URL built from the request's `Host`,
+    which the client sets: behind a proxy the links led to the proxy's inside name, and a forged one led
+    anywhere."""
+    return local(context["request"].url_for(name, **path_params))
+
+
+def local(url: URL) -> str:
+    return url.path + (f"?{url.query}" if url.query else "")
 
 
 def same_origin(request: Request) -> None:

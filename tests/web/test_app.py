@@ -1,6 +1,8 @@
 """The web view as a whole: a run with nothing in it yet, a run known only to the database followed live,
 and a database that goes away under it and comes back, with nothing lost."""
 
+import re
+
 import anyio
 import pytest
 
@@ -108,3 +110,12 @@ def test_a_database_that_goes_away_is_said_plainly_and_once_back_everything_is_t
 def test_a_page_that_does_not_exist_is_a_plain_not_found(client, path):
     missing = client.get(path)
     assert missing.status_code == 404 and "<h1>Not found</h1>" in missing.text
+
+
+def test_links_and_redirects_are_paths_on_this_site_whatever_host_the_request_names(client, web_settings):
+    """A page's links were absolute URLs built from the request's Host header, which the client sets (a proxy's
+    inside name, or a forged one): every link now is a path."""
+    page = client.get("/memory", headers={"Host": "evil.example"})
+    assert page.status_code == 200 and "evil.example" not in page.text
+    links = re.findall(r'(?:href|src|action|data-[a-z]+)="([^"]*)"', page.text)
+    assert links and all(link.startswith("/") and not link.startswith("//") for link in links), links
