@@ -1,5 +1,5 @@
-"""`frobozz mcp-config`: an MCP config with absolute paths for this install, printed, written, or
-merged into a project's `.mcp.json`."""
+"""`frobozz mcp-config`: an MCP config with absolute paths for this install (or the addresses of a hub's servers,
+with `--url`), printed, written, or merged into a project's `.mcp.json`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,15 @@ from pathlib import Path
 
 import typer
 
-from frobozz.servers import BUNDLES, ConfigError, check_names, config_for, install_config, write_config
+from frobozz.servers import (
+    BUNDLES,
+    ConfigError,
+    check_names,
+    config_for,
+    hub_config,
+    install_config,
+    write_config,
+)
 
 
 def mcp_config(
@@ -22,11 +30,31 @@ def mcp_config(
         help="Add the servers to the project's .mcp.json, as `claude mcp add --scope project` would.",
     ),
     project: Path = typer.Option(Path("."), "--project", help="The project directory for --install."),
+    url: str | None = typer.Option(
+        None,
+        "--url",
+        show_default=False,
+        help="The servers of the hub at this address (`serve all --http`: http://HOST:PORT), over HTTP.",
+    ),
+    token: str | None = typer.Option(
+        None,
+        "--token",
+        show_default=False,
+        help="With --url: the hub's token, written into the config; without it, claude sends $FROBOZZ_HUB_TOKEN.",
+    ),
 ) -> None:
     """Print (or write, or install) an MCP config for claude or any MCP client."""
     names = list(BUNDLES.get(servers, [n.strip() for n in servers.split(",") if n.strip()]))
+    if token is not None and url is None:
+        raise typer.BadParameter("a token is for a hub: give its address with --url too", param_hint="--token")
+    if token is not None and install_to:
+        raise typer.BadParameter(
+            "the token would be written into the project's .mcp.json, which is often shared: leave --token out "
+            "(claude then sends $FROBOZZ_HUB_TOKEN)",
+            param_hint="--token",
+        )
     try:
-        config = config_for(check_names(names))
+        config = config_for(check_names(names)) if url is None else hub_config(names, url, token)
         if install_to:
             path, added = install_config(config, project)
             typer.echo(f"added {', '.join(added)} to {path}", err=True)

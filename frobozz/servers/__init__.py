@@ -4,7 +4,16 @@ serves them all over HTTP behind tokens; `_configs` writes the MCP configs that 
 import importlib
 from typing import Any
 
-from ._configs import BUNDLES, ConfigError, check_names, config_for, install_config, portable, write_config
+from ._configs import (
+    BUNDLES,
+    ConfigError,
+    check_names,
+    config_for,
+    hub_config,
+    install_config,
+    portable,
+    write_config,
+)
 from ._registry import SERVERS, ServerSpec, load_server
 
 # The hub's parts import mcp and starlette (half a second): loaded when first asked for, so that every CLI
@@ -38,6 +47,7 @@ __all__ = [
     "config_for",
     "hashed",
     "hub_app",
+    "hub_config",
     "install_config",
     "load_grants",
     "load_server",

@@ -1,8 +1,8 @@
 """MCP client configurations for the servers: the `mcpServers` JSON claude (and other clients) read.
 
 `mcp-config/*.json` are the ready files (they run `frobozz` from PATH); `config_for()` writes one with
-absolute paths for this install, and `install_config()` merges servers into a project's `.mcp.json` the
-way `claude mcp add --scope project` does."""
+absolute paths for this install, `hub_config()` one that reaches a hub's servers over HTTP (`serve all --http`),
+and `install_config()` merges servers into a project's `.mcp.json` the way `claude mcp add --scope project` does."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._files import atomic_write
 from ._registry import SERVERS
@@ -21,6 +22,13 @@ BUNDLES: dict[str, tuple[str, ...]] = {
     "memory": ("cortex", "handoff"),
 }
 _PATHS = ("FROBOZZ_DATA_DIR", "FROBOZZ_GAMES_DIR")  # settings that are paths; secrets are never written out
+# claude expands `${VAR}` (and `${VAR:-default}`) in an HTTP server's headers from its own environment, when it starts
+HUB_TOKEN = "${FROBOZZ_HUB_TOKEN}"
+# The header that says which claude session a request comes from (over stdio claude says it in the server's
+# CLAUDE_CODE_SESSION_ID; over HTTP it sends nothing that does, and does not set that variable for itself): set
+# FROBOZZ_SESSION_ID to the id claude is started with (`claude --session-id ID`, or the one resumed).
+SESSION_HEADER = "X-Frobozz-Session-Id"
+SESSION_ID = "${FROBOZZ_SESSION_ID:-}"
 
 
 class ConfigError(ValueError):
@@ -52,6 +60,47 @@ def config_for(names: list[str], environ: dict[str, str] | None = None) -> dict[
             for n in check_names(names)
         }
     }
+
+
+def hub_config(names: list[str], url: str, token: str | None = None) -> dict[str, Any]:
+    """A config that reaches the servers of the hub at `url` (`frobozz serve all --http`: each at `URL/NAME/mcp`),
+    with its bearer token: `token`, or `${FROBOZZ_HUB_TOKEN}`, which claude reads from its environment as it
+    starts. A server that signs with claude's session (handoff) is also sent `${FROBOZZ_SESSION_ID}`."""
+    base = hub_url(url)
+    if token is not None and (len(token) < 16 or any(c.isspace() or not c.isprintable() for c in token)):
+        raise ConfigError("the hub's token is the one it printed (16 characters at least, no spaces)")
+    auth = {"Authorization": f"Bearer {token if token is not None else HUB_TOKEN}"}
+    return {
+        "mcpServers": {
+            n: {
+                "type": "http",
+                "url": f"{base}/{n}/mcp",
+                "headers": {**auth, **({SESSION_HEADER: SESSION_ID} if SERVERS[n].session else {})},
+            }
+            for n in check_names(names)
+        }
+    }
+
+
+def hub_url(url: str) -> str:
+    """The hub's address as given (`http://HOST:PORT`, or a path it is served under), without a trailing slash;
+    ConfigError for what is not one."""
+    hint = "give the hub's address as serve all --http prints it, such as http://127.0.0.1:8765"
+    url = url.strip()
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise ConfigError(f"{url!r} has spaces or control characters: {hint}")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number, or out of range, raises here
+    except ValueError as e:
+        raise ConfigError(f"{url!r} is not an address ({e}): {hint}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.port == 0:
+        raise ConfigError(f"{url!r} is not an http:// or https:// address: {hint}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ConfigError(f"{url!r} has a query, fragment or password, which the hub does not take: {hint}")
+    if parts.path.rstrip("/").endswith("/mcp"):
+        raise ConfigError(f"{url!r} is one server's endpoint; the config names each server's: {hint}")
+    return parts.geturl().rstrip("/")
 
 
 def write_config(config: dict[str, Any], path: Path) -> None:

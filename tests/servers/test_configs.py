@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from frobozz.servers import BUNDLES, SERVERS, ConfigError, config_for, install_config, portable
+from frobozz.servers import BUNDLES, SERVERS, ConfigError, config_for, hub_config, install_config, portable
 
 ROOT = Path(__file__).parents[2]
 
@@ -50,3 +50,40 @@ def test_install_refuses_a_broken_mcp_json_and_leaves_it_as_it_was(tmp_path, con
 def test_unknown_servers_are_refused_by_name(names):
     with pytest.raises(ConfigError, match="known: game"):
         config_for(names, {})
+
+
+def test_a_hub_config_names_each_servers_endpoint_with_the_token_and_handoff_is_sent_the_session():
+    given = hub_config(["game", "handoff"], " https://hub.example:8765/frobozz/ ", "t" * 43)
+    assert given["mcpServers"]["game"] == {
+        "type": "http",
+        "url": "https://hub.example:8765/frobozz/game/mcp",
+        "headers": {"Authorization": f"Bearer {'t' * 43}"},
+    }
+    assert given["mcpServers"]["handoff"]["headers"] == {
+        "Authorization": f"Bearer {'t' * 43}",
+        "X-Frobozz-Session-Id": "${FROBOZZ_SESSION_ID:-}",  # claude expands it from its environment as it starts
+    }
+    from_env = hub_config(["cortex"], "http://127.0.0.1:8765")["mcpServers"]["cortex"]
+    assert from_env["headers"] == {"Authorization": "Bearer ${FROBOZZ_HUB_TOKEN}"}  # no secret written
+
+
+@pytest.mark.parametrize(
+    ("url", "token", "said"),
+    [
+        ("", None, "not an http:// or https:// address"),
+        ("127.0.0.1:8765", None, "not an http:// or https:// address"),
+        ("ftp://127.0.0.1:8765", None, "not an http:// or https:// address"),
+        ("http://", None, "not an http:// or https:// address"),
+        ("http://127.0.0.1:99999", None, "is not an address"),
+        ("http://127.0.0.1:port", None, "is not an address"),
+        ("http://127.0.0.1:8765/cortex/mcp", None, "one server's endpoint"),
+        ("http://127.0.0.1:8765/?token=abc", None, "query"),
+        ("http://user:pw@127.0.0.1:8765", None, "password"),
+        ("http://127.0.0.1:8765\n/x", None, "control characters"),
+        ("http://127.0.0.1:8765", "short", "16 characters"),
+        ("http://127.0.0.1:8765", "sixteen-chars-and\r\nX-Evil: 1", "no spaces"),
+    ],
+)
+def test_a_hub_config_refuses_what_is_not_a_hubs_address_or_token(url, token, said):
+    with pytest.raises(ConfigError, match=said):
+        hub_config(["game"], url, token)

@@ -16,10 +16,10 @@ pytestmark = pytest.mark.anyio
 TOKEN = new_token()
 
 
-def hub_client(url: str, token: str = TOKEN) -> Client:
+def hub_client(url: str, token: str = TOKEN, **headers: str) -> Client:
     return Client(
         streamable_http_client(
-            url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+            url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}", **headers}, timeout=120)
         )
     )
 
@@ -27,7 +27,7 @@ def hub_client(url: str, token: str = TOKEN) -> Client:
 @pytest.fixture
 def overrides(cortex_settings):
     url = cortex_settings.database_url.get_secret_value()
-    return {"cortex": {"database_url": url}, "handoff": {"database_url": url, "session_id": "over-http"}}
+    return {"cortex": {"database_url": url}, "handoff": {"database_url": url}}
 
 
 async def test_every_server_answers_at_its_own_path_with_the_token(overrides):
@@ -89,7 +89,33 @@ async def test_two_hub_processes_share_one_memory_through_postgres(overrides):
         async with hub_client(f"{two.url}/handoff/mcp") as client:
             latest = (await call(client, "latest_handoff"))["handoff"]
     assert found["results"][0]["id"] == stored["id"]
-    assert latest["id"] == letter["handoff_id"] and latest["session_id"] == "over-http"
+    assert latest["id"] == letter["handoff_id"]
+
+
+async def test_over_http_a_letter_is_signed_by_the_session_its_request_names_never_by_the_hubs_environment(
+    cortex_settings,
+):
+    """claude gives an HTTP server no session id of its own: `mcp-config --url` has it send X-Frobozz-Session-Id.
+    The hub's environment names no client (a CLAUDE_CODE_SESSION_ID there is a claude the hub was started from)."""
+    url = cortex_settings.database_url.get_secret_value()
+    hub = hub_app(["handoff"], TOKEN, handoff={"database_url": url, "session_id": "the-claude-that-started-the-hub"})
+    signed = {}
+    with LoopbackServer(hub, lifespan="on") as served:
+        endpoint = f"{served.url}/handoff/mcp"
+        for name, headers in {
+            "named": {"X-Frobozz-Session-Id": "5b0e1c3a-claude-session"},
+            "unnamed": {},
+            "empty": {"X-Frobozz-Session-Id": ""},  # ${FROBOZZ_SESSION_ID:-} with the variable unset
+            "unexpanded": {"X-Frobozz-Session-Id": "${FROBOZZ_SESSION_ID}"},
+        }.items():
+            async with hub_client(endpoint, **headers) as client:
+                letter = await call(client, "handoff", summary=f"Written {name}.")
+                signed[name] = (await call(client, "read_handoff", id=letter["handoff_id"]))["session_id"]
+        async with hub_client(endpoint, **{"X-Frobozz-Session-Id": "x" * 201}) as client:
+            refused = await client.call_tool("handoff", {"summary": "Too long a session."})
+            listed = (await call(client, "list_handoffs"))["handoffs"]
+    assert signed == {"named": "5b0e1c3a-claude-session", "unnamed": None, "empty": None, "unexpanded": None}
+    assert refused.is_error and "longer than 200" in refused.content[0].text and len(listed) == 4
 
 
 @pytest.mark.parametrize("bad", [{"a": 1}, [1], True, None, 1.5])

@@ -1,6 +1,8 @@
 """The `handoff` MCP server: when a context window is nearly full or a session ends, the model
 writes its next self a letter (what was done, what comes next, what to remember); the next
-window reads it. Letters live in cortex's Postgres, keyed by claude's session id and namespace."""
+window reads it. Letters live in cortex's Postgres, keyed by claude's session id and namespace: over stdio the one
+claude gives its servers, over HTTP the one the request names in X-Frobozz-Session-Id (claude sends none of its
+own: `frobozz mcp-config --url` has it send $FROBOZZ_SESSION_ID), else none."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from ...memory import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter, MemoryService, MemoryStoreError
 from .._complete import offer_completion
+from .._configs import SESSION_HEADER
 from .._grants import check, readable
 from .._logs import offer_logging
 from .._tools import closing, hints, tool_errors
@@ -56,6 +60,7 @@ class Letters(BaseModel):
     handoffs: list[LetterBrief]
 
 
+MAX_SESSION_ID = 200  # claude's are UUIDs (36)
 Namespace = Annotated[str | None, Field(max_length=100, description="Keeps agents' letters apart.")]
 Items = Annotated[list[Annotated[str, Field(max_length=MAX_ITEM_CHARS)]] | None, Field(max_length=MAX_ITEMS)]
 
@@ -83,6 +88,20 @@ def create_server(
     settings = settings or Settings()
     memory = service or MemoryService(settings)
 
+    def signer(ctx: Context) -> str | None:
+        """Whose letter it is. Over HTTP, the session the request names, or none: the hub's own environment is
+        no client's (a CLAUDE_CODE_SESSION_ID there is a claude the hub was started from). Else the session
+        served now (in claude's process), or the one claude gave this stdio server."""
+        headers = getattr(ctx.request_context.request, "headers", None)
+        if headers is None:
+            return session() if session is not None else settings.session_id
+        named = headers.get(SESSION_HEADER, "").strip()
+        if named.startswith("${"):  # a variable claude did not expand (written without a default, and unset)
+            return None
+        if len(named) > MAX_SESSION_ID:
+            raise ToolError(f"the {SESSION_HEADER} header is longer than {MAX_SESSION_ID} characters: nothing written")
+        return named or None
+
     async def letters(namespace: str | None = None, *, write: bool | None = None) -> HandoffStore:
         """The letters; with `write` given, once the caller's token may read (or write) `namespace`."""
         store = await memory.handoffs(max_chars=settings.handoff_max_chars)
@@ -101,6 +120,7 @@ def create_server(
     @server.tool(annotations=hints("Hand off to the next context window", read_only=False))
     async def handoff(
         summary: Annotated[str, Field(description="What was done and where things stand.")],
+        ctx: Context,
         next_steps: Items = None,
         memories: Items = None,
         namespace: Namespace = None,
@@ -108,7 +128,7 @@ def create_server(
         """Write the letter your next context window reads first; each of `memories` is also stored in cortex."""
         with tool_errors(MemoryStoreError):
             letter_id, memory_ids = await (await letters(namespace, write=True)).write(
-                summary, next_steps, memories, namespace, session() if session is not None else settings.session_id
+                summary, next_steps, memories, namespace, signer(ctx)
             )
             return HandedOff(handoff_id=letter_id, memory_ids=memory_ids)
 
