@@ -154,6 +154,11 @@ def _serve_hub(
             f"claude: claude mcp add --transport http {names[0]} {base}/{names[0]}/mcp --header "
             f'"Authorization: Bearer {token if generated else "$FROBOZZ_HUB_TOKEN"}"'
         )
+        if len(names) > 1:
+            given = f" --token {token}" if generated else ""  # (else claude reads $FROBOZZ_HUB_TOKEN as it starts)
+            notes.append(
+                f"all of them: frobozz mcp-config --url {base}{given} -o hub.json; claude --mcp-config hub.json"
+            )
     if site is not None:
         notes.append(f"web view: {_link(base, token, generated)}")
     if agent is not None:

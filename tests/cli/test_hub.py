@@ -135,11 +135,12 @@ async def healthy(port: int) -> None:
 
 @pytest.mark.anyio
 async def test_serve_all_over_http_prints_a_generated_token_that_clients_and_the_web_view_then_use(
-    frobozz_env, cortex_settings
+    tmp_path, frobozz_env, cortex_settings
 ):
     port = free_port()
     env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
     env.pop("FROBOZZ_HUB_TOKEN", None)
+    every = None
     hub = subprocess.Popen(
         [sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)],
         stderr=subprocess.PIPE,
@@ -156,6 +157,8 @@ async def test_serve_all_over_http_prints_a_generated_token_that_clients_and_the
                     token = line.rsplit(" ", 1)[1].strip()
                 elif line.startswith("web view: "):
                     link = line.split(" ", 2)[2].strip()
+                elif line.startswith("all of them: "):
+                    every = line.split(": ", 1)[1].strip()
             await healthy(port)
         assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 401
         client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
@@ -166,6 +169,15 @@ async def test_serve_all_over_http_prints_a_generated_token_that_clients_and_the
         with httpx.Client(follow_redirects=True, timeout=60) as browser:  # the web view, mounted at /
             assert "<h1>Runs</h1>" in browser.get(link).text
             assert "Stored through serve all --http." in browser.get(f"http://127.0.0.1:{port}/memory").text
+        # the config for all five, as the banner says to make it
+        made, used = every.split("; ")
+        assert made.split()[:2] == ["frobozz", "mcp-config"] and made.endswith(" -o hub.json")
+        assert used == "claude --mcp-config hub.json"
+        frobozz(*made.split()[1:-1], str(tmp_path / "hub.json"))
+        servers = json.loads((tmp_path / "hub.json").read_text())["mcpServers"]
+        assert set(servers) == {"cortex", "fetch", "forge", "handoff", "game"}
+        assert servers["game"]["url"] == f"http://127.0.0.1:{port}/game/mcp"
+        assert servers["game"]["headers"]["Authorization"] == f"Bearer {token}"
     finally:
         hub.terminate()
         hub.wait(timeout=30)
