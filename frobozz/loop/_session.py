@@ -7,7 +7,9 @@ of earlier conversation brought up to date.
 Each of these waits on the database within a bound. When one runs out (or fails) and the database
 does not answer a probe either (a database that hangs: each bound waited out in turn made every turn
 14 s), memory is off (`MemoryService.going_without`, said once): the parts are left out at once, and
-the turns go at claude's speed, until a probe in the background finds the database answering again."""
+the turns go at claude's speed, until a probe in the background finds the database answering again. The
+background work (suggestions, capsules) takes each of its steps on the database through the same guard, within
+BACKGROUND_WAIT: one left out ends that work, so a database that hangs holds neither it nor the session's end."""
 
 from __future__ import annotations
 
@@ -40,12 +42,14 @@ from ._archive import ArchiveObserver
 from ._capsules import refresh_capsules
 from ._orientation import Provider, Window, capsules, here_and_now, latest_letter, memories, orientation
 from ._recalled_blocks import recalled_blocks
+from ._steps import bounded_steps
 from ._suggest import Suggester, nudge_blocks
 
 log = logging.getLogger("frobozz.loop")
 T = TypeVar("T")
 SETTLE = 10.0  # seconds a closing session waits for its background suggestions
 ARCHIVE_WAIT = 10.0  # seconds the user's words may take to be archived before the turn goes without
+BACKGROUND_WAIT = 3.0  # seconds a step of background work (suggestions, capsules) may take on the database
 SIDECARS = 2  # warm sidecar engines: recall's question and the last turn's suggestions each find one
 Providers = Callable[[MemoryStore, LoopSessionStore, HandoffStore], Sequence[Provider]]
 
@@ -159,7 +163,8 @@ class MemorySession:
         self._recall = Recall(
             store, self.sessions, ask=self.pool.sidecar.ask if self.recall_queries else None, deadline=self.deadline
         )
-        self._suggest = Suggester(self.sessions, self.pool.sidecar.ask)
+        self._step = bounded_steps(self._quietly, within=BACKGROUND_WAIT)
+        self._suggest = Suggester(self.sessions, self.pool.sidecar.ask, step=self._step)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._warm, store)  # the embedding model loads while claude starts
@@ -168,9 +173,10 @@ class MemorySession:
         except BaseException:
             await self._tg.__aexit__(None, None, None)
             raise
-        self._in_background(
-            refresh_capsules(self.sessions, self.record.namespace, self.record.id, self.pool.sidecar.ask)
+        refreshing = refresh_capsules(
+            self.sessions, self.record.namespace, self.record.id, self.pool.sidecar.ask, step=self._step
         )
+        self._in_background(refreshing)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -5,7 +5,10 @@ It runs beside the conversation, fire-and-forget: it adds nothing to the time be
 
 A fact that looks like a stored memory changed (the closest memory scores at least SIMILAR) goes to the
 sidecar with that memory: when it says the new one replaces it, the nudge proposes superseding it rather
-than storing a second, contradicting memory; the model decides, as for any suggestion."""
+than storing a second, contradicting memory; the model decides, as for any suggestion.
+
+Each step on the database (the stored memory to compare with, the buffer) goes through the Suggester's guard
+(`step`, see `_steps`): one left out ends the suggestions of that exchange, said once by the guard."""
 
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..memory import LoopSessionStore, MemoryStoreError
+from ..memory import DatabaseError, Hit, LoopSessionStore, MemoryStoreError
+from ._steps import BackgroundStep, LeftOut, unbounded
 
 log = logging.getLogger("frobozz.loop")
 Ask = Callable[[str], Awaitable[str]]
@@ -36,14 +40,16 @@ CONTRADICTS_PROMPT = (
 
 class Suggester:
     """After each exchange, asks a sidecar which facts are worth keeping and buffers them in the loop session
-    (the next turn's nudge offers them to the model to store)."""
+    (the next turn's nudge offers them to the model to store). `step` guards each step on the database (a session's
+    or the plugin daemon's bounded one; none by default)."""
 
-    def __init__(self, sessions: LoopSessionStore, ask: Ask) -> None:
-        self.sessions, self.ask = sessions, ask
+    def __init__(self, sessions: LoopSessionStore, ask: Ask, *, step: BackgroundStep = unbounded) -> None:
+        self.sessions, self.ask, self.step = sessions, ask, step
 
     async def __call__(self, session_id: str, user: str, assistant: str, *, namespace: str | None = None) -> list[str]:
         """Propose and buffer the facts of one exchange (each that changes a stored memory as a supersede
-        of it, when `namespace` is given); a failure is logged, never raised."""
+        of it, when `namespace` is given); a failure is logged, never raised; a step left out ends them (its
+        guard said why)."""
         try:
             answer = await self.ask(
                 SUGGEST_PROMPT.format(n=MAX_FACTS, none=NONE, user=user[:4_000], assistant=assistant[:4_000])
@@ -53,19 +59,27 @@ class Suggester:
             if namespace is not None:
                 facts = [await self._changed(fact, namespace) for fact in facts]
             if facts:
-                await self.sessions.suggest(session_id, facts)
+                await self.step("suggesting", self.sessions.suggest(session_id, facts))
             return facts
+        except LeftOut:
+            return []  # (its guard said why)
         except Exception as e:  # noqa: BLE001 - suggestions are a help, never a fault
             log.warning("suggest: the last exchange was not read (%s: %s)", type(e).__name__, e)
             return []
 
     async def _changed(self, fact: str, namespace: str) -> str:
         """The fact, or, when the sidecar says it replaces the closest stored memory, the supersede of it."""
-        try:
-            hits = await self.sessions.memories.search(fact, limit=1, namespace=namespace, min_score=SIMILAR)
-        except MemoryStoreError as e:
-            log.info("suggest: no stored memory to compare with (%s)", e)
-            return fact
+
+        async def closest() -> list[Hit]:
+            try:
+                return await self.sessions.memories.search(fact, limit=1, namespace=namespace, min_score=SIMILAR)
+            except DatabaseError:
+                raise  # (the guard's to judge: the database may not answer)
+            except MemoryStoreError as e:
+                log.info("suggest: no stored memory to compare with (%s)", e)
+                return []
+
+        hits = await self.step("the stored memory to compare with", closest())
         if not hits or hits[0].memory.content.strip() == fact.strip():
             return fact
         old = hits[0].memory

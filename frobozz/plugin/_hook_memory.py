@@ -11,12 +11,10 @@ cannot be reached) and no background work goes on."""
 
 from __future__ import annotations
 
-import builtins
 import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -24,8 +22,11 @@ import anyio
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from ..loop import (
+    BackgroundStep,
+    LeftOut,
     Suggester,
     Window,
+    bounded_steps,
     capsules,
     here_and_now,
     latest_letter,
@@ -36,10 +37,7 @@ from ..loop import (
     refresh_capsules,
 )
 from ..memory import (
-    ArchiveEntry,
-    Capsule,
     LoopSession,
-    LoopSessionStore,
     MemoryService,
     Recall,
     TranscriptStore,
@@ -65,13 +63,6 @@ LETTER_PROMPT = (
     "where things stand, then the next steps, one per line, each starting with '- '. Only the letter.\n\n"
     "{conversation}"
 )
-
-
-class _LeftOut(Exception):
-    """A step of background work was left out (`quietly` said why, or memory is off): the rest of it is too."""
-
-
-_LEFT_OUT: Any = object()
 
 
 def _start(value: Any) -> Any:
@@ -140,6 +131,9 @@ class HookMemory:
         self._open: dict[str, LoopSession] = {}  # claude's sessions adopted since the daemon started
         self._background: anyio.abc.TaskGroup | None = None
         self._transcripts: TranscriptStore | None = None
+        # a step of background work (the transcript, suggestions, capsules), through `quietly`: its result, or
+        # LeftOut, which ends the work
+        self._step: BackgroundStep = bounded_steps(self._quietly, within=BACKGROUND_WAIT)
 
     def background(self, tg: anyio.abc.TaskGroup) -> None:
         """Where suggestions and capsules run, beside the hooks' answers."""
@@ -181,13 +175,6 @@ class HookMemory:
         unless told: `work`'s result, or `default` (at once while memory is off, `work` not started)."""
         within = self.deadline + 0.5 if within is None else within
         return await quietly(part, work, default, within=within, service=self.service)
-
-    async def _step(self, part: str, work: Awaitable[T], *, within: float = BACKGROUND_WAIT) -> T:
-        """A step of background work, through `quietly`: its result, or _LeftOut, which ends the work."""
-        done = await self._quietly(part, work, _LEFT_OUT, within=within)
-        if done is _LEFT_OUT:
-            raise _LeftOut(part)
-        return done
 
     async def session_start(self, data: HookInput, ns: str) -> str:
         """A resumed session keeps its window (its history is there); any other start opens one. Without the
@@ -258,7 +245,7 @@ class HookMemory:
         if self.ask is not None and self._background is not None and self.service.answering:
             user = await self._quietly("the last prompt", self._last_user(record.id), None)
             if user is not None:
-                suggest = Suggester(_Bounded(sessions, self), self.ask)
+                suggest = Suggester(sessions, self.ask, step=self._step)
                 self._background.start_soon(self._quietly_in_background, suggest(record.id, user, said))
         return ""
 
@@ -303,7 +290,7 @@ class HookMemory:
             else:  # a long transcript does not hold claude's exit up
                 self._background.start_soon(self._quietly_in_background, archiving)
             if self.ask is not None and self._background is not None:
-                refreshing = refresh_capsules(_Bounded(sessions, self), record.namespace, record.id, self.ask)
+                refreshing = refresh_capsules(sessions, record.namespace, record.id, self.ask, step=self._step)
                 self._background.start_soon(self._quietly_in_background, refreshing)
             return ""
         finally:
@@ -334,52 +321,13 @@ class HookMemory:
             for kind, content, meta in tool_steps(transcript.main):
                 if (kind, meta["id"]) not in kept:
                     await self._step("archiving a tool step", sessions.archive(record.id, turn, kind, content, meta))
-        except _LeftOut:
+        except LeftOut:
             return  # (`quietly` said why)
 
     async def _quietly_in_background(self, work: Awaitable[object]) -> None:
         try:
             await work
-        except _LeftOut:
+        except LeftOut:
             pass  # (`quietly` said why)
         except Exception as e:  # noqa: BLE001 - background work never stops the daemon
             log.warning("plugin: background work failed (%s)", type(e).__name__)
-
-
-class _Bounded(LoopSessionStore):
-    """The loop's sessions as the daemon's background work (suggestions, capsules) calls them: each call on the
-    database a step of the hooks' (see `HookMemory._step`), so one left out ends the work; but suggesting, its
-    last, is only left out."""
-
-    def __init__(self, sessions: LoopSessionStore, hooks: HookMemory) -> None:
-        super().__init__(sessions.memories)
-        self._hooks = hooks
-
-    async def list(self, namespace: str | None = None, *, limit: int = 20) -> builtins.list[LoopSession]:
-        return await self._hooks._step("the sessions", super().list(namespace, limit=limit))
-
-    async def transcript(
-        self, session_id: str, *, after_id: int = 0, limit: int = 10_000
-    ) -> builtins.list[ArchiveEntry]:
-        return await self._hooks._step("a transcript", super().transcript(session_id, after_id=after_id, limit=limit))
-
-    async def search_archive(
-        self,
-        query: str | None = None,
-        *,
-        namespace: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        limit: int = 50,
-    ) -> builtins.list[ArchiveEntry]:
-        searching = super().search_archive(query, namespace=namespace, since=since, until=until, limit=limit)
-        return await self._hooks._step("searching the archive", searching)
-
-    async def capsule(self, namespace: str | None, period: str) -> Capsule | None:
-        return await self._hooks._step("a capsule", super().capsule(namespace, period))
-
-    async def put_capsule(self, namespace: str | None, period: str, until_id: int, summary: str) -> Capsule:
-        return await self._hooks._step("writing a capsule", super().put_capsule(namespace, period, until_id, summary))
-
-    async def suggest(self, session_id: str, facts: builtins.list[str]) -> None:
-        await self._hooks._quietly("suggesting", super().suggest(session_id, facts), None, within=BACKGROUND_WAIT)

@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from frobozz.loop import refresh_capsules
-from tests.loop import answering
+from tests.loop import answering, leaving_out
 
 pytestmark = pytest.mark.anyio
 
@@ -44,3 +44,18 @@ async def test_the_last_session_and_earlier_today_are_summarised_once_until_more
     ask, prompts = answering("Ana moved to Porto and teaches cello from May.")
     await refresh_capsules(sessions, "chat", current.id, ask)
     assert (await sessions.capsule("chat", "the last session")).summary.endswith("from May.") and len(prompts) == 2
+
+
+async def test_each_database_step_goes_through_the_guard_and_one_left_out_ends_the_refresh(sessions, caplog):
+    earlier = await sessions.open("chat")
+    await sessions.archive(earlier.id, 1, "user", "My sister Ana moved to Porto.")
+    await sessions.archive(earlier.id, 1, "assistant", "How exciting for her!")
+    current = await sessions.open("chat")
+    ask, prompts = answering("We talked about Ana's move to Porto.")
+    step, given = leaving_out("writing a capsule")
+    with caplog.at_level(logging.INFO, logger="frobozz.loop"):
+        assert await refresh_capsules(sessions, "chat", current.id, ask, step=step) == []
+    # the first capsule's writing left out: the second period's not looked up, nor summarised
+    assert given == ["the sessions", "searching the archive", "a transcript", "a capsule", "writing a capsule"]
+    assert len(prompts) == 1 and "capsules:" not in caplog.text  # the guard says why
+    assert await sessions.capsule("chat", "earlier today") is None

@@ -1,15 +1,18 @@
 """The memory loop around a real claude CLI: the scripted model answers as primary and as sidecar."""
 
+import threading
+
 import anyio
 import pytest
 
 from frobozz.engine import CompactBoundary, Result, is_compaction_request
 from frobozz.engine.testing import Reply, ScriptedModel, Text, ToolUse
 from frobozz.loop import MemorySession, context_files, here_and_now, latest_letter, memories
+from frobozz.memory import LoopSessionStore, MemoryStore
 from tests.black_hole import BlackHole
 from tests.conftest import hub_servers
 from tests.engine.conftest import of, until
-from tests.memory_parts import PartsStarted
+from tests.memory_parts import PARTS, PartsStarted
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
@@ -319,3 +322,86 @@ async def test_with_the_database_hung_one_turn_waits_once_the_next_not_at_all_an
     assert "was left out" not in caplog.text  # no part's own line: the one line says it
     assert [e.content for e in entries if e.kind == "user"] == ["before", "after"]  # nothing written was lost
     assert "echo: before" in [e.content for e in entries if e.kind == "assistant"]
+
+
+# the loop's background work, each part named as its guard names it (and the turns' parts: none starts, no turn is sent)
+BACKGROUND = {
+    **PARTS,
+    "the stored memory to compare with": (MemoryStore, "search"),
+    "suggesting": (LoopSessionStore, "suggest"),
+    "the sessions": (LoopSessionStore, "list"),
+    "searching the archive": (LoopSessionStore, "search_archive"),
+    "a transcript": (LoopSessionStore, "transcript"),
+    "a capsule": (LoopSessionStore, "capsule"),
+    "writing a capsule": (LoopSessionStore, "put_capsule"),
+}
+HUNG_AT = {  # the sidecar's question the database hangs behind (its answer held until then), and the part that waits
+    "suggestions": ("Here is the last exchange", "the stored memory to compare with"),
+    "capsules": ("Summarise", "writing a capsule"),
+}
+
+
+@pytest.mark.parametrize("work", HUNG_AT)
+async def test_with_the_database_hung_under_background_work_one_step_waits_its_bound_memory_goes_off_and_it_ends(
+    work, make_options, cortex_settings, caplog, monkeypatch
+):
+    """A database that hangs while the sidecar answers for the loop's background work (the suggestions from a turn,
+    the capsules of earlier conversation): each of its steps after the answer waited on the database for ever (and
+    a chat's end waited for them). Now the first step waits its bound, a probe finds the database silent too,
+    memory is off (said once, naming that step), and the work ends there: no step after it starts."""
+    from frobozz.memory import MemoryService, MemorySettings
+
+    question, part = HUNG_AT[work]
+    asked, release = threading.Event(), threading.Event()
+
+    def held(request):
+        if request.last_user_text().startswith(question):
+            asked.set()
+            release.wait(30)
+            return "The user is learning the cello." if work == "suggestions" else "We talked about Ana."
+        return script(request)
+
+    with BlackHole(cortex_settings.database_url.get_secret_value()) as hole:
+        service = MemoryService(MemorySettings(database_url=hole.url))
+        try:
+            sessions = await service.sessions()
+            if work == "capsules":  # an earlier conversation for them to sum up
+                earlier = await sessions.open("chat")
+                await sessions.archive(earlier.id, 1, "user", "My sister Ana moved to Porto.")
+                await sessions.archive(earlier.id, 1, "assistant", "How exciting for her!")
+            async with ScriptedModel(held) as model:
+                async with MemorySession(
+                    make_options(model),
+                    service,
+                    namespace="chat",
+                    sidecar=make_options(model),
+                    providers=only_here_and_now,
+                    recall=False,
+                    suggest=work == "suggestions",
+                ) as loop:
+                    if work == "suggestions":
+                        await loop.send("I am learning the cello myself now.")
+                        await until(loop.events(), Result)
+
+                    async def archived() -> bool:  # the turn's entries all written: no write left to meet the hang
+                        return (await sessions.get(loop.id)).claude_session_id is not None
+
+                    with anyio.fail_after(60):
+                        await eventually(asked.is_set)
+                        if work == "suggestions":
+                            await eventually(archived)
+                    caplog.clear()
+                    parts = PartsStarted(monkeypatch, BACKGROUND)
+                    hole.hang()
+                    release.set()  # the sidecar answers: the work goes on to the database
+                    with anyio.fail_after(30):
+                        await loop.settled()
+                    started, answering = parts.since(0), service.answering
+        finally:
+            release.set()
+            await service.aclose()
+    assert started == [part]  # the step that waited its bound: none after it
+    assert not answering  # memory is off
+    assert caplog.text.count(f"memory is off: the database does not answer ({part}: slower than") == 1
+    assert "was left out" not in caplog.text and "not read" not in caplog.text  # the one line says it
+    assert "background work failed" not in caplog.text

@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from frobozz.loop._suggest import Suggester, nudge_blocks
-from tests.loop import answering
+from tests.loop import answering, leaving_out
 
 pytestmark = pytest.mark.anyio
 
@@ -74,3 +74,26 @@ async def test_with_nothing_stored_a_fact_is_suggested_as_before_without_asking_
         "Ana lives in Lisbon now."
     ]
     assert len(prompts) == 1
+
+
+async def test_a_step_its_guard_leaves_out_ends_the_suggestions_with_nothing_buffered_and_no_line_of_its_own(
+    sessions, caplog
+):
+    session = await sessions.open("chat")
+    await sessions.memories.store("Ana lives in Porto.", namespace="chat")
+    sidecar, prompts = answering("Ana lives in Lisbon now.\nAna teaches cello.")
+    step, given = leaving_out("the stored memory to compare with")
+    with caplog.at_level(logging.INFO, logger="frobozz.loop"):
+        facts = await Suggester(sessions, sidecar, step=step)(session.id, "Ana moved.", "Oh!", namespace="chat")
+    assert facts == [] and given == ["the stored memory to compare with"]  # not the next fact's, nor suggesting
+    assert len(prompts) == 1 and await sessions.suggestions(session.id) == []
+    assert "suggest:" not in caplog.text  # the guard says why
+
+
+async def test_each_database_step_of_the_suggestions_goes_through_the_guard(sessions):
+    session = await sessions.open("chat")
+    sidecar, _ = answering("Ana teaches cello.\nAna lives in Porto.")
+    step, given = leaving_out("nothing")
+    facts = await Suggester(sessions, sidecar, step=step)(session.id, "Ana moved.", "Oh!", namespace="chat")
+    assert given == ["the stored memory to compare with"] * 2 + ["suggesting"]
+    assert await sessions.suggestions(session.id) == facts == ["Ana teaches cello.", "Ana lives in Porto."]
