@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from functools import partial
 
 import anyio
+from anyio.abc import TaskStatus
 
 from frobozz.engine import Session
 from frobozz.memory import DATABASE_ERRORS
@@ -22,16 +23,12 @@ from ._run_memory import RunMemory
 log = logging.getLogger("frobozz.runner")
 
 
-async def until_finished(
-    context: RunContext, *, handle_signals: bool, stop: anyio.Event | None, keep_ledger: bool
-) -> None:
-    """Until the run finishes, or its time limit, SIGINT or SIGTERM (`handle_signals`) or `stop` ends it;
+async def until_finished(context: RunContext, *, stop: anyio.Event | None, keep_ledger: bool) -> None:
+    """Until the run finishes, or its time limit or `stop` (set before: at once, before its first turn) ends it;
     then until its turns are committed to the database (`keep_ledger`: a task commits them as they come),
     a minute at most."""
     info = context.info
     async with anyio.create_task_group() as tg:
-        if handle_signals:
-            tg.start_soon(_stop_on_signal, context)
         if stop is not None:
             tg.start_soon(_stop_on_event, context, stop)
         if keep_ledger:
@@ -50,11 +47,18 @@ async def _stop_on_event(context: RunContext, stop: anyio.Event) -> None:
     context.finish("interrupted", status="stopped")
 
 
-async def _stop_on_signal(context: RunContext) -> None:
+async def on_signals(
+    interrupted: anyio.Event, scope: anyio.CancelScope, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """SIGINT or SIGTERM sets `interrupted` (the run stops at its next turn boundary, or before its first: as
+    `stop` stops it); a second cancels `scope`, to stop at once. Listening once this has started."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
         async for _ in signals:
-            context.finish("interrupted", status="stopped")
-            return
+            if interrupted.is_set():
+                scope.cancel()
+                return
+            interrupted.set()
 
 
 async def keep_lessons(memory: RunMemory, session: Session, context: RunContext) -> None:
@@ -94,8 +98,10 @@ async def write_up(context: RunContext, *, queued: bool) -> None:
         partial(_report.finish, context.store, list(context.records), context.max_score, start=info.start_location)
     )
     if context.ledger is not None:  # (None after the database went away mid-run)
+        # a worker's run stopped (its worker told to stop) goes back to the queue: it has not ended
+        ended = None if queued and info.status == "stopped" else datetime.now(UTC)
         try:
-            await context.ledger.save(info, ended_at=datetime.now(UTC))
+            await context.ledger.save(info, ended_at=ended)
         except DATABASE_ERRORS as e:
             if queued:
                 raise

@@ -63,6 +63,8 @@ async def reopen(
     try:
         store.reload()
         if not queued:
+            if _marked(store):  # asked again under the lock: a worker marks the run's directory holding it
+                raise ResumeError(_queues_own(run_id))
             _same_options(store.info, config, settings)
         stopped_by = store.info.reason
         if store.info.status in ("queued", "running") or store.info.reason in (
@@ -112,20 +114,29 @@ async def _not_the_queues(run_id: str, store: RunStore | None, ledger: RunLedger
     database has a job for it. Played here, it would not be recorded in the queue's database (the embedded one
     is the queue's by default, and plain play records nowhere without FROBOZZ_DATABASE_URL), and a worker
     would play it on from the database's record meanwhile or after, undoing what was played here."""
-    queued = store is not None and (store.dir / QUEUED_MARK).is_file()
+    queued = store is not None and _marked(store)
     if not queued and ledger is not None:
-        try:
-            queued = (await ledger.get(run_id))["job_id"] is not None
+        try:  # (queued_at: written with its row, before its job is made)
+            row = await ledger.get(run_id)
+            queued = row["queued_at"] is not None or row["job_id"] is not None
         except RunNotFoundError:
             pass
         except DATABASE_ERRORS as e:  # (a run only the database has is refused by its checkout next)
             log.warning("the database cannot say whether run %s is queued: %s", run_id, e)
     if queued:
-        raise ResumeError(
-            f"run {run_id} belongs to the queue (`play --queue`): `frobozz worker` plays it, a stopped one on "
-            f"from its last turn, with the budgets it was queued with; `frobozz runs show {run_id}` says where "
-            "it is. `play --resume` plays only runs started with plain `frobozz play`"
-        )
+        raise ResumeError(_queues_own(run_id))
+
+
+def _marked(store: RunStore) -> bool:
+    return (store.dir / QUEUED_MARK).is_file()
+
+
+def _queues_own(run_id: str) -> str:
+    return (
+        f"run {run_id} belongs to the queue (`play --queue`): `frobozz worker` plays it, a stopped one on "
+        f"from its last turn, with the budgets it was queued with; `frobozz runs show {run_id}` says where "
+        "it is. `play --resume` plays only runs started with plain `frobozz play`"
+    )
 
 
 def _same_options(info: RunInfo, config: RunConfig, settings: RunnerSettings) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
@@ -174,21 +174,17 @@ class Worker:
                 await self._after_error(run_id, e)  # would be left running, and never played again
 
     async def _play(self, run_id: str, *, first: bool) -> None:
-        with suppress(RunNotFoundError):  # a `play --resume` here plays it: its files are not rewritten
-            if RunStore.open(self.settings.runs_dir, run_id).played_now():
-                raise RunBusyError(f"run {run_id} is being played by another process on this machine")
-        store = await self.ledger.checkout(run_id, self.settings.runs_dir)
-        mark_queued(store)  # a `play --resume` of it here is refused: the queue's runs are the workers'
-        info = store.info
-        extra: dict[str, object] = {"worker": worker_name(), "run_dir": str(store.dir)}
-        if first:
-            extra["started_at"] = datetime.now(UTC)
-        try:
-            info.story = self._story(info.story, info.story_md5)
-        except GameError as e:
-            info.status, info.reason = "failed", f"this worker cannot find the game: {e}"[:300]
-        store.save_info()
-        await self.ledger.save(info, **extra)
+        async with self._checked_out(run_id) as store:
+            info = store.info
+            extra: dict[str, object] = {"worker": worker_name(), "run_dir": str(store.dir), "ended_at": None}
+            if first:
+                extra["started_at"] = datetime.now(UTC)
+            try:
+                info.story = self._story(info.story, info.story_md5)
+            except GameError as e:
+                info.status, info.reason = "failed", f"this worker cannot find the game: {e}"[:300]
+            store.save_info()
+            await self.ledger.save(info, **extra)
         if info.status == "failed":
             return
         result = await play(
@@ -203,9 +199,7 @@ class Worker:
             await self._requeue_when_back(run_id)
             raise RetryRequested(reason="the database went away: the run goes on from its last committed turn")
         if result.reason == "interrupted" and self.stopping.is_set():
-            info = await self.ledger.info(run_id)
-            info.status, info.reason = "queued", None
-            await self.ledger.save(info)
+            await self._requeue(await self.ledger.info(run_id))
             raise RetryRequested(reason="the worker stopped: the run goes on elsewhere from its last turn")
         self.played.append(run_id)
         if self.on_finished is not None:
@@ -233,13 +227,23 @@ class Worker:
                 return
             log.warning("run %s stopped on an error (%d of %d), queued again: %s", run_id, info.errors, ATTEMPTS, what)
             log.debug("where the run stopped", exc_info=error)
-            info.status, info.reason = "queued", None
-            await self.ledger.save(info)
+            await self._requeue(info)
         except DATABASE_ERRORS as e:  # (perhaps what stopped the run)
             log.warning("run %s stopped on an error, and its database is away: %s (%s)", run_id, what, e)
             await self._requeue_when_back(run_id)
             raise RetryRequested(delay=timedelta(seconds=2), reason=f"the database failed: {e}") from error
         raise RetryRequested(delay=timedelta(seconds=self.settings.worker_retry * info.errors), reason=what) from error
+
+    async def _requeue(self, info: RunInfo) -> None:
+        """The run back in the queue, not ended (its end, written as it stopped, undone): queued in the
+        database, with no end time, and in its directory here if it has one."""
+        info.status, info.reason = "queued", None
+        await self.ledger.save(info, ended_at=None)
+        if (here := self.settings.runs_dir / info.run_id).is_dir():
+            try:  # (a database error would leave the run as the database last had it: _requeue_when_back)
+                RunStore(here, info).save_info()
+            except OSError as e:
+                log.warning("run %s is queued again; its directory here could not say so: %s", info.run_id, e)
 
     async def _fail(self, info: RunInfo, reason: str) -> None:
         """The run ended as failed: in the database, and in its directory on this machine if it has one."""
@@ -259,9 +263,7 @@ class Worker:
         delay = 0.5
         while not self.stopping.is_set():
             try:
-                info = await self.ledger.info(run_id)
-                info.status, info.reason = "queued", None
-                await self.ledger.save(info)
+                await self._requeue(await self.ledger.info(run_id))
                 return
             except DATABASE_ERRORS as e:
                 log.warning("run %s waits for its database: %s", run_id, e)
@@ -280,6 +282,21 @@ class Worker:
         if md5 in self.stories:
             return self.stories[md5]
         raise GameError(f"no story file with checksum {md5} here")
+
+    @asynccontextmanager
+    async def _checked_out(self, run_id: str) -> AsyncIterator[RunStore]:
+        """The run's directory here, made to agree with the database, held by this process (RunStore.hold)
+        while it is written, and marked the queue's before anything else is written in it: a `play --resume`
+        here finds it marked whenever it finds it at all, and decides so under the same lock (before, one
+        that came between the checkout and the mark played the run by hand while this worker played it on
+        from the database's record). RunBusyError when a process here plays the run now: its files are
+        left as they are."""
+        directory = self.settings.runs_dir / run_id
+        directory.mkdir(parents=True, exist_ok=True)
+        with RunStore(directory, await self.ledger.info(run_id)) as held:
+            held.hold()
+            mark_queued(held)  # a `play --resume` of it here is refused: the queue's runs are the workers'
+            yield await self.ledger.checkout(run_id, self.settings.runs_dir)
 
     @asynccontextmanager
     async def _held(self, run_id: str) -> AsyncIterator[None]:

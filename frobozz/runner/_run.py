@@ -20,7 +20,7 @@ from frobozz.engine.scripted import Handler
 from frobozz.games import GameLibrary, StoryInfo, by_md5, read_story
 
 from ._context import RunContext
-from ._ending import keep_lessons, until_finished, write_up
+from ._ending import keep_lessons, on_signals, until_finished, write_up
 from ._ledger import RunLedger
 from ._opening import open_memory, recorded, reopen, resumable, take_up
 from ._players import (
@@ -136,8 +136,46 @@ async def play(
 ) -> RunResult:
     """Play one run to its end. `handler` replaces the scripted player's model (tests, demos); `ledger`
     records the run and commits each turn to the database too (`queued`: a worker's run, which the database
-    holds, so it stops when the database goes away); `stop` set: stop at the next turn boundary."""
+    holds, so it stops when the database goes away); `stop` set: stop at the next turn boundary.
+    `handle_signals`: SIGINT and SIGTERM stop it as `stop` does, from the start (one before its first turn, even
+    before its files are made, leaves it stopped, "interrupted" and resumable, as one later does: it was left
+    "running", and listed as killed); a second signal stops it at once (KeyboardInterrupt)."""
     settings = settings or RunnerSettings()
+    if not handle_signals:
+        return await _play(config, settings, handler, on_turn, cli_path, ledger, queued=queued, stop=stop)
+    interrupted, result, error = anyio.Event(), None, None
+    async with anyio.create_task_group() as tg:
+        await tg.start(on_signals, interrupted, tg.cancel_scope)
+        if stop is not None:
+            tg.start_soon(_passed_on, stop, interrupted)
+        try:
+            result = await _play(config, settings, handler, on_turn, cli_path, ledger, queued=queued, stop=interrupted)
+        except Exception as e:  # noqa: BLE001 - raised below as it is, not in this task group's exception group
+            error = e
+        tg.cancel_scope.cancel()
+    if error is not None:
+        raise error
+    if result is None:  # a second signal
+        raise KeyboardInterrupt
+    return result
+
+
+async def _passed_on(stop: anyio.Event, to: anyio.Event) -> None:
+    await stop.wait()
+    to.set()
+
+
+async def _play(
+    config: RunConfig,
+    settings: RunnerSettings,
+    handler: Handler | None,
+    on_turn: Callable[[RunContext, TurnRecord], None] | None,
+    cli_path: str | None,
+    ledger: RunLedger | None,
+    *,
+    queued: bool,
+    stop: anyio.Event | None,
+) -> RunResult:
     store, player, stopped_by = await _opened(
         config, settings, ledger, queued=queued, handler=handler, cli_path=cli_path
     )
@@ -182,7 +220,7 @@ async def play(
             if memory is not None:
                 memory.claude = session  # before claude starts: handoff signs its letters with its session id
             async with session:
-                await until_finished(context, handle_signals=handle_signals, stop=stop, keep_ledger=ledger is not None)
+                await until_finished(context, stop=stop, keep_ledger=ledger is not None)
                 if memory is not None and info.status == "finished":
                     await keep_lessons(memory, session, context)
                 elif info.mode == "tools":

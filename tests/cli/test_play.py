@@ -92,6 +92,31 @@ def test_ctrl_c_stops_cleanly_with_everything_saved_and_the_run_resumes(frobozz_
     assert (more["turns"], more["reason"]) == (result["turns"] + 5, "max turns")
 
 
+def test_ctrl_c_before_the_first_turn_stops_the_run_as_a_later_one_does_and_it_resumes(frobozz_env, tmp_path):
+    """A Ctrl-C while the run was being set up (its claude and game starting) left it `running` with no turn,
+    listed as killed, and said nothing; now it stops as a Ctrl-C mid-run does."""
+    process = _start(tmp_path, "zork1", "--player", "walkthrough", "--json")
+    runs = frobozz_env / "runs"
+    deadline = time.monotonic() + 120
+    while not list(runs.glob("*/run.json")):  # the run is made: its claude and its game are starting
+        assert time.monotonic() < deadline and process.poll() is None, "no run was made"
+        time.sleep(0.01)
+    (run_dir,) = [path.parent for path in runs.glob("*/run.json")]
+    os.kill(process.pid, signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert f"--resume {run_dir.name}" in " ".join(err.split())
+    result = json.loads(out)
+    committed = len(RunStore.open(runs, run_dir.name).turns(repair=False))
+    assert (result["status"], result["reason"], result["turns"]) == ("stopped", "interrupted", committed)
+    listed = anyio.run(run_row, None, runs, run_dir.name)
+    assert (listed["status"], listed["reason"], listed["turns"]) == ("stopped", "interrupted", committed)
+    more = json.loads(_play(tmp_path, "--resume", run_dir.name, "--max-turns", str(committed + 3), "--json").stdout)
+    assert (more["run_id"], more["turns"], more["reason"]) == (run_dir.name, committed + 3, "max turns")
+    turns = [json.loads(line)["turn"] for line in (run_dir / "turns.jsonl").read_text().splitlines()]
+    assert turns == list(range(1, committed + 4))
+
+
 def test_claude_not_logged_in_is_said_plainly_with_both_fixes(tmp_path):
     for blank in ({}, {"ANTHROPIC_API_KEY": " \t", "CLAUDE_CODE_OAUTH_TOKEN": ""}):  # (a key of spaces is none)
         done = _play(tmp_path, "zork1", env=_env(tmp_path, **blank))

@@ -12,14 +12,18 @@ from frobozz.runner import (
     PlayerError,
     ResumeError,
     RunConfig,
+    RunLedger,
     RunNotFoundError,
     RunStore,
     Worker,
     _queue,
+    all_runs,
     enqueue,
     play,
+    run_row,
 )
 from frobozz.runner._queue import ATTEMPTS
+from frobozz.runner._run import new_info
 from tests.database import database_name
 from tests.waiting import eventually
 
@@ -77,8 +81,6 @@ async def test_a_run_whose_database_goes_away_stops_where_it_was_and_is_played_t
 async def test_the_leaderboard_s_figures_are_the_runs_own_results(ledger, runner_settings):
     import random
     import statistics
-
-    from frobozz.runner._run import new_info
 
     rng = random.Random(7)
     for model in ("claude-a", "claude-b", None):
@@ -274,3 +276,75 @@ async def test_a_run_on_a_worker_whose_disk_is_full_is_failed_after_its_attempts
     run = await worked_until_ended(Worker(ledger, settings), ledger, run_id)
     assert run["status"] == "failed" and run["reason"].endswith("OSError: [Errno 28] No space left on device")
     assert (await ledger.info(run_id)).errors == ATTEMPTS
+
+
+async def test_a_resume_by_hand_while_a_worker_takes_the_run_up_here_is_refused_and_the_worker_plays_each_turn_once(
+    ledger, runner_settings, monkeypatch
+):
+    """The worker's first checkout of a run wrote its files here before marking them the queue's: a `play --resume`
+    with no database configured (the queue's being the embedded one) that came in between played the run by hand,
+    and the worker then played it on from the database's record, each turn twice. Here the hand resume comes while
+    the worker is paused with the run's files written."""
+    (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=6), runner_settings, 1)
+    taken, go = anyio.Event(), anyio.Event()
+    real = RunLedger.checkout
+
+    async def checkout(self, *args, **kwargs):
+        store = await real(self, *args, **kwargs)
+        taken.set()
+        await go.wait()
+        return store
+
+    monkeypatch.setattr(RunLedger, "checkout", checkout)
+    worker = Worker(ledger, runner_settings)
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            await taken.wait()
+            try:
+                with pytest.raises(ResumeError, match=rf"run {run_id} belongs to the queue"):
+                    await play(RunConfig(resume=run_id), runner_settings)
+            finally:
+                go.set()
+
+            async def ended() -> object:
+                return (await ledger.get(run_id))["status"] == "finished"
+
+            await eventually(ended, interval=0.1)
+            worker.stop()
+    assert worker.played == [run_id]
+    assert [t.turn for t in await ledger.turns(run_id)] == list(range(1, 7))
+    assert [t.turn for t in RunStore.open(runner_settings.runs_dir, run_id).turns()] == list(range(1, 7))
+
+
+async def test_a_run_is_the_queue_s_from_the_moment_its_row_is_written_before_its_job_is_made(ledger, runner_settings):
+    """enqueue writes the run's row, then makes its job, then writes the job's id in the row: a `play --resume`
+    with the database configured that came before the id played the run by hand, as a worker did."""
+    info = new_info(RunConfig(game="zork1", player="walkthrough", max_turns=2), runner_settings)
+    await ledger.add(info)  # as enqueue writes it, its job not made yet
+    with pytest.raises(ResumeError, match=rf"run {info.run_id} belongs to the queue"):
+        await play(RunConfig(resume=info.run_id), runner_settings, ledger=ledger)
+    row = await ledger.get(info.run_id)
+    assert (row["status"], row["turns"]) == ("queued", 0) and not (runner_settings.runs_dir / info.run_id).exists()
+
+
+async def test_a_run_a_stopped_worker_puts_back_is_queued_everywhere_with_no_end_time(ledger, runner_settings):
+    """It was queued in the database with the end time of its stop, and `stopped: interrupted` in its directory
+    here (what this machine's web view lists): `runs show` said it had ended, the web that it was not live."""
+    (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=200), runner_settings, 1)
+    worker = Worker(ledger, runner_settings)
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+
+            async def playing() -> object:
+                return (await ledger.get(run_id))["turns"] >= 3
+
+            await eventually(playing, interval=0.1)
+            worker.stop()
+    row = await run_row(ledger, runner_settings.runs_dir, run_id)  # as `runs show` has it
+    assert (row["status"], row["reason"], row["ended_at"]) == ("queued", None, None) and row["turns"] >= 3
+    here = RunStore.open(runner_settings.runs_dir, run_id).as_it_stands()  # as the web view here lists it
+    assert (here.status, here.reason, here.turns) == ("queued", None, row["turns"])
+    assert [r["status"] for r in await all_runs(ledger, runner_settings.runs_dir)] == ["queued"]
+    assert worker.played == []
