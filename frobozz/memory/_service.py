@@ -173,9 +173,14 @@ class MemoryService:
 
     async def aclose(self) -> None:
         """Close the pool; with memory off, its connections still in use (on a database that does not answer) are
-        waited for only as long as a probe would, not the 10 s of a closing pool's patience."""
-        if self._pool is not None:
-            await close_pool(self._pool, PROBE_WAIT if self._silent is not None else POOL_CLOSE_TIMEOUT)
+        waited for only as long as a probe would, not the 10 s of a closing pool's patience. Connections in use
+        at the close while memory is on ask a probe first: on a database that hangs, no part had found it out
+        yet (the last turn's were done), and leaving chat waited out the whole 10 s."""
+        if self._pool is None:
+            return
+        if self._silent is None and self._pool.get_size() > self._pool.get_idle_size():
+            await self.going_without("connections still in use at the close")
+        await close_pool(self._pool, PROBE_WAIT if self._silent is not None else POOL_CLOSE_TIMEOUT)
 
     async def handoffs(self, *, max_chars: int = 100_000) -> HandoffStore:
         """The hand-off letters, beside the memories they name."""
