@@ -271,10 +271,11 @@ async def _chat(
         except MemoryStoreError as e:  # an unknown session, a namespace refused, the database gone
             err.print(f"[red]error:[/red] {escape(str(e))}")  # the error may quote what was given
             raise typer.Exit(1) from None
-        finally:
-            if transcripts is not None:  # (the engine has closed: a connection still in use hangs on the database)
-                await transcripts.aclose(timeout=2.0)
-            await service.aclose()
+        finally:  # side by side: each may wait on a database that hangs (the engine has closed)
+            async with anyio.create_task_group() as closing:
+                if transcripts is not None:
+                    closing.start_soon(partial(transcripts.aclose, timeout=2.0))
+                closing.start_soon(service.aclose)
 
     async def converse(loop: MemorySession, relay: HandoffRelay) -> None:
         turn_running = False
