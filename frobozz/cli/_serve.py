@@ -15,11 +15,23 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from frobozz.servers import SERVERS, load_server
+from frobozz.servers import MIN_TOKEN_CHARS, SERVERS, load_server
 
 from ._output import err
 from ._server import Server
 from ._trace import start_tracing, trace_option
+
+
+def _token_given(ctx: typer.Context, param: Any, value: str | None) -> str | None:
+    """The one token, refused at once when it is too short, named as it was given: `--token`, or the variable
+    (a bad setting is one line naming its variable; FROBOZZ_HUB_TOKEN=short was said as a bad `--token`)."""
+    if value is not None and len(value) < MIN_TOKEN_CHARS:
+        source = ctx.get_parameter_source(param.name)  # (by its name: typer's click may not be the `click` here)
+        hint = "FROBOZZ_HUB_TOKEN" if source is not None and source.name == "ENVIRONMENT" else "--token"
+        raise typer.BadParameter(
+            f"the hub's bearer token must be at least {MIN_TOKEN_CHARS} characters", param_hint=hint
+        )
+    return value
 
 
 def serve(
@@ -66,6 +78,7 @@ def serve(
     token: str | None = typer.Option(
         None,
         envvar="FROBOZZ_HUB_TOKEN",
+        callback=_token_given,
         show_default=False,
         help="The bearer token clients must send; generated when unset.",
     ),
@@ -295,6 +308,7 @@ def web(
     token: str | None = typer.Option(
         None,
         envvar="FROBOZZ_HUB_TOKEN",
+        callback=_token_given,
         show_default=False,
         help="The token the browser must give; generated when unset.",
     ),

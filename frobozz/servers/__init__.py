@@ -6,6 +6,7 @@ from typing import Any
 
 from ._configs import (
     BUNDLES,
+    MIN_TOKEN_CHARS,
     ConfigError,
     check_names,
     config_for,
@@ -37,6 +38,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BUNDLES",
+    "MIN_TOKEN_CHARS",
     "SERVERS",
     "BearerToken",
     "ConfigError",

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, quote, urlencode
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ._configs import MIN_TOKEN_CHARS
 from ._grants import Grant, find_grant, granted
 
 OPEN_PATHS = frozenset({"/healthz"})  # for load balancers' health checks
@@ -102,8 +103,8 @@ class _Gate:
 
 def BearerToken(app: ASGIApp, token: str) -> ASGIApp:  # a middleware, named as one
     """One token for everything."""
-    if len(token) < 16:
-        raise ValueError("the hub's bearer token must be at least 16 characters")
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ValueError(f"the hub's bearer token must be at least {MIN_TOKEN_CHARS} characters")
     expected = token.encode()
 
     def admit(given: str, _: str) -> tuple[bool, Grant | None, str]:

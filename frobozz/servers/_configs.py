@@ -21,6 +21,7 @@ BUNDLES: dict[str, tuple[str, ...]] = {
     "game": ("game",),
     "memory": ("cortex", "handoff"),
 }
+MIN_TOKEN_CHARS = 16  # the hub's one bearer token, at least (a generated one has 43)
 _PATHS = ("FROBOZZ_DATA_DIR", "FROBOZZ_GAMES_DIR")  # settings that are paths; secrets are never written out
 # claude expands `${VAR}` (and `${VAR:-default}`) in an HTTP server's headers from its own environment, when it starts
 HUB_TOKEN = "${FROBOZZ_HUB_TOKEN}"
@@ -67,7 +68,7 @@ def hub_config(names: list[str], url: str, token: str | None = None) -> dict[str
     with its bearer token: `token`, or `${FROBOZZ_HUB_TOKEN}`, which claude reads from its environment as it
     starts. A server that signs with claude's session (handoff) is also sent `${FROBOZZ_SESSION_ID}`."""
     base = hub_url(url)
-    if token is not None and (len(token) < 16 or any(c.isspace() or not c.isprintable() for c in token)):
+    if token is not None and (len(token) < MIN_TOKEN_CHARS or any(c.isspace() or not c.isprintable() for c in token)):
         raise ConfigError("the hub's token is the one it printed (16 characters at least, no spaces)")
     auth = {"Authorization": f"Bearer {token if token is not None else HUB_TOKEN}"}
     return {

@@ -82,6 +82,12 @@ def test_bad_arguments_are_clear_errors(tmp_path):
     ):
         done = frobozz("web", *args, check=False)
         assert done.returncode == 2 and message in done.stderr, (args, done.stderr)
+    # a token from the environment is blamed on its variable, not on an option no one gave
+    for command in (["web"], ["serve", "all", "--http"], ["serve", "agent", "--workspaces", str(tmp_path)]):
+        done = frobozz(*command, env={**os.environ, "FROBOZZ_HUB_TOKEN": "tok123"}, check=False)
+        said = " ".join(done.stderr.replace("│", " ").split())
+        assert done.returncode == 2 and "Invalid value for FROBOZZ_HUB_TOKEN: " in said, (command, said)
+        assert "at least 16 characters" in said and "--token" not in said, (command, said)
 
 
 def test_a_port_already_in_use_is_one_error_line_and_no_address_or_sign_in_link_is_printed_before_it(frobozz_env):
