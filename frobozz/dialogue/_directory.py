@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -244,6 +245,28 @@ class DialogueDir:
         self.keep_good()
         self.save(ledger)
         return step
+
+    def sweep(self) -> list[Path]:
+        """Take away what a writer killed halfway through an atomic write left: its temporary file beside the file
+        it was writing (`.checkpoint.json.k3x9_q2a.tmp`), of the files this module writes, and no other (the
+        dialogue's are whole: the rename had not happened). For a resume, which holds the lock: no writer of
+        this dialogue is alive. The files taken away are returned."""
+        gone = []
+        for folder, names in (
+            (self.path, (QUESTION, *SHARED)),
+            (self.private, (self.ledger_path.name, self.checkpoint_path.name)),
+            (self.private / "good", (QUESTION, *SHARED)),
+        ):
+            leftover = re.compile(rf"\.(?:{'|'.join(re.escape(n) for n in names)})\.[a-z0-9_]{{8}}\.tmp")
+            try:
+                found = [p for p in folder.iterdir() if leftover.fullmatch(p.name)]
+            except FileNotFoundError:
+                continue
+            for path in found:
+                if not path.is_symlink() and path.is_file():
+                    path.unlink(missing_ok=True)
+                    gone.append(path)
+        return gone
 
     def finish(self, ledger: Ledger, step: str) -> None:
         ledger.done.append(step)

@@ -36,6 +36,7 @@ from ._events import (
 )
 from ._guard import Guard
 from ._inputs import check_question
+from ._restored_cost import restored_cost
 from ._roles import Role
 from ._tool_log import RoleToolLog
 from .exceptions import DialogueError, DialogueFileError, DialogueInputError, TurnError
@@ -137,6 +138,7 @@ class Dialogue:
             _check_resumable(directory, ledger)
             dialogue = cls(directory, ledger, options=options, settings=settings, on_event=on_event)
             rewound = directory.rewind(ledger)
+            directory.sweep()  # a kill -9 halfway through a write leaves its temporary file
         except BaseException:
             os.close(lock)
             raise
@@ -310,8 +312,8 @@ class Dialogue:
         )
         env = Engine(options).env  # where claude keeps this role's transcript depends on its environment
         resume = role.session_id if transcript_path(role.session_id, self.dir.path, env).is_file() else None
-        if resume is not None:  # claude carries the session's cost total on: what the role has spent so far
-            self._costs.resumed(resume, self.ledger.stats.get(role.agent, {}).get("cost_usd", 0.0))
+        if resume is not None:  # claude carries on from the total it restores (not what the ledger says was spent)
+            self._costs.resumed(resume, restored_cost(transcript_path(resume, self.dir.path, env), resume))
         session = await stack.enter_async_context(Session(options, observers=[tools], resume=resume))
         self._sessions[role.name] = (session, tools, guard)
         return self._sessions[role.name]

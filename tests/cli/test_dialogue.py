@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -183,6 +184,60 @@ def test_a_dialogue_killed_in_round_two_resumes_to_the_same_files_as_one_never_k
     assert again.returncode == 0 and "▶" not in again.stdout and "dialogue finished: 2 rounds" in again.stdout
     taken = frobozz(cli_env, *arguments(inputs, killed))
     assert taken.returncode == 2 and "already holds a dialogue" in taken.stderr
+
+
+FINISHED = re.compile(r"✓ (\d+) tools?, [\d.]+ s, \$(\d+\.\d{4})")
+ROW = re.compile(r"│ *(\S+) *│ *\S+ *│ *(\d+) *│ *(\d+) *│ *\d+ *│ *[\d.]+ s *│ *\$(\d+\.\d{4}) *│")
+
+
+def turn_costs(stdout: str) -> list[tuple[int, float]]:
+    """Each finished turn of the live view: its tools and its cost."""
+    return [(int(tools), float(cost)) for tools, cost in FINISHED.findall(stdout)]
+
+
+def table_of(stdout: str) -> dict[str, tuple[int, int, float]]:
+    """The final table: role -> turns, tools, cost."""
+    return {role: (int(turns), int(tools), float(cost)) for role, turns, tools, cost in ROW.findall(stdout)}
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [("▶ round 1 · Architect-2",), ("▶ round 1 · Scribe (summary)", "[Tool] Read: summary.md")],
+    ids=["between-turns", "in-the-scribes-turn"],
+)
+def test_every_turn_after_a_kill_and_a_resume_costs_what_its_requests_cost_and_so_do_the_totals(
+    cli_env, inputs, tmp_path, cut
+):
+    """The scripted model bills every request alike, and each request of a turn ends in one tool call or in the
+    turn's last word: a turn costs (tools + 1) requests, a role (tools + turns). A claude killed with -9 leaves no
+    running total for its resume to carry on from: the resumed claude counts from what claude restores, not from
+    what the ledger says the role spent (the first turn of a resumed role cost $0.0000)."""
+    whole = frobozz(cli_env, *arguments(inputs, tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stderr
+    costs = {cost for _, cost in turn_costs(whole.stdout)}
+    assert len(costs) == 1 and {tools for tools, _ in turn_costs(whole.stdout)} == {2}
+    request = costs.pop() / 3  # Read, Edit, the last word
+
+    killed = tmp_path / "killed"
+    child = pexpect.spawn(
+        sys.executable, ["-m", "frobozz", *arguments(inputs, killed)], env=cli_env, encoding="utf-8", timeout=180
+    )
+    for line in cut:
+        child.expect_exact(line)
+    children = descendants(child.pid)
+    os.kill(child.pid, signal.SIGKILL)
+    child.expect(pexpect.EOF)
+    assert still_running(children, within=10) == []
+    resumed = frobozz(cli_env, "dialogue", "run", "--resume", str(killed))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "was cut off and runs again" in resumed.stdout and final_files(killed) == final_files(tmp_path / "whole")
+    turns = turn_costs(resumed.stdout)
+    assert len(turns) >= 5 and [cost for _, cost in turns] == [round((tools + 1) * request, 4) for tools, _ in turns]
+    table = table_of(resumed.stdout)
+    assert {role: turns for role, (turns, _, _) in table.items()} == {"Architect-1": 2, "Architect-2": 2, "Scribe": 3}
+    assert {role: cost for role, (_, _, cost) in table.items()} == {
+        role: round((tools + turns) * request, 4) for role, (turns, tools, _) in table.items()
+    }
 
 
 def test_the_live_view_errors_and_table_keep_whole_lines_at_80_columns_when_piped(

@@ -4,8 +4,11 @@ orchestrator writes every entry's metadata, the scribe's summary and synthesis, 
 from __future__ import annotations
 
 import json
+import signal
+import sys
 from datetime import datetime, timedelta
 
+import pexpect
 import pytest
 
 from frobozz.dialogue import (
@@ -226,6 +229,42 @@ async def test_a_turn_that_fails_stops_the_dialogue_which_resumes_each_roles_ses
     }
 
 
+async def test_a_turn_that_fails_after_spending_part_of_its_cost_is_not_billed_again_to_the_turn_run_after_it(
+    make_options, roles, tmp_path
+):
+    """Architect-2's round 2 reads (one request billed), then the model fails. claude's session total, which the
+    resumed claude carries on from, holds that read; the ledger does not (the turn never finished). The turn run
+    again costs what its own requests cost (the scripted model bills each request alike: a whole turn is three,
+    Read, Edit and the last word), and the role's total is its finished turns'."""
+    script, path = ScriptedDialogue(), tmp_path / "talk"
+
+    def fails(request):
+        return (
+            ApiError(500, "api_error", "the model is down")
+            if "Architect-2 Prompt" in request.system
+            and "Round 2" in instruction_of(request)
+            and last_tool(request) == "Read"
+            else script(request)
+        )
+
+    first = []
+    async with ScriptedModel(fails) as model:
+        with pytest.raises(TurnError, match="the model is down"):
+            await run_dialogue(path, make_options(model), roles[:2], rounds=2, events=first)
+    [turn] = {round(e.cost_usd, 9) for e in first if isinstance(e, StepFinished)}  # every whole turn alike
+    assert turn > 0
+    events = []
+    async with ScriptedModel(script) as model:
+        report = await run_dialogue(path, make_options(model), resume=True, events=events)
+    [again] = [e for e in events if isinstance(e, StepFinished)]
+    assert again.step.key == "2:agent:Architect-2" and model.requests
+    assert round(again.cost_usd, 6) == round(turn / 3 * len(model.requests), 6)
+    assert {r.role: (r.turns, round(r.cost_usd, 6)) for r in report.roles} == {
+        "Architect-1": (2, round(2 * turn, 6)),
+        "Architect-2": (2, round(turn + again.cost_usd, 6)),
+    }
+
+
 async def test_the_first_entry_of_a_dialogue_cannot_end_it_there_is_no_one_to_agree_with(make_options, roles, tmp_path):
     async with ScriptedModel(ScriptedDialogue(agree={(1, "Architect-1")})) as model:
         report = await run_dialogue(tmp_path / "talk", make_options(model), roles[:2], rounds=1)
@@ -392,3 +431,44 @@ def test_a_broken_checkpoint_of_the_turn_cut_off_is_named_on_resume_rather_than_
     assert message.startswith(f"the orchestrator's record {path.resolve()}/.dialogue/checkpoint.json is broken (")
     assert why in message and "the step 1:agent:Architect-2 that was cut off cannot be run again" in message
     assert "does not match" not in message and files_of(path) == before
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from frobozz._files import atomic_file
+with atomic_file(Path(sys.argv[1])) as f:
+    f.write('{"step": "half')
+    f.flush()
+    print("halfway", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_resume_takes_away_the_temporary_file_a_writer_killed_halfway_left_and_only_that(roles, tmp_path):
+    """A kill -9 in the middle of a checkpoint's write leaves `.checkpoint.json.XXXXXXXX.tmp` beside it; the resume
+    takes it away (and the like beside the other files the orchestrator writes), never a file of another pattern."""
+    path = tmp_path / "talk"
+    cut_off(path, roles)
+    checkpoint = path / ".dialogue" / "checkpoint.json"
+    kept = checkpoint.read_bytes()
+    writer = pexpect.spawn(sys.executable, ["-c", WRITER, str(checkpoint)], encoding="utf-8", timeout=60)
+    writer.expect_exact("halfway")
+    writer.kill(signal.SIGKILL)
+    writer.expect(pexpect.EOF)
+    [left] = [p for p in checkpoint.parent.iterdir() if p.name.endswith(".tmp")]
+    assert left.name.startswith(".checkpoint.json.") and checkpoint.read_bytes() == kept
+    others = [
+        path / ".dialogue.json.k3x9q2a_.tmp",  # (as a kill halfway through the skeleton's write leaves)
+        path / ".dialogue" / "good" / ".summary.md.0a1b2c3d.tmp",
+    ]
+    theirs = [
+        path / ".notes.md.k3x9q2a_.tmp",  # a file of the user's own
+        path / ".dialogue" / ".checkpoint.json.tmp",
+        path / ".dialogue" / ".checkpoint.json.k3x9q2a_.tmp.keep",
+    ]
+    for p in (*others, *theirs):
+        p.write_text("x")
+    Dialogue.resume(path).close()
+    assert not left.exists() and not [p for p in others if p.exists()]
+    assert [p for p in theirs if p.exists()] == theirs and checkpoint.read_bytes() == kept
