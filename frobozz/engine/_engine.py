@@ -127,7 +127,8 @@ class Engine(ControlRequests):
 
     async def start(self, session_id: str | None = None, *, mirror: bool = True, one_session: bool = True) -> None:
         """Spawn claude. With `session_id`, first replay its transcript as events, then resume it. `mirror=False`:
-        nothing is mirrored into the session store until `take_over` (a warm spare's rehearsal is nobody's).
+        nothing is mirrored into the session store, nor traced, until `take_over` (a warm spare's rehearsal is
+        nobody's).
         `one_session=False`: this claude will serve many sessions (a pool's, which `/clear`s between them), so
         its own telemetry is not given one session's id as a resource attribute."""
         if self._tg is None:
@@ -148,12 +149,15 @@ class Engine(ControlRequests):
                 await self._emit(event)
             self.session_id = session_id
         self._one_session = one_session and mirror  # a spare's session is its taker's, made after a /clear
-        self.trace.start()
+        if mirror:
+            self.trace.start()
+        else:  # nor traced: its session span and turns are its taker's, from `take_over`
+            self.trace.hold()
         if self.options.proxy:
             self._proxy = Proxy(self.env.get("ANTHROPIC_BASE_URL"), self._on_usage, self.trace)
             await self._tg.start(self._proxy.run)
             self.env["ANTHROPIC_BASE_URL"] = self._proxy.url
-            if self.trace.on:  # Frobozz's MCP servers ask here for their call's trace context
+            if self.trace.recording:  # Frobozz's MCP servers ask here for their call's trace context
                 self.env[_spans.TRACE_PARENTS_ENV] = self._proxy.trace_parents_url
         for attempt in range(1, self.options.max_restarts + 2):
             try:
@@ -177,7 +181,7 @@ class Engine(ControlRequests):
         if self.state is not EngineState.RUNNING or self._tg is None:
             raise EngineError(f"only a running engine can be taken over; this one is {self.state.value}")
         self.options = options
-        self.trace.attributes = {k: v for k, v in options.trace_attributes.items() if v is not None}  # the taker's
+        self.trace.take_over(options.trace_attributes)  # the taker's session span, linked to the taker's work
         self._hooks = HookRegistry(options.hooks)
         if self._control is not None:  # (a rehearsal's quiet hooks end here)
             self._control.rebind(can_use_tool=options.can_use_tool, hooks=self._hooks)

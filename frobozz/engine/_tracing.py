@@ -81,7 +81,8 @@ class EngineTrace:
     def __init__(
         self, attributes: Mapping[str, Any] | None = None, *, content: int | None = None, cwd: str | None = None
     ) -> None:
-        self.on = S.recording()
+        self.recording = S.recording()  # tracing is set up: this engine's spans are made (a spare's once taken)
+        self.on = self.recording  # spans are made now (not while `hold` lasts)
         if self.on:
             load_prices()
         self.attributes = {k: v for k, v in (attributes or {}).items() if v is not None}
@@ -95,6 +96,24 @@ class EngineTrace:
         self._prepared = False  # a turn opened before its message is sent (the memory loop's work is in it)
 
     # -- the session and its turns ------------------------------------------------------------------
+    def hold(self) -> None:
+        """Nothing is traced from now until `take_over`: a warm spare's start, its rehearsed turns and its wait
+        are nobody's session (a session that takes it over begins its own there)."""
+        self.on = False
+
+    def take_over(self, attributes: Mapping[str, Any] | None) -> None:
+        """A session takes this claude over now (a warm spare's): a session span of its own, with its attributes,
+        linked to the taker's current span (a routine's firing, a queued job: the session is its work), its
+        turns counted from 1 and claude's session id told afresh (the taker's session begins with its first
+        message). A span this engine had begun before (it was not held) ends here."""
+        self.close()
+        self.on = self.recording
+        self.attributes = {k: v for k, v in (attributes or {}).items() if v is not None}
+        self.turns = 0
+        self.session_id = None
+        self._prepared = False
+        self.start()
+
     def start(self) -> None:
         if not self.on or self.session is not None:
             return

@@ -4,14 +4,16 @@ turn, a span per model request (GenAI conventions) and per tool call; errors red
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
+import anyio
 import pytest
 from genai_prices import Usage as PriceUsage
 from genai_prices import calc_price
 from opentelemetry.trace import SpanKind, StatusCode
 
 from frobozz import _spans as S
-from frobozz.engine import Engine, EngineSettings, Result
+from frobozz.engine import Engine, EngineSettings, Result, Session, WarmSpare
 from frobozz.engine.testing import ApiError, Reply, ScriptedModel, Text, ToolUse, replies
 from tests.engine.conftest import until
 
@@ -144,7 +146,7 @@ async def test_with_tracing_off_nothing_is_made_and_claude_is_told_nothing(make_
 
 
 async def test_a_denied_call_and_a_failed_one_are_red_with_their_outcome(make_options, claude_home, spans):
-    from frobozz.engine import Allow, Deny, Session
+    from frobozz.engine import Allow, Deny
 
     outside = claude_home.parent / "elsewhere" / "escape.md"
 
@@ -193,3 +195,37 @@ async def test_a_compaction_is_an_event_on_its_turn_and_its_rewritten_request_sa
         for c in _by_name(finished, S.CHAT)
         if c.context.trace_id == compacted[0].context.trace_id
     )
+
+
+async def test_a_session_taking_a_warm_spare_over_is_traced_from_there_linked_to_its_taker_s_work_alone(
+    make_options, spans
+):
+    """The spare's session span opened when the spare started (linked to whatever work primed it, with the
+    spare's attributes), and its rehearsed turns (its first turn answered by the engine, then `/clear`) were
+    traced and counted as the session's: the taker's first turn was turn 3. A spare never taken traces nothing."""
+    async with ScriptedModel(lambda r: f"You said: {r.last_user_text()}") as model:
+        options = make_options(model)
+        async with WarmSpare() as spare:
+            with S.tracer().start_as_current_span("primer"):
+                spare.prime(options)
+            with anyio.fail_after(120):
+                await spare.wait_ready()
+            with S.tracer().start_as_current_span("taker") as taker:
+                traced = replace(options, trace_attributes={S.SESSION_KIND: "test"})
+                async with Session(traced, spare=spare) as session:
+                    await session.send("hello")
+                    with anyio.fail_after(120):
+                        await until(session.events(), Result)
+                    with anyio.fail_after(120):
+                        await spare.wait_ready()  # the next spare, started during this work, never taken
+                    session_id = session.engine.session_id
+            assert spare.taken == 1
+    finished = spans.get_finished_spans()
+    [session] = _by_name(finished, S.SESSION)
+    assert session.attributes[S.SESSION_KIND] == "test" and session.attributes[S.SESSION_ID] == session_id
+    assert [link.context.span_id for link in session.links] == [taker.get_span_context().span_id]
+    [turn] = _by_name(finished, S.TURN)
+    assert turn.attributes[S.TURN_NUMBER] == 1 and turn.attributes[S.SESSION_KIND] == "test"
+    assert [link.context.span_id for link in turn.links] == [session.context.span_id]
+    assert session.attributes[S.NUM_TURNS] == 1
+    assert all(c.context.trace_id == turn.context.trace_id for c in _by_name(finished, S.CHAT))
