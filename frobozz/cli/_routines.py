@@ -150,6 +150,22 @@ def add(
     out.print(f"routine {spec.name}: {escape(spec.describe())}; `frobozz worker` fires it")
 
 
+async def _ended_dead(store: Any, ledger: Any) -> None:
+    """First, the firings by hand whose `routine run` died mid-firing are ended (as a worker's look ends them),
+    so that what is listed is not one left running for ever."""
+    from frobozz.routines import RoutineSettings, end_dead_by_hand
+
+    await end_dead_by_hand(store, ledger, RoutineSettings())
+
+
+async def _listed(store: Any, r: dict[str, Any]) -> dict[str, Any]:
+    """A routine as `list` and `show` give it: with its next firing (a schedule's due time, as the web view's)."""
+    from frobozz.routines import next_firing
+
+    due, words = await next_firing(store, r)
+    return {**_row(r), "next_due": due, "next": words}
+
+
 def _row(r: dict[str, Any]) -> dict[str, Any]:
     spec = r["spec"]
     return {
@@ -167,19 +183,27 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
 @routine_app.command("list")
 def list_(as_json: bool = typer.Option(False, "--json")) -> None:
     """Every routine: when it fires, whether it is paused, its firings by state."""
-    rows = [_row(r) for r in _with_store(lambda store, ledger: store.routines())]
+
+    async def work(store: Any, ledger: Any) -> list[dict[str, Any]]:
+        await _ended_dead(store, ledger)
+        return [await _listed(store, r) for r in await store.routines()]
+
+    rows = _with_store(work)
     if as_json:
         out.print_json(json.dumps(rows, default=str))
         return
     if not rows:
         out.print("no routines yet: `frobozz routine add NAME --cron '30 7 * * *' --prompt ...` adds one")
         return
-    table = Table("routine", "when", "state", "firings", "last fired")
+    # "when" folds: a feed's or an inbox's URL whole (cut to `http://127.0.…`, two feeds of one host looked
+    # alike), and under the trigger, the next firing
+    table = Table("routine", Column("when", overflow="fold", ratio=3), "state", "firings", "last fired")
     for r in rows:
         state = "paused" if r["paused"] else ("problem: " + r["problem"] if r["problem"] else "active")
         counts = ", ".join(f"{n} {s}" for s, n in sorted(r["firings"].items())) or "-"
         last = _moment(r["last_fired"]) if r["last_fired"] else "-"
-        table.add_row(r["name"], cell(r["when"]), cell(state), counts, last)
+        when = Text.assemble(cell(r["when"]), ("\nnext: " + r["next"], "dim") if r["next"] else "")
+        table.add_row(r["name"], when, cell(state), counts, last)
     out.print(table)
 
 
@@ -190,7 +214,8 @@ def show(
     """One routine and its firings (due time or item, state, run, cost), newest first."""
 
     async def work(store: Any, ledger: Any) -> dict[str, Any]:
-        row = _row(await store.routine(name))  # (as `list` gives it: its counts and last firing too)
+        await _ended_dead(store, ledger)
+        row = await _listed(store, await store.routine(name))  # (as `list` gives it: its counts, last firing too)
         row["firings_list"] = await store.firings(name, limit=limit)
         return row
 
@@ -199,6 +224,8 @@ def show(
         out.print_json(json.dumps(row, default=str))
         return
     out.print(Text.assemble((row["name"], "bold"), ": ", cell(row["when"]), " (paused)" if row["paused"] else ""))
+    if row["next"]:
+        out.print(Text.assemble(("next firing:", "dim"), " ", row["next"]))
     out.print(Text.assemble(("memory namespace:", "dim"), " ", row["spec"]["namespace"]))
     if row["problem"]:  # (a server's words: a mail server's, a feed's)
         out.print(Text.assemble(("at the last look:", "yellow"), " ", cell(row["problem"])))
@@ -206,8 +233,8 @@ def show(
         out.print("no firings yet")
         return
     # At 80 columns six columns cut the due time and the run id: the firing's text (its title, the reason,
-    # when it was recorded) is one column that folds; the state, the run id (what `runs show` takes) and the
-    # cost are never cut.
+    # when it ran) is one column that folds; the state, the run id (what `runs show` takes) and the cost are
+    # never cut.
     table = Table(
         Column("firing", overflow="fold"),
         Column("state", no_wrap=True),
@@ -220,13 +247,24 @@ def show(
             Text.assemble(
                 cell(f["title"]),  # a mail's subject, a feed item's title: outside text
                 ("\n" + cell(f["reason"]).plain, "italic") if f["reason"] else "",  # (plain text: no markup read)
-                ("\nat " + _moment(f["created"]), "dim"),
+                ("\n" + _ran(f), "dim"),
             ),
             f["state"],
             f["run_id"] or "",
             f"${f['cost_usd']:.4f}",
         )
     out.print(table)
+
+
+def _ran(firing: dict[str, Any]) -> str:
+    """When a firing ran: 'started …, ended …' ('running since …'); one that never started (skipped, missed,
+    or still queued) says when it was recorded. (It said 'at' the time it was queued: a due time's firing read
+    'due 18:28:30 / finished / at 18:28:27'.)"""
+    if firing["started"] is None:
+        return f"{'queued' if firing['state'] == 'queued' else 'recorded'} {_moment(firing['created'])}"
+    if firing["state"] in ("queued", "running"):
+        return f"running since {_moment(firing['started'])}"
+    return f"started {_moment(firing['started'])}\nended {_moment(firing['ended'])}"
 
 
 def _moment(value: object) -> str:
@@ -264,11 +302,11 @@ def run(name: str) -> None:
     import secrets
 
     from frobozz.memory import MemoryService, MemorySettings
-    from frobozz.routines import Firer, RoutineSettings
+    from frobozz.routines import BY_HAND, Firer, RoutineSettings
 
     async def work(store: Any, ledger: Any) -> dict[str, Any] | None:
         await store.get(name)
-        key = f"run:{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(2)}"
+        key = f"{BY_HAND}{datetime.now(UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(2)}"
         await store.claim(name, key, "run by hand")
         memory = MemoryService(MemorySettings())
         try:

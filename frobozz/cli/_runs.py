@@ -28,10 +28,31 @@ T = TypeVar("T")
 
 def _no_worker(row: dict[str, Any]) -> str:
     """What `runs show` says of a run no queue worker took: a finished run played by `play` or a routine's firing
-    was "(not taken yet)" too."""
+    was "(not taken yet)" too; a routine's firing, which a worker fired, "played where it was started"."""
+    firing = row.get("firing")
+    if firing is not None:
+        where = f" on {firing['worker']}" if firing["worker"] else ""
+        if firing["by_hand"]:
+            return f"none: fired by hand (`routine run {firing['routine']}`){where}"
+        worker = firing["worker"] or "a routine worker (which one was not kept)"
+        return f"{worker}, firing routine {firing['routine']}"
     if not row["in_database"]:
         return "played here, not in the database"
     return "(not taken yet)" if row["status"] == "queued" else "none: played where it was started, not queued"
+
+
+async def _firing(run_id: str) -> dict[str, Any] | None:
+    """The routine firing that made the run (None: no routine's), on the runs' database."""
+    from frobozz.routines import BY_HAND, RoutineStore
+
+    store = await RoutineStore.open(size=1)
+    try:
+        found = await store.by_run(run_id)
+    finally:
+        await store.aclose()
+    if found is None:
+        return None
+    return {**found, "by_hand": found["key"].startswith(BY_HAND)}
 
 
 def _with_ledger(work: Callable[[Any], Awaitable[T]], *, one_shot: bool = True, size: int = 4) -> T:
@@ -191,6 +212,9 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
         row = await run_row(ledger, here, run_id.strip())
         row["info"] = json.loads(row["info"])
         row.pop("snapshot", None)
+        row["firing"] = await _firing(row["run_id"]) if row["in_database"] and not row["worker"] else None
+        if row["mode"] == "routine":
+            row["won"] = None  # a routine's firing is no game: neither won nor lost
         turns = (
             await ledger.turns(row["run_id"])
             if row["in_database"]
@@ -223,7 +247,7 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
         ("status", f"{row['status']}" + (f": {row['reason']}" if row["reason"] else "")),
         ("score", score),
         ("turns", row["turns"]),
-        ("won", "yes" if row["won"] else "no"),
+        ("won", "n/a (a routine's firing, not a game)" if row["won"] is None else "yes" if row["won"] else "no"),
         ("cost", f"${row['cost_usd']:.4f}"),
         ("worker", row["worker"] or _no_worker(row)),
         ("run directory", row["run_dir"] or "-"),

@@ -5,12 +5,13 @@ file), and each worker reads them there when it looks at the mailbox."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import available_timezones
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -154,8 +155,28 @@ class Routine(BaseModel):
         if self.kind == "cron":
             return f"cron {self.cron} ({self.tz})"
         if self.kind == "every":
-            return f"every {self.every:g} s"
-        return f"{self.kind} {self.url} (poll {self.poll:g} s)"
+            every = self.every or 0.0
+            return f"every {seconds(every)}" + (f" ({readable(every)})" if readable(every) else "")
+        return f"{self.kind} {self.url} (poll {seconds(self.poll)}" + (
+            f", {readable(self.poll)})" if readable(self.poll) else ")"
+        )
+
+
+def seconds(value: float) -> str:
+    """A number of seconds as typed: '31622400 s', '1.5 s' (`:g` said 3.16224e+07)."""
+    return f"{value:.3f}".rstrip("0").rstrip(".") + " s"
+
+
+def readable(value: float) -> str:
+    """An interval of an hour or more in days, hours, minutes: '366 d', '1 d 2 h 30 min'; '' for less."""
+    if value < 3600:
+        return ""
+    parts, left = [], int(value)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        count, left = divmod(left, size)
+        if count:
+            parts.append(f"{count} {unit}")
+    return " ".join(parts)
 
 
 def _check_workspace(workspace: str) -> None:
@@ -196,12 +217,28 @@ def _check_inbox(url: str) -> None:
     more than a user name and a folder into the IMAP commands."""
     if _CONTROL.search(url):
         raise ValueError(f"the inbox URL {url[:80]!r} has control characters")
-    _, _, _, folder, user = parse_url(url)
+    try:
+        _, _, _, folder, user = parse_url(url)
+    except ProducerError as e:
+        if "in the clear" not in str(e):
+            raise
+        # (the engine's suggestion was imaps://HOST, the user and folder dropped: then refused as naming no user)
+        raise ValueError(f"plain imap:// sends the password in the clear: use {_with_tls(url)[:200]}") from None
     if urlsplit(url).port == 0:
         raise ValueError(f"the inbox URL {url[:80]!r} has port 0")
     if not user:
         raise ValueError("the inbox URL names no user: imaps://USER@host[:port][/folder] (the worker logs in as USER)")
     check_mailbox(user, folder)  # (a ProducerError, said as the spec's)
+
+
+def _with_tls(url: str) -> str:
+    """A plain imap:// URL with imaps://, its user, host and folder kept (the port too, unless IMAP's own 143)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    with contextlib.suppress(ValueError):
+        if parts.port == 143:
+            netloc = netloc.rsplit(":", 1)[0]
+    return urlunsplit(("imaps", netloc, parts.path, parts.query, parts.fragment))
 
 
 def routine(**values: object) -> Routine:

@@ -4,7 +4,9 @@ item is delivered when its firing has ended (done, skipped or failed), not when 
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -19,6 +21,11 @@ from .exceptions import RoutineInputError, RoutineNotFoundError
 ENDED = ("done", "skipped", "failed")
 FIRST_READ = "first-read"  # the key of the firing that records a feed's first read (no entry's: they are hashes)
 STATES = ("queued", "running", *ENDED)
+BY_HAND = "run:"  # the key of a firing by hand (`routine run`) begins so (a due time's is a date, an item's a hash)
+DIED_BY_HAND = (
+    "abandoned: the `routine run` that fired it by hand stopped mid-firing (killed, or its machine went down); "
+    "it ended when it was last seen alive"
+)
 
 
 def _named(name: str) -> str:
@@ -193,8 +200,8 @@ class RoutineStore:
     async def firings(self, name: str, *, limit: int = 100) -> list[dict[str, Any]]:
         """The newest firings first."""
         rows = await self.pool.fetch(
-            "SELECT routine, key, title, due, state, reason, run_id, cost_usd, attempts, created, started, ended "
-            "FROM routine_firings WHERE routine = $1 ORDER BY created DESC, key DESC LIMIT $2",
+            "SELECT routine, key, title, due, state, reason, run_id, cost_usd, attempts, created, started, ended, "
+            "worker FROM routine_firings WHERE routine = $1 ORDER BY created DESC, key DESC LIMIT $2",
             name,
             limit,
         )
@@ -225,8 +232,9 @@ class RoutineStore:
         )
 
     async def start(self, name: str, key: str, run_id: str | None) -> None:
-        """The firing's attempt starts now. One that was running (its worker died mid-firing: it is taken up
-        again) is kept as an earlier attempt, from its start until its worker was last seen (`alive`)."""
+        """The firing's attempt starts now, in this process (`worker`: "host:pid"). One that was running (its worker
+        died mid-firing: it is taken up again) is kept as an earlier attempt, from its start until its worker was
+        last seen (`alive`)."""
         async with self.pool.acquire() as c, c.transaction():
             await c.execute(
                 "INSERT INTO routine_attempts (routine, key, started, alive) "
@@ -238,10 +246,11 @@ class RoutineStore:
             )
             await c.execute(
                 "UPDATE routine_firings SET state = 'running', attempts = attempts + 1, started = now(), "
-                "alive = NULL, run_id = COALESCE($3, run_id) WHERE routine = $1 AND key = $2",
+                "alive = NULL, run_id = COALESCE($3, run_id), worker = $4 WHERE routine = $1 AND key = $2",
                 name,
                 key,
                 run_id,
+                f"{socket.gethostname()}:{os.getpid()}",  # (as the runner names its workers)
             )
 
     async def alive(self, name: str, key: str) -> None:
@@ -251,6 +260,29 @@ class RoutineStore:
             name,
             key,
         )
+
+    async def end_dead_by_hand(self, stale: float) -> list[dict[str, Any]]:
+        """End the firings by hand (`routine run`) whose process was not seen alive for `stale` seconds (it marks
+        itself alive every few seconds, as a worker does): failed, abandoned, ended when last seen (a killed
+        `routine run` has no queue to give its firing to another; it was left running for ever, and an inbox's
+        or feed's next item waited for it). Those ended, with their run ids, for their runs to end too."""
+        rows = await self.pool.fetch(
+            "UPDATE routine_firings SET state = 'failed', reason = $3, ended = COALESCE(GREATEST(started, alive), "
+            "created) WHERE starts_with(key, $1) AND state IN ('queued', 'running') "
+            "AND COALESCE(GREATEST(started, alive), created) < now() - make_interval(secs => $2) "
+            "RETURNING routine, key, run_id, ended",
+            BY_HAND,
+            float(stale),
+            DIED_BY_HAND,
+        )
+        return [dict(r) for r in rows]
+
+    async def by_run(self, run_id: str) -> dict[str, Any] | None:
+        """The firing whose run is `run_id` (None: no routine's)."""
+        row = await self.pool.fetchrow(
+            "SELECT routine, key, state, worker FROM routine_firings WHERE run_id = $1 LIMIT 1", run_id
+        )
+        return None if row is None else dict(row)
 
     async def finish(
         self,

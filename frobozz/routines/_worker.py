@@ -33,7 +33,7 @@ from frobozz.runner import RunLedger, RunNotFoundError, install_queue
 
 from ._fire import fire, item_json
 from ._spec import Routine, producer
-from ._store import ENDED, RoutineStore
+from ._store import DIED_BY_HAND, ENDED, RoutineStore
 from ._warm import Warm
 from .exceptions import RoutineError
 from .settings import RoutineSettings
@@ -129,6 +129,26 @@ async def next_due(store: RoutineStore, row: dict[str, Any]) -> datetime | None:
     if row["spec"].kind not in ("cron", "every"):
         return None
     return (await _next(store, row))[2]
+
+
+async def _run_failed(ledger: RunLedger, run_id: str, reason: str, ended: datetime) -> None:
+    with contextlib.suppress(RunNotFoundError):  # (none when the firing ended before its run was made)
+        info = await ledger.info(run_id)
+        if info.status in ("queued", "running"):
+            info.status, info.reason = "failed", reason
+            await ledger.save(info, ended_at=ended)
+
+
+async def end_dead_by_hand(store: RoutineStore, ledger: RunLedger, settings: RoutineSettings) -> int:
+    """End the firings by hand (`routine run`) whose process died mid-firing, and their runs, by the rule the
+    queue has for a worker's: not seen alive (marked every ALIVE_EVERY seconds) for the worker heartbeat (at
+    least three marks). How many were ended. Each worker's look does it, and `routine list`/`show`."""
+    ended = await store.end_dead_by_hand(max(settings.worker_heartbeat, 3 * ALIVE_EVERY))
+    for firing in ended:
+        log.warning("routine %s: firing %s by hand %s", firing["routine"], firing["key"], DIED_BY_HAND)
+        if firing["run_id"]:
+            await _run_failed(ledger, firing["run_id"], DIED_BY_HAND, firing["ended"])
+    return len(ended)
 
 
 class Firer:
@@ -273,11 +293,7 @@ class Firer:
 
     async def _run_failed(self, run_id: str, reason: str) -> None:
         """A firing's run ended failed with it, unless it ended otherwise already (then it says so)."""
-        with contextlib.suppress(RunNotFoundError):  # (none when the firing ended before its run was made)
-            info = await self.ledger.info(run_id)
-            if info.status in ("queued", "running"):
-                info.status, info.reason = "failed", reason
-                await self.ledger.save(info, ended_at=datetime.now(UTC))
+        await _run_failed(self.ledger, run_id, reason, datetime.now(UTC))
 
     @asynccontextmanager
     async def _lock(self, name: str, *, wait: bool) -> AsyncIterator[Any]:
@@ -420,6 +436,7 @@ class RoutineWorker:
             while not self.stopping.is_set():
                 try:
                     routines = await self.store.routines(active=True)
+                    await end_dead_by_hand(self.store, self.ledger, self.settings)
                     read = True
                 except DATABASE_ERRORS as e:
                     log.warning("routines cannot be read: %s", e)

@@ -3,6 +3,7 @@ input refused with a clear error and nothing changed (real Postgres)."""
 
 import contextlib
 import json
+from datetime import UTC, datetime
 
 import pytest
 from typer.testing import CliRunner
@@ -350,7 +351,7 @@ def test_show_at_80_columns_cuts_neither_the_due_time_nor_the_run_id(cli, cortex
     assert "20261130-073001-abcdef" in shown and "20261130-073502-123456" in shown, shown
     assert "…" not in shown and max(len(line) for line in shown.splitlines()) <= 80, shown
     assert "$0.0123" in shown and "$1.5000" in shown and "done" in shown and "failed" in shown, shown
-    assert " at 20" in shown, shown  # when each was recorded, to the second
+    assert " started 20" in shown and " ended 20" in shown, shown  # when each ran, to the second
     flat = " ".join(line.strip("│ ") for line in shown.splitlines())
     assert "--max-seconds" in flat and "northern" in flat, shown
 
@@ -405,3 +406,175 @@ def test_show_and_list_give_the_memory_namespace_the_routine_uses_not_an_empty_o
     assert json.loads(cli("routine", "show", "notes", "--json"))["spec"]["namespace"] == "shared"
     assert [r["spec"]["namespace"] for r in listed(cli)] == ["routine-brief", "shared"]
     assert "memory namespace: routine-brief" in cli("routine", "show", "brief")
+
+
+def _on_store(cortex_settings, work):
+    """`work(store, ledger)` on the test's database, from a synchronous test."""
+    import anyio
+
+    from frobozz.memory import MemorySettings
+    from frobozz.routines import RoutineStore
+    from frobozz.runner import RunLedger
+
+    async def main():
+        settings = MemorySettings(database_url=cortex_settings.database_url)
+        store, ledger = await RoutineStore.open(settings), await RunLedger.open(settings)
+        try:
+            return await work(store, ledger)
+        finally:
+            await ledger.aclose()
+            await store.aclose()
+
+    return anyio.run(main)
+
+
+def test_a_hand_firing_not_seen_alive_for_the_heartbeat_is_ended_abandoned_with_its_run_and_a_live_one_is_not(
+    cli, cortex_settings, monkeypatch
+):
+    """A `routine run` killed mid-firing stayed `running` for ever in `show`, `list` and `runs`: nothing ended a
+    firing by hand, which no queue gives to another worker. Not seen alive (its marks) for the worker heartbeat, it
+    ends failed, abandoned, when it was last seen, and its run with it; one marked alive now goes on."""
+    from frobozz.routines import BY_HAND, routine
+    from frobozz.routines._fire import run_info
+
+    monkeypatch.setenv("FROBOZZ_WORKER_HEARTBEAT", "600")  # (the live one is never stale, however slow the machine)
+    cli("routine", "add", "tick", "--every", "3600", "--prompt", "Tick.")
+    assert json.loads(cli("routine", "show", "tick", "--json"))["firings_list"] == []  # nothing to end
+    spec = routine(name="tick", kind="every", every=3600, prompt="Tick.")
+    dead, live = f"{BY_HAND}dead", f"{BY_HAND}live"
+
+    async def fired(store, ledger):
+        for key, run_id in ((dead, "20260101-000000-dead00"), (live, "20260101-000000-11fe00")):
+            await store.claim("tick", key, "run by hand")
+            await store.start("tick", key, run_id)
+            await ledger.add(run_info(spec, run_id, "run by hand"), queued=False)
+            await store.alive("tick", key)
+        await store.pool.execute(  # its process was killed an hour ago, ten minutes after it started
+            "UPDATE routine_firings SET started = now() - interval '70 minutes', alive = now() - interval '1 hour' "
+            "WHERE key = $1",
+            dead,
+        )
+        return await store.firing("tick", dead)
+
+    before = _on_store(cortex_settings, fired)
+    shown = json.loads(cli("routine", "show", "tick", "--json"))
+    by_key = {f["key"]: f for f in shown["firings_list"]}
+    assert by_key[dead]["state"] == "failed" and by_key[dead]["reason"].startswith("abandoned: the `routine run`")
+    assert by_key[dead]["ended"].replace("T", " ") == str(before["alive"])  # when it was last seen
+    assert by_key[live]["state"] == "running" and shown["firings"] == {"failed": 1, "running": 1}
+    assert listed(cli)[0]["firings"] == {"failed": 1, "running": 1}
+
+    async def runs(store, ledger):
+        return {r: await ledger.get(r) for r in ("20260101-000000-dead00", "20260101-000000-11fe00")}
+
+    gone, going = _on_store(cortex_settings, runs).values()
+    assert (gone["status"], gone["ended_at"]) == ("failed", before["alive"]) and "abandoned" in gone["reason"]
+    assert (going["status"], going["ended_at"]) == ("running", None)
+
+
+def test_a_hand_firing_killed_before_it_started_is_ended_too_and_no_longer_holds_up_its_inbox(cli, cortex_settings):
+    """Claimed and never started (killed at once), it stayed `queued`, an open firing: an inbox or a feed looks for
+    its next item only when it has none."""
+    from frobozz.routines import BY_HAND
+
+    cli("routine", "add", "tick", "--every", "3600", "--prompt", "Tick.")
+
+    async def claimed(store, ledger):
+        await store.claim("tick", f"{BY_HAND}early", "run by hand")
+        await store.pool.execute("UPDATE routine_firings SET created = now() - interval '1 hour'")
+        return await store.open_firings("tick")
+
+    assert _on_store(cortex_settings, claimed) == 1
+    cli("routine", "list")
+    (firing,) = json.loads(cli("routine", "show", "tick", "--json"))["firings_list"]
+    assert firing["state"] == "failed" and firing["reason"].startswith("abandoned")
+    assert _on_store(cortex_settings, lambda store, ledger: store.open_firings("tick")) == 0
+
+
+def test_show_gives_when_each_firing_started_and_ended_not_when_it_was_queued(cli, cortex_settings, monkeypatch):
+    """A row read `due 18:28:30 / finished / at 18:28:27`: the `at` was when the job was queued, before its due
+    time. Each row says when its firing started and ended (running: since when; never started: when recorded)."""
+    from frobozz.cli._routines import _moment
+
+    cli("routine", "add", "tick", "--every", "3600", "--prompt", "Tick.")
+
+    async def fired(store, ledger):
+        await store.claim("tick", "k1", "due 1")
+        await store.pool.execute("UPDATE routine_firings SET created = created - interval '3 minutes'")
+        await store.start("tick", "k1", "20261130-073001-abcdef")
+        await store.finish("tick", "k1", "done", "finished")
+        await store.claim("tick", "k2", "due 2")
+        await store.start("tick", "k2", "20261130-073002-abcdef")
+        await store.claim("tick", "k3", "due 3", state="skipped", reason="overlap")
+        return {f["key"]: f for f in await store.firings("tick")}
+
+    firings = _on_store(cortex_settings, fired)
+    monkeypatch.setattr(routines_cli.out, "width", 500)
+    shown = cli("routine", "show", "tick")
+    done, running, skipped = firings["k1"], firings["k2"], firings["k3"]
+    assert f"started {_moment(done['started'])}" in shown and f"ended {_moment(done['ended'])}" in shown, shown
+    assert _moment(done["created"]) not in shown, shown  # (three minutes before it started)
+    assert (
+        f"running since {_moment(running['started'])}" in shown and f"recorded {_moment(skipped['created'])}" in shown
+    )
+    assert " at 20" not in shown
+    in_json = {f["key"]: f for f in json.loads(cli("routine", "show", "tick", "--json"))["firings_list"]}
+    assert in_json["k1"]["started"].replace("T", " ") == str(done["started"])
+    assert in_json["k1"]["ended"].replace("T", " ") == str(done["ended"]) and in_json["k2"]["ended"] is None
+
+
+def test_list_gives_each_routine_s_next_firing_as_the_web_view_does(cli, cortex_settings, monkeypatch):
+    """`routine list  # when each fires`: the `when` was only the schedule (`every 60 s`)."""
+    from frobozz.routines import next_firing
+    from frobozz.web._routines import _next as web_next
+
+    cli("routine", "add", "tick", "--every", "3600", "--prompt", "Tick.")
+    cli("routine", "add", "mail", "--inbox", "imaps://u@mail.example.org/INBOX", "--prompt", "Read.")
+    cli("routine", "add", "off", "--cron", "@daily", "--prompt", "Off.")
+    cli("routine", "pause", "off")
+    rows = {r["name"]: r for r in listed(cli)}
+    assert rows["mail"]["next"] == "on new mail (looks at least every 60 s)" and rows["mail"]["next_due"] is None
+    assert rows["off"]["next"] == "none while paused"
+    due = datetime.fromisoformat(rows["tick"]["next_due"])
+    assert due.timestamp() % 3600 == 0 and rows["tick"]["next"] == f"{due.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+    async def web(store, ledger):  # the web view's words, the same for each
+        return {r["name"]: (await web_next(store, r), (await next_firing(store, r))[1]) for r in await store.routines()}
+
+    assert all(a == b for a, b in _on_store(cortex_settings, web).values())
+    monkeypatch.setattr(routines_cli.out, "width", 500)
+    assert f"next: {rows['tick']['next']}" in cli("routine", "list")  # under the trigger
+
+
+def test_list_at_80_columns_shows_two_feeds_of_one_host_whole(cli, cortex_settings, tmp_path):
+    """Feed URLs were cut to `http://127.0.…` on 80 columns: two feeds on one host looked the same."""
+    import os
+    import subprocess
+    import sys
+
+    feeds = ("http://127.0.0.1:8080/feeds/alpha.xml", "http://127.0.0.1:8080/feeds/beta.xml")
+    for name, url in zip(("alpha", "beta"), feeds, strict=True):
+        cli("routine", "add", name, "--feed", url, "--prompt", "Summarise.")
+    env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
+    env |= {"HOME": str(tmp_path / "home"), "COLUMNS": "80"}
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "routine", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "…" not in done.stdout and max(len(line) for line in lines) <= 80, done.stdout
+    when = "".join(line.split("│")[2].strip() for line in lines if line.count("│") >= 5)  # the `when` column
+    assert all(url in when for url in feeds), done.stdout
+
+
+def test_a_large_interval_is_added_and_listed_in_whole_seconds_and_in_days(cli):
+    """`routine add big --every 31622400` printed `every 3.16224e+07 s`, and so did `list`."""
+    assert "routine big: every 31622400 s (366 d);" in cli(
+        "routine", "add", "big", "--every", "31622400", "--prompt", "x"
+    )
+    assert listed(cli)[0]["when"] == "every 31622400 s (366 d)"

@@ -180,3 +180,41 @@ async def test_a_name_that_is_not_utf8_is_no_routine_to_get_pause_or_remove(stor
         for change in (store.set_paused(name, True), store.remove(name)):
             with pytest.raises(RoutineNotFoundError, match="no routine"):
                 await change
+
+
+@pytest.mark.parametrize(
+    "url, suggested",
+    [
+        ("imap://u@mail.example.org/INBOX", "imaps://u@mail.example.org/INBOX"),
+        (
+            "imap://robin%40example.org@mail.example.org:143/Sent%20Items",
+            "imaps://robin%40example.org@mail.example.org/Sent%20Items",
+        ),
+        ("imap://u@mail.example.org:1143/Archive/2024", "imaps://u@mail.example.org:1143/Archive/2024"),
+    ],
+)
+def test_a_plain_imap_inbox_is_refused_suggesting_the_same_url_with_imaps_its_user_and_folder_kept(url, suggested):
+    """It suggested `imaps://mail.example.org`, the user and folder dropped, and that URL is refused as naming no
+    user. (IMAP's plain port, 143, is left out of the suggestion: imaps is on 993.)"""
+    with pytest.raises(RoutineInputError, match="in the clear") as refusal:
+        routine(name="r", kind="inbox", url=url, prompt="Triage.")
+    assert str(refusal.value).endswith(f"use {suggested}"), refusal.value
+    assert routine(name="r", kind="inbox", url=suggested, prompt="Triage.").url == suggested  # taken as suggested
+
+
+@pytest.mark.parametrize(
+    "values, described",
+    [
+        ({"kind": "every", "every": 60}, "every 60 s"),
+        ({"kind": "every", "every": 1.5}, "every 1.5 s"),
+        ({"kind": "every", "every": 31622400}, "every 31622400 s (366 d)"),
+        ({"kind": "every", "every": 5400}, "every 5400 s (1 h 30 min)"),
+        ({"kind": "feed", "url": "https://e.org/f", "poll": 7200}, "feed https://e.org/f (poll 7200 s, 2 h)"),
+        ({"kind": "feed", "url": "https://e.org/f", "poll": 300}, "feed https://e.org/f (poll 300 s)"),
+    ],
+)
+def test_an_interval_is_described_in_whole_seconds_as_given_and_an_hour_or_more_also_in_days_hours_minutes(
+    values, described
+):
+    """`--every 31622400` was described as `every 3.16224e+07 s` (in `routine add` and `routine list`)."""
+    assert routine(name="r", prompt="x", **values).describe() == described

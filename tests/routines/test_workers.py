@@ -350,3 +350,66 @@ async def _in_turn(store, name, key, primaries):
 async def _ended(store, name, key):
     firing = await store.firing(name, key)
     return firing and firing["state"] not in ("queued", "running") and firing
+
+
+async def test_a_routine_run_by_hand_killed_mid_firing_is_ended_abandoned_with_its_run_by_a_worker_s_look(
+    store, ledger, worker_env
+):
+    """`frobozz routine run NAME` killed with -9 stayed `running` for ever: in `routine show`, in `routine list`'s
+    counts, in `frobozz runs --status running` with no end, however long a worker ran. Not seen alive for the
+    heartbeat (as the queue gives up a dead worker's job), it ends failed, abandoned, and its run with it."""
+    import json
+
+    from frobozz.routines import BY_HAND
+
+    prompt = "Tidy the notes."
+    primaries = []
+
+    def answer(request):
+        if request.last_user_text().startswith(SIDE) or not message(request).startswith(prompt):
+            return "NONE"
+        primaries.append(message(request))
+        return Reply((Text("tidying"),), delay=600)  # the `routine run` dies during this turn
+
+    async def by_hand():
+        found = [f for f in await store.firings("notes") if f["key"].startswith(BY_HAND)]
+        return found and found[0]["state"] == "running" and found[0]["run_id"] and primaries and found[0]
+
+    async def frobozz(*args):
+        done = await anyio.run_process([sys.executable, "-m", "frobozz", *args], env={**env, "COLUMNS": "500"})
+        return json.loads(done.stdout)
+
+    await store.add(routine(name="notes", kind="cron", cron="@yearly", prompt=prompt))
+    async with ScriptedModel(answer) as model:
+        env = {**worker_env, **model.env()}
+        hand = subprocess.Popen(
+            [sys.executable, "-m", "frobozz", "routine", "run", "notes"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            firing = await wait_for(by_hand)
+            os.killpg(hand.pid, signal.SIGKILL)
+            hand.wait(timeout=30)
+        finally:
+            if hand.poll() is None:
+                hand.kill()
+        assert (await ledger.get(firing["run_id"]))["status"] == "running"
+        worker = start_worker(env)
+        try:
+            ended = await wait_for(lambda: _ended(store, "notes", firing["key"]))
+        finally:
+            said = stop(worker)
+        shown = await frobozz("routine", "show", "notes", "--json")
+        listed = await frobozz("routine", "list", "--json")
+        running = await frobozz("runs", "--status", "running", "--json")
+        run = await frobozz("runs", "show", firing["run_id"], "--json")
+    assert (ended["state"], ended["attempts"]) == ("failed", 1) and ended["reason"].startswith("abandoned"), ended
+    assert [(f["key"], f["state"]) for f in shown["firings_list"]] == [(firing["key"], "failed")]
+    assert listed[0]["firings"] == {"failed": 1}  # none running
+    assert firing["run_id"] not in [r["run_id"] for r in running]
+    assert run["status"] == "failed" and run["ended_at"] and "abandoned" in run["reason"], run
+    assert len(primaries) == 1  # (not fired again: a firing by hand is nobody's to take up)
+    assert "abandoned" in said  # the worker's log says so
