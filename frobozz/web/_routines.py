@@ -4,10 +4,9 @@ with its trigger, its next firing and its last firings. Only reads."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from frobozz.routines import RoutineError, RoutineStore, next_due
+from frobozz.routines import RoutineStore, next_firing
 
 from ._lazy_store import LazyStore
 from .settings import WebSettings
@@ -59,24 +58,7 @@ async def _row(store: RoutineStore, row: dict[str, Any]) -> RoutineRow:
         name=row["name"],
         trigger=spec.describe(),
         state=state,
-        next=await _next(store, row),
+        next=(await next_firing(store, row))[1],
         counts=row.get("counts") or {},
         firings=await store.firings(row["name"], limit=LAST),
     )
-
-
-async def _next(store: RoutineStore, row: dict[str, Any]) -> str:
-    spec = row["spec"]
-    if row["paused"]:
-        return "none while paused"
-    if spec.kind == "inbox":
-        return f"on new mail (looks at least every {spec.poll:g} s)"
-    if spec.kind == "feed":
-        return f"on a new entry (looks every {spec.poll:g} s)"
-    try:
-        due = await next_due(store, row)
-    except RoutineError as e:
-        return f"unknown: {e}"
-    if due is None:
-        return ""
-    return "due now" if due <= datetime.now(UTC) else f"{due:%Y-%m-%d %H:%M:%S} UTC"
