@@ -32,6 +32,7 @@ from frobozz.engine import (
     HookMatcher,
     HookOutput,
     PermissionContext,
+    Restarted,
     Result,
     StreamEvent,
     TranscriptNotFoundError,
@@ -80,9 +81,7 @@ class AgentSession:
         self.record = record
         self.memory_options = memory_options  # (options, namespace) -> the memory loop's claude's options
         self.spare = spare  # a claude started ahead of need, taken when this session's options launch the same
-        self._costs = TurnCost()  # claude carries a session's running cost total on when it resumes it
-        if record.claude_session_id:  # kept by an earlier instance: the total so far is what the session has cost
-            self._costs.resumed(record.claude_session_id, record.cost_usd)
+        self._costs = TurnCost()  # claude's running cost totals, turned into each turn's cost
         self.workspace = workspace
         self.workspaces = workspaces
         self.relay = relay
@@ -276,6 +275,8 @@ class AgentSession:
         self._stop, self._cut, self._engine_done = stop, cut, done
 
         async def live(engine: Engine, channel: Engine | MemorySession) -> None:
+            # a resumed claude carries on from the total it restored (after a kill, not what the session has cost)
+            self._costs.resumed_by(engine)
             self.engine, self._channel = engine, channel
             started.set()
             await stop.wait()  # then the engine closes as it should: its transcript stored
@@ -396,6 +397,8 @@ class AgentSession:
                     )
             elif isinstance(event, ErrorEvent):
                 self.relay.publish(Error(message=event.message), token)
+            elif isinstance(event, Restarted) and event.resumed:  # claude crashed: it restored an older total
+                self._costs.resumed_by(engine)
             elif isinstance(event, Result) and not event.is_replay:
                 self.record.preamble = ""  # sent with the first message
                 self.record.claude_session_id = event.session_id or engine.session_id

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 
-from ..engine import Engine, EngineError, EngineOptions, Result, Session, TurnCost, transcript_path
+from ..engine import Engine, EngineError, EngineOptions, Restarted, Result, Session, TurnCost, transcript_path
 from ._consensus import consensus_of
 from ._directory import DIALOGUE, NOT_WRITTEN, PENDING, QUESTION, SUMMARY, SYNTHESIS, DialogueDir, Ledger, RoleRecord
 from ._entries import Entry, metadata_changes, parse, skeleton
@@ -36,7 +36,6 @@ from ._events import (
 )
 from ._guard import Guard
 from ._inputs import check_question
-from ._restored_cost import restored_cost
 from ._roles import Role
 from ._tool_log import RoleToolLog
 from .exceptions import DialogueError, DialogueFileError, DialogueInputError, TurnError
@@ -312,9 +311,9 @@ class Dialogue:
         )
         env = Engine(options).env  # where claude keeps this role's transcript depends on its environment
         resume = role.session_id if transcript_path(role.session_id, self.dir.path, env).is_file() else None
-        if resume is not None:  # claude carries on from the total it restores (not what the ledger says was spent)
-            self._costs.resumed(resume, restored_cost(transcript_path(resume, self.dir.path, env), resume))
         session = await stack.enter_async_context(Session(options, observers=[tools], resume=resume))
+        if resume is not None:  # claude carries on from the total it restores (not what the ledger says was spent)
+            self._costs.resumed_by(session.engine)
         self._sessions[role.name] = (session, tools, guard)
         return self._sessions[role.name]
 
@@ -323,7 +322,9 @@ class Dialogue:
         await session.send(instruction)
         with anyio.move_on_after(self.settings.turn_timeout) as deadline:
             async for event in session.events():
-                if isinstance(event, Result) and not event.is_replay:
+                if isinstance(event, Restarted) and event.resumed:  # claude crashed: it restored an older total
+                    self._costs.resumed_by(session.engine)
+                elif isinstance(event, Result) and not event.is_replay:
                     if event.is_error:  # (an API error is claude's "success" subtype: not said)
                         kind = "" if event.subtype == "success" else f" ({event.subtype})"
                         raise TurnError(f"the turn ended in error{kind}: {(event.result or '')[:300]}")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from frobozz.engine import Result, TurnCost
+from frobozz.engine import Engine, Result, TurnCost
 from frobozz.games import Turn
 from frobozz.memory import DATABASE_ERRORS
 
@@ -62,6 +62,7 @@ class RunContext:
         self.own_seconds = 0.0  # the runner's own time between a reply and the next message (no model)
         self.own_turns: list[float] = []  # the same, turn by turn (seconds)
         self._costs = TurnCost()  # claude's running totals, per claude session, turned into each turn's cost
+        self._engine: Engine | None = None  # the run's claude, once started
 
     @property
     def turn_number(self) -> int:
@@ -73,6 +74,19 @@ class RunContext:
 
     def budget_left(self) -> bool:
         return self.info.max_turns is None or self.info.turns < self.info.max_turns
+
+    def claude_started(self, engine: Engine) -> None:
+        """The run's claude is started: when it resumed the run's claude session, its turns cost what its running
+        total grows by from the total it restored (after a kill -9, an older one than the run has spent, or none).
+        Before any of its turns is added."""
+        self._engine = engine
+        self._costs.resumed_by(engine)
+
+    def claude_restarted(self) -> None:
+        """claude crashed and was started again on its session (a `Restarted` event that resumed, in the order of
+        the events): it carries on from the total it restores, as at a resume. Before that claude's turns."""
+        if self._engine is not None:
+            self._costs.resumed_by(self._engine)
 
     def add_cost(self, result: Result) -> None:
         """The turn this Result ends, added to the run's cost (and the run stopped at its cost budget)."""
@@ -197,8 +211,6 @@ class RunContext:
                 done=last.done,
                 won=last.won,
             )
-        if self.info.claude_session_id:  # resumed, claude carries that session's total on: at most the run's
-            self._costs.resumed(self.info.claude_session_id, self.info.cost_usd)
 
     def current_or(self, opening: Turn) -> Turn:
         return self.current or replace(opening)

@@ -22,6 +22,7 @@ from frobozz.engine import (
     EngineError,
     ErrorEvent,
     Event,
+    Restarted,
     Result,
     Session,
     TextBlock,
@@ -64,6 +65,8 @@ class ReplyCollector:
             self.memory.watch.on_event(event)
         if isinstance(event, AssistantMessage) and not event.parent_tool_use_id:
             self._texts.append(event.text)
+        elif isinstance(event, Restarted) and event.resumed:  # claude crashed: it restored an older total
+            self.context.claude_restarted()
         elif isinstance(event, Result):
             self.context.add_cost(event)
             text, self._texts = "\n".join(t for t in self._texts if t), []
@@ -308,6 +311,8 @@ class ToolWatcher:
                     self.context.finish(reason)
             if not self._calls:
                 self._settled.set()
+        elif isinstance(event, Restarted) and event.resumed:  # claude crashed: it restored an older total
+            self.context.claude_restarted()
         elif isinstance(event, Result):
             self._unanswered()  # a call the turn ended without answering will not be answered
             self.context.add_cost(event)

@@ -220,6 +220,7 @@ async def _play(
             if memory is not None:
                 memory.claude = session  # before claude starts: handoff signs its letters with its session id
             async with session:
+                context.claude_started(session.engine)  # (before its first turn: no message is sent yet)
                 await until_finished(context, stop=stop, keep_ledger=ledger is not None)
                 if memory is not None and info.status == "finished":
                     await keep_lessons(memory, session, context)

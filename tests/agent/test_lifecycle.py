@@ -3,6 +3,7 @@ processes at once (a session with memory counts its sidecars), the least recentl
 
 import json
 import os
+import signal
 
 import anyio
 import asyncpg
@@ -220,3 +221,26 @@ async def test_a_session_closed_while_its_message_waits_for_room_starts_no_claud
             await eventually(lambda: not waiting._busy, interval=0.02)  # (its driver's own flag: done with it)
         assert waiting.engine is None
         assert not any("hello from two" in json.dumps(r.messages) for r in scripted.requests)
+
+
+async def test_a_turn_after_the_sessions_claude_was_killed_and_restarted_costs_what_it_added(make_agent):
+    """claude, killed with -9 between turns, is restarted on its session and carries on from the total saved at
+    its last graceful exit (the first turn's, at its release), not from the one it had reached: the next turn
+    costs what it added (it was said to cost $0: the same total as before the kill)."""
+    async with make_agent() as agent:
+        session = await agent.create_session("alice/notes")
+        first = (await turn(agent, session, "the password is plugh"))[-1]
+        live = await agent.session(session)
+        await live.release()  # a graceful exit: claude saves its total
+        second = (await turn(agent, session, "and the lamp?"))[-1]
+        engine = live.engine
+        assert engine is not None and engine.pid is not None
+        pid = engine.pid
+        os.kill(pid, signal.SIGKILL)
+        with anyio.fail_after(30):
+            await eventually(lambda: engine.pid not in (None, pid) and engine.state.value == "running", interval=0.02)
+        third = (await turn(agent, session, "what came before?"))[-1]
+        [listed] = await agent.sessions()
+    assert isinstance(third, Done) and "the password is plugh" in third.result
+    assert first.cost_usd > 0 and [second.cost_usd, third.cost_usd] == pytest.approx([first.cost_usd] * 2)
+    assert listed["cost_usd"] == pytest.approx(3 * first.cost_usd)

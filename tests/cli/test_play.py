@@ -1,11 +1,13 @@
 """`frobozz play` as a user runs it: real processes, signals, exit codes and JSON on stdout."""
 
 import fcntl
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import anyio
@@ -387,3 +389,49 @@ def test_a_resume_of_a_run_a_worker_played_here_is_refused_saying_the_worker_pla
     assert (run_dir / "run.json").read_bytes() == before and len(
         (run_dir / "turns.jsonl").read_text().splitlines()
     ) == 2
+
+
+def test_a_claude_run_killed_and_resumed_costs_what_the_model_billed_turn_by_turn_and_in_all(frobozz_env, tmp_path):
+    """The model bills every request alike, and a claude turn here is one request: each played turn costs the same.
+    A run stopped at --max-turns 3 leaves claude's running total saved in its transcript (a graceful exit); the
+    resumed stretch is killed with -9 while its sixth turn is asked, so the total it reached is saved nowhere. The
+    next resume's claude carries on from the saved total, not from what the run says it spent: counted from the
+    run's cost, its first turn was billed $0 or several turns at once, and the run's total with it."""
+    commands = ["open mailbox", "read leaflet", "drop leaflet", "s", "e", "open window", "enter", "w", "e", "up"]
+    asked, release, held = threading.Event(), threading.Event(), []
+
+    def model(request):
+        n = turn_in(request.last_user_text())
+        if n == 6 and not held:  # the killed stretch's sixth turn: asked, never answered
+            held.append(n)
+            asked.set()
+            release.wait(120)
+        return f"<command>{commands[(n or 1) - 1]}</command>"
+
+    with ScriptedModel(model) as api:
+        env = _env(tmp_path, **api.env())
+        first = _play(tmp_path, "zork1", "--max-turns", "3", "--json", env=env)
+        assert first.returncode == 0, first.stderr
+        run_id = json.loads(first.stdout)["run_id"]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "frobozz", "play", "--resume", run_id, "--max-turns", "10", "--json"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            assert asked.wait(120), "the sixth turn was never asked"
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)  # the runner and its claude: no total saved
+            process.wait()
+            release.set()
+        done = _play(tmp_path, "--resume", run_id, "--max-turns", "8", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    turns = [json.loads(line) for line in (frobozz_env / "runs" / run_id / "turns.jsonl").read_text().splitlines()]
+    assert [t["turn"] for t in turns] == list(range(1, 9)) and result["turns"] == 8
+    totals = [0.0] + [t["cost_usd"] for t in turns]
+    each = [round(after - before, 6) for before, after in itertools.pairwise(totals)]
+    assert each[0] > 0 and each == [each[0]] * 8, each
+    assert round(result["cost_usd"], 6) == round(8 * each[0], 6)

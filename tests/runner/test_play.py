@@ -1,5 +1,6 @@
 """End to end: the runner drives the real claude CLI; a scripted model on 127.0.0.1 plays."""
 
+import itertools
 import json
 import os
 import threading
@@ -364,3 +365,34 @@ async def test_a_tools_mode_run_of_several_acts_a_message_stops_within_one_and_r
     )
     assert (first.turns, first.reason) == (13, "max turns")
     await _resumed_as_if_never_stopped(runner_settings, first.run_id, 20)
+
+
+async def test_a_resumed_run_whose_claude_crashes_and_is_restarted_costs_each_turn_what_the_model_billed(
+    runner_settings, monkeypatch, tmp_path
+):
+    """A run stopped at 3 turns leaves claude's total saved (a graceful exit); resumed, its claude is killed while the
+    sixth turn is asked and started again on its session, from that saved total (the resumed stretch's was saved
+    nowhere). Counted from the run's own total, the sixth turn was billed as the first three over again."""
+    commands = walkthrough_for(GameLibrary(runner_settings).find("zork1").md5)
+    scripted = text_handler(commands)
+    killed = []
+
+    def crashing(request):
+        if turn_in(request.last_user_text()) == 6 and not killed:
+            killed.extend(claudes_below(os.getpid()))
+            for claude in killed:
+                claude.kill()
+        return scripted(request)
+
+    async with ScriptedModel(crashing) as api:  # claude, priced as a paid model
+        for name, value in {**api.env(), "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "c")}.items():
+            monkeypatch.setenv(name, value)
+        with anyio.fail_after(180):
+            first = await play(RunConfig(game="zork1", player="claude", max_turns=3), runner_settings)
+            resumed = await play(RunConfig(resume=first.run_id, max_turns=8), runner_settings)
+    assert killed and (resumed.turns, resumed.reason) == (8, "max turns")
+    totals = [0.0] + [t.cost_usd for t in _turns(runner_settings, first.run_id)]
+    each = [round(after - before, 6) for before, after in itertools.pairwise(totals)]
+    assert each[0] > 0 and each == [each[0]] * 8, each
+    info = json.loads((runner_settings.runs_dir / first.run_id / "run.json").read_text())
+    assert round(info["cost_usd"], 6) == round(8 * each[0], 6)
