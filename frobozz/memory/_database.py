@@ -59,7 +59,8 @@ def embedded_url(settings: MemorySettings) -> str:
     settings.postgres_dir.mkdir(parents=True, exist_ok=True)
     with _STARTING:
         forget_dead_handles(settings.postgres_dir)
-        started_here = _ONE_SHOT and not (settings.postgres_dir / "postmaster.pid").exists()
+        # (not running: no pid file, or one a postmaster killed with -9 left, which this start clears)
+        started_here = _ONE_SHOT and not postmaster_running(settings.postgres_dir)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
             server = get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)

@@ -6,6 +6,7 @@ import anyio
 import asyncpg
 import pytest
 
+from frobozz._pgguard import postmaster_running
 from frobozz.memory import close_pool
 from tests.waiting import eventually
 
@@ -85,5 +86,40 @@ def test_two_threads_that_start_the_embedded_postgres_at_once_get_one_and_the_sa
         for thread in threads:
             thread.join(120)
         assert errors == [] and len(urls) == 2 and urls[0] == urls[1], errors
+    finally:
+        stop_embedded(settings)
+
+
+def test_a_one_shot_command_that_starts_a_killed_postgres_again_stops_it_at_its_exit(frobozz_env):
+    """The Postgres the servers leave running, killed with -9, leaves its pid file behind: the next one-shot command
+    (`cortex`, `doctor`) started it again but took it for one already running (the file was there), and left it
+    running after it exited, and every later command too."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    from frobozz.memory import MemorySettings
+    from frobozz.memory._database import stop_embedded
+
+    settings = MemorySettings()
+    env = {k: v for k, v in os.environ.items() if k != "FROBOZZ_DATABASE_URL"}
+    leaves = (
+        "from frobozz.memory import MemorySettings as S; from frobozz.memory._database import embedded_url as u; u(S())"
+    )
+    subprocess.run([sys.executable, "-c", leaves], env=env, check=True)  # as a server leaves it, for the next start
+    postmaster = settings.postgres_dir / "postmaster.pid"
+    killed = psutil.Process(int(postmaster.read_text().split()[0]))
+    try:
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=30)
+        assert postmaster.exists()  # (left behind)
+        done = subprocess.run(
+            [sys.executable, "-m", "frobozz", "cortex", "search", "lamp"], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0 and "no memories found" in done.stdout, done.stderr
+        assert not postmaster_running(settings.postgres_dir)  # stopped at the command's exit, as one it started
     finally:
         stop_embedded(settings)
