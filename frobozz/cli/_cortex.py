@@ -230,29 +230,67 @@ def supersede_cmd(old_id: int = MEMORY_ID, content: str = typer.Argument(...)) -
 
 @cortex.command("forget")
 def forget_cmd(memory_id: int = MEMORY_ID) -> None:
-    """Forget a memory."""
+    """Forget a memory. Forgetting the current version of a changed fact makes the version it superseded current
+    again; forgetting an older version links the versions either side of it."""
 
     async def work(store):
-        return await store.forget(memory_id)
+        from frobozz.memory import MemoryStoreError
 
-    out.print(f"forgot {_run(work).id}")
+        forgotten = await store.forget(memory_id)
+        if forgotten.supersedes is None or forgotten.superseded_by is not None:
+            return forgotten, None
+        try:
+            return forgotten, await store.get(forgotten.supersedes)
+        except MemoryStoreError:  # (forgotten itself meanwhile)
+            return forgotten, None
+
+    forgotten, before = _run(work)
+    said = f"forgot {forgotten.id}"
+    if before is not None and before.current:
+        said += f"; memory {before.id}, the version it superseded, is current again"
+    elif before is not None:
+        said += (
+            f"; memory {before.id}, the version it superseded, stays history: another current memory says exactly "
+            "the same"
+        )
+    out.print(said)
 
 
 @cortex.command("import")
 def import_cmd(
-    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL: one memory per line."),
+    file: Path = typer.Argument(..., dir_okay=False, help="JSONL: one memory per line; '-' reads stdin."),
     namespace: str = typer.Option(None, help="For lines that do not name one."),
-    batch: int = typer.Option(64, min=1, max=1024),
+    batch: int = typer.Option(
+        64,
+        min=1,
+        max=1024,
+        help="Lines embedded and kept per transaction: an import stopped partway keeps the batches done.",
+    ),
 ) -> None:
-    """Import memories from JSONL ({content, metadata?, namespace?, created_at?, image?} per line). Every line
-    is checked first (an image as store checks one): a bad one is named (its number in FILE, and what is wrong)
-    and nothing is imported."""
-    from frobozz.memory import BulkStore, ImageStore, MemorySettings, MemoryStoreError
+    """Import memories from JSONL ({content, metadata?, namespace?, created_at?, image?} per line), from FILE or
+    stdin ('-', as `cortex export` writes it). Every line is checked first (an image as store checks one): a bad
+    one is named (its number in FILE, and what is wrong) and nothing is imported. Then the lines are kept a batch
+    at a time: an import stopped partway (killed, the database gone) keeps the batches it finished, and running
+    it again imports the rest, nothing twice, and links the chains of changed facts whatever order the lines are
+    in."""
+    from frobozz.memory import BulkStore, ImageStore, MemorySettings, MemoryStoreError, check_namespace
 
+    if namespace is not None:
+        try:
+            check_namespace(namespace)
+        except MemoryStoreError as e:
+            raise typer.BadParameter(str(e), param_hint="--namespace") from None
+    stdin = str(file) == "-"
+    if not stdin and not file.exists():  # (a usage error, as typer's own check made it)
+        raise typer.BadParameter(f"File '{file}' does not exist.", param_hint="'FILE'")
     try:
-        text = file.read_text(encoding="utf-8")
+        text = sys.stdin.buffer.read().decode("utf-8") if stdin else file.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        err.print(f"[red]error:[/red] {escape(str(file))} is not UTF-8 text (byte {e.start}); nothing was imported")
+        said = "stdin" if stdin else escape(str(file))
+        err.print(f"[red]error:[/red] {said} is not UTF-8 text (byte {e.start}); nothing was imported")
+        raise typer.Exit(1) from None
+    except OSError as e:
+        err.print(f"[red]error:[/red] cannot read {escape(str(file))}: {escape(e.strerror or str(e))}")
         raise typer.Exit(1) from None
     numbers, records = [], []
     for number, line in enumerate(text.splitlines(), 1):

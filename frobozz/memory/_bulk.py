@@ -35,12 +35,15 @@ class BulkStore:
         self.store = store
         self.images = images
         self._ids: dict[int, int] = {}  # an exported memory's id -> its id here, so chains survive (any batch)
+        self._links: set[tuple[int, int]] = set()  # (exported id, the exported id it supersedes) not yet linked
 
     async def import_batch(self, records: list[dict[str, Any]], default_namespace: str | None) -> tuple[int, int]:
         """Store a batch of {content, metadata?, namespace?, source?, created_at?, id?, valid_to?, supersedes?,
         image?}; (stored, duplicates). A record that names the exported `id` of the one it `supersedes` is linked to
-        it, whatever batch that one came in (an export lists the older first). Images are checked (as `store` checks
-        them) before anything of the batch is kept, and their files removed again if the batch is not."""
+        it once both are in, whatever batch or order they come in (an export lists the older first; a file may
+        not), and so is a duplicate whose link an earlier import missed (importing again repairs a chain). Images
+        are checked (as `store` checks them) before anything of the batch is kept, and their files removed again
+        if the batch is not."""
         s = self.store
         rows = [self.check(record, default_namespace) for record in records]
         pictures = [await self.picture(record) for record in records]
@@ -48,6 +51,8 @@ class BulkStore:
         added: dict[str, list[int]] = {}
         written: list[tuple[str, str] | None] = []
         kept: set[int] = set()  # which records' files a new row names
+        ids: dict[int, int] = {}  # this batch's exported ids -> ids here, kept once the batch is
+        links = set(self._links)
         try:
             for picture in pictures:
                 written.append(
@@ -77,8 +82,8 @@ class BulkStore:
                         row = None
                     row = row or await c.fetchrow(
                         "INSERT INTO memories (namespace, content, content_hash, metadata, source, embedding, "
-                        "created_at, updated_at, valid_to, supersedes) VALUES ($1, $2, $3, $4::jsonb, $5, $6, "
-                        f"COALESCE($7, now()), COALESCE($7, now()), $8, $9) ON CONFLICT (namespace, content_hash) "
+                        "created_at, updated_at, valid_to) VALUES ($1, $2, $3, $4::jsonb, $5, $6, "
+                        f"COALESCE($7, now()), COALESCE($7, now()), $8) ON CONFLICT (namespace, content_hash) "
                         f"WHERE {CURRENT} DO NOTHING RETURNING id, true AS new",
                         ns,
                         content,
@@ -88,7 +93,6 @@ class BulkStore:
                         vector,
                         created,
                         valid_to,
-                        self._ids.get(supersedes) if supersedes is not None else None,
                     )
                     if row is None:  # the same current text is here already
                         row = await c.fetchrow(
@@ -104,12 +108,6 @@ class BulkStore:
                         )
                     if row["new"]:
                         added.setdefault(ns, []).append(row["id"])
-                        if supersedes in self._ids:
-                            await c.execute(
-                                "UPDATE memories SET superseded_by = $2 WHERE id = $1 AND superseded_by IS NULL",
-                                self._ids[supersedes],
-                                row["id"],
-                            )
                         names = written[n]
                         if picture is not None and names is not None:
                             await insert_image_row(
@@ -117,9 +115,12 @@ class BulkStore:
                             )
                             kept.add(n)
                     if old_id is not None:
-                        self._ids[old_id] = row["id"]
-                for ns, ids in sorted(added.items()):
-                    await c.execute(REFRESH, ns, ids)
+                        ids[old_id] = row["id"]
+                        if supersedes is not None:
+                            links.add((old_id, supersedes))
+                linked = await self._link(c, self._ids | ids, links)
+                for ns, new in sorted(added.items()):
+                    await c.execute(REFRESH, ns, new)
         except BaseException:
             kept.clear()  # nothing of the batch was kept: neither are its files
             raise
@@ -128,11 +129,27 @@ class BulkStore:
             if spare:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(self._images().remove, spare)
+        self._ids |= ids  # (the batch is kept)
+        self._links = links - linked
         if added:  # the batch's word counts into the totals (migration 009), now that it is committed
             async with s.connection() as c:
                 await c.execute(FOLD)
         stored = sum(map(len, added.values()))
         return stored, len(rows) - stored
+
+    @staticmethod
+    async def _link(c: Any, ids: dict[int, int], links: set[tuple[int, int]]) -> set[tuple[int, int]]:
+        """The links of `links` whose two ends are here, made where a side has none yet (a link already made, or
+        another chain's, is left as it is); which were resolved."""
+        resolved = {(new, old) for new, old in links if new in ids and old in ids}
+        for new, old in sorted(resolved):
+            await c.execute(
+                "UPDATE memories SET superseded_by = $2 WHERE id = $1 AND superseded_by IS NULL", ids[old], ids[new]
+            )
+            await c.execute(
+                "UPDATE memories SET supersedes = $1 WHERE id = $2 AND supersedes IS NULL", ids[old], ids[new]
+            )
+        return resolved
 
     def _images(self) -> ImageStore:
         if self.images is None:
@@ -219,24 +236,30 @@ class BulkStore:
 
     async def reembed(self, on_batch: Any = None, batch: int = 128) -> int:
         """Embed every memory again with the configured model, into a new column swapped in at the end,
-        so an interrupted re-embedding leaves the old embeddings whole."""
+        so an interrupted re-embedding leaves the old embeddings whole; how many memories it re-embedded. The rows
+        that forgotten memories leave are embedded too (the column is whole) but not counted, nor passed to
+        `on_batch`: they are no memories to anyone."""
         embedder = self.store.embedder
         async with self.store.connection() as c:
             await c.execute("ALTER TABLE memories DROP COLUMN IF EXISTS embedding_next")
             await c.execute(f"ALTER TABLE memories ADD COLUMN embedding_next vector({int(embedder.dim)})")
             ids = [r["id"] for r in await c.fetch("SELECT id FROM memories ORDER BY id")]
+        done = 0
         for start in range(0, len(ids), batch):
             async with self.store.connection() as c:
                 rows = await c.fetch(
-                    "SELECT id, content FROM memories WHERE id = ANY($1::bigint[])", ids[start : start + batch]
+                    "SELECT id, content, deleted_at IS NULL AS live FROM memories WHERE id = ANY($1::bigint[])",
+                    ids[start : start + batch],
                 )
                 vectors = await embedder.embed([r["content"] for r in rows])
                 await c.executemany(
                     "UPDATE memories SET embedding_next = $2 WHERE id = $1",
                     [(r["id"], v) for r, v in zip(rows, vectors, strict=True)],
                 )
+            live = sum(r["live"] for r in rows)
+            done += live
             if on_batch:
-                on_batch(len(rows))
+                on_batch(live)
         async with self.store.connection() as c, c.transaction():
             await c.execute("DROP INDEX IF EXISTS memories_embedding")
             await c.execute("ALTER TABLE memories DROP COLUMN embedding")
@@ -246,7 +269,7 @@ class BulkStore:
             await c.execute(HNSW_INDEX)
             await c.execute("UPDATE cortex_meta SET value = $1 WHERE key = 'embedding_model'", embedder.model)
             await c.execute("UPDATE cortex_meta SET value = $1 WHERE key = 'embedding_dim'", str(embedder.dim))
-        return len(ids)
+        return done
 
 
 def _moment(record: dict[str, Any], key: str) -> datetime | None:

@@ -30,6 +30,28 @@ log = logging.getLogger("frobozz.memory")
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 
 
+async def _close_chain(c: PoolConnectionProxy, forgotten: asyncpg.Record) -> None:
+    """The links around a memory just forgotten (in its transaction): the version before it is linked to the one
+    after it, or is current again when there is none after it (what `forget` says)."""
+    before, after = forgotten["supersedes"], forgotten["superseded_by"]
+    if after is not None:
+        await c.execute("UPDATE memories SET supersedes = $2 WHERE id = $1", after, before)
+    if before is None:
+        return
+    if after is not None:
+        await c.execute("UPDATE memories SET superseded_by = $2 WHERE id = $1", before, after)
+        return
+    # current again, as when it was stored: unless its text is current meanwhile as another memory (the unique
+    # index would refuse it), which stays the fact's current version
+    await c.execute(
+        "UPDATE memories p SET valid_to = NULL, superseded_by = NULL WHERE p.id = $1 AND p.deleted_at IS NULL "
+        "AND NOT EXISTS (SELECT 1 FROM memories o WHERE o.namespace = p.namespace AND o.content_hash = p.content_hash "
+        "AND o.deleted_at IS NULL AND o.valid_to IS NULL)",
+        before,
+    )
+    await c.execute("UPDATE memories SET superseded_by = NULL WHERE id = $1", before)
+
+
 def check_namespace(ns: str) -> str:
     """`ns` if it can name a namespace, else MemoryStoreError saying what can (for those who keep one to use
     later, as the plugin's install does, and find out then)."""
@@ -247,9 +269,13 @@ class MemoryStore:
         return memory(row)
 
     async def forget(self, memory_id: int) -> Memory:
-        """Forget a memory: it is no longer found or read anywhere. Its image goes with it: the row at once, the
-        files once no other version of the fact names them (a superseded version shares them). Files left by a
-        process killed between the two are removed by `ImageStore.sweep`, as are those of a row deleted outright."""
+        """Forget a memory: it is no longer found or read anywhere. A version of a changed fact leaves its chain
+        closed over the gap (the versions before and after it are linked to each other); the current version gives
+        its place back to the one it superseded, current again (unless another current memory of its namespace
+        says exactly what that one says: then it stays history, with no successor). Its image goes with it: the
+        row at once, the files once no other version of the fact names them (a superseded version shares them).
+        Files left by a process killed between the two are removed by `ImageStore.sweep`, as are those of a row
+        deleted outright."""
         files = None
         async with self.connection() as c:
             async with c.transaction():
@@ -259,6 +285,7 @@ class MemoryStore:
                 )
                 if row is not None:  # its words leave its neighbours' context too
                     await c.execute(REFRESH, row["namespace"], [memory_id])
+                    await _close_chain(c, row)
                     files = await c.fetchrow(
                         "DELETE FROM memory_images WHERE memory_id = $1 RETURNING original, thumbnail", memory_id
                     )

@@ -424,3 +424,60 @@ def test_metadata_that_is_not_an_object_or_an_image_that_is_not_there_is_a_usage
         refused = cortex_here(cortex_env, monkeypatch, "store", "a fact", *args, code=2)
         assert "--metadata" in refused.stderr or "--image" in refused.stderr, args
     assert "no memories yet" in cortex_here(cortex_env, monkeypatch, "recent").stdout  # nothing was stored
+
+
+def test_forgetting_the_current_version_of_a_changed_fact_says_the_one_before_is_current_again(cortex_env, monkeypatch):
+    here = lambda *args, code=0: cortex_here(cortex_env, monkeypatch, *args, code=code)  # noqa: E731
+    here("store", "Bob has a red car.")
+    assert here("forget", "1").stdout.strip() == "forgot 1"  # no chain: nothing more to say
+    here("store", "Bob has a red car.")
+    here("supersede", "2", "Bob has a blue car.")
+    here("supersede", "3", "Bob has a green car.")
+    assert "memory 3, the version it superseded, is current again" in here("forget", "4").stdout
+    assert [h["id"] for h in json.loads(here("search", "Bob car", "--json").stdout)] == [3]
+    assert "stored 5, superseding 3" in here("supersede", "3", "Bob has a grey car.").stdout
+
+
+def test_an_invalid_namespace_option_of_import_is_a_usage_error_whatever_the_lines_say(
+    cortex_env, monkeypatch, tmp_path
+):
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(json.dumps({"content": "A note.", "namespace": "fine"}) + "\n")
+    refused = cortex_here(cortex_env, monkeypatch, "import", str(lines), "--namespace", "../x", code=2)
+    assert "--namespace" in refused.output and "invalid namespace" in refused.output
+    assert json.loads(cortex_here(cortex_env, monkeypatch, "recent", "--namespace", "fine", "--json").stdout) == []
+
+
+def test_an_export_piped_into_import_dash_is_imported_elsewhere(cortex_env, postgres):
+    from tests.conftest import database_url
+
+    cortex(cortex_env, "store", "The brass lantern is in the living room.")
+    postgres.psql("CREATE DATABASE piped;")
+    elsewhere = {**cortex_env, "FROBOZZ_DATABASE_URL": database_url(postgres, "piped")}
+    exported = cortex(cortex_env, "export").stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "cortex", "import", "-"],
+        input=exported,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=elsewhere,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "imported 1 memories (0 already there)" in done.stdout
+    assert "brass lantern" in cortex(elsewhere, "recent").stdout
+
+
+def test_import_help_says_what_a_batch_is_and_that_a_stopped_import_is_finished_by_running_it_again(
+    cortex_env, monkeypatch
+):
+    said = " ".join(cortex_here({**cortex_env, "COLUMNS": "1000"}, monkeypatch, "import", "--help").output.split())
+    assert "Lines embedded and kept per transaction" in said and "running it again imports the rest" in said
+    assert "'-' reads stdin" in said
+
+
+def test_reembed_reports_the_memories_it_re_embedded_leaving_out_forgotten_ones(cortex_env, monkeypatch):
+    for text in ("The lamp is lit.", "The door is shut."):
+        cortex_here(cortex_env, monkeypatch, "store", text)
+    cortex_here(cortex_env, monkeypatch, "forget", "2")
+    assert "re-embedded 1 memories" in cortex_here(cortex_env, monkeypatch, "reembed").stdout
