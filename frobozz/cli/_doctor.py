@@ -131,7 +131,14 @@ async def check_embeddings(settings: MemorySettings) -> str:
 async def check_games(settings: GamesSettings) -> str:
     from frobozz.games import GameLibrary
 
-    installed = [g for g in GameLibrary(settings).listing() if g.installed]
+    listing = GameLibrary(settings).listing()
+    if damaged := [g for g in listing if g.damaged]:  # `play` refuses them: said before what else is there
+        raise Problem(
+            "; ".join(f"damaged story file {g.path}: {g.damaged}" for g in damaged),
+            f"remove {' and '.join(str(g.path) for g in damaged)}, or run "
+            + " and ".join(f"`frobozz games install {g.name}`" for g in damaged),
+        )
+    installed = [g for g in listing if g.installed]
     if not installed:  # the folders searched, made yet or not
         folders = [*([settings.games_dir] if settings.games_dir else []), settings.installed_games_dir]
         raise Problem(
@@ -142,15 +149,19 @@ async def check_games(settings: GamesSettings) -> str:
 
 
 async def check_jericho(settings: GamesSettings) -> str:
-    from frobozz.games import GameError, GameLibrary, GameSession
+    from frobozz.games import GameError, GameLibrary, GameSession, StoryFileError
 
     library = GameLibrary(settings)
-    installed = [g for g in library.listing() if g.installed]
+    listing = library.listing()
+    installed = [g for g in listing if g.installed]  # a damaged story is the games check's, not jericho's
     if not installed:
-        raise Problem("no game to try it on", "install a game first (see above)")
+        damaged = " (the story files here are damaged: see the games check)" if any(g.damaged for g in listing) else ""
+        raise Problem(f"no game to try it on{damaged}", "install a game first (see above)")
     fix = "pip install jericho (it builds its interpreter with a C compiler: apt install build-essential)"
     try:
         session = await GameSession.open(library.find(installed[0].name), settings)
+    except StoryFileError as e:  # damaged since it was listed: not jericho's fault
+        raise Problem(f"{installed[0].name} is damaged: {e}", f"`frobozz games install {installed[0].name}`") from e
     except (GameError, ImportError, OSError) as e:
         raise Problem(f"jericho could not start {installed[0].name}: {e}", fix) from e
     try:

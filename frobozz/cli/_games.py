@@ -16,6 +16,7 @@ from frobozz.games import (
     GameError,
     GameLibrary,
     GameMap,
+    GameNotFoundError,
     GamesSettings,
     install,
     installed_copy,
@@ -40,9 +41,19 @@ def list_games() -> None:
     """Show the catalogue and which games are installed."""
     library = GameLibrary(GamesSettings())
     table = Table("name", "title", "installed", "licence", "path")
-    for g in library.listing():
-        table.add_row(g.name, Text(g.title), "yes" if g.installed else "no", g.license or "?", Text(g.path or ""))
+    listing = library.listing()
+    for g in listing:
+        state = "yes" if g.installed else "[red]damaged[/]" if g.damaged else "no"
+        table.add_row(g.name, Text(g.title), state, g.license or "?", Text(g.path or ""))
     out.print(table)
+    for g in listing:
+        if g.damaged:  # whole lines: the path and the command can be copied
+            out.print(
+                f"{g.name}: {g.damaged} ({g.path})\n  fix: remove it, or run `frobozz games install {g.name}`",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 @games.command("install")
@@ -88,10 +99,18 @@ def show_map(session: str, format: str = typer.Option("text", help="text, dot or
     """The explored map of a game session (running or ended), from its journal."""
     if format not in ("text", "dot", "mermaid"):
         raise typer.BadParameter("use text, dot or mermaid", param_hint="--format")
+    sessions_dir = GamesSettings().sessions_dir
+    hint = (
+        f"a game session's id names its journal in {sessions_dir} (ID.jsonl): `games walkthrough --json` gives it as "
+        "session_id, `frobozz runs show RUN --json` as game_session for a run played with the game server's tools; "
+        "a run's own map (text mode too) is shown by `frobozz runs show RUN`"
+    )
     if not session.isalnum():
-        raise _fail(f"{session[:80]!r} is not a session id")
+        raise _fail(f"{session[:80]!r} is not a game session id: {hint}")
     try:
-        _, turns = replay_journal(GamesSettings().sessions_dir / f"{session}.jsonl")
+        _, turns = replay_journal(sessions_dir / f"{session}.jsonl")
+    except GameNotFoundError as e:
+        raise _fail(f"{e}: {hint}") from e
     except GameError as e:
         raise _fail(str(e)) from e
     out.print(GameMap.from_path((t.command, t.location) for t in turns).render(format), markup=False)  # type: ignore[arg-type]  # format: checked

@@ -32,23 +32,34 @@ class Journal:
         self._file.close()
 
 
+_EVENTS = ("start", "turn", "undo", "restore", "restart", "resume", "end")
+
+
 def replay(path: Path) -> tuple[dict[str, Any], list[Turn]]:
-    """The session's start record and its turns as they stand after every undo, restore and restart."""
+    """The session's start record and its turns as they stand after every undo, restore and restart.
+
+    A file with no journal record in it (empty, or of other JSON or none) is no game session's journal."""
     if not path.is_file():
         raise GameNotFoundError(f"no game session journal at {path}")
     start: dict[str, Any] = {}
     turns: list[Turn] = []
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise GameError(f"the game session journal at {path} cannot be read: {e}") from e
+    except UnicodeDecodeError as e:
+        raise GameError(f"{path} is not a game session journal: it is not UTF-8 text") from e
+    except OSError as e:
+        raise GameError(f"the game session journal at {path} cannot be read: {e.strerror or e}") from e
+    records = 0
     for number, line in enumerate(text.splitlines(), 1):
         try:
             record = json.loads(line)
         except ValueError:
             continue  # a line cut short by a crash
+        if not isinstance(record, dict) or record.get("event") not in _EVENTS:
+            continue  # no journal's line: said below when no line is one
+        records += 1
+        event = record["event"]
         try:  # (what a damaged file holds: a traceback before)
-            event = record.get("event")
             if event == "start":
                 start = record
             elif event == "turn":
@@ -58,5 +69,10 @@ def replay(path: Path) -> tuple[dict[str, Any], list[Turn]]:
             elif event in ("restore", "restart", "resume"):
                 turns = [Turn(**t) for t in record["turns"]]
         except (AttributeError, KeyError, TypeError, ValueError) as e:
-            raise GameError(f"the game session journal at {path} is damaged at line {number}: {e!r:.200}") from e
+            raise GameError(
+                f"the game session journal at {path} is damaged at line {number}: "
+                f"its {event!r} record is not as a game session writes it"
+            ) from e
+    if not records:
+        raise GameError(f"{path} is not a game session journal: no line of it is a journal record")
     return start, turns

@@ -24,6 +24,7 @@ class GameListing:
     path: str | None
     license: str | None
     max_score: int | None
+    damaged: str | None = None  # why the file at `path` is no story file (then not `installed`); None when it is
 
 
 def jericho_supports(md5: str) -> bool:
@@ -138,15 +139,22 @@ class GameLibrary:
         games = []
         for entry in CATALOGUE.values():
             installed = found.pop(entry.file_name, None)
+            damaged = None
+            if installed is not None:
+                try:  # as `find` and `play` check it (a story file's checksum is cheap: a few ms)
+                    read_story(installed)
+                except StoryFileError as e:
+                    damaged = str(e)
             games.append(
                 GameListing(
                     entry.name,
                     entry.title,
                     entry.file_name,
-                    installed is not None,
+                    installed is not None and damaged is None,
                     str(installed) if installed else None,
                     entry.license,
                     entry.max_score,
+                    damaged,
                 )
             )
         for file_name, path in sorted(found.items()):

@@ -157,3 +157,24 @@ def test_on_a_fresh_home_it_names_the_games_folder_and_says_claude_is_not_logged
     assert "not logged in" in done.stdout and "/login" in done.stdout and "--player walkthrough" in done.stdout
     assert "claude login" not in done.stderr  # said, but not a failure: offline play needs no login
     assert line
+
+
+def test_a_damaged_story_is_the_games_checks_failure_with_its_fix_and_jericho_is_not_blamed(frobozz_env, monkeypatch):
+    """An empty zork1.z5: the doctor said "games installed: ok", then failed jericho with a compiler to install."""
+    import anyio
+    import pytest
+
+    from frobozz.cli._doctor import Problem, check_games, check_jericho
+    from frobozz.games import GamesSettings
+
+    monkeypatch.delenv("FROBOZZ_GAMES_DIR")
+    settings = GamesSettings()
+    settings.installed_games_dir.mkdir(parents=True)
+    (settings.installed_games_dir / "zork1.z5").write_bytes(b"")
+    with pytest.raises(Problem, match=r"damaged story file .*zork1\.z5: .*shorter than a header") as games:
+        anyio.run(check_games, settings)
+    assert str(settings.installed_games_dir / "zork1.z5") in str(games.value)
+    assert "`frobozz games install zork1`" in games.value.fix and "remove" in games.value.fix
+    with pytest.raises(Problem, match="no game to try it on") as jericho:
+        anyio.run(check_jericho, settings)
+    assert "damaged" in str(jericho.value) and "jericho" not in jericho.value.fix

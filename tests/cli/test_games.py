@@ -51,7 +51,7 @@ def test_the_walkthrough_wins_through_the_stdio_server_and_its_map_can_be_drawn_
     dot = frobozz("games", "map", result["session_id"], "--format", "dot").stdout
     assert dot.startswith("digraph map {")
     done = frobozz("games", "map", "../../etc/passwd", check=False)
-    assert done.returncode == 1 and "not a session id" in done.stderr
+    assert done.returncode == 1 and "not a game session id" in done.stderr
     assert frobozz("games", "map", "0123abcd", check=False).returncode == 1
 
 
@@ -75,3 +75,34 @@ def test_games_install_of_a_game_already_in_the_games_directory_downloads_nothin
     """FROBOZZ_GAMES_DIR holds it (the tests' own): no network is asked, nothing is written."""
     done = frobozz("games", "install", "zork1")
     assert done.stdout.startswith(f"installed {ZORK1} already") and not (frobozz_env / "games").exists()
+
+
+def test_games_list_says_a_damaged_story_is_damaged_and_how_to_replace_it(frobozz_env, monkeypatch):
+    """It said installed "yes" for an empty zork1.z5, which `play` refuses."""
+    monkeypatch.delenv("FROBOZZ_GAMES_DIR")
+    (frobozz_env / "games").mkdir(parents=True)
+    (frobozz_env / "games" / "zork1.z5").write_bytes(b"")
+    out = frobozz("games", "list").stdout
+    [row] = [line for line in out.splitlines() if " zork1 " in line]
+    assert "damaged" in row and " yes " not in row
+    assert f"zork1: zork1.z5 is not a Z-machine story file: 0 bytes is shorter than a header ({frobozz_env}" in out
+    assert "fix: remove it, or run `frobozz games install zork1`" in out
+
+
+def test_games_map_of_a_file_that_is_no_journal_fails_saying_so_and_an_unknown_id_says_where_ids_come_from():
+    """It drew "0 rooms, 0 passages" (exit 0) for an empty, garbage or `{}` journal and quoted an AttributeError for
+    `[1,2]`; a run id got only "is not a session id"."""
+    from frobozz.games import GamesSettings
+
+    sessions = GamesSettings().sessions_dir
+    sessions.mkdir(parents=True)
+    for content in ("", "garbage\n", "{}\n", "[1,2]\n"):
+        (sessions / "0123abcd.jsonl").write_text(content)
+        done = frobozz("games", "map", "0123abcd", check=False)
+        assert done.returncode == 1 and done.stdout == "", content
+        assert "is not a game session journal: no line of it is a journal record" in done.stderr, content
+        assert "Error(" not in done.stderr
+    for unknown in ("20261130-192900-abcd", "ffff0000"):
+        done = frobozz("games", "map", unknown, check=False)
+        assert done.returncode == 1
+        assert "games walkthrough --json" in done.stderr and "frobozz runs show RUN" in done.stderr

@@ -26,6 +26,25 @@ async def test_install_of_an_unpadded_release_keeps_it_as_it_is(tmp_path):
     assert story.md5 == CATALOGUE["zork1-r119"].md5
 
 
+async def test_an_empty_or_other_download_is_refused_naming_both_files_the_catalogue_takes(tmp_path):
+    """The message named only the unpadded original's md5, which no command shows."""
+    with serve({"/empty": (200, b""), "/other": (200, ZORK1_R119.read_bytes())}) as base:
+        for path in ("/empty", "/other"):
+            with pytest.raises(InstallError) as refused:
+                await install("zork1", tmp_path, url=f"{base}{path}")
+            message = str(refused.value)
+            assert f"the story file (md5 {CATALOGUE['zork1'].md5})" in message
+            assert f"the original it is padded from (md5 {CATALOGUE['zork1'].source_md5})" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_install_takes_the_finished_story_file_as_verify_and_list_give_it(tmp_path):
+    """`--url` of jericho's padded copy (md5 b732..., as the games README and `games verify` say) was refused."""
+    with serve({"/zork1.z5": (200, ZORK1.read_bytes())}) as base:
+        story = await install("zork1", tmp_path, url=f"{base}/zork1.z5")
+    assert story.md5 == CATALOGUE["zork1"].md5 and story.path.read_bytes() == ZORK1.read_bytes()
+
+
 async def test_install_is_a_no_op_when_the_game_is_already_there(tmp_path):
     (tmp_path / "zork1.z5").write_bytes(ZORK1.read_bytes())
     story = await install("zork1", tmp_path, url="http://127.0.0.1:9/unreachable")

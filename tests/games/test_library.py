@@ -103,3 +103,24 @@ def test_the_listing_shows_the_catalogue_and_other_story_files(tmp_path):
     assert set(by_name) == {"zork1", "zork1-r119", "mygame"}
     assert not by_name["zork1"].installed and by_name["mygame"].installed
     assert by_name["mygame"].max_score == 350  # recognised by its md5
+
+
+def _checksum_broken() -> bytes:
+    """Zork I with a few bytes of its contents overwritten: a whole header, but its checksum no longer adds up."""
+    data = bytearray(ZORK1.read_bytes())
+    data[0x4000:0x4004] = b"\xff\xff\xff\xff"
+    return bytes(data)
+
+
+@pytest.mark.parametrize("content", [b"", _checksum_broken()], ids=["empty", "checksum broken"])
+def test_a_damaged_catalogued_story_is_listed_as_damaged_with_why_not_as_installed(tmp_path, content):
+    """`games list` said installed "yes" and the doctor blamed jericho, though `play` refused the file."""
+    settings = GamesSettings(games_dir=None, data_dir=tmp_path / "data")
+    settings.installed_games_dir.mkdir(parents=True)
+    (settings.installed_games_dir / "zork1.z5").write_bytes(content)
+    by_name = {g.name: g for g in GameLibrary(settings).listing()}
+    zork = by_name["zork1"]
+    assert not zork.installed and zork.path == str(settings.installed_games_dir / "zork1.z5")
+    assert zork.damaged and ("shorter than a header" in zork.damaged or "checksum" in zork.damaged)
+    assert GameLibrary(settings).stories() == []
+    assert by_name["zork1-r119"].damaged is None
