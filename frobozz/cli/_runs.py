@@ -171,18 +171,39 @@ def runs_list(
         return
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(f"use one of: {', '.join(STATUSES)}", param_hint="--status")
-    from frobozz.runner import RunnerSettings, all_runs, score_text
+    from frobozz.runner import RunnerSettings, all_runs
 
     here = RunnerSettings().runs_dir  # runs played on this machine count too, in the database or not
     rows = _with_ledger(lambda ledger: all_runs(ledger, here, game=game, model=model, status=status, limit=limit))
     if as_json:
         out.print_json(json.dumps(rows, default=str))
-        return
-    if not rows:
+    elif not rows:
         out.print(
             "no runs" + (" matching" if game or model or status else " yet: `frobozz play GAME --queue` queues some")
         )
+    else:
+        out.print(_runs_table(rows))
+    _say_damaged(here)
+
+
+def _say_damaged(runs_dir: Path) -> None:
+    """The run folders here whose run.json cannot be read, said once (on stderr): they were left out without a
+    word, and `runs show` said there was no such run."""
+    from frobozz.runner import damaged_runs
+
+    damaged = damaged_runs(runs_dir)
+    if not damaged:
         return
+    ids = ", ".join(d.run_id for d in damaged[:5]) + (f" and {len(damaged) - 5} more" if len(damaged) > 5 else "")
+    err.print(
+        f"[yellow]warning:[/yellow] {len(damaged)} run folder(s) in {escape(str(runs_dir))} cannot be read (their "
+        f"run.json is damaged), so they are not listed: {escape(ids)}; `frobozz runs show ID` says why"
+    )
+
+
+def _runs_table(rows: list[dict[str, Any]]) -> Table:
+    from frobozz.runner import score_text
+
     # Fits 80 columns: what was played (game, mode, player, model) and why it ended fold in one column; the run id
     # (what `runs show` takes), status, score, turns and cost are never cut (eleven columns were 2 characters each)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_lines=True)
@@ -198,7 +219,7 @@ def runs_list(
         )
         score = score_text(r["score"], r["max_score"])
         table.add_row(r["run_id"], played, r["status"], score, str(r["turns"]), f"${r['cost_usd']:.4f}")
-    out.print(table)
+    return table
 
 
 @runs.command("show")
@@ -259,7 +280,11 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
     for name, path in row["files"].items():
         table.add_row(f"[bold]{name}[/bold]", cell(path))
     if row["run_dir"] and not row["files"]:
-        table.add_row("[bold]files[/bold]", cell(f"on the worker's machine ({row['worker']}), not this one"))
+        if Path(row["run_dir"]).is_dir():  # (a run played here: "on the worker's machine (None)" it said)
+            said = "none yet (no transcript, score chart or map) in its run directory, on this machine"
+        else:
+            said = f"on the worker's machine ({row['worker'] or 'not known'}), not this one"
+        table.add_row("[bold]files[/bold]", cell(said))
     out.print(table)
     if row["last_turn"]:
         last = row["last_turn"]
@@ -281,27 +306,18 @@ def leaderboard(game: str = typer.Option(None), as_json: bool = typer.Option(Fal
     if not rows:
         out.print("no finished runs" + (f" of {game}" if game else "") + " yet")
         return
-    table = Table(
-        "model",
-        "player",
-        "game",
-        "mode",
-        "runs",
-        "mean score",
-        "best",
-        "wins",
-        "mean turns",
-        "cost/point",
-        title="Frobozz leaderboard",
-    )
+    # Fits 80 columns: what was played (model, player, game, mode) folds in one column; the numbers are never cut
+    # (ten columns at 80 were "(def… walk… 15/3…")
+    table = Table(title="Frobozz leaderboard", box=box.SIMPLE_HEAD, pad_edge=False, show_lines=True)
+    table.add_column("played", overflow="fold", min_width=16)
+    for name in ("runs", "mean score", "best", "wins", "mean turns", "cost/point"):
+        table.add_column(name, no_wrap=True, justify="right")
     for r in rows:
+        played = cell(f"{r['model'] or '(default)'}, {r['player']}, {r['game']} ({r['mode']})")
         best = score_text(r["best_score"], r["max_score"])
         per_point = "-" if r["cost_per_point"] is None else f"${r['cost_per_point']:.4f}"
         table.add_row(
-            cell(r["model"] or "(default)"),
-            cell(r["player"]),
-            cell(r["game"]),
-            r["mode"],
+            played,
             str(r["runs"]),
             f"{r['mean_score']:.1f}",
             best,

@@ -1,7 +1,7 @@
 """Headless play: claude (or a scripted stand-in) plays a Z-machine game through the engine; runs queued
 in Postgres for workers on many machines, with their results and a leaderboard."""
 
-from ._everywhere import all_runs, leaderboard, local_infos, run_row
+from ._everywhere import all_runs, damaged_runs, leaderboard, local_infos, run_row
 from ._extract import extract_commands
 from ._ledger import STATUSES, RunLedger
 from ._live import LiveView, summary_table
@@ -12,7 +12,7 @@ from ._queue import Worker, enqueue, install_queue
 from ._report import score_text
 from ._run import RunConfig, RunResult, check_prompt_file, new_info, play
 from ._session_parts import serve_in_process
-from ._store import RunBusyError, RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord
+from ._store import RunBusyError, RunDamagedError, RunFinishedError, RunInfo, RunNotFoundError, RunStore, TurnRecord
 from .settings import RunnerSettings
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "ResumeError",
     "RunBusyError",
     "RunConfig",
+    "RunDamagedError",
     "RunFinishedError",
     "RunInfo",
     "RunLedger",
@@ -36,6 +37,7 @@ __all__ = [
     "check_prompt_file",
     "claude_readiness",
     "commands_for",
+    "damaged_runs",
     "enqueue",
     "extract_commands",
     "install_queue",

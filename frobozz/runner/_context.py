@@ -8,6 +8,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -173,6 +174,7 @@ class RunContext:
     def finish(self, reason: str, status: str = "finished") -> None:
         if not self.finished.is_set():
             self.info.reason, self.info.status = reason, status
+            self.info.ended = datetime.now(UTC).isoformat(timespec="seconds")
             self.store.save_info()
             self.finished.set()
 

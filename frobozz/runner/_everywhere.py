@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from ._ledger import RunLedger
-from ._store import RunInfo, RunNotFoundError, RunStore
+from ._store import RunDamagedError, RunInfo, RunNotFoundError, RunStore
 
 
 def local_infos(runs_dir: Path, *, only: str | None = None) -> list[RunInfo]:
-    """Every run directory on this machine (what is not a run, or is one being made, is passed over), as it
-    stands (RunStore.as_it_stands); `only`: that run's, if it is here."""
+    """Every run directory on this machine (what is not a run, or is one being made, is passed over, and so is
+    a damaged one: see damaged_runs), as it stands (RunStore.as_it_stands); `only`: that run's, if it is here."""
     if not runs_dir.is_dir():
         return []
     infos = []
@@ -29,12 +29,27 @@ def local_infos(runs_dir: Path, *, only: str | None = None) -> list[RunInfo]:
     return infos
 
 
+def damaged_runs(runs_dir: Path) -> list[RunDamagedError]:
+    """The run directories on this machine whose run.json cannot be read (local_infos passes them over): each
+    says which run, where and why, so that no run drops out of sight without a word."""
+    if not runs_dir.is_dir():
+        return []
+    damaged = []
+    for path in sorted(runs_dir.iterdir()):
+        try:
+            RunStore.open(runs_dir, path.name)
+        except RunDamagedError as e:
+            damaged.append(e)
+        except RunNotFoundError:
+            continue
+    return damaged
+
+
 def _killed_here(info: RunInfo, row: dict[str, Any]) -> bool:
-    """Whether a run the database says is running was killed on this machine, where it was played by hand (a
-    worker's run killed here may have been taken up by another worker: the database's row says how it is)."""
-    return (
-        (info.status, info.reason) == ("stopped", "killed") and row.get("status") == "running" and not row.get("worker")
-    )
+    """Whether a run the database says is running ended on this machine, where it was played by hand: killed,
+    or failed or finished without the database hearing of it (a worker's run killed here may have been taken up
+    by another worker: the database's row says how it is)."""
+    return info.status not in ("running", "queued") and row.get("status") == "running" and not row.get("worker")
 
 
 def local_row(info: RunInfo, runs_dir: Path) -> dict[str, Any]:
@@ -100,6 +115,8 @@ async def run_row(ledger: RunLedger | None, runs_dir: Path, run_id: str) -> dict
             return {**row, "in_database": True}
     try:
         store = RunStore.open(runs_dir, run_id)
+    except RunDamagedError:
+        raise  # (here, and damaged: said so, with where, not "no run")
     except RunNotFoundError:
         if missing is None:
             raise
@@ -109,10 +126,28 @@ async def run_row(ledger: RunLedger | None, runs_dir: Path, run_id: str) -> dict
         **local_row(info, runs_dir),
         "info": json.dumps(asdict(info)),
         "queued_at": None,
-        "started_at": None,
-        "ended_at": None,
+        "started_at": _at(info.created),  # (a run played here starts as it is made)
+        "ended_at": _ended(store, info),
         "in_database": False,
     }
+
+
+def _ended(store: RunStore, info: RunInfo) -> datetime | None:
+    """When a run of this machine ended, from its own record: when it was said to end, else (a run killed, or
+    one from before runs kept it) its last turn's time; None while it plays."""
+    if info.status in ("running", "queued"):
+        return None
+    if info.ended:
+        return _at(info.ended)
+    last = store.last_turn()
+    return _at(last.at) if last is not None else None
+
+
+def _at(when: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(when) if when else None
+    except ValueError:
+        return None
 
 
 async def leaderboard(ledger: RunLedger | None, runs_dir: Path, *, game: str | None = None) -> list[dict[str, Any]]:

@@ -80,6 +80,7 @@ async def reopen(
             if not queued and _spent(store.info):
                 raise RunFinishedError(_spent_how(store.info, config))
             store.info.status, store.info.reason = "running", None  # (written once its player is ready: _opened)
+            store.info.ended = None
         elif not queued:
             raise RunFinishedError(f"run {store.info.run_id} is finished ({_how_far(store.info)}): nothing to resume")
     except BaseException:

@@ -6,8 +6,8 @@ its mode (_session_parts), played until it ends and its end written (_ending).""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -179,7 +179,7 @@ async def _play(
     store, player, stopped_by = await _opened(
         config, settings, ledger, queued=queued, handler=handler, cli_path=cli_path
     )
-    with store:  # held by this process (RunStore.hold) until it ends
+    with store, _failed_on_error(store, new=config.resume is None):  # held by this process until it ends
         info = store.info
         story = read_story(info.story)
         if info.status != "running":
@@ -231,6 +231,21 @@ async def _play(
         return _result(store)
 
 
+@contextmanager
+def _failed_on_error(store: RunStore, *, new: bool) -> Iterator[None]:
+    """A new run that an error ends before it has ended (its game, memory or claude not to be started) is
+    failed, with the error as its reason: it was left "running", and listed as killed. (A resumed run so ended
+    is left as one killed is, to be resumed again; a signal's end is no error: it stays resumable.)"""
+    try:
+        yield
+    except Exception as e:
+        if new and store.info.status == "running":
+            store.info.status, store.info.reason = "failed", f"it could not be played: {e}"[:500]
+            store.info.ended = datetime.now(UTC).isoformat(timespec="seconds")
+            store.save_info()
+        raise
+
+
 async def _opened(
     config: RunConfig,
     settings: RunnerSettings,
@@ -245,7 +260,9 @@ async def _opened(
     resumed run had stopped (None: a new run)."""
     if config.resume is None:
         player = _ready(config.player, config.prompt_file, handler, cli_path)
-        if player.script is not None:
+        if player.kind == "walkthrough" and handler is None:  # a game with no walkthrough makes no run (it made
+            commands_for(player, GameLibrary(settings).find(config.game, allow_path=True))  # one, left "running")
+        elif player.script is not None:
             script_commands(player.script)  # a script that cannot be played makes no run
         return RunStore.create(settings.runs_dir, new_info(config, settings, player), hold=True), player, None
     store, stopped_by = await reopen(config.resume, config, settings, ledger, queued=queued)  # ("": not a run id)

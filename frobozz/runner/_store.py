@@ -30,6 +30,15 @@ class RunNotFoundError(Exception):
     pass
 
 
+class RunDamagedError(RunNotFoundError):
+    """A run directory whose run.json is there but cannot be read as a run's (cut off, not JSON, not a run's
+    fields): the run is not lost from sight, it is said to be damaged, and where."""
+
+    def __init__(self, run_id: str, path: Path, why: object) -> None:
+        self.run_id, self.path, self.why = run_id, path, str(why)
+        super().__init__(f"run {run_id} is damaged: its record {path} cannot be read ({self.why})")
+
+
 class RunFinishedError(Exception):
     """A `--resume` of a run that has ended (won, died, or its budget spent and not raised): nothing to play."""
 
@@ -102,6 +111,7 @@ class RunInfo:
     compactions: int = 0
     handoffs: int = 0
     start_location: str | None = None  # where the game began, before the first command (the map's first room)
+    ended: str | None = None  # when it last ended (finished, stopped or failed); None while it plays
 
 
 def new_run_id() -> str:
@@ -255,9 +265,14 @@ class RunStore:
         except FileNotFoundError:
             raise RunNotFoundError(f"no run {run_id} in {runs_dir}") from None
         except (OSError, ValueError) as e:
-            raise RunNotFoundError(f"run {run_id} cannot be read: {e}") from e
+            raise RunDamagedError(run_id, path, e) from e
+        if not isinstance(data, dict):
+            raise RunDamagedError(run_id, path, f"a JSON {type(data).__name__}, not a run's fields")
         known = {f.name for f in fields(RunInfo)}
-        return cls(path.parent, RunInfo(**{k: v for k, v in data.items() if k in known}))
+        try:
+            return cls(path.parent, RunInfo(**{k: v for k, v in data.items() if k in known}))
+        except TypeError as e:  # (a field a run has is missing)
+            raise RunDamagedError(run_id, path, e) from e
 
     @property
     def transcript(self) -> Path:

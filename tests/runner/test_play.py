@@ -396,3 +396,48 @@ async def test_a_resumed_run_whose_claude_crashes_and_is_restarted_costs_each_tu
     assert each[0] > 0 and each == [each[0]] * 8, each
     info = json.loads((runner_settings.runs_dir / first.run_id / "run.json").read_text())
     assert round(info["cost_usd"], 6) == round(8 * each[0], 6)
+
+
+async def test_a_game_with_no_known_walkthrough_refuses_the_walkthrough_player_and_makes_no_run(runner_settings):
+    """It made a run first and then refused: `runs` listed it, 0 turns, "stopped: killed" (its run.json
+    said running)."""
+    from tests.conftest import ZORK1_R119
+
+    with pytest.raises(PlayerError, match=r"zork1-r119\.z3 has no known walkthrough"):
+        await play(RunConfig(game=str(ZORK1_R119), player="walkthrough", max_turns=5), runner_settings)
+    assert not runner_settings.runs_dir.exists() or not list(runner_settings.runs_dir.iterdir())  # no run made
+
+
+async def test_a_new_run_that_an_error_ends_before_its_first_turn_is_failed_with_the_error_not_left_running(
+    runner_settings, monkeypatch
+):
+    """An error after a run's files were made (here its session's parts) left it "running", listed as killed."""
+    from frobozz.runner import _run
+
+    async def broken(*args, **kwargs):
+        raise OSError("no room for claude here")
+
+    monkeypatch.setattr(_run, "session_parts", broken)
+    with pytest.raises(OSError, match="no room for claude"):
+        await play(RunConfig(game="zork1", player="walkthrough", max_turns=5), runner_settings)
+    (made,) = runner_settings.runs_dir.iterdir()
+    store = RunStore.open(runner_settings.runs_dir, made.name)
+    assert (store.info.status, store.info.reason) == ("failed", "it could not be played: no room for claude here")
+    assert store.info.ended is not None and store.as_it_stands() == store.info  # not seen as killed either
+
+
+async def test_a_run_that_ends_says_when_in_its_record_and_a_resume_clears_it_while_it_plays(runner_settings):
+    from frobozz.runner import run_row
+
+    first = await play(RunConfig(game="zork1", player="walkthrough", max_turns=2), runner_settings)
+    ended = RunStore.open(runner_settings.runs_dir, first.run_id).info.ended
+    row = await run_row(None, runner_settings.runs_dir, first.run_id)
+    assert ended is not None and row["ended_at"].isoformat() == ended and row["started_at"] is not None
+    seen = []
+    again = await play(
+        RunConfig(resume=first.run_id, max_turns=3),
+        runner_settings,
+        on_turn=lambda context, turn: seen.append(context.store.info.ended),
+    )
+    assert seen == [None] and again.turns == 3  # playing again: not ended
+    assert RunStore.open(runner_settings.runs_dir, first.run_id).info.ended >= ended

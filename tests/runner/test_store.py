@@ -2,6 +2,7 @@ import json
 import subprocess
 import sys
 from dataclasses import asdict, replace
+from datetime import UTC, datetime
 
 import pytest
 
@@ -203,3 +204,58 @@ async def test_a_run_played_here_and_killed_is_listed_killed_though_the_database
     await ledger.save(store.info, worker="another-machine")
     (row,) = await all_runs(ledger, settings.runs_dir)
     assert row["status"] == "running"  # a worker's: as the database has it
+
+
+def test_a_run_folder_whose_run_json_cannot_be_read_is_said_damaged_with_where_not_no_such_run(tmp_path):
+    """It was passed over without a word: `runs` left it out, and `runs show` said there was no such run."""
+    import anyio
+
+    from frobozz.runner import RunDamagedError, damaged_runs, local_infos, run_row
+
+    assert damaged_runs(tmp_path / "none") == [] and damaged_runs(tmp_path) == []
+    RunStore.create(tmp_path, _info())
+    (tmp_path / "20261122-010000-abcd00").mkdir()  # one being made: no run.json yet, not damaged
+    (tmp_path / "not-a-run").mkdir()
+    broken = {
+        "20261130-000000-badbad": '{"broken',
+        "20261130-000000-badba1": "[1, 2]",
+        "20261130-000000-badba2": '{"run_id": "20261130-000000-badba2"}',
+    }
+    for run_id, text in broken.items():
+        (tmp_path / run_id).mkdir()
+        (tmp_path / run_id / "run.json").write_text(text)
+    found = {d.run_id: d for d in damaged_runs(tmp_path)}
+    assert sorted(found) == sorted(broken)
+    assert all(d.path == tmp_path / run_id / "run.json" for run_id, d in found.items())
+    assert [i.run_id for i in local_infos(tmp_path)] == [_info().run_id]  # the list has the readable one
+    with pytest.raises(
+        RunDamagedError, match=rf"run 20261130-000000-badbad is damaged: its record {tmp_path}/20261130"
+    ):
+        anyio.run(run_row, None, tmp_path, "20261130-000000-badbad")
+    with pytest.raises(RunNotFoundError, match="no run 20261130-000000-aaaaaa") as missing:
+        anyio.run(run_row, None, tmp_path, "20261130-000000-aaaaaa")
+    assert not isinstance(missing.value, RunDamagedError)
+
+
+def test_a_local_runs_start_and_end_are_taken_from_its_own_record(tmp_path):
+    """`runs show` said started and ended "-" for a run played here, though it had started and ended."""
+    import anyio
+
+    from frobozz.runner import run_row
+
+    def shown(run_id):
+        row = anyio.run(run_row, None, tmp_path, run_id)
+        return row["started_at"], row["ended_at"]
+
+    playing = RunStore.create(tmp_path, _info(), hold=True)
+    assert shown(playing.info.run_id) == (datetime(2026, 11, 22, 1, tzinfo=UTC), None)  # playing: not ended
+    playing.let_go()  # killed before a turn: ended, but when is not known
+    assert shown(playing.info.run_id) == (datetime(2026, 11, 22, 1, tzinfo=UTC), None)
+    killed = RunStore.create(tmp_path, _info("20261122-010000-111111"), hold=True)
+    killed.record(replace(_turn(1), at="2026-11-22T01:05:00+00:00"), None)
+    killed.let_go()  # killed after a turn: it ended at its last turn
+    assert shown(killed.info.run_id)[1] == datetime(2026, 11, 22, 1, 5, tzinfo=UTC)
+    ended = RunStore.create(tmp_path, replace(_info("20261122-010000-222222"), status="finished", reason="died"))
+    ended.info.ended = "2026-11-22T02:00:00+00:00"
+    ended.save_info()
+    assert shown(ended.info.run_id) == (datetime(2026, 11, 22, 1, tzinfo=UTC), datetime(2026, 11, 22, 2, tzinfo=UTC))
