@@ -284,7 +284,8 @@ def import_cmd(
     if not stdin and not file.exists():  # (a usage error, as typer's own check made it)
         raise typer.BadParameter(f"File '{file}' does not exist.", param_hint="'FILE'")
     try:
-        text = sys.stdin.buffer.read().decode("utf-8") if stdin else file.read_text(encoding="utf-8")
+        # (utf-8-sig: a byte order mark that an editor put first is no part of the first line)
+        text = sys.stdin.buffer.read().decode("utf-8-sig") if stdin else file.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
         said = "stdin" if stdin else escape(str(file))
         err.print(f"[red]error:[/red] {said} is not UTF-8 text (byte {e.start}); nothing was imported")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
@@ -273,13 +273,18 @@ class BulkStore:
 
 
 def _moment(record: dict[str, Any], key: str) -> datetime | None:
+    """The record's date and time at `key`; one more than a day to come is refused (a memory dated 2099 stood
+    first in `recent` for good): a day, for clocks that differ between machines."""
     value = record.get(key)
     if value is None:
         return None
     try:
-        return datetime.fromisoformat(value) if isinstance(value, str) else _bad(key)
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else _bad(key)
     except ValueError:
         return _bad(key)
+    if (moment if moment.tzinfo else moment.replace(tzinfo=UTC)) > datetime.now(UTC) + timedelta(days=1):
+        raise MemoryStoreError(f"'{key}' is {value[:40]}, to come: a memory's dates are past ones")
+    return moment
 
 
 def _id(record: dict[str, Any], key: str) -> int | None:

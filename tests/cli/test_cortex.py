@@ -99,6 +99,7 @@ def test_an_import_names_the_bad_line_by_its_number_in_the_file_and_says_what_is
         ('{"text": "no content"}', "a memory must be a JSON object with a text 'content'"),
         ('["content"]', "a memory must be a JSON object"),
         ('{"content": "ok", "created_at": "yesterday"}', "'created_at' must be an ISO date"),
+        ('{"content": "ok", "created_at": "2099-01-01T00:00:00"}', "'created_at' is 2099-01-01T00:00:00, to come"),
         ('{"content": "ok", "metadata": "[red]x"}', "'metadata' must be a JSON object"),
         ('{"content": "ok", "metadata": {"a": NaN}}', "metadata must hold finite numbers only"),
         ('{"content": "an unpaired \\ud800 escape"}', "the memory is not valid text: character 13 is a lone surrogate"),
@@ -112,6 +113,11 @@ def test_an_import_names_the_bad_line_by_its_number_in_the_file_and_says_what_is
         else:
             done = cortex_here(cortex_env, monkeypatch, *args, code=1)
         assert f"line 4: {says}" in done.stderr and "nothing was imported" in done.stderr, done.stderr
+    (tmp_path / "bom.jsonl").write_bytes("\ufeff".encode() + good.encode())  # (as some editors save it)
+    assert "imported 2" in cortex_here(cortex_env, monkeypatch, "import", str(tmp_path / "bom.jsonl")).stdout
+    for kept in json.loads(cortex(cortex_env, "recent", "--json").stdout):
+        assert not kept["content"].startswith("\ufeff")
+        cortex_here(cortex_env, monkeypatch, "forget", str(kept["id"]))
     (tmp_path / "latin1.jsonl").write_bytes(b'{"content": "caf\xe9"}\n')
     done = cortex(cortex_env, "import", str(tmp_path / "latin1.jsonl"), check=False)
     assert done.returncode == 1 and "is not UTF-8 text" in done.stderr
