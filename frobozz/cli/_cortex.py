@@ -165,7 +165,11 @@ def search_cmd(
                 "created_at": h.memory.created_at.isoformat(timespec="seconds"),
                 "content": h.memory.content,
             }
-            | ({"superseded_by": h.memory.superseded_by} if h.memory.valid_to else {})
+            | (
+                {"valid_to": h.memory.valid_to.isoformat(timespec="seconds"), "superseded_by": h.memory.superseded_by}
+                if h.memory.valid_to
+                else {}
+            )
             for h in hits
         ],
         as_json,

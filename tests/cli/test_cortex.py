@@ -299,6 +299,9 @@ def test_a_fact_that_changed_is_superseded_and_get_shows_its_history(cortex_env,
     everything = json.loads(cortex_here(cortex_env, monkeypatch, "search", "troll", "--json", "--history").stdout)
     got = json.loads(cortex_here(cortex_env, monkeypatch, "get", "1").stdout)
     assert [h["id"] for h in current] == [2] and {h["id"] for h in everything} == {1, 2}
+    old = next(h for h in everything if h["id"] == 1)  # told apart by valid_to, as docs/memory.md says
+    assert old["superseded_by"] == 2 and old["valid_to"][:19] == got["valid_to"][:19]
+    assert "valid_to" not in next(h for h in everything if h["id"] == 2)
     assert got["superseded_by"] == 2 and got["valid_to"] and [h["id"] for h in got["history"]] == [1, 2]
 
 
