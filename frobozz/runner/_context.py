@@ -25,6 +25,13 @@ if TYPE_CHECKING:
     from ._ledger import RunLedger
 
 log = logging.getLogger("frobozz.runner")
+NOT_RECORDED = "a turn could not be recorded"  # a run so stopped is resumed as an interrupted one is
+
+
+class TurnNotRecordedError(RuntimeError):
+    """A worker's run stopped on a turn it could not record (its disk): an error of this worker's, tried again."""
+
+
 DATABASE_GONE = "the database went away"  # a queued run's reason when it stopped for want of its database
 _DIED = re.compile(r"\*+\s*You have died\s*\*+", re.IGNORECASE)
 
@@ -117,7 +124,11 @@ class RunContext:
             cost_usd=self.info.cost_usd,
             **noted,
         )
-        self.store.record(record, snapshot)
+        try:
+            self.store.record(record, snapshot)
+        except OSError as e:  # (a disk that is full): what was played is kept, this turn was not; resumable
+            self.finish(f"{NOT_RECORDED}: turn {record.turn} ({e})"[:300], status="stopped")
+            raise
         if self.ledger is not None:
             self._pending += 1
             self._to_ledger.send_nowait((record, snapshot))
@@ -172,11 +183,16 @@ class RunContext:
         return None
 
     def finish(self, reason: str, status: str = "finished") -> None:
+        """The run ends, for `reason`. Ended even when run.json cannot be written (a disk that is full: it says the
+        run is running, as a killed one's does, and is resumed as one): a run whose end was not written waited for
+        ever."""
         if not self.finished.is_set():
             self.info.reason, self.info.status = reason, status
             self.info.ended = datetime.now(UTC).isoformat(timespec="seconds")
-            self.store.save_info()
-            self.finished.set()
+            try:
+                self.store.save_info()
+            finally:
+                self.finished.set()
 
     def _take(self, record: TurnRecord) -> None:
         info = self.info

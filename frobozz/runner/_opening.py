@@ -19,7 +19,7 @@ from frobozz.games import GameError, GameLibrary, read_story
 from frobozz.memory import DATABASE_ERRORS, MemorySettings, MemoryStoreError, TranscriptStore
 
 from . import _report
-from ._context import RunContext
+from ._context import NOT_RECORDED, RunContext
 from ._ledger import RunLedger
 from ._players import PlayerError, PlayerSpec
 from ._run_memory import RunMemory
@@ -67,11 +67,10 @@ async def reopen(
                 raise ResumeError(_queues_own(run_id))
             _same_options(store.info, config, settings)
         stopped_by = store.info.reason
-        if store.info.status in ("queued", "running") or store.info.reason in (
-            "interrupted",
-            "time limit",
-            "max turns",
-            "max cost",
+        if (
+            store.info.status in ("queued", "running")
+            or store.info.reason in ("interrupted", "time limit", "max turns", "max cost")
+            or (store.info.reason or "").startswith(NOT_RECORDED)
         ):
             for name in ("max_turns", "max_cost", "max_seconds"):  # a resume may raise a budget
                 value = getattr(config, name)

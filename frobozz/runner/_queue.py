@@ -29,7 +29,7 @@ from frobozz._tasks import first_leaf, until_stopped
 from frobozz.games import GameError, GameLibrary, read_story
 from frobozz.memory import DATABASE_ERRORS
 
-from ._context import DATABASE_GONE
+from ._context import DATABASE_GONE, NOT_RECORDED, TurnNotRecordedError
 from ._ledger import RunLedger, worker_name
 from ._opening import mark_queued
 from ._players import PlayerError
@@ -198,6 +198,8 @@ class Worker:
         if (result.reason or "").startswith(DATABASE_GONE):
             await self._requeue_when_back(run_id)
             raise RetryRequested(reason="the database went away: the run goes on from its last committed turn")
+        if (result.reason or "").startswith(NOT_RECORDED):  # this machine's disk: tried again, here or elsewhere
+            raise TurnNotRecordedError(result.reason)
         if result.reason == "interrupted" and self.stopping.is_set():
             await self._requeue(await self.ledger.info(run_id))
             raise RetryRequested(reason="the worker stopped: the run goes on elsewhere from its last turn")

@@ -441,3 +441,30 @@ async def test_a_run_that_ends_says_when_in_its_record_and_a_resume_clears_it_wh
     )
     assert seen == [None] and again.turns == 3  # playing again: not ended
     assert RunStore.open(runner_settings.runs_dir, first.run_id).info.ended >= ended
+
+
+@pytest.mark.parametrize("mode", ["text", "tools"])
+async def test_a_turn_that_cannot_be_recorded_stops_the_run_resumably_and_nothing_recorded_is_lost(
+    runner_settings, monkeypatch, mode
+):
+    """A disk that fills up mid-run: the turn that could not be written stops the run (in text mode it waited for
+    ever, in tools mode it went on with that turn missing); what was recorded stays, and a resume, once there is
+    room again, goes on from there."""
+    record, calls = RunStore.record, []
+
+    def full_once(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return record(self, *args, **kwargs)
+
+    with monkeypatch.context() as patched, anyio.fail_after(120):
+        patched.setattr(RunStore, "record", full_once)
+        stopped = await play(RunConfig(game="zork1", player="walkthrough", mode=mode, max_turns=5), runner_settings)
+    assert (stopped.status, stopped.turns) == ("stopped", 1) and "No space left on device" in stopped.reason
+    assert stopped.reason.startswith("a turn could not be recorded: turn 2")
+    assert [t.turn for t in _turns(runner_settings, stopped.run_id)] == [1]
+    with anyio.fail_after(120):
+        resumed = await play(RunConfig(resume=stopped.run_id, max_turns=5), runner_settings)
+    assert (resumed.run_id, resumed.turns, resumed.reason) == (stopped.run_id, 5, "max turns")
+    assert [t.turn for t in _turns(runner_settings, stopped.run_id)] == [1, 2, 3, 4, 5]

@@ -278,6 +278,29 @@ async def test_a_run_on_a_worker_whose_disk_is_full_is_failed_after_its_attempts
     assert (await ledger.info(run_id)).errors == ATTEMPTS
 
 
+async def test_a_turn_a_worker_could_not_record_is_an_error_tried_again_and_the_run_goes_on_to_its_end(
+    ledger, runner_settings, monkeypatch
+):
+    """Its disk full for a moment mid-run: the run stopped (a turn it could not record) is the worker's error, queued
+    again and played on from its last recorded turn, each turn once (it was left stopped, which no one resumes)."""
+    monkeypatch.setenv("FROBOZZ_WORKER_RETRY", "0.2")
+    settings = type(runner_settings)()
+    (run_id,) = await enqueue(ledger, RunConfig(game="zork1", player="walkthrough", max_turns=5), settings, 1)
+    record, calls = RunStore.record, []
+
+    def full_once(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return record(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunStore, "record", full_once)
+    run = await worked_until_ended(Worker(ledger, settings), ledger, run_id)
+    assert (run["status"], run["reason"], run["turns"]) == ("finished", "max turns", 5)
+    assert (await ledger.info(run_id)).errors == 1
+    assert [t.turn for t in await ledger.turns(run_id)] == [1, 2, 3, 4, 5]
+
+
 async def test_a_resume_by_hand_while_a_worker_takes_the_run_up_here_is_refused_and_the_worker_plays_each_turn_once(
     ledger, runner_settings, monkeypatch
 ):
