@@ -3,27 +3,25 @@ input refused with a clear error and nothing changed (real Postgres)."""
 
 import contextlib
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 
 import pytest
-from typer.testing import CliRunner
 
 from frobozz.cli import _routines as routines_cli
-from frobozz.cli._app import app
 
 
-@pytest.fixture
-def cli(cortex_settings, monkeypatch, tmp_path):
-    monkeypatch.setenv("FROBOZZ_DATABASE_URL", cortex_settings.database_url.get_secret_value())
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    runner = CliRunner()
-
-    def invoke(*args, code=0):
-        done = runner.invoke(app, list(args), env={"COLUMNS": "500"})
-        assert done.exit_code == code, done.output
-        return done.output
-
-    return invoke
+def at_80_columns(cortex_settings, tmp_path, *args) -> str:
+    """A frobozz command as a real process in an 80-column terminal (rich reads COLUMNS there): its output."""
+    env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
+    env |= {"HOME": str(tmp_path / "home"), "COLUMNS": "80"}
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def listed(cli):
@@ -306,9 +304,6 @@ def test_a_routine_run_whose_last_question_is_given_up_at_its_close_logs_no_upst
 def test_show_at_80_columns_cuts_neither_the_due_time_nor_the_run_id(cli, cortex_settings, tmp_path):
     """`routine show` in an 80-column terminal cut the firing's due time and its run id ('20261130-13425…'): both
     are whole, the long texts (a mail's subject, a reason) fold, and no line is wider than the terminal."""
-    import os
-    import subprocess
-    import sys
     from datetime import UTC, datetime
 
     import anyio
@@ -335,18 +330,7 @@ def test_show_at_80_columns_cuts_neither_the_due_time_nor_the_run_id(cli, cortex
             await store.aclose()
 
     anyio.run(fired)
-    env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
-    env |= {"HOME": str(tmp_path / "home"), "COLUMNS": "80"}
-    done = subprocess.run(
-        [sys.executable, "-m", "frobozz", "routine", "show", "brief"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    shown = done.stdout
+    shown = at_80_columns(cortex_settings, tmp_path, "routine", "show", "brief")
     assert "2026-11-30T07:30:00+00:00" in shown, shown  # the due time, whole on its line
     assert "20261130-073001-abcdef" in shown and "20261130-073502-123456" in shown, shown
     assert "…" not in shown and max(len(line) for line in shown.splitlines()) <= 80, shown
@@ -541,28 +525,14 @@ def test_list_gives_each_routine_s_next_firing_as_the_web_view_does(cli, cortex_
 
 def test_list_at_80_columns_shows_two_feeds_of_one_host_whole(cli, cortex_settings, tmp_path):
     """Feed URLs were cut to `http://127.0.…` on 80 columns: two feeds on one host looked the same."""
-    import os
-    import subprocess
-    import sys
-
     feeds = ("http://127.0.0.1:8080/feeds/alpha.xml", "http://127.0.0.1:8080/feeds/beta.xml")
     for name, url in zip(("alpha", "beta"), feeds, strict=True):
         cli("routine", "add", name, "--feed", url, "--prompt", "Summarise.")
-    env = {**os.environ, "FROBOZZ_DATABASE_URL": cortex_settings.database_url.get_secret_value()}
-    env |= {"HOME": str(tmp_path / "home"), "COLUMNS": "80"}
-    done = subprocess.run(
-        [sys.executable, "-m", "frobozz", "routine", "list"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert "…" not in done.stdout and max(len(line) for line in lines) <= 80, done.stdout
+    listed_80 = at_80_columns(cortex_settings, tmp_path, "routine", "list")
+    lines = listed_80.splitlines()
+    assert "…" not in listed_80 and max(len(line) for line in lines) <= 80, listed_80
     when = "".join(line.split("│")[2].strip() for line in lines if line.count("│") >= 5)  # the `when` column
-    assert all(url in when for url in feeds), done.stdout
+    assert all(url in when for url in feeds), listed_80
 
 
 def test_a_large_interval_is_added_and_listed_in_whole_seconds_and_in_days(cli):
