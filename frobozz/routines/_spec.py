@@ -5,13 +5,12 @@ file), and each worker reads them there when it looks at the mailbox."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 from zoneinfo import available_timezones
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -217,28 +216,12 @@ def _check_inbox(url: str) -> None:
     more than a user name and a folder into the IMAP commands."""
     if _CONTROL.search(url):
         raise ValueError(f"the inbox URL {url[:80]!r} has control characters")
-    try:
-        _, _, _, folder, user = parse_url(url)
-    except ProducerError as e:
-        if "in the clear" not in str(e):
-            raise
-        # (the engine's suggestion was imaps://HOST, the user and folder dropped: then refused as naming no user)
-        raise ValueError(f"plain imap:// sends the password in the clear: use {_with_tls(url)[:200]}") from None
+    _, _, _, folder, user = parse_url(url)
     if urlsplit(url).port == 0:
         raise ValueError(f"the inbox URL {url[:80]!r} has port 0")
     if not user:
         raise ValueError("the inbox URL names no user: imaps://USER@host[:port][/folder] (the worker logs in as USER)")
     check_mailbox(user, folder)  # (a ProducerError, said as the spec's)
-
-
-def _with_tls(url: str) -> str:
-    """A plain imap:// URL with imaps://, its user, host and folder kept (the port too, unless IMAP's own 143)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    with contextlib.suppress(ValueError):
-        if parts.port == 143:
-            netloc = netloc.rsplit(":", 1)[0]
-    return urlunsplit(("imaps", netloc, parts.path, parts.query, parts.fragment))
 
 
 def routine(**values: object) -> Routine:

@@ -14,7 +14,7 @@ import ipaddress
 import logging
 import re
 from typing import Self, Unpack
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 import aioimaplib
 import anyio
@@ -52,10 +52,17 @@ def parse_url(url: str) -> tuple[bool, str, int, str, str | None]:
         raise ProducerError("put no password in the IMAP URL: give it in the environment or a file")
     tls = parts.scheme == "imaps"
     if not tls and not _loopback(parts.hostname):
-        raise ProducerError(f"plain imap:// sends the password in the clear: use imaps://{parts.hostname}")
+        raise ProducerError(f"plain imap:// sends the password in the clear: use {_with_tls(parts)[:200]}")
     folder = unquote(parts.path.strip("/")) or "INBOX"
     user = unquote(parts.username) if parts.username else None
     return tls, parts.hostname, port or (993 if tls else 143), folder, user
+
+
+def _with_tls(parts: SplitResult) -> str:
+    """The same URL with imaps://, its user, host and folder kept (the port too, unless IMAP's own 143): the one
+    to use instead (imaps://HOST alone was then refused as naming no user)."""
+    netloc = parts.netloc.rsplit(":", 1)[0] if parts.port == 143 else parts.netloc
+    return urlunsplit(("imaps", netloc, parts.path, parts.query, parts.fragment))
 
 
 def mailbox_name(folder: str) -> str:
