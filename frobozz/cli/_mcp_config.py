@@ -42,11 +42,24 @@ def mcp_config(
         show_default=False,
         help="With --url: the hub's token, written into the config; without it, claude sends $FROBOZZ_HUB_TOKEN.",
     ),
+    namespace: str | None = typer.Option(
+        None,
+        "--namespace",
+        show_default=False,
+        help="With --url: the namespace cortex and handoff work in when a tool names none (sent as "
+        "X-Frobozz-Namespace); without it, the hub's default.",
+    ),
 ) -> None:
     """Print (or write, or install) an MCP config for claude or any MCP client."""
     names = list(BUNDLES.get(servers, [n.strip() for n in servers.split(",") if n.strip()]))
     if token is not None and url is None:
         raise typer.BadParameter("a token is for a hub: give its address with --url too", param_hint="--token")
+    if namespace is not None and url is None:
+        raise typer.BadParameter(
+            "a namespace is sent to a hub: give its address with --url too (a local server takes "
+            "FROBOZZ_CORTEX_DEFAULT_NAMESPACE)",
+            param_hint="--namespace",
+        )
     if token is not None and install_to:
         raise typer.BadParameter(
             "the token would be written into the project's .mcp.json, which is often shared: leave --token out "
@@ -54,7 +67,7 @@ def mcp_config(
             param_hint="--token",
         )
     try:
-        config = config_for(check_names(names)) if url is None else hub_config(names, url, token)
+        config = config_for(check_names(names)) if url is None else hub_config(names, url, token, namespace=namespace)
         if install_to:
             path, added = install_config(config, project)
             typer.echo(f"added {', '.join(added)} to {path}", err=True)

@@ -4,6 +4,7 @@ daemon its hooks start (`frobozz plugin daemon`, not for people to run by hand).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -57,13 +58,15 @@ def _claude() -> str:
 def install(
     scope: str = typer.Option("user", help="user: every project; project: this one (.claude/settings.json)."),
     namespace: str | None = typer.Option(
-        None, help="Whose memory (default: each project's, the git root's or the folder's name)."
+        None,
+        help="Whose memory (default: each project's, the git root's or the folder's name; with --hub, the hub's "
+        "default namespace).",
     ),
     hub: str | None = typer.Option(
         None,
-        help="A running hub's address (`frobozz serve all --http`): the hooks "
-        "call it, with FROBOZZ_HUB_TOKEN, instead of a daemon of their "
-        "own.",
+        help="A running hub's address (`frobozz serve all --http`): the hooks and the plugin's cortex and "
+        "handoff are the hub's, with FROBOZZ_HUB_TOKEN from claude's environment, instead of a daemon of their "
+        "own. Both work in --namespace, else in the hub's default namespace (not each project's).",
     ),
 ) -> None:
     """Install the memory plugin into Claude Code (through claude's own plugin commands)."""
@@ -74,19 +77,20 @@ def install(
         err.print("error: --scope is user or project", markup=False)
         raise typer.Exit(2)
     if namespace is not None and not namespace.strip():
-        err.print("error: --namespace is empty: leave it out for each project's own", markup=False)
+        err.print(
+            "error: --namespace is empty: leave it out for the default (each project's, or with --hub the hub's)",
+            markup=False,
+        )
         raise typer.Exit(2)
-    if hub is not None:
-        from urllib.parse import urlsplit
+    if hub is not None and namespace is not None:  # (said as the namespace's, not as the hub address's)
+        from frobozz.memory import MemoryStoreError, check_namespace
 
-        url = urlsplit(hub)
-        if url.scheme not in ("http", "https") or not url.hostname or url.query or url.username:
-            err.print(
-                "error: --hub is the hub's http(s) address, like http://127.0.0.1:8765 (the token goes in "
-                "FROBOZZ_HUB_TOKEN, not in the address)",
-                markup=False,
-            )
-            raise typer.Exit(2)
+        try:
+            check_namespace(namespace)
+        except MemoryStoreError as e:
+            err.print(f"error: --namespace: {e}", markup=False)
+            raise typer.Exit(1) from e
+    address, servers = _hub_servers(hub, namespace) if hub is not None else (None, None)
     try:
         done = install_plugin(
             PluginSettings(),
@@ -94,18 +98,50 @@ def install(
             Path.cwd(),
             namespace,
             _claude(),
-            hub=hub.rstrip("/") if hub else None,
+            hub=address,
+            mcp_servers=servers,
         )
     except PluginError as e:
         err.print(f"error: {e}", markup=False)
         raise typer.Exit(1) from e
+    whose = done.namespace or ("the hub's default" if done.hub else "each project its own")
     out.print(
-        f"installed frobozz-memory ({done.scope} scope, {done.settings}); namespace: "
-        f"{done.namespace or 'each project its own'}; memory from "
+        f"installed frobozz-memory ({done.scope} scope, {done.settings}); namespace: {whose}; memory from "
         f"{done.hub + ' (FROBOZZ_HUB_TOKEN)' if done.hub else 'a per-user daemon'}. New claude sessions have "
         "memory.",
         markup=False,
     )
+
+
+def _hub_servers(hub: str, namespace: str | None) -> tuple[str, dict[str, Any]]:
+    """The hub's address and the plugin's MCP servers as the hub serves them (over HTTP, its token read from
+    `${FROBOZZ_HUB_TOKEN}` in claude's environment as claude starts: no secret written), sent `namespace` as their
+    default (X-Frobozz-Namespace), the one the hooks use, else none: the hub's default for both; exit 2 for an
+    address that is not a hub's, with its port checked here (a bad one was taken, and every hook then failed
+    silently)."""
+    from urllib.parse import urlsplit
+
+    from frobozz.plugin import PLUGIN_SERVERS
+    from frobozz.servers import ConfigError, hub_config
+
+    hint = "like http://127.0.0.1:8765 (the token goes in FROBOZZ_HUB_TOKEN, not in the address)"
+    url = urlsplit(hub.strip())
+    if url.scheme not in ("http", "https") or not url.hostname or url.query or url.username:
+        err.print(f"error: --hub is the hub's http(s) address, {hint}", markup=False)
+        raise typer.Exit(2)
+    try:
+        port = url.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        err.print(f"error: --hub {hub!r}: its port is not a number from 1 to 65535; {hint}", markup=False)
+        raise typer.Exit(2)
+    try:
+        servers = hub_config(list(PLUGIN_SERVERS), hub, namespace=namespace)["mcpServers"]
+    except ConfigError as e:
+        err.print(f"error: --hub: {e}", markup=False)
+        raise typer.Exit(2) from e
+    return servers[PLUGIN_SERVERS[0]]["url"].removesuffix(f"/{PLUGIN_SERVERS[0]}/mcp"), servers
 
 
 @plugin.command()

@@ -1,7 +1,10 @@
 """The hooks' memory served by the hub (`frobozz serve all --http` mounts it at /plugin): `POST /plugin/hook`
 with the hook's request as JSON, behind the hub's token, answers as the daemon does. A plugin installed
 with `--hub URL` calls it instead of starting a daemon of its own, so a user who runs the hub already has
-one warm process for everything, and other machines' claudes share the same memory."""
+one warm process for everything, and other machines' claudes share the same memory. A request that names no
+namespace (a plugin installed without `--namespace`) works in the hub's default one, the one its cortex stores
+in when the model names none (FROBOZZ_CORTEX_DEFAULT_NAMESPACE where the hub runs): not one made from claude's
+folder, a path on another machine that the tools never see."""
 
 from __future__ import annotations
 
@@ -37,7 +40,10 @@ def hook_app(settings: PluginSettings | None = None) -> Starlette:
             if len(body) > MAX_REQUEST:
                 return JSONResponse({"error": "the hook's request is too big"}, status_code=413)
         try:
-            reply = await daemon.reply(parse_request(body), ready["hooks"])
+            asked = parse_request(body)
+            if not asked.get("namespace"):
+                asked["namespace"] = daemon.memory.cortex_default_namespace
+            reply = await daemon.reply(asked, ready["hooks"])
         except PluginError as e:
             return JSONResponse({"error": str(e)}, status_code=200)  # the hook says it once; claude goes on
         return JSONResponse(reply)

@@ -56,11 +56,17 @@ def settings_file(scope: Scope, project: Path) -> Path:
 
 
 def write_plugin(
-    settings: PluginSettings, namespace: str | None, *, shared_servers: bool = True, hub: str | None = None
+    settings: PluginSettings,
+    namespace: str | None,
+    *,
+    shared_servers: bool = True,
+    hub: str | None = None,
+    mcp_servers: dict[str, Any] | None = None,
 ) -> Path:
     """The plugin's files and the marketplace that lists it; the marketplace's folder. Its MCP servers are
-    served by the memory daemon through the relay (`shared_servers`), or each started by claude as a process
-    of its own (the first design's, seconds slower per claude: kept for the benchmark's comparison)."""
+    `mcp_servers` when given (a hub's, reached over HTTP), else served by the memory daemon through the relay
+    (`shared_servers`), or each started by claude as a process of its own (the first design's, seconds slower
+    per claude: kept for the benchmark's comparison)."""
     root = settings.plugin_dir
     plugin = root / NAME
     shutil.rmtree(plugin, ignore_errors=True)
@@ -138,19 +144,14 @@ def write_plugin(
     if namespace:
         servers_env["FROBOZZ_CORTEX_DEFAULT_NAMESPACE"] = namespace
     relay = ["-I", "-S", "${CLAUDE_PLUGIN_ROOT}/hooks/frobozz_hook.py", "mcp", "${CLAUDE_PLUGIN_ROOT}/frobozz.json"]
-    (plugin / ".mcp.json").write_text(
-        json.dumps(
-            {
-                "mcpServers": {
-                    name: {"command": python, "args": [*relay, name]}
-                    if shared_servers
-                    else {"command": python, "args": ["-m", "frobozz", "plugin", "serve", name], "env": servers_env}
-                    for name in PLUGIN_SERVERS
-                }
-            },
-            indent=2,
-        )
-    )
+    if mcp_servers is None:
+        mcp_servers = {
+            name: {"command": python, "args": [*relay, name]}
+            if shared_servers
+            else {"command": python, "args": ["-m", "frobozz", "plugin", "serve", name], "env": servers_env}
+            for name in PLUGIN_SERVERS
+        }
+    (plugin / ".mcp.json").write_text(json.dumps({"mcpServers": mcp_servers}, indent=2))
     (plugin / "commands" / "memory.md").write_text(MEMORY_COMMAND)
     return root
 
@@ -212,17 +213,22 @@ def install(
     *,
     shared_servers: bool = True,
     hub: str | None = None,
+    mcp_servers: dict[str, Any] | None = None,
 ) -> Installed:
     """Install (again) at `scope`; the settings file's bytes from before the first install are kept for
     uninstall. Recorded only when claude's commands succeeded: a failure leaves the settings file as it was,
     byte for byte, and nothing recorded. A namespace memory cannot use is refused here (it was taken, and
-    every session then said its memory was off)."""
+    every session then said its memory was off), and so is a settings file that is JSON but not an object,
+    before anything is written (claude took it, showed the plugin disabled, and uninstall then failed).
+    `hub` and `mcp_servers`: the hub the hooks call and the plugin's MCP servers as it serves them (the
+    caller makes them: the plugin does not import the servers)."""
     if namespace is not None:
         try:
             check_namespace(namespace)
         except MemoryStoreError as e:
             raise PluginError(str(e)) from e
     target = settings_file(scope, project)
+    _check_settings(target)
     records = _records(settings)
     key = str(target)
     before = target.read_bytes() if target.is_file() else None
@@ -233,7 +239,7 @@ def install(
     if fresh or record is None:
         original = before.decode("latin-1") if before is not None else None
         record = {"scope": scope, "original": original, "project": str(project), "folder_existed": folder_existed}
-    root = write_plugin(settings, namespace, shared_servers=shared_servers, hub=hub)
+    root = write_plugin(settings, namespace, shared_servers=shared_servers, hub=hub, mcp_servers=mcp_servers)
     try:
         _claude(["marketplace", "add", str(root), "--scope", scope], project, claude)
         _claude(["install", PLUGIN_ID, "--scope", scope], project, claude)
@@ -245,6 +251,23 @@ def install(
     records[key] = {**record, "namespace": namespace, "hub": hub}
     _save(settings, records)
     return Installed(scope, target, namespace, hub)
+
+
+def _check_settings(target: Path) -> None:
+    """PluginError for a settings file that is JSON but not an object (`[1, 2]`). One that is not JSON at all is
+    left to claude, which says where it cannot read it (and the failed install is rolled back)."""
+    try:
+        value = json.loads(target.read_bytes())
+    except (OSError, ValueError):
+        return
+    if not isinstance(value, dict):
+        kind = {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(
+            type(value), "a number"
+        )
+        raise PluginError(
+            f"{target} is JSON but {kind}, not an object of settings: fix or move it, then install again "
+            "(nothing was changed)"
+        )
 
 
 def _forget_marketplace(scope: Scope, project: Path, claude: str, *, anywhere: bool) -> None:

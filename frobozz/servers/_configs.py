@@ -30,6 +30,9 @@ HUB_TOKEN = "${FROBOZZ_HUB_TOKEN}"
 # FROBOZZ_SESSION_ID to the id claude is started with (`claude --session-id ID`, or the one resumed).
 SESSION_HEADER = "X-Frobozz-Session-Id"
 SESSION_ID = "${FROBOZZ_SESSION_ID:-}"
+# The header that gives a memory server (cortex, handoff) over HTTP its default namespace for the request: the one
+# a tool called without a `namespace` works in (over stdio, FROBOZZ_CORTEX_DEFAULT_NAMESPACE in the server's env).
+NAMESPACE_HEADER = "X-Frobozz-Namespace"
 
 
 class ConfigError(ValueError):
@@ -63,20 +66,33 @@ def config_for(names: list[str], environ: dict[str, str] | None = None) -> dict[
     }
 
 
-def hub_config(names: list[str], url: str, token: str | None = None) -> dict[str, Any]:
+def hub_config(names: list[str], url: str, token: str | None = None, *, namespace: str | None = None) -> dict[str, Any]:
     """A config that reaches the servers of the hub at `url` (`frobozz serve all --http`: each at `URL/NAME/mcp`),
     with its bearer token: `token`, or `${FROBOZZ_HUB_TOKEN}`, which claude reads from its environment as it
-    starts. A server that signs with claude's session (handoff) is also sent `${FROBOZZ_SESSION_ID}`."""
+    starts. A server that signs with claude's session (handoff) is also sent `${FROBOZZ_SESSION_ID}`; with
+    `namespace`, the memory servers (cortex, handoff) are sent it as their default namespace (else they use the
+    hub's own)."""
     base = hub_url(url)
     if token is not None and (len(token) < MIN_TOKEN_CHARS or any(c.isspace() or not c.isprintable() for c in token)):
         raise ConfigError("the hub's token is the one it printed (16 characters at least, no spaces)")
+    if namespace is not None:
+        from ..memory import MemoryStoreError, check_namespace  # here: a config without one imports no memory
+
+        try:
+            check_namespace(namespace)
+        except MemoryStoreError as e:
+            raise ConfigError(str(e)) from None
     auth = {"Authorization": f"Bearer {token if token is not None else HUB_TOKEN}"}
     return {
         "mcpServers": {
             n: {
                 "type": "http",
                 "url": f"{base}/{n}/mcp",
-                "headers": {**auth, **({SESSION_HEADER: SESSION_ID} if SERVERS[n].session else {})},
+                "headers": {
+                    **auth,
+                    **({SESSION_HEADER: SESSION_ID} if SERVERS[n].session else {}),
+                    **({NAMESPACE_HEADER: namespace} if namespace is not None and SERVERS[n].memory else {}),
+                },
             }
             for n in check_names(names)
         }

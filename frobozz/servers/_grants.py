@@ -13,7 +13,8 @@ The file (TOML) holds tokens hashed, never in clear:
 
 The HTTP layer finds the caller's grant (comparing hashes in constant time) and refuses a server it
 may not use; the tools ask `check()` before they touch a namespace. Outside the hub (stdio, one token)
-there is no grant, and every namespace is open, as before."""
+there is no grant, and every namespace is open, as before. Over HTTP a request may name its default namespace
+(X-Frobozz-Namespace, `asked()`): a tool given none works in that one, checked as any other."""
 
 from __future__ import annotations
 
@@ -24,10 +25,15 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ._configs import NAMESPACE_HEADER
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context
 
 Name = Annotated[str, Field(pattern=r"^(\*|[A-Za-z0-9][A-Za-z0-9_.:-]{0,99})$")]  # a server, a namespace, or *
 Names = Annotated[list[Name], Field(max_length=1000)]
@@ -127,3 +133,26 @@ def check(namespace: str, *, write: bool, what: str | None = None) -> None:
         raise ToolError(f"token {grant.name!r} may not {verb} {what}: it is not in a namespace the token may {verb}")
     can = ", ".join(grant.write if write else sorted({*grant.read, *grant.write})) or "none"
     raise ToolError(f"token {grant.name!r} may not {verb} namespace {namespace!r} (it may {verb}: {can})")
+
+
+def asked(namespace: str | None, ctx: Context) -> str | None:
+    """The namespace a memory tool works in: the one it was given; else, over HTTP, the one the request names in
+    X-Frobozz-Namespace (the client's default, as the plugin installed with `--hub --namespace` sends it); else
+    None, the server's default (FROBOZZ_CORTEX_DEFAULT_NAMESPACE, stdio's only one). An empty header names none;
+    one that cannot name a namespace is refused (ToolError, nothing done), never put in the server's default's
+    place. The caller checks the grant for what this returns, as for a namespace given."""
+    if namespace is not None:
+        return namespace
+    try:
+        headers = getattr(ctx.request_context.request, "headers", None)
+    except ValueError:  # called outside a request (in-process): no header
+        headers = None
+    named = headers.get(NAMESPACE_HEADER, "").strip() if headers is not None else ""
+    if not named:
+        return None
+    from ..memory import MemoryStoreError, check_namespace  # (the memory servers import it already)
+
+    try:
+        return check_namespace(named)
+    except MemoryStoreError as e:
+        raise ToolError(f"the {NAMESPACE_HEADER} header: {e}: nothing done") from None

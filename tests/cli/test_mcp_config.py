@@ -130,6 +130,8 @@ async def test_a_letter_written_over_http_carries_the_session_id_claude_was_star
         (["--url", "http://127.0.0.1:8765", "--token", "short"], "16 characters"),
         (["--token", TOKEN], "give its address with --url"),
         (["--url", "http://127.0.0.1:8765", "--token", TOKEN, "--install"], "often shared"),
+        (["--url", "http://127.0.0.1:8765", "--namespace", "two words"], "invalid namespace"),
+        (["--namespace", "team"], "give its address with --url"),
     ],
 )
 def test_a_bad_hub_address_or_token_is_refused_with_a_reason_and_nothing_is_written(tmp_path, monkeypatch, args, said):
@@ -139,3 +141,26 @@ def test_a_bad_hub_address_or_token_is_refused_with_a_reason_and_nothing_is_writ
     )
     assert said in " ".join(done.output.replace("│", " ").split())
     assert not out.exists() and not (tmp_path / ".mcp.json").exists()
+
+
+def test_a_hub_config_with_a_namespace_sends_it_to_cortex_and_handoff(tmp_path, monkeypatch):
+    out = tmp_path / "hub.json"
+    frobozz_here(
+        dict(os.environ),
+        monkeypatch,
+        "mcp-config",
+        "--url",
+        "http://127.0.0.1:8765",
+        "--namespace",
+        "team",
+        "--output",
+        str(out),
+    )
+    servers = json.loads(out.read_text())["mcpServers"]
+    assert {n: s["headers"].get("X-Frobozz-Namespace") for n, s in servers.items()} == {
+        "cortex": "team",
+        "fetch": None,
+        "forge": None,
+        "handoff": "team",
+        "game": None,
+    }

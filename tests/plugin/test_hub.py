@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -15,21 +16,33 @@ import httpx
 import pytest
 
 from frobozz._children import dying_with_parent
+from frobozz.engine.testing import ScriptedModel
 from frobozz.memory import MemoryService
 from frobozz.plugin import PluginSettings, daemon_pid
 from tests.ports import free_port
 
-from .conftest import frobozz, hook, hook_env
+from .conftest import _plugin_env, frobozz, hook, hook_env
+from .test_claude import DOG, STORE, claude_p, main_requests, reply, said
 from .test_hook import payload
 
 pytestmark = pytest.mark.anyio
 TOKEN = "hub-token-for-the-plugin-test"
 
 
+HUBS_OWN = "hubs-own"  # the hub's default namespace (FROBOZZ_CORTEX_DEFAULT_NAMESPACE where it runs)
+
+
 @pytest.fixture
 def hub(claude_home: Path, cortex_settings, frobozz_env: Path, embedder_ready: None) -> Iterator[str]:
-    port = free_port()
     env = {**hook_env(claude_home, cortex_settings), "FROBOZZ_HUB_TOKEN": TOKEN}
+    with serving_hub({**env, "FROBOZZ_CORTEX_DEFAULT_NAMESPACE": HUBS_OWN}) as url:
+        yield url
+
+
+@contextmanager
+def serving_hub(env: dict[str, str]) -> Iterator[str]:
+    """`frobozz serve all --http` with `env` (its token in it), until the block ends: its address."""
+    port = free_port()
     process = subprocess.Popen(
         dying_with_parent([sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)]),
         env=env,
@@ -59,9 +72,11 @@ async def _healthy(port: int) -> None:
 async def test_the_hooks_recall_from_the_hub_and_start_no_daemon(
     hub, claude_home, cortex_settings, project, plugin_settings: PluginSettings
 ):
+    """Installed without --namespace, the hooks work in the hub's default namespace (the one its cortex stores in
+    when the model names none), not in one made from the project's folder (a path on claude's machine)."""
     service = MemoryService(cortex_settings)
     try:
-        await (await service.store()).store("The release train leaves on Thursdays.", namespace="myproject")
+        await (await service.store()).store("The release train leaves on Thursdays.", namespace=HUBS_OWN)
     finally:
         await service.aclose()
     env = hook_env(claude_home, cortex_settings)
@@ -102,3 +117,58 @@ def test_a_hub_address_that_is_not_http_is_refused_and_nothing_is_installed(
         assert done.returncode == 2 and "--hub" in done.stderr, bad
     assert not (plugin_settings.plugin_dir / "installed.json").exists()
     assert os.listdir(claude_home) == [] or not (claude_home / ".claude" / "settings.json").exists()
+
+
+@pytest.mark.parametrize("namespace", ["hub-team", None])
+async def test_with_a_hub_what_the_model_stores_is_kept_by_the_hub_and_recalled_and_no_daemon_starts(
+    claude_home, cortex_settings, project, plugin_settings: PluginSettings, embedder_ready, namespace
+):
+    """The plugin's cortex is the hub's own (over HTTP, its token from claude's environment), in the namespace the
+    hooks use: installed with --namespace, that one (sent as X-Frobozz-Namespace, whatever the hub's default);
+    without, the hub's default (not one made from the project's folder, here another name). The model's store
+    lands there, in the hub's database, and a later session recalls it; the client starts no daemon and no
+    database of its own."""
+    with ScriptedModel(reply) as scripted:
+        served = {**hook_env(claude_home, cortex_settings), **scripted.env(), "FROBOZZ_HUB_TOKEN": TOKEN}
+        with serving_hub({**served, "FROBOZZ_CORTEX_DEFAULT_NAMESPACE": HUBS_OWN}) as url:
+            # claude's machine knows the hub's address and token, not its database
+            env = {k: v for k, v in _plugin_env(claude_home).items() if k != "FROBOZZ_DATABASE_URL"}
+            env |= {**scripted.env(), "FROBOZZ_HUB_TOKEN": TOKEN}
+            given = ["--namespace", namespace] if namespace else []
+            done = frobozz("plugin", "install", "--hub", url, *given, env=env, cwd=project)
+            assert done.returncode == 0, done.stderr
+            assert "note:" not in done.stderr and (namespace or "the hub's default") in done.stdout
+            mcp = (plugin_settings.plugin_dir / "frobozz-memory" / ".mcp.json").read_text()
+            assert TOKEN not in mcp  # the token stays in claude's environment: no secret on disk
+
+            assert claude_p("keep it, please", env, project, "--allowedTools", STORE)["result"] == "(scripted) kept"
+            service = MemoryService(cortex_settings)
+            try:
+                store = await service.store()
+                kept = {
+                    ns: [m.content for m in await store.recent(5, ns)] for ns in ("hub-team", HUBS_OWN, "myproject")
+                }
+            finally:
+                await service.aclose()
+            assert kept == {
+                "hub-team": [DOG] if namespace else [],
+                HUBS_OWN: [] if namespace else [DOG],
+                "myproject": [],
+            }
+
+            claude_p("What is my dog called?", env, project)  # a new session: oriented (or recalled) by the hub
+            assert DOG in said(main_requests(scripted)[-1])
+    assert daemon_pid(plugin_settings.socket) is None
+    assert not (plugin_settings.data_dir / "postgres").exists()  # no embedded database started here either
+
+
+def test_a_hub_address_with_a_bad_port_is_refused_and_nothing_is_written(
+    claude_home, cortex_settings, project, plugin_settings
+):
+    env = hook_env(claude_home, cortex_settings)
+    for bad in ["http://127.0.0.1:abc", "http://127.0.0.1:99999", "http://127.0.0.1:0", "http://127.0.0.1:-1"]:
+        done = frobozz("plugin", "install", "--hub", bad, env=env, cwd=project)
+        assert done.returncode == 2 and "--hub" in done.stderr and "port" in done.stderr, (bad, done.stderr)
+        assert "memory" not in done.stdout
+    assert not plugin_settings.plugin_dir.exists()
+    assert not (claude_home / ".claude").exists() and not (project / ".claude").exists()

@@ -161,6 +161,22 @@ def test_bad_arguments_are_refused_and_change_nothing(claude_home, cortex_settin
     assert not (project / ".claude").exists()
 
 
+def test_a_settings_file_that_is_json_but_not_an_object_is_refused_by_name_and_left_byte_for_byte(
+    claude_home, cortex_settings, project, plugin_settings
+):
+    env = hook_env(claude_home, cortex_settings)
+    user, theirs = claude_home / ".claude" / "settings.json", project / ".claude" / "settings.json"
+    for target, content, args in ((user, b"[1,2]", []), (theirs, b' "x"\n', ["--scope", "project"])):
+        target.parent.mkdir()
+        target.write_bytes(content)
+        done = frobozz("plugin", "install", *args, env=env, cwd=project)
+        assert done.returncode == 1 and str(target) in done.stderr and "not an object" in done.stderr, done.stderr
+        assert target.read_bytes() == content and os.listdir(target.parent) == ["settings.json"]
+    assert not plugin_settings.plugin_dir.exists()  # nothing written for claude to find either
+    assert "not installed" in frobozz("plugin", "status", env=env, cwd=project).stdout
+    assert not (claude_home / ".claude.json").exists() or "frobozz" not in (claude_home / ".claude.json").read_text()
+
+
 def session_start(project: Path) -> dict:
     return {"session_id": "s-1", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
 

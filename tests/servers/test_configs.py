@@ -87,3 +87,13 @@ def test_a_hub_config_names_each_servers_endpoint_with_the_token_and_handoff_is_
 def test_a_hub_config_refuses_what_is_not_a_hubs_address_or_token(url, token, said):
     with pytest.raises(ConfigError, match=said):
         hub_config(["game"], url, token)
+
+
+def test_a_hub_config_sends_the_memory_servers_a_namespace_and_refuses_one_that_cannot_be():
+    given = hub_config(["cortex", "handoff", "game"], "http://127.0.0.1:8765", namespace="team")["mcpServers"]
+    assert given["cortex"]["headers"]["X-Frobozz-Namespace"] == "team"
+    assert given["handoff"]["headers"]["X-Frobozz-Namespace"] == "team"
+    assert "X-Frobozz-Namespace" not in given["game"]["headers"]  # (it keeps no namespaces)
+    for bad in ["", "two words", "x" * 101, "team\r\nX-Evil: 1"]:
+        with pytest.raises(ConfigError, match="invalid namespace"):
+            hub_config(["cortex"], "http://127.0.0.1:8765", namespace=bad)

@@ -138,3 +138,25 @@ def test_a_tokens_file_that_is_not_as_documented_is_a_clear_error(tmp_path, text
     assert problem in str(raised.value)
     with pytest.raises(ValueError, match="cannot read"):
         load_grants(tmp_path / "missing.toml")
+
+
+async def test_the_namespace_a_request_names_in_its_header_is_held_to_the_tokens_grant(hub):
+    """X-Frobozz-Namespace (the default of a tool given none) is checked as a namespace given: alice writes her
+    own through it, reads the team's and is refused bob's, by every cortex and handoff tool that takes one."""
+    async with hub_client(f"{hub}/cortex/mcp", ALICE, **{"X-Frobozz-Namespace": "alice"}) as alice:
+        mine = await call(alice, "store", content="Alice's header says her own namespace.")
+        assert (await call(alice, "get", id=mine["id"]))["namespace"] == "alice"
+    async with hub_client(f"{hub}/cortex/mcp", ALICE, **{"X-Frobozz-Namespace": "team"}) as alice:
+        assert "token 'alice' may not write namespace 'team'" in await error(alice, "store", content="x")
+        await call(alice, "recent")  # the team's she may read
+        await call(alice, "search", query="anything")
+    async with hub_client(f"{hub}/cortex/mcp", ALICE, **{"X-Frobozz-Namespace": "bob"}) as alice:
+        assert "token 'alice' may not write namespace 'bob'" in await error(alice, "store", content="x")
+        for tool, args in [("recent", {}), ("search", {"query": "jewels"})]:
+            assert "token 'alice' may not read namespace 'bob'" in await error(alice, tool, **args)
+    async with hub_client(f"{hub}/handoff/mcp", ALICE, **{"X-Frobozz-Namespace": "bob"}) as alice:
+        assert "token 'alice' may not write namespace 'bob'" in await error(alice, "handoff", summary="x")
+        for tool in ("latest_handoff", "list_handoffs"):
+            assert "token 'alice' may not read namespace 'bob'" in await error(alice, tool)
+    async with hub_client(f"{hub}/cortex/mcp", BOB, **{"X-Frobozz-Namespace": "bob"}) as bob:
+        assert (await call(bob, "recent"))["memories"] == []  # nothing alice tried was kept

@@ -10,7 +10,7 @@ from frobozz._loopback import LoopbackServer
 from frobozz.servers import SERVERS
 from frobozz.servers._http import hub_app, new_token
 from frobozz.servers.forge.testing import FakeImageBackend
-from tests.servers.mcp import assert_conventions, call
+from tests.servers.mcp import assert_conventions, call, error
 
 pytestmark = pytest.mark.anyio
 TOKEN = new_token()
@@ -140,3 +140,43 @@ def test_a_request_whose_id_cannot_be_answered_gets_an_invalid_request_error_not
     assert answered.status_code == 200 and '"id":"p-1"' in answered.text.replace(" ", "")
     assert notified.status_code == 202
     assert garbled.status_code == 400 and "Parse error" in garbled.text
+
+
+async def test_over_http_a_tool_given_no_namespace_works_in_the_one_the_request_names(overrides):
+    """`mcp-config --url --namespace` (and the plugin installed with --hub --namespace) sends X-Frobozz-Namespace:
+    a cortex or handoff tool given no namespace works in it (one given a namespace, in that one); without it, in
+    the hub's default. A header that cannot name a namespace is refused for the call, nothing done, never taken
+    for the default."""
+    team, other = "ns-header-team", "ns-header-other"
+    with LoopbackServer(hub_app(["cortex", "handoff"], TOKEN, **overrides), lifespan="on") as hub:
+        cortex, handoff = f"{hub.url}/cortex/mcp", f"{hub.url}/handoff/mcp"
+        async with hub_client(cortex, **{"X-Frobozz-Namespace": team}) as client:
+            stored = await call(client, "store", content="The header's team keeps the brass lantern.")
+            named = await call(client, "store", content="This one names its own namespace.", namespace=other)
+            recent = [m["id"] for m in (await call(client, "recent"))["memories"]]
+            found = [h["id"] for h in (await call(client, "search", query="brass lantern"))["results"]]
+            kept = await call(client, "get", id=stored["id"])
+            elsewhere = await call(client, "get", id=named["id"])
+        async with hub_client(handoff, **{"X-Frobozz-Namespace": team}) as client:
+            letter = await call(client, "handoff", summary="Handed over in the header's namespace.")
+            latest = (await call(client, "latest_handoff"))["handoff"]
+            listed = [x["id"] for x in (await call(client, "list_handoffs"))["handoffs"]]
+        async with hub_client(cortex) as client:  # no header: the hub's default
+            default = [m["id"] for m in (await call(client, "recent", limit=500))["memories"]]
+        refused = {}
+        for bad in ["${FROBOZZ_NAMESPACE}", "two words", "-leading-dash", "x" * 101]:
+            async with hub_client(cortex, **{"X-Frobozz-Namespace": bad}) as client:
+                for tool, args in [("store", {"content": "Never kept."}), ("search", {"query": "lantern"})]:
+                    refused[bad, tool] = await error(client, tool, **args)
+                refused[bad, "recent"] = await error(client, "recent")
+            async with hub_client(handoff, **{"X-Frobozz-Namespace": bad}) as client:
+                refused[bad, "handoff"] = await error(client, "handoff", summary="Never written.")
+        async with hub_client(cortex, **{"X-Frobozz-Namespace": team}) as client:
+            after = [m["content"] for m in (await call(client, "recent"))["memories"]]
+    assert kept["namespace"] == team and elsewhere["namespace"] == other
+    assert recent == [stored["id"]] and found[0] == stored["id"]
+    assert latest["id"] == letter["handoff_id"] and latest["namespace"] == team and listed == [letter["handoff_id"]]
+    assert stored["id"] not in default
+    for (bad, tool), message in refused.items():
+        assert "X-Frobozz-Namespace" in message and "invalid namespace" in message, (bad, tool, message)
+    assert after == ["The header's team keeps the brass lantern."]  # nothing a refused call did was kept

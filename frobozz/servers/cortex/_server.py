@@ -1,4 +1,6 @@
-"""The `cortex` MCP server: long-term memory on Postgres + pgvector (store, search, recent, …)."""
+"""The `cortex` MCP server: long-term memory on Postgres + pgvector (store, search, recent, …). A tool given no
+namespace works in the server's default one (FROBOZZ_CORTEX_DEFAULT_NAMESPACE), or over HTTP in the one the
+request names in X-Frobozz-Namespace (`frobozz mcp-config --url --namespace`), checked as any other."""
 
 from __future__ import annotations
 
@@ -7,13 +9,13 @@ import logging
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, Field, model_validator
 
 from ...memory import ImageInput, Memory, MemoryImage, MemoryService, MemoryStore, MemoryStoreError
 from .._complete import offer_completion
-from .._grants import check, readable, scoped
+from .._grants import asked, check, readable, scoped
 from .._logs import offer_logging
 from .._tools import closing, hints, tool_errors
 from .settings import Settings
@@ -191,6 +193,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
     )
     async def store(
         content: Annotated[str, Field(description="What to remember.")],
+        ctx: Context,
         metadata: dict[str, Any] | None = None,
         namespace: Namespace = None,
         image: Annotated[
@@ -204,6 +207,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
         ] = None,
     ) -> Stored:
         """Remember `content` (returns once it is committed); the exact same text is not stored twice."""
+        namespace = asked(namespace, ctx)
         with tool_errors(MemoryStoreError):
             kept = None
             if image is None:
@@ -236,6 +240,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
     @server.tool(annotations=hints("Search memories", read_only=True, idempotent=True))
     async def search(
         query: Annotated[str, Field(description="What to look for, in words.")],
+        ctx: Context,
         limit: Annotated[int, Field(ge=1, le=200)] = 10,
         since: datetime | None = None,
         until: datetime | None = None,
@@ -250,6 +255,7 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
         """Memories ranked by meaning and words (hybrid), meaning only (semantic) or words only (keyword).
         Scores are absolute, in [0, 1]: about 0.3 and above is likely relevant, under 0.2 barely related.
         Current memories only, unless include_history."""
+        namespace = asked(namespace, ctx)
         with tool_errors(MemoryStoreError):
             hits = await (await memories(namespace, write=False)).search(
                 query,
@@ -279,8 +285,11 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
             )
 
     @server.tool(annotations=hints("Recent memories", read_only=True, idempotent=True))
-    async def recent(limit: Annotated[int, Field(ge=1, le=500)] = 10, namespace: Namespace = None) -> Memories:
+    async def recent(
+        ctx: Context, limit: Annotated[int, Field(ge=1, le=500)] = 10, namespace: Namespace = None
+    ) -> Memories:
         """The newest memories first."""
+        namespace = asked(namespace, ctx)
         with tool_errors(MemoryStoreError):
             return Memories(
                 memories=[_out(m) for m in await (await memories(namespace, write=False)).recent(limit, namespace)]

@@ -2,7 +2,8 @@
 writes its next self a letter (what was done, what comes next, what to remember); the next
 window reads it. Letters live in cortex's Postgres, keyed by claude's session id and namespace: over stdio the one
 claude gives its servers, over HTTP the one the request names in X-Frobozz-Session-Id (claude sends none of its
-own: `frobozz mcp-config --url` has it send $FROBOZZ_SESSION_ID), else none."""
+own: `frobozz mcp-config --url` has it send $FROBOZZ_SESSION_ID), else none. A tool given no namespace works in the
+server's default one, or over HTTP in the one the request names in X-Frobozz-Namespace (as cortex does)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pydantic import BaseModel, Field
 from ...memory import MAX_ITEM_CHARS, MAX_ITEMS, HandoffStore, Letter, MemoryService, MemoryStoreError
 from .._complete import offer_completion
 from .._configs import SESSION_HEADER
-from .._grants import check, readable
+from .._grants import asked, check, readable
 from .._logs import offer_logging
 from .._tools import closing, hints, tool_errors
 from .settings import Settings
@@ -126,6 +127,7 @@ def create_server(
         namespace: Namespace = None,
     ) -> HandedOff:
         """Write the letter your next context window reads first; each of `memories` is also stored in cortex."""
+        namespace = asked(namespace, ctx)
         with tool_errors(MemoryStoreError):
             letter_id, memory_ids = await (await letters(namespace, write=True)).write(
                 summary, next_steps, memories, namespace, signer(ctx)
@@ -133,8 +135,9 @@ def create_server(
             return HandedOff(handoff_id=letter_id, memory_ids=memory_ids)
 
     @server.tool(annotations=hints("Read the latest handoff", read_only=True, idempotent=True))
-    async def latest_handoff(namespace: Namespace = None) -> Latest:
+    async def latest_handoff(ctx: Context, namespace: Namespace = None) -> Latest:
         """The newest letter in the namespace (from any session), with its memories."""
+        namespace = asked(namespace, ctx)
         with tool_errors(MemoryStoreError):
             letter = await (await letters(namespace, write=False)).latest(namespace)
             return Latest(handoff=_out(letter) if letter else None)
@@ -148,8 +151,11 @@ def create_server(
             return _out(letter)
 
     @server.tool(annotations=hints("List handoffs", read_only=True, idempotent=True))
-    async def list_handoffs(limit: Annotated[int, Field(ge=1, le=200)] = 10, namespace: Namespace = None) -> Letters:
+    async def list_handoffs(
+        ctx: Context, limit: Annotated[int, Field(ge=1, le=200)] = 10, namespace: Namespace = None
+    ) -> Letters:
         """The newest letters first, briefly; read_handoff gives one whole."""
+        namespace = asked(namespace, ctx)
         with tool_errors(MemoryStoreError):
             return Letters(
                 handoffs=[
