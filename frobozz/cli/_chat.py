@@ -5,6 +5,7 @@ Ctrl-C interrupts the turn; a second Ctrl-C (or one at the prompt) exits, everyt
 from __future__ import annotations
 
 import asyncio
+import io
 import math
 import signal
 import sys
@@ -21,6 +22,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from frobozz import _spans
+from frobozz._plugin_off import plugin_off
 from frobozz._text import printable, printable_stream
 
 from ._database import say_postgres_stays
@@ -88,11 +90,15 @@ def _stdin_lines() -> MemoryObjectReceiveStream[str]:
     the program from exiting."""
     send, receive = anyio.create_memory_object_stream[str](math.inf)
     loop = asyncio.get_running_loop()
+    if isinstance(sys.stdin, io.TextIOWrapper):  # a byte not in the terminal's encoding (Latin-1 typed) is U+FFFD:
+        sys.stdin.reconfigure(errors="replace")  # under a strict locale (macOS's) the reader died and the chat hung
 
     def read() -> None:
-        for line in sys.stdin:
-            loop.call_soon_threadsafe(send.send_nowait, line)
-        loop.call_soon_threadsafe(send.close)
+        try:
+            for line in sys.stdin:
+                loop.call_soon_threadsafe(send.send_nowait, line)
+        finally:  # however it ends, the chat sees the end of its input (it waited for ever after an error)
+            loop.call_soon_threadsafe(send.close)
 
     threading.Thread(target=read, name="chat-stdin", daemon=True).start()
     return receive
@@ -149,7 +155,9 @@ def chat(
     system_prompt_file: Path | None = typer.Option(
         None, exists=True, dir_okay=False, help="The session's fixed identity (a system prompt)."
     ),
-    context_dir: list[Path] = typer.Option([], "--context-dir", help="Markdown files with front matter (autoload)."),
+    context_dir: list[Path] = typer.Option(
+        [], "--context-dir", exists=True, file_okay=False, help="Markdown files with front matter (autoload)."
+    ),  # (one that is not there was left out without a word)
     resume: str | None = typer.Option(None, help="Take up a past session (see --list)."),
     list_sessions: bool = typer.Option(False, "--list", help="List past sessions and exit."),
     no_recall: bool = typer.Option(False, "--no-recall", help="Do not recall memories before each turn."),
@@ -232,7 +240,7 @@ async def _chat(
             }
             options = EngineOptions(
                 model=claude_model,
-                env=env,
+                env=plugin_off(env),  # the loop is run here: the Frobozz plugin's hooks, if installed, run none
                 system_prompt=system,
                 in_process_servers=servers,
                 session_store=transcripts,
@@ -243,7 +251,11 @@ async def _chat(
                 trace_attributes={_spans.SESSION_KIND: "chat", _spans.MEMORY_NAMESPACE: ns},
             )
             sidecar = EngineOptions(
-                model=claude_model, env=env, tools=(), trace_attributes={_spans.SESSION_KIND: "sidecar"}
+                model=claude_model,
+                env=plugin_off(env),
+                tools=(),
+                strict_mcp_config=True,  # (a plugin's MCP server started its daemon)
+                trace_attributes={_spans.SESSION_KIND: "sidecar"},
             )
             async with MemorySession(
                 options,

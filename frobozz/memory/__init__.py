@@ -22,7 +22,7 @@ from ._image_store import ImageStore, MemoryImage
 from ._images import THUMBNAIL_EDGE, ImageInput
 from ._loop_sessions import ArchiveEntry, Capsule, LoopSession, LoopSessionStore
 from ._recall import Recall, memory_line, quietly
-from ._records import Hit, Memory, content_hash, unstorable
+from ._records import Hit, Memory, content_hash, storable, unstorable
 from ._search import MAX_QUERY_CHARS, RECALL_MIN_SCORE, Mode
 from ._service import MemoryService
 from ._store import MemoryStore, check_namespace
@@ -73,5 +73,6 @@ __all__ = [
     "quietly",
     "stop_embedded_at_exit",
     "stop_embedded_unused",
+    "storable",
     "unstorable",
 ]

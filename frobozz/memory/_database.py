@@ -3,10 +3,14 @@ reused across runs; a pool with pgvector's codec; migrations applied under an ad
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
+import subprocess
 import threading
 import warnings
 from importlib import resources
+from pathlib import Path
 
 import anyio
 import asyncpg
@@ -48,28 +52,64 @@ def stop_embedded_at_exit() -> None:
 # threads of one process share (chat's transcript store and the tracing's span store started it at once, and
 # pgserver failed an assertion: `chat --trace` on fresh data ended in a traceback)
 _STARTING = threading.Lock()
+# what pg_ctl may be given as the socket folder: pgserver passes it as `-o "-k FOLDER"`, which pg_ctl puts unquoted
+# in the shell command that starts postgres (and postgres splits at commas); a space (macOS's `Application Support`)
+# made it two arguments, and the server never started
+_SHELL_SAFE = re.compile(r"[A-Za-z0-9_./+:@%=-]+")
+
+
+def _socket_dir(pgdata: Path, runtime_path: Path) -> Path:
+    """The folder for the embedded Postgres's socket: its data folder, as pgserver has it, when that path is short
+    enough for a socket and safe in pg_ctl's shell command; else a folder of its own under pgserver's runtime folder
+    (named as pgserver names its own, for a data folder whose path is too long)."""
+    from pgserver.utils import find_suitable_socket_dir
+
+    if _SHELL_SAFE.fullmatch(str(pgdata)):
+        return find_suitable_socket_dir(pgdata, runtime_path)
+    folder = runtime_path / hashlib.sha256(f"{pgdata}-{pgdata.stat().st_ino}".encode()).hexdigest()[:10]
+    if not _SHELL_SAFE.fullmatch(str(folder)):
+        raise DatabaseError(
+            f"the embedded Postgres cannot start in {pgdata}: neither it nor {runtime_path} is a path without spaces "
+            "or shell characters; set FROBOZZ_DATA_DIR to one that is, or FROBOZZ_DATABASE_URL to a database"
+        )
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
+def _start_embedded(settings: MemorySettings, started_here: bool) -> str:
+    import pgserver.postgres_server as pgserver
+    from pgserver.postgres_server import get_server
+
+    pgserver.find_suitable_socket_dir = _socket_dir  # (pgserver's only say in where the socket goes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
+        server = get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
+    if not postmaster_running(settings.postgres_dir):  # this process's handle, on a server that stopped under it
+        with server._lock:  # (pgserver hands a process its handle again, and starts nothing)
+            server.ensure_postgres_running()
+    if started_here:
+        guard(server.pgdata)  # and stops it if the command is killed before its exit handler can
+    return server.get_uri()
 
 
 def embedded_url(settings: MemorySettings) -> str:
     """Start (or reuse) the embedded Postgres; its URI uses a Unix socket in its data directory. It is
     left running for the next start (MCP servers come and go with each claude session), but for a one-shot
     command that started it."""
-    from pgserver.postgres_server import get_server
-
     settings.postgres_dir.mkdir(parents=True, exist_ok=True)
     with _STARTING:
         forget_dead_handles(settings.postgres_dir)
         # (not running: no pid file, or one a postmaster killed with -9 left, which this start clears)
         started_here = _ONE_SHOT and not postmaster_running(settings.postgres_dir)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
-            server = get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
-        if not postmaster_running(settings.postgres_dir):  # this process's handle, on a server that stopped under it
-            with server._lock:  # (pgserver hands a process its handle again, and starts nothing)
-                server.ensure_postgres_running()
-        if started_here:
-            guard(server.pgdata)  # and stops it if the command is killed before its exit handler can
-        return server.get_uri()
+        try:
+            return _start_embedded(settings, started_here)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:  # (a traceback before)
+            command = Path(str(e.cmd[0] if isinstance(e.cmd, list | tuple) else e.cmd)).name
+            raise DatabaseError(
+                f"the embedded Postgres in {settings.postgres_dir} did not start ({command}: "
+                f"{'it timed out' if isinstance(e, subprocess.TimeoutExpired) else f'exit status {e.returncode}'}); "
+                f"its log is {settings.postgres_dir / 'log'}"
+            ) from e
 
 
 def stop_embedded(settings: MemorySettings, *, delete: bool = False) -> None:

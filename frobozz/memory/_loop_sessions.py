@@ -1,7 +1,11 @@
 """The memory loop's records in Postgres (migration 005), beside the memories: sessions, the archive of
 everything said in them (written as it happens, searchable by text and date), the memories already
 shown in each (so a resumed session does not repeat itself), the facts waiting to be stored, and
-the capsules summarising recent conversation."""
+the capsules summarising recent conversation.
+
+What was said is kept whatever it holds: a NUL (which Postgres' text cannot hold) is taken out and a lone
+surrogate (a byte that was not UTF-8, read with surrogateescape; an unpaired `\\ud800` JSON escape) made U+FFFD,
+here, for every caller (`storable`), in the text and in the archive's data alike."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from typing import Any, Literal, get_args
 
 import asyncpg
 
+from ._records import storable
 from ._store import MemoryStore
 from .exceptions import MemoryStoreError
 
@@ -107,7 +112,7 @@ class LoopSessionStore:
                 f"INSERT INTO loop_sessions (id, namespace, client) VALUES ($1, $2, $3) RETURNING {_SESSION}",
                 uuid.uuid4().hex,
                 ns,
-                client[:200],
+                storable(client[:200]),
             )
         assert row is not None  # an INSERT … RETURNING returns its row
         return _session(row)
@@ -121,7 +126,7 @@ class LoopSessionStore:
                 "INSERT INTO loop_sessions (id, namespace, client) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
                 self._id(session_id),
                 ns,
-                client[:200],
+                storable(client[:200]),
             )
         return await self.get(session_id)
 
@@ -177,8 +182,8 @@ class LoopSessionStore:
         (and, for its first user message, its preview) move with it."""
         if kind not in KINDS:
             raise MemoryStoreError(f"unknown archive kind {kind!r}: one of {', '.join(KINDS)}")
-        content = content.replace("\0", "")[:MAX_ENTRY_CHARS]
-        encoded = self.memories.metadata(data)
+        content = storable(content)[:MAX_ENTRY_CHARS]
+        encoded = self.memories.metadata(storable(data))
         async with self.memories.connection() as c, c.transaction():
             row = await c.fetchrow(
                 "WITH s AS (UPDATE loop_sessions SET last_active_at = clock_timestamp(), "
@@ -264,7 +269,7 @@ class LoopSessionStore:
                 raise MemoryStoreError(f"no loop session {session_id!r}: open one first") from e
 
     async def suggest(self, session_id: str, facts: builtins.list[str]) -> None:
-        facts = [f.strip().replace("\0", "")[:2_000] for f in facts if f and f.strip()]
+        facts = [storable(f.strip())[:2_000] for f in facts if f and f.strip()]
         async with self.memories.connection() as c:
             await c.execute(
                 "INSERT INTO loop_suggestions (session_id, content) SELECT $1, unnest($2::text[]) "
@@ -296,7 +301,7 @@ class LoopSessionStore:
                 "SELECT namespace, period, until_id, summary, created_at FROM loop_capsules "
                 "WHERE namespace = $1 AND period = $2",
                 self.memories.namespace(namespace),
-                period,
+                storable(period[:100]),
             )
         return None if row is None else Capsule(**dict(row))
 
@@ -308,9 +313,9 @@ class LoopSessionStore:
                 "summary = excluded.summary, created_at = now() RETURNING namespace, period, until_id, summary, "
                 "created_at",
                 self.memories.namespace(namespace),
-                period[:100],
+                storable(period[:100]),
                 until_id,
-                summary.replace("\0", ""),
+                storable(summary),
             )
         assert row is not None  # an upsert … RETURNING returns its row
         return Capsule(**dict(row))

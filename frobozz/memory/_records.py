@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -86,6 +87,22 @@ def utf8_text(value: str, what: str) -> str:
             f"{what} is not valid text: character {e.start + 1} is a lone surrogate "
             "(an unpaired \\ud800-\\udfff escape, or a byte that is not UTF-8)"
         ) from None
+    return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # (a str holds a surrogate only unpaired)
+
+
+def storable(value: Any) -> Any:
+    """`value` as Postgres can keep it, for what is kept whatever it holds (what was said, a transcript): in every
+    text (a JSON value's keys too) each NUL taken out and each lone surrogate (a byte that was not UTF-8, read
+    with surrogateescape; an unpaired `\\ud800` JSON escape) made U+FFFD; the rest as it is."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value.replace("\0", ""))
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
     return value
 
 

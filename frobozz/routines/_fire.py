@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 
 from frobozz import _spans
+from frobozz._plugin_off import plugin_off
 from frobozz.engine import AssistantMessage, EngineOptions, Result, Sidecar, WarmSpare
 from frobozz.engine.producers import Item, Polling
 from frobozz.games import GameError
@@ -74,23 +75,28 @@ def workspace(spec: Routine, settings: RoutineSettings) -> Path:
 
 
 def primary_options(spec: Routine, settings: RoutineSettings, cli_path: str | None) -> EngineOptions:
-    """The firing's claude: what a warm spare is started with, so that the firing can take it over."""
+    """The firing's claude: what a warm spare is started with, so that the firing can take it over. The memory loop
+    is the firing's: the Frobozz plugin's hooks, if the user installed it, run none (the user's other plugins do)."""
     return EngineOptions(
         model=spec.model,
         cwd=workspace(spec, settings),
         max_turns=spec.max_turns,
         max_budget_usd=spec.max_cost,
         cli_path=cli_path,
+        env=plugin_off(),
     )
 
 
 def sidecar_options(spec: Routine, settings: RoutineSettings, cli_path: str | None) -> EngineOptions:
     """The memory loop's sidecar answers stateless questions (recall's queries, suggestions): any folder will
-    do, so one kept warm serves every routine of the same model."""
+    do, so one kept warm serves every routine of the same model. No MCP server (a plugin's started its daemon), and
+    none of the Frobozz plugin's hooks."""
     return EngineOptions(
         model=spec.model,
         cwd=settings.routines_dir,
         cli_path=cli_path,
+        env=plugin_off(),
+        strict_mcp_config=True,
         trace_attributes={_spans.SESSION_KIND: "sidecar"},
     )
 

@@ -165,6 +165,50 @@ def test_the_hubs_servers_serve_and_what_the_model_stores_in_one_chat_is_recalle
     child.expect(pexpect.EOF)
 
 
+def test_with_the_frobozz_plugin_installed_a_chat_turn_starts_no_plugin_daemon_and_archives_one_session(
+    chat_env, cortex_settings, tmp_path
+):
+    """Chat runs the memory loop around its own claudes: the plugin's hooks ran it again in them (its daemon
+    started, and one turn archived the chat, the sidecar's question and the orientation as three more sessions)."""
+    from frobozz.plugin import PluginSettings, daemon_pid, stop_daemon
+
+    project = tmp_path / "myproject"
+    project.mkdir()
+    installed = subprocess.run(
+        [sys.executable, "-m", "frobozz", "plugin", "install"],
+        env=chat_env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert installed.returncode == 0, installed.stderr
+    socket = PluginSettings(data_dir=chat_env["FROBOZZ_DATA_DIR"]).socket
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "frobozz", "chat", "--model", "scripted", "--namespace", "plugged"],
+            input="remember: The lamp is in the cellar.\nhello\n",
+            env=chat_env,
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0 and "(scripted) You said: hello" in done.stdout, done.stderr
+        assert daemon_pid(socket) is None
+
+        async def namespaces() -> list[str]:
+            service = MemoryService(cortex_settings)
+            try:
+                return await (await service.sessions()).namespaces()
+            finally:
+                await service.aclose()
+
+        assert anyio.run(namespaces) == ["plugged"]
+    finally:
+        stop_daemon(socket)
+
+
 def test_a_server_that_cannot_be_made_is_named_and_the_chat_goes_on_with_the_others(chat_env):
     """A server's own setting that is wrong (forge's backend) leaves that server out, as one that failed to start
     over stdio did: it ended the chat, after claude had started, once the servers ran in the chat's process."""
@@ -192,6 +236,67 @@ def test_a_reply_is_streamed_with_its_terminal_sequences_shown_not_obeyed(chat_e
     )
     assert done.returncode == 0, done.stderr
     assert "You said: look\\x1b]0;pwned\\x07 here\tnow" in done.stdout and "\x1b" not in done.stdout
+
+
+@pytest.mark.parametrize("encoding", [None, "utf-8:strict"], ids=["surrogateescape", "strict locale"])
+def test_a_line_that_is_not_utf8_is_answered_and_archived_with_replacement_characters(
+    chat_env, cortex_settings, encoding
+):
+    """Latin-1 typed (or piped): under a C.UTF-8 locale the archive's database refused the lone surrogates and the
+    chat ended in a traceback; under a strict one (macOS's en_US.UTF-8) the reader died and the chat hung."""
+    env = {**chat_env, **({"PYTHONIOENCODING": encoding} if encoding else {})}
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "chat", "--model", "scripted", "--namespace", "latin"],
+        input=b"nul \x00 here\n\xff\xfe caf\xe9\nafter\n",
+        capture_output=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+    assert "You said: \ufffd\ufffd caf\ufffd" in done.stdout.decode() and b"You said: after" in done.stdout
+
+    async def archived() -> list[str]:
+        service = MemoryService(cortex_settings)
+        try:
+            sessions = await service.sessions()
+            [session] = await sessions.list("latin")
+            return [e.content for e in await sessions.transcript(session.id) if e.kind == "user"]
+        finally:
+            await service.aclose()
+
+    assert anyio.run(archived) == ["nul  here", "\ufffd\ufffd caf\ufffd", "after"]
+
+
+def test_a_chat_on_the_embedded_postgres_in_a_data_folder_with_a_space_answers_and_remembers(chat_env, tmp_path):
+    """macOS's data folder is under `Application Support`: pgserver's unquoted socket folder stopped postgres from
+    starting, and the chat ended in pg_ctl's traceback."""
+    from frobozz.memory import MemorySettings
+    from frobozz.memory._database import stop_embedded
+
+    data = tmp_path / "data 5"
+    env = {k: v for k, v in chat_env.items() if k != "FROBOZZ_DATABASE_URL"} | {"FROBOZZ_DATA_DIR": str(data)}
+    try:
+        for _ in range(2):  # the second on the Postgres the first left running
+            done = subprocess.run(
+                [sys.executable, "-m", "frobozz", "chat", "--model", "scripted", "--namespace", "spaced"],
+                input="hello\n",
+                capture_output=True,
+                text=True,
+                timeout=180,
+                env=env,
+            )
+            assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+            assert "(scripted) You said: hello" in done.stdout
+        listed = subprocess.run(
+            [sys.executable, "-m", "frobozz", "chat", "--list", "--namespace", "spaced"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        assert listed.stdout.count("hello") == 2, listed.stdout + listed.stderr
+    finally:
+        stop_embedded(MemorySettings(data_dir=data))
 
 
 def test_with_the_database_gone_the_chat_answers_on_and_says_each_warning_once_without_a_traceback(
@@ -383,6 +488,18 @@ def test_a_listing_of_a_refused_namespace_or_a_system_prompt_that_is_not_text_is
         chat_env, monkeypatch, "chat", "--model", "scripted", "--system-prompt-file", str(latin1), code=2
     )
     assert f"{latin1} cannot be read" in " ".join(refused.stderr.split())
+
+
+@pytest.mark.parametrize("given, said", [("nonexistent", "does not exist"), ("notes.md", "is a file")])
+def test_a_context_dir_that_is_not_a_folder_is_refused_before_anything_starts(
+    chat_env, tmp_path, monkeypatch, given, said
+):
+    """One that was not there was left out without a word, while a missing --system-prompt-file was refused."""
+    (tmp_path / "notes.md").write_text("---\nautoload: all\n---\nA file, not a folder.", encoding="utf-8")
+    folder = str(tmp_path / given)
+    refused = frobozz_here(chat_env, monkeypatch, "chat", "--model", "scripted", "--context-dir", folder, code=2)
+    stderr = " ".join(refused.stderr.split())
+    assert "--context-dir" in stderr and said in stderr and "session " not in refused.output
 
 
 def test_a_listed_session_shows_its_whole_id_and_its_first_words_as_they_were_said(

@@ -123,3 +123,33 @@ def test_a_one_shot_command_that_starts_a_killed_postgres_again_stops_it_at_its_
         assert not postmaster_running(settings.postgres_dir)  # stopped at the command's exit, as one it started
     finally:
         stop_embedded(settings)
+
+
+def test_the_embedded_postgres_starts_in_a_data_folder_with_a_space_and_one_that_cannot_start_is_a_clear_error(
+    tmp_path,
+):
+    """pgserver passes the socket folder to pg_ctl unquoted: in a folder with a space (macOS's `Application Support`)
+    postgres was given `5/postgres` as an argument, and every part that used memory ended in pg_ctl's traceback."""
+    from frobozz.memory import DatabaseError, MemorySettings
+    from frobozz.memory._database import embedded_url, stop_embedded
+
+    settings = MemorySettings(data_dir=tmp_path / "data 5")
+    try:
+        url = embedded_url(settings)
+        assert " " not in url
+
+        async def answer() -> int:
+            connection = await asyncpg.connect(url)
+            try:
+                return await connection.fetchval("SELECT 42")
+            finally:
+                await connection.close()
+
+        assert anyio.run(answer) == 42
+        stop_embedded(settings)
+        with (settings.postgres_dir / "postgresql.conf").open("a") as conf:
+            conf.write("no_such_setting = 1\n")  # a server that will not start
+        with pytest.raises(DatabaseError, match=r"did not start \(pg_ctl: exit status 1\); its log is .*data 5"):
+            embedded_url(settings)
+    finally:
+        stop_embedded(settings)

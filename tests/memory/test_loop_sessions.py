@@ -94,6 +94,22 @@ async def test_hostile_and_huge_text_is_archived_exactly_or_cut_to_the_limit(ses
     assert len(entries[3].content) == 200_000
 
 
+async def test_text_that_is_not_utf8_is_archived_with_each_lone_surrogate_made_a_replacement_character(sessions):
+    """A line typed in Latin-1 (read with surrogateescape) or an unpaired JSON escape was a DataError from the
+    database: the chat ended in a traceback, and a hook's turn went unarchived."""
+    session = await sessions.open("chat", client="caf\udce9")
+    entry = await sessions.archive(
+        session.id, 1, "user", "\udcff\udcfe bad utf8 \ud800\0", {"said\udcff": ["\udce9t\0\u00e9", 1]}
+    )
+    assert entry.content == "\ufffd\ufffd bad utf8 \ufffd" and entry.data == {"said\ufffd": ["\ufffdt\u00e9", 1]}
+    await sessions.suggest(session.id, ["The user's caf\udce9 is open."])
+    await sessions.put_capsule("chat", "earlier \udce9", 1, "We talked\udcff.")
+    assert await sessions.suggestions(session.id) == ["The user's caf\ufffd is open."]
+    assert (await sessions.capsule("chat", "earlier \udce9")).summary == "We talked\ufffd."
+    [listed] = await sessions.list("chat")
+    assert listed.preview == "\ufffd\ufffd bad utf8 \ufffd" and listed.client == "caf\ufffd"
+
+
 async def test_concurrent_writers_lose_no_entry(sessions):
     session = await sessions.open("chat")
     async with anyio.create_task_group() as tg:

@@ -10,7 +10,6 @@ the loop's archive does, a lone surrogate made U+FFFD, and the rest of the entry
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypedDict, TypeVar
 
@@ -19,6 +18,7 @@ import orjson
 
 from ..._session_summary import fold_summary
 from .._database import DATABASE_ERRORS, POOL_CLOSE_TIMEOUT, apply_migrations, close_pool, migrated_pool
+from .._records import storable
 from ..exceptions import DatabaseError, MemoryStoreError
 from ..settings import MemorySettings
 
@@ -52,21 +52,6 @@ def _parts(key: Mapping[str, Any]) -> tuple[str, str, str]:
     ):
         raise MemoryStoreError(f"a session key needs a project_key and a session_id (text): {dict(key)!r:.200}")
     return project, session, subpath
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")  # (a str holds a surrogate only unpaired)
-
-
-def _storable(value: Any) -> Any:
-    """A JSON value whose texts (its keys' too) Postgres can keep: every NUL taken out, and a lone surrogate (a
-    transcript's `\\ud800` escape, which Python's JSON reads and no UTF-8 can hold) made U+FFFD."""
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value.replace("\0", ""))
-    if isinstance(value, dict):
-        return {_storable(k): _storable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_storable(v) for v in value]
-    return value
 
 
 def _texts(entries: list[dict[str, Any]]) -> list[str] | None:
@@ -118,7 +103,7 @@ class TranscriptStore:
             return
         texts = _texts(entries)
         if texts is None or any("\\u0000" in t for t in texts):  # (a backslash before "u0000": no harm)
-            entries = [_storable(e) for e in entries]
+            entries = [storable(e) for e in entries]
             texts = _texts(entries)
             if texts is None:
                 raise MemoryStoreError("an entry cannot be kept as JSON")
