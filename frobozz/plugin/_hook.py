@@ -4,9 +4,11 @@ only, so it starts in a few tens of milliseconds and loads no model and no datab
 `python -I -S frobozz_hook.py EVENT CONFIG` reads the hook's JSON from stdin, hands it to the memory daemon
 over its Unix socket (starting the daemon when none answers), and prints what the daemon adds as the
 hook's additional context. Every failure (no daemon, a database that is down, a slow answer) lets the
-prompt through unchanged, within the time limit, and says once per session why memory is off. With nothing
-installed for its data directory (`frobozz plugin uninstall`, while a claude that loaded the plugin is still
-open), it does nothing: no daemon started, nothing said."""
+prompt through unchanged, within the time limit, and says once per session why memory is off. A daemon that
+exits as it starts (its socket's folder is not private, say) is not waited for: the hook says the daemon's own
+reason (its log's last line) and, for FAILED_FOR seconds, the next hooks answer with it and start none.
+With nothing installed for its data directory (`frobozz plugin uninstall`, while a claude that loaded the plugin
+is still open), it does nothing: no daemon started, nothing said."""
 
 from __future__ import annotations
 
@@ -15,12 +17,16 @@ import os
 import socket
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import subprocess
 
 MAX_INPUT = 8 * 1024 * 1024  # bytes of hook input read; a bigger prompt goes without memory
 MAX_REPLY = 4 * 1024 * 1024
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
 OFF_ENV = "FROBOZZ_PLUGIN_OFF"  # set for the daemon's own claude (the sidecar): its hooks do nothing
+FAILED_FOR = 10.0  # seconds a daemon's failure to start answers the next hooks, before one tries again
 
 
 class Off(Exception):
@@ -53,7 +59,7 @@ def installed(config: dict[str, Any]) -> bool:
         return True  # (unreadable: memory is tried, and says why it is off if it is)
 
 
-def _start_daemon(config: dict[str, Any]) -> None:
+def _start_daemon(config: dict[str, Any]) -> subprocess.Popen[bytes]:
     """The daemon, in a session of its own (it outlives this hook by design and ends itself when idle);
     its output goes to its log, never to claude's terminal."""
     import subprocess  # only here: its import is a good part of a hook's start
@@ -61,7 +67,7 @@ def _start_daemon(config: dict[str, Any]) -> None:
     log = config["log"]
     os.makedirs(os.path.dirname(log), mode=0o700, exist_ok=True)
     with open(log, "ab") as out:
-        subprocess.Popen(
+        return subprocess.Popen(
             config["command"],
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -72,19 +78,57 @@ def _start_daemon(config: dict[str, Any]) -> None:
         )
 
 
+def _failures(config: dict[str, Any]) -> str:
+    """Where the last failure of a daemon to start is kept (beside its log, in the data folder)."""
+    return os.path.splitext(config["log"])[0] + ".failed"
+
+
+def _failed(config: dict[str, Any], status: int) -> str:
+    """Why the daemon that exited with `status` as it started did (its log's last line), kept for the next hooks."""
+    try:
+        with open(config["log"], "rb") as f:
+            f.seek(max(os.fstat(f.fileno()).st_size - 4096, 0))
+            lines = [line.strip() for line in f.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    said = "".join(c for c in lines[-1] if c.isprintable()).removeprefix("error: ")[:300] if lines else ""
+    why = f"the memory daemon could not start: {said}" if said else f"the memory daemon exited ({status})"
+    try:
+        with open(_failures(config), "w", encoding="utf-8") as f:
+            f.write(why)
+    except OSError:
+        pass
+    return why
+
+
+def _recent_failure(config: dict[str, Any]) -> str | None:
+    """Why a daemon failed to start, when one did less than FAILED_FOR seconds ago."""
+    try:
+        with open(_failures(config), encoding="utf-8") as f:
+            if 0 <= time.time() - os.fstat(f.fileno()).st_mtime < FAILED_FOR:
+                return f.read(400) or None
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def _open(config: dict[str, Any], deadline: float) -> socket.socket:
-    """A connection to the daemon, starting it once if none listens."""
-    path, started = config["socket"], False
+    """A connection to the daemon, starting it once if none listens (unless one failed to start just now); a
+    daemon that exits with an error as it starts is not waited for."""
+    path, daemon = config["socket"], None
     while True:
         try:
             return _connect(path, deadline)
         except (FileNotFoundError, ConnectionRefusedError) as e:
-            if not started:
+            if daemon is None:
+                if why := _recent_failure(config):
+                    raise Off(why) from e
                 try:
-                    _start_daemon(config)
+                    daemon = _start_daemon(config)
                 except OSError as e2:
                     raise Off(f"the memory daemon could not start ({type(e2).__name__})") from e2
-                started = True
+            elif daemon.poll():  # (0: it left the socket to another daemon, started at the same moment)
+                raise Off(_failed(config, daemon.returncode)) from e
             if time.monotonic() >= deadline:
                 raise Off("the memory daemon did not start in time") from e
             time.sleep(0.02)
@@ -97,11 +141,16 @@ def _ask_hub(hub: str, request: dict[str, Any], deadline: float) -> bytes:
     import http.client  # only with a hub: the daemon's hooks do without it
     from urllib.parse import urlsplit
 
-    url = urlsplit(hub)
+    try:
+        url = urlsplit(hub)
+        port = url.port  # (a port that is not a number below 65536 is refused here)
+    except ValueError as e:
+        why = f"the plugin's hub address {hub[:200]} is not valid (run `frobozz plugin install --hub` again)"
+        raise Off(why) from e
     if url.scheme not in ("http", "https") or not url.hostname:
         raise Off("the plugin's hub address is not an http(s) URL (run `frobozz plugin install --hub` again)")
     kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
-    connection = kind(url.hostname, url.port, timeout=max(deadline - time.monotonic(), 0.01))
+    connection = kind(url.hostname, port, timeout=max(deadline - time.monotonic(), 0.01))
     headers = {"Content-Type": "application/json"}
     if os.environ.get("FROBOZZ_HUB_TOKEN"):
         headers["Authorization"] = f"Bearer {os.environ['FROBOZZ_HUB_TOKEN']}"

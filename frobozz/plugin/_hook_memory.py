@@ -11,6 +11,7 @@ cannot be reached) and no background work goes on."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -42,6 +43,7 @@ from ..memory import (
     Recall,
     TranscriptStore,
     quietly,
+    storable,
 )
 from ._redact import redact
 from ._transcript import read_transcript, tool_steps
@@ -57,6 +59,7 @@ TRANSCRIPT_CHARS = 12_000  # of the conversation's end read for the hand-off let
 # first 10,000 of those, MAX_QUERY_CHARS); a longer one is cut, not refused (the hook takes inputs up to 8 MB)
 MAX_TEXT = 200_000
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]+")
+_LEADING = re.compile(r"^[^A-Za-z0-9]+")  # a namespace starts with a letter or a digit
 LETTER_PROMPT = (
     "The conversation below is about to be compacted. Write a hand-off letter for the same assistant, "
     "who will continue it with only the letter to go on: first one paragraph saying what was being done and "
@@ -66,15 +69,23 @@ LETTER_PROMPT = (
 
 
 def _start(value: Any) -> Any:
-    return value[:MAX_TEXT] if isinstance(value, str) else value
+    return _clean(value[:MAX_TEXT]) if isinstance(value, str) else value
 
 
-Text = Annotated[str, BeforeValidator(_start)]  # a prompt's or an answer's first MAX_TEXT characters
+def _clean(value: Any) -> Any:
+    """A lone surrogate (an unpaired `\\ud800` escape in the hook's JSON), which Postgres cannot keep nor recall
+    search for, made U+FFFD (and a NUL taken out): `storable`."""
+    return storable(value) if isinstance(value, str) else value
+
+
+# a prompt's or an answer's first MAX_TEXT characters, cleaned
+Text = Annotated[str, BeforeValidator(_start)]
 
 
 class HookInput(BaseModel):
     """The fields of Claude Code's hook input the loop reads; the rest is ignored. A long prompt or answer is cut
-    to its first MAX_TEXT characters (the turn goes on: it is archived, and recall searches its start)."""
+    to its first MAX_TEXT characters (the turn goes on: it is archived, and recall searches its start); a lone
+    surrogate in one is made U+FFFD."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -84,15 +95,23 @@ class HookInput(BaseModel):
     source: str = ""
     prompt: Text = ""
     last_assistant_message: Text | None = None
-    reason: str = ""
+    reason: Annotated[str, BeforeValidator(_clean)] = ""
     tool_name: str = ""
 
 
 def project_namespace(cwd: str) -> str:
-    """The project's name: the git root's folder, or the folder itself, made a valid namespace."""
-    here = Path(cwd or ".").resolve()
+    """The project's namespace: the name of the git root's folder (or of the folder itself, outside git), each run
+    of characters other than ASCII letters, digits, '_', '.', ':' and '-' made one '-', what comes before its first
+    letter or digit and '-', '.', ':' at its end taken off (`My Project` → `My-Project`, `_scratch` → `scratch`).
+    A name left with nothing (`__`, `проект`, `项目`, the root folder) gives `project-` and the first 10 hex digits of
+    the SHA-256 of the folder's full path: a stable namespace of its own for each such folder, never a shared one."""
+    try:
+        here = Path(cwd or ".").resolve()
+    except ValueError:  # (a lone surrogate, which names no file)
+        here = Path(cwd).absolute()
     root = next((p for p in [here, *here.parents] if (p / ".git").exists()), here)
-    return _UNSAFE.sub("-", root.name).strip("-.:")[:100] or "default"
+    name = _LEADING.sub("", _UNSAFE.sub("-", root.name)).rstrip("-.:")[:100]
+    return name or "project-" + hashlib.sha256(str(root).encode(errors="surrogatepass")).hexdigest()[:10]
 
 
 def conversation_of(transcript: str, chars: int = TRANSCRIPT_CHARS) -> str:

@@ -232,3 +232,74 @@ async def test_the_mcp_relay_serves_cortex_and_handoff_from_the_daemon_in_the_pr
         assert [m.content for m in await (await service.store()).recent(5, "myproject")] == ["The relay keeps this."]
     finally:
         await service.aclose()
+
+
+def test_a_hub_address_with_a_port_that_is_not_one_says_so_and_how_to_put_it_right(installed, plugin_settings, project):
+    """A frobozz.json written by hand or by an older install: `url.port` raised, and the hook said nothing."""
+    for n, hub in enumerate(("http://127.0.0.1:99999", "http://127.0.0.1:port/")):
+        config(plugin_settings, hub=hub)
+        ask = payload(project, "UserPromptSubmit", session=f"s-{n}", prompt="hello")  # (each says why once)
+        said = hook("UserPromptSubmit", ask, installed, plugin_settings).get("systemMessage", "")
+        assert "Frobozz memory is off for now" in said and hub in said, said
+        assert "frobozz plugin install --hub" in said
+
+
+async def run_hook(event: str, payload: dict, env: dict[str, str], settings: PluginSettings) -> dict:
+    """`hook`, cancellable: its process is killed when the test's time is up."""
+    config_path = settings.plugin_dir / "frobozz-memory" / "frobozz.json"
+    script = settings.plugin_dir / "frobozz-memory" / "hooks" / "frobozz_hook.py"
+    done = await anyio.run_process(
+        [sys.executable, "-I", "-S", str(script), event, str(config_path)], input=json.dumps(payload).encode(), env=env
+    )
+    return json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+async def test_a_daemon_that_exits_as_it_starts_is_not_waited_for_and_its_own_reason_is_said(
+    installed, plugin_settings, project, tmp_path
+):
+    """Its socket's folder not private: the hook waited out its whole limit, then said the daemon did not start in
+    time (the reason only in the daemon's log), and so did every later hook. Now the first says the daemon's reason
+    and the next, for a while, say it without starting another."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    socket_path = shared / "memory.sock"
+    path = plugin_settings.plugin_dir / "frobozz-memory" / "frobozz.json"
+    command = json.loads(path.read_text())["command"]
+    assert command[-2] == "--socket"
+    config(plugin_settings, socket=str(socket_path), command=[*command[:-1], str(socket_path)])
+    config(plugin_settings, limits={"UserPromptSubmit": 300.0})  # far beyond the time the test gives it
+    reason = f"{shared} is not a private folder of this user's: remove it and try again"
+    with anyio.fail_after(90):
+        first = await run_hook("UserPromptSubmit", payload(project, "UserPromptSubmit"), installed, plugin_settings)
+        assert "hookSpecificOutput" not in first and reason in first.get("systemMessage", ""), first
+        ask = payload(project, "UserPromptSubmit", session="s-2")
+        assert reason in (await run_hook("UserPromptSubmit", ask, installed, plugin_settings))["systemMessage"]
+    assert plugin_settings.log.read_text().count(reason) == 1  # one daemon started, for the first hook only
+
+
+async def test_a_memory_stored_through_the_relay_in_a_folder_named_with_a_leading_underscore_is_recalled_there(
+    installed, plugin_settings, tmp_path
+):
+    """`_scratch` was taken as the namespace, which none may be (it starts with '_'): cortex refused to store,
+    and the hooks' session was left out, with nothing said."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    project = tmp_path / "_scratch"
+    project.mkdir()
+    plugin = plugin_settings.plugin_dir / "frobozz-memory"
+    cortex = StdioServerParameters(
+        command=sys.executable,
+        cwd=str(project),
+        env={**installed, "CLAUDE_CODE_SESSION_ID": "s-1"},
+        args=["-I", "-S", str(plugin / "hooks" / "frobozz_hook.py"), "mcp", str(plugin / "frobozz.json"), "cortex"],
+    )
+    with anyio.fail_after(120):
+        async with stdio_client(cortex) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            stored = await client.call_tool("store", {"content": "The deploy key lives in the blue vault."})
+            assert not stored.is_error, stored.content
+    ask = payload(project, "UserPromptSubmit", session="s-2", prompt="Where does the deploy key live?")
+    recalled = hook("UserPromptSubmit", ask, installed, plugin_settings)
+    assert "blue vault" in recalled.get("hookSpecificOutput", {}).get("additionalContext", ""), recalled

@@ -11,8 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from frobozz.memory import DatabaseError, MemoryService, MemorySettings, TranscriptStore
-from frobozz.plugin import HookMemory, _hook_memory
+from frobozz.memory import DatabaseError, MemoryService, MemorySettings, TranscriptStore, check_namespace
+from frobozz.plugin import HookMemory, _hook_memory, project_namespace
 from frobozz.plugin._transcript import read_transcript
 from tests.black_hole import BlackHole
 from tests.memory_parts import EVERY_PART, PartsStarted
@@ -288,3 +288,35 @@ async def test_a_prompt_with_a_nul_is_recalled_for_and_the_sessions_transcript_k
     transcripts = await TranscriptStore.on((await memory_service.store()).pool)
     kept = await transcripts.load({"project_key": "project", "session_id": "s-1"})
     assert [e["message"]["content"] for e in kept or []] == ["What is my cat called?", "Zorkmid."]
+
+
+async def test_a_prompt_with_a_lone_surrogate_is_recalled_for_and_archived_with_a_replacement_character(
+    memory_service, embedder_ready
+):
+    """`"prompt": "cat \\ud800"` in a hook's JSON is read as a lone surrogate, which Postgres cannot keep: the hook's
+    connection failed (DataError) and the user was told memory's answer could not be read."""
+    await (await memory_service.store()).store(CAT, namespace="myproject")
+    hooks = HookMemory(memory_service, deadline=30.0)  # (a bound, not a wait: recall ends when it is done)
+    asked = json.loads('"What is my cat \\ud800 called?"')
+    assert CAT in await hooks.handle("UserPromptSubmit", prompt(asked), "myproject")
+    said = {"session_id": "s-1", "cwd": "", "last_assistant_message": json.loads('"Zorkmid \\udfff."')}
+    assert await hooks.handle("Stop", said, "myproject") == ""
+    entries = await (await memory_service.sessions()).transcript("s-1")
+    assert [e.content for e in entries] == ["What is my cat \ufffd called?", "Zorkmid \ufffd."]
+
+
+def test_every_project_folder_gives_a_valid_namespace_and_folders_named_in_nothing_it_keeps_do_not_share_one(
+    tmp_path,
+):
+    """`_scratch` gave `_scratch`, which no namespace may be (memory was off, and nothing said); `проект` and `项目`
+    (and `__`) all gave `default`, so unrelated projects shared their memory."""
+    folders = [tmp_path / name for name in ("_scratch", "__", "проект", "项目", "My Project")]
+    folders.append(tmp_path / "elsewhere" / "проект")
+    for folder in folders:
+        folder.mkdir(parents=True)
+    spaces = [project_namespace(str(folder)) for folder in folders]
+    assert [check_namespace(ns) for ns in spaces] == spaces
+    assert len(set(spaces)) == len(folders)
+    assert spaces[0] == "scratch" and spaces[-2] == "My-Project"
+    assert [project_namespace(str(folder)) for folder in folders] == spaces  # the same every time
+    assert check_namespace(project_namespace(str(tmp_path / "\ud800")))  # (a path no file can have)
