@@ -1,6 +1,7 @@
 """A store the web view opens at the first look. When its database cannot be reached, or goes away under a
 query, pages go on without it and say why (`database_error`); it is tried again after `RETRY_SECONDS`, so a
-page does not wait on a dead database at every look."""
+page does not wait on a dead database at every look. A query the database refuses (its data, its syntax) is
+that page's error alone: it does not close the store for every page."""
 
 from __future__ import annotations
 
@@ -10,11 +11,27 @@ from collections.abc import Awaitable, Callable
 from typing import Generic, Protocol, TypeVar
 
 import anyio
+import asyncpg
 
-from frobozz.memory import DATABASE_ERRORS, MemoryStoreError
+from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemoryStoreError
 
 log = logging.getLogger("frobozz.web")
 RETRY_SECONDS = 5.0  # after the database could not be reached, pages go on without it this long
+# what a database that is away raises under a query: the connection lost, refused or timed out, the server
+# shutting down (not, as all of DATABASE_ERRORS, any Postgres error: one query's bad data is not an outage)
+AWAY = (OSError, DatabaseError, asyncpg.InterfaceError, asyncpg.InternalClientError)  # (TimeoutError is an OSError)
+# and the Postgres errors that say so, by SQLSTATE: its class (connection exception, authorization refused, no such
+# database, out of resources, operator intervention: shutting down, not accepting connections), or a whole one
+# ("database … is not currently accepting connections", as a new connection to a closed one is told)
+AWAY_CLASSES, AWAY_STATES = ("08", "28", "3D", "53", "57"), ("55000",)
+
+
+def is_away(e: BaseException) -> bool:
+    """Whether `e` says the database is away, not that it refused one query."""
+    if isinstance(e, asyncpg.PostgresError):
+        state = str(getattr(e, "sqlstate", None) or "")
+        return state[:2] in AWAY_CLASSES or state in AWAY_STATES
+    return isinstance(e, AWAY)
 
 
 class _Closable(Protocol):
@@ -53,13 +70,16 @@ class LazyStore(Generic[S]):
             return self._store
 
     async def use(self, work: Callable[[S], Awaitable[T]]) -> T | None:
-        """`work(store)`, or None when there is no database right now (it went away: a later look retries)."""
+        """`work(store)`, or None when there is no database right now (it went away: a later look retries); any
+        other error, a query the database refused among them, is raised to the page that asked."""
         store = await self.get()
         if store is None:
             return None
         try:
             return await work(store)
         except DATABASE_ERRORS as e:
+            if not is_away(e):
+                raise
             async with self._lock:
                 taken = self._store is store  # by the first page it failed under: that one closes it, once
                 if taken:

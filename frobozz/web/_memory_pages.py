@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from frobozz.memory import DATABASE_ERRORS, MAX_QUERY_CHARS, EmbeddingMismatchError, Memory, MemoryStoreError
 
-from ._web import grant_of, local, same_origin, web_of
+from ._web import grant_of, local, no_nul, same_origin, web_of
 
 T = TypeVar("T")
 MAX_QUERY = MAX_QUERY_CHARS  # one limit for the web, the CLI and cortex
@@ -77,8 +77,7 @@ async def memory_page(request: Request) -> HTMLResponse:
     query = (params.get("q") or "").strip()
     if len(query) > MAX_QUERY:
         raise HTTPException(400, f"the search is {len(query):,} characters; at most {MAX_QUERY:,}")
-    if "\0" in query:
-        raise HTTPException(400, "the search contains a NUL character")
+    no_nul(query, "the search")
     namespaces = {ns: n for ns, n in (await _memory(store.namespaces())).items() if _may(request, ns)}
     namespace = params.get("namespace") or _first_readable(request, store.default_namespace)
     if not _may(request, namespace):

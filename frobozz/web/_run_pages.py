@@ -20,14 +20,14 @@ from ._chart import score_chart
 from ._map import layout
 from ._runs import RunView
 from ._waterfall import waterfall
-from ._web import Web, web_of
+from ._web import Web, no_nul, web_of
 
 FILTERS = ("game", "model", "mode", "player", "status")
 
 
 async def runs_page(request: Request) -> HTMLResponse:
     web = web_of(request)
-    chosen = {name: request.query_params.get(name) or None for name in FILTERS}
+    chosen = {name: no_nul(request.query_params.get(name) or "", f"the {name} filter") or None for name in FILTERS}
     if chosen["status"] is not None and chosen["status"] not in STATUSES:
         raise HTTPException(400, f"status must be one of: {', '.join(STATUSES)}")
     everything = await web.runs.rows()
@@ -116,7 +116,7 @@ async def trace_page(request: Request) -> HTMLResponse:
     session id) as waterfalls, from the spans kept in Postgres."""
     web = web_of(request)
     session_id = request.path_params["session_id"]
-    if len(session_id) > 100:
+    if len(session_id) > 100 or "\0" in session_id:
         raise HTTPException(400, "that is not a session id")
     traces = waterfall(await web.runs.spans(session_id=session_id))
     return web.page(request, "trace.html", session_id=session_id, traces=traces, notice=web.runs.database_error)

@@ -95,7 +95,10 @@ class Runs:
         found = {info.run_id: RunRow.of(info) for info in self._local_infos()}
         limit = self.settings.web_page_size
         query = {k: wanted.get(k) for k in ("game", "model", "status")}  # what the runs table filters itself
-        for row in await self._from_ledger(lambda ledger: ledger.runs(**query, limit=limit)) or []:
+        there = None  # (a value holding a NUL matches nothing there: no text in Postgres holds one)
+        if not any(_holds_nul(v) for v in wanted.values()):
+            there = await self._from_ledger(lambda ledger: ledger.runs(**query, limit=limit))
+        for row in there or []:
             mine = found.get(row["run_id"])
             killed_here = mine is not None and (mine.status, mine.reason) == ("stopped", "killed")
             if mine is None or (killed_here and row.get("worker")):  # a worker's run killed here may have
@@ -117,6 +120,8 @@ class Runs:
         try:
             store = RunStore.open(self.settings.runs_dir, run_id)
         except RunNotFoundError:  # played elsewhere, or not at all: the database knows
+            if _holds_nul(run_id):  # no run id does (Postgres would refuse it)
+                raise
             found = await self._from_ledger(lambda ledger: _ledger_view(ledger, run_id, after))
             if found is None:
                 raise
@@ -132,6 +137,8 @@ class Runs:
                     run_spans(connection, run_id) if run_id is not None else session_spans(connection, session_id or "")
                 )
 
+        if _holds_nul(run_id) or _holds_nul(session_id):
+            return []
         return await self._from_ledger(kept) or []
 
     async def follow(self, run_id: str, after: int) -> AsyncIterator[RunView]:
@@ -157,6 +164,11 @@ class Runs:
         return await self._from_ledger(
             lambda ledger: ledger.pool.fetchval("SELECT updated FROM runs WHERE run_id = $1", run_id)
         )
+
+
+def _holds_nul(value: str | None) -> bool:
+    """Whether `value` has a NUL, which no text in Postgres holds (it refuses the query)."""
+    return value is not None and "\0" in value
 
 
 async def _ledger_view(ledger: RunLedger, run_id: str, after: int) -> RunView:

@@ -70,6 +70,13 @@ def local(url: URL) -> str:
     return url.path + (f"?{url.query}" if url.query else "")
 
 
+def no_nul(value: str, what: str) -> str:
+    """`value`, refused (400) when it holds a NUL: no text in Postgres does, and it refuses a query with one."""
+    if "\0" in value:
+        raise HTTPException(400, f"{what} contains a NUL character")
+    return value
+
+
 def same_origin(request: Request) -> None:
     """A form that changes something must come from a page of this site (the cookie is SameSite=Strict too)."""
     origin = request.headers.get("origin") or request.headers.get("referer")

@@ -1,7 +1,9 @@
-"""The web view's lazily opened store: a store that fails under several pages at once is closed once."""
+"""The web view's lazily opened store: a store that fails under several pages at once is closed once; only a
+database that is away counts as gone, not one query it refuses."""
 
 import anyio
 import anyio.lowlevel
+import asyncpg
 import pytest
 
 import frobozz.web._lazy_store
@@ -107,3 +109,48 @@ async def test_a_store_closed_at_shutdown_while_a_page_fails_on_it_is_closed_onc
             await page_done.wait()
             release.set()
     assert store.closes == 1
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        asyncpg.CharacterNotInRepertoireError('invalid byte sequence for encoding "UTF8": 0x00'),
+        asyncpg.UndefinedColumnError('column "nothing" does not exist'),
+        asyncpg.UniqueViolationError("duplicate key value violates unique constraint"),
+    ],
+    ids=type,
+)
+async def test_a_query_the_database_refuses_fails_alone_and_the_store_stays_open(lazy, opened, refusal):
+    async def refused(_: _Store) -> str:
+        raise refusal
+
+    async def works(_: _Store) -> str:
+        return "a page"
+
+    with pytest.raises(type(refusal)):
+        await lazy.use(refused)
+    assert lazy.database_error is None and opened[0].closes == 0
+    assert await lazy.use(works) == "a page" and len(opened) == 1
+
+
+@pytest.mark.parametrize(
+    "away",
+    [
+        ConnectionRefusedError("connection refused"),
+        TimeoutError(),
+        asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation"),
+        asyncpg.AdminShutdownError("terminating connection due to administrator command"),
+        asyncpg.CannotConnectNowError("the database system is shutting down"),
+        asyncpg.InterfaceError("pool is closed"),
+        asyncpg.ObjectNotInPrerequisiteStateError('database "t" is not currently accepting connections'),
+        asyncpg.InvalidPasswordError('password authentication failed for user "frobozz"'),
+        asyncpg.TooManyConnectionsError("sorry, too many clients already"),
+    ],
+    ids=type,
+)
+async def test_a_database_that_is_away_counts_as_gone_until_the_retry(lazy, opened, away):
+    async def fails(_: _Store) -> str:
+        raise away
+
+    assert await lazy.use(fails) is None
+    assert opened[0].closes == 1 and lazy.database_error is not None and "went away" in lazy.database_error

@@ -4,6 +4,7 @@ from the database, hostile run ids, the live event stream, and a database that c
 import json
 import re
 
+import anyio
 import httpx
 import pytest
 
@@ -75,10 +76,9 @@ def test_an_unknown_or_hostile_run_id_is_not_found_and_nothing_is_written(client
     assert not web_settings.runs_dir.exists() or not any(web_settings.runs_dir.iterdir())
 
 
-def test_a_run_known_only_to_the_database_is_listed_and_shown(client, web_settings):
-    import anyio
-
-    store = new_run(web_settings.runs_dir, "20261123-130000-cccccc", status="finished", reason="won", won=True)
+def only_in_the_database(web_settings, run_id: str = "20261123-130000-cccccc") -> None:
+    """A finished run with one turn, played on another machine: in the database, nothing of it here."""
+    store = new_run(web_settings.runs_dir, run_id, status="finished", reason="won", won=True)
     record = play_turn(store, 1, "open mailbox", "West of House", 0)
 
     async def record_it():
@@ -90,13 +90,29 @@ def test_a_run_known_only_to_the_database_is_listed_and_shown(client, web_settin
             await ledger.aclose()
 
     anyio.run(record_it)
-    for path in store.dir.iterdir():  # played on another machine: nothing of it here
+    for path in store.dir.iterdir():
         path.unlink()
     store.dir.rmdir()
+
+
+def test_a_run_known_only_to_the_database_is_listed_and_shown(client, web_settings):
+    only_in_the_database(web_settings)
     assert "20261123-130000-cccccc" in client.get("/").text
     page = client.get("/runs/20261123-130000-cccccc").text
     assert "&gt; open mailbox" in page and "West of House" in page
     assert "Leaderboard" in client.get("/").text and "No finished runs" not in client.get("/").text
+
+
+def test_a_nul_in_a_filter_or_a_run_id_is_refused_for_that_request_alone_and_the_database_stays(client, web_settings):
+    only_in_the_database(web_settings)
+    for name in ("game", "model", "mode", "player", "status"):
+        refused = client.get("/", params={name: "zork\x00"})
+        assert refused.status_code == 400 and "NUL" in refused.text, name
+    for path in ("/runs/a%00b", "/runs/a%00b/events", "/runs/20261123-130000-cccccc%00"):
+        assert client.get(path).status_code == 404, path
+    assert client.get("/traces/a%00b").status_code == 400
+    page = client.get("/").text  # the database was never taken for gone: the run only it knows is listed
+    assert "went away" not in page and "20261123-130000-cccccc" in page and "Leaderboard" in page
 
 
 def events(lines):
