@@ -220,9 +220,11 @@ class Agent:
     ) -> str:
         """Queue a message (answered after those before it, on whichever instance runs the session); its id.
         `images` inline ({"media_type", "data": base64}), `files` ids of images uploaded to the session: all
-        checked before anything is kept. `alone` (agentapi's rule): only while no other message of the session
-        waits or is being answered, else BusyError and nothing is kept."""
+        checked before anything is kept; with either, `text` may be None (none). `alone` (agentapi's rule): only
+        while no other message of the session waits or is being answered, else BusyError and nothing is kept."""
         images, files = list(images or ()), list(files or ())
+        if text is None and (images or files):
+            text = ""
         if not isinstance(text, str) or not (text.strip() or images or files):
             raise InputError("a message needs some text (or an image)")
         if unstorable(text):  # (the database refused it, and the client was told the database was away)
@@ -430,9 +432,11 @@ class Agent:
         session.record.status = session.state
         await self.store.update(session.record, token)
 
-    async def _message(self, session: AgentSession, role: str, content: str, token: int) -> None:
+    async def _message(
+        self, session: AgentSession, role: str, content: str, token: int, *, interrupted: bool = False
+    ) -> None:
         assert self.store is not None
-        await self.store.add_message(session.id, role, content, session.current, token)
+        await self.store.add_message(session.id, role, content, session.current, token, interrupted=interrupted)
 
     async def messages(self, session_id: str, *, owners: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The conversation as people see it: what the user sent and what the agent answered, in order."""

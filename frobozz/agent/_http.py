@@ -302,13 +302,10 @@ def create_app(agent: Agent, *, on_failure: Callable[[Exception], object] | None
                     f"there is no event {after} in this session: its events go up to {last} (a client passes the "
                     "number of the last event it saw, to be given those after it)"
                 )
-        kinds = None
-        if request.query_params.get("types"):
-            kinds = set(request.query_params["types"].split(","))
-            if kinds - set(KINDS):
-                raise InputError(
-                    f"unknown event types: {', '.join(sorted(kinds - set(KINDS)))}; known: {', '.join(KINDS)}"
-                )
+        # (empty items and spaces, as a list built with a trailing comma has, are nothing: none at all, no filter)
+        kinds = {kind.strip() for kind in request.query_params.get("types", "").split(",")} - {""} or None
+        if kinds is not None and kinds - set(KINDS):
+            raise InputError(f"unknown event types: {', '.join(sorted(kinds - set(KINDS)))}; known: {', '.join(KINDS)}")
 
         async def stream() -> AsyncIterator[dict[str, Any]]:
             async for logged in session.relay.follow(after, kinds):

@@ -231,6 +231,18 @@ class Leases:
             )
         )
 
+    async def questions(self, session_id: str, question_id: str) -> list[Any] | None:
+        """What the question asked (its `questions`, as AskUserQuestion gave them); None when it was never asked
+        (not yet written: see `answer`)."""
+        found = await self._do(
+            "fetchval",
+            "SELECT (data->'questions')::text FROM agent_events WHERE session_id = $1 AND kind = 'question' "
+            "AND data->>'question_id' = $2 LIMIT 1",
+            session_id,
+            question_id,
+        )
+        return None if found is None else list(json.loads(found) or [])
+
     async def answer_of(self, session_id: str, question_id: str) -> tuple[bool, dict[str, Any] | None]:
         """(closed?, the answers): closed with None when it timed out."""
         row = await self._do(

@@ -70,7 +70,7 @@ class AgentSession:
         question_timeout: float,
         on_change: Callable[[AgentSession, int], Any],
         on_tool_call: Callable[[AgentSession, ToolCall], Any],
-        on_message: Callable[[AgentSession, str, str, int], Any],
+        on_message: Callable[..., Any],
         answers: Callable[[AgentSession, str, float], Awaitable[dict[str, Any] | None]],
         on_turn: Callable[[AgentSession, str, list[str]], Awaitable[Any]] | None = None,
         images: Callable[[AgentSession, list[str]], Awaitable[list[dict[str, Any]]]] | None = None,
@@ -88,7 +88,8 @@ class AgentSession:
         self.base_options = options
         self.question_timeout = question_timeout
         self.on_change = on_change
-        # (session, "user" or "agent", text, the driver's lease token): the conversation as people see it
+        # (session, "user" or "agent", text, the driver's lease token, interrupted=): the conversation as people
+        # see it (an interrupted turn's reply: what was streamed of it)
         self.on_message = on_message
         self.tool_log = ToolLog(cwd=workspace.path, on_call=lambda call: on_tool_call(self, call))
         self.memory_loop = memory_loop  # (options, namespace, loop session to resume) -> the memory loop
@@ -112,6 +113,7 @@ class AgentSession:
         self._driven = anyio.Event()  # set once the last driver has ended
         self._driven.set()
         self._busy = False
+        self._interrupted = False  # an interrupt was asked during the turn under way
         self.current: str | None = None  # the message whose turn is in hand
         self._before_bash: dict[str, dict[str, State | None]] = {}  # tool use id -> the files before it
 
@@ -176,6 +178,7 @@ class AgentSession:
 
     async def interrupt(self) -> None:
         if self.engine is not None and self._busy:
+            self._interrupted = True  # (the turn's reply is kept as interrupted, when claude ends it without one)
             await self.engine.interrupt()
 
     # -- the driver ----------------------------------------------------------------------------------
@@ -199,6 +202,7 @@ class AgentSession:
         async for message_id, text, files in self._queue_out:
             self._busy = True
             self.current = message_id
+            self._interrupted = False
             begun = False
             try:
                 await self.on_message(self, "user", text, token)  # in the history before any tab hears of the turn:
@@ -361,13 +365,14 @@ class AgentSession:
             text = f"{self.record.preamble}\n\n{text}"
         calls_before = len(self.tool_log.calls)
         self._before_bash, by_bash = {}, []  # files Bash changed (the file tools' own are in the tool log)
+        streamed: list[list[str]] = []  # the text streamed of each of the turn's messages from claude
         images = await self.images(self, files) if files and self.images is not None else []
         if not images:
             await channel.send(text)  # with memory: orientation, recall and the nudge go before the text
         elif isinstance(channel, MemorySession):  # what memory adds, the text, then the images (all archived)
             await channel.send(text, images)
-        else:
-            await channel.send([{"type": "text", "text": text}, *images])
+        else:  # (a message of images alone has no text block: the API refuses an empty one)
+            await channel.send([*([{"type": "text", "text": text}] if text.strip() else []), *images])
         async for event in channel.events():
             if self.relay.token != token:
                 raise RuntimeError("another instance took the session over")
@@ -377,12 +382,17 @@ class AgentSession:
                 await self.on_change(self, token)
             if isinstance(event, StreamEvent):
                 delta = event.event.get("delta") or {}
+                if event.event.get("type") == "message_start" and not event.raw.get("parent_tool_use_id"):
+                    streamed.append([])
                 if (
                     event.event.get("type") == "content_block_delta"
                     and delta.get("type") == "text_delta"
                     and delta.get("text")
                     and not event.raw.get("parent_tool_use_id")
                 ):
+                    if not streamed:
+                        streamed.append([])
+                    streamed[-1].append(delta["text"])
                     self.relay.publish(TextDelta(text=delta["text"]), token)
             elif isinstance(event, AssistantMessage) and not event.is_replay:
                 for use in event.tool_uses:
@@ -405,7 +415,11 @@ class AgentSession:
                 self.record.usage = _added(self.record.usage, event.usage)
                 turn_cost = self._costs.of(event) or 0.0
                 self.record.cost_usd += turn_cost
-                await self.on_message(self, "agent", event.result or "", token)  # kept before anyone hears of it
+                # kept before anyone hears of it; a turn ended without a result (interrupted, out of turns): what
+                # the user saw of it
+                reply = event.result if event.result is not None else "\n\n".join(filter(None, map("".join, streamed)))
+                interrupted = self._interrupted and event.is_error
+                await self.on_message(self, "agent", reply, token, interrupted=interrupted)
                 if self.on_turn is not None:  # the files the turn wrote, committed before anyone hears of it
                     written = [
                         *(

@@ -242,30 +242,40 @@ class AgentStore:
         return [rows[i] for i in ids if i in rows]
 
     async def add_message(
-        self, session_id: str, role: str, content: str, message_id: str | None, token: int | None
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        message_id: str | None,
+        token: int | None,
+        *,
+        interrupted: bool = False,
     ) -> None:
         """The next message of the conversation (a turn's, once: a turn taken over is not recorded twice), under
         the session's lease `token`, as its events are: refused, quietly, once another instance holds it (the
         turn that instance answers again is the one the conversation keeps: its answer replaces one written
-        under the lease before, whose turn was cut short before its done)."""
+        under the lease before, whose turn was cut short before its done). `interrupted`: an agent's reply cut
+        short by an interrupt (what was streamed of it)."""
         await self._do(
             "execute",
-            "INSERT INTO agent_messages (session_id, n, role, content, message_id) "
-            "SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4 FROM agent_messages WHERE session_id = $1 "
+            "INSERT INTO agent_messages (session_id, n, role, content, message_id, interrupted) "
+            "SELECT $1, coalesce(max(n), 0) + 1, $2, $3, $4, $6 FROM agent_messages WHERE session_id = $1 "
             "HAVING EXISTS (SELECT 1 FROM agent_leases WHERE session_id = $1 AND token = $5 FOR SHARE) "
             "ON CONFLICT (session_id, message_id, role) WHERE message_id IS NOT NULL "
-            "DO UPDATE SET content = EXCLUDED.content, at = now() WHERE agent_messages.role = 'agent'",
+            "DO UPDATE SET content = EXCLUDED.content, interrupted = EXCLUDED.interrupted, at = now() "
+            "WHERE agent_messages.role = 'agent'",
             session_id,
             role,
             content,
             message_id,
             token,
+            interrupted,
         )
 
     async def messages(self, session_id: str) -> builtins.list[dict[str, Any]]:
         rows = await self._do(
             "fetch",
-            "SELECT n, role, content, at, message_id FROM agent_messages WHERE session_id = $1 ORDER BY n",
+            "SELECT n, role, content, at, message_id, interrupted FROM agent_messages WHERE session_id = $1 ORDER BY n",
             session_id,
         )
         return [  # message_id: the turn's (a user's message's own id; its answer's, the message it answers)
@@ -275,6 +285,7 @@ class AgentStore:
                 "content": r["content"],
                 "time": r["at"].isoformat(),
                 "message_id": r["message_id"],
+                "interrupted": r["interrupted"],  # an agent's reply cut short: what was streamed of it
             }
             for r in rows
         ]

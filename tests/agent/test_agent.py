@@ -100,8 +100,8 @@ async def test_a_turn_is_said_to_stream_only_once_its_message_is_in_the_history(
     happened = []
     add_message, publish = agent.store.add_message, live.relay.publish
 
-    async def stored(session_id, role, content, message_id, token):
-        await add_message(session_id, role, content, message_id, token)
+    async def stored(session_id, role, content, message_id, token, **kw):
+        await add_message(session_id, role, content, message_id, token, **kw)
         happened.append(f"stored {role}")
 
     def published(event, token=None):
@@ -125,7 +125,7 @@ async def test_a_turn_is_said_to_stream_only_once_its_message_is_in_the_history(
 async def test_a_message_the_history_cannot_keep_ends_its_turn_with_the_reason(agent, monkeypatch):
     session = await agent.create_session("alice/notes")
 
-    async def refused(*args):
+    async def refused(*args, **kwargs):
         raise RuntimeError("the database went away")
 
     monkeypatch.setattr(agent.store, "add_message", refused)
@@ -140,10 +140,10 @@ async def test_the_record_says_idle_after_a_turn_that_failed_once_claude_was_und
     session = await agent.create_session("alice/notes")
     kept = agent.store.add_message
 
-    async def no_answer(session_id, role, content, message_id, token):
+    async def no_answer(session_id, role, content, message_id, token, **kw):
         if role == "agent":
             raise RuntimeError("the answer could not be kept")
-        await kept(session_id, role, content, message_id, token)
+        await kept(session_id, role, content, message_id, token, **kw)
 
     monkeypatch.setattr(agent.store, "add_message", no_answer)
     events = await turn(agent, session, "hello there")

@@ -180,6 +180,77 @@ async def test_two_clients_see_the_same_question_one_answers_and_both_follow_it_
         assert (await client.get(f"/sessions/{session}/events?types=nonsense")).status_code == 400
 
 
+async def test_an_answer_claude_cannot_use_is_a_400_that_names_it_and_the_question_still_waits(make_agent, scripted):
+    """claude takes each asked question's text to the label chosen (a string; for a multi-select question, a list
+    of them): anything else it refused as failing its schema, or took for no answer, and the question was gone."""
+    with Service(make_agent()) as client:
+        session = (await client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
+        assert (await client.post(f"/sessions/{session}/messages", json={"text": "ask me"})).status_code == 202
+        with anyio.fail_after(60):
+            asked = await sse(client, f"/sessions/{session}/events", until="question")
+        question_id = asked[-1]["data"]["question_id"]
+        for answers, named in (
+            ({"Which colour for the lamp?": 5}, "Which colour for the lamp?"),
+            ({"Which colour for the lamp?": {"label": "Red"}}, "Which colour for the lamp?"),
+            ({"Which colour for the lamp?": ["Red", "Blue"]}, "not a multi-select"),
+            ({"Which colour for the lamp?": "Red\x00"}, "NUL"),
+            ({"What is this?": "Red"}, "What is this?"),
+            ({"Which colour for the lamp?": "Red", "What is this?": "Red"}, "What is this?"),
+        ):
+            refused = await client.post(
+                f"/sessions/{session}/answers", json={"question_id": question_id, "answers": answers}
+            )
+            assert refused.status_code == 400 and named in refused.json()["error"], (answers, refused.text)
+        answered = await client.post(
+            f"/sessions/{session}/answers",
+            json={"question_id": question_id, "answers": {"Which colour for the lamp?": "Blue"}},
+        )
+        assert answered.status_code == 200, answered.text
+        with anyio.fail_after(60):
+            await sse(client, f"/sessions/{session}/events?after={asked[-1]['id']}")
+    assert '"Which colour for the lamp?"="Blue"' in str(scripted.requests[-1].tool_results()[0].get("content"))
+
+
+async def test_an_interrupted_turn_keeps_what_was_streamed_of_its_reply_marked_interrupted(make_agent):
+    """claude's result for a turn it was interrupted in is none: the conversation kept an empty reply, though the
+    user had read what streamed of it."""
+    with Service(make_agent()) as client:
+        session = (await client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
+        assert (await client.post(f"/sessions/{session}/messages", json={"text": "very slowly"})).status_code == 202
+        seen: list[dict] = []
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: sse(client, f"/sessions/{session}/events", into=seen))
+                await eventually(lambda: sum(e["event"] == "text_delta" for e in seen) >= 3, interval=0.02)
+                assert (await client.post(f"/sessions/{session}/interrupt")).status_code == 200
+        streamed = "".join(e["data"]["text"] for e in seen if e["event"] == "text_delta")
+        assert streamed.startswith("one two") and len(streamed) < len(
+            "one two three four five six seven eight nine ten " * 60
+        )
+        assert seen[-1]["data"]["result"] is None  # claude's own: nothing
+        for path in ("messages", "agentapi/messages"):
+            *_, (user, agent) = [
+                (m["role"], m) for m in (await client.get(f"/sessions/{session}/{path}")).json()["messages"]
+            ]
+            assert user == "agent" and agent["content"] == streamed and agent["interrupted"] is True, path
+        assert (await client.post(f"/sessions/{session}/messages", json={"text": "hello"})).status_code == 202
+        with anyio.fail_after(60):
+            await sse(client, f"/sessions/{session}/events?after={seen[-1]['id']}")
+        last = (await client.get(f"/sessions/{session}/messages")).json()["messages"][-1]
+        assert last["content"].startswith("You said: hello") and last["interrupted"] is False
+
+
+async def test_empty_items_and_spaces_in_an_event_types_filter_are_ignored_and_an_unknown_type_named(make_agent):
+    with Service(make_agent()) as client:
+        session = (await client.post("/sessions", json={"workspace": "alice/notes"})).json()["session_id"]
+        for types in ("status,", ",status", "status,,done", " status , done ", "status,%20"):
+            with anyio.fail_after(30):
+                only = await sse(client, f"/sessions/{session}/events?after=0&types={types}", until="status")
+            assert [e["event"] for e in only] == ["status"], types
+        refused = await client.get(f"/sessions/{session}/events?types=status,nonsense,")
+        assert refused.status_code == 400 and "unknown event types: nonsense;" in refused.json()["error"]
+
+
 async def test_an_event_number_past_the_sessions_last_is_a_400_and_one_only_the_database_has_yet_is_waited_for(
     make_agent, cortex_settings
 ):

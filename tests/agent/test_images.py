@@ -113,3 +113,23 @@ async def test_a_huge_image_a_fake_png_and_an_unknown_file_are_refused_and_nothi
         assert (
             await client.post(f"/sessions/{'0' * 32}/files", content=png(), headers={"Content-Type": "image/png"})
         ).status_code == 404
+
+
+async def test_a_message_of_images_or_files_alone_needs_no_text(make_agent, scripted):
+    with Service(make_agent()) as client:
+        session = (await client.post("/sessions", json={"workspace": "alice/pictures"})).json()["session_id"]
+        inline = {"images": [{"media_type": "image/png", "data": base64.b64encode(png()).decode()}]}
+        uploaded = await client.post(f"/sessions/{session}/files", content=png(), headers={"Content-Type": "image/png"})
+        after = "1"  # (the status the session was made with)
+        for body in (inline, {"files": [uploaded.json()["file_id"]]}):
+            sent = await client.post(f"/sessions/{session}/messages", json=body)
+            assert sent.status_code == 202, (body, sent.text)
+            with anyio.fail_after(60):
+                events = await sse(client, f"/sessions/{session}/events?after={after}")
+            after = events[-1]["id"]
+            assert events[-1]["event"] == "done" and events[-1]["data"]["result"].startswith("I see 1 image(s)")
+            last = [m for m in scripted.requests[-1].body["messages"] if m["role"] == "user"][-1]["content"]
+            assert len(images_in(scripted.requests[-1])) == 1 and all(b.get("text") != "" for b in last)
+        for body in ({"images": []}, {"files": []}, {}, {"text": 5, "images": inline["images"]}):
+            refused = await client.post(f"/sessions/{session}/messages", json=body)
+            assert refused.status_code == 400 and "needs some text" in refused.json()["error"], body

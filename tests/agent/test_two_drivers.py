@@ -313,7 +313,7 @@ async def test_a_driver_whose_lease_was_lost_stops_at_once_and_the_session_taken
         on_a = await a.session(session)
         add_message, stalls = a.store.add_message, []
 
-        async def stalling_once(session_id, role, content, message_id, token):
+        async def stalling_once(session_id, role, content, message_id, token, **kw):
             if role == stalled and not stalls:
                 stalls.append(token)
                 try:
@@ -321,7 +321,7 @@ async def test_a_driver_whose_lease_was_lost_stops_at_once_and_the_session_taken
                 except anyio.get_cancelled_exc_class():
                     order.append("first driver stopped")
                     raise
-            await add_message(session_id, role, content, message_id, token)
+            await add_message(session_id, role, content, message_id, token, **kw)
 
         monkeypatch.setattr(a.store, "add_message", stalling_once)
         message = await a.post_message(on_a, "held")
