@@ -237,7 +237,7 @@ class MemorySession:
                     }
                 )
             blocks += recalled_blocks(hits)
-        return [*blocks, *nudge, {"type": "text", "text": text}]
+        return [*blocks, *nudge, *([{"type": "text", "text": text}] if text.strip() else [])]  # (none: images alone)
 
     async def _new_window(self) -> None:
         started = await self.sessions.new_window(self.record.id)
@@ -279,7 +279,9 @@ class MemorySession:
         with what memory adds, the images after the text."""
         content = await self.message(text)
         seen = [_image_note(image) for image in images]
-        archived = "\n".join([text, *(f"[image: {n['media_type']}, {n['bytes']} bytes]" for n in seen)])
+        archived = "\n".join(
+            [*([text] if text else []), *(f"[image: {n['media_type']}, {n['bytes']} bytes]" for n in seen)]
+        )
         with _spans.span(_spans.ARCHIVE, parent=self._turn):
             await self._quietly(
                 "archiving the user's words",

@@ -150,3 +150,28 @@ async def test_with_memory_on_a_message_with_an_image_is_archived_with_the_image
     words = [e for e in await (await memory_service.sessions()).transcript(loop_id) if e.kind == "user"]
     assert [e.content for e in words] == [f"what is in this?\n[image: image/png, {len(picture)} bytes]"]
     assert words[0].data["images"] == [{"media_type": "image/png", "bytes": len(picture)}]
+
+
+async def test_with_memory_on_a_message_of_an_image_alone_sends_no_empty_text_and_is_archived_as_the_image(
+    make_agent, memory_service, scripted
+):
+    """The API refuses an empty text block: memory's blocks go first, then the image, and no text of the user's."""
+    picture = png(2, 3)
+    async with make_agent() as agent:
+        session = await agent.create_session("alice/pictures", memory={"namespace": "house"})
+        live = await agent.session(session)
+        after = live.relay.last_seq
+        await agent.post_message(
+            live, None, images=[{"media_type": "image/png", "data": base64.b64encode(picture).decode()}]
+        )
+        with anyio.fail_after(120):
+            async for logged in live.relay.follow(after):
+                if isinstance(logged.event, Done):
+                    break
+        assert not logged.event.is_error and logged.event.result.startswith("I see 1 image(s)")
+        loop_id = live.describe()["memory"]["session"]
+    request = [r for r in scripted.requests if images_in(r)][-1]
+    last = [m for m in request.body["messages"] if m["role"] == "user"][-1]["content"]
+    assert all(b.get("text", "x").strip() for b in last if b.get("type") == "text")
+    words = [e for e in await (await memory_service.sessions()).transcript(loop_id) if e.kind == "user"]
+    assert [e.content for e in words] == [f"[image: image/png, {len(picture)} bytes]"]
