@@ -126,24 +126,29 @@ async def test_a_token_that_may_not_write_the_namespace_gets_403_and_one_that_ma
             assert described["memory"] == {"namespace": "house", "session": None}  # the loop begins with a message
 
 
-async def test_with_memory_on_a_message_with_an_image_is_archived_with_the_image_noted_and_reaches_the_model(
-    make_agent, memory_service, scripted
-):
-
-    picture = png(3, 2)
+async def image_turn(make_agent, text: str | None, picture: bytes) -> str:
+    """One turn of a new session with memory on (namespace house), of `text` and the image; its loop session."""
     async with make_agent() as agent:
         session = await agent.create_session("alice/pictures", memory={"namespace": "house"})
         live = await agent.session(session)
         after = live.relay.last_seq
         await agent.post_message(
-            live, "what is in this?", images=[{"media_type": "image/png", "data": base64.b64encode(picture).decode()}]
+            live, text, images=[{"media_type": "image/png", "data": base64.b64encode(picture).decode()}]
         )
         with anyio.fail_after(120):
             async for logged in live.relay.follow(after):
                 if isinstance(logged.event, Done):
                     break
         assert not logged.event.is_error and logged.event.result.startswith("I see 1 image(s)")
-        loop_id = live.describe()["memory"]["session"]
+        return live.describe()["memory"]["session"]
+
+
+async def test_with_memory_on_a_message_with_an_image_is_archived_with_the_image_noted_and_reaches_the_model(
+    make_agent, memory_service, scripted
+):
+
+    picture = png(3, 2)
+    loop_id = await image_turn(make_agent, "what is in this?", picture)
     request = [r for r in scripted.requests if images_in(r)][-1]
     assert base64.b64decode(images_in(request)[0]["source"]["data"]) == picture
     assert request.last_user_text().startswith("# Orientation")  # memory's blocks went before the text and image
@@ -157,19 +162,7 @@ async def test_with_memory_on_a_message_of_an_image_alone_sends_no_empty_text_an
 ):
     """The API refuses an empty text block: memory's blocks go first, then the image, and no text of the user's."""
     picture = png(2, 3)
-    async with make_agent() as agent:
-        session = await agent.create_session("alice/pictures", memory={"namespace": "house"})
-        live = await agent.session(session)
-        after = live.relay.last_seq
-        await agent.post_message(
-            live, None, images=[{"media_type": "image/png", "data": base64.b64encode(picture).decode()}]
-        )
-        with anyio.fail_after(120):
-            async for logged in live.relay.follow(after):
-                if isinstance(logged.event, Done):
-                    break
-        assert not logged.event.is_error and logged.event.result.startswith("I see 1 image(s)")
-        loop_id = live.describe()["memory"]["session"]
+    loop_id = await image_turn(make_agent, None, picture)
     request = [r for r in scripted.requests if images_in(r)][-1]
     last = [m for m in request.body["messages"] if m["role"] == "user"][-1]["content"]
     assert all(b.get("text", "x").strip() for b in last if b.get("type") == "text")

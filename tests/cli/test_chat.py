@@ -31,6 +31,20 @@ def chat_env(cortex_settings, claude_home, frobozz_env):
     }
 
 
+def chat(env, *args, input: str | bytes = "", timeout=180, **kw) -> subprocess.CompletedProcess:
+    """`frobozz chat ARGS` run to its end on `input` (with the scripted model, unless it lists)."""
+    model = [] if "--list" in args else ["--model", "scripted"]
+    return subprocess.run(
+        [sys.executable, "-m", "frobozz", "chat", *model, *args],
+        input=input,
+        capture_output=True,
+        text=isinstance(input, str),
+        timeout=timeout,
+        env=env,
+        **kw,
+    )
+
+
 def spawn(env, *args):
     child = pexpect.spawn(
         sys.executable, ["-m", "frobozz", "chat", "--model", "scripted", *args], env=env, encoding="utf-8", timeout=120
@@ -185,14 +199,8 @@ def test_with_the_frobozz_plugin_installed_a_chat_turn_starts_no_plugin_daemon_a
     assert installed.returncode == 0, installed.stderr
     socket = PluginSettings(data_dir=chat_env["FROBOZZ_DATA_DIR"]).socket
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "frobozz", "chat", "--model", "scripted", "--namespace", "plugged"],
-            input="remember: The lamp is in the cellar.\nhello\n",
-            env=chat_env,
-            cwd=project,
-            capture_output=True,
-            text=True,
-            timeout=180,
+        done = chat(
+            chat_env, "--namespace", "plugged", input="remember: The lamp is in the cellar.\nhello\n", cwd=project
         )
         assert done.returncode == 0 and "(scripted) You said: hello" in done.stdout, done.stderr
         assert daemon_pid(socket) is None
@@ -226,14 +234,7 @@ def test_a_server_that_cannot_be_made_is_named_and_the_chat_goes_on_with_the_oth
 def test_a_reply_is_streamed_with_its_terminal_sequences_shown_not_obeyed(chat_env):
     """A model echoes what it read (a page, a mail): an OSC sequence in it set the terminal's title (or wrote its
     clipboard); its lines and tabs stay as they are."""
-    done = subprocess.run(
-        [sys.executable, "-m", "frobozz", "chat", "--model", "scripted", "--namespace", "sequences"],
-        input="look\x1b]0;pwned\x07 here\tnow\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=chat_env,
-    )
+    done = chat(chat_env, "--namespace", "sequences", input="look\x1b]0;pwned\x07 here\tnow\n")
     assert done.returncode == 0, done.stderr
     assert "You said: look\\x1b]0;pwned\\x07 here\tnow" in done.stdout and "\x1b" not in done.stdout
 
@@ -245,13 +246,7 @@ def test_a_line_that_is_not_utf8_is_answered_and_archived_with_replacement_chara
     """Latin-1 typed (or piped): under a C.UTF-8 locale the archive's database refused the lone surrogates and the
     chat ended in a traceback; under a strict one (macOS's en_US.UTF-8) the reader died and the chat hung."""
     env = {**chat_env, **({"PYTHONIOENCODING": encoding} if encoding else {})}
-    done = subprocess.run(
-        [sys.executable, "-m", "frobozz", "chat", "--model", "scripted", "--namespace", "latin"],
-        input=b"nul \x00 here\n\xff\xfe caf\xe9\nafter\n",
-        capture_output=True,
-        timeout=120,
-        env=env,
-    )
+    done = chat(env, "--namespace", "latin", input=b"nul \x00 here\n\xff\xfe caf\xe9\nafter\n")
     assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
     assert "You said: \ufffd\ufffd caf\ufffd" in done.stdout.decode() and b"You said: after" in done.stdout
 
@@ -277,23 +272,10 @@ def test_a_chat_on_the_embedded_postgres_in_a_data_folder_with_a_space_answers_a
     env = {k: v for k, v in chat_env.items() if k != "FROBOZZ_DATABASE_URL"} | {"FROBOZZ_DATA_DIR": str(data)}
     try:
         for _ in range(2):  # the second on the Postgres the first left running
-            done = subprocess.run(
-                [sys.executable, "-m", "frobozz", "chat", "--model", "scripted", "--namespace", "spaced"],
-                input="hello\n",
-                capture_output=True,
-                text=True,
-                timeout=180,
-                env=env,
-            )
+            done = chat(env, "--namespace", "spaced", input="hello\n")
             assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
             assert "(scripted) You said: hello" in done.stdout
-        listed = subprocess.run(
-            [sys.executable, "-m", "frobozz", "chat", "--list", "--namespace", "spaced"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-        )
+        listed = chat(env, "--list", "--namespace", "spaced")
         assert listed.stdout.count("hello") == 2, listed.stdout + listed.stderr
     finally:
         stop_embedded(MemorySettings(data_dir=data))
@@ -409,14 +391,7 @@ def test_with_the_database_hung_a_chat_leaves_within_seconds_and_one_started_the
         child.sendline("/exit")
         child.expect(pexpect.EOF)  # (within spawn's timeout: a guard against a hang, not a measure)
         left = re.sub(r"\x1b\[[0-9;]*m", "", seen.getvalue())
-        done = subprocess.run(
-            [sys.executable, "-m", "frobozz", "chat", "--model", "scripted", "--namespace", "stuck"],
-            env=env,
-            input="",
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+        done = chat(env, "--namespace", "stuck")
     # the second turn's transcript entries were still being written: given up after the engine's 5 s, not the
     # store's 60 s; what a pool still had in use on the database, cut after 2 s (the transcripts' bound, a probe's
     # with memory off), not its 10 s patience (a line held back as a repeat is this one word for word)
