@@ -185,6 +185,24 @@ def status() -> None:
     out.print(
         f"memory daemon: {f'running (pid {pid})' if pid else 'not running'}; socket {settings.socket}", markup=False
     )
+    if not pid and (failed := _last_failure(settings.log.with_suffix(".failed"), settings.socket.with_suffix(".lock"))):
+        out.print(failed, markup=False, soft_wrap=True)
+
+
+def _last_failure(failures: Path, lock: Path) -> str | None:
+    """The last failure of a daemon to start, as the hook kept it, with when: unless a daemon has started since
+    (each start that succeeds writes its pid into the lock, after any failure kept before it)."""
+    from datetime import datetime
+
+    try:
+        when = failures.stat().st_mtime
+        if lock.exists() and lock.stat().st_mtime >= when:
+            return None
+        why = failures.read_text(encoding="utf-8", errors="replace")[:400].strip()
+    except OSError:
+        return None
+    said = datetime.fromtimestamp(when).astimezone().isoformat(" ", "seconds")
+    return f"last failed to start at {said}: {why}" if why else None
 
 
 @plugin.command("serve", hidden=True)

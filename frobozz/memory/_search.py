@@ -35,7 +35,7 @@ import asyncpg
 
 from .. import _spans
 from .._tasks import both, every
-from ._records import COLUMNS, Hit, memory, utf8_text
+from ._records import COLUMNS, Hit, memory, storable
 from .exceptions import MemoryStoreError
 
 if TYPE_CHECKING:
@@ -158,15 +158,15 @@ async def search(
     """The hits of each query, in order. Several queries are embedded in one batch and looked up side by
     side: the memory loop's recall asks a few at once, and one model run for all costs less than one each.
     `context=False` scores a memory's own words only: for standalone notes (a game's), whose neighbours
-    are other notes, not the conversation around them. A NUL in a query is taken out, as the loop's archive
-    does with what it keeps: Postgres text cannot hold one, and it is no word to look for."""
-    queries = [q.replace("\0", "") if isinstance(q, str) else q for q in queries]
+    are other notes, not the conversation around them. A NUL in a query is taken out and a lone surrogate made
+    U+FFFD, as the loop's archive does with what it keeps (`storable`): Postgres text cannot hold either, and
+    neither is a word to look for."""
+    queries = [storable(q) for q in queries]
     for query in queries:
         if not isinstance(query, str) or not query.strip():
             raise MemoryStoreError("the query is empty: say what to look for")
         if len(query) > MAX_QUERY_CHARS:
             raise MemoryStoreError(f"the query is longer than {MAX_QUERY_CHARS:,} characters")
-        utf8_text(query, "the query")
     if not 0.0 <= min_score <= 1.0:
         raise MemoryStoreError("min_score is a score between 0 and 1")
     since, until = _in_range(since), _in_range(until)

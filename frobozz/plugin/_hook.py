@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 MAX_INPUT = 8 * 1024 * 1024  # bytes of hook input read; a bigger prompt goes without memory
 MAX_REPLY = 4 * 1024 * 1024
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
-OFF_ENV = "FROBOZZ_PLUGIN_OFF"  # set for the daemon's own claude (the sidecar): its hooks do nothing
+OFF_ENV = "FROBOZZ_PLUGIN_OFF"  # set for the daemon's own claude (the sidecar): its hooks and relay do nothing
 FAILED_FOR = 10.0  # seconds a daemon's failure to start answers the next hooks, before one tries again
 
 
@@ -265,9 +265,14 @@ def run(event: str, config_path: str, raw: bytes) -> dict[str, Any]:
 
 def relay(config_path: str, server: str) -> int:
     """`frobozz_hook.py mcp CONFIG SERVER`: one of the plugin's MCP servers for claude, served by the daemon
-    (started if need be): claude's stdin goes to the daemon's socket and the daemon's answers to stdout."""
+    (started if need be): claude's stdin goes to the daemon's socket and the daemon's answers to stdout. With
+    OFF_ENV set (a claude Frobozz runs its own memory loop around), it starts nothing and fails at once: claude
+    lists the server as failed."""
     import threading
 
+    if os.environ.get(OFF_ENV):
+        sys.stderr.write(f"frobozz memory: the {server} server is off here ({OFF_ENV} is set): no daemon started\n")
+        return 1
     try:
         with open(config_path, encoding="utf-8") as f:
             config = json.load(f)

@@ -12,17 +12,18 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import anyio
 import pytest
 
 from frobozz.memory import MemoryService
-from frobozz.plugin import PluginSettings, daemon_pid
+from frobozz.plugin import PluginSettings, daemon_pid, stop_daemon
 from tests.ports import free_port
 from tests.waiting import eventually
 
-from .conftest import hook
+from .conftest import frobozz, hook
 
 pytestmark = pytest.mark.anyio
 HOOK = Path(__file__).parents[2] / "frobozz" / "plugin" / "_hook.py"
@@ -179,6 +180,34 @@ def test_the_mcp_relay_says_why_and_fails_when_the_daemon_cannot_start(installed
     assert done.returncode == 1 and b"cortex server is not available" in done.stderr and not done.stdout
 
 
+def test_with_memory_off_the_mcp_relay_starts_no_daemon_and_fails_at_once_saying_why(
+    installed, plugin_settings, project
+):
+    """A claude Frobozz runs its own memory loop around (FROBOZZ_PLUGIN_OFF) gets none of the plugin's servers:
+    claude lists the server as failed, and no daemon is started for it."""
+    plugin = plugin_settings.plugin_dir / "frobozz-memory"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            str(plugin / "hooks" / "frobozz_hook.py"),
+            "mcp",
+            str(plugin / "frobozz.json"),
+            "cortex",
+        ],
+        input=b"",
+        env={**installed, "FROBOZZ_PLUGIN_OFF": "1"},
+        cwd=project,
+        capture_output=True,
+        timeout=30,
+    )
+    said = done.stderr.decode().splitlines()
+    assert done.returncode == 1 and not done.stdout
+    assert said == ["frobozz memory: the cortex server is off here (FROBOZZ_PLUGIN_OFF is set): no daemon started"]
+    assert daemon_pid(plugin_settings.socket) is None and not plugin_settings.socket.exists()
+
+
 async def test_the_mcp_relay_serves_cortex_and_handoff_from_the_daemon_in_the_projects_namespace_and_session(
     installed, plugin_settings, project, cortex_settings
 ):
@@ -276,6 +305,39 @@ async def test_a_daemon_that_exits_as_it_starts_is_not_waited_for_and_its_own_re
         ask = payload(project, "UserPromptSubmit", session="s-2")
         assert reason in (await run_hook("UserPromptSubmit", ask, installed, plugin_settings))["systemMessage"]
     assert plugin_settings.log.read_text().count(reason) == 1  # one daemon started, for the first hook only
+
+
+async def test_status_says_why_and_when_the_daemon_last_failed_to_start_until_one_starts(
+    installed, plugin_settings, project, tmp_path
+):
+    """`frobozz plugin status` said only "not running" when the hooks' daemon could not start: it says the reason the
+    hook kept, and when, until a daemon starts again."""
+    path = plugin_settings.plugin_dir / "frobozz-memory" / "frobozz.json"
+    kept = json.loads(path.read_text())
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    socket_path = shared / "memory.sock"
+    config(plugin_settings, socket=str(socket_path), command=[*kept["command"][:-1], str(socket_path)])
+    reason = f"{shared} is not a private folder of this user's: remove it and try again"
+    with anyio.fail_after(90):
+        await run_hook("UserPromptSubmit", payload(project, "UserPromptSubmit"), installed, plugin_settings)
+    said = frobozz("plugin", "status", env=installed, cwd=project).stdout
+    failed = plugin_settings.log.with_suffix(".failed")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(failed.stat().st_mtime))
+    assert "memory daemon: not running" in said
+    assert f"last failed to start at {when}" in said and reason in said, said
+
+    config(plugin_settings, socket=kept["socket"], command=kept["command"])
+    os.utime(failed, (time.time() - 60, time.time() - 60))  # a minute ago: the hooks try again
+    with anyio.fail_after(90):
+        await run_hook(
+            "UserPromptSubmit", payload(project, "UserPromptSubmit", session="s-2"), installed, plugin_settings
+        )
+    assert daemon_pid(plugin_settings.socket)
+    stop_daemon(plugin_settings.socket)
+    said = frobozz("plugin", "status", env=installed, cwd=project).stdout
+    assert "memory daemon: not running" in said and "failed" not in said, said
 
 
 async def test_a_memory_stored_through_the_relay_in_a_folder_named_with_a_leading_underscore_is_recalled_there(

@@ -4,6 +4,7 @@ prompt through and says why once."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -172,3 +173,49 @@ def test_a_hub_address_with_a_bad_port_is_refused_and_nothing_is_written(
         assert "memory" not in done.stdout
     assert not plugin_settings.plugin_dir.exists()
     assert not (claude_home / ".claude").exists() and not (project / ".claude").exists()
+
+
+async def test_a_scoped_token_reaches_through_the_hooks_only_the_namespaces_it_may_write(
+    claude_home, cortex_settings, frobozz_env, embedder_ready, project, tmp_path
+):
+    """Behind scoped tokens, the hooks' namespace (the one the request names, or the hub's default it falls back
+    to) is checked against the token's grant as cortex's tools check theirs: another namespace is neither recalled
+    from nor archived into; the hook hears why, as memory that is off."""
+    secret = "alice-token-for-the-plugin-test"
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(
+        f'[[token]]\nname = "alice"\nsha256 = "{hashlib.sha256(secret.encode()).hexdigest()}"\n'
+        'servers = ["plugin"]\nread = ["bobs"]\nwrite = ["alices"]\n'
+    )
+    service = MemoryService(cortex_settings)
+    try:
+        store = await service.store()
+        for ns in ("alices", "bobs", HUBS_OWN):
+            await store.store(f"The {ns} release train leaves on Thursdays.", namespace=ns)
+    finally:
+        await service.aclose()
+    env = {**hook_env(claude_home, cortex_settings), "FROBOZZ_HUB_TOKENS": str(tokens)}
+    env.pop("FROBOZZ_HUB_TOKEN", None)
+    with serving_hub({**env, "FROBOZZ_CORTEX_DEFAULT_NAMESPACE": HUBS_OWN}) as url:
+
+        def asked(namespace: str | None, session: str) -> dict:
+            prompt = payload(project, "UserPromptSubmit", prompt="When does the release train leave?")
+            request = {"event": "UserPromptSubmit", "input": {**prompt, "session_id": session}, "namespace": namespace}
+            answer = httpx.post(f"{url}/plugin/hook", json=request, headers={"Authorization": f"Bearer {secret}"})
+            assert answer.status_code == 200, answer.text
+            return answer.json()
+
+        assert "alices release train" in asked("alices", "s-1")["context"]
+        for namespace in ("bobs", None, 7):  # read only; the hub's default; not a name (so the default)
+            refused = asked(namespace, f"s-{namespace}")
+            assert "context" not in refused, namespace
+            shown = namespace if isinstance(namespace, str) else HUBS_OWN
+            assert refused["error"] == f"token 'alice' may not use namespace {shown!r} (the hooks read and write it)"
+
+    service = MemoryService(cortex_settings)
+    try:
+        sessions = await service.sessions()
+        archived = {s: [e.content for e in await sessions.transcript(s)] for s in ("s-1", "s-bobs", "s-None", "s-7")}
+    finally:
+        await service.aclose()
+    assert archived == {"s-1": ["When does the release train leave?"], "s-bobs": [], "s-None": [], "s-7": []}
