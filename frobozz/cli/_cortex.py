@@ -238,26 +238,11 @@ def forget_cmd(memory_id: int = MEMORY_ID) -> None:
     again; forgetting an older version links the versions either side of it."""
 
     async def work(store):
-        from frobozz.memory import MemoryStoreError
+        return await store.forget(memory_id)
 
-        forgotten = await store.forget(memory_id)
-        if forgotten.supersedes is None or forgotten.superseded_by is not None:
-            return forgotten, None
-        try:
-            return forgotten, await store.get(forgotten.supersedes)
-        except MemoryStoreError:  # (forgotten itself meanwhile)
-            return forgotten, None
-
-    forgotten, before = _run(work)
-    said = f"forgot {forgotten.id}"
-    if before is not None and before.current:
-        said += f"; memory {before.id}, the version it superseded, is current again"
-    elif before is not None:
-        said += (
-            f"; memory {before.id}, the version it superseded, stays history: another current memory says exactly "
-            "the same"
-        )
-    out.print(said)
+    forgotten = _run(work)
+    said = f"; {forgotten.said}" if forgotten.said else ""
+    out.print(f"forgot {forgotten.memory.id}{said}")
 
 
 @cortex.command("import")

@@ -22,7 +22,7 @@ from ._image_store import ImageStore, MemoryImage
 from ._images import THUMBNAIL_EDGE, ImageInput
 from ._loop_sessions import ArchiveEntry, Capsule, LoopSession, LoopSessionStore
 from ._recall import Recall, memory_line, quietly
-from ._records import Hit, Memory, content_hash, storable, unstorable
+from ._records import Forgetting, Hit, Memory, before_said, content_hash, storable, unstorable
 from ._search import MAX_QUERY_CHARS, RECALL_MIN_SCORE, Mode
 from ._service import MemoryService
 from ._store import MemoryStore, check_namespace
@@ -43,6 +43,7 @@ __all__ = [
     "Capsule",
     "DatabaseError",
     "EmbeddingMismatchError",
+    "Forgetting",
     "HandoffStore",
     "Hit",
     "ImageError",
@@ -61,6 +62,7 @@ __all__ = [
     "Recall",
     "TranscriptStore",
     "apply_migrations",
+    "before_said",
     "check_namespace",
     "close_pool",
     "content_hash",

@@ -51,6 +51,34 @@ class Memory:
         }
 
 
+def before_said(current_again: int | None = None, kept_as_history: int | None = None) -> str | None:
+    """What became of the version a forgotten memory superseded, in words (None when it superseded none, or was
+    not the current version): the one sentence the CLI, the MCP tool and the web say after a forget."""
+    if current_again is not None:
+        return f"memory {current_again}, the version it superseded, is current again"
+    if kept_as_history is not None:
+        return (
+            f"memory {kept_as_history}, the version it superseded, stays history: another current memory says "
+            "exactly the same"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Forgetting:
+    """What `MemoryStore.forget` did: the memory forgotten (as it was), and, when it was the current version of
+    a changed fact, the version it superseded: current again, or kept as history (another current memory of its
+    namespace says exactly what it says)."""
+
+    memory: Memory
+    current_again: int | None = None
+    kept_as_history: int | None = None
+
+    @property
+    def said(self) -> str | None:
+        return before_said(self.current_again, self.kept_as_history)
+
+
 @dataclass(frozen=True)
 class Hit:
     """A memory found by a search: `score` in [0, 1] (see `_search`), `parts` what it is made of."""

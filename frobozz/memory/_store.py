@@ -20,7 +20,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from . import _search
 from ._embeddings import Embedder
-from ._records import COLUMNS, CURRENT, Hit, Memory, content_hash, described, image_hash, memory, utf8_text
+from ._records import COLUMNS, CURRENT, Forgetting, Hit, Memory, content_hash, described, image_hash, memory, utf8_text
 from ._search import Mode
 from ._settling import Settler
 from .exceptions import DatabaseError, EmbeddingMismatchError, MemoryStoreError
@@ -30,26 +30,47 @@ log = logging.getLogger("frobozz.memory")
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 
 
-async def _close_chain(c: PoolConnectionProxy, forgotten: asyncpg.Record) -> None:
-    """The links around a memory just forgotten (in its transaction): the version before it is linked to the one
-    after it, or is current again when there is none after it (what `forget` says)."""
+# A memory's row and those of the versions either side of it, locked in the order of their ids: two forgets of
+# neighbouring versions lock the rows they share in the same order, so one waits for the other (each locking its
+# own row first, then its neighbours', they deadlocked).
+LOCK_NEIGHBOURS = (
+    "SELECT id, supersedes, superseded_by, deleted_at FROM memories WHERE id IN "
+    "(SELECT unnest(array[id, supersedes, superseded_by]) FROM memories WHERE id = $1) ORDER BY id FOR UPDATE"
+)
+FORGET_TRIES = 5  # a forget whose neighbours changed while it was locking them starts again, this many times
+
+
+class _Moved(Exception):
+    """The versions either side of a memory changed while it waited for their rows: locked anew, in order."""
+
+
+async def _close_chain(c: PoolConnectionProxy, forgotten: asyncpg.Record) -> tuple[int | None, int | None]:
+    """The links around a memory just forgotten (in its transaction, its neighbours' rows locked): the version
+    before it is linked to the one after it, or is current again when there is none after it; (current again,
+    kept as history), what `forget` says."""
     before, after = forgotten["supersedes"], forgotten["superseded_by"]
     if after is not None:
         await c.execute("UPDATE memories SET supersedes = $2 WHERE id = $1", after, before)
     if before is None:
-        return
+        return None, None
     if after is not None:
         await c.execute("UPDATE memories SET superseded_by = $2 WHERE id = $1", before, after)
-        return
+        return None, None
     # current again, as when it was stored: unless its text is current meanwhile as another memory (the unique
     # index would refuse it), which stays the fact's current version
-    await c.execute(
+    again = await c.fetchval(
         "UPDATE memories p SET valid_to = NULL, superseded_by = NULL WHERE p.id = $1 AND p.deleted_at IS NULL "
         "AND NOT EXISTS (SELECT 1 FROM memories o WHERE o.namespace = p.namespace AND o.content_hash = p.content_hash "
-        "AND o.deleted_at IS NULL AND o.valid_to IS NULL)",
+        "AND o.deleted_at IS NULL AND o.valid_to IS NULL) RETURNING p.id",
         before,
     )
-    await c.execute("UPDATE memories SET superseded_by = NULL WHERE id = $1", before)
+    if again is not None:
+        return again, None
+    kept = await c.fetchval(
+        "UPDATE memories SET superseded_by = NULL WHERE id = $1 RETURNING CASE WHEN deleted_at IS NULL THEN id END",
+        before,
+    )
+    return None, kept
 
 
 def check_namespace(ns: str) -> str:
@@ -268,28 +289,39 @@ class MemoryStore:
             raise MemoryStoreError(f"no memory {memory_id}")
         return memory(row)
 
-    async def forget(self, memory_id: int) -> Memory:
+    async def forget(self, memory_id: int) -> Forgetting:
         """Forget a memory: it is no longer found or read anywhere. A version of a changed fact leaves its chain
         closed over the gap (the versions before and after it are linked to each other); the current version gives
         its place back to the one it superseded, current again (unless another current memory of its namespace
-        says exactly what that one says: then it stays history, with no successor). Its image goes with it: the
-        row at once, the files once no other version of the fact names them (a superseded version shares them).
-        Files left by a process killed between the two are removed by `ImageStore.sweep`, as are those of a row
-        deleted outright."""
-        files = None
+        says exactly what that one says: then it stays history, with no successor); what it did is returned, for
+        the CLI, the MCP tool and the web to say. Its image goes with it: the row at once, the files once no other
+        version of the fact names them (a superseded version shares them). Files left by a process killed between
+        the two are removed by `ImageStore.sweep`, as are those of a row deleted outright.
+
+        The rows of the memory and of its neighbours are locked first, in the order of their ids: forgets of
+        neighbouring versions at the same moment take turns (each locking its own row first, they deadlocked)."""
         async with self.connection() as c:
-            async with c.transaction():
-                row = await c.fetchrow(
-                    f"UPDATE memories SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL RETURNING {COLUMNS}",
-                    memory_id,
+            for _ in range(FORGET_TRIES):
+                try:
+                    async with c.transaction():
+                        done = await self._forget(c, memory_id)
+                except _Moved:
+                    continue
+                except asyncpg.DeadlockDetectedError:  # (with a writer that locks otherwise): rolled back whole
+                    raise MemoryStoreError(
+                        f"memory {memory_id} was being changed by another client at the same moment; nothing was "
+                        "changed: try again"
+                    ) from None
+                break
+            else:
+                raise MemoryStoreError(
+                    f"the versions either side of memory {memory_id} kept changing while it was forgotten; nothing "
+                    "was changed: try again"
                 )
-                if row is not None:  # its words leave its neighbours' context too
-                    await c.execute(REFRESH, row["namespace"], [memory_id])
-                    await _close_chain(c, row)
-                    files = await c.fetchrow(
-                        "DELETE FROM memory_images WHERE memory_id = $1 RETURNING original, thumbnail", memory_id
-                    )
-            if row is not None and files is not None:
+            if done is None:
+                raise MemoryStoreError(f"no memory {memory_id} (it may already be forgotten)")
+            forgetting, files = done
+            if files is not None:
                 names = [files["original"], files["thumbnail"]]
                 shared = await c.fetchval(
                     "SELECT array_agg(n) FROM memory_images, unnest(array[original, thumbnail]) n "
@@ -297,9 +329,25 @@ class MemoryStore:
                     names,
                 )
                 await self._remove_files([n for n in names if n not in (shared or [])])
-        if row is None:
-            raise MemoryStoreError(f"no memory {memory_id} (it may already be forgotten)")
-        return memory(row)
+        return forgetting
+
+    @staticmethod
+    async def _forget(c: PoolConnectionProxy, memory_id: int) -> tuple[Forgetting, asyncpg.Record | None] | None:
+        """`forget`'s transaction: what it did and the image files the memory named (None: no such memory)."""
+        locked = {r["id"]: r for r in await c.fetch(LOCK_NEIGHBOURS, memory_id)}
+        mine = locked.get(memory_id)
+        if mine is None or mine["deleted_at"] is not None:
+            return None
+        if not {mine["supersedes"], mine["superseded_by"]} - {None} <= locked.keys():
+            raise _Moved  # linked meanwhile to a version not locked: lock them all again, in order
+        row = await c.fetchrow(f"UPDATE memories SET deleted_at = now() WHERE id = $1 RETURNING {COLUMNS}", memory_id)
+        assert row is not None  # locked above, not forgotten
+        await c.execute(REFRESH, row["namespace"], [memory_id])  # its words leave its neighbours' context too
+        again, kept = await _close_chain(c, row)
+        files = await c.fetchrow(
+            "DELETE FROM memory_images WHERE memory_id = $1 RETURNING original, thumbnail", memory_id
+        )
+        return Forgetting(memory(row), current_again=again, kept_as_history=kept), files
 
     async def _remove_files(self, names: Sequence[str]) -> None:
         folder = self.images_dir

@@ -12,7 +12,14 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from frobozz.memory import DATABASE_ERRORS, MAX_QUERY_CHARS, EmbeddingMismatchError, Memory, MemoryStoreError
+from frobozz.memory import (
+    DATABASE_ERRORS,
+    MAX_QUERY_CHARS,
+    EmbeddingMismatchError,
+    Memory,
+    MemoryStoreError,
+    before_said,
+)
 
 from ._web import grant_of, local, no_nul, same_origin, web_of
 
@@ -70,6 +77,11 @@ def _day(value: str | None, name: str, *, end: bool = False) -> datetime | None:
     return datetime.combine(day + timedelta(days=1) if end else day, time(), UTC)
 
 
+def _number(value: str | None) -> int | None:
+    """A memory's id from the redirect after a forget (anything else: none, nothing said of it)."""
+    return int(value) if value and value.isascii() and value.isdigit() and len(value) < 19 else None
+
+
 async def memory_page(request: Request) -> HTMLResponse:
     web = web_of(request)
     store = await _memory(web.memory.store())
@@ -104,6 +116,7 @@ async def memory_page(request: Request) -> HTMLResponse:
         since=params.get("since") or "",
         until=params.get("until") or "",
         forgotten=params.get("forgotten"),
+        forgotten_said=before_said(_number(params.get("current_again")), _number(params.get("kept_as_history"))),
     )
 
 
@@ -170,8 +183,9 @@ async def forget(request: Request) -> Response:
         return web.page(request, "forget.html", m=found)
     same_origin(request)
     store = await _memory(web.memory.store())
-    await _memory(store.forget(found.id))
-    url = request.url_for("memory").include_query_params(namespace=found.namespace, forgotten=found.id)
+    done = await _memory(store.forget(found.id))
+    said = {k: v for k, v in (("current_again", done.current_again), ("kept_as_history", done.kept_as_history)) if v}
+    url = request.url_for("memory").include_query_params(namespace=found.namespace, forgotten=found.id, **said)
     return RedirectResponse(local(url), status_code=303)
 
 

@@ -166,6 +166,26 @@ def test_a_superseded_memory_shows_when_and_by_which_and_the_fact_s_history(clie
     )
 
 
+def test_forgetting_the_current_version_of_a_changed_fact_says_the_one_before_is_current_again(client, web_settings):
+    [old] = stored(web_settings, ("Ana lives in Porto.", "default"))
+
+    async def supersede():
+        service = MemoryService(web_settings)
+        try:
+            return (await (await service.store()).supersede(old, "Ana lives in Lisbon now.")).id
+        finally:
+            await service.aclose()
+
+    new = anyio.run(supersede)
+    origin = {"Origin": str(client.base_url).rstrip("/")}
+    done = client.post(f"/memory/{new}/forget", headers=origin, follow_redirects=True)
+    assert done.status_code == 200
+    [notice] = re.findall(r'<p class="notice" role="status">(.*?)</p>', done.text)
+    assert f"Memory {new} was forgotten" in notice
+    assert f"memory {old}, the version it superseded, is current again" in notice
+    assert 'id="superseded"' not in client.get(f"/memory/{old}").text  # it is current indeed
+
+
 def test_a_memory_s_image_shows_on_its_page_and_in_the_lists_and_is_served_only_to_who_may_read_it(
     client, scoped, web_settings
 ):

@@ -110,6 +110,15 @@ class Memories(BaseModel):
 class Forgotten(BaseModel):
     id: int
     forgotten: bool
+    current_again: int | None = Field(
+        default=None,
+        description="The version it superseded, current again (when it was the current version of a changed fact).",
+    )
+    kept_as_history: int | None = Field(
+        default=None,
+        description="The version it superseded, kept as history: another current memory says exactly the same.",
+    )
+    said: str = Field(description="What forgetting it did, in words.")
 
 
 Namespace = Annotated[str | None, Field(max_length=100, description="Keeps agents' memories apart.")]
@@ -343,11 +352,20 @@ def create_server(settings: Settings | None = None, service: MemoryService | Non
 
     @server.tool(annotations=hints("Forget a memory", read_only=False, destructive=True, idempotent=False))
     async def forget(id: MemoryId) -> Forgotten:
-        """Forget a memory (soft deletion: it no longer appears anywhere)."""
+        """Forget a memory (soft deletion: it no longer appears anywhere). Forgetting the current version of a
+        changed fact makes the version it superseded current again (current_again); forgetting an older version
+        links the versions either side of it."""
         with tool_errors(MemoryStoreError):
             store_ = await cortex.store()
             await writable(store_, id)
-            return Forgotten(id=(await store_.forget(id)).id, forgotten=True)
+            done = await store_.forget(id)
+            return Forgotten(
+                id=done.memory.id,
+                forgotten=True,
+                current_again=done.current_again,
+                kept_as_history=done.kept_as_history,
+                said=f"forgot memory {done.memory.id}" + (f"; {done.said}" if done.said else ""),
+            )
 
     @server.prompt(title="Recall")
     def recall(

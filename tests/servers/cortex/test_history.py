@@ -159,3 +159,18 @@ async def test_the_migration_keeps_every_existing_memory_current(cortex_settings
         await pool.close()
         await service.aclose()
     assert hit.memory.current and hit.memory.supersedes is None and [m.id for m in recent] == [hit.memory.id]
+
+
+async def test_forget_says_in_its_result_and_its_text_that_the_version_before_is_current_again(cortex_settings):
+    async with Client(create_server(cortex_settings)) as client:
+        lone = await call(client, "store", content="The lamp is lit.")
+        old = await call(client, "store", content="Ana lives in Porto.")
+        new = await call(client, "supersede", old_id=old["id"], content="Ana lives in Lisbon now.")
+        alone = await call(client, "forget", id=lone["id"])
+        result = await client.call_tool("forget", {"id": new["id"]})
+        back = await call(client, "get", id=old["id"])
+    assert alone["forgotten"] and alone["current_again"] is None and "current again" not in alone["said"]
+    said = f"memory {old['id']}, the version it superseded, is current again"
+    assert result.structured_content["current_again"] == old["id"] and said in result.structured_content["said"]
+    assert said in result.content[0].text
+    assert back["valid_to"] is None and back["superseded_by"] is None
