@@ -135,8 +135,7 @@ async def check_games(settings: GamesSettings) -> str:
     if damaged := [g for g in listing if g.damaged]:  # `play` refuses them: said before what else is there
         raise Problem(
             "; ".join(f"damaged story file {g.path}: {g.damaged}" for g in damaged),
-            f"remove {' and '.join(str(g.path) for g in damaged)}, or run "
-            + " and ".join(f"`frobozz games install {g.name}`" for g in damaged),
+            "; ".join(f"{g.path}: {g.fix}" for g in damaged),  # (one not in the catalogue is no `games install`)
         )
     installed = [g for g in listing if g.installed]
     if not installed:  # the folders searched, made yet or not

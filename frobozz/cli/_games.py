@@ -49,7 +49,7 @@ def list_games() -> None:
     for g in listing:
         if g.damaged:  # whole lines: the path and the command can be copied
             out.print(
-                f"{g.name}: {g.damaged} ({g.path})\n  fix: remove it, or run `frobozz games install {g.name}`",
+                f"{g.name}: {g.damaged} ({g.path})\n  fix: {g.fix}",
                 markup=False,
                 highlight=False,
                 soft_wrap=True,

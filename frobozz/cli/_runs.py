@@ -160,7 +160,11 @@ def runs_list(
     ctx: typer.Context,
     game: str = typer.Option(None),
     model: str = typer.Option(None),
-    status: str = typer.Option(None, help="queued, running, finished, stopped or failed."),
+    status: str = typer.Option(
+        None,
+        help="queued, running, finished, stopped or failed (or, with --json, damaged: a run folder here whose "
+        "run.json cannot be read).",
+    ),
     limit: int = typer.Option(50, min=1, max=10000),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
@@ -169,15 +173,19 @@ def runs_list(
 
     if ctx.invoked_subcommand is not None:
         return
-    if status is not None and status not in STATUSES:
-        raise typer.BadParameter(f"use one of: {', '.join(STATUSES)}", param_hint="--status")
-    from frobozz.runner import RunnerSettings, all_runs
+    if status is not None and status not in (*STATUSES, DAMAGED):
+        raise typer.BadParameter(f"use one of: {', '.join((*STATUSES, DAMAGED))}", param_hint="--status")
+    from frobozz.runner import RunnerSettings, all_runs, with_damaged
 
     here = RunnerSettings().runs_dir  # runs played on this machine count too, in the database or not
     rows = _with_ledger(lambda ledger: all_runs(ledger, here, game=game, model=model, status=status, limit=limit))
     if as_json:
+        if game is None and model is None and status in (None, DAMAGED):  # (a damaged run's game is not known)
+            rows = with_damaged(rows, here, limit=limit)
         out.print_json(json.dumps(rows, default=str))
-    elif not rows:
+        _say_damaged(here, listed=True)
+        return
+    if not rows:
         out.print(
             "no runs" + (" matching" if game or model or status else " yet: `frobozz play GAME --queue` queues some")
         )
@@ -186,19 +194,39 @@ def runs_list(
     _say_damaged(here)
 
 
-def _say_damaged(runs_dir: Path) -> None:
+DAMAGED = "damaged"  # `runs --json`'s status of a run folder here whose run.json cannot be read
+
+
+def _say_damaged(runs_dir: Path, *, listed: bool = False) -> None:
     """The run folders here whose run.json cannot be read, said once (on stderr): they were left out without a
-    word, and `runs show` said there was no such run."""
+    word, and `runs show` said there was no such run (`listed`: `runs --json` lists them, status damaged)."""
     from frobozz.runner import damaged_runs
 
     damaged = damaged_runs(runs_dir)
     if not damaged:
         return
     ids = ", ".join(d.run_id for d in damaged[:5]) + (f" and {len(damaged) - 5} more" if len(damaged) > 5 else "")
+    how = 'listed with status "damaged"' if listed else "so they are not listed"
     err.print(
         f"[yellow]warning:[/yellow] {len(damaged)} run folder(s) in {escape(str(runs_dir))} cannot be read (their "
-        f"run.json is damaged), so they are not listed: {escape(ids)}; `frobozz runs show ID` says why"
+        f"run.json is damaged), {how}: {escape(ids)}; `frobozz runs show ID` says why"
     )
+
+
+def _say_damage(runs_dir: Path, run_id: str) -> None:
+    """A damaged file in the run's folder here that what is shown passes over (its snapshot.json: `runs show`
+    ended in a traceback), said on stderr, naming it."""
+    from frobozz.runner import RunNotFoundError, RunStore
+
+    try:
+        damage = RunStore.open(runs_dir, run_id).damage()
+    except RunNotFoundError:  # (not here, or its run.json damaged: said already)
+        return
+    if damage is not None:
+        err.print(
+            f"[yellow]warning:[/yellow] {escape(str(damage))}: its turns are shown from turns.jsonl, and it cannot "
+            "be resumed in text mode"
+        )
 
 
 def _runs_table(rows: list[dict[str, Any]]) -> Table:
@@ -253,6 +281,7 @@ def runs_show(run_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
         return row
 
     row = _with_ledger(work)
+    _say_damage(here, row["run_id"])
     if as_json:
         out.print_json(json.dumps(row, default=str))
         return

@@ -25,6 +25,17 @@ class GameListing:
     license: str | None
     max_score: int | None
     damaged: str | None = None  # why the file at `path` is no story file (then not `installed`); None when it is
+    catalogued: bool = True  # False: a file found in a games directory, not one of the catalogue's
+
+    @property
+    def fix(self) -> str | None:
+        """What to do about a damaged file (None: it is not): a catalogued game is installed again; any other
+        file is replaced by a good copy (`games install` knows only the catalogue's)."""
+        if not self.damaged:
+            return None
+        if self.catalogued:
+            return f"remove it, or run `frobozz games install {self.name}`"
+        return "remove it, or put a good copy of the story file in its place (`frobozz games verify FILE` checks one)"
 
 
 def jericho_supports(md5: str) -> bool:
@@ -129,7 +140,8 @@ class GameLibrary:
         return found
 
     def listing(self) -> list[GameListing]:
-        """Catalogue entries, installed or not, then any other story files in the games directories."""
+        """Catalogue entries, installed or not, then any other story files in the games directories (those that
+        cannot be played too, said `damaged`)."""
         copies: dict[str, list[Path]] = {}
         for directory in self.directories:  # earlier directories first
             for path in sorted(directory.iterdir()):
@@ -160,7 +172,20 @@ class GameLibrary:
         for file_name, path in sorted(found.items()):
             try:
                 story = read_story(path)
-            except StoryFileError:
+            except StoryFileError as e:  # listed for what it is, as a damaged catalogued one is (it was left out)
+                games.append(
+                    GameListing(
+                        path.stem,
+                        f"{path.name} (not a playable story file)",
+                        file_name,
+                        False,
+                        str(path),
+                        None,
+                        None,
+                        str(e),
+                        catalogued=False,
+                    )
+                )
                 continue
             known = by_md5(story.md5)
             games.append(

@@ -1,7 +1,7 @@
 """Headless play: claude (or a scripted stand-in) plays a Z-machine game through the engine; runs queued
 in Postgres for workers on many machines, with their results and a leaderboard."""
 
-from ._everywhere import all_runs, damaged_runs, leaderboard, local_infos, run_row
+from ._everywhere import all_runs, damaged_runs, leaderboard, local_infos, run_row, with_damaged
 from ._extract import extract_commands
 from ._ledger import STATUSES, RunLedger
 from ._live import LiveView, summary_table
@@ -50,4 +50,5 @@ __all__ = [
     "score_text",
     "serve_in_process",
     "summary_table",
+    "with_damaged",
 ]

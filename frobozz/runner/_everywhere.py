@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import asdict
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +45,52 @@ def damaged_runs(runs_dir: Path) -> list[RunDamagedError]:
     return damaged
 
 
+def damaged_row(damaged: RunDamagedError) -> dict[str, Any]:
+    """A damaged run folder (damaged_runs) as the runs table lists a run, for those that read the list as data
+    (`runs --json` left it out): its run id, folder and when it was made (from its id), status "damaged", the
+    reason what is wrong and where; what its run.json would have said (game, score…) None."""
+    return {
+        **dict.fromkeys(ROW_FIELDS),
+        "run_id": damaged.run_id,
+        "status": "damaged",
+        "reason": str(damaged),
+        "run_dir": str(damaged.path.parent),
+        "created": _made(damaged.run_id),
+    }
+
+
+def _made(run_id: str) -> datetime | None:
+    try:
+        return datetime.strptime(run_id[:15], "%Y%m%d-%H%M%S").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
 def _killed_here(info: RunInfo, row: dict[str, Any]) -> bool:
     """Whether a run the database says is running ended on this machine, where it was played by hand: killed,
     or failed or finished without the database hearing of it (a worker's run killed here may have been taken up
     by another worker: the database's row says how it is)."""
     return info.status not in ("running", "queued") and row.get("status") == "running" and not row.get("worker")
+
+
+ROW_FIELDS = (  # a row of the runs table (RunLedger.runs), as `runs --json` gives each run
+    "run_id",
+    "game",
+    "player",
+    "mode",
+    "model",
+    "status",
+    "reason",
+    "score",
+    "max_score",
+    "turns",
+    "won",
+    "cost_usd",
+    "worker",
+    "run_dir",
+    "created",
+    "updated",
+)
 
 
 def local_row(info: RunInfo, runs_dir: Path) -> dict[str, Any]:
@@ -97,6 +138,17 @@ async def all_runs(
                 found[info.run_id] = row
     rows = sorted(found.values(), key=lambda r: (_when(r["created"]), r["run_id"]), reverse=True)
     return rows[:limit]
+
+
+def with_damaged(rows: list[dict[str, Any]], runs_dir: Path, *, limit: int) -> list[dict[str, Any]]:
+    """`rows` (all_runs'), with each run folder here whose run.json cannot be read as a row of its own
+    (damaged_row), newest first, at most `limit`: `runs --json` left them out, said only on stderr. One the
+    database lists is listed as it has it."""
+    listed = {r["run_id"] for r in rows}
+    damaged = [damaged_row(d) for d in damaged_runs(runs_dir) if d.run_id not in listed]
+    if not damaged:
+        return rows
+    return sorted([*rows, *damaged], key=lambda r: (_when(r["created"]), r["run_id"]), reverse=True)[:limit]
 
 
 async def run_row(ledger: RunLedger | None, runs_dir: Path, run_id: str) -> dict[str, Any]:

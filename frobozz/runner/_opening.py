@@ -78,6 +78,8 @@ async def reopen(
                     setattr(store.info, name, value)
             if not queued and _spent(store.info):
                 raise RunFinishedError(_spent_how(store.info, config))
+            if store.info.mode == "text":  # the game is taken up from it: damaged, said so, naming it (a traceback)
+                store.snapshot()
             store.info.status, store.info.reason = "running", None  # (written once its player is ready: _opened)
             store.info.ended = None
         elif not queued:

@@ -5,9 +5,10 @@ its mode (_session_parts), played until it ends and its end written (_ending).""
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Callable, Iterator
-from contextlib import AsyncExitStack, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -18,6 +19,7 @@ from pydantic import BaseModel, Field
 from frobozz.engine import MODEL_NAME, Session
 from frobozz.engine.scripted import Handler
 from frobozz.games import GameLibrary, StoryInfo, by_md5, read_story
+from frobozz.memory import DATABASE_ERRORS
 
 from ._context import RunContext
 from ._ending import keep_lessons, on_signals, until_finished, write_up
@@ -37,6 +39,8 @@ from ._run_memory import interrupt
 from ._session_parts import session_parts
 from ._store import RunInfo, RunStore, TurnRecord, new_run_id
 from .settings import RunnerSettings
+
+log = logging.getLogger("frobozz.runner")
 
 
 class RunConfig(BaseModel):
@@ -179,8 +183,8 @@ async def _play(
     store, player, stopped_by = await _opened(
         config, settings, ledger, queued=queued, handler=handler, cli_path=cli_path
     )
-    with store, _failed_on_error(store, new=config.resume is None):  # held by this process until it ends
-        info = store.info
+    async with _failed_on_error(store, new=config.resume is None, ledger=None if queued else ledger):
+        info = store.info  # (the run held by this process until it ends)
         story = read_story(info.story)
         if info.status != "running":
             return _result(store)
@@ -231,19 +235,41 @@ async def _play(
         return _result(store)
 
 
-@contextmanager
-def _failed_on_error(store: RunStore, *, new: bool) -> Iterator[None]:
-    """A new run that an error ends before it has ended (its game, memory or claude not to be started) is
-    failed, with the error as its reason: it was left "running", and listed as killed. (A resumed run so ended
-    is left as one killed is, to be resumed again; a signal's end is no error: it stays resumable.)"""
+@asynccontextmanager
+async def _failed_on_error(store: RunStore, *, new: bool, ledger: RunLedger | None) -> AsyncIterator[None]:
+    """The run held by this process (RunStore.hold) until it ends. A new run that an error ends before it has
+    ended (its story file not to be opened, its memory or claude not to be started) is failed, with the error as
+    its reason: it was left "running", and listed as killed; and so is its row in the database (`ledger`, a run
+    played here), made if the error came before it was: the row said "running" for good. (A resumed run so
+    ended is left as one killed is, to be resumed again; a signal's end is no error: it stays resumable.)"""
+    with store:
+        try:
+            yield
+        except Exception as e:
+            info = store.info
+            if not new or info.status == "queued":
+                raise
+            try:
+                if info.status == "running" or (info.status == "failed" and not info.ended):  # (memory's: failed)
+                    if info.status == "running":
+                        info.status, info.reason = "failed", f"it could not be played: {e}"[:500]
+                    info.ended = datetime.now(UTC).isoformat(timespec="seconds")
+                    store.save_info()
+            finally:
+                if ledger is not None:  # as its run.json says it (the ended one: failed, or stopped by its disk)
+                    await _ended_in(ledger, info)
+            raise
+
+
+async def _ended_in(ledger: RunLedger, info: RunInfo) -> None:
+    """A new run played here that an error ended, said so in the database as its run.json says it (the database
+    is help here, not a gate: a log line)."""
     try:
-        yield
-    except Exception as e:
-        if new and store.info.status == "running":
-            store.info.status, store.info.reason = "failed", f"it could not be played: {e}"[:500]
-            store.info.ended = datetime.now(UTC).isoformat(timespec="seconds")
-            store.save_info()
-        raise
+        with anyio.fail_after(30, shield=True):
+            await ledger.add(info, queued=False)  # (none yet when the error came before the run was recorded)
+            await ledger.save(info, ended_at=datetime.fromisoformat(info.ended) if info.ended else None)
+    except (*DATABASE_ERRORS, TimeoutError) as e:
+        log.warning("run %s's end is not recorded in the database: %s", info.run_id, e)
 
 
 async def _opened(

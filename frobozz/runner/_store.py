@@ -32,7 +32,8 @@ class RunNotFoundError(Exception):
 
 class RunDamagedError(RunNotFoundError):
     """A run directory whose run.json is there but cannot be read as a run's (cut off, not JSON, not a run's
-    fields): the run is not lost from sight, it is said to be damaged, and where."""
+    fields): the run is not lost from sight, it is said to be damaged, and where. Its snapshot.json so damaged
+    is said the same way (RunStore.snapshot)."""
 
     def __init__(self, run_id: str, path: Path, why: object) -> None:
         self.run_id, self.path, self.why = run_id, path, str(why)
@@ -217,8 +218,7 @@ class RunStore:
         last = self.last_turn()
         killed = self.played_now() is False
         if killed:  # (a crash may have cut the last line off after its snapshot: the snapshot has that turn)
-            snapshot = self.snapshot()
-            kept = TurnRecord(**snapshot["record"]) if snapshot and "record" in snapshot else None
+            kept = self._snapshot_turn()
             if kept is not None and (last is None or kept.turn > last.turn):
                 last = kept
         if last is not None:
@@ -311,9 +311,8 @@ class RunStore:
                 except (ValueError, TypeError):
                     continue  # the torn last line of a crash
                 records[record.turn] = record
-        snapshot = self.snapshot()
-        if snapshot and "record" in snapshot:
-            last = TurnRecord(**snapshot["record"])
+        last = self._snapshot_turn()
+        if last is not None:
             if last.turn not in records:
                 records[last.turn] = last
                 if repair:
@@ -322,8 +321,40 @@ class RunStore:
         return [records[k] for k in sorted(records)]
 
     def snapshot(self) -> dict[str, Any] | None:
+        """The game after the last turn (None: no turn played in text mode yet). RunDamagedError, naming the file,
+        when it cannot be read (cut off, not JSON, not an object, its turn not a turn's): it was a traceback."""
         path = self.dir / "snapshot.json"
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise RunDamagedError(self.info.run_id, path, e) from e
+        if not isinstance(data, dict):
+            raise RunDamagedError(self.info.run_id, path, f"a JSON {type(data).__name__}, not a game's snapshot")
+        if "record" in data:
+            try:
+                TurnRecord(**data["record"])
+            except TypeError as e:  # (not an object, or not a turn's fields)
+                raise RunDamagedError(self.info.run_id, path, f"its turn is not a turn's: {e}") from e
+        return data
+
+    def damage(self) -> RunDamagedError | None:
+        """What is damaged in the run's files that its readers pass over (its snapshot.json; the turns read from
+        turns.jsonl), to be said beside what is shown; None: nothing."""
+        try:
+            self.snapshot()
+        except RunDamagedError as e:
+            return e
+        return None
+
+    def _snapshot_turn(self) -> TurnRecord | None:
+        """The turn the snapshot carries (None: none, or the snapshot is damaged: see `damage`)."""
+        try:
+            snapshot = self.snapshot()
+        except RunDamagedError:
+            return None
+        return TurnRecord(**snapshot["record"]) if snapshot and "record" in snapshot else None
 
 
 def _turn_of(line: bytes) -> TurnRecord | None:

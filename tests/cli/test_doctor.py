@@ -178,3 +178,23 @@ def test_a_damaged_story_is_the_games_checks_failure_with_its_fix_and_jericho_is
     with pytest.raises(Problem, match="no game to try it on") as jericho:
         anyio.run(check_jericho, settings)
     assert "damaged" in str(jericho.value) and "jericho" not in jericho.value.fix
+
+
+def test_a_damaged_story_file_not_in_the_catalogue_is_the_games_checks_failure_with_its_own_fix(
+    frobozz_env, monkeypatch
+):
+    """It was passed over: "games installed: ok" for a folder whose only story file could not be played."""
+    import anyio
+    import pytest
+
+    from frobozz.cli._doctor import Problem, check_games
+    from frobozz.games import GamesSettings
+
+    monkeypatch.delenv("FROBOZZ_GAMES_DIR")
+    settings = GamesSettings()
+    settings.installed_games_dir.mkdir(parents=True)
+    (settings.installed_games_dir / "mine.z5").write_bytes(b"not a story")
+    with pytest.raises(Problem, match=r"damaged story file .*mine\.z5: .*not a Z-machine story file") as games:
+        anyio.run(check_games, settings)
+    assert str(settings.installed_games_dir / "mine.z5") in games.value.fix and "remove" in games.value.fix
+    assert "games install" not in games.value.fix  # (no such game in the catalogue)

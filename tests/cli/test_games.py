@@ -89,6 +89,21 @@ def test_games_list_says_a_damaged_story_is_damaged_and_how_to_replace_it(froboz
     assert "fix: remove it, or run `frobozz games install zork1`" in out
 
 
+def test_games_list_says_a_damaged_story_file_not_in_the_catalogue_is_damaged_and_how_to_replace_it(
+    frobozz_env, monkeypatch
+):
+    """It was left out of the list: nothing said why the file in the games folder could not be played."""
+    monkeypatch.delenv("FROBOZZ_GAMES_DIR")
+    (frobozz_env / "games").mkdir(parents=True)
+    (frobozz_env / "games" / "mine.z5").write_bytes(b"not a story")
+    out = frobozz("games", "list").stdout
+    [row] = [line for line in out.splitlines() if " mine " in line]
+    assert "damaged" in row and " yes " not in row
+    assert "mine: mine.z5 is not a Z-machine story file" in out and str(frobozz_env / "games" / "mine.z5") in out
+    assert "fix: remove it, or put a good copy of the story file in its place" in out
+    assert "games install mine" not in out
+
+
 def test_games_map_of_a_file_that_is_no_journal_fails_saying_so_and_an_unknown_id_says_where_ids_come_from():
     """It drew "0 rooms, 0 passages" (exit 0) for an empty, garbage or `{}` journal and quoted an AttributeError for
     `[1,2]`; a run id got only "is not a session id"."""

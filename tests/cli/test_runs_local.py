@@ -40,6 +40,36 @@ def test_a_damaged_run_folder_is_said_by_runs_and_runs_show_says_it_is_damaged_a
     assert "nor on this machine" not in said
 
 
+def test_runs_json_lists_a_damaged_run_folder_as_a_run_with_status_damaged_and_why_and_the_others_as_before(
+    frobozz_env, tmp_path, monkeypatch
+):
+    """`runs --json` left it out: only the warning on stderr named it, which a reader of the JSON never sees."""
+    env = _env(tmp_path)
+    frobozz_here(env, monkeypatch, "play", "zork1", "--player", "walkthrough", "--max-turns", "2", "--json")
+    (good,) = json.loads(frobozz_here(env, monkeypatch, "runs", "--json").stdout)
+    folder = frobozz_env / "runs" / "20261130-000000-badbad"
+    folder.mkdir()
+    (folder / "run.json").write_text('{"broken\n')
+    listed = frobozz_here(env, monkeypatch, "runs", "--json")
+    rows = json.loads(listed.stdout)
+    assert [r["run_id"] for r in rows] == [good["run_id"], folder.name]  # newest first (its id says when it was made)
+    assert rows[0] == good  # the others' fields as they were
+    damaged = rows[1]
+    assert set(damaged) == set(good) and damaged["status"] == "damaged" and damaged["run_dir"] == str(folder)
+    assert damaged["reason"].startswith(f"run {folder.name} is damaged: its record {folder / 'run.json'}")
+    assert damaged["created"].startswith("2026-11-30 00:00:00") and damaged["game"] is None
+    assert 'listed with status "damaged"' in " ".join(listed.stderr.split())
+    only = json.loads(frobozz_here(env, monkeypatch, "runs", "--json", "--status", "damaged").stdout)
+    assert [r["run_id"] for r in only] == [folder.name]
+    for filtered in (("--status", "finished"), ("--game", "zork1")):  # (a damaged run's game is not known)
+        assert [
+            r["run_id"] for r in json.loads(frobozz_here(env, monkeypatch, "runs", "--json", *filtered).stdout)
+        ] == [good["run_id"]]
+    assert [
+        r["run_id"] for r in json.loads(frobozz_here(env, monkeypatch, "runs", "--json", "--limit", "1").stdout)
+    ] == [good["run_id"]]
+
+
 def test_a_run_played_here_that_fails_at_its_start_is_shown_failed_with_when_and_where_its_files_are(
     frobozz_env, tmp_path, monkeypatch
 ):
@@ -90,3 +120,28 @@ def test_the_leaderboard_at_80_columns_shows_every_number_whole_and_what_was_pla
     (row,) = [line for line in lines if line.split()[-6:] == ["1", "0.0", "0/350", "0", "3.0", "-"]]
     played = " ".join(line[: header.index("runs")].strip() for line in lines[lines.index(row) :][:4])
     assert "(default), walkthrough, zork1 (text)" in " ".join(played.split())
+
+
+def test_a_run_whose_snapshot_is_damaged_is_shown_saying_so_and_its_resume_is_refused_naming_it(
+    frobozz_env, tmp_path, monkeypatch
+):
+    """`runs show` and `play --resume` of it ended in a traceback (JSONDecodeError); the resume left the run
+    "running", then listed as killed."""
+    env = _env(tmp_path)
+    frobozz_here(env, monkeypatch, "play", "zork1", "--player", "walkthrough", "--max-turns", "3", "--json")
+    (run_dir,) = (frobozz_env / "runs").iterdir()
+    snapshot = run_dir / "snapshot.json"
+    snapshot.write_text('{"record": {"tu')
+    before = (run_dir / "run.json").read_bytes()
+    monkeypatch.setattr(runs_cli.out, "width", 200)  # (one line a field)
+    shown = frobozz_here(env, monkeypatch, "runs", "show", run_dir.name)
+    said = "".join(shown.stderr.split())  # (a long path may be wrapped)
+    assert f"run{run_dir.name}isdamaged:itsrecord{snapshot}cannotberead" in said and "Traceback" not in said
+    fields = _shown(shown)
+    assert (fields["status"], fields["turns"]) == ("finished: max turns", "3") and "turn 3" in shown.stdout
+    as_json = frobozz_here(env, monkeypatch, "runs", "show", run_dir.name, "--json")
+    assert json.loads(as_json.stdout)["last_turn"]["turn"] == 3 and str(snapshot) in "".join(as_json.stderr.split())
+    refused = frobozz_here(env, monkeypatch, "play", "--resume", run_dir.name, "--max-turns", "6", code=1)
+    said = "".join(refused.stderr.split())
+    assert f"error:run{run_dir.name}isdamaged:itsrecord{snapshot}" in said and "Traceback" not in said
+    assert (run_dir / "run.json").read_bytes() == before  # as it was: not left "running"

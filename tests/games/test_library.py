@@ -93,6 +93,13 @@ def test_the_listing_and_the_stories_give_a_good_copy_where_an_earlier_folder_ho
     assert [s.path for s in library.stories()] == [good]
 
 
+def _checksum_broken() -> bytes:
+    """Zork I with a few bytes of its contents overwritten: a whole header, but its checksum no longer adds up."""
+    data = bytearray(ZORK1.read_bytes())
+    data[0x4000:0x4004] = b"\xff\xff\xff\xff"
+    return bytes(data)
+
+
 def test_the_listing_shows_the_catalogue_and_other_story_files(tmp_path):
     games = tmp_path / "games"
     games.mkdir()
@@ -100,16 +107,35 @@ def test_the_listing_shows_the_catalogue_and_other_story_files(tmp_path):
     (games / "broken.z5").write_bytes(b"not a story")
     listing = GameLibrary(GamesSettings(games_dir=games, data_dir=tmp_path / "data")).listing()
     by_name = {g.name: g for g in listing}
-    assert set(by_name) == {"zork1", "zork1-r119", "mygame"}
+    assert set(by_name) == {"zork1", "zork1-r119", "mygame", "broken"}
     assert not by_name["zork1"].installed and by_name["mygame"].installed
     assert by_name["mygame"].max_score == 350  # recognised by its md5
+    assert not by_name["broken"].installed and by_name["broken"].damaged  # (see the test below)
 
 
-def _checksum_broken() -> bytes:
-    """Zork I with a few bytes of its contents overwritten: a whole header, but its checksum no longer adds up."""
-    data = bytearray(ZORK1.read_bytes())
-    data[0x4000:0x4004] = b"\xff\xff\xff\xff"
-    return bytes(data)
+@pytest.mark.parametrize("content", [b"", b"not a story", _checksum_broken()], ids=["empty", "garbage", "checksum"])
+def test_a_story_file_not_in_the_catalogue_that_cannot_be_played_is_listed_as_damaged_with_why_and_its_fix(
+    tmp_path, content
+):
+    """It was left out of the listing without a word (a damaged catalogued one was listed as damaged), so
+    `games list` and the doctor never said why the file was not playable."""
+    games = tmp_path / "games"
+    games.mkdir()
+    (games / "mine.z5").write_bytes(content)
+    (games / "notes.txt").write_bytes(b"not a story file's name: not listed")
+    settings = GamesSettings(games_dir=games, data_dir=tmp_path / "data")
+    by_name = {g.name: g for g in GameLibrary(settings).listing()}
+    mine = by_name["mine"]
+    assert (mine.file_name, mine.path, mine.installed, mine.catalogued) == (
+        "mine.z5",
+        str(games / "mine.z5"),
+        False,
+        False,
+    )
+    assert mine.damaged and any(why in mine.damaged for why in ("shorter than a header", "checksum", "not a Z-machine"))
+    assert "games install" not in mine.fix and "remove it" in mine.fix  # (the catalogue has no such game)
+    assert "notes" not in by_name and GameLibrary(settings).stories() == []
+    assert by_name["zork1"].fix is None and by_name["zork1"].catalogued
 
 
 @pytest.mark.parametrize("content", [b"", _checksum_broken()], ids=["empty", "checksum broken"])

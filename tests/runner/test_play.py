@@ -426,6 +426,40 @@ async def test_a_new_run_that_an_error_ends_before_its_first_turn_is_failed_with
     assert store.info.ended is not None and store.as_it_stands() == store.info  # not seen as killed either
 
 
+@pytest.mark.parametrize("where", ["story", "claude"])
+async def test_a_new_run_that_fails_at_its_start_is_failed_in_the_database_too_with_its_end_and_reason(
+    runner_settings, ledger, monkeypatch, where
+):
+    """Its run.json said failed, its database row "running" for good (`runs --status running` listed it, and every
+    other machine saw it running): a story file that cannot be opened, or claude that cannot start."""
+    from frobozz.games import GameError
+    from frobozz.runner import _run, all_runs
+
+    async def no_claude(*args, **kwargs):
+        raise OSError("claude cannot start here")
+
+    def no_story(path):
+        raise GameError(f"the story file {path} cannot be opened")
+
+    if where == "claude":
+        monkeypatch.setattr(_run, "session_parts", no_claude)
+    else:
+        monkeypatch.setattr(_run, "read_story", no_story)
+    with pytest.raises((OSError, GameError), match=r"cannot be opened|cannot start here"):
+        await play(RunConfig(game="zork1", player="walkthrough", max_turns=5), runner_settings, ledger=ledger)
+    (made,) = runner_settings.runs_dir.iterdir()
+    info = RunStore.open(runner_settings.runs_dir, made.name).info
+    row = await ledger.get(made.name)
+    assert (row["status"], row["reason"]) == ("failed", info.reason) and info.reason.startswith(
+        "it could not be played"
+    )
+    assert row["ended_at"] is not None and row["worker"] is None
+    assert json.loads(row["info"])["status"] == "failed" and (await ledger.info(made.name)).ended == info.ended
+    assert await all_runs(ledger, runner_settings.runs_dir, status="running") == []
+    (listed,) = await all_runs(ledger, runner_settings.runs_dir, status="failed")
+    assert (listed["run_id"], listed["status"]) == (made.name, "failed")
+
+
 async def test_a_run_that_ends_says_when_in_its_record_and_a_resume_clears_it_while_it_plays(runner_settings):
     from frobozz.runner import run_row
 

@@ -53,6 +53,29 @@ def test_a_torn_last_line_and_a_turn_only_in_the_snapshot_are_both_recovered(tmp
     assert [t.turn for t in store.turns()] == [1, 2]  # and is written back only once
 
 
+@pytest.mark.parametrize(
+    "damaged",
+    ['{"record": {"tu', "[1, 2]", '{"record": 5, "state": 3}', '{"record": {"turn": 3}, "state": 3}'],
+    ids=["cut off", "not an object", "its turn not an object", "its turn not a turn"],
+)
+def test_a_damaged_snapshot_is_said_damaged_naming_it_and_the_runs_turns_are_still_read(tmp_path, damaged):
+    """Reading it ended in a traceback: the live run page, `runs show`, a killed run's listing, `play --resume`."""
+    from frobozz.runner import RunDamagedError
+
+    store = RunStore.create(tmp_path, _info(), hold=True)
+    for n in (1, 2, 3):
+        store.record(_turn(n), {"state": n})
+    assert store.damage() is None
+    (store.dir / "snapshot.json").write_text(damaged)
+    with pytest.raises(RunDamagedError, match=rf"run {store.info.run_id} is damaged: its record .*snapshot\.json"):
+        store.snapshot()
+    assert store.damage().path == store.dir / "snapshot.json" and store.damage().run_id == store.info.run_id
+    assert [t.turn for t in store.turns(repair=False)] == [1, 2, 3] == [t.turn for t in store.turns()]
+    store.let_go()  # killed
+    gone = store.as_it_stands()
+    assert (gone.status, gone.reason, gone.turns, gone.score) == ("stopped", "killed", 3, 3)
+
+
 @pytest.mark.parametrize("run_id", ["", "../../etc", "20261122-010000-zz", "nope"])
 def test_bad_or_unknown_run_ids_are_clear_errors(tmp_path, run_id):
     with pytest.raises(RunNotFoundError):
