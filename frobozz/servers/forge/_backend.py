@@ -7,12 +7,14 @@ import binascii
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from .exceptions import BackendError, BadRequestError
 
+Answer = TypeVar("Answer", bound=BaseModel)
 Progress = Callable[[float, str], Awaitable[None]]  # (fraction done 0..1, what is happening)
 
 
@@ -47,6 +49,24 @@ def check_multiple_of(request: ImageRequest, step: int, lo: int = 64, hi: int = 
     for name, value in (("width", request.width), ("height", request.height)):
         if not lo <= value <= hi or value % step:
             raise BadRequestError(f"{name} {value} is not accepted: use a multiple of {step} from {lo} to {hi}")
+
+
+def understood(model: type[Answer], data: Any, who: str, part: str = "") -> Answer:
+    """`data` read as `model`, the shape of (a `part` of) a backend's answer; BackendError saying what did
+    not fit if it is not that."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in (part, *first["loc"]) if p != "") or "the whole answer"
+        raise BackendError(
+            f"{who}'s answer was not understood: {where}: {first['msg']} (got {str(first['input'])[:80]!r})"
+        ) from None
+
+
+def seed_or_none(value: object) -> int | None:
+    """A seed a backend reports, when it is an integer; anything else is no seed."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def decode_b64(data: str, where: str) -> bytes:

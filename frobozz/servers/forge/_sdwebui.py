@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import anyio
 import httpx
+from pydantic import BaseModel
 
 from ..._tasks import while_following
 from ._backend import (
@@ -16,10 +18,24 @@ from ._backend import (
     check_multiple_of,
     decode_b64,
     http_errors,
+    seed_or_none,
+    understood,
 )
 from .exceptions import BackendError
 
 log = logging.getLogger("frobozz.forge")
+
+
+class Txt2ImgAnswer(BaseModel):
+    """What /sdapi/v1/txt2img answers: base64 images, and `info`, a JSON object in a string."""
+
+    images: list[str] = []
+    info: str | None = None
+
+
+class Txt2ImgInfo(BaseModel):
+    seed: Any = None  # reported as it was used; one that is not an integer is taken as no seed
+    sd_model_name: Any = None
 
 
 class SdWebUI:
@@ -59,17 +75,19 @@ class SdWebUI:
                 except httpx.HTTPError:
                     log.info("could not interrupt %s", self.url)
             raise
-        images = body.get("images") if isinstance(body, dict) else None
-        if not images or not isinstance(images[0], str):
+        answer = understood(Txt2ImgAnswer, body, "the WebUI")
+        if not answer.images:
             raise BackendError("the WebUI answered without an image")
         try:
-            info = json.loads(body.get("info") or "{}")
-        except (TypeError, ValueError):
-            info = {}
+            parsed = json.loads(answer.info or "{}")
+        except ValueError as e:
+            raise BackendError(f"the WebUI's answer was not understood: info is not JSON ({e})") from None
+        info = understood(Txt2ImgInfo, parsed, "the WebUI", "info")
+        model = info.sd_model_name if isinstance(info.sd_model_name, str) and info.sd_model_name else None
         return Generated(
-            decode_b64(images[0], "the WebUI"),
-            info.get("seed", request.seed),
-            info.get("sd_model_name") or request.model,
+            decode_b64(answer.images[0], "the WebUI"),
+            seed_or_none(info.seed) if info.seed is not None else request.seed,
+            model or request.model,
         )
 
     async def _follow(self, progress: Progress) -> None:

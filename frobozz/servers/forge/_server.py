@@ -6,14 +6,13 @@ import base64
 import logging
 import secrets
 import time
-from dataclasses import asdict
 from typing import Annotated
 
 import anyio
 import httpx
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from frobozz._tls import tls_context
 
@@ -122,33 +121,46 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                     f"the image took longer than {settings.forge_timeout:g} s; try fewer steps or a smaller size"
                 ) from None
             image = await anyio.to_thread.run_sync(open_image, made.data)
+            preview = await anyio.to_thread.run_sync(preview_png, image, settings.forge_preview_px)
+            image_id = store.new_id()
+            try:  # all of the answer is checked before anything is written
+                result = ImageResult(
+                    id=image_id,
+                    path=str(store.png_path(image_id)),
+                    width=image.width,
+                    height=image.height,
+                    seed=made.seed,
+                    backend=backend.name,
+                    model=made.model,
+                    elapsed_s=round(time.monotonic() - started, 3),
+                )
+            except ValidationError as e:
+                first = e.errors()[0]
+                raise BackendError(
+                    f"the {backend.name} backend's answer was not understood: "
+                    f"{'.'.join(map(str, first['loc']))}: {first['msg']}"
+                ) from None
             parameters = {
                 "negative_prompt": negative_prompt,
                 "width": image.width,
                 "height": image.height,
                 "steps": steps,
-                "seed": made.seed,
+                "seed": result.seed,
                 "backend": backend.name,
-                "model": made.model,
+                "model": result.model,
             }
-            stored = await anyio.to_thread.run_sync(store.save, image, request.prompt, parameters)
-            preview = await anyio.to_thread.run_sync(preview_png, image, settings.forge_preview_px)
-            result = ImageResult(
-                id=stored.id,
-                path=stored.path,
-                width=image.width,
-                height=image.height,
-                seed=made.seed,
-                backend=backend.name,
-                model=made.model,
-                elapsed_s=round(time.monotonic() - started, 3),
-            )
             text = TextContent(
                 type="text",
-                text=f"Image {stored.id}: {image.width}x{image.height}, saved at "
-                f"{stored.path} (the preview is at most {settings.forge_preview_px} px).",
+                text=f"Image {image_id}: {image.width}x{image.height}, saved at "
+                f"{result.path} (the preview is at most {settings.forge_preview_px} px).",
             )
-            return CallToolResult(content=[_picture(preview), text], structured_content=result.model_dump())
+            answer = CallToolResult(content=[_picture(preview), text], structured_content=result.model_dump())
+            try:
+                await anyio.to_thread.run_sync(store.save, image_id, image, request.prompt, parameters)
+            except BaseException:  # cancelled as it saved, say: the caller never learns the id, so keep nothing
+                store.remove(image_id)
+                raise
+            return answer
 
     @server.tool(annotations=hints("List images", read_only=True, idempotent=True))
     def list_images(
@@ -171,7 +183,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                 raise ForgeError(f"image {stored.id}'s file is missing: {e.strerror}") from e
             image = await anyio.to_thread.run_sync(open_image, data)
             preview = await anyio.to_thread.run_sync(preview_png, image, size)
-            return CallToolResult(content=[_picture(preview)], structured_content=asdict(stored))
+            return CallToolResult(content=[_picture(preview)], structured_content=stored.model_dump())
 
     @server.prompt(title="Vary an image")
     def vary_image(

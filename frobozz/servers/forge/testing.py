@@ -1,6 +1,8 @@
 """Stand-ins for the image backends, for tests and offline demos: real HTTP servers on 127.0.0.1
 that speak each backend's protocol and return real PNGs (made with Pillow). They can be slow,
-fail with a status, answer with something that is not an image, and they record interrupts."""
+fail with a status, answer with something that is not an image, send another image format or mode
+(a CMYK JPEG), answer the WebUI's txt2img with a body or an `info` of their own, and they record
+interrupts."""
 
 from __future__ import annotations
 
@@ -24,11 +26,11 @@ from frobozz._loopback import LoopbackServer
 Kind = Literal["sdwebui", "comfyui", "openai"]
 
 
-def png(width: int, height: int, seed: int = 0) -> bytes:
+def png(width: int, height: int, seed: int = 0, *, mode: str = "RGB", format: str = "PNG") -> bytes:
     image = Image.new("RGB", (width, height))
     image.putdata([((x + seed) % 256, (y * 2) % 256, (x + y) % 256) for y in range(height) for x in range(width)])
     out = io.BytesIO()
-    image.save(out, format="PNG")
+    image.convert(mode).save(out, format=format)
     return out.getvalue()
 
 
@@ -41,8 +43,14 @@ class FakeImageBackend:
         fail: int | None = None,
         not_image: bool = False,
         api_key: str = "sk-test",
+        image_mode: str = "RGB",
+        image_format: str = "PNG",
+        answer: object = None,
+        info: str | None = None,
     ) -> None:
         self.kind, self.delay, self.fail, self.not_image, self.api_key = kind, delay, fail, not_image, api_key
+        self.image_mode, self.image_format = image_mode, image_format
+        self.answer, self.info = answer, info  # the WebUI's txt2img body, or its `info`, instead of the real one
         self.requests: list[tuple[str, str, dict]] = []
         self.interrupted = threading.Event()
         self._jobs: dict[str, tuple[float, dict]] = {}
@@ -55,7 +63,9 @@ class FakeImageBackend:
         return f"http://127.0.0.1:{self.port}"
 
     def _image(self, width: int, height: int, seed: int) -> bytes:
-        return b"this is not an image at all" if self.not_image else png(width, height, seed)
+        if self.not_image:
+            return b"this is not an image at all"
+        return png(width, height, seed, mode=self.image_mode, format=self.image_format)
 
     async def _record(self, request: Request) -> dict:
         try:
@@ -89,15 +99,13 @@ class FakeImageBackend:
             return failed
         if not await self._work():
             return JSONResponse({"images": [], "info": "{}"})
+        if self.answer is not None:
+            return JSONResponse(self.answer)
         seed = body.get("seed", -1)
         seed = seed if seed >= 0 else 1234
         data = self._image(body.get("width", 512), body.get("height", 512), seed)
-        return JSONResponse(
-            {
-                "images": [base64.b64encode(data).decode()],
-                "info": json.dumps({"seed": seed, "sd_model_name": "fake-sd-model"}),
-            }
-        )
+        info = json.dumps({"seed": seed, "sd_model_name": "fake-sd-model"}) if self.info is None else self.info
+        return JSONResponse({"images": [base64.b64encode(data).decode()], "info": info})
 
     async def progress(self, request: Request) -> Response:
         done = min(1.0, (time.monotonic() - self._started) / self.delay) if self.delay and self._started else 0.0

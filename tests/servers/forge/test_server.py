@@ -14,6 +14,8 @@ from mcp.client.stdio import StdioServerParameters
 from PIL import Image
 
 from frobozz.servers.forge import Settings, create_server
+from frobozz.servers.forge._store import ImageStore
+from frobozz.servers.forge.exceptions import ForgeError
 from frobozz.servers.forge.testing import FakeImageBackend
 
 pytestmark = pytest.mark.anyio
@@ -161,3 +163,110 @@ async def test_the_server_makes_an_image_over_real_stdio(frobozz_env):
     assert not result.is_error and _image(result).size == (320, 240)
     workflow = next(body for method, path, body in backend.requests if path == "/prompt")["prompt"]
     assert workflow["6"]["inputs"]["text"] == "over stdio" and workflow["5"]["inputs"]["width"] == 320
+
+
+@pytest.mark.parametrize("kind", ["sdwebui", "comfyui", "openai"])
+async def test_a_cmyk_jpeg_from_the_backend_is_kept_as_an_rgb_png(frobozz_env, kind):
+    with FakeImageBackend(kind, image_mode="CMYK", image_format="JPEG") as backend:
+        settings = _settings(backend)
+        async with Client(create_server(settings)) as client:
+            result = await client.call_tool("imagine", {"prompt": "a cyan lamp", "width": 256, "height": 256})
+    assert not result.is_error, result.content
+    full = Image.open(result.structured_content["path"])
+    assert (full.format, full.mode, full.size) == ("PNG", "RGB", (256, 256)) and _image(result).mode == "RGB"
+    assert len(_files(settings)) == 2
+
+
+@pytest.mark.parametrize(
+    "fault, said",
+    [
+        (dict(answer={"images": 5}), "images: Input should be a valid list"),
+        (dict(answer={"images": [5]}), "images.0: Input should be a valid string"),
+        (dict(answer=[1, 2]), "the whole answer"),
+        (dict(info="[1]"), "info: Input should be a valid dictionary"),
+        (dict(info="{not json"), "info is not JSON"),
+    ],
+)
+async def test_an_answer_outside_the_webui_protocol_is_a_clear_error_and_writes_nothing(frobozz_env, fault, said):
+    with FakeImageBackend("sdwebui", **fault) as backend:
+        settings = _settings(backend)
+        async with Client(create_server(settings)) as client:
+            message = await _error(client, "imagine", {"prompt": "p", "width": 256, "height": 256})
+    assert "the WebUI's answer was not understood" in message and said in message, message
+    assert _files(settings) == []
+
+
+async def test_a_seed_or_model_the_webui_reports_oddly_is_taken_as_unknown_and_the_image_is_kept(frobozz_env):
+    with FakeImageBackend("sdwebui", info=json.dumps({"seed": "abc", "sd_model_name": 5})) as backend:
+        settings = _settings(backend)
+        async with Client(create_server(settings)) as client:
+            result = await client.call_tool("imagine", {"prompt": "an odd seed", "width": 256, "height": 256})
+            listed = (await client.call_tool("list_images", {})).structured_content["images"]
+    assert not result.is_error, result.content
+    meta = result.structured_content
+    assert (meta["seed"], meta["model"]) == (None, None)
+    assert [i["id"] for i in listed] == [meta["id"]] and listed[0]["parameters"]["seed"] is None
+    assert _files(settings) == [f"{meta['id']}.json", f"{meta['id']}.png"]
+
+
+def test_a_sidecar_that_cannot_be_written_takes_its_png_back_with_it(tmp_path):
+    store = ImageStore(tmp_path / "images")
+    image_id = store.new_id()
+    (store.root / f"{image_id}.json").mkdir(parents=True)  # a folder where the sidecar goes
+    with pytest.raises(ForgeError, match=f"cannot be saved in {store.root}"):
+        store.save(image_id, Image.new("RGB", (8, 8)), "p", {})
+    assert sorted(p.name for p in store.root.iterdir()) == [f"{image_id}.json"]
+
+
+async def test_a_file_where_the_images_folder_goes_is_a_clear_error_naming_it(frobozz_env):
+    with FakeImageBackend("sdwebui") as backend:
+        settings = _settings(backend)
+        settings.images_dir.parent.mkdir(parents=True)
+        settings.images_dir.write_text("not a folder")
+        async with Client(create_server(settings)) as client:
+            message = await _error(client, "imagine", {"prompt": "p", "width": 256, "height": 256})
+    assert f"cannot be saved in {settings.images_dir}: it is a file, not a folder" in message, message
+    assert settings.images_dir.read_text() == "not a folder"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+async def test_a_read_only_images_folder_is_a_clear_error_naming_it(frobozz_env):
+    with FakeImageBackend("sdwebui") as backend:
+        settings = _settings(backend)
+        settings.images_dir.mkdir(parents=True)
+        settings.images_dir.chmod(0o555)
+        try:
+            async with Client(create_server(settings)) as client:
+                message = await _error(client, "imagine", {"prompt": "p", "width": 256, "height": 256})
+        finally:
+            settings.images_dir.chmod(0o755)
+    assert f"cannot be saved in {settings.images_dir}: Permission denied" in message, message
+    assert _files(settings) == []
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"prompt": 12345},
+        {"width": "wide"},
+        {"created": None},
+        {"parameters": []},
+        "not json at all {",
+        "[1, 2]",
+    ],
+)
+async def test_a_damaged_sidecar_is_skipped_with_a_log_line_and_the_rest_are_listed(frobozz_env, caplog, damage):
+    with FakeImageBackend("sdwebui") as backend:
+        settings = _settings(backend)
+        async with Client(create_server(settings)) as client:
+            good = await client.call_tool("imagine", {"prompt": "a good one", "width": 64, "height": 64})
+            damaged = settings.images_dir / "20200101-000000-aaaaaa.json"
+            fields = {"id": damaged.stem, "path": "/x.png", "width": 1, "height": 1, "created": "2020", "prompt": "p"}
+            text = damage if isinstance(damage, str) else json.dumps({**fields, "parameters": {}, **damage})
+            damaged.write_text(text)
+            listed = await client.call_tool("list_images", {"query": "o"})
+            got = await _error(client, "get_image", {"id": damaged.stem})
+    assert not listed.is_error, listed.content
+    assert [i["id"] for i in listed.structured_content["images"]] == [good.structured_content["id"]]
+    assert f"skipping the damaged sidecar {damaged}" in caplog.text
+    assert f"image {damaged.stem} cannot be read" in got
