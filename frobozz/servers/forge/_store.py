@@ -144,10 +144,14 @@ class ImageStore:
                 found.append(stored)
         return sorted(found, key=lambda s: s.created, reverse=True)[:limit]
 
-    @staticmethod
-    def _read(sidecar: Path) -> StoredImage:
-        """ValueError (a ValidationError) when the sidecar is not JSON or not a StoredImage's fields."""
-        return StoredImage.model_validate_json(sidecar.read_bytes())
+    def _read(self, sidecar: Path) -> StoredImage:
+        """ValueError (a ValidationError) when the sidecar is not JSON or not a StoredImage's fields, or names
+        another image; its picture is always `<id>.png` here, whatever path the file says (a planted sidecar's
+        path was read)."""
+        stored = StoredImage.model_validate_json(sidecar.read_bytes())
+        if stored.id != sidecar.stem:
+            raise ValueError(f"it says it is image {stored.id[:80]!r}, not {sidecar.stem!r}")
+        return stored.model_copy(update={"path": str(self.png_path(stored.id))})
 
 
 def _why(e: Exception) -> str:

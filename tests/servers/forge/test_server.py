@@ -5,6 +5,7 @@ import io
 import json
 import os
 import sys
+from pathlib import Path
 
 import anyio
 import anyio.lowlevel
@@ -270,3 +271,23 @@ async def test_a_damaged_sidecar_is_skipped_with_a_log_line_and_the_rest_are_lis
     assert [i["id"] for i in listed.structured_content["images"]] == [good.structured_content["id"]]
     assert f"skipping the damaged sidecar {damaged}" in caplog.text
     assert f"image {damaged.stem} cannot be read" in got
+
+
+async def test_a_sidecar_is_read_for_its_own_picture_only_whatever_path_it_names(frobozz_env, tmp_path):
+    """A sidecar planted with another file's path had get_image read that file (only the image check stopped
+    it); one that names another image is damaged."""
+    elsewhere = tmp_path / "elsewhere.png"
+    with FakeImageBackend("sdwebui") as backend:
+        settings = _settings(backend)
+        async with Client(create_server(settings)) as client:
+            good = (await client.call_tool("imagine", {"prompt": "mine", "width": 64, "height": 64})).structured_content
+            elsewhere.write_bytes(Path(good["path"]).read_bytes())
+            sidecar = settings.images_dir / f"{good['id']}.json"
+            sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), "path": str(elsewhere)}))
+            Path(good["path"]).unlink()  # its own picture gone: only the planted path would answer
+            planted = await _error(client, "get_image", {"id": good["id"]})
+            other = settings.images_dir / "20200101-000000-bbbbbb.json"
+            other.write_text(sidecar.read_text())  # names good's id, in another image's file
+            named = await _error(client, "get_image", {"id": other.stem})
+    assert str(elsewhere) not in planted, planted
+    assert f"image {other.stem} cannot be read: it says it is image {good['id']!r}" in named, named
