@@ -117,25 +117,11 @@ def _hub_servers(hub: str, namespace: str | None) -> tuple[str, dict[str, Any]]:
     """The hub's address and the plugin's MCP servers as the hub serves them (over HTTP, its token read from
     `${FROBOZZ_HUB_TOKEN}` in claude's environment as claude starts: no secret written), sent `namespace` as their
     default (X-Frobozz-Namespace), the one the hooks use, else none: the hub's default for both; exit 2 for an
-    address that is not a hub's, with its port checked here (a bad one was taken, and every hook then failed
+    address that is not a hub's, as `hub_config` checks it (a bad port was taken, and every hook then failed
     silently)."""
-    from urllib.parse import urlsplit
-
     from frobozz.plugin import PLUGIN_SERVERS
     from frobozz.servers import ConfigError, hub_config
 
-    hint = "like http://127.0.0.1:8765 (the token goes in FROBOZZ_HUB_TOKEN, not in the address)"
-    url = urlsplit(hub.strip())
-    if url.scheme not in ("http", "https") or not url.hostname or url.query or url.username:
-        err.print(f"error: --hub is the hub's http(s) address, {hint}", markup=False)
-        raise typer.Exit(2)
-    try:
-        port = url.port
-    except ValueError:
-        port = 0
-    if port == 0:
-        err.print(f"error: --hub {hub!r}: its port is not a number from 1 to 65535; {hint}", markup=False)
-        raise typer.Exit(2)
     try:
         servers = hub_config(list(PLUGIN_SERVERS), hub, namespace=namespace)["mcpServers"]
     except ConfigError as e:

@@ -6,7 +6,8 @@ over its Unix socket (starting the daemon when none answers), and prints what th
 hook's additional context. Every failure (no daemon, a database that is down, a slow answer) lets the
 prompt through unchanged, within the time limit, and says once per session why memory is off. A daemon that
 exits as it starts (its socket's folder is not private, say) is not waited for: the hook says the daemon's own
-reason (its log's last line) and, for FAILED_FOR seconds, the next hooks answer with it and start none.
+reason (the last line it wrote to its log) and, for `failed_for` seconds (frobozz.json's, FAILED_FOR without one),
+the next hooks answer with it and start none.
 With nothing installed for its data directory (`frobozz plugin uninstall`, while a claude that loaded the plugin
 is still open), it does nothing: no daemon started, nothing said."""
 
@@ -26,7 +27,7 @@ MAX_INPUT = 8 * 1024 * 1024  # bytes of hook input read; a bigger prompt goes wi
 MAX_REPLY = 4 * 1024 * 1024
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
 OFF_ENV = "FROBOZZ_PLUGIN_OFF"  # set for the daemon's own claude (the sidecar): its hooks and relay do nothing
-FAILED_FOR = 10.0  # seconds a daemon's failure to start answers the next hooks, before one tries again
+FAILED_FOR = 10.0  # seconds a daemon's failure to start answers the next hooks, before one tries again (default)
 
 
 class Off(Exception):
@@ -59,15 +60,17 @@ def installed(config: dict[str, Any]) -> bool:
         return True  # (unreadable: memory is tried, and says why it is off if it is)
 
 
-def _start_daemon(config: dict[str, Any]) -> subprocess.Popen[bytes]:
-    """The daemon, in a session of its own (it outlives this hook by design and ends itself when idle);
-    its output goes to its log, never to claude's terminal."""
+def _start_daemon(config: dict[str, Any]) -> tuple[subprocess.Popen[bytes], int]:
+    """The daemon, in a session of its own (it outlives this hook by design and ends itself when idle), and its
+    log's size as it started (what it writes comes after: earlier daemons' lines come before); its output goes
+    to its log, never to claude's terminal."""
     import subprocess  # only here: its import is a good part of a hook's start
 
     log = config["log"]
     os.makedirs(os.path.dirname(log), mode=0o700, exist_ok=True)
     with open(log, "ab") as out:
-        return subprocess.Popen(
+        start = os.fstat(out.fileno()).st_size
+        daemon = subprocess.Popen(
             config["command"],
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -76,6 +79,7 @@ def _start_daemon(config: dict[str, Any]) -> subprocess.Popen[bytes]:
             close_fds=True,
             env={**os.environ, **config.get("env", {})},
         )
+    return daemon, start
 
 
 def _failures(config: dict[str, Any]) -> str:
@@ -83,16 +87,21 @@ def _failures(config: dict[str, Any]) -> str:
     return os.path.splitext(config["log"])[0] + ".failed"
 
 
-def _failed(config: dict[str, Any], status: int) -> str:
-    """Why the daemon that exited with `status` as it started did (its log's last line), kept for the next hooks."""
+def _failed(config: dict[str, Any], status: int, start: int) -> str:
+    """Why the daemon that exited with `status` as it started did (the last line it wrote to its log, which it
+    found `start` bytes long: the lines before are earlier daemons'), kept for the next hooks."""
     try:
         with open(config["log"], "rb") as f:
-            f.seek(max(os.fstat(f.fileno()).st_size - 4096, 0))
+            f.seek(max(start, os.fstat(f.fileno()).st_size - 4096))
             lines = [line.strip() for line in f.read().decode(errors="replace").splitlines() if line.strip()]
     except OSError:
         lines = []
     said = "".join(c for c in lines[-1] if c.isprintable()).removeprefix("error: ")[:300] if lines else ""
-    why = f"the memory daemon could not start: {said}" if said else f"the memory daemon exited ({status})"
+    why = (
+        f"the memory daemon could not start: {said}"
+        if said
+        else f"the memory daemon exited (status {status}) without saying why; see {config['log']}"
+    )
     try:
         with open(_failures(config), "w", encoding="utf-8") as f:
             f.write(why)
@@ -101,11 +110,20 @@ def _failed(config: dict[str, Any], status: int) -> str:
     return why
 
 
+def _failed_for(config: dict[str, Any]) -> float:
+    """Seconds a daemon's failure to start answers the next hooks (frobozz.json's `failed_for`, else FAILED_FOR)."""
+    try:
+        seconds = float(config.get("failed_for", FAILED_FOR))
+    except (TypeError, ValueError):
+        return FAILED_FOR
+    return seconds if seconds >= 0 else FAILED_FOR  # (negative, or nan: the default)
+
+
 def _recent_failure(config: dict[str, Any]) -> str | None:
-    """Why a daemon failed to start, when one did less than FAILED_FOR seconds ago."""
+    """Why a daemon failed to start, when one did less than `_failed_for` seconds ago."""
     try:
         with open(_failures(config), encoding="utf-8") as f:
-            if 0 <= time.time() - os.fstat(f.fileno()).st_mtime < FAILED_FOR:
+            if 0 <= time.time() - os.fstat(f.fileno()).st_mtime < _failed_for(config):
                 return f.read(400) or None
     except (OSError, ValueError):
         pass
@@ -115,7 +133,7 @@ def _recent_failure(config: dict[str, Any]) -> str | None:
 def _open(config: dict[str, Any], deadline: float) -> socket.socket:
     """A connection to the daemon, starting it once if none listens (unless one failed to start just now); a
     daemon that exits with an error as it starts is not waited for."""
-    path, daemon = config["socket"], None
+    path, daemon, start = config["socket"], None, 0
     while True:
         try:
             return _connect(path, deadline)
@@ -124,11 +142,11 @@ def _open(config: dict[str, Any], deadline: float) -> socket.socket:
                 if why := _recent_failure(config):
                     raise Off(why) from e
                 try:
-                    daemon = _start_daemon(config)
+                    daemon, start = _start_daemon(config)
                 except OSError as e2:
                     raise Off(f"the memory daemon could not start ({type(e2).__name__})") from e2
             elif daemon.poll():  # (0: it left the socket to another daemon, started at the same moment)
-                raise Off(_failed(config, daemon.returncode)) from e
+                raise Off(_failed(config, daemon.returncode, start)) from e
             if time.monotonic() >= deadline:
                 raise Off("the memory daemon did not start in time") from e
             time.sleep(0.02)

@@ -108,6 +108,7 @@ def write_plugin(
                 "namespace": namespace,
                 "env": {"FROBOZZ_DATA_DIR": str(settings.data_dir)},
                 "limits": settings.limits,
+                "failed_for": settings.plugin_failed_for,
                 "hub": hub,
                 "installed": str(record_file(settings)),  # none recorded there: the hooks do nothing
             },

@@ -45,6 +45,14 @@ class PluginSettings(BaseSettings):
         gt=0,
         description="Seconds the daemon's sidecar claude may take to write a suggestion or a letter.",
     )
+    plugin_failed_for: float = Field(
+        default=10.0,
+        ge=0,
+        description=(
+            "Seconds a memory daemon's failure to start answers the next hooks (said, and no daemon started) before "
+            "one tries again; written into the plugin when it is installed."
+        ),
+    )
     plugin_stop_wait: float = Field(
         default=30.0,  # its pool's close alone may take 10 s
         gt=0,

@@ -108,13 +108,21 @@ def hub_url(url: str) -> str:
         raise ConfigError(f"{url!r} has spaces or control characters: {hint}")
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - a port that is not a number, or out of range, raises here
     except ValueError as e:
         raise ConfigError(f"{url!r} is not an address ({e}): {hint}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.port == 0:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{url!r} is not an http:// or https:// address: {hint}")
+    try:
+        port = parts.port  # (one that is not a number, or out of range, raises here)
+    except ValueError:
+        port = 0
+    if port == 0:  # (taken, a config then failed at every connection)
+        raise ConfigError(f"{url!r} is not an address: its port is not a number from 1 to 65535: {hint}")
     if parts.query or parts.fragment or parts.username or parts.password:
-        raise ConfigError(f"{url!r} has a query, fragment or password, which the hub does not take: {hint}")
+        raise ConfigError(
+            f"{url!r} has a query, fragment or password, which the hub does not take (its token goes in "
+            f"FROBOZZ_HUB_TOKEN, not in the address): {hint}"
+        )
     if parts.path.rstrip("/").endswith("/mcp"):
         raise ConfigError(f"{url!r} is one server's endpoint; the config names each server's: {hint}")
     return parts.geturl().rstrip("/")

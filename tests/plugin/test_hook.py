@@ -7,19 +7,22 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 
 from frobozz.memory import MemoryService
-from frobozz.plugin import PluginSettings, daemon_pid, stop_daemon
+from frobozz.plugin import PluginSettings, _hook, daemon_pid, stop_daemon
 from tests.ports import free_port
 from tests.waiting import eventually
 
@@ -298,6 +301,7 @@ async def test_a_daemon_that_exits_as_it_starts_is_not_waited_for_and_its_own_re
     assert command[-2] == "--socket"
     config(plugin_settings, socket=str(socket_path), command=[*command[:-1], str(socket_path)])
     config(plugin_settings, limits={"UserPromptSubmit": 300.0})  # far beyond the time the test gives it
+    config(plugin_settings, failed_for=3600.0)  # the second hook comes well within it, however loaded the machine
     reason = f"{shared} is not a private folder of this user's: remove it and try again"
     with anyio.fail_after(90):
         first = await run_hook("UserPromptSubmit", payload(project, "UserPromptSubmit"), installed, plugin_settings)
@@ -365,3 +369,51 @@ async def test_a_memory_stored_through_the_relay_in_a_folder_named_with_a_leadin
     ask = payload(project, "UserPromptSubmit", session="s-2", prompt="Where does the deploy key live?")
     recalled = hook("UserPromptSubmit", ask, installed, plugin_settings)
     assert "blue vault" in recalled.get("hookSpecificOutput", {}).get("additionalContext", ""), recalled
+
+
+@pytest.fixture
+def bare_config(tmp_path: Path) -> Iterator[Path]:
+    """A frobozz.json of a plugin whose daemon's command the test gives, its socket in a short folder of its own
+    (nothing listens there) and its log holding an earlier daemon's last line: no database, no install."""
+    sockets = Path(tempfile.mkdtemp(prefix="fz-hook-"))
+    log = tmp_path / "logs" / "memory-daemon.log"
+    log.parent.mkdir()
+    log.write_text("memory daemon idle for 1800 s: stopping\n")
+    path = tmp_path / "frobozz.json"
+    path.write_text(
+        json.dumps({"socket": str(sockets / "memory.sock"), "log": str(log), "limits": {"UserPromptSubmit": 120.0}})
+    )
+    yield path
+    shutil.rmtree(sockets, ignore_errors=True)
+
+
+def bare_hook(path: Path, session: str, **changes: object) -> dict:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+    return _hook.run("UserPromptSubmit", str(path), json.dumps({"session_id": session, "prompt": "hi"}).encode())
+
+
+def test_a_daemon_that_exits_saying_nothing_is_not_given_an_earlier_daemons_last_line_as_its_reason(bare_config):
+    """The log every daemon appends to: one killed, or crashing before it logged, was said to have failed with the
+    line an earlier daemon ended with ("idle for 1800 s: stopping"), and `plugin status` repeated it."""
+    silent = [sys.executable, "-c", "raise SystemExit(1)"]
+    said = bare_hook(bare_config, "s-1", command=silent)["systemMessage"]
+    log = json.loads(bare_config.read_text())["log"]
+    assert "idle" not in said and f"exited (status 1) without saying why; see {log}" in said, said
+    kept = (bare_config.parent / "logs" / "memory-daemon.failed").read_text()
+    assert "idle" not in kept and "without saying why" in kept
+    says = [sys.executable, "-c", "import sys; print('error: its own reason'); sys.exit(1)"]
+    said = bare_hook(bare_config, "s-2", command=says, failed_for=0)["systemMessage"]
+    assert "could not start: its own reason" in said, said
+
+
+def test_a_daemons_failure_to_start_answers_the_next_hooks_for_the_configured_time(bare_config, tmp_path):
+    """`failed_for` in frobozz.json (FROBOZZ_PLUGIN_FAILED_FOR when installed): within it the next hooks say the
+    failure and start no daemon; with 0, each starts one again."""
+    starts = tmp_path / "starts"
+    command = [sys.executable, "-c", f"open({str(starts)!r}, 'a').write('x'); raise SystemExit(1)"]
+    for session in ("s-1", "s-2", "s-3"):
+        said = bare_hook(bare_config, session, command=command, failed_for=3600)["systemMessage"]
+        assert "memory daemon" in said and "off for now" in said, said
+    assert starts.read_text() == "x"
+    assert "memory daemon" in bare_hook(bare_config, "s-4", failed_for=0)["systemMessage"]
+    assert starts.read_text() == "xx"

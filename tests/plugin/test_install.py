@@ -371,3 +371,15 @@ def test_after_uninstall_the_hooks_of_a_claude_still_open_do_nothing_and_start_n
         assert _hook.run(event, str(copy), ask) == {}, event
     assert _hook.relay(str(copy), "cortex") == 1
     assert started == [] and daemon_pid(plugin_settings.socket) is None
+
+
+def test_the_plugin_is_written_with_how_long_a_daemons_failure_to_start_answers_the_hooks(tmp_path, monkeypatch):
+    """FROBOZZ_PLUGIN_FAILED_FOR, read by the hooks from frobozz.json (they import no settings)."""
+    from frobozz.plugin._install import write_plugin
+
+    written = tmp_path / "data" / "claude-plugin" / "frobozz-memory" / "frobozz.json"
+    monkeypatch.setenv("FROBOZZ_PLUGIN_FAILED_FOR", "42")
+    write_plugin(PluginSettings(data_dir=tmp_path / "data"), None)
+    assert json.loads(written.read_text())["failed_for"] == 42.0
+    write_plugin(PluginSettings(data_dir=tmp_path / "data", plugin_failed_for=0), None)
+    assert json.loads(written.read_text())["failed_for"] == 0.0
