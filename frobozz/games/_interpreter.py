@@ -23,12 +23,17 @@ WORKER = os.path.join(os.path.dirname(__file__), "_worker.py")  # run as a scrip
 _STDERR_TAIL = 4000
 
 
+class WorkerFoundDeadError(InterpreterCrashedError):
+    """The worker had died since the last call (killed, out of memory): the call was never sent."""
+
+
 class WorkerProcess:
     """One `frobozz.games._worker` child; calls are serialised, each bounded by a timeout."""
 
     def __init__(self, *, timeout: float) -> None:
         self.timeout = timeout
         self._process: Process | None = None
+        self._exit_code: int | None = None  # the last dead child's, for the report
         self._reader: BufferedByteReceiveStream | None = None
         self._stderr = tempfile.TemporaryFile()  # a file, so a chatty child can never block on it
         # the child's working folder: a story's own SAVE (or junk code that reaches the opcode) writes
@@ -57,7 +62,12 @@ class WorkerProcess:
         child raises InterpreterCrashedError."""
         limit = self.timeout if timeout is None else timeout
         async with self._lock:
-            if not self.alive:
+            if self._process is not None and self._process.returncode is not None:
+                # it died since the last call: said as a crash, so the caller puts its game back; a fresh child
+                # started here would have no story loaded
+                await self._kill()
+                raise self._crashed("the interpreter process had died since the last call", WorkerFoundDeadError)
+            if self._process is None:
                 await self.start()
             process, reader = self._process, self._reader
             assert process is not None and process.stdin is not None and reader is not None
@@ -83,14 +93,16 @@ class WorkerProcess:
                 raise GameError(f"the interpreter refused {op!r}: {value}")
             return value
 
-    def _crashed(self, what: str) -> InterpreterCrashedError:
-        code = self._process.returncode if self._process else None
+    def _crashed(
+        self, what: str, kind: type[InterpreterCrashedError] = InterpreterCrashedError
+    ) -> InterpreterCrashedError:
+        code = self._exit_code
         self._stderr.seek(0, 2)
         size = self._stderr.tell()
         self._stderr.seek(max(0, size - _STDERR_TAIL))
         tail = self._stderr.read().decode("utf-8", "replace").strip()
         detail = f" (exit code {code})" if code is not None else ""
-        return InterpreterCrashedError(f"{what}{detail}", exit_code=code, stderr=tail)
+        return kind(f"{what}{detail}", exit_code=code, stderr=tail)
 
     async def _kill(self) -> None:
         process, self._process = self._process, None
@@ -101,7 +113,7 @@ class WorkerProcess:
         with anyio.CancelScope(shield=True):
             await process.wait()
             await process.aclose()
-        self._process = process  # keep its return code for the report; `alive` is False now
+        self._exit_code = process.returncode  # for the report; the next call starts a new child
 
     async def aclose(self) -> None:
         """Close stdin so the child exits by itself; kill it if it does not within a second."""

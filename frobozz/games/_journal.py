@@ -13,9 +13,18 @@ from .exceptions import GameError, GameNotFoundError
 
 class Journal:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file = path.open("a", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = path.open("a", encoding="utf-8")
+        except OSError as e:
+            reason = (
+                "a file is in the way of a folder"
+                if isinstance(e, FileExistsError | NotADirectoryError)
+                else e.strerror or str(e)
+            )
+            where = f" ({e.filename})" if e.filename and str(e.filename) != str(path.parent) else ""
+            raise GameError(f"the game session's journal could not be made in {path.parent}: {reason}{where}") from e
 
     def write(self, event: str, **fields: Any) -> None:
         self._file.write(json.dumps({"event": event, **fields}) + "\n")

@@ -15,7 +15,7 @@ from enum import Enum
 import anyio
 
 from ._catalogue import by_md5
-from ._interpreter import WorkerProcess
+from ._interpreter import WorkerFoundDeadError, WorkerProcess
 from ._journal import Journal
 from ._map import GameMap
 from ._saves import SaveInfo, SaveStore, decode_state, encode_state
@@ -98,14 +98,18 @@ class GameSession:
     @classmethod
     async def open(cls, story: StoryInfo, settings: GamesSettings, *, seed: int | None = None) -> GameSession:
         self, raw = await cls._start(story, settings, seed, None)
-        self._journal.write(
-            "start",
-            session=self.id,
-            story=str(story.path),
-            md5=story.md5,
-            started=datetime.now(UTC).isoformat(timespec="seconds"),
-        )
-        self._push(self._turn(raw, None))
+        try:
+            self._journal.write(
+                "start",
+                session=self.id,
+                story=str(story.path),
+                md5=story.md5,
+                started=datetime.now(UTC).isoformat(timespec="seconds"),
+            )
+            self._push(self._turn(raw, None))
+        except BaseException:
+            await self.aclose(journal=False)
+            raise
         self._states[-1] = raw["state"]
         self._opening = (self._turns[0], raw["state"])  # restart goes here, whatever was restored since
         return self
@@ -131,15 +135,15 @@ class GameSession:
         cls, story: StoryInfo, settings: GamesSettings, seed: int | None, session_id: str | None
     ) -> tuple[GameSession, dict]:
         worker = WorkerProcess(timeout=settings.step_timeout)
-        try:
-            raw = await worker.call("open", str(await anyio.Path(story.path).resolve()), seed)
-        except GameError as e:
-            await worker.aclose()
-            raise type(e)(f"{story.path.name} could not be started: {e}") from e
+        try:  # any failure to make the session closes its interpreter
+            try:
+                raw = await worker.call("open", str(await anyio.Path(story.path).resolve()), seed)
+            except GameError as e:
+                raise type(e)(f"{story.path.name} could not be started: {e}") from e
+            self = cls(story, settings, worker, seed=seed, session_id=session_id)
         except BaseException:
             await worker.aclose()
             raise
-        self = cls(story, settings, worker, seed=seed, session_id=session_id)
         self.supported = raw["supported"]
         known = by_md5(story.md5)
         self.max_score = raw["max_score"] or (known.max_score if known else None)
@@ -300,12 +304,15 @@ class GameSession:
             return await self._worker.call(op, *args, timeout=timeout)
         except InterpreterCrashedError as e:
             await self._recover()
-            raise InterpreterCrashedError(
-                f"{e} while running {op!r}; a new interpreter was started and the game put back to turn "
-                f"{self.current.number}",
-                exit_code=e.exit_code,
-                stderr=e.stderr,
-            ) from e
+            unsent = isinstance(e, WorkerFoundDeadError)
+            what = f"{e}" if unsent else f"{e} while running {op!r}"
+            if self.state is GameSessionState.CLOSED:
+                after = "a new interpreter could not be started, so the session has ended: start a new game"
+            else:
+                after = f"a new interpreter was started and the game put back to turn {self.current.number}"
+                if unsent:
+                    after += f": {op!r} was never sent, so nothing was done: try again"
+            raise InterpreterCrashedError(f"{what}; {after}", exit_code=e.exit_code, stderr=e.stderr) from e
 
     async def _recover(self) -> None:
         """Start a new interpreter at the last kept state; if even that fails, close the session."""

@@ -21,6 +21,7 @@ from frobozz.games import (
     replay_journal,
     walkthrough_for,
 )
+from frobozz.games._interpreter import WorkerProcess
 from tests.conftest import ZORK1, ZORK1_R119
 from tests.games.stories import endless_loop_story, garbage_code_story
 
@@ -188,6 +189,42 @@ async def test_a_killed_interpreter_is_replaced_at_the_last_good_turn(zork):
     turn = await zork.act("e")
     assert (turn.location, turn.number, turn.moves) == ("Behind House", 4, 4)
     assert "leaflet" in (await zork.peek("inventory")).text
+
+
+async def test_an_interpreter_that_died_between_calls_is_replaced_at_the_last_good_turn(zork):
+    for command in ["open mailbox", "take leaflet", "n"]:
+        await zork.act(command)
+    process = zork._worker._process
+    os.kill(process.pid, signal.SIGKILL)
+    with anyio.fail_after(10):
+        await process.wait()  # its death is known before the next call
+    with pytest.raises(
+        InterpreterCrashedError, match=r"died since the last call.*put back to turn 3: 'step' was never sent"
+    ):
+        await zork.act("e")
+    turn = await zork.act("e")
+    assert (turn.location, turn.number, turn.moves) == ("Behind House", 4, 4)
+    assert "leaflet" in (await zork.peek("inventory")).text
+    assert (await zork.undo(1)).number == 3 and await zork.valid_actions()
+
+
+async def test_a_session_whose_journal_cannot_be_made_is_a_clear_error_and_leaves_no_interpreter(settings, monkeypatch):
+    settings.sessions_dir.parent.mkdir(parents=True, exist_ok=True)
+    settings.sessions_dir.write_text("a file where the journals' folder should be")
+    started = []
+    start = WorkerProcess.start
+
+    async def spied(self):
+        await start(self)
+        started.append(self._process)
+
+    monkeypatch.setattr(WorkerProcess, "start", spied)
+    for _ in range(2):
+        with pytest.raises(
+            GameError, match=rf"journal could not be made in {re.escape(str(settings.sessions_dir))}: a file"
+        ):
+            await GameSession.open(read_story(ZORK1), settings)
+    assert len(started) == 2 and all(p.returncode is not None for p in started)
 
 
 CALLER = """

@@ -1,10 +1,15 @@
+import os
+import signal
+
 import anyio
+import psutil
 import pytest
 from mcp import Client
 
 from frobozz.games import walkthrough_for
 from frobozz.servers.game import Settings, create_server
 from tests.servers.mcp import call, error
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -124,6 +129,42 @@ async def test_a_file_that_is_not_a_story_is_refused_before_the_interpreter(tmp_
         assert "not a Z-machine story" in await error(own, "new_game", game="noise")
         assert "truncated" in await error(own, "new_game", game="cut.z3")
         assert (await call(own, "new_game", game="zork1"))["location"] == "West of House"  # still serving
+
+
+def _interpreters() -> list[psutil.Process]:
+    """This process's live interpreter workers (an in-process server's are its children)."""
+    found = []
+    for child in psutil.Process().children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and any("_worker.py" in a for a in child.cmdline()):
+                found.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+async def test_a_game_whose_interpreter_died_between_calls_is_put_back_and_plays_on(client):
+    sid = (await call(client, "new_game", game="zork1"))["session_id"]
+    await call(client, "act", session_id=sid, command="open mailbox")
+    (worker,) = _interpreters()
+    os.kill(worker.pid, signal.SIGKILL)
+    with anyio.fail_after(10):
+        await eventually(lambda: not psutil.pid_exists(worker.pid))  # reaped by the server: between two calls
+    assert "put back to turn 1" in await error(client, "act", session_id=sid, command="take leaflet")
+    assert (await call(client, "act", session_id=sid, command="take leaflet"))["moves"] == 2
+    assert "leaflet" in (await call(client, "inventory", session_id=sid))["text"]
+    assert (await call(client, "undo", session_id=sid))["moves"] == 1
+
+
+async def test_a_game_that_cannot_keep_its_journal_is_a_clear_error_and_leaves_no_interpreter(frobozz_env):
+    sessions_dir = Settings().sessions_dir
+    sessions_dir.parent.mkdir(parents=True, exist_ok=True)
+    sessions_dir.write_text("a file where the journals' folder should be")
+    async with Client(create_server(Settings())) as client:
+        for _ in range(3):
+            message = await error(client, "new_game", game="zork1")
+            assert f"journal could not be made in {sessions_dir}" in message, message
+        assert _interpreters() == []
 
 
 async def test_ending_a_game_frees_its_session(client):
