@@ -34,10 +34,9 @@ def end_with_the_bench() -> None:
 def scratch_postgres(scratch: Path | str) -> PostgresServer:
     """A Postgres of the bench's own in `scratch`/pg, removed at exit. Guarded against SIGKILL: then the guard
     stops it and removes the whole of `scratch` (the bench's temporary folder), as the bench's exit would have."""
-    import pgserver
-
     from frobozz._pgguard import guard
+    from frobozz.memory._database import embedded_server
 
-    server = pgserver.get_server(Path(scratch) / "pg", cleanup_mode="delete")
+    server = embedded_server(Path(scratch) / "pg", cleanup_mode="delete")  # (its socket where Frobozz's goes)
     guard(server.pgdata, scratch=Path(scratch))
     return server

@@ -30,13 +30,13 @@ async def memory_option(memory: Any, service: MemoryService) -> dict[str, str]:
 def memory_options(
     options: EngineOptions, namespace: str, *, servers: MemoryServers | None
 ) -> tuple[EngineOptions, bool]:
-    """The options of a memory session's claude (cortex storing into its namespace, when there is one), and
-    whether the model can store."""
+    """The options of a memory session's claude (cortex storing into its namespace, when there is one; as the
+    loop starts it: the spare primed with them serves it), and whether the model can store."""
     found = dict(servers(namespace)) if servers else {}
     if found:
         config = dict(options.mcp_config or {}) if isinstance(options.mcp_config, Mapping) else {}
         options = replace(options, mcp_config={"mcpServers": {**config.get("mcpServers", {}), **found}})
-    return options, bool(found)
+    return MemorySession.claude_options(options), bool(found)
 
 
 def memory_loop(

@@ -22,7 +22,6 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from frobozz import _spans
-from frobozz._plugin_off import plugin_off
 from frobozz._text import printable, printable_stream
 
 from ._database import say_postgres_stays
@@ -240,7 +239,7 @@ async def _chat(
             }
             options = EngineOptions(
                 model=claude_model,
-                env=plugin_off(env),  # the loop is run here: the Frobozz plugin's hooks, if installed, run none
+                env=env,  # (the loop starts its claudes with the Frobozz plugin's hooks off: `claude_options`)
                 system_prompt=system,
                 in_process_servers=servers,
                 session_store=transcripts,
@@ -252,7 +251,7 @@ async def _chat(
             )
             sidecar = EngineOptions(
                 model=claude_model,
-                env=plugin_off(env),
+                env=env,
                 tools=(),
                 strict_mcp_config=True,  # (a plugin's MCP server started its daemon)
                 trace_attributes={_spans.SESSION_KIND: "sidecar"},

@@ -24,6 +24,7 @@ from anyio.abc import TaskGroup
 from opentelemetry.context import Context
 
 from .. import _spans
+from .._plugin_off import plugin_off
 from ..engine import (
     AssistantMessage,
     CompactBoundary,
@@ -91,6 +92,14 @@ class MemorySession:
     CLAUDES = 1 + SIDECARS  # claude processes a live one runs (recall asking): the primary and the warm sidecars
 
     @staticmethod
+    def claude_options(options: EngineOptions) -> EngineOptions:
+        """`options` as the loop starts a claude with them, its primary's or a sidecar's: the Frobozz Claude Code
+        plugin's hooks off (`plugin_off`), for the loop is run here; with the plugin installed, they ran it a second
+        time in that claude (a plugin daemon started, more sessions archived for each turn, the sidecar's questions
+        among them). A claude started ahead for a session (a warm spare, a shared sidecar) is started with these."""
+        return replace(options, env=plugin_off(options.env))
+
+    @staticmethod
     def sidecars(recall_queries: bool) -> int:
         """Warm sidecar claudes a session needs: with recall asking no question, only the last turn's suggestions
         (and, in the background, the capsules' at the start) are asked, one at a time; a second warm claude would
@@ -121,9 +130,10 @@ class MemorySession:
         `shared_sidecar`: warm sidecar claudes the caller keeps across sessions (then none start here).
         `recall_queries=False`: recall searches with the message alone, without first asking the sidecar for
         queries (a model turn): for a message that is its own best query (a mail), sent without that wait."""
-        self.options, self.memory, self.namespace, self.client = options, memory, namespace, client
+        self.options, self.memory, self.namespace, self.client = self.claude_options(options), memory, namespace, client
         self.spare, self.shared_sidecar = spare, shared_sidecar
-        self.resume, self.sidecar_options, self.settings = resume, sidecar, settings
+        self.sidecar_options = None if sidecar is None else self.claude_options(sidecar)
+        self.resume, self.settings = resume, settings
         self.providers = providers or default_providers(client)
         self.use_recall, self.use_suggest, self.deadline = recall, suggest, deadline
         self.recall_queries = recall_queries

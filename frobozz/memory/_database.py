@@ -11,6 +11,7 @@ import threading
 import warnings
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import asyncpg
@@ -20,6 +21,9 @@ from frobozz._pgguard import forget_dead_handles, guard, live_users, postmaster_
 
 from .exceptions import DatabaseError
 from .settings import MemorySettings
+
+if TYPE_CHECKING:
+    from pgserver import PostgresServer
 
 log = logging.getLogger("frobozz.cortex")
 _LOCK = 0x636F7274  # "cort": one migration at a time, whichever server starts first
@@ -54,8 +58,10 @@ def stop_embedded_at_exit() -> None:
 _STARTING = threading.Lock()
 # what pg_ctl may be given as the socket folder: pgserver passes it as `-o "-k FOLDER"`, which pg_ctl puts unquoted
 # in the shell command that starts postgres (and postgres splits at commas); a space (macOS's `Application Support`)
-# made it two arguments, and the server never started
-_SHELL_SAFE = re.compile(r"[A-Za-z0-9_./+:@%=-]+")
+# made it two arguments, and the server never started. Nor `+` or `%`: pgserver puts the folder unescaped in its
+# connection URI (`postgresql://postgres:@/postgres?host=FOLDER`), which asyncpg decodes as a query string (a `+`
+# read as a space, `%41` as `A`): the server started, and was looked for in a folder that is not there
+_SHELL_SAFE = re.compile(r"[A-Za-z0-9_./:@=-]+")
 
 
 def _socket_dir(pgdata: Path, runtime_path: Path) -> Path:
@@ -76,14 +82,19 @@ def _socket_dir(pgdata: Path, runtime_path: Path) -> Path:
     return folder
 
 
-def _start_embedded(settings: MemorySettings, started_here: bool) -> str:
+def embedded_server(pgdata: Path, cleanup_mode: str | None = "stop") -> PostgresServer:
+    """pgserver's `get_server`, its socket in the folder `_socket_dir` chooses: every call of it goes through here
+    (one unpatched, such as a stop that starts a stopped server to delete it, failed in a folder with a space)."""
     import pgserver.postgres_server as pgserver
-    from pgserver.postgres_server import get_server
 
     pgserver.find_suitable_socket_dir = _socket_dir  # (pgserver's only say in where the socket goes)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on machines without one
-        server = get_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
+        return pgserver.get_server(pgdata, cleanup_mode=cleanup_mode)
+
+
+def _start_embedded(settings: MemorySettings, started_here: bool) -> str:
+    server = embedded_server(settings.postgres_dir, cleanup_mode="stop" if started_here else None)
     if not postmaster_running(settings.postgres_dir):  # this process's handle, on a server that stopped under it
         with server._lock:  # (pgserver hands a process its handle again, and starts nothing)
             server.ensure_postgres_running()
@@ -115,17 +126,13 @@ def embedded_url(settings: MemorySettings) -> str:
 def stop_embedded(settings: MemorySettings, *, delete: bool = False) -> None:
     """Stop the embedded Postgres (it is otherwise left running for the next start); `delete` removes
     its files too, for scratch databases such as the benchmarks'."""
-    from pgserver.postgres_server import get_server
-
     if not postmaster_running(settings.postgres_dir) and not delete:
         return  # (killed with -9, it is not running: pgserver's stop failed on its pid file)
     if (settings.postgres_dir / "PG_VERSION").exists():
         forget_dead_handles(settings.postgres_dir)  # or a killed user would keep it running
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            server = get_server(settings.postgres_dir)  # this process's own handle, if it has one
-            server.cleanup_mode = "delete" if delete else "stop"
-            server.cleanup()
+        server = embedded_server(settings.postgres_dir)  # this process's own handle, if it has one
+        server.cleanup_mode = "delete" if delete else "stop"
+        server.cleanup()
 
 
 STOP_HINT = "frobozz database stop"  # what stops the embedded Postgres the servers and runs leave running

@@ -12,6 +12,7 @@ from typing import Generic, Protocol, TypeVar
 
 import anyio
 import asyncpg
+from asyncpg.exceptions import _base as asyncpg_client
 
 from frobozz.memory import DATABASE_ERRORS, DatabaseError, MemoryStoreError
 
@@ -20,10 +21,15 @@ RETRY_SECONDS = 5.0  # after the database could not be reached, pages go on with
 # what a database that is away raises under a query: the connection lost, refused or timed out, the server
 # shutting down (not, as all of DATABASE_ERRORS, any Postgres error: one query's bad data is not an outage)
 AWAY = (OSError, DatabaseError, asyncpg.InterfaceError, asyncpg.InternalClientError)  # (TimeoutError is an OSError)
-# and the Postgres errors that say so, by SQLSTATE: its class (connection exception, authorization refused, no such
-# database, out of resources, operator intervention: shutting down, not accepting connections), or a whole one
-# ("database … is not currently accepting connections", as a new connection to a closed one is told)
-AWAY_CLASSES, AWAY_STATES = ("08", "28", "3D", "53", "57"), ("55000",)
+# and the Postgres errors that say so, by SQLSTATE: a whole class (connection exception, authorization refused, no
+# such database), or one state: the server shutting down (admin, crash) or not taking connections yet, too many
+# connections, and "database … is not currently accepting connections" (as a new connection to a closed one is
+# told). Not the rest of classes 53 and 57: a statement timeout (57014), one query's out of memory, are its alone
+AWAY_CLASSES = ("08", "28", "3D")
+AWAY_STATES = ("57P01", "57P02", "57P03", "53300", "55000")
+# asyncpg's own errors for what the client sent (an argument out of its type's range, a setting that is wrong):
+# InterfaceErrors, and yet that query's alone
+NOT_AWAY = (asyncpg_client.DataError, asyncpg.ClientConfigurationError)  # (asyncpg.DataError is Postgres's class 22)
 
 
 def is_away(e: BaseException) -> bool:
@@ -31,7 +37,7 @@ def is_away(e: BaseException) -> bool:
     if isinstance(e, asyncpg.PostgresError):
         state = str(getattr(e, "sqlstate", None) or "")
         return state[:2] in AWAY_CLASSES or state in AWAY_STATES
-    return isinstance(e, AWAY)
+    return isinstance(e, AWAY) and not isinstance(e, NOT_AWAY)
 
 
 class _Closable(Protocol):

@@ -22,6 +22,7 @@ from ._runs import RunView
 from ._waterfall import waterfall
 from ._web import Web, no_nul, web_of
 
+TURN_LIMIT = 2**31  # turns are numbered in an int4 in the database: `after` is one below this
 FILTERS = ("game", "model", "mode", "player", "status")
 
 
@@ -94,6 +95,8 @@ async def run_events(request: Request) -> Response:
         after = int(request.headers.get("last-event-id") or request.query_params.get("after") or 0)
     except ValueError:
         raise HTTPException(400, "after must be a turn number") from None
+    if not 0 <= after < TURN_LIMIT:  # (the database's turn is an int4: a number past it was refused by asyncpg)
+        raise HTTPException(400, f"after must be a turn number from 0 to {TURN_LIMIT - 1}")
     everything = await _view(web, run_id)  # 404 now, before the stream starts
     turns = [t for t in everything.turns if t.turn <= after]
 

@@ -168,3 +168,51 @@ async def test_with_memory_on_a_message_of_an_image_alone_sends_no_empty_text_an
     assert all(b.get("text", "x").strip() for b in last if b.get("type") == "text")
     words = [e for e in await (await memory_service.sessions()).transcript(loop_id) if e.kind == "user"]
     assert [e.content for e in words] == [f"[image: image/png, {len(picture)} bytes]"]
+
+
+async def test_with_the_frobozz_plugin_installed_a_memory_turn_starts_no_plugin_daemon_and_archives_one_session(
+    scripted, roots, cortex_settings, claude_home, frobozz_env, memory_service, monkeypatch
+):
+    """The agent runs the memory loop around a session's claudes, as chat does: the Frobozz plugin the service's
+    account installed in Claude Code ran it again in them (its daemon started, and one turn archived the session,
+    the sidecar's question and the orientation as more sessions of the plugin's own)."""
+    import os
+    import subprocess
+    import sys
+
+    from frobozz.agent import Agent, AgentSettings
+    from frobozz.engine import EngineOptions
+    from frobozz.plugin import PluginSettings, daemon_pid, stop_daemon
+
+    database = cortex_settings.database_url.get_secret_value()
+    monkeypatch.setenv("FROBOZZ_DATABASE_URL", database)  # the plugin's daemon, if one starts, on the same database
+    installed = subprocess.run(
+        [sys.executable, "-m", "frobozz", "plugin", "install"],
+        env={**os.environ, "HOME": str(claude_home)},
+        cwd=claude_home,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert installed.returncode == 0, installed.stderr
+    socket = PluginSettings(data_dir=frobozz_env).socket
+    root, platform = roots
+    env = {**scripted.env(), "HOME": str(claude_home), "CLAUDE_CODE_MAX_RETRIES": "0"}
+    agent = Agent(  # claude as the service's own account, in the HOME the plugin is installed in
+        AgentSettings(workspaces=root, platform_dir=platform, warm_spare=False),
+        engine_options=EngineOptions(env=env),
+        memory=cortex_settings,
+        accounts=False,
+    )
+    try:
+        async with agent:
+            session = await agent.create_session("alice/notes", memory={"namespace": "plugged"})
+            events = await turn(agent, session, "hello")
+            assert isinstance(events[-1], Done) and not events[-1].is_error
+            loop_id = (await agent.session(session)).describe()["memory"]["session"]
+        assert daemon_pid(socket) is None
+        sessions = await memory_service.sessions()
+        assert await sessions.namespaces() == ["plugged"]
+        assert [e.content for e in await sessions.transcript(loop_id) if e.kind == "user"] == ["hello"]
+    finally:
+        stop_daemon(socket)

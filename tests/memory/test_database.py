@@ -153,3 +153,50 @@ def test_the_embedded_postgres_starts_in_a_data_folder_with_a_space_and_one_that
             embedded_url(settings)
     finally:
         stop_embedded(settings)
+
+
+def test_the_embedded_postgres_starts_and_answers_in_a_data_folder_whose_path_has_a_plus_and_a_percent(
+    tmp_path, monkeypatch
+):
+    """`+` and `%` are safe in pg_ctl's shell command, so the socket went in the data folder, but pgserver puts that
+    folder unescaped in its URI, which asyncpg decodes: `c++` was looked for as `c  `, `%41` as `A`, and nothing
+    answered. And a stop that deletes a stopped server started it through pgserver unpatched: in a folder with a
+    space, pg_ctl failed."""
+    import pgserver.postgres_server
+
+    from frobozz.memory import MemorySettings
+    from frobozz.memory._database import embedded_url, stop_embedded
+
+    settings = MemorySettings(data_dir=tmp_path / "c++" / "%41" / "data")
+    try:
+        url = embedded_url(settings)
+
+        async def answer() -> int:
+            connection = await asyncpg.connect(url)
+            try:
+                return await connection.fetchval("SELECT 42")
+            finally:
+                await connection.close()
+
+        assert anyio.run(answer) == 42
+    finally:
+        stop_embedded(settings)
+    spaced = MemorySettings(data_dir=tmp_path / "data 6")
+    try:
+        embedded_url(spaced)
+    finally:
+        stop_embedded(spaced)
+    assert not postmaster_running(spaced.postgres_dir) and (spaced.postgres_dir / "PG_VERSION").exists()
+    # as in a process that has started no embedded Postgres yet (`frobozz database stop --delete`, say)
+    monkeypatch.setattr(pgserver.postgres_server, "find_suitable_socket_dir", ORIGINAL_SOCKET_DIR)
+    stop_embedded(spaced, delete=True)
+    assert not spaced.postgres_dir.exists()
+
+
+def _original_socket_dir():
+    import pgserver.utils
+
+    return pgserver.utils.find_suitable_socket_dir
+
+
+ORIGINAL_SOCKET_DIR = _original_socket_dir()

@@ -5,6 +5,7 @@ import anyio
 import anyio.lowlevel
 import asyncpg
 import pytest
+from asyncpg.exceptions import _base as asyncpg_client
 
 import frobozz.web._lazy_store
 from frobozz.web._lazy_store import LazyStore
@@ -117,6 +118,11 @@ async def test_a_store_closed_at_shutdown_while_a_page_fails_on_it_is_closed_onc
         asyncpg.CharacterNotInRepertoireError('invalid byte sequence for encoding "UTF8": 0x00'),
         asyncpg.UndefinedColumnError('column "nothing" does not exist'),
         asyncpg.UniqueViolationError("duplicate key value violates unique constraint"),
+        # asyncpg's client-side InterfaceErrors for what was sent, not for a connection
+        asyncpg_client.DataError("invalid input for query argument $2: 99999999999 (value out of int32 range)"),
+        asyncpg.ClientConfigurationError("invalid connection parameter"),
+        asyncpg.QueryCanceledError("canceling statement due to statement timeout"),
+        asyncpg.OutOfMemoryError("out of memory"),
     ],
     ids=type,
 )
@@ -154,3 +160,41 @@ async def test_a_database_that_is_away_counts_as_gone_until_the_retry(lazy, open
 
     assert await lazy.use(fails) is None
     assert opened[0].closes == 1 and lazy.database_error is not None and "went away" in lazy.database_error
+
+
+async def _refusal(database_url: str, query: str, *args: object) -> BaseException:
+    """What the test database raises for `query`: a real error, from a real connection."""
+    connection = await asyncpg.connect(database_url)
+    try:
+        await (connection.fetch(query, *args) if args else connection.execute(query))
+    except Exception as e:  # noqa: BLE001 - the error is what the test wants
+        return e
+    finally:
+        await connection.close()
+    raise AssertionError(f"{query} was not refused")
+
+
+@pytest.mark.parametrize(
+    ("query", "error"),
+    [
+        pytest.param(("SELECT $1::int4", 2**40), asyncpg.DataError, id="an int4 argument out of range"),
+        pytest.param(("SELECT $1::int4", "one"), asyncpg.DataError, id="a text for an int4 argument"),
+        pytest.param(
+            ("SET statement_timeout = 50; SELECT pg_sleep(5)",), asyncpg.QueryCanceledError, id="a statement timeout"
+        ),
+    ],
+)
+async def test_a_query_refused_for_its_own_arguments_or_time_fails_alone_and_the_store_stays_open(
+    lazy, opened, cortex_settings, query, error
+):
+    """An argument asyncpg cannot encode (a turn number past int4's, from a URL), and a statement timeout, which
+    is in class 57 with the server's shutdown (it took the store out for every page)."""
+    refusal = await _refusal(cortex_settings.database_url.get_secret_value(), *query)
+    assert type(refusal) is error, repr(refusal)
+
+    async def refused(_: _Store) -> str:
+        raise refusal
+
+    with pytest.raises(type(refusal)):
+        await lazy.use(refused)
+    assert lazy.database_error is None and opened[0].closes == 0

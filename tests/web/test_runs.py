@@ -270,3 +270,21 @@ def test_every_page_needs_the_token(site, path):
     assert refused.status_code == 401 and "Bearer" in refused.headers["www-authenticate"]
     wrong = httpx.get(f"{site}{path}", headers={"Authorization": "Bearer not-the-token-at-all"})
     assert wrong.status_code == 401
+
+
+@pytest.mark.parametrize("where", ["after", "Last-Event-ID"])
+def test_a_turn_number_past_the_databases_is_refused_for_that_request_alone_and_the_database_stays(
+    client, web_settings, where
+):
+    """A turn number past int4's, for a run only the database knows, reached its query: asyncpg refused the
+    argument (an InterfaceError), and the runs store was taken for gone: every page said so for 5 s."""
+    only_in_the_database(web_settings)
+    path = "/runs/20261123-130000-cccccc/events"
+    for after in (str(2**40), str(2**31), "-1"):
+        asked = {"params": {"after": after}} if where == "after" else {"headers": {"Last-Event-ID": after}}
+        refused = client.get(path, **asked)
+        assert refused.status_code == 400 and "turn number" in refused.text, after
+    page = client.get("/").text
+    assert "went away" not in page and "20261123-130000-cccccc" in page and "Leaderboard" in page
+    with client.stream("GET", path, params={"after": 2**31 - 1}) as stream:
+        assert [event for event, _, _ in events(stream.iter_lines())] == ["figures", "end"]
