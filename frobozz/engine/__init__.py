@@ -42,7 +42,7 @@ from ._router import Observer, Router
 from ._session import Producer, Session, SessionState
 from ._session_store import SessionKey, SessionStore, copy_sign_in
 from ._spare import WarmSpare, launch_key, started
-from ._transcripts import SessionInfo, list_sessions, project_key, transcript_path
+from ._transcripts import SessionInfo, config_dir, list_sessions, project_key, transcript_path
 from ._versions import TESTED as TESTED_CLI_VERSIONS
 from ._versions import CLIReport, inspect_cli
 from .exceptions import (
@@ -119,6 +119,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "WarmSpare",
+    "config_dir",
     "copy_sign_in",
     "find_claude",
     "inspect_cli",

@@ -7,7 +7,13 @@ followed, and never logged.
 Every step on the database, in a hook or in the background, goes through `quietly` on the daemon's service: a
 database that hangs is waited out by one step (within its bound), memory is then off (said once), and until a
 probe finds it answering no hook starts a step there (each is refused at once: the daemon says the database
-cannot be reached) and no background work goes on."""
+cannot be reached) and no background work goes on.
+
+A hook works only in the namespace it was given (the hub checks that one against the caller's token): when claude's
+session id already names a loop session of another namespace, the hook is refused (memory is off for it, nothing is
+read or written), so naming another's session reaches none of its memory. A transcript is read only from claude's
+projects folder of the user the daemon (or the hub) runs as: a path elsewhere, which the hook's input names, is not
+read (a log line says so)."""
 
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from typing import Annotated, Any, TypeVar
 import anyio
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from ..engine import config_dir
 from ..loop import (
     BackgroundStep,
     LeftOut,
@@ -102,20 +109,43 @@ class HookInput(BaseModel):
 def project_namespace(cwd: str) -> str:
     """The project's namespace: the name of the git root's folder (or of the folder itself, outside git), each run
     of characters other than ASCII letters, digits, '_', '.', ':' and '-' made one '-', what comes before its first
-    letter or digit and '-', '.', ':' at its end taken off (`My Project` → `My-Project`, `_scratch` → `scratch`).
-    A name left with nothing (`__`, `проект`, `项目`, the root folder) gives `project-` and the first 10 hex digits of
-    the SHA-256 of the folder's full path: a stable namespace of its own for each such folder, never a shared one."""
+    letter or digit and '-', '.', ':' at its end taken off. A name that this changed in anything but its spaces made
+    '-' (`My Project` → `My-Project`) has `-` and the first 10 hex digits of the SHA-256 of the folder's full path
+    after it, within 100 characters (`_scratch` → `scratch-<hash>`, `café` → `caf-<hash>`, `проект-2` → `2-<hash>`), and
+    a name left with nothing (`__`, `проект`, `项目`, the root folder) gives `project-<hash>`: a stable namespace of its
+    own for each such folder, never one shared with another whose name differs only in what was dropped."""
     try:
         here = Path(cwd or ".").resolve()
     except ValueError:  # (a lone surrogate, which names no file)
         here = Path(cwd).absolute()
     root = next((p for p in [here, *here.parents] if (p / ".git").exists()), here)
-    name = _LEADING.sub("", _UNSAFE.sub("-", root.name)).rstrip("-.:")[:100]
-    return name or "project-" + hashlib.sha256(str(root).encode(errors="surrogatepass")).hexdigest()[:10]
+    name = _LEADING.sub("", _UNSAFE.sub("-", root.name)).rstrip("-.:")
+    if name == root.name.replace(" ", "-") and len(name) <= 100:
+        return name  # (a valid name, or one with spaces: the namespace it always had)
+    digest = hashlib.sha256(str(root).encode(errors="surrogatepass")).hexdigest()[:10]
+    return f"{name[:89].rstrip('-.:')}-{digest}" if name else f"project-{digest}"
 
 
-def conversation_of(transcript: str, chars: int = TRANSCRIPT_CHARS) -> str:
-    """The user's and the assistant's words from the end of claude's transcript (JSON lines)."""
+def claude_transcript(path: str) -> Path | None:
+    """The transcript the hook's input names, resolved, if it is in claude's projects folder (`CLAUDE_CONFIG_DIR`, or
+    ~/.claude, then `projects/`) of the user this process runs as; None for no path, and for one elsewhere (through
+    a symlink or `..` too), which is not read: a hook's input (the hub's, from another machine) names any path."""
+    if not path:
+        return None
+    try:
+        projects = (config_dir() / "projects").resolve()
+        found = Path(path).resolve()
+    except (OSError, ValueError, RuntimeError):  # (a NUL, a lone surrogate, a symlink loop)
+        found = None
+    if found is None or found == projects or not found.is_relative_to(projects):
+        log.warning("plugin: a transcript outside claude's projects folder was not read")
+        return None
+    return found
+
+
+def conversation_of(transcript: str | Path, chars: int = TRANSCRIPT_CHARS) -> str:
+    """The user's and the assistant's words from the end of claude's transcript (JSON lines); the caller has
+    checked where it is (`claude_transcript`)."""
     said: list[str] = []
     try:
         lines = Path(transcript).read_text(encoding="utf-8", errors="replace").splitlines()
@@ -139,6 +169,18 @@ def conversation_of(transcript: str, chars: int = TRANSCRIPT_CHARS) -> str:
         if text:
             said.append(f"{'User' if entry['type'] == 'user' else 'Assistant'}: {text}")
     return "\n".join(said)[-chars:]
+
+
+class _Elsewhere(PluginError):
+    """Claude's session id names a loop session of another namespace than the hook's."""
+
+
+def _ours(record: LoopSession, ns: str) -> LoopSession:
+    """`record`, if it is in the hook's namespace; else _Elsewhere (naming neither the other namespace nor what is
+    in it): the hook is refused, and nothing is read or written."""
+    if record.namespace != ns:
+        raise _Elsewhere(f"session {record.id!r} is kept in another namespace than {ns!r}: memory is off for it")
+    return record
 
 
 class HookMemory:
@@ -177,11 +219,12 @@ class HookMemory:
         return await handler(data, ns)
 
     async def _adopt(self, data: HookInput, ns: str) -> LoopSession:
-        """The loop's session for claude's, opened on its first hook (one round trip saved on every later one)."""
+        """The loop's session for claude's, opened on its first hook (one round trip saved on every later one);
+        PluginError when it is another namespace's (`_ours`)."""
         if data.session_id not in self._open:
             sessions = await self.service.sessions()
             self._open[data.session_id] = await sessions.adopt(data.session_id, ns, client=CLIENT)
-        return self._open[data.session_id]
+        return _ours(self._open[data.session_id], ns)
 
     async def _turn(self, session_id: str) -> int:
         if session_id not in self._turns:
@@ -204,6 +247,7 @@ class HookMemory:
         record = await self._quietly("the session's record", adopting, None)
         if record is not None:
             self._open[record.id] = record
+            _ours(record, ns)
         if data.source == "resume":
             return ""
         previous = record.window_started_at if record is not None and data.source == "compact" else None
@@ -211,7 +255,7 @@ class HookMemory:
             await self._quietly("the new window", sessions.new_window(record.id), None)
         providers = [here_and_now(CLIENT), latest_letter(handoffs), capsules(sessions), memories(store, sessions)]
         window = Window(
-            record.namespace if record is not None else ns,
+            ns,
             data.session_id,
             previous_start=previous,
             database=record is not None and self.service.answering,
@@ -246,7 +290,9 @@ class HookMemory:
         """The model kept a memory through cortex: what waited to be kept is offered no more."""
         if data.tool_name.endswith("cortex__store"):
             sessions = await self.service.sessions()
-            await self._quietly("clearing the suggestions", sessions.clear_suggestions(data.session_id), 0)
+            record = await self._quietly("the session's record", self._adopt(data, ns), None)
+            if record is not None:
+                await self._quietly("clearing the suggestions", sessions.clear_suggestions(record.id), 0)
         return ""
 
     async def stop(self, data: HookInput, ns: str) -> str:
@@ -277,10 +323,13 @@ class HookMemory:
         after the compaction shows it. (While memory is off, none is asked for: it could not be kept.)"""
         if self.ask is None:
             raise PluginError("no model to write the hand-off letter with")
-        conversation = conversation_of(data.transcript_path)
+        handoffs = await self.service.handoffs()
+        if await self._quietly("the session's record", self._adopt(data, ns), None) is None:
+            return ""  # (memory is off: the letter could not be kept)
+        transcript = claude_transcript(data.transcript_path)
+        conversation = "" if transcript is None else conversation_of(transcript)
         if not conversation:
             return ""
-        handoffs = await self.service.handoffs()
         answer = (await self.ask(LETTER_PROMPT.format(conversation=conversation))).strip()
         lines = answer.splitlines()
         steps = [line.strip()[2:].strip() for line in lines if line.strip().startswith("- ")]
@@ -292,10 +341,16 @@ class HookMemory:
 
     async def session_end(self, data: HookInput, ns: str) -> str:
         """The session's end archived with claude's whole transcript (redacted); the capsules of recent
-        conversation brought up to date for the next. While memory is off, neither is started."""
+        conversation brought up to date for the next. While memory is off, neither is started. (Refused, the
+        session being another namespace's, what this daemon holds of it is kept.)"""
+        ours = True
         try:
             sessions = await self.service.sessions()
-            opened = await self._quietly("the session's record", self._opened(data, ns), None)
+            try:
+                opened = await self._quietly("the session's record", self._opened(data, ns), None)
+            except _Elsewhere:
+                ours = False
+                raise
             if opened is None:
                 return ""
             record, turn = opened[0], opened[1] or 1
@@ -313,14 +368,18 @@ class HookMemory:
                 self._background.start_soon(self._quietly_in_background, refreshing)
             return ""
         finally:
-            self._turns.pop(data.session_id, None)
-            self._open.pop(data.session_id, None)
+            if ours:
+                self._turns.pop(data.session_id, None)
+                self._open.pop(data.session_id, None)
 
     async def archive_transcript(self, record: LoopSession, data: HookInput, turn: int) -> None:
         """Every entry of claude's transcript (and its subagents') into the transcript store, each once however
         often the session ends (a resumed one ends again); its tool calls and results into the loop's archive,
         those not archived before. Each step on the database a bounded one: one left out (memory off) ends it."""
-        transcript = await anyio.to_thread.run_sync(read_transcript, data.transcript_path, data.session_id)
+        path = claude_transcript(data.transcript_path)
+        transcript = (
+            None if path is None else await anyio.to_thread.run_sync(read_transcript, str(path), data.session_id)
+        )
         if transcript is None:
             return
         try:

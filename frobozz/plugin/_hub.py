@@ -9,7 +9,10 @@ folder, a path on another machine that the tools never see.
 Behind scoped tokens (FROBOZZ_HUB_TOKENS) the hub's gate leaves the caller's grant in `request.state.grant`, as
 for the web view; the namespace a hook works in (its own, or the hub's default) must be one the grant may write,
 as cortex's tools check theirs: every hook event writes there (the session's record, its archive) and most
-read (recall). Refused, the hook hears why, as memory that is off, and nothing is read or written."""
+read (recall). Refused, the hook hears why, as memory that is off, and nothing is read or written. The hooks
+(`HookMemory`) then work in that namespace alone: a session id that names another namespace's session is refused
+the same way, and a transcript is read only from claude's projects folder where the hub runs, never from a path
+elsewhere that the request names."""
 
 from __future__ import annotations
 

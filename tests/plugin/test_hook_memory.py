@@ -3,6 +3,7 @@ in the background, waits on."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from threading import Event
@@ -14,6 +15,7 @@ import pytest
 from frobozz.memory import DatabaseError, MemoryService, MemorySettings, TranscriptStore, check_namespace
 from frobozz.plugin import HookMemory, _hook_memory, project_namespace
 from frobozz.plugin._transcript import read_transcript
+from frobozz.plugin.exceptions import PluginError
 from tests.black_hole import BlackHole
 from tests.memory_parts import EVERY_PART, PartsStarted
 from tests.waiting import eventually
@@ -21,6 +23,15 @@ from tests.waiting import eventually
 from .conftest import CAT
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def claude_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """claude's config folder for the test (the only place the hooks read a transcript from: its `projects/`)."""
+    folder = tmp_path / "claude"
+    (folder / "projects").mkdir(parents=True)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(folder))
+    return folder
 
 
 def prompt(text: str) -> dict[str, str]:
@@ -77,9 +88,9 @@ WAITED = {  # the part each hook starts on a database that hangs (the rest of th
 ORIENTATION = ["the hand-off letter", "a capsule", "a capsule", "the newest memories"]  # its providers' parts
 AGAIN = {  # what each starts once the database answers again (the session adopted anew: SessionEnd let it go)
     "SessionStart": ["the session's record", "a new window", *sorted(ORIENTATION)],
-    "PostToolUse": ["clearing the suggestions"],
+    "PostToolUse": ["the session's record", "clearing the suggestions"],
     "Stop": ["the session's record", "the turns", "archiving: assistant"],
-    "PreCompact": ["writing a hand-off letter"],
+    "PreCompact": ["the session's record", "writing a hand-off letter"],
     "SessionEnd": ["the session's record", "the turns", "archiving: note"],
 }
 
@@ -96,10 +107,11 @@ def hook_input(event: str, when: str, transcript: Path) -> dict[str, str]:
     }[event]
 
 
-def conversation(tmp_path: Path) -> Path:
-    """Claude's transcript of session s-1: an exchange, and a tool call with its result."""
-    path = tmp_path / "project" / "s-1.jsonl"
-    path.parent.mkdir(exist_ok=True)
+def conversation(tmp_path: Path, folder: Path | None = None) -> Path:
+    """Claude's transcript of session s-1: an exchange, and a tool call with its result; in claude's projects folder
+    (the test's `claude_config`), or in `folder`."""
+    path = (folder or tmp_path / "claude" / "projects" / "project") / "s-1.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
     use = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
     result = {"type": "tool_result", "tool_use_id": "t1", "content": "grue.txt"}
     entries = [
@@ -277,7 +289,7 @@ async def test_a_prompt_with_a_nul_is_recalled_for_and_the_sessions_transcript_k
     asked = "What is my cat\x00 called?"
     recalled = await hooks.handle("UserPromptSubmit", prompt(asked), "myproject")
     assert CAT in recalled
-    path = tmp_path / "project" / "s-1.jsonl"
+    path = tmp_path / "claude" / "projects" / "project" / "s-1.jsonl"
     path.parent.mkdir()
     said = [
         {"type": "user", "uuid": "u1", "message": {"role": "user", "content": asked}},
@@ -317,6 +329,128 @@ def test_every_project_folder_gives_a_valid_namespace_and_folders_named_in_nothi
     spaces = [project_namespace(str(folder)) for folder in folders]
     assert [check_namespace(ns) for ns in spaces] == spaces
     assert len(set(spaces)) == len(folders)
-    assert spaces[0] == "scratch" and spaces[-2] == "My-Project"
+    assert spaces[0].startswith("scratch-") and spaces[-2] == "My-Project"
     assert [project_namespace(str(folder)) for folder in folders] == spaces  # the same every time
     assert check_namespace(project_namespace(str(tmp_path / "\ud800")))  # (a path no file can have)
+
+
+def test_folders_whose_names_differ_only_in_what_a_namespace_cannot_hold_do_not_share_one(tmp_path):
+    """`проект-2` and `项目-2` both gave `2`; `café`, `cafè` and `caf` gave `caf`; `_scratch` and `scratch` gave
+    `scratch`; two long names alike in their first 100 characters gave the same: unrelated projects shared memory."""
+    names = ["проект-2", "项目-2", "2", "café", "cafè", "caf", "_scratch", "scratch", "a" * 120, "a" * 100 + "b" * 20]
+    names += ["end.", "end", "My Project", "My-Project_2.x:y"]
+    for name in names:
+        (tmp_path / name).mkdir()
+    spaces = {name: project_namespace(str(tmp_path / name)) for name in names}
+    assert [check_namespace(ns) for ns in spaces.values()] == list(spaces.values())
+    assert len(set(spaces.values())) == len(names)
+    kept = ["2", "caf", "scratch", "end", "My-Project_2.x:y"]
+    assert {name: spaces[name] for name in [*kept, "My Project"]} == {
+        **{n: n for n in kept},
+        "My Project": "My-Project",
+    }
+    digest = {name: hashlib.sha256(str(tmp_path / name).encode()).hexdigest()[:10] for name in names}
+    assert spaces["проект-2"] == f"2-{digest['проект-2']}" and spaces["café"] == f"caf-{digest['café']}"
+    assert spaces["_scratch"] == f"scratch-{digest['_scratch']}" and spaces["end."] == f"end-{digest['end.']}"
+    assert spaces["a" * 120] == f"{'a' * 89}-{digest['a' * 120]}" and len(spaces["a" * 120]) == 100
+    assert [project_namespace(str(tmp_path / name)) for name in names] == list(spaces.values())  # the same each time
+
+
+BOBS_CODE = "Bob's vault code is 4711."
+
+
+async def test_a_hook_naming_a_session_of_another_namespace_is_refused_and_reads_and_writes_nothing_there(
+    memory_service, embedder_ready, tmp_path
+):
+    """A session id is the client's to name: a hook in `alices` naming Bob's session worked in it, under its namespace
+    (`bobs`): recall and the orientation showed Bob's memories, the prompt went into Bob's archive, a memory kept
+    cleared Bob's suggestions, the session's end archived Alice's transcript as Bob's. Now every hook is refused
+    (memory off for it), whether the daemon already holds Bob's session or finds it in the database."""
+    store, sessions = await memory_service.store(), await memory_service.sessions()
+    await store.store(BOBS_CODE, namespace="bobs")
+    transcript, asked = conversation(tmp_path, tmp_path / "claude" / "projects" / "alice"), []
+
+    async def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return "Alice was looking for the grue.\n- read grue.txt"
+
+    bobs_hooks = HookMemory(memory_service, ask=ask, deadline=30.0)
+    bob = {"session_id": "bob-session", "cwd": ""}
+    assert BOBS_CODE in await bobs_hooks.handle(
+        "UserPromptSubmit", {**bob, "prompt": "What is the vault code?"}, "bobs"
+    )
+    await sessions.suggest("bob-session", ["Bob keeps the vault at home."])
+    before = [(e.kind, e.content) for e in await sessions.transcript("bob-session")]
+    alice = {
+        "SessionStart": {"source": "startup"},
+        "UserPromptSubmit": {"prompt": "What is the vault code?"},
+        "PostToolUse": {"tool_name": "mcp__plugin_frobozz-memory_cortex__store"},
+        "Stop": {"last_assistant_message": "The code is 4711."},
+        "PreCompact": {"transcript_path": str(transcript)},
+        "SessionEnd": {"reason": "logout", "transcript_path": str(transcript)},
+    }
+    for hooks in (bobs_hooks, HookMemory(memory_service, ask=ask, deadline=30.0)):  # (the hub's one; a fresh one)
+        for event, more in alice.items():
+            with pytest.raises(PluginError, match="another namespace") as refused:
+                await hooks.handle(event, {**bob, "session_id": "bob-session", **more}, "alices")
+            assert "bobs" not in str(refused.value), event
+    after = [(e.kind, e.content) for e in await sessions.transcript("bob-session")]
+    assert after == before and await sessions.suggestions("bob-session") == ["Bob keeps the vault at home."]
+    assert asked == [] and await (await memory_service.handoffs()).latest("alices") is None
+    transcripts = await TranscriptStore.on(store.pool)
+    assert await transcripts.load({"project_key": "alice", "session_id": "bob-session"}) is None
+    assert (await sessions.get("bob-session")).namespace == "bobs"
+    await bobs_hooks.handle("UserPromptSubmit", {**bob, "prompt": "And the vault code?"}, "bobs")
+    last = (await sessions.transcript("bob-session"))[-1]
+    assert (last.turn, last.content) == (2, "And the vault code?")  # Bob's own session goes on as before
+
+
+async def test_a_transcript_outside_claudes_projects_folder_is_not_read_and_one_inside_is(
+    memory_service, tmp_path, claude_config, caplog
+):
+    """The hooks read whatever `transcript_path` the input named (the hub's, from another machine): the conversation
+    in any JSONL file went to the model and came back as a letter in the caller's namespace, and the session's end
+    kept any `<session id>.jsonl` file. Now only one in claude's projects folder (where this process's user's claude
+    keeps them) is read: not one elsewhere, nor one reached through a symlink or `..` out of it."""
+    asked: list[str] = []
+
+    async def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return f"Letter {len(asked)}: the grue is in grue.txt.\n- read it"
+
+    elsewhere = conversation(tmp_path, tmp_path / "elsewhere")
+    projects = claude_config / "projects"
+    (projects / "linked").mkdir()
+    (projects / "linked" / "s-1.jsonl").symlink_to(elsewhere)
+    (projects / "linked" / "out").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    outside = [
+        str(elsewhere),
+        str(projects / "linked" / "s-1.jsonl"),
+        str(projects / "linked" / "out" / "s-1.jsonl"),
+        str(projects / ".." / ".." / "elsewhere" / "s-1.jsonl"),
+        str(projects),
+        "s-1.jsonl",  # (relative: the daemon's own folder)
+    ]
+    hooks = HookMemory(memory_service, ask=ask, deadline=30.0)
+    handoffs, transcripts = (
+        await memory_service.handoffs(),
+        await TranscriptStore.on((await memory_service.store()).pool),
+    )
+    turn = {"session_id": "s-1", "cwd": ""}
+    for path in outside:
+        caplog.clear()
+        assert await hooks.handle("PreCompact", {**turn, "transcript_path": path}, "myproject") == "", path
+        assert await hooks.handle("SessionEnd", {**turn, "transcript_path": path}, "myproject") == "", path
+        assert caplog.text.count("a transcript outside claude's projects folder was not read") == 2, path
+    assert asked == [] and await handoffs.latest("myproject") is None
+    for key in ("elsewhere", "linked", "out"):
+        assert await transcripts.load({"project_key": key, "session_id": "s-1"}) is None
+
+    inside = conversation(tmp_path)  # claude's projects folder's `project/s-1.jsonl`
+    assert await hooks.handle("PreCompact", {**turn, "transcript_path": str(inside)}, "myproject") == ""
+    await hooks.handle("SessionEnd", {**turn, "transcript_path": str(inside)}, "myproject")
+    letter = await handoffs.latest("myproject")
+    assert len(asked) == 1 and "Where is the grue?" in asked[0]
+    assert letter is not None and letter.summary.startswith("Letter 1:")
+    kept = await transcripts.load({"project_key": "project", "session_id": "s-1"})
+    assert [e["uuid"] for e in kept or []] == ["u1", "u2", "u3", "u4"]

@@ -180,7 +180,9 @@ async def test_a_scoped_token_reaches_through_the_hooks_only_the_namespaces_it_m
 ):
     """Behind scoped tokens, the hooks' namespace (the one the request names, or the hub's default it falls back
     to) is checked against the token's grant as cortex's tools check theirs: another namespace is neither recalled
-    from nor archived into; the hook hears why, as memory that is off."""
+    from nor archived into; the hook hears why, as memory that is off. Naming another namespace's session (its id is
+    the client's to choose) reaches it no more: a prompt in `alices` with Bob's session id recalled from `bobs` and
+    was archived in Bob's session."""
     secret = "alice-token-for-the-plugin-test"
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(
@@ -192,6 +194,9 @@ async def test_a_scoped_token_reaches_through_the_hooks_only_the_namespaces_it_m
         store = await service.store()
         for ns in ("alices", "bobs", HUBS_OWN):
             await store.store(f"The {ns} release train leaves on Thursdays.", namespace=ns)
+        sessions = await service.sessions()
+        await sessions.adopt("bob-session", "bobs", client="claude code")
+        await sessions.archive("bob-session", 1, "user", "Bob's own question.")
     finally:
         await service.aclose()
     env = {**hook_env(claude_home, cortex_settings), "FROBOZZ_HUB_TOKENS": str(tokens)}
@@ -211,11 +216,20 @@ async def test_a_scoped_token_reaches_through_the_hooks_only_the_namespaces_it_m
             assert "context" not in refused, namespace
             shown = namespace if isinstance(namespace, str) else HUBS_OWN
             assert refused["error"] == f"token 'alice' may not use namespace {shown!r} (the hooks read and write it)"
+        through = asked("alices", "bob-session")  # a namespace the token may write, and Bob's session
+        assert "context" not in through and "another namespace" in through["error"] and "bobs" not in through["error"]
 
     service = MemoryService(cortex_settings)
     try:
         sessions = await service.sessions()
-        archived = {s: [e.content for e in await sessions.transcript(s)] for s in ("s-1", "s-bobs", "s-None", "s-7")}
+        named = ("s-1", "s-bobs", "s-None", "s-7", "bob-session")
+        archived = {s: [e.content for e in await sessions.transcript(s)] for s in named}
     finally:
         await service.aclose()
-    assert archived == {"s-1": ["When does the release train leave?"], "s-bobs": [], "s-None": [], "s-7": []}
+    assert archived == {
+        "s-1": ["When does the release train leave?"],
+        "s-bobs": [],
+        "s-None": [],
+        "s-7": [],
+        "bob-session": ["Bob's own question."],
+    }
