@@ -21,6 +21,7 @@ import anyio
 
 from frobozz import _spans
 from frobozz._mailbox import Mailbox
+from frobozz._plugin_off import plugin_off
 from frobozz.engine import (
     EngineOptions,
     Event,
@@ -174,7 +175,7 @@ async def _options(
     session_store = await transcripts(context)
     return EngineOptions(
         model=info.model,
-        env=env,
+        env=plugin_off(env),  # a game's claude is no conversation of the user's: the Frobozz plugin's hooks stay out
         cwd=store.dir,
         tools=(),
         cli_path=cli_path,

@@ -131,14 +131,27 @@ def test_claude_not_logged_in_is_said_plainly_with_both_fixes(tmp_path):
     assert json.loads(auto.stdout)["player"] == "walkthrough"
 
 
-def test_the_claude_player_plays_through_the_real_cli_and_its_api(tmp_path):
+def test_the_claude_player_plays_through_the_real_cli_and_its_api_without_the_users_frobozz_plugin(tmp_path):
+    """With the Frobozz Claude Code plugin installed, its hooks ran in the game's claude too (a daemon started, each
+    game turn archived as the user's own conversation)."""
+    from frobozz.plugin import PluginSettings, daemon_pid, stop_daemon
+
     def model(request):
         n = turn_in(request.last_user_text())
         return f"<command>{['open mailbox', 'read leaflet', 'n'][n]}</command>" if n is not None and n < 3 else "?"
 
     with ScriptedModel(model) as api:
         env = _env(tmp_path, **api.env())
-        done = _play(tmp_path, "zork1", "--max-turns", "3", "--json", env=env)
+        installed = subprocess.run(
+            [sys.executable, "-m", "frobozz", "plugin", "install"], env=env, capture_output=True, text=True, timeout=180
+        )
+        assert installed.returncode == 0, installed.stderr
+        socket = PluginSettings(data_dir=env["FROBOZZ_DATA_DIR"]).socket
+        try:
+            done = _play(tmp_path, "zork1", "--max-turns", "3", "--json", env=env)
+            assert daemon_pid(socket) is None
+        finally:
+            stop_daemon(socket)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert (result["player"], result["turns"], result["reason"]) == ("claude", 3, "max turns")
