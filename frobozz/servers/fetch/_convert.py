@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ._http import Fetched
 from .exceptions import UnsupportedError
 
 _FEED_TYPES = {"application/rss+xml", "application/atom+xml", "application/feed+json", "application/rdf+xml"}
 _TEXT_TYPES = {"text/plain", "text/csv", "text/x-python", "application/javascript", "text/javascript", "text/css"}
-_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_-]+)""", re.IGNORECASE)
-_MD_ALTERNATE = re.compile(r"""<link[^>]+rel=["']alternate["'][^>]+type=["']text/markdown["'][^>]*>""", re.IGNORECASE)
-_HREF = re.compile(r"""href=["']([^"']+)["']""", re.IGNORECASE)
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset=["']?([A-Za-z0-9_-]+)""", re.IGNORECASE)  # on 4 kB only
+_TAG = re.compile(r"<[^<>]*>")
 MAX_IMAGE_PIXELS = 50_000_000
+MAX_TITLE = 500
+MARKUP_DEPTH = 120  # below this, a page is kept as text: markdownify recurses a few frames a level
+log = logging.getLogger("frobozz.fetch")
 
 
 @dataclass(frozen=True)
@@ -47,34 +50,98 @@ def decode(fetched: Fetched) -> str:
     return str(best) if best is not None else body.decode("utf-8", "replace")
 
 
+def _parse_html(html: str) -> tuple[Any, bool]:
+    """The page as an lxml tree (libxml2's HTML parser: linear time, however broken the markup), or None; and
+    whether the parser stopped early, at markup nested deeper than it keeps.
+
+    Regexes over hostile HTML backtrack (an unclosed tag repeated makes them quadratic or worse), and
+    Python's html.parser is quadratic on unclosed tags too."""
+    from lxml import etree
+
+    parser = etree.HTMLParser(recover=True, no_network=True, remove_comments=True, huge_tree=True)
+    try:
+        root = etree.fromstring(html, parser)  # huge_tree: 2,048 levels of nesting kept, not 256
+    except (etree.LxmlError, ValueError):
+        return None, True
+    last = parser.error_log.last_error
+    return root, last is not None and last.type_name == "ERR_RESOURCE_LIMIT"
+
+
+def _plain_text(html: str) -> str:
+    """The text of markup no parser kept whole: tags dropped (each match stops at the next `<` or `>`, so this
+    is linear), entities decoded."""
+    import html as entities
+
+    lines = entities.unescape(_TAG.sub(" ", html)).splitlines()
+    return "\n".join(" ".join(line.split()) for line in lines)
+
+
+def _title(root: Any) -> str | None:
+    element = root.find(".//title") if root is not None else None
+    title = " ".join("".join(element.itertext()).split())[:MAX_TITLE] if element is not None else ""
+    return title or None
+
+
 def markdown_alternate(html: str, base: str) -> str | None:
-    """The URL of a Markdown version the page declares (`<link rel="alternate" type="text/markdown">`)."""
+    """The URL of a Markdown version the page declares (`<link rel="alternate" type="text/markdown">`); a link
+    whose address cannot be read is skipped (the page itself is still read)."""
     import httpx
 
-    link = _MD_ALTERNATE.search(html)
-    href = _HREF.search(link.group(0)) if link else None
-    return str(httpx.URL(base).join(href.group(1))) if href else None
+    root, _ = _parse_html(html)
+    if root is None:
+        return None
+    for link in root.iter("link"):
+        rel = (link.get("rel") or "").lower().split()
+        kind = (link.get("type") or "").split(";")[0].strip().lower()
+        href = (link.get("href") or "").strip()
+        if "alternate" not in rel or kind != "text/markdown" or not href:
+            continue
+        try:
+            return str(httpx.URL(base).join(href))
+        except (httpx.InvalidURL, ValueError) as e:
+            log.info("skipped the page's Markdown link %r: %s", href[:200], e)
+    return None
+
+
+def _whole_page(root: Any, cut: bool, html: str) -> str:
+    """The whole page as Markdown, without scripts and styles; markup nested too deep for that as text."""
+    from lxml import etree
+    from markdownify import markdownify
+
+    if root is None or cut:  # the parser gave up on part of the page: all of its text, without the markup
+        return re.sub(r"\n{3,}", "\n\n", _plain_text(html)).strip()
+    etree.strip_elements(root, "script", "style", "noscript", etree.Comment, with_tail=False)
+    for deep in root.xpath("/*" * MARKUP_DEPTH):  # the markup nested deeper than this: its text only
+        text = "".join(deep.itertext())
+        for child in list(deep):
+            deep.remove(child)
+        deep.text = text
+    try:
+        text = markdownify(etree.tostring(root, encoding="unicode", method="html"), heading_style="ATX")
+    except RecursionError:  # markdownify recursed too deep all the same: the text without the markup
+        text = _plain_text(etree.tostring(root, encoding="unicode", method="html"))
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
 def _html(html: str, url: str) -> Converted:
     import trafilatura
 
-    title_match = _TITLE.search(html)
-    title = " ".join(title_match.group(1).split()) if title_match else None
-    text = trafilatura.extract(
-        html,
-        url=url,
-        output_format="markdown",
-        include_links=True,
-        include_tables=True,
-        include_images=False,
-        favor_recall=True,
-    )
+    root, cut = _parse_html(html)
+    title = _title(root)
+    try:
+        text = trafilatura.extract(
+            html,
+            url=url,
+            output_format="markdown",
+            include_links=True,
+            include_tables=True,
+            include_images=False,
+            favor_recall=True,
+        )
+    except RecursionError:
+        text = None
     if not text or len(text) < 40:  # trafilatura found no main content: take the whole page
-        from markdownify import markdownify
-
-        body = re.sub(r"<(script|style|noscript)[^>]*>.*?</\1>", "", html, flags=re.IGNORECASE | re.DOTALL)
-        text = re.sub(r"\n{3,}", "\n\n", markdownify(body, heading_style="ATX")).strip()
+        text = _whole_page(root, cut, html)
     return Converted(f"# {title}\n\n{text}" if title and not text.startswith("# ") else text, title)
 
 
@@ -86,7 +153,7 @@ def _feed(data: bytes) -> Converted:
     lines = [f"# {title or 'Feed'}", ""]
     for entry in feed.entries:
         date = entry.get("published") or entry.get("updated") or ""
-        summary = re.sub(r"<[^>]+>", "", entry.get("summary", "")).strip()
+        summary = re.sub(r"<[^>]+>", "", entry.get("summary", "")[:5000]).strip()  # bounded: quadratic on stray <
         lines.append(f"- **{entry.get('title', '(untitled)')}**" + (f" ({date})" if date else ""))
         if entry.get("link"):
             lines.append(f"  {entry['link']}")
@@ -145,7 +212,7 @@ def convert(fetched: Fetched, *, raw: bool, image_px: int) -> Converted:
     if kind == "application/json" or kind.endswith("+json"):
         try:
             return Converted(json.dumps(json.loads(text), indent=2, ensure_ascii=False))
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse: the text as it came
             return Converted(text)
     if kind in ("text/markdown", "text/x-markdown") or kind in _TEXT_TYPES or kind.startswith("text/") or not kind:
         return Converted(text)

@@ -100,7 +100,14 @@ class Http:
             location = response.headers.get("location")
             if response.status_code in _REDIRECTS and location:
                 await response.aclose()
-                current = current.join(location)
+                try:
+                    current = current.join(location)
+                except httpx.InvalidURL as e:
+                    raise FetchError(f"{current.host} redirected to an unreadable URL {location[:200]!r} ({e})") from e
+                if current.scheme not in ("http", "https"):
+                    raise BlockedError(
+                        f"{url[:200]} redirected to {location[:200]!r}, not an http(s) URL; the redirect was refused"
+                    )
                 continue
             try:
                 body, capped = await self._read(response)
@@ -136,6 +143,11 @@ class Http:
             raise FetchError(f"{url.host} did not answer in time") from e
         except httpx.HTTPError as e:
             raise FetchError(f"fetching from {url.host} failed: {e}") from e
+        except httpx.InvalidURL as e:  # httpx reads a redirect's Location even when not following it
+            raise BlockedError(
+                f"{url.host} redirected to a URL that is not an http(s) URL or cannot be read ({e}); "
+                "only http and https URLs are fetched, so the redirect was refused"
+            ) from e
 
     async def _read(self, response: httpx.Response) -> tuple[bytes, bool]:
         cap = self.settings.fetch_max_bytes

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Callable
 from functools import partial
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import anyio
 import httpx
@@ -24,6 +25,7 @@ from .exceptions import FetchError
 from .settings import Settings
 
 log = logging.getLogger("frobozz.fetch")
+T = TypeVar("T")
 ACCEPT = "text/markdown, text/html;q=0.9, application/xhtml+xml;q=0.9, */*;q=0.8"
 
 
@@ -85,6 +87,20 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         instructions="Read the web: pages as Markdown, feeds, PDFs, JSON, text and images.",
     )
 
+    cache_failed = False
+
+    def keep(fetched: Fetched, accept: str) -> None:
+        """Store a fetch in the cache; the cache is an optimisation, so a cache that cannot be written is
+        said once on stderr and the page is returned all the same."""
+        nonlocal cache_failed
+        assert cache is not None
+        try:
+            cache.store(fetched, accept)
+        except OSError as e:
+            if not cache_failed:
+                log.warning("fetch cannot write its cache in %s (%s); pages are fetched each time", cache.dir, e)
+            cache_failed = True
+
     async def get(url: str, accept: str = ACCEPT) -> Fetched:
         if cache is None:
             return await http.get(url, accept=accept)
@@ -93,10 +109,23 @@ def create_server(settings: Settings | None = None) -> MCPServer:
             return cached[0]
         fetched = await http.get(url, accept=accept, headers=Cache.validators(cached[0]) if cached else None)
         if fetched.status == 304 and cached:
-            cache.touch(cached[0], accept)
+            keep(cached[0], accept)  # still good: fresh again from now
             return cached[0]
-        cache.store(fetched, accept)
+        keep(fetched, accept)
         return fetched
+
+    async def off_loop(work: Callable[[], T], url: str, deadline: float) -> T:
+        """Parsing in a worker thread (not on the loop that serves every other call), given up at the fetch's
+        deadline; a thread cannot be stopped, so it finishes in the background, its result unused."""
+        try:
+            with anyio.fail_at(deadline):
+                return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except TimeoutError:
+            raise FetchError(
+                f"reading {url[:200]} took longer than {settings.fetch_total_timeout:g} s "
+                "(FROBOZZ_FETCH_TOTAL_TIMEOUT): the page is too large or too convoluted to convert; "
+                "try raw=true for its text as it is"
+            ) from None
 
     @server.tool(annotations=hints("Fetch a URL", read_only=True, idempotent=True, open_world=True))
     async def fetch(
@@ -109,6 +138,7 @@ def create_server(settings: Settings | None = None) -> MCPServer:
         PDFs as text with page markers, JSON pretty-printed, images as pictures. GitHub file and
         repository links give the raw file or README. Long texts come in parts (see next_start_index)."""
         with tool_errors(FetchError):
+            deadline = anyio.current_time() + settings.fetch_total_timeout
             try:
                 target = httpx.URL(url.strip())
             except (httpx.InvalidURL, ValueError) as e:
@@ -129,7 +159,8 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                     + ("; try again later" if fetched.status >= 500 else "")
                 )
             if fetched.content_type in ("text/html", "application/xhtml+xml") and not raw:
-                alternate = markdown_alternate(fetched.body[:65536].decode("utf-8", "replace"), fetched.final_url)
+                head = fetched.body[:65536].decode("utf-8", "replace")
+                alternate = await off_loop(partial(markdown_alternate, head, fetched.final_url), url, deadline)
                 if alternate:
                     try:
                         markdown = await get(alternate)
@@ -137,8 +168,8 @@ def create_server(settings: Settings | None = None) -> MCPServer:
                             fetched = markdown
                     except FetchError as e:
                         log.info("the page's Markdown version at %s failed: %s", alternate, e)
-            converted = await anyio.to_thread.run_sync(  # seconds of parsing on a large page or PDF: not
-                partial(convert, fetched, raw=raw, image_px=settings.fetch_image_px)  # on the loop that serves the rest
+            converted = await off_loop(  # seconds of parsing on a large page or PDF
+                partial(convert, fetched, raw=raw, image_px=settings.fetch_image_px), url, deadline
             )
             if converted.image is not None:
                 result = FetchResult(

@@ -142,6 +142,25 @@ class Site:
             return RedirectResponse("http://169.254.169.254/latest/meta-data/", status_code=302)
         if path == "/to-other-loopback":
             return RedirectResponse(f"http://localhost:{self.port}/page.html", status_code=302)
+        if path == "/to-javascript":
+            return Response(status_code=302, headers={"Location": "javascript:alert(1)"})
+        if path == "/hostile.html":  # unclosed tags that send backtracking regexes (and html.parser) quadratic
+            return html("<html><head>" + '<link rel="alternate" ' * 1200 + "<title>" * 25000)
+        if path == "/md-bad-link.html":
+            return html(
+                '<html><head><title>Doc</title><link rel="alternate" type="text/markdown" href="http://[::1">'
+                f"</head><body><article>{ARTICLE}</article></body></html>"
+            )
+        if path == "/deep.html":
+            return html(
+                "<html><body>"
+                + "<div>" * 1000
+                + "The lamp is at the bottom."
+                + "</div>" * 1000
+                + "<p>And the sword after it.</p></body></html>"
+            )
+        if path == "/deep.json":
+            return Response(b"[" * 200_000 + b"]" * 200_000, media_type="application/json")
         if path == "/missing":
             return PlainTextResponse("nothing here", status_code=404)
         if path == "/broken":

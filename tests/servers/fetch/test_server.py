@@ -2,6 +2,7 @@
 
 import base64
 import io
+import logging
 import os
 import sys
 import threading
@@ -232,6 +233,77 @@ async def test_a_page_being_converted_holds_up_no_other_call(frobozz_env, site, 
         second = await client.call_tool("fetch", {"url": f"{site.url}/page.html", "raw": True})
         second_answered.set()
     assert not second.is_error and held == [True]
+
+
+async def test_a_page_of_unclosed_tags_converts_without_holding_up_other_calls(frobozz_env, site):
+    """26 kB of `<link rel="alternate" ` and `<title>` with no `>`: the regexes that read the Markdown link and
+    the title backtracked for minutes, on the event loop, so every other call of the server (of the hub) waited."""
+    async with Client(create_server(_settings())) as client:
+        with anyio.fail_after(30):  # the regexes took well over a minute on this page
+            async with anyio.create_task_group() as tg:
+                results = {}
+
+                async def hostile() -> None:
+                    results["hostile"] = await client.call_tool("fetch", {"url": f"{site.url}/hostile.html"})
+
+                tg.start_soon(hostile)
+                await anyio.sleep(0.2)
+                results["tiny"] = await client.call_tool("fetch", {"url": f"{site.url}/plain.txt"})
+    assert not results["tiny"].is_error and "Just some plain text" in results["tiny"].content[0].text
+    assert not results["hostile"].is_error, results["hostile"].content[0].text
+
+
+async def test_a_conversion_that_outlasts_the_total_timeout_is_given_up_with_a_clear_error(
+    frobozz_env, site, monkeypatch
+):
+    from frobozz.servers.fetch import _server
+
+    release, convert = threading.Event(), _server.convert
+
+    def endless(*args, **kwargs):
+        release.wait(30)
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(_server, "convert", endless)
+    try:
+        with anyio.fail_after(20):
+            message = await _error(_settings(fetch_total_timeout=1.0), url=f"{site.url}/page.html")
+    finally:
+        release.set()
+    assert "took longer than 1 s" in message and "FROBOZZ_FETCH_TOTAL_TIMEOUT" in message
+
+
+async def test_a_cache_that_cannot_be_written_still_returns_the_page_and_warns_once(frobozz_env, site, caplog):
+    frobozz_env.mkdir(parents=True, exist_ok=True)
+    (frobozz_env / "fetch-cache").write_text("not a folder")
+    caplog.set_level(logging.WARNING, logger="frobozz.fetch")
+    async with Client(create_server(_settings(fetch_cache=True))) as client:
+        for path in ("/page.html", "/plain.txt"):
+            result = await client.call_tool("fetch", {"url": f"{site.url}{path}"})
+            assert not result.is_error, result.content[0].text
+    assert "Just some plain text" in result.content[0].text
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "cannot write its cache" in warnings[0], warnings
+
+
+async def test_a_redirect_to_a_javascript_url_is_refused_with_a_clear_error(frobozz_env, site):
+    message = await _error(_settings(), url=f"{site.url}/to-javascript")
+    assert "redirected to a URL that is not an http(s) URL" in message and "refused" in message
+
+
+async def test_an_unreadable_markdown_link_is_skipped_and_the_page_read(frobozz_env, site):
+    content, meta = await _ok(_settings(), url=f"{site.url}/md-bad-link.html")
+    assert meta["title"] == "Doc" and "Paragraph 11 of the article" in content[0].text
+
+
+async def test_json_nested_too_deep_to_parse_comes_back_as_its_text(frobozz_env, site):
+    content, meta = await _ok(_settings(), url=f"{site.url}/deep.json", max_length=50)
+    assert content[0].text.startswith("[[[[") and meta["length"] == 400_000
+
+
+async def test_html_nested_a_thousand_levels_deep_is_read_as_its_text(frobozz_env, site):
+    content, _ = await _ok(_settings(), url=f"{site.url}/deep.html")
+    assert "The lamp is at the bottom." in content[0].text and "And the sword after it." in content[0].text
 
 
 async def test_the_cache_serves_fresh_copies_and_revalidates_stale_ones(frobozz_env, site):
