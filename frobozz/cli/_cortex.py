@@ -140,6 +140,12 @@ def search_cmd(
     """Memories matching QUERY (hybrid, semantic or keyword); each score in [0, 1] means the same for every query."""
     if mode not in ("hybrid", "semantic", "keyword"):
         raise typer.BadParameter("use hybrid, semantic or keyword", param_hint="--mode")
+    since, until = _aware(since), _aware(until)
+    if since is not None and until is not None and since >= until:  # (it found nothing, said as if none matched)
+        raise typer.BadParameter(
+            f"{since.isoformat(sep=' ')} is not before --until {until.isoformat(sep=' ')}: nothing is in between",
+            param_hint="--since",
+        )
 
     async def work(store):
         return await store.search(
@@ -148,8 +154,8 @@ def search_cmd(
             namespace=namespace,
             mode=mode,
             min_score=min_score,
-            since=_aware(since),
-            until=_aware(until),
+            since=since,
+            until=until,
             include_history=history,
         )
 

@@ -66,6 +66,10 @@ def mcp_config(
             "(claude then sends $FROBOZZ_HUB_TOKEN)",
             param_hint="--token",
         )
+    if install_to and (problem := _not_a_folder(project)):
+        raise typer.BadParameter(f"the project {problem}", param_hint="--project")
+    if output is not None and (problem := _not_a_folder(output.parent)):
+        raise typer.BadParameter(f"the file's folder {problem}", param_hint="--output")
     try:
         config = config_for(check_names(names)) if url is None else hub_config(names, url, token, namespace=namespace)
         if install_to:
@@ -80,3 +84,16 @@ def mcp_config(
         raise typer.BadParameter(f"cannot write: {e}") from e
     if not install_to and output is None:
         typer.echo(json.dumps(config, indent=2))
+
+
+def _not_a_folder(folder: Path) -> str | None:
+    """What is wrong with writing into `folder`, which is not made (`-o /nonexistent/x.json` made /nonexistent, and
+    `-o /etc/passwd/x` said "File exists"), or None: it is a folder."""
+    if folder.is_dir():
+        return None
+    for part in (folder, *folder.parents):
+        if part.exists() or part.is_symlink():
+            if part.is_dir():
+                break
+            return f"{folder} is not a folder" + ("" if part == folder else f": {part} is a file")
+    return f"{folder} does not exist (make it first: it is not made)"

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import anyio
 import typer
 from rich import box
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -229,25 +229,54 @@ def _say_damage(runs_dir: Path, run_id: str) -> None:
         )
 
 
-def _runs_table(rows: list[dict[str, Any]]) -> Table:
-    from frobozz.runner import score_text
+def _runs_table(rows: list[dict[str, Any]]) -> _RunsTable:
+    return _RunsTable(rows)
 
-    # Fits 80 columns: what was played (game, mode, player, model) and why it ended fold in one column; the run id
-    # (what `runs show` takes), status, score, turns and cost are never cut (eleven columns were 2 characters each)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_lines=True)
-    table.add_column("run", no_wrap=True, min_width=22)
-    table.add_column("played, and why it ended", overflow="fold", min_width=16)
-    for name in ("status", "score", "turns", "cost"):
-        table.add_column(name, no_wrap=True, justify="left" if name == "status" else "right")
-    for r in rows:
-        player = r["player"] + (f" ({r['model']})" if r["model"] else "")
-        played = Text.assemble(
-            cell(f"{r['game']} ({r['mode']}), {player}"),
-            ("\n" + cell(r["reason"]).plain, "italic") if r["reason"] else "",
-        )
-        score = score_text(r["score"], r["max_score"])
-        table.add_row(r["run_id"], played, r["status"], score, str(r["turns"]), f"${r['cost_usd']:.4f}")
-    return table
+
+class _RunsTable:
+    """The runs as a table that fits the width it is drawn at: status, score, turns and cost are never cut (at 80
+    columns and at 40 alike); what was played (game, mode, player, model) and why it ended fold in one column; the
+    run id (what `runs show` takes) has a column of its own, whole, where it fits beside them (it does at 80), and
+    heads the folding column where it does not (at 80 the cost was cut to "cos", at 40 the status to "fi…")."""
+
+    TAIL = ("status", "score", "turns", "cost")
+    PLAYED_AT_LEAST = 12  # the folding column's width below which the run id goes into it
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        from frobozz.runner import score_text
+
+        self.rows = [
+            (
+                r["run_id"],
+                Text.assemble(
+                    cell(f"{r['game']} ({r['mode']}), {r['player']}" + (f" ({r['model']})" if r["model"] else "")),
+                    ("\n" + cell(r["reason"]).plain, "italic") if r["reason"] else "",
+                ),
+                (r["status"], score_text(r["score"], r["max_score"]), str(r["turns"]), f"${r['cost_usd']:.4f}"),
+            )
+            for r in rows
+        ]
+
+    def table(self, width: int) -> Table:
+        tails = [max(len(name), *(len(row[2][i]) for row in self.rows)) for i, name in enumerate(self.TAIL)]
+        run_width = max(len("run"), *(len(row[0]) for row in self.rows))
+        # columns two apart (a divider and one space of padding), none at the edges
+        apart = run_width + sum(tails) + 2 * (len(tails) + 1) + self.PLAYED_AT_LEAST <= width
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0), show_lines=True)
+        if apart:
+            table.add_column("run", no_wrap=True, min_width=run_width)
+        table.add_column("played, and why it ended" if apart else "run, played", overflow="fold")
+        for name, tail in zip(self.TAIL, tails, strict=True):
+            table.add_column(name, no_wrap=True, width=tail, justify="left" if name == "status" else "right")
+        for run_id, played, tail_cells in self.rows:
+            if apart:
+                table.add_row(run_id, played, *tail_cells)
+            else:
+                table.add_row(Text.assemble(run_id, "\n", played), *tail_cells)
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table(options.max_width)
 
 
 @runs.command("show")

@@ -490,3 +490,12 @@ def test_reembed_reports_the_memories_it_re_embedded_leaving_out_forgotten_ones(
         cortex_here(cortex_env, monkeypatch, "store", text)
     cortex_here(cortex_env, monkeypatch, "forget", "2")
     assert "re-embedded 1 memories" in cortex_here(cortex_env, monkeypatch, "reembed").stdout
+
+
+def test_a_search_whose_since_is_not_before_its_until_is_a_usage_error(frobozz_env, monkeypatch):
+    """`--since 2030-01-01 --until 2020-01-01` answered "no memories found", as if none matched."""
+    env = dict(os.environ)
+    for since, until in (("2030-01-01", "2020-01-01"), ("2024-05-01T12:00:00+00:00", "2024-05-01T12:00:00+00:00")):
+        refused = cortex_here(env, monkeypatch, "search", "foo", "--since", since, "--until", until, code=2)
+        assert "--since" in refused.stderr and "not before --until" in refused.stderr, refused.stderr
+        assert "no memories found" not in refused.stdout

@@ -164,3 +164,23 @@ def test_a_hub_config_with_a_namespace_sends_it_to_cortex_and_handoff(tmp_path, 
         "handoff": "team",
         "game": None,
     }
+
+
+def test_a_missing_or_non_folder_output_folder_or_project_is_refused_and_nothing_is_made(tmp_path, monkeypatch):
+    """`--output /nonexistent/x.json` and `--install --project /nonexistent` made /nonexistent; `--output
+    /etc/passwd/x` said "File exists"."""
+    env = {**os.environ, "COLUMNS": "500"}  # (the paths whole, on one line)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder\n")
+    for args, said in (
+        (["--output", str(tmp_path / "none" / "deeper" / "x.json")], "does not exist"),
+        (["--install", "--project", str(tmp_path / "none")], "does not exist"),
+        (["--output", str(a_file / "x.json")], f"{a_file} is not a folder"),
+        (["--output", str(a_file / "deeper" / "x.json")], f"{a_file} is a file"),
+        (["--install", "--project", str(a_file)], f"{a_file} is not a folder"),
+    ):
+        refused = frobozz_here(env, monkeypatch, "mcp-config", *args, code=2)
+        assert said in refused.stderr.replace("│", " ") and "File exists" not in refused.stderr, (args, refused.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"] and a_file.read_text() == "not a folder\n"
+    frobozz_here(env, monkeypatch, "mcp-config", "--output", str(tmp_path / "x.json"))  # a folder that is there
+    assert "mcpServers" in json.loads((tmp_path / "x.json").read_text())

@@ -145,3 +145,22 @@ def test_a_run_whose_snapshot_is_damaged_is_shown_saying_so_and_its_resume_is_re
     said = "".join(refused.stderr.split())
     assert f"error:run{run_dir.name}isdamaged:itsrecord{snapshot}" in said and "Traceback" not in said
     assert (run_dir / "run.json").read_bytes() == before  # as it was: not left "running"
+
+
+def test_runs_at_80_and_at_40_columns_shows_status_score_turns_and_cost_whole_and_at_80_the_run_id_too(
+    frobozz_env, tmp_path, monkeypatch
+):
+    """At 80 columns (piped) the cost was cut to "cos" and "$0.000", at 40 the status and score to "fi…", "3…"."""
+    env = _env(tmp_path)
+    frobozz_here(env, monkeypatch, "play", "zork1", "--player", "walkthrough", "--max-turns", "3", "--json")
+    (run,) = json.loads(frobozz_here(env, monkeypatch, "runs", "--json").stdout)
+    for width in (80, 40):
+        monkeypatch.setattr(runs_cli.out, "width", width)
+        lines = frobozz_here(env, monkeypatch, "runs").stdout.splitlines()
+        assert max(map(len, lines)) <= width and "…" not in "".join(lines), "\n".join(lines)
+        header = next(line for line in lines if "status" in line.split())
+        assert header.split()[-4:] == ["status", "score", "turns", "cost"], "\n".join(lines)
+        (row,) = [line for line in lines if line.split()[-4:] == ["finished", "0/350", "3", "$0.0000"]]
+        if width == 80:
+            assert row.split()[0] == run["run_id"]
+    assert run["run_id"] in "".join(line.split()[0] for line in lines if line.strip() and "─" not in line)

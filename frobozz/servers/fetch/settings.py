@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Annotated
 
@@ -42,4 +43,11 @@ class Settings(BaseSettings):
     @field_validator("fetch_allowlist", mode="before")
     @classmethod
     def _entries(cls, value: object) -> object:
-        return env_list(value, ",")  # `127.0.0.1, 10.0.0.0/8` as a user writes it
+        value = env_list(value, ",")  # `127.0.0.1, 10.0.0.0/8` as a user writes it
+        for entry in value if isinstance(value, list) else ():
+            if isinstance(entry, str) and "/" in entry:  # a network (`10.0.0.0/33` was taken for a host name)
+                try:
+                    ipaddress.ip_network(entry.strip(), strict=False)
+                except ValueError as e:
+                    raise ValueError(f"{entry!r} is not a network: {e}") from None
+        return value
