@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -84,6 +85,8 @@ async def check_postgres(settings: MemorySettings) -> str:
     fix = (
         "check that the server is up and FROBOZZ_DATABASE_URL is right"
         if settings.database_url
+        else "fix FROBOZZ_DATA_DIR first (see the data directory check)"
+        if data_dir_problem(settings.data_dir)
         else "reinstall the pgserver package (pip install pgserver), and check the data directory is writable"
     )
     try:
@@ -111,6 +114,8 @@ async def check_postgres(settings: MemorySettings) -> str:
 
 
 async def check_embeddings(settings: MemorySettings) -> str:
+    import httpx
+
     from frobozz.memory import make_embedder
     from frobozz.memory.exceptions import MemoryStoreError
 
@@ -123,9 +128,34 @@ async def check_embeddings(settings: MemorySettings) -> str:
     try:
         embedder = make_embedder(settings)
         [vector] = await embedder.embed(["Is the embedding model working?"])
-    except (MemoryStoreError, ImportError, OSError, RuntimeError, ValueError) as e:
+    except (MemoryStoreError, ImportError, OSError, RuntimeError, ValueError, httpx.InvalidURL) as e:
         raise Problem(f"the {settings.embedding_provider} embedder failed: {e}", fix) from e
     return f"{embedder.model} ({len(vector)} dims, {settings.embedding_provider})"
+
+
+DATA_DIR_FIX = "set FROBOZZ_DATA_DIR to a folder you can write (or unset it for the default)"
+
+
+def data_dir_problem(data_dir: Path) -> str | None:
+    """What keeps `data_dir` from holding Frobozz's data (a file, not a folder; a folder not writable), without
+    making it or anything in it; None when nothing does (not made yet: made when first needed)."""
+    import os
+
+    there = data_dir
+    while not there.exists() and there.parent != there:  # the nearest that is: it makes the rest
+        there = there.parent
+    if not there.is_dir():
+        made = "" if there == data_dir else f" (cannot be made: {there} is not a folder)"
+        return f"FROBOZZ_DATA_DIR {data_dir} is not a folder{made}"
+    if not os.access(there, os.W_OK | os.X_OK):
+        return f"FROBOZZ_DATA_DIR {data_dir} cannot be written ({there} is not writable)"
+    return None
+
+
+async def check_data_dir(settings: GamesSettings) -> str:
+    if problem := data_dir_problem(settings.data_dir):
+        raise Problem(problem, DATA_DIR_FIX)
+    return str(settings.data_dir) + ("" if settings.data_dir.exists() else " (made when first needed)")
 
 
 async def check_games(settings: GamesSettings) -> str:
@@ -142,12 +172,16 @@ async def check_games(settings: GamesSettings) -> str:
         folders = [*([settings.games_dir] if settings.games_dir else []), settings.installed_games_dir]
         raise Problem(
             f"no story files in {' or '.join(str(d) for d in folders)}",
-            "frobozz games install zork1 (or set FROBOZZ_GAMES_DIR to a folder of story files)",
+            "fix FROBOZZ_DATA_DIR first (see the data directory check), then `frobozz games install zork1`"
+            if data_dir_problem(settings.data_dir)
+            else "frobozz games install zork1 (or set FROBOZZ_GAMES_DIR to a folder of story files)",
         )
     return ", ".join(g.name for g in installed)
 
 
 async def check_jericho(settings: GamesSettings) -> str:
+    import tempfile
+
     from frobozz.games import GameError, GameLibrary, GameSession, StoryFileError
 
     library = GameLibrary(settings)
@@ -156,20 +190,25 @@ async def check_jericho(settings: GamesSettings) -> str:
     if not installed:
         damaged = " (the story files here are damaged: see the games check)" if any(g.damaged for g in listing) else ""
         raise Problem(f"no game to try it on{damaged}", "install a game first (see above)")
+    name = installed[0].name
     fix = "pip install jericho (it builds its interpreter with a C compiler: apt install build-essential)"
-    try:
-        session = await GameSession.open(library.find(installed[0].name), settings)
-    except StoryFileError as e:  # damaged since it was listed: not jericho's fault
-        raise Problem(f"{installed[0].name} is damaged: {e}", f"`frobozz games install {installed[0].name}`") from e
-    except (GameError, ImportError, OSError) as e:
-        raise Problem(f"jericho could not start {installed[0].name}: {e}", fix) from e
-    try:
-        turn = await session.act("look")
-    except GameError as e:
-        raise Problem(f"jericho started but could not play: {e}", fix) from e
-    finally:
-        await session.aclose()
-    return f"played a turn of {installed[0].name}: {turn.location or turn.text[:40]!r}"
+    # the turn's session journal goes to a folder of its own, removed after: the check leaves nothing in the data
+    # directory (whose own problems are the data directory check's, not jericho's)
+    with tempfile.TemporaryDirectory(prefix="frobozz-doctor-") as scratch:
+        try:
+            story = library.find(name)
+            session = await GameSession.open(story, settings.model_copy(update={"data_dir": Path(scratch)}))
+        except StoryFileError as e:  # damaged since it was listed: not jericho's fault
+            raise Problem(f"{name} is damaged: {e}", f"`frobozz games install {name}`") from e
+        except (GameError, ImportError, OSError) as e:
+            raise Problem(f"jericho could not start {name}: {e}", fix) from e
+        try:
+            turn = await session.act("look")
+        except GameError as e:
+            raise Problem(f"jericho started but could not play: {e}", fix) from e
+        finally:
+            await session.aclose()
+    return f"played a turn of {name}: {turn.location or turn.text[:40]!r}"
 
 
 async def check_tracing() -> str:
@@ -200,6 +239,7 @@ async def run_checks() -> list[Outcome]:
     checks: list[tuple[str, Callable[[], Awaitable[str]]]] = [
         ("claude CLI", check_claude),
         ("claude login", check_login),
+        ("data directory", lambda: check_data_dir(games)),
         ("Postgres + pgvector", lambda: check_postgres(cortex)),
         ("embeddings", lambda: check_embeddings(cortex)),
         ("games installed", lambda: check_games(games)),

@@ -42,8 +42,8 @@ async def download(url: str, *, client: httpx.AsyncClient | None = None, timeout
                     raise InstallError(f"download of {url} is larger than any story file; refused")
                 chunks.append(chunk)
             return b"".join(chunks)
-    except httpx.HTTPError as e:
-        raise InstallError(f"download of {url} failed: {e}") from e
+    except (httpx.HTTPError, httpx.InvalidURL) as e:  # (InvalidURL, as --url 'http://[::1' is, is no HTTPError)
+        raise InstallError(f"download of {url[:200]} failed: {e}") from e
     finally:
         if own:
             await client.aclose()

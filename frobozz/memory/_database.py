@@ -35,10 +35,15 @@ DATABASE_ERRORS = (OSError, DatabaseError, asyncpg.PostgresError, asyncpg.Interf
 # seconds a new connection may take to be made: a database that hangs (accepts, never answers) held a command's
 # start for asyncpg's 60 s before it said anything; a database that answers takes milliseconds, a remote one a few
 CONNECT_TIMEOUT = 10.0
+# what making a connection raises when it cannot be made; a ValueError is asyncpg's DSN parser's, for a URL it cannot
+# read (a port that is no number, an IPv6 host without its `]`): a traceback, before
+_CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError)
 
 
 def _unreachable(e: BaseException) -> DatabaseError:
     """The error for a connection that could not be made (a TimeoutError's own words are none)."""
+    if isinstance(e, ValueError) and not isinstance(e, asyncpg.InterfaceError):  # asyncpg's DSN parser's own
+        return DatabaseError(f"the database URL cannot be read: {e}")
     said = f"it did not answer within {CONNECT_TIMEOUT:g} s" if isinstance(e, TimeoutError) else str(e)
     return DatabaseError(f"cannot reach the database: {said}")
 
@@ -200,7 +205,7 @@ async def connect(url: str, size: int) -> asyncpg.Pool:
     under the migration lock: two servers starting at once must not both create it."""
     try:
         first = await asyncpg.connect(url, timeout=CONNECT_TIMEOUT)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+    except _CONNECT_ERRORS as e:
         raise _unreachable(e) from e
     try:
         async with first.transaction():
@@ -220,7 +225,7 @@ async def connect(url: str, size: int) -> asyncpg.Pool:
             reset=_keep_session,
             timeout=CONNECT_TIMEOUT,
         )
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+    except _CONNECT_ERRORS as e:
         raise _unreachable(e) from e
 
 
@@ -283,7 +288,7 @@ async def migrated_pool(settings: MemorySettings, package: str, ledger: str, *, 
     url = await database_url(settings)
     try:
         pool = await asyncpg.create_pool(url, min_size=1, max_size=size, timeout=CONNECT_TIMEOUT)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+    except _CONNECT_ERRORS as e:
         raise _unreachable(e) from e
     try:
         await apply_migrations(pool, package, ledger)

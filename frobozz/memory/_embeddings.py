@@ -94,7 +94,7 @@ class HttpEmbedder:
                 )
                 response.raise_for_status()
                 vectors = [item["embedding"] for item in sorted(response.json()["data"], key=lambda d: d["index"])]
-        except (httpx.HTTPError, KeyError, TypeError, ValueError) as e:
+        except (httpx.HTTPError, httpx.InvalidURL, KeyError, TypeError, ValueError) as e:
             raise MemoryStoreError(f"the {self.kind} embedding service at {self.url} failed: {e}") from e
         if len(vectors) != len(texts) or any(len(v) != self.dim for v in vectors):
             raise MemoryStoreError(

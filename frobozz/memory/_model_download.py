@@ -49,6 +49,8 @@ def fetch(url: str, sha256: str, target: Path, *, timeout: float = 60.0) -> None
                             raise DownloadError(f"{url} is larger than {MAX_BYTES >> 20} MB: not a model archive")
                         digest.update(chunk)
                         out.write(chunk)
+        except httpx.InvalidURL as e:  # (not an HTTPError: a URL no request can be made to)
+            raise DownloadError(f"{url[:200]} is not a URL: {e}") from e
         except (httpx.TransportError, httpx.HTTPStatusError) as e:
             kind = Unreachable if isinstance(e, httpx.TransportError) else DownloadError
             raise kind(f"{url} could not be fetched: {e}") from e

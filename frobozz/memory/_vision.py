@@ -71,7 +71,7 @@ class Describer:
         try:
             async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False, verify=tls_context()) as client:
                 response = await client.post(self.url, json=body, headers=headers)
-        except httpx.HTTPError as e:
+        except (httpx.HTTPError, httpx.InvalidURL) as e:
             raise ImageError(f"the vision model at {self.url} could not be reached ({type(e).__name__})") from e
         if response.status_code != 200:
             raise ImageError(f"the vision model answered HTTP {response.status_code}")

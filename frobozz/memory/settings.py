@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
+import urllib.parse
 from pathlib import Path
 from typing import Annotated, Literal
 
+import httpx
 import platformdirs
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -118,6 +121,34 @@ class MemorySettings(BaseSettings):
     )
     cortex_vision_timeout: float = Field(default=60.0, gt=0, description="Seconds a description may take.")
 
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_database_url(value.get_secret_value())
+        return value
+
+    @field_validator("embedding_url", "embedding_onnx_url", "cortex_vision_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value:  # (the ONNX URL empty: never fetched)
+            try:
+                httpx.URL(value)
+            except httpx.InvalidURL as e:
+                raise ValueError(f"not a URL: {e}") from None
+        return value
+
+    @field_validator("cortex_default_namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        from ._store import check_namespace  # (the store imports these settings)
+        from .exceptions import MemoryStoreError
+
+        try:
+            return check_namespace(value)
+        except MemoryStoreError as e:
+            raise ValueError("not a namespace: " + str(e).partition(": ")[2]) from None
+
     @field_validator("cortex_image_folders", mode="before")
     @classmethod
     def _folders(cls, value: object) -> object:
@@ -130,3 +161,25 @@ class MemorySettings(BaseSettings):
     @property
     def postgres_dir(self) -> Path:
         return self.data_dir / "postgres"
+
+
+def check_database_url(url: str) -> None:
+    """ValueError, saying what is wrong, when `url` is not a Postgres URL asyncpg can read (a port that is no number,
+    an IPv6 host without its `]`): asyncpg's own ValueError came only when it connected, as a traceback. The
+    message never repeats the URL (it may hold a password)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as e:
+        raise ValueError(f"not a URL: {e}") from None
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ValueError("not a postgresql:// URL")
+    hosts = parts.netloc.partition("@")[2] if "@" in parts.netloc else parts.netloc  # (as asyncpg splits it)
+    for host in filter(None, hosts.split(",")):
+        if host.startswith("["):  # an IPv6 address, as asyncpg reads it
+            address = re.match(r"\[[^\]]+\](?::([0-9]+))?", host)
+            if address is None:
+                raise ValueError(f"invalid IPv6 host {host[:60]!r}")
+            continue
+        port = urllib.parse.unquote(host.partition(":")[2]) if not host.startswith("/") else ""
+        if port and not port.isdigit():
+            raise ValueError(f"the port {port[:20]!r} is not a number")

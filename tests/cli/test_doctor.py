@@ -198,3 +198,42 @@ def test_a_damaged_story_file_not_in_the_catalogue_is_the_games_checks_failure_w
         anyio.run(check_games, settings)
     assert str(settings.installed_games_dir / "mine.z5") in games.value.fix and "remove" in games.value.fix
     assert "games install" not in games.value.fix  # (no such game in the catalogue)
+
+
+def test_a_data_directory_that_is_a_file_is_the_data_directory_checks_failure_with_its_own_fix(frobozz_env, tmp_path):
+    """FROBOZZ_DATA_DIR=/etc/passwd: jericho was blamed ("pip install jericho") for the journal it could not write."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    done = doctor({**ELSEWHERE_QUICK, "FROBOZZ_DATA_DIR": str(a_file)})
+    assert done.returncode == 1
+    line = next(line for line in done.stdout.splitlines() if line.startswith("data directory:"))
+    assert f"FROBOZZ_DATA_DIR {a_file} is not a folder" in line, done.stdout
+    assert "set FROBOZZ_DATA_DIR to a folder you can write" in done.stdout
+    assert "pip install jericho" not in done.stdout and "Not a directory" not in done.stdout
+    assert "played a turn of zork1" in done.stdout  # (FROBOZZ_GAMES_DIR's game, its journal kept elsewhere)
+    assert a_file.read_text() == "not a folder"
+
+
+def test_a_data_directory_inside_a_file_or_unwritable_is_named_and_one_not_made_yet_is_fine(tmp_path):
+    from frobozz.cli._doctor import data_dir_problem
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    assert "cannot be made: " + str(a_file) + " is not a folder" in data_dir_problem(a_file / "data")
+    assert data_dir_problem(tmp_path / "not" / "made" / "yet") is None
+    assert not (tmp_path / "not").exists()
+    if os.geteuid() != 0:  # (root writes anywhere)
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        assert "is not writable" in data_dir_problem(locked / "data")
+
+
+def test_the_jericho_check_writes_nothing_in_the_data_directory(frobozz_env):
+    """Each `doctor` left a game session's journal in FROBOZZ_DATA_DIR/sessions."""
+    import anyio
+
+    from frobozz.cli._doctor import check_jericho
+    from frobozz.games import GamesSettings
+
+    assert anyio.run(check_jericho, GamesSettings()).startswith("played a turn of")
+    assert not frobozz_env.exists() or list(frobozz_env.rglob("*")) == []

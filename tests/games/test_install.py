@@ -86,3 +86,9 @@ def test_an_installed_copy_is_the_very_story_in_the_first_folder_that_has_it_and
     (good / ZORK1.name).write_bytes(ZORK1.read_bytes())
     assert installed_copy("zork1", []) is None and installed_copy("zork1", [empty, damaged]) is None
     assert installed_copy("zork1", [empty, damaged, good]).path == good / ZORK1.name
+
+
+async def test_a_download_url_that_is_no_url_is_an_install_error_not_a_traceback(tmp_path):
+    with pytest.raises(InstallError, match="Invalid port"):
+        await install("zork1", tmp_path, url="http://[::1")
+    assert list(tmp_path.iterdir()) == []

@@ -200,3 +200,18 @@ def _original_socket_dir():
 
 
 ORIGINAL_SOCKET_DIR = _original_socket_dir()
+
+
+@pytest.mark.parametrize("url", ["postgresql://u@127.0.0.1:notaport/db", "postgresql://[::1"])
+async def test_a_database_url_asyncpg_cannot_read_is_a_database_error_where_it_connects(url, tmp_path):
+    """For a URL that did not pass through the settings' check: asyncpg's ValueError was a traceback."""
+    from pydantic import SecretStr
+
+    from frobozz.memory import DatabaseError, MemorySettings, migrated_pool
+    from frobozz.memory._database import connect
+
+    with pytest.raises(DatabaseError, match="the database URL cannot be read"):
+        await connect(url, 1)
+    settings = MemorySettings.model_construct(database_url=SecretStr(url), data_dir=tmp_path)
+    with pytest.raises(DatabaseError, match="the database URL cannot be read"):
+        await migrated_pool(settings, "frobozz.memory", "cortex_migrations")
