@@ -59,20 +59,40 @@ _help.one_line_summaries(app)
 
 @app.callback()
 def _root(
-    log_level: str = typer.Option(
-        "WARNING", envvar="FROBOZZ_LOG_LEVEL", help="Logging level; logs always go to stderr."
+    ctx: typer.Context,
+    log_level: str | None = typer.Option(
+        None,
+        envvar="FROBOZZ_LOG_LEVEL",
+        show_default="WARNING",
+        help="Logging level; logs always go to stderr.",
     ),
 ) -> None:
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")  # platformdirs, on machines without one
+    source = ctx.get_parameter_source("log_level")  # (by its name: typer's click may not be the `click` here)
+    log_level = log_level or _dotenv_log_level()
     if not isinstance(logging.getLevelName(log_level.upper()), int):
-        raise typer.BadParameter(
-            f"{log_level[:40]!r} is not a level: use DEBUG, INFO, WARNING, ERROR or CRITICAL", param_hint="--log-level"
-        )
+        problem = f"{log_level[:40]!r} is not a level: use DEBUG, INFO, WARNING, ERROR or CRITICAL"
+        if source is not None and source.name == "COMMANDLINE":
+            raise typer.BadParameter(problem, param_hint="--log-level")
+        err.print(f"[red]error:[/red] FROBOZZ_LOG_LEVEL: {escape(problem)}")  # as every other setting's
+        raise typer.Exit(1)
     logging.basicConfig(
         level=log_level.upper(),
         format="%(message)s",
         handlers=[quiet_floods(RichHandler(console=Console(stderr=True), show_path=False))],
     )
+
+
+def _dotenv_log_level() -> str:
+    """FROBOZZ_LOG_LEVEL from a .env file in the current folder, as every other setting is read (typer reads the
+    environment only); WARNING when it is not there either."""
+    from dotenv import dotenv_values
+
+    try:
+        found = dotenv_values(".env").get("FROBOZZ_LOG_LEVEL")
+    except OSError:  # (a .env that is not a readable file: the settings models pass it over too)
+        found = None
+    return found or "WARNING"
 
 
 BARE_VALUES = {"--memory": ""}  # options whose value may be left out: `--memory` or `--memory NAMESPACE`
@@ -156,7 +176,8 @@ def _settings_error(error: BaseException) -> str | None:
     said = []
     for e in error.errors():
         name, secret = variable(str(e["loc"][0])) if e["loc"] else (error.title, False)
-        said.append(f"{name}: {e['msg']} " + ("(a secret: not shown)" if secret else f"(given {e['input']!r:.60})"))
+        msg = str(e["msg"]).removeprefix("Value error, ")  # (pydantic's prefix for a validator's own words)
+        said.append(f"{name}: {msg} " + ("(a secret: not shown)" if secret else f"(given {e['input']!r:.60})"))
     return "; ".join(said)
 
 

@@ -167,6 +167,16 @@ def chat(
     trace: bool = trace_option(),
 ) -> None:
     """Chat with claude, with long-term memory around every turn."""
+    from frobozz.memory import MemorySettings, MemoryStoreError, check_namespace, embedded_users
+
+    if list_sessions and resume is not None:  # (--resume was passed over without a word)
+        raise typer.BadParameter("--list lists the sessions; take one up without --list", param_hint="--resume")
+    try:  # before anything starts (a refused one left the embedded Postgres it had started running)
+        check_namespace(namespace)
+    except MemoryStoreError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from None
+    settings = MemorySettings()  # (a bad one: said, naming its variable, before anything starts)
     start_tracing(trace, "frobozz-chat")
     if list_sessions:
         _sessions_table(namespace)
@@ -184,12 +194,25 @@ def chat(
         raise typer.BadParameter(
             f"{system_prompt_file} cannot be read: {e}", param_hint="--system-prompt-file"
         ) from None
+    running = settings.database_url is not None or embedded_users(settings) is not None
+    began: list[bool] = []  # the chat began: its session is open
     try:
-        anyio.run(_chat, namespace, system, context_dir, resume, not no_recall, not no_suggest, model)
+        anyio.run(_chat, namespace, system, context_dir, resume, not no_recall, not no_suggest, model, began)
     except KeyboardInterrupt:
         pass
-    finally:  # the sessions, archive and memory are in it, for the next chat (after an error too)
-        say_postgres_stays(err)
+    finally:
+        if began or running:  # the sessions, archive and memory are in it, for the next chat (after an error too)
+            say_postgres_stays(err)
+        else:  # refused before it began (an unknown session): an embedded Postgres it started goes with it
+            _stop_started_postgres(settings)
+
+
+def _stop_started_postgres(settings: Any) -> None:
+    """Stop the embedded Postgres this process started, unless another process has taken it up meanwhile (as a
+    one-shot command's does at its exit)."""
+    from frobozz.memory import stop_embedded
+
+    stop_embedded(settings)  # (this process's handle: stopped only when it is the last one on pgserver's list)
 
 
 async def _chat(
@@ -200,6 +223,7 @@ async def _chat(
     recall: bool,
     suggest: bool,
     model: str | None,
+    began: list[bool],
 ) -> None:
     from frobozz.engine import AssistantMessage, EngineOptions, Result, StreamEvent
     from frobozz.engine.observers import HandoffRelay, handoff_span
@@ -225,7 +249,12 @@ async def _chat(
         transcripts = None
         try:
             transcripts = await TranscriptStore.open(size=2)  # claude's sessions, resumable from any machine
-            ns = (await (await service.sessions()).get(resume)).namespace if resume else namespace
+            try:
+                ns = (await (await service.sessions()).get(resume)).namespace if resume else namespace
+            except MemoryStoreError as e:
+                if not str(e).startswith("no session "):  # an id that cannot be one, the database gone
+                    raise
+                raise MemoryStoreError(f"no session {resume}: `frobozz chat --list` shows the ones there are") from e
             served: list[MemorySession] = []  # the chat, once it has started: which claude session is served
             servers = {  # in this process: no four Python processes to wait for before the first prompt
                 name: partial(
@@ -270,6 +299,7 @@ async def _chat(
                 # turns: as an observer, on its own task, it could see a turn's end after the chat had gone on)
             ) as loop:
                 served.append(loop)
+                began.append(True)
                 failed = loop.pool.primary.engine.in_process_failed  # (a setting of its own that is wrong)
                 serving = ", ".join(name for name in servers if name not in failed) or "none"
                 serving += "".join(f"; not {name}: {_why(e)}" for name, e in failed.items())

@@ -59,14 +59,15 @@ def serve(
         show_default=False,
         help="MCP servers (.mcp.json) and skills every workspace gets.",
     ),
-    idle_timeout: float = typer.Option(
-        600,
+    idle_timeout: float | None = typer.Option(
+        None,
         envvar="FROBOZZ_AGENT_IDLE_TIMEOUT",
         min=0.1,
+        show_default="600",
         help="Seconds an agent session's claude may idle before it is released.",
     ),
-    max_live: int = typer.Option(
-        8, envvar="FROBOZZ_AGENT_MAX_LIVE", min=1, help="claude processes the agent runs at once."
+    max_live: int | None = typer.Option(
+        None, envvar="FROBOZZ_AGENT_MAX_LIVE", min=1, show_default="8", help="claude processes the agent runs at once."
     ),
     model: str | None = typer.Option(
         None,
@@ -96,6 +97,8 @@ def serve(
     """Run an MCP server over stdio (as `claude --mcp-config` launches it), every server over HTTP, or the
     agent service."""
     start_tracing(trace, f"frobozz-{name}")
+    if name in ("agent", "all"):  # what the variables left unset may have in a .env file, as the other settings
+        workspaces, platform_dir, model = _from_dotenv(workspaces, platform_dir, model)
     served = name == "agent" or (name == "all" and workspaces is not None)
     with _agent_model(model if served else None) as env:
         server = Server()
@@ -106,6 +109,26 @@ def serve(
             _serve_agent(agent, host, port or 8771, token, tokens, server)
             return
         _serve_hub(name, http, host, port, token, tokens, agent, server)
+
+
+def _from_dotenv(
+    workspaces: Path | None, platform_dir: Path | None, model: str | None
+) -> tuple[Path | None, Path | None, str | None]:
+    """typer reads the options' variables from the environment only: a .env file's FROBOZZ_AGENT_WORKSPACES,
+    _PLATFORM_DIR and _CLAUDE_MODEL (read as AgentSettings reads them; the rest of them AgentSettings reads
+    itself) count where the option and its variable are unset."""
+    from pydantic_settings import BaseSettings
+
+    from frobozz.agent import AgentSettings
+
+    class AgentSettingsOptions(BaseSettings):  # (only these: `serve all` without the agent checks no other)
+        model_config = AgentSettings.model_config
+        workspaces: Path | None = None
+        platform_dir: Path | None = None
+        claude_model: str | None = None
+
+    given = AgentSettingsOptions()
+    return workspaces or given.workspaces, platform_dir or given.platform_dir, model or given.claude_model
 
 
 def _flush_when_claude_stops() -> None:
@@ -176,10 +199,16 @@ def _serve_hub(
         notes.append(f"web view: {_link(base, token, generated)}")
     if agent is not None:
         notes.append(f"agent service: {base}/agent/sessions")
-    notes.extend(_postgres_note())
+    said = _postgres_note()
+    notes.extend(said)
     headline = f"[bold]frobozz hub[/] on {base}: " + ", ".join(f"{base}/{n}/mcp" for n in names)
     _collect_less()
-    server.run(app, host, port, bound=lambda: _announce(headline, notes))
+    try:
+        server.run(app, host, port, bound=lambda: _announce(headline, notes))
+    finally:
+        if not said:  # not running as it started: said now if its servers have started it (or taken it up) since
+            for note in _postgres_note(used_here=True):
+                err.print(note, markup=False, highlight=False, soft_wrap=True)
 
 
 def _collect_less() -> None:
@@ -220,8 +249,8 @@ def _warn_unless_logged_in() -> None:
 def _agent_app(
     workspaces: Path | None,
     platform_dir: Path | None,
-    idle_timeout: float,
-    max_live: int,
+    idle_timeout: float | None,
+    max_live: int | None,
     model: str | None = None,
     env: dict[str, str] | None = None,
     server: Server | None = None,
@@ -239,15 +268,16 @@ def _agent_app(
     if there is not None and not there.is_dir():  # (a file: "chmod o+x" was advised, then mkdir failed)
         raise typer.BadParameter(f"{there} is not a folder", param_hint="--workspaces")
     claude_model = None if model == "scripted" else model
+    given: dict[str, Any] = {"idle_timeout": idle_timeout, "max_live": max_live}  # unset: AgentSettings' (.env's)
+    settings = AgentSettings(  # every FROBOZZ_AGENT_* checked here, before anything is made (a bad one: said, exit 1)
+        workspaces=workspaces,
+        platform_dir=platform_dir,
+        claude_model=claude_model,
+        **{name: value for name, value in given.items() if value is not None},
+    )
     try:
         agent = Agent(
-            AgentSettings(
-                workspaces=workspaces,
-                platform_dir=platform_dir,
-                idle_timeout=idle_timeout,
-                max_live=max_live,
-                claude_model=claude_model,
-            ),
+            settings,
             engine_options=EngineOptions(model=claude_model, env=env or {}),
             memory_servers=_memory_servers(),
         )
@@ -362,13 +392,21 @@ def _tokens(token: str | None, tokens: Path | None) -> tuple[list | None, str | 
     return None, token, True, [f"bearer token (generated; set FROBOZZ_HUB_TOKEN to keep one): {token}"]
 
 
-def _postgres_note() -> list[str]:
+def _postgres_note(*, used_here: bool = False) -> list[str]:
     """The embedded Postgres the hub's servers use stays running after it (for claude's servers, runs and the
-    next start): say so, and what stops it."""
-    from frobozz.memory import MemorySettings, embedded_note
+    next start): say so, and what stops it, when it runs (`used_here`: and this process is among its users). The
+    hub starts it only once a server needs it: one that is not running as the hub starts is said at its end, if
+    it has started it by then (it was said running though it never started, and `database stop` found none)."""
+    import os
 
-    note = embedded_note(MemorySettings())
-    return [f"note: {note}"] if note else []
+    from frobozz.memory import MemorySettings, embedded_note, embedded_users
+
+    settings = MemorySettings()
+    note = embedded_note(settings)
+    users = embedded_users(settings) if note else None
+    if users is None or (used_here and os.getpid() not in users):
+        return []
+    return [f"note: {note}"]
 
 
 def _link(base: str, token: str | None, generated: bool) -> str:
@@ -405,6 +443,8 @@ def hub_token(
         raise typer.BadParameter(
             f"no part {unknown[0][:40]!r} to grant; known: {', '.join(parts)}", param_hint="--server"
         )
+    if users and not {"agent", "*"} & set(servers):  # (a grant's users are only the agent service's to read)
+        raise typer.BadParameter("a user's workspaces are the agent service's: add --server agent", param_hint="--user")
     secret = new_token()
     try:
         grant = Grant(name=name, sha256=hashed(secret), servers=servers, read=read, write=write, users=users)

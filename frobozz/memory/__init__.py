@@ -13,6 +13,7 @@ from ._database import (
     embedded_note,
     embedded_users,
     migrated_pool,
+    stop_embedded,
     stop_embedded_at_exit,
     stop_embedded_unused,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "memory_line",
     "migrated_pool",
     "quietly",
+    "stop_embedded",
     "stop_embedded_at_exit",
     "stop_embedded_unused",
     "storable",

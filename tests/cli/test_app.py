@@ -183,3 +183,29 @@ def test_a_list_setting_that_cannot_be_read_is_named_as_its_variable_and_a_plain
     serve = [sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", "1"]
     hub = subprocess.run(serve, env=env, capture_output=True, text=True, timeout=120)
     assert hub.returncode == 1 and "error: FROBOZZ_FETCH_ALLOWLIST:" in hub.stderr and "--token" not in hub.stderr
+
+
+def test_a_log_level_in_a_dotenv_file_is_read_and_a_bad_one_is_one_line_naming_its_variable(tmp_path):
+    """FROBOZZ_LOG_LEVEL=bogus in .env was passed over (typer reads the environment only), though every other
+    setting is read from `.env` as well."""
+    (tmp_path / ".env").write_text("FROBOZZ_LOG_LEVEL=bogus\n")
+    env = {key: value for key, value in os.environ.items() if key != "FROBOZZ_LOG_LEVEL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "games", "list"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: FROBOZZ_LOG_LEVEL: 'bogus' is not a level: use DEBUG, INFO"), done.stderr
+    (tmp_path / ".env").write_text("FROBOZZ_LOG_LEVEL=debug\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "frobozz", "games", "list"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert logging_at_debug(env, tmp_path)
+
+
+def logging_at_debug(env: dict[str, str], cwd) -> bool:
+    """Whether the root logger is at DEBUG in a command run in `cwd` (its .env's level)."""
+    probe = "import logging, sys\nfrom frobozz.cli import app\napp(['games', 'list'], standalone_mode=False)\n"
+    probe += "print(logging.getLogger().level)\n"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=cwd, capture_output=True, text=True)
+    return done.stdout.strip().splitlines()[-1] == str(10)

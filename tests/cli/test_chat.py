@@ -504,3 +504,32 @@ def test_a_listed_session_shows_its_whole_id_and_its_first_words_as_they_were_sa
     monkeypatch.setattr(_chat.out, "width", 80)  # (the command's console, made at import)
     narrow = frobozz_here(chat_env, monkeypatch, "chat", "--list").stdout
     assert session_id in narrow  # whole, to copy into --resume
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--namespace", "bad/ns"], "invalid namespace 'bad/ns'"),
+        (["--resume", "nope"], "no session nope: `frobozz chat --list` shows the ones there are"),
+    ],
+    ids=["refused namespace", "unknown session"],
+)
+def test_a_chat_refused_before_it_began_leaves_no_embedded_postgres_running_nor_says_it_stays(
+    chat_env, frobozz_env, args, said
+):
+    """Both left the embedded Postgres they had started running, and said it "stays running"."""
+    from frobozz._pgguard import postmaster_running
+
+    env = {key: value for key, value in chat_env.items() if key != "FROBOZZ_DATABASE_URL"}  # the embedded one
+    done = chat(env, *args)
+    stderr = " ".join(done.stderr.split())
+    assert done.returncode == 1 and f"error: {said}" in stderr and "Traceback" not in stderr, done.stderr
+    assert "stays running" not in stderr
+    assert not postmaster_running(frobozz_env / "postgres")
+
+
+def test_a_listing_given_a_session_to_resume_is_refused_as_a_usage_error(chat_env, monkeypatch):
+    """`--list --resume ID` listed, and passed over --resume without a word."""
+    refused = frobozz_here(chat_env, monkeypatch, "chat", "--list", "--resume", "x", code=2)
+    stderr = " ".join(refused.stderr.split())
+    assert "--resume" in stderr and "--list lists the sessions" in stderr

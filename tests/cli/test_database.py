@@ -130,24 +130,56 @@ def test_stop_refused_for_the_plugins_memory_daemon_says_how_to_stop_it(monkeypa
     assert "4343 is" not in said
 
 
-@pytest.mark.anyio
-async def test_serve_all_says_the_embedded_postgres_stays_running_and_how_to_stop_it(frobozz_env):
-    port = free_port()
+async def _hub_said(env: dict[str, str]) -> tuple[str, str]:
+    """What `serve all --http` says as it starts (up to its web view's address), and from then to its end (Ctrl-C)."""
+    import signal
+
     hub = subprocess.Popen(
-        [sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(port)],
+        [sys.executable, "-m", "frobozz", "serve", "all", "--http", "--port", str(free_port())],
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env=env,
     )
+    started = ""
     try:
         with anyio.fail_after(120):
-            while "embedded Postgres" not in (line := await anyio.to_thread.run_sync(hub.stderr.readline)):
-                assert line, "the hub exited before saying anything of its Postgres"
-        assert line.startswith("note: the embedded Postgres (in ") and "stays running" in line
-        assert "`frobozz database stop` stops it" in line
+            while not (line := await anyio.to_thread.run_sync(hub.stderr.readline)).startswith("web view:"):
+                assert line, f"the hub exited before it served: {started}"
+                started += line
+        await anyio.sleep(1)  # (its handler of Ctrl-C in place)
+        hub.send_signal(signal.SIGINT)
+        ended = await anyio.to_thread.run_sync(hub.stderr.read)
+        assert hub.wait(timeout=60) == 0, ended
     finally:
-        hub.terminate()
-        hub.wait(timeout=60)
+        if hub.poll() is None:
+            hub.kill()
+            hub.wait(timeout=60)
+    return started, ended
+
+
+@pytest.mark.anyio
+async def test_serve_all_says_a_running_embedded_postgres_stays_running_and_how_to_stop_it(frobozz_env):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env()
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        started, ended = await _hub_said(_env())
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    [line] = [line for line in (started + ended).splitlines() if "embedded Postgres" in line]
+    assert line.startswith("note: the embedded Postgres (in ") and "stays running" in line
+    assert "`frobozz database stop` stops it" in line
+
+
+@pytest.mark.anyio
+async def test_serve_all_says_nothing_of_an_embedded_postgres_it_never_started(frobozz_env):
+    """It said the embedded Postgres "stays running" though nothing had started it, and `database stop` then
+    found none running."""
+    started, ended = await _hub_said(_env())
+    assert "Postgres" not in started + ended, started + ended
+    assert not (frobozz_env / "postgres" / "postmaster.pid").exists()
 
 
 def test_play_with_memory_says_the_embedded_postgres_stays_running_and_how_to_stop_it(frobozz_env):

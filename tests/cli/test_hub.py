@@ -194,6 +194,8 @@ def test_hub_token_makes_an_entry_the_hub_loads_and_a_bad_tokens_file_stops_serv
     assert (grant.name, grant.servers, grant.read, grant.write) == ("alice", ["cortex"], ["team"], ["alice"])
     assert "name: String should match" in frobozz("hub-token", "bad name!", check=False).stderr
     assert "no part 'bogus' to grant; known: " in frobozz("hub-token", "bob", "--server", "bogus", check=False).stderr
+    alone = frobozz("hub-token", "bob", "--user", "bob", check=False)  # (its help said: with --server agent)
+    assert alone.returncode == 2 and "add --server agent" in " ".join(alone.stderr.replace("│", " ").split())
     (tmp_path / "bad.toml").write_text("[[token]]\nname = 'x'\n")
     refused = frobozz("serve", "all", "--http", "--tokens", str(tmp_path / "bad.toml"), check=False)
     assert refused.returncode != 0 and "FROBOZZ_HUB_TOKENS" in refused.stderr
