@@ -138,14 +138,7 @@ def test_the_embedded_postgres_starts_in_a_data_folder_with_a_space_and_one_that
         url = embedded_url(settings)
         assert " " not in url
 
-        async def answer() -> int:
-            connection = await asyncpg.connect(url)
-            try:
-                return await connection.fetchval("SELECT 42")
-            finally:
-                await connection.close()
-
-        assert anyio.run(answer) == 42
+        assert anyio.run(answer, url) == 42
         stop_embedded(settings)
         with (settings.postgres_dir / "postgresql.conf").open("a") as conf:
             conf.write("no_such_setting = 1\n")  # a server that will not start
@@ -171,14 +164,7 @@ def test_the_embedded_postgres_starts_and_answers_in_a_data_folder_whose_path_ha
     try:
         url = embedded_url(settings)
 
-        async def answer() -> int:
-            connection = await asyncpg.connect(url)
-            try:
-                return await connection.fetchval("SELECT 42")
-            finally:
-                await connection.close()
-
-        assert anyio.run(answer) == 42
+        assert anyio.run(answer, url) == 42
     finally:
         stop_embedded(settings)
     spaced = MemorySettings(data_dir=tmp_path / "data 6")
@@ -215,3 +201,12 @@ async def test_a_database_url_asyncpg_cannot_read_is_a_database_error_where_it_c
     settings = MemorySettings.model_construct(database_url=SecretStr(url), data_dir=tmp_path)
     with pytest.raises(DatabaseError, match="the database URL cannot be read"):
         await migrated_pool(settings, "frobozz.memory", "cortex_migrations")
+
+
+async def answer(url: str) -> int:
+    """What a query on `url` answers: 42 (the server is up and connected to)."""
+    connection = await asyncpg.connect(url)
+    try:
+        return await connection.fetchval("SELECT 42")
+    finally:
+        await connection.close()

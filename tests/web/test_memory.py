@@ -146,7 +146,8 @@ def test_a_scoped_tokens_memory_tab_opens_on_a_namespace_it_may_read(scoped, web
 READER = new_token()
 
 
-def test_a_superseded_memory_shows_when_and_by_which_and_the_fact_s_history(client, web_settings):
+def porto_then_lisbon(web_settings) -> tuple[int, int]:
+    """A fact that changed: Ana lived in Porto, and lives in Lisbon now; (old, new) ids."""
     [old] = stored(web_settings, ("Ana lives in Porto.", "default"))
 
     async def supersede():
@@ -156,7 +157,11 @@ def test_a_superseded_memory_shows_when_and_by_which_and_the_fact_s_history(clie
         finally:
             await service.aclose()
 
-    new = anyio.run(supersede)
+    return old, anyio.run(supersede)
+
+
+def test_a_superseded_memory_shows_when_and_by_which_and_the_fact_s_history(client, web_settings):
+    old, new = porto_then_lisbon(web_settings)
     before, after = client.get(f"/memory/{old}").text, client.get(f"/memory/{new}").text
     assert 'id="superseded"' in before and f"/memory/{new}" in before and 'id="superseded"' not in after
     history = after.split('id="history"')[1]
@@ -167,16 +172,7 @@ def test_a_superseded_memory_shows_when_and_by_which_and_the_fact_s_history(clie
 
 
 def test_forgetting_the_current_version_of_a_changed_fact_says_the_one_before_is_current_again(client, web_settings):
-    [old] = stored(web_settings, ("Ana lives in Porto.", "default"))
-
-    async def supersede():
-        service = MemoryService(web_settings)
-        try:
-            return (await (await service.store()).supersede(old, "Ana lives in Lisbon now.")).id
-        finally:
-            await service.aclose()
-
-    new = anyio.run(supersede)
+    old, new = porto_then_lisbon(web_settings)
     origin = {"Origin": str(client.base_url).rstrip("/")}
     done = client.post(f"/memory/{new}/forget", headers=origin, follow_redirects=True)
     assert done.status_code == 200
