@@ -175,34 +175,33 @@ def runs_list(
         return
     if status is not None and status not in (*STATUSES, DAMAGED):
         raise typer.BadParameter(f"use one of: {', '.join((*STATUSES, DAMAGED))}", param_hint="--status")
-    from frobozz.runner import RunnerSettings, all_runs, with_damaged
+    from frobozz.runner import RunnerSettings, all_runs, damaged_runs, with_damaged
 
     here = RunnerSettings().runs_dir  # runs played on this machine count too, in the database or not
     rows = _with_ledger(lambda ledger: all_runs(ledger, here, game=game, model=model, status=status, limit=limit))
+    damaged = damaged_runs(here)  # (read once: listed with --json, and said on stderr)
     if as_json:
         if game is None and model is None and status in (None, DAMAGED):  # (a damaged run's game is not known)
-            rows = with_damaged(rows, here, limit=limit)
+            rows = with_damaged(rows, damaged, limit=limit)
         out.print_json(json.dumps(rows, default=str))
-        _say_damaged(here, listed=True)
+        _say_damaged(here, damaged, listed=True)
         return
     if not rows:
         out.print(
             "no runs" + (" matching" if game or model or status else " yet: `frobozz play GAME --queue` queues some")
         )
     else:
-        out.print(_runs_table(rows))
-    _say_damaged(here)
+        out.print(_RunsTable(rows))
+    _say_damaged(here, damaged)
 
 
 DAMAGED = "damaged"  # `runs --json`'s status of a run folder here whose run.json cannot be read
 
 
-def _say_damaged(runs_dir: Path, *, listed: bool = False) -> None:
-    """The run folders here whose run.json cannot be read, said once (on stderr): they were left out without a
-    word, and `runs show` said there was no such run (`listed`: `runs --json` lists them, status damaged)."""
-    from frobozz.runner import damaged_runs
-
-    damaged = damaged_runs(runs_dir)
+def _say_damaged(runs_dir: Path, damaged: list[Any], *, listed: bool = False) -> None:
+    """The run folders here whose run.json cannot be read (damaged_runs), said once (on stderr): they were left out
+    without a word, and `runs show` said there was no such run (`listed`: `runs --json` lists them, status
+    damaged)."""
     if not damaged:
         return
     ids = ", ".join(d.run_id for d in damaged[:5]) + (f" and {len(damaged) - 5} more" if len(damaged) > 5 else "")
@@ -227,10 +226,6 @@ def _say_damage(runs_dir: Path, run_id: str) -> None:
             f"[yellow]warning:[/yellow] {escape(str(damage))}: its turns are shown from turns.jsonl, and it cannot "
             "be resumed in text mode"
         )
-
-
-def _runs_table(rows: list[dict[str, Any]]) -> _RunsTable:
-    return _RunsTable(rows)
 
 
 class _RunsTable:

@@ -140,12 +140,14 @@ async def all_runs(
     return rows[:limit]
 
 
-def with_damaged(rows: list[dict[str, Any]], runs_dir: Path, *, limit: int) -> list[dict[str, Any]]:
-    """`rows` (all_runs'), with each run folder here whose run.json cannot be read as a row of its own
-    (damaged_row), newest first, at most `limit`: `runs --json` left them out, said only on stderr. One the
+def with_damaged(
+    rows: list[dict[str, Any]], damaged_here: list[RunDamagedError], *, limit: int
+) -> list[dict[str, Any]]:
+    """`rows` (all_runs'), with each run folder here whose run.json cannot be read (damaged_runs) as a row of its
+    own (damaged_row), newest first, at most `limit`: `runs --json` left them out, said only on stderr. One the
     database lists is listed as it has it."""
     listed = {r["run_id"] for r in rows}
-    damaged = [damaged_row(d) for d in damaged_runs(runs_dir) if d.run_id not in listed]
+    damaged = [damaged_row(d) for d in damaged_here if d.run_id not in listed]
     if not damaged:
         return rows
     return sorted([*rows, *damaged], key=lambda r: (_when(r["created"]), r["run_id"]), reverse=True)[:limit]
