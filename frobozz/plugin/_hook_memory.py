@@ -76,16 +76,11 @@ LETTER_PROMPT = (
 
 
 def _start(value: Any) -> Any:
-    return _clean(value[:MAX_TEXT]) if isinstance(value, str) else value
+    return storable(value[:MAX_TEXT]) if isinstance(value, str) else value
 
 
-def _clean(value: Any) -> Any:
-    """A lone surrogate (an unpaired `\\ud800` escape in the hook's JSON), which Postgres cannot keep nor recall
-    search for, made U+FFFD (and a NUL taken out): `storable`."""
-    return storable(value) if isinstance(value, str) else value
-
-
-# a prompt's or an answer's first MAX_TEXT characters, cleaned
+# a prompt's or an answer's first MAX_TEXT characters, cleaned (`storable`: a lone surrogate, an unpaired `\\ud800`
+# escape in the hook's JSON, which Postgres cannot keep nor recall search for, made U+FFFD, and a NUL taken out)
 Text = Annotated[str, BeforeValidator(_start)]
 
 
@@ -102,7 +97,7 @@ class HookInput(BaseModel):
     source: str = ""
     prompt: Text = ""
     last_assistant_message: Text | None = None
-    reason: Annotated[str, BeforeValidator(_clean)] = ""
+    reason: Annotated[str, BeforeValidator(storable)] = ""
     tool_name: str = ""
 
 
